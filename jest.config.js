@@ -1,0 +1,8 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  preset: 'ts-jest',
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test'],
+  testTimeout: 120_000,
+  transform: { '^.+\\.ts$': ['ts-jest', { isolatedModules: true }] },
+};

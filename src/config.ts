@@ -1,0 +1,55 @@
+// Every setting the project reads from the environment, validated once.
+import path from 'node:path';
+import { z } from 'zod';
+
+export const PROJECT_ROOT = path.resolve(__dirname, '..');
+
+const port = z.coerce.number().int().min(1).max(65535);
+
+const envSchema = z.object({
+  DATA_DIR: z.string().min(1).default(path.join(PROJECT_ROOT, '.data')),
+  TEMPORAL_ADDRESS: z.string().min(1).default('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
+  TEMPORAL_UI_PORT: port.default(8233),
+  DATABASE_URL: z.string().min(1).optional(),
+  STRIPE_SECRET_KEY: z.string().min(1).optional(),
+  STRIPE_API_BASE: z.string().url().optional(),
+  STRIPE_PORT: port.default(4242),
+  STRIPE_IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().default(24),
+  SMTP_PORT: port.default(2525),
+  MAILBOX_PORT: port.default(8025),
+  SMTP_URL: z.string().min(1).optional(),
+  MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
+});
+
+export type Config = ReturnType<typeof loadConfig>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new Error(`invalid environment: ${problems}`);
+  }
+  const e = parsed.data;
+  // With a real key and no base we talk to real Stripe; otherwise to the local Stripe-compatible server.
+  const stripeLocal = !e.STRIPE_SECRET_KEY || e.STRIPE_API_BASE !== undefined;
+  return {
+    dataDir: e.DATA_DIR,
+    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, uiPort: e.TEMPORAL_UI_PORT },
+    databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(e.DATA_DIR, 'orders.db')}`,
+    stripe: {
+      secretKey: e.STRIPE_SECRET_KEY ?? 'sk_test_local',
+      apiBase: stripeLocal ? (e.STRIPE_API_BASE ?? `http://127.0.0.1:${e.STRIPE_PORT}`) : undefined,
+      local: stripeLocal,
+      port: e.STRIPE_PORT,
+      idempotencyTtlMs: e.STRIPE_IDEMPOTENCY_TTL_HOURS * 3600_000,
+    },
+    mail: {
+      smtpUrl: e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`,
+      smtpPort: e.SMTP_PORT,
+      mailboxPort: e.MAILBOX_PORT,
+      mailboxUrl: `http://127.0.0.1:${e.MAILBOX_PORT}`,
+      from: e.MAIL_FROM,
+    },
+  };
+}

@@ -1,0 +1,94 @@
+// Names and payload types shared by the worker, the clients, the workflows and the tests.
+// Workflow code imports this module, so it must stay free of Node built-ins and I/O.
+import { z } from 'zod';
+
+export const TASK_QUEUE = 'refunds';
+export const DEFAULT_NAMESPACE = 'default';
+
+/** Custom search attributes registered with the dev server, so runs can be filtered in the CLI and Web UI. */
+export const SEARCH_ATTRIBUTES = {
+  orderId: 'RefundOrderId',
+  status: 'RefundStatus',
+  step: 'RefundStep',
+} as const;
+
+export const REFUND_REASONS = ['requested_by_customer', 'duplicate', 'fraudulent'] as const;
+
+const idPattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
+
+export const refundRequestSchema = z
+  .object({
+    orderId: z.string().regex(idPattern, 'must be 1-64 letters, digits, "_" or "-", starting with a letter or digit'),
+    amount: z.number().int('must be a whole number of minor units (e.g. cents)').positive('must be greater than 0').max(99_999_999),
+    currency: z.string().regex(/^[a-z]{3}$/, 'must be a three-letter lowercase ISO code such as "usd"'),
+    reason: z.enum(REFUND_REASONS).default('requested_by_customer'),
+    requestedBy: z.string().trim().min(1, 'must name who asked for the refund').max(200),
+    /** A changed intent for the same order is a new operation version, never a disguised retry. */
+    operationVersion: z.number().int().positive().max(1000).default(1),
+  })
+  .strict();
+
+export type RefundRequest = z.output<typeof refundRequestSchema>;
+export type RefundRequestInput = z.input<typeof refundRequestSchema>;
+
+/** Parses a refund request, throwing an error that names every bad field. Changes nothing. */
+export function parseRefundRequest(input: unknown): RefundRequest {
+  const result = refundRequestSchema.safeParse(input);
+  if (!result.success) {
+    const problems = result.error.issues.map((i) => `${i.path.join('.') || '(request)'}: ${i.message}`);
+    throw new InvalidRefundRequestError(`invalid refund request: ${problems.join('; ')}`);
+  }
+  return result.data;
+}
+
+export class InvalidRefundRequestError extends Error {
+  override name = 'InvalidRefundRequestError';
+}
+
+/** The business key: one workflow id per order and operation version. */
+export function refundWorkflowId(orderId: string, operationVersion: number): string {
+  return `refund-${orderId}-v${operationVersion}`;
+}
+
+export type OrderStatus = 'paid' | 'partially_refunded' | 'refunded';
+
+export interface Order {
+  id: string;
+  paymentIntentId: string;
+  customerEmail: string;
+  currency: string;
+  amount: number;
+  refundedAmount: number;
+  status: OrderStatus;
+  version: number;
+}
+
+export interface RefundReceipt {
+  refundId: string;
+  paymentIntentId: string;
+  amount: number;
+  currency: string;
+  status: string;
+  created: number;
+  /** True when the provider answered with a stored response for our idempotency key. */
+  replayed: boolean;
+}
+
+export interface OrderReceipt {
+  orderId: string;
+  status: OrderStatus;
+  refundedAmount: number;
+  version: number;
+  /** False when this operation had already been applied (or reverted) before this call. */
+  changed: boolean;
+}
+
+export interface NotificationReceipt {
+  key: string;
+  messageId: string;
+  recipient: string;
+  /** What the SMTP server answered; proves only that it accepted the message. */
+  providerResponse: string;
+  /** True when the outbox already held a sent message for this key and nothing was sent. */
+  alreadySent: boolean;
+}
