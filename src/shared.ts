@@ -1,5 +1,6 @@
 // Names and payload types shared by the worker, the clients, the workflows and the tests.
 // Workflow code imports this module, so it must stay free of Node built-ins and I/O.
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { z } from 'zod';
 
 export const TASK_QUEUE = 'refunds';
@@ -7,10 +8,10 @@ export const DEFAULT_NAMESPACE = 'default';
 
 /** Custom search attributes registered with the dev server, so runs can be filtered in the CLI and Web UI. */
 export const SEARCH_ATTRIBUTES = {
-  orderId: 'RefundOrderId',
-  status: 'RefundStatus',
-  step: 'RefundStep',
-} as const;
+  orderId: defineSearchAttributeKey('RefundOrderId', SearchAttributeType.KEYWORD),
+  status: defineSearchAttributeKey('RefundStatus', SearchAttributeType.KEYWORD),
+  step: defineSearchAttributeKey('RefundStep', SearchAttributeType.KEYWORD),
+};
 
 export const REFUND_REASONS = ['requested_by_customer', 'duplicate', 'fraudulent'] as const;
 

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Makes sure the external binaries the project runs exist, building them once into a cache
+# outside the checkout so that fresh clones (CI) reuse them. Progress goes to stderr;
+# stdout gets one "name=path" line per tool.
+#   usage: scripts/ensure-tools.sh [temporal] [stripe-mock]   (default: both)
+set -euo pipefail
+
+TOOLS_DIR="${DURABLE_REFUNDS_TOOLS:-$HOME/.cache/durable-refunds/bin}"
+TEMPORAL_CLI_VERSION=v1.5.1   # newest cli tag that `go install` accepts (later tags carry a replace)
+STRIPE_MOCK_VERSION=v0.203.0
+
+say() { echo "[ensure-tools] $*" >&2; }
+
+find_go() {
+  if command -v go >/dev/null 2>&1; then command -v go
+  elif [ -x /usr/local/go/bin/go ]; then echo /usr/local/go/bin/go
+  else return 1; fi
+}
+
+# Builds into TOOLS_DIR with the Go module proxy. $1 = binary name, $2 = module@version.
+go_build() {
+  local go
+  go=$(find_go) || return 1
+  mkdir -p "$TOOLS_DIR"
+  say "building $1 from $2 with $($go version | cut -d' ' -f3) into $TOOLS_DIR (the first build takes minutes)..."
+  local start=$SECONDS
+  GOBIN="$TOOLS_DIR" "$go" install -ldflags="-s -w" "$2" >&2 || return 1
+  say "built $1 in $((SECONDS - start))s ($(du -h "$TOOLS_DIR/$1" | cut -f1))"
+}
+
+# Without Go: the official release archive, when the internet is reachable.
+download_temporal() {
+  command -v curl >/dev/null 2>&1 || return 1
+  local arch
+  case "$(uname -m)" in x86_64) arch=amd64 ;; aarch64|arm64) arch=arm64 ;; *) return 1 ;; esac
+  say "no Go toolchain; downloading the temporal CLI release..."
+  mkdir -p "$TOOLS_DIR"
+  curl -fsSL --max-time 300 "https://temporal.download/cli/archive/latest?platform=linux&arch=$arch" \
+    | tar -xz -C "$TOOLS_DIR" temporal
+}
+
+ensure() {
+  local name=$1 path=""
+  if [ "$name" = temporal ] && [ -n "${TEMPORAL_CLI:-}" ]; then path=$TEMPORAL_CLI
+  elif [ "$name" = stripe-mock ] && [ -n "${STRIPE_MOCK_BIN:-}" ]; then path=$STRIPE_MOCK_BIN
+  elif command -v "$name" >/dev/null 2>&1; then path=$(command -v "$name")
+  elif [ -x "$TOOLS_DIR/$name" ]; then path="$TOOLS_DIR/$name"
+  fi
+  if [ -z "$path" ]; then
+    case "$name" in
+      temporal)
+        go_build temporal "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_VERSION" \
+          || download_temporal \
+          || { say "could not get the temporal CLI. Either install Go (https://go.dev/dl) so this script can run"
+               say "  go install github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_VERSION"
+               say "or install the CLI from https://docs.temporal.io/cli and put it on PATH (or set TEMPORAL_CLI)."
+               exit 1; } ;;
+      stripe-mock)
+        go_build stripe-mock "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION" \
+          || { say "could not build stripe-mock: install Go, or put stripe-mock on PATH (or set STRIPE_MOCK_BIN)."; exit 1; } ;;
+      *) say "unknown tool: $name"; exit 2 ;;
+    esac
+    path="$TOOLS_DIR/$name"
+  fi
+  [ -x "$path" ] || { say "$name at $path is not executable"; exit 1; }
+  echo "$name=$path"
+}
+
+[ $# -gt 0 ] || set -- temporal stripe-mock
+for tool in "$@"; do ensure "$tool"; done

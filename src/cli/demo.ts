@@ -1,0 +1,71 @@
+// One refund end to end on the embedded stack. Safe to run again: the same order is refunded once.
+import { Command } from 'commander';
+import { createStripeClient } from '../activities/payments';
+import { startRefund } from '../client/refunds';
+import { seedPaidOrder } from '../client/seed';
+import { loadConfig } from '../config';
+import { ensureStack, urls } from '../stack/stack';
+import { openStore } from '../store';
+import { connectClient, errorMessage } from './common';
+
+const program = new Command('demo')
+  .description('Bring up the stack, seed a paid order and refund part of it through the refund workflow.')
+  .option('--order <id>', 'order id to seed and refund', 'demo-order-1')
+  .showHelpAfterError();
+
+async function main() {
+  const { order: orderId } = program.parse().opts<{ order: string }>();
+  const config = loadConfig();
+  await ensureStack(config, { worker: true });
+
+  const store = openStore(config.databaseUrl);
+  const stripe = createStripeClient(config.stripe);
+  const order = await seedPaidOrder(stripe, store, { orderId, amount: 5000, currency: 'usd', customerEmail: 'customer@example.test' });
+  await store.close();
+  console.log(`order ${order.id}: ${order.amount} ${order.currency} paid by ${order.paymentIntentId}`);
+
+  const client = await connectClient(config);
+  try {
+    const { workflowId, handle } = await startRefund(client, {
+      orderId,
+      amount: 1250,
+      currency: 'usd',
+      reason: 'requested_by_customer',
+      requestedBy: 'demo',
+    });
+    console.log(`refund workflow ${workflowId} running...`);
+    const result = await handle.result();
+    const u = urls(config);
+    console.log(`
+workflow id   ${result.workflowId}
+refund id     ${result.refund.refundId} (${result.refund.amount} ${result.refund.currency}, ${result.refund.status})
+order status  ${result.order.status}, refunded ${result.order.refundedAmount} of ${order.amount}
+message id    ${result.notification.messageId} to ${result.notification.recipient}`);
+    if (config.stripe.local) console.log(await effectCounts(config.stripe.apiBase!, config.mail.mailboxUrl, order.paymentIntentId, result.notification.messageId));
+    console.log(`
+Look at the run:
+  Web UI        ${u.webUi}/${result.workflowId}
+  CLI           temporal workflow show --workflow-id ${result.workflowId}
+  step table    temporal workflow query --workflow-id ${result.workflowId} --type steps
+The stack keeps running in the background; \`npm run stop\` stops it.`);
+  } finally {
+    await client.connection.close();
+  }
+}
+
+/** What the providers really did for this order, read from their own records. */
+async function effectCounts(stripeBase: string, mailboxUrl: string, paymentIntentId: string, messageId: string): Promise<string> {
+  const ledger = (await (await fetch(`${stripeBase}/_ledger?payment_intent=${paymentIntentId}`)).json()) as {
+    effects: { type: string }[];
+  };
+  const mail = (await (await fetch(`${mailboxUrl}/messages?message_id=${encodeURIComponent(messageId)}`)).json()) as {
+    messages: unknown[];
+  };
+  const refunds = ledger.effects.filter((e) => e.type === 'refund.created').length;
+  return `provider      ${refunds} refund(s) on ${paymentIntentId} in the Stripe server's ledger; ${mail.messages.length} message(s) with that id in the mailbox`;
+}
+
+main().catch((err) => {
+  console.error(`demo: ${errorMessage(err)}`);
+  process.exit(1);
+});

@@ -1,0 +1,51 @@
+import { Command, InvalidArgumentError } from 'commander';
+import os from 'node:os';
+import { ConflictingRefundError, startRefund } from '../client/refunds';
+import { loadConfig } from '../config';
+import { InvalidRefundRequestError, REFUND_REASONS } from '../shared';
+import { connectClient, errorMessage } from './common';
+
+const integer = (name: string) => (value: string) => {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
+  return Number(value);
+};
+
+const program = new Command('refund')
+  .description('Refund an order through the refund workflow and wait for its result. Needs a running stack (npm run dev).')
+  .requiredOption('--order <id>', 'order id')
+  .requiredOption('--amount <minor-units>', 'amount in minor units, e.g. 1250 for $12.50', integer('--amount'))
+  .option('--currency <code>', 'three-letter currency code', 'usd')
+  .option('--reason <reason>', `one of ${REFUND_REASONS.join(', ')}`, 'requested_by_customer')
+  .option('--requested-by <who>', 'who asked for the refund', os.userInfo().username)
+  .option('--operation-version <n>', 'a changed intent for the same order needs a new version', integer('--operation-version'), 1)
+  .option('--no-wait', 'print the workflow id and return without waiting')
+  .showHelpAfterError();
+
+async function main() {
+  const opts = program.parse().opts();
+  const request = {
+    orderId: opts.order,
+    amount: opts.amount,
+    currency: opts.currency,
+    reason: opts.reason,
+    requestedBy: opts.requestedBy,
+    operationVersion: opts.operationVersion,
+  };
+  const client = await connectClient(loadConfig());
+  try {
+    const { workflowId, handle } = await startRefund(client, request);
+    console.log(`workflow ${workflowId}`);
+    if (opts.wait) console.log(JSON.stringify(await handle.result(), null, 2));
+  } finally {
+    await client.connection.close();
+  }
+}
+
+main().catch((err) => {
+  if (err instanceof InvalidRefundRequestError || err instanceof ConflictingRefundError) {
+    console.error(`refund: ${err.message}`);
+    process.exit(2);
+  }
+  console.error(`refund: ${errorMessage(err)}`);
+  process.exit(1);
+});

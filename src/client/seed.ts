@@ -1,0 +1,34 @@
+import type Stripe from 'stripe';
+import type { Order } from '../shared';
+import type { OrderStore } from '../store/types';
+
+export interface DemoOrder {
+  orderId: string;
+  amount: number;
+  currency: string;
+  customerEmail: string;
+}
+
+/** A paid order: a succeeded payment intent at the provider and the order row that points at it. Idempotent. */
+export async function seedPaidOrder(stripe: Stripe, store: OrderStore, o: DemoOrder): Promise<Order> {
+  const existing = await store.getOrder(o.orderId);
+  if (existing) return existing;
+  const intent = await stripe.paymentIntents.create(
+    {
+      amount: o.amount,
+      currency: o.currency,
+      payment_method: 'pm_card_visa',
+      confirm: true,
+      automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+      metadata: { order_id: o.orderId },
+    },
+    { idempotencyKey: `seed:${o.orderId}` },
+  );
+  return store.seedOrder({
+    id: o.orderId,
+    paymentIntentId: intent.id,
+    customerEmail: o.customerEmail,
+    currency: o.currency,
+    amount: o.amount,
+  });
+}

@@ -1,0 +1,105 @@
+// Background processes the stack starts, tracked by pid files under DATA_DIR/run so that
+// `npm run stop` stops exactly what we started and nothing else.
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface ProcessSpec {
+  name: string;
+  command: string;
+  args: string[];
+  env?: NodeJS.ProcessEnv;
+}
+
+const runDir = (dataDir: string) => path.join(dataDir, 'run');
+const pidFile = (dataDir: string, name: string) => path.join(runDir(dataDir), `${name}.pid`);
+export const logFile = (dataDir: string, name: string) => path.join(dataDir, 'logs', `${name}.log`);
+
+/** The pid of a process we started and that is still alive, or undefined. */
+export function runningPid(dataDir: string, name: string): number | undefined {
+  let record: { pid: number; command: string };
+  try {
+    record = JSON.parse(fs.readFileSync(pidFile(dataDir, name), 'utf8'));
+  } catch {
+    return undefined;
+  }
+  try {
+    // A recycled pid belongs to someone else: check it still runs our command.
+    const cmdline = fs.readFileSync(`/proc/${record.pid}/cmdline`, 'utf8').split('\0').join(' ');
+    return cmdline.includes(record.command) ? record.pid : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function startDetached(dataDir: string, spec: ProcessSpec): number {
+  fs.mkdirSync(runDir(dataDir), { recursive: true });
+  fs.mkdirSync(path.dirname(logFile(dataDir, spec.name)), { recursive: true });
+  const log = fs.openSync(logFile(dataDir, spec.name), 'a');
+  const child = spawn(spec.command, spec.args, {
+    detached: true,
+    stdio: ['ignore', log, log],
+    env: { ...process.env, ...spec.env },
+  });
+  fs.closeSync(log);
+  if (child.pid === undefined) throw new Error(`could not start ${spec.name} (${spec.command})`);
+  child.unref();
+  const marker = spec.args.at(-1) ?? spec.command;
+  fs.writeFileSync(pidFile(dataDir, spec.name), JSON.stringify({ pid: child.pid, command: marker }));
+  return child.pid;
+}
+
+/** Stops a process we started (its whole process group), waiting for it to exit. */
+export async function stopProcess(dataDir: string, name: string): Promise<boolean> {
+  const pid = runningPid(dataDir, name);
+  fs.rmSync(pidFile(dataDir, name), { force: true });
+  if (pid === undefined) return false;
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      // already gone
+    }
+  };
+  signal('SIGTERM');
+  for (let i = 0; i < 100; i++) {
+    if (!isAlive(pid)) return true;
+    await sleep(100);
+  }
+  signal('SIGKILL');
+  return true;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export function portOpen(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect({ port, host });
+    const done = (open: boolean) => {
+      socket.destroy();
+      resolve(open);
+    };
+    socket.setTimeout(1000);
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+    socket.once('timeout', () => done(false));
+  });
+}
+
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, log?: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await sleep(250);
+  }
+  throw new Error(`${what} did not become ready within ${timeoutMs / 1000}s${log ? `; see ${log}` : ''}`);
+}

@@ -1,0 +1,113 @@
+// Brings up what is not running yet (Temporal dev server, local Stripe-compatible and SMTP
+// servers, a worker) as background processes, and stops what we started.
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import path from 'node:path';
+import { PROJECT_ROOT, type Config } from '../config';
+import { SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
+import { logFile, portOpen, runningPid, startDetached, stopProcess, waitFor } from './processes';
+import { findTool } from './tools';
+
+export const SERVICES = ['worker', 'servers', 'temporal'] as const;
+
+const log = (msg: string) => console.log(`[stack] ${msg}`);
+const tsx = (file: string) => ({ command: process.execPath, args: ['--import', 'tsx', path.join(PROJECT_ROOT, file)] });
+
+function temporalEndpoint(config: Config): { host: string; port: number } | undefined {
+  const [host, port] = config.temporal.address.split(':');
+  // Only a server on this machine is ours to start; any other address must already be up.
+  return ['127.0.0.1', 'localhost'].includes(host) ? { host: '127.0.0.1', port: Number(port ?? 7233) } : undefined;
+}
+
+export async function ensureTemporal(config: Config): Promise<void> {
+  const local = temporalEndpoint(config);
+  if (local && !(await portOpen(local.port))) {
+    const cli = findTool('temporal');
+    log(`starting Temporal dev server (${cli}) on ${config.temporal.address}, Web UI on ${config.temporal.uiPort}`);
+    const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(local.port), '--ui-port', String(config.temporal.uiPort)];
+    args.push('--namespace', config.temporal.namespace, '--log-level', 'warn');
+    for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=Keyword`);
+    args.push('--db-filename', path.join(config.dataDir, 'temporal.db'));
+    startDetached(config.dataDir, { name: 'temporal', command: cli, args });
+    await waitFor('Temporal', () => portOpen(local.port), 60_000, logFile(config.dataDir, 'temporal'));
+  }
+  const connection = await Connection.connect({ address: config.temporal.address, connectTimeout: '10s' });
+  try {
+    await registerSearchAttributes(connection, config.temporal.namespace);
+  } finally {
+    await connection.close();
+  }
+}
+
+/** Registers our search attributes on a server we did not start (a no-op when they exist). */
+async function registerSearchAttributes(connection: Connection, namespace: string): Promise<void> {
+  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+  const missing = Object.values(SEARCH_ATTRIBUTES).filter((key) => !(key.name in (customAttributes ?? {})));
+  if (missing.length === 0) return;
+  log(`registering search attributes ${missing.map((k) => k.name).join(', ')}`);
+  const keyword = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+  await connection.operatorService.addSearchAttributes({
+    namespace,
+    searchAttributes: Object.fromEntries(missing.map((k) => [k.name, keyword])),
+  });
+}
+
+export async function ensureServers(config: Config): Promise<void> {
+  const ports = [config.mail.smtpPort, config.mail.mailboxPort, ...(config.stripe.local ? [config.stripe.port] : [])];
+  if (runningPid(config.dataDir, 'servers') !== undefined) return;
+  if ((await Promise.all(ports.map((p) => portOpen(p)))).some(Boolean)) {
+    throw new Error(`ports ${ports.join(', ')} are in use by something this stack did not start; stop it or change STRIPE_PORT / SMTP_PORT / MAILBOX_PORT`);
+  }
+  log(`starting local servers: SMTP on ${config.mail.smtpPort}, mailbox API on ${config.mail.mailboxPort}` +
+    (config.stripe.local ? `, Stripe-compatible API on ${config.stripe.port}` : ''));
+  startDetached(config.dataDir, { name: 'servers', ...tsx('src/servers/main.ts') });
+  const all = async () => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean);
+  await waitFor('local servers', all, 30_000, logFile(config.dataDir, 'servers'));
+}
+
+export async function ensureWorker(config: Config): Promise<void> {
+  if (runningPid(config.dataDir, 'worker') !== undefined) return;
+  log('starting a worker');
+  const pid = startDetached(config.dataDir, { name: 'worker', ...tsx('src/worker.ts') });
+  const connection = await Connection.connect({ address: config.temporal.address });
+  const client = new Client({ connection, namespace: config.temporal.namespace });
+  try {
+    const polling = async () => {
+      if (runningPid(config.dataDir, 'worker') === undefined) {
+        throw new Error(`the worker exited; see ${logFile(config.dataDir, 'worker')}`);
+      }
+      const { pollers } = await client.workflowService.describeTaskQueue({
+        namespace: config.temporal.namespace,
+        taskQueue: { name: TASK_QUEUE },
+        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+      });
+      return (pollers ?? []).some((p) => p.identity?.startsWith(`${pid}@`));
+    };
+    await waitFor('the worker', polling, 60_000, logFile(config.dataDir, 'worker'));
+  } finally {
+    await connection.close();
+  }
+}
+
+export async function ensureStack(config: Config, options: { worker: boolean }): Promise<void> {
+  await ensureTemporal(config);
+  await ensureServers(config);
+  if (options.worker) await ensureWorker(config);
+}
+
+/** Stops every process this stack started, newest layer first; returns the names stopped. */
+export async function stopStack(config: Config): Promise<string[]> {
+  const stopped: string[] = [];
+  for (const name of SERVICES) if (await stopProcess(config.dataDir, name)) stopped.push(name);
+  return stopped;
+}
+
+export function urls(config: Config) {
+  return {
+    temporal: config.temporal.address,
+    webUi: `http://localhost:${config.temporal.uiPort}/namespaces/${config.temporal.namespace}/workflows`,
+    stripe: config.stripe.apiBase ?? 'https://api.stripe.com',
+    smtp: config.mail.smtpUrl,
+    mailbox: `${config.mail.mailboxUrl}/messages`,
+  };
+}

@@ -1,0 +1,41 @@
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { RefundActivities } from './activities';
+import { loadConfig } from './config';
+import { openDeps } from './deps';
+import { AttemptsInterceptor } from './reliability/attempts';
+import { TASK_QUEUE } from './shared';
+
+type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
+  Partial<Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'identity'>> & { activities: RefundActivities };
+
+/** The one way a refund worker is built, used by `npm start`, the stack and the tests. */
+export function createRefundWorker(options: RefundWorkerOptions): Promise<Worker> {
+  const { workflowBundle, ...rest } = options;
+  return Worker.create({
+    taskQueue: TASK_QUEUE,
+    ...(workflowBundle ? { workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
+    ...rest,
+    interceptors: { activity: [() => ({ inbound: new AttemptsInterceptor() })] },
+  });
+}
+
+export async function runWorker(): Promise<void> {
+  const config = loadConfig();
+  const deps = openDeps(config);
+  const connection = await NativeConnection.connect({ address: config.temporal.address });
+  try {
+    const worker = await createRefundWorker({ connection, namespace: config.temporal.namespace, activities: deps.activities });
+    console.log(`worker polling task queue "${TASK_QUEUE}" on ${config.temporal.address} (namespace ${config.temporal.namespace})`);
+    await worker.run();
+  } finally {
+    await connection.close();
+    await deps.close();
+  }
+}
+
+if (require.main === module) {
+  runWorker().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
