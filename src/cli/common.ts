@@ -9,6 +9,7 @@ export async function connectClient(config: Config): Promise<Client> {
   } catch (err) {
     throw new Error(
       `cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\` or \`npm run demo\``,
+      { cause: err },
     );
   }
   return new Client({ connection, namespace: config.temporal.namespace });

@@ -39,7 +39,7 @@ async function main() {
     console.log(`
 workflow id   ${result.workflowId}
 refund id     ${result.refund.refundId} (${result.refund.amount} ${result.refund.currency}, ${result.refund.status})
-order status  ${result.order.status}, refunded ${result.order.refundedAmount} of ${order.amount}
+order status  ${result.order.status} (refunded ${result.order.refundedAmount} of ${order.amount})
 message id    ${result.notification.messageId} to ${result.notification.recipient}`);
     if (config.stripe.local) console.log(await effectCounts(config.stripe.apiBase!, config.mail.mailboxUrl, order.paymentIntentId, result.notification.messageId));
     console.log(`

@@ -9,15 +9,15 @@ export interface DemoOrder {
   customerEmail: string;
 }
 
-/** A paid order: a succeeded payment intent at the provider and the order row that points at it. Idempotent. */
-export async function seedPaidOrder(stripe: Stripe, store: OrderStore, o: DemoOrder): Promise<Order> {
+/** A paid order (paid with a Stripe test payment method): a succeeded payment intent at the provider and the order row that points at it. Idempotent. */
+export async function seedPaidOrder(stripe: Stripe, store: OrderStore, o: DemoOrder, paymentMethod = 'pm_card_visa'): Promise<Order> {
   const existing = await store.getOrder(o.orderId);
   if (existing) return existing;
   const intent = await stripe.paymentIntents.create(
     {
       amount: o.amount,
       currency: o.currency,
-      payment_method: 'pm_card_visa',
+      payment_method: paymentMethod,
       confirm: true,
       automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
       metadata: { order_id: o.orderId },

@@ -1,0 +1,278 @@
+// A local SMTP server that keeps every message it accepts in SQLite, plus a small read-only
+// HTTP API over that mailbox, so tests and the demo can count what a customer really received.
+import http from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import Database from 'better-sqlite3';
+import { SMTPServer, type SMTPServerError } from 'smtp-server';
+
+export type SmtpStage = 'connect' | 'mail' | 'rcpt' | 'data';
+
+/** A reply the server gives instead of accepting the command, e.g. `{ code: 421, message: 'slow down', delayMs: 2000 }`. */
+export interface SmtpFault {
+  code: number;
+  message: string;
+  delayMs?: number;
+}
+
+/** Decides, per stage, whether to answer with a fault. `address` is the client's IP, the sender or the recipient; absent for DATA. */
+export type FaultInjector = (stage: SmtpStage, address: string | undefined) => SmtpFault | undefined;
+
+export interface MailServerOptions {
+  smtpPort?: number;
+  apiPort?: number;
+  host?: string;
+  dbPath: string;
+  faults?: FaultInjector;
+}
+
+export interface MailServer {
+  smtpPort: number;
+  apiPort: number;
+  smtpUrl: string;
+  apiUrl: string;
+  /** Replaces the fault injector (undefined: only the built-in reject- rule applies). */
+  setFaults(faults: FaultInjector | undefined): void;
+  close(): Promise<void>;
+}
+
+export interface StoredMessage {
+  id: number;
+  messageId: string | null;
+  from: string;
+  to: string[];
+  subject: string | null;
+  receivedAt: string;
+}
+
+const MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS messages (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id TEXT,
+  mail_from TEXT NOT NULL,
+  rcpt_to TEXT NOT NULL,
+  subject TEXT,
+  received_at TEXT NOT NULL,
+  raw BLOB NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS messages_message_id ON messages(message_id);
+`;
+
+interface MessageRow {
+  id: number;
+  message_id: string | null;
+  mail_from: string;
+  rcpt_to: string;
+  subject: string | null;
+  received_at: string;
+}
+
+/** A permanent 550 for recipients whose local part starts with "reject-", so tests can exercise a hard bounce. */
+export const rejectPrefixRule: FaultInjector = (stage, address) =>
+  stage === 'rcpt' && address?.toLowerCase().startsWith('reject-') ? { code: 550, message: `5.1.1 <${address}>: recipient rejected` } : undefined;
+
+export async function startMailServer(opts: MailServerOptions): Promise<MailServer> {
+  const host = opts.host ?? '127.0.0.1';
+  const db = new Database(opts.dbPath);
+  db.pragma('journal_mode = WAL');
+  db.exec(SCHEMA);
+  const insert = db.prepare(
+    'INSERT INTO messages (message_id, mail_from, rcpt_to, subject, received_at, raw) VALUES (?, ?, ?, ?, ?, ?)',
+  );
+  let faults = opts.faults;
+  const delayed = new Set<{ timer: NodeJS.Timeout; fire: () => void }>();
+
+  const decide = (stage: SmtpStage, address: string | undefined, callback: (err?: Error | null) => void): void => {
+    const fault = rejectPrefixRule(stage, address) ?? faults?.(stage, address);
+    if (!fault) return callback();
+    const err: SMTPServerError = new Error(fault.message);
+    err.responseCode = fault.code;
+    if (!fault.delayMs) return callback(err);
+    const fire = (): void => {
+      delayed.delete(pending);
+      callback(err);
+    };
+    const pending = { timer: setTimeout(fire, fault.delayMs), fire };
+    delayed.add(pending);
+  };
+
+  const smtp = new SMTPServer({
+    name: 'mailbox.durable-refunds.local',
+    authOptional: true,
+    disabledCommands: ['STARTTLS', 'AUTH'],
+    disableReverseLookup: true,
+    logger: false,
+    size: MAX_MESSAGE_BYTES,
+    rejectOversized: true,
+    // Non-pooled clients say QUIT after each message; do not hold a shutdown for 30 s on a stuck one.
+    closeTimeout: 1000,
+    onConnect: (session, callback) => decide('connect', session.remoteAddress, callback),
+    onMailFrom: (address, _session, callback) => decide('mail', address.address, callback),
+    onRcptTo: (address, _session, callback) => decide('rcpt', address.address, callback),
+    onData: (stream, session, callback) => {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('end', () => {
+        if (stream.sizeExceeded) return callback();
+        decide('data', undefined, (fault) => {
+          if (fault) return callback(fault);
+          try {
+            const raw = Buffer.concat(chunks);
+            const headers = parseHeaders(raw);
+            const envelope = session.envelope;
+            const result = insert.run(
+              headers.get('message-id') ?? null,
+              envelope.mailFrom ? envelope.mailFrom.address : '',
+              JSON.stringify(envelope.rcptTo.map((r) => r.address)),
+              headers.has('subject') ? decodeEncodedWords(headers.get('subject') ?? '') : null,
+              new Date().toISOString(),
+              raw,
+            );
+            callback(null, `OK: stored as message ${result.lastInsertRowid}`);
+          } catch (err) {
+            const failure: SMTPServerError = new Error(`4.3.0 mailbox could not store the message: ${(err as Error).message}`);
+            failure.responseCode = 451;
+            callback(failure);
+          }
+        });
+      });
+    },
+  });
+
+  // Clients that reset mid-session surface here; without a listener the EventEmitter would throw and kill the process.
+  smtp.on('error', () => undefined);
+  const api = http.createServer((req, res) => handleApi(db, req, res));
+
+  try {
+    await listen(smtp.server, opts.smtpPort ?? 0, host);
+    await listen(api, opts.apiPort ?? 0, host);
+  } catch (err) {
+    smtp.server.close();
+    api.close();
+    db.close();
+    throw err;
+  }
+
+  const smtpPort = (smtp.server.address() as AddressInfo).port;
+  const apiPort = (api.address() as AddressInfo).port;
+  let closing: Promise<void> | undefined;
+  return {
+    smtpPort,
+    apiPort,
+    smtpUrl: `smtp://${host}:${smtpPort}`,
+    apiUrl: `http://${host}:${apiPort}`,
+    setFaults(next) {
+      faults = next;
+    },
+    close() {
+      closing ??= (async () => {
+        for (const entry of [...delayed]) {
+          clearTimeout(entry.timer);
+          entry.fire();
+        }
+        await Promise.all([
+          new Promise<void>((resolve) => smtp.close(() => resolve())),
+          new Promise<void>((resolve) => {
+            api.close(() => resolve());
+            api.closeAllConnections();
+          }),
+        ]);
+        db.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+function listen(server: net.Server, port: number, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+}
+
+function handleApi(db: Database.Database, req: http.IncomingMessage, res: http.ServerResponse): void {
+  const url = new URL(req.url ?? '/', 'http://mailbox');
+  if (req.method !== 'GET') return send(res, 405, { error: 'the mailbox API is read-only' });
+  try {
+    if (url.pathname === '/messages') return send(res, 200, { messages: listMessages(db, url.searchParams) });
+    const raw = /^\/messages\/(\d+)\/raw$/.exec(url.pathname);
+    if (raw) {
+      const row = db.prepare<[number], { raw: Buffer }>('SELECT raw FROM messages WHERE id = ?').get(Number(raw[1]));
+      if (!row) return send(res, 404, { error: `no message ${raw[1]}` });
+      res.writeHead(200, { 'content-type': 'message/rfc822' }).end(row.raw);
+      return;
+    }
+    send(res, 404, { error: 'try GET /messages, /messages?message_id=<id@host>, /messages?to=<address> or /messages/:id/raw' });
+  } catch (err) {
+    send(res, 500, { error: (err as Error).message });
+  }
+}
+
+function listMessages(db: Database.Database, params: URLSearchParams): StoredMessage[] {
+  const where: string[] = [];
+  const values: string[] = [];
+  const messageId = params.get('message_id');
+  if (messageId !== null) {
+    where.push('message_id = ?');
+    values.push(messageId);
+  }
+  const to = params.get('to');
+  if (to !== null) {
+    where.push('EXISTS (SELECT 1 FROM json_each(rcpt_to) WHERE lower(value) = lower(?))');
+    values.push(to);
+  }
+  const sql = `SELECT id, message_id, mail_from, rcpt_to, subject, received_at FROM messages
+    ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id`;
+  return db
+    .prepare<string[], MessageRow>(sql)
+    .all(...values)
+    .map((r) => ({
+      id: r.id,
+      messageId: r.message_id,
+      from: r.mail_from,
+      to: JSON.parse(r.rcpt_to) as string[],
+      subject: r.subject,
+      receivedAt: r.received_at,
+    }));
+}
+
+function send(res: http.ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+
+/** Unfolded header fields of a raw message, by lower-cased name (first occurrence wins). */
+export function parseHeaders(raw: Buffer): Map<string, string> {
+  const text = raw.toString('utf8');
+  const end = text.search(/\r?\n\r?\n/);
+  const block = (end === -1 ? text : text.slice(0, end)).replace(/\r?\n[ \t]+/g, ' ');
+  const headers = new Map<string, string>();
+  for (const line of block.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon <= 0) continue;
+    const name = line.slice(0, colon).trim().toLowerCase();
+    if (!headers.has(name)) headers.set(name, line.slice(colon + 1).trim());
+  }
+  return headers;
+}
+
+/** Decodes RFC 2047 encoded words (nodemailer encodes non-ASCII subjects that way). */
+export function decodeEncodedWords(value: string): string {
+  return value
+    .replace(/(=\?[^?]+\?[bBqQ]\?[^?]*\?=)\s+(?==\?)/g, '$1')
+    .replace(/=\?([^?*]+)(?:\*[^?]*)?\?([bBqQ])\?([^?]*)\?=/g, (word, charset: string, encoding: string, text: string) => {
+      try {
+        const bytes =
+          encoding.toUpperCase() === 'B'
+            ? Buffer.from(text, 'base64')
+            : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1');
+        return new TextDecoder(charset).decode(bytes);
+      } catch {
+        return word;
+      }
+    });
+}

@@ -1,0 +1,46 @@
+// The local servers the stack runs in one background process: the Stripe-compatible API
+// (unless a real Stripe key is configured) and the SMTP server with its mailbox API.
+import fs from 'node:fs';
+import path from 'node:path';
+import { loadConfig } from '../config';
+import { startMailServer } from './mail-server';
+import { startStripeServer } from './stripe-server';
+
+async function main() {
+  const config = loadConfig();
+  fs.mkdirSync(config.dataDir, { recursive: true });
+  const closers: (() => Promise<void>)[] = [];
+  if (config.stripe.local) {
+    const stripe = await startStripeServer({
+      port: config.stripe.port,
+      dbPath: path.join(config.dataDir, 'stripe.db'),
+      idempotencyTtlMs: config.stripe.idempotencyTtlMs,
+    });
+    closers.push(stripe.close);
+    console.log(`Stripe-compatible API on ${stripe.url}`);
+  }
+  const mail = await startMailServer({
+    smtpPort: config.mail.smtpPort,
+    apiPort: config.mail.mailboxPort,
+    dbPath: path.join(config.dataDir, 'mail.db'),
+  });
+  closers.push(mail.close);
+  console.log(`SMTP on ${mail.smtpUrl}, mailbox API on ${mail.apiUrl}`);
+
+  const shutdown = () => {
+    Promise.all(closers.map((close) => close())).then(
+      () => process.exit(0),
+      (err) => {
+        console.error(err);
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', shutdown);
+  process.once('SIGINT', shutdown);
+}
+
+main().catch((err) => {
+  console.error(`servers: ${(err as Error).message}`);
+  process.exit(1);
+});

@@ -1,0 +1,372 @@
+import Database from 'better-sqlite3';
+import type { Order, OrderReceipt, OrderStatus } from '../shared';
+import {
+  OrderNotFoundError,
+  VersionConflictError,
+  type ApplyRefundInput,
+  type NewOrder,
+  type NewOutboxEntry,
+  type OrderStore,
+  type OutboxEntry,
+  type RevertRefundInput,
+} from './types';
+
+/** The request can never succeed as asked (bad amount, reverting an operation never applied). */
+export class InvalidOperationError extends Error {
+  override name = 'InvalidOperationError';
+}
+
+/** The refund would take the order's refunded total above the amount paid. */
+export class RefundExceedsOrderError extends InvalidOperationError {
+  override name = 'RefundExceedsOrderError';
+}
+
+/** A key that is already recorded arrived with different parameters: a changed intent, not a retry. */
+export class IntentConflictError extends Error {
+  override name = 'IntentConflictError';
+}
+
+export interface SqliteOrderStoreOptions {
+  /** Test seam: runs inside the transaction, between reading the order and the conditional update. */
+  beforeOrderWrite?: (orderId: string) => void;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS orders (
+  id TEXT PRIMARY KEY,
+  payment_intent_id TEXT NOT NULL,
+  customer_email TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount INTEGER NOT NULL CHECK (amount > 0),
+  refunded_amount INTEGER NOT NULL CHECK (refunded_amount >= 0 AND refunded_amount <= amount),
+  status TEXT NOT NULL CHECK (status IN ('paid', 'partially_refunded', 'refunded')),
+  version INTEGER NOT NULL,
+  updated_at TEXT NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS order_refunds (
+  operation_id TEXT PRIMARY KEY,
+  order_id TEXT NOT NULL REFERENCES orders(id),
+  refund_id TEXT NOT NULL,
+  amount INTEGER NOT NULL CHECK (amount > 0),
+  prior_refunded_amount INTEGER NOT NULL,
+  prior_status TEXT NOT NULL,
+  applied_version INTEGER NOT NULL,
+  applied_at TEXT NOT NULL,
+  reverted_by_key TEXT UNIQUE,
+  reverted_at TEXT
+) STRICT;
+CREATE INDEX IF NOT EXISTS order_refunds_order_id ON order_refunds(order_id);
+CREATE TABLE IF NOT EXISTS notification_outbox (
+  key TEXT PRIMARY KEY,
+  order_id TEXT NOT NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('refund_notice', 'refund_correction')),
+  recipient TEXT NOT NULL,
+  subject TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('pending', 'sent')),
+  attempts INTEGER NOT NULL,
+  provider_response TEXT,
+  created_at TEXT NOT NULL,
+  sent_at TEXT
+) STRICT;
+`;
+
+interface OrderRow {
+  id: string;
+  payment_intent_id: string;
+  customer_email: string;
+  currency: string;
+  amount: number;
+  refunded_amount: number;
+  status: OrderStatus;
+  version: number;
+}
+
+interface RefundRow {
+  operation_id: string;
+  order_id: string;
+  refund_id: string;
+  amount: number;
+  prior_refunded_amount: number;
+  prior_status: OrderStatus;
+  applied_version: number;
+  reverted_by_key: string | null;
+}
+
+interface OutboxRow {
+  key: string;
+  order_id: string;
+  kind: OutboxEntry['kind'];
+  recipient: string;
+  subject: string;
+  message_id: string;
+  status: OutboxEntry['status'];
+  attempts: number;
+  provider_response: string | null;
+  created_at: string;
+  sent_at: string | null;
+}
+
+function toOrder(row: OrderRow): Order {
+  return {
+    id: row.id,
+    paymentIntentId: row.payment_intent_id,
+    customerEmail: row.customer_email,
+    currency: row.currency,
+    amount: row.amount,
+    refundedAmount: row.refunded_amount,
+    status: row.status,
+    version: row.version,
+  };
+}
+
+function toOutboxEntry(row: OutboxRow): OutboxEntry {
+  return {
+    key: row.key,
+    orderId: row.order_id,
+    kind: row.kind,
+    recipient: row.recipient,
+    subject: row.subject,
+    messageId: row.message_id,
+    status: row.status,
+    attempts: row.attempts,
+    providerResponse: row.provider_response,
+    createdAt: row.created_at,
+    sentAt: row.sent_at,
+  };
+}
+
+function receipt(row: OrderRow, changed: boolean): OrderReceipt {
+  return { orderId: row.id, status: row.status, refundedAmount: row.refunded_amount, version: row.version, changed };
+}
+
+function statusFor(refundedAmount: number, amount: number): OrderStatus {
+  if (refundedAmount === 0) return 'paid';
+  return refundedAmount < amount ? 'partially_refunded' : 'refunded';
+}
+
+function requireMinorUnits(what: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidOperationError(`${what} must be a positive whole number of minor units, got ${value}`);
+  }
+}
+
+function differences<T extends object>(stored: T, wanted: T, fields: (keyof T)[]): string[] {
+  return fields
+    .filter((f) => stored[f] !== wanted[f])
+    .map((f) => `${String(f)}: stored ${JSON.stringify(stored[f])}, got ${JSON.stringify(wanted[f])}`);
+}
+
+// Checked by code, not instanceof: the native addon keeps the SqliteError class (and realm) of its first load, which jest's per-file sandboxes do not share.
+function isBusySnapshot(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === 'SQLITE_BUSY_SNAPSHOT';
+}
+
+/** The order store on one SQLite file. Each call is one synchronous transaction, so it never interleaves within a process. */
+export class SqliteOrderStore implements OrderStore {
+  private readonly db: Database.Database;
+  private readonly beforeOrderWrite: (orderId: string) => void;
+
+  constructor(filename: string, options: SqliteOrderStoreOptions = {}) {
+    this.db = new Database(filename);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('busy_timeout = 5000');
+    this.db.pragma('foreign_keys = ON');
+    this.db.exec(SCHEMA);
+    this.beforeOrderWrite = options.beforeOrderWrite ?? (() => undefined);
+  }
+
+  async seedOrder(order: NewOrder): Promise<Order> {
+    requireMinorUnits('order amount', order.amount);
+    return this.transaction(() => {
+      const existing = this.orderRow(order.id);
+      if (existing) {
+        const problems = differences(toOrder(existing), { ...toOrder(existing), ...order }, [
+          'paymentIntentId',
+          'customerEmail',
+          'currency',
+          'amount',
+        ]);
+        if (problems.length > 0) {
+          throw new IntentConflictError(`order ${order.id} already exists with different fields (${problems.join('; ')}); it was not overwritten`);
+        }
+        return toOrder(existing);
+      }
+      this.db
+        .prepare(
+          `INSERT INTO orders (id, payment_intent_id, customer_email, currency, amount, refunded_amount, status, version, updated_at)
+           VALUES (?, ?, ?, ?, ?, 0, 'paid', 1, ?)`,
+        )
+        .run(order.id, order.paymentIntentId, order.customerEmail, order.currency, order.amount, now());
+      return toOrder(this.requireOrder(order.id));
+    });
+  }
+
+  async getOrder(id: string): Promise<Order | undefined> {
+    const row = this.orderRow(id);
+    return row && toOrder(row);
+  }
+
+  async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
+    requireMinorUnits('refund amount', input.amount);
+    return this.optimistic(() => {
+      const applied = this.refundRow(input.operationId);
+      if (applied) {
+        const problems = differences(
+          { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
+          { orderId: input.orderId, refundId: input.refundId, amount: input.amount },
+          ['orderId', 'refundId', 'amount'],
+        );
+        if (problems.length > 0) {
+          throw new IntentConflictError(`operation ${input.operationId} was already applied with different parameters (${problems.join('; ')})`);
+        }
+        return receipt(this.requireOrder(input.orderId), false);
+      }
+      const order = this.requireOrder(input.orderId);
+      const refunded = order.refunded_amount + input.amount;
+      if (refunded > order.amount) {
+        throw new RefundExceedsOrderError(
+          `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
+            `(${order.amount - order.refunded_amount} of ${order.amount}); nothing was changed`,
+        );
+      }
+      const updated = this.updateOrder(order, refunded);
+      this.db
+        .prepare(
+          `INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        )
+        .run(input.operationId, order.id, input.refundId, input.amount, order.refunded_amount, order.status, updated.version, now());
+      return receipt(updated, true);
+    });
+  }
+
+  async revertRefund(input: RevertRefundInput): Promise<OrderReceipt> {
+    return this.optimistic(() => {
+      const applied = this.refundRow(input.operationId);
+      if (!applied || applied.order_id !== input.orderId) {
+        throw new InvalidOperationError(`operation ${input.operationId} was never applied to order ${input.orderId}, so there is nothing to revert`);
+      }
+      const other = this.db
+        .prepare<[string], { operation_id: string }>('SELECT operation_id FROM order_refunds WHERE reverted_by_key = ?')
+        .get(input.compensationKey);
+      if (other && other.operation_id !== input.operationId) {
+        throw new IntentConflictError(`compensation key ${input.compensationKey} already reverted operation ${other.operation_id}, not ${input.operationId}`);
+      }
+      // Already reverted (by this key or another): reverting twice would take the money off twice.
+      if (applied.reverted_by_key !== null) return receipt(this.requireOrder(input.orderId), false);
+
+      const order = this.requireOrder(input.orderId);
+      // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
+      const refunded = order.version === applied.applied_version ? applied.prior_refunded_amount : order.refunded_amount - applied.amount;
+      if (refunded < 0) {
+        throw new InvalidOperationError(`reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`);
+      }
+      const status = order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
+      const updated = this.updateOrder(order, refunded, status);
+      this.db
+        .prepare('UPDATE order_refunds SET reverted_by_key = ?, reverted_at = ? WHERE operation_id = ?')
+        .run(input.compensationKey, now(), input.operationId);
+      return receipt(updated, true);
+    });
+  }
+
+  async claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry> {
+    return this.transaction(() => {
+      const existing = this.outboxRow(entry.key);
+      if (existing) {
+        const problems = differences(toOutboxEntry(existing), { ...toOutboxEntry(existing), ...entry }, [
+          'orderId',
+          'kind',
+          'recipient',
+          'subject',
+          'messageId',
+        ]);
+        if (problems.length > 0) {
+          throw new IntentConflictError(`notification ${entry.key} was already claimed with different content (${problems.join('; ')})`);
+        }
+        this.db.prepare('UPDATE notification_outbox SET attempts = attempts + 1 WHERE key = ?').run(entry.key);
+      } else {
+        this.db
+          .prepare(
+            `INSERT INTO notification_outbox (key, order_id, kind, recipient, subject, message_id, status, attempts, created_at)
+             VALUES (?, ?, ?, ?, ?, ?, 'pending', 1, ?)`,
+          )
+          .run(entry.key, entry.orderId, entry.kind, entry.recipient, entry.subject, entry.messageId, now());
+      }
+      return this.requireOutbox(entry.key);
+    });
+  }
+
+  async markNotificationSent(key: string, providerResponse: string): Promise<OutboxEntry> {
+    return this.transaction(() => {
+      // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
+      this.db
+        .prepare("UPDATE notification_outbox SET status = 'sent', provider_response = ?, sent_at = ? WHERE key = ? AND status = 'pending'")
+        .run(providerResponse, now(), key);
+      return this.requireOutbox(key);
+    });
+  }
+
+  async getNotification(key: string): Promise<OutboxEntry | undefined> {
+    const row = this.outboxRow(key);
+    return row && toOutboxEntry(row);
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+
+  private transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+
+  /** A deferred transaction: when another connection commits after our read, SQLite refuses our write with SQLITE_BUSY_SNAPSHOT. */
+  private optimistic<T>(fn: () => T): T {
+    try {
+      return this.transaction(fn);
+    } catch (err) {
+      if (isBusySnapshot(err)) throw new VersionConflictError('another writer changed the order after it was read; reload and try again');
+      throw err;
+    }
+  }
+
+  private updateOrder(order: OrderRow, refundedAmount: number, status = statusFor(refundedAmount, order.amount)): OrderRow {
+    this.beforeOrderWrite(order.id);
+    const result = this.db
+      .prepare('UPDATE orders SET refunded_amount = ?, status = ?, version = version + 1, updated_at = ? WHERE id = ? AND version = ?')
+      .run(refundedAmount, status, now(), order.id, order.version);
+    if (result.changes === 0) {
+      throw new VersionConflictError(`order ${order.id} changed after it was read at version ${order.version}; reload and try again`);
+    }
+    return { ...order, refunded_amount: refundedAmount, status, version: order.version + 1 };
+  }
+
+  private orderRow(id: string): OrderRow | undefined {
+    return this.db.prepare<[string], OrderRow>('SELECT * FROM orders WHERE id = ?').get(id);
+  }
+
+  private requireOrder(id: string): OrderRow {
+    const row = this.orderRow(id);
+    if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
+    return row;
+  }
+
+  private refundRow(operationId: string): RefundRow | undefined {
+    return this.db.prepare<[string], RefundRow>('SELECT * FROM order_refunds WHERE operation_id = ?').get(operationId);
+  }
+
+  private outboxRow(key: string): OutboxRow | undefined {
+    return this.db.prepare<[string], OutboxRow>('SELECT * FROM notification_outbox WHERE key = ?').get(key);
+  }
+
+  private requireOutbox(key: string): OutboxEntry {
+    const row = this.outboxRow(key);
+    if (!row) throw new Error(`no notification with key ${key} in the outbox`);
+    return toOutboxEntry(row);
+  }
+}
+
+function now(): string {
+  return new Date().toISOString();
+}

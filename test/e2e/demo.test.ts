@@ -1,0 +1,62 @@
+// The newcomer's path: `npm run demo` twice, then `npm run stop`, on ports and a data
+// directory of its own so it never touches a stack the developer is running.
+import { execFile } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { portOpen } from '../../src/stack/processes';
+import { findTool } from '../../src/stack/tools';
+
+const run = promisify(execFile);
+const root = path.join(__dirname, '..', '..');
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-demo-'));
+const ports = { temporal: 17233, ui: 18233, stripe: 14242, smtp: 12525, mailbox: 18025 };
+const env = {
+  ...process.env,
+  DATA_DIR: dataDir,
+  TEMPORAL_ADDRESS: `127.0.0.1:${ports.temporal}`,
+  TEMPORAL_UI_PORT: String(ports.ui),
+  STRIPE_PORT: String(ports.stripe),
+  SMTP_PORT: String(ports.smtp),
+  MAILBOX_PORT: String(ports.mailbox),
+};
+const npm = (script: string) => run('npm', ['run', '--silent', script], { cwd: root, env, timeout: 240_000 });
+const field = (out: string, name: string) => out.match(new RegExp(`^${name}\\s+(\\S+)`, 'm'))?.[1];
+
+jest.setTimeout(300_000);
+
+afterAll(async () => {
+  await npm('stop').catch(() => undefined);
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+test('the demo refunds once however often it runs, and stop stops what it started', async () => {
+  for (const port of Object.values(ports)) expect(await portOpen(port)).toBe(false);
+
+  const first = await npm('demo');
+  const second = await npm('demo');
+  const workflowId = field(first.stdout, 'workflow id');
+  const refundId = field(first.stdout, 'refund id');
+  const messageId = field(first.stdout, 'message id');
+  expect(workflowId).toBe('refund-demo-order-1-v1');
+  expect(refundId).toMatch(/^re_/);
+  expect(field(first.stdout, 'order status')).toBe('partially_refunded');
+  expect(field(second.stdout, 'refund id')).toBe(refundId);
+  expect(second.stdout).toMatch(/1 refund\(s\) on pi_\w+ in the Stripe server's ledger; 1 message\(s\)/);
+
+  const ledger = (await (await fetch(`http://127.0.0.1:${ports.stripe}/_ledger`)).json()) as { effects: { type: string }[] };
+  expect(ledger.effects.filter((e) => e.type === 'refund.created')).toHaveLength(1);
+  const mail = (await (await fetch(`http://127.0.0.1:${ports.mailbox}/messages?message_id=${encodeURIComponent(messageId!)}`)).json()) as {
+    messages: unknown[];
+  };
+  expect(mail.messages).toHaveLength(1);
+
+  const shown = await run(findTool('temporal'), ['workflow', 'show', '--workflow-id', workflowId!, '--address', env.TEMPORAL_ADDRESS]);
+  expect(shown.stdout).toMatch(/WorkflowExecutionCompleted/);
+  expect((await fetch(`http://127.0.0.1:${ports.ui}/`)).ok).toBe(true);
+
+  const stopped = await npm('stop');
+  expect(stopped.stdout).toMatch(/stopped: worker, servers, temporal/);
+  for (const port of Object.values(ports)) expect(await portOpen(port)).toBe(false);
+});

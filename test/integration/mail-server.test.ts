@@ -1,0 +1,108 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
+import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mail-server-'));
+const dbPath = path.join(dir, 'mailbox.db');
+let server: MailServer;
+let transport: Transporter;
+
+async function messages(query = ''): Promise<StoredMessage[]> {
+  const res = await fetch(`${server.apiUrl}/messages${query}`);
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { messages: StoredMessage[] }).messages;
+}
+
+function transportFor(smtpUrl: string): Transporter {
+  return nodemailer.createTransport({ url: smtpUrl, connectionTimeout: 5000, greetingTimeout: 5000, socketTimeout: 5000 });
+}
+
+beforeAll(async () => {
+  server = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath });
+  transport = transportFor(server.smtpUrl);
+});
+
+afterAll(async () => {
+  transport.close();
+  await server.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+it('stores what it receives and finds it by Message-ID and recipient', async () => {
+  const messageId = '<mail-test-1@durable-refunds.local>';
+  const info = await transport.sendMail({
+    from: 'refunds@durable-refunds.test',
+    to: 'alice@example.test',
+    subject: 'Votre remboursement de 12,50 €',
+    text: 'hello',
+    messageId,
+  });
+  expect(info.response).toMatch(/^250 OK: stored as message \d+/);
+
+  const found = await messages(`?message_id=${encodeURIComponent(messageId)}`);
+  expect(found).toEqual([
+    {
+      id: expect.any(Number),
+      messageId,
+      from: 'refunds@durable-refunds.test',
+      to: ['alice@example.test'],
+      subject: 'Votre remboursement de 12,50 €',
+      receivedAt: expect.any(String),
+    },
+  ]);
+  await expect(messages('?to=ALICE@example.test')).resolves.toHaveLength(1);
+  await expect(messages('?to=bob@example.test')).resolves.toHaveLength(0);
+  await expect(messages('?message_id=mail-test-1@durable-refunds.local')).resolves.toHaveLength(0);
+
+  const raw = await fetch(`${server.apiUrl}/messages/${found[0].id}/raw`);
+  expect(raw.headers.get('content-type')).toBe('message/rfc822');
+  expect(await raw.text()).toContain(`Message-ID: ${messageId}`);
+  expect((await fetch(`${server.apiUrl}/messages/999999/raw`)).status).toBe(404);
+  expect((await fetch(`${server.apiUrl}/messages`, { method: 'POST' })).status).toBe(405);
+});
+
+it('counts every delivery, so a duplicate send shows up as two messages', async () => {
+  const messageId = '<mail-test-dup@durable-refunds.local>';
+  for (let i = 0; i < 2; i++) {
+    await transport.sendMail({ from: 'refunds@durable-refunds.test', to: 'dup@example.test', subject: 'dup', text: 'x', messageId });
+  }
+  await expect(messages(`?message_id=${encodeURIComponent(messageId)}`)).resolves.toHaveLength(2);
+});
+
+it('refuses reject- recipients with a permanent 550 at RCPT TO', async () => {
+  const sent = transport.sendMail({ from: 'refunds@durable-refunds.test', to: 'reject-carol@example.test', subject: 'no', text: 'x' });
+  await expect(sent).rejects.toMatchObject({ code: 'EENVELOPE', responseCode: 550, command: 'RCPT TO' });
+  const err = (await sent.catch((e: unknown) => e)) as NodemailerError;
+  expect(err.response).toMatch(/^550 5\.1\.1 <reject-carol@example\.test>: recipient rejected/);
+  await expect(messages('?to=reject-carol@example.test')).resolves.toHaveLength(0);
+});
+
+it('answers with injected faults, including a delayed 421', async () => {
+  server.setFaults((stage) => (stage === 'data' ? { code: 451, message: '4.3.0 try again' } : undefined));
+  await expect(transport.sendMail({ from: 'a@example.test', to: 'faulty@example.test', subject: 's', text: 'x' })).rejects.toMatchObject({
+    responseCode: 451,
+  });
+  server.setFaults((stage) => (stage === 'mail' ? { code: 421, message: '4.7.0 slow down', delayMs: 200 } : undefined));
+  const started = Date.now();
+  await expect(transport.sendMail({ from: 'a@example.test', to: 'faulty@example.test', subject: 's', text: 'x' })).rejects.toMatchObject({
+    responseCode: 421,
+  });
+  expect(Date.now() - started).toBeGreaterThanOrEqual(190);
+  server.setFaults(undefined);
+  await expect(messages('?to=faulty@example.test')).resolves.toHaveLength(0);
+});
+
+it('keeps messages across a restart on the same file', async () => {
+  const before = await messages();
+  expect(before.length).toBeGreaterThanOrEqual(3);
+  transport.close();
+  await server.close();
+
+  server = await startMailServer({ dbPath });
+  transport = transportFor(server.smtpUrl);
+  await expect(messages()).resolves.toEqual(before);
+  await transport.sendMail({ from: 'a@example.test', to: 'after@example.test', subject: 'after', text: 'x' });
+  await expect(messages()).resolves.toHaveLength(before.length + 1);
+});

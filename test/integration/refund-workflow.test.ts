@@ -1,0 +1,171 @@
+// The refund saga on a real Temporal dev server, with the real local Stripe-compatible and
+// SMTP servers and a real SQLite store behind the activities.
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { ConflictingRefundError, refund, startRefund } from '../../src/client/refunds';
+import { InvalidRefundRequestError, TASK_QUEUE } from '../../src/shared';
+import { refundWorkflow, stepsQuery, type RefundRunState } from '../../src/workflows';
+import { startHarness, type Harness } from '../helpers/harness';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
+const request = (orderId: string, amount = 1250) => ({ orderId, amount, currency: 'usd', requestedBy: 'test' });
+
+/** The failure a run ended with, and its step table as the workflow reported it. */
+async function failureOf(promise: Promise<unknown>): Promise<{ type: string | null | undefined; state: RefundRunState }> {
+  const err = await promise.then(
+    () => {
+      throw new Error('expected the refund to fail');
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(WorkflowFailedError);
+  const cause = (err as WorkflowFailedError).cause;
+  expect(cause).toBeInstanceOf(ApplicationFailure);
+  return { type: (cause as ApplicationFailure).type, state: (cause as ApplicationFailure).details?.[0] as RefundRunState };
+}
+
+test('a refund runs every step once and reports them in the step table', async () => {
+  const order = await h.seedOrder(newOrderId());
+  const result = await refund(h.env.client, request(order.id));
+
+  expect(result.status).toBe('completed');
+  expect(result.order).toMatchObject({ status: 'partially_refunded', refundedAmount: 1250, changed: true });
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ messageId: result.notification.messageId })).toHaveLength(1);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250, status: 'partially_refunded' });
+
+  const state = await h.env.client.workflow.getHandle(result.workflowId).query(stepsQuery);
+  expect(state.status).toBe('completed');
+  expect(state.steps.map((s) => [s.name, s.status])).toEqual([
+    ['load_order', 'completed'],
+    ['create_refund', 'completed'],
+    ['update_order', 'completed'],
+    ['notify_customer', 'completed'],
+    ['verify_refund', 'completed'],
+  ]);
+  for (const step of state.steps) {
+    expect(step.attempts).toBe(1);
+    expect(Date.parse(step.finishedAt!)).toBeGreaterThanOrEqual(Date.parse(step.startedAt!));
+  }
+  const create = state.steps[1];
+  expect(create.idempotencyKey).toBe(`${result.workflowId}:create_refund:v1`);
+  expect(create.input).toMatchObject({ amount: 1250, idempotencyKey: create.idempotencyKey });
+  expect(create.output).toMatchObject({ refundId: result.refund.refundId });
+  // The key derived in workflow code is the one the provider saw.
+  expect((await h.ledger(order.paymentIntentId))[0].idempotencyKey).toBe(create.idempotencyKey);
+
+  const described = await h.env.client.workflow.getHandle(result.workflowId).describe();
+  expect(described.searchAttributes).toMatchObject({ RefundOrderId: [order.id], RefundStatus: ['completed'] });
+
+  if (process.env.RECORD_HISTORY) {
+    // Refreshes the committed history that test/integration/replay.test.ts replays.
+    const history = await h.env.client.workflow.getHandle(result.workflowId).fetchHistory();
+    fs.writeFileSync(path.join(__dirname, '..', 'histories', 'refund-completed.json'), historyToJSON(history));
+  }
+});
+
+test('asking again for the same refund returns the first run and refunds once', async () => {
+  const order = await h.seedOrder(newOrderId());
+  const [a, b] = await Promise.all([refund(h.env.client, request(order.id)), refund(h.env.client, request(order.id))]);
+  const c = await refund(h.env.client, { ...request(order.id), requestedBy: 'someone else' });
+
+  expect(b.refund.refundId).toBe(a.refund.refundId);
+  expect(c.refund.refundId).toBe(a.refund.refundId);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
+});
+
+test('a changed intent under the same operation version is refused; a new version is a new refund', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await refund(h.env.client, request(order.id, 1000));
+  await expect(startRefund(h.env.client, request(order.id, 2000))).rejects.toThrow(ConflictingRefundError);
+  await expect(startRefund(h.env.client, request(order.id, 2000))).rejects.toThrow(/operation-version 2/);
+
+  const second = await refund(h.env.client, { ...request(order.id, 2000), operationVersion: 2 });
+  expect(second.order.refundedAmount).toBe(3000);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(2);
+});
+
+test('a bad request is refused at the client and starts nothing', async () => {
+  const orderId = newOrderId();
+  await expect(startRefund(h.env.client, { orderId, amount: -1, currency: 'usd', requestedBy: 't' })).rejects.toThrow(
+    InvalidRefundRequestError,
+  );
+  await expect(h.env.client.workflow.getHandle(`refund-${orderId}-v1`).describe()).rejects.toThrow(/not found/i);
+});
+
+test('the workflow validates its input again when started around the client', async () => {
+  const handle = await h.env.client.workflow.start(refundWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: `bad-input-${randomUUID()}`,
+    args: [{ orderId: 'x y', amount: 'lots' } as never],
+  });
+  const err = await handle.result().catch((e: unknown) => e);
+  expect(err).toBeInstanceOf(WorkflowFailedError);
+  expect((err as WorkflowFailedError).cause).toMatchObject({ type: 'INVALID_INPUT' });
+  expect(((err as WorkflowFailedError).cause as Error).message).toMatch(/orderId.*amount/);
+});
+
+test('a refund for an unknown order is rejected before anything happens', async () => {
+  const { type, state } = await failureOf(refund(h.env.client, request(newOrderId())));
+  expect(type).toBe('REFUND_REJECTED');
+  expect(state.outcome).toMatchObject({ failedStep: 'load_order', error: { type: 'ORDER_NOT_FOUND' } });
+  expect(state.steps.slice(1).every((s) => s.status === 'pending')).toBe(true);
+});
+
+test('more than is refundable is rejected in the workflow and never reaches the provider', async () => {
+  const order = await h.seedOrder(newOrderId(), { amount: 1000 });
+  const { type, state } = await failureOf(refund(h.env.client, request(order.id, 1001)));
+  expect(type).toBe('REFUND_REJECTED');
+  expect(state.outcome?.reason).toMatch(/exceeds the 1000 still refundable/);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(0);
+});
+
+test('a permanently rejected notification leaves the refund standing and asks for forward repair', async () => {
+  const order = await h.seedOrder(newOrderId(), { customerEmail: 'reject-me@example.test' });
+  const { type, state } = await failureOf(refund(h.env.client, request(order.id)));
+
+  expect(type).toBe('REFUND_NEEDS_ATTENTION');
+  expect(state.outcome).toMatchObject({ failedStep: 'notify_customer', error: { type: 'NOTIFICATION_REJECTED' } });
+  expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
+  // Nothing is undone: the refund happened and the order says so.
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
+  expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toBeUndefined();
+});
+
+test('a refund the provider later fails is compensated in reverse order, each under its own key', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const { type, state } = await failureOf(refund(h.env.client, request(order.id)));
+
+  expect(type).toBe('REFUND_COMPENSATED');
+  expect(state.outcome).toMatchObject({ failedStep: 'verify_refund', error: { type: 'REFUND_FAILED' } });
+  const byName = Object.fromEntries(state.steps.map((s) => [s.name, s]));
+  expect(byName.notify_customer.compensation).toMatchObject({ kind: 'compensation', status: 'completed' });
+  expect(byName.update_order.compensation).toMatchObject({ kind: 'compensation', status: 'completed' });
+  expect(byName.create_refund.compensation).toMatchObject({ kind: 'forward_repair', status: 'not_compensable' });
+  expect(byName.notify_customer.compensation?.key).toBe(`${byName.notify_customer.idempotencyKey}:compensate`);
+  // Reverse order: the correction went out before the order was restored.
+  expect(Date.parse(byName.notify_customer.compensation!.finishedAt!)).toBeLessThanOrEqual(
+    Date.parse(byName.update_order.compensation!.startedAt!),
+  );
+
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0, status: 'paid' });
+  const mails = await h.messages({ to: order.customerEmail });
+  expect(mails).toHaveLength(2);
+  expect(new Set(mails.map((m) => m.messageId)).size).toBe(2);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
