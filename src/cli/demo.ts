@@ -3,8 +3,10 @@ import { Command } from 'commander';
 import { createStripeClient } from '../activities/payments';
 import { startRefund } from '../client/refunds';
 import { seedPaidOrder } from '../client/seed';
-import { loadConfig } from '../config';
+import path from 'node:path';
+import { loadConfig, type Config } from '../config';
 import { ensureStack, urls } from '../stack/stack';
+import { findTool } from '../stack/tools';
 import { openStore } from '../store';
 import { connectClient, errorMessage } from './common';
 
@@ -36,6 +38,7 @@ async function main() {
     console.log(`refund workflow ${workflowId} running...`);
     const result = await handle.result();
     const u = urls(config);
+    const temporal = temporalCommand(config);
     console.log(`
 workflow id   ${result.workflowId}
 refund id     ${result.refund.refundId} (${result.refund.amount} ${result.refund.currency}, ${result.refund.status})
@@ -45,12 +48,19 @@ message id    ${result.notification.messageId} to ${result.notification.recipien
     console.log(`
 Look at the run:
   Web UI        ${u.webUi}/${result.workflowId}
-  CLI           temporal workflow show --workflow-id ${result.workflowId}
-  step table    temporal workflow query --workflow-id ${result.workflowId} --type steps
+  CLI           ${temporal} workflow show --workflow-id ${result.workflowId}
+  step table    ${temporal} workflow query --workflow-id ${result.workflowId} --type steps
 The stack keeps running in the background; \`npm run stop\` stops it.`);
   } finally {
     await client.connection.close();
   }
+}
+
+/** The CLI invocation a reader can paste: the binary we used, pointed at our server. */
+function temporalCommand(config: Config): string {
+  const cli = findTool('temporal');
+  const bin = cli === 'temporal' || process.env.PATH?.split(':').some((dir) => path.join(dir, 'temporal') === cli) ? 'temporal' : cli;
+  return config.temporal.address === '127.0.0.1:7233' ? bin : `${bin} --address ${config.temporal.address}`;
 }
 
 /** What the providers really did for this order, read from their own records. */

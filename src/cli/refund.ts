@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import os from 'node:os';
 import { ConflictingRefundError, startRefund } from '../client/refunds';
 import { loadConfig } from '../config';
-import { InvalidRefundRequestError, REFUND_REASONS } from '../shared';
+import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS } from '../shared';
 import { connectClient, errorMessage } from './common';
 
 const integer = (name: string) => (value: string) => {
@@ -23,14 +23,15 @@ const program = new Command('refund')
 
 async function main() {
   const opts = program.parse().opts();
-  const request = {
+  // Validate before connecting, so bad input fails fast and starts nothing.
+  const request = parseRefundRequest({
     orderId: opts.order,
     amount: opts.amount,
     currency: opts.currency,
     reason: opts.reason,
     requestedBy: opts.requestedBy,
     operationVersion: opts.operationVersion,
-  };
+  });
   const client = await connectClient(loadConfig());
   try {
     const { workflowId, handle } = await startRefund(client, request);

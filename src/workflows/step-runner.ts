@@ -63,7 +63,7 @@ export class StepRunner<Name extends string> {
   }
 
   table(): StepRecord[] {
-    return [...this.records.values()].map((r) => structuredClone(r));
+    return JSON.parse(JSON.stringify([...this.records.values()])) as StepRecord[];
   }
 
   completed(): Name[] {

@@ -54,7 +54,11 @@ test('the demo refunds once however often it runs, and stop stops what it starte
 
   const shown = await run(findTool('temporal'), ['workflow', 'show', '--workflow-id', workflowId!, '--address', env.TEMPORAL_ADDRESS]);
   expect(shown.stdout).toMatch(/WorkflowExecutionCompleted/);
-  expect((await fetch(`http://127.0.0.1:${ports.ui}/`)).ok).toBe(true);
+  const ui = (await (await fetch(`http://127.0.0.1:${ports.ui}/api/v1/namespaces/default/workflows/${workflowId}`)).json()) as {
+    workflowExecutionInfo: { status: string };
+  };
+  expect(ui.workflowExecutionInfo.status).toBe('WORKFLOW_EXECUTION_STATUS_COMPLETED');
+  expect(first.stdout).toContain(`workflow show --workflow-id ${workflowId}`);
 
   const stopped = await npm('stop');
   expect(stopped.stdout).toMatch(/stopped: worker, servers, temporal/);

@@ -151,6 +151,3 @@ it('maps an unreachable SMTP server to DEPENDENCY_UNAVAILABLE, retryable', async
   }
 });
 
-// The outbox says "pending" until markNotificationSent; a crash after the SMTP accept but before
-// that write would send a second copy on retry. Reconciling with the mailbox by Message-ID is the next issue.
-it.todo('does not send again when the worker crashed between the SMTP accept and markNotificationSent');

@@ -2,12 +2,13 @@
 // SMTP servers and a real SQLite store behind the activities.
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ConflictingRefundError, refund, startRefund } from '../../src/client/refunds';
 import { InvalidRefundRequestError, TASK_QUEUE } from '../../src/shared';
+import { findTool } from '../../src/stack/tools';
 import { refundWorkflow, stepsQuery, type RefundRunState } from '../../src/workflows';
 import { startHarness, type Harness } from '../helpers/harness';
 
@@ -71,8 +72,8 @@ test('a refund runs every step once and reports them in the step table', async (
 
   if (process.env.RECORD_HISTORY) {
     // Refreshes the committed history that test/integration/replay.test.ts replays.
-    const history = await h.env.client.workflow.getHandle(result.workflowId).fetchHistory();
-    fs.writeFileSync(path.join(__dirname, '..', 'histories', 'refund-completed.json'), historyToJSON(history));
+    const args = ['workflow', 'show', '--workflow-id', result.workflowId, '--address', h.env.address, '--output', 'json'];
+    fs.writeFileSync(path.join(__dirname, '..', 'histories', 'refund-completed.json'), execFileSync(findTool('temporal'), args));
   }
 });
 

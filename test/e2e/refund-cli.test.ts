@@ -1,0 +1,45 @@
+// Bad input at the command line is refused before anything connects or starts.
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+
+const run = promisify(execFile);
+const cli = path.join(__dirname, '..', '..', 'src', 'cli', 'refund.ts');
+// Nothing listens here: a request that got as far as connecting would fail differently.
+const env = { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1' };
+
+async function refundCli(...args: string[]): Promise<{ code: number; stderr: string; stdout: string }> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', cli, ...args], { env });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+test.each([
+  [['--order', 'o1', '--amount', 'abc'], /--amount must be a whole number, got "abc"/],
+  [['--order', 'o1', '--amount', '0'], /amount: must be greater than 0/],
+  [['--order', 'o 1', '--amount', '10'], /orderId: must be 1-64 letters/],
+  [['--order', 'o1', '--amount', '10', '--currency', 'USD'], /currency: must be a three-letter lowercase ISO code/],
+  [['--order', 'o1', '--amount', '10', '--reason', 'whim'], /reason/],
+  [['--amount', '10'], /required option '--order <id>' not specified/],
+])('refund %j is refused with a message naming the problem', async (args, message) => {
+  const { code, stderr } = await refundCli(...args);
+  expect(code).not.toBe(0);
+  expect(stderr).toMatch(message);
+  expect(stderr).not.toMatch(/cannot reach Temporal/);
+});
+
+test('a valid request with no stack running says how to start one', async () => {
+  const { code, stderr } = await refundCli('--order', 'o1', '--amount', '10');
+  expect(code).toBe(1);
+  expect(stderr).toMatch(/cannot reach Temporal at 127\.0\.0\.1:1.*npm run dev/);
+});
+
+test('--help lists the options', async () => {
+  const { code, stdout } = await refundCli('--help');
+  expect(code).toBe(0);
+  expect(stdout).toMatch(/--operation-version/);
+});
