@@ -2,9 +2,6 @@ import fs from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
 import type { Transporter } from 'nodemailer';
 import {
   createMailTransport,
@@ -16,30 +13,18 @@ import {
 import { FailureType } from '../../src/reliability/failures';
 import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
 import { SqliteOrderStore } from '../../src/store';
+import { activityEnv, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'notifications-'));
-// The failures below are expected; keep the SDK's "Activity failed" warnings out of the test output.
-const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
+const { run } = activityEnv();
 let server: MailServer;
 let store: SqliteOrderStore;
 let transport: Transporter;
 let activities: ReturnType<typeof createNotificationActivities>;
 
-// MockActivityEnvironment.run cannot infer the result type from the function; this wrapper can.
-const run = <A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> => env.run(fn, ...args);
-
 async function delivered(messageId: string): Promise<StoredMessage[]> {
   const res = await fetch(`${server.apiUrl}/messages?message_id=${encodeURIComponent(messageId)}`);
   return ((await res.json()) as { messages: StoredMessage[] }).messages;
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ApplicationFailure);
-  return err as ApplicationFailure;
 }
 
 function notice(key: string, to = 'dana@example.test'): RefundNoticeInput {

@@ -1,15 +1,13 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
 import { createOrderActivities } from '../../src/activities/orders';
 import { FailureType } from '../../src/reliability/failures';
 import { SqliteOrderStore } from '../../src/store';
+import { activityEnv, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'orders-activities-'));
-const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
+const { run } = activityEnv();
 const stores: SqliteOrderStore[] = [];
 let activities: ReturnType<typeof createOrderActivities>;
 
@@ -17,15 +15,6 @@ function open(options?: ConstructorParameters<typeof SqliteOrderStore>[1]): Sqli
   const store = new SqliteOrderStore(path.join(dir, 'orders.db'), options);
   stores.push(store);
   return store;
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ApplicationFailure);
-  return err as ApplicationFailure;
 }
 
 beforeAll(async () => {
@@ -40,31 +29,31 @@ afterAll(async () => {
 });
 
 it('applies, reapplies and reverts through the store', async () => {
-  await expect(env.run(activities.getOrder, 'ord_1')).resolves.toMatchObject({ id: 'ord_1', status: 'paid', version: 1 });
+  await expect(run(activities.getOrder, 'ord_1')).resolves.toMatchObject({ id: 'ord_1', status: 'paid', version: 1 });
   const input = { orderId: 'ord_1', operationId: 'op-1', refundId: 're_1', amount: 400 };
-  await expect(env.run(activities.applyRefund, input)).resolves.toMatchObject({ refundedAmount: 400, changed: true });
-  await expect(env.run(activities.applyRefund, input)).resolves.toMatchObject({ refundedAmount: 400, changed: false });
+  await expect(run(activities.applyRefund, input)).resolves.toMatchObject({ refundedAmount: 400, changed: true });
+  await expect(run(activities.applyRefund, input)).resolves.toMatchObject({ refundedAmount: 400, changed: false });
   const revert = { orderId: 'ord_1', operationId: 'op-1', compensationKey: 'op-1:compensate' };
-  await expect(env.run(activities.revertRefund, revert)).resolves.toMatchObject({ refundedAmount: 0, status: 'paid', changed: true });
-  await expect(env.run(activities.revertRefund, revert)).resolves.toMatchObject({ changed: false });
+  await expect(run(activities.revertRefund, revert)).resolves.toMatchObject({ refundedAmount: 0, status: 'paid', changed: true });
+  await expect(run(activities.revertRefund, revert)).resolves.toMatchObject({ changed: false });
 });
 
 it('maps an unknown order to ORDER_NOT_FOUND, non-retryable', async () => {
-  await expect(failureOf(env.run(activities.getOrder, 'ord_missing'))).resolves.toMatchObject({ type: FailureType.OrderNotFound, nonRetryable: true });
-  const failure = await failureOf(env.run(activities.applyRefund, { orderId: 'ord_missing', operationId: 'op-x', refundId: 're_x', amount: 1 }));
+  await expect(failureOf(run(activities.getOrder, 'ord_missing'))).resolves.toMatchObject({ type: FailureType.OrderNotFound, nonRetryable: true });
+  const failure = await failureOf(run(activities.applyRefund, { orderId: 'ord_missing', operationId: 'op-x', refundId: 're_x', amount: 1 }));
   expect(failure).toMatchObject({ type: FailureType.OrderNotFound, nonRetryable: true, details: [{ orderId: 'ord_missing', operationId: 'op-x' }] });
 });
 
 it('maps an over-refund and a revert of an operation never applied to INVALID_INPUT, non-retryable', async () => {
-  const over = await failureOf(env.run(activities.applyRefund, { orderId: 'ord_1', operationId: 'op-2', refundId: 're_2', amount: 1001 }));
+  const over = await failureOf(run(activities.applyRefund, { orderId: 'ord_1', operationId: 'op-2', refundId: 're_2', amount: 1001 }));
   expect(over).toMatchObject({ type: FailureType.InvalidInput, nonRetryable: true });
   expect(over.message).toMatch(/exceeds what is left to refund/);
-  const never = await failureOf(env.run(activities.revertRefund, { orderId: 'ord_1', operationId: 'op-never', compensationKey: 'c' }));
+  const never = await failureOf(run(activities.revertRefund, { orderId: 'ord_1', operationId: 'op-never', compensationKey: 'c' }));
   expect(never).toMatchObject({ type: FailureType.InvalidInput, nonRetryable: true });
 });
 
 it('maps an operation id reused with other parameters to IDEMPOTENCY_KEY_REUSED, non-retryable', async () => {
-  const failure = await failureOf(env.run(activities.applyRefund, { orderId: 'ord_1', operationId: 'op-1', refundId: 're_other', amount: 400 }));
+  const failure = await failureOf(run(activities.applyRefund, { orderId: 'ord_1', operationId: 'op-1', refundId: 're_other', amount: 400 }));
   expect(failure).toMatchObject({ type: FailureType.IdempotencyKeyReused, nonRetryable: true });
 });
 
@@ -82,7 +71,7 @@ it('maps a version conflict to ORDER_VERSION_CONFLICT, retryable, and the retry 
     }),
   );
   const input = { orderId: 'ord_1', operationId: 'op-3', refundId: 're_3', amount: 200 };
-  await expect(failureOf(env.run(racing.applyRefund, input))).resolves.toMatchObject({ type: FailureType.OrderVersionConflict, nonRetryable: false });
+  await expect(failureOf(run(racing.applyRefund, input))).resolves.toMatchObject({ type: FailureType.OrderVersionConflict, nonRetryable: false });
   await Promise.all(pending);
-  await expect(env.run(racing.applyRefund, input)).resolves.toMatchObject({ refundedAmount: 300, changed: true });
+  await expect(run(racing.applyRefund, input)).resolves.toMatchObject({ refundedAmount: 300, changed: true });
 });

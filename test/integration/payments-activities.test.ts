@@ -1,36 +1,19 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ApplicationFailure } from '@temporalio/common';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { DefaultLogger } from '@temporalio/worker';
 import type Stripe from 'stripe';
 import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
 import { FailureType } from '../../src/reliability/failures';
 import { startStripeServer, type StripeHook, type StripeServer } from '../../src/servers/stripe-server';
 import type { LedgerEffect } from '../../src/servers/stripe/store';
+import { activityEnv, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'payments-'));
 const KEY = 'sk_test_local';
-// The failures below are expected; keep the SDK's "Activity failed" warnings out of the test output.
-const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
+const { run } = activityEnv();
 let server: StripeServer;
 let stripe: Stripe;
 let activities: ReturnType<typeof createPaymentActivities>;
-
-// MockActivityEnvironment.run cannot infer the result type from the function; this wrapper can.
-function run<A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R> {
-  return env.run(fn, ...args) as Promise<R>;
-}
-
-async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(ApplicationFailure);
-  return err as ApplicationFailure;
-}
 
 // Seams used through the server's hook: hold a keyed request in flight, or show a refund as pending.
 let releaseHeld: (() => void) | undefined;
