@@ -1,5 +1,4 @@
 import { Command, InvalidArgumentError } from 'commander';
-import os from 'node:os';
 import { ConflictingRefundError, startRefund } from '../client/refunds';
 import { loadConfig } from '../config';
 import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS } from '../shared';
@@ -16,7 +15,7 @@ const program = new Command('refund')
   .requiredOption('--amount <minor-units>', 'amount in minor units, e.g. 1250 for $12.50', integer('--amount'))
   .option('--currency <code>', 'three-letter currency code', 'usd')
   .option('--reason <reason>', `one of ${REFUND_REASONS.join(', ')}`, 'requested_by_customer')
-  .option('--requested-by <who>', 'who asked for the refund', os.userInfo().username)
+  .option('--requested-by <who>', 'who asked for the refund (default: $USER)', process.env.USER)
   .option('--operation-version <n>', 'a changed intent for the same order needs a new version', integer('--operation-version'), 1)
   .option('--no-wait', 'print the workflow id and return without waiting')
   .showHelpAfterError();

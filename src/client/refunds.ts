@@ -2,7 +2,8 @@
 // business key, or attach to the run that already holds that key.
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { parseRefundRequest, refundWorkflowId, TASK_QUEUE, type RefundRequest } from '../shared';
-import { refundWorkflow, stepsQuery, type RefundResult } from '../workflows';
+import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
+import { refundWorkflow, type RefundResult } from '../workflows';
 
 export class ConflictingRefundError extends Error {
   override name = 'ConflictingRefundError';
@@ -35,7 +36,7 @@ export async function startRefund(client: Client, input: unknown): Promise<Start
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
   }
-  const existing = (await handle.query(stepsQuery)).request;
+  const existing = await startedWith(client, workflowId);
   const differs = (['amount', 'currency', 'reason'] as const).filter((f) => existing[f] !== request[f]);
   if (differs.length > 0) {
     const was = differs.map((f) => `${f} ${existing[f]}`).join(', ');
@@ -44,6 +45,22 @@ export async function startRefund(client: Client, input: unknown): Promise<Start
     );
   }
   return { workflowId, handle, request };
+}
+
+/** The request a run was started with, read from its history: needs no worker, unlike a Query. */
+async function startedWith(client: Client, workflowId: string): Promise<RefundRequest> {
+  const { history } = await client.workflowService.getWorkflowExecutionHistory({
+    namespace: client.options.namespace,
+    execution: { workflowId },
+    maximumPageSize: 1,
+  });
+  const payloads = history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads;
+  const [input] = await decodeArrayFromPayloads(client.options.loadedDataConverter, payloads);
+  try {
+    return parseRefundRequest(input);
+  } catch {
+    throw new ConflictingRefundError(`${workflowId} already exists and was started with an invalid request`);
+  }
 }
 
 export async function refund(client: Client, input: unknown): Promise<RefundResult> {

@@ -2,6 +2,7 @@
 // effect is undone (or repaired forward) when a later step requires it. Imported by
 // workflow code, so it stays pure.
 import type { RefundActivities } from '../activities';
+import { FailureType } from '../reliability/failures';
 import type { NotificationReceipt, Order, OrderReceipt, RefundReceipt, RefundRequest } from '../shared';
 
 export const REFUND_STEPS = ['load_order', 'create_refund', 'update_order', 'notify_customer', 'verify_refund'] as const;
@@ -35,12 +36,16 @@ export type Undo = { kind: 'none' } | { kind: 'forward_repair'; note: string } |
 /**
  * - `stop`: nothing irreversible happened before this step; end the run.
  * - `forward_repair`: the refund already happened and stands; finished steps stay, a person repairs forward.
- * - `compensate`: the refund did not go through after all; undo finished steps in reverse order.
  */
-export type OnFailure = 'stop' | 'forward_repair' | 'compensate';
+export type OnFailure = 'stop' | 'forward_repair';
 
 export interface StepRegistration {
+  /** What a failure of this step leads to once its retry policy gives up. */
   onFailure: OnFailure;
+  /** Failures that prove the step had no effect ('any' for reads). Any other failure leaves its outcome unknown. */
+  noEffectOn?: FailureType[] | 'any';
+  /** Failures that prove the refund did not go through: finished steps are compensated in reverse order. */
+  compensateOn?: FailureType[];
   undo: Undo;
 }
 
@@ -54,9 +59,11 @@ function need<T>(value: T | undefined, what: string): T {
 }
 
 export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
-  load_order: { onFailure: 'stop', undo: { kind: 'none' } },
+  load_order: { onFailure: 'stop', noEffectOn: 'any', undo: { kind: 'none' } },
   create_refund: {
     onFailure: 'stop',
+    // Only an explicit refusal proves no refund exists; a timeout, a 5xx or a reused key does not.
+    noEffectOn: [FailureType.PaymentRejected, FailureType.PermissionDenied],
     undo: {
       kind: 'forward_repair',
       note: 'a refund cannot be undone: later steps are repaired forward, and a refund is never sent again',
@@ -80,5 +87,6 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
       reason: ctx.reason ?? 'the refund did not go through',
     })),
   },
-  verify_refund: { onFailure: 'compensate', undo: { kind: 'none' } },
+  // Only the provider's own word that the refund failed undoes anything; an unverified refund stands.
+  verify_refund: { onFailure: 'forward_repair', compensateOn: [FailureType.RefundFailed], undo: { kind: 'none' } },
 };

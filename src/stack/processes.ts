@@ -44,6 +44,8 @@ export function startDetached(dataDir: string, spec: ProcessSpec): number {
     env: { ...process.env, ...spec.env },
   });
   fs.closeSync(log);
+  // A failed spawn also emits 'error'; without a listener that would crash us before we report it.
+  child.once('error', () => undefined);
   if (child.pid === undefined) throw new Error(`could not start ${spec.name} (${spec.command})`);
   child.unref();
   const marker = spec.args.at(-1) ?? spec.command;

@@ -11,7 +11,7 @@ import {
 } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
-import { NON_RETRYABLE_FAILURES } from '../reliability/failures';
+import { NON_RETRYABLE_FAILURES, type FailureType } from '../reliability/failures';
 import { compensationKey, stepKey } from '../reliability/keys';
 import {
   parseRefundRequest,
@@ -151,30 +151,27 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
   /** Applies the failed step's registration and returns the reason, in words. */
   async function handleFailure(failedStep: RefundStep, error: StepError): Promise<string> {
     const what = `${failedStep} failed with ${error.type}: ${error.message}`;
-    switch (REFUND_SAGA[failedStep].onFailure) {
-      case 'stop':
-        if (error.nonRetryable) {
-          setStatus('rejected');
-          return `${what}. Nothing was refunded.`;
-        }
-        // Retries ran out on a transient failure: the provider may or may not have acted.
-        setStatus('needs_attention');
-        return failedStep === 'create_refund'
-          ? `${what}. The refund's outcome is unknown: reconcile with the provider by idempotency key ${key('create_refund')} before any new attempt.`
-          : `${what}. Nothing was refunded.`;
-      case 'forward_repair':
-        setStatus('needs_attention');
-        return `${what}. Refund ${ctx.refund?.refundId} stands and is never sent again; ${failedStep} must be repaired forward.`;
-      case 'compensate': {
-        setStatus('compensating');
-        ctx.reason = `the refund did not go through (${error.message})`;
-        const ok = await compensate();
-        setStatus(ok ? 'compensated' : 'needs_attention');
-        return ok
-          ? `${what}. Finished steps were compensated in reverse order.`
-          : `${what}. A compensation failed: see the step table; a person must finish it.`;
-      }
+    const registration = REFUND_SAGA[failedStep];
+    if (registration.compensateOn?.includes(error.type as FailureType)) {
+      setStatus('compensating');
+      ctx.reason = `the refund did not go through (${error.message})`;
+      const ok = await compensate();
+      setStatus(ok ? 'compensated' : 'needs_attention');
+      return ok
+        ? `${what}. Finished steps were compensated in reverse order.`
+        : `${what}. A compensation failed: see the step table; a person must finish it.`;
     }
+    setStatus('needs_attention');
+    if (registration.onFailure === 'forward_repair') {
+      return `${what}. Refund ${ctx.refund?.refundId} stands and is never sent again; a person must finish ${failedStep}.`;
+    }
+    const { noEffectOn } = registration;
+    if (noEffectOn !== 'any' && !noEffectOn?.includes(error.type as FailureType)) {
+      return `${what}. Whether it took effect is unknown: reconcile with the provider by idempotency key ${steps.get(failedStep).idempotencyKey} before any new attempt.`;
+    }
+    // Retries that ran out on a transient failure need a person; a refusal is final.
+    if (error.nonRetryable) setStatus('rejected');
+    return `${what}. Nothing was refunded.`;
   }
 
   async function compensate(): Promise<boolean> {

@@ -63,7 +63,7 @@ export class StepRunner<Name extends string> {
   }
 
   table(): StepRecord[] {
-    return JSON.parse(JSON.stringify([...this.records.values()])) as StepRecord[];
+    return [...this.records.values()];
   }
 
   completed(): Name[] {
@@ -75,7 +75,7 @@ export class StepRunner<Name extends string> {
     const record = this.get(name);
     Object.assign(record, { status: 'running', input, idempotencyKey, startedAt: now(), error: undefined });
     try {
-      const { value, attempt } = (await call()) as unknown as Attempted<T>;
+      const { value, attempt } = attempted<T>(await call());
       Object.assign(record, { status: 'completed', output: value, attempts: attempt, finishedAt: now() });
       return value;
     } catch (err) {
@@ -90,7 +90,7 @@ export class StepRunner<Name extends string> {
     const compensation: CompensationRecord = { kind: 'compensation', key, status: 'running', startedAt: now(), attempts: 0 };
     this.get(name).compensation = compensation;
     try {
-      const { value, attempt } = (await call()) as Attempted<unknown>;
+      const { value, attempt } = attempted(await call());
       Object.assign(compensation, { status: 'completed', output: value, attempts: attempt, finishedAt: now() });
       return true;
     } catch (err) {
@@ -109,6 +109,14 @@ export class StepRunner<Name extends string> {
   markNotCompensable(name: Name, note: string): void {
     this.get(name).compensation = { kind: 'forward_repair', status: 'not_compensable', note, attempts: 0 };
   }
+}
+
+/** Activity results arrive wrapped with their attempt number by the worker's AttemptsInterceptor. */
+function attempted<T>(raw: unknown): Attempted<T> {
+  if (typeof raw === 'object' && raw !== null && 'value' in raw && typeof (raw as Attempted<T>).attempt === 'number') {
+    return raw as Attempted<T>;
+  }
+  throw new Error('activity result has no attempt number: build refund workers with createRefundWorker (it installs AttemptsInterceptor)');
 }
 
 function describeFailure(err: unknown): { error: StepError; attempts: number } {

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
-import { createActivities } from '../../src/activities';
+import { randomUUID } from 'node:crypto';
+import { createActivities, type RefundActivities } from '../../src/activities';
 import { createMailTransport } from '../../src/activities/notifications';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
@@ -25,6 +26,8 @@ export interface Harness {
   mail: MailServer;
   store: OrderStore;
   worker: Worker;
+  /** A second worker on its own task queue whose activities are the real ones with some replaced. */
+  withWorker<T>(overrides: Partial<RefundActivities>, fn: (taskQueue: string) => Promise<T>): Promise<T>;
   seedOrder(orderId: string, opts?: { paymentMethod?: string; customerEmail?: string; amount?: number }): Promise<Order>;
   /** Effects the Stripe server really performed for a payment intent. */
   ledger(paymentIntentId: string): Promise<{ type: string; objectId: string; idempotencyKey: string | null; requestsWithKey: number }[]>;
@@ -46,11 +49,9 @@ export async function startHarness(): Promise<Harness> {
   const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url });
   const transport = createMailTransport(mail.smtpUrl);
-  const worker = await createRefundWorker({
-    connection: env.nativeConnection,
-    namespace: env.namespace ?? 'default',
-    activities: createActivities({ stripe, store, mail: transport, mailFrom: 'refunds@test.local' }),
-  });
+  const activities = createActivities({ stripe, store, mail: transport, mailFrom: 'refunds@test.local' });
+  const namespace = env.namespace ?? 'default';
+  const worker = await createRefundWorker({ connection: env.nativeConnection, namespace, activities });
   const running = worker.run();
 
   const getJson = async <T>(url: string): Promise<T> => {
@@ -66,6 +67,16 @@ export async function startHarness(): Promise<Harness> {
     mail,
     store,
     worker,
+    async withWorker(overrides, fn) {
+      const taskQueue = `refunds-${randomUUID()}`;
+      const w = await createRefundWorker({
+        connection: env.nativeConnection,
+        namespace,
+        taskQueue,
+        activities: { ...activities, ...overrides },
+      });
+      return w.runUntil(fn(taskQueue));
+    },
     async seedOrder(orderId, opts = {}) {
       const order = await seedPaidOrder(stripe, store, {
         orderId,

@@ -170,3 +170,46 @@ test('a refund the provider later fails is compensated in reverse order, each un
   expect(new Set(mails.map((m) => m.messageId)).size).toBe(2);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
 });
+
+describe('failures whose outcome is not proven stay unknown and undo nothing', () => {
+  const start = (taskQueue: string, orderId: string) =>
+    h.env.client.workflow
+      .start(refundWorkflow, { taskQueue, workflowId: `refund-${orderId}-v1`, args: [request(orderId)] })
+      .then((handle) => handle.result());
+
+  test('an unverifiable refund is left standing, not compensated', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const denied = async () => {
+      throw ApplicationFailure.create({ type: 'PERMISSION_DENIED', message: 'key revoked', nonRetryable: true });
+    };
+    const { type, state } = await failureOf(h.withWorker({ verifyRefund: denied }, (q) => start(q, order.id)));
+
+    expect(type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(state.outcome?.reason).toMatch(/stands and is never sent again; a person must finish verify_refund/);
+    expect(state.steps.every((s) => s.compensation === undefined)).toBe(true);
+    expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
+    expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  });
+
+  test('a create_refund failure that is not a refusal is reported as unknown, never as "nothing refunded"', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const reused = async () => {
+      throw ApplicationFailure.create({ type: 'IDEMPOTENCY_KEY_REUSED', message: 'key used with other parameters', nonRetryable: true });
+    };
+    const { type, state } = await failureOf(h.withWorker({ createRefund: reused }, (q) => start(q, order.id)));
+
+    expect(type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(state.outcome?.reason).toMatch(/Whether it took effect is unknown: reconcile with the provider by idempotency key refund-.*:create_refund:v1/);
+    expect(state.outcome?.reason).not.toMatch(/Nothing was refunded/);
+  });
+
+  test('a provider refusal is rejected: nothing was refunded', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const refused = async () => {
+      throw ApplicationFailure.create({ type: 'PAYMENT_REJECTED', message: 'charge_already_refunded', nonRetryable: true });
+    };
+    const { type, state } = await failureOf(h.withWorker({ createRefund: refused }, (q) => start(q, order.id)));
+    expect(type).toBe('REFUND_REJECTED');
+    expect(state.outcome?.reason).toMatch(/Nothing was refunded/);
+  });
+});
