@@ -31,11 +31,17 @@ afterAll(async () => {
   fs.rmSync(dataDir, { recursive: true, force: true });
 });
 
-test('the demo refunds once however often it runs, and stop stops what it started', async () => {
-  for (const port of Object.values(ports)) expect(await portOpen(port)).toBe(false);
+const allClosed = async () => (await Promise.all(Object.values(ports).map((p) => portOpen(p)))).every((open) => !open);
+
+test('the demo refunds once however often it runs, across restarts, and stop stops what it started', async () => {
+  expect(await allClosed()).toBe(true);
 
   const first = await npm('demo');
+  expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
+  expect(await allClosed()).toBe(true);
+  // Everything comes back from the files under DATA_DIR: the run, the provider's and the mailbox's state.
   const second = await npm('demo');
+  const third = await npm('demo');
   const workflowId = field(first.stdout, 'workflow id');
   const refundId = field(first.stdout, 'refund id');
   const messageId = field(first.stdout, 'message id');
@@ -43,7 +49,8 @@ test('the demo refunds once however often it runs, and stop stops what it starte
   expect(refundId).toMatch(/^re_/);
   expect(field(first.stdout, 'order status')).toBe('partially_refunded');
   expect(field(second.stdout, 'refund id')).toBe(refundId);
-  expect(second.stdout).toMatch(/1 refund\(s\) on pi_\w+ in the Stripe server's ledger; 1 message\(s\)/);
+  expect(field(third.stdout, 'refund id')).toBe(refundId);
+  expect(third.stdout).toMatch(/1 refund\(s\) on pi_\w+ in the Stripe server's ledger; 1 message\(s\)/);
 
   const ledger = (await (await fetch(`http://127.0.0.1:${ports.stripe}/_ledger`)).json()) as { effects: { type: string }[] };
   expect(ledger.effects.filter((e) => e.type === 'refund.created')).toHaveLength(1);
@@ -60,7 +67,7 @@ test('the demo refunds once however often it runs, and stop stops what it starte
   expect(ui.workflowExecutionInfo.status).toBe('WORKFLOW_EXECUTION_STATUS_COMPLETED');
   expect(first.stdout).toContain(`workflow show --workflow-id ${workflowId}`);
 
-  const stopped = await npm('stop');
-  expect(stopped.stdout).toMatch(/stopped: worker, servers, temporal/);
-  for (const port of Object.values(ports)) expect(await portOpen(port)).toBe(false);
+  expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
+  expect(await allClosed()).toBe(true);
+  expect((await npm('stop')).stdout).toMatch(/nothing of this stack was running/);
 });
