@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
+import nodemailer, { type NodemailerError, type SentMessageInfo, type Transporter } from 'nodemailer';
 import { FailureType } from '../reliability/failures';
 import type { NotificationReceipt } from '../shared';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
@@ -30,15 +30,25 @@ export interface RefundCorrectionInput {
 
 export const MESSAGE_ID_DOMAIN = 'durable-refunds.local';
 
-/** One SMTP connection per send and no pooling, so an activity attempt is exactly one delivery attempt. */
+/**
+ * Hard cap on one sendMail. The activity's startToClose is 30 s: an attempt must end with its own, classified
+ * failure, not be abandoned by Temporal while sendMail still runs beside the next attempt.
+ */
+const SEND_DEADLINE_MS = 25_000;
+
+/**
+ * One SMTP connection per send and no pooling, so an activity attempt is exactly one delivery attempt.
+ * Connecting and the greeting share the 5 s connection deadline, then each reply may take up to 15 s:
+ * a server that stalls once fails the attempt within about 20 s, inside the 30 s startToClose.
+ */
 export function createMailTransport(smtpUrl: string): Transporter {
   return nodemailer.createTransport({
     url: smtpUrl,
     pool: false,
-    connectionTimeout: 10_000,
-    greetingTimeout: 10_000,
-    socketTimeout: 20_000,
-    dnsTimeout: 10_000,
+    connectionTimeout: 5_000,
+    greetingTimeout: 5_000,
+    socketTimeout: 15_000,
+    dnsTimeout: 5_000,
   });
 }
 
@@ -78,31 +88,50 @@ export function createNotificationActivities(deps: NotificationDeps) {
     subject: string,
     text: string,
   ): Promise<NotificationReceipt> => {
-    const messageId = messageIdForKey(entry.key);
-    const claimed = await claim(deps.store, { key: entry.key, orderId: entry.orderId, kind: entry.kind, recipient: entry.to, subject, messageId });
-    if (claimed.status === 'sent') {
-      return { key: entry.key, messageId, recipient: entry.to, providerResponse: claimed.providerResponse ?? '', alreadySent: true };
+    const ctx = { key: entry.key, messageId: messageIdForKey(entry.key), recipient: entry.to };
+    const claimed = await claim(deps.store, { key: entry.key, orderId: entry.orderId, kind: entry.kind, recipient: entry.to, subject, messageId: ctx.messageId });
+    // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
+    const ours = claimed.status === 'pending' && (await deps.store.markNotificationSending(entry.key));
+    if (!ours) {
+      const current = (await deps.store.getNotification(entry.key)) ?? claimed;
+      if (current.status === 'sent') return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
+      if (current.status === 'sending') throw outcomeUnknown(ctx, 'a previous attempt');
+      // Another attempt held the entry and was refused by the server between our two reads: a retry sends cleanly.
+      throw ApplicationFailure.create({
+        type: FailureType.DependencyUnavailable,
+        message: `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`,
+        nonRetryable: false,
+        details: [ctx],
+      });
     }
-    let response: string;
+
+    let info: SentMessageInfo;
     try {
-      const info = await deps.transport.sendMail({
+      info = await deps.transport.sendMail({
         from: deps.from,
         to: entry.to,
         subject,
         text,
-        messageId,
+        messageId: ctx.messageId,
         headers: { 'X-Operation-Key': entry.key },
+        signal: AbortSignal.timeout(SEND_DEADLINE_MS),
       });
-      if (info.rejected?.length) {
-        throw Object.assign(new Error(`recipient ${info.rejected.join(', ')} rejected`), { responseCode: 550, response: info.response });
-      }
-      response = info.response ?? '';
     } catch (err) {
-      throw toSendFailure(err as NodemailerError, { key: entry.key, messageId, recipient: entry.to });
+      const smtpError = err as NodemailerError;
+      if (!provenNotAccepted(smtpError)) throw outcomeUnknown(ctx, 'this attempt', smtpError);
+      await deps.store.releaseNotification(entry.key);
+      throw toSendFailure(smtpError, ctx);
     }
-    // A crash between the send and this write leaves the entry pending; reconciling it with the mailbox is the next step.
+    if (info.rejected?.length) {
+      // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
+      if (!info.accepted?.length) await deps.store.releaseNotification(entry.key);
+      const rejected = Object.assign(new Error(`recipient ${info.rejected.join(', ')} rejected`), { responseCode: 550, response: info.response });
+      throw toSendFailure(rejected, ctx);
+    }
+    const response = info.response ?? '';
+    // If this write fails the entry stays sending, and the next attempt reports the unknown outcome instead of resending.
     await deps.store.markNotificationSent(entry.key, response);
-    return { key: entry.key, messageId, recipient: entry.to, providerResponse: response, alreadySent: false };
+    return { ...ctx, providerResponse: response, alreadySent: false };
   };
 
   return {
@@ -150,6 +179,36 @@ async function claim(store: OrderStore, entry: Parameters<OrderStore['claimNotif
     }
     throw err;
   }
+}
+
+/** Errors a connection attempt fails with before any SMTP session exists. */
+const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/**
+ * True only when the error proves the server did not accept the message: it answered with a refusal (at the
+ * greeting, EHLO, MAIL FROM, RCPT TO, DATA or after the body: RFC 5321 gives the server the message only with
+ * its 250), no session ever began, or nodemailer refused before writing anything. A dropped connection, an idle
+ * timeout or our own deadline may come after the server stored the message and lost only its reply.
+ */
+function provenNotAccepted(err: NodemailerError): boolean {
+  if (err.responseCode !== undefined && err.responseCode >= 400) return true;
+  if (err.command === 'API' && err.code !== 'ESTREAM') return true;
+  if (err.code === 'EDNS') return true;
+  if (err.code === 'ETIMEDOUT') return err.timeoutType === 'CONNECT_TIMEOUT' || err.timeoutType === 'GREETING_TIMEOUT';
+  return err.originalCode !== undefined && CONNECT_FAILURES.has(err.originalCode);
+}
+
+function outcomeUnknown(ctx: { key: string; messageId: string; recipient: string }, who: string, cause?: NodemailerError): ApplicationFailure {
+  const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : '';
+  return ApplicationFailure.create({
+    type: FailureType.NotificationOutcomeUnknown,
+    message:
+      `${who} handed the message ${ctx.messageId} for ${ctx.recipient} to the mail server and its outcome is unknown${why}; ` +
+      `check the mailbox for that Message-ID before any resend`,
+    nonRetryable: true,
+    details: [{ ...ctx, code: cause?.code ?? null, command: cause?.command ?? null }],
+    cause,
+  });
 }
 
 /** Maps a nodemailer error to our failure types by its SMTP reply, or by the absence of one. */

@@ -22,6 +22,8 @@ export const FailureType = {
   RefundFailed: 'REFUND_FAILED',
   /** The mail server refused the message for good (e.g. 5xx recipient rejected). */
   NotificationRejected: 'NOTIFICATION_REJECTED',
+  /** The message may have reached the mail server and nobody knows: resending could mail the customer twice. */
+  NotificationOutcomeUnknown: 'NOTIFICATION_OUTCOME_UNKNOWN',
 } as const;
 
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
@@ -35,4 +37,5 @@ export const NON_RETRYABLE_FAILURES: FailureType[] = [
   FailureType.PermissionDenied,
   FailureType.RefundFailed,
   FailureType.NotificationRejected,
+  FailureType.NotificationOutcomeUnknown,
 ];

@@ -142,7 +142,15 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
 
   // Clients that reset mid-session surface here; without a listener the EventEmitter would throw and kill the process.
   smtp.on('error', () => undefined);
-  const api = http.createServer((req, res) => handleApi(db, req, res));
+  const api = http.createServer((req, res) => {
+    // Last line of defence: an exception here would take the whole servers process down.
+    try {
+      handleApi(db, req, res);
+    } catch (err) {
+      console.error(`[mail-server] ${req.method} ${req.url} could not be answered`, err);
+      res.destroy();
+    }
+  });
 
   try {
     await listen(smtp.server, opts.smtpPort ?? 0, host);
@@ -196,8 +204,13 @@ function listen(server: net.Server, port: number, host: string): Promise<void> {
 }
 
 function handleApi(db: Database.Database, req: http.IncomingMessage, res: http.ServerResponse): void {
-  const url = new URL(req.url ?? '/', 'http://mailbox');
   if (req.method !== 'GET') return send(res, 405, { error: 'the mailbox API is read-only' });
+  let url: URL;
+  try {
+    url = new URL(req.url ?? '/', 'http://mailbox');
+  } catch {
+    return send(res, 400, { error: `invalid request URL: ${req.url}` });
+  }
   try {
     if (url.pathname === '/messages') return send(res, 200, { messages: listMessages(db, url.searchParams) });
     const raw = /^\/messages\/(\d+)\/raw$/.exec(url.pathname);
@@ -209,7 +222,7 @@ function handleApi(db: Database.Database, req: http.IncomingMessage, res: http.S
     }
     send(res, 404, { error: 'try GET /messages, /messages?message_id=<id@host>, /messages?to=<address> or /messages/:id/raw' });
   } catch (err) {
-    send(res, 500, { error: (err as Error).message });
+    if (!res.headersSent) send(res, 500, { error: (err as Error).message });
   }
 }
 

@@ -1,7 +1,7 @@
 // A local Stripe-compatible HTTP server for the endpoints the app uses, with Stripe's
 // idempotency contract and a ledger of the effects it really performed.
 import http from 'node:http';
-import { ApiError, type ApiResponse, newId } from './stripe/api';
+import { ApiError, type ApiResponse, invalidRequest, newId } from './stripe/api';
 import { FormError, parseForm, type FormParams } from './stripe/form';
 import { createIdempotency, fingerprint, render } from './stripe/idempotency';
 import { routes } from './stripe/resources';
@@ -63,7 +63,6 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const requestId = newId('req', 14);
     const method = req.method ?? 'GET';
-    const url = new URL(req.url ?? '/', 'http://localhost');
     const key = method === 'POST' ? headerValue(req, 'idempotency-key') : undefined;
     const headers: Record<string, string> = { 'Request-Id': requestId };
     if (key !== undefined) headers['Idempotency-Key'] = key;
@@ -75,6 +74,7 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
     };
 
     try {
+      const url = requestUrl(req);
       if (method === 'GET' && url.pathname === '/_ledger') {
         const pi = url.searchParams.get('payment_intent') ?? undefined;
         send(200, render({ effects: store.ledger(pi) }));
@@ -136,19 +136,24 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       const reply = late ?? response;
       send(reply.status, render(reply.body));
     } catch (err) {
-      if (closed || res.headersSent) return;
+      // A client that went away mid-request (e.g. while sending the body) has no one left to answer.
+      if (closed || res.headersSent || res.destroyed) return;
       if (err instanceof ApiError) {
         const extra: Record<string, string> = err.status === 401 ? { 'WWW-Authenticate': 'Bearer realm="Stripe"' } : {};
         send(err.status, render(err.toResponse().body), extra);
         return;
       }
-      console.error(`[stripe-server] ${method} ${url.pathname} failed`, err);
+      console.error(`[stripe-server] ${method} ${req.url} failed`, err);
       send(500, render({ error: { type: 'api_error', message: 'An unknown error occurred' } }));
     }
   }
 
   const server = http.createServer((req, res) => {
-    void handle(req, res);
+    // Last line of defence: a rejection here would be unhandled and take the whole servers process down.
+    handle(req, res).catch((err: unknown) => {
+      console.error(`[stripe-server] ${req.method} ${req.url} could not be answered`, err);
+      res.destroy();
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -176,6 +181,15 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       return closing;
     },
   };
+}
+
+/** Request targets such as "//a:b" are no valid URL; they get Stripe's 400 instead of an exception. */
+function requestUrl(req: http.IncomingMessage): URL {
+  try {
+    return new URL(req.url ?? '/', 'http://localhost');
+  } catch {
+    throw invalidRequest(`Invalid request URL: ${req.url}`);
+  }
 }
 
 function headerValue(req: http.IncomingMessage, name: string): string | undefined {

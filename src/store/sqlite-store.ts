@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS notification_outbox (
   recipient TEXT NOT NULL,
   subject TEXT NOT NULL,
   message_id TEXT NOT NULL,
-  status TEXT NOT NULL CHECK (status IN ('pending', 'sent')),
+  status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'sent')),
   attempts INTEGER NOT NULL,
   provider_response TEXT,
   created_at TEXT NOT NULL,
@@ -298,11 +298,29 @@ export class SqliteOrderStore implements OrderStore {
     });
   }
 
+  async markNotificationSending(key: string): Promise<boolean> {
+    return this.transaction(() => {
+      this.requireOutbox(key);
+      // The conditional update is the lock: of two attempts racing here, exactly one changes the row.
+      const result = this.db.prepare("UPDATE notification_outbox SET status = 'sending' WHERE key = ? AND status = 'pending'").run(key);
+      return result.changes === 1;
+    });
+  }
+
+  async releaseNotification(key: string): Promise<boolean> {
+    return this.transaction(() => {
+      this.requireOutbox(key);
+      const result = this.db.prepare("UPDATE notification_outbox SET status = 'pending' WHERE key = ? AND status = 'sending'").run(key);
+      return result.changes === 1;
+    });
+  }
+
   async markNotificationSent(key: string, providerResponse: string): Promise<OutboxEntry> {
     return this.transaction(() => {
       // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
+      // A pending entry is taken too: the acceptance is proof enough, whatever the row said.
       this.db
-        .prepare("UPDATE notification_outbox SET status = 'sent', provider_response = ?, sent_at = ? WHERE key = ? AND status = 'pending'")
+        .prepare("UPDATE notification_outbox SET status = 'sent', provider_response = ?, sent_at = ? WHERE key = ? AND status IN ('pending', 'sending')")
         .run(providerResponse, now(), key);
       return this.requireOutbox(key);
     });

@@ -23,7 +23,11 @@ export interface RevertRefundInput {
   compensationKey: string;
 }
 
-export type NotificationStatus = 'pending' | 'sent';
+/**
+ * pending: no attempt has handed the message to the mail server (or the server provably refused it);
+ * sending: an attempt is handing it over, or did and never learned the answer; sent: the server accepted it.
+ */
+export type NotificationStatus = 'pending' | 'sending' | 'sent';
 
 export interface OutboxEntry {
   key: string;
@@ -61,6 +65,11 @@ export interface OrderStore {
   revertRefund(input: RevertRefundInput): Promise<OrderReceipt>;
   /** Records the intent to send (status pending) unless an entry for the key exists; returns the entry. */
   claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry>;
+  /** Moves pending → sending just before the message goes to SMTP; false, changing nothing, when the entry is not pending. */
+  markNotificationSending(key: string): Promise<boolean>;
+  /** Moves sending → pending after a failure that proves the server did not accept the message; false when not sending. */
+  releaseNotification(key: string): Promise<boolean>;
+  /** Records the server's acceptance (sending → sent); an entry already sent keeps its first acceptance. */
   markNotificationSent(key: string, providerResponse: string): Promise<OutboxEntry>;
   getNotification(key: string): Promise<OutboxEntry | undefined>;
   close(): Promise<void>;

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
@@ -105,4 +106,19 @@ it('keeps messages across a restart on the same file', async () => {
   await expect(messages()).resolves.toEqual(before);
   await transport.sendMail({ from: 'a@example.test', to: 'after@example.test', subject: 'after', text: 'x' });
   await expect(messages()).resolves.toHaveLength(before.length + 1);
+});
+
+it('answers 400 to an unparseable request URL and keeps serving', async () => {
+  const reply = await new Promise<string>((resolve, reject) => {
+    let text = '';
+    // fetch would normalise the URL; a raw socket sends it as a broken client would.
+    const socket = net.connect(server.apiPort, '127.0.0.1', () => socket.write('GET //a:b HTTP/1.0\r\nHost: localhost\r\n\r\n'));
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (text += chunk));
+    socket.on('close', () => resolve(text));
+    socket.on('error', reject);
+  });
+  expect(reply).toMatch(/^HTTP\/1\.[01] 400 /);
+  expect(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4))).toEqual({ error: 'invalid request URL: //a:b' });
+  await expect(messages()).resolves.toEqual(expect.any(Array));
 });

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import type { Transporter } from 'nodemailer';
+import nodemailer, { type Transporter } from 'nodemailer';
 import {
   createMailTransport,
   createNotificationActivities,
@@ -12,7 +12,7 @@ import {
 } from '../../src/activities/notifications';
 import { FailureType } from '../../src/reliability/failures';
 import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
-import { SqliteOrderStore } from '../../src/store';
+import { SqliteOrderStore, type OrderStore } from '../../src/store';
 import { activityEnv, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'notifications-'));
@@ -29,6 +29,33 @@ async function delivered(messageId: string): Promise<StoredMessage[]> {
 
 function notice(key: string, to = 'dana@example.test'): RefundNoticeInput {
   return { key, orderId: 'ord_1', to, amount: 1250, currency: 'usd', refundId: 're_1' };
+}
+
+/** A port nothing listens on, until a test starts a server there. */
+function freePort(): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const probe = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** The store, except that markNotificationSent throws the first time: the crash between the send and its record. */
+function failingMarkSentOnce(inner: OrderStore): OrderStore {
+  let failed = false;
+  return new Proxy(inner, {
+    get(target, prop) {
+      if (prop === 'markNotificationSent' && !failed) {
+        return async () => {
+          failed = true;
+          throw new Error('SQLITE_IOERR: disk I/O error');
+        };
+      }
+      const value: unknown = Reflect.get(target, prop);
+      return typeof value === 'function' ? value.bind(target) : value;
+    },
+  });
 }
 
 beforeAll(async () => {
@@ -94,11 +121,12 @@ it('refuses a changed intent under a key already used', async () => {
   expect(failure).toMatchObject({ type: FailureType.IdempotencyKeyReused, nonRetryable: true });
 });
 
-it('maps a permanent rejection to NOTIFICATION_REJECTED, non-retryable', async () => {
+it('maps a permanent rejection to NOTIFICATION_REJECTED, non-retryable, and does not leave the entry sending', async () => {
   const input = notice('rejected:v1', 'reject-frank@example.test');
   const failure = await failureOf(run(activities.sendRefundNotice, input));
   expect(failure).toMatchObject({ type: FailureType.NotificationRejected, nonRetryable: true });
   expect(failure.details?.[0]).toMatchObject({ responseCode: 550, recipient: input.to });
+  // A 550 at RCPT TO proves the message was not accepted, so the entry goes back to pending.
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'pending' });
   await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
 });
@@ -118,21 +146,74 @@ it('maps a rate limit to RATE_LIMIT and another 4xx to DEPENDENCY_UNAVAILABLE, b
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 3 });
 });
 
-it('maps an unreachable SMTP server to DEPENDENCY_UNAVAILABLE, retryable', async () => {
-  const closedPort = await new Promise<number>((resolve) => {
-    const probe = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-  const down = createMailTransport(`smtp://127.0.0.1:${closedPort}`);
+it('maps an unreachable SMTP server to DEPENDENCY_UNAVAILABLE, retryable, and sends once when it is back', async () => {
+  const port = await freePort();
+  const down = createMailTransport(`smtp://127.0.0.1:${port}`);
+  const later = createNotificationActivities({ transport: down, store, from: 'refunds@durable-refunds.test' });
+  const input = notice('down:v1');
+  let revived: MailServer | undefined;
   try {
-    const unreachable = createNotificationActivities({ transport: down, store, from: 'refunds@durable-refunds.test' });
-    const failure = await failureOf(run(unreachable.sendRefundNotice, notice('down:v1')));
+    const failure = await failureOf(run(later.sendRefundNotice, input));
     expect(failure).toMatchObject({ type: FailureType.DependencyUnavailable, nonRetryable: false });
     expect(failure.details?.[0]).toMatchObject({ responseCode: null, code: expect.stringMatching(/^E/) });
+    // Connection refused proves nothing was handed over: the entry is free for the next attempt.
+    await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'pending', attempts: 1 });
+
+    revived = await startMailServer({ smtpPort: port, dbPath: path.join(dir, 'revived.db') });
+    const receipt = await run(later.sendRefundNotice, input);
+    expect(receipt).toMatchObject({ alreadySent: false, messageId: messageIdForKey(input.key) });
+    const res = await fetch(`${revived.apiUrl}/messages?message_id=${encodeURIComponent(receipt.messageId)}`);
+    expect(((await res.json()) as { messages: StoredMessage[] }).messages).toHaveLength(1);
+    await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 2 });
   } finally {
     down.close();
+    await revived?.close();
   }
 });
 
+it('never resends after the message was handed over but not recorded: the retry reports NOTIFICATION_OUTCOME_UNKNOWN', async () => {
+  const flaky = createNotificationActivities({ transport, store: failingMarkSentOnce(store), from: 'refunds@durable-refunds.test' });
+  const input = notice('record-lost:v1');
+  const messageId = messageIdForKey(input.key);
+  await expect(run(flaky.sendRefundNotice, input)).rejects.toThrow(/disk I\/O error/);
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
+
+  const failure = await failureOf(run(flaky.sendRefundNotice, input));
+  expect(failure).toMatchObject({ type: FailureType.NotificationOutcomeUnknown, nonRetryable: true });
+  expect(failure.message).toContain(`a previous attempt handed the message ${messageId}`);
+  expect(failure.message).toMatch(/check the mailbox for that Message-ID before any resend/);
+  expect(failure.details?.[0]).toMatchObject({ key: input.key, messageId, recipient: input.to });
+  await expect(delivered(messageId)).resolves.toHaveLength(1);
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending', attempts: 2 });
+});
+
+it('reports NOTIFICATION_OUTCOME_UNKNOWN when the reply to the message never comes, and the retry does not resend', async () => {
+  const impatient = nodemailer.createTransport({ url: server.smtpUrl, pool: false, socketTimeout: 300 });
+  const stalled = createNotificationActivities({ transport: impatient, store, from: 'refunds@durable-refunds.test' });
+  const input = notice('reply-lost:v1');
+  server.setFaults((stage) => (stage === 'data' ? { code: 451, message: '4.3.0 too late', delayMs: 2000 } : undefined));
+  try {
+    const failure = await failureOf(run(stalled.sendRefundNotice, input));
+    expect(failure).toMatchObject({ type: FailureType.NotificationOutcomeUnknown, nonRetryable: true });
+    expect(failure.details?.[0]).toMatchObject({ key: input.key, code: 'ETIMEDOUT' });
+    server.setFaults(undefined);
+    await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({ type: FailureType.NotificationOutcomeUnknown });
+    await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
+  } finally {
+    server.setFaults(undefined);
+    impatient.close();
+  }
+});
+
+it('lets only one of two concurrent attempts send', async () => {
+  const input = notice('concurrent:v1');
+  const results = await Promise.allSettled([run(activities.sendRefundNotice, input), run(activities.sendRefundNotice, input)]);
+  const sent = results.filter((r) => r.status === 'fulfilled' && !r.value.alreadySent);
+  expect(sent).toHaveLength(1);
+  for (const other of results.filter((r) => !sent.includes(r))) {
+    if (other.status === 'fulfilled') expect(other.value.alreadySent).toBe(true);
+    else expect(other.reason).toMatchObject({ type: FailureType.NotificationOutcomeUnknown });
+  }
+  await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(1);
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 2 });
+});

@@ -216,6 +216,47 @@ describe('notification outbox', () => {
     await expect(store.claimNotification({ ...entry, subject: 'Other' })).rejects.toThrow(/subject/);
     await expect(store.claimNotification({ ...entry, messageId: '<other@x>' })).rejects.toThrow(/messageId/);
     await expect(store.markNotificationSent('missing', '250')).rejects.toThrow(/no notification/);
+    await expect(store.markNotificationSending('missing')).rejects.toThrow(/no notification/);
+    await expect(store.releaseNotification('missing')).rejects.toThrow(/no notification/);
+  });
+
+  it('lets exactly one caller move pending → sending, and back to pending only from sending', async () => {
+    const key = 'refund-o2-v1:notify:v1';
+    await store.claimNotification({ ...entry, key, messageId: '<refund-o2-v1.notify.v1@durable-refunds.local>' });
+    await expect(store.releaseNotification(key)).resolves.toBe(false);
+
+    // A second connection to the same file stands in for a second worker.
+    const other = open();
+    await expect(Promise.all([store.markNotificationSending(key), other.markNotificationSending(key)])).resolves.toEqual([true, false]);
+    await expect(other.markNotificationSending(key)).resolves.toBe(false);
+    await expect(other.getNotification(key)).resolves.toMatchObject({ status: 'sending' });
+
+    await expect(other.releaseNotification(key)).resolves.toBe(true);
+    await expect(store.releaseNotification(key)).resolves.toBe(false);
+    await expect(store.getNotification(key)).resolves.toMatchObject({ status: 'pending', sentAt: null });
+
+    await expect(other.markNotificationSending(key)).resolves.toBe(true);
+    const sent = await store.markNotificationSent(key, '250 OK: stored as message 7');
+    expect(sent).toMatchObject({ status: 'sent', providerResponse: '250 OK: stored as message 7' });
+    await expect(store.markNotificationSending(key)).resolves.toBe(false);
+    await expect(store.releaseNotification(key)).resolves.toBe(false);
+    await expect(other.getNotification(key)).resolves.toEqual(sent);
+  });
+
+  it('keeps a sending entry sending across close and reopen', async () => {
+    const key = 'refund-o3-v1:notify:v1';
+    const first = new SqliteOrderStore(file);
+    await first.claimNotification({ ...entry, key, messageId: '<refund-o3-v1.notify.v1@durable-refunds.local>' });
+    await expect(first.markNotificationSending(key)).resolves.toBe(true);
+    await first.close();
+
+    const second = open();
+    await expect(second.getNotification(key)).resolves.toMatchObject({ status: 'sending', attempts: 1 });
+    await expect(second.claimNotification({ ...entry, key, messageId: '<refund-o3-v1.notify.v1@durable-refunds.local>' })).resolves.toMatchObject({
+      status: 'sending',
+      attempts: 2,
+    });
+    await expect(second.markNotificationSending(key)).resolves.toBe(false);
   });
 });
 

@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
@@ -43,6 +44,18 @@ async function raw(base: string, method: string, urlPath: string, form?: string,
     ...(form !== undefined && { body: form }),
   });
   return { status: res.status, headers: res.headers, body: (await res.json()) as RawResponse['body'] };
+}
+
+/** Writes bytes as they are, which fetch would not (it normalises the URL), and resolves with the whole reply. */
+function rawHttp(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let reply = '';
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(request));
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => (reply += chunk));
+    socket.on('close', () => resolve(reply));
+    socket.on('error', reject);
+  });
 }
 
 async function ledger(base: string, paymentIntentId: string): Promise<LedgerEffect[]> {
@@ -390,5 +403,27 @@ describe('the server', () => {
     });
     const dup = await raw(server.url, 'POST', '/v1/payment_intents', 'amount=1&amount=2&currency=usd');
     expect(dup.status).toBe(400);
+  });
+
+  it('answers 400 to an unparseable request URL and keeps serving', async () => {
+    const reply = await rawHttp(server.port, 'GET //a:b HTTP/1.0\r\nHost: localhost\r\n\r\n');
+    expect(reply).toMatch(/^HTTP\/1\.[01] 400 /);
+    expect(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4))).toEqual({
+      error: { type: 'invalid_request_error', message: 'Invalid request URL: //a:b' },
+    });
+    await expect(raw(server.url, 'GET', '/v1/charges')).resolves.toMatchObject({ status: 404 });
+  });
+
+  it('survives a client that hangs up in the middle of a request body', async () => {
+    const socket = net.connect(server.port, '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    socket.write(
+      `POST /v1/payment_intents HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${KEY}\r\n` +
+        'Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 1000\r\n\r\namount=1',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    socket.destroy();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await expect(raw(server.url, 'GET', '/v1/charges')).resolves.toMatchObject({ status: 404 });
   });
 });
