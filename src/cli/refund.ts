@@ -15,7 +15,7 @@ const program = new Command('refund')
   .requiredOption('--amount <minor-units>', 'amount in minor units, e.g. 1250 for $12.50', integer('--amount'))
   .option('--currency <code>', 'three-letter currency code', 'usd')
   .option('--reason <reason>', `one of ${REFUND_REASONS.join(', ')}`, 'requested_by_customer')
-  .option('--requested-by <who>', 'who asked for the refund (default: $USER)', process.env.USER)
+  .option('--requested-by <who>', 'who asked for the refund (default: $USER)')
   .option('--operation-version <n>', 'a changed intent for the same order needs a new version', integer('--operation-version'), 1)
   .option('--no-wait', 'print the workflow id and return without waiting')
   .showHelpAfterError();
@@ -28,7 +28,7 @@ async function main() {
     amount: opts.amount,
     currency: opts.currency,
     reason: opts.reason,
-    requestedBy: opts.requestedBy,
+    requestedBy: opts.requestedBy ?? process.env.USER ?? program.error('refund: --requested-by is required when $USER is not set', { exitCode: 2 }),
     operationVersion: opts.operationVersion,
   });
   const client = await connectClient(loadConfig());
