@@ -21,10 +21,11 @@ export interface SagaContext {
   reason?: string;
 }
 
-type ActivityName = keyof RefundActivities;
-type ActivityInput<A extends ActivityName> = Parameters<RefundActivities[A]>[0];
+/** The activities compensations may name; the workflow proxies exactly these for them. */
+export type CompensationActivity = 'revertRefund' | 'sendRefundCorrection';
+type ActivityInput<A extends CompensationActivity> = Parameters<RefundActivities[A]>[0];
 
-export interface Compensation<A extends ActivityName = ActivityName> {
+export interface Compensation<A extends CompensationActivity = CompensationActivity> {
   kind: 'compensation';
   activity: A;
   /** Builds the compensation's input; `key` is the compensation's own idempotency key. */
@@ -49,7 +50,7 @@ export interface StepRegistration {
   undo: Undo;
 }
 
-function compensation<A extends ActivityName>(activity: A, input: (ctx: SagaContext, key: string) => ActivityInput<A>): Compensation {
+function compensation<A extends CompensationActivity>(activity: A, input: (ctx: SagaContext, key: string) => ActivityInput<A>): Compensation {
   return { kind: 'compensation', activity, input } as Compensation;
 }
 

@@ -10,7 +10,7 @@ import {
   type ActivityOptions,
 } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
-import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
+import { REFUND_SAGA, REFUND_STEPS, type CompensationActivity, type RefundStep, type SagaContext } from '../compensations/registry';
 import { NON_RETRYABLE_FAILURES, type FailureType } from '../reliability/failures';
 import { compensationKey, stepKey } from '../reliability/keys';
 import {
@@ -74,7 +74,7 @@ const store = proxyActivities<RefundActivities>(storeActivity);
 const payments = proxyActivities<RefundActivities>(paymentActivity);
 const verification = proxyActivities<RefundActivities>(verifyActivity);
 const mail = proxyActivities<RefundActivities>(mailActivity);
-const compensationActivities: Pick<RefundActivities, 'revertRefund' | 'sendRefundCorrection'> = {
+const compensationActivities: Pick<RefundActivities, CompensationActivity> = {
   revertRefund: store.revertRefund,
   sendRefundCorrection: mail.sendRefundCorrection,
 };
@@ -181,7 +181,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       if (undo.kind === 'forward_repair') steps.markNotCompensable(step, undo.note);
       if (undo.kind !== 'compensation') continue;
       const compKey = compensationKey(steps.get(step).idempotencyKey ?? key(step));
-      const activity = compensationActivities[undo.activity as keyof typeof compensationActivities] as (i: unknown) => Promise<unknown>;
+      const activity = compensationActivities[undo.activity] as (i: unknown) => Promise<unknown>;
       ok = (await steps.compensate(step, compKey, () => activity(undo.input(ctx, compKey)))) && ok;
     }
     return ok;

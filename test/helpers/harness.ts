@@ -78,13 +78,12 @@ export async function startHarness(): Promise<Harness> {
       return w.runUntil(fn(taskQueue));
     },
     async seedOrder(orderId, opts = {}) {
-      const order = await seedPaidOrder(stripe, store, {
+      return seedPaidOrder(stripe, store, {
         orderId,
         amount: opts.amount ?? 5000,
         currency: 'usd',
         customerEmail: opts.customerEmail ?? `${orderId}@example.test`,
       }, opts.paymentMethod);
-      return order;
     },
     async ledger(paymentIntentId) {
       const body = await getJson<{ effects: Awaited<ReturnType<Harness['ledger']>> }>(

@@ -172,6 +172,9 @@ test('a refund the provider later fails is compensated in reverse order, each un
 });
 
 describe('failures whose outcome is not proven stay unknown and undo nothing', () => {
+  const failing = (type: string, message: string) => async () => {
+    throw ApplicationFailure.create({ type, message, nonRetryable: true });
+  };
   const start = (taskQueue: string, orderId: string) =>
     h.env.client.workflow
       .start(refundWorkflow, { taskQueue, workflowId: `refund-${orderId}-v1`, args: [request(orderId)] })
@@ -179,10 +182,7 @@ describe('failures whose outcome is not proven stay unknown and undo nothing', (
 
   test('an unverifiable refund is left standing, not compensated', async () => {
     const order = await h.seedOrder(newOrderId());
-    const denied = async () => {
-      throw ApplicationFailure.create({ type: 'PERMISSION_DENIED', message: 'key revoked', nonRetryable: true });
-    };
-    const { type, state } = await failureOf(h.withWorker({ verifyRefund: denied }, (q) => start(q, order.id)));
+    const { type, state } = await failureOf(h.withWorker({ verifyRefund: failing('PERMISSION_DENIED', 'key revoked') }, (q) => start(q, order.id)));
 
     expect(type).toBe('REFUND_NEEDS_ATTENTION');
     expect(state.outcome?.reason).toMatch(/stands and is never sent again; a person must finish verify_refund/);
@@ -193,10 +193,7 @@ describe('failures whose outcome is not proven stay unknown and undo nothing', (
 
   test('a create_refund failure that is not a refusal is reported as unknown, never as "nothing refunded"', async () => {
     const order = await h.seedOrder(newOrderId());
-    const reused = async () => {
-      throw ApplicationFailure.create({ type: 'IDEMPOTENCY_KEY_REUSED', message: 'key used with other parameters', nonRetryable: true });
-    };
-    const { type, state } = await failureOf(h.withWorker({ createRefund: reused }, (q) => start(q, order.id)));
+    const { type, state } = await failureOf(h.withWorker({ createRefund: failing('IDEMPOTENCY_KEY_REUSED', 'key used with other parameters') }, (q) => start(q, order.id)));
 
     expect(type).toBe('REFUND_NEEDS_ATTENTION');
     expect(state.outcome?.reason).toMatch(/Whether it took effect is unknown: reconcile with the provider by idempotency key refund-.*:create_refund:v1/);
@@ -205,10 +202,7 @@ describe('failures whose outcome is not proven stay unknown and undo nothing', (
 
   test('a provider refusal is rejected: nothing was refunded', async () => {
     const order = await h.seedOrder(newOrderId());
-    const refused = async () => {
-      throw ApplicationFailure.create({ type: 'PAYMENT_REJECTED', message: 'charge_already_refunded', nonRetryable: true });
-    };
-    const { type, state } = await failureOf(h.withWorker({ createRefund: refused }, (q) => start(q, order.id)));
+    const { type, state } = await failureOf(h.withWorker({ createRefund: failing('PAYMENT_REJECTED', 'charge_already_refunded') }, (q) => start(q, order.id)));
     expect(type).toBe('REFUND_REJECTED');
     expect(state.outcome?.reason).toMatch(/Nothing was refunded/);
   });
