@@ -16,8 +16,14 @@ export default tseslint.config(
     },
   },
   {
-    // Workflow code is replayed deterministically in a sandbox: no Node built-ins.
-    files: ['src/workflows/**/*.ts'],
+    // Workflow code, and every module it imports, is replayed deterministically in a sandbox: no Node built-ins.
+    files: [
+      'src/workflows/**/*.ts',
+      'src/compensations/**/*.ts',
+      'src/shared.ts',
+      'src/receipts.ts',
+      'src/reliability/{taxonomy,policy,identity,evidence,default-policy}.ts',
+    ],
     rules: {
       'no-restricted-imports': [
         'error',

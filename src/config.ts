@@ -1,6 +1,7 @@
 // Every setting the project reads from the environment, validated once.
 import path from 'node:path';
 import { z } from 'zod';
+import { SCOPE_PATTERN } from './reliability/identity';
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..');
 
@@ -20,6 +21,11 @@ const envSchema = z.object({
   MAILBOX_PORT: port.default(8025),
   SMTP_URL: z.string().min(1).optional(),
   MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
+  OPERATION_SCOPE: z.string().regex(SCOPE_PATTERN, 'must be 1-32 lowercase letters, digits, "_" or "-"').optional(),
+  RECOVERY_POLICY_FILE: z.string().min(1).optional(),
+  STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
+  FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
 });
 
 export type Config = ReturnType<typeof loadConfig>;
@@ -33,7 +39,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const e = parsed.data;
   // With a real key and no base we talk to real Stripe; otherwise to the local Stripe-compatible server.
   const stripeLocal = !e.STRIPE_SECRET_KEY || e.STRIPE_API_BASE !== undefined;
+  if (!stripeLocal && e.OPERATION_SCOPE === undefined) {
+    // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
+    throw new Error('invalid environment: OPERATION_SCOPE: must name this environment (e.g. "staging") when refunds go to real Stripe');
+  }
   return {
+    scope: e.OPERATION_SCOPE ?? 'local',
+    policyFile: e.RECOVERY_POLICY_FILE,
+    faultInjection: e.FAULT_INJECTION === 'on',
     dataDir: e.DATA_DIR,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, uiPort: e.TEMPORAL_UI_PORT },
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(e.DATA_DIR, 'orders.db')}`,
@@ -43,6 +56,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       local: stripeLocal,
       port: e.STRIPE_PORT,
       idempotencyTtlMs: e.STRIPE_IDEMPOTENCY_TTL_HOURS * 3600_000,
+      requestTimeoutMs: e.STRIPE_TIMEOUT_MS,
+      listConsistencyMs: e.STRIPE_LIST_CONSISTENCY_MS,
     },
     mail: {
       smtpUrl: e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`,

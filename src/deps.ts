@@ -1,24 +1,57 @@
 // The real clients the activities are built from, opened from config and closed together.
-import { createActivities, type RefundActivities } from './activities';
-import { createStripeClient } from './activities/payments';
+import { createActivities, SMTP_DEADLINE_MARGIN_MS, type RefundActivities } from './activities';
 import { createMailTransport } from './activities/notifications';
+import { createStripeClient } from './activities/payments';
 import type { Config } from './config';
+import type { RecoveryPolicy } from './reliability/policy';
+import { loadPolicy } from './reliability/policy-file';
+import type { RunSettings } from './receipts';
 import { openStore } from './store';
 import type { OrderStore } from './store/types';
 
 export interface Deps {
   activities: RefundActivities;
   store: OrderStore;
+  settings: RunSettings;
   close(): Promise<void>;
 }
 
-export function openDeps(config: Config): Deps {
-  const store = openStore(config.databaseUrl);
-  const mail = createMailTransport(config.mail.smtpUrl);
-  const stripe = createStripeClient(config.stripe);
+/** Margin kept between a Stripe request's own timeout and the stripe activity's start-to-close. */
+const STRIPE_TIMEOUT_MARGIN_MS = 2000;
+
+/**
+ * What every run on this worker plans with. The timeouts must nest: a request ends before its
+ * attempt does, so Temporal never starts the next attempt while the last request is still out.
+ */
+export function runSettings(config: Config, policy: RecoveryPolicy = loadPolicy(config.policyFile)): RunSettings {
+  const { requestTimeoutMs, idempotencyTtlMs, listConsistencyMs } = config.stripe;
+  const stripeAttempt = policy.timeouts.stripe.startToCloseMs;
+  if (requestTimeoutMs + STRIPE_TIMEOUT_MARGIN_MS > stripeAttempt) {
+    throw new Error(
+      `STRIPE_TIMEOUT_MS (${requestTimeoutMs}) must end at least ${STRIPE_TIMEOUT_MARGIN_MS} ms inside the policy's stripe startToCloseMs (${stripeAttempt})`,
+    );
+  }
+  if (policy.timeouts.smtp.startToCloseMs < 2 * SMTP_DEADLINE_MARGIN_MS) {
+    throw new Error(`the policy's smtp startToCloseMs must be at least ${2 * SMTP_DEADLINE_MARGIN_MS} ms, to leave a send its own deadline inside it`);
+  }
+  // Treat the provider's key window as ending early: a resend must be provably inside it.
+  const margin = Math.min(idempotencyTtlMs / 10, 3600_000);
   return {
-    activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from }),
+    scope: config.scope,
+    policy,
+    provider: { dedupeWindowMs: idempotencyTtlMs - margin, consistencyMs: listConsistencyMs, requestTimeoutMs },
+  };
+}
+
+export function openDeps(config: Config): Deps {
+  const settings = runSettings(config);
+  const store = openStore(config.databaseUrl, { faults: config.faultInjection });
+  const mail = createMailTransport(config.mail.smtpUrl);
+  const stripe = createStripeClient({ ...config.stripe, requestTimeoutMs: config.stripe.requestTimeoutMs });
+  return {
+    activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from, settings }),
     store,
+    settings,
     async close() {
       mail.close();
       await store.close();

@@ -64,32 +64,4 @@ export interface Order {
   version: number;
 }
 
-export interface RefundReceipt {
-  refundId: string;
-  paymentIntentId: string;
-  amount: number;
-  currency: string;
-  status: string;
-  created: number;
-  /** True when the provider answered with a stored response for our idempotency key. */
-  replayed: boolean;
-}
-
-export interface OrderReceipt {
-  orderId: string;
-  status: OrderStatus;
-  refundedAmount: number;
-  version: number;
-  /** False when this operation had already been applied (or reverted) before this call. */
-  changed: boolean;
-}
-
-export interface NotificationReceipt {
-  key: string;
-  messageId: string;
-  recipient: string;
-  /** What the SMTP server answered; proves only that it accepted the message. */
-  providerResponse: string;
-  /** True when the outbox already held a sent message for this key and nothing was sent. */
-  alreadySent: boolean;
-}
+export type { NotificationReceipt, OrderReceipt, RefundReceipt } from './receipts';

@@ -2,7 +2,6 @@ import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker
 import type { RefundActivities } from './activities';
 import { loadConfig } from './config';
 import { openDeps } from './deps';
-import { AttemptsInterceptor } from './reliability/attempts';
 import { TASK_QUEUE } from './shared';
 
 type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
@@ -15,7 +14,6 @@ export function createRefundWorker(options: RefundWorkerOptions): Promise<Worker
     taskQueue: TASK_QUEUE,
     ...(workflowBundle ? { workflowBundle } : { workflowsPath: require.resolve('./workflows') }),
     ...rest,
-    interceptors: { activity: [() => ({ inbound: new AttemptsInterceptor() })] },
   });
 }
 
@@ -25,7 +23,10 @@ export async function runWorker(): Promise<void> {
   const connection = await NativeConnection.connect({ address: config.temporal.address });
   try {
     const worker = await createRefundWorker({ connection, namespace: config.temporal.namespace, activities: deps.activities });
-    console.log(`worker polling task queue "${TASK_QUEUE}" on ${config.temporal.address} (namespace ${config.temporal.namespace})`);
+    console.log(
+      `worker polling task queue "${TASK_QUEUE}" on ${config.temporal.address} (namespace ${config.temporal.namespace}), ` +
+        `scope "${deps.settings.scope}", recovery policy ${deps.settings.policy.version}${config.faultInjection ? ', store faults on' : ''}`,
+    );
     await worker.run();
   } finally {
     await connection.close();

@@ -1,22 +1,42 @@
 import type Stripe from 'stripe';
 import type { Transporter } from 'nodemailer';
+import type { RunSettings } from '../receipts';
 import type { OrderStore } from '../store/types';
-import { createPaymentActivities } from './payments';
-import { createOrderActivities } from './orders';
+import { createAttemptRunner } from './attempt';
+import { createCompletionGate } from './completion-gate';
 import { createNotificationActivities } from './notifications';
+import { createOperationActivities } from './operations';
+import { createOrderActivities } from './orders';
+import { createPaymentActivities } from './payments';
 
 export interface ActivityDeps {
   stripe: Stripe;
   store: OrderStore;
   mail: Transporter;
   mailFrom: string;
+  /** The scope, recovery policy and provider windows every run gets from this worker. */
+  settings: RunSettings;
 }
 
+/** Margin kept between an SMTP send's own deadline and the smtp activity's start-to-close. */
+export const SMTP_DEADLINE_MARGIN_MS = 5000;
+
 export function createActivities(deps: ActivityDeps) {
+  const { stripe, store, settings } = deps;
+  const attempt = createAttemptRunner({ policy: settings.policy, log: store.operations });
   return {
-    ...createPaymentActivities(deps.stripe),
-    ...createOrderActivities(deps.store),
-    ...createNotificationActivities({ transport: deps.mail, store: deps.store, from: deps.mailFrom }),
+    ...createOperationActivities({ store, attempt, settings }),
+    ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),
+    ...createCompletionGate({ stripe, store, attempt }),
+    ...createOrderActivities({ store, attempt }),
+    ...createNotificationActivities({
+      transport: deps.mail,
+      store,
+      from: deps.mailFrom,
+      attempt,
+      policy: settings.policy,
+      sendDeadlineMs: settings.policy.timeouts.smtp.startToCloseMs - SMTP_DEADLINE_MARGIN_MS,
+    }),
   };
 }
 

@@ -1,40 +1,49 @@
 import { createHash } from 'node:crypto';
-import { ApplicationFailure } from '@temporalio/common';
+import { Context } from '@temporalio/activity';
 import nodemailer, { type NodemailerError, type SentMessageInfo, type Transporter } from 'nodemailer';
-import { FailureType } from '../reliability/failures';
-import type { NotificationReceipt } from '../shared';
+import { maskEmails, MESSAGE_ID_DOMAIN } from '../reliability/evidence';
+import { decide, retries, type RecoveryPolicy } from '../reliability/policy';
+import type { Evidenced, NotificationReceipt } from '../receipts';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
+import { Classified, type AttemptRunner } from './attempt';
+import { recordTransportRequest } from './attempt-scope';
+import { classifySmtpError } from './smtp-failures';
+import { storeFailure } from './store-failures';
 
 export interface NotificationDeps {
   transport: Transporter;
   store: OrderStore;
   from: string;
+  attempt: AttemptRunner;
+  policy: RecoveryPolicy;
+  /** One sendMail, all of it; must end inside the smtp activity's start-to-close. */
+  sendDeadlineMs?: number;
 }
 
+/** The recipient is read from the order in the store: a customer's address never travels through workflow history. */
 export interface RefundNoticeInput {
   key: string;
+  operationId: string;
   orderId: string;
-  to: string;
   amount: number;
   currency: string;
   refundId: string;
 }
 
+/** Why a correction is sent, as the customer may read it. Operator-facing error text never goes into an email. */
+export const CORRECTION_REASONS = {
+  refund_failed: 'your bank or card issuer could not accept the refund, so no money was returned to you for it',
+  refund_canceled: 'the refund was cancelled before it reached your account, so no money was returned to you for it',
+} as const;
+export type CorrectionReason = keyof typeof CORRECTION_REASONS;
+
 export interface RefundCorrectionInput {
   key: string;
+  operationId: string;
   orderId: string;
-  to: string;
   refundId: string;
-  reason: string;
+  reason: CorrectionReason;
 }
-
-export const MESSAGE_ID_DOMAIN = 'durable-refunds.local';
-
-/**
- * Hard cap on one sendMail. The activity's startToClose is 30 s: an attempt must end with its own, classified
- * failure, not be abandoned by Temporal while sendMail still runs beside the next attempt.
- */
-const SEND_DEADLINE_MS = 25_000;
 
 /**
  * One SMTP connection per send and no pooling, so an activity attempt is exactly one delivery attempt.
@@ -71,100 +80,121 @@ export function formatAmount(amount: number, currency: string): string {
   try {
     format = new Intl.NumberFormat('en-US', { style: 'currency', currency: currency.toUpperCase() });
   } catch {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidInput,
-      message: `cannot format an amount in unknown currency "${currency}"`,
-      nonRetryable: true,
-      details: [{ currency }],
-    });
+    throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'unknown_currency', `cannot format an amount in unknown currency "${currency}"`);
   }
   const decimals = format.resolvedOptions().maximumFractionDigits ?? 2;
   return format.format(amount / 10 ** decimals);
 }
 
 export function createNotificationActivities(deps: NotificationDeps) {
+  const { store } = deps;
+  const sendDeadlineMs = deps.sendDeadlineMs ?? 25_000;
+  const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
+  // The policy's row for a send whose outcome is unknown: hand to a person, or resend with the same Message-ID.
+  const resendUnknown = () => retries(decide(deps.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
+  // A hand-over younger than one send's deadline may still be running somewhere; an older one ended without telling.
+  const inFlight = (entry: OutboxEntry) => entry.sendingSince !== null && Date.now() - Date.parse(entry.sendingSince) < sendDeadlineMs + 1000;
+
   const deliver = async (
-    entry: { key: string; orderId: string; to: string; kind: OutboxEntry['kind'] },
+    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind'] },
     subject: string,
     text: string,
   ): Promise<NotificationReceipt> => {
-    const ctx = { key: entry.key, messageId: messageIdForKey(entry.key), recipient: entry.to };
-    const claimed = await claim(deps.store, { key: entry.key, orderId: entry.orderId, kind: entry.kind, recipient: entry.to, subject, messageId: ctx.messageId });
+    const order = await store.getOrder(entry.orderId);
+    if (!order) throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', `order ${entry.orderId} does not exist; nothing was sent`);
+    const to = order.customerEmail;
+    const ctx = { key: entry.key, messageId: messageIdForKey(entry.key), recipient: maskEmails(to) };
+    const claimed = await claim(store, { key: entry.key, orderId: entry.orderId, kind: entry.kind, recipient: to, subject, messageId: ctx.messageId });
     // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
-    const ours = claimed.status === 'pending' && (await deps.store.markNotificationSending(entry.key));
+    const ours = claimed.status === 'pending' && (await store.markNotificationSending(entry.key));
     if (!ours) {
-      const current = (await deps.store.getNotification(entry.key)) ?? claimed;
+      const current = (await store.getNotification(entry.key)) ?? claimed;
       if (current.status === 'sent') return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
-      if (current.status === 'sending') throw outcomeUnknown(ctx, 'a previous attempt');
-      // Another attempt held the entry and was refused by the server between our two reads: a retry sends cleanly.
-      throw ApplicationFailure.create({
-        type: FailureType.DependencyUnavailable,
-        message: `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`,
-        nonRetryable: false,
-        details: [ctx],
-      });
+      if (current.status === 'sending' && inFlight(current)) {
+        // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
+        throw new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', `another attempt is sending ${ctx.messageId} right now; look again when it is done`, { provider: ctx });
+      }
+      if (current.status === 'sending' && !resendUnknown()) throw outcomeUnknown(ctx, 'a previous attempt');
+      if (current.status === 'pending') {
+        // Another attempt held the entry and was refused by the server between our two reads: a retry sends cleanly.
+        throw new Classified('STATE_CONFLICT', 'not_executed', 'concurrent_attempt', `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`, { provider: ctx });
+      }
+      // The policy says a send of unknown outcome is resent, with the same Message-ID so that receivers can deduplicate it.
     }
 
     let info: SentMessageInfo;
     try {
       info = await deps.transport.sendMail({
         from: deps.from,
-        to: entry.to,
+        to,
         subject,
         text,
         messageId: ctx.messageId,
         headers: { 'X-Operation-Key': entry.key },
-        signal: AbortSignal.timeout(SEND_DEADLINE_MS),
+        signal: AbortSignal.timeout(sendDeadlineMs),
       });
+      recordTransportRequest({ method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
     } catch (err) {
-      const smtpError = err as NodemailerError;
-      if (!provenNotAccepted(smtpError)) throw outcomeUnknown(ctx, 'this attempt', smtpError);
-      await deps.store.releaseNotification(entry.key);
-      throw toSendFailure(smtpError, ctx);
+      recordTransportRequest({ method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
+      const c = classifySmtpError(err as NodemailerError);
+      if (c.certainty !== 'not_executed') throw outcomeUnknown(ctx, 'this attempt', err as NodemailerError);
+      await store.releaseNotification(entry.key);
+      throw new Classified(c.code, c.certainty, c.reason, `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`, {
+        retryAfterMs: c.retryAfterMs,
+        provider: { ...ctx, ...c.facts },
+        cause: err,
+      });
     }
     if (info.rejected?.length) {
-      // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
-      if (!info.accepted?.length) await deps.store.releaseNotification(entry.key);
-      const rejected = Object.assign(new Error(`recipient ${info.rejected.join(', ')} rejected`), { responseCode: 550, response: info.response });
-      throw toSendFailure(rejected, ctx);
+      if (info.accepted?.length) {
+        // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
+        throw new Classified('PARTIAL_OUTCOME', 'partial', 'some_recipients_rejected', `the mail server accepted ${ctx.messageId} for some recipients only`, { provider: ctx });
+      }
+      await store.releaseNotification(entry.key);
+      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected', `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`, { provider: ctx });
     }
     const response = info.response ?? '';
     // If this write fails the entry stays sending, and the next attempt reports the unknown outcome instead of resending.
-    await deps.store.markNotificationSent(entry.key, response);
+    await store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() });
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
 
+  const smtpCall = (step: string, key: string, operationId: string) => ({ step, key, operationId, boundary: 'smtp' as const });
+
   return {
-    async sendRefundNotice(input: RefundNoticeInput): Promise<NotificationReceipt> {
-      const amount = formatAmount(input.amount, input.currency);
-      return deliver(
-        { ...input, kind: 'refund_notice' },
-        `Your refund of ${amount} for order ${input.orderId}`,
-        [
-          'Hello,',
-          '',
-          `We have refunded ${amount} to your original payment method for order ${input.orderId}.`,
-          `Refund reference: ${input.refundId}`,
-          '',
-          'Depending on your bank it can take 5-10 business days to appear on your statement.',
-        ].join('\n'),
-      );
+    async sendRefundNotice(input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> {
+      return deps.attempt(smtpCall('notify_customer', input.key, input.operationId), storeFailure, () => {
+        const amount = formatAmount(input.amount, input.currency);
+        return deliver(
+          { ...input, kind: 'refund_notice' },
+          `Your refund of ${amount} for order ${input.orderId}`,
+          [
+            'Hello,',
+            '',
+            `We have refunded ${amount} to your original payment method for order ${input.orderId}.`,
+            `Refund reference: ${input.refundId}`,
+            '',
+            'Depending on your bank it can take 5-10 business days to appear on your statement.',
+          ].join('\n'),
+        );
+      });
     },
 
-    async sendRefundCorrection(input: RefundCorrectionInput): Promise<NotificationReceipt> {
-      return deliver(
-        { ...input, kind: 'refund_correction' },
-        `Correction: your refund for order ${input.orderId} did not go through`,
-        [
-          'Hello,',
-          '',
-          `We recently told you that a refund for order ${input.orderId} had been issued. That message was wrong:`,
-          'the refund did not go through, and no money has been returned to you for it.',
-          `Refund reference: ${input.refundId}`,
-          `Reason: ${input.reason}`,
-          '',
-          'We are sorry for the confusion. Reply to this email if you have any questions.',
-        ].join('\n'),
+    async sendRefundCorrection(input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> {
+      return deps.attempt(smtpCall('notify_customer:compensate', input.key, input.operationId), storeFailure, () =>
+        deliver(
+          { ...input, kind: 'refund_correction' },
+          `Correction: your refund for order ${input.orderId} did not go through`,
+          [
+            'Hello,',
+            '',
+            `We recently told you that a refund for order ${input.orderId} had been issued. That message was wrong:`,
+            `${CORRECTION_REASONS[input.reason] ?? CORRECTION_REASONS.refund_failed}.`,
+            `Refund reference: ${input.refundId}`,
+            '',
+            'We are sorry for the confusion. Reply to this email if you have any questions.',
+          ].join('\n'),
+        ),
       );
     },
   };
@@ -175,57 +205,20 @@ async function claim(store: OrderStore, entry: Parameters<OrderStore['claimNotif
     return await store.claimNotification(entry);
   } catch (err) {
     if (err instanceof IntentConflictError) {
-      throw ApplicationFailure.create({ type: FailureType.IdempotencyKeyReused, message: err.message, nonRetryable: true, details: [{ key: entry.key }] });
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), { provider: { key: entry.key } });
     }
     throw err;
   }
 }
 
-/** Errors a connection attempt fails with before any SMTP session exists. */
-const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
-
-/**
- * True only when the error proves the server did not accept the message: it answered with a refusal (at the
- * greeting, EHLO, MAIL FROM, RCPT TO, DATA or after the body: RFC 5321 gives the server the message only with
- * its 250), no session ever began, or nodemailer refused before writing anything. A dropped connection, an idle
- * timeout or our own deadline may come after the server stored the message and lost only its reply.
- */
-function provenNotAccepted(err: NodemailerError): boolean {
-  if (err.responseCode !== undefined && err.responseCode >= 400) return true;
-  if (err.command === 'API' && err.code !== 'ESTREAM') return true;
-  if (err.code === 'EDNS') return true;
-  if (err.code === 'ETIMEDOUT') return err.timeoutType === 'CONNECT_TIMEOUT' || err.timeoutType === 'GREETING_TIMEOUT';
-  return err.originalCode !== undefined && CONNECT_FAILURES.has(err.originalCode);
-}
-
-function outcomeUnknown(ctx: { key: string; messageId: string; recipient: string }, who: string, cause?: NodemailerError): ApplicationFailure {
+function outcomeUnknown(ctx: { key: string; messageId: string; recipient: string }, who: string, cause?: NodemailerError): Classified {
   const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : '';
-  return ApplicationFailure.create({
-    type: FailureType.NotificationOutcomeUnknown,
-    message:
-      `${who} handed the message ${ctx.messageId} for ${ctx.recipient} to the mail server and its outcome is unknown${why}; ` +
-      `check the mailbox for that Message-ID before any resend`,
-    nonRetryable: true,
-    details: [{ ...ctx, code: cause?.code ?? null, command: cause?.command ?? null }],
-    cause,
-  });
-}
-
-/** Maps a nodemailer error to our failure types by its SMTP reply, or by the absence of one. */
-function toSendFailure(err: NodemailerError, ctx: { key: string; messageId: string; recipient: string }): ApplicationFailure {
-  const code = err.responseCode;
-  const details = [{ ...ctx, responseCode: code ?? null, response: err.response ?? null, code: err.code ?? null }];
-  const message = `sending ${ctx.messageId} to ${ctx.recipient} failed: ${err.response ?? err.message}`;
-  // 503 is "bad sequence of commands": a session problem, so a new connection may succeed (nodemailer agrees).
-  if (code !== undefined && code >= 500 && code !== 503) {
-    return ApplicationFailure.create({ type: FailureType.NotificationRejected, message, nonRetryable: true, details, cause: err });
-  }
-  if (code === 421 || code === 450 || (code !== undefined && code >= 400 && /rate|too many|throttl|try again later/i.test(err.response ?? ''))) {
-    return ApplicationFailure.create({ type: FailureType.RateLimited, message, nonRetryable: false, details, cause: err });
-  }
-  if (code === undefined && (err.code === 'EENVELOPE' || err.code === 'ECONFIG')) {
-    // Refused before anything reached the server (e.g. an unparseable address): no retry can fix it.
-    return ApplicationFailure.create({ type: FailureType.InvalidInput, message, nonRetryable: true, details, cause: err });
-  }
-  return ApplicationFailure.create({ type: FailureType.DependencyUnavailable, message, nonRetryable: false, details, cause: err });
+  return new Classified(
+    'UNKNOWN_OUTCOME',
+    'may_have_executed',
+    who === 'this attempt' ? 'connection_lost_after_handover' : 'previous_attempt_unconfirmed',
+    `${who} handed the message ${ctx.messageId} for ${ctx.recipient} to the mail server and its outcome is unknown${why}; ` +
+      'check the mailbox for that Message-ID before any resend',
+    { provider: { ...ctx, code: cause?.code ?? null, command: cause?.command ?? null }, cause },
+  );
 }

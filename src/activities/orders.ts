@@ -1,50 +1,29 @@
-import { ApplicationFailure } from '@temporalio/common';
-import { FailureType } from '../reliability/failures';
-import type { Order, OrderReceipt } from '../shared';
-import {
-  IntentConflictError,
-  InvalidOperationError,
-  OrderNotFoundError,
-  VersionConflictError,
-  type ApplyRefundInput,
-  type OrderStore,
-  type RevertRefundInput,
-} from '../store';
+// Order activities: the refund applied to the order and, as a compensation, taken off again.
+// Both are idempotent in the store (by operation id, by compensation key), so a retry, a rerun
+// or a reset replays the first receipt.
+import { Context } from '@temporalio/activity';
+import type { Evidenced, OrderReceipt } from '../receipts';
+import type { ApplyRefundInput, OrderStore, RevertRefundInput } from '../store/types';
+import type { AttemptRunner } from './attempt';
+import { storeFailure } from './store-failures';
 
-export function createOrderActivities(store: OrderStore) {
+export function createOrderActivities(deps: { store: OrderStore; attempt: AttemptRunner }) {
+  const { store, attempt } = deps;
+  const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
+
   return {
-    async getOrder(orderId: string): Promise<Order> {
-      const order = await store.getOrder(orderId);
-      if (!order) throw toOrderFailure(new OrderNotFoundError(`order ${orderId} does not exist`), { orderId });
-      return order;
+    /** `key` is the step's key (the operation id's update_order key), for the attempt ledger. */
+    async applyRefund(input: ApplyRefundInput & { key: string }): Promise<Evidenced<OrderReceipt>> {
+      const { key, ...apply } = input;
+      return attempt({ step: 'update_order', key, operationId: input.operationId, boundary: 'store' }, storeFailure, () =>
+        store.applyRefund({ ...apply, actor: actor() }),
+      );
     },
 
-    async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
-      try {
-        return await store.applyRefund(input);
-      } catch (err) {
-        throw toOrderFailure(err, { orderId: input.orderId, operationId: input.operationId });
-      }
-    },
-
-    async revertRefund(input: RevertRefundInput): Promise<OrderReceipt> {
-      try {
-        return await store.revertRefund(input);
-      } catch (err) {
-        throw toOrderFailure(err, { orderId: input.orderId, operationId: input.operationId, compensationKey: input.compensationKey });
-      }
+    async revertRefund(input: RevertRefundInput): Promise<Evidenced<OrderReceipt>> {
+      return attempt({ step: 'update_order:compensate', key: input.compensationKey, operationId: input.operationId, boundary: 'store' }, storeFailure, () =>
+        store.revertRefund({ ...input, actor: actor() }),
+      );
     },
   };
-}
-
-/** Store errors become typed failures; anything unrecognised (e.g. a locked database) stays a plain, retryable error. */
-function toOrderFailure(err: unknown, context: Record<string, string>): unknown {
-  const fail = (type: FailureType, nonRetryable: boolean, cause: Error) =>
-    ApplicationFailure.create({ type, message: cause.message, nonRetryable, details: [context], cause });
-  if (err instanceof OrderNotFoundError) return fail(FailureType.OrderNotFound, true, err);
-  // Retryable on purpose: the next attempt reads the order again at its new version.
-  if (err instanceof VersionConflictError) return fail(FailureType.OrderVersionConflict, false, err);
-  if (err instanceof InvalidOperationError) return fail(FailureType.InvalidInput, true, err);
-  if (err instanceof IntentConflictError) return fail(FailureType.IdempotencyKeyReused, true, err);
-  return err;
 }

@@ -1,17 +1,27 @@
-// Payment activities: refunds through the official Stripe SDK, with Stripe's errors mapped onto
-// our closed failure types so the workflow's retry policy is the only retry owner.
-import { ApplicationFailure } from '@temporalio/common';
+// Payment activities: the refund through the official Stripe SDK, and reconciliation of a refund
+// whose outcome is unknown. The operation's record in the store is consulted before every send.
+import { Context } from '@temporalio/activity';
 import Stripe from 'stripe';
-import { FailureType } from '../reliability/failures';
-import type { REFUND_REASONS, RefundReceipt } from '../shared';
+import type { Evidenced, ProviderWindows, ReconcileResult, RefundReceipt } from '../receipts';
+import type { REFUND_REASONS } from '../shared';
+import type { OperationLog, OperationRecord } from '../store/types';
+import { Classified, type AttemptRunner } from './attempt';
+import { stripeFailure } from './stripe-failures';
+import { StripeTransport } from './stripe-transport';
 
-const REQUEST_TIMEOUT_MS = 20_000;
+export interface StripeClientConfig {
+  secretKey: string;
+  apiBase?: string;
+  /** One request, answer included; must end well inside the activity's start-to-close. */
+  requestTimeoutMs?: number;
+}
 
-export function createStripeClient(cfg: { secretKey: string; apiBase?: string }): Stripe {
+export function createStripeClient(cfg: StripeClientConfig): Stripe {
   return new Stripe(cfg.secretKey, {
-    // Temporal's activity retry policy owns retries; the SDK retrying too would multiply attempts.
+    // Temporal's activity retry policy owns retries; our transport gives the SDK no error it would resend on.
     maxNetworkRetries: 0,
-    timeout: REQUEST_TIMEOUT_MS,
+    httpClient: new StripeTransport(),
+    timeout: cfg.requestTimeoutMs ?? 10_000,
     ...(cfg.apiBase !== undefined && apiBaseConfig(cfg.apiBase)),
   });
 }
@@ -40,147 +50,156 @@ export interface CreateRefundInput {
   idempotencyKey: string;
 }
 
-export interface VerifyRefundInput {
-  refundId: string;
+export interface ReconcileRefundInput {
+  operationId: string;
+  paymentIntentId: string;
+  amount: number;
+  currency: string;
+  /** The create step's key: lookups are kept in the attempt ledger under `<key>#reconcile`. */
+  idempotencyKey: string;
 }
 
-export function createPaymentActivities(stripe: Stripe) {
-  async function createRefund(input: CreateRefundInput): Promise<RefundReceipt> {
-    let refund: Stripe.Response<Stripe.Refund>;
-    try {
-      refund = await stripe.refunds.create(
-        {
-          payment_intent: input.paymentIntentId,
-          amount: input.amount,
-          reason: input.reason,
-          metadata: { order_id: input.orderId, operation_id: input.operationId },
-        },
-        { idempotencyKey: input.idempotencyKey },
-      );
-    } catch (err) {
-      throw stripeErrorToFailure(err) ?? err;
-    }
-    if (refund.currency !== input.currency) {
-      // The refund exists by now; say so, so nobody retries it under a new key.
-      throw ApplicationFailure.create({
-        type: FailureType.InvalidInput,
-        nonRetryable: true,
-        message: `refund ${refund.id} was created in ${refund.currency}, but the order is in ${input.currency}`,
-        details: [{ refundId: refund.id, refundCurrency: refund.currency, orderCurrency: input.currency }],
-      });
-    }
-    return toReceipt(refund, input.paymentIntentId, refund.lastResponse.headers['idempotent-replayed'] === 'true');
+export interface PaymentDeps {
+  stripe: Stripe;
+  log: OperationLog;
+  attempt: AttemptRunner;
+  windows: ProviderWindows;
+  now?: () => number;
+}
+
+export function createPaymentActivities(deps: PaymentDeps) {
+  const { stripe, log, attempt } = deps;
+  const now = deps.now ?? Date.now;
+  const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
+  const classify = (write: boolean) => (err: unknown) => stripeFailure(err, write);
+
+  /** Whether a request sent now would still reach the provider inside the key's dedupe window. */
+  const insideWindow = (op: OperationRecord) =>
+    op.firstSentAt === null || now() + deps.windows.requestTimeoutMs < Date.parse(op.firstSentAt) + deps.windows.dedupeWindowMs;
+
+  async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
+    const call = { step: 'create_refund', key: input.idempotencyKey, operationId: input.operationId, boundary: 'stripe' as const };
+    return attempt(call, classify(true), async () => {
+      const op = await log.get(input.operationId);
+      if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}; nothing was sent`);
+      // The receipt is already known (an earlier run, or reconciliation): replay it, send nothing.
+      if (op.refund) return { ...op.refund, replayed: true };
+      const proven = op.absenceConfirmedAt !== null && op.lastSentAt !== null && op.absenceConfirmedAt >= op.lastSentAt;
+      if (op.lastSentAt !== null && !insideWindow(op) && !proven) {
+        throw new Classified(
+          'UNKNOWN_OUTCOME',
+          'may_have_executed',
+          'outside_dedupe_window',
+          `not sent: operation ${input.operationId} was first sent at ${op.firstSentAt}, outside the provider's dedupe window for key ${input.idempotencyKey}; ` +
+            'reconcile with the provider before any new request',
+        );
+      }
+      await log.markSent(input.operationId, actor());
+      let refund: Stripe.Response<Stripe.Refund>;
+      try {
+        refund = await stripe.refunds.create(
+          {
+            payment_intent: input.paymentIntentId,
+            amount: input.amount,
+            reason: input.reason,
+            metadata: { order_id: input.orderId, operation_id: input.operationId },
+          },
+          { idempotencyKey: input.idempotencyKey },
+        );
+      } catch (err) {
+        const failure = stripeFailure(err, true);
+        if (failure.certainty !== 'not_executed') {
+          await log.settle(input.operationId, { status: 'unknown', reason: failure.reason }, actor(), 'refund_outcome_unknown', { message: failure.message });
+        }
+        throw failure;
+      }
+      const receipt = toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true');
+      if (refund.currency !== input.currency || refund.amount !== input.amount) {
+        // The refund exists, just not as asked: keep it on record so nobody retries it under a new key.
+        await log.settle(input.operationId, { status: 'partial', refund: receipt, reason: 'refund_differs' }, actor(), 'refund_confirmed');
+        throw new Classified(
+          'PARTIAL_OUTCOME',
+          'partial',
+          'refund_differs',
+          `refund ${refund.id} is ${refund.amount} ${refund.currency}, but the operation asked for ${input.amount} ${input.currency}`,
+          { providerRequestId: refund.lastResponse.requestId ?? null, provider: { refundId: refund.id, refundAmount: refund.amount, refundCurrency: refund.currency } },
+        );
+      }
+      await log.settle(input.operationId, { status: 'refunded', refund: receipt }, actor(), 'refund_confirmed', { requestId: refund.lastResponse.requestId ?? null });
+      return receipt;
+    });
   }
 
-  async function verifyRefund(input: VerifyRefundInput): Promise<RefundReceipt> {
-    let refund: Stripe.Response<Stripe.Refund>;
-    try {
-      refund = await stripe.refunds.retrieve(input.refundId);
-    } catch (err) {
-      throw stripeErrorToFailure(err) ?? err;
-    }
-    const details = { refundId: refund.id, status: refund.status, failureReason: refund.failure_reason ?? null };
-    switch (refund.status) {
-      case 'succeeded':
-        return toReceipt(refund, undefined, false);
-      case 'failed':
-      case 'canceled':
-        throw ApplicationFailure.create({
-          type: FailureType.RefundFailed,
-          nonRetryable: true,
-          message: `refund ${refund.id} ${refund.status}: ${refund.failure_reason ?? 'no reason given'}`,
-          details: [details],
-        });
-      default:
-        // pending, requires_action, or a status this code does not know yet: look again later.
-        throw ApplicationFailure.create({
-          type: FailureType.RefundPending,
-          nonRetryable: false,
-          message: `refund ${refund.id} is ${refund.status ?? 'without a status'}`,
-          details: [details],
-        });
-    }
+  /**
+   * Asks the provider what became of an operation whose outcome is unknown: by refund id when one is
+   * known, else by listing the payment intent's refunds for one whose metadata names the operation.
+   * A "not found" is conclusive only once the provider's consistency window has passed since the
+   * last request was sent; before that it is inconclusive.
+   */
+  async function reconcileRefund(input: ReconcileRefundInput): Promise<Evidenced<ReconcileResult>> {
+    const call = { step: 'reconcile', key: `${input.idempotencyKey}#reconcile`, operationId: input.operationId, boundary: 'stripe' as const };
+    return attempt(call, classify(false), async () => {
+      const op = await log.get(input.operationId);
+      if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}`);
+      const known = op.refund?.refundId;
+      const found: Stripe.Refund[] = [];
+      let scanned = 0;
+      if (known) {
+        found.push(await stripe.refunds.retrieve(known));
+        scanned = 1;
+      } else {
+        for await (const refund of stripe.refunds.list({ payment_intent: input.paymentIntentId, limit: 100 })) {
+          scanned += 1;
+          if (refund.metadata?.operation_id === input.operationId) found.push(refund);
+        }
+      }
+      const base = { method: known ? ('retrieve' as const) : ('list' as const), scanned, matches: found.length, insideDedupeWindow: insideWindow(op) };
+      const who = actor();
+      if (found.length === 0) {
+        if (op.lastSentAt === null) {
+          await log.settle(input.operationId, { status: 'intent', absenceConfirmedAt: new Date(now()).toISOString() }, who, 'reconciled', { result: 'not_started_confirmed' });
+          return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt: null, note: 'no request for this operation was ever sent' };
+        }
+        const conclusive = Date.parse(op.lastSentAt) + deps.windows.requestTimeoutMs + deps.windows.consistencyMs;
+        const conclusiveAt = new Date(conclusive).toISOString();
+        if (now() >= conclusive) {
+          await log.settle(input.operationId, { status: 'intent', absenceConfirmedAt: new Date(now()).toISOString() }, who, 'reconciled', { result: 'not_started_confirmed', scanned });
+          return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt, note: `no refund carries operation ${input.operationId}, and the consistency window since the last send has passed` };
+        }
+        await log.audit(input.operationId, who, 'reconciled', { result: 'not_found_inconclusive', scanned, conclusiveAt });
+        return { ...base, result: 'not_found_inconclusive', refund: null, conclusiveAt, note: `no refund carries operation ${input.operationId} yet; the provider's list may lag until ${conclusiveAt}` };
+      }
+      const refund = found[found.length - 1]!; // the oldest, since Stripe lists newest first
+      const receipt = toReceipt(refund, false);
+      const extra = found.length > 1 ? `; ${found.length} refunds carry this operation id (${found.map((r) => r.id).join(', ')})` : '';
+      if (refund.status === 'failed' || refund.status === 'canceled') {
+        await log.settle(input.operationId, { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status }, who, 'reconciled', { result: 'failed' });
+        return { ...base, result: 'failed', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} ${refund.status} (${refund.failure_reason ?? 'no reason given'})${extra}` };
+      }
+      if (refund.amount < input.amount || refund.currency !== input.currency) {
+        await log.settle(input.operationId, { status: 'partial', refund: receipt, reason: 'refund_differs' }, who, 'reconciled', { result: 'partial' });
+        return { ...base, result: 'partial', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${input.amount} ${input.currency} asked${extra}` };
+      }
+      await log.settle(input.operationId, { status: 'refunded', refund: receipt }, who, 'reconciled', { result: 'completed', refundId: refund.id });
+      return { ...base, result: 'completed', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} exists (${refund.status})${extra}` };
+    });
   }
 
-  return { createRefund, verifyRefund };
+  return { createRefund, reconcileRefund };
 }
 
 export type PaymentActivities = ReturnType<typeof createPaymentActivities>;
 
-function toReceipt(refund: Stripe.Refund, fallbackPaymentIntentId: string | undefined, replayed: boolean): RefundReceipt {
+export function toReceipt(refund: Stripe.Refund, replayed: boolean): RefundReceipt {
   const pi = refund.payment_intent;
   return {
     refundId: refund.id,
-    paymentIntentId: (typeof pi === 'string' ? pi : pi?.id) ?? fallbackPaymentIntentId ?? '',
+    paymentIntentId: (typeof pi === 'string' ? pi : pi?.id) ?? '',
     amount: refund.amount,
     currency: refund.currency,
     status: refund.status ?? 'unknown',
     created: refund.created,
+    operationId: refund.metadata?.operation_id ?? null,
     replayed,
   };
-}
-
-interface StripeErrorLike {
-  type: string;
-  rawType?: string;
-  message: string;
-  statusCode?: number;
-  code?: string;
-  param?: string;
-  requestId?: string;
-  headers?: Record<string, string>;
-}
-
-function isStripeError(err: unknown): err is StripeErrorLike & Error {
-  return err instanceof Stripe.errors.StripeError;
-}
-
-/**
- * Maps an error thrown by the Stripe SDK to an ApplicationFailure of our closed types; returns
- * undefined for anything else (a bug), which the caller rethrows unchanged.
- */
-export function stripeErrorToFailure(err: unknown, nowMs: number = Date.now()): ApplicationFailure | undefined {
-  if (!isStripeError(err)) return undefined;
-  const status = err.statusCode;
-  const headers = err.headers ?? {};
-  const details = {
-    provider: 'stripe',
-    errorType: err.type,
-    rawType: err.rawType ?? null,
-    statusCode: status ?? null,
-    code: err.code ?? null,
-    param: err.param ?? null,
-    requestId: err.requestId ?? null,
-    stripeShouldRetry: headers['stripe-should-retry'] ?? null,
-  };
-  const fail = (type: FailureType, nonRetryable: boolean, extra: { nextRetryDelay?: number } = {}) =>
-    ApplicationFailure.create({ type, nonRetryable, message: `Stripe: ${err.message}`, details: [details], cause: err, ...extra });
-
-  if (err.type === 'StripeConnectionError') return fail(FailureType.DependencyUnavailable, false);
-  // The SDK reports Stripe's in-flight 409 as a plain StripeAPIError; the raw type tells them apart.
-  if (status === 409) {
-    return err.rawType === 'idempotency_error'
-      ? fail(FailureType.IdempotencyKeyInFlight, false)
-      : fail(FailureType.DependencyUnavailable, false);
-  }
-  if (err.rawType === 'idempotency_error') return fail(FailureType.IdempotencyKeyReused, true);
-  if (status === 401 || status === 403) return fail(FailureType.PermissionDenied, true);
-  if (status === 429 || err.type === 'StripeRateLimitError') {
-    const delay = retryAfterMs(headers['retry-after'], nowMs);
-    return fail(FailureType.RateLimited, false, delay === undefined ? {} : { nextRetryDelay: delay });
-  }
-  if (status !== undefined && status >= 500) {
-    // Stripe stores a 5xx against the key and says when resending it would only replay that answer.
-    return fail(FailureType.DependencyUnavailable, headers['stripe-should-retry'] === 'false');
-  }
-  if (err.type === 'StripeInvalidRequestError' || err.type === 'StripeCardError') return fail(FailureType.PaymentRejected, true);
-  return fail(FailureType.DependencyUnavailable, false);
-}
-
-/** Retry-After is either delay-seconds or an HTTP date. */
-function retryAfterMs(value: string | undefined, nowMs: number): number | undefined {
-  if (value === undefined || value.trim() === '') return undefined;
-  const ms = /^\d+(\.\d+)?$/.test(value.trim()) ? Math.ceil(Number(value) * 1000) : Date.parse(value) - nowMs;
-  // A past date or zero means "now": leave the delay to the retry policy.
-  return Number.isFinite(ms) && ms > 0 ? ms : undefined;
 }

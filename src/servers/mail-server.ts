@@ -3,7 +3,8 @@
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import Database from 'better-sqlite3';
-import { SMTPServer, type SMTPServerError } from 'smtp-server';
+import { SMTPServer, type SMTPServerError, type SMTPServerSession } from 'smtp-server';
+import { createMailFaults, mailFaultSchema, type MailFaults } from './mail-faults';
 
 export type SmtpStage = 'connect' | 'mail' | 'rcpt' | 'data';
 
@@ -23,6 +24,8 @@ export interface MailServerOptions {
   host?: string;
   dbPath: string;
   faults?: FaultInjector;
+  /** Enables the fault API (POST /_faults on the mailbox port), on loopback only. Off by default. */
+  faultApi?: boolean;
 }
 
 export interface MailServer {
@@ -81,10 +84,12 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
     'INSERT INTO messages (message_id, mail_from, rcpt_to, subject, received_at, raw) VALUES (?, ?, ?, ?, ?, ?)',
   );
   let faults = opts.faults;
+  const armed = opts.faultApi ? createMailFaults() : undefined;
   const delayed = new Set<{ timer: NodeJS.Timeout; fire: () => void }>();
+  const recipientsOf = (session: SMTPServerSession) => session.envelope.rcptTo.map((r) => r.address);
 
-  const decide = (stage: SmtpStage, address: string | undefined, callback: (err?: Error | null) => void): void => {
-    const fault = rejectPrefixRule(stage, address) ?? faults?.(stage, address);
+  const decide = (stage: SmtpStage, address: string | undefined, callback: (err?: Error | null) => void, recipients: string[] = []): void => {
+    const fault = rejectPrefixRule(stage, address) ?? faults?.(stage, address) ?? armed?.reply(stage, recipients);
     if (!fault) return callback();
     const err: SMTPServerError = new Error(fault.message);
     err.responseCode = fault.code;
@@ -109,7 +114,7 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
     closeTimeout: 1000,
     onConnect: (session, callback) => decide('connect', session.remoteAddress, callback),
     onMailFrom: (address, _session, callback) => decide('mail', address.address, callback),
-    onRcptTo: (address, _session, callback) => decide('rcpt', address.address, callback),
+    onRcptTo: (address, session, callback) => decide('rcpt', address.address, callback, [...recipientsOf(session), address.address]),
     onData: (stream, session, callback) => {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -117,6 +122,7 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
         if (stream.sizeExceeded) return callback();
         decide('data', undefined, (fault) => {
           if (fault) return callback(fault);
+          const recipients = recipientsOf(session);
           try {
             const raw = Buffer.concat(chunks);
             const headers = parseHeaders(raw);
@@ -129,22 +135,38 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
               new Date().toISOString(),
               raw,
             );
+            if (armed?.dropAfterAccept(recipients)) {
+              // Stored, and the 250 never sent: the client cannot tell whether we took it.
+              connectionOf(session)?.destroy();
+              return;
+            }
             callback(null, `OK: stored as message ${result.lastInsertRowid}`);
           } catch (err) {
             const failure: SMTPServerError = new Error(`4.3.0 mailbox could not store the message: ${(err as Error).message}`);
             failure.responseCode = 451;
             callback(failure);
           }
-        });
+        }, recipientsOf(session));
       });
     },
   });
+  /** The socket of the SMTP connection a session belongs to (smtp-server keeps it on the connection object). */
+  const connectionOf = (session: SMTPServerSession): net.Socket | undefined => {
+    const connections = (smtp as unknown as { connections: Set<{ session: SMTPServerSession; _socket: net.Socket }> }).connections;
+    return [...connections].find((c) => c.session === session)?._socket;
+  };
 
   // Clients that reset mid-session surface here; without a listener the EventEmitter would throw and kill the process.
   smtp.on('error', () => undefined);
   const api = http.createServer((req, res) => {
     // Last line of defence: an exception here would take the whole servers process down.
     try {
+      if (req.url?.startsWith('/_faults')) {
+        handleFaultApi(armed, req, res).catch((err: unknown) => {
+          if (!res.headersSent) send(res, 500, { error: (err as Error).message });
+        });
+        return;
+      }
       handleApi(db, req, res);
     } catch (err) {
       console.error(`[mail-server] ${req.method} ${req.url} could not be answered`, err);
@@ -201,6 +223,30 @@ function listen(server: net.Server, port: number, host: string): Promise<void> {
       resolve();
     });
   });
+}
+
+/** The fault API: GET lists, POST arms (JSON), DELETE clears (all, or /_faults/<id>). */
+async function handleFaultApi(faults: MailFaults | undefined, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+  if (!faults) return send(res, 404, { error: 'fault injection is off; start the server with it enabled (FAULT_INJECTION=on)' });
+  const address = req.socket.remoteAddress;
+  if (address !== '127.0.0.1' && address !== '::1' && address !== '::ffff:127.0.0.1') return send(res, 403, { error: 'the fault API answers only on loopback' });
+  const id = /^\/_faults\/([A-Za-z0-9_]+)$/.exec(req.url ?? '')?.[1];
+  if (req.method === 'GET') return send(res, 200, { faults: faults.list() });
+  if (req.method === 'DELETE') return send(res, 200, { cleared: faults.clear(id) });
+  if (req.method !== 'POST' || id !== undefined) return send(res, 405, { error: `${req.method} is not allowed on ${req.url}` });
+  const chunks: Buffer[] = [];
+  for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    return send(res, 400, { error: 'the body must be a JSON fault, e.g. {"kind":"reply","stage":"rcpt","code":450,"message":"4.7.0 rate limited, retry after 2s"}' });
+  }
+  const parsed = mailFaultSchema.safeParse(body);
+  if (!parsed.success) {
+    return send(res, 400, { error: `invalid fault: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(fault)'}: ${i.message}`).join('; ')}` });
+  }
+  send(res, 200, { fault: faults.arm(parsed.data) });
 }
 
 function handleApi(db: Database.Database, req: http.IncomingMessage, res: http.ServerResponse): void {

@@ -15,6 +15,7 @@ async function main() {
       port: config.stripe.port,
       dbPath: path.join(config.dataDir, 'stripe.db'),
       idempotencyTtlMs: config.stripe.idempotencyTtlMs,
+      faults: config.faultInjection,
     });
     closers.push(stripe.close);
     console.log(`Stripe-compatible API on ${stripe.url}`);
@@ -23,9 +24,11 @@ async function main() {
     smtpPort: config.mail.smtpPort,
     apiPort: config.mail.mailboxPort,
     dbPath: path.join(config.dataDir, 'mail.db'),
+    faultApi: config.faultInjection,
   });
   closers.push(mail.close);
   console.log(`SMTP on ${mail.smtpUrl}, mailbox API on ${mail.apiUrl}`);
+  if (config.faultInjection) console.log('fault injection is on: POST /_faults on the Stripe and mailbox ports (loopback only)');
 
   const shutdown = () => {
     Promise.all(closers.map((close) => close())).then(

@@ -5,7 +5,8 @@ import { ApiError, type ApiResponse, invalidRequest, newId } from './stripe/api'
 import { FormError, parseForm, type FormParams } from './stripe/form';
 import { createIdempotency, fingerprint, render } from './stripe/idempotency';
 import { routes } from './stripe/resources';
-import { openStore } from './stripe/store';
+import { createStripeFaults, stripeFaultSchema } from './stripe/faults';
+import { openStore, type RequestRow } from './stripe/store';
 
 export interface StripeServerOptions {
   /** 0 picks a free port. */
@@ -15,6 +16,8 @@ export interface StripeServerOptions {
   dbPath: string;
   idempotencyTtlMs?: number;
   hooks?: StripeServerHooks;
+  /** Enables the fault API (POST /_faults), on loopback only. Off by default. */
+  faults?: boolean;
 }
 
 export interface StripeServer {
@@ -57,8 +60,21 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
   const store = openStore(opts.dbPath);
   const idempotency = createIdempotency(store, opts.idempotencyTtlMs ?? DAY_MS);
   const hooks = opts.hooks ?? {};
+  const faults = opts.faults ? createStripeFaults() : undefined;
   // Set just before the database closes: handlers resuming after an await must not touch it.
   let closed = false;
+  const waits = new Set<() => void>();
+  /** A delay that close() cuts short, so a stalled request never holds the server open. */
+  const wait = (ms: number) =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        waits.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      waits.add(done);
+    });
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const requestId = newId('req', 14);
@@ -68,16 +84,23 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
     if (key !== undefined) headers['Idempotency-Key'] = key;
     const stripeVersion = headerValue(req, 'stripe-version');
     if (stripeVersion !== undefined) headers['Stripe-Version'] = stripeVersion;
+    let logged: Omit<RequestRow, 'seq' | 'status' | 'replayed' | 'fault'> | undefined;
+    const log = (status: number | null, extra: { replayed?: boolean; fault?: string } = {}) => {
+      if (logged && !closed) store.recordRequest({ ...logged, status, replayed: extra.replayed ?? false, fault: extra.fault ?? null });
+    };
     const send = (status: number, body: string, extra: Record<string, string> = {}) => {
       res.writeHead(status, { 'Content-Type': 'application/json', ...headers, ...extra });
       res.end(body);
     };
+    const cut = () => {
+      res.socket?.destroy();
+      res.destroy();
+    };
 
     try {
       const url = requestUrl(req);
-      if (method === 'GET' && url.pathname === '/_ledger') {
-        const pi = url.searchParams.get('payment_intent') ?? undefined;
-        send(200, render({ effects: store.ledger(pi) }));
+      if (url.pathname.startsWith('/_')) {
+        await admin(req, url, (status, body) => send(status, render(body)));
         return;
       }
       authenticate(req);
@@ -91,29 +114,49 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       }
       const params = parseParams(method === 'POST' ? await readBody(req) : url.search.slice(1));
       if (closed) return;
+      const paymentIntent = typeof params.payment_intent === 'string' ? params.payment_intent : null;
+      logged = { at: new Date().toISOString(), requestId, method, path: url.pathname, idempotencyKey: key ?? null, paymentIntent };
       const print = fingerprint(method, url.pathname, params);
 
       if (key !== undefined) {
         const replay = idempotency.lookup(key, print);
         if (replay) {
+          log(replay.status, { replayed: true });
           send(replay.status, replay.body, { 'Idempotent-Replayed': 'true', 'Original-Request': replay.originalRequestId });
           return;
         }
       }
       // Validation happens here; an ApiError thrown now is answered but never stored.
-      const execute = route.endpoint(params, match.slice(1).map(pathArg));
-      const ctx = { method, path: url.pathname, requestId, idempotencyKey: key ?? null, params };
+      let execute = route.endpoint(params, match.slice(1).map(pathArg));
+      const facts = { method, path: url.pathname, idempotencyKey: key ?? null, params };
+      const ctx = { ...facts, requestId };
       if (key !== undefined) idempotency.begin(key, print, requestId);
 
       let response: ApiResponse;
+      let dropAfterCommit: string | undefined;
       try {
         const early = await hooks.beforeEffect?.({ stage: 'beforeEffect', ...ctx });
         if (closed) return;
-        if (early) {
+        const fault = early ? undefined : faults?.before(facts);
+        if (early || (fault && fault.kind !== 'delay' && fault.kind !== 'params')) {
           if (key !== undefined) idempotency.release(key);
-          send(early.status, render(early.body));
+          if (fault?.kind === 'drop') {
+            log(null, { fault: fault.fault.kind });
+            cut();
+            return;
+          }
+          const reply = early ?? (fault as Extract<typeof fault, { kind: 'respond' }>).response;
+          log(reply.status, { fault: fault?.fault.kind });
+          send(reply.status, render(reply.body), fault?.kind === 'respond' ? fault.headers : {});
           return;
         }
+        if (fault?.kind === 'delay') await wait(fault.ms);
+        if (fault?.kind === 'params') {
+          // The effect runs with other params (a partial refund) while the stored answer stays keyed to the request.
+          execute = route.endpoint(fault.params, match.slice(1).map(pathArg));
+          dropAfterCommit = fault.fault.kind;
+        }
+        if (closed) return;
         response = store.transaction(() => {
           let result: ApiResponse;
           try {
@@ -133,19 +176,67 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
 
       const late = await hooks.afterEffect?.({ stage: 'afterEffect', ...ctx, response });
       if (closed) return;
+      const lagMs = faults?.lag(facts);
+      const created = (response.body as { id?: unknown }).id;
+      if (lagMs !== undefined && typeof created === 'string' && created.startsWith('re_')) store.hideFromList(created, Date.now() + lagMs);
+      const after = late ? undefined : faults?.after(facts);
+      if (dropAfterCommit !== undefined || after?.kind === 'drop') {
+        log(null, { fault: dropAfterCommit ?? after?.fault.kind });
+        cut();
+        return;
+      }
+      if (after?.kind === 'delay') {
+        await wait(after.ms);
+        if (closed) return;
+      }
       const reply = late ?? response;
-      send(reply.status, render(reply.body));
+      log(res.destroyed ? null : reply.status, { fault: after?.fault.kind });
+      if (!res.destroyed) send(reply.status, render(reply.body));
     } catch (err) {
       // A client that went away mid-request (e.g. while sending the body) has no one left to answer.
       if (closed || res.headersSent || res.destroyed) return;
       if (err instanceof ApiError) {
+        log(err.status);
         const extra: Record<string, string> = err.status === 401 ? { 'WWW-Authenticate': 'Bearer realm="Stripe"' } : {};
         send(err.status, render(err.toResponse().body), extra);
         return;
       }
       console.error(`[stripe-server] ${method} ${req.url} failed`, err);
+      log(500);
       send(500, render({ error: { type: 'api_error', message: 'An unknown error occurred' } }));
     }
+  }
+
+  /** The server's own endpoints: the ledger and request log (read-only), and the fault API (loopback, when enabled). */
+  async function admin(req: http.IncomingMessage, url: URL, reply: (status: number, body: unknown) => void): Promise<void> {
+    const method = req.method ?? 'GET';
+    const q = (name: string) => url.searchParams.get(name) ?? undefined;
+    if (method === 'GET' && url.pathname === '/_ledger') return reply(200, { effects: store.ledger(q('payment_intent')) });
+    if (method === 'GET' && url.pathname === '/_requests') {
+      return reply(200, { requests: store.requests({ idempotencyKey: q('idempotency_key'), paymentIntent: q('payment_intent'), path: q('path') }) });
+    }
+    const faultPath = /^\/_faults(?:\/([A-Za-z0-9_]+))?$/.exec(url.pathname);
+    if (!faultPath) return reply(404, { error: { type: 'invalid_request_error', message: `no admin endpoint ${method} ${url.pathname}; try /_ledger, /_requests or /_faults` } });
+    if (!faults) return reply(404, { error: { type: 'invalid_request_error', message: 'fault injection is off; start the server with it enabled (FAULT_INJECTION=on)' } });
+    if (!isLoopback(req.socket.remoteAddress)) return reply(403, { error: { type: 'invalid_request_error', message: 'the fault API answers only on loopback' } });
+    const [, id] = faultPath;
+    if (method === 'GET' && id === undefined) return reply(200, { faults: faults.list() });
+    if (method === 'DELETE') return reply(200, { cleared: faults.clear(id) });
+    if (method === 'POST' && id === undefined) {
+      let body: unknown;
+      try {
+        body = JSON.parse(await readBody(req));
+      } catch {
+        return reply(400, { error: { type: 'invalid_request_error', message: 'the body must be a JSON fault, e.g. {"kind":"drop_after_commit","match":{"path":"/v1/refunds"}}' } });
+      }
+      const parsed = stripeFaultSchema.safeParse(body);
+      if (!parsed.success) {
+        const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(fault)'}: ${i.message}`).join('; ');
+        return reply(400, { error: { type: 'invalid_request_error', message: `invalid fault: ${problems}` } });
+      }
+      return reply(200, { fault: faults.arm(parsed.data) });
+    }
+    return reply(405, { error: { type: 'invalid_request_error', message: `${method} is not allowed on ${url.pathname}` } });
   }
 
   const server = http.createServer((req, res) => {
@@ -176,6 +267,7 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
         server.closeAllConnections();
       }).finally(() => {
         closed = true;
+        for (const done of [...waits]) done();
         store.close();
       });
       return closing;
@@ -190,6 +282,10 @@ function requestUrl(req: http.IncomingMessage): URL {
   } catch {
     throw invalidRequest(`Invalid request URL: ${req.url}`);
   }
+}
+
+function isLoopback(address: string | undefined): boolean {
+  return address === '127.0.0.1' || address === '::1' || address === '::ffff:127.0.0.1';
 }
 
 function headerValue(req: http.IncomingMessage, name: string): string | undefined {

@@ -1,8 +1,10 @@
 import Database from 'better-sqlite3';
 import type { Order, OrderReceipt, OrderStatus } from '../shared';
+import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, VersionConflictError } from './errors';
+import { FAULTS_SCHEMA, SqliteStoreFaults } from './sqlite-faults';
+import { OPERATIONS_SCHEMA, SqliteOperationLog } from './sqlite-operations';
 import {
-  OrderNotFoundError,
-  VersionConflictError,
+  type AppliedRefund,
   type ApplyRefundInput,
   type NewOrder,
   type NewOutboxEntry,
@@ -11,24 +13,13 @@ import {
   type RevertRefundInput,
 } from './types';
 
-/** The request can never succeed as asked (bad amount, reverting an operation never applied). */
-export class InvalidOperationError extends Error {
-  override name = 'InvalidOperationError';
-}
-
-/** The refund would take the order's refunded total above the amount paid. */
-export class RefundExceedsOrderError extends InvalidOperationError {
-  override name = 'RefundExceedsOrderError';
-}
-
-/** A key that is already recorded arrived with different parameters: a changed intent, not a retry. */
-export class IntentConflictError extends Error {
-  override name = 'IntentConflictError';
-}
-
 export interface SqliteOrderStoreOptions {
   /** Test seam: runs inside the transaction, between reading the order and the conditional update. */
   beforeOrderWrite?: (orderId: string) => void;
+  /** Reads armed faults (see SqliteStoreFaults); off unless asked for. */
+  faults?: boolean;
+  /** How long a write waits for another connection's lock before failing with SQLITE_BUSY. */
+  busyTimeoutMs?: number;
 }
 
 const SCHEMA = `
@@ -64,6 +55,7 @@ CREATE TABLE IF NOT EXISTS notification_outbox (
   subject TEXT NOT NULL,
   message_id TEXT NOT NULL,
   status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'sent')),
+  sending_since TEXT,
   attempts INTEGER NOT NULL,
   provider_response TEXT,
   created_at TEXT NOT NULL,
@@ -101,6 +93,7 @@ interface OutboxRow {
   subject: string;
   message_id: string;
   status: OutboxEntry['status'];
+  sending_since: string | null;
   attempts: number;
   provider_response: string | null;
   created_at: string;
@@ -129,6 +122,7 @@ function toOutboxEntry(row: OutboxRow): OutboxEntry {
     subject: row.subject,
     messageId: row.message_id,
     status: row.status,
+    sendingSince: row.sending_since,
     attempts: row.attempts,
     providerResponse: row.provider_response,
     createdAt: row.created_at,
@@ -164,16 +158,27 @@ function isBusySnapshot(err: unknown): boolean {
 
 /** The order store on one SQLite file. Each call is one synchronous transaction, so it never interleaves within a process. */
 export class SqliteOrderStore implements OrderStore {
+  readonly operations: SqliteOperationLog;
+  readonly faults: SqliteStoreFaults;
   private readonly db: Database.Database;
   private readonly beforeOrderWrite: (orderId: string) => void;
 
   constructor(filename: string, options: SqliteOrderStoreOptions = {}) {
     this.db = new Database(filename);
     this.db.pragma('journal_mode = WAL');
-    this.db.pragma('busy_timeout = 5000');
+    this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     this.db.pragma('foreign_keys = ON');
-    this.db.exec(SCHEMA);
-    this.beforeOrderWrite = options.beforeOrderWrite ?? (() => undefined);
+    this.db.exec(SCHEMA + OPERATIONS_SCHEMA + FAULTS_SCHEMA);
+    // Databases made before the hand-over was timed lack the column.
+    const outbox = this.db.prepare<[], { name: string }>('PRAGMA table_info(notification_outbox)').all();
+    if (!outbox.some((c) => c.name === 'sending_since')) this.db.exec('ALTER TABLE notification_outbox ADD COLUMN sending_since TEXT');
+    this.operations = new SqliteOperationLog(this.db);
+    this.faults = new SqliteStoreFaults(this.db, filename, options.faults ?? false);
+    const hook = options.beforeOrderWrite ?? (() => undefined);
+    this.beforeOrderWrite = (orderId) => {
+      hook(orderId);
+      this.faults.beforeOrderWrite(orderId);
+    };
   }
 
   async seedOrder(order: NewOrder): Promise<Order> {
@@ -237,6 +242,12 @@ export class SqliteOrderStore implements OrderStore {
            VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
         )
         .run(input.operationId, order.id, input.refundId, input.amount, order.refunded_amount, order.status, updated.version, now());
+      this.operations.insertAudit(input.operationId, input.actor ?? 'unknown', 'order_updated', {
+        refundId: input.refundId,
+        amount: input.amount,
+        refundedAmount: updated.refunded_amount,
+        version: updated.version,
+      });
       return receipt(updated, true);
     });
   }
@@ -267,6 +278,11 @@ export class SqliteOrderStore implements OrderStore {
       this.db
         .prepare('UPDATE order_refunds SET reverted_by_key = ?, reverted_at = ? WHERE operation_id = ?')
         .run(input.compensationKey, now(), input.operationId);
+      this.operations.insertAudit(input.operationId, input.actor ?? 'unknown', 'order_reverted', {
+        compensationKey: input.compensationKey,
+        refundedAmount: updated.refunded_amount,
+        version: updated.version,
+      });
       return receipt(updated, true);
     });
   }
@@ -302,7 +318,7 @@ export class SqliteOrderStore implements OrderStore {
     return this.transaction(() => {
       this.requireOutbox(key);
       // The conditional update is the lock: of two attempts racing here, exactly one changes the row.
-      const result = this.db.prepare("UPDATE notification_outbox SET status = 'sending' WHERE key = ? AND status = 'pending'").run(key);
+      const result = this.db.prepare("UPDATE notification_outbox SET status = 'sending', sending_since = ? WHERE key = ? AND status = 'pending'").run(now(), key);
       return result.changes === 1;
     });
   }
@@ -310,20 +326,37 @@ export class SqliteOrderStore implements OrderStore {
   async releaseNotification(key: string): Promise<boolean> {
     return this.transaction(() => {
       this.requireOutbox(key);
-      const result = this.db.prepare("UPDATE notification_outbox SET status = 'pending' WHERE key = ? AND status = 'sending'").run(key);
+      const result = this.db.prepare("UPDATE notification_outbox SET status = 'pending', sending_since = NULL WHERE key = ? AND status = 'sending'").run(key);
       return result.changes === 1;
     });
   }
 
-  async markNotificationSent(key: string, providerResponse: string): Promise<OutboxEntry> {
+  async markNotificationSent(key: string, providerResponse: string, audit?: { operationId: string; actor: string }): Promise<OutboxEntry> {
     return this.transaction(() => {
       // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
       // A pending entry is taken too: the acceptance is proof enough, whatever the row said.
-      this.db
+      const { changes } = this.db
         .prepare("UPDATE notification_outbox SET status = 'sent', provider_response = ?, sent_at = ? WHERE key = ? AND status IN ('pending', 'sending')")
         .run(providerResponse, now(), key);
-      return this.requireOutbox(key);
+      const entry = this.requireOutbox(key);
+      if (changes === 1 && audit) {
+        this.operations.insertAudit(audit.operationId, audit.actor, 'notification_sent', { key, kind: entry.kind, messageId: entry.messageId });
+      }
+      return entry;
     });
+  }
+
+  async appliedRefund(operationId: string): Promise<AppliedRefund | undefined> {
+    const row = this.refundRow(operationId);
+    return (
+      row && {
+        operationId: row.operation_id,
+        orderId: row.order_id,
+        refundId: row.refund_id,
+        amount: row.amount,
+        revertedByKey: row.reverted_by_key,
+      }
+    );
   }
 
   async getNotification(key: string): Promise<OutboxEntry | undefined> {
@@ -332,6 +365,7 @@ export class SqliteOrderStore implements OrderStore {
   }
 
   async close(): Promise<void> {
+    this.faults.close();
     if (this.db.open) this.db.close();
   }
 

@@ -1,4 +1,4 @@
-import type { Order, OrderReceipt } from '../shared';
+import type { Order, OrderReceipt, RefundReceipt } from '../shared';
 
 export interface NewOrder {
   id: string;
@@ -14,6 +14,8 @@ export interface ApplyRefundInput {
   operationId: string;
   refundId: string;
   amount: number;
+  /** Who applies it, for the audit trail (the workflow id). */
+  actor?: string;
 }
 
 export interface RevertRefundInput {
@@ -21,6 +23,17 @@ export interface RevertRefundInput {
   operationId: string;
   /** The compensation's own key: reverting twice changes nothing. */
   compensationKey: string;
+  actor?: string;
+}
+
+/** An operation's refund as the order records it. */
+export interface AppliedRefund {
+  operationId: string;
+  orderId: string;
+  refundId: string;
+  amount: number;
+  /** Set once a compensation took it off the order again. */
+  revertedByKey: string | null;
 }
 
 /**
@@ -37,6 +50,8 @@ export interface OutboxEntry {
   subject: string;
   messageId: string;
   status: NotificationStatus;
+  /** When the current hand-over began: a recent one may still be in flight, an old one ended unknown. */
+  sendingSince: string | null;
   attempts: number;
   providerResponse: string | null;
   createdAt: string;
@@ -45,17 +60,134 @@ export interface OutboxEntry {
 
 export type NewOutboxEntry = Pick<OutboxEntry, 'key' | 'orderId' | 'kind' | 'recipient' | 'subject' | 'messageId'>;
 
-/** Thrown when another writer changed the order between our read and our write. */
-export class VersionConflictError extends Error {
-  override name = 'VersionConflictError';
+/**
+ * What we know of an operation's effect at the provider:
+ * intent: recorded, and no request has been proven to take effect (none may have been sent yet);
+ * unknown: a request was sent and its outcome is not known: only reconciliation moves it on;
+ * refunded / partial / failed: the provider's refund exists, for the full amount, for less, or failed;
+ * rejected: refused before any effect; completed: the run passed its completion gate.
+ */
+export type OperationStatus = 'intent' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'rejected' | 'completed';
+
+export interface OperationRecord {
+  operationId: string;
+  orderId: string;
+  operationVersion: number;
+  scope: string;
+  /** sha256 of the canonical request: the same operation id with another hash is a changed intent. */
+  requestHash: string;
+  request: { orderId: string; amount: number; currency: string; reason: string };
+  status: OperationStatus;
+  /** The provider's refund, once known (from its answer or from reconciliation). */
+  refund: RefundReceipt | null;
+  /** When the first and last create requests for this operation were sent, and how many. */
+  firstSentAt: string | null;
+  lastSentAt: string | null;
+  requestsSent: number;
+  /** When reconciliation last proved that no refund exists for it (after the last send). */
+  absenceConfirmedAt: string | null;
+  reason: string | null;
+  createdAt: string;
+  createdBy: string;
+  updatedAt: string;
 }
 
-export class OrderNotFoundError extends Error {
-  override name = 'OrderNotFoundError';
+export interface NewOperation {
+  operationId: string;
+  orderId: string;
+  operationVersion: number;
+  scope: string;
+  requestHash: string;
+  request: OperationRecord['request'];
+  actor: string;
+}
+
+export interface OperationUpdate {
+  status: OperationStatus;
+  refund?: RefundReceipt;
+  reason?: string;
+  absenceConfirmedAt?: string;
+}
+
+/** One Temporal attempt of one step's activity, with the provider requests it sent. */
+export interface AttemptRecord {
+  id: number;
+  key: string;
+  step: string;
+  operationId: string;
+  workflowId: string;
+  runId: string;
+  attempt: number;
+  startedAt: string;
+  finishedAt: string | null;
+  transportRequests: number;
+  /** "ok", or the failure code it ended with; null while running (or if its worker died). */
+  outcome: string | null;
+  certainty: string | null;
+  reason: string | null;
+  retryAfterMs: number | null;
+  nextDelayMs: number | null;
+  providerRequestId: string | null;
+}
+
+export type NewAttempt = Pick<AttemptRecord, 'key' | 'step' | 'operationId' | 'workflowId' | 'runId' | 'attempt'>;
+export type AttemptEnd = Pick<AttemptRecord, 'transportRequests' | 'outcome' | 'certainty' | 'reason' | 'retryAfterMs' | 'nextDelayMs' | 'providerRequestId'>;
+
+export interface AuditEntry {
+  seq: number;
+  operationId: string;
+  at: string;
+  /** The workflow (or person) that caused it. */
+  actor: string;
+  event: string;
+  detail: Record<string, unknown>;
+}
+
+/** Each operation's durable record, the attempt ledger and the audit trail. */
+export interface OperationLog {
+  /** Records the intent, or returns the record already there; IntentConflictError when the request hash differs. */
+  commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }>;
+  get(operationId: string): Promise<OperationRecord | undefined>;
+  /** Every operation on the order, oldest first. */
+  forOrder(orderId: string): Promise<OperationRecord[]>;
+  /** Just before a create request is sent: stamps the send and counts it. */
+  markSent(operationId: string, actor: string): Promise<OperationRecord>;
+  /** Moves the operation to a new status, with an audit entry in the same transaction. */
+  settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail?: Record<string, unknown>): Promise<OperationRecord>;
+  beginAttempt(attempt: NewAttempt): Promise<number>;
+  finishAttempt(id: number, end: AttemptEnd): Promise<void>;
+  /** A step's attempts in one run, oldest first. */
+  attempts(key: string, runId: string): Promise<AttemptRecord[]>;
+  audit(operationId: string, actor: string, event: string, detail?: Record<string, unknown>): Promise<void>;
+  auditTrail(operationId: string): Promise<AuditEntry[]>;
+}
+
+export type StoreFaultKind = 'conflict' | 'busy';
+
+/**
+ * Faults in the store's own writes, for tests and chaos runs; only a store opened with faults
+ * enabled reads them. conflict: a competing writer changes the order between our read and our
+ * write; busy: another connection holds the write lock past busy_timeout.
+ */
+export interface StoreFault {
+  id: number;
+  kind: StoreFaultKind;
+  /** Only writes to this order; null for any. */
+  orderId: string | null;
+  remaining: number;
+  hits: number;
+}
+
+export interface StoreFaults {
+  add(fault: { kind: StoreFaultKind; orderId?: string; count?: number }): Promise<StoreFault>;
+  list(): Promise<StoreFault[]>;
+  clear(): Promise<void>;
 }
 
 /** The order store and notification outbox. Async so that a PostgreSQL store fits behind it. */
 export interface OrderStore {
+  readonly operations: OperationLog;
+  readonly faults: StoreFaults;
   /** Inserts the order, or returns the existing one when an identical order is already there. */
   seedOrder(order: NewOrder): Promise<Order>;
   getOrder(id: string): Promise<Order | undefined>;
@@ -69,8 +201,10 @@ export interface OrderStore {
   markNotificationSending(key: string): Promise<boolean>;
   /** Moves sending → pending after a failure that proves the server did not accept the message; false when not sending. */
   releaseNotification(key: string): Promise<boolean>;
-  /** Records the server's acceptance (sending → sent); an entry already sent keeps its first acceptance. */
-  markNotificationSent(key: string, providerResponse: string): Promise<OutboxEntry>;
+  /** Records the server's acceptance (sending → sent); an entry already sent keeps its first acceptance. With `audit`, the first acceptance is in the operation's audit trail. */
+  markNotificationSent(key: string, providerResponse: string, audit?: { operationId: string; actor: string }): Promise<OutboxEntry>;
+  /** The order's record of an operation's refund, if it was applied. */
+  appliedRefund(operationId: string): Promise<AppliedRefund | undefined>;
   getNotification(key: string): Promise<OutboxEntry | undefined>;
   close(): Promise<void>;
 }

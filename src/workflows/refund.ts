@@ -1,44 +1,36 @@
-// The refund saga: load order → create refund (Stripe) → update order → notify customer →
-// verify the refund with the provider. Deterministic: every effect happens in an activity.
-import {
-  ApplicationFailure,
-  defineQuery,
-  proxyActivities,
-  setHandler,
-  upsertSearchAttributes,
-  workflowInfo,
-  type ActivityOptions,
-} from '@temporalio/workflow';
+// The refund saga: load the order and commit the operation's intent → create the refund (Stripe)
+// → update the order → notify the customer → the completion gate. Deterministic: every effect
+// happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
+// reconciled with the provider, never resent blind.
+import { ApplicationFailure, defineQuery, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
-import { REFUND_SAGA, REFUND_STEPS, type CompensationActivity, type RefundStep, type SagaContext } from '../compensations/registry';
-import { NON_RETRYABLE_FAILURES, type FailureType } from '../reliability/failures';
-import { compensationKey, stepKey } from '../reliability/keys';
+import type { CheckCompletionInput } from '../activities/completion-gate';
+import type { CreateRefundInput } from '../activities/payments';
+import { REFUND_SAGA, type RefundStep } from '../compensations/registry';
 import {
-  parseRefundRequest,
-  SEARCH_ATTRIBUTES,
+  beginResultSchema,
+  evidenced,
+  gateResultSchema,
+  notificationReceiptSchema,
+  orderReceiptSchema,
+  refundReceiptSchema,
   type NotificationReceipt,
-  type Order,
   type OrderReceipt,
   type RefundReceipt,
-  type RefundRequest,
-  type RefundRequestInput,
-} from '../shared';
-import { StepFailedError, StepRunner, type StepError, type StepRecord } from './step-runner';
+} from '../receipts';
+import { compensationKey, stepKey } from '../reliability/identity';
+import { backoffDelay, decide, retries, withJitter } from '../reliability/policy';
+import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
+import { reconcile, type ReconcileTarget } from './reconcile';
+import { RefundRun, RunStopped, type RefundRunState } from './refund-run';
+import { StepFailedError, type StepError } from './step-runner';
 
-export type RunStatus = 'running' | 'completed' | 'rejected' | 'compensating' | 'compensated' | 'needs_attention';
-
-export interface RefundRunState {
-  workflowId: string;
-  request: RefundRequest;
-  status: RunStatus;
-  /** Why the run stopped, when it did not complete. */
-  outcome?: { failedStep: RefundStep; error: StepError; reason: string };
-  steps: StepRecord[];
-}
+export type { RefundRunState, RunStatus } from './refund-run';
 
 export interface RefundResult {
   workflowId: string;
   orderId: string;
+  operationId: string;
   status: 'completed';
   refund: RefundReceipt;
   order: OrderReceipt;
@@ -47,155 +39,302 @@ export interface RefundResult {
 
 export const stepsQuery = defineQuery<RefundRunState>('steps');
 
-// Activity profiles. Each activity's RetryPolicy is the only retry loop for its call.
-const retry = { initialInterval: '1s', backoffCoefficient: 2, nonRetryableErrorTypes: NON_RETRYABLE_FAILURES };
-const storeActivity: ActivityOptions = {
-  startToCloseTimeout: '10s',
-  scheduleToCloseTimeout: '2m',
-  retry: { ...retry, maximumInterval: '10s', maximumAttempts: 5 },
-};
-const paymentActivity: ActivityOptions = {
-  startToCloseTimeout: '30s',
-  scheduleToCloseTimeout: '5m',
-  retry: { ...retry, maximumInterval: '30s', maximumAttempts: 5 },
-};
-const verifyActivity: ActivityOptions = {
-  startToCloseTimeout: '30s',
-  scheduleToCloseTimeout: '10m',
-  retry: { ...retry, initialInterval: '2s', maximumInterval: '1m', maximumAttempts: 10 },
-};
-const mailActivity: ActivityOptions = {
-  startToCloseTimeout: '30s',
-  scheduleToCloseTimeout: '5m',
-  retry: { ...retry, maximumInterval: '30s', maximumAttempts: 5 },
-};
+/** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
+const MAX_RESUBMISSIONS = 3;
 
-const store = proxyActivities<RefundActivities>(storeActivity);
-const payments = proxyActivities<RefundActivities>(paymentActivity);
-const verification = proxyActivities<RefundActivities>(verifyActivity);
-const mail = proxyActivities<RefundActivities>(mailActivity);
-const compensationActivities: Pick<RefundActivities, CompensationActivity> = {
-  revertRefund: store.revertRefund,
-  sendRefundCorrection: mail.sendRefundCorrection,
-};
+/** The audit entry a stopped run leaves: bookkeeping, outside the run's budgets. */
+const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
 
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
-  let request: RefundRequest;
+  let run: RefundRun;
   try {
-    request = parseRefundRequest(input);
+    run = new RefundRun(parseRefundRequest(input));
   } catch (err) {
-    throw ApplicationFailure.nonRetryable((err as Error).message, 'INVALID_INPUT');
+    // Refused before anything ran; still findable as rejected.
+    const orderId = (input as { orderId?: unknown } | null)?.orderId;
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.status, value: 'rejected' },
+      { key: SEARCH_ATTRIBUTES.step, value: 'validate' },
+      ...(typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? [{ key: SEARCH_ATTRIBUTES.orderId, value: orderId }] : []),
+    ]);
+    const reason = (err as Error).message;
+    throw ApplicationFailure.nonRetryable(`refund rejected: ${reason}`, 'REFUND_REJECTED', { status: 'rejected', outcome: { status: 'rejected', failedStep: null, reason } });
   }
-  const { workflowId } = workflowInfo();
-  const ctx: SagaContext = { request, workflowId, operationId: workflowId };
-  const steps = new StepRunner(REFUND_STEPS);
-  const state: Omit<RefundRunState, 'steps'> = { workflowId, request, status: 'running' };
-  setHandler(stepsQuery, () => ({ ...state, steps: steps.table() }));
-
-  const setStatus = (status: RunStatus) => {
-    state.status = status;
-    upsertSearchAttributes({ [SEARCH_ATTRIBUTES.status.name]: [status] });
-  };
-  const run = <T>(step: RefundStep, stepInput: unknown, key: string | undefined, call: () => Promise<T>) => {
-    upsertSearchAttributes({ [SEARCH_ATTRIBUTES.step.name]: [step] });
-    return steps.run(step, stepInput, key, call);
-  };
-  const key = (step: RefundStep) => stepKey(workflowId, step, request.operationVersion);
-  upsertSearchAttributes({ [SEARCH_ATTRIBUTES.orderId.name]: [request.orderId], [SEARCH_ATTRIBUTES.status.name]: ['running'] });
-
+  setHandler(stepsQuery, () => run.view());
   try {
-    const order = await run('load_order', { orderId: request.orderId }, undefined, () => store.getOrder(request.orderId));
-    ctx.order = order;
-    const problem = refundProblem(order, request);
-    if (problem) steps.fail('load_order', { type: 'INVALID_INPUT', message: problem, nonRetryable: true });
-
-    const refundInput = {
-      orderId: order.id,
-      operationId: ctx.operationId,
-      paymentIntentId: order.paymentIntentId,
-      amount: request.amount,
-      currency: request.currency,
-      reason: request.reason,
-      idempotencyKey: key('create_refund'),
-    };
-    ctx.refund = await run('create_refund', refundInput, refundInput.idempotencyKey, () => payments.createRefund(refundInput));
-
-    const orderInput = { orderId: order.id, operationId: ctx.operationId, refundId: ctx.refund.refundId, amount: ctx.refund.amount };
-    ctx.orderReceipt = await run('update_order', orderInput, ctx.operationId, () => store.applyRefund(orderInput));
-
-    const noticeInput = {
-      key: key('notify_customer'),
-      orderId: order.id,
-      to: order.customerEmail,
-      amount: ctx.refund.amount,
-      currency: ctx.refund.currency,
-      refundId: ctx.refund.refundId,
-    };
-    ctx.notice = await run('notify_customer', noticeInput, noticeInput.key, () => mail.sendRefundNotice(noticeInput));
-
-    const refundId = ctx.refund.refundId;
-    await run('verify_refund', { refundId }, undefined, () => verification.verifyRefund({ refundId }));
-    setStatus('completed');
-    return { workflowId, orderId: order.id, status: 'completed', refund: ctx.refund, order: ctx.orderReceipt, notification: ctx.notice };
+    const result = await carryOut(run);
+    run.finish('completed', 'every check of the completion gate passed', null);
+    return result;
   } catch (err) {
-    if (!(err instanceof StepFailedError)) throw err;
-    const failedStep = err.step as RefundStep;
-    const reason = await handleFailure(failedStep, err.cause);
-    state.outcome = { failedStep, error: err.cause, reason };
-    throw ApplicationFailure.nonRetryable(`refund ${state.status}: ${reason}`, `REFUND_${state.status.toUpperCase()}`, {
-      ...state,
-      steps: steps.table(),
-    });
-  }
-
-  /** Applies the failed step's registration and returns the reason, in words. */
-  async function handleFailure(failedStep: RefundStep, error: StepError): Promise<string> {
-    const what = `${failedStep} failed with ${error.type}: ${error.message}`;
-    const registration = REFUND_SAGA[failedStep];
-    if (registration.compensateOn?.includes(error.type as FailureType)) {
-      setStatus('compensating');
-      ctx.reason = `the refund did not go through (${error.message})`;
-      const ok = await compensate();
-      setStatus(ok ? 'compensated' : 'needs_attention');
-      return ok
-        ? `${what}. Finished steps were compensated in reverse order.`
-        : `${what}. A compensation failed: see the step table; a person must finish it.`;
-    }
-    setStatus('needs_attention');
-    if (registration.onFailure === 'forward_repair') {
-      return `${what}. Refund ${ctx.refund?.refundId} stands and is never sent again; a person must finish ${failedStep}.`;
-    }
-    const { noEffectOn } = registration;
-    if (noEffectOn !== 'any' && !noEffectOn?.includes(error.type as FailureType)) {
-      return `${what}. Whether it took effect is unknown: reconcile with the provider by idempotency key ${steps.get(failedStep).idempotencyKey} before any new attempt.`;
-    }
-    // Retries that ran out on a transient failure need a person; a refusal is final.
-    if (error.nonRetryable) setStatus('rejected');
-    return `${what}. Nothing was refunded.`;
-  }
-
-  async function compensate(): Promise<boolean> {
-    let ok = true;
-    for (const step of steps.completed().reverse()) {
-      const { undo } = REFUND_SAGA[step];
-      if (undo.kind === 'forward_repair') steps.markNotCompensable(step, undo.note);
-      if (undo.kind !== 'compensation') continue;
-      const compKey = compensationKey(steps.get(step).idempotencyKey ?? key(step));
-      const activity = compensationActivities[undo.activity] as (i: unknown) => Promise<unknown>;
-      ok = (await steps.compensate(step, compKey, () => activity(undo.input(ctx, compKey)))) && ok;
-    }
-    return ok;
+    if (!(err instanceof RunStopped)) throw err;
+    run.finish(err.status, err.reason, err.failedStep, err.quarantined);
+    await recordOutcome(run, err);
+    throw ApplicationFailure.nonRetryable(`refund ${err.status}: ${err.reason}`, `REFUND_${err.status.toUpperCase()}`, run.view());
   }
 }
 
-/** Why this order cannot take this refund, or undefined when it can. */
-export function refundProblem(order: Order, request: RefundRequest): string | undefined {
-  if (order.currency !== request.currency) {
-    return `order ${order.id} was paid in ${order.currency}, the refund asks for ${request.currency}`;
+async function carryOut(run: RefundRun): Promise<RefundResult> {
+  const { request, ctx, steps } = run;
+
+  const begin = await attempt(run, 'load_order', () =>
+    run.step('load_order', { orderId: request.orderId, operationVersion: request.operationVersion }, undefined, 'store', evidenced(beginResultSchema), (a) =>
+      a.beginOperation({ request }),
+    ),
+  );
+  run.settings = begin.settings;
+  run.budget.adopt(begin.settings.policy.budget);
+  const op = begin.operation;
+  ctx.operationId = op.operationId;
+  ctx.order = begin.order;
+  const key = (step: RefundStep) => stepKey(op.operationId, step);
+  run.operation = {
+    operationId: op.operationId,
+    operationVersion: op.operationVersion,
+    scope: op.scope,
+    requestHash: op.requestHash,
+    recordedByThisRun: begin.created,
+    dedupeWindowExpiresAt: op.firstSentAt ? new Date(Date.parse(op.firstSentAt) + begin.settings.provider.dedupeWindowMs).toISOString() : null,
+    expectedReceipt: `one Stripe refund of ${request.amount} ${request.currency} on ${begin.order.paymentIntentId} with metadata.operation_id = ${op.operationId}`,
+    policyVersion: begin.settings.policy.version,
+  };
+  if (op.refund) run.effect = { status: op.status === 'partial' ? 'partial' : 'refunded', certainty: 'completed', refundId: op.refund.refundId };
+  if (begin.problem) {
+    const error = rejection('refund_not_possible', begin.problem);
+    steps.fail('load_order', error);
+    run.remember('load_order', 'store', error);
+    decideStop(run, 'load_order', error);
   }
-  const refundable = order.amount - order.refundedAmount;
-  if (request.amount > refundable) {
-    return `refund of ${request.amount} exceeds the ${refundable} still refundable on order ${order.id}`;
+
+  // An earlier operation on this order whose outcome is unknown must be settled first: this one could refund on top of it.
+  for (const blocker of begin.blockers) {
+    run.setStatus('reconciling', 'load_order');
+    const settled = await reconcile(run, targetOf(blocker.operationId, blocker.request, begin.order.paymentIntentId), false);
+    if (settled.kind === 'unknown') {
+      run.stop('needs_attention', `earlier operation ${blocker.operationId} on order ${request.orderId} has an unknown outcome (${settled.note}); this operation waits until it is reconciled, so that nothing is refunded on top of it`, 'load_order');
+    }
+    run.setStatus('running');
   }
-  return undefined;
+
+  const refundInput = {
+    orderId: request.orderId,
+    operationId: op.operationId,
+    paymentIntentId: begin.order.paymentIntentId,
+    amount: request.amount,
+    currency: request.currency,
+    reason: request.reason,
+    idempotencyKey: key('create_refund'),
+  };
+  const target = targetOf(op.operationId, request, begin.order.paymentIntentId);
+  ctx.refund = await createRefund(run, refundInput, target);
+  run.effect = { status: 'refunded', certainty: 'completed', refundId: ctx.refund.refundId };
+
+  ctx.orderReceipt = await updateOrder(run, ctx.refund.refundId, ctx.refund.amount, key('update_order'));
+
+  const noticeInput = {
+    key: key('notify_customer'),
+    operationId: op.operationId,
+    orderId: request.orderId,
+    amount: ctx.refund.amount,
+    currency: ctx.refund.currency,
+    refundId: ctx.refund.refundId,
+  };
+  ctx.notice = await attempt(run, 'notify_customer', () =>
+    run.step('notify_customer', noticeInput, noticeInput.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(noticeInput)),
+  );
+
+  await completionGate(run, {
+    operationId: op.operationId,
+    orderId: request.orderId,
+    paymentIntentId: begin.order.paymentIntentId,
+    refundId: ctx.refund.refundId,
+    amount: ctx.refund.amount,
+    currency: ctx.refund.currency,
+    noticeKey: noticeInput.key,
+    idempotencyKey: key('create_refund'),
+  });
+  return {
+    workflowId: run.workflowId,
+    orderId: request.orderId,
+    operationId: op.operationId,
+    status: 'completed',
+    refund: ctx.refund,
+    order: ctx.orderReceipt,
+    notification: ctx.notice,
+  };
+}
+
+function targetOf(operationId: string, request: { amount: number; currency: string }, paymentIntentId: string): ReconcileTarget {
+  return { operationId, paymentIntentId, amount: request.amount, currency: request.currency, idempotencyKey: stepKey(operationId, 'create_refund') };
+}
+
+/**
+ * The refund: sent, or (when its outcome is unknown) reconciled with the provider. Resent with the
+ * same key only when reconciliation proved no refund exists, or inside the key's dedupe window.
+ */
+async function createRefund(run: RefundRun, input: CreateRefundInput, target: ReconcileTarget): Promise<RefundReceipt> {
+  for (;;) {
+    try {
+      return await run.step('create_refund', input, input.idempotencyKey, 'stripe', evidenced(refundReceiptSchema), (a) => a.createRefund(input));
+    } catch (err) {
+      if (!(err instanceof StepFailedError)) throw err;
+      if (run.recovery?.action !== 'reconcile') decideStop(run, 'create_refund', err.error);
+    }
+    run.effect = { status: 'unknown', certainty: run.lastFailure?.certainty ?? 'undeterminable', refundId: null };
+    run.setStatus('reconciling', 'create_refund');
+    const settled = await reconcile(run, target, true);
+    switch (settled.kind) {
+      case 'completed':
+        run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
+        run.setStatus('running');
+        return settled.refund;
+      case 'partial':
+        return partialRefund(run, settled.refund, settled.note);
+      case 'failed':
+        run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
+        return run.stop('needs_attention', `the provider failed refund ${settled.refund.refundId}: ${settled.note}. Nothing was refunded and the customer was not emailed; a person decides what happens next`, 'create_refund');
+      case 'absent':
+      case 'resubmit':
+        if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS) {
+          run.stop('needs_attention', `the refund's outcome stayed unknown through ${MAX_RESUBMISSIONS} resubmissions (${settled.note}); nothing more is sent`, 'create_refund');
+        }
+        run.reconciliation.resubmissions += 1;
+        run.steps.note('create_refund', settled.note);
+        run.setStatus('running');
+        continue;
+      case 'unknown':
+        return run.stop(
+          'needs_attention',
+          `the refund's outcome is unknown: ${settled.note}. Nothing more is sent and nothing is claimed: reconcile operation ${target.operationId} with the provider before any new attempt`,
+          'create_refund',
+        );
+    }
+  }
+}
+
+/**
+ * The provider refunded less than asked. The order is repaired forward to what was really refunded;
+ * the customer email is frozen, since it would tell them something untrue; a person decides the rest.
+ */
+async function partialRefund(run: RefundRun, refund: RefundReceipt, note: string): Promise<never> {
+  run.effect = { status: 'partial', certainty: 'partial', refundId: refund.refundId };
+  run.steps.resolve('create_refund', refund, `partial: ${note}`);
+  const key = stepKey(run.ctx.operationId, 'update_order');
+  await updateOrder(run, refund.refundId, refund.amount, key);
+  run.steps.skip('notify_customer', 'frozen: the refund is partial, and an email now would tell the customer something untrue');
+  run.stop(
+    'needs_attention',
+    `partial refund: ${note}. The order was updated to what was really refunded (${refund.amount} ${refund.currency}); the customer was not emailed. ` +
+      'A person decides: refund the rest under a new operation version, or tell the customer',
+    'create_refund',
+  );
+}
+
+async function updateOrder(run: RefundRun, refundId: string, amount: number, key: string): Promise<OrderReceipt> {
+  const input = { key, orderId: run.request.orderId, operationId: run.ctx.operationId, refundId, amount };
+  return attempt(run, 'update_order', () =>
+    run.step('update_order', input, run.ctx.operationId, 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(input)),
+  );
+}
+
+/** Polls while the provider has not settled the refund; compensates if it failed after accepting it. */
+async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
+  const rule = decide(run.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
+  for (let poll = 1; ; poll++) {
+    const gate = await attempt(run, 'completion_gate', () =>
+      run.step('completion_gate', input, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(input)),
+    );
+    const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
+    if (gate.verdict === 'pass') return;
+    if (gate.verdict === 'refund_failed') return compensate(run, gate.refund);
+    if (gate.verdict === 'mismatch') {
+      run.stop('needs_attention', `the completion gate found disagreements: ${failed.join('; ')}. The refund stands and is never sent again; a person must reconcile them`, 'completion_gate');
+    }
+    run.setStatus('awaiting_provider', 'completion_gate');
+    const wait = withJitter(backoffDelay(rule, poll), rule.jitter, Math.random());
+    if (poll >= rule.maxAttempts || wait > run.budget.waitableMs()) {
+      run.stop('needs_attention', `refund ${gate.refund.refundId} is still ${gate.refund.status} at the provider after ${poll} checks; it stands, and a person follows it up`, 'completion_gate');
+    }
+    await sleep(wait);
+    run.budget.spend({ provider: false, retryTimeMs: wait });
+  }
+}
+
+/** The provider failed the refund after accepting it: undo the finished steps, newest first, each under its own key. */
+async function compensate(run: RefundRun, refund: RefundReceipt): Promise<never> {
+  run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
+  run.setStatus('compensating', 'completion_gate');
+  run.ctx.correctionReason = refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
+  let ok = true;
+  for (const step of run.steps.completed().reverse()) {
+    const { undo } = REFUND_SAGA[step];
+    if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
+    if (undo.kind !== 'compensation') continue;
+    const compKey = compensationKey(run.steps.get(step).idempotencyKey ?? stepKey(run.ctx.operationId, step));
+    const done = await run.steps.compensate(step, compKey, undo.boundary, async () => {
+      const acts = run.activities(undo.boundary) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
+      return acts[undo.activity](undo.input(run.ctx, compKey));
+    });
+    ok = done && ok;
+  }
+  const what = `the provider failed refund ${refund.refundId} after accepting it (${refund.status})`;
+  if (ok) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
+  run.stop('needs_attention', `${what}. A compensation failed: see the step table; a person must finish it`, 'completion_gate');
+}
+
+/** Runs a step; a failure the policy cannot recover from here stops the run with the right verdict. */
+async function attempt<T>(run: RefundRun, step: RefundStep, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (!(err instanceof StepFailedError)) throw err;
+    decideStop(run, step, err.error);
+  }
+}
+
+/**
+ * The verdict for a step that failed for good. Before the point of no return, a refusal the
+ * business expects is `rejected` (nothing happened); anything else needs a person, and says what
+ * is known of the effect.
+ */
+function decideStop(run: RefundRun, step: RefundStep, error: StepError): never {
+  const rule = decide(run.policy, error.code, error.certainty, REFUND_SAGA[step].boundary);
+  const what = `${step} failed with ${error.code} (${error.reason}): ${error.message}`;
+  const exhausted = retries(rule) ? ` Retries ran out (${run.steps.get(step).attempts} attempts).` : '';
+  const quarantined = rule.action === 'quarantine';
+  if (REFUND_SAGA[step].onFailure === 'forward_repair') {
+    run.stop('needs_attention', `${what}.${exhausted} Refund ${run.ctx.refund?.refundId} stands and is never sent again; a person must finish ${step}`, step, quarantined);
+  }
+  if (error.certainty !== 'not_executed') {
+    run.effect = { status: 'unknown', certainty: error.certainty, refundId: null };
+    run.stop('needs_attention', `${what}. Whether it took effect is unknown: reconcile operation ${run.ctx.operationId} with the provider before any new attempt`, step, quarantined);
+  }
+  const refusal = error.code === 'PERMANENT_BUSINESS' || error.code === 'INVALID_ARGUMENTS';
+  if (refusal && rule.action === 'stop') run.stop('rejected', `${what}. Nothing was refunded`, step);
+  run.stop('needs_attention', `${what}.${exhausted} Nothing was refunded; a person decides what happens next`, step, quarantined);
+}
+
+function rejection(reason: string, message: string): StepError {
+  return {
+    code: 'PERMANENT_BUSINESS',
+    domain: 'permanent business',
+    certainty: 'not_executed',
+    reason,
+    message,
+    nonRetryable: true,
+    retryAfterMs: null,
+    nextDelayMs: null,
+    providerRequestId: null,
+    provider: {},
+  };
+}
+
+/** Leaves the verdict beside the operation's evidence in the store; a run that cannot do so still stops with it. */
+async function recordOutcome(run: RefundRun, stopped: RunStopped): Promise<void> {
+  if (!run.ctx.operationId) return;
+  const { recordOutcome } = proxyActivities<RefundActivities>(BOOKKEEPING);
+  try {
+    await recordOutcome({ operationId: run.ctx.operationId, status: stopped.status, reason: stopped.reason, failedStep: stopped.failedStep });
+  } catch {
+    // The run's own state keeps the verdict; the audit entry is a convenience.
+  }
 }

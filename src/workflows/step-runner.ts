@@ -1,15 +1,26 @@
-// The per-step state table of a run: what each step was given, what it returned, when, how
-// many attempts it took and how it failed. Held in workflow state and returned by a Query.
+// The per-step state table of a run: what each step was given, what it returned, when, how many
+// attempts and provider requests it took, and how it failed. Held in workflow state and returned
+// by a Query. Every result is checked against its schema before the saga may use it.
 import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
-import type { Attempted } from '../reliability/attempts';
+import type { z } from 'zod';
+import { redact, tally, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
+import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
 
 export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
 export type CompensationStatus = 'running' | 'completed' | 'failed' | 'not_compensable';
 
 export interface StepError {
-  type: string;
+  code: FailureCode;
+  domain: string;
+  certainty: Certainty;
+  reason: string;
   message: string;
+  /** Whether Temporal gave up because the policy said so (true) or because attempts or time ran out. */
   nonRetryable: boolean;
+  retryAfterMs: number | null;
+  nextDelayMs: number | null;
+  providerRequestId: string | null;
+  provider: Record<string, unknown>;
 }
 
 export interface CompensationRecord {
@@ -22,6 +33,7 @@ export interface CompensationRecord {
   startedAt?: string;
   finishedAt?: string;
   attempts: number;
+  transportRequests: number;
 }
 
 export interface StepRecord {
@@ -33,27 +45,35 @@ export interface StepRecord {
   startedAt?: string;
   finishedAt?: string;
   error?: StepError;
+  /** Logical attempts (Temporal activity attempts) in this run, and provider requests they sent. */
   attempts: number;
+  transportRequests: number;
+  /** Each attempt, from the attempt ledger: when, how it ended, how long it was told to wait. */
+  ledger: AttemptSummary[];
+  /** Why it was skipped, or where its output came from when no provider was asked. */
+  note?: string;
   compensation?: CompensationRecord;
 }
 
-/** Raised by the runner when a step has failed for good (its retry policy gave up). */
+/** Raised by the runner when a step has failed for good (its retry policy gave up, or its result did not fit). */
 export class StepFailedError extends Error {
   constructor(
     readonly step: string,
-    readonly cause: StepError,
+    readonly error: StepError,
   ) {
-    super(`step ${step} failed: ${cause.type}: ${cause.message}`);
+    super(`step ${step} failed: ${error.code}: ${error.message}`);
   }
 }
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
+type WithEvidence = { evidence: StepEvidence };
+
 export class StepRunner<Name extends string> {
   private readonly records: Map<Name, StepRecord>;
 
   constructor(names: readonly Name[]) {
-    this.records = new Map(names.map((name) => [name, { name, status: 'pending', attempts: 0 }]));
+    this.records = new Map(names.map((name) => [name, { name, status: 'pending', attempts: 0, transportRequests: 0, ledger: [] }]));
   }
 
   get(name: Name): StepRecord {
@@ -62,75 +82,149 @@ export class StepRunner<Name extends string> {
     return record;
   }
 
+  /** The table as operators see it: customer addresses masked. */
   table(): StepRecord[] {
-    return [...this.records.values()];
+    return redact([...this.records.values()]);
   }
 
   completed(): Name[] {
     return [...this.records.values()].filter((r) => r.status === 'completed').map((r) => r.name as Name);
   }
 
-  /** Runs one step's activity; the activity's own retry policy is the only retry loop. */
-  async run<T>(name: Name, input: unknown, idempotencyKey: string | undefined, call: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one step's activity (its own retry policy is the only retry loop), checks the result
+   * against `schema`, and records it. `boundary` names the dependency, for classifying a failure
+   * that carries none of our details (a Temporal timeout).
+   */
+  async run<T>(
+    name: Name,
+    input: unknown,
+    idempotencyKey: string | undefined,
+    boundary: Boundary,
+    schema: z.ZodType,
+    call: () => Promise<T & { evidence: StepEvidence }>,
+  ): Promise<T> {
     const record = this.get(name);
-    Object.assign(record, { status: 'running', input, idempotencyKey, startedAt: now(), error: undefined });
+    Object.assign(record, { status: 'running', input, idempotencyKey, startedAt: now(), error: undefined, finishedAt: undefined });
+    let raw: unknown;
     try {
-      const { value, attempt } = attempted<T>(await call());
-      Object.assign(record, { status: 'completed', output: value, attempts: attempt, finishedAt: now() });
-      return value;
+      raw = await call();
     } catch (err) {
-      const { error, attempts } = describeFailure(err);
-      Object.assign(record, { status: 'failed', error, attempts, finishedAt: now() });
+      const { error, ledger } = describeFailure(err, boundary, name);
+      this.absorb(record, ledger);
+      Object.assign(record, { status: 'failed', error, finishedAt: now() });
       throw new StepFailedError(name, error);
     }
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) {
+      // The activity finished, so whatever it did happened; what it returned cannot be used.
+      const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(result)'}: ${i.message}`).join('; ');
+      const error = stepError('POISON', 'undeterminable', 'result_unusable', `${name} returned a result the workflow cannot use (${problems})`);
+      Object.assign(record, { status: 'failed', error, output: raw === undefined ? null : raw, finishedAt: now() });
+      throw new StepFailedError(name, error);
+    }
+    const { evidence, ...output } = parsed.data as WithEvidence;
+    this.absorb(record, evidence?.ledger ?? [], evidence);
+    Object.assign(record, { status: 'completed', output, finishedAt: now() });
+    return output as T;
   }
 
   /** Runs a completed step's registered compensation under its own key and records its receipt. */
-  async compensate(name: Name, key: string, call: () => Promise<unknown>): Promise<boolean> {
-    const compensation: CompensationRecord = { kind: 'compensation', key, status: 'running', startedAt: now(), attempts: 0 };
+  async compensate(name: Name, key: string, boundary: Boundary, call: () => Promise<unknown>): Promise<boolean> {
+    const compensation: CompensationRecord = { kind: 'compensation', key, status: 'running', startedAt: now(), attempts: 0, transportRequests: 0 };
     this.get(name).compensation = compensation;
     try {
-      const { value, attempt } = attempted(await call());
-      Object.assign(compensation, { status: 'completed', output: value, attempts: attempt, finishedAt: now() });
+      const result = (await call()) as Partial<WithEvidence> & Record<string, unknown>;
+      const { evidence, ...output } = result ?? {};
+      Object.assign(compensation, { status: 'completed', output, finishedAt: now(), ...tally(evidence) });
       return true;
     } catch (err) {
-      const { error, attempts } = describeFailure(err);
-      Object.assign(compensation, { status: 'failed', error, attempts, finishedAt: now() });
+      const { error, ledger } = describeFailure(err, boundary, `${name} compensation`);
+      Object.assign(compensation, { status: 'failed', error, finishedAt: now(), ...tally({ attempt: ledger.length, ledger }) });
       return false;
     }
   }
 
-  /** Fails a completed step after a check in workflow code (e.g. the order cannot take this refund). */
-  fail(name: Name, error: StepError): never {
+  /** Marks a step failed after a check in workflow code (e.g. the order cannot take this refund). */
+  fail(name: Name, error: StepError): void {
     Object.assign(this.get(name), { status: 'failed', error, finishedAt: now() });
-    throw new StepFailedError(name, error);
+  }
+
+  /** Completes a failed step with an output established another way (reconciliation with the provider). */
+  resolve(name: Name, output: unknown, note: string): void {
+    Object.assign(this.get(name), { status: 'completed', output, note, error: undefined, finishedAt: now() });
+  }
+
+  skip(name: Name, note: string): void {
+    Object.assign(this.get(name), { status: 'skipped', note, finishedAt: now() });
+  }
+
+  note(name: Name, note: string): void {
+    this.get(name).note = note;
   }
 
   markNotCompensable(name: Name, note: string): void {
-    this.get(name).compensation = { kind: 'forward_repair', status: 'not_compensable', note, attempts: 0 };
+    this.get(name).compensation = { kind: 'forward_repair', status: 'not_compensable', note, attempts: 0, transportRequests: 0 };
+  }
+
+  /** Adds a run of attempts to the step's ledger (a step can be run again, e.g. a resubmission after reconciliation). */
+  private absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvidence): void {
+    const known = new Set(record.ledger.map((a) => `${a.attempt}@${a.startedAt}`));
+    record.ledger = [...record.ledger, ...ledger.filter((a) => !known.has(`${a.attempt}@${a.startedAt}`))];
+    const { attempts, transportRequests } = tally({ attempt: evidence?.attempt ?? record.ledger.length, ledger: record.ledger });
+    Object.assign(record, { attempts, transportRequests });
   }
 }
 
-/** Activity results arrive wrapped with their attempt number by the worker's AttemptsInterceptor. */
-function attempted<T>(raw: unknown): Attempted<T> {
-  if (typeof raw === 'object' && raw !== null && 'value' in raw && typeof (raw as Attempted<T>).attempt === 'number') {
-    return raw as Attempted<T>;
-  }
-  throw new Error('activity result has no attempt number: build refund workers with createRefundWorker (it installs AttemptsInterceptor)');
+export function stepError(code: FailureCode, certainty: Certainty, reason: string, message: string, extra: Partial<StepError> = {}): StepError {
+  return {
+    code,
+    domain: DOMAIN_OF[code],
+    certainty,
+    reason,
+    message,
+    nonRetryable: true,
+    retryAfterMs: null,
+    nextDelayMs: null,
+    providerRequestId: null,
+    provider: {},
+    ...extra,
+  };
 }
 
-function describeFailure(err: unknown): { error: StepError; attempts: number } {
+/**
+ * A failed activity as a step error. Our activities put the classification in the failure's details;
+ * a Temporal timeout carries none, so it is classified here: an effect may have happened when the
+ * step sends one (Stripe, SMTP), while a store write is one transaction that retries replay.
+ */
+export function describeFailure(err: unknown, boundary: Boundary, what: string): { error: StepError; ledger: AttemptSummary[] } {
   if (!(err instanceof ActivityFailure)) throw err; // a bug in workflow code: let the workflow task fail and retry
   const cause = err.cause;
   if (cause instanceof ApplicationFailure) {
-    const [info] = (cause.details ?? []) as [{ attempt?: number } | undefined];
-    return {
-      error: { type: cause.type ?? 'Error', message: cause.message, nonRetryable: cause.nonRetryable ?? false },
-      attempts: info?.attempt ?? 0,
-    };
+    const details = readFailureDetails(cause.details) as (ReturnType<typeof readFailureDetails> & { ledger?: AttemptSummary[] }) | undefined;
+    if (details) {
+      return {
+        error: stepError(details.code, details.certainty, details.reason, cause.message, {
+          nonRetryable: cause.nonRetryable ?? false,
+          retryAfterMs: details.retryAfterMs,
+          nextDelayMs: details.nextDelayMs,
+          providerRequestId: details.providerRequestId,
+          provider: details.provider,
+        }),
+        ledger: details.ledger ?? [],
+      };
+    }
+    return { error: stepError('POISON', 'undeterminable', cause.type ?? 'unclassified', `${what}: ${cause.message}`, { nonRetryable: cause.nonRetryable ?? false }), ledger: [] };
   }
   if (cause instanceof TimeoutFailure) {
-    return { error: { type: `TIMEOUT_${cause.timeoutType}`, message: cause.message, nonRetryable: false }, attempts: 0 };
+    const sends = boundary !== 'store';
+    const message = `${what} timed out (${cause.timeoutType}); ${sends ? 'its request may have reached the provider' : 'its writes are replayed by the next run'}`;
+    return {
+      error: sends
+        ? stepError('UNKNOWN_OUTCOME', 'may_have_executed', 'activity_timeout', message, { nonRetryable: false })
+        : stepError('BUDGET_EXCEEDED', 'not_executed', 'activity_timeout', message, { nonRetryable: false }),
+      ledger: [],
+    };
   }
-  return { error: { type: cause?.name ?? 'UNKNOWN', message: cause?.message ?? err.message, nonRetryable: false }, attempts: 0 };
+  return { error: stepError('POISON', 'undeterminable', cause?.name ?? 'unknown', `${what}: ${cause?.message ?? err.message}`, { nonRetryable: false }), ledger: [] };
 }

@@ -1,7 +1,10 @@
 // Shared by the activity tests: a MockActivityEnvironment and a way to capture the failure an activity throws.
+import type { Info } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
+import type { AttemptSummary } from '../../src/reliability/evidence';
+import type { FailureDetails } from '../../src/reliability/taxonomy';
 
 export interface ActivityEnv {
   env: MockActivityEnvironment;
@@ -9,9 +12,13 @@ export interface ActivityEnv {
   run<A extends unknown[], R>(fn: (...args: A) => Promise<R>, ...args: A): Promise<R>;
 }
 
-export function activityEnv(): ActivityEnv {
+/** An activity context; `info` sets the attempt, the schedule-to-close budget, the run … */
+export function activityEnv(info: Partial<Info> = {}): ActivityEnv {
   // The tests expect failures; keep the SDK's "Activity failed" warnings out of the test output.
-  const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
+  const env = new MockActivityEnvironment(
+    { scheduledTimestampMs: Date.now(), scheduleToCloseTimeoutMs: 60_000, ...info },
+    { logger: new DefaultLogger('ERROR') },
+  );
   return { env, run: (fn, ...args) => env.run(fn, ...args) };
 }
 
@@ -23,4 +30,9 @@ export async function failureOf(promise: Promise<unknown>): Promise<ApplicationF
   );
   expect(err).toBeInstanceOf(ApplicationFailure);
   return err as ApplicationFailure;
+}
+
+/** Our details on a failure: the classification and the step's attempt ledger. */
+export function detailsOf(failure: ApplicationFailure): FailureDetails & { ledger: AttemptSummary[] } {
+  return failure.details?.[0] as FailureDetails & { ledger: AttemptSummary[] };
 }

@@ -1,23 +1,42 @@
 // One real stack per test file: a Temporal dev server (the binary scripts/ensure-tools.sh
-// provides), the local Stripe-compatible and SMTP servers, a SQLite store and a worker.
+// provides), the local Stripe-compatible and SMTP servers with their fault APIs on, a SQLite
+// store with store faults on, and a worker.
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import type { Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, type Worker } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createActivities, type RefundActivities } from '../../src/activities';
 import { createMailTransport } from '../../src/activities/notifications';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
+import type { RunSettings } from '../../src/receipts';
+import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
+import type { RecoveryPolicy } from '../../src/reliability/policy';
+import type { MailFaultSpec } from '../../src/servers/mail-faults';
 import { startMailServer, type MailServer } from '../../src/servers/mail-server';
+import type { StripeFaultInput } from '../../src/servers/stripe/faults';
+import type { LedgerEffect, RequestRow } from '../../src/servers/stripe/store';
 import { startStripeServer } from '../../src/servers/stripe-server';
 import { SEARCH_ATTRIBUTES, type Order } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { openStore } from '../../src/store';
-import type { OrderStore } from '../../src/store/types';
+import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import { createRefundWorker } from '../../src/worker';
+import { stepsQuery, type RefundRunState } from '../../src/workflows';
+
+export interface HarnessOptions {
+  /** How long the Stripe server keeps a key's response; the worker's dedupe window follows it. */
+  keyTtlMs?: number;
+  /** The Stripe client's request timeout. */
+  requestTimeoutMs?: number;
+  /** How long a new refund may be missing from the provider's list, as the worker assumes. */
+  consistencyMs?: number;
+  policy?: RecoveryPolicy;
+}
 
 export interface Harness {
   env: TestWorkflowEnvironment;
@@ -26,17 +45,50 @@ export interface Harness {
   mail: MailServer;
   store: OrderStore;
   worker: Worker;
-  /** A second worker on its own task queue whose activities are the real ones with some replaced. */
-  withWorker<T>(overrides: Partial<RefundActivities>, fn: (taskQueue: string) => Promise<T>): Promise<T>;
+  settings: RunSettings;
+  /** A second worker on its own task queue whose activities are the real ones with some replaced, or built with other settings. */
+  withWorker<T>(overrides: Partial<RefundActivities>, fn: (taskQueue: string) => Promise<T>, settings?: Partial<RunSettings>): Promise<T>;
   seedOrder(orderId: string, opts?: { paymentMethod?: string; customerEmail?: string; amount?: number }): Promise<Order>;
-  /** Effects the Stripe server really performed for a payment intent. */
-  ledger(paymentIntentId: string): Promise<{ type: string; objectId: string; idempotencyKey: string | null; requestsWithKey: number }[]>;
+  /** Effects the Stripe server really performed for a payment intent (its refunds). */
+  ledger(paymentIntentId: string): Promise<LedgerEffect[]>;
+  /** Every request the Stripe server received, as it answered it. */
+  requests(filter: { idempotencyKey?: string; paymentIntent?: string; path?: string }): Promise<RequestRow[]>;
   /** Messages the SMTP server really received, optionally for one Message-ID or recipient. */
-  messages(filter?: { messageId?: string; to?: string }): Promise<{ messageId: string; to: string[]; subject: string }[]>;
+  messages(filter?: { messageId?: string; to?: string }): Promise<{ messageId: string; to: string[]; subject: string; receivedAt: string }[]>;
+  stripeFault(fault: StripeFaultInput): Promise<void>;
+  mailFault(fault: Partial<MailFaultSpec> & Pick<MailFaultSpec, 'kind'>): Promise<void>;
+  storeFault(kind: StoreFaultKind, orderId: string, count?: number): Promise<void>;
+  /** The run's state as its Query reports it. */
+  state(workflowId: string): Promise<RefundRunState>;
+  /** With RECORD_HISTORY=1, writes the run's history to test/histories/<name>.json for the replay test. */
+  recordHistory(workflowId: string, name: string): void;
   close(): Promise<void>;
 }
 
-export async function startHarness(): Promise<Harness> {
+/** Small timeouts and windows, so that the fault paths run in seconds. */
+export const TEST_POLICY: RecoveryPolicy = {
+  ...DEFAULT_POLICY,
+  rules: DEFAULT_POLICY.rules.map((r) => (r.backoff ? { ...r, backoff: { initialMs: 200, coefficient: 2, maxMs: 2000 } } : r)),
+  timeouts: {
+    stripe: { startToCloseMs: 5000, scheduleToCloseMs: 60_000 },
+    smtp: { startToCloseMs: 15_000, scheduleToCloseMs: 60_000 },
+    store: { startToCloseMs: 5000, scheduleToCloseMs: 30_000 },
+  },
+};
+
+/** TEST_POLICY with lookups that give up sooner, so that the unknown paths end in seconds. */
+export function fewLookups(lookups: number): RecoveryPolicy {
+  return {
+    ...TEST_POLICY,
+    rules: TEST_POLICY.rules.map((r) => {
+      if (r.code === 'UNKNOWN_OUTCOME' && r.boundary === 'stripe') return { ...r, maxAttempts: lookups };
+      if (r.code === 'TRANSIENT_DEPENDENCY') return { ...r, maxAttempts: 2 };
+      return r;
+    }),
+  };
+}
+
+export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-test-'));
   const env = await TestWorkflowEnvironment.createLocal({
     server: {
@@ -44,20 +96,34 @@ export async function startHarness(): Promise<Harness> {
       searchAttributes: Object.values(SEARCH_ATTRIBUTES),
     },
   });
-  const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db') });
-  const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db') });
-  const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`);
-  const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url });
+  const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
+  const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
+  const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), idempotencyTtlMs: keyTtlMs, faults: true });
+  const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
+  const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`, { faults: true, busyTimeoutMs: 200 });
+  const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });
   const transport = createMailTransport(mail.smtpUrl);
-  const activities = createActivities({ stripe, store, mail: transport, mailFrom: 'refunds@test.local' });
+  const settings: RunSettings = {
+    scope: 'test',
+    policy: options.policy ?? TEST_POLICY,
+    provider: { dedupeWindowMs: keyTtlMs, consistencyMs: options.consistencyMs ?? 300, requestTimeoutMs },
+  };
+  const build = (s: RunSettings) => createActivities({ stripe, store, mail: transport, mailFrom: 'refunds@test.local', settings: s });
+  const activities = build(settings);
   const namespace = env.namespace ?? 'default';
-  const worker = await createRefundWorker({ connection: env.nativeConnection, namespace, activities });
+  // Bundled once per file: every worker of the file runs the same workflow code.
+  const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('ERROR') });
+  const worker = await createRefundWorker({ connection: env.nativeConnection, namespace, activities, workflowBundle });
   const running = worker.run();
 
   const getJson = async <T>(url: string): Promise<T> => {
     const res = await fetch(url);
     if (!res.ok) throw new Error(`${url}: ${res.status}`);
     return (await res.json()) as T;
+  };
+  const post = async (url: string, body: unknown) => {
+    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
   };
 
   return {
@@ -67,13 +133,15 @@ export async function startHarness(): Promise<Harness> {
     mail,
     store,
     worker,
-    async withWorker(overrides, fn) {
+    settings,
+    async withWorker(overrides, fn, other) {
       const taskQueue = `refunds-${randomUUID()}`;
       const w = await createRefundWorker({
         connection: env.nativeConnection,
         namespace,
         taskQueue,
-        activities: { ...activities, ...overrides },
+        workflowBundle,
+        activities: { ...(other ? build({ ...settings, ...other }) : activities), ...overrides },
       });
       return w.runUntil(fn(taskQueue));
     },
@@ -86,16 +154,32 @@ export async function startHarness(): Promise<Harness> {
       }, opts.paymentMethod);
     },
     async ledger(paymentIntentId) {
-      const body = await getJson<{ effects: Awaited<ReturnType<Harness['ledger']>> }>(
-        `${stripeServer.url}/_ledger?payment_intent=${paymentIntentId}`,
-      );
+      const body = await getJson<{ effects: LedgerEffect[] }>(`${stripeServer.url}/_ledger?payment_intent=${paymentIntentId}`);
       return body.effects.filter((e) => e.type === 'refund.created');
+    },
+    async requests(filter) {
+      const q = new URLSearchParams();
+      if (filter.idempotencyKey) q.set('idempotency_key', filter.idempotencyKey);
+      if (filter.paymentIntent) q.set('payment_intent', filter.paymentIntent);
+      if (filter.path) q.set('path', filter.path);
+      return (await getJson<{ requests: RequestRow[] }>(`${stripeServer.url}/_requests?${q}`)).requests;
     },
     async messages(filter = {}) {
       const q = new URLSearchParams();
       if (filter.messageId) q.set('message_id', filter.messageId);
       if (filter.to) q.set('to', filter.to);
       return (await getJson<{ messages: Awaited<ReturnType<Harness['messages']>> }>(`${mail.apiUrl}/messages?${q}`)).messages;
+    },
+    stripeFault: (fault) => post(`${stripeServer.url}/_faults`, fault),
+    mailFault: (fault) => post(`${mail.apiUrl}/_faults`, fault),
+    async storeFault(kind, orderId, count = 1) {
+      await store.faults.add({ kind, orderId, count });
+    },
+    state: (workflowId) => env.client.workflow.getHandle(workflowId).query(stepsQuery),
+    recordHistory(workflowId, name) {
+      if (!process.env.RECORD_HISTORY) return;
+      const args = ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--output', 'json'];
+      fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), execFileSync(findTool('temporal'), args));
     },
     async close() {
       worker.shutdown();

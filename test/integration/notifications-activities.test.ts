@@ -10,10 +10,12 @@ import {
   messageIdForKey,
   type RefundNoticeInput,
 } from '../../src/activities/notifications';
-import { FailureType } from '../../src/reliability/failures';
+import { createAttemptRunner } from '../../src/activities/attempt';
+import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
+import { parsePolicy, type RecoveryPolicy } from '../../src/reliability/policy';
 import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
 import { SqliteOrderStore, type OrderStore } from '../../src/store';
-import { activityEnv, failureOf } from '../helpers/activity-env';
+import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'notifications-'));
 const { run } = activityEnv();
@@ -27,8 +29,30 @@ async function delivered(messageId: string): Promise<StoredMessage[]> {
   return ((await res.json()) as { messages: StoredMessage[] }).messages;
 }
 
-function notice(key: string, to = 'dana@example.test'): RefundNoticeInput {
-  return { key, orderId: 'ord_1', to, amount: 1250, currency: 'usd', refundId: 're_1' };
+let orders = 0;
+/** A notice for a fresh order whose customer is `to`: the activity reads the address from the order. */
+async function notice(key: string, to = 'dana@example.test', amount = 1250): Promise<RefundNoticeInput> {
+  orders += 1;
+  const orderId = `ord_${orders}`;
+  await store.seedOrder({ id: orderId, paymentIntentId: `pi_${orders}`, customerEmail: to, currency: 'usd', amount: 5000 });
+  return { key, operationId: `refund:test:${orderId}:v1`, orderId, amount, currency: 'usd', refundId: 're_1' };
+}
+
+/** A send's deadline in these tests: a hand-over older than this (plus a second) is over, whatever became of it. */
+const SEND_DEADLINE_MS = 300;
+const handOverExpired = () => new Promise((r) => setTimeout(r, SEND_DEADLINE_MS + 1100));
+
+function notifications(over: { transport?: Transporter; store?: OrderStore; policy?: RecoveryPolicy } = {}) {
+  const s = over.store ?? store;
+  const policy = over.policy ?? DEFAULT_POLICY;
+  return createNotificationActivities({
+    transport: over.transport ?? transport,
+    store: s,
+    from: 'refunds@durable-refunds.test',
+    attempt: createAttemptRunner({ policy, log: s.operations }),
+    policy,
+    sendDeadlineMs: SEND_DEADLINE_MS,
+  });
 }
 
 /** A port nothing listens on, until a test starts a server there. */
@@ -49,7 +73,7 @@ function failingMarkSentOnce(inner: OrderStore): OrderStore {
       if (prop === 'markNotificationSent' && !failed) {
         return async () => {
           failed = true;
-          throw new Error('SQLITE_IOERR: disk I/O error');
+          throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
         };
       }
       const value: unknown = Reflect.get(target, prop);
@@ -62,7 +86,7 @@ beforeAll(async () => {
   server = await startMailServer({ dbPath: path.join(dir, 'mailbox.db') });
   store = new SqliteOrderStore(path.join(dir, 'orders.db'));
   transport = createMailTransport(server.smtpUrl);
-  activities = createNotificationActivities({ transport, store, from: 'refunds@durable-refunds.test' });
+  activities = notifications();
 });
 
 afterAll(async () => {
@@ -85,77 +109,87 @@ it('formats amounts in the currency’s minor units', () => {
   expect(formatAmount(1250, 'kwd')).toMatch(/^KWD\s1\.250$/);
 });
 
-it('delivers exactly one message for two calls with the same key', async () => {
-  const input = notice('refund-ord_1-v1:notify_customer:v1');
+it('delivers exactly one message for two calls with the same key, to the address the order holds', async () => {
+  const input = await notice('refund:test:ord_1:v1:notify_customer');
   const first = await run(activities.sendRefundNotice, input);
-  expect(first).toEqual({
+  expect(first).toMatchObject({
     key: input.key,
-    messageId: '<refund-ord_1-v1.notify_customer.v1@durable-refunds.local>',
-    recipient: input.to,
+    messageId: '<refund.test.ord_1.v1.notify_customer@durable-refunds.local>',
+    recipient: 'd***@example.test',
     providerResponse: expect.stringMatching(/^250 OK: stored as message \d+/),
     alreadySent: false,
+    evidence: { attempt: 1, ledger: [expect.objectContaining({ outcome: 'ok', transportRequests: 1 })] },
   });
   const second = await run(activities.sendRefundNotice, input);
-  expect(second).toEqual({ ...first, alreadySent: true });
+  expect(second).toMatchObject({ messageId: first.messageId, alreadySent: true });
 
   const messages = await delivered(first.messageId);
   expect(messages).toHaveLength(1);
-  expect(messages[0]).toMatchObject({ to: [input.to], subject: 'Your refund of $12.50 for order ord_1' });
+  expect(messages[0]).toMatchObject({ to: ['dana@example.test'], subject: `Your refund of $12.50 for order ${input.orderId}` });
   const raw = await (await fetch(`${server.apiUrl}/messages/${messages[0].id}/raw`)).text();
   expect(raw).toContain(`X-Operation-Key: ${input.key}`);
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 2, providerResponse: first.providerResponse });
+  await expect(store.operations.auditTrail(input.operationId)).resolves.toEqual([expect.objectContaining({ event: 'notification_sent' })]);
 });
 
-it('sends a correction under its own key', async () => {
-  const input = { key: 'refund-ord_1-v1:notify_customer:v1:compensate', orderId: 'ord_1', to: 'dana@example.test', refundId: 're_1', reason: 'the bank reversed it' };
+it('sends a correction under its own key, in words meant for the customer', async () => {
+  const { orderId, operationId } = await notice('unused');
+  const input = { key: `${operationId}:notify_customer:compensate`, operationId, orderId, refundId: 're_1', reason: 'refund_failed' as const };
   const receipt = await run(activities.sendRefundCorrection, input);
   const messages = await delivered(receipt.messageId);
   expect(messages).toHaveLength(1);
-  expect(messages[0].subject).toBe('Correction: your refund for order ord_1 did not go through');
+  expect(messages[0].subject).toBe(`Correction: your refund for order ${orderId} did not go through`);
+  const raw = await (await fetch(`${server.apiUrl}/messages/${messages[0].id}/raw`)).text();
+  expect(raw).toContain('your bank or card issuer could not accept the');
+  expect(raw).not.toMatch(/expired_or_canceled|failed with|REFUND_/);
   await expect(run(activities.sendRefundCorrection, input)).resolves.toMatchObject({ alreadySent: true });
   await expect(delivered(receipt.messageId)).resolves.toHaveLength(1);
 });
 
 it('refuses a changed intent under a key already used', async () => {
-  const failure = await failureOf(run(activities.sendRefundNotice, notice('refund-ord_1-v1:notify_customer:v1', 'eve@example.test')));
-  expect(failure).toMatchObject({ type: FailureType.IdempotencyKeyReused, nonRetryable: true });
+  const input = await notice('changed:v1');
+  await run(activities.sendRefundNotice, input);
+  const failure = await failureOf(run(activities.sendRefundNotice, { ...input, amount: 999 }));
+  expect(failure).toMatchObject({ type: 'INVALID_ARGUMENTS', nonRetryable: true });
+  expect(detailsOf(failure)).toMatchObject({ reason: 'intent_conflict' });
 });
 
-it('maps a permanent rejection to NOTIFICATION_REJECTED, non-retryable, and does not leave the entry sending', async () => {
-  const input = notice('rejected:v1', 'reject-frank@example.test');
+it('maps a permanent rejection to PERMANENT_BUSINESS, masks the address, and does not leave the entry sending', async () => {
+  const input = await notice('rejected:v1', 'reject-frank@example.test');
   const failure = await failureOf(run(activities.sendRefundNotice, input));
-  expect(failure).toMatchObject({ type: FailureType.NotificationRejected, nonRetryable: true });
-  expect(failure.details?.[0]).toMatchObject({ responseCode: 550, recipient: input.to });
+  expect(failure).toMatchObject({ type: 'PERMANENT_BUSINESS', nonRetryable: true });
+  expect(detailsOf(failure)).toMatchObject({ certainty: 'not_executed', provider: { responseCode: 550, recipient: 'r***@example.test' } });
+  expect(JSON.stringify(failure.details)).not.toContain('reject-frank@');
+  expect(failure.message).not.toContain('reject-frank@');
   // A 550 at RCPT TO proves the message was not accepted, so the entry goes back to pending.
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'pending' });
   await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
 });
 
-it('maps a rate limit to RATE_LIMIT and another 4xx to DEPENDENCY_UNAVAILABLE, both retryable; the retry then sends once', async () => {
-  const input = notice('throttled:v1');
-  server.setFaults((stage) => (stage === 'mail' ? { code: 421, message: '4.7.0 too many messages, slow down' } : undefined));
-  await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({ type: FailureType.RateLimited, nonRetryable: false });
+it('maps a rate limit to RATE_LIMIT with the wait the server asked for, and another 4xx to TRANSIENT_DEPENDENCY; the retry then sends once', async () => {
+  const input = await notice('throttled:v1');
+  server.setFaults((stage) => (stage === 'mail' ? { code: 421, message: '4.7.0 too many messages, retry after 3s' } : undefined));
+  const limited = await failureOf(run(activities.sendRefundNotice, input));
+  expect(limited).toMatchObject({ type: 'RATE_LIMIT', nonRetryable: false });
+  expect(limited.nextRetryDelay).toBeGreaterThanOrEqual(3000);
   server.setFaults((stage) => (stage === 'data' ? { code: 451, message: '4.3.0 local error' } : undefined));
-  await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({
-    type: FailureType.DependencyUnavailable,
-    nonRetryable: false,
-  });
+  await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({ type: 'TRANSIENT_DEPENDENCY', nonRetryable: false });
   server.setFaults(undefined);
   await expect(run(activities.sendRefundNotice, input)).resolves.toMatchObject({ alreadySent: false });
   await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(1);
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 3 });
 });
 
-it('maps an unreachable SMTP server to DEPENDENCY_UNAVAILABLE, retryable, and sends once when it is back', async () => {
+it('maps an unreachable SMTP server to TRANSIENT_DEPENDENCY, retryable, and sends once when it is back', async () => {
   const port = await freePort();
   const down = createMailTransport(`smtp://127.0.0.1:${port}`);
-  const later = createNotificationActivities({ transport: down, store, from: 'refunds@durable-refunds.test' });
-  const input = notice('down:v1');
+  const later = notifications({ transport: down });
+  const input = await notice('down:v1');
   let revived: MailServer | undefined;
   try {
     const failure = await failureOf(run(later.sendRefundNotice, input));
-    expect(failure).toMatchObject({ type: FailureType.DependencyUnavailable, nonRetryable: false });
-    expect(failure.details?.[0]).toMatchObject({ responseCode: null, code: expect.stringMatching(/^E/) });
+    expect(failure).toMatchObject({ type: 'TRANSIENT_DEPENDENCY', nonRetryable: false });
+    expect(detailsOf(failure)).toMatchObject({ certainty: 'not_executed', reason: 'connection_refused' });
     // Connection refused proves nothing was handed over: the entry is free for the next attempt.
     await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'pending', attempts: 1 });
 
@@ -171,33 +205,56 @@ it('maps an unreachable SMTP server to DEPENDENCY_UNAVAILABLE, retryable, and se
   }
 });
 
-it('never resends after the message was handed over but not recorded: the retry reports NOTIFICATION_OUTCOME_UNKNOWN', async () => {
-  const flaky = createNotificationActivities({ transport, store: failingMarkSentOnce(store), from: 'refunds@durable-refunds.test' });
-  const input = notice('record-lost:v1');
+it('never resends after the message was handed over but not recorded: the retry reports UNKNOWN_OUTCOME', async () => {
+  const flaky = notifications({ store: failingMarkSentOnce(store) });
+  const input = await notice('record-lost:v1');
   const messageId = messageIdForKey(input.key);
-  await expect(run(flaky.sendRefundNotice, input)).rejects.toThrow(/disk I\/O error/);
+  await expect(failureOf(run(flaky.sendRefundNotice, input))).resolves.toMatchObject({ type: 'TRANSIENT_DEPENDENCY', message: expect.stringMatching(/disk I\/O error/) });
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
 
+  // While the hand-over could still be running somewhere, a retry waits for it rather than calling it lost.
+  const early = await failureOf(run(flaky.sendRefundNotice, input));
+  expect(early).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false });
+  expect(detailsOf(early)).toMatchObject({ reason: 'send_in_progress', certainty: 'may_have_executed' });
+  await handOverExpired();
   const failure = await failureOf(run(flaky.sendRefundNotice, input));
-  expect(failure).toMatchObject({ type: FailureType.NotificationOutcomeUnknown, nonRetryable: true });
+  expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
   expect(failure.message).toContain(`a previous attempt handed the message ${messageId}`);
   expect(failure.message).toMatch(/check the mailbox for that Message-ID before any resend/);
-  expect(failure.details?.[0]).toMatchObject({ key: input.key, messageId, recipient: input.to });
+  expect(detailsOf(failure)).toMatchObject({ certainty: 'may_have_executed', reason: 'previous_attempt_unconfirmed', provider: { key: input.key, messageId } });
   await expect(delivered(messageId)).resolves.toHaveLength(1);
-  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending', attempts: 2 });
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending', attempts: 3 });
 });
 
-it('reports NOTIFICATION_OUTCOME_UNKNOWN when the reply to the message never comes, and the retry does not resend', async () => {
-  const impatient = nodemailer.createTransport({ url: server.smtpUrl, pool: false, socketTimeout: 300 });
-  const stalled = createNotificationActivities({ transport: impatient, store, from: 'refunds@durable-refunds.test' });
-  const input = notice('reply-lost:v1');
+it('resends an unknown send with the same Message-ID when the policy says so', async () => {
+  const resend = parsePolicy({
+    ...DEFAULT_POLICY,
+    rules: [
+      ...DEFAULT_POLICY.rules,
+      { code: 'UNKNOWN_OUTCOME', boundary: 'smtp', action: 'retry', owner: 'dependency_adapter', maxAttempts: 3, backoff: { initialMs: 100, coefficient: 2, maxMs: 1000 } },
+    ],
+  });
+  const input = await notice('resend-unknown:v1');
+  await expect(failureOf(run(notifications({ store: failingMarkSentOnce(store), policy: resend }).sendRefundNotice, input))).resolves.toBeDefined();
+  await handOverExpired();
+  const receipt = await run(notifications({ policy: resend }).sendRefundNotice, input);
+  expect(receipt).toMatchObject({ alreadySent: false, messageId: messageIdForKey(input.key) });
+  // Two copies under one Message-ID: the receiver may fold them; that is the trade this policy row makes.
+  expect((await delivered(receipt.messageId)).map((m) => m.messageId)).toEqual([receipt.messageId, receipt.messageId]);
+});
+
+it('reports UNKNOWN_OUTCOME when the reply to the message never comes, and the retry does not resend', async () => {
+  const impatient = nodemailer.createTransport({ url: server.smtpUrl, pool: false, socketTimeout: 100 });
+  const stalled = notifications({ transport: impatient });
+  const input = await notice('reply-lost:v1');
   server.setFaults((stage) => (stage === 'data' ? { code: 451, message: '4.3.0 too late', delayMs: 2000 } : undefined));
   try {
     const failure = await failureOf(run(stalled.sendRefundNotice, input));
-    expect(failure).toMatchObject({ type: FailureType.NotificationOutcomeUnknown, nonRetryable: true });
-    expect(failure.details?.[0]).toMatchObject({ key: input.key, code: 'ETIMEDOUT' });
+    expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
+    expect(detailsOf(failure)).toMatchObject({ reason: 'connection_lost_after_handover', provider: { key: input.key, code: 'ETIMEDOUT' } });
     server.setFaults(undefined);
-    await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({ type: FailureType.NotificationOutcomeUnknown });
+    await handOverExpired();
+    await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({ type: 'UNKNOWN_OUTCOME' });
     await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
   } finally {
     server.setFaults(undefined);
@@ -206,13 +263,13 @@ it('reports NOTIFICATION_OUTCOME_UNKNOWN when the reply to the message never com
 });
 
 it('lets only one of two concurrent attempts send', async () => {
-  const input = notice('concurrent:v1');
+  const input = await notice('concurrent:v1');
   const results = await Promise.allSettled([run(activities.sendRefundNotice, input), run(activities.sendRefundNotice, input)]);
   const sent = results.filter((r) => r.status === 'fulfilled' && !r.value.alreadySent);
   expect(sent).toHaveLength(1);
   for (const other of results.filter((r) => !sent.includes(r))) {
     if (other.status === 'fulfilled') expect(other.value.alreadySent).toBe(true);
-    else expect(other.reason).toMatchObject({ type: FailureType.NotificationOutcomeUnknown });
+    else expect(other.reason).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false });
   }
   await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(1);
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 2 });

@@ -1,33 +1,34 @@
+// The payment activities against the real local Stripe server (with its fault API) and a real
+// SQLite operation log: every request they send is counted by the server itself.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
+import { createAttemptRunner } from '../../src/activities/attempt';
 import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
-import { FailureType } from '../../src/reliability/failures';
-import { startStripeServer, type StripeHook, type StripeServer } from '../../src/servers/stripe-server';
-import type { LedgerEffect } from '../../src/servers/stripe/store';
-import { activityEnv, failureOf } from '../helpers/activity-env';
+import type { ProviderWindows } from '../../src/receipts';
+import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
+import type { StripeFaultInput } from '../../src/servers/stripe/faults';
+import type { LedgerEffect, RequestRow } from '../../src/servers/stripe/store';
+import { startStripeServer, type StripeServer } from '../../src/servers/stripe-server';
+import { openStore } from '../../src/store';
+import type { OrderStore } from '../../src/store/types';
+import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'payments-'));
 const KEY = 'sk_test_local';
 const { run } = activityEnv();
 let server: StripeServer;
 let stripe: Stripe;
-let activities: ReturnType<typeof createPaymentActivities>;
+let store: OrderStore;
+const windows: ProviderWindows = { dedupeWindowMs: 24 * 3600_000, consistencyMs: 300, requestTimeoutMs: 1000 };
 
-// Seams used through the server's hook: hold a keyed request in flight, or show a refund as pending.
-let releaseHeld: (() => void) | undefined;
-let heldEntered: (() => void) | undefined;
-const beforeEffect: StripeHook = async ({ method, path: urlPath, idempotencyKey }) => {
-  if (idempotencyKey === 'held-key' && heldEntered) {
-    heldEntered();
-    await new Promise<void>((resolve) => (releaseHeld = resolve));
-  }
-  if (method === 'GET' && urlPath === '/v1/refunds/re_pending') {
-    return { status: 200, body: { id: 're_pending', object: 'refund', amount: 1, currency: 'usd', status: 'pending', created: 1, payment_intent: 'pi_x' } };
-  }
-};
+function activities(overrides: { stripe?: Stripe; windows?: Partial<ProviderWindows> } = {}) {
+  const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
+  return createPaymentActivities({ stripe: overrides.stripe ?? stripe, log: store.operations, attempt, windows: { ...windows, ...overrides.windows } });
+}
 
+let seq = 0;
 async function paidIntent(amount: number, paymentMethod = 'pm_card_visa'): Promise<string> {
   const pi = await stripe.paymentIntents.create({
     amount,
@@ -39,118 +40,232 @@ async function paidIntent(amount: number, paymentMethod = 'pm_card_visa'): Promi
   return pi.id;
 }
 
-function refundInput(paymentIntentId: string, overrides: Partial<CreateRefundInput> = {}): CreateRefundInput {
-  return {
-    orderId: 'ord_1',
-    operationId: 'op_1',
+/** A refund input whose intent is committed, as beginOperation would have done. */
+async function intended(paymentIntentId: string, overrides: Partial<CreateRefundInput> = {}): Promise<CreateRefundInput> {
+  seq += 1;
+  const operationId = overrides.operationId ?? `refund:test:ord_${seq}:v1`;
+  const input: CreateRefundInput = {
+    orderId: `ord_${seq}`,
+    operationId,
     paymentIntentId,
     amount: 400,
     currency: 'usd',
     reason: 'requested_by_customer',
-    idempotencyKey: `refund:${paymentIntentId}:v1`,
+    idempotencyKey: `${operationId}:create_refund`,
     ...overrides,
   };
+  await store.operations.commitIntent({
+    operationId,
+    orderId: input.orderId,
+    operationVersion: 1,
+    scope: 'test',
+    requestHash: `hash-${operationId}`,
+    request: { orderId: input.orderId, amount: input.amount, currency: input.currency, reason: input.reason },
+    actor: 'test',
+  });
+  return input;
 }
+
+const reconcileInput = (input: CreateRefundInput) => ({
+  operationId: input.operationId,
+  paymentIntentId: input.paymentIntentId,
+  amount: input.amount,
+  currency: input.currency,
+  idempotencyKey: input.idempotencyKey,
+});
 
 async function refundEffects(paymentIntentId: string): Promise<LedgerEffect[]> {
   const res = await fetch(`${server.url}/_ledger?payment_intent=${paymentIntentId}`);
   return ((await res.json()) as { effects: LedgerEffect[] }).effects.filter((e) => e.type === 'refund.created');
 }
 
+async function requestsWith(key: string): Promise<RequestRow[]> {
+  const res = await fetch(`${server.url}/_requests?idempotency_key=${encodeURIComponent(key)}`);
+  return ((await res.json()) as { requests: RequestRow[] }).requests;
+}
+
+async function fault(spec: StripeFaultInput): Promise<void> {
+  const res = await fetch(`${server.url}/_faults`, { method: 'POST', body: JSON.stringify(spec) });
+  expect(res.status).toBe(200);
+}
+
 beforeAll(async () => {
-  server = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), hooks: { beforeEffect } });
-  stripe = createStripeClient({ secretKey: KEY, apiBase: server.url });
-  activities = createPaymentActivities(stripe);
+  server = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), faults: true });
+  stripe = createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: windows.requestTimeoutMs });
+  store = openStore(`sqlite:${path.join(dir, 'orders.db')}`);
 });
 
 afterAll(async () => {
+  await store.close();
   await server.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-it('creates one refund for two calls with the same key, the second answered as a replay', async () => {
-  const pi = await paidIntent(1000);
-  const first = await run(activities.createRefund, refundInput(pi));
-  const second = await run(activities.createRefund, refundInput(pi));
-  expect(first).toMatchObject({ paymentIntentId: pi, amount: 400, currency: 'usd', status: 'succeeded', replayed: false });
-  expect(first.refundId).toMatch(/^re_/);
-  expect(second).toEqual({ ...first, replayed: true });
-  expect(await refundEffects(pi)).toEqual([
-    expect.objectContaining({ objectId: first.refundId, idempotencyKey: `refund:${pi}:v1`, requestsWithKey: 2 }),
-  ]);
-  const stored = await stripe.refunds.retrieve(first.refundId);
-  expect(stored.metadata).toEqual({ order_id: 'ord_1', operation_id: 'op_1' });
-  expect(stored.reason).toBe('requested_by_customer');
+describe('createRefund', () => {
+  it('sends one keyed request naming the operation, records the receipt, and replays it without a second request', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    const first = await run(activities().createRefund, input);
+    expect(first).toMatchObject({ paymentIntentId: pi, amount: 400, status: 'succeeded', operationId: input.operationId, replayed: false });
+    expect(first.evidence).toMatchObject({ attempt: 1, ledger: [{ attempt: 1, outcome: 'ok', transportRequests: 1 }] });
+    await expect(store.operations.get(input.operationId)).resolves.toMatchObject({ status: 'refunded', refund: { refundId: first.refundId }, requestsSent: 1 });
+
+    const again = await run(activities().createRefund, input);
+    expect(again).toMatchObject({ refundId: first.refundId, replayed: true });
+    expect(await requestsWith(input.idempotencyKey)).toHaveLength(1);
+    expect(await refundEffects(pi)).toHaveLength(1);
+    expect((await stripe.refunds.retrieve(first.refundId)).metadata).toEqual({ order_id: input.orderId, operation_id: input.operationId });
+  });
+
+  it('sends nothing for an operation whose intent was never committed', async () => {
+    const pi = await paidIntent(1000);
+    const failure = await failureOf(run(activities().createRefund, { ...(await intended(pi)), operationId: 'refund:test:nobody:v1' }));
+    expect(failure).toMatchObject({ type: 'INVALID_ARGUMENTS', nonRetryable: true });
+    expect(await refundEffects(pi)).toHaveLength(0);
+  });
+
+  it('is refused by Stripe for more than is refundable: PERMANENT_BUSINESS, not executed, with the request id', async () => {
+    const pi = await paidIntent(300);
+    const failure = await failureOf(run(activities().createRefund, await intended(pi, { amount: 301 })));
+    expect(failure).toMatchObject({ type: 'PERMANENT_BUSINESS', nonRetryable: true });
+    expect(detailsOf(failure)).toMatchObject({ certainty: 'not_executed', reason: 'amount_too_large', providerRequestId: expect.stringMatching(/^req_/), provider: { statusCode: 400 } });
+    expect(await refundEffects(pi)).toEqual([]);
+  });
+
+  it('sends exactly one request when the connection is cut after sending: the SDK does not resend, and the outcome is unknown', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'fail_before_commit', match: { idempotencyKey: input.idempotencyKey } });
+    const failure = await failureOf(run(activities().createRefund, input));
+    expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
+    expect(detailsOf(failure)).toMatchObject({ certainty: 'may_have_executed', reason: 'response_lost', operationId: input.operationId });
+    expect(detailsOf(failure).ledger).toEqual([expect.objectContaining({ attempt: 1, outcome: 'UNKNOWN_OUTCOME', transportRequests: 1 })]);
+    // stripe-node resends once after ECONNRESET even with maxNetworkRetries 0; our transport gives it no reason to.
+    expect(await requestsWith(input.idempotencyKey)).toEqual([expect.objectContaining({ status: null, fault: 'fail_before_commit' })]);
+    await expect(store.operations.get(input.operationId)).resolves.toMatchObject({ status: 'unknown', requestsSent: 1 });
+  });
+
+  it('reports a request that outlives its timeout as an unknown outcome, though the refund was made', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'stall', match: { idempotencyKey: input.idempotencyKey }, delayMs: 3000 });
+    const failure = await failureOf(run(activities().createRefund, input));
+    expect(detailsOf(failure)).toMatchObject({ code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'client_timeout' });
+    expect(await refundEffects(pi)).toHaveLength(1);
+  });
+
+  it('retries a 429 no sooner than Retry-After asks, and a connection refused before sending as not executed', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'rate_limit', match: { idempotencyKey: input.idempotencyKey }, retryAfterSeconds: 2 });
+    const limited = await failureOf(run(activities().createRefund, input));
+    expect(limited).toMatchObject({ type: 'RATE_LIMIT', nonRetryable: false });
+    expect(limited.nextRetryDelay).toBeGreaterThanOrEqual(2000);
+    expect(detailsOf(limited)).toMatchObject({ certainty: 'not_executed', retryAfterMs: 2000 });
+
+    const gone = await startStripeServer({ port: 0, dbPath: ':memory:' });
+    await gone.close();
+    const down = activities({ stripe: createStripeClient({ secretKey: KEY, apiBase: gone.url }) });
+    const refused = await failureOf(run(down.createRefund, input));
+    expect(refused).toMatchObject({ type: 'TRANSIENT_DEPENDENCY', nonRetryable: false });
+    expect(detailsOf(refused)).toMatchObject({ certainty: 'not_executed', reason: 'connection_failed_before_send' });
+  });
+
+  it('stops with BUDGET_EXCEEDED when Retry-After is longer than the step has left', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'rate_limit', match: { idempotencyKey: input.idempotencyKey }, retryAfterSeconds: 120 });
+    const short = activityEnv({ scheduledTimestampMs: Date.now(), scheduleToCloseTimeoutMs: 30_000 });
+    const failure = await failureOf(short.run(activities().createRefund, input));
+    expect(failure).toMatchObject({ type: 'BUDGET_EXCEEDED', nonRetryable: true });
+    expect(failure.message).toMatch(/as Retry-After asks/);
+  });
+
+  it('gives up retrying when the policy says the last attempt was the last', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'server_error', status: 502, match: { idempotencyKey: input.idempotencyKey } });
+    const last = activityEnv({ attempt: 5 });
+    const failure = await failureOf(last.run(activities().createRefund, input));
+    expect(failure).toMatchObject({ type: 'TRANSIENT_DEPENDENCY', nonRetryable: true });
+  });
+
+  it('refuses to resend outside the dedupe window until reconciliation proves no refund exists', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'fail_before_commit', match: { idempotencyKey: input.idempotencyKey } });
+    const narrow = activities({ windows: { dedupeWindowMs: 1 } });
+    await failureOf(run(narrow.createRefund, input));
+
+    const refused = await failureOf(run(narrow.createRefund, input));
+    expect(detailsOf(refused)).toMatchObject({ code: 'UNKNOWN_OUTCOME', reason: 'outside_dedupe_window' });
+    expect(await requestsWith(input.idempotencyKey)).toHaveLength(1);
+
+    await new Promise((r) => setTimeout(r, windows.requestTimeoutMs + windows.consistencyMs));
+    await expect(run(narrow.reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'not_started_confirmed' });
+    await expect(run(narrow.createRefund, input)).resolves.toMatchObject({ replayed: false });
+    expect(await refundEffects(pi)).toHaveLength(1);
+  });
 });
 
-it('fails an over-refund as a non-retryable PAYMENT_REJECTED with Stripe code', async () => {
-  const pi = await paidIntent(300);
-  const failure = await failureOf(run(activities.createRefund, refundInput(pi, { amount: 301 })));
-  expect(failure).toMatchObject({ type: FailureType.PaymentRejected, nonRetryable: true });
-  expect(failure.details?.[0]).toMatchObject({ code: 'amount_too_large', statusCode: 400 });
-  expect(await refundEffects(pi)).toEqual([]);
-});
+describe('reconcileRefund', () => {
+  it('finds a refund whose answer was lost by listing the payment intent for its operation id', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'drop_after_commit', match: { idempotencyKey: input.idempotencyKey } });
+    await failureOf(run(activities().createRefund, input));
+    const result = await run(activities().reconcileRefund, reconcileInput(input));
+    expect(result).toMatchObject({ result: 'completed', method: 'list', matches: 1, refund: { operationId: input.operationId, amount: 400 } });
+    await expect(store.operations.get(input.operationId)).resolves.toMatchObject({ status: 'refunded' });
+    // Known now: the next look is by id.
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'completed', method: 'retrieve' });
+  });
 
-it('fails a changed request under a used key as a non-retryable IDEMPOTENCY_KEY_REUSED', async () => {
-  const pi = await paidIntent(1000);
-  await run(activities.createRefund, refundInput(pi));
-  const failure = await failureOf(run(activities.createRefund, refundInput(pi, { amount: 500 })));
-  expect(failure).toMatchObject({ type: FailureType.IdempotencyKeyReused, nonRetryable: true });
-});
+  it('calls a not-found inconclusive while the list may lag, and conclusive after the consistency window', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'fail_before_commit', match: { idempotencyKey: input.idempotencyKey } });
+    await failureOf(run(activities().createRefund, input));
+    const early = await run(activities().reconcileRefund, reconcileInput(input));
+    expect(early).toMatchObject({ result: 'not_found_inconclusive', insideDedupeWindow: true, conclusiveAt: expect.any(String) });
+    await new Promise((r) => setTimeout(r, Date.parse(early.conclusiveAt!) - Date.now() + 50));
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'not_started_confirmed' });
+    const op = await store.operations.get(input.operationId);
+    expect(op).toMatchObject({ status: 'intent', absenceConfirmedAt: expect.any(String) });
+  });
 
-it('fails a call racing one in flight with the same key as a retryable IDEMPOTENCY_KEY_IN_FLIGHT', async () => {
-  const pi = await paidIntent(1000);
-  const input = refundInput(pi, { idempotencyKey: 'held-key' });
-  const entered = new Promise<void>((resolve) => (heldEntered = resolve));
-  const first = run(activities.createRefund, input);
-  await entered;
-  heldEntered = undefined;
-  const failure = await failureOf(run(activities.createRefund, input));
-  expect(failure).toMatchObject({ type: FailureType.IdempotencyKeyInFlight, nonRetryable: false });
-  releaseHeld?.();
-  expect(await first).toMatchObject({ replayed: false });
-  expect(await run(activities.createRefund, input)).toMatchObject({ replayed: true });
-});
+  it('does not mistake a lagging list for absence', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'drop_after_commit', match: { idempotencyKey: input.idempotencyKey } });
+    await fault({ kind: 'lagging_list', match: { idempotencyKey: input.idempotencyKey }, lagMs: 1500 });
+    await failureOf(run(activities().createRefund, input));
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'not_found_inconclusive' });
+    await new Promise((r) => setTimeout(r, 1600));
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'completed' });
+  });
 
-it('refuses a refund whose currency differs from the order, naming the refund that now exists', async () => {
-  const pi = await paidIntent(1000);
-  const failure = await failureOf(run(activities.createRefund, refundInput(pi, { currency: 'eur' })));
-  expect(failure).toMatchObject({ type: FailureType.InvalidInput, nonRetryable: true });
-  expect(failure.details?.[0]).toMatchObject({ refundCurrency: 'usd', orderCurrency: 'eur' });
-});
+  it('reports a refund for less than asked as partial, and a refund the provider failed as failed', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'partial', match: { idempotencyKey: input.idempotencyKey } });
+    await failureOf(run(activities().createRefund, input));
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'partial', refund: { amount: 200 } });
 
-it('verifies a succeeded refund', async () => {
-  const pi = await paidIntent(1000);
-  const created = await run(activities.createRefund, refundInput(pi));
-  expect(await run(activities.verifyRefund, { refundId: created.refundId })).toEqual({ ...created, replayed: false });
-});
+    const failing = await paidIntent(1000, 'pm_card_refundFail');
+    const lost = await intended(failing);
+    await fault({ kind: 'drop_after_commit', match: { idempotencyKey: lost.idempotencyKey } });
+    await failureOf(run(activities().createRefund, lost));
+    await expect(run(activities().reconcileRefund, reconcileInput(lost))).resolves.toMatchObject({ result: 'failed', refund: { status: 'failed' } });
+    await expect(store.operations.get(lost.operationId)).resolves.toMatchObject({ status: 'failed' });
+  });
 
-it('fails verification of a refund on the refundFail card as a non-retryable REFUND_FAILED', async () => {
-  const pi = await paidIntent(1000, 'pm_card_refundFail');
-  const created = await run(activities.createRefund, refundInput(pi));
-  expect(created.status).toBe('succeeded');
-  const failure = await failureOf(run(activities.verifyRefund, { refundId: created.refundId }));
-  expect(failure).toMatchObject({ type: FailureType.RefundFailed, nonRetryable: true });
-  expect(failure.message).toContain('expired_or_canceled_card');
-  expect(failure.details?.[0]).toMatchObject({ refundId: created.refundId, status: 'failed', failureReason: 'expired_or_canceled_card' });
-});
-
-it('asks for another look at a pending refund with a retryable REFUND_PENDING', async () => {
-  const failure = await failureOf(run(activities.verifyRefund, { refundId: 're_pending' }));
-  expect(failure).toMatchObject({ type: FailureType.RefundPending, nonRetryable: false });
-});
-
-it('fails a wrong API key as a non-retryable PERMISSION_DENIED', async () => {
-  const wrong = createPaymentActivities(createStripeClient({ secretKey: 'sk_live_not_here', apiBase: server.url }));
-  const failure = await failureOf(run(wrong.verifyRefund, { refundId: 're_x' }));
-  expect(failure).toMatchObject({ type: FailureType.PermissionDenied, nonRetryable: true });
-});
-
-it('fails as a retryable DEPENDENCY_UNAVAILABLE when the server is down', async () => {
-  const gone = await startStripeServer({ port: 0, dbPath: ':memory:' });
-  await gone.close();
-  const down = createPaymentActivities(createStripeClient({ secretKey: KEY, apiBase: gone.url }));
-  const failure = await failureOf(run(down.createRefund, refundInput('pi_x')));
-  expect(failure).toMatchObject({ type: FailureType.DependencyUnavailable, nonRetryable: false });
-  expect(failure.details?.[0]).toMatchObject({ errorType: 'StripeConnectionError' });
+  it('fails as a retryable read when the provider is down: a lookup that says nothing is not an answer', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: pi } });
+    const failure = await failureOf(run(activities().reconcileRefund, reconcileInput(input)));
+    expect(failure).toMatchObject({ type: 'TRANSIENT_DEPENDENCY', nonRetryable: false });
+    expect(detailsOf(failure)).toMatchObject({ certainty: 'not_executed' });
+  });
 });

@@ -2,13 +2,9 @@
 // SMTP servers and a real SQLite store behind the activities.
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import { ConflictingRefundError, refund, startRefund } from '../../src/client/refunds';
 import { InvalidRefundRequestError, TASK_QUEUE } from '../../src/shared';
-import { findTool } from '../../src/stack/tools';
 import { refundWorkflow, stepsQuery, type RefundRunState } from '../../src/workflows';
 import { startHarness, type Harness } from '../helpers/harness';
 
@@ -54,27 +50,42 @@ test('a refund runs every step once and reports them in the step table', async (
     ['create_refund', 'completed'],
     ['update_order', 'completed'],
     ['notify_customer', 'completed'],
-    ['verify_refund', 'completed'],
+    ['completion_gate', 'completed'],
   ]);
   for (const step of state.steps) {
     expect(step.attempts).toBe(1);
+    expect(step.ledger).toEqual([expect.objectContaining({ attempt: 1, outcome: 'ok' })]);
     expect(Date.parse(step.finishedAt!)).toBeGreaterThanOrEqual(Date.parse(step.startedAt!));
   }
+  // Provider requests: one create, one notice, and the gate's retrieve and list.
+  expect(state.steps.map((s) => s.transportRequests)).toEqual([0, 1, 0, 1, 2]);
+  expect(state.operation).toMatchObject({
+    operationId: `refund:test:${order.id}:v1`,
+    operationVersion: 1,
+    scope: 'test',
+    requestHash: expect.stringMatching(/^[0-9a-f]{64}$/),
+    recordedByThisRun: true,
+    expectedReceipt: expect.stringContaining(order.paymentIntentId),
+  });
+  expect(state.effect).toEqual({ status: 'refunded', certainty: 'completed', refundId: result.refund.refundId });
+  expect(state.budget).toMatchObject({ providerCallsUsed: 4, retryTimeUsedMs: 0 });
   const create = state.steps[1];
-  expect(create.idempotencyKey).toBe(`${result.workflowId}:create_refund:v1`);
+  expect(create.idempotencyKey).toBe(`refund:test:${order.id}:v1:create_refund`);
   expect(create.input).toMatchObject({ amount: 1250, idempotencyKey: create.idempotencyKey });
   expect(create.output).toMatchObject({ refundId: result.refund.refundId });
   // The key derived in workflow code is the one the provider saw.
   expect((await h.ledger(order.paymentIntentId))[0].idempotencyKey).toBe(create.idempotencyKey);
+  // Customer addresses never leave the store: not in the query, not in the result.
+  expect(JSON.stringify(state)).not.toContain(order.customerEmail);
+  expect(JSON.stringify(result)).not.toContain(order.customerEmail);
+  expect(state.steps[0].output).toMatchObject({ order: { customerEmail: expect.stringMatching(/^o\*\*\*@example\.test$/) } });
+  const trail = await h.store.operations.auditTrail(result.operationId);
+  expect(trail.map((e) => e.event)).toEqual(['intent_committed', 'refund_request_sent', 'refund_confirmed', 'order_updated', 'notification_sent', 'completion_gate_passed']);
 
   const described = await h.env.client.workflow.getHandle(result.workflowId).describe();
-  expect(described.searchAttributes).toMatchObject({ RefundOrderId: [order.id], RefundStatus: ['completed'] });
+  expect(described.searchAttributes).toMatchObject({ RefundOrderId: [order.id], RefundStatus: ['completed'], RefundStep: ['completion_gate'] });
 
-  if (process.env.RECORD_HISTORY) {
-    // Refreshes the committed history that test/integration/replay.test.ts replays.
-    const args = ['workflow', 'show', '--workflow-id', result.workflowId, '--address', h.env.address, '--output', 'json'];
-    fs.writeFileSync(path.join(__dirname, '..', 'histories', 'refund-completed.json'), execFileSync(findTool('temporal'), args));
-  }
+  h.recordHistory(result.workflowId, 'refund-completed');
 });
 
 test('asking again for the same refund returns the first run and refunds once', async () => {
@@ -108,22 +119,25 @@ test('a bad request is refused at the client and starts nothing', async () => {
   await expect(h.env.client.workflow.getHandle(`refund-${orderId}-v1`).describe()).rejects.toThrow(/not found/i);
 });
 
-test('the workflow validates its input again when started around the client', async () => {
+test('the workflow validates its input again when started around the client, and the refusal is findable as rejected', async () => {
   const handle = await h.env.client.workflow.start(refundWorkflow, {
     taskQueue: TASK_QUEUE,
     workflowId: `bad-input-${randomUUID()}`,
-    args: [{ orderId: 'x y', amount: 'lots' } as never],
+    args: [{ orderId: 'ord_bad', amount: 'lots' } as never],
   });
   const err = await handle.result().catch((e: unknown) => e);
   expect(err).toBeInstanceOf(WorkflowFailedError);
-  expect((err as WorkflowFailedError).cause).toMatchObject({ type: 'INVALID_INPUT' });
-  expect(((err as WorkflowFailedError).cause as Error).message).toMatch(/orderId.*amount/);
+  expect((err as WorkflowFailedError).cause).toMatchObject({ type: 'REFUND_REJECTED' });
+  expect(((err as WorkflowFailedError).cause as Error).message).toMatch(/amount.*currency/);
+  const described = await handle.describe();
+  expect(described.searchAttributes).toMatchObject({ RefundStatus: ['rejected'], RefundOrderId: ['ord_bad'] });
 });
 
 test('a refund for an unknown order is rejected before anything happens', async () => {
   const { type, state } = await failureOf(refund(h.env.client, request(newOrderId())));
   expect(type).toBe('REFUND_REJECTED');
-  expect(state.outcome).toMatchObject({ failedStep: 'load_order', error: { type: 'ORDER_NOT_FOUND' } });
+  expect(state.outcome).toMatchObject({ status: 'rejected', failedStep: 'load_order' });
+  expect(state.steps[0].error).toMatchObject({ code: 'PERMANENT_BUSINESS', reason: 'order_not_found', certainty: 'not_executed' });
   expect(state.steps.slice(1).every((s) => s.status === 'pending')).toBe(true);
 });
 
@@ -140,8 +154,11 @@ test('a permanently rejected notification leaves the refund standing and asks fo
   const { type, state } = await failureOf(refund(h.env.client, request(order.id)));
 
   expect(type).toBe('REFUND_NEEDS_ATTENTION');
-  expect(state.outcome).toMatchObject({ failedStep: 'notify_customer', error: { type: 'NOTIFICATION_REJECTED' } });
+  expect(state.outcome).toMatchObject({ failedStep: 'notify_customer' });
+  expect(state.lastFailure).toMatchObject({ step: 'notify_customer', code: 'PERMANENT_BUSINESS', reason: 'recipient_rejected', certainty: 'not_executed' });
+  expect(state.recovery).toMatchObject({ action: 'stop' });
   expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
+  expect(JSON.stringify(state)).not.toContain('reject-me@');
   // Nothing is undone: the refund happened and the order says so.
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
@@ -153,7 +170,8 @@ test('a refund the provider later fails is compensated in reverse order, each un
   const { type, state } = await failureOf(refund(h.env.client, request(order.id)));
 
   expect(type).toBe('REFUND_COMPENSATED');
-  expect(state.outcome).toMatchObject({ failedStep: 'verify_refund', error: { type: 'REFUND_FAILED' } });
+  expect(state.outcome).toMatchObject({ status: 'compensated', failedStep: 'completion_gate' });
+  expect(state.effect).toMatchObject({ status: 'failed', certainty: 'completed' });
   const byName = Object.fromEntries(state.steps.map((s) => [s.name, s]));
   expect(byName.notify_customer.compensation).toMatchObject({ kind: 'compensation', status: 'completed' });
   expect(byName.update_order.compensation).toMatchObject({ kind: 'compensation', status: 'completed' });
@@ -165,15 +183,16 @@ test('a refund the provider later fails is compensated in reverse order, each un
   );
 
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0, status: 'paid' });
+  h.recordHistory(`refund-${order.id}-v1`, 'refund-compensated');
   const mails = await h.messages({ to: order.customerEmail });
   expect(mails).toHaveLength(2);
   expect(new Set(mails.map((m) => m.messageId)).size).toBe(2);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
 });
 
-describe('failures whose outcome is not proven stay unknown and undo nothing', () => {
-  const failing = (type: string, message: string) => async () => {
-    throw ApplicationFailure.create({ type, message, nonRetryable: true });
+describe('failures decided by the recovery policy', () => {
+  const failing = (code: string, certainty: string, message: string) => async () => {
+    throw ApplicationFailure.create({ type: code, message, nonRetryable: true, details: [{ code, certainty, reason: 'injected', ledger: [] }] });
   };
   const start = (taskQueue: string, orderId: string) =>
     h.env.client.workflow
@@ -182,28 +201,42 @@ describe('failures whose outcome is not proven stay unknown and undo nothing', (
 
   test('an unverifiable refund is left standing, not compensated', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { type, state } = await failureOf(h.withWorker({ verifyRefund: failing('PERMISSION_DENIED', 'key revoked') }, (q) => start(q, order.id)));
+    const { type, state } = await failureOf(h.withWorker({ checkCompletion: failing('PERMISSION_DENIED', 'not_executed', 'key revoked') }, (q) => start(q, order.id)));
 
     expect(type).toBe('REFUND_NEEDS_ATTENTION');
-    expect(state.outcome?.reason).toMatch(/stands and is never sent again; a person must finish verify_refund/);
+    expect(state.outcome?.reason).toMatch(/stands and is never sent again; a person must finish completion_gate/);
     expect(state.steps.every((s) => s.compensation === undefined)).toBe(true);
     expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
     expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   });
 
-  test('a create_refund failure that is not a refusal is reported as unknown, never as "nothing refunded"', async () => {
+  test('a create_refund failure of undeterminable effect is quarantined as unknown, never reported as "nothing refunded"', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { type, state } = await failureOf(h.withWorker({ createRefund: failing('IDEMPOTENCY_KEY_REUSED', 'key used with other parameters') }, (q) => start(q, order.id)));
+    const { type, state } = await failureOf(h.withWorker({ createRefund: failing('POISON', 'undeterminable', 'the answer could not be read') }, (q) => start(q, order.id)));
 
     expect(type).toBe('REFUND_NEEDS_ATTENTION');
-    expect(state.outcome?.reason).toMatch(/Whether it took effect is unknown: reconcile with the provider by idempotency key refund-.*:create_refund:v1/);
+    expect(state.outcome).toMatchObject({ quarantined: true });
+    expect(state.effect).toMatchObject({ status: 'unknown', certainty: 'undeterminable' });
+    expect(state.recovery).toMatchObject({ action: 'quarantine', owner: 'operator' });
+    expect(state.outcome?.reason).toMatch(/Whether it took effect is unknown: reconcile operation refund:test:.*:v1 with the provider/);
     expect(state.outcome?.reason).not.toMatch(/Nothing was refunded/);
   });
 
   test('a provider refusal is rejected: nothing was refunded', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { type, state } = await failureOf(h.withWorker({ createRefund: failing('PAYMENT_REJECTED', 'charge_already_refunded') }, (q) => start(q, order.id)));
+    const { type, state } = await failureOf(h.withWorker({ createRefund: failing('PERMANENT_BUSINESS', 'not_executed', 'charge_already_refunded') }, (q) => start(q, order.id)));
     expect(type).toBe('REFUND_REJECTED');
     expect(state.outcome?.reason).toMatch(/Nothing was refunded/);
+  });
+
+  test('an activity that returns nothing stops the run honestly instead of failing its workflow task forever', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const { type, state } = await failureOf(h.withWorker({ applyRefund: (async () => undefined) as never }, (q) => start(q, order.id)));
+    expect(type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({ status: 'failed', error: { code: 'POISON', reason: 'result_unusable' } });
+    expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
+    // The stopped run's verdict reached the audit trail through recordOutcome, which returns nothing.
+    const trail = await h.store.operations.auditTrail(`refund:test:${order.id}:v1`);
+    expect(trail.at(-1)).toMatchObject({ event: 'run_stopped', detail: { status: 'needs_attention', failedStep: 'update_order' } });
   });
 });

@@ -1,22 +1,37 @@
-// Replays a recorded history of the refund workflow against today's workflow code: a change
-// that would break runs already in flight fails here. Refresh the recording only for an
-// intentional, patched() change: RECORD_HISTORY=1 npx jest test/integration/refund-workflow.test.ts
+// Replays every recorded history under test/histories against today's workflow code: a change that
+// would break runs already in flight fails here, unless it is guarded by patched(). The recordings
+// cover a completed run, a reconciled lost response, a run that ended with its outcome unknown and
+// a compensated run. Refresh them only for an intended, patched() change:
+//   RECORD_HISTORY=1 npx jest test/integration/refund-workflow.test.ts test/integration/walkthrough.test.ts
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import fs from 'node:fs';
 import path from 'node:path';
 
-const history = historyFromJSON(JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'histories', 'refund-completed.json'), 'utf8')));
+const dir = path.join(__dirname, '..', 'histories');
+const recorded = fs
+  .readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .sort()
+  .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recorded refund history replays against the current workflow code', async () => {
-  await expect(
-    Worker.runReplayHistory({ workflowsPath: require.resolve('../../src/workflows') }, history),
-  ).resolves.toBeUndefined();
+test('the recordings cover the completed, reconciled, unknown and compensated paths', () => {
+  expect(recorded.map((r) => r.file)).toEqual(['refund-compensated.json', 'refund-completed.json', 'refund-reconciled.json', 'refund-unknown.json']);
+});
+
+test('every recorded history replays against the current workflow code', async () => {
+  const results = Worker.runReplayHistories(
+    { workflowsPath: require.resolve('../../src/workflows') },
+    recorded.map(({ file, history }) => ({ workflowId: file, history })),
+  );
+  const failures: string[] = [];
+  for await (const result of results) if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
+  expect(failures).toEqual([]);
 });
 
 test('the replay fails for a workflow that changed incompatibly', async () => {
   await expect(
-    Worker.runReplayHistory({ workflowsPath: require.resolve('../fixtures/reordered-workflow') }, history),
+    Worker.runReplayHistory({ workflowsPath: require.resolve('../fixtures/reordered-workflow') }, recorded[1].history),
   ).rejects.toThrow(DeterminismViolationError);
 });

@@ -5,9 +5,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Stripe from 'stripe';
+import { createAttemptRunner } from '../../src/activities/attempt';
+import { createCompletionGate } from '../../src/activities/completion-gate';
 import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
+import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { startStripeServer, type StripeServer } from '../../src/servers/stripe-server';
 import { findTool } from '../../src/stack/tools';
+import { openStore } from '../../src/store';
+import { activityEnv } from '../helpers/activity-env';
 
 const KEY = 'sk_test_conformance';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stripe-conformance-'));
@@ -100,15 +105,28 @@ it('accepts the payment intent the demo seeds', async () => {
   expect((await mockStripe.paymentIntents.retrieve(pi.id)).object).toBe('payment_intent');
 });
 
-it("accepts createRefund's request and verifyRefund's retrieve", async () => {
-  const activities = createPaymentActivities(mockStripe);
-  const receipt = await activities.createRefund(refundInput('pi_123'));
-  expect(receipt).toMatchObject({ paymentIntentId: 'pi_123', currency: 'usd', replayed: false });
-  expect(receipt.refundId).toMatch(/^re_/);
-  const verified = await activities.verifyRefund({ refundId: receipt.refundId });
-  expect(verified.refundId).toBe(receipt.refundId);
-  const list = await mockStripe.refunds.list({ payment_intent: 'pi_123', limit: 3 });
-  expect(list.object).toBe('list');
+it('accepts every request the refund, the reconciliation and the completion gate send', async () => {
+  const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`);
+  const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
+  const payments = createPaymentActivities({ stripe: mockStripe, log: store.operations, attempt, windows: { dedupeWindowMs: 3600_000, consistencyMs: 0, requestTimeoutMs: 5000 } });
+  const { checkCompletion } = createCompletionGate({ stripe: mockStripe, store, attempt });
+  const { run } = activityEnv();
+  const input = refundInput('pi_123');
+  await store.operations.commitIntent({ ...input, operationVersion: 1, scope: 'test', requestHash: 'h', request: { ...input }, actor: 'test' });
+  try {
+    // Whatever stripe-mock answers (its fixtures), a request it refuses would throw here.
+    const receipt = await run(payments.createRefund, input).catch((err: { details?: { reason?: string }[] }) => {
+      expect(err.details?.[0]?.reason).toBe('refund_differs');
+      return undefined;
+    });
+    if (receipt) expect(receipt.refundId).toMatch(/^re_/);
+    const reconciled = await run(payments.reconcileRefund, { ...input });
+    expect(reconciled.method).toMatch(/^(retrieve|list)$/);
+    const gate = await run(checkCompletion, { ...input, orderId: input.orderId, refundId: 're_123', noticeKey: 'k' });
+    expect(gate.findings.map((f) => f.check)).toContain('provider_receipt');
+  } finally {
+    await store.close();
+  }
 });
 
 describe.each(malformed)('rejects a refund with %s', (_name, params) => {

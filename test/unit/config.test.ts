@@ -7,9 +7,13 @@ test('defaults point at the embedded stack on loopback', () => {
   expect(config.databaseUrl).toMatch(/^sqlite:.*orders\.db$/);
 });
 
-test('a real Stripe key without an API base talks to real Stripe', () => {
-  expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123' }).stripe).toMatchObject({ local: false, apiBase: undefined });
+test('a real Stripe key without an API base talks to real Stripe, and then needs a scope for this environment', () => {
+  expect(() => loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123' })).toThrow(/OPERATION_SCOPE: must name this environment/);
+  const real = loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123', OPERATION_SCOPE: 'staging' });
+  expect(real.stripe).toMatchObject({ local: false, apiBase: undefined });
+  expect(real.scope).toBe('staging');
   expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123', STRIPE_API_BASE: 'http://127.0.0.1:9' }).stripe.local).toBe(true);
+  expect(loadConfig({}).scope).toBe('local');
 });
 
 test.each([
@@ -17,6 +21,9 @@ test.each([
   [{ SMTP_PORT: '70000' }, /SMTP_PORT/],
   [{ STRIPE_API_BASE: 'not a url' }, /STRIPE_API_BASE/],
   [{ MAIL_FROM: 'nobody' }, /MAIL_FROM/],
+  [{ OPERATION_SCOPE: 'Has Spaces' }, /OPERATION_SCOPE/],
+  [{ FAULT_INJECTION: 'yes' }, /FAULT_INJECTION/],
+  [{ STRIPE_TIMEOUT_MS: '5' }, /STRIPE_TIMEOUT_MS/],
 ])('a bad environment %j is refused naming the variable', (env, message) => {
   expect(() => loadConfig(env)).toThrow(message);
 });

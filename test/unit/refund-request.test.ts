@@ -1,5 +1,5 @@
-import { refundProblem } from '../../src/workflows/refund';
-import { compensationKey, stepKey } from '../../src/reliability/keys';
+import { refundProblem, requestHash } from '../../src/activities/operations';
+import { compensationKey, operationId, stepKey } from '../../src/reliability/identity';
 import { InvalidRefundRequestError, parseRefundRequest, refundWorkflowId, type Order } from '../../src/shared';
 
 const valid = { orderId: 'ord_1', amount: 1250, currency: 'usd', requestedBy: 'alice' };
@@ -39,12 +39,27 @@ describe('operation identity', () => {
     expect(refundWorkflowId('ord_1', 2)).not.toBe(refundWorkflowId('ord_1', 1));
   });
 
+  it('derives the operation id from the business intent: scope, order and version, never the workflow id', () => {
+    expect(operationId('local', 'ord_1', 1)).toBe('refund:local:ord_1:v1');
+    expect(operationId('staging', 'ord_1', 1)).not.toBe(operationId('production', 'ord_1', 1));
+    expect(operationId('local', 'ord_1', 2)).not.toBe(operationId('local', 'ord_1', 1));
+  });
+
   it('derives stable, distinct keys per step and for compensations', () => {
-    const key = stepKey('refund-ord_1-v1', 'create_refund', 1);
-    expect(key).toBe(stepKey('refund-ord_1-v1', 'create_refund', 1));
-    expect(key).not.toBe(stepKey('refund-ord_1-v1', 'notify_customer', 1));
-    expect(key).not.toBe(stepKey('refund-ord_1-v2', 'create_refund', 2));
+    const op = operationId('local', 'ord_1', 1);
+    const key = stepKey(op, 'create_refund');
+    expect(key).toBe('refund:local:ord_1:v1:create_refund');
+    expect(key).not.toBe(stepKey(op, 'notify_customer'));
+    expect(key).not.toBe(stepKey(operationId('local', 'ord_1', 2), 'create_refund'));
     expect(compensationKey(key)).not.toBe(key);
+  });
+
+  it('hashes what the operation asks for, not who asked or in which order the fields came', () => {
+    const request = parseRefundRequest(valid);
+    expect(requestHash(request)).toMatch(/^[0-9a-f]{64}$/);
+    expect(requestHash({ ...request, requestedBy: 'bob' } as typeof request)).toBe(requestHash(request));
+    expect(requestHash({ reason: request.reason, currency: 'usd', amount: 1250, orderId: 'ord_1' })).toBe(requestHash(request));
+    expect(requestHash({ ...request, amount: 1251 })).not.toBe(requestHash(request));
   });
 });
 
@@ -62,7 +77,7 @@ describe('refundProblem', () => {
   const request = parseRefundRequest(valid);
 
   it('accepts a refund within what is still refundable', () => {
-    expect(refundProblem(order, { ...request, amount: 4000 })).toBeUndefined();
+    expect(refundProblem(order, { ...request, amount: 4000 })).toBeNull();
   });
   it('refuses more than is still refundable', () => {
     expect(refundProblem(order, { ...request, amount: 4001 })).toMatch(/exceeds the 4000 still refundable/);

@@ -51,6 +51,22 @@ export interface LedgerEffect {
   createdAt: string;
 }
 
+/** One request the server received, as it answered it: what a client's own attempt ledger is checked against. */
+export interface RequestRow {
+  seq: number;
+  at: string;
+  requestId: string;
+  method: string;
+  path: string;
+  idempotencyKey: string | null;
+  paymentIntent: string | null;
+  /** Null when the connection was cut instead of answered. */
+  status: number | null;
+  replayed: boolean | number;
+  /** The injected fault that shaped the answer, if any. */
+  fault: string | null;
+}
+
 export interface StoredKey {
   key: string;
   fingerprint: string;
@@ -79,6 +95,19 @@ export function openStore(dbPath: string) {
       json TEXT NOT NULL
     );
     CREATE INDEX IF NOT EXISTS refunds_by_payment_intent ON refunds (payment_intent, seq);
+    CREATE TABLE IF NOT EXISTS requests (
+      seq INTEGER PRIMARY KEY AUTOINCREMENT,
+      at TEXT NOT NULL,
+      request_id TEXT NOT NULL,
+      method TEXT NOT NULL,
+      path TEXT NOT NULL,
+      idempotency_key TEXT,
+      payment_intent TEXT,
+      status INTEGER,
+      replayed INTEGER NOT NULL,
+      fault TEXT
+    );
+    CREATE INDEX IF NOT EXISTS requests_by_key ON requests (idempotency_key);
     CREATE TABLE IF NOT EXISTS idempotency_keys (
       key TEXT PRIMARY KEY,
       fingerprint TEXT NOT NULL,
@@ -100,6 +129,9 @@ export function openStore(dbPath: string) {
       created_at TEXT NOT NULL
     );
   `);
+  // Databases made before the lagging-list fault existed lack its column.
+  const refundColumns = db.prepare<[], { name: string }>('PRAGMA table_info(refunds)').all().map((c) => c.name);
+  if (!refundColumns.includes('listed_after_ms')) db.exec('ALTER TABLE refunds ADD COLUMN listed_after_ms INTEGER NOT NULL DEFAULT 0');
   // A request still in flight when the process stopped committed nothing (effect and stored
   // response are written in one transaction), so its key must not stay locked after a restart.
   db.prepare('DELETE FROM idempotency_keys WHERE status IS NULL').run();
@@ -111,9 +143,21 @@ export function openStore(dbPath: string) {
     refundSeq: db.prepare<[string], { seq: number }>('SELECT seq FROM refunds WHERE id = ?'),
     insertRefund: db.prepare('INSERT INTO refunds (id, payment_intent, json) VALUES (?, ?, ?)'),
     updateRefund: db.prepare('UPDATE refunds SET json = ? WHERE id = ?'),
-    listRefunds: db.prepare<[{ pi: string | null; before: number; limit: number }], { json: string }>(
-      `SELECT json FROM refunds WHERE (@pi IS NULL OR payment_intent = @pi) AND seq < @before
+    listRefunds: db.prepare<[{ pi: string | null; before: number; limit: number; now: number }], { json: string }>(
+      `SELECT json FROM refunds WHERE (@pi IS NULL OR payment_intent = @pi) AND seq < @before AND listed_after_ms <= @now
        ORDER BY seq DESC LIMIT @limit`,
+    ),
+    allRefunds: db.prepare<[string], { json: string }>('SELECT json FROM refunds WHERE payment_intent = ? ORDER BY seq DESC'),
+    hideRefund: db.prepare('UPDATE refunds SET listed_after_ms = ? WHERE id = ?'),
+    insertRequest: db.prepare(
+      `INSERT INTO requests (at, request_id, method, path, idempotency_key, payment_intent, status, replayed, fault)
+       VALUES (@at, @requestId, @method, @path, @idempotencyKey, @paymentIntent, @status, @replayed, @fault)`,
+    ),
+    requests: db.prepare<[{ key: string | null; pi: string | null; path: string | null }], RequestRow>(
+      `SELECT seq, at, request_id AS requestId, method, path, idempotency_key AS idempotencyKey, payment_intent AS paymentIntent,
+              status, replayed, fault
+       FROM requests WHERE (@key IS NULL OR idempotency_key = @key) AND (@pi IS NULL OR payment_intent = @pi)
+         AND (@path IS NULL OR path = @path) ORDER BY seq`,
     ),
     getKey: db.prepare<[string], StoredKey>(
       `SELECT key, fingerprint, request_id AS requestId, status, body, created_at_ms AS createdAtMs
@@ -174,13 +218,26 @@ export function openStore(dbPath: string) {
         if (!row) return undefined;
         before = row.seq;
       }
-      const rows = q.listRefunds.all({ pi: opts.paymentIntent ?? null, before, limit: opts.limit + 1 });
+      const rows = q.listRefunds.all({ pi: opts.paymentIntent ?? null, before, limit: opts.limit + 1, now: Date.now() });
       const data = rows.slice(0, opts.limit).map((r) => JSON.parse(r.json) as RefundObject);
       return { data, hasMore: rows.length > opts.limit };
     },
+    /** Every refund on the intent, listed or not: what the charge really carries. */
     refundsFor(paymentIntentId: string): RefundObject[] {
-      const rows = q.listRefunds.all({ pi: paymentIntentId, before: Number.MAX_SAFE_INTEGER, limit: -1 });
-      return rows.map((r) => JSON.parse(r.json) as RefundObject);
+      return q.allRefunds.all(paymentIntentId).map((r) => JSON.parse(r.json) as RefundObject);
+    },
+    /** Keeps a refund out of list results until the given time (a lagging index); retrieve still finds it. */
+    hideFromList(refundId: string, untilMs: number): void {
+      q.hideRefund.run(untilMs, refundId);
+    },
+
+    recordRequest(r: Omit<RequestRow, 'seq' | 'replayed'> & { replayed: boolean }): void {
+      q.insertRequest.run({ ...r, replayed: r.replayed ? 1 : 0 });
+    },
+    requests(filter: { idempotencyKey?: string; paymentIntent?: string; path?: string }): RequestRow[] {
+      return q.requests
+        .all({ key: filter.idempotencyKey ?? null, pi: filter.paymentIntent ?? null, path: filter.path ?? null })
+        .map((r) => ({ ...r, replayed: Boolean(r.replayed) }));
     },
 
     getKey(key: string): StoredKey | undefined {

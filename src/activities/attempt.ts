@@ -1,0 +1,166 @@
+// One attempt of a step's activity: recorded in the attempt ledger with the provider requests it
+// sent, and every error it ends with turned into an ApplicationFailure whose type is a failure
+// code and whose retry behaviour the recovery policy decides (non-retryable, or a next-retry delay
+// with jitter that honours Retry-After within the remaining budget). This is the only place an
+// activity's failure is shaped, so the workflow's view of every failure is the same.
+import { Context, log, type Info } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { redact, maskEmails, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
+import { backoffDelay, decide, retries, withJitter, type RecoveryPolicy } from '../reliability/policy';
+import { DOMAIN_OF, type Boundary, type Certainty, type FailureCode, type FailureDetails } from '../reliability/taxonomy';
+import type { AttemptRecord, OperationLog } from '../store/types';
+import { inAttemptScope, type AttemptScope } from './attempt-scope';
+
+/** An error an activity has already classified. Converted to an ApplicationFailure by runAttempt, never thrown past it. */
+export class Classified extends Error {
+  override name = 'Classified';
+  constructor(
+    readonly code: FailureCode,
+    readonly certainty: Certainty,
+    readonly reason: string,
+    message: string,
+    readonly extra: { retryAfterMs?: number | null; providerRequestId?: string | null; provider?: FailureDetails['provider']; cause?: unknown } = {},
+  ) {
+    super(message);
+  }
+}
+
+export type Classifier = (err: unknown) => Classified;
+
+export interface StepCall {
+  step: string;
+  /** The step's idempotency key: the attempt ledger is kept per key and run. */
+  key: string;
+  operationId: string;
+  boundary: Boundary;
+}
+
+export interface AttemptDeps {
+  policy: RecoveryPolicy;
+  log: OperationLog;
+  random?: () => number;
+  now?: () => number;
+}
+
+export function createAttemptRunner(deps: AttemptDeps) {
+  const random = deps.random ?? Math.random;
+  const now = deps.now ?? Date.now;
+
+  /** Runs `fn` as one attempt of `call`; the result gains the step's evidence. */
+  return async function runAttempt<T extends object>(call: StepCall, classify: Classifier, fn: () => Promise<T>): Promise<T & { evidence: StepEvidence }> {
+    const info = Context.current().info;
+    const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
+    const ledgerId = await bestEffort(() => deps.log.beginAttempt({ ...call, workflowId, runId, attempt: info.attempt }));
+    const scope: AttemptScope = { requests: [], providerRequestId: null };
+    try {
+      const value = await inAttemptScope(scope, fn);
+      await finish(ledgerId, { transportRequests: scope.requests.length, outcome: 'ok', certainty: 'completed', reason: null, retryAfterMs: null, nextDelayMs: null, providerRequestId: scope.providerRequestId });
+      return { ...value, evidence: { attempt: info.attempt, ledger: await ledger(call.key, runId) } };
+    } catch (err) {
+      if (err instanceof CancelledFailure) throw err;
+      const c = err instanceof Classified ? err : classify(err);
+      const decision = retryDecision(c, call.boundary, info);
+      const providerRequestId = c.extra.providerRequestId ?? scope.providerRequestId;
+      await finish(ledgerId, {
+        transportRequests: scope.requests.length,
+        outcome: decision.code,
+        certainty: c.certainty,
+        reason: decision.reason,
+        retryAfterMs: c.extra.retryAfterMs ?? null,
+        nextDelayMs: decision.nextDelayMs,
+        providerRequestId,
+      });
+      const details: FailureDetails & { ledger: AttemptSummary[] } = {
+        code: decision.code,
+        domain: DOMAIN_OF[decision.code],
+        certainty: c.certainty,
+        boundary: call.boundary,
+        reason: decision.reason,
+        operationId: call.operationId,
+        attempt: info.attempt,
+        retryAfterMs: c.extra.retryAfterMs ?? null,
+        nextDelayMs: decision.nextDelayMs,
+        providerRequestId,
+        provider: redact(c.extra.provider ?? {}),
+        ledger: await ledger(call.key, runId),
+      };
+      throw ApplicationFailure.create({
+        type: decision.code,
+        message: maskEmails(decision.message ?? c.message),
+        nonRetryable: decision.nextDelayMs === null,
+        nextRetryDelay: decision.nextDelayMs ?? undefined,
+        details: [details],
+        cause: causeOf(c),
+      });
+    }
+  };
+
+  /**
+   * Whether Temporal may try again, and after how long. A retry needs a retry rule with attempts
+   * left; its delay is Retry-After (never less) or the rule's backoff, spread by its jitter, and must
+   * fit in what is left of the activity's schedule-to-close: if not, the failure is BUDGET_EXCEEDED.
+   */
+  function retryDecision(c: Classified, boundary: Boundary, info: Info) {
+    const rule = decide(deps.policy, c.code, c.certainty, boundary);
+    const maxAttempts = Math.min(rule.maxAttempts, info.retryPolicy?.maximumAttempts || Infinity);
+    if (!retries(rule) || info.attempt >= maxAttempts) {
+      return { code: c.code, reason: c.reason, nextDelayMs: null as number | null, message: undefined };
+    }
+    const retryAfter = c.extra.retryAfterMs ?? 0;
+    const delay = withJitter(Math.max(retryAfter, backoffDelay(rule, info.attempt)), rule.jitter, random(), retryAfter);
+    const deadline = info.scheduledTimestampMs + info.scheduleToCloseTimeoutMs;
+    if (info.scheduleToCloseTimeoutMs > 0 && now() + delay >= deadline) {
+      const left = Math.max(0, deadline - now());
+      return {
+        code: 'BUDGET_EXCEEDED' as FailureCode,
+        reason: `${c.code.toLowerCase()}_retry_exceeds_budget`,
+        nextDelayMs: null,
+        message: `${c.message} (the next attempt would start in ${delay} ms${retryAfter ? `, as Retry-After asks` : ''}; only ${left} ms of this step's budget are left)`,
+      };
+    }
+    return { code: c.code, reason: c.reason, nextDelayMs: delay, message: undefined };
+  }
+
+  async function finish(id: number | undefined, end: Parameters<OperationLog['finishAttempt']>[1]): Promise<void> {
+    if (id !== undefined) await bestEffort(() => deps.log.finishAttempt(id, end));
+  }
+
+  async function ledger(key: string, runId: string): Promise<AttemptSummary[]> {
+    const rows = (await bestEffort(() => deps.log.attempts(key, runId))) ?? [];
+    return rows.map(summary);
+  }
+}
+
+export type AttemptRunner = ReturnType<typeof createAttemptRunner>;
+
+function summary(r: AttemptRecord): AttemptSummary {
+  return {
+    attempt: r.attempt,
+    startedAt: r.startedAt,
+    finishedAt: r.finishedAt,
+    outcome: r.outcome,
+    certainty: r.certainty,
+    reason: r.reason,
+    transportRequests: r.transportRequests,
+    retryAfterMs: r.retryAfterMs,
+    nextDelayMs: r.nextDelayMs,
+    providerRequestId: r.providerRequestId,
+  };
+}
+
+/** The ledger is evidence, not the effect: if it cannot be written, the attempt's outcome still stands. */
+async function bestEffort<T>(fn: () => Promise<T>): Promise<T | undefined> {
+  try {
+    return await fn();
+  } catch (err) {
+    log.warn('attempt ledger write failed', { error: (err as Error).message });
+    return undefined;
+  }
+}
+
+function causeOf(c: Classified): Error | undefined {
+  const cause = c.extra.cause;
+  if (!(cause instanceof Error)) return undefined;
+  // Keep the chain, minus anything that could carry a customer's address.
+  return Object.assign(new Error(maskEmails(cause.message)), { name: cause.name, stack: cause.stack && maskEmails(cause.stack) });
+}

@@ -1,0 +1,82 @@
+// The completion gate: before a run may say "completed", the provider's receipt, the order's
+// refund state, the notification's state and the audit trail must agree. What a step returned is
+// never evidence on its own.
+import { Context } from '@temporalio/activity';
+import type Stripe from 'stripe';
+import type { Evidenced, GateFinding, GateResult } from '../receipts';
+import type { OrderStore } from '../store/types';
+import type { AttemptRunner } from './attempt';
+import { toReceipt } from './payments';
+import { stripeFailure } from './stripe-failures';
+
+export interface CheckCompletionInput {
+  operationId: string;
+  orderId: string;
+  paymentIntentId: string;
+  refundId: string;
+  amount: number;
+  currency: string;
+  /** The customer notice's key (its outbox entry). */
+  noticeKey: string;
+  /** The create step's key: the gate's provider reads are kept in the attempt ledger under `<key>#gate`. */
+  idempotencyKey: string;
+}
+
+/** Audit events a completed operation must have, in this order. */
+const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
+
+export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner }) {
+  const { stripe, store } = deps;
+
+  async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {
+    const call = { step: 'completion_gate', key: `${input.idempotencyKey}#gate`, operationId: input.operationId, boundary: 'stripe' as const };
+    return deps.attempt(call, (err) => stripeFailure(err, false), async () => {
+      const findings: GateFinding[] = [];
+      const check = (name: GateFinding['check'], ok: boolean, observed: string) => findings.push({ check: name, ok, observed });
+
+      const refund = await stripe.refunds.retrieve(input.refundId);
+      const receipt = toReceipt(refund, false);
+      const fits = refund.amount === input.amount && refund.currency === input.currency && refund.metadata?.operation_id === input.operationId;
+      check(
+        'provider_receipt',
+        fits && refund.status === 'succeeded',
+        `refund ${refund.id}: ${refund.status}, ${refund.amount} ${refund.currency}, operation ${refund.metadata?.operation_id ?? '(none)'}`,
+      );
+
+      const mine: string[] = [];
+      for await (const r of stripe.refunds.list({ payment_intent: input.paymentIntentId, limit: 100 })) {
+        if (r.metadata?.operation_id === input.operationId) mine.push(r.id);
+      }
+      // A lagging list may not show ours yet; more than one is never right.
+      check('single_refund', mine.length <= 1 && mine.every((id) => id === refund.id), `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
+
+      const applied = await store.appliedRefund(input.operationId);
+      check(
+        'order_refund_state',
+        applied !== undefined && applied.refundId === refund.id && applied.amount === input.amount && applied.revertedByKey === null,
+        applied ? `order ${applied.orderId} records ${applied.refundId} for ${applied.amount}${applied.revertedByKey ? `, reverted by ${applied.revertedByKey}` : ''}` : 'the order records no refund for this operation',
+      );
+
+      const notice = await store.getNotification(input.noticeKey);
+      check('notification_state', notice?.status === 'sent', notice ? `notice ${notice.messageId} is ${notice.status}` : 'no notice in the outbox');
+
+      const trail = await store.operations.auditTrail(input.operationId);
+      const events = trail.map((e) => e.event);
+      const confirmed = events.includes('refund_confirmed') || trail.some((e) => e.event === 'reconciled' && e.detail.result === 'completed');
+      const missing = [...REQUIRED_TRAIL.filter((e) => !events.includes(e)), ...(confirmed ? [] : ['refund_confirmed'])];
+      check('audit_trail', missing.length === 0, missing.length === 0 ? `${trail.length} audit entries, none missing` : `missing ${missing.join(', ')}`);
+
+      let verdict: GateResult['verdict'] = findings.every((f) => f.ok) ? 'pass' : 'mismatch';
+      if (fits && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
+      if (refund.status === 'failed' || refund.status === 'canceled') verdict = 'refund_failed';
+      const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
+      if (verdict === 'pass') await store.operations.settle(input.operationId, { status: 'completed', refund: receipt }, who, 'completion_gate_passed');
+      if (verdict === 'refund_failed') {
+        await store.operations.settle(input.operationId, { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }, who, 'refund_failed_after_acceptance');
+      }
+      return { verdict, refund: receipt, findings };
+    });
+  }
+
+  return { checkCompletion };
+}

@@ -1,0 +1,92 @@
+// The start and end of an operation in the store: the intent is committed (identity, request hash)
+// before anything is sent, and a run that stops leaves its verdict in the audit trail.
+import { Context } from '@temporalio/activity';
+import { createHash } from 'node:crypto';
+import { maskEmails } from '../reliability/evidence';
+import { operationId as deriveOperationId } from '../reliability/identity';
+import type { BeginResult, Evidenced, RunSettings } from '../receipts';
+import type { Order, RefundRequest } from '../shared';
+import type { OperationRecord, OrderStore } from '../store/types';
+import { Classified, type AttemptRunner } from './attempt';
+import { storeFailure } from './store-failures';
+
+export interface BeginOperationInput {
+  request: RefundRequest;
+}
+
+export interface RecordOutcomeInput {
+  operationId: string;
+  /** The run's terminal status and why. */
+  status: string;
+  reason: string;
+  failedStep: string | null;
+}
+
+/** sha256 of the canonical request: what the operation asks for, keys sorted, nothing about who or when. */
+export function requestHash(request: Pick<RefundRequest, 'orderId' | 'amount' | 'currency' | 'reason'>): string {
+  const canonical = JSON.stringify({ amount: request.amount, currency: request.currency, orderId: request.orderId, reason: request.reason });
+  return createHash('sha256').update(canonical).digest('hex');
+}
+
+/** Effects an operation's record proves already happened: its refund exists at the provider. */
+const HAS_REFUND: OperationRecord['status'][] = ['refunded', 'partial', 'completed', 'failed'];
+
+export function createOperationActivities(deps: { store: OrderStore; attempt: AttemptRunner; settings: RunSettings }) {
+  const { store, attempt, settings } = deps;
+  const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
+
+  async function beginOperation(input: BeginOperationInput): Promise<Evidenced<BeginResult>> {
+    const { request } = input;
+    const operationId = deriveOperationId(settings.scope, request.orderId, request.operationVersion);
+    const call = { step: 'load_order', key: `${operationId}:load_order`, operationId, boundary: 'store' as const };
+    return attempt(call, storeFailure, async () => {
+      const order = await store.getOrder(request.orderId);
+      if (!order) throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', `order ${request.orderId} does not exist`);
+      const intent = {
+        operationId,
+        orderId: request.orderId,
+        operationVersion: request.operationVersion,
+        scope: settings.scope,
+        requestHash: requestHash(request),
+        request: { orderId: request.orderId, amount: request.amount, currency: request.currency, reason: request.reason },
+        actor: actor(),
+      };
+      const { record, created } = await store.operations.commitIntent(intent);
+      const applied = await store.appliedRefund(operationId);
+      // This operation's own refund is already on the order (or at the provider): checking it against what is left would refuse a repeat of itself.
+      const problem = applied || HAS_REFUND.includes(record.status) ? null : refundProblem(order, request);
+      let operation = record;
+      if (problem && record.lastSentAt === null && record.status === 'intent') {
+        operation = await store.operations.settle(operationId, { status: 'rejected', reason: problem }, actor(), 'rejected');
+      }
+      const blockers = (await store.operations.forOrder(request.orderId)).filter(
+        (op) => op.operationId !== operationId && (op.status === 'unknown' || (op.status === 'intent' && sentSinceLastProof(op))),
+      );
+      return { order: { ...order, customerEmail: maskEmails(order.customerEmail) }, operation, created, problem, blockers, settings };
+    });
+  }
+
+  /** Returns nothing: the run's own state is the record; this leaves its verdict beside the operation's evidence. */
+  async function recordOutcome(input: RecordOutcomeInput): Promise<void> {
+    await store.operations.audit(input.operationId, actor(), 'run_stopped', { status: input.status, reason: input.reason, failedStep: input.failedStep });
+  }
+
+  return { beginOperation, recordOutcome };
+}
+
+/** A request went out after the last time reconciliation proved no refund exists: it may be in flight. */
+function sentSinceLastProof(op: OperationRecord): boolean {
+  return op.lastSentAt !== null && (op.absenceConfirmedAt === null || op.absenceConfirmedAt < op.lastSentAt);
+}
+
+/** Why this order cannot take this refund, or null when it can. */
+export function refundProblem(order: Order, request: Pick<RefundRequest, 'amount' | 'currency'>): string | null {
+  if (order.currency !== request.currency) {
+    return `order ${order.id} was paid in ${order.currency}, the refund asks for ${request.currency}`;
+  }
+  const refundable = order.amount - order.refundedAmount;
+  if (request.amount > refundable) {
+    return `refund of ${request.amount} exceeds the ${refundable} still refundable on order ${order.id}`;
+  }
+  return null;
+}

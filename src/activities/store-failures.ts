@@ -1,0 +1,44 @@
+// Every error the order store can raise, classified into the failure taxonomy by one table. Each
+// store call is one transaction: when it throws, nothing it meant to write was committed.
+import type { Certainty, FailureCode } from '../reliability/taxonomy';
+import { Classified } from './attempt';
+import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, VersionConflictError } from '../store';
+
+export interface StoreRule {
+  when: (err: unknown) => boolean;
+  code: FailureCode;
+  certainty: Certainty;
+  reason: string;
+}
+
+const sqliteCode = (err: unknown): string | undefined => {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_') ? code : undefined;
+};
+
+export const STORE_RULES: StoreRule[] = [
+  { when: (e) => e instanceof OrderNotFoundError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'order_not_found' },
+  { when: (e) => e instanceof RefundExceedsOrderError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'refund_exceeds_order' },
+  // Another writer changed the order after we read it: the next attempt reloads and applies again.
+  { when: (e) => e instanceof VersionConflictError, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'version_conflict' },
+  { when: (e) => e instanceof IntentConflictError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'intent_conflict' },
+  { when: (e) => e instanceof InvalidOperationError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'invalid_operation' },
+  // Another connection held the write lock past busy_timeout: the database is overloaded, our transaction rolled back.
+  { when: (e) => sqliteCode(e)?.startsWith('SQLITE_BUSY') === true, code: 'CAPACITY', certainty: 'not_executed', reason: 'database_busy' },
+  { when: (e) => sqliteCode(e)?.startsWith('SQLITE_LOCKED') === true, code: 'CAPACITY', certainty: 'not_executed', reason: 'database_locked' },
+  { when: (e) => sqliteCode(e) === 'SQLITE_FULL', code: 'CAPACITY', certainty: 'not_executed', reason: 'disk_full' },
+  { when: (e) => sqliteCode(e) !== undefined, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'database_error' },
+  { when: () => true, code: 'POISON', certainty: 'undeterminable', reason: 'unclassified_error' },
+];
+
+/** A store error (or anything thrown while using the store) as a classified failure. */
+export function storeFailure(err: unknown): Classified {
+  if (err instanceof Classified) return err;
+  const c = classifyStoreError(err);
+  return new Classified(c.code, c.certainty, c.reason, (err as Error)?.message ?? String(err), { cause: err });
+}
+
+export function classifyStoreError(err: unknown): { code: FailureCode; certainty: Certainty; reason: string } {
+  const rule = STORE_RULES.find((r) => r.when(err))!;
+  return { code: rule.code, certainty: rule.certainty, reason: rule.reason };
+}

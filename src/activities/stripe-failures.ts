@@ -1,0 +1,147 @@
+// Every error the Stripe SDK can raise, classified into the failure taxonomy by one table. The
+// first row that matches decides. Rows are tested one by one in test/unit/stripe-failures.test.ts.
+import Stripe from 'stripe';
+import type { Certainty, FailureCode } from '../reliability/taxonomy';
+import { Classified } from './attempt';
+import { TransportError, type TransportStage } from './stripe-transport';
+
+/** The facts about a Stripe error that decide its class. */
+export interface StripeErrorFacts {
+  /** A POST that changes something; a read has no effect to be unsure about. */
+  write: boolean;
+  /** The SDK's error class name, e.g. StripeConnectionError. */
+  errorType: string;
+  /** For connection errors: how far the request got, when our transport could tell. */
+  stage: TransportStage | null;
+  timedOut: boolean;
+  statusCode: number | null;
+  /** Stripe's error.type in the body, e.g. idempotency_error. */
+  rawType: string | null;
+  /** Stripe's error.code, e.g. amount_too_large. */
+  code: string | null;
+  /** Stripe's Stripe-Should-Retry header. */
+  shouldRetry: string | null;
+}
+
+export interface StripeRule {
+  when: (f: StripeErrorFacts) => boolean;
+  code: FailureCode;
+  certainty: Certainty;
+  reason: string | ((f: StripeErrorFacts) => string);
+}
+
+/** Stripe error codes that are the business saying no (the request was understood and refused). */
+export const STRIPE_BUSINESS_CODES = new Set([
+  'amount_too_large',
+  'amount_too_small',
+  'balance_insufficient',
+  'charge_already_refunded',
+  'charge_disputed',
+  'charge_expired_for_capture',
+  'insufficient_funds',
+  'payment_intent_unexpected_state',
+  'refund_disputed_payment',
+  'resource_missing',
+]);
+
+const connection = (f: StripeErrorFacts) => f.errorType === 'StripeConnectionError';
+const serverError = (f: StripeErrorFacts) => f.statusCode !== null && f.statusCode >= 500;
+
+export const STRIPE_RULES: StripeRule[] = [
+  // The request never fully left: nothing can have happened.
+  { when: (f) => connection(f) && f.stage === 'not_sent', code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'connection_failed_before_send' },
+  // A read that got no answer changed nothing.
+  { when: (f) => connection(f) && !f.write, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'read_failed' },
+  // Sent, and the answer never came: the refund may exist. Reconcile; never a blind resend.
+  { when: (f) => connection(f) && f.stage === 'sent' && f.timedOut, code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'client_timeout' },
+  { when: (f) => connection(f) && f.stage === 'sent', code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'response_lost' },
+  // A connection error from a transport that could not say how far it got.
+  { when: connection, code: 'UNKNOWN_OUTCOME', certainty: 'undeterminable', reason: 'connection_error' },
+  { when: (f) => f.statusCode === 429 || f.errorType === 'StripeRateLimitError', code: 'RATE_LIMIT', certainty: 'not_executed', reason: (f) => f.code ?? 'rate_limited' },
+  // Another request with this key is still executing: it may yet succeed. Resend the same key later.
+  { when: (f) => f.statusCode === 409 && f.rawType === 'idempotency_error', code: 'STATE_CONFLICT', certainty: 'may_have_executed', reason: 'idempotency_key_in_use' },
+  { when: (f) => f.statusCode === 409, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: (f) => f.code ?? 'conflict' },
+  // The key was used with other parameters: Stripe refused this request outright.
+  { when: (f) => f.rawType === 'idempotency_error', code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'idempotency_key_reused' },
+  { when: (f) => f.statusCode === 401, code: 'PERMISSION_DENIED', certainty: 'not_executed', reason: 'authentication_failed' },
+  { when: (f) => f.statusCode === 403, code: 'PERMISSION_DENIED', certainty: 'not_executed', reason: 'permission_denied' },
+  // Stripe stored this 5xx against the key and says a resend would only replay it.
+  { when: (f) => serverError(f) && f.write && f.shouldRetry === 'false', code: 'UNKNOWN_OUTCOME', certainty: 'undeterminable', reason: 'provider_error_stored' },
+  { when: (f) => f.statusCode === 503, code: 'CAPACITY', certainty: 'not_executed', reason: 'provider_unavailable' },
+  { when: (f) => serverError(f) && f.write, code: 'TRANSIENT_DEPENDENCY', certainty: 'may_have_executed', reason: 'provider_error' },
+  { when: serverError, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'provider_error' },
+  { when: (f) => f.errorType === 'StripeCardError', code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: (f) => f.code ?? 'card_error' },
+  { when: (f) => f.statusCode === 404, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: (f) => f.code ?? 'resource_missing' },
+  { when: (f) => f.code !== null && STRIPE_BUSINESS_CODES.has(f.code), code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: (f) => f.code! },
+  { when: (f) => f.statusCode !== null && f.statusCode >= 400, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: (f) => f.code ?? 'invalid_request' },
+  // An SDK error with no status and no connection problem (e.g. an unparseable answer): nobody knows.
+  { when: (f) => f.write, code: 'POISON', certainty: 'undeterminable', reason: (f) => `unclassified_${f.errorType}` },
+  { when: () => true, code: 'POISON', certainty: 'not_executed', reason: (f) => `unclassified_${f.errorType}` },
+];
+
+export interface StripeClassification {
+  code: FailureCode;
+  certainty: Certainty;
+  reason: string;
+  facts: StripeErrorFacts;
+  requestId: string | null;
+  retryAfterMs: number | null;
+  message: string;
+}
+
+/** Classifies an error the SDK threw; undefined when it is not a Stripe error (a bug, rethrown as such). */
+export function classifyStripeError(err: unknown, write: boolean, nowMs: number = Date.now()): StripeClassification | undefined {
+  if (!(err instanceof Stripe.errors.StripeError)) return undefined;
+  const headers = (err.headers ?? {}) as Record<string, string | undefined>;
+  const transport = transportErrorOf(err.detail);
+  const facts: StripeErrorFacts = {
+    write,
+    errorType: err.type,
+    stage: transport?.stage ?? null,
+    timedOut: transport?.timedOut ?? false,
+    statusCode: err.statusCode ?? null,
+    rawType: (err as { rawType?: string }).rawType ?? null,
+    code: err.code ?? null,
+    shouldRetry: headers['stripe-should-retry'] ?? null,
+  };
+  const rule = STRIPE_RULES.find((r) => r.when(facts))!;
+  return {
+    code: rule.code,
+    certainty: rule.certainty,
+    reason: typeof rule.reason === 'string' ? rule.reason : rule.reason(facts),
+    facts,
+    requestId: err.requestId ?? null,
+    retryAfterMs: retryAfterMs(headers['retry-after'], nowMs),
+    message: transport ? `Stripe: ${err.message} ${transport.message}` : `Stripe: ${err.message}`,
+  };
+}
+
+/** Our transport's error, directly or inside the SDK's wrapper for a cut-off answer. */
+function transportErrorOf(detail: unknown): TransportError | undefined {
+  if (detail instanceof TransportError) return detail;
+  const inner = (detail as { exception?: unknown } | undefined)?.exception;
+  return inner instanceof TransportError ? inner : undefined;
+}
+
+/** Retry-After is either delay-seconds or an HTTP date; null when absent, past or unreadable. */
+export function retryAfterMs(value: string | undefined, nowMs: number): number | null {
+  if (value === undefined || value.trim() === '') return null;
+  const ms = /^\d+(\.\d+)?$/.test(value.trim()) ? Math.ceil(Number(value) * 1000) : Date.parse(value) - nowMs;
+  return Number.isFinite(ms) && ms > 0 ? ms : null;
+}
+
+/** A Stripe SDK error (or anything else) as a classified failure. */
+export function stripeFailure(err: unknown, write: boolean): Classified {
+  if (err instanceof Classified) return err;
+  const c = classifyStripeError(err, write);
+  if (!c) {
+    return new Classified('POISON', write ? 'undeterminable' : 'not_executed', 'unclassified_error', `unexpected error talking to Stripe: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+  }
+  const f = c.facts;
+  return new Classified(c.code, c.certainty, c.reason, c.message, {
+    retryAfterMs: c.retryAfterMs,
+    providerRequestId: c.requestId,
+    provider: { errorType: f.errorType, statusCode: f.statusCode, rawType: f.rawType, code: f.code, stage: f.stage, timedOut: f.timedOut, shouldRetry: f.shouldRetry },
+    cause: err,
+  });
+}

@@ -1,0 +1,139 @@
+// The Stripe SDK's HTTP client, replaced so that the SDK never resends on its own and every
+// failure says whether the request could have reached Stripe. stripe-node resends once after
+// ECONNRESET/EPIPE even with maxNetworkRetries 0; our errors never carry those codes, so the
+// activity's Temporal retry policy stays the only retry loop. One connection per request (no
+// keep-alive): a stale pooled socket would turn a request that never left into a lost response.
+import http from 'node:http';
+import https from 'node:https';
+import Stripe from 'stripe';
+import { recordProviderRequestId, recordTransportRequest } from './attempt-scope';
+
+/**
+ * not_sent: the request was never completely handed to the network, so the server cannot have acted on it.
+ * sent: it was, and no complete answer came back; the server may have acted on it.
+ */
+export type TransportStage = 'not_sent' | 'sent';
+
+/** A failed request, with the stage at which it failed. Its code is never one the SDK resends on. */
+export class TransportError extends Error {
+  override name = 'TransportError';
+  readonly code: 'ETIMEDOUT' | 'REQUEST_NOT_SENT' | 'RESPONSE_LOST';
+
+  constructor(
+    readonly stage: TransportStage,
+    readonly timedOut: boolean,
+    readonly socketError: string | null,
+    message: string,
+  ) {
+    super(message);
+    // The SDK words its message from ETIMEDOUT; neither code is in its list of codes to resend on.
+    this.code = timedOut ? 'ETIMEDOUT' : stage === 'sent' ? 'RESPONSE_LOST' : 'REQUEST_NOT_SENT';
+  }
+}
+
+export class StripeTransport extends Stripe.HttpClient {
+  override getClientName(): string {
+    return 'durable-refunds';
+  }
+
+  override makeRequest(
+    host: string,
+    port: string,
+    path: string,
+    method: string,
+    headers: Record<string, string | number | string[]>,
+    body: string,
+    protocol: string,
+    timeoutMs: number,
+  ): Promise<Stripe.HttpClientResponse> {
+    return new Promise((resolve, reject) => {
+      let written = false;
+      let timedOut = false;
+      const fail = (err: Error & { code?: string }) => {
+        const stage: TransportStage = written ? 'sent' : 'not_sent';
+        const what = timedOut ? `no answer within ${timeoutMs} ms` : `${err.code ?? err.name}: ${err.message}`;
+        reject(new TransportError(stage, timedOut, err.code ?? null, `${method} ${path}: ${what} (${stage === 'sent' ? 'after the request was sent' : 'before it was sent'})`));
+      };
+      const req = (protocol === 'http' ? http : https).request({ host, port, path, method, headers, agent: false });
+      // One deadline for the whole exchange, answer included: not an idle timeout that a trickle could extend.
+      const timer = setTimeout(() => {
+        timedOut = true;
+        req.destroy(new Error('timeout'));
+      }, timeoutMs);
+      req.once('finish', () => {
+        written = true;
+      });
+      req.once('error', (err) => {
+        clearTimeout(timer);
+        fail(err);
+      });
+      req.once('response', (res) => {
+        recordProviderRequestId(headerText(res.headers['request-id']));
+        resolve(new TransportResponse(res, timer, () => timedOut, timeoutMs));
+      });
+      recordTransportRequest({ method, target: path, idempotencyKey: headerText(headers['Idempotency-Key']) ?? null });
+      req.end(body);
+    });
+  }
+}
+
+class TransportResponse extends Stripe.HttpClientResponse {
+  constructor(
+    private readonly res: http.IncomingMessage,
+    private readonly timer: NodeJS.Timeout,
+    private readonly timedOut: () => boolean,
+    private readonly timeoutMs: number,
+  ) {
+    super(res.statusCode ?? 0, res.headers as Record<string, string>);
+  }
+
+  override getRawResponse(): http.IncomingMessage {
+    return this.res;
+  }
+
+  override toStream(done: () => void): http.IncomingMessage {
+    this.res.once('end', () => {
+      clearTimeout(this.timer);
+      done();
+    });
+    return this.res;
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.res.destroy();
+  }
+
+  override toJSON(): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      let text = '';
+      const lost = (err?: Error) => {
+        clearTimeout(this.timer);
+        const why = this.timedOut() ? `no complete answer within ${this.timeoutMs} ms` : (err?.message ?? 'connection closed');
+        const cause = new TransportError('sent', this.timedOut(), null, `the answer was cut off: ${why}`);
+        reject(Stripe.HttpClient.makeResponseBodyError(cause));
+      };
+      this.res.setEncoding('utf8');
+      this.res.on('data', (chunk: string) => {
+        text += chunk;
+      });
+      this.res.once('error', lost);
+      this.res.once('close', () => {
+        if (!this.res.complete) lost();
+      });
+      this.res.once('end', () => {
+        clearTimeout(this.timer);
+        try {
+          resolve(this._parseResponseBody(text));
+        } catch (err) {
+          reject(err);
+        }
+      });
+    });
+  }
+}
+
+function headerText(value: string | number | string[] | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  return Array.isArray(value) ? value[0] : String(value);
+}

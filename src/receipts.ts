@@ -1,0 +1,169 @@
+// What each step's activity returns, with a schema the workflow checks it against: a result that
+// does not fit (an older worker, an activity that returned nothing) stops the run honestly instead
+// of failing its workflow task forever. Workflow code imports this module, so it stays pure.
+import { z } from 'zod';
+import type { RecoveryPolicy } from './reliability/policy';
+import type { StepEvidence } from './reliability/evidence';
+import type { Order } from './shared';
+import type { OperationRecord } from './store/types';
+
+const attemptSummarySchema = z.object({
+  attempt: z.number().int(),
+  startedAt: z.string(),
+  finishedAt: z.string().nullable(),
+  outcome: z.string().nullable(),
+  transportRequests: z.number().int(),
+});
+const evidenceSchema = z.object({ attempt: z.number().int().min(1), ledger: z.array(attemptSummarySchema.passthrough()) });
+
+export interface RefundReceipt {
+  refundId: string;
+  paymentIntentId: string;
+  amount: number;
+  currency: string;
+  status: string;
+  created: number;
+  /** metadata.operation_id on the provider's refund. */
+  operationId: string | null;
+  /** True when the provider answered with a stored response for our idempotency key. */
+  replayed: boolean;
+}
+
+export const refundReceiptSchema = z.object({
+  refundId: z.string().min(1),
+  paymentIntentId: z.string(),
+  amount: z.number().int().positive(),
+  currency: z.string(),
+  status: z.string(),
+  created: z.number(),
+  operationId: z.string().nullable(),
+  replayed: z.boolean(),
+});
+
+export interface OrderReceipt {
+  orderId: string;
+  status: 'paid' | 'partially_refunded' | 'refunded';
+  refundedAmount: number;
+  version: number;
+  /** False when this operation had already been applied (or reverted) before this call. */
+  changed: boolean;
+}
+
+export const orderReceiptSchema = z.object({
+  orderId: z.string(),
+  status: z.enum(['paid', 'partially_refunded', 'refunded']),
+  refundedAmount: z.number().int(),
+  version: z.number().int(),
+  changed: z.boolean(),
+});
+
+export interface NotificationReceipt {
+  key: string;
+  messageId: string;
+  /** Masked: customer addresses never leave the activity in results or failure details. */
+  recipient: string;
+  /** What the SMTP server answered; proves only that it accepted the message. */
+  providerResponse: string;
+  /** True when the outbox already held a sent message for this key and nothing was sent. */
+  alreadySent: boolean;
+}
+
+export const notificationReceiptSchema = z.object({
+  key: z.string(),
+  messageId: z.string(),
+  recipient: z.string(),
+  providerResponse: z.string(),
+  alreadySent: z.boolean(),
+});
+
+/** The provider's windows the workflow plans around, from the worker's configuration. */
+export interface ProviderWindows {
+  /** How long the provider keeps a key's response (Stripe: 24 h), less a safety margin. */
+  dedupeWindowMs: number;
+  /** How long after a request its refund may still be missing from list results. */
+  consistencyMs: number;
+  requestTimeoutMs: number;
+}
+
+export interface RunSettings {
+  scope: string;
+  policy: RecoveryPolicy;
+  provider: ProviderWindows;
+}
+
+export interface BeginResult {
+  order: Order;
+  operation: OperationRecord;
+  /** False when the operation was already recorded (a repeat, or the same refund under another workflow id). */
+  created: boolean;
+  /** Why this order cannot take this refund; null when it can (or this operation's refund already exists). */
+  problem: string | null;
+  /** Earlier operations on the same order whose outcome is unknown or still in flight. */
+  blockers: OperationRecord[];
+  settings: RunSettings;
+}
+
+const operationSchema = z.object({ operationId: z.string(), status: z.string(), requestHash: z.string() }).passthrough();
+
+export const beginResultSchema = z.object({
+  order: z.object({ id: z.string(), paymentIntentId: z.string(), currency: z.string(), amount: z.number().int() }).passthrough(),
+  operation: operationSchema,
+  created: z.boolean(),
+  problem: z.string().nullable(),
+  blockers: z.array(operationSchema),
+  settings: z.object({ scope: z.string(), policy: z.object({ version: z.string() }).passthrough(), provider: z.object({ dedupeWindowMs: z.number() }).passthrough() }),
+});
+
+export const RECONCILE_OUTCOMES = ['completed', 'not_started_confirmed', 'not_found_inconclusive', 'partial', 'failed', 'unknown'] as const;
+export type ReconcileOutcome = (typeof RECONCILE_OUTCOMES)[number];
+
+export interface ReconcileResult {
+  result: ReconcileOutcome;
+  /** The refund found for the operation, when there is one. */
+  refund: RefundReceipt | null;
+  /** How the provider was asked: by refund id, or by listing the payment intent's refunds. */
+  method: 'retrieve' | 'list';
+  /** Refunds looked at, and how many carried the operation id. */
+  scanned: number;
+  matches: number;
+  /** Whether a resend with the same key would still be deduplicated by the provider. */
+  insideDedupeWindow: boolean;
+  /** When a "not found" becomes conclusive (the last send plus the provider's consistency window). */
+  conclusiveAt: string | null;
+  note: string;
+}
+
+export const reconcileResultSchema = z.object({
+  result: z.enum(RECONCILE_OUTCOMES),
+  refund: refundReceiptSchema.nullable(),
+  method: z.enum(['retrieve', 'list']),
+  scanned: z.number().int(),
+  matches: z.number().int(),
+  insideDedupeWindow: z.boolean(),
+  conclusiveAt: z.string().nullable(),
+  note: z.string(),
+});
+
+export interface GateFinding {
+  check: 'provider_receipt' | 'single_refund' | 'order_refund_state' | 'notification_state' | 'audit_trail';
+  ok: boolean;
+  observed: string;
+}
+
+export interface GateResult {
+  /** pass: every check agrees; pending: the provider has not settled the refund; refund_failed: it failed after acceptance. */
+  verdict: 'pass' | 'pending' | 'refund_failed' | 'mismatch';
+  refund: RefundReceipt;
+  findings: GateFinding[];
+}
+
+export const gateResultSchema = z.object({
+  verdict: z.enum(['pass', 'pending', 'refund_failed', 'mismatch']),
+  refund: refundReceiptSchema,
+  findings: z.array(z.object({ check: z.string(), ok: z.boolean(), observed: z.string() })),
+});
+
+export type Evidenced<T> = T & { evidence: StepEvidence };
+
+/** A step result's schema, with the evidence every step result carries. */
+export const evidenced = <S extends z.ZodObject>(schema: S) => schema.extend({ evidence: evidenceSchema });

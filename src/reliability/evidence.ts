@@ -1,0 +1,54 @@
+// The evidence a step's activity returns with its result (and its failures carry in their
+// details): every attempt of the step in this run, as the attempt ledger recorded it, with the
+// provider requests each one sent. Workflow code imports this module, so it stays pure.
+
+export interface AttemptSummary {
+  attempt: number;
+  startedAt: string;
+  /** Null when the attempt never finished (its worker died, or Temporal timed it out). */
+  finishedAt: string | null;
+  /** "ok", or the failure code it ended with; null when it never finished. */
+  outcome: string | null;
+  certainty: string | null;
+  reason: string | null;
+  transportRequests: number;
+  retryAfterMs: number | null;
+  nextDelayMs: number | null;
+  providerRequestId: string | null;
+}
+
+export interface StepEvidence {
+  /** The Temporal attempt that produced this result. */
+  attempt: number;
+  /** Every attempt of this step in this run, oldest first. */
+  ledger: AttemptSummary[];
+}
+
+/** Logical attempts and provider requests of a step, summed from its ledger. */
+export function tally(evidence: StepEvidence | undefined): { attempts: number; transportRequests: number } {
+  if (!evidence) return { attempts: 0, transportRequests: 0 };
+  return {
+    attempts: Math.max(evidence.attempt, evidence.ledger.length),
+    transportRequests: evidence.ledger.reduce((sum, a) => sum + a.transportRequests, 0),
+  };
+}
+
+/** The domain of our own Message-IDs: they look like addresses, but they are evidence operators need whole. */
+export const MESSAGE_ID_DOMAIN = 'durable-refunds.local';
+
+const EMAIL = /([A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@([A-Za-z0-9.-]+\.[A-Za-z]{2,})/g;
+
+/** "customer@example.test" → "c***@example.test": enough for an operator to tell two customers apart, not to mail one. */
+export function maskEmails(text: string): string {
+  return text.replace(EMAIL, (whole, first: string, domain: string) => (domain === MESSAGE_ID_DOMAIN ? whole : `${first}***@${domain}`));
+}
+
+/** A copy of a value with every email address in its strings masked, for query results and failure details. */
+export function redact<T>(value: T): T {
+  if (typeof value === 'string') return maskEmails(value) as T;
+  if (Array.isArray(value)) return value.map(redact) as T;
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redact(v)])) as T;
+  }
+  return value;
+}

@@ -1,0 +1,179 @@
+// The recovery policy: one declarative table, code × certainty (× boundary) → the next safe move,
+// plus the activity timeouts and the run's budgets. The activities' Temporal retry policies are
+// derived from it. Workflow code imports this module, so it stays pure.
+import { z } from 'zod';
+import { BOUNDARIES, CERTAINTIES, FAILURE_CODES, type Boundary, type Certainty, type FailureCode } from './taxonomy';
+
+export const ACTIONS = ['retry', 'reconcile', 'repair', 'compensate', 'forward_repair', 'quarantine', 'ask_human', 'stop'] as const;
+export type RecoveryAction = (typeof ACTIONS)[number];
+
+/** Who carries out the action: the activity's own Temporal retry policy, the workflow, or a person. */
+export const OWNERS = ['dependency_adapter', 'workflow', 'operator'] as const;
+export type RecoveryOwner = (typeof OWNERS)[number];
+
+const OWNER_OF: Record<RecoveryAction, RecoveryOwner[]> = {
+  retry: ['dependency_adapter'],
+  repair: ['dependency_adapter'],
+  reconcile: ['workflow'],
+  compensate: ['workflow'],
+  forward_repair: ['workflow', 'operator'],
+  quarantine: ['operator'],
+  ask_human: ['operator'],
+  stop: ['workflow', 'operator'],
+};
+
+const ms = z.number().int().min(0).max(7 * 24 * 3600_000);
+
+const backoffSchema = z
+  .object({
+    initialMs: ms.min(1),
+    coefficient: z.number().min(1).max(10),
+    maxMs: ms.min(1),
+  })
+  .strict()
+  .refine((b) => b.maxMs >= b.initialMs, { message: 'maxMs must be at least initialMs' });
+
+const ruleSchema = z
+  .object({
+    code: z.enum(FAILURE_CODES),
+    certainty: z.union([z.enum(CERTAINTIES), z.literal('*')]).default('*'),
+    boundary: z.union([z.enum(BOUNDARIES), z.literal('*')]).default('*'),
+    action: z.enum(ACTIONS),
+    owner: z.enum(OWNERS),
+    /** Attempts of the call for retry/repair; lookups for reconcile; 1 otherwise. */
+    maxAttempts: z.number().int().min(1).max(100).default(1),
+    backoff: backoffSchema.optional(),
+    /** ± this fraction of each delay, so that clients that failed together do not come back together. */
+    jitter: z.number().min(0).max(1).default(0),
+    note: z.string().max(300).optional(),
+  })
+  .strict()
+  .superRefine((rule, ctx) => {
+    if (!OWNER_OF[rule.action].includes(rule.owner)) {
+      ctx.addIssue({ code: 'custom', path: ['owner'], message: `${rule.action} is owned by ${OWNER_OF[rule.action].join(' or ')}, not ${rule.owner}` });
+    }
+    if (['retry', 'repair', 'reconcile'].includes(rule.action) && !rule.backoff) {
+      ctx.addIssue({ code: 'custom', path: ['backoff'], message: `a ${rule.action} rule needs a backoff` });
+    }
+  });
+
+const timeoutsSchema = z
+  .object({
+    /** One attempt; must outlast the client's own request timeout. */
+    startToCloseMs: ms.min(1000),
+    /** All attempts together, before the run's remaining deadline caps it further. */
+    scheduleToCloseMs: ms.min(1000),
+  })
+  .strict()
+  .refine((t) => t.scheduleToCloseMs >= t.startToCloseMs, { message: 'scheduleToCloseMs must be at least startToCloseMs' });
+
+export const budgetSchema = z
+  .object({
+    /** From the run's start; nothing is started that could not finish before it. */
+    deadlineMs: ms.min(10_000),
+    /** Attempts of any one step (a cap on every rule's maxAttempts). */
+    maxStepAttempts: z.number().int().min(1).max(100),
+    /** Time the run may spend retrying, reconciling and polling, summed over its steps. */
+    retryTimeMs: ms.min(1000),
+    /** Requests to the providers (Stripe, SMTP) the run may send in all. */
+    providerCalls: z.number().int().min(1).max(1000),
+  })
+  .strict();
+
+export const policySchema = z
+  .object({
+    version: z.string().min(1).max(64),
+    rules: z.array(ruleSchema).min(1),
+    timeouts: z.object({ stripe: timeoutsSchema, smtp: timeoutsSchema, store: timeoutsSchema }).strict(),
+    budget: budgetSchema,
+  })
+  .strict()
+  .superRefine((policy, ctx) => {
+    const seen = new Set<string>();
+    policy.rules.forEach((r, i) => {
+      const id = `${r.code}/${r.certainty}/${r.boundary}`;
+      if (seen.has(id)) ctx.addIssue({ code: 'custom', path: ['rules', i], message: `a second rule for ${id}` });
+      seen.add(id);
+    });
+    for (const code of FAILURE_CODES) {
+      for (const certainty of CERTAINTIES) {
+        for (const boundary of BOUNDARIES) {
+          if (!findRule(policy.rules, code, certainty, boundary)) {
+            ctx.addIssue({ code: 'custom', path: ['rules'], message: `no rule decides ${code} / ${certainty} at ${boundary}` });
+            return;
+          }
+        }
+      }
+    }
+  });
+
+export type RecoveryRule = z.output<typeof ruleSchema>;
+export type RecoveryPolicy = z.output<typeof policySchema>;
+export type RunBudget = z.output<typeof budgetSchema>;
+export type ActivityTimeouts = z.output<typeof timeoutsSchema>;
+
+/** Validates a policy, throwing one error that names every problem. */
+export function parsePolicy(input: unknown, source = 'recovery policy'): RecoveryPolicy {
+  const result = policySchema.safeParse(input);
+  if (!result.success) {
+    const problems = result.error.issues.map((i) => `${i.path.join('.') || '(policy)'}: ${i.message}`);
+    throw new Error(`invalid ${source}: ${problems.join('; ')}`);
+  }
+  return result.data;
+}
+
+function findRule(rules: readonly RecoveryRule[], code: FailureCode, certainty: Certainty, boundary: Boundary): RecoveryRule | undefined {
+  let best: RecoveryRule | undefined;
+  let bestScore = -1;
+  for (const rule of rules) {
+    if (rule.code !== code) continue;
+    if (rule.certainty !== '*' && rule.certainty !== certainty) continue;
+    if (rule.boundary !== '*' && rule.boundary !== boundary) continue;
+    // The most specific rule wins: an exact certainty outranks an exact boundary.
+    const score = (rule.certainty === '*' ? 0 : 2) + (rule.boundary === '*' ? 0 : 1);
+    if (score > bestScore) [best, bestScore] = [rule, score];
+  }
+  return best;
+}
+
+/** The rule that decides a failure. A validated policy always has one. */
+export function decide(policy: RecoveryPolicy, code: FailureCode, certainty: Certainty, boundary: Boundary): RecoveryRule {
+  const rule = findRule(policy.rules, code, certainty, boundary);
+  if (!rule) throw new Error(`recovery policy ${policy.version} has no rule for ${code} / ${certainty} at ${boundary}`);
+  return rule;
+}
+
+export const retries = (rule: RecoveryRule) => rule.action === 'retry' || rule.action === 'repair';
+
+/** The delay before attempt `attempt + 1` under the rule's backoff, without jitter. */
+export function backoffDelay(rule: RecoveryRule, attempt: number): number {
+  const b = rule.backoff ?? { initialMs: 1000, coefficient: 2, maxMs: 60_000 };
+  return Math.min(b.maxMs, Math.round(b.initialMs * b.coefficient ** Math.max(0, attempt - 1)));
+}
+
+/** Spreads a delay by ± the rule's jitter; `random` is in [0, 1). Never less than `floor` (e.g. Retry-After). */
+export function withJitter(delayMs: number, jitter: number, random: number, floorMs = 0): number {
+  return Math.max(floorMs, Math.round(delayMs * (1 + jitter * (2 * random - 1))));
+}
+
+/**
+ * The Temporal retry policy of one boundary's activities, derived from the table: the codes no rule
+ * retries there are non-retryable, the attempts are the largest any retry rule allows (capped by the
+ * budget), and the intervals are those of a transient failure, used only when a failure carries no
+ * nextRetryDelay of its own (a timeout, a worker that died).
+ */
+export function temporalRetryPolicy(policy: RecoveryPolicy, boundary: Boundary, maxAttempts = policy.budget.maxStepAttempts) {
+  const atBoundary = (code: FailureCode) => CERTAINTIES.map((c) => decide(policy, code, c, boundary));
+  const nonRetryableErrorTypes = FAILURE_CODES.filter((code) => !atBoundary(code).some(retries));
+  const retryRules = FAILURE_CODES.flatMap(atBoundary).filter(retries);
+  const attempts = Math.min(maxAttempts, Math.max(1, ...retryRules.map((r) => r.maxAttempts)));
+  const transient = decide(policy, 'TRANSIENT_DEPENDENCY', 'not_executed', boundary);
+  const backoff = transient.backoff ?? { initialMs: 1000, coefficient: 2, maxMs: 60_000 };
+  return {
+    initialInterval: backoff.initialMs,
+    backoffCoefficient: backoff.coefficient,
+    maximumInterval: backoff.maxMs,
+    maximumAttempts: attempts,
+    nonRetryableErrorTypes,
+  };
+}

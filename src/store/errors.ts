@@ -1,0 +1,25 @@
+// The store's errors: each says what the caller may do next (src/activities/store-failures.ts classifies them).
+
+/** Another writer changed the order between our read and our write. */
+export class VersionConflictError extends Error {
+  override name = 'VersionConflictError';
+}
+
+export class OrderNotFoundError extends Error {
+  override name = 'OrderNotFoundError';
+}
+
+/** The request can never succeed as asked (bad amount, reverting an operation never applied). */
+export class InvalidOperationError extends Error {
+  override name = 'InvalidOperationError';
+}
+
+/** The refund would take the order's refunded total above the amount paid. */
+export class RefundExceedsOrderError extends InvalidOperationError {
+  override name = 'RefundExceedsOrderError';
+}
+
+/** A key or operation already recorded arrived with different parameters: a changed intent, not a retry. */
+export class IntentConflictError extends Error {
+  override name = 'IntentConflictError';
+}

@@ -1,0 +1,274 @@
+// Operations, the attempt ledger and the audit trail, on the order store's SQLite database.
+import type Database from 'better-sqlite3';
+import type { RefundReceipt } from '../shared';
+import { IntentConflictError } from './errors';
+import type {
+  AttemptEnd,
+  AttemptRecord,
+  AuditEntry,
+  NewAttempt,
+  NewOperation,
+  OperationLog,
+  OperationRecord,
+  OperationStatus,
+  OperationUpdate,
+} from './types';
+
+export const OPERATIONS_SCHEMA = `
+CREATE TABLE IF NOT EXISTS operations (
+  operation_id TEXT PRIMARY KEY,
+  order_id TEXT NOT NULL,
+  operation_version INTEGER NOT NULL,
+  scope TEXT NOT NULL,
+  request_hash TEXT NOT NULL,
+  request_json TEXT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('intent', 'unknown', 'refunded', 'partial', 'failed', 'rejected', 'completed')),
+  refund_json TEXT,
+  first_sent_at TEXT,
+  last_sent_at TEXT,
+  requests_sent INTEGER NOT NULL DEFAULT 0,
+  absence_confirmed_at TEXT,
+  reason TEXT,
+  created_at TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS operations_order_id ON operations(order_id);
+CREATE TABLE IF NOT EXISTS attempts (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  key TEXT NOT NULL,
+  step TEXT NOT NULL,
+  operation_id TEXT NOT NULL,
+  workflow_id TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  started_at TEXT NOT NULL,
+  finished_at TEXT,
+  transport_requests INTEGER NOT NULL DEFAULT 0,
+  outcome TEXT,
+  certainty TEXT,
+  reason TEXT,
+  retry_after_ms INTEGER,
+  next_delay_ms INTEGER,
+  provider_request_id TEXT
+) STRICT;
+CREATE INDEX IF NOT EXISTS attempts_key_run ON attempts(key, run_id);
+CREATE TABLE IF NOT EXISTS audit (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  operation_id TEXT NOT NULL,
+  at TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  event TEXT NOT NULL,
+  detail TEXT NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS audit_operation_id ON audit(operation_id);
+`;
+
+interface OperationRow {
+  operation_id: string;
+  order_id: string;
+  operation_version: number;
+  scope: string;
+  request_hash: string;
+  request_json: string;
+  status: OperationStatus;
+  refund_json: string | null;
+  first_sent_at: string | null;
+  last_sent_at: string | null;
+  requests_sent: number;
+  absence_confirmed_at: string | null;
+  reason: string | null;
+  created_at: string;
+  created_by: string;
+  updated_at: string;
+}
+
+interface AttemptRow {
+  id: number;
+  key: string;
+  step: string;
+  operation_id: string;
+  workflow_id: string;
+  run_id: string;
+  attempt: number;
+  started_at: string;
+  finished_at: string | null;
+  transport_requests: number;
+  outcome: string | null;
+  certainty: string | null;
+  reason: string | null;
+  retry_after_ms: number | null;
+  next_delay_ms: number | null;
+  provider_request_id: string | null;
+}
+
+function toOperation(row: OperationRow): OperationRecord {
+  return {
+    operationId: row.operation_id,
+    orderId: row.order_id,
+    operationVersion: row.operation_version,
+    scope: row.scope,
+    requestHash: row.request_hash,
+    request: JSON.parse(row.request_json) as OperationRecord['request'],
+    status: row.status,
+    refund: row.refund_json === null ? null : (JSON.parse(row.refund_json) as RefundReceipt),
+    firstSentAt: row.first_sent_at,
+    lastSentAt: row.last_sent_at,
+    requestsSent: row.requests_sent,
+    absenceConfirmedAt: row.absence_confirmed_at,
+    reason: row.reason,
+    createdAt: row.created_at,
+    createdBy: row.created_by,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toAttempt(row: AttemptRow): AttemptRecord {
+  return {
+    id: row.id,
+    key: row.key,
+    step: row.step,
+    operationId: row.operation_id,
+    workflowId: row.workflow_id,
+    runId: row.run_id,
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    transportRequests: row.transport_requests,
+    outcome: row.outcome,
+    certainty: row.certainty,
+    reason: row.reason,
+    retryAfterMs: row.retry_after_ms,
+    nextDelayMs: row.next_delay_ms,
+    providerRequestId: row.provider_request_id,
+  };
+}
+
+export class SqliteOperationLog implements OperationLog {
+  constructor(
+    private readonly db: Database.Database,
+    private readonly now: () => string = () => new Date().toISOString(),
+  ) {}
+
+  async commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }> {
+    return this.db.transaction(() => {
+      const existing = this.row(op.operationId);
+      if (existing) {
+        if (existing.request_hash !== op.requestHash) {
+          const was = JSON.parse(existing.request_json) as OperationRecord['request'];
+          throw new IntentConflictError(
+            `operation ${op.operationId} was first requested as ${was.amount} ${was.currency} (${was.reason}); ` +
+              `this request (${op.request.amount} ${op.request.currency}, ${op.request.reason}) is a changed intent and needs a new operation version`,
+          );
+        }
+        return { record: toOperation(existing), created: false };
+      }
+      const at = this.now();
+      this.db
+        .prepare(
+          `INSERT INTO operations (operation_id, order_id, operation_version, scope, request_hash, request_json, status, created_at, created_by, updated_at)
+           VALUES (?, ?, ?, ?, ?, ?, 'intent', ?, ?, ?)`,
+        )
+        .run(op.operationId, op.orderId, op.operationVersion, op.scope, op.requestHash, JSON.stringify(op.request), at, op.actor, at);
+      this.insertAudit(op.operationId, op.actor, 'intent_committed', { requestHash: op.requestHash, request: op.request });
+      return { record: toOperation(this.row(op.operationId)!), created: true };
+    })();
+  }
+
+  async get(operationId: string): Promise<OperationRecord | undefined> {
+    const row = this.row(operationId);
+    return row && toOperation(row);
+  }
+
+  async forOrder(orderId: string): Promise<OperationRecord[]> {
+    return this.db
+      .prepare<[string], OperationRow>('SELECT * FROM operations WHERE order_id = ? ORDER BY created_at, operation_version')
+      .all(orderId)
+      .map(toOperation);
+  }
+
+  async markSent(operationId: string, actor: string): Promise<OperationRecord> {
+    return this.db.transaction(() => {
+      const at = this.now();
+      const result = this.db
+        .prepare(
+          `UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ?), last_sent_at = ?, requests_sent = requests_sent + 1, updated_at = ?
+           WHERE operation_id = ?`,
+        )
+        .run(at, at, at, operationId);
+      if (result.changes === 0) throw new Error(`no operation ${operationId}: commit its intent first`);
+      this.insertAudit(operationId, actor, 'refund_request_sent', {});
+      return toOperation(this.row(operationId)!);
+    })();
+  }
+
+  async settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<OperationRecord> {
+    return this.db.transaction(() => {
+      const result = this.db
+        .prepare(
+          `UPDATE operations SET status = @status, refund_json = COALESCE(@refund, refund_json), reason = @reason,
+             absence_confirmed_at = COALESCE(@absence, absence_confirmed_at), updated_at = @at
+           WHERE operation_id = @id`,
+        )
+        .run({
+          id: operationId,
+          status: update.status,
+          refund: update.refund ? JSON.stringify(update.refund) : null,
+          reason: update.reason ?? null,
+          absence: update.absenceConfirmedAt ?? null,
+          at: this.now(),
+        });
+      if (result.changes === 0) throw new Error(`no operation ${operationId}`);
+      this.insertAudit(operationId, actor, event, { status: update.status, ...(update.reason && { reason: update.reason }), ...detail });
+      return toOperation(this.row(operationId)!);
+    })();
+  }
+
+  async beginAttempt(a: NewAttempt): Promise<number> {
+    const result = this.db
+      .prepare('INSERT INTO attempts (key, step, operation_id, workflow_id, run_id, attempt, started_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(a.key, a.step, a.operationId, a.workflowId, a.runId, a.attempt, this.now());
+    return Number(result.lastInsertRowid);
+  }
+
+  async finishAttempt(id: number, end: AttemptEnd): Promise<void> {
+    this.db
+      .prepare(
+        `UPDATE attempts SET finished_at = @at, transport_requests = @transportRequests, outcome = @outcome, certainty = @certainty,
+           reason = @reason, retry_after_ms = @retryAfterMs, next_delay_ms = @nextDelayMs, provider_request_id = @providerRequestId
+         WHERE id = @id`,
+      )
+      .run({ id, at: this.now(), ...end });
+  }
+
+  async attempts(key: string, runId: string): Promise<AttemptRecord[]> {
+    return this.db
+      .prepare<[string, string], AttemptRow>('SELECT * FROM attempts WHERE key = ? AND run_id = ? ORDER BY id')
+      .all(key, runId)
+      .map(toAttempt);
+  }
+
+  async audit(operationId: string, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<void> {
+    this.insertAudit(operationId, actor, event, detail);
+  }
+
+  async auditTrail(operationId: string): Promise<AuditEntry[]> {
+    return this.db
+      .prepare<[string], { seq: number; operation_id: string; at: string; actor: string; event: string; detail: string }>(
+        'SELECT * FROM audit WHERE operation_id = ? ORDER BY seq',
+      )
+      .all(operationId)
+      .map((r) => ({ seq: r.seq, operationId: r.operation_id, at: r.at, actor: r.actor, event: r.event, detail: JSON.parse(r.detail) }));
+  }
+
+  /** Writes an audit entry; inside a caller's transaction it commits or rolls back with it. */
+  insertAudit(operationId: string, actor: string, event: string, detail: Record<string, unknown>): void {
+    this.db
+      .prepare('INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (?, ?, ?, ?, ?)')
+      .run(operationId, this.now(), actor, event, JSON.stringify(detail));
+  }
+
+  private row(operationId: string): OperationRow | undefined {
+    return this.db.prepare<[string], OperationRow>('SELECT * FROM operations WHERE operation_id = ?').get(operationId);
+  }
+}

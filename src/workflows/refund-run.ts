@@ -1,0 +1,211 @@
+// The state of one refund run, as the `steps` Query shows it: the step table, the operation's
+// identity, what is known of the effect, the last failure and the move the policy chose for it,
+// reconciliation, budgets, and why the run stopped. Workflow code: deterministic, no I/O.
+import { proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { z } from 'zod';
+import type { RefundActivities } from '../activities';
+import { REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
+import type { Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
+import { DEFAULT_POLICY } from '../reliability/default-policy';
+import { redact, tally } from '../reliability/evidence';
+import { decide, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
+import type { Boundary, Certainty } from '../reliability/taxonomy';
+import { SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
+import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
+import { describeFailure, StepFailedError, stepError, StepRunner, type StepError, type StepRecord } from './step-runner';
+
+export type RunStatus = 'running' | 'reconciling' | 'awaiting_provider' | 'compensating' | 'completed' | 'rejected' | 'compensated' | 'needs_attention';
+export type TerminalStatus = Extract<RunStatus, 'completed' | 'rejected' | 'compensated' | 'needs_attention'>;
+
+/** What is known of the refund at the provider: `unknown` stays unknown until the provider says otherwise. */
+export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
+
+export interface RefundRunState {
+  workflowId: string;
+  request: RefundRequest;
+  status: RunStatus;
+  operation: {
+    operationId: string;
+    operationVersion: number;
+    scope: string;
+    requestHash: string;
+    /** Whether this run recorded the intent, or found it from an earlier run of the same operation. */
+    recordedByThisRun: boolean;
+    /** After this, a resend with the same key could create a second refund: only reconciliation may precede one. */
+    dedupeWindowExpiresAt: string | null;
+    expectedReceipt: string;
+    policyVersion: string;
+  } | null;
+  effect: { status: EffectStatus; certainty: Certainty | 'none'; refundId: string | null };
+  provider: { name: 'stripe'; scope: string | null; changed: false };
+  lastFailure: (StepError & { step: string }) | null;
+  recovery: { action: RecoveryAction; owner: RecoveryOwner; note: string | null } | null;
+  reconciliation: {
+    lookups: number;
+    lastResult: ReconcileOutcome | null;
+    lastAt: string | null;
+    /** Where the last lookup got to: by refund id, or how many of the payment intent's refunds it read. */
+    cursor: { method: 'retrieve' | 'list'; scanned: number; matches: number } | null;
+    resubmissions: number;
+    history: { at: string; operationId: string; result: ReconcileOutcome; note: string }[];
+  };
+  budget: BudgetView;
+  /** Why the run stopped, when it did not complete. */
+  outcome: { status: TerminalStatus; failedStep: RefundStep | null; reason: string; quarantined: boolean } | null;
+  steps: StepRecord[];
+}
+
+/** Thrown inside the saga to end the run with a verdict; caught once, at the top. */
+export class RunStopped extends Error {
+  constructor(
+    readonly status: Exclude<TerminalStatus, 'completed'>,
+    readonly reason: string,
+    readonly failedStep: RefundStep | null,
+    readonly quarantined = false,
+  ) {
+    super(reason);
+  }
+}
+
+const now = () => new Date().toISOString();
+
+export class RefundRun {
+  readonly workflowId = workflowInfo().workflowId;
+  readonly steps = new StepRunner(REFUND_STEPS);
+  readonly budget: RunBudget;
+  readonly ctx: SagaContext;
+  settings: RunSettings | null = null;
+  status: RunStatus = 'running';
+  operation: RefundRunState['operation'] = null;
+  effect: RefundRunState['effect'] = { status: 'none', certainty: 'none', refundId: null };
+  lastFailure: RefundRunState['lastFailure'] = null;
+  recovery: RefundRunState['recovery'] = null;
+  reconciliation: RefundRunState['reconciliation'] = { lookups: 0, lastResult: null, lastAt: null, cursor: null, resubmissions: 0, history: [] };
+  outcome: RefundRunState['outcome'] = null;
+  /** How much of each step's ledger the budget has already been charged for. */
+  private readonly paid = new Map<string, number>();
+
+  constructor(readonly request: RefundRequest) {
+    this.ctx = { request, operationId: '' };
+    this.budget = new RunBudget(DEFAULT_POLICY.budget, workflowInfo().runStartTime.getTime());
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.orderId, value: request.orderId },
+      { key: SEARCH_ATTRIBUTES.status, value: 'running' },
+    ]);
+  }
+
+  get policy(): RecoveryPolicy {
+    return this.settings?.policy ?? DEFAULT_POLICY;
+  }
+
+  view(): RefundRunState {
+    return redact({
+      workflowId: this.workflowId,
+      request: this.request,
+      status: this.status,
+      operation: this.operation,
+      effect: this.effect,
+      provider: { name: 'stripe' as const, scope: this.settings?.scope ?? null, changed: false as const },
+      lastFailure: this.lastFailure,
+      recovery: this.recovery,
+      reconciliation: this.reconciliation,
+      budget: this.budget.view(),
+      outcome: this.outcome,
+      steps: this.steps.table(),
+    });
+  }
+
+  /** Moves the run to a new status; a transition an operator may search for is mirrored to the search attributes. */
+  setStatus(status: RunStatus, step?: string): void {
+    if (status === this.status) return;
+    this.status = status;
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.status, value: status },
+      ...(step ? [{ key: SEARCH_ATTRIBUTES.step, value: step }] : []),
+    ]);
+  }
+
+  /** The activities at one boundary, with options derived from the policy and what is left of the budget. */
+  activities(boundary: Boundary): RefundActivities {
+    try {
+      return proxyActivities<RefundActivities>(this.budget.options(this.policy, boundary));
+    } catch (err) {
+      if (err instanceof BudgetExhausted) throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
+      throw err;
+    }
+  }
+
+  /** Runs a saga step, paying for it from the budget and remembering how it failed. */
+  async step<T>(
+    name: RefundStep,
+    input: unknown,
+    key: string | undefined,
+    boundary: Boundary,
+    schema: z.ZodType,
+    call: (a: RefundActivities) => Promise<Evidenced<T>>,
+  ): Promise<T> {
+    try {
+      const acts = this.activities(boundary);
+      return await this.steps.run(name, input, key, boundary, schema, () => call(acts));
+    } catch (err) {
+      if (!(err instanceof StepFailedError)) throw err;
+      this.remember(name, boundary, err.error);
+      if (err.step === 'budget') this.steps.fail(name, err.error);
+      throw err;
+    } finally {
+      this.pay(this.steps.get(name), boundary);
+    }
+  }
+
+  /** A call outside the step table (a reconciliation lookup), paid for and validated the same way. */
+  async call<T>(what: string, boundary: Boundary, schema: z.ZodType, fn: (a: RefundActivities) => Promise<Evidenced<T>>): Promise<T> {
+    const acts = this.activities(boundary);
+    let raw: unknown;
+    try {
+      raw = await fn(acts);
+    } catch (err) {
+      const { error, ledger } = describeFailure(err, boundary, what);
+      this.budget.spend({ provider: boundary !== 'store', ...tally({ attempt: ledger.length, ledger }) });
+      throw new StepFailedError(what, error);
+    }
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) throw new StepFailedError(what, stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`));
+    const { evidence, ...result } = raw as Evidenced<T>;
+    this.budget.spend({ provider: boundary !== 'store', ...tally(evidence) });
+    return result as T;
+  }
+
+  /** Keeps a failure and the move the policy prescribes for it. */
+  remember(step: string, boundary: Boundary, error: StepError): RecoveryRule {
+    this.lastFailure = { step, ...error };
+    const rule = decide(this.policy, error.code, error.certainty, boundary);
+    this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
+    return rule;
+  }
+
+  stop(status: RunStopped['status'], reason: string, failedStep: RefundStep | null, quarantined = false): never {
+    throw new RunStopped(status, reason, failedStep, quarantined);
+  }
+
+  finish(status: TerminalStatus, reason: string, failedStep: RefundStep | null, quarantined = false): void {
+    this.outcome = { status, failedStep, reason, quarantined };
+    this.setStatus(status, failedStep ?? 'completion_gate');
+  }
+
+  recordLookup(operationId: string, result: ReconcileOutcome, note: string, cursor: RefundRunState['reconciliation']['cursor']): void {
+    const r = this.reconciliation;
+    r.lookups += 1;
+    r.lastResult = result;
+    r.lastAt = now();
+    if (cursor) r.cursor = cursor;
+    r.history.push({ at: r.lastAt, operationId, result, note });
+  }
+
+  /** A step's provider requests and time spent retrying count against the run's budgets, each attempt once. */
+  private pay(record: StepRecord, boundary: Boundary): void {
+    const fresh = record.ledger.slice(this.paid.get(record.name) ?? 0);
+    this.paid.set(record.name, record.ledger.length);
+    const retryTimeMs = fresh.length > 1 ? Date.parse(fresh[fresh.length - 1]!.startedAt) - Date.parse(fresh[0]!.startedAt) : 0;
+    this.budget.spend({ provider: boundary !== 'store', transportRequests: fresh.reduce((n, a) => n + a.transportRequests, 0), retryTimeMs });
+  }
+}

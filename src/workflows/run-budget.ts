@@ -1,0 +1,93 @@
+// A run's budgets, kept in workflow state: its deadline, attempts per step, time spent retrying
+// and polling, and requests sent to providers. Every activity is scheduled to close within what is
+// left, and nothing starts that the budget cannot pay for.
+import type { ActivityOptions } from '@temporalio/workflow';
+import { temporalRetryPolicy, type RecoveryPolicy, type RunBudget as BudgetLimits } from '../reliability/policy';
+import type { Boundary } from '../reliability/taxonomy';
+
+export interface BudgetView {
+  deadline: string;
+  remainingMs: number;
+  maxStepAttempts: number;
+  retryTimeUsedMs: number;
+  retryTimeLimitMs: number;
+  providerCallsUsed: number;
+  providerCallLimit: number;
+}
+
+/** Thrown when the run cannot afford its next move. */
+export class BudgetExhausted extends Error {}
+
+export class RunBudget {
+  private providerCalls = 0;
+  private retryTimeMs = 0;
+  readonly deadlineMs: number;
+
+  constructor(
+    private limits: BudgetLimits,
+    startedAtMs: number,
+  ) {
+    this.deadlineMs = startedAtMs + limits.deadlineMs;
+  }
+
+  /** The worker's policy replaces the default once the run knows it; the deadline stays. */
+  adopt(limits: BudgetLimits): void {
+    this.limits = { ...limits, deadlineMs: this.limits.deadlineMs };
+  }
+
+  remainingMs(): number {
+    return this.deadlineMs - Date.now();
+  }
+
+  spend(use: { transportRequests?: number; retryTimeMs?: number; provider: boolean }): void {
+    if (use.provider) this.providerCalls += use.transportRequests ?? 0;
+    this.retryTimeMs += Math.max(0, use.retryTimeMs ?? 0);
+  }
+
+  /** Why the run may not spend more (on a call to a provider, when `provider`), or undefined while it may. */
+  exhausted(provider = true): string | undefined {
+    if (this.remainingMs() <= 0) return `the run's deadline ${new Date(this.deadlineMs).toISOString()} has passed`;
+    if (this.retryTimeMs >= this.limits.retryTimeMs) return `${this.retryTimeMs} ms spent retrying and reconciling, of ${this.limits.retryTimeMs} allowed`;
+    if (provider && this.providerCalls >= this.limits.providerCalls) return `${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed`;
+    return undefined;
+  }
+
+  /** How long the run may still wait (between reconciliation lookups, for a pending refund). */
+  waitableMs(): number {
+    return Math.max(0, Math.min(this.remainingMs(), this.limits.retryTimeMs - this.retryTimeMs));
+  }
+
+  /**
+   * Options for one activity at `boundary`: the policy's timeouts and derived retry policy, its
+   * schedule-to-close cut to what is left of the run, its attempts to the provider calls left.
+   */
+  options(policy: RecoveryPolicy, boundary: Boundary): ActivityOptions {
+    const provider = boundary !== 'store';
+    const why = this.exhausted(provider);
+    if (why) throw new BudgetExhausted(why);
+    const t = policy.timeouts[boundary];
+    const remaining = this.remainingMs();
+    if (remaining < t.startToCloseMs) {
+      throw new BudgetExhausted(`${remaining} ms left before the run's deadline, less than one ${boundary} attempt may take (${t.startToCloseMs} ms)`);
+    }
+    const callsLeft = provider ? this.limits.providerCalls - this.providerCalls : Infinity;
+    const retry = temporalRetryPolicy(policy, boundary, Math.min(this.limits.maxStepAttempts, callsLeft));
+    return {
+      startToCloseTimeout: t.startToCloseMs,
+      scheduleToCloseTimeout: Math.min(t.scheduleToCloseMs, remaining),
+      retry,
+    };
+  }
+
+  view(): BudgetView {
+    return {
+      deadline: new Date(this.deadlineMs).toISOString(),
+      remainingMs: Math.max(0, this.remainingMs()),
+      maxStepAttempts: this.limits.maxStepAttempts,
+      retryTimeUsedMs: this.retryTimeMs,
+      retryTimeLimitMs: this.limits.retryTimeMs,
+      providerCallsUsed: this.providerCalls,
+      providerCallLimit: this.limits.providerCalls,
+    };
+  }
+}

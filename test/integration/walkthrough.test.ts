@@ -1,0 +1,305 @@
+// The refund walk-through from the design brief, each branch driven by faults injected at exact
+// boundaries of the real stack, and each asserted from where effects land: the Stripe server's
+// ledger and request log, the SMTP server's mailbox, and the store.
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import { refund } from '../../src/client/refunds';
+import { messageIdForKey } from '../../src/activities/notifications';
+import { TASK_QUEUE } from '../../src/shared';
+import { findTool } from '../../src/stack/tools';
+import { refundWorkflow, type RefundRunState } from '../../src/workflows';
+import { fewLookups, startHarness, TEST_POLICY, type Harness } from '../helpers/harness';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const execFileAsync = promisify(execFile);
+const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
+const request = (orderId: string, amount = 1250, operationVersion = 1) => ({ orderId, amount, currency: 'usd', requestedBy: 'test', operationVersion });
+const opId = (orderId: string, version = 1) => `refund:test:${orderId}:v${version}`;
+const createKey = (orderId: string, version = 1) => `${opId(orderId, version)}:create_refund`;
+const noticeId = (orderId: string, version = 1) => messageIdForKey(`${opId(orderId, version)}:notify_customer`);
+
+/** The failure a run ended with, and its state as the workflow reported it. */
+async function stopped(promise: Promise<unknown>): Promise<{ type: string | null | undefined; state: RefundRunState }> {
+  const err = await promise.then(
+    () => {
+      throw new Error('expected the refund to stop');
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(WorkflowFailedError);
+  const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
+  return { type: cause.type, state: cause.details?.[0] as RefundRunState };
+}
+
+const step = (state: RefundRunState, name: string) => state.steps.find((s) => s.name === name)!;
+const posts = async (orderId: string, version = 1) => (await h.requests({ idempotencyKey: createKey(orderId, version) })).filter((r) => r.method === 'POST');
+
+describe('the refund is committed but its response is lost', () => {
+  test('reconciliation finds the refund by operation id and keeps its receipt: one refund, one request, one email', async () => {
+    const order = await h.seedOrder(newOrderId());
+    await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
+    const result = await refund(h.env.client, request(order.id));
+
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    expect(await posts(order.id)).toEqual([expect.objectContaining({ status: null, fault: 'drop_after_commit' })]);
+    expect(await h.messages({ messageId: noticeId(order.id) })).toHaveLength(1);
+    expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250, status: 'partially_refunded' });
+
+    const state = await h.state(result.workflowId);
+    expect(state.status).toBe('completed');
+    expect(state.reconciliation).toMatchObject({ lookups: 1, lastResult: 'completed', resubmissions: 0, cursor: { method: 'list', matches: 1 } });
+    expect(step(state, 'create_refund')).toMatchObject({ status: 'completed', note: expect.stringMatching(/receipt from reconciliation/) });
+    expect(step(state, 'create_refund').ledger).toEqual([expect.objectContaining({ outcome: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'response_lost' })]);
+    expect(state.lastFailure).toMatchObject({ step: 'create_refund', code: 'UNKNOWN_OUTCOME', domain: 'unknown outcome' });
+    expect(state.recovery).toMatchObject({ action: 'reconcile', owner: 'workflow' });
+    h.recordHistory(result.workflowId, 'refund-reconciled');
+  });
+
+  test('while the list lags, a resend with the same key inside the window is answered with the first refund', async () => {
+    const order = await h.seedOrder(newOrderId());
+    await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
+    await h.stripeFault({ kind: 'lagging_list', match: { idempotencyKey: createKey(order.id) }, lagMs: 60_000 });
+    const result = await refund(h.env.client, request(order.id));
+
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    const sent = await posts(order.id);
+    expect(sent.map((r) => [r.status, Boolean(r.replayed)])).toEqual([[null, false], [200, true]]);
+    expect(result.refund.replayed).toBe(true);
+    const state = await h.state(result.workflowId);
+    expect(state.reconciliation).toMatchObject({ lastResult: 'not_found_inconclusive', resubmissions: 1 });
+    // Every transport request the step sent is one the server saw.
+    expect(step(state, 'create_refund').transportRequests).toBe(sent.length);
+  });
+});
+
+test('a connection reset: every request the server sees for the step carries the same key, and the ledger counts them all', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'fail_before_commit', match: { orderId: order.id, path: '/v1/refunds' } });
+  const result = await refund(h.env.client, request(order.id));
+
+  const seen = (await h.requests({ paymentIntent: order.paymentIntentId, path: '/v1/refunds' })).filter((r) => r.method === 'POST');
+  expect(new Set(seen.map((r) => r.idempotencyKey))).toEqual(new Set([createKey(order.id)]));
+  expect(seen.map((r) => r.status)).toEqual([null, 200]);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  const state = await h.state(result.workflowId);
+  expect(step(state, 'create_refund').transportRequests).toBe(seen.length);
+  expect(state.budget.providerCallsUsed).toBeGreaterThanOrEqual(seen.length);
+});
+
+test('two 429s: the server sees exactly three requests, spaced by its Retry-After, and the attempt ledger agrees', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'rate_limit', match: { idempotencyKey: createKey(order.id) }, retryAfterSeconds: 1, count: 2 });
+  const result = await refund(h.env.client, request(order.id));
+
+  const seen = await posts(order.id);
+  expect(seen.map((r) => r.status)).toEqual([429, 429, 200]);
+  for (let i = 1; i < seen.length; i++) expect(Date.parse(seen[i].at) - Date.parse(seen[i - 1].at)).toBeGreaterThanOrEqual(1000);
+  const create = step(await h.state(result.workflowId), 'create_refund');
+  expect(create.attempts).toBe(3);
+  expect(create.transportRequests).toBe(3);
+  expect(create.ledger.map((a) => [a.outcome, a.retryAfterMs])).toEqual([
+    ['RATE_LIMIT', 1000],
+    ['RATE_LIMIT', 1000],
+    ['ok', null],
+  ]);
+  expect(create.ledger[0].nextDelayMs).toBeGreaterThanOrEqual(1000);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
+
+test('a partial refund freezes the email and repairs the order forward to what was really refunded', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'partial', match: { idempotencyKey: createKey(order.id) } });
+  const { type, state } = await stopped(refund(h.env.client, request(order.id)));
+
+  expect(type).toBe('REFUND_NEEDS_ATTENTION');
+  expect(state.effect).toMatchObject({ status: 'partial', certainty: 'partial' });
+  expect(state.outcome?.reason).toMatch(/partial refund: .* 625 usd of the 1250 usd asked.*the customer was not emailed/);
+  expect(step(state, 'notify_customer')).toMatchObject({ status: 'skipped', note: expect.stringMatching(/frozen/) });
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
+  expect(await h.ledger(order.paymentIntentId)).toEqual([expect.objectContaining({ amount: 625 })]);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 625 });
+  await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'partial' });
+});
+
+test('an outcome that stays unknown stays unknown: no claim, no email, no order change, polled within budget, handed to a person', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  const lookups = fewLookups(3);
+  const { type, state } = await stopped(
+    h.withWorker({}, (taskQueue) => h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }), { policy: lookups }),
+  );
+
+  expect(type).toBe('REFUND_NEEDS_ATTENTION');
+  expect(state.effect).toMatchObject({ status: 'unknown' });
+  expect(state.outcome?.reason).toMatch(/the refund's outcome is unknown: still unknown after 3 lookups/);
+  expect(state.outcome?.reason).not.toMatch(/Nothing was refunded|completed/);
+  expect(state.reconciliation).toMatchObject({ lookups: 3, lastResult: 'unknown' });
+  expect(state.steps.slice(2).every((s) => s.status === 'pending')).toBe(true);
+  // It did happen, and the run does not pretend otherwise: the order and the customer wait for a person.
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0 });
+  await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'unknown' });
+  const described = await h.env.client.workflow.getHandle(`refund-${order.id}-v1`).describe();
+  expect(described.searchAttributes).toMatchObject({ RefundStatus: ['needs_attention'], RefundStep: ['create_refund'] });
+  h.recordHistory(`refund-${order.id}-v1`, 'refund-unknown');
+});
+
+test('an order-update version conflict reloads the order and applies again; the refund is never sent again', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.storeFault('conflict', order.id, 2);
+  const result = await refund(h.env.client, request(order.id));
+
+  const state = await h.state(result.workflowId);
+  expect(step(state, 'update_order').ledger.map((a) => a.outcome)).toEqual(['STATE_CONFLICT', 'STATE_CONFLICT', 'ok']);
+  expect(step(state, 'create_refund')).toMatchObject({ attempts: 1, transportRequests: 1 });
+  expect(await posts(order.id)).toHaveLength(1);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  // The competing writer's two version bumps stay; ours came on top, once.
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250, version: 4 });
+});
+
+test('an email rate limit retries the email alone, honouring the wait the server asked for', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.mailFault({ kind: 'reply', stage: 'rcpt', code: 450, message: '4.7.0 rate limited, retry after 1s', match: { recipient: order.customerEmail }, count: 2 });
+  const result = await refund(h.env.client, request(order.id));
+
+  const state = await h.state(result.workflowId);
+  const notify = step(state, 'notify_customer');
+  expect(notify.ledger.map((a) => [a.outcome, a.retryAfterMs])).toEqual([
+    ['RATE_LIMIT', 1000],
+    ['RATE_LIMIT', 1000],
+    ['ok', null],
+  ]);
+  for (let i = 1; i < notify.ledger.length; i++) {
+    expect(Date.parse(notify.ledger[i].startedAt) - Date.parse(notify.ledger[i - 1].startedAt)).toBeGreaterThanOrEqual(1000);
+  }
+  for (const other of ['load_order', 'create_refund', 'update_order']) expect(step(state, other).attempts).toBe(1);
+  expect(await h.messages({ messageId: noticeId(order.id) })).toHaveLength(1);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
+
+describe('the same operation under another workflow id', () => {
+  test('a concurrent second start under another id refunds once and mails once', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const other = h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-copy-${randomUUID()}`, args: [request(order.id)] });
+    const [a, b] = await Promise.all([refund(h.env.client, request(order.id)), other]);
+    expect(b.refund.refundId).toBe(a.refund.refundId);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+    expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
+  });
+
+  test('started from the temporal CLI under another workflow id, it returns the first refund and sends nothing', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const first = await refund(h.env.client, request(order.id));
+    const workflowId = `cli-${randomUUID()}`;
+    // Asynchronously: the worker answering the CLI's query runs in this process.
+    const cli = async (...args: string[]) => (await execFileAsync(findTool('temporal'), [...args, '--address', h.env.address], { encoding: 'utf8' })).stdout;
+    await cli('workflow', 'start', '--type', 'refundWorkflow', '--task-queue', TASK_QUEUE, '--workflow-id', workflowId, '--input', JSON.stringify(request(order.id)));
+    const result = await h.env.client.workflow.getHandle(workflowId).result();
+
+    expect(result).toMatchObject({ status: 'completed', operationId: opId(order.id), refund: { refundId: first.refund.refundId } });
+    expect(await posts(order.id)).toHaveLength(1);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+    expect(JSON.parse(await cli('workflow', 'query', '--workflow-id', workflowId, '--type', 'steps', '--output', 'json')).queryResult[0]).toMatchObject({
+      operation: { operationId: opId(order.id), recordedByThisRun: false },
+    });
+  });
+
+  test('a run whose step only claims success is stopped by the completion gate', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const claimed = async () => ({ orderId: order.id, status: 'partially_refunded' as const, refundedAmount: 1250, version: 2, changed: true, evidence: { attempt: 1, ledger: [] } });
+    const { type, state } = await stopped(
+      h.withWorker({ applyRefund: claimed }, (taskQueue) =>
+        h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }),
+      ),
+    );
+    expect(type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
+    expect(state.outcome?.reason).toMatch(/order_refund_state: the order records no refund for this operation/);
+    expect(state.outcome?.reason).toMatch(/audit_trail: missing order_updated/);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  });
+});
+
+describe('an earlier operation whose outcome is unknown fences the next version', () => {
+  async function unknownV1(orderId: string) {
+    const order = await h.seedOrder(orderId);
+    await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(orderId) } });
+    const listing = { kind: 'server_error' as const, status: 500, match: { method: 'GET' as const, paymentIntent: order.paymentIntentId }, count: 1000 };
+    await h.stripeFault(listing);
+    const lookups = fewLookups(2);
+    const run = (version: number) => (taskQueue: string) =>
+      h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${orderId}-v${version}`, args: [request(orderId, 1000, version)] });
+    await stopped(h.withWorker({}, run(1), { policy: lookups }));
+    await expect(h.store.operations.get(opId(orderId))).resolves.toMatchObject({ status: 'unknown' });
+    return { order, run, lookups };
+  }
+
+  test('v2 reconciles v1 first, records what v1 really did, then refunds', async () => {
+    const { order, run } = await unknownV1(newOrderId());
+    await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+    const v2 = await run(2)(TASK_QUEUE);
+
+    expect(v2.status).toBe('completed');
+    await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'refunded' });
+    const state = await h.state(`refund-${order.id}-v2`);
+    expect(state.reconciliation.history[0]).toMatchObject({ operationId: opId(order.id, 1), result: 'completed' });
+    expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 1), createKey(order.id, 2)]);
+  });
+
+  test('v2 sends nothing while v1 stays unknown, and says why', async () => {
+    const { order, run, lookups } = await unknownV1(newOrderId());
+    const { type, state } = await stopped(h.withWorker({}, run(2), { policy: lookups }));
+
+    expect(type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(state.outcome?.reason).toMatch(new RegExp(`earlier operation ${opId(order.id, 1)} on order ${order.id} has an unknown outcome`));
+    expect(await posts(order.id, 2)).toHaveLength(0);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+  });
+});
+
+test('a run that outspends its provider-call budget stops with BUDGET_EXCEEDED and the reason', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'rate_limit', match: { idempotencyKey: createKey(order.id) }, retryAfterSeconds: 0, count: 2 });
+  const tight = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 3 } };
+  const { type, state } = await stopped(
+    h.withWorker({}, (taskQueue) => h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }), { policy: tight }),
+  );
+  expect(type).toBe('REFUND_NEEDS_ATTENTION');
+  expect(step(state, 'notify_customer').error).toMatchObject({ code: 'BUDGET_EXCEEDED', reason: 'run_budget', message: '3 provider requests sent, of 3 allowed' });
+  expect(state.budget).toMatchObject({ providerCallsUsed: 3, providerCallLimit: 3 });
+  expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
+});
+
+describe('a run started again from the temporal CLI', () => {
+  test('the same input under a finished workflow id returns the first result, and another amount is refused outright', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const first = await refund(h.env.client, request(order.id));
+    // The temporal CLI's default reuse policy allows a new run under a closed workflow id.
+    const again = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: first.workflowId, args: [request(order.id)] });
+    expect(again).toMatchObject({ status: 'completed', refund: { refundId: first.refund.refundId }, order: { changed: false }, notification: { alreadySent: true } });
+
+    const changed = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: first.workflowId, args: [request(order.id, 2000)] }));
+    expect(changed.type).toBe('REFUND_REJECTED');
+    expect(changed.state.outcome?.reason).toMatch(/first requested as 1250 usd .* is a changed intent and needs a new operation version/);
+    expect(changed.state.outcome?.reason).not.toMatch(/unknown/);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  });
+});
