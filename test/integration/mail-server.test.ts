@@ -122,3 +122,48 @@ it('answers 400 to an unparseable request URL and keeps serving', async () => {
   expect(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4))).toEqual({ error: 'invalid request URL: //a:b' });
   await expect(messages()).resolves.toEqual(expect.any(Array));
 });
+
+describe('the fault API', () => {
+  const post = (base: string, body: unknown) => fetch(`${base}/_faults`, { method: 'POST', body: JSON.stringify(body) });
+
+  it('is off unless the server was started with it', async () => {
+    const res = await post(server.apiUrl, { kind: 'reply' });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: expect.stringMatching(/fault injection is off/) });
+  });
+
+  it('arms scoped replies and lost acceptances, counts them down, and refuses a malformed fault', async () => {
+    const faulty = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'faulty.db'), faultApi: true });
+    const client = transportFor(faulty.smtpUrl);
+    const send = (to: string) => client.sendMail({ from: 'a@example.test', to, subject: 's', text: 'x', messageId: `<${to}.${Date.now()}@durable-refunds.local>` });
+    try {
+      const bad = await post(faulty.apiUrl, { kind: 'reply', code: 250 });
+      expect(bad.status).toBe(400);
+      expect(await bad.json()).toMatchObject({ error: expect.stringMatching(/code/) });
+
+      expect((await post(faulty.apiUrl, { kind: 'reply', stage: 'rcpt', code: 450, message: '4.7.0 rate limited, retry after 2s', match: { recipient: 'limited@example.test' } })).status).toBe(200);
+      // Another recipient is not touched; the fault fires once for its own.
+      await expect(send('other@example.test')).resolves.toBeDefined();
+      await expect(send('limited@example.test')).rejects.toMatchObject({ responseCode: 450, response: expect.stringMatching(/retry after 2s/) });
+      await expect(send('limited@example.test')).resolves.toBeDefined();
+
+      await post(faulty.apiUrl, { kind: 'drop_after_accept', match: { recipient: 'lost@example.test' } });
+      const lost = (await send('lost@example.test').catch((e: unknown) => e)) as NodemailerError;
+      expect(lost).toBeInstanceOf(Error);
+      expect(lost.responseCode).toBeUndefined();
+      // The client never heard the 250, but the message is in the mailbox.
+      const res = await fetch(`${faulty.apiUrl}/messages?to=lost@example.test`);
+      expect(((await res.json()) as { messages: StoredMessage[] }).messages).toHaveLength(1);
+
+      const listed = (await (await fetch(`${faulty.apiUrl}/_faults`)).json()) as { faults: { kind: string; remaining: number; hits: number }[] };
+      expect(listed.faults.map((f) => [f.kind, f.remaining, f.hits])).toEqual([
+        ['reply', 0, 1],
+        ['drop_after_accept', 0, 1],
+      ]);
+      expect(await (await fetch(`${faulty.apiUrl}/_faults`, { method: 'DELETE' })).json()).toEqual({ cleared: 2 });
+    } finally {
+      client.close();
+      await faulty.close();
+    }
+  });
+});

@@ -298,3 +298,65 @@ describe('persistence and openStore', () => {
     expect(() => openStore('sqlite://host/orders.db')).toThrow(/names no usable SQLite file/);
   });
 });
+
+describe('operation log', () => {
+  const intent = (operationId: string, amount = 500, requestHash = `h-${amount}`) => ({
+    operationId,
+    orderId: 'ops-1',
+    operationVersion: Number(operationId.slice(-1)),
+    scope: 'test',
+    requestHash,
+    request: { orderId: 'ops-1', amount, currency: 'usd', reason: 'requested_by_customer' },
+    actor: 'wf-1',
+  });
+
+  it('commits an intent once, returns it again for the same request, and refuses a changed one without writing', async () => {
+    const first = await store.operations.commitIntent(intent('op:v1'));
+    expect(first).toMatchObject({ created: true, record: { status: 'intent', requestHash: 'h-500', requestsSent: 0, firstSentAt: null, createdBy: 'wf-1' } });
+    await expect(store.operations.commitIntent({ ...intent('op:v1'), actor: 'wf-2' })).resolves.toMatchObject({ created: false, record: { createdBy: 'wf-1' } });
+    await expect(store.operations.commitIntent(intent('op:v1', 700))).rejects.toThrow(IntentConflictError);
+    await expect(store.operations.commitIntent(intent('op:v1', 700))).rejects.toThrow(/first requested as 500 usd .* needs a new operation version/);
+    await expect(store.operations.get('op:v1')).resolves.toMatchObject({ requestHash: 'h-500', request: { amount: 500 } });
+  });
+
+  it('stamps each send and settles with an audit entry in the same transaction', async () => {
+    await store.operations.commitIntent(intent('op:v2'));
+    const sent = await store.operations.markSent('op:v2', 'wf-1');
+    const again = await store.operations.markSent('op:v2', 'wf-1');
+    expect(again).toMatchObject({ requestsSent: 2, firstSentAt: sent.firstSentAt });
+    expect(again.lastSentAt! >= sent.lastSentAt!).toBe(true);
+    const receipt = { refundId: 're_1', paymentIntentId: 'pi_1', amount: 500, currency: 'usd', status: 'succeeded', created: 1, operationId: 'op:v2', replayed: false };
+    await store.operations.settle('op:v2', { status: 'unknown', reason: 'response_lost' }, 'wf-1', 'refund_outcome_unknown');
+    await expect(store.operations.settle('op:v2', { status: 'refunded', refund: receipt }, 'wf-1', 'reconciled', { result: 'completed' })).resolves.toMatchObject({
+      status: 'refunded',
+      refund: receipt,
+    });
+    const trail = await store.operations.auditTrail('op:v2');
+    expect(trail.map((e) => e.event)).toEqual(['intent_committed', 'refund_request_sent', 'refund_request_sent', 'refund_outcome_unknown', 'reconciled']);
+    expect(trail[4].detail).toEqual({ status: 'refunded', result: 'completed' });
+    await expect(store.operations.markSent('op:nobody', 'x')).rejects.toThrow(/commit its intent first/);
+    expect((await store.operations.forOrder('ops-1')).map((o) => o.operationId)).toEqual(['op:v1', 'op:v2']);
+  });
+
+  it('keeps each attempt of a step per run, including one that never finished', async () => {
+    const a = await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r1', attempt: 1 });
+    await store.operations.finishAttempt(a, { transportRequests: 1, outcome: 'RATE_LIMIT', certainty: 'not_executed', reason: 'rate_limited', retryAfterMs: 1000, nextDelayMs: 1100, providerRequestId: 'req_1' });
+    await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r1', attempt: 2 });
+    await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r2', attempt: 1 });
+    const ledger = await store.operations.attempts('k', 'r1');
+    expect(ledger.map((r) => [r.attempt, r.outcome, r.transportRequests, r.finishedAt === null])).toEqual([
+      [1, 'RATE_LIMIT', 1, false],
+      [2, null, 0, true],
+    ]);
+    expect(ledger[0]).toMatchObject({ retryAfterMs: 1000, nextDelayMs: 1100, providerRequestId: 'req_1' });
+  });
+
+  it('takes store faults only from a store opened with faults on, and refuses a nonsense count', async () => {
+    await expect(store.faults.add({ kind: 'conflict', count: 0 })).rejects.toThrow(/count must be 1-1000/);
+    const fault = await store.faults.add({ kind: 'conflict', orderId: 'apply-1' });
+    expect(fault).toMatchObject({ kind: 'conflict', orderId: 'apply-1', remaining: 1, hits: 0 });
+    await store.faults.clear();
+    await expect(store.faults.list()).resolves.toEqual([]);
+    expect(() => new SqliteOrderStore(':memory:', { faults: true })).toThrow(/need a database file/);
+  });
+});

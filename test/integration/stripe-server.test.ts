@@ -427,3 +427,104 @@ describe('the server', () => {
     await expect(raw(server.url, 'GET', '/v1/charges')).resolves.toMatchObject({ status: 404 });
   });
 });
+
+describe('the fault API and the request log', () => {
+  let faulty: StripeServer;
+  let client: Stripe;
+  const arm = (body: unknown) => fetch(`${faulty.url}/_faults`, { method: 'POST', body: JSON.stringify(body) });
+  const requests = async (key: string) =>
+    ((await (await fetch(`${faulty.url}/_requests?idempotency_key=${key}`)).json()) as { requests: { status: number | null; fault: string | null; replayed: boolean }[] }).requests;
+  const create = (pi: string, key: string, amount = 100) => client.refunds.create({ payment_intent: pi, amount }, { idempotencyKey: key });
+
+  beforeAll(async () => {
+    faulty = await startStripeServer({ port: 0, dbPath: path.join(dir, 'faulty.db'), faults: true });
+    client = createStripeClient({ secretKey: KEY, apiBase: faulty.url, requestTimeoutMs: 500 });
+  });
+  afterAll(async () => {
+    await faulty.close();
+  });
+
+  it('is off unless the server was started with it', async () => {
+    const res = await fetch(`${server.url}/_faults`, { method: 'POST', body: '{"kind":"server_error"}' });
+    expect(res.status).toBe(404);
+    expect(await res.json()).toMatchObject({ error: { message: expect.stringMatching(/fault injection is off/) } });
+  });
+
+  it('refuses a malformed fault naming the field, and lists and clears what is armed', async () => {
+    const bad = await arm({ kind: 'server_error', status: 200 });
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: { message: expect.stringMatching(/invalid fault: status/) } });
+    expect((await arm('not json' as unknown as object)).status).toBe(400);
+    const armed = (await (await arm({ kind: 'slow', delayMs: 1, match: { idempotencyKey: 'nobody' }, count: 3 })).json()) as { fault: { id: string } };
+    const listed = (await (await fetch(`${faulty.url}/_faults`)).json()) as { faults: { id: string; remaining: number }[] };
+    expect(listed.faults).toEqual([expect.objectContaining({ id: armed.fault.id, remaining: 3 })]);
+    expect(await (await fetch(`${faulty.url}/_faults/${armed.fault.id}`, { method: 'DELETE' })).json()).toEqual({ cleared: 1 });
+  });
+
+  it('fails before commit: the connection is cut and nothing is stored against the key', async () => {
+    const pi = await paidIntent(client, 1000);
+    await arm({ kind: 'fail_before_commit', match: { idempotencyKey: 'fbc-1' } });
+    await expect(create(pi.id, 'fbc-1')).rejects.toMatchObject({ type: 'StripeConnectionError' });
+    expect(await refundEffects(faulty.url, pi.id)).toHaveLength(0);
+    await expect(create(pi.id, 'fbc-1')).resolves.toMatchObject({ amount: 100 });
+    expect((await requests('fbc-1')).map((r) => [r.status, r.fault])).toEqual([[null, 'fail_before_commit'], [200, null]]);
+  });
+
+  it('commits, then drops the answer: a resend with the key replays the refund that was made', async () => {
+    const pi = await paidIntent(client, 1000);
+    await arm({ kind: 'drop_after_commit', match: { idempotencyKey: 'dac-1' } });
+    await expect(create(pi.id, 'dac-1')).rejects.toMatchObject({ type: 'StripeConnectionError' });
+    const replay = await create(pi.id, 'dac-1');
+    expect(replay.lastResponse.headers['idempotent-replayed']).toBe('true');
+    expect(await refundEffects(faulty.url, pi.id)).toEqual([expect.objectContaining({ objectId: replay.id })]);
+  });
+
+  it('stalls a committed answer past the client timeout', async () => {
+    const pi = await paidIntent(client, 1000);
+    await arm({ kind: 'stall', match: { idempotencyKey: 'stall-1' }, delayMs: 1500 });
+    await expect(create(pi.id, 'stall-1')).rejects.toMatchObject({ message: expect.stringMatching(/timeout/) });
+    expect(await refundEffects(faulty.url, pi.id)).toHaveLength(1);
+  });
+
+  it('answers 429 with Retry-After, and 5xx, without doing or storing anything', async () => {
+    const pi = await paidIntent(client, 1000);
+    await arm({ kind: 'rate_limit', match: { paymentIntent: pi.id }, retryAfterSeconds: 7 });
+    await arm({ kind: 'server_error', status: 503, match: { paymentIntent: pi.id } });
+    const limited = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, { 'Idempotency-Key': 'rl-1' });
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toBe('7');
+    const unavailable = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, { 'Idempotency-Key': 'rl-1' });
+    expect(unavailable.status).toBe(503);
+    expect(await refundEffects(faulty.url, pi.id)).toHaveLength(0);
+    const ok = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, { 'Idempotency-Key': 'rl-1' });
+    expect(ok.status).toBe(200);
+    expect((await requests('rl-1')).map((r) => [r.status, r.fault])).toEqual([[429, 'rate_limit'], [503, 'server_error'], [200, null]]);
+  });
+
+  it('slows a request and still answers it', async () => {
+    const pi = await paidIntent(client, 1000);
+    await arm({ kind: 'slow', match: { idempotencyKey: 'slow-1' }, delayMs: 300 });
+    const started = Date.now();
+    await expect(create(pi.id, 'slow-1')).resolves.toMatchObject({ status: 'succeeded' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+  });
+
+  it('refunds less than asked and cuts the answer: the stored answer for the key is the partial refund', async () => {
+    const pi = await paidIntent(client, 1000);
+    await arm({ kind: 'partial', match: { idempotencyKey: 'part-1' }, amount: 40 });
+    await expect(create(pi.id, 'part-1')).rejects.toMatchObject({ type: 'StripeConnectionError' });
+    await expect(create(pi.id, 'part-1')).resolves.toMatchObject({ amount: 40 });
+  });
+
+  it('keeps a new refund out of list results for a while, but not out of retrieve', async () => {
+    const pi = await paidIntent(client, 1000);
+    await arm({ kind: 'lagging_list', match: { idempotencyKey: 'lag-1' }, lagMs: 400 });
+    const made = await create(pi.id, 'lag-1');
+    expect((await client.refunds.list({ payment_intent: pi.id })).data).toHaveLength(0);
+    await expect(client.refunds.retrieve(made.id)).resolves.toMatchObject({ id: made.id });
+    await new Promise((r) => setTimeout(r, 450));
+    expect((await client.refunds.list({ payment_intent: pi.id })).data.map((r) => r.id)).toEqual([made.id]);
+    // The charge itself knows: what is left to refund counts the hidden refund too.
+    await expect(create(pi.id, 'lag-2', 950)).rejects.toMatchObject({ code: 'amount_too_large' });
+  });
+});

@@ -1,4 +1,5 @@
 import { loadConfig } from '../../src/config';
+import { runSettings } from '../../src/deps';
 
 test('defaults point at the embedded stack on loopback', () => {
   const config = loadConfig({});
@@ -26,4 +27,12 @@ test.each([
   [{ STRIPE_TIMEOUT_MS: '5' }, /STRIPE_TIMEOUT_MS/],
 ])('a bad environment %j is refused naming the variable', (env, message) => {
   expect(() => loadConfig(env)).toThrow(message);
+});
+
+test('the timeouts nest: a Stripe request ends inside its attempt, and the key window is trusted only up to a margin', () => {
+  expect(() => runSettings(loadConfig({ STRIPE_TIMEOUT_MS: '14000' }))).toThrow(/STRIPE_TIMEOUT_MS \(14000\) must end at least 2000 ms inside the policy's stripe startToCloseMs \(15000\)/);
+  const settings = runSettings(loadConfig({}));
+  expect(settings.provider).toEqual({ dedupeWindowMs: 23 * 3600_000, consistencyMs: 10_000, requestTimeoutMs: 10_000 });
+  expect(settings).toMatchObject({ scope: 'local', policy: { version: expect.any(String) } });
+  expect(runSettings(loadConfig({ STRIPE_IDEMPOTENCY_TTL_HOURS: '1' })).provider.dedupeWindowMs).toBe(54 * 60_000);
 });
