@@ -41,6 +41,7 @@ async function main() {
     const temporal = temporalCommand(config);
     console.log(`
 workflow id   ${result.workflowId}
+operation     ${result.operationId}
 refund id     ${result.refund.refundId} (${result.refund.amount} ${result.refund.currency}, ${result.refund.status})
 order status  ${result.order.status} (refunded ${result.order.refundedAmount} of ${order.amount})
 message id    ${result.notification.messageId} to ${result.notification.recipient}`);

@@ -83,6 +83,8 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
   );
   run.settings = begin.settings;
   run.budget.adopt(begin.settings.policy.budget);
+  // The step table names the policy; the whole table is in the activity's result in history.
+  steps.get('load_order').output = { ...begin, settings: { scope: begin.settings.scope, policyVersion: begin.settings.policy.version, provider: begin.settings.provider } };
   const op = begin.operation;
   ctx.operationId = op.operationId;
   ctx.order = begin.order;
@@ -177,7 +179,9 @@ async function createRefund(run: RefundRun, input: CreateRefundInput, target: Re
       return await run.step('create_refund', input, input.idempotencyKey, 'stripe', evidenced(refundReceiptSchema), (a) => a.createRefund(input));
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;
-      if (run.recovery?.action !== 'reconcile') decideStop(run, 'create_refund', err.error);
+      // A retry that ran out while the effect was uncertain (a 5xx, a key still in flight) falls to reconciliation too.
+      const exhaustedUncertain = (run.recovery?.action === 'retry' || run.recovery?.action === 'repair') && err.error.certainty !== 'not_executed';
+      if (run.recovery?.action !== 'reconcile' && !exhaustedUncertain) decideStop(run, 'create_refund', err.error);
     }
     run.effect = { status: 'unknown', certainty: run.lastFailure?.certainty ?? 'undeterminable', refundId: null };
     run.setStatus('reconciling', 'create_refund');

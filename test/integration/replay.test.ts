@@ -21,17 +21,23 @@ test('the recordings cover the completed, reconciled, unknown and compensated pa
 });
 
 test('every recorded history replays against the current workflow code', async () => {
-  const results = Worker.runReplayHistories(
-    { workflowsPath: require.resolve('../../src/workflows') },
-    recorded.map(({ file, history }) => ({ workflowId: file, history })),
-  );
-  const failures: string[] = [];
-  for await (const result of results) if (result.error) failures.push(`${result.workflowId}: ${result.error.message}`);
-  expect(failures).toEqual([]);
+  expect(await replayAll(require.resolve('../../src/workflows'))).toEqual([]);
 });
+
+async function replayAll(workflowsPath: string): Promise<string[]> {
+  const results = Worker.runReplayHistories({ workflowsPath }, recorded.map(({ file, history }) => ({ workflowId: file, history })));
+  const failed: string[] = [];
+  for await (const result of results) if (result.error) failed.push(result.workflowId);
+  return failed;
+}
 
 test('the replay fails for a workflow that changed incompatibly', async () => {
   await expect(
     Worker.runReplayHistory({ workflowsPath: require.resolve('../fixtures/reordered-workflow') }, recorded[1].history),
   ).rejects.toThrow(DeterminismViolationError);
+});
+
+test('a new step added without patched() breaks every recorded run; the same step behind patched() breaks none', async () => {
+  expect(await replayAll(require.resolve('../fixtures/unpatched-change'))).toEqual(recorded.map((r) => r.file));
+  expect(await replayAll(require.resolve('../fixtures/patched-change'))).toEqual([]);
 });

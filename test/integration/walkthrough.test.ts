@@ -116,6 +116,21 @@ test('two 429s: the server sees exactly three requests, spaced by its Retry-Afte
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
 });
 
+test('5xx answers until the retries run out: the effect is uncertain, so the run reconciles before anything else', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { idempotencyKey: createKey(order.id) }, count: 5 });
+  const result = await refund(h.env.client, request(order.id));
+
+  const state = await h.state(result.workflowId);
+  expect(step(state, 'create_refund').ledger.map((a) => [a.outcome, a.certainty])).toEqual([
+    ...Array(5).fill(['TRANSIENT_DEPENDENCY', 'may_have_executed']),
+    ['ok', 'completed'],
+  ]);
+  expect(state.reconciliation).toMatchObject({ lookups: 1, resubmissions: 1 });
+  expect((await posts(order.id)).map((r) => r.status)).toEqual([500, 500, 500, 500, 500, 200]);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
+
 test('a partial refund freezes the email and repairs the order forward to what was really refunded', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'partial', match: { idempotencyKey: createKey(order.id) } });
