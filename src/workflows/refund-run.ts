@@ -192,6 +192,16 @@ export class RefundRun {
     this.setStatus(status, failedStep ?? 'completion_gate');
   }
 
+  /**
+   * Stamps the key's dedupe window once the first request went out: from the start of the first
+   * attempt that sent one, which is no later than the send, so the window is never overstated.
+   */
+  noteFirstSend(): void {
+    if (!this.operation || this.operation.dedupeWindowExpiresAt !== null || !this.settings) return;
+    const first = this.steps.get('create_refund').ledger.find((a) => a.transportRequests > 0);
+    if (first) this.operation.dedupeWindowExpiresAt = new Date(Date.parse(first.startedAt) + this.settings.provider.dedupeWindowMs).toISOString();
+  }
+
   recordLookup(operationId: string, result: ReconcileOutcome, note: string, cursor: RefundRunState['reconciliation']['cursor']): void {
     const r = this.reconciliation;
     r.lookups += 1;

@@ -128,6 +128,7 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
   };
   const target = targetOf(op.operationId, request, begin.order.paymentIntentId);
   ctx.refund = await createRefund(run, refundInput, target);
+  run.noteFirstSend();
   run.effect = { status: 'refunded', certainty: 'completed', refundId: ctx.refund.refundId };
 
   ctx.orderReceipt = await updateOrder(run, ctx.refund.refundId, ctx.refund.amount, key('update_order'));
@@ -178,6 +179,7 @@ async function createRefund(run: RefundRun, input: CreateRefundInput, target: Re
     try {
       return await run.step('create_refund', input, input.idempotencyKey, 'stripe', evidenced(refundReceiptSchema), (a) => a.createRefund(input));
     } catch (err) {
+      run.noteFirstSend();
       if (!(err instanceof StepFailedError)) throw err;
       // A retry that ran out while the effect was uncertain (a 5xx, a key still in flight) falls to reconciliation too.
       const exhaustedUncertain = (run.recovery?.action === 'retry' || run.recovery?.action === 'repair') && err.error.certainty !== 'not_executed';

@@ -67,6 +67,8 @@ test('a refund runs every step once and reports them in the step table', async (
     recordedByThisRun: true,
     expectedReceipt: expect.stringContaining(order.paymentIntentId),
   });
+  const sentAt = Date.parse(state.steps[1].ledger[0].startedAt);
+  expect(Date.parse(state.operation!.dedupeWindowExpiresAt!)).toBe(sentAt + h.settings.provider.dedupeWindowMs);
   expect(state.effect).toEqual({ status: 'refunded', certainty: 'completed', refundId: result.refund.refundId });
   expect(state.budget).toMatchObject({ providerCallsUsed: 4, retryTimeUsedMs: 0 });
   const create = state.steps[1];
