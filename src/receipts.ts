@@ -114,6 +114,8 @@ export const beginResultSchema = z.object({
   settings: z.object({ scope: z.string(), policy: z.object({ version: z.string() }).passthrough(), provider: z.object({ dedupeWindowMs: z.number() }).passthrough() }),
 });
 
+export const supersedeSchema = z.object({ applied: z.boolean(), status: z.string() });
+
 export const RECONCILE_OUTCOMES = ['completed', 'not_started_confirmed', 'not_found_inconclusive', 'partial', 'failed', 'unknown'] as const;
 export type ReconcileOutcome = (typeof RECONCILE_OUTCOMES)[number];
 
@@ -130,6 +132,8 @@ export interface ReconcileResult {
   insideDedupeWindow: boolean;
   /** When a "not found" becomes conclusive (the last send plus the provider's consistency window). */
   conclusiveAt: string | null;
+  /** The operation's last send as this lookup saw it: a fence set on its strength holds only if nothing was sent since. */
+  lastSentAt: string | null;
   note: string;
 }
 
@@ -141,6 +145,8 @@ export const reconcileResultSchema = z.object({
   matches: z.number().int(),
   insideDedupeWindow: z.boolean(),
   conclusiveAt: z.string().nullable(),
+  // Results recorded before this field existed read as "never sent": a fence conditioned on that fails safe.
+  lastSentAt: z.string().nullable().default(null),
   note: z.string(),
 });
 

@@ -22,12 +22,16 @@ export function inAttemptScope<T>(scope: AttemptScope, fn: () => Promise<T>): Pr
   return storage.run(scope, fn);
 }
 
-/** Called by a transport just before it writes a request. Outside an attempt (the CLIs) it records nothing. */
-export function recordTransportRequest(request: Omit<TransportRequest, 'at'>): void {
-  storage.getStore()?.requests.push({ at: new Date().toISOString(), ...request });
+/** The attempt running here, to be told later of what happens (undefined outside an attempt, e.g. in the CLIs). */
+export function currentAttemptScope(): AttemptScope | undefined {
+  return storage.getStore();
 }
 
-export function recordProviderRequestId(id: string | undefined): void {
-  const scope = storage.getStore();
+/** A request that reached the provider: it was written whole (and so could be acted on). */
+export function recordTransportRequest(scope: AttemptScope | undefined, request: Omit<TransportRequest, 'at'>): void {
+  scope?.requests.push({ at: new Date().toISOString(), ...request });
+}
+
+export function recordProviderRequestId(scope: AttemptScope | undefined, id: string | undefined): void {
   if (scope && id) scope.providerRequestId = id;
 }

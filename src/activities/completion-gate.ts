@@ -6,14 +6,15 @@ import type Stripe from 'stripe';
 import type { Evidenced, GateFinding, GateResult } from '../receipts';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { toReceipt } from './payments';
-import { stripeFailure } from './stripe-failures';
+import { paymentFailure, toReceipt } from './payments';
+import { requestTimeout } from './request-deadline';
 
 export interface CheckCompletionInput {
   operationId: string;
   orderId: string;
   paymentIntentId: string;
   refundId: string;
+  /** What the operation asked for: the receipt must match it, not merely itself. */
   amount: number;
   currency: string;
   /** The customer notice's key (its outbox entry). */
@@ -25,16 +26,16 @@ export interface CheckCompletionInput {
 /** Audit events a completed operation must have, in this order. */
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
 
-export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner }) {
+export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner; requestTimeoutMs: number }) {
   const { stripe, store } = deps;
 
   async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {
     const call = { step: 'completion_gate', key: `${input.idempotencyKey}#gate`, operationId: input.operationId, boundary: 'stripe' as const };
-    return deps.attempt(call, (err) => stripeFailure(err, false), async () => {
+    return deps.attempt(call, paymentFailure(false), async () => {
       const findings: GateFinding[] = [];
       const check = (name: GateFinding['check'], ok: boolean, observed: string) => findings.push({ check: name, ok, observed });
 
-      const refund = await stripe.refunds.retrieve(input.refundId);
+      const refund = await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) });
       const receipt = toReceipt(refund, false);
       const fits = refund.amount === input.amount && refund.currency === input.currency && refund.metadata?.operation_id === input.operationId;
       check(
@@ -44,7 +45,7 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       );
 
       const mine: string[] = [];
-      for await (const r of stripe.refunds.list({ payment_intent: input.paymentIntentId, limit: 100 })) {
+      for await (const r of stripe.refunds.list({ payment_intent: input.paymentIntentId, limit: 100 }, { timeout: requestTimeout(deps.requestTimeoutMs) })) {
         if (r.metadata?.operation_id === input.operationId) mine.push(r.id);
       }
       // A lagging list may not show ours yet; more than one is never right.

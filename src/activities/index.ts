@@ -27,7 +27,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createOperationActivities({ store, attempt, settings }),
     ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),
-    ...createCompletionGate({ stripe, store, attempt }),
+    ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
     ...createOrderActivities({ store, attempt }),
     ...createNotificationActivities({
       transport: deps.mail,

@@ -6,7 +6,7 @@ import { decide, retries, type RecoveryPolicy } from '../reliability/policy';
 import type { Evidenced, NotificationReceipt } from '../receipts';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
 import { Classified, type AttemptRunner } from './attempt';
-import { recordTransportRequest } from './attempt-scope';
+import { currentAttemptScope, recordTransportRequest } from './attempt-scope';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
@@ -123,6 +123,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
     }
 
     let info: SentMessageInfo;
+    const scope = currentAttemptScope();
+    const handedOver = () => recordTransportRequest(scope, { method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
     try {
       info = await deps.transport.sendMail({
         from: deps.from,
@@ -133,10 +135,11 @@ export function createNotificationActivities(deps: NotificationDeps) {
         headers: { 'X-Operation-Key': entry.key },
         signal: AbortSignal.timeout(sendDeadlineMs),
       });
-      recordTransportRequest({ method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
+      handedOver();
     } catch (err) {
-      recordTransportRequest({ method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
       const c = classifySmtpError(err as NodemailerError);
+      // A session that never began reached no server; any other counts as a request it received.
+      if (!NO_SESSION.has(c.reason)) handedOver();
       if (c.certainty !== 'not_executed') throw outcomeUnknown(ctx, 'this attempt', err as NodemailerError);
       await store.releaseNotification(entry.key);
       throw new Classified(c.code, c.certainty, c.reason, `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`, {
@@ -199,6 +202,9 @@ export function createNotificationActivities(deps: NotificationDeps) {
     },
   };
 }
+
+/** Failures that happen before any SMTP session with the server exists. */
+const NO_SESSION = new Set(['connection_refused', 'dns_failed', 'connect_timeout', 'client_refused', 'envelope_invalid']);
 
 async function claim(store: OrderStore, entry: Parameters<OrderStore['claimNotification']>[0]): Promise<OutboxEntry> {
   try {

@@ -54,15 +54,45 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       const { record, created } = await store.operations.commitIntent(intent);
       const applied = await store.appliedRefund(operationId);
       // This operation's own refund is already on the order (or at the provider): checking it against what is left would refuse a repeat of itself.
-      const problem = applied || HAS_REFUND.includes(record.status) ? null : refundProblem(order, request);
+      let problem = applied || HAS_REFUND.includes(record.status) ? null : refundProblem(order, request);
+      if (record.status === 'superseded') problem = `operation ${operationId} was ${record.reason ?? 'superseded'} and is never sent again`;
       let operation = record;
       if (problem && record.lastSentAt === null && record.status === 'intent') {
-        operation = await store.operations.settle(operationId, { status: 'rejected', reason: problem }, actor(), 'rejected');
+        ({ record: operation } = await store.operations.settle(operationId, { status: 'rejected', reason: problem }, actor(), 'rejected'));
       }
-      const blockers = (await store.operations.forOrder(request.orderId)).filter(
-        (op) => op.operationId !== operationId && (op.status === 'unknown' || (op.status === 'intent' && sentSinceLastProof(op))),
-      );
+      const blockers: OperationRecord[] = [];
+      for (const op of await store.operations.forOrder(request.orderId)) {
+        if (op.operationId !== operationId && (await unsettled(op))) blockers.push(op);
+      }
       return { order: { ...order, customerEmail: maskEmails(order.customerEmail) }, operation, created, problem, blockers, settings };
+    });
+  }
+
+  /**
+   * An earlier operation whose effect is not settled on the order: its outcome is unknown, its last
+   * send was never proven absent, or its refund exists and the order does not show it yet.
+   */
+  async function unsettled(op: OperationRecord): Promise<boolean> {
+    if (op.status === 'unknown' || (op.status === 'intent' && sentSinceLastProof(op))) return true;
+    if (op.status === 'refunded' || op.status === 'partial') return (await store.appliedRefund(op.operationId)) === undefined;
+    return false;
+  }
+
+  /**
+   * Fences off an earlier operation that reconciliation proved never took effect, so that it is
+   * never sent after this one went ahead; refused (applied: false) if it was sent again since.
+   */
+  async function supersedeOperation(input: { operationId: string; by: string; ifLastSentAt: string | null }): Promise<Evidenced<{ applied: boolean; status: string }>> {
+    const call = { step: 'supersede', key: `${input.operationId}:supersede`, operationId: input.operationId, boundary: 'store' as const };
+    return attempt(call, storeFailure, async () => {
+      const { record, applied } = await store.operations.settle(
+        input.operationId,
+        { status: 'superseded', reason: `superseded by ${input.by}`, ifLastSentAt: input.ifLastSentAt },
+        actor(),
+        'superseded',
+        { by: input.by },
+      );
+      return { applied, status: record.status };
     });
   }
 
@@ -71,7 +101,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
     await store.operations.audit(input.operationId, actor(), 'run_stopped', { status: input.status, reason: input.reason, failedStep: input.failedStep });
   }
 
-  return { beginOperation, recordOutcome };
+  return { beginOperation, supersedeOperation, recordOutcome };
 }
 
 /** A request went out after the last time reconciliation proved no refund exists: it may be in flight. */

@@ -4,8 +4,10 @@ import { Context } from '@temporalio/activity';
 import Stripe from 'stripe';
 import type { Evidenced, ProviderWindows, ReconcileResult, RefundReceipt } from '../receipts';
 import type { REFUND_REASONS } from '../shared';
-import type { OperationLog, OperationRecord } from '../store/types';
+import type { OperationLog, OperationRecord, OperationUpdate } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
+import { requestTimeout } from './request-deadline';
+import { storeFailure } from './store-failures';
 import { stripeFailure } from './stripe-failures';
 import { StripeTransport } from './stripe-transport';
 
@@ -71,15 +73,19 @@ export function createPaymentActivities(deps: PaymentDeps) {
   const { stripe, log, attempt } = deps;
   const now = deps.now ?? Date.now;
   const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
-  const classify = (write: boolean) => (err: unknown) => stripeFailure(err, write);
 
   /** Whether a request sent now would still reach the provider inside the key's dedupe window. */
   const insideWindow = (op: OperationRecord) =>
     op.firstSentAt === null || now() + deps.windows.requestTimeoutMs < Date.parse(op.firstSentAt) + deps.windows.dedupeWindowMs;
 
+  /**
+   * Sends the refund, unless the operation's record says not to. The result is the provider's
+   * receipt as it is, a refund for less than asked or one already failed included: the workflow
+   * compares it with what was asked. Only the create may be sent, and only with the operation's key.
+   */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
     const call = { step: 'create_refund', key: input.idempotencyKey, operationId: input.operationId, boundary: 'stripe' as const };
-    return attempt(call, classify(true), async () => {
+    return attempt(call, paymentFailure(true), async () => {
       const op = await log.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}; nothing was sent`);
       // The receipt is already known (an earlier run, or reconciliation): replay it, send nothing.
@@ -104,28 +110,35 @@ export function createPaymentActivities(deps: PaymentDeps) {
             reason: input.reason,
             metadata: { order_id: input.orderId, operation_id: input.operationId },
           },
-          { idempotencyKey: input.idempotencyKey },
+          { idempotencyKey: input.idempotencyKey, timeout: requestTimeout(deps.windows.requestTimeoutMs) },
         );
       } catch (err) {
         const failure = stripeFailure(err, true);
         if (failure.certainty !== 'not_executed') {
-          await log.settle(input.operationId, { status: 'unknown', reason: failure.reason }, actor(), 'refund_outcome_unknown', { message: failure.message });
+          // Best effort: the failure itself tells the workflow; the record makes later runs reconcile first.
+          await log.settle(input.operationId, { status: 'unknown', reason: failure.reason }, actor(), 'refund_outcome_unknown', { message: failure.message }).catch(() => undefined);
         }
         throw failure;
       }
       const receipt = toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true');
-      if (refund.currency !== input.currency || refund.amount !== input.amount) {
-        // The refund exists, just not as asked: keep it on record so nobody retries it under a new key.
-        await log.settle(input.operationId, { status: 'partial', refund: receipt, reason: 'refund_differs' }, actor(), 'refund_confirmed');
-        throw new Classified(
-          'PARTIAL_OUTCOME',
-          'partial',
-          'refund_differs',
-          `refund ${refund.id} is ${refund.amount} ${refund.currency}, but the operation asked for ${input.amount} ${input.currency}`,
-          { providerRequestId: refund.lastResponse.requestId ?? null, provider: { refundId: refund.id, refundAmount: refund.amount, refundCurrency: refund.currency } },
+      const partial = refund.currency !== input.currency || refund.amount < input.amount;
+      try {
+        await log.settle(
+          input.operationId,
+          partial ? { status: 'partial', refund: receipt, reason: 'refund_differs' } : { status: 'refunded', refund: receipt },
+          actor(),
+          'refund_confirmed',
+          { requestId: refund.lastResponse.requestId ?? null },
         );
+      } catch (err) {
+        // The refund exists; only its record is missing. A retry with the same key (or reconciliation) recovers the receipt.
+        const c = storeFailure(err);
+        throw new Classified(c.code, 'completed', 'receipt_not_recorded', `refund ${refund.id} was made, but its receipt could not be recorded: ${c.message}`, {
+          providerRequestId: refund.lastResponse.requestId ?? null,
+          provider: { refundId: refund.id },
+          cause: err,
+        });
       }
-      await log.settle(input.operationId, { status: 'refunded', refund: receipt }, actor(), 'refund_confirmed', { requestId: refund.lastResponse.requestId ?? null });
       return receipt;
     });
   }
@@ -134,37 +147,48 @@ export function createPaymentActivities(deps: PaymentDeps) {
    * Asks the provider what became of an operation whose outcome is unknown: by refund id when one is
    * known, else by listing the payment intent's refunds for one whose metadata names the operation.
    * A "not found" is conclusive only once the provider's consistency window has passed since the
-   * last request was sent; before that it is inconclusive.
+   * last request was sent, and only if nothing was sent since the lookup began.
    */
   async function reconcileRefund(input: ReconcileRefundInput): Promise<Evidenced<ReconcileResult>> {
     const call = { step: 'reconcile', key: `${input.idempotencyKey}#reconcile`, operationId: input.operationId, boundary: 'stripe' as const };
-    return attempt(call, classify(false), async () => {
+    return attempt(call, paymentFailure(false), async () => {
       const op = await log.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}`);
       const known = op.refund?.refundId;
       const found: Stripe.Refund[] = [];
       let scanned = 0;
       if (known) {
-        found.push(await stripe.refunds.retrieve(known));
+        found.push(await stripe.refunds.retrieve(known, {}, { timeout: requestTimeout(deps.windows.requestTimeoutMs) }));
         scanned = 1;
       } else {
-        for await (const refund of stripe.refunds.list({ payment_intent: input.paymentIntentId, limit: 100 })) {
+        for await (const refund of stripe.refunds.list({ payment_intent: input.paymentIntentId, limit: 100 }, { timeout: requestTimeout(deps.windows.requestTimeoutMs) })) {
           scanned += 1;
           if (refund.metadata?.operation_id === input.operationId) found.push(refund);
         }
       }
-      const base = { method: known ? ('retrieve' as const) : ('list' as const), scanned, matches: found.length, insideDedupeWindow: insideWindow(op) };
+      const base = {
+        method: known ? ('retrieve' as const) : ('list' as const),
+        scanned,
+        matches: found.length,
+        insideDedupeWindow: insideWindow(op),
+        lastSentAt: op.lastSentAt,
+      };
       const who = actor();
+      const settle = (update: OperationUpdate, detail: Record<string, unknown>) => log.settle(input.operationId, update, who, 'reconciled', detail);
       if (found.length === 0) {
-        if (op.lastSentAt === null) {
-          await log.settle(input.operationId, { status: 'intent', absenceConfirmedAt: new Date(now()).toISOString() }, who, 'reconciled', { result: 'not_started_confirmed' });
-          return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt: null, note: 'no request for this operation was ever sent' };
+        if (op.status === 'superseded') {
+          return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt: null, note: `operation ${input.operationId} was ${op.reason ?? 'superseded'}` };
         }
-        const conclusive = Date.parse(op.lastSentAt) + deps.windows.requestTimeoutMs + deps.windows.consistencyMs;
-        const conclusiveAt = new Date(conclusive).toISOString();
+        const conclusive = op.lastSentAt === null ? 0 : Date.parse(op.lastSentAt) + deps.windows.requestTimeoutMs + deps.windows.consistencyMs;
+        const conclusiveAt = op.lastSentAt === null ? null : new Date(conclusive).toISOString();
         if (now() >= conclusive) {
-          await log.settle(input.operationId, { status: 'intent', absenceConfirmedAt: new Date(now()).toISOString() }, who, 'reconciled', { result: 'not_started_confirmed', scanned });
-          return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt, note: `no refund carries operation ${input.operationId}, and the consistency window since the last send has passed` };
+          const proof = { status: 'intent' as const, absenceConfirmedAt: new Date(now()).toISOString(), ifLastSentAt: op.lastSentAt };
+          const { applied } = await settle(proof, { result: 'not_started_confirmed', scanned });
+          if (applied) {
+            const why = op.lastSentAt === null ? 'no request for this operation was ever sent' : `no refund carries operation ${input.operationId}, and the consistency window since the last send has passed`;
+            return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt, note: why };
+          }
+          return { ...base, result: 'not_found_inconclusive', refund: null, conclusiveAt, note: `operation ${input.operationId} was sent again while it was looked up; look again` };
         }
         await log.audit(input.operationId, who, 'reconciled', { result: 'not_found_inconclusive', scanned, conclusiveAt });
         return { ...base, result: 'not_found_inconclusive', refund: null, conclusiveAt, note: `no refund carries operation ${input.operationId} yet; the provider's list may lag until ${conclusiveAt}` };
@@ -173,20 +197,23 @@ export function createPaymentActivities(deps: PaymentDeps) {
       const receipt = toReceipt(refund, false);
       const extra = found.length > 1 ? `; ${found.length} refunds carry this operation id (${found.map((r) => r.id).join(', ')})` : '';
       if (refund.status === 'failed' || refund.status === 'canceled') {
-        await log.settle(input.operationId, { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status }, who, 'reconciled', { result: 'failed' });
+        await settle({ status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status }, { result: 'failed' });
         return { ...base, result: 'failed', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} ${refund.status} (${refund.failure_reason ?? 'no reason given'})${extra}` };
       }
       if (refund.amount < input.amount || refund.currency !== input.currency) {
-        await log.settle(input.operationId, { status: 'partial', refund: receipt, reason: 'refund_differs' }, who, 'reconciled', { result: 'partial' });
+        await settle({ status: 'partial', refund: receipt, reason: 'refund_differs' }, { result: 'partial' });
         return { ...base, result: 'partial', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${input.amount} ${input.currency} asked${extra}` };
       }
-      await log.settle(input.operationId, { status: 'refunded', refund: receipt }, who, 'reconciled', { result: 'completed', refundId: refund.id });
+      await settle({ status: 'refunded', refund: receipt }, { result: 'completed', refundId: refund.id });
       return { ...base, result: 'completed', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} exists (${refund.status})${extra}` };
     });
   }
 
   return { createRefund, reconcileRefund };
 }
+
+/** Stripe's errors by the Stripe table; anything else these activities meet comes from the store. */
+export const paymentFailure = (write: boolean) => (err: unknown) => (err instanceof Stripe.errors.StripeError ? stripeFailure(err, write) : storeFailure(err));
 
 export type PaymentActivities = ReturnType<typeof createPaymentActivities>;
 

@@ -2,7 +2,7 @@
 // store call is one transaction: when it throws, nothing it meant to write was committed.
 import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import { Classified } from './attempt';
-import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, VersionConflictError } from '../store';
+import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, SupersededError, VersionConflictError } from '../store';
 
 export interface StoreRule {
   when: (err: unknown) => boolean;
@@ -22,6 +22,8 @@ export const STORE_RULES: StoreRule[] = [
   // Another writer changed the order after we read it: the next attempt reloads and applies again.
   { when: (e) => e instanceof VersionConflictError, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'version_conflict' },
   { when: (e) => e instanceof IntentConflictError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'intent_conflict' },
+  // Proven never to have taken effect and fenced off by a later version: sending it now could refund twice.
+  { when: (e) => e instanceof SupersededError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'superseded' },
   { when: (e) => e instanceof InvalidOperationError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'invalid_operation' },
   // Another connection held the write lock past busy_timeout: the database is overloaded, our transaction rolled back.
   { when: (e) => sqliteCode(e)?.startsWith('SQLITE_BUSY') === true, code: 'CAPACITY', certainty: 'not_executed', reason: 'database_busy' },

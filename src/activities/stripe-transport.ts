@@ -6,7 +6,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import Stripe from 'stripe';
-import { recordProviderRequestId, recordTransportRequest } from './attempt-scope';
+import { currentAttemptScope, recordProviderRequestId, recordTransportRequest } from './attempt-scope';
 
 /**
  * not_sent: the request was never completely handed to the network, so the server cannot have acted on it.
@@ -46,6 +46,9 @@ export class StripeTransport extends Stripe.HttpClient {
     protocol: string,
     timeoutMs: number,
   ): Promise<Stripe.HttpClientResponse> {
+    // Captured now: the socket's events may not run in the attempt's async context.
+    const scope = currentAttemptScope();
+    const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
     return new Promise((resolve, reject) => {
       let written = false;
       let timedOut = false;
@@ -62,16 +65,16 @@ export class StripeTransport extends Stripe.HttpClient {
       }, timeoutMs);
       req.once('finish', () => {
         written = true;
+        recordTransportRequest(scope, { method, target: path, idempotencyKey });
       });
       req.once('error', (err) => {
         clearTimeout(timer);
         fail(err);
       });
       req.once('response', (res) => {
-        recordProviderRequestId(headerText(res.headers['request-id']));
+        recordProviderRequestId(scope, headerText(res.headers['request-id']));
         resolve(new TransportResponse(res, timer, () => timedOut, timeoutMs));
       });
-      recordTransportRequest({ method, target: path, idempotencyKey: headerText(headers['Idempotency-Key']) ?? null });
       req.end(body);
     });
   }

@@ -23,3 +23,8 @@ export class RefundExceedsOrderError extends InvalidOperationError {
 export class IntentConflictError extends Error {
   override name = 'IntentConflictError';
 }
+
+/** The operation was fenced off by a later version after it was proven never to have taken effect. */
+export class SupersededError extends Error {
+  override name = 'SupersededError';
+}

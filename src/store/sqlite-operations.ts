@@ -1,7 +1,7 @@
 // Operations, the attempt ledger and the audit trail, on the order store's SQLite database.
 import type Database from 'better-sqlite3';
 import type { RefundReceipt } from '../shared';
-import { IntentConflictError } from './errors';
+import { IntentConflictError, SupersededError } from './errors';
 import type {
   AttemptEnd,
   AttemptRecord,
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS operations (
   scope TEXT NOT NULL,
   request_hash TEXT NOT NULL,
   request_json TEXT NOT NULL,
-  status TEXT NOT NULL CHECK (status IN ('intent', 'unknown', 'refunded', 'partial', 'failed', 'rejected', 'completed')),
+  status TEXT NOT NULL CHECK (status IN ('intent', 'unknown', 'refunded', 'partial', 'failed', 'rejected', 'completed', 'superseded')),
   refund_json TEXT,
   first_sent_at TEXT,
   last_sent_at TEXT,
@@ -144,6 +144,19 @@ function toAttempt(row: AttemptRow): AttemptRecord {
   };
 }
 
+/** The statuses each status may be reached from: a late or repeated writer never moves an operation backwards. */
+const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
+  intent: ['intent', 'unknown'],
+  unknown: ['intent', 'unknown'],
+  rejected: ['intent', 'rejected'],
+  refunded: ['intent', 'unknown', 'rejected', 'refunded'],
+  partial: ['intent', 'unknown', 'rejected', 'refunded', 'partial'],
+  completed: ['refunded', 'completed'],
+  // A refund can fail after it was accepted, even after its run completed.
+  failed: ['intent', 'unknown', 'rejected', 'refunded', 'partial', 'completed', 'failed'],
+  superseded: ['intent', 'unknown'],
+};
+
 export class SqliteOperationLog implements OperationLog {
   constructor(
     private readonly db: Database.Database,
@@ -189,6 +202,10 @@ export class SqliteOperationLog implements OperationLog {
 
   async markSent(operationId: string, actor: string): Promise<OperationRecord> {
     return this.db.transaction(() => {
+      const current = this.row(operationId);
+      if (current?.status === 'superseded') {
+        throw new SupersededError(`operation ${operationId} was ${current.reason ?? 'superseded'}: it is never sent again`);
+      }
       const at = this.now();
       const result = this.db
         .prepare(
@@ -202,25 +219,31 @@ export class SqliteOperationLog implements OperationLog {
     })();
   }
 
-  async settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<OperationRecord> {
+  async settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<{ record: OperationRecord; applied: boolean }> {
     return this.db.transaction(() => {
-      const result = this.db
-        .prepare(
-          `UPDATE operations SET status = @status, refund_json = COALESCE(@refund, refund_json), reason = @reason,
-             absence_confirmed_at = COALESCE(@absence, absence_confirmed_at), updated_at = @at
-           WHERE operation_id = @id`,
-        )
-        .run({
-          id: operationId,
-          status: update.status,
-          refund: update.refund ? JSON.stringify(update.refund) : null,
-          reason: update.reason ?? null,
-          absence: update.absenceConfirmedAt ?? null,
-          at: this.now(),
-        });
-      if (result.changes === 0) throw new Error(`no operation ${operationId}`);
-      this.insertAudit(operationId, actor, event, { status: update.status, ...(update.reason && { reason: update.reason }), ...detail });
-      return toOperation(this.row(operationId)!);
+      const current = this.row(operationId);
+      if (!current) throw new Error(`no operation ${operationId}`);
+      const sentSince = update.ifLastSentAt !== undefined && current.last_sent_at !== update.ifLastSentAt;
+      const applied = REACHABLE_FROM[update.status].includes(current.status) && !sentSince;
+      if (applied) {
+        this.db
+          .prepare(
+            `UPDATE operations SET status = @status, refund_json = COALESCE(@refund, refund_json), reason = @reason,
+               absence_confirmed_at = COALESCE(@absence, absence_confirmed_at), updated_at = @at
+             WHERE operation_id = @id`,
+          )
+          .run({
+            id: operationId,
+            status: update.status,
+            refund: update.refund ? JSON.stringify(update.refund) : null,
+            reason: update.reason ?? null,
+            absence: update.absenceConfirmedAt ?? null,
+            at: this.now(),
+          });
+      }
+      const outcome = applied ? {} : { ignored: sentSince ? 'sent again since it was looked up' : `status stays ${current.status}` };
+      this.insertAudit(operationId, actor, event, { status: update.status, ...(update.reason && { reason: update.reason }), ...detail, ...outcome });
+      return { record: toOperation(this.row(operationId)!), applied };
     })();
   }
 

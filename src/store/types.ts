@@ -65,9 +65,10 @@ export type NewOutboxEntry = Pick<OutboxEntry, 'key' | 'orderId' | 'kind' | 'rec
  * intent: recorded, and no request has been proven to take effect (none may have been sent yet);
  * unknown: a request was sent and its outcome is not known: only reconciliation moves it on;
  * refunded / partial / failed: the provider's refund exists, for the full amount, for less, or failed;
- * rejected: refused before any effect; completed: the run passed its completion gate.
+ * rejected: refused before any effect; completed: the run passed its completion gate;
+ * superseded: proven never to have taken effect and fenced off by a later version: it is never sent again.
  */
-export type OperationStatus = 'intent' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'rejected' | 'completed';
+export type OperationStatus = 'intent' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'rejected' | 'completed' | 'superseded';
 
 export interface OperationRecord {
   operationId: string;
@@ -107,6 +108,8 @@ export interface OperationUpdate {
   refund?: RefundReceipt;
   reason?: string;
   absenceConfirmedAt?: string;
+  /** Apply only if no send happened since this one (the last send the caller saw; null: none). */
+  ifLastSentAt?: string | null;
 }
 
 /** One Temporal attempt of one step's activity, with the provider requests it sent. */
@@ -150,10 +153,14 @@ export interface OperationLog {
   get(operationId: string): Promise<OperationRecord | undefined>;
   /** Every operation on the order, oldest first. */
   forOrder(orderId: string): Promise<OperationRecord[]>;
-  /** Just before a create request is sent: stamps the send and counts it. */
+  /** Just before a create request is sent: stamps the send and counts it; SupersededError for a fenced operation. */
   markSent(operationId: string, actor: string): Promise<OperationRecord>;
-  /** Moves the operation to a new status, with an audit entry in the same transaction. */
-  settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail?: Record<string, unknown>): Promise<OperationRecord>;
+  /**
+   * Moves the operation to a new status, with an audit entry, in one transaction. A move the
+   * operation's current status does not allow (a late writer going backwards, a send since the
+   * caller looked) changes nothing and says so.
+   */
+  settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail?: Record<string, unknown>): Promise<{ record: OperationRecord; applied: boolean }>;
   beginAttempt(attempt: NewAttempt): Promise<number>;
   finishAttempt(id: number, end: AttemptEnd): Promise<void>;
   /** A step's attempts in one run, oldest first. */

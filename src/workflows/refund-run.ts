@@ -126,9 +126,9 @@ export class RefundRun {
   }
 
   /** The activities at one boundary, with options derived from the policy and what is left of the budget. */
-  activities(boundary: Boundary): RefundActivities {
+  activities(boundary: Boundary, essential = false): RefundActivities {
     try {
-      return proxyActivities<RefundActivities>(this.budget.options(this.policy, boundary));
+      return proxyActivities<RefundActivities>(this.budget.options(this.policy, boundary, essential));
     } catch (err) {
       if (err instanceof BudgetExhausted) throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
       throw err;
@@ -143,10 +143,11 @@ export class RefundRun {
     boundary: Boundary,
     schema: z.ZodType,
     call: (a: RefundActivities) => Promise<Evidenced<T>>,
+    options: { essential?: boolean; sends?: boolean } = {},
   ): Promise<T> {
     try {
-      const acts = this.activities(boundary);
-      return await this.steps.run(name, input, key, boundary, schema, () => call(acts));
+      const acts = this.activities(boundary, options.essential);
+      return await this.steps.run(name, input, key, boundary, schema, () => call(acts), options.sends ?? false);
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;
       this.remember(name, boundary, err.error);
@@ -158,19 +159,20 @@ export class RefundRun {
   }
 
   /** A call outside the step table (a reconciliation lookup), paid for and validated the same way. */
-  async call<T>(what: string, boundary: Boundary, schema: z.ZodType, fn: (a: RefundActivities) => Promise<Evidenced<T>>): Promise<T> {
-    const acts = this.activities(boundary);
+  async call<T>(what: string, boundary: Boundary, schema: z.ZodType, fn: (a: RefundActivities) => Promise<Evidenced<T>>, options: { essential?: boolean } = {}): Promise<T> {
+    const acts = this.activities(boundary, options.essential);
     let raw: unknown;
     try {
       raw = await fn(acts);
     } catch (err) {
-      const { error, ledger } = describeFailure(err, boundary, what);
+      const { error, ledger } = describeFailure(err, boundary, what, false);
       this.budget.spend({ provider: boundary !== 'store', ...tally({ attempt: ledger.length, ledger }) });
       throw new StepFailedError(what, error);
     }
     const parsed = schema.safeParse(raw);
     if (!parsed.success) throw new StepFailedError(what, stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`));
-    const { evidence, ...result } = raw as Evidenced<T>;
+    // The parsed result: a field an older worker did not send gets its schema's default.
+    const { evidence, ...result } = parsed.data as Evidenced<T>;
     this.budget.spend({ provider: boundary !== 'store', ...tally(evidence) });
     return result as T;
   }

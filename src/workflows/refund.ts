@@ -2,18 +2,29 @@
 // → update the order → notify the customer → the completion gate. Deterministic: every effect
 // happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
 // reconciled with the provider, never resent blind.
-import { ApplicationFailure, defineQuery, proxyActivities, setHandler, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  CancellationScope,
+  defineQuery,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import type { CheckCompletionInput } from '../activities/completion-gate';
 import type { CreateRefundInput } from '../activities/payments';
 import { REFUND_SAGA, type RefundStep } from '../compensations/registry';
 import {
+  type BeginResult,
   beginResultSchema,
   evidenced,
   gateResultSchema,
   notificationReceiptSchema,
   orderReceiptSchema,
   refundReceiptSchema,
+  supersedeSchema,
   type NotificationReceipt,
   type OrderReceipt,
   type RefundReceipt,
@@ -66,6 +77,15 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     run.finish('completed', 'every check of the completion gate passed', null);
     return result;
   } catch (err) {
+    if (isCancellation(err)) {
+      // Cancelled by an operator: the run ends Cancelled, and says honestly what it leaves behind.
+      await CancellationScope.nonCancellable(async () => {
+        const reason = `cancelled while ${run.status}; the refund is ${run.effect.status === 'none' ? 'not sent' : run.effect.status}: a person finishes what was started`;
+        run.finish('needs_attention', reason, null);
+        await recordOutcome(run, new RunStopped('needs_attention', reason, null));
+      });
+      throw err;
+    }
     if (!(err instanceof RunStopped)) throw err;
     run.finish(err.status, err.reason, err.failedStep, err.quarantined);
     await recordOutcome(run, err);
@@ -107,15 +127,7 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
     decideStop(run, 'load_order', error);
   }
 
-  // An earlier operation on this order whose outcome is unknown must be settled first: this one could refund on top of it.
-  for (const blocker of begin.blockers) {
-    run.setStatus('reconciling', 'load_order');
-    const settled = await reconcile(run, targetOf(blocker.operationId, blocker.request, begin.order.paymentIntentId), false);
-    if (settled.kind === 'unknown') {
-      run.stop('needs_attention', `earlier operation ${blocker.operationId} on order ${request.orderId} has an unknown outcome (${settled.note}); this operation waits until it is reconciled, so that nothing is refunded on top of it`, 'load_order');
-    }
-    run.setStatus('running');
-  }
+  await settleEarlier(run, begin);
 
   const refundInput = {
     orderId: request.orderId,
@@ -142,7 +154,7 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
     refundId: ctx.refund.refundId,
   };
   ctx.notice = await attempt(run, 'notify_customer', () =>
-    run.step('notify_customer', noticeInput, noticeInput.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(noticeInput)),
+    run.step('notify_customer', noticeInput, noticeInput.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(noticeInput), { sends: true }),
   );
 
   await completionGate(run, {
@@ -150,8 +162,8 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
     orderId: request.orderId,
     paymentIntentId: begin.order.paymentIntentId,
     refundId: ctx.refund.refundId,
-    amount: ctx.refund.amount,
-    currency: ctx.refund.currency,
+    amount: request.amount,
+    currency: request.currency,
     noticeKey: noticeInput.key,
     idempotencyKey: key('create_refund'),
   });
@@ -166,6 +178,56 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
   };
 }
 
+/**
+ * Earlier operations on this order whose effect the order does not show yet are settled before this
+ * one may send, since it could refund on top of them. An unknown one is reconciled; one proven never
+ * to have happened is fenced off (superseded), so that it can never be sent after this one went
+ * ahead; one whose refund exists is recorded on the order, and this run stops for a person, since it
+ * was asked for while that refund looked lost.
+ */
+async function settleEarlier(run: RefundRun, begin: BeginResult): Promise<void> {
+  const { request } = run;
+  for (const blocker of begin.blockers) {
+    let refunded = blocker.status === 'refunded' || blocker.status === 'partial' ? (blocker.refund ?? undefined) : undefined;
+    for (let round = 1; !refunded; round++) {
+      run.setStatus('reconciling', 'load_order');
+      const settled = await reconcile(run, targetOf(blocker.operationId, blocker.request, begin.order.paymentIntentId), false);
+      if (settled.kind === 'completed' || settled.kind === 'partial') refunded = settled.refund;
+      else if (settled.kind === 'failed') break;
+      else if (settled.kind === 'absent') {
+        const fence = { operationId: blocker.operationId, by: begin.operation.operationId, ifLastSentAt: settled.lastSentAt };
+        const fenced = await run.call('supersede', 'store', evidenced(supersedeSchema), (a) => a.supersedeOperation(fence));
+        if (fenced.applied || fenced.status === 'superseded') break;
+        if (round >= 3) {
+          run.stop('needs_attention', `earlier operation ${blocker.operationId} on order ${request.orderId} kept being sent while this operation waited for it; nothing was sent for this one`, 'load_order');
+        }
+      } else {
+        run.stop(
+          'needs_attention',
+          `earlier operation ${blocker.operationId} on order ${request.orderId} has an unknown outcome (${settled.note}); this operation waits until it is reconciled, so that nothing is refunded on top of it`,
+          'load_order',
+        );
+      }
+    }
+    if (refunded) {
+      const earlier = { key: stepKey(blocker.operationId, 'update_order'), orderId: request.orderId, operationId: blocker.operationId, refundId: refunded.refundId, amount: refunded.amount };
+      const recorded = await run
+        .call('record earlier refund', 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(earlier), { essential: true })
+        .then(() => 'it is now recorded on the order', (err: unknown) => {
+          if (!(err instanceof StepFailedError)) throw err;
+          return `recording it on the order failed (${err.error.message})`;
+        });
+      run.stop(
+        'needs_attention',
+        `earlier operation ${blocker.operationId} turned out to have refunded ${refunded.amount} ${refunded.currency} (${refunded.refundId}); ${recorded}. ` +
+          'This operation was asked for while that refund looked lost, so nothing was sent for it: if it is still wanted, start it again and it is checked against what is left to refund',
+        'load_order',
+      );
+    }
+  }
+  run.setStatus('running');
+}
+
 function targetOf(operationId: string, request: { amount: number; currency: string }, paymentIntentId: string): ReconcileTarget {
   return { operationId, paymentIntentId, amount: request.amount, currency: request.currency, idempotencyKey: stepKey(operationId, 'create_refund') };
 }
@@ -177,13 +239,16 @@ function targetOf(operationId: string, request: { amount: number; currency: stri
 async function createRefund(run: RefundRun, input: CreateRefundInput, target: ReconcileTarget): Promise<RefundReceipt> {
   for (;;) {
     try {
-      return await run.step('create_refund', input, input.idempotencyKey, 'stripe', evidenced(refundReceiptSchema), (a) => a.createRefund(input));
+      const receipt = await run.step('create_refund', input, input.idempotencyKey, 'stripe', evidenced(refundReceiptSchema), (a) => a.createRefund(input), { sends: true });
+      return checkReceipt(run, receipt);
     } catch (err) {
       run.noteFirstSend();
       if (!(err instanceof StepFailedError)) throw err;
-      // A retry that ran out while the effect was uncertain (a 5xx, a key still in flight) falls to reconciliation too.
-      const exhaustedUncertain = (run.recovery?.action === 'retry' || run.recovery?.action === 'repair') && err.error.certainty !== 'not_executed';
-      if (run.recovery?.action !== 'reconcile' && !exhaustedUncertain) decideStop(run, 'create_refund', err.error);
+      // A retry that ran out while the effect was uncertain (a 5xx, a key still in flight), or a refund
+      // made whose receipt could not be kept, falls to reconciliation too: the provider says what happened.
+      const action = run.recovery?.action;
+      const uncertain = err.error.certainty !== 'not_executed' && (action === 'retry' || action === 'repair' || err.error.certainty === 'completed');
+      if (action !== 'reconcile' && !uncertain) decideStop(run, 'create_refund', err.error);
     }
     run.effect = { status: 'unknown', certainty: run.lastFailure?.certainty ?? 'undeterminable', refundId: null };
     run.setStatus('reconciling', 'create_refund');
@@ -192,7 +257,7 @@ async function createRefund(run: RefundRun, input: CreateRefundInput, target: Re
       case 'completed':
         run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
         run.setStatus('running');
-        return settled.refund;
+        return checkReceipt(run, settled.refund);
       case 'partial':
         return partialRefund(run, settled.refund, settled.note);
       case 'failed':
@@ -218,6 +283,25 @@ async function createRefund(run: RefundRun, input: CreateRefundInput, target: Re
 }
 
 /**
+ * What the provider's receipt says against what was asked: a refund for less is partial, one
+ * already failed (a receipt on record from an earlier run) ends the run; only a full one goes on.
+ */
+async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<RefundReceipt> {
+  const { request } = run;
+  if (refund.status === 'failed' || refund.status === 'canceled') {
+    run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
+    return run.stop('needs_attention', `the provider's refund ${refund.refundId} for this operation is ${refund.status}: nothing was refunded, the order and the customer are left as they are; a person decides what happens next`, 'create_refund');
+  }
+  if (refund.currency !== request.currency || refund.amount < request.amount) {
+    return partialRefund(run, refund, `refund ${refund.refundId} is ${refund.amount} ${refund.currency} of the ${request.amount} ${request.currency} asked`);
+  }
+  if (refund.amount > request.amount) {
+    return run.stop('needs_attention', `refund ${refund.refundId} is ${refund.amount} ${refund.currency}, more than the ${request.amount} asked; it stands, and a person reconciles the difference`, 'create_refund');
+  }
+  return refund;
+}
+
+/**
  * The provider refunded less than asked. The order is repaired forward to what was really refunded;
  * the customer email is frozen, since it would tell them something untrue; a person decides the rest.
  */
@@ -238,7 +322,8 @@ async function partialRefund(run: RefundRun, refund: RefundReceipt, note: string
 async function updateOrder(run: RefundRun, refundId: string, amount: number, key: string): Promise<OrderReceipt> {
   const input = { key, orderId: run.request.orderId, operationId: run.ctx.operationId, refundId, amount };
   return attempt(run, 'update_order', () =>
-    run.step('update_order', input, run.ctx.operationId, 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(input)),
+    // Recording a refund that happened is never refused for spent retry time or provider calls.
+    run.step('update_order', input, run.ctx.operationId, 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(input), { essential: true }),
   );
 }
 
@@ -276,10 +361,11 @@ async function compensate(run: RefundRun, refund: RefundReceipt): Promise<never>
     if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
     if (undo.kind !== 'compensation') continue;
     const compKey = compensationKey(run.steps.get(step).idempotencyKey ?? stepKey(run.ctx.operationId, step));
-    const done = await run.steps.compensate(step, compKey, undo.boundary, async () => {
-      const acts = run.activities(undo.boundary) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
+    const done = await run.steps.compensate(step, compKey, undo.boundary, undo.boundary !== 'store', async () => {
+      const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
       return acts[undo.activity](undo.input(run.ctx, compKey));
     });
+    run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
     ok = done && ok;
   }
   const what = `the provider failed refund ${refund.refundId} after accepting it (${refund.status})`;

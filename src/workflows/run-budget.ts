@@ -21,18 +21,19 @@ export class BudgetExhausted extends Error {}
 export class RunBudget {
   private providerCalls = 0;
   private retryTimeMs = 0;
-  readonly deadlineMs: number;
+  deadlineMs: number;
 
   constructor(
     private limits: BudgetLimits,
-    startedAtMs: number,
+    private readonly startedAtMs: number,
   ) {
     this.deadlineMs = startedAtMs + limits.deadlineMs;
   }
 
-  /** The worker's policy replaces the default once the run knows it; the deadline stays. */
+  /** The worker's policy replaces the default once the run knows it, its deadline counted from the run's start. */
   adopt(limits: BudgetLimits): void {
-    this.limits = { ...limits, deadlineMs: this.limits.deadlineMs };
+    this.limits = limits;
+    this.deadlineMs = this.startedAtMs + limits.deadlineMs;
   }
 
   remainingMs(): number {
@@ -60,17 +61,19 @@ export class RunBudget {
   /**
    * Options for one activity at `boundary`: the policy's timeouts and derived retry policy, its
    * schedule-to-close cut to what is left of the run, its attempts to the provider calls left.
+   * An `essential` call (a compensation, recording a refund that happened) is held only to the
+   * deadline: spent retry time or provider calls never stop the run from repairing what it did.
    */
-  options(policy: RecoveryPolicy, boundary: Boundary): ActivityOptions {
+  options(policy: RecoveryPolicy, boundary: Boundary, essential = false): ActivityOptions {
     const provider = boundary !== 'store';
-    const why = this.exhausted(provider);
+    const why = essential ? (this.remainingMs() <= 0 ? this.exhausted(false) : undefined) : this.exhausted(provider);
     if (why) throw new BudgetExhausted(why);
     const t = policy.timeouts[boundary];
     const remaining = this.remainingMs();
     if (remaining < t.startToCloseMs) {
       throw new BudgetExhausted(`${remaining} ms left before the run's deadline, less than one ${boundary} attempt may take (${t.startToCloseMs} ms)`);
     }
-    const callsLeft = provider ? this.limits.providerCalls - this.providerCalls : Infinity;
+    const callsLeft = provider && !essential ? this.limits.providerCalls - this.providerCalls : Infinity;
     const retry = temporalRetryPolicy(policy, boundary, Math.min(this.limits.maxStepAttempts, callsLeft));
     return {
       startToCloseTimeout: t.startToCloseMs,

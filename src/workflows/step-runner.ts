@@ -103,6 +103,7 @@ export class StepRunner<Name extends string> {
     boundary: Boundary,
     schema: z.ZodType,
     call: () => Promise<T & { evidence: StepEvidence }>,
+    sends: boolean,
   ): Promise<T> {
     const record = this.get(name);
     Object.assign(record, { status: 'running', input, idempotencyKey, startedAt: now(), error: undefined, finishedAt: undefined });
@@ -110,7 +111,7 @@ export class StepRunner<Name extends string> {
     try {
       raw = await call();
     } catch (err) {
-      const { error, ledger } = describeFailure(err, boundary, name);
+      const { error, ledger } = describeFailure(err, boundary, name, sends);
       this.absorb(record, ledger);
       Object.assign(record, { status: 'failed', error, finishedAt: now() });
       throw new StepFailedError(name, error);
@@ -130,7 +131,7 @@ export class StepRunner<Name extends string> {
   }
 
   /** Runs a completed step's registered compensation under its own key and records its receipt. */
-  async compensate(name: Name, key: string, boundary: Boundary, call: () => Promise<unknown>): Promise<boolean> {
+  async compensate(name: Name, key: string, boundary: Boundary, sends: boolean, call: () => Promise<unknown>): Promise<boolean> {
     const compensation: CompensationRecord = { kind: 'compensation', key, status: 'running', startedAt: now(), attempts: 0, transportRequests: 0 };
     this.get(name).compensation = compensation;
     try {
@@ -139,7 +140,12 @@ export class StepRunner<Name extends string> {
       Object.assign(compensation, { status: 'completed', output, finishedAt: now(), ...tally(evidence) });
       return true;
     } catch (err) {
-      const { error, ledger } = describeFailure(err, boundary, `${name} compensation`);
+      if (err instanceof StepFailedError) {
+        // It could not even be scheduled (the run's deadline has passed): a person must finish it.
+        Object.assign(compensation, { status: 'failed', error: err.error, finishedAt: now() });
+        return false;
+      }
+      const { error, ledger } = describeFailure(err, boundary, `${name} compensation`, sends);
       Object.assign(compensation, { status: 'failed', error, finishedAt: now(), ...tally({ attempt: ledger.length, ledger }) });
       return false;
     }
@@ -195,9 +201,10 @@ export function stepError(code: FailureCode, certainty: Certainty, reason: strin
 /**
  * A failed activity as a step error. Our activities put the classification in the failure's details;
  * a Temporal timeout carries none, so it is classified here: an effect may have happened when the
- * step sends one (Stripe, SMTP), while a store write is one transaction that retries replay.
+ * step `sends` one (a refund, an email), while a read or a store write (one transaction, replayed
+ * by a retry) changed nothing it could not repeat.
  */
-export function describeFailure(err: unknown, boundary: Boundary, what: string): { error: StepError; ledger: AttemptSummary[] } {
+export function describeFailure(err: unknown, boundary: Boundary, what: string, sends: boolean): { error: StepError; ledger: AttemptSummary[] } {
   if (!(err instanceof ActivityFailure)) throw err; // a bug in workflow code: let the workflow task fail and retry
   const cause = err.cause;
   if (cause instanceof ApplicationFailure) {
@@ -217,8 +224,7 @@ export function describeFailure(err: unknown, boundary: Boundary, what: string):
     return { error: stepError('POISON', 'undeterminable', cause.type ?? 'unclassified', `${what}: ${cause.message}`, { nonRetryable: cause.nonRetryable ?? false }), ledger: [] };
   }
   if (cause instanceof TimeoutFailure) {
-    const sends = boundary !== 'store';
-    const message = `${what} timed out (${cause.timeoutType}); ${sends ? 'its request may have reached the provider' : 'its writes are replayed by the next run'}`;
+    const message = `${what} timed out at ${boundary} (${cause.timeoutType}); ${sends ? 'its request may have reached the provider' : 'it changed nothing a new attempt would not repeat'}`;
     return {
       error: sends
         ? stepError('UNKNOWN_OUTCOME', 'may_have_executed', 'activity_timeout', message, { nonRetryable: false })

@@ -169,6 +169,20 @@ describe('createRefund', () => {
     const refused = await failureOf(run(down.createRefund, input));
     expect(refused).toMatchObject({ type: 'TRANSIENT_DEPENDENCY', nonRetryable: false });
     expect(detailsOf(refused)).toMatchObject({ certainty: 'not_executed', reason: 'connection_failed_before_send' });
+    // Nothing reached a server, so no transport request is counted against the budget.
+    expect(detailsOf(refused).ledger.at(-1)).toMatchObject({ outcome: 'TRANSIENT_DEPENDENCY', transportRequests: 0 });
+  });
+
+  it("cuts each request's timeout to what is left of the attempt, so an attempt never outlives its start-to-close", async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'stall', match: { idempotencyKey: input.idempotencyKey }, delayMs: 3000 });
+    const patient = activities({ stripe: createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: 10_000 }), windows: { requestTimeoutMs: 10_000 } });
+    const short = activityEnv({ currentAttemptScheduledTimestampMs: Date.now(), startToCloseTimeoutMs: 1500 });
+    const started = Date.now();
+    const failure = await failureOf(short.run(patient.createRefund, input));
+    expect(detailsOf(failure)).toMatchObject({ code: 'UNKNOWN_OUTCOME', reason: 'client_timeout' });
+    expect(Date.now() - started).toBeLessThan(1500);
   });
 
   it('stops with BUDGET_EXCEEDED when Retry-After is longer than the step has left', async () => {
@@ -204,6 +218,22 @@ describe('createRefund', () => {
     await new Promise((r) => setTimeout(r, windows.requestTimeoutMs + windows.consistencyMs));
     await expect(run(narrow.reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'not_started_confirmed' });
     await expect(run(narrow.createRefund, input)).resolves.toMatchObject({ replayed: false });
+    expect(await refundEffects(pi)).toHaveLength(1);
+  });
+  it('keeps a store failure after a refund was made apart from "not executed": the refund exists', async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    const log = store.operations;
+    const failingSettle = new Proxy(log, {
+      get: (target, prop) => (prop === 'settle' ? async () => Promise.reject(Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })) : Reflect.get(target, prop).bind(target)),
+    });
+    const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log });
+    const flaky = createPaymentActivities({ stripe, log: failingSettle, attempt, windows });
+    const failure = await failureOf(run(flaky.createRefund, input));
+    expect(failure).toMatchObject({ type: 'CAPACITY', nonRetryable: false });
+    expect(detailsOf(failure)).toMatchObject({ certainty: 'completed', reason: 'receipt_not_recorded', provider: { refundId: expect.stringMatching(/^re_/) } });
+    // The retry, with the same key inside the window, recovers the receipt without a second refund.
+    await expect(run(activities().createRefund, input)).resolves.toMatchObject({ replayed: true });
     expect(await refundEffects(pi)).toHaveLength(1);
   });
 });

@@ -8,6 +8,7 @@ import {
   OrderNotFoundError,
   RefundExceedsOrderError,
   SqliteOrderStore,
+  SupersededError,
   VersionConflictError,
   openStore,
   type NewOrder,
@@ -328,14 +329,34 @@ describe('operation log', () => {
     const receipt = { refundId: 're_1', paymentIntentId: 'pi_1', amount: 500, currency: 'usd', status: 'succeeded', created: 1, operationId: 'op:v2', replayed: false };
     await store.operations.settle('op:v2', { status: 'unknown', reason: 'response_lost' }, 'wf-1', 'refund_outcome_unknown');
     await expect(store.operations.settle('op:v2', { status: 'refunded', refund: receipt }, 'wf-1', 'reconciled', { result: 'completed' })).resolves.toMatchObject({
-      status: 'refunded',
-      refund: receipt,
+      applied: true,
+      record: { status: 'refunded', refund: receipt },
     });
+    await store.operations.settle('op:v2', { status: 'completed' }, 'wf-1', 'completion_gate_passed');
+    // A late writer never moves it backwards: a timed-out attempt's "unknown", a stale absence proof.
+    await expect(store.operations.settle('op:v2', { status: 'unknown' }, 'wf-2', 'refund_outcome_unknown')).resolves.toMatchObject({ applied: false, record: { status: 'completed' } });
+    await expect(store.operations.settle('op:v2', { status: 'intent', absenceConfirmedAt: 'x' }, 'wf-2', 'reconciled')).resolves.toMatchObject({ applied: false, record: { absenceConfirmedAt: null } });
     const trail = await store.operations.auditTrail('op:v2');
-    expect(trail.map((e) => e.event)).toEqual(['intent_committed', 'refund_request_sent', 'refund_request_sent', 'refund_outcome_unknown', 'reconciled']);
+    expect(trail.map((e) => e.event)).toEqual([
+      'intent_committed', 'refund_request_sent', 'refund_request_sent', 'refund_outcome_unknown', 'reconciled', 'completion_gate_passed', 'refund_outcome_unknown', 'reconciled',
+    ]);
     expect(trail[4].detail).toEqual({ status: 'refunded', result: 'completed' });
+    expect(trail[6].detail).toEqual({ status: 'unknown', ignored: 'status stays completed' });
     await expect(store.operations.markSent('op:nobody', 'x')).rejects.toThrow(/commit its intent first/);
     expect((await store.operations.forOrder('ops-1')).map((o) => o.operationId)).toEqual(['op:v1', 'op:v2']);
+  });
+
+  it('proves absence only if nothing was sent since the lookup, and fences a superseded operation off for good', async () => {
+    await store.operations.commitIntent(intent('op:v3'));
+    const seen = (await store.operations.markSent('op:v3', 'wf-3')).lastSentAt;
+    await store.operations.settle('op:v3', { status: 'unknown' }, 'wf-3', 'refund_outcome_unknown');
+    await store.operations.markSent('op:v3', 'wf-3');
+    const stale = await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifLastSentAt: seen }, 'wf-4', 'reconciled');
+    expect(stale).toMatchObject({ applied: false, record: { status: 'unknown', absenceConfirmedAt: null } });
+    const latest = (await store.operations.get('op:v3'))!.lastSentAt;
+    await expect(store.operations.settle('op:v3', { status: 'superseded', reason: 'superseded by op:v4', ifLastSentAt: latest }, 'wf-4', 'superseded')).resolves.toMatchObject({ applied: true });
+    await expect(store.operations.markSent('op:v3', 'wf-3')).rejects.toThrow(SupersededError);
+    await expect(store.operations.get('op:v3')).resolves.toMatchObject({ status: 'superseded', requestsSent: 2 });
   });
 
   it('keeps each attempt of a step per run, including one that never finished', async () => {

@@ -109,7 +109,7 @@ it('accepts every request the refund, the reconciliation and the completion gate
   const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
   const payments = createPaymentActivities({ stripe: mockStripe, log: store.operations, attempt, windows: { dedupeWindowMs: 3600_000, consistencyMs: 0, requestTimeoutMs: 5000 } });
-  const { checkCompletion } = createCompletionGate({ stripe: mockStripe, store, attempt });
+  const { checkCompletion } = createCompletionGate({ stripe: mockStripe, store, attempt, requestTimeoutMs: 5000 });
   const { run } = activityEnv();
   const input = refundInput('pi_123');
   await store.operations.commitIntent({ ...input, operationVersion: 1, scope: 'test', requestHash: 'h', request: { ...input }, actor: 'test' });

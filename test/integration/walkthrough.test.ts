@@ -144,6 +144,59 @@ test('a partial refund freezes the email and repairs the order forward to what w
   expect(await h.ledger(order.paymentIntentId)).toEqual([expect.objectContaining({ amount: 625 })]);
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 625 });
   await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'partial' });
+
+  // The same operation asked again replays the partial receipt: still frozen, still one refund, the order unchanged.
+  const again = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `again-${order.id}`, args: [request(order.id)] }));
+  expect(again.type).toBe('REFUND_NEEDS_ATTENTION');
+  expect(again.state.effect).toMatchObject({ status: 'partial' });
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 625 });
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
+
+test('a refund the provider failed stays failed when the operation is asked again: no second email, no order change', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const first = await stopped(refund(h.env.client, request(order.id)));
+  expect(first.type).toBe('REFUND_COMPENSATED');
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(2);
+
+  const again = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `again-${order.id}`, args: [request(order.id)] }));
+  expect(again.type).toBe('REFUND_NEEDS_ATTENTION');
+  expect(again.state.outcome?.reason).toMatch(/refund re_\w+ for this operation is failed: nothing was refunded/);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(2);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0, status: 'paid' });
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
+
+test('compensations still run when the provider-call budget is spent', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  // create 1 + notice 1 + the gate's retrieve and list 2: nothing left for the correction email.
+  const spent = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 4 } };
+  const { type, state } = await stopped(
+    h.withWorker({}, (taskQueue) => h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }), { policy: spent }),
+  );
+  expect(type).toBe('REFUND_COMPENSATED');
+  expect(state.budget.providerCallsUsed).toBeGreaterThan(4);
+  expect(step(state, 'notify_customer').compensation).toMatchObject({ status: 'completed' });
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(2);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0 });
+});
+
+test('a run cancelled while it reconciles ends Cancelled and says what it leaves behind', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+  for (let i = 0; i < 100 && (await h.state(handle.workflowId)).status !== 'reconciling'; i++) await new Promise((r) => setTimeout(r, 100));
+  await handle.cancel();
+  const err = await handle.result().catch((e: unknown) => e);
+  expect((err as WorkflowFailedError).cause?.name).toBe('CancelledFailure');
+  const described = await handle.describe();
+  expect(described.status.name).toBe('CANCELLED');
+  expect(described.searchAttributes).toMatchObject({ RefundStatus: ['needs_attention'] });
+  const trail = await h.store.operations.auditTrail(opId(order.id));
+  expect(trail.at(-1)).toMatchObject({ event: 'run_stopped', detail: { reason: expect.stringMatching(/cancelled while reconciling; the refund is unknown/) } });
+  await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 });
 
 test('an outcome that stays unknown stays unknown: no claim, no email, no order change, polled within budget, handed to a person', async () => {
@@ -264,16 +317,40 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     return { order, run, lookups };
   }
 
-  test('v2 reconciles v1 first, records what v1 really did, then refunds', async () => {
+  test('v1 turns out to have refunded: v2 records it on the order and stops without sending; asked again, v2 goes ahead', async () => {
     const { order, run } = await unknownV1(newOrderId());
     await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
-    const v2 = await run(2)(TASK_QUEUE);
+    const first = await stopped(run(2)(TASK_QUEUE));
 
-    expect(v2.status).toBe('completed');
+    expect(first.type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(first.state.outcome?.reason).toMatch(new RegExp(`earlier operation ${opId(order.id, 1)} turned out to have refunded 1000 usd .* it is now recorded on the order`));
+    expect(first.state.reconciliation.history[0]).toMatchObject({ operationId: opId(order.id, 1), result: 'completed' });
+    expect(await posts(order.id, 2)).toHaveLength(0);
+    expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1000 });
     await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'refunded' });
-    const state = await h.state(`refund-${order.id}-v2`);
-    expect(state.reconciliation.history[0]).toMatchObject({ operationId: opId(order.id, 1), result: 'completed' });
+
+    // A person who still wants v2 asks again: it is checked against what is really left.
+    const again = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v2-again`, args: [request(order.id, 1000, 2)] });
+    expect(again.order).toMatchObject({ refundedAmount: 2000 });
     expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 1), createKey(order.id, 2)]);
+  });
+
+  test('v1 proven never to have happened is fenced off: v2 refunds, and v1 can never be sent after it', async () => {
+    const order = await h.seedOrder(newOrderId());
+    await h.stripeFault({ kind: 'fail_before_commit', match: { idempotencyKey: createKey(order.id) } });
+    await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+    const start = (version: number, workflowId = `refund-${order.id}-v${version}`) => (taskQueue: string) =>
+      h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId, args: [request(order.id, 1000, version)] });
+    await stopped(h.withWorker({}, start(1), { policy: fewLookups(2) }));
+    await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+
+    const v2 = await start(2)(TASK_QUEUE);
+    expect(v2.status).toBe('completed');
+    await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'superseded', reason: `superseded by ${opId(order.id, 2)}` });
+    const v1Again = await stopped(start(1, `refund-${order.id}-v1-again`)(TASK_QUEUE));
+    expect(v1Again.type).toBe('REFUND_REJECTED');
+    expect(v1Again.state.outcome?.reason).toMatch(/superseded by .*:v2 and is never sent again/);
+    expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 2)]);
   });
 
   test('v2 sends nothing while v1 stays unknown, and says why', async () => {
