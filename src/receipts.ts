@@ -98,9 +98,19 @@ export interface BeginResult {
   created: boolean;
   /** Why this order cannot take this refund; null when it can (or this operation's refund already exists). */
   problem: string | null;
-  /** Earlier operations on the same order whose outcome is unknown or still in flight. */
-  blockers: OperationRecord[];
+  /** Other operations on the same order that must be settled before this one may send. */
+  blockers: Blocker[];
   settings: RunSettings;
+}
+
+/**
+ * Another operation on the order, and what it needs: `reconcile` (ask the provider what it did),
+ * `fence` (never sent, or proven absent: supersede it), `later` (a later version is pending: this
+ * older one is not sent).
+ */
+export interface Blocker {
+  operation: OperationRecord;
+  settle: 'reconcile' | 'fence' | 'later';
 }
 
 const operationSchema = z.object({ operationId: z.string(), status: z.string(), requestHash: z.string() }).passthrough();
@@ -110,7 +120,7 @@ export const beginResultSchema = z.object({
   operation: operationSchema,
   created: z.boolean(),
   problem: z.string().nullable(),
-  blockers: z.array(operationSchema),
+  blockers: z.array(z.object({ operation: operationSchema, settle: z.enum(['reconcile', 'fence', 'later']) })),
   settings: z.object({ scope: z.string(), policy: z.object({ version: z.string() }).passthrough(), provider: z.object({ dedupeWindowMs: z.number() }).passthrough() }),
 });
 
@@ -132,8 +142,8 @@ export interface ReconcileResult {
   insideDedupeWindow: boolean;
   /** When a "not found" becomes conclusive (the last send plus the provider's consistency window). */
   conclusiveAt: string | null;
-  /** The operation's last send as this lookup saw it: a fence set on its strength holds only if nothing was sent since. */
-  lastSentAt: string | null;
+  /** How many times the operation had been sent when this lookup looked: a fence set on its strength holds only if nothing was sent since. */
+  requestsSent: number;
   note: string;
 }
 
@@ -145,8 +155,8 @@ export const reconcileResultSchema = z.object({
   matches: z.number().int(),
   insideDedupeWindow: z.boolean(),
   conclusiveAt: z.string().nullable(),
-  // Results recorded before this field existed read as "never sent": a fence conditioned on that fails safe.
-  lastSentAt: z.string().nullable().default(null),
+  // Results recorded before this field existed read as -1: a fence conditioned on that never holds.
+  requestsSent: z.number().int().default(-1),
   note: z.string(),
 });
 

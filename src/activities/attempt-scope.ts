@@ -11,6 +11,8 @@ export interface TransportRequest {
 }
 
 export interface AttemptScope {
+  /** When the attempt began on this worker. */
+  startedAtMs: number;
   requests: TransportRequest[];
   /** The provider's id for the last request that was answered (Stripe's Request-Id). */
   providerRequestId: string | null;

@@ -50,8 +50,9 @@ export function createAttemptRunner(deps: AttemptDeps) {
   return async function runAttempt<T extends object>(call: StepCall, classify: Classifier, fn: () => Promise<T>): Promise<T & { evidence: StepEvidence }> {
     const info = Context.current().info;
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
+    const started = now();
     const ledgerId = await bestEffort(() => deps.log.beginAttempt({ ...call, workflowId, runId, attempt: info.attempt }));
-    const scope: AttemptScope = { requests: [], providerRequestId: null };
+    const scope: AttemptScope = { startedAtMs: started, requests: [], providerRequestId: null };
     try {
       const value = await inAttemptScope(scope, fn);
       await finish(ledgerId, { transportRequests: scope.requests.length, outcome: 'ok', certainty: 'completed', reason: null, retryAfterMs: null, nextDelayMs: null, providerRequestId: scope.providerRequestId });

@@ -6,7 +6,7 @@ import type Stripe from 'stripe';
 import type { Evidenced, GateFinding, GateResult } from '../receipts';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { paymentFailure, toReceipt } from './payments';
+import { listRefunds, paymentFailure, toReceipt } from './payments';
 import { requestTimeout } from './request-deadline';
 
 export interface CheckCompletionInput {
@@ -44,10 +44,8 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
         `refund ${refund.id}: ${refund.status}, ${refund.amount} ${refund.currency}, operation ${refund.metadata?.operation_id ?? '(none)'}`,
       );
 
-      const mine: string[] = [];
-      for await (const r of stripe.refunds.list({ payment_intent: input.paymentIntentId, limit: 100 }, { timeout: requestTimeout(deps.requestTimeoutMs) })) {
-        if (r.metadata?.operation_id === input.operationId) mine.push(r.id);
-      }
+      const listed = await listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs);
+      const mine = listed.filter((r) => r.metadata?.operation_id === input.operationId).map((r) => r.id);
       // A lagging list may not show ours yet; more than one is never right.
       check('single_refund', mine.length <= 1 && mine.every((id) => id === refund.id), `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
 

@@ -4,7 +4,7 @@ import { Context } from '@temporalio/activity';
 import { createHash } from 'node:crypto';
 import { maskEmails } from '../reliability/evidence';
 import { operationId as deriveOperationId } from '../reliability/identity';
-import type { BeginResult, Evidenced, RunSettings } from '../receipts';
+import type { BeginResult, Blocker, Evidenced, RunSettings } from '../receipts';
 import type { Order, RefundRequest } from '../shared';
 import type { OperationRecord, OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
@@ -60,34 +60,40 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       if (problem && record.lastSentAt === null && record.status === 'intent') {
         ({ record: operation } = await store.operations.settle(operationId, { status: 'rejected', reason: problem }, actor(), 'rejected'));
       }
-      const blockers: OperationRecord[] = [];
+      const blockers: Blocker[] = [];
       for (const op of await store.operations.forOrder(request.orderId)) {
-        if (op.operationId !== operationId && (await unsettled(op))) blockers.push(op);
+        if (op.operationId === operationId) continue;
+        const settle = await howToSettle(op, request.operationVersion);
+        if (settle) blockers.push({ operation: op, settle });
       }
       return { order: { ...order, customerEmail: maskEmails(order.customerEmail) }, operation, created, problem, blockers, settings };
     });
   }
 
   /**
-   * An earlier operation whose effect is not settled on the order: its outcome is unknown, its last
-   * send was never proven absent, or its refund exists and the order does not show it yet.
+   * What another operation on the order needs before this one may send, or undefined when it is
+   * settled (completed, failed, superseded, refused, or refunded and on the order). An unsettled
+   * later version holds an earlier one back; an earlier one never sent, or proven absent since its
+   * last send, is fenced off; any other is asked about at the provider first.
    */
-  async function unsettled(op: OperationRecord): Promise<boolean> {
-    if (op.status === 'unknown' || (op.status === 'intent' && sentSinceLastProof(op))) return true;
-    if (op.status === 'refunded' || op.status === 'partial') return (await store.appliedRefund(op.operationId)) === undefined;
-    return false;
+  async function howToSettle(op: OperationRecord, version: number): Promise<Blocker['settle'] | undefined> {
+    if (['completed', 'failed', 'superseded', 'rejected'].includes(op.status)) return undefined;
+    if ((op.status === 'refunded' || op.status === 'partial') && (await store.appliedRefund(op.operationId))) return undefined;
+    if (op.operationVersion > version) return 'later';
+    if (op.status === 'intent' && op.requestsSent === (op.provenAbsentThrough ?? 0)) return 'fence';
+    return 'reconcile';
   }
 
   /**
    * Fences off an earlier operation that reconciliation proved never took effect, so that it is
    * never sent after this one went ahead; refused (applied: false) if it was sent again since.
    */
-  async function supersedeOperation(input: { operationId: string; by: string; ifLastSentAt: string | null }): Promise<Evidenced<{ applied: boolean; status: string }>> {
+  async function supersedeOperation(input: { operationId: string; by: string; ifRequestsSent: number }): Promise<Evidenced<{ applied: boolean; status: string }>> {
     const call = { step: 'supersede', key: `${input.operationId}:supersede`, operationId: input.operationId, boundary: 'store' as const };
     return attempt(call, storeFailure, async () => {
       const { record, applied } = await store.operations.settle(
         input.operationId,
-        { status: 'superseded', reason: `superseded by ${input.by}`, ifLastSentAt: input.ifLastSentAt },
+        { status: 'superseded', reason: `superseded by ${input.by}`, ifRequestsSent: input.ifRequestsSent },
         actor(),
         'superseded',
         { by: input.by },
@@ -96,17 +102,16 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
     });
   }
 
-  /** Returns nothing: the run's own state is the record; this leaves its verdict beside the operation's evidence. */
-  async function recordOutcome(input: RecordOutcomeInput): Promise<void> {
-    await store.operations.audit(input.operationId, actor(), 'run_stopped', { status: input.status, reason: input.reason, failedStep: input.failedStep });
+  /** The run's own state is the record; this leaves its verdict beside the operation's evidence. */
+  async function recordOutcome(input: RecordOutcomeInput): Promise<Evidenced<{ recorded: true }>> {
+    const call = { step: 'run_stopped', key: `${input.operationId}:run_stopped`, operationId: input.operationId, boundary: 'store' as const };
+    return attempt(call, storeFailure, async () => {
+      await store.operations.audit(input.operationId, actor(), 'run_stopped', { status: input.status, reason: input.reason, failedStep: input.failedStep });
+      return { recorded: true as const };
+    });
   }
 
   return { beginOperation, supersedeOperation, recordOutcome };
-}
-
-/** A request went out after the last time reconciliation proved no refund exists: it may be in flight. */
-function sentSinceLastProof(op: OperationRecord): boolean {
-  return op.lastSentAt !== null && (op.absenceConfirmedAt === null || op.absenceConfirmedAt < op.lastSentAt);
 }
 
 /** Why this order cannot take this refund, or null when it can. */

@@ -54,6 +54,8 @@ export interface CreateRefundInput {
 
 export interface ReconcileRefundInput {
   operationId: string;
+  /** A refund id known from a failure's details (a refund made whose receipt could not be recorded). */
+  refundId?: string;
   paymentIntentId: string;
   amount: number;
   currency: string;
@@ -90,7 +92,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}; nothing was sent`);
       // The receipt is already known (an earlier run, or reconciliation): replay it, send nothing.
       if (op.refund) return { ...op.refund, replayed: true };
-      const proven = op.absenceConfirmedAt !== null && op.lastSentAt !== null && op.absenceConfirmedAt >= op.lastSentAt;
+      const proven = op.provenAbsentThrough === op.requestsSent;
       if (op.lastSentAt !== null && !insideWindow(op) && !proven) {
         throw new Classified(
           'UNKNOWN_OUTCOME',
@@ -99,6 +101,11 @@ export function createPaymentActivities(deps: PaymentDeps) {
           `not sent: operation ${input.operationId} was first sent at ${op.firstSentAt}, outside the provider's dedupe window for key ${input.idempotencyKey}; ` +
             'reconcile with the provider before any new request',
         );
+      }
+      // Decided before the send is stamped: a request that cannot finish inside this attempt is not sent.
+      const timeout = requestTimeout(deps.windows.requestTimeoutMs);
+      if (timeout < Math.min(MIN_REQUEST_MS, deps.windows.requestTimeoutMs)) {
+        throw new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'attempt_time_spent', `not sent: only ${timeout} ms of this attempt are left`);
       }
       await log.markSent(input.operationId, actor());
       let refund: Stripe.Response<Stripe.Refund>;
@@ -110,7 +117,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
             reason: input.reason,
             metadata: { order_id: input.orderId, operation_id: input.operationId },
           },
-          { idempotencyKey: input.idempotencyKey, timeout: requestTimeout(deps.windows.requestTimeoutMs) },
+          { idempotencyKey: input.idempotencyKey, timeout },
         );
       } catch (err) {
         const failure = stripeFailure(err, true);
@@ -121,11 +128,17 @@ export function createPaymentActivities(deps: PaymentDeps) {
         throw failure;
       }
       const receipt = toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true');
+      const failed = refund.status === 'failed' || refund.status === 'canceled';
       const partial = refund.currency !== input.currency || refund.amount < input.amount;
+      const update: OperationUpdate = failed
+        ? { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }
+        : partial
+          ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
+          : { status: 'refunded', refund: receipt };
       try {
         await log.settle(
           input.operationId,
-          partial ? { status: 'partial', refund: receipt, reason: 'refund_differs' } : { status: 'refunded', refund: receipt },
+          update,
           actor(),
           'refund_confirmed',
           { requestId: refund.lastResponse.requestId ?? null },
@@ -154,27 +167,25 @@ export function createPaymentActivities(deps: PaymentDeps) {
     return attempt(call, paymentFailure(false), async () => {
       const op = await log.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}`);
-      const known = op.refund?.refundId;
-      const found: Stripe.Refund[] = [];
-      let scanned = 0;
-      if (known) {
-        found.push(await stripe.refunds.retrieve(known, {}, { timeout: requestTimeout(deps.windows.requestTimeoutMs) }));
-        scanned = 1;
-      } else {
-        for await (const refund of stripe.refunds.list({ payment_intent: input.paymentIntentId, limit: 100 }, { timeout: requestTimeout(deps.windows.requestTimeoutMs) })) {
-          scanned += 1;
-          if (refund.metadata?.operation_id === input.operationId) found.push(refund);
-        }
-      }
+      const known = op.refund?.refundId ?? input.refundId;
+      const looked = known
+        ? [await stripe.refunds.retrieve(known, {}, { timeout: requestTimeout(deps.windows.requestTimeoutMs) })]
+        : await listRefunds(stripe, input.paymentIntentId, deps.windows.requestTimeoutMs);
+      const scanned = looked.length;
+      const found = looked.filter((r) => r.metadata?.operation_id === input.operationId);
       const base = {
         method: known ? ('retrieve' as const) : ('list' as const),
         scanned,
         matches: found.length,
         insideDedupeWindow: insideWindow(op),
-        lastSentAt: op.lastSentAt,
+        requestsSent: op.requestsSent,
       };
       const who = actor();
       const settle = (update: OperationUpdate, detail: Record<string, unknown>) => log.settle(input.operationId, update, who, 'reconciled', detail);
+      if (found.length === 0 && known) {
+        // A refund looked up by id that does not carry this operation proves nothing either way.
+        return { ...base, result: 'unknown', refund: null, conclusiveAt: null, note: `refund ${known} does not carry operation ${input.operationId}` };
+      }
       if (found.length === 0) {
         if (op.status === 'superseded') {
           return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt: null, note: `operation ${input.operationId} was ${op.reason ?? 'superseded'}` };
@@ -182,7 +193,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
         const conclusive = op.lastSentAt === null ? 0 : Date.parse(op.lastSentAt) + deps.windows.requestTimeoutMs + deps.windows.consistencyMs;
         const conclusiveAt = op.lastSentAt === null ? null : new Date(conclusive).toISOString();
         if (now() >= conclusive) {
-          const proof = { status: 'intent' as const, absenceConfirmedAt: new Date(now()).toISOString(), ifLastSentAt: op.lastSentAt };
+          const proof = { status: 'intent' as const, absenceConfirmedAt: new Date(now()).toISOString(), ifRequestsSent: op.requestsSent };
           const { applied } = await settle(proof, { result: 'not_started_confirmed', scanned });
           if (applied) {
             const why = op.lastSentAt === null ? 'no request for this operation was ever sent' : `no refund carries operation ${input.operationId}, and the consistency window since the last send has passed`;
@@ -210,6 +221,26 @@ export function createPaymentActivities(deps: PaymentDeps) {
   }
 
   return { createRefund, reconcileRefund };
+}
+
+/** Below this, a request would likely time out by our own hand: it is not sent at all. */
+const MIN_REQUEST_MS = 1000;
+
+/**
+ * All of a payment intent's refunds, newest first, a page at a time: each page's timeout is cut
+ * to what is left of the attempt (the SDK's auto-paging would reuse the first page's).
+ */
+export async function listRefunds(stripe: Stripe, paymentIntentId: string, maxRequestMs: number): Promise<Stripe.Refund[]> {
+  const all: Stripe.Refund[] = [];
+  for (let startingAfter: string | undefined; ; ) {
+    const page = await stripe.refunds.list(
+      { payment_intent: paymentIntentId, limit: 100, ...(startingAfter && { starting_after: startingAfter }) },
+      { timeout: requestTimeout(maxRequestMs) },
+    );
+    all.push(...page.data);
+    if (!page.has_more || page.data.length === 0) return all;
+    startingAfter = page.data[page.data.length - 1]!.id;
+  }
 }
 
 /** Stripe's errors by the Stripe table; anything else these activities meet comes from the store. */

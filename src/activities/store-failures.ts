@@ -2,7 +2,15 @@
 // store call is one transaction: when it throws, nothing it meant to write was committed.
 import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import { Classified } from './attempt';
-import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, SupersededError, VersionConflictError } from '../store';
+import {
+  IntentConflictError,
+  InvalidOperationError,
+  OperationInFlightError,
+  OrderNotFoundError,
+  RefundExceedsOrderError,
+  SupersededError,
+  VersionConflictError,
+} from '../store';
 
 export interface StoreRule {
   when: (err: unknown) => boolean;
@@ -24,6 +32,8 @@ export const STORE_RULES: StoreRule[] = [
   { when: (e) => e instanceof IntentConflictError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'intent_conflict' },
   // Proven never to have taken effect and fenced off by a later version: sending it now could refund twice.
   { when: (e) => e instanceof SupersededError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'superseded' },
+  // Another version of the order has a request out: wait for it to settle; nothing was sent.
+  { when: (e) => e instanceof OperationInFlightError, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'another_operation_in_flight' },
   { when: (e) => e instanceof InvalidOperationError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'invalid_operation' },
   // Another connection held the write lock past busy_timeout: the database is overloaded, our transaction rolled back.
   { when: (e) => sqliteCode(e)?.startsWith('SQLITE_BUSY') === true, code: 'CAPACITY', certainty: 'not_executed', reason: 'database_busy' },

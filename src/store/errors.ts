@@ -28,3 +28,8 @@ export class IntentConflictError extends Error {
 export class SupersededError extends Error {
   override name = 'SupersededError';
 }
+
+/** Another operation on the same order has a request out whose outcome is not settled. */
+export class OperationInFlightError extends Error {
+  override name = 'OperationInFlightError';
+}

@@ -1,7 +1,7 @@
 // Operations, the attempt ledger and the audit trail, on the order store's SQLite database.
 import type Database from 'better-sqlite3';
 import type { RefundReceipt } from '../shared';
-import { IntentConflictError, SupersededError } from './errors';
+import { IntentConflictError, OperationInFlightError, SupersededError } from './errors';
 import type {
   AttemptEnd,
   AttemptRecord,
@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS operations (
   last_sent_at TEXT,
   requests_sent INTEGER NOT NULL DEFAULT 0,
   absence_confirmed_at TEXT,
+  proven_absent_through INTEGER,
   reason TEXT,
   created_at TEXT NOT NULL,
   created_by TEXT NOT NULL,
@@ -77,6 +78,7 @@ interface OperationRow {
   last_sent_at: string | null;
   requests_sent: number;
   absence_confirmed_at: string | null;
+  proven_absent_through: number | null;
   reason: string | null;
   created_at: string;
   created_by: string;
@@ -116,6 +118,7 @@ function toOperation(row: OperationRow): OperationRecord {
     lastSentAt: row.last_sent_at,
     requestsSent: row.requests_sent,
     absenceConfirmedAt: row.absence_confirmed_at,
+    provenAbsentThrough: row.proven_absent_through,
     reason: row.reason,
     createdAt: row.created_at,
     createdBy: row.created_by,
@@ -149,13 +152,17 @@ const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
   intent: ['intent', 'unknown'],
   unknown: ['intent', 'unknown'],
   rejected: ['intent', 'rejected'],
-  refunded: ['intent', 'unknown', 'rejected', 'refunded'],
-  partial: ['intent', 'unknown', 'rejected', 'refunded', 'partial'],
+  // The provider's word beats our own fence: a refund found for a superseded operation is recorded.
+  refunded: ['intent', 'unknown', 'rejected', 'refunded', 'superseded'],
+  partial: ['intent', 'unknown', 'rejected', 'refunded', 'partial', 'superseded'],
   completed: ['refunded', 'completed'],
   // A refund can fail after it was accepted, even after its run completed.
-  failed: ['intent', 'unknown', 'rejected', 'refunded', 'partial', 'completed', 'failed'],
+  failed: ['intent', 'unknown', 'rejected', 'refunded', 'partial', 'completed', 'failed', 'superseded'],
   superseded: ['intent', 'unknown'],
 };
+
+/** Sent, and not proven absent since: its request may still be out, or may have taken effect. */
+const IN_FLIGHT = `(status = 'unknown' OR (status = 'intent' AND requests_sent > COALESCE(proven_absent_through, 0)))`;
 
 export class SqliteOperationLog implements OperationLog {
   constructor(
@@ -201,35 +208,45 @@ export class SqliteOperationLog implements OperationLog {
   }
 
   async markSent(operationId: string, actor: string): Promise<OperationRecord> {
+    // Immediate: the checks and the stamp hold the write lock together, so no other send slips in between.
     return this.db.transaction(() => {
       const current = this.row(operationId);
-      if (current?.status === 'superseded') {
+      if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
+      if (current.status === 'superseded') {
         throw new SupersededError(`operation ${operationId} was ${current.reason ?? 'superseded'}: it is never sent again`);
       }
+      const other = this.db
+        .prepare<[string, string], { operation_id: string }>(`SELECT operation_id FROM operations WHERE order_id = ? AND operation_id != ? AND ${IN_FLIGHT} LIMIT 1`)
+        .get(current.order_id, operationId);
+      if (other) {
+        throw new OperationInFlightError(`operation ${other.operation_id} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`);
+      }
       const at = this.now();
-      const result = this.db
+      // A refused operation asked again becomes an intent again: from here on its send counts like any other.
+      this.db
         .prepare(
-          `UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ?), last_sent_at = ?, requests_sent = requests_sent + 1, updated_at = ?
+          `UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ?), last_sent_at = ?, requests_sent = requests_sent + 1,
+             status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ?
            WHERE operation_id = ?`,
         )
         .run(at, at, at, operationId);
-      if (result.changes === 0) throw new Error(`no operation ${operationId}: commit its intent first`);
       this.insertAudit(operationId, actor, 'refund_request_sent', {});
       return toOperation(this.row(operationId)!);
-    })();
+    }).immediate();
   }
 
   async settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<{ record: OperationRecord; applied: boolean }> {
     return this.db.transaction(() => {
       const current = this.row(operationId);
       if (!current) throw new Error(`no operation ${operationId}`);
-      const sentSince = update.ifLastSentAt !== undefined && current.last_sent_at !== update.ifLastSentAt;
+      const sentSince = update.ifRequestsSent !== undefined && current.requests_sent !== update.ifRequestsSent;
       const applied = REACHABLE_FROM[update.status].includes(current.status) && !sentSince;
       if (applied) {
         this.db
           .prepare(
             `UPDATE operations SET status = @status, refund_json = COALESCE(@refund, refund_json), reason = @reason,
-               absence_confirmed_at = COALESCE(@absence, absence_confirmed_at), updated_at = @at
+               absence_confirmed_at = COALESCE(@absence, absence_confirmed_at),
+               proven_absent_through = CASE WHEN @absence IS NULL THEN proven_absent_through ELSE requests_sent END, updated_at = @at
              WHERE operation_id = @id`,
           )
           .run({

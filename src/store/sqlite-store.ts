@@ -169,9 +169,9 @@ export class SqliteOrderStore implements OrderStore {
     this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     this.db.pragma('foreign_keys = ON');
     this.db.exec(SCHEMA + OPERATIONS_SCHEMA + FAULTS_SCHEMA);
-    // Databases made before the hand-over was timed lack the column.
-    const outbox = this.db.prepare<[], { name: string }>('PRAGMA table_info(notification_outbox)').all();
-    if (!outbox.some((c) => c.name === 'sending_since')) this.db.exec('ALTER TABLE notification_outbox ADD COLUMN sending_since TEXT');
+    // Databases made by earlier versions lack these columns.
+    this.addColumn('notification_outbox', 'sending_since', 'TEXT');
+    this.addColumn('operations', 'proven_absent_through', 'INTEGER');
     this.operations = new SqliteOperationLog(this.db);
     this.faults = new SqliteStoreFaults(this.db, filename, options.faults ?? false);
     const hook = options.beforeOrderWrite ?? (() => undefined);
@@ -367,6 +367,11 @@ export class SqliteOrderStore implements OrderStore {
   async close(): Promise<void> {
     this.faults.close();
     if (this.db.open) this.db.close();
+  }
+
+  private addColumn(table: string, column: string, type: string): void {
+    const columns = this.db.prepare<[], { name: string }>(`PRAGMA table_info(${table})`).all();
+    if (!columns.some((c) => c.name === column)) this.db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
   }
 
   private transaction<T>(fn: () => T): T {

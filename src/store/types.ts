@@ -85,8 +85,13 @@ export interface OperationRecord {
   firstSentAt: string | null;
   lastSentAt: string | null;
   requestsSent: number;
-  /** When reconciliation last proved that no refund exists for it (after the last send). */
+  /** When reconciliation last proved that no refund exists for it. */
   absenceConfirmedAt: string | null;
+  /**
+   * How many of its sends that proof covers: absence is proven for the operation as it stands only
+   * while this equals requestsSent. A count, not a time, so that clocks of different hosts never decide.
+   */
+  provenAbsentThrough: number | null;
   reason: string | null;
   createdAt: string;
   createdBy: string;
@@ -108,8 +113,8 @@ export interface OperationUpdate {
   refund?: RefundReceipt;
   reason?: string;
   absenceConfirmedAt?: string;
-  /** Apply only if no send happened since this one (the last send the caller saw; null: none). */
-  ifLastSentAt?: string | null;
+  /** Apply only if the operation has been sent exactly this many times (nothing was sent since the caller looked). */
+  ifRequestsSent?: number;
 }
 
 /** One Temporal attempt of one step's activity, with the provider requests it sent. */
@@ -153,7 +158,11 @@ export interface OperationLog {
   get(operationId: string): Promise<OperationRecord | undefined>;
   /** Every operation on the order, oldest first. */
   forOrder(orderId: string): Promise<OperationRecord[]>;
-  /** Just before a create request is sent: stamps the send and counts it; SupersededError for a fenced operation. */
+  /**
+   * Just before a create request is sent: stamps the send and counts it. Refuses (SupersededError)
+   * a fenced operation, and (OperationInFlightError) while another operation on the same order is
+   * in flight, so that two versions of one order never have requests out at once.
+   */
   markSent(operationId: string, actor: string): Promise<OperationRecord>;
   /**
    * Moves the operation to a new status, with an audit entry, in one transaction. A move the

@@ -86,10 +86,12 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       });
       throw err;
     }
-    if (!(err instanceof RunStopped)) throw err;
-    run.finish(err.status, err.reason, err.failedStep, err.quarantined);
-    await recordOutcome(run, err);
-    throw ApplicationFailure.nonRetryable(`refund ${err.status}: ${err.reason}`, `REFUND_${err.status.toUpperCase()}`, run.view());
+    // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
+    const stopped = err instanceof StepFailedError ? new RunStopped('needs_attention', `${err.step} failed: ${err.error.code}: ${err.error.message}`, null) : err;
+    if (!(stopped instanceof RunStopped)) throw err;
+    run.finish(stopped.status, stopped.reason, stopped.failedStep, stopped.quarantined);
+    await CancellationScope.nonCancellable(() => recordOutcome(run, stopped));
+    throw ApplicationFailure.nonRetryable(`refund ${stopped.status}: ${stopped.reason}`, `REFUND_${stopped.status.toUpperCase()}`, run.view());
   }
 }
 
@@ -179,53 +181,60 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
 }
 
 /**
- * Earlier operations on this order whose effect the order does not show yet are settled before this
- * one may send, since it could refund on top of them. An unknown one is reconciled; one proven never
- * to have happened is fenced off (superseded), so that it can never be sent after this one went
- * ahead; one whose refund exists is recorded on the order, and this run stops for a person, since it
- * was asked for while that refund looked lost.
+ * Other operations on this order that are not settled come first, since this one could refund on
+ * top of them; this run never sends another operation's request. A later version pending holds
+ * this older one back. An earlier one never sent, or proven absent, is fenced off (superseded), so
+ * that it can never be sent after this one went ahead; any other is asked about at the provider:
+ * if its refund exists it is recorded on the order and this run stops for a person, since it was
+ * asked for while that refund looked lost or pending.
  */
 async function settleEarlier(run: RefundRun, begin: BeginResult): Promise<void> {
   const { request } = run;
-  for (const blocker of begin.blockers) {
-    let refunded = blocker.status === 'refunded' || blocker.status === 'partial' ? (blocker.refund ?? undefined) : undefined;
-    for (let round = 1; !refunded; round++) {
-      run.setStatus('reconciling', 'load_order');
-      const settled = await reconcile(run, targetOf(blocker.operationId, blocker.request, begin.order.paymentIntentId), false);
-      if (settled.kind === 'completed' || settled.kind === 'partial') refunded = settled.refund;
-      else if (settled.kind === 'failed') break;
-      else if (settled.kind === 'absent') {
-        const fence = { operationId: blocker.operationId, by: begin.operation.operationId, ifLastSentAt: settled.lastSentAt };
-        const fenced = await run.call('supersede', 'store', evidenced(supersedeSchema), (a) => a.supersedeOperation(fence));
-        if (fenced.applied || fenced.status === 'superseded') break;
-        if (round >= 3) {
-          run.stop('needs_attention', `earlier operation ${blocker.operationId} on order ${request.orderId} kept being sent while this operation waited for it; nothing was sent for this one`, 'load_order');
-        }
-      } else {
-        run.stop(
-          'needs_attention',
-          `earlier operation ${blocker.operationId} on order ${request.orderId} has an unknown outcome (${settled.note}); this operation waits until it is reconciled, so that nothing is refunded on top of it`,
-          'load_order',
-        );
-      }
+  const stop = (reason: string) => run.stop('needs_attention', reason, 'load_order');
+  for (const { operation: other, settle } of begin.blockers) {
+    if (settle === 'later') {
+      stop(`a later version on order ${request.orderId}, ${other.operationId}, is not settled; this earlier operation is not sent while it is pending`);
     }
-    if (refunded) {
-      const earlier = { key: stepKey(blocker.operationId, 'update_order'), orderId: request.orderId, operationId: blocker.operationId, refundId: refunded.refundId, amount: refunded.amount };
-      const recorded = await run
-        .call('record earlier refund', 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(earlier), { essential: true })
-        .then(() => 'it is now recorded on the order', (err: unknown) => {
-          if (!(err instanceof StepFailedError)) throw err;
-          return `recording it on the order failed (${err.error.message})`;
-        });
-      run.stop(
-        'needs_attention',
-        `earlier operation ${blocker.operationId} turned out to have refunded ${refunded.amount} ${refunded.currency} (${refunded.refundId}); ${recorded}. ` +
-          'This operation was asked for while that refund looked lost, so nothing was sent for it: if it is still wanted, start it again and it is checked against what is left to refund',
-        'load_order',
-      );
+    let fenceAt: number | undefined = settle === 'fence' ? other.requestsSent : undefined;
+    for (let round = 1; ; round++) {
+      run.setStatus('reconciling', 'load_order');
+      if (fenceAt !== undefined) {
+        const fence = { operationId: other.operationId, by: begin.operation.operationId, ifRequestsSent: fenceAt };
+        const fenced = await run.call('supersede', 'store', evidenced(supersedeSchema), (a) => a.supersedeOperation(fence), { essential: true });
+        if (fenced.applied || fenced.status === 'superseded') break;
+        if (round >= 3) stop(`earlier operation ${other.operationId} on order ${request.orderId} kept being sent while this operation waited for it; nothing was sent for this one`);
+        // It was sent since it was looked at: ask the provider what that send did.
+      }
+      const settled = await reconcile(run, targetOf(other.operationId, other.request, begin.order.paymentIntentId), false);
+      if (settled.kind === 'failed') break;
+      if (settled.kind === 'absent') {
+        fenceAt = settled.requestsSent;
+        continue;
+      }
+      if (settled.kind === 'completed' || settled.kind === 'partial') return recordEarlier(run, other.operationId, settled.refund);
+      stop(`earlier operation ${other.operationId} on order ${request.orderId} has an unknown outcome (${settled.note}); this operation waits until it is reconciled, so that nothing is refunded on top of it`);
     }
   }
   run.setStatus('running');
+}
+
+/** An earlier operation's refund exists: put it on the order (its own forward repair, idempotent by its id) and stop this run. */
+async function recordEarlier(run: RefundRun, operationId: string, refund: RefundReceipt): Promise<never> {
+  const { request } = run;
+  const earlier = { key: stepKey(operationId, 'update_order'), orderId: request.orderId, operationId, refundId: refund.refundId, amount: refund.amount };
+  const recorded = await run.call('record earlier refund', 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(earlier), { essential: true }).then(
+    () => 'it is now recorded on the order',
+    (err: unknown) => {
+      if (!(err instanceof StepFailedError)) throw err;
+      return `recording it on the order failed (${err.error.message})`;
+    },
+  );
+  return run.stop(
+    'needs_attention',
+    `earlier operation ${operationId} turned out to have refunded ${refund.amount} ${refund.currency} (${refund.refundId}); ${recorded}. ` +
+      'This operation was asked for while that refund looked lost or pending, so nothing was sent for it: if it is still wanted, start it again and it is checked against what is left to refund',
+    'load_order',
+  );
 }
 
 function targetOf(operationId: string, request: { amount: number; currency: string }, paymentIntentId: string): ReconcileTarget {
@@ -250,9 +259,11 @@ async function createRefund(run: RefundRun, input: CreateRefundInput, target: Re
       const uncertain = err.error.certainty !== 'not_executed' && (action === 'retry' || action === 'repair' || err.error.certainty === 'completed');
       if (action !== 'reconcile' && !uncertain) decideStop(run, 'create_refund', err.error);
     }
-    run.effect = { status: 'unknown', certainty: run.lastFailure?.certainty ?? 'undeterminable', refundId: null };
+    // A refund made whose receipt could not be kept is looked up by its id.
+    const madeId = run.lastFailure?.provider.refundId;
+    run.effect = { status: 'unknown', certainty: run.lastFailure?.certainty ?? 'undeterminable', refundId: typeof madeId === 'string' ? madeId : null };
     run.setStatus('reconciling', 'create_refund');
-    const settled = await reconcile(run, target, true);
+    const settled = await reconcile(run, typeof madeId === 'string' ? { ...target, refundId: madeId } : target, true);
     switch (settled.kind) {
       case 'completed':
         run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
@@ -296,6 +307,7 @@ async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<Refu
     return partialRefund(run, refund, `refund ${refund.refundId} is ${refund.amount} ${refund.currency} of the ${request.amount} ${request.currency} asked`);
   }
   if (refund.amount > request.amount) {
+    run.effect = { status: 'refunded', certainty: 'completed', refundId: refund.refundId };
     return run.stop('needs_attention', `refund ${refund.refundId} is ${refund.amount} ${refund.currency}, more than the ${request.amount} asked; it stands, and a person reconciles the difference`, 'create_refund');
   }
   return refund;

@@ -1,7 +1,7 @@
 // The per-step state table of a run: what each step was given, what it returned, when, how many
 // attempts and provider requests it took, and how it failed. Held in workflow state and returned
 // by a Query. Every result is checked against its schema before the saga may use it.
-import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { redact, tally, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
 import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
@@ -205,7 +205,8 @@ export function stepError(code: FailureCode, certainty: Certainty, reason: strin
  * by a retry) changed nothing it could not repeat.
  */
 export function describeFailure(err: unknown, boundary: Boundary, what: string, sends: boolean): { error: StepError; ledger: AttemptSummary[] } {
-  if (!(err instanceof ActivityFailure)) throw err; // a bug in workflow code: let the workflow task fail and retry
+  // A cancelled run, or a bug in workflow code (let the workflow task fail and retry): not a step failure.
+  if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
   const cause = err.cause;
   if (cause instanceof ApplicationFailure) {
     const details = readFailureDetails(cause.details) as (ReturnType<typeof readFailureDetails> & { ledger?: AttemptSummary[] }) | undefined;
@@ -228,7 +229,7 @@ export function describeFailure(err: unknown, boundary: Boundary, what: string, 
     return {
       error: sends
         ? stepError('UNKNOWN_OUTCOME', 'may_have_executed', 'activity_timeout', message, { nonRetryable: false })
-        : stepError('BUDGET_EXCEEDED', 'not_executed', 'activity_timeout', message, { nonRetryable: false }),
+        : stepError('TRANSIENT_DEPENDENCY', 'not_executed', 'activity_timeout', message, { nonRetryable: false }),
       ledger: [],
     };
   }

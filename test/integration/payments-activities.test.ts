@@ -178,11 +178,19 @@ describe('createRefund', () => {
     const input = await intended(pi);
     await fault({ kind: 'stall', match: { idempotencyKey: input.idempotencyKey }, delayMs: 3000 });
     const patient = activities({ stripe: createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: 10_000 }), windows: { requestTimeoutMs: 10_000 } });
-    const short = activityEnv({ currentAttemptScheduledTimestampMs: Date.now(), startToCloseTimeoutMs: 1500 });
+    const short = activityEnv({ startToCloseTimeoutMs: 2500 });
     const started = Date.now();
     const failure = await failureOf(short.run(patient.createRefund, input));
     expect(detailsOf(failure)).toMatchObject({ code: 'UNKNOWN_OUTCOME', reason: 'client_timeout' });
-    expect(Date.now() - started).toBeLessThan(1500);
+    expect(Date.now() - started).toBeLessThan(2500);
+
+    // With too little of the attempt left for a request to finish, nothing is sent at all.
+    const other = await intended(pi);
+    const tooShort = activityEnv({ startToCloseTimeoutMs: 1500 });
+    const refused = await failureOf(tooShort.run(patient.createRefund, other));
+    expect(detailsOf(refused)).toMatchObject({ code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'attempt_time_spent' });
+    expect(await requestsWith(other.idempotencyKey)).toHaveLength(0);
+    await expect(store.operations.get(other.operationId)).resolves.toMatchObject({ requestsSent: 0 });
   });
 
   it('stops with BUDGET_EXCEEDED when Retry-After is longer than the step has left', async () => {

@@ -237,7 +237,7 @@ describe('failures decided by the recovery policy', () => {
     expect(type).toBe('REFUND_NEEDS_ATTENTION');
     expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({ status: 'failed', error: { code: 'POISON', reason: 'result_unusable' } });
     expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
-    // The stopped run's verdict reached the audit trail through recordOutcome, which returns nothing.
+    // The stopped run's verdict reached the audit trail.
     const trail = await h.store.operations.auditTrail(`refund:test:${order.id}:v1`);
     expect(trail.at(-1)).toMatchObject({ event: 'run_stopped', detail: { status: 'needs_attention', failedStep: 'update_order' } });
   });

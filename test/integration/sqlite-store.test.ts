@@ -7,6 +7,7 @@ import {
   InvalidOperationError,
   OrderNotFoundError,
   RefundExceedsOrderError,
+  OperationInFlightError,
   SqliteOrderStore,
   SupersededError,
   VersionConflictError,
@@ -348,15 +349,34 @@ describe('operation log', () => {
 
   it('proves absence only if nothing was sent since the lookup, and fences a superseded operation off for good', async () => {
     await store.operations.commitIntent(intent('op:v3'));
-    const seen = (await store.operations.markSent('op:v3', 'wf-3')).lastSentAt;
+    const seen = (await store.operations.markSent('op:v3', 'wf-3')).requestsSent;
     await store.operations.settle('op:v3', { status: 'unknown' }, 'wf-3', 'refund_outcome_unknown');
+    await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
+    await expect(store.operations.get('op:v3')).resolves.toMatchObject({ status: 'intent', requestsSent: 1, provenAbsentThrough: 1 });
     await store.operations.markSent('op:v3', 'wf-3');
-    const stale = await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifLastSentAt: seen }, 'wf-4', 'reconciled');
-    expect(stale).toMatchObject({ applied: false, record: { status: 'unknown', absenceConfirmedAt: null } });
-    const latest = (await store.operations.get('op:v3'))!.lastSentAt;
-    await expect(store.operations.settle('op:v3', { status: 'superseded', reason: 'superseded by op:v4', ifLastSentAt: latest }, 'wf-4', 'superseded')).resolves.toMatchObject({ applied: true });
+    // A proof taken before that send covers it no longer, and cannot be set on its strength.
+    await expect(store.operations.get('op:v3')).resolves.toMatchObject({ requestsSent: 2, provenAbsentThrough: 1 });
+    const stale = await store.operations.settle('op:v3', { status: 'superseded', reason: 'superseded by op:v4', ifRequestsSent: seen }, 'wf-4', 'superseded');
+    expect(stale).toMatchObject({ applied: false, record: { status: 'intent' } });
+    await expect(store.operations.settle('op:v3', { status: 'superseded', reason: 'superseded by op:v4', ifRequestsSent: 2 }, 'wf-4', 'superseded')).resolves.toMatchObject({ applied: true });
     await expect(store.operations.markSent('op:v3', 'wf-3')).rejects.toThrow(SupersededError);
     await expect(store.operations.get('op:v3')).resolves.toMatchObject({ status: 'superseded', requestsSent: 2 });
+  });
+
+  it('lets only one operation of an order have a request out at a time, and a refused one counts again once it is sent', async () => {
+    const on = (id: string, version: number) => ({ ...intent(id), orderId: 'ops-2', operationVersion: version, request: { ...intent(id).request, orderId: 'ops-2' } });
+    await store.operations.commitIntent(on('o2:v1', 1));
+    await store.operations.commitIntent(on('o2:v2', 2));
+    await store.operations.markSent('o2:v1', 'wf-1');
+    await expect(store.operations.markSent('o2:v2', 'wf-2')).rejects.toThrow(OperationInFlightError);
+    await store.operations.settle('o2:v1', { status: 'refunded' }, 'wf-1', 'refund_confirmed');
+    await expect(store.operations.markSent('o2:v2', 'wf-2')).resolves.toMatchObject({ requestsSent: 1 });
+
+    await store.operations.commitIntent(on('o2:v3', 3));
+    await store.operations.settle('o2:v2', { status: 'refunded' }, 'wf-2', 'refund_confirmed');
+    await store.operations.settle('o2:v3', { status: 'rejected', reason: 'no' }, 'wf-3', 'rejected');
+    await expect(store.operations.markSent('o2:v3', 'wf-3')).resolves.toMatchObject({ status: 'intent', requestsSent: 1 });
+    await expect(store.operations.settle('o2:v3', { status: 'unknown' }, 'wf-3', 'refund_outcome_unknown')).resolves.toMatchObject({ applied: true });
   });
 
   it('keeps each attempt of a step per run, including one that never finished', async () => {

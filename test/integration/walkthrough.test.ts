@@ -346,10 +346,36 @@ describe('an earlier operation whose outcome is unknown fences the next version'
 
     const v2 = await start(2)(TASK_QUEUE);
     expect(v2.status).toBe('completed');
+    h.recordHistory(v2.workflowId, 'refund-fenced-earlier');
     await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'superseded', reason: `superseded by ${opId(order.id, 2)}` });
     const v1Again = await stopped(start(1, `refund-${order.id}-v1-again`)(TASK_QUEUE));
     expect(v1Again.type).toBe('REFUND_REJECTED');
     expect(v1Again.state.outcome?.reason).toMatch(/superseded by .*:v2 and is never sent again/);
+    expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 2)]);
+  });
+
+  test('an earlier version that never sent is fenced off at once; a pending later version holds an earlier one back', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const intent = (version: number, amount: number) => ({
+      operationId: opId(order.id, version),
+      orderId: order.id,
+      operationVersion: version,
+      scope: 'test',
+      requestHash: `h${version}`,
+      request: { orderId: order.id, amount, currency: 'usd', reason: 'requested_by_customer' },
+      actor: 'a run that died before sending',
+    });
+    await h.store.operations.commitIntent(intent(1, 1000));
+    const v2 = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v2`, args: [request(order.id, 1000, 2)] });
+    expect(v2.status).toBe('completed');
+    await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'superseded' });
+
+    // v4 recorded and sent, its outcome not settled: v3, older, is not sent while it is pending.
+    await h.store.operations.commitIntent(intent(4, 500));
+    await h.store.operations.markSent(opId(order.id, 4), 'another run');
+    const v3 = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v3`, args: [request(order.id, 500, 3)] }));
+    expect(v3.state.outcome?.reason).toMatch(/a later version on order .*:v4, is not settled/);
+    expect(await posts(order.id, 3)).toHaveLength(0);
     expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 2)]);
   });
 

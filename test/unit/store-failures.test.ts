@@ -1,6 +1,14 @@
 // The store mapping table, row by row: each row has an example that reaches it first, and every row has one.
 import { classifyStoreError, STORE_RULES } from '../../src/activities/store-failures';
-import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, SupersededError, VersionConflictError } from '../../src/store';
+import {
+  IntentConflictError,
+  InvalidOperationError,
+  OperationInFlightError,
+  OrderNotFoundError,
+  RefundExceedsOrderError,
+  SupersededError,
+  VersionConflictError,
+} from '../../src/store';
 
 const sqlite = (code: string) => Object.assign(new Error(code), { code });
 
@@ -10,6 +18,7 @@ const examples: [string, unknown, { code: string; certainty: string; reason: str
   ['version conflict', new VersionConflictError('x'), { code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'version_conflict' }],
   ['changed intent under a recorded key', new IntentConflictError('x'), { code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'intent_conflict' }],
   ['superseded by a later version', new SupersededError('x'), { code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'superseded' }],
+  ['another version of the order in flight', new OperationInFlightError('x'), { code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'another_operation_in_flight' }],
   ['invalid operation', new InvalidOperationError('x'), { code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'invalid_operation' }],
   ['busy database', sqlite('SQLITE_BUSY'), { code: 'CAPACITY', certainty: 'not_executed', reason: 'database_busy' }],
   ['locked table', sqlite('SQLITE_LOCKED_SHAREDCACHE'), { code: 'CAPACITY', certainty: 'not_executed', reason: 'database_locked' }],
