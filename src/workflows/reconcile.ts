@@ -3,21 +3,14 @@
 // a resend happens only once the provider proved no refund exists, or inside the key's dedupe
 // window, where the provider answers a resend with the first result.
 import { sleep } from '@temporalio/workflow';
+import type { ReconcileRefundInput } from '../activities/payments';
 import { evidenced, reconcileResultSchema, type ReconcileResult, type RefundReceipt } from '../receipts';
 import { backoffDelay, decide, withJitter } from '../reliability/policy';
 import type { RefundRun } from './refund-run';
 import { StepFailedError } from './step-runner';
 
-export interface ReconcileTarget {
-  operationId: string;
-  /** A refund id already known (from a failure's details): looked up by id. */
-  refundId?: string;
-  paymentIntentId: string;
-  amount: number;
-  currency: string;
-  /** The operation's create_refund key. */
-  idempotencyKey: string;
-}
+/** What is looked up: the operation, the payment intent, what it asked for, and a refund id when one is known. */
+export type ReconcileTarget = ReconcileRefundInput;
 
 export type Settlement =
   | { kind: 'completed' | 'partial' | 'failed'; refund: RefundReceipt; note: string }

@@ -34,7 +34,7 @@ import { backoffDelay, decide, retries, withJitter } from '../reliability/policy
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type RefundRunState } from './refund-run';
-import { StepFailedError, type StepError } from './step-runner';
+import { StepFailedError, stepError, type StepError } from './step-runner';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
@@ -123,7 +123,7 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
   };
   if (op.refund) run.effect = { status: op.status === 'partial' ? 'partial' : 'refunded', certainty: 'completed', refundId: op.refund.refundId };
   if (begin.problem) {
-    const error = rejection('refund_not_possible', begin.problem);
+    const error = stepError('PERMANENT_BUSINESS', 'not_executed', 'refund_not_possible', begin.problem);
     steps.fail('load_order', error);
     run.remember('load_order', 'store', error);
     decideStop(run, 'load_order', error);
@@ -415,21 +415,6 @@ function decideStop(run: RefundRun, step: RefundStep, error: StepError): never {
   const refusal = error.code === 'PERMANENT_BUSINESS' || error.code === 'INVALID_ARGUMENTS';
   if (refusal && rule.action === 'stop') run.stop('rejected', `${what}. Nothing was refunded`, step);
   run.stop('needs_attention', `${what}.${exhausted} Nothing was refunded; a person decides what happens next`, step, quarantined);
-}
-
-function rejection(reason: string, message: string): StepError {
-  return {
-    code: 'PERMANENT_BUSINESS',
-    domain: 'permanent business',
-    certainty: 'not_executed',
-    reason,
-    message,
-    nonRetryable: true,
-    retryAfterMs: null,
-    nextDelayMs: null,
-    providerRequestId: null,
-    provider: {},
-  };
 }
 
 /** Leaves the verdict beside the operation's evidence in the store; a run that cannot do so still stops with it. */
