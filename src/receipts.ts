@@ -98,19 +98,9 @@ export interface BeginResult {
   created: boolean;
   /** Why this order cannot take this refund; null when it can (or this operation's refund already exists). */
   problem: string | null;
-  /** Other operations on the same order that must be settled before this one may send. */
-  blockers: Blocker[];
+  /** Earlier operations on the same order whose effect the order may not show: settled before this one may send. */
+  blockers: OperationRecord[];
   settings: RunSettings;
-}
-
-/**
- * Another operation on the order, and what it needs: `reconcile` (ask the provider what it did),
- * `fence` (never sent, or proven absent: supersede it), `later` (a later version is pending: this
- * older one is not sent).
- */
-export interface Blocker {
-  operation: OperationRecord;
-  settle: 'reconcile' | 'fence' | 'later';
 }
 
 const operationSchema = z.object({ operationId: z.string(), status: z.string(), requestHash: z.string() }).passthrough();
@@ -120,11 +110,9 @@ export const beginResultSchema = z.object({
   operation: operationSchema,
   created: z.boolean(),
   problem: z.string().nullable(),
-  blockers: z.array(z.object({ operation: operationSchema, settle: z.enum(['reconcile', 'fence', 'later']) })),
+  blockers: z.array(operationSchema),
   settings: z.object({ scope: z.string(), policy: z.object({ version: z.string() }).passthrough(), provider: z.object({ dedupeWindowMs: z.number() }).passthrough() }),
 });
-
-export const supersedeSchema = z.object({ applied: z.boolean(), status: z.string() });
 
 export const RECONCILE_OUTCOMES = ['completed', 'not_started_confirmed', 'not_found_inconclusive', 'partial', 'failed', 'unknown'] as const;
 export type ReconcileOutcome = (typeof RECONCILE_OUTCOMES)[number];

@@ -16,6 +16,8 @@ export interface AttemptScope {
   requests: TransportRequest[];
   /** The provider's id for the last request that was answered (Stripe's Request-Id). */
   providerRequestId: string | null;
+  /** A request not begun by then is not sent at all: its send was stamped, and may not go out later than that stamp allows. */
+  sendBy?: number;
 }
 
 const storage = new AsyncLocalStorage<AttemptScope>();

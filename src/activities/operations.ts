@@ -4,7 +4,7 @@ import { Context } from '@temporalio/activity';
 import { createHash } from 'node:crypto';
 import { maskEmails } from '../reliability/evidence';
 import { operationId as deriveOperationId } from '../reliability/identity';
-import type { BeginResult, Blocker, Evidenced, RunSettings } from '../receipts';
+import type { BeginResult, Evidenced, RunSettings } from '../receipts';
 import type { Order, RefundRequest } from '../shared';
 import type { OperationRecord, OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
@@ -53,53 +53,32 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       };
       const { record, created } = await store.operations.commitIntent(intent);
       const applied = await store.appliedRefund(operationId);
+      const others = (await store.operations.forOrder(request.orderId)).filter((op) => op.operationId !== operationId);
+      const later = others.find((op) => op.scope === settings.scope && op.operationVersion > request.operationVersion);
+      const hasRefund = applied !== undefined || HAS_REFUND.includes(record.status);
       // This operation's own refund is already on the order (or at the provider): checking it against what is left would refuse a repeat of itself.
-      let problem = applied || HAS_REFUND.includes(record.status) ? null : refundProblem(order, request);
-      if (record.status === 'superseded') problem = `operation ${operationId} was ${record.reason ?? 'superseded'} and is never sent again`;
+      let problem = hasRefund ? null : refundProblem(order, request);
+      if (!hasRefund && later && !unproven(record)) problem = `order ${request.orderId} has a later operation, ${later.operationId}: this earlier one is not sent after it`;
       let operation = record;
-      if (problem && record.lastSentAt === null && record.status === 'intent') {
-        ({ record: operation } = await store.operations.settle(operationId, { status: 'rejected', reason: problem }, actor(), 'rejected'));
+      if (problem && record.status === 'intent' && !unproven(record)) {
+        const refused = { status: 'rejected' as const, reason: problem, ifRequestsSent: record.requestsSent };
+        ({ record: operation } = await store.operations.settle(operationId, refused, actor(), 'rejected'));
       }
-      const blockers: Blocker[] = [];
-      for (const op of await store.operations.forOrder(request.orderId)) {
-        if (op.operationId === operationId) continue;
-        const settle = await howToSettle(op, request.operationVersion);
-        if (settle) blockers.push({ operation: op, settle });
+      const blockers: OperationRecord[] = [];
+      for (const op of others) {
+        if (op.operationVersion < request.operationVersion && (await unsettled(op))) blockers.push(op);
       }
       return { order: { ...order, customerEmail: maskEmails(order.customerEmail) }, operation, created, problem, blockers, settings };
     });
   }
 
   /**
-   * What another operation on the order needs before this one may send, or undefined when it is
-   * settled (completed, failed, superseded, refused, or refunded and on the order). An unsettled
-   * later version holds an earlier one back; an earlier one never sent, or proven absent since its
-   * last send, is fenced off; any other is asked about at the provider first.
+   * An earlier operation whose effect the order may not show: a send not proven absent and no
+   * receipt, or a refund that exists and is not on the order yet.
    */
-  async function howToSettle(op: OperationRecord, version: number): Promise<Blocker['settle'] | undefined> {
-    if (['completed', 'failed', 'superseded', 'rejected'].includes(op.status)) return undefined;
-    if ((op.status === 'refunded' || op.status === 'partial') && (await store.appliedRefund(op.operationId))) return undefined;
-    if (op.operationVersion > version) return 'later';
-    if (op.status === 'intent' && op.requestsSent === (op.provenAbsentThrough ?? 0)) return 'fence';
-    return 'reconcile';
-  }
-
-  /**
-   * Fences off an earlier operation that reconciliation proved never took effect, so that it is
-   * never sent after this one went ahead; refused (applied: false) if it was sent again since.
-   */
-  async function supersedeOperation(input: { operationId: string; by: string; ifRequestsSent: number }): Promise<Evidenced<{ applied: boolean; status: string }>> {
-    const call = { step: 'supersede', key: `${input.operationId}:supersede`, operationId: input.operationId, boundary: 'store' as const };
-    return attempt(call, storeFailure, async () => {
-      const { record, applied } = await store.operations.settle(
-        input.operationId,
-        { status: 'superseded', reason: `superseded by ${input.by}`, ifRequestsSent: input.ifRequestsSent },
-        actor(),
-        'superseded',
-        { by: input.by },
-      );
-      return { applied, status: record.status };
-    });
+  async function unsettled(op: OperationRecord): Promise<boolean> {
+    if (unproven(op)) return true;
+    return (op.status === 'refunded' || op.status === 'partial') && (await store.appliedRefund(op.operationId)) === undefined;
   }
 
   /** The run's own state is the record; this leaves its verdict beside the operation's evidence. */
@@ -111,7 +90,12 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
     });
   }
 
-  return { beginOperation, supersedeOperation, recordOutcome };
+  return { beginOperation, recordOutcome };
+}
+
+/** Sent, with no receipt and no proof of absence since its last send: it may have taken effect. */
+function unproven(op: OperationRecord): boolean {
+  return ['intent', 'unknown', 'rejected'].includes(op.status) && op.requestsSent > (op.provenAbsentThrough ?? 0);
 }
 
 /** Why this order cannot take this refund, or null when it can. */

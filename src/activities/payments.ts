@@ -5,7 +5,9 @@ import Stripe from 'stripe';
 import type { Evidenced, ProviderWindows, ReconcileResult, RefundReceipt } from '../receipts';
 import type { REFUND_REASONS } from '../shared';
 import type { OperationLog, OperationRecord, OperationUpdate } from '../store/types';
+import { LaterVersionError } from '../store/errors';
 import { Classified, type AttemptRunner } from './attempt';
+import { currentAttemptScope } from './attempt-scope';
 import { requestTimeout } from './request-deadline';
 import { storeFailure } from './store-failures';
 import { stripeFailure } from './stripe-failures';
@@ -102,12 +104,22 @@ export function createPaymentActivities(deps: PaymentDeps) {
             'reconcile with the provider before any new request',
         );
       }
-      // Decided before the send is stamped: a request that cannot finish inside this attempt is not sent.
-      const timeout = requestTimeout(deps.windows.requestTimeoutMs);
-      if (timeout < Math.min(MIN_REQUEST_MS, deps.windows.requestTimeoutMs)) {
-        throw new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'attempt_time_spent', `not sent: only ${timeout} ms of this attempt are left`);
+      const enough = () => requestTimeout(deps.windows.requestTimeoutMs) >= Math.min(MIN_REQUEST_MS, deps.windows.requestTimeoutMs);
+      if (!enough()) throw timeSpent();
+      try {
+        await log.markSent(input.operationId, actor());
+      } catch (err) {
+        // A later version was begun: this one never goes out. If its earlier send's outcome is open, that comes first.
+        if (err instanceof LaterVersionError && op.requestsSent > (op.provenAbsentThrough ?? 0)) {
+          throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'later_version_exists', `${err.message}; an earlier send of it is not settled`, { cause: err });
+        }
+        throw err;
       }
-      await log.markSent(input.operationId, actor());
+      // Measured after the stamp (which may have waited for the database): the request must go out now or not at all.
+      const timeout = requestTimeout(deps.windows.requestTimeoutMs);
+      if (!enough()) throw timeSpent();
+      const scope = currentAttemptScope();
+      if (scope) scope.sendBy = Date.now() + timeout;
       let refund: Stripe.Response<Stripe.Refund>;
       try {
         refund = await stripe.refunds.create(
@@ -168,6 +180,8 @@ export function createPaymentActivities(deps: PaymentDeps) {
       const op = await log.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}`);
       const known = op.refund?.refundId ?? input.refundId;
+      // The provider's answer is as of when we asked, not when it arrived.
+      const askedAt = now();
       const looked = known
         ? [await stripe.refunds.retrieve(known, {}, { timeout: requestTimeout(deps.windows.requestTimeoutMs) })]
         : await listRefunds(stripe, input.paymentIntentId, deps.windows.requestTimeoutMs);
@@ -187,19 +201,17 @@ export function createPaymentActivities(deps: PaymentDeps) {
         return { ...base, result: 'unknown', refund: null, conclusiveAt: null, note: `refund ${known} does not carry operation ${input.operationId}` };
       }
       if (found.length === 0) {
-        if (op.status === 'superseded') {
-          return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt: null, note: `operation ${input.operationId} was ${op.reason ?? 'superseded'}` };
-        }
         const conclusive = op.lastSentAt === null ? 0 : Date.parse(op.lastSentAt) + deps.windows.requestTimeoutMs + deps.windows.consistencyMs;
         const conclusiveAt = op.lastSentAt === null ? null : new Date(conclusive).toISOString();
-        if (now() >= conclusive) {
-          const proof = { status: 'intent' as const, absenceConfirmedAt: new Date(now()).toISOString(), ifRequestsSent: op.requestsSent };
-          const { applied } = await settle(proof, { result: 'not_started_confirmed', scanned });
+        if (askedAt >= conclusive) {
+          const proof = { status: 'intent' as const, absenceConfirmedAt: new Date(askedAt).toISOString(), ifRequestsSent: op.requestsSent };
+          const { applied, record } = await settle(proof, { result: 'not_started_confirmed', scanned });
           if (applied) {
             const why = op.lastSentAt === null ? 'no request for this operation was ever sent' : `no refund carries operation ${input.operationId}, and the consistency window since the last send has passed`;
             return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt, note: why };
           }
-          return { ...base, result: 'not_found_inconclusive', refund: null, conclusiveAt, note: `operation ${input.operationId} was sent again while it was looked up; look again` };
+          const why = record.requestsSent !== op.requestsSent ? 'it was sent again while it was looked up' : `it became ${record.status} meanwhile`;
+          return { ...base, result: 'not_found_inconclusive', refund: null, conclusiveAt, note: `operation ${input.operationId}: ${why}; look again` };
         }
         await log.audit(input.operationId, who, 'reconciled', { result: 'not_found_inconclusive', scanned, conclusiveAt });
         return { ...base, result: 'not_found_inconclusive', refund: null, conclusiveAt, note: `no refund carries operation ${input.operationId} yet; the provider's list may lag until ${conclusiveAt}` };
@@ -225,6 +237,9 @@ export function createPaymentActivities(deps: PaymentDeps) {
 
 /** Below this, a request would likely time out by our own hand: it is not sent at all. */
 const MIN_REQUEST_MS = 1000;
+
+const timeSpent = () =>
+  new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'attempt_time_spent', 'not sent: too little of this attempt is left for the request to finish');
 
 /**
  * All of a payment intent's refunds, newest first, a page at a time: each page's timeout is cut

@@ -5,10 +5,10 @@ import { Classified } from './attempt';
 import {
   IntentConflictError,
   InvalidOperationError,
+  LaterVersionError,
   OperationInFlightError,
   OrderNotFoundError,
   RefundExceedsOrderError,
-  SupersededError,
   VersionConflictError,
 } from '../store';
 
@@ -30,8 +30,8 @@ export const STORE_RULES: StoreRule[] = [
   // Another writer changed the order after we read it: the next attempt reloads and applies again.
   { when: (e) => e instanceof VersionConflictError, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'version_conflict' },
   { when: (e) => e instanceof IntentConflictError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'intent_conflict' },
-  // Proven never to have taken effect and fenced off by a later version: sending it now could refund twice.
-  { when: (e) => e instanceof SupersededError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'superseded' },
+  // A later version of the order exists: an earlier one is never sent after it (it could refund twice).
+  { when: (e) => e instanceof LaterVersionError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'later_version_exists' },
   // Another version of the order has a request out: wait for it to settle; nothing was sent.
   { when: (e) => e instanceof OperationInFlightError, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'another_operation_in_flight' },
   { when: (e) => e instanceof InvalidOperationError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'invalid_operation' },

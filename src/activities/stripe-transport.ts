@@ -49,6 +49,10 @@ export class StripeTransport extends Stripe.HttpClient {
     // Captured now: the socket's events may not run in the attempt's async context.
     const scope = currentAttemptScope();
     const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
+    if (scope?.sendBy !== undefined && Date.now() > scope.sendBy) {
+      // The worker stalled between stamping the send and sending it: too late to send under that stamp.
+      return Promise.reject(new TransportError('not_sent', false, null, `${method} ${path}: not sent, ${Date.now() - scope.sendBy} ms past the time its send was stamped for`));
+    }
     return new Promise((resolve, reject) => {
       let written = false;
       let timedOut = false;

@@ -24,9 +24,9 @@ export class IntentConflictError extends Error {
   override name = 'IntentConflictError';
 }
 
-/** The operation was fenced off by a later version after it was proven never to have taken effect. */
-export class SupersededError extends Error {
-  override name = 'SupersededError';
+/** The order already has a later operation version: an earlier one is never created or sent after it. */
+export class LaterVersionError extends Error {
+  override name = 'LaterVersionError';
 }
 
 /** Another operation on the same order has a request out whose outcome is not settled. */

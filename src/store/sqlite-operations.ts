@@ -1,7 +1,7 @@
 // Operations, the attempt ledger and the audit trail, on the order store's SQLite database.
 import type Database from 'better-sqlite3';
 import type { RefundReceipt } from '../shared';
-import { IntentConflictError, OperationInFlightError, SupersededError } from './errors';
+import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
 import type {
   AttemptEnd,
   AttemptRecord,
@@ -22,7 +22,7 @@ CREATE TABLE IF NOT EXISTS operations (
   scope TEXT NOT NULL,
   request_hash TEXT NOT NULL,
   request_json TEXT NOT NULL,
-  status TEXT NOT NULL CHECK (status IN ('intent', 'unknown', 'refunded', 'partial', 'failed', 'rejected', 'completed', 'superseded')),
+  status TEXT NOT NULL CHECK (status IN ('intent', 'unknown', 'refunded', 'partial', 'failed', 'rejected', 'completed')),
   refund_json TEXT,
   first_sent_at TEXT,
   last_sent_at TEXT,
@@ -149,20 +149,19 @@ function toAttempt(row: AttemptRow): AttemptRecord {
 
 /** The statuses each status may be reached from: a late or repeated writer never moves an operation backwards. */
 const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
-  intent: ['intent', 'unknown'],
-  unknown: ['intent', 'unknown'],
+  // Absence proven: a refused operation that was sent after all becomes an intent again.
+  intent: ['intent', 'unknown', 'rejected'],
+  unknown: ['intent', 'unknown', 'rejected'],
   rejected: ['intent', 'rejected'],
-  // The provider's word beats our own fence: a refund found for a superseded operation is recorded.
-  refunded: ['intent', 'unknown', 'rejected', 'refunded', 'superseded'],
-  partial: ['intent', 'unknown', 'rejected', 'refunded', 'partial', 'superseded'],
+  refunded: ['intent', 'unknown', 'rejected', 'refunded'],
+  partial: ['intent', 'unknown', 'rejected', 'refunded', 'partial'],
   completed: ['refunded', 'completed'],
   // A refund can fail after it was accepted, even after its run completed.
-  failed: ['intent', 'unknown', 'rejected', 'refunded', 'partial', 'completed', 'failed', 'superseded'],
-  superseded: ['intent', 'unknown'],
+  failed: ['intent', 'unknown', 'rejected', 'refunded', 'partial', 'completed', 'failed'],
 };
 
-/** Sent, and not proven absent since: its request may still be out, or may have taken effect. */
-const IN_FLIGHT = `(status = 'unknown' OR (status = 'intent' AND requests_sent > COALESCE(proven_absent_through, 0)))`;
+/** Sent, and not proven absent since, with no receipt: its request may still be out, or may have taken effect. */
+const IN_FLIGHT = `(status IN ('intent', 'unknown', 'rejected') AND requests_sent > COALESCE(proven_absent_through, 0))`;
 
 export class SqliteOperationLog implements OperationLog {
   constructor(
@@ -183,6 +182,10 @@ export class SqliteOperationLog implements OperationLog {
         }
         return { record: toOperation(existing), created: false };
       }
+      const later = this.laterVersion(op.orderId, op.scope, op.operationVersion);
+      if (later) {
+        throw new LaterVersionError(`order ${op.orderId} already has operation ${later}; a new operation needs a version above it`);
+      }
       const at = this.now();
       this.db
         .prepare(
@@ -192,7 +195,7 @@ export class SqliteOperationLog implements OperationLog {
         .run(op.operationId, op.orderId, op.operationVersion, op.scope, op.requestHash, JSON.stringify(op.request), at, op.actor, at);
       this.insertAudit(op.operationId, op.actor, 'intent_committed', { requestHash: op.requestHash, request: op.request });
       return { record: toOperation(this.row(op.operationId)!), created: true };
-    })();
+    }).immediate();
   }
 
   async get(operationId: string): Promise<OperationRecord | undefined> {
@@ -212,9 +215,8 @@ export class SqliteOperationLog implements OperationLog {
     return this.db.transaction(() => {
       const current = this.row(operationId);
       if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
-      if (current.status === 'superseded') {
-        throw new SupersededError(`operation ${operationId} was ${current.reason ?? 'superseded'}: it is never sent again`);
-      }
+      const later = this.laterVersion(current.order_id, current.scope, current.operation_version);
+      if (later) throw new LaterVersionError(`order ${current.order_id} has a later operation, ${later}: ${operationId} is never sent after it`);
       const other = this.db
         .prepare<[string, string], { operation_id: string }>(`SELECT operation_id FROM operations WHERE order_id = ? AND operation_id != ? AND ${IN_FLIGHT} LIMIT 1`)
         .get(current.order_id, operationId);
@@ -306,6 +308,15 @@ export class SqliteOperationLog implements OperationLog {
     this.db
       .prepare('INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (?, ?, ?, ?, ?)')
       .run(operationId, this.now(), actor, event, JSON.stringify(detail));
+  }
+
+  /** The order's operation with the highest version above `version`, if any. */
+  private laterVersion(orderId: string, scope: string, version: number): string | undefined {
+    return this.db
+      .prepare<[string, string, number], { operation_id: string }>(
+        'SELECT operation_id FROM operations WHERE order_id = ? AND scope = ? AND operation_version > ? ORDER BY operation_version DESC LIMIT 1',
+      )
+      .get(orderId, scope, version)?.operation_id;
   }
 
   private row(operationId: string): OperationRow | undefined {

@@ -65,10 +65,9 @@ export type NewOutboxEntry = Pick<OutboxEntry, 'key' | 'orderId' | 'kind' | 'rec
  * intent: recorded, and no request has been proven to take effect (none may have been sent yet);
  * unknown: a request was sent and its outcome is not known: only reconciliation moves it on;
  * refunded / partial / failed: the provider's refund exists, for the full amount, for less, or failed;
- * rejected: refused before any effect; completed: the run passed its completion gate;
- * superseded: proven never to have taken effect and fenced off by a later version: it is never sent again.
+ * rejected: refused before any effect; completed: the run passed its completion gate.
  */
-export type OperationStatus = 'intent' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'rejected' | 'completed' | 'superseded';
+export type OperationStatus = 'intent' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'rejected' | 'completed';
 
 export interface OperationRecord {
   operationId: string;
@@ -153,15 +152,18 @@ export interface AuditEntry {
 
 /** Each operation's durable record, the attempt ledger and the audit trail. */
 export interface OperationLog {
-  /** Records the intent, or returns the record already there; IntentConflictError when the request hash differs. */
+  /**
+   * Records the intent, or returns the record already there; IntentConflictError when the request
+   * hash differs, LaterVersionError for a new operation below the order's highest version.
+   */
   commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }>;
   get(operationId: string): Promise<OperationRecord | undefined>;
   /** Every operation on the order, oldest first. */
   forOrder(orderId: string): Promise<OperationRecord[]>;
   /**
-   * Just before a create request is sent: stamps the send and counts it. Refuses (SupersededError)
-   * a fenced operation, and (OperationInFlightError) while another operation on the same order is
-   * in flight, so that two versions of one order never have requests out at once.
+   * Just before a create request is sent: stamps the send and counts it. Only the order's highest
+   * version may send (LaterVersionError), and only while no other operation of the order has a send
+   * not proven absent (OperationInFlightError): two versions of one order never both go out.
    */
   markSent(operationId: string, actor: string): Promise<OperationRecord>;
   /**

@@ -14,8 +14,8 @@ export type ReconcileTarget = ReconcileRefundInput;
 
 export type Settlement =
   | { kind: 'completed' | 'partial' | 'failed'; refund: RefundReceipt; note: string }
-  /** The provider proved no refund exists for the operation (through its `requestsSent` sends): a send with the same key is safe. */
-  | { kind: 'absent'; note: string; requestsSent: number }
+  /** The provider proved no refund exists for the operation: a send with the same key is safe. */
+  | { kind: 'absent'; note: string }
   /** Not found yet, but still inside the key's dedupe window: a resend with the same key returns the first result. */
   | { kind: 'resubmit'; note: string }
   /** Lookups or budget ran out and the provider never said: it stays unknown. */
@@ -44,7 +44,7 @@ export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResu
         if (err.error.code === 'BUDGET_EXCEEDED') return { kind: 'unknown', note };
       }
       if (r?.refund && (r.result === 'completed' || r.result === 'partial' || r.result === 'failed')) return { kind: r.result, refund: r.refund, note };
-      if (r?.result === 'not_started_confirmed') return { kind: 'absent', note, requestsSent: r.requestsSent };
+      if (r?.result === 'not_started_confirmed') return { kind: 'absent', note };
       if (r?.result === 'not_found_inconclusive' && r.insideDedupeWindow && mayResubmit) {
         return { kind: 'resubmit', note: `not found yet, and the provider still deduplicates the key, so a resend returns the first result (${note})` };
       }

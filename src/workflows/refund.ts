@@ -24,7 +24,6 @@ import {
   notificationReceiptSchema,
   orderReceiptSchema,
   refundReceiptSchema,
-  supersedeSchema,
   type NotificationReceipt,
   type OrderReceipt,
   type RefundReceipt,
@@ -80,7 +79,11 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     if (isCancellation(err)) {
       // Cancelled by an operator: the run ends Cancelled, and says honestly what it leaves behind.
       await CancellationScope.nonCancellable(async () => {
-        const reason = `cancelled while ${run.status}; the refund is ${run.effect.status === 'none' ? 'not sent' : run.effect.status}: a person finishes what was started`;
+        // A create that had started may be going on at the provider: then it is unknown, never "not sent".
+        const sentOrSending = run.steps.get('create_refund').status !== 'pending';
+        const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
+        if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
+        const reason = `cancelled while ${run.status}; the refund is ${effect}: a person finishes what was started`;
         run.finish('needs_attention', reason, null);
         await recordOutcome(run, new RunStopped('needs_attention', reason, null));
       });
@@ -129,7 +132,8 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
     decideStop(run, 'load_order', error);
   }
 
-  await settleEarlier(run, begin);
+  // An operation whose own refund exists finishes its order update and email whatever came after it.
+  if (!op.refund) await settleEarlier(run, begin);
 
   const refundInput = {
     orderId: request.orderId,
@@ -181,38 +185,25 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
 }
 
 /**
- * Other operations on this order that are not settled come first, since this one could refund on
- * top of them; this run never sends another operation's request. A later version pending holds
- * this older one back. An earlier one never sent, or proven absent, is fenced off (superseded), so
- * that it can never be sent after this one went ahead; any other is asked about at the provider:
- * if its refund exists it is recorded on the order and this run stops for a person, since it was
- * asked for while that refund looked lost or pending.
+ * Earlier operations on this order whose effect the order may not show come first, since this one
+ * could refund on top of them; this run never sends another operation's request, and once this
+ * later version exists the store never lets an earlier one send. Each is asked about at the
+ * provider: proven absent or failed, it is settled; if its refund exists, it is recorded on the
+ * order and this run stops for a person, since it was asked for while that refund looked lost or
+ * pending; still unknown, this run waits within its budget, then stops.
  */
 async function settleEarlier(run: RefundRun, begin: BeginResult): Promise<void> {
   const { request } = run;
-  const stop = (reason: string) => run.stop('needs_attention', reason, 'load_order');
-  for (const { operation: other, settle } of begin.blockers) {
-    if (settle === 'later') {
-      stop(`a later version on order ${request.orderId}, ${other.operationId}, is not settled; this earlier operation is not sent while it is pending`);
-    }
-    let fenceAt: number | undefined = settle === 'fence' ? other.requestsSent : undefined;
-    for (let round = 1; ; round++) {
-      run.setStatus('reconciling', 'load_order');
-      if (fenceAt !== undefined) {
-        const fence = { operationId: other.operationId, by: begin.operation.operationId, ifRequestsSent: fenceAt };
-        const fenced = await run.call('supersede', 'store', evidenced(supersedeSchema), (a) => a.supersedeOperation(fence), { essential: true });
-        if (fenced.applied || fenced.status === 'superseded') break;
-        if (round >= 3) stop(`earlier operation ${other.operationId} on order ${request.orderId} kept being sent while this operation waited for it; nothing was sent for this one`);
-        // It was sent since it was looked at: ask the provider what that send did.
-      }
-      const settled = await reconcile(run, targetOf(other.operationId, other.request, begin.order.paymentIntentId), false);
-      if (settled.kind === 'failed') break;
-      if (settled.kind === 'absent') {
-        fenceAt = settled.requestsSent;
-        continue;
-      }
-      if (settled.kind === 'completed' || settled.kind === 'partial') return recordEarlier(run, other.operationId, settled.refund);
-      stop(`earlier operation ${other.operationId} on order ${request.orderId} has an unknown outcome (${settled.note}); this operation waits until it is reconciled, so that nothing is refunded on top of it`);
+  for (const other of begin.blockers) {
+    run.setStatus('reconciling', 'load_order');
+    const settled = await reconcile(run, targetOf(other.operationId, other.request, begin.order.paymentIntentId), false);
+    if (settled.kind === 'completed' || settled.kind === 'partial') return recordEarlier(run, other.operationId, settled.refund);
+    if (settled.kind === 'unknown') {
+      run.stop(
+        'needs_attention',
+        `earlier operation ${other.operationId} on order ${request.orderId} has an unknown outcome (${settled.note}); this operation waits until it is reconciled, so that nothing is refunded on top of it`,
+        'load_order',
+      );
     }
   }
   run.setStatus('running');

@@ -1,7 +1,7 @@
 // Replays every recorded history under test/histories against today's workflow code: a change that
 // would break runs already in flight fails here, unless it is guarded by patched(). The recordings
 // cover a completed run, a reconciled lost response, a run that ended with its outcome unknown, a
-// compensated run, and a run that fenced off an earlier version before it refunded. Refresh them only for an intended, patched() change:
+// compensated run, and a run that settled an earlier version's unknown outcome before it refunded. Refresh them only for an intended, patched() change:
 //   RECORD_HISTORY=1 npx jest test/integration/refund-workflow.test.ts test/integration/walkthrough.test.ts
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
@@ -16,11 +16,11 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover the completed, reconciled, unknown, compensated and fenced paths', () => {
+test('the recordings cover the completed, reconciled, unknown, compensated and earlier-version paths', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'refund-compensated.json',
     'refund-completed.json',
-    'refund-fenced-earlier.json',
+    'refund-earlier-settled.json',
     'refund-reconciled.json',
     'refund-unknown.json',
   ]);

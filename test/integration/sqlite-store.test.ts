@@ -7,9 +7,9 @@ import {
   InvalidOperationError,
   OrderNotFoundError,
   RefundExceedsOrderError,
+  LaterVersionError,
   OperationInFlightError,
   SqliteOrderStore,
-  SupersededError,
   VersionConflictError,
   openStore,
   type NewOrder,
@@ -347,36 +347,38 @@ describe('operation log', () => {
     expect((await store.operations.forOrder('ops-1')).map((o) => o.operationId)).toEqual(['op:v1', 'op:v2']);
   });
 
-  it('proves absence only if nothing was sent since the lookup, and fences a superseded operation off for good', async () => {
+  it('proves absence only if nothing was sent since the lookup', async () => {
     await store.operations.commitIntent(intent('op:v3'));
     const seen = (await store.operations.markSent('op:v3', 'wf-3')).requestsSent;
     await store.operations.settle('op:v3', { status: 'unknown' }, 'wf-3', 'refund_outcome_unknown');
     await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
     await expect(store.operations.get('op:v3')).resolves.toMatchObject({ status: 'intent', requestsSent: 1, provenAbsentThrough: 1 });
     await store.operations.markSent('op:v3', 'wf-3');
-    // A proof taken before that send covers it no longer, and cannot be set on its strength.
+    // A proof taken before that send covers it no longer, and none can be set on its strength.
     await expect(store.operations.get('op:v3')).resolves.toMatchObject({ requestsSent: 2, provenAbsentThrough: 1 });
-    const stale = await store.operations.settle('op:v3', { status: 'superseded', reason: 'superseded by op:v4', ifRequestsSent: seen }, 'wf-4', 'superseded');
-    expect(stale).toMatchObject({ applied: false, record: { status: 'intent' } });
-    await expect(store.operations.settle('op:v3', { status: 'superseded', reason: 'superseded by op:v4', ifRequestsSent: 2 }, 'wf-4', 'superseded')).resolves.toMatchObject({ applied: true });
-    await expect(store.operations.markSent('op:v3', 'wf-3')).rejects.toThrow(SupersededError);
-    await expect(store.operations.get('op:v3')).resolves.toMatchObject({ status: 'superseded', requestsSent: 2 });
+    const stale = await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
+    expect(stale).toMatchObject({ applied: false, record: { provenAbsentThrough: 1 } });
   });
 
-  it('lets only one operation of an order have a request out at a time, and a refused one counts again once it is sent', async () => {
+  it('lets only the highest version of an order send, and only while no other has a send not proven absent', async () => {
     const on = (id: string, version: number) => ({ ...intent(id), orderId: 'ops-2', operationVersion: version, request: { ...intent(id).request, orderId: 'ops-2' } });
     await store.operations.commitIntent(on('o2:v1', 1));
-    await store.operations.commitIntent(on('o2:v2', 2));
     await store.operations.markSent('o2:v1', 'wf-1');
+    await store.operations.commitIntent(on('o2:v2', 2));
+    // v1's send is out: v2 waits for it.
     await expect(store.operations.markSent('o2:v2', 'wf-2')).rejects.toThrow(OperationInFlightError);
+    // v2 exists: v1 never sends again, and no new operation may come in below v2.
+    await expect(store.operations.markSent('o2:v1', 'wf-1')).rejects.toThrow(LaterVersionError);
+    await expect(store.operations.commitIntent(on('o2:v0', 0))).rejects.toThrow(/already has operation o2:v2; a new operation needs a version above it/);
     await store.operations.settle('o2:v1', { status: 'refunded' }, 'wf-1', 'refund_confirmed');
     await expect(store.operations.markSent('o2:v2', 'wf-2')).resolves.toMatchObject({ requestsSent: 1 });
 
+    // A refused operation sent after all counts as in flight until it is settled.
+    await store.operations.settle('o2:v2', { status: 'rejected', reason: 'no' }, 'wf-2', 'rejected');
     await store.operations.commitIntent(on('o2:v3', 3));
-    await store.operations.settle('o2:v2', { status: 'refunded' }, 'wf-2', 'refund_confirmed');
-    await store.operations.settle('o2:v3', { status: 'rejected', reason: 'no' }, 'wf-3', 'rejected');
-    await expect(store.operations.markSent('o2:v3', 'wf-3')).resolves.toMatchObject({ status: 'intent', requestsSent: 1 });
-    await expect(store.operations.settle('o2:v3', { status: 'unknown' }, 'wf-3', 'refund_outcome_unknown')).resolves.toMatchObject({ applied: true });
+    await expect(store.operations.markSent('o2:v3', 'wf-3')).rejects.toThrow(OperationInFlightError);
+    await store.operations.settle('o2:v2', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: 1 }, 'wf-3', 'reconciled');
+    await expect(store.operations.markSent('o2:v3', 'wf-3')).resolves.toMatchObject({ requestsSent: 1 });
   });
 
   it('keeps each attempt of a step per run, including one that never finished', async () => {

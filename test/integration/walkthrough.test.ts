@@ -335,7 +335,7 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 1), createKey(order.id, 2)]);
   });
 
-  test('v1 proven never to have happened is fenced off: v2 refunds, and v1 can never be sent after it', async () => {
+  test('v1 proven never to have happened is settled: v2 refunds, and v1 can never be sent after it', async () => {
     const order = await h.seedOrder(newOrderId());
     await h.stripeFault({ kind: 'fail_before_commit', match: { idempotencyKey: createKey(order.id) } });
     await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
@@ -346,15 +346,18 @@ describe('an earlier operation whose outcome is unknown fences the next version'
 
     const v2 = await start(2)(TASK_QUEUE);
     expect(v2.status).toBe('completed');
-    h.recordHistory(v2.workflowId, 'refund-fenced-earlier');
-    await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'superseded', reason: `superseded by ${opId(order.id, 2)}` });
+    h.recordHistory(v2.workflowId, 'refund-earlier-settled');
+    const state = await h.state(v2.workflowId);
+    expect(state.reconciliation.history.map((l) => [l.operationId, l.result])).toContainEqual([opId(order.id, 1), 'not_started_confirmed']);
+    await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'intent', requestsSent: 1, provenAbsentThrough: 1 });
+
     const v1Again = await stopped(start(1, `refund-${order.id}-v1-again`)(TASK_QUEUE));
     expect(v1Again.type).toBe('REFUND_REJECTED');
-    expect(v1Again.state.outcome?.reason).toMatch(/superseded by .*:v2 and is never sent again/);
+    expect(v1Again.state.outcome?.reason).toMatch(/has a later operation, .*:v2: this earlier one is not sent after it/);
     expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 2)]);
   });
 
-  test('an earlier version that never sent is fenced off at once; a pending later version holds an earlier one back', async () => {
+  test('an earlier version that never sent never sends once a later one exists, and no new version may come in below it', async () => {
     const order = await h.seedOrder(newOrderId());
     const intent = (version: number, amount: number) => ({
       operationId: opId(order.id, version),
@@ -368,14 +371,16 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     await h.store.operations.commitIntent(intent(1, 1000));
     const v2 = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v2`, args: [request(order.id, 1000, 2)] });
     expect(v2.status).toBe('completed');
-    await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'superseded' });
+    const v1 = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v1`, args: [request(order.id, 1000, 1)] }));
+    expect(v1.type).toBe('REFUND_REJECTED');
 
-    // v4 recorded and sent, its outcome not settled: v3, older, is not sent while it is pending.
+    // v4 recorded and sent, its outcome not settled: v3, new and below it, is refused before anything is recorded for it.
     await h.store.operations.commitIntent(intent(4, 500));
     await h.store.operations.markSent(opId(order.id, 4), 'another run');
     const v3 = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v3`, args: [request(order.id, 500, 3)] }));
-    expect(v3.state.outcome?.reason).toMatch(/a later version on order .*:v4, is not settled/);
-    expect(await posts(order.id, 3)).toHaveLength(0);
+    expect(v3.type).toBe('REFUND_REJECTED');
+    expect(v3.state.outcome?.reason).toMatch(/already has operation .*:v4; a new operation needs a version above it/);
+    await expect(h.store.operations.get(opId(order.id, 3))).resolves.toBeUndefined();
     expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 2)]);
   });
 

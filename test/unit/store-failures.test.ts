@@ -3,10 +3,10 @@ import { classifyStoreError, STORE_RULES } from '../../src/activities/store-fail
 import {
   IntentConflictError,
   InvalidOperationError,
+  LaterVersionError,
   OperationInFlightError,
   OrderNotFoundError,
   RefundExceedsOrderError,
-  SupersededError,
   VersionConflictError,
 } from '../../src/store';
 
@@ -17,7 +17,7 @@ const examples: [string, unknown, { code: string; certainty: string; reason: str
   ['refund exceeds the order', new RefundExceedsOrderError('x'), { code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'refund_exceeds_order' }],
   ['version conflict', new VersionConflictError('x'), { code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'version_conflict' }],
   ['changed intent under a recorded key', new IntentConflictError('x'), { code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'intent_conflict' }],
-  ['superseded by a later version', new SupersededError('x'), { code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'superseded' }],
+  ['a later version of the order exists', new LaterVersionError('x'), { code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'later_version_exists' }],
   ['another version of the order in flight', new OperationInFlightError('x'), { code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'another_operation_in_flight' }],
   ['invalid operation', new InvalidOperationError('x'), { code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'invalid_operation' }],
   ['busy database', sqlite('SQLITE_BUSY'), { code: 'CAPACITY', certainty: 'not_executed', reason: 'database_busy' }],
