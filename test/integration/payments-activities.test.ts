@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
 import { createAttemptRunner } from '../../src/activities/attempt';
+import { inAttemptScope } from '../../src/activities/attempt-scope';
 import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
 import type { ProviderWindows } from '../../src/receipts';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
@@ -244,6 +245,15 @@ describe('createRefund', () => {
     await expect(run(activities().createRefund, input)).resolves.toMatchObject({ replayed: true });
     expect(await refundEffects(pi)).toHaveLength(1);
   });
+});
+
+it('never sends a request whose stamped time has passed (a worker that stalled between the stamp and the send)', async () => {
+  const pi = await paidIntent(1000);
+  const scope = { startedAtMs: Date.now(), requests: [], providerRequestId: null, sendBy: Date.now() - 1 };
+  const err = await inAttemptScope(scope, () => stripe.refunds.create({ payment_intent: pi, amount: 100 }, { idempotencyKey: `late-${pi}` })).catch((e: unknown) => e);
+  expect(err).toMatchObject({ type: 'StripeConnectionError', detail: { stage: 'not_sent' } });
+  expect(scope.requests).toHaveLength(0);
+  expect(await requestsWith(`late-${pi}`)).toHaveLength(0);
 });
 
 describe('reconcileRefund', () => {
