@@ -1,6 +1,8 @@
 // One real stack per test file: a Temporal dev server (the binary scripts/ensure-tools.sh
 // provides), the local Stripe-compatible and SMTP servers with their fault APIs on, a SQLite
 // store with store faults on, and a worker.
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, type Worker } from '@temporalio/worker';
 import fs from 'node:fs';
@@ -75,6 +77,20 @@ export const TEST_POLICY: RecoveryPolicy = {
     store: { startToCloseMs: 5000, scheduleToCloseMs: 30_000 },
   },
 };
+
+/** How a run stopped: its failure type (REFUND_<STATUS>) and its state as the workflow reported it. */
+export async function stopped(promise: Promise<unknown>): Promise<{ type: string | null | undefined; state: RefundRunState }> {
+  const err = await promise.then(
+    () => {
+      throw new Error('expected the refund to stop');
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(WorkflowFailedError);
+  const cause = (err as WorkflowFailedError).cause;
+  expect(cause).toBeInstanceOf(ApplicationFailure);
+  return { type: (cause as ApplicationFailure).type, state: (cause as ApplicationFailure).details?.[0] as RefundRunState };
+}
 
 /** TEST_POLICY with lookups that give up sooner, so that the unknown paths end in seconds. */
 export function fewLookups(lookups: number): RecoveryPolicy {

@@ -5,8 +5,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
 import { ConflictingRefundError, refund, startRefund } from '../../src/client/refunds';
 import { InvalidRefundRequestError, TASK_QUEUE } from '../../src/shared';
-import { refundWorkflow, stepsQuery, type RefundRunState } from '../../src/workflows';
-import { startHarness, type Harness } from '../helpers/harness';
+import { refundWorkflow, stepsQuery } from '../../src/workflows';
+import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;
 beforeAll(async () => {
@@ -18,20 +18,6 @@ afterAll(async () => {
 
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const request = (orderId: string, amount = 1250) => ({ orderId, amount, currency: 'usd', requestedBy: 'test' });
-
-/** The failure a run ended with, and its step table as the workflow reported it. */
-async function failureOf(promise: Promise<unknown>): Promise<{ type: string | null | undefined; state: RefundRunState }> {
-  const err = await promise.then(
-    () => {
-      throw new Error('expected the refund to fail');
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  const cause = (err as WorkflowFailedError).cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return { type: (cause as ApplicationFailure).type, state: (cause as ApplicationFailure).details?.[0] as RefundRunState };
-}
 
 test('a refund runs every step once and reports them in the step table', async () => {
   const order = await h.seedOrder(newOrderId());
@@ -136,7 +122,7 @@ test('the workflow validates its input again when started around the client, and
 });
 
 test('a refund for an unknown order is rejected before anything happens', async () => {
-  const { type, state } = await failureOf(refund(h.env.client, request(newOrderId())));
+  const { type, state } = await stopped(refund(h.env.client, request(newOrderId())));
   expect(type).toBe('REFUND_REJECTED');
   expect(state.outcome).toMatchObject({ status: 'rejected', failedStep: 'load_order' });
   expect(state.steps[0].error).toMatchObject({ code: 'PERMANENT_BUSINESS', reason: 'order_not_found', certainty: 'not_executed' });
@@ -145,7 +131,7 @@ test('a refund for an unknown order is rejected before anything happens', async 
 
 test('more than is refundable is rejected in the workflow and never reaches the provider', async () => {
   const order = await h.seedOrder(newOrderId(), { amount: 1000 });
-  const { type, state } = await failureOf(refund(h.env.client, request(order.id, 1001)));
+  const { type, state } = await stopped(refund(h.env.client, request(order.id, 1001)));
   expect(type).toBe('REFUND_REJECTED');
   expect(state.outcome?.reason).toMatch(/exceeds the 1000 still refundable/);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(0);
@@ -153,7 +139,7 @@ test('more than is refundable is rejected in the workflow and never reaches the 
 
 test('a permanently rejected notification leaves the refund standing and asks for forward repair', async () => {
   const order = await h.seedOrder(newOrderId(), { customerEmail: 'reject-me@example.test' });
-  const { type, state } = await failureOf(refund(h.env.client, request(order.id)));
+  const { type, state } = await stopped(refund(h.env.client, request(order.id)));
 
   expect(type).toBe('REFUND_NEEDS_ATTENTION');
   expect(state.outcome).toMatchObject({ failedStep: 'notify_customer' });
@@ -169,7 +155,7 @@ test('a permanently rejected notification leaves the refund standing and asks fo
 
 test('a refund the provider later fails is compensated in reverse order, each under its own key', async () => {
   const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
-  const { type, state } = await failureOf(refund(h.env.client, request(order.id)));
+  const { type, state } = await stopped(refund(h.env.client, request(order.id)));
 
   expect(type).toBe('REFUND_COMPENSATED');
   expect(state.outcome).toMatchObject({ status: 'compensated', failedStep: 'completion_gate' });
@@ -203,7 +189,7 @@ describe('failures decided by the recovery policy', () => {
 
   test('an unverifiable refund is left standing, not compensated', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { type, state } = await failureOf(h.withWorker({ checkCompletion: failing('PERMISSION_DENIED', 'not_executed', 'key revoked') }, (q) => start(q, order.id)));
+    const { type, state } = await stopped(h.withWorker({ checkCompletion: failing('PERMISSION_DENIED', 'not_executed', 'key revoked') }, (q) => start(q, order.id)));
 
     expect(type).toBe('REFUND_NEEDS_ATTENTION');
     expect(state.outcome?.reason).toMatch(/stands and is never sent again; a person must finish completion_gate/);
@@ -214,7 +200,7 @@ describe('failures decided by the recovery policy', () => {
 
   test('a create_refund failure of undeterminable effect is quarantined as unknown, never reported as "nothing refunded"', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { type, state } = await failureOf(h.withWorker({ createRefund: failing('POISON', 'undeterminable', 'the answer could not be read') }, (q) => start(q, order.id)));
+    const { type, state } = await stopped(h.withWorker({ createRefund: failing('POISON', 'undeterminable', 'the answer could not be read') }, (q) => start(q, order.id)));
 
     expect(type).toBe('REFUND_NEEDS_ATTENTION');
     expect(state.outcome).toMatchObject({ quarantined: true });
@@ -226,14 +212,14 @@ describe('failures decided by the recovery policy', () => {
 
   test('a provider refusal is rejected: nothing was refunded', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { type, state } = await failureOf(h.withWorker({ createRefund: failing('PERMANENT_BUSINESS', 'not_executed', 'charge_already_refunded') }, (q) => start(q, order.id)));
+    const { type, state } = await stopped(h.withWorker({ createRefund: failing('PERMANENT_BUSINESS', 'not_executed', 'charge_already_refunded') }, (q) => start(q, order.id)));
     expect(type).toBe('REFUND_REJECTED');
     expect(state.outcome?.reason).toMatch(/Nothing was refunded/);
   });
 
   test('an activity that returns nothing stops the run honestly instead of failing its workflow task forever', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { type, state } = await failureOf(h.withWorker({ applyRefund: (async () => undefined) as never }, (q) => start(q, order.id)));
+    const { type, state } = await stopped(h.withWorker({ applyRefund: (async () => undefined) as never }, (q) => start(q, order.id)));
     expect(type).toBe('REFUND_NEEDS_ATTENTION');
     expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({ status: 'failed', error: { code: 'POISON', reason: 'result_unusable' } });
     expect(state.outcome?.reason).toMatch(/stands and is never sent again/);

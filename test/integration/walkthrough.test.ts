@@ -2,7 +2,6 @@
 // boundaries of the real stack, and each asserted from where effects land: the Stripe server's
 // ledger and request log, the SMTP server's mailbox, and the store.
 import { WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
@@ -11,7 +10,7 @@ import { messageIdForKey } from '../../src/activities/notifications';
 import { TASK_QUEUE } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { refundWorkflow, type RefundRunState } from '../../src/workflows';
-import { fewLookups, startHarness, TEST_POLICY, type Harness } from '../helpers/harness';
+import { fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;
 beforeAll(async () => {
@@ -27,19 +26,6 @@ const request = (orderId: string, amount = 1250, operationVersion = 1) => ({ ord
 const opId = (orderId: string, version = 1) => `refund:test:${orderId}:v${version}`;
 const createKey = (orderId: string, version = 1) => `${opId(orderId, version)}:create_refund`;
 const noticeId = (orderId: string, version = 1) => messageIdForKey(`${opId(orderId, version)}:notify_customer`);
-
-/** The failure a run ended with, and its state as the workflow reported it. */
-async function stopped(promise: Promise<unknown>): Promise<{ type: string | null | undefined; state: RefundRunState }> {
-  const err = await promise.then(
-    () => {
-      throw new Error('expected the refund to stop');
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  const cause = (err as WorkflowFailedError).cause as ApplicationFailure;
-  return { type: cause.type, state: cause.details?.[0] as RefundRunState };
-}
 
 const step = (state: RefundRunState, name: string) => state.steps.find((s) => s.name === name)!;
 const posts = async (orderId: string, version = 1) => (await h.requests({ idempotencyKey: createKey(orderId, version) })).filter((r) => r.method === 'POST');
