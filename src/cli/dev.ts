@@ -1,10 +1,15 @@
 // The stack in the background and a worker in the foreground, until Ctrl-C.
 import { loadConfig } from '../config';
+import { registerSelf, runningPid } from '../stack/processes';
 import { ensureStack, urls } from '../stack/stack';
 import { runWorker } from '../worker';
 
 async function main() {
   const config = loadConfig();
+  const running = runningPid(config.dataDir, 'worker');
+  if (running !== undefined) {
+    throw new Error(`a worker of this stack is already running (pid ${running}); \`npm run stop\` stops it, then run \`npm run dev\` again`);
+  }
   await ensureStack(config, { worker: false });
   const u = urls(config);
   console.log(`Temporal      ${u.temporal}
@@ -13,8 +18,14 @@ Stripe API    ${u.stripe}
 SMTP          ${u.smtp}
 Mailbox       ${u.mailbox}
 Logs          ${config.dataDir}/logs
-The worker runs here; Ctrl-C stops it. \`npm run stop\` stops the rest.`);
-  await runWorker();
+The worker runs here; Ctrl-C (or \`npm run stop\`) stops it. \`npm run stop\` stops the rest too.`);
+  // Known to `npm run stop` and `npm run demo` like a worker the stack started.
+  const unregister = registerSelf(config.dataDir, 'worker', 'src/cli/dev.ts');
+  try {
+    await runWorker();
+  } finally {
+    unregister();
+  }
 }
 
 main().catch((err) => {

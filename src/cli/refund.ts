@@ -1,7 +1,7 @@
 import { Command, InvalidArgumentError } from 'commander';
-import { ConflictingRefundError, startRefund } from '../client/refunds';
+import { ConflictingRefundError, startRefund, workerPolling } from '../client/refunds';
 import { loadConfig } from '../config';
-import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS } from '../shared';
+import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS, TASK_QUEUE } from '../shared';
 import { connectClient, errorMessage } from './common';
 
 const integer = (name: string) => (value: string) => {
@@ -13,7 +13,7 @@ const program = new Command('refund')
   .description('Refund an order through the refund workflow and wait for its result. Needs a running stack (npm run dev).')
   .requiredOption('--order <id>', 'order id')
   .requiredOption('--amount <minor-units>', 'amount in minor units, e.g. 1250 for $12.50', integer('--amount'))
-  .option('--currency <code>', 'three-letter currency code', 'usd')
+  .option('--currency <code>', 'three-letter currency code (any case)', 'usd')
   .option('--reason <reason>', `one of ${REFUND_REASONS.join(', ')}`, 'requested_by_customer')
   .option('--requested-by <who>', 'who asked for the refund (default: $USER)')
   .option('--operation-version <n>', 'a changed intent for the same order needs a new version', integer('--operation-version'), 1)
@@ -31,11 +31,19 @@ async function main() {
     requestedBy: opts.requestedBy ?? process.env.USER ?? program.error('refund: --requested-by is required when $USER is not set', { exitCode: 2 }),
     operationVersion: opts.operationVersion,
   });
-  const client = await connectClient(loadConfig());
+  const config = loadConfig();
+  const client = await connectClient(config);
   try {
     const { workflowId, handle } = await startRefund(client, request);
     console.log(`workflow ${workflowId}`);
-    if (opts.wait) console.log(JSON.stringify(await handle.result(), null, 2));
+    if (!opts.wait) return;
+    if (!(await workerPolling(client))) {
+      console.error(
+        `refund: no worker is polling task queue "${TASK_QUEUE}" on ${config.temporal.address}, so nothing will run yet; ` +
+          'start one with `npm start` (or the whole stack with `npm run dev`). Waiting for it…',
+      );
+    }
+    console.log(JSON.stringify(await handle.result(), null, 2));
   } finally {
     await client.connection.close();
   }

@@ -1,8 +1,9 @@
 // Starting a refund from outside Temporal: validate first, then start the workflow under its
 // business key, or attach to the run that already holds that key.
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { parseRefundRequest, refundWorkflowId, TASK_QUEUE, type RefundRequest } from '../shared';
+import { parseRefundRequest, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundRequest } from '../shared';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
+import { temporal } from '@temporalio/proto';
 import { refundWorkflow, type RefundResult } from '../workflows';
 
 export class ConflictingRefundError extends Error {
@@ -31,6 +32,8 @@ export async function startRefund(client: Client, input: unknown): Promise<Start
       args: [request],
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      // Findable by order from the start, before a worker has run a single step of it.
+      typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.orderId, value: request.orderId }],
     });
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -40,11 +43,50 @@ export async function startRefund(client: Client, input: unknown): Promise<Start
   const differs = (['amount', 'currency', 'reason'] as const).filter((f) => existing[f] !== request[f]);
   if (differs.length > 0) {
     const was = differs.map((f) => `${f} ${existing[f]}`).join(', ');
+    const next = (await orderRuns(client, request.orderId)).reduce((max, r) => Math.max(max, r.operationVersion ?? 0), request.operationVersion) + 1;
     throw new ConflictingRefundError(
-      `${workflowId} already exists with ${was}; a changed refund for order ${request.orderId} needs a new operation version (e.g. --operation-version ${request.operationVersion + 1})`,
+      `${workflowId} already exists with ${was}; a changed refund for order ${request.orderId} needs a new operation version: the next free one is ${next} (--operation-version ${next}); \`npm run operations -- ${request.orderId}\` lists them`,
     );
   }
   return { workflowId, handle, request };
+}
+
+/** Whether any worker polled the refunds task queue lately (Temporal keeps pollers seen in the last minutes). */
+export async function workerPolling(client: Client): Promise<boolean> {
+  const { pollers } = await client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace,
+    taskQueue: { name: TASK_QUEUE },
+    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+  });
+  return (pollers ?? []).length > 0;
+}
+
+export interface OrderRun {
+  workflowId: string;
+  /** From the workflow id `refund-<order>-v<n>`; undefined for a run started under another id. */
+  operationVersion: number | undefined;
+  /** Temporal's execution status (RUNNING, COMPLETED, FAILED …) and the run's own RefundStatus. */
+  execution: string;
+  refundStatus: string | undefined;
+  startTime: Date;
+}
+
+/** Every run for an order that visibility knows, oldest first: rejected and invalid runs hold their versions too. */
+export async function orderRuns(client: Client, orderId: string): Promise<OrderRun[]> {
+  const runs: OrderRun[] = [];
+  // Order ids are letters, digits, "_" and "-" (the request schema says so): safe in the query and the pattern.
+  const pattern = new RegExp(`^refund-${orderId}-v(\\d+)$`);
+  for await (const w of client.workflow.list({ query: `RefundOrderId = '${orderId}'` })) {
+    const version = pattern.exec(w.workflowId)?.[1];
+    runs.push({
+      workflowId: w.workflowId,
+      operationVersion: version === undefined ? undefined : Number(version),
+      execution: w.status.name,
+      refundStatus: w.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status),
+      startTime: w.startTime,
+    });
+  }
+  return runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
 }
 
 /** The request a run was started with, read from its history: needs no worker, unlike a Query. */

@@ -53,7 +53,19 @@ export function startDetached(dataDir: string, spec: ProcessSpec): number {
   return child.pid;
 }
 
-/** Stops a process we started (its whole process group), waiting for it to exit. */
+/**
+ * Records this process under `name`, for a process started in the foreground (`npm run dev`'s
+ * worker): `npm run stop` then stops it too, and `npm run demo` sees a worker already running.
+ */
+export function registerSelf(dataDir: string, name: string, marker: string): () => void {
+  fs.mkdirSync(runDir(dataDir), { recursive: true });
+  fs.writeFileSync(pidFile(dataDir, name), JSON.stringify({ pid: process.pid, command: marker }));
+  return () => {
+    if (runningPid(dataDir, name) === process.pid) fs.rmSync(pidFile(dataDir, name), { force: true });
+  };
+}
+
+/** Stops a process we started (its whole process group, or itself when it leads none), waiting for it to exit. */
 export async function stopProcess(dataDir: string, name: string): Promise<boolean> {
   const pid = runningPid(dataDir, name);
   fs.rmSync(pidFile(dataDir, name), { force: true });
@@ -62,7 +74,12 @@ export async function stopProcess(dataDir: string, name: string): Promise<boolea
     try {
       process.kill(-pid, sig);
     } catch {
-      // already gone
+      // A foreground process (npm run dev's worker) leads no group of its own.
+      try {
+        process.kill(pid, sig);
+      } catch {
+        // already gone
+      }
     }
   };
   signal('SIGTERM');

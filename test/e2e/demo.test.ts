@@ -1,6 +1,6 @@
 // The newcomer's path: `npm run demo` twice, then `npm run stop`, on ports and a data
 // directory of its own so it never touches a stack the developer is running.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -70,4 +70,29 @@ test('the demo refunds once however often it runs, across restarts, and stop sto
   expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
   expect(await allClosed()).toBe(true);
   expect((await npm('stop')).stdout).toMatch(/nothing of this stack was running/);
+});
+
+test('npm run dev runs the worker in the foreground, quietly; demo uses it instead of starting another, and stop stops it', async () => {
+  const dev = spawn('npm', ['run', '--silent', 'dev'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  dev.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  dev.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  const exited = new Promise<number | null>((resolve) => dev.once('exit', resolve));
+  try {
+    for (let i = 0; i < 600 && !/worker polling task queue/.test(out); i++) await new Promise((r) => setTimeout(r, 200));
+    expect(out).toMatch(/worker polling task queue "refunds"/);
+    expect(out).not.toMatch(/webpack|asset workflow-bundle|modules by path/i);
+
+    const demo = await npm('demo');
+    expect(demo.stdout).not.toMatch(/starting a worker/);
+    expect(field(demo.stdout, 'refund id')).toMatch(/^re_/);
+
+    const again = await run('npm', ['run', '--silent', 'dev'], { cwd: root, env }).catch((e: { stderr: string }) => e);
+    expect((again as { stderr: string }).stderr).toMatch(/a worker of this stack is already running/);
+
+    expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
+    await expect(exited).resolves.toBeDefined();
+  } finally {
+    if (dev.exitCode === null) dev.kill('SIGKILL');
+  }
 });

@@ -1,0 +1,66 @@
+// The refund and operations commands against a Temporal server with no worker at first: the
+// refund command says so instead of waiting in silence, and a conflict names the next free version.
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { findTool } from '../../src/stack/tools';
+
+const run = promisify(execFile);
+const root = path.join(__dirname, '..', '..');
+let env: TestWorkflowEnvironment;
+const cliEnv = () => ({ ...process.env, TEMPORAL_ADDRESS: env.address, USER: 'tester' });
+const tsx = (script: string, args: string[]) => run(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], { env: cliEnv() });
+
+beforeAll(async () => {
+  env = await TestWorkflowEnvironment.createLocal({
+    server: { executable: { type: 'existing-path', path: findTool('temporal') }, searchAttributes: Object.values(SEARCH_ATTRIBUTES) },
+  });
+});
+afterAll(async () => {
+  await env?.teardown();
+});
+
+test('with no worker polling, the refund command says so and how to start one', async () => {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', 'refund.ts'), '--order', 'cli-1', '--amount', '100'], {
+    env: cliEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  try {
+    for (let i = 0; i < 150 && !/no worker is polling/.test(stderr); i++) await new Promise((r) => setTimeout(r, 200));
+    expect(stderr).toMatch(/no worker is polling task queue "refunds" .*start one with `npm start`/);
+  } finally {
+    child.kill();
+  }
+});
+
+test('a changed refund under a used version names the next free one, and operations lists the runs', async () => {
+  await tsx('refund.ts', ['--order', 'cli-2', '--amount', '100', '--no-wait']);
+  await tsx('refund.ts', ['--order', 'cli-2', '--amount', '100', '--operation-version', '3', '--no-wait']);
+  const conflict = await tsx('refund.ts', ['--order', 'cli-2', '--amount', '200', '--no-wait']).catch((e: { code: number; stderr: string }) => e);
+  expect(conflict).toMatchObject({ code: 2 });
+  expect((conflict as { stderr: string }).stderr).toMatch(/the next free one is 4 \(--operation-version 4\)/);
+
+  // Visibility is eventually consistent: give it a moment to list both runs.
+  let listed = { runs: [] as { workflowId: string; operationVersion: number }[], nextOperationVersion: 0 };
+  for (let i = 0; i < 50 && listed.runs.length < 2; i++) {
+    listed = JSON.parse((await tsx('operations.ts', ['cli-2', '--json'])).stdout);
+    if (listed.runs.length < 2) await new Promise((r) => setTimeout(r, 200));
+  }
+  expect(listed.runs.map((r) => [r.workflowId, r.operationVersion])).toEqual([
+    ['refund-cli-2-v1', 1],
+    ['refund-cli-2-v3', 3],
+  ]);
+  expect(listed.nextOperationVersion).toBe(4);
+  const table = await tsx('operations.ts', ['cli-2']);
+  expect(table.stdout).toMatch(/next free operation version: 4/);
+});
+
+test('currency is taken in any case', async () => {
+  const { stdout } = await tsx('refund.ts', ['--order', 'cli-3', '--amount', '100', '--currency', 'EUR', '--no-wait']);
+  expect(stdout).toMatch(/workflow refund-cli-3-v1/);
+});
