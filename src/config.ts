@@ -2,6 +2,7 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { SCOPE_PATTERN } from './reliability/identity';
+import { decisionsSchema } from './reliability/policy';
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..');
 
@@ -26,6 +27,19 @@ const envSchema = z.object({
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
+  /** Who may decide parked runs, overriding the policy's roles: `alice=operator,bob=operator+approver`. */
+  DECIDERS: z
+    .string()
+    .transform((text, ctx) => {
+      const entries = text.split(',').map((entry) => entry.trim().split('='));
+      const roles = decisionsSchema.shape.roles.safeParse(Object.fromEntries(entries.map(([name, list]) => [name, (list ?? '').split('+')])));
+      if (!roles.success || entries.some((e) => e.length !== 2)) {
+        ctx.addIssue({ code: 'custom', message: 'must be name=role[+role],… with roles operator and approver, e.g. alice=operator,bob=operator+approver' });
+        return z.NEVER;
+      }
+      return roles.data;
+    })
+    .optional(),
 });
 
 export type Config = ReturnType<typeof loadConfig>;
@@ -47,6 +61,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     scope: e.OPERATION_SCOPE ?? 'local',
     policyFile: e.RECOVERY_POLICY_FILE,
     faultInjection: e.FAULT_INJECTION === 'on',
+    deciders: e.DECIDERS,
     dataDir: e.DATA_DIR,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, uiPort: e.TEMPORAL_UI_PORT },
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(e.DATA_DIR, 'orders.db')}`,

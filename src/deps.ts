@@ -23,7 +23,8 @@ const STRIPE_TIMEOUT_MARGIN_MS = 2000;
  * What every run on this worker plans with. The timeouts must nest: a request ends before its
  * attempt does, so Temporal never starts the next attempt while the last request is still out.
  */
-export function runSettings(config: Config, policy: RecoveryPolicy = loadPolicy(config.policyFile)): RunSettings {
+export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(config.policyFile)): RunSettings {
+  const policy = config.deciders ? { ...loaded, decisions: { ...loaded.decisions, roles: config.deciders } } : loaded;
   const { requestTimeoutMs, idempotencyTtlMs, listConsistencyMs } = config.stripe;
   const stripeAttempt = policy.timeouts.stripe.startToCloseMs;
   if (requestTimeoutMs + STRIPE_TIMEOUT_MARGIN_MS > stripeAttempt) {

@@ -10,7 +10,12 @@ export const DEFAULT_NAMESPACE = 'default';
 export const SEARCH_ATTRIBUTES = {
   orderId: defineSearchAttributeKey('RefundOrderId', SearchAttributeType.KEYWORD),
   status: defineSearchAttributeKey('RefundStatus', SearchAttributeType.KEYWORD),
+  /** The phase: the step the run is at, or stopped at. */
   step: defineSearchAttributeKey('RefundStep', SearchAttributeType.KEYWORD),
+  /** What is known of the refund: none, unknown, refunded, partial, failed. */
+  effect: defineSearchAttributeKey('RefundEffect', SearchAttributeType.KEYWORD),
+  verdict: defineSearchAttributeKey('RefundVerdict', SearchAttributeType.KEYWORD),
+  needsAttention: defineSearchAttributeKey('RefundNeedsAttention', SearchAttributeType.BOOL),
 };
 
 export const REFUND_REASONS = ['requested_by_customer', 'duplicate', 'fraudulent'] as const;

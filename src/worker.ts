@@ -1,6 +1,8 @@
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { RefundActivities } from './activities';
-import { loadConfig } from './config';
+import { Connection } from '@temporalio/client';
+import { loadConfig, type Config } from './config';
+import { missingSearchAttributes } from './stack/stack';
 import { openDeps } from './deps';
 import { TASK_QUEUE } from './shared';
 
@@ -18,18 +20,41 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
   });
 }
 
+/**
+ * Workflow tasks that upsert a search attribute the namespace lacks fail, over and over: a worker
+ * says so at start-up instead, and names the fix.
+ */
+async function checkSearchAttributes(config: Config): Promise<void> {
+  let connection: Connection;
+  try {
+    connection = await Connection.connect({ address: config.temporal.address, connectTimeout: '10s' });
+  } catch (err) {
+    throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS`, { cause: err });
+  }
+  try {
+    const missing = await missingSearchAttributes(connection, config.temporal.namespace);
+    if (missing.length > 0) {
+      const names = missing.map((k) => k.name).join(', ');
+      throw new Error(
+        `namespace ${config.temporal.namespace} on ${config.temporal.address} lacks the search attributes ${names}; ` +
+          `\`npm run dev\` registers them on a local server, or: ${missing.map((k) => `temporal operator search-attribute create --name ${k.name} --type ${k.type === 'BOOL' ? 'Bool' : 'Keyword'}`).join('; ')}`,
+      );
+    }
+  } finally {
+    await connection.close();
+  }
+}
+
 export async function runWorker(): Promise<void> {
   const config = loadConfig();
+  await checkSearchAttributes(config);
   const deps = openDeps(config);
   let connection: NativeConnection;
   try {
     connection = await NativeConnection.connect({ address: config.temporal.address });
   } catch (err) {
     await deps.close();
-    throw new Error(
-      `cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS`,
-      { cause: err },
-    );
+    throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
   }
   try {
     const worker = await createRefundWorker({ connection, namespace: config.temporal.namespace, activities: deps.activities });

@@ -28,6 +28,8 @@ export interface RefundNoticeInput {
   amount: number;
   currency: string;
   refundId: string;
+  /** A person approved resending a notice whose first hand-over ended unknown (same Message-ID). */
+  resend?: boolean;
 }
 
 /** Why a correction is sent, as the customer may read it. Operator-facing error text never goes into an email. */
@@ -43,6 +45,8 @@ export interface RefundCorrectionInput {
   orderId: string;
   refundId: string;
   reason: CorrectionReason;
+  /** A person approved resending a correction whose first hand-over ended unknown (same Message-ID). */
+  resend?: boolean;
 }
 
 /**
@@ -96,7 +100,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
   const inFlight = (entry: OutboxEntry) => entry.sendingSince !== null && Date.now() - Date.parse(entry.sendingSince) < sendDeadlineMs + 1000;
 
   const deliver = async (
-    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind'] },
+    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resend?: boolean },
     subject: string,
     text: string,
   ): Promise<NotificationReceipt> => {
@@ -110,16 +114,17 @@ export function createNotificationActivities(deps: NotificationDeps) {
     if (!ours) {
       const current = (await store.getNotification(entry.key)) ?? claimed;
       if (current.status === 'sent') return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
-      if (current.status === 'sending' && inFlight(current)) {
+      // A person who approved a resend has judged the earlier hand-over over: the lease does not hold them up.
+      if (current.status === 'sending' && inFlight(current) && !entry.resend) {
         // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
         throw new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', `another attempt is sending ${ctx.messageId} right now; look again when it is done`, { provider: ctx });
       }
-      if (current.status === 'sending' && !resendUnknown()) throw outcomeUnknown(ctx, 'a previous attempt');
+      if (current.status === 'sending' && !resendUnknown() && !entry.resend) throw outcomeUnknown(ctx, 'a previous attempt');
       if (current.status === 'pending') {
         // Another attempt held the entry and was refused by the server between our two reads: a retry sends cleanly.
         throw new Classified('STATE_CONFLICT', 'not_executed', 'concurrent_attempt', `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`, { provider: ctx });
       }
-      // The policy says a send of unknown outcome is resent, with the same Message-ID so that receivers can deduplicate it.
+      // The policy, or a person's approved decision, says a send of unknown outcome is resent, with the same Message-ID so that receivers can deduplicate it.
     }
 
     let info: SentMessageInfo;

@@ -16,10 +16,13 @@ export interface BeginOperationInput {
 
 export interface RecordOutcomeInput {
   operationId: string;
-  /** The run's terminal status and why. */
+  /** The run's status (terminal, or parked) and why. */
   status: string;
   reason: string;
   failedStep: string | null;
+  /** The audit event: run_stopped (the default), run_parked or decision. */
+  event?: 'run_stopped' | 'run_parked' | 'decision';
+  detail?: Record<string, unknown>;
 }
 
 /** sha256 of the canonical request: what the operation asks for, keys sorted, nothing about who or when. */
@@ -85,7 +88,8 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
   async function recordOutcome(input: RecordOutcomeInput): Promise<Evidenced<{ recorded: true }>> {
     const call = { step: 'run_stopped', key: `${input.operationId}:run_stopped`, operationId: input.operationId, boundary: 'store' as const };
     return attempt(call, storeFailure, async () => {
-      await store.operations.audit(input.operationId, actor(), 'run_stopped', { status: input.status, reason: input.reason, failedStep: input.failedStep });
+      const detail = { status: input.status, reason: input.reason, failedStep: input.failedStep, ...input.detail };
+      await store.operations.audit(input.operationId, actor(), input.event ?? 'run_stopped', detail);
       return { recorded: true as const };
     });
   }

@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { createStripeClient } from '../activities/payments';
 import { startRefund } from '../client/refunds';
+import { outcomeOf } from '../client/outcome';
 import { seedPaidOrder } from '../client/seed';
 import path from 'node:path';
 import { loadConfig, type Config } from '../config';
@@ -36,7 +37,12 @@ async function main() {
       requestedBy: 'demo',
     });
     console.log(`refund workflow ${workflowId} running...`);
-    const result = await handle.result();
+    const outcome = await outcomeOf(handle);
+    if (outcome.kind === 'parked') {
+      throw new Error(`${workflowId} needs a person (${outcome.state.parked?.verdict}): ${outcome.state.outcome?.reason}; see \`npm run inspect -- ${workflowId}\``);
+    }
+    const result = outcome.result;
+    if (result.status !== 'completed') throw new Error(`${workflowId} ended ${result.status}: ${result.reason}`);
     const u = urls(config);
     const temporal = temporalCommand(config);
     console.log(`

@@ -1,4 +1,5 @@
 import { Command, InvalidArgumentError } from 'commander';
+import { outcomeOf } from '../client/outcome';
 import { ConflictingRefundError, startRefund, workerPolling } from '../client/refunds';
 import { loadConfig } from '../config';
 import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS, TASK_QUEUE } from '../shared';
@@ -43,7 +44,18 @@ async function main() {
           'start one with `npm start` (or the whole stack with `npm run dev`). Waiting for it…',
       );
     }
-    console.log(JSON.stringify(await handle.result(), null, 2));
+    const outcome = await outcomeOf(handle);
+    if (outcome.kind === 'parked') {
+      const { state } = outcome;
+      console.error(
+        `refund: ${workflowId} needs a person. ${state.parked?.verdict}: ${state.outcome?.reason}\n` +
+          `next: ${state.parked?.nextAction}; see \`npm run inspect -- ${workflowId}\`, decide with \`npm run decide -- ${workflowId} <decision> --by <who> --reason …\``,
+      );
+      process.exitCode = 3;
+      return;
+    }
+    console.log(JSON.stringify(outcome.result, null, 2));
+    if (outcome.result.status !== 'completed') process.exitCode = 3;
   } finally {
     await client.connection.close();
   }

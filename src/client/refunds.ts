@@ -4,7 +4,8 @@ import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle 
 import { parseRefundRequest, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundRequest } from '../shared';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
-import { refundWorkflow, type RefundResult } from '../workflows';
+import { refundWorkflow, type CompletedRefund } from '../workflows';
+import { outcomeOf, type RunOutcome } from './outcome';
 
 export class ConflictingRefundError extends Error {
   override name = 'ConflictingRefundError';
@@ -105,7 +106,24 @@ async function startedWith(client: Client, workflowId: string): Promise<RefundRe
   }
 }
 
-export async function refund(client: Client, input: unknown): Promise<RefundResult> {
-  const { handle } = await startRefund(client, input);
-  return handle.result();
+/** A refund run that did not complete: it ended with another outcome, or waits for a person. */
+export class RefundNotCompletedError extends Error {
+  override name = 'RefundNotCompletedError';
+  constructor(
+    message: string,
+    readonly outcome: RunOutcome,
+  ) {
+    super(message);
+  }
+}
+
+/** Starts (or attaches to) the refund and returns its completed result; anything else is a RefundNotCompletedError. */
+export async function refund(client: Client, input: unknown): Promise<CompletedRefund> {
+  const { workflowId, handle } = await startRefund(client, input);
+  const outcome = await outcomeOf(handle);
+  if (outcome.kind === 'parked') throw new RefundNotCompletedError(`${workflowId} needs a person: ${outcome.state.outcome?.reason}`, outcome);
+  const { result } = outcome;
+  if (result.status === 'completed') return result;
+  const why = `ended ${result.status}: ${result.reason}`;
+  throw new RefundNotCompletedError(`${workflowId} ${why}`, outcome);
 }

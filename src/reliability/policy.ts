@@ -80,12 +80,35 @@ export const budgetSchema = z
   })
   .strict();
 
+/** What a parked run's decisions may be: retry-step (of the step that failed), compensate, abandon; approve or reject one that waits for approval. */
+export const DECISION_KINDS = ['retry-step', 'compensate', 'abandon', 'approve', 'reject'] as const;
+export type DecisionKind = (typeof DECISION_KINDS)[number];
+export const ROLES = ['operator', 'approver'] as const;
+export type Role = (typeof ROLES)[number];
+
+/** A decision that needs a second person: `compensate`, `abandon`, or `retry-step:<step>`. */
+const approvalSchema = z.string().regex(/^(compensate|abandon|retry-step:[a-z_]+)$/, 'must be compensate, abandon or retry-step:<step>');
+
+export const deciderNameSchema = z.string().regex(/^[A-Za-z0-9._@-]{1,64}$/, 'must be 1-64 letters, digits, ".", "_", "@" or "-"');
+
+export const decisionsSchema = z
+  .object({
+    /** Who may decide, by name: an operator proposes (retry-step, compensate, abandon), an approver approves or rejects. */
+    roles: z.record(deciderNameSchema, z.array(z.enum(ROLES)).min(1)),
+    needApproval: z.array(approvalSchema),
+    /** A decision not approved in this time expires, and the run stops: never proceeds. */
+    approvalTtlMs: ms.min(1000),
+  })
+  .strict();
+export type DecisionPolicy = z.output<typeof decisionsSchema>;
+
 export const policySchema = z
   .object({
     version: z.string().min(1).max(64),
     rules: z.array(ruleSchema).min(1),
     timeouts: z.object({ stripe: timeoutsSchema, smtp: timeoutsSchema, store: timeoutsSchema }).strict(),
     budget: budgetSchema,
+    decisions: decisionsSchema,
   })
   .strict()
   .superRefine((policy, ctx) => {

@@ -17,7 +17,8 @@ export const mailFaultSchema = z
     code: z.number().int().min(400).max(599).default(451),
     message: z.string().min(1).max(300).default('4.3.0 temporary failure (injected)'),
     delayMs: z.number().int().min(0).max(600_000).optional(),
-    match: z.object({ recipient: z.string().min(1).optional() }).strict().default({}),
+    /** recipient: any stage; messageId: the data stage and drop_after_accept, where the message is known. */
+    match: z.object({ recipient: z.string().min(1).optional(), messageId: z.string().min(1).optional() }).strict().default({}),
     count: z.number().int().min(1).max(10_000).default(1),
   })
   .strict();
@@ -42,8 +43,9 @@ export function createMailFaults() {
     }
     return fault;
   };
-  const forRecipients = (f: ArmedMailFault, recipients: string[]) =>
-    f.match.recipient === undefined || recipients.some((r) => r.toLowerCase() === f.match.recipient!.toLowerCase());
+  const forMessage = (f: ArmedMailFault, recipients: string[], messageId: string | undefined) =>
+    (f.match.recipient === undefined || recipients.some((r) => r.toLowerCase() === f.match.recipient!.toLowerCase())) &&
+    (f.match.messageId === undefined || f.match.messageId === messageId);
 
   return {
     arm(input: unknown): ArmedMailFault {
@@ -58,13 +60,13 @@ export function createMailFaults() {
       armed.splice(0, armed.length, ...armed.filter((f) => id !== undefined && f.id !== id));
       return before - armed.length;
     },
-    /** An error reply for this stage, given the recipients known so far. */
-    reply(stage: MailStage, recipients: string[]): ArmedMailFault | undefined {
-      return take((f) => f.kind === 'reply' && f.stage === stage && forRecipients(f, recipients));
+    /** An error reply for this stage, given the recipients (and, at data, the Message-ID) known so far. */
+    reply(stage: MailStage, recipients: string[], messageId?: string): ArmedMailFault | undefined {
+      return take((f) => f.kind === 'reply' && f.stage === stage && forMessage(f, recipients, messageId));
     },
-    /** Whether to cut the connection after storing a message for these recipients. */
-    dropAfterAccept(recipients: string[]): ArmedMailFault | undefined {
-      return take((f) => f.kind === 'drop_after_accept' && forRecipients(f, recipients));
+    /** Whether to cut the connection after storing this message. */
+    dropAfterAccept(recipients: string[], messageId: string | undefined): ArmedMailFault | undefined {
+      return take((f) => f.kind === 'drop_after_accept' && forMessage(f, recipients, messageId));
     },
   };
 }

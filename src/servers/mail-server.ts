@@ -88,8 +88,8 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
   const delayed = new Set<{ timer: NodeJS.Timeout; fire: () => void }>();
   const recipientsOf = (session: SMTPServerSession) => session.envelope.rcptTo.map((r) => r.address);
 
-  const decide = (stage: SmtpStage, address: string | undefined, callback: (err?: Error | null) => void, recipients: string[] = []): void => {
-    const fault = rejectPrefixRule(stage, address) ?? faults?.(stage, address) ?? armed?.reply(stage, recipients);
+  const decide = (stage: SmtpStage, address: string | undefined, callback: (err?: Error | null) => void, recipients: string[] = [], messageId?: string): void => {
+    const fault = rejectPrefixRule(stage, address) ?? faults?.(stage, address) ?? armed?.reply(stage, recipients, messageId);
     if (!fault) return callback();
     const err: SMTPServerError = new Error(fault.message);
     err.responseCode = fault.code;
@@ -120,12 +120,12 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
       stream.on('end', () => {
         if (stream.sizeExceeded) return callback();
+        const raw = Buffer.concat(chunks);
+        const headers = parseHeaders(raw);
+        const recipients = recipientsOf(session);
         decide('data', undefined, (fault) => {
           if (fault) return callback(fault);
-          const recipients = recipientsOf(session);
           try {
-            const raw = Buffer.concat(chunks);
-            const headers = parseHeaders(raw);
             const envelope = session.envelope;
             const result = insert.run(
               headers.get('message-id') ?? null,
@@ -135,7 +135,7 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
               new Date().toISOString(),
               raw,
             );
-            if (armed?.dropAfterAccept(recipients)) {
+            if (armed?.dropAfterAccept(recipients, headers.get('message-id'))) {
               // Stored, and the 250 never sent: the client cannot tell whether we took it.
               connectionOf(session)?.destroy();
               return;
@@ -146,7 +146,7 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
             failure.responseCode = 451;
             callback(failure);
           }
-        }, recipientsOf(session));
+        }, recipients, headers.get('message-id'));
       });
     },
   });

@@ -4,6 +4,7 @@ import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import path from 'node:path';
 import { PROJECT_ROOT, type Config } from '../config';
+import { SearchAttributeType } from '@temporalio/common';
 import { SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
 import { logFile, portOpen, runningPid, startDetached, stopProcess, waitFor } from './processes';
 import { findTool } from './tools';
@@ -26,7 +27,7 @@ export async function ensureTemporal(config: Config): Promise<void> {
     log(`starting Temporal dev server (${cli}) on ${config.temporal.address}, Web UI on ${config.temporal.uiPort}`);
     const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(local.port), '--ui-port', String(config.temporal.uiPort)];
     args.push('--namespace', config.temporal.namespace, '--log-level', 'warn');
-    for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=Keyword`);
+    for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${cliType(key.type)}`);
     args.push('--db-filename', path.join(config.dataDir, 'temporal.db'));
     startDetached(config.dataDir, { name: 'temporal', command: cli, args });
     await waitFor('Temporal', () => portOpen(local.port), 60_000, logFile(config.dataDir, 'temporal'));
@@ -39,16 +40,24 @@ export async function ensureTemporal(config: Config): Promise<void> {
   }
 }
 
+const cliType = (type: SearchAttributeType) => (type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword');
+const indexedType = (type: SearchAttributeType) =>
+  type === SearchAttributeType.BOOL ? temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_BOOL : temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+
+/** Our search attributes the namespace does not have. */
+export async function missingSearchAttributes(connection: Connection, namespace: string) {
+  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+  return Object.values(SEARCH_ATTRIBUTES).filter((key) => !(key.name in (customAttributes ?? {})));
+}
+
 /** Registers our search attributes on a server we did not start (a no-op when they exist). */
 async function registerSearchAttributes(connection: Connection, namespace: string): Promise<void> {
-  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
-  const missing = Object.values(SEARCH_ATTRIBUTES).filter((key) => !(key.name in (customAttributes ?? {})));
+  const missing = await missingSearchAttributes(connection, namespace);
   if (missing.length === 0) return;
   log(`registering search attributes ${missing.map((k) => k.name).join(', ')}`);
-  const keyword = temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
   await connection.operatorService.addSearchAttributes({
     namespace,
-    searchAttributes: Object.fromEntries(missing.map((k) => [k.name, keyword])),
+    searchAttributes: Object.fromEntries(missing.map((k) => [k.name, indexedType(k.type)])),
   });
 }
 

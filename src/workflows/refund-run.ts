@@ -4,18 +4,36 @@
 import { proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { z } from 'zod';
 import type { RefundActivities } from '../activities';
-import { REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
-import type { Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
+import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
+import type { BeginResult, Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import { redact, tally } from '../reliability/evidence';
 import { decide, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
 import type { Boundary, Certainty } from '../reliability/taxonomy';
 import { SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
 import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
+import { DecisionDesk, type DecisionRecord, type DeskView } from './decisions';
 import { describeFailure, StepFailedError, stepError, StepRunner, type StepError, type StepRecord } from './step-runner';
+import { verdictFor, type VerdictView } from './verdict';
 
-export type RunStatus = 'running' | 'reconciling' | 'awaiting_provider' | 'compensating' | 'completed' | 'rejected' | 'compensated' | 'needs_attention';
-export type TerminalStatus = Extract<RunStatus, 'completed' | 'rejected' | 'compensated' | 'needs_attention'>;
+/**
+ * Live: running, reconciling, awaiting_provider, compensating. Parked, waiting for a person:
+ * needs_attention, awaiting_approval. Ended: completed, rejected (refused; nothing happened),
+ * compensated, abandoned (a person took over), stopped (an approval expired).
+ */
+export type RunStatus =
+  | 'running'
+  | 'reconciling'
+  | 'awaiting_provider'
+  | 'compensating'
+  | 'needs_attention'
+  | 'awaiting_approval'
+  | 'completed'
+  | 'rejected'
+  | 'compensated'
+  | 'abandoned'
+  | 'stopped';
+export type TerminalStatus = Extract<RunStatus, 'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention'>;
 
 /** What is known of the refund at the provider: `unknown` stays unknown until the provider says otherwise. */
 export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
@@ -50,8 +68,11 @@ export interface RefundRunState {
     history: { at: string; operationId: string; result: ReconcileOutcome; note: string }[];
   };
   budget: BudgetView;
-  /** Why the run stopped, when it did not complete. */
+  /** Why the run stopped, or parked, when it did not complete. */
   outcome: { status: TerminalStatus; failedStep: RefundStep | null; reason: string; quarantined: boolean } | null;
+  /** While parked: since when, the verdict, the smallest next action and who may take it. */
+  parked: ({ since: string; failedStep: RefundStep | null; reason: string } & VerdictView) | null;
+  decisions: DecisionRecord[];
   steps: StepRecord[];
 }
 
@@ -75,6 +96,8 @@ export class RefundRun {
   readonly budget: RunBudget;
   readonly ctx: SagaContext;
   settings: RunSettings | null = null;
+  /** What loading the order returned: the operation, the order (masked), earlier operations, the settings. */
+  begin: BeginResult | null = null;
   status: RunStatus = 'running';
   operation: RefundRunState['operation'] = null;
   effect: RefundRunState['effect'] = { status: 'none', certainty: 'none', refundId: null };
@@ -82,6 +105,13 @@ export class RefundRun {
   recovery: RefundRunState['recovery'] = null;
   reconciliation: RefundRunState['reconciliation'] = { lookups: 0, lastResult: null, lastAt: null, cursor: null, resubmissions: 0, history: [] };
   outcome: RefundRunState['outcome'] = null;
+  parked: RefundRunState['parked'] = null;
+  private readonly deskView: DeskView = {
+    parked: null,
+    cannotCompensate: () => this.cannotCompensate(),
+    policy: () => this.policy.decisions,
+  };
+  readonly desk = new DecisionDesk(this.deskView);
   /** How much of each step's ledger the budget has already been charged for. */
   private readonly paid = new Map<string, number>();
 
@@ -111,8 +141,81 @@ export class RefundRun {
       reconciliation: this.reconciliation,
       budget: this.budget.view(),
       outcome: this.outcome,
+      parked: this.parked,
+      decisions: this.desk.records,
       steps: this.steps.table(),
     });
+  }
+
+  /**
+   * Parks the run: it stays Running, with its finished steps and their outputs, waiting for a
+   * decision, findable by RefundNeedsAttention = true, with its verdict and next action.
+   */
+  park(stopped: RunStopped): void {
+    const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
+    const notice = this.steps.get('notify_customer');
+    const messageId = notice.error?.provider.messageId ?? (notice.output as { messageId?: unknown } | undefined)?.messageId;
+    const view = verdictFor(
+      {
+        effect: this.effect,
+        failedStep: stopped.failedStep,
+        failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
+        quarantined: stopped.quarantined,
+        compensationPending: this.cannotCompensate() === null,
+        operationId: this.ctx.operationId || null,
+        noticeMessageId: typeof messageId === 'string' ? messageId : null,
+      },
+      this.policy.decisions,
+    );
+    this.outcome = { status: 'needs_attention', failedStep: stopped.failedStep, reason: stopped.reason, quarantined: stopped.quarantined };
+    this.parked = { since: now(), failedStep: stopped.failedStep, reason: stopped.reason, ...view };
+    this.deskView.parked = { failedStep: stopped.failedStep };
+    this.status = 'needs_attention';
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.status, value: 'needs_attention' },
+      { key: SEARCH_ATTRIBUTES.step, value: stopped.failedStep ?? 'none' },
+      { key: SEARCH_ATTRIBUTES.effect, value: this.effect.status },
+      { key: SEARCH_ATTRIBUTES.verdict, value: view.verdict },
+      { key: SEARCH_ATTRIBUTES.needsAttention, value: true },
+    ]);
+  }
+
+  /** A decision was taken: the run moves on, no longer among those that need a person. */
+  unpark(): void {
+    this.parked = null;
+    this.deskView.parked = null;
+    this.outcome = null;
+    this.status = 'running';
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.status, value: 'running' },
+      { key: SEARCH_ATTRIBUTES.needsAttention, value: false },
+    ]);
+  }
+
+  /** The run's final word, with what is known of the refund; nothing about it needs a person any more. */
+  end(status: Exclude<TerminalStatus, 'needs_attention' | 'completed'>, reason: string, failedStep: RefundStep | null): void {
+    this.outcome = { status, failedStep, reason, quarantined: false };
+    this.status = status;
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.status, value: status },
+      { key: SEARCH_ATTRIBUTES.step, value: failedStep ?? 'none' },
+      { key: SEARCH_ATTRIBUTES.effect, value: this.effect.status },
+      { key: SEARCH_ATTRIBUTES.needsAttention, value: false },
+    ]);
+  }
+
+  /**
+   * Why compensating now would be wrong, or null when it is what the run needs: only when the refund
+   * did not go through (or never left) and a finished step's registered compensation has not completed.
+   */
+  cannotCompensate(): string | null {
+    if (this.effect.status !== 'failed' && this.effect.status !== 'none') {
+      return `the refund is ${this.effect.status}: it stands or may stand, so the order and the email tell the truth`;
+    }
+    const open = this.steps
+      .completed()
+      .filter((step) => REFUND_SAGA[step].undo.kind === 'compensation' && this.steps.get(step).compensation?.status !== 'completed');
+    return open.length ? null : 'no finished step has a compensation left to run';
   }
 
   /** Moves the run to a new status; a transition an operator may search for is mirrored to the search attributes. */

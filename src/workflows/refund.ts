@@ -7,15 +7,17 @@ import {
   CancellationScope,
   defineQuery,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   sleep,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import type { CheckCompletionInput } from '../activities/completion-gate';
 import type { CreateRefundInput } from '../activities/payments';
-import { REFUND_SAGA, type RefundStep } from '../compensations/registry';
+import { REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import {
   type BeginResult,
   beginResultSchema,
@@ -31,13 +33,14 @@ import {
 import { compensationKey, stepKey } from '../reliability/identity';
 import { backoffDelay, decide, retries, withJitter } from '../reliability/policy';
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
+import { decideUpdate } from './decisions';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
-export interface RefundResult {
+export interface CompletedRefund {
   workflowId: string;
   orderId: string;
   operationId: string;
@@ -47,13 +50,32 @@ export interface RefundResult {
   notification: NotificationReceipt;
 }
 
+/** An outcome the business expects, not a bug: the run completes with it (Failed is for incidents). */
+export interface EndedRefund {
+  workflowId: string;
+  orderId: string | null;
+  operationId: string | null;
+  status: 'rejected' | 'compensated' | 'abandoned' | 'stopped';
+  reason: string;
+  failedStep: RefundStep | null;
+}
+
+export type RefundResult = CompletedRefund | EndedRefund;
+
 export const stepsQuery = defineQuery<RefundRunState>('steps');
+export { decideUpdate };
 
 /** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
 const MAX_RESUBMISSIONS = 3;
 
-/** The audit entry a stopped run leaves: bookkeeping, outside the run's budgets. */
+/** The audit entries a run leaves: bookkeeping, outside the run's budgets. */
 const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
+
+/**
+ * Runs that began before outcomes became results and stops became parking end as they did then:
+ * a stop fails the workflow. Every newer run completes with its outcome, or parks for a person.
+ */
+const PARKING = 'outcomes-and-parking';
 
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
   let run: RefundRun;
@@ -62,50 +84,169 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
   } catch (err) {
     // Refused before anything ran; still findable as rejected.
     const orderId = (input as { orderId?: unknown } | null)?.orderId;
+    const validOrderId = typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
     upsertSearchAttributes([
       { key: SEARCH_ATTRIBUTES.status, value: 'rejected' },
       { key: SEARCH_ATTRIBUTES.step, value: 'validate' },
-      ...(typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? [{ key: SEARCH_ATTRIBUTES.orderId, value: orderId }] : []),
+      ...(validOrderId ? [{ key: SEARCH_ATTRIBUTES.orderId, value: validOrderId }] : []),
     ]);
     const reason = (err as Error).message;
-    throw ApplicationFailure.nonRetryable(`refund rejected: ${reason}`, 'REFUND_REJECTED', { status: 'rejected', outcome: { status: 'rejected', failedStep: null, reason } });
+    if (!patched(PARKING)) {
+      throw ApplicationFailure.nonRetryable(`refund rejected: ${reason}`, 'REFUND_REJECTED', { status: 'rejected', outcome: { status: 'rejected', failedStep: null, reason } });
+    }
+    return { workflowId: workflowInfo().workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
   }
   setHandler(stepsQuery, () => run.view());
-  try {
-    const result = await carryOut(run);
-    run.finish('completed', 'every check of the completion gate passed', null);
-    return result;
-  } catch (err) {
-    if (isCancellation(err)) {
-      // Cancelled by an operator: the run ends Cancelled, and says honestly what it leaves behind.
-      await CancellationScope.nonCancellable(async () => {
-        // A create that had started may be going on at the provider: then it is unknown, never "not sent".
-        const sentOrSending = run.steps.get('create_refund').status !== 'pending';
-        const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
-        if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
-        const reason = `cancelled while ${run.status}; the refund is ${effect}: a person finishes what was started`;
-        run.finish('needs_attention', reason, null);
-        await recordOutcome(run, new RunStopped('needs_attention', reason, null));
-      });
-      throw err;
+  setHandler(decideUpdate, (decision) => run.desk.apply(decision), { validator: (decision) => run.desk.validate(decision) });
+
+  let next = () => carryOut(run, 'load_order');
+  for (;;) {
+    try {
+      const result = await next();
+      run.finish('completed', 'every check of the completion gate passed', null);
+      return result;
+    } catch (err) {
+      if (isCancellation(err)) {
+        await CancellationScope.nonCancellable(() => cancelled(run));
+        throw err;
+      }
+      // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
+      const stopped = err instanceof StepFailedError ? new RunStopped('needs_attention', `${err.step} failed: ${err.error.code}: ${err.error.message}`, null) : err;
+      if (!(stopped instanceof RunStopped)) throw err;
+      if (!patched(PARKING)) {
+        run.finish(stopped.status, stopped.reason, stopped.failedStep, stopped.quarantined);
+        await CancellationScope.nonCancellable(() => audit(run, stopped.status, stopped.reason, stopped.failedStep));
+        throw ApplicationFailure.nonRetryable(`refund ${stopped.status}: ${stopped.reason}`, `REFUND_${stopped.status.toUpperCase()}`, run.view());
+      }
+      if (stopped.status !== 'needs_attention') return ended(run, stopped.status, stopped.reason, stopped.failedStep);
+
+      run.park(stopped);
+      await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', { verdict: run.parked?.verdict });
+      const chosen = await run.desk.next();
+      const { record } = chosen;
+      await audit(run, chosen.kind, record.reason, stopped.failedStep, 'decision', { decision: record.decision, by: record.by, seq: record.seq });
+      if (chosen.kind === 'abandon') return ended(run, 'abandoned', `abandoned by ${record.by}: ${record.reason}`, stopped.failedStep);
+      if (chosen.kind === 'expired') {
+        return ended(run, 'stopped', `${record.decision} proposed by ${record.by} was not approved before ${record.expiresAt}; the run stops and nothing more is done`, stopped.failedStep);
+      }
+      run.unpark();
+      if (chosen.kind === 'compensate') next = () => compensate(run, { resendUnknown: true });
+      else {
+        const { step } = chosen;
+        // A notice whose hand-over ended unknown is sent again only on a person's decision, with the same Message-ID.
+        const resend = step === 'notify_customer' && run.steps.get('notify_customer').error?.code === 'UNKNOWN_OUTCOME';
+        next = () => carryOut(run, step, { resend });
+      }
     }
-    // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
-    const stopped = err instanceof StepFailedError ? new RunStopped('needs_attention', `${err.step} failed: ${err.error.code}: ${err.error.message}`, null) : err;
-    if (!(stopped instanceof RunStopped)) throw err;
-    run.finish(stopped.status, stopped.reason, stopped.failedStep, stopped.quarantined);
-    await CancellationScope.nonCancellable(() => recordOutcome(run, stopped));
-    throw ApplicationFailure.nonRetryable(`refund ${stopped.status}: ${stopped.reason}`, `REFUND_${stopped.status.toUpperCase()}`, run.view());
   }
 }
 
-async function carryOut(run: RefundRun): Promise<RefundResult> {
-  const { request, ctx, steps } = run;
+/** Ends the run with an outcome that is a result, not a failure. */
+async function ended(run: RefundRun, status: EndedRefund['status'], reason: string, failedStep: RefundStep | null): Promise<EndedRefund> {
+  run.end(status, reason, failedStep);
+  await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
+  return { workflowId: run.workflowId, orderId: run.request.orderId, operationId: run.ctx.operationId || null, status, reason, failedStep };
+}
 
+/**
+ * Cancelled by an operator: what was started is finished honestly. A refund that did not go
+ * through has its finished steps compensated (compensations never stop for a cancellation); one
+ * that stands or may stand is left to a person, and the run says which.
+ */
+async function cancelled(run: RefundRun): Promise<void> {
+  if (run.effect.status === 'failed' && run.cannotCompensate() === null) {
+    await compensate(run, { resendUnknown: false }).catch((err: unknown) => {
+      if (!(err instanceof RunStopped)) throw err;
+    });
+  }
+  // A create that had started may be going on at the provider: then it is unknown, never "not sent".
+  const sentOrSending = run.steps.get('create_refund').status !== 'pending';
+  const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
+  if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
+  const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed') ? ', its finished steps compensated' : '';
+  const reason = `cancelled while ${run.status}; the refund is ${effect}${compensated}: a person finishes what was started`;
+  run.finish('needs_attention', reason, null);
+  await audit(run, 'cancelled', reason, null);
+}
+
+/**
+ * The saga from `from` on: a retry-step decision resumes at the step that failed, the steps before
+ * it keeping their outputs; every step is idempotent, so a reset run replays its receipts too.
+ */
+async function carryOut(run: RefundRun, from: RefundStep, retry: { resend?: boolean } = {}): Promise<CompletedRefund> {
+  const { request, ctx } = run;
+  const due = (step: RefundStep) => REFUND_STEPS.indexOf(step) >= REFUND_STEPS.indexOf(from);
+  if (due('load_order') || !run.begin) await loadOrder(run);
+  const begin = run.begin!;
+  const op = begin.operation;
+  const key = (step: RefundStep) => stepKey(op.operationId, step);
+
+  if (due('create_refund')) {
+    // An operation whose own refund exists finishes its order update and email whatever came after it.
+    if (!op.refund) await settleEarlier(run, begin);
+    const refundInput = {
+      orderId: request.orderId,
+      operationId: op.operationId,
+      paymentIntentId: begin.order.paymentIntentId,
+      amount: request.amount,
+      currency: request.currency,
+      reason: request.reason,
+      idempotencyKey: key('create_refund'),
+    };
+    ctx.refund = await createRefund(run, refundInput, targetOf(op.operationId, request, begin.order.paymentIntentId));
+    run.noteFirstSend();
+    run.effect = { status: 'refunded', certainty: 'completed', refundId: ctx.refund.refundId };
+  }
+  const refund = ctx.refund!;
+
+  if (due('update_order')) ctx.orderReceipt = await updateOrder(run, refund.refundId, refund.amount, key('update_order'));
+
+  const noticeKey = key('notify_customer');
+  if (due('notify_customer')) {
+    const noticeInput = {
+      key: noticeKey,
+      operationId: op.operationId,
+      orderId: request.orderId,
+      amount: refund.amount,
+      currency: refund.currency,
+      refundId: refund.refundId,
+      ...(retry.resend && { resend: true }),
+    };
+    ctx.notice = await attempt(run, 'notify_customer', () =>
+      run.step('notify_customer', noticeInput, noticeInput.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(noticeInput), { sends: true }),
+    );
+  }
+
+  await completionGate(run, {
+    operationId: op.operationId,
+    orderId: request.orderId,
+    paymentIntentId: begin.order.paymentIntentId,
+    refundId: refund.refundId,
+    amount: request.amount,
+    currency: request.currency,
+    noticeKey,
+    idempotencyKey: key('create_refund'),
+  });
+  return {
+    workflowId: run.workflowId,
+    orderId: request.orderId,
+    operationId: op.operationId,
+    status: 'completed',
+    refund,
+    order: ctx.orderReceipt!,
+    notification: ctx.notice!,
+  };
+}
+
+/** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */
+async function loadOrder(run: RefundRun): Promise<void> {
+  const { request, ctx, steps } = run;
   const begin = await attempt(run, 'load_order', () =>
     run.step('load_order', { orderId: request.orderId, operationVersion: request.operationVersion }, undefined, 'store', evidenced(beginResultSchema), (a) =>
       a.beginOperation({ request }),
     ),
   );
+  run.begin = begin;
   run.settings = begin.settings;
   run.budget.adopt(begin.settings.policy.budget);
   // The step table names the policy; the whole table is in the activity's result in history.
@@ -113,7 +254,6 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
   const op = begin.operation;
   ctx.operationId = op.operationId;
   ctx.order = begin.order;
-  const key = (step: RefundStep) => stepKey(op.operationId, step);
   run.operation = {
     operationId: op.operationId,
     operationVersion: op.operationVersion,
@@ -131,57 +271,6 @@ async function carryOut(run: RefundRun): Promise<RefundResult> {
     run.remember('load_order', 'store', error);
     decideStop(run, 'load_order', error);
   }
-
-  // An operation whose own refund exists finishes its order update and email whatever came after it.
-  if (!op.refund) await settleEarlier(run, begin);
-
-  const refundInput = {
-    orderId: request.orderId,
-    operationId: op.operationId,
-    paymentIntentId: begin.order.paymentIntentId,
-    amount: request.amount,
-    currency: request.currency,
-    reason: request.reason,
-    idempotencyKey: key('create_refund'),
-  };
-  const target = targetOf(op.operationId, request, begin.order.paymentIntentId);
-  ctx.refund = await createRefund(run, refundInput, target);
-  run.noteFirstSend();
-  run.effect = { status: 'refunded', certainty: 'completed', refundId: ctx.refund.refundId };
-
-  ctx.orderReceipt = await updateOrder(run, ctx.refund.refundId, ctx.refund.amount, key('update_order'));
-
-  const noticeInput = {
-    key: key('notify_customer'),
-    operationId: op.operationId,
-    orderId: request.orderId,
-    amount: ctx.refund.amount,
-    currency: ctx.refund.currency,
-    refundId: ctx.refund.refundId,
-  };
-  ctx.notice = await attempt(run, 'notify_customer', () =>
-    run.step('notify_customer', noticeInput, noticeInput.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(noticeInput), { sends: true }),
-  );
-
-  await completionGate(run, {
-    operationId: op.operationId,
-    orderId: request.orderId,
-    paymentIntentId: begin.order.paymentIntentId,
-    refundId: ctx.refund.refundId,
-    amount: request.amount,
-    currency: request.currency,
-    noticeKey: noticeInput.key,
-    idempotencyKey: key('create_refund'),
-  });
-  return {
-    workflowId: run.workflowId,
-    orderId: request.orderId,
-    operationId: op.operationId,
-    status: 'completed',
-    refund: ctx.refund,
-    order: ctx.orderReceipt,
-    notification: ctx.notice,
-  };
 }
 
 /**
@@ -339,7 +428,7 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
     );
     const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
     if (gate.verdict === 'pass') return;
-    if (gate.verdict === 'refund_failed') return compensate(run, gate.refund);
+    if (gate.verdict === 'refund_failed') return compensate(run, { refund: gate.refund, resendUnknown: false });
     if (gate.verdict === 'mismatch') {
       run.stop('needs_attention', `the completion gate found disagreements: ${failed.join('; ')}. The refund stands and is never sent again; a person must reconcile them`, 'completion_gate');
     }
@@ -353,27 +442,45 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
   }
 }
 
-/** The provider failed the refund after accepting it: undo the finished steps, newest first, each under its own key. */
-async function compensate(run: RefundRun, refund: RefundReceipt): Promise<never> {
-  run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
+/**
+ * Undoes the finished steps, newest first, each under its own key: when the provider failed the
+ * refund after accepting it (`refund`), on a compensate decision, or on cancellation. A
+ * compensation that already completed is not run again; one whose outcome was unknown is resent
+ * only on a person's decision (`resendUnknown`). Compensations never stop for a cancellation.
+ */
+async function compensate(run: RefundRun, options: { refund?: RefundReceipt; resendUnknown: boolean }): Promise<never> {
+  const refund = options.refund ?? run.ctx.refund;
+  if (options.refund) run.effect = { status: 'failed', certainty: 'completed', refundId: options.refund.refundId };
   run.setStatus('compensating', 'completion_gate');
-  run.ctx.correctionReason = refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
-  let ok = true;
-  for (const step of run.steps.completed().reverse()) {
-    const { undo } = REFUND_SAGA[step];
-    if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
-    if (undo.kind !== 'compensation') continue;
-    const compKey = compensationKey(run.steps.get(step).idempotencyKey ?? stepKey(run.ctx.operationId, step));
-    const done = await run.steps.compensate(step, compKey, undo.boundary, undo.boundary !== 'store', async () => {
-      const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
-      return acts[undo.activity](undo.input(run.ctx, compKey));
-    });
-    run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
-    ok = done && ok;
-  }
-  const what = `the provider failed refund ${refund.refundId} after accepting it (${refund.status})`;
-  if (ok) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
-  run.stop('needs_attention', `${what}. A compensation failed: see the step table; a person must finish it`, 'completion_gate');
+  run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
+  await CancellationScope.nonCancellable(async () => {
+    for (const step of run.steps.completed().reverse()) {
+      const { undo } = REFUND_SAGA[step];
+      if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
+      if (undo.kind !== 'compensation') continue;
+      const previous = run.steps.get(step).compensation;
+      if (previous?.status === 'completed') continue;
+      const resend = options.resendUnknown && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
+      const compKey = compensationKey(run.steps.get(step).idempotencyKey ?? stepKey(run.ctx.operationId, step));
+      await run.steps.compensate(step, compKey, undo.boundary, undo.boundary !== 'store', async () => {
+        const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
+        return acts[undo.activity]({ ...undo.input(run.ctx, compKey), ...(resend && { resend: true }) });
+      });
+      run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
+    }
+  });
+  const left = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed');
+  const what = refund ? `the provider failed refund ${refund.refundId} after accepting it (${refund.status})` : 'the refund did not go through';
+  if (left.length === 0) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
+  const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
+  run.stop(
+    'needs_attention',
+    unknown.length
+      ? `${what}. The outcome of ${unknown.join(', ')}'s compensation is unknown: it is quarantined, never retried blind; a person checks it (the step table has its key and Message-ID)`
+      : `${what}. A compensation failed: see the step table; a person must finish it`,
+    'completion_gate',
+    unknown.length > 0,
+  );
 }
 
 /** Runs a step; a failure the policy cannot recover from here stops the run with the right verdict. */
@@ -408,13 +515,21 @@ function decideStop(run: RefundRun, step: RefundStep, error: StepError): never {
   run.stop('needs_attention', `${what}.${exhausted} Nothing was refunded; a person decides what happens next`, step, quarantined);
 }
 
-/** Leaves the verdict beside the operation's evidence in the store; a run that cannot do so still stops with it. */
-async function recordOutcome(run: RefundRun, stopped: RunStopped): Promise<void> {
+/** Leaves the run's status, or a decision, beside the operation's evidence in the store; a run that cannot do so still goes on. */
+async function audit(
+  run: RefundRun,
+  status: string,
+  reason: string,
+  failedStep: RefundStep | null,
+  event?: 'run_stopped' | 'run_parked' | 'decision',
+  detail?: Record<string, unknown>,
+): Promise<void> {
   if (!run.ctx.operationId) return;
   const { recordOutcome } = proxyActivities<RefundActivities>(BOOKKEEPING);
   try {
-    await recordOutcome({ operationId: run.ctx.operationId, status: stopped.status, reason: stopped.reason, failedStep: stopped.failedStep });
-  } catch {
-    // The run's own state keeps the verdict; the audit entry is a convenience.
+    await recordOutcome({ operationId: run.ctx.operationId, status, reason, failedStep, ...(event && { event }), ...(detail && { detail }) });
+  } catch (err) {
+    // The run's own state keeps the verdict; the audit entry is a convenience. A cancellation still propagates.
+    if (isCancellation(err)) throw err;
   }
 }

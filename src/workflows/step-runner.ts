@@ -7,7 +7,8 @@ import { redact, tally, type AttemptSummary, type StepEvidence } from '../reliab
 import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
 
 export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
-export type CompensationStatus = 'running' | 'completed' | 'failed' | 'not_compensable';
+/** unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind. */
+export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'not_compensable';
 
 export interface StepError {
   code: FailureCode;
@@ -146,7 +147,8 @@ export class StepRunner<Name extends string> {
         return false;
       }
       const { error, ledger } = describeFailure(err, boundary, `${name} compensation`, sends);
-      Object.assign(compensation, { status: 'failed', error, finishedAt: now(), ...tally({ attempt: ledger.length, ledger }) });
+      const status = error.code === 'UNKNOWN_OUTCOME' ? 'unknown' : 'failed';
+      Object.assign(compensation, { status, error, finishedAt: now(), ...tally({ attempt: ledger.length, ledger }) });
       return false;
     }
   }

@@ -1,8 +1,7 @@
 // One real stack per test file: a Temporal dev server (the binary scripts/ensure-tools.sh
 // provides), the local Stripe-compatible and SMTP servers with their fault APIs on, a SQLite
 // store with store faults on, and a worker.
-import { WorkflowFailedError } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, type Worker } from '@temporalio/worker';
 import fs from 'node:fs';
@@ -28,7 +27,8 @@ import { findTool } from '../../src/stack/tools';
 import { openStore } from '../../src/store';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import { createRefundWorker } from '../../src/worker';
-import { stepsQuery, type RefundRunState } from '../../src/workflows';
+import { outcomeOf } from '../../src/client/outcome';
+import { refundWorkflow, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState } from '../../src/workflows';
 
 export interface HarnessOptions {
   /** How long the Stripe server keeps a key's response; the worker's dedupe window follows it. */
@@ -78,18 +78,25 @@ export const TEST_POLICY: RecoveryPolicy = {
   },
 };
 
-/** How a run stopped: its failure type (REFUND_<STATUS>) and its state as the workflow reported it. */
-export async function stopped(promise: Promise<unknown>): Promise<{ type: string | null | undefined; state: RefundRunState }> {
-  const err = await promise.then(
-    () => {
-      throw new Error('expected the refund to stop');
-    },
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  const cause = (err as WorkflowFailedError).cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return { type: (cause as ApplicationFailure).type, state: (cause as ApplicationFailure).details?.[0] as RefundRunState };
+/**
+ * How a run that did not complete ended, or where it parked: its status (rejected, compensated,
+ * abandoned, stopped; needs_attention or awaiting_approval while it waits for a person) and its
+ * state as the workflow reports it. Give it the run's handle; a worker must be polling to answer.
+ */
+type Started = WorkflowHandle<typeof refundWorkflow> | { handle: WorkflowHandle<typeof refundWorkflow> };
+export async function stopped(started: Started | Promise<Started>): Promise<{ status: string; state: RefundRunState }> {
+  const given = await started;
+  const handle = 'handle' in given ? given.handle : given;
+  const outcome = await outcomeOf(handle, 100);
+  if (outcome.kind === 'result') expect(outcome.result.status).not.toBe('completed');
+  const state = outcome.kind === 'parked' ? outcome.state : await handle.query(stepsQuery);
+  return { status: outcome.kind === 'parked' ? state.status : outcome.result.status, state };
+}
+
+/** The result of a run that must have completed. */
+export function completed(result: RefundResult): CompletedRefund {
+  expect(result).toMatchObject({ status: 'completed' });
+  return result as CompletedRefund;
 }
 
 /** TEST_POLICY with lookups that give up sooner, so that the unknown paths end in seconds. */

@@ -1,8 +1,11 @@
 // Replays every recorded history under test/histories against today's workflow code: a change that
 // would break runs already in flight fails here, unless it is guarded by patched(). The recordings
 // cover a completed run, a reconciled lost response, a run that ended with its outcome unknown, a
-// compensated run, and a run that settled an earlier version's unknown outcome before it refunded. Refresh them only for an intended, patched() change:
-//   RECORD_HISTORY=1 npx jest test/integration/refund-workflow.test.ts test/integration/walkthrough.test.ts
+// compensated run, a run that settled an earlier version's unknown outcome before it refunded, and a run
+// that parked for a person and resumed on their decision. The first five predate parking: they replay
+// through the patched('outcomes-and-parking') branch that runs already in flight keep. Refresh a recording
+// only for an intended, patched() change, and keep the old ones:
+//   RECORD_HISTORY=1 npx jest test/integration/decisions.test.ts
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
@@ -16,11 +19,12 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover the completed, reconciled, unknown, compensated and earlier-version paths', () => {
+test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version and parked paths', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'refund-compensated.json',
     'refund-completed.json',
     'refund-earlier-settled.json',
+    'refund-parked-then-retried.json',
     'refund-reconciled.json',
     'refund-unknown.json',
   ]);

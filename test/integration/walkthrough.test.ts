@@ -5,12 +5,12 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { refund } from '../../src/client/refunds';
+import { refund, startRefund } from '../../src/client/refunds';
 import { messageIdForKey } from '../../src/activities/notifications';
 import { TASK_QUEUE } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { refundWorkflow, type RefundRunState } from '../../src/workflows';
-import { fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;
 beforeAll(async () => {
@@ -120,9 +120,9 @@ test('5xx answers until the retries run out: the effect is uncertain, so the run
 test('a partial refund freezes the email and repairs the order forward to what was really refunded', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'partial', match: { idempotencyKey: createKey(order.id) } });
-  const { type, state } = await stopped(refund(h.env.client, request(order.id)));
+  const { status, state } = await stopped(startRefund(h.env.client, request(order.id)));
 
-  expect(type).toBe('REFUND_NEEDS_ATTENTION');
+  expect(status).toBe('needs_attention');
   expect(state.effect).toMatchObject({ status: 'partial', certainty: 'partial' });
   expect(state.outcome?.reason).toMatch(/partial refund: .* 625 usd of the 1250 usd asked.*the customer was not emailed/);
   expect(step(state, 'notify_customer')).toMatchObject({ status: 'skipped', note: expect.stringMatching(/frozen/) });
@@ -132,8 +132,8 @@ test('a partial refund freezes the email and repairs the order forward to what w
   await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'partial' });
 
   // The same operation asked again replays the partial receipt: still frozen, still one refund, the order unchanged.
-  const again = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `again-${order.id}`, args: [request(order.id)] }));
-  expect(again.type).toBe('REFUND_NEEDS_ATTENTION');
+  const again = await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `again-${order.id}`, args: [request(order.id)] }));
+  expect(again.status).toBe('needs_attention');
   expect(again.state.effect).toMatchObject({ status: 'partial' });
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 625 });
@@ -142,12 +142,12 @@ test('a partial refund freezes the email and repairs the order forward to what w
 
 test('a refund the provider failed stays failed when the operation is asked again: no second email, no order change', async () => {
   const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
-  const first = await stopped(refund(h.env.client, request(order.id)));
-  expect(first.type).toBe('REFUND_COMPENSATED');
+  const first = await stopped(startRefund(h.env.client, request(order.id)));
+  expect(first.status).toBe('compensated');
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(2);
 
-  const again = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `again-${order.id}`, args: [request(order.id)] }));
-  expect(again.type).toBe('REFUND_NEEDS_ATTENTION');
+  const again = await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `again-${order.id}`, args: [request(order.id)] }));
+  expect(again.status).toBe('needs_attention');
   expect(again.state.outcome?.reason).toMatch(/refund re_\w+ for this operation is failed: nothing was refunded/);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(2);
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0, status: 'paid' });
@@ -158,10 +158,8 @@ test('compensations still run when the provider-call budget is spent', async () 
   const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
   // create 1 + notice 1 + the gate's retrieve and list 2: nothing left for the correction email.
   const spent = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 4 } };
-  const { type, state } = await stopped(
-    h.withWorker({}, (taskQueue) => h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }), { policy: spent }),
-  );
-  expect(type).toBe('REFUND_COMPENSATED');
+  const { status, state } = await h.withWorker({}, (taskQueue) => stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] })), { policy: spent });
+  expect(status).toBe('compensated');
   expect(state.budget.providerCallsUsed).toBeGreaterThan(4);
   expect(step(state, 'notify_customer').compensation).toMatchObject({ status: 'completed' });
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(2);
@@ -190,11 +188,9 @@ test('an outcome that stays unknown stays unknown: no claim, no email, no order 
   await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
   await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
   const lookups = fewLookups(3);
-  const { type, state } = await stopped(
-    h.withWorker({}, (taskQueue) => h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }), { policy: lookups }),
-  );
+  const { status, state } = await h.withWorker({}, (taskQueue) => stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] })), { policy: lookups });
 
-  expect(type).toBe('REFUND_NEEDS_ATTENTION');
+  expect(status).toBe('needs_attention');
   expect(state.effect).toMatchObject({ status: 'unknown' });
   expect(state.outcome?.reason).toMatch(/the refund's outcome is unknown: still unknown after 3 lookups/);
   expect(state.outcome?.reason).not.toMatch(/Nothing was refunded|completed/);
@@ -247,7 +243,7 @@ test('an email rate limit retries the email alone, honouring the wait the server
 describe('the same operation under another workflow id', () => {
   test('a concurrent second start under another id refunds once and mails once', async () => {
     const order = await h.seedOrder(newOrderId());
-    const other = h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-copy-${randomUUID()}`, args: [request(order.id)] });
+    const other = h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-copy-${randomUUID()}`, args: [request(order.id)] }).then(completed);
     const [a, b] = await Promise.all([refund(h.env.client, request(order.id)), other]);
     expect(b.refund.refundId).toBe(a.refund.refundId);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
@@ -276,12 +272,10 @@ describe('the same operation under another workflow id', () => {
   test('a run whose step only claims success is stopped by the completion gate', async () => {
     const order = await h.seedOrder(newOrderId());
     const claimed = async () => ({ orderId: order.id, status: 'partially_refunded' as const, refundedAmount: 1250, version: 2, changed: true, evidence: { attempt: 1, ledger: [] } });
-    const { type, state } = await stopped(
-      h.withWorker({ applyRefund: claimed }, (taskQueue) =>
-        h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }),
-      ),
+    const { status, state } = await h.withWorker({ applyRefund: claimed }, (taskQueue) =>
+      stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] })),
     );
-    expect(type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(status).toBe('needs_attention');
     expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
     expect(state.outcome?.reason).toMatch(/order_refund_state: the order records no refund for this operation/);
     expect(state.outcome?.reason).toMatch(/audit_trail: missing order_updated/);
@@ -297,8 +291,8 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     await h.stripeFault(listing);
     const lookups = fewLookups(2);
     const run = (version: number) => (taskQueue: string) =>
-      h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${orderId}-v${version}`, args: [request(orderId, 1000, version)] });
-    await stopped(h.withWorker({}, run(1), { policy: lookups }));
+      h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${orderId}-v${version}`, args: [request(orderId, 1000, version)] });
+    await h.withWorker({}, (q) => stopped(run(1)(q)), { policy: lookups });
     await expect(h.store.operations.get(opId(orderId))).resolves.toMatchObject({ status: 'unknown' });
     return { order, run, lookups };
   }
@@ -308,7 +302,7 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
     const first = await stopped(run(2)(TASK_QUEUE));
 
-    expect(first.type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(first.status).toBe('needs_attention');
     expect(first.state.outcome?.reason).toMatch(new RegExp(`earlier operation ${opId(order.id, 1)} turned out to have refunded 1000 usd .* it is now recorded on the order`));
     expect(first.state.reconciliation.history[0]).toMatchObject({ operationId: opId(order.id, 1), result: 'completed' });
     expect(await posts(order.id, 2)).toHaveLength(0);
@@ -316,7 +310,7 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'refunded' });
 
     // A person who still wants v2 asks again: it is checked against what is really left.
-    const again = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v2-again`, args: [request(order.id, 1000, 2)] });
+    const again = completed(await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v2-again`, args: [request(order.id, 1000, 2)] }));
     expect(again.order).toMatchObject({ refundedAmount: 2000 });
     expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 1), createKey(order.id, 2)]);
   });
@@ -326,11 +320,11 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     await h.stripeFault({ kind: 'fail_before_commit', match: { idempotencyKey: createKey(order.id) } });
     await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
     const start = (version: number, workflowId = `refund-${order.id}-v${version}`) => (taskQueue: string) =>
-      h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId, args: [request(order.id, 1000, version)] });
-    await stopped(h.withWorker({}, start(1), { policy: fewLookups(2) }));
+      h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId, args: [request(order.id, 1000, version)] });
+    await h.withWorker({}, (q) => stopped(start(1)(q)), { policy: fewLookups(2) });
     await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 
-    const v2 = await start(2)(TASK_QUEUE);
+    const v2 = await (await start(2)(TASK_QUEUE)).result();
     expect(v2.status).toBe('completed');
     h.recordHistory(v2.workflowId, 'refund-earlier-settled');
     const state = await h.state(v2.workflowId);
@@ -338,7 +332,7 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'intent', requestsSent: 1, provenAbsentThrough: 1 });
 
     const v1Again = await stopped(start(1, `refund-${order.id}-v1-again`)(TASK_QUEUE));
-    expect(v1Again.type).toBe('REFUND_REJECTED');
+    expect(v1Again.status).toBe('rejected');
     expect(v1Again.state.outcome?.reason).toMatch(/has a later operation, .*:v2: this earlier one is not sent after it/);
     expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 2)]);
   });
@@ -357,14 +351,14 @@ describe('an earlier operation whose outcome is unknown fences the next version'
     await h.store.operations.commitIntent(intent(1, 1000));
     const v2 = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v2`, args: [request(order.id, 1000, 2)] });
     expect(v2.status).toBe('completed');
-    const v1 = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v1`, args: [request(order.id, 1000, 1)] }));
-    expect(v1.type).toBe('REFUND_REJECTED');
+    const v1 = await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v1`, args: [request(order.id, 1000, 1)] }));
+    expect(v1.status).toBe('rejected');
 
     // v4 recorded and sent, its outcome not settled: v3, new and below it, is refused before anything is recorded for it.
     await h.store.operations.commitIntent(intent(4, 500));
     await h.store.operations.markSent(opId(order.id, 4), 'another run');
-    const v3 = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v3`, args: [request(order.id, 500, 3)] }));
-    expect(v3.type).toBe('REFUND_REJECTED');
+    const v3 = await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v3`, args: [request(order.id, 500, 3)] }));
+    expect(v3.status).toBe('rejected');
     expect(v3.state.outcome?.reason).toMatch(/already has operation .*:v4; a new operation needs a version above it/);
     await expect(h.store.operations.get(opId(order.id, 3))).resolves.toBeUndefined();
     expect((await h.ledger(order.paymentIntentId)).map((e) => e.idempotencyKey)).toEqual([createKey(order.id, 2)]);
@@ -372,9 +366,9 @@ describe('an earlier operation whose outcome is unknown fences the next version'
 
   test('v2 sends nothing while v1 stays unknown, and says why', async () => {
     const { order, run, lookups } = await unknownV1(newOrderId());
-    const { type, state } = await stopped(h.withWorker({}, run(2), { policy: lookups }));
+    const { status, state } = await h.withWorker({}, (q) => stopped(run(2)(q)), { policy: lookups });
 
-    expect(type).toBe('REFUND_NEEDS_ATTENTION');
+    expect(status).toBe('needs_attention');
     expect(state.outcome?.reason).toMatch(new RegExp(`earlier operation ${opId(order.id, 1)} on order ${order.id} has an unknown outcome`));
     expect(await posts(order.id, 2)).toHaveLength(0);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
@@ -386,10 +380,8 @@ test('a run that outspends its provider-call budget stops with BUDGET_EXCEEDED a
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'rate_limit', match: { idempotencyKey: createKey(order.id) }, retryAfterSeconds: 0, count: 2 });
   const tight = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 3 } };
-  const { type, state } = await stopped(
-    h.withWorker({}, (taskQueue) => h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }), { policy: tight }),
-  );
-  expect(type).toBe('REFUND_NEEDS_ATTENTION');
+  const { status, state } = await h.withWorker({}, (taskQueue) => stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] })), { policy: tight });
+  expect(status).toBe('needs_attention');
   expect(step(state, 'notify_customer').error).toMatchObject({ code: 'BUDGET_EXCEEDED', reason: 'run_budget', message: '3 provider requests sent, of 3 allowed' });
   expect(state.budget).toMatchObject({ providerCallsUsed: 3, providerCallLimit: 3 });
   expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
@@ -404,8 +396,8 @@ describe('a run started again from the temporal CLI', () => {
     const again = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: first.workflowId, args: [request(order.id)] });
     expect(again).toMatchObject({ status: 'completed', refund: { refundId: first.refund.refundId }, order: { changed: false }, notification: { alreadySent: true } });
 
-    const changed = await stopped(h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: first.workflowId, args: [request(order.id, 2000)] }));
-    expect(changed.type).toBe('REFUND_REJECTED');
+    const changed = await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: first.workflowId, args: [request(order.id, 2000)] }));
+    expect(changed.status).toBe('rejected');
     expect(changed.state.outcome?.reason).toMatch(/first requested as 1250 usd .* is a changed intent and needs a new operation version/);
     expect(changed.state.outcome?.reason).not.toMatch(/unknown/);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);

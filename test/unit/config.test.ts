@@ -25,6 +25,8 @@ test.each([
   [{ OPERATION_SCOPE: 'Has Spaces' }, /OPERATION_SCOPE/],
   [{ FAULT_INJECTION: 'yes' }, /FAULT_INJECTION/],
   [{ STRIPE_TIMEOUT_MS: '5' }, /STRIPE_TIMEOUT_MS/],
+  [{ DECIDERS: 'alice=boss' }, /DECIDERS: must be name=role/],
+  [{ DECIDERS: 'alice' }, /DECIDERS/],
 ])('a bad environment %j is refused naming the variable', (env, message) => {
   expect(() => loadConfig(env)).toThrow(message);
 });
@@ -35,4 +37,11 @@ test('the timeouts nest: a Stripe request ends inside its attempt, and the key w
   expect(settings.provider).toEqual({ dedupeWindowMs: 23 * 3600_000, consistencyMs: 10_000, requestTimeoutMs: 10_000 });
   expect(settings).toMatchObject({ scope: 'local', policy: { version: expect.any(String) } });
   expect(runSettings(loadConfig({ STRIPE_IDEMPOTENCY_TTL_HOURS: '1' })).provider.dedupeWindowMs).toBe(54 * 60_000);
+});
+
+test('DECIDERS names who may decide, replacing the policy\'s roles', () => {
+  const config = loadConfig({ DECIDERS: 'alice=operator, bob=operator+approver' });
+  expect(config.deciders).toEqual({ alice: ['operator'], bob: ['operator', 'approver'] });
+  expect(runSettings(config).policy.decisions.roles).toEqual({ alice: ['operator'], bob: ['operator', 'approver'] });
+  expect(runSettings(loadConfig({})).policy.decisions.roles).toMatchObject({ ops: ['operator'], lead: ['operator', 'approver'] });
 });

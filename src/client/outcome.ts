@@ -1,0 +1,31 @@
+// Waiting for a refund run from outside: it ends with a result, or parks for a person and waits;
+// a caller must not wait forever on a run that waits for them.
+import type { WorkflowHandle } from '@temporalio/client';
+import { stepsQuery, type refundWorkflow, type RefundResult, type RefundRunState } from '../workflows';
+
+export type RunOutcome = { kind: 'result'; result: RefundResult } | { kind: 'parked'; state: RefundRunState };
+
+const PARKED = new Set(['needs_attention', 'awaiting_approval']);
+
+/** The run's result, or its state once it parks; asks every `pollMs` (a query needs a worker: until one answers, it just waits). */
+export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, pollMs = 1000): Promise<RunOutcome> {
+  let settled = false;
+  // The long poll for the result is cancelled once the run parks: nothing is left waiting on the connection.
+  const waiting = new AbortController();
+  const result = handle.client.connection.withAbortSignal(waiting.signal, () => handle.result()).then((r): RunOutcome => ({ kind: 'result', result: r }));
+  const parked = (async (): Promise<RunOutcome> => {
+    while (!settled) {
+      const state = await handle.query(stepsQuery).catch(() => undefined);
+      if (state && PARKED.has(state.status)) return { kind: 'parked', state };
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
+    return new Promise<RunOutcome>(() => undefined);
+  })();
+  try {
+    return await Promise.race([result, parked]);
+  } finally {
+    settled = true;
+    waiting.abort();
+    result.catch(() => undefined);
+  }
+}

@@ -1,0 +1,163 @@
+// A parked run's decisions: a `decide` Update whose validator refuses a decider who may not make
+// it and a decision that does not fit the run's state before anything is written to history; a
+// decision that needs a second person waits for its approval, and expires into a stop.
+import { condition, defineUpdate } from '@temporalio/workflow';
+import { z } from 'zod';
+import { REFUND_STEPS, type RefundStep } from '../compensations/registry';
+import { DECISION_KINDS, deciderNameSchema, type DecisionKind, type DecisionPolicy, type Role } from '../reliability/policy';
+
+export const decisionInputSchema = z
+  .object({
+    decision: z.enum(DECISION_KINDS),
+    by: deciderNameSchema,
+    reason: z.string().trim().min(1, 'must say why').max(500),
+    /** For retry-step: the step (the one that failed, which is also the default). */
+    step: z.enum(REFUND_STEPS).optional(),
+  })
+  .strict();
+export type DecisionInput = z.input<typeof decisionInputSchema>;
+
+export interface DecisionRecord {
+  /** 1, 2, …: the order decisions were taken in. */
+  seq: number;
+  decision: DecisionKind;
+  by: string;
+  reason: string;
+  step: RefundStep | null;
+  at: string;
+  /** applied; waiting for approval; or, for a proposal, what became of it. */
+  outcome: 'applied' | 'awaiting_approval' | 'approved' | 'rejected' | 'expired';
+  /** For a proposal waiting for approval: when it expires into a stop. */
+  expiresAt: string | null;
+  /** For approve/reject: the proposal it answers. */
+  answers: number | null;
+}
+
+/** The decision taken: what the saga does next. */
+export type Chosen =
+  | { kind: 'retry-step'; step: RefundStep; record: DecisionRecord }
+  | { kind: 'compensate'; record: DecisionRecord }
+  | { kind: 'abandon'; record: DecisionRecord }
+  | { kind: 'expired'; record: DecisionRecord };
+
+export const decideUpdate = defineUpdate<DecisionRecord, [DecisionInput]>('decide');
+
+/** What the desk needs to know of the run to judge a decision. */
+export interface DeskView {
+  /** Parked and waiting for a decision, and at which step it stopped (null: not known). */
+  parked: { failedStep: RefundStep | null } | null;
+  /** Why compensating now would be wrong, or null when it is possible. */
+  cannotCompensate: () => string | null;
+  policy: () => DecisionPolicy;
+}
+
+const ROLE_FOR: Record<DecisionKind, Role> = {
+  'retry-step': 'operator',
+  compensate: 'operator',
+  abandon: 'operator',
+  approve: 'approver',
+  reject: 'approver',
+};
+
+const now = () => new Date().toISOString(); // deterministic inside a workflow
+
+export class DecisionDesk {
+  readonly records: DecisionRecord[] = [];
+  private pending: DecisionRecord | null = null;
+  private chosen: Chosen | null = null;
+
+  constructor(private readonly run: DeskView) {}
+
+  get awaitingApproval(): DecisionRecord | null {
+    return this.pending;
+  }
+
+  /** Throws, naming the problem, for a decision that may not be taken now; nothing reaches history then. */
+  validate(raw: DecisionInput): void {
+    const parsed = decisionInputSchema.safeParse(raw);
+    if (!parsed.success) throw new Error(`invalid decision: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(decision)'}: ${i.message}`).join('; ')}`);
+    const d = parsed.data;
+    const policy = this.run.policy();
+    const roles = policy.roles[d.by] ?? [];
+    if (!roles.includes(ROLE_FOR[d.decision])) {
+      throw new Error(`${d.by} may not ${d.decision}: it takes the ${ROLE_FOR[d.decision]} role, and ${d.by} has ${roles.length ? roles.join(', ') : 'none'}`);
+    }
+    if (d.decision === 'approve' || d.decision === 'reject') {
+      if (!this.pending) throw new Error(`there is no decision waiting for approval`);
+      if (this.pending.by === d.by) throw new Error(`${d.by} proposed ${this.pending.decision}; a second person must ${d.decision} it`);
+      return;
+    }
+    const parked = this.run.parked;
+    if (!parked) throw new Error(`the run is not waiting for a decision`);
+    if (this.pending) throw new Error(`${this.pending.decision} by ${this.pending.by} is waiting for approval; approve or reject it first`);
+    if (d.decision === 'retry-step') {
+      if (!parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
+      const step = d.step ?? parked.failedStep;
+      if (step !== parked.failedStep) throw new Error(`only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`);
+    }
+    if (d.decision === 'compensate') {
+      const why = this.run.cannotCompensate();
+      if (why) throw new Error(`nothing to compensate: ${why}`);
+    }
+  }
+
+  /** Takes a validated decision. */
+  apply(raw: DecisionInput): DecisionRecord {
+    const d = decisionInputSchema.parse(raw);
+    const policy = this.run.policy();
+    const step = d.decision === 'retry-step' ? (d.step ?? this.run.parked?.failedStep ?? null) : null;
+    const record: DecisionRecord = {
+      seq: this.records.length + 1,
+      decision: d.decision,
+      by: d.by,
+      reason: d.reason,
+      step,
+      at: now(),
+      outcome: 'applied',
+      expiresAt: null,
+      answers: null,
+    };
+    this.records.push(record);
+    if (d.decision === 'approve' || d.decision === 'reject') {
+      const proposal = this.pending!;
+      record.answers = proposal.seq;
+      proposal.outcome = d.decision === 'approve' ? 'approved' : 'rejected';
+      this.pending = null;
+      if (d.decision === 'approve') this.chosen = chosenOf(proposal);
+      return record;
+    }
+    const needs = policy.needApproval.includes(step ? `retry-step:${step}` : d.decision);
+    if (needs) {
+      record.outcome = 'awaiting_approval';
+      record.expiresAt = new Date(Date.now() + policy.approvalTtlMs).toISOString();
+      this.pending = record;
+    } else {
+      this.chosen = chosenOf(record);
+    }
+    return record;
+  }
+
+  /** Waits for a decision to be taken (approved, where it needs approval); a proposal left unapproved expires into a stop. */
+  async next(): Promise<Chosen> {
+    for (;;) {
+      await condition(() => this.chosen !== null || this.pending !== null);
+      if (this.chosen) {
+        const chosen = this.chosen;
+        this.chosen = null;
+        return chosen;
+      }
+      const proposal = this.pending!;
+      const answered = await condition(() => this.pending !== proposal, Math.max(0, Date.parse(proposal.expiresAt!) - Date.now()));
+      if (!answered) {
+        proposal.outcome = 'expired';
+        this.pending = null;
+        return { kind: 'expired', record: proposal };
+      }
+    }
+  }
+}
+
+function chosenOf(record: DecisionRecord): Chosen {
+  if (record.decision === 'retry-step') return { kind: 'retry-step', step: record.step!, record };
+  return record.decision === 'compensate' ? { kind: 'compensate', record } : { kind: 'abandon', record };
+}

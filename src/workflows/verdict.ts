@@ -1,0 +1,65 @@
+// The recovery verdict for a run that stopped (seed 001): exactly one of three, with the single
+// smallest next action and who may take it. Pure: the workflow shows it, `npm run inspect` too.
+import type { DecisionPolicy } from '../reliability/policy';
+
+export const VERDICTS = ['auto-retry is safe', 'compensate, then resume', 'stop and hand to a person'] as const;
+export type Verdict = (typeof VERDICTS)[number];
+
+export interface VerdictFacts {
+  effect: { status: string; certainty: string };
+  failedStep: string | null;
+  /** The failure that stopped it, when a step failed. */
+  failure: { code: string; certainty: string } | null;
+  quarantined: boolean;
+  /** The refund did not go through and a finished step's compensation has not completed. */
+  compensationPending: boolean;
+  operationId: string | null;
+  /** The customer notice's Message-ID, to look for in the mailbox. */
+  noticeMessageId: string | null;
+}
+
+export interface VerdictView {
+  verdict: Verdict;
+  nextAction: string;
+  /** Who may take it, and who must approve it when it needs a second person. */
+  decidedBy: string[];
+  approvedBy: string[];
+}
+
+/** Failures that leave nothing behind and that a later attempt can fix. */
+const RETRYABLE = new Set(['RATE_LIMIT', 'TRANSIENT_DEPENDENCY', 'CAPACITY', 'STATE_CONFLICT', 'BUDGET_EXCEEDED']);
+
+export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): VerdictView {
+  const holders = (role: 'operator' | 'approver') => Object.entries(policy.roles).filter(([, roles]) => roles.includes(role)).map(([name]) => name);
+  const who = (decision: string) => ({ decidedBy: holders('operator'), approvedBy: policy.needApproval.includes(decision) ? holders('approver') : [] });
+  if (facts.quarantined && facts.compensationPending) {
+    return {
+      verdict: 'stop and hand to a person',
+      nextAction: "a compensation's outcome is unknown: check it (the step table has its key; for an email, look for its Message-ID in the mailbox), then compensate, which resends it with the same key, or abandon",
+      ...who('compensate'),
+    };
+  }
+  if (facts.compensationPending) {
+    return { verdict: 'compensate, then resume', nextAction: 'compensate: undo the finished steps, each under its own key, since the refund did not go through', ...who('compensate') };
+  }
+  const step = facts.failedStep;
+  if (step && facts.failure && facts.failure.certainty === 'not_executed' && RETRYABLE.has(facts.failure.code) && !facts.quarantined) {
+    return { verdict: 'auto-retry is safe', nextAction: `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`, ...who(`retry-step:${step}`) };
+  }
+  const stop = (nextAction: string, decision = 'abandon') => ({ verdict: 'stop and hand to a person' as const, nextAction, ...who(decision) });
+  if (facts.effect.status === 'unknown') {
+    return stop(
+      `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider (its ledger and requests are in inspect); then retry-step ${step ?? 'create_refund'}, which looks the refund up before it sends anything, or abandon`,
+      `retry-step:${step ?? 'create_refund'}`,
+    );
+  }
+  if (facts.effect.status === 'partial') return stop('tell the customer what was refunded and abandon, or refund the rest under a new operation version');
+  if (step === 'notify_customer' && facts.failure?.certainty === 'may_have_executed') {
+    return stop(
+      `look for ${facts.noticeMessageId ?? 'the notice'} in the mailbox: if it is there, abandon (the customer has it); if not, retry-step notify_customer, which resends it with the same Message-ID`,
+      'retry-step:notify_customer',
+    );
+  }
+  if (facts.effect.status === 'failed') return stop('nothing was refunded: tell the customer, and abandon');
+  return stop(step ? `fix what stopped ${step} (see its error), then retry-step ${step}; or abandon` : 'look at the evidence and abandon', step ? `retry-step:${step}` : 'abandon');
+}

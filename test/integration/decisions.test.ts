@@ -1,0 +1,220 @@
+// Parked runs and the decisions that move them on, on the real stack: a run that needs a person
+// stays Running with its finished steps, waits for a `decide` Update, and repeats no effect.
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import { messageIdForKey } from '../../src/activities/notifications';
+import { startRefund } from '../../src/client/refunds';
+import { TASK_QUEUE } from '../../src/shared';
+import { findTool } from '../../src/stack/tools';
+import { decideUpdate, refundWorkflow, stepsQuery } from '../../src/workflows';
+import type { DecisionInput } from '../../src/workflows/decisions';
+import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+
+const execFileAsync = promisify(execFile);
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+afterEach(() => fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' }));
+
+const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
+const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
+const opId = (orderId: string) => `refund:test:${orderId}:v1`;
+const historyLength = async (workflowId: string) => (await h.env.client.workflow.getHandle(workflowId).fetchHistory()).events?.length ?? 0;
+const clearFaults = () => fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+
+/** A run parked at the completion gate: the provider cannot be read there, after the refund, the order and the email are done. */
+async function parkedAtGate() {
+  const order = await h.seedOrder(newOrderId());
+  // Listing the payment intent's refunds fails: only the gate lists them on this path.
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  const { handle } = await startRefund(h.env.client, request(order.id));
+  const { status, state } = await stopped(handle);
+  expect(status).toBe('needs_attention');
+  return { order, handle, state };
+}
+
+describe('a run that needs a person parks', () => {
+  test('it stays Running with its verdict, is found by RefundNeedsAttention, and retry-step repeats no earlier effect', async () => {
+    // The gate's list fails from the start: the refund, the order update and the email happen once before it parks.
+    const { order, handle, state } = await parkedAtGate();
+    const status = state.status;
+
+    expect(status).toBe('needs_attention');
+    expect(state.parked).toMatchObject({ failedStep: 'completion_gate', verdict: 'auto-retry is safe', nextAction: expect.stringMatching(/^retry-step completion_gate/), decidedBy: expect.arrayContaining(['ops']) });
+    expect(state.steps.slice(0, 4).map((s) => s.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
+    const described = await handle.describe();
+    expect(described.status.name).toBe('RUNNING');
+    expect(described.searchAttributes).toMatchObject({ RefundNeedsAttention: [true], RefundStatus: ['needs_attention'], RefundVerdict: ['auto-retry is safe'], RefundStep: ['completion_gate'] });
+    const listed: string[] = [];
+    for (let i = 0; i < 50 && !listed.includes(handle.workflowId); i++) {
+      for await (const w of h.env.client.workflow.list({ query: `RefundNeedsAttention = true AND RefundOrderId = '${order.id}'` })) listed.push(w.workflowId);
+      if (!listed.includes(handle.workflowId)) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(listed).toContain(handle.workflowId);
+
+    await clearFaults();
+    const decision = await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }], updateId: 'retry-1' });
+    expect(decision).toMatchObject({ seq: 1, decision: 'retry-step', step: 'completion_gate', outcome: 'applied' });
+    const result = await handle.result();
+    expect(result.status).toBe('completed');
+
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+    expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250, version: 2 });
+    const after = await handle.query(stepsQuery);
+    expect(after.decisions).toEqual([expect.objectContaining({ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back', at: expect.any(String) })]);
+    expect(after.steps.slice(0, 4).map((s) => s.attempts)).toEqual([1, 1, 1, 1]);
+    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundNeedsAttention: [false], RefundStatus: ['completed'] });
+    const trail = (await h.store.operations.auditTrail(opId(order.id))).map((e) => e.event);
+    expect(trail).toEqual(expect.arrayContaining(['run_parked', 'decision', 'completion_gate_passed']));
+    h.recordHistory(handle.workflowId, 'refund-parked-then-retried');
+  });
+
+  test('a decision sent twice under one update id is applied once', async () => {
+    const { handle } = await parkedAtGate();
+    await clearFaults();
+    const input = { args: [{ decision: 'retry-step' as const, by: 'ops', reason: 'once' }] as [DecisionInput], updateId: 'retry-once' };
+    const [a, b] = await Promise.all([handle.executeUpdate(decideUpdate, input), handle.executeUpdate(decideUpdate, input)]);
+    expect(b).toEqual(a);
+    await handle.result();
+    expect((await handle.query(stepsQuery)).decisions).toHaveLength(1);
+  });
+
+  test('an unauthorized decider and an ill-timed decision are refused before anything is written to history', async () => {
+    const { handle } = await parkedAtGate();
+    const before = await historyLength(handle.workflowId);
+    const refused = (input: object) => handle.executeUpdate(decideUpdate, { args: [input as never] }).then(() => undefined, (e: unknown) => e);
+
+    const mallory = await refused({ decision: 'abandon', by: 'mallory', reason: 'why not' });
+    expect(mallory).toBeInstanceOf(WorkflowUpdateFailedError);
+    expect((mallory as WorkflowUpdateFailedError).cause?.message).toMatch(/mallory may not abandon: it takes the operator role, and mallory has none/);
+    const approveNothing = await refused({ decision: 'approve', by: 'lead', reason: 'ok' });
+    expect((approveNothing as WorkflowUpdateFailedError).cause?.message).toMatch(/no decision waiting for approval/);
+    const wrongStep = await refused({ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'again' });
+    expect((wrongStep as WorkflowUpdateFailedError).cause?.message).toMatch(/only the step that failed, completion_gate, can be retried/);
+    const notNeeded = await refused({ decision: 'compensate', by: 'ops', reason: 'undo' });
+    expect((notNeeded as WorkflowUpdateFailedError).cause?.message).toMatch(/nothing to compensate: the refund is refunded/);
+    const noReason = await refused({ decision: 'abandon', by: 'ops', reason: ' ' });
+    expect((noReason as WorkflowUpdateFailedError).cause?.message).toMatch(/reason: must say why/);
+    expect(await historyLength(handle.workflowId)).toBe(before);
+
+    // Once a decision moved it on, the same decision no longer fits.
+    await clearFaults();
+    await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'back' }] });
+    await handle.result();
+    // A finished run takes no Update at all.
+    await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'late' }] })).rejects.toThrow();
+  });
+
+  test('a decision that needs approval waits for a second person; unapproved, it expires and the run stops', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const quick = { ...TEST_POLICY, decisions: { ...TEST_POLICY.decisions, needApproval: ['abandon'], approvalTtlMs: 1500 } };
+    await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+    const outcome = await h.withWorker(
+      {},
+      async (taskQueue) => {
+        const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+        await stopped(handle);
+        const proposal = await handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'handled by support' }] });
+        expect(proposal).toMatchObject({ outcome: 'awaiting_approval', expiresAt: expect.any(String) });
+        // The proposer cannot approve it.
+        await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'ops', reason: 'me' }] })).rejects.toThrow(WorkflowUpdateFailedError);
+        return { result: await handle.result(), state: await handle.query(stepsQuery) };
+      },
+      { policy: quick },
+    );
+    expect(outcome.result).toMatchObject({ status: 'stopped', reason: expect.stringMatching(/abandon proposed by ops was not approved before/) });
+    expect(outcome.state.decisions).toEqual([expect.objectContaining({ decision: 'abandon', outcome: 'expired' })]);
+    await clearFaults();
+  });
+
+  test('approved by a second person, a decision is applied; decisions also work from the temporal CLI', async () => {
+    const { handle, order } = await parkedAtGate();
+    const cli = (...args: string[]) => execFileAsync(findTool('temporal'), [...args, '--address', h.env.address], { encoding: 'utf8' });
+    await cli('workflow', 'update', 'execute', '--workflow-id', handle.workflowId, '--name', 'decide', '--update-id', 'abandon-1', '--input', JSON.stringify({ decision: 'abandon', by: 'ops', reason: 'the customer was refunded by hand' }));
+    // The shipped policy lets one operator abandon; the run ends at once.
+    const result = await handle.result();
+    expect(result).toMatchObject({ status: 'abandoned', reason: 'abandoned by ops: the customer was refunded by hand' });
+    expect((await handle.describe()).status.name).toBe('COMPLETED');
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    await clearFaults();
+  });
+});
+
+describe('compensations', () => {
+  test('a compensation whose outcome is unknown is quarantined, never retried blind; approved, it is resent with the same Message-ID', async () => {
+    const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+    const correction = messageIdForKey(`${opId(order.id)}:notify_customer:compensate`);
+    // The correction email is stored and its 250 never sent: the run cannot tell whether the customer has it.
+    await h.mailFault({ kind: 'drop_after_accept', match: { messageId: correction } });
+    const { handle } = await startRefund(h.env.client, request(order.id));
+    const { status, state } = await stopped(handle);
+
+    expect(status).toBe('needs_attention');
+    expect(state.outcome).toMatchObject({ quarantined: true, reason: expect.stringMatching(/notify_customer's compensation is unknown: it is quarantined/) });
+    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'unknown', error: { code: 'UNKNOWN_OUTCOME' } });
+    expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toMatchObject({ status: 'completed' });
+    expect(state.parked).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/compensation's outcome is unknown/), approvedBy: ['lead'] });
+    expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0 });
+    // Nothing is sent again while it waits.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(await h.messages({ messageId: correction })).toHaveLength(1);
+
+    // A person checks, proposes to resend, a second approves: resent once, same Message-ID.
+    await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'not in the mailbox log' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
+    expect((await handle.query(stepsQuery)).status).toBe('needs_attention');
+    await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'ok to resend' }] });
+    await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
+    expect(await h.messages({ messageId: correction })).toHaveLength(2);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  });
+
+  test('cancelling a run while it compensates finishes its compensations', async () => {
+    const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+    // The correction email is refused once, slowly: the run is compensating when it is cancelled.
+    const correction = messageIdForKey(`${opId(order.id)}:notify_customer:compensate`);
+    await h.mailFault({ kind: 'reply', stage: 'data', code: 451, message: '4.3.0 try again', delayMs: 1500, match: { messageId: correction } });
+    const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+    for (let i = 0; i < 200 && (await handle.query(stepsQuery)).status !== 'compensating'; i++) await new Promise((r) => setTimeout(r, 50));
+    await handle.cancel();
+    await handle.result().catch(() => undefined);
+    // The cancellation came while the correction was being refused (slowly), and it was sent all the same.
+    const correctionStep = (await handle.query(stepsQuery)).steps.find((s) => s.name === 'notify_customer');
+    expect(correctionStep?.compensation?.attempts).toBe(2);
+
+    expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0, status: 'paid' });
+    expect(await h.messages({ messageId: correction })).toHaveLength(1);
+    const state = await handle.query(stepsQuery);
+    expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toMatchObject({ status: 'completed' });
+    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'completed' });
+  });
+});
+
+test('temporal workflow reset to before create_refund of a completed run repeats no effect', async () => {
+  const order = await h.seedOrder(newOrderId());
+  const { handle } = await startRefund(h.env.client, request(order.id));
+  const first = completed(await handle.result());
+  const firstRun = (await handle.describe()).runId;
+  const events = (await handle.fetchHistory()).events ?? [];
+  const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'createRefund');
+  const resetTo = Number(scheduled!.activityTaskScheduledEventAttributes!.workflowTaskCompletedEventId);
+
+  const cli = (...args: string[]) => execFileAsync(findTool('temporal'), [...args, '--address', h.env.address], { encoding: 'utf8' });
+  await cli('workflow', 'reset', '--workflow-id', handle.workflowId, '--event-id', String(resetTo), '--reason', 'replay the refund from its create step');
+  const latest = h.env.client.workflow.getHandle(handle.workflowId);
+  for (let i = 0; i < 50 && (await latest.describe()).runId === firstRun; i++) await new Promise((r) => setTimeout(r, 100));
+  expect((await latest.describe()).runId).not.toBe(firstRun);
+  const again = await latest.result();
+
+  // The reset run executed create_refund and everything after it again: each replayed its receipt.
+  expect(again).toMatchObject({ status: 'completed', refund: { refundId: first.refund.refundId, replayed: true }, order: { changed: false }, notification: { alreadySent: true } });
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250, version: 2 });
+});
