@@ -1,6 +1,7 @@
-// The refund saga's steps as data: which dependency each talks to, what a failure after its retry
-// policy gave up leads to, and how its effect is undone (or repaired forward) when a later step
-// requires it. Imported by workflow code, so it stays pure.
+// The refund saga's steps as data: what each does and needs, what it keeps as evidence, what makes
+// it safe to repeat, how its effect is undone (or repaired forward) when a later step requires it,
+// what it depends on and who is asked when it fails for good. The saga, the docs' table and the
+// tests read it from here. Imported by workflow code, so it stays pure.
 import type { RefundActivities } from '../activities';
 import type { CorrectionReason } from '../activities/notifications';
 import type { NotificationReceipt, OrderReceipt, RefundReceipt } from '../receipts';
@@ -30,6 +31,8 @@ export interface Compensation<A extends CompensationActivity = CompensationActiv
   kind: 'compensation';
   activity: A;
   boundary: Boundary;
+  /** The compensation's own idempotency key, as it is derived in `compensate()`: never the forward step's key. */
+  key: string;
   /** Builds the compensation's input; `key` is the compensation's own idempotency key. */
   input(ctx: SagaContext, key: string): ActivityInput<A>;
 }
@@ -37,6 +40,14 @@ export interface Compensation<A extends CompensationActivity = CompensationActiv
 export type Undo = { kind: 'none' } | { kind: 'forward_repair'; note: string } | Compensation;
 
 export interface StepRegistration {
+  /** What the step does. */
+  action: string;
+  /** What must hold before it runs; the step refuses, or is never reached, otherwise. */
+  precondition: string;
+  /** What it leaves behind that proves what happened, for the completion gate and for a person. */
+  evidence: string;
+  /** Why running it again (a retry, a rerun, a reset) does not do it twice. */
+  idempotency: string;
   /** The dependency the step's activity talks to: its timeouts and retry policy come from the recovery policy for it. */
   boundary: Boundary;
   /**
@@ -45,10 +56,21 @@ export interface StepRegistration {
    */
   onFailure: 'stop' | 'forward_repair';
   undo: Undo;
+  /** Once this step may have taken effect, nothing before it is undone and it is never sent blind again. */
+  pointOfNoReturn: boolean;
+  /** Steps whose outputs this one uses: they run before it and are compensated after it. */
+  dependsOn: RefundStep[];
+  /** Who is asked, and how, when the step fails for good (the policy's `decisions`). */
+  escalation: string;
 }
 
-function compensation<A extends CompensationActivity>(activity: A, boundary: Boundary, input: (ctx: SagaContext, key: string) => ActivityInput<A>): Compensation {
-  return { kind: 'compensation', activity, boundary, input } as Compensation;
+function compensation<A extends CompensationActivity>(
+  activity: A,
+  boundary: Boundary,
+  key: string,
+  input: (ctx: SagaContext, key: string) => ActivityInput<A>,
+): Compensation {
+  return { kind: 'compensation', activity, boundary, key, input } as Compensation;
 }
 
 function need<T>(value: T | undefined, what: string): T {
@@ -56,29 +78,166 @@ function need<T>(value: T | undefined, what: string): T {
   return value;
 }
 
+/** How a step that failed for good reaches a person: the policy's `decisions` say who may decide and what needs approval. */
+const PARKED = 'the run parks as needs_attention and an operator decides';
+const APPROVED = "needs a lead's approval (a second person with the approver role, within approvalTtlMs)";
+
 export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
-  load_order: { boundary: 'store', onFailure: 'stop', undo: { kind: 'none' } },
+  load_order: {
+    action: "read the order and commit the operation's intent (operation id, request hash) before anything is sent; name earlier operations not yet settled",
+    precondition: 'a valid request; the order exists, is paid in the currency asked and has the amount left to refund; no later operation version exists',
+    evidence: 'the operation record (status, request hash) with its intent_committed audit entry; the attempt ledger under <operation>:load_order',
+    idempotency: 'store commitIntent by operation id + request hash: the same intent returns the record already there, another hash under the same id is refused (INVALID_ARGUMENTS)',
+    boundary: 'store',
+    onFailure: 'stop',
+    undo: { kind: 'none' },
+    pointOfNoReturn: false,
+    dependsOn: [],
+    escalation: `a refusal (order missing, too much asked) ends the run rejected, nobody is asked; otherwise ${PARKED}: retry-step or abandon, no approval needed`,
+  },
   // The point of no return: once a refund may exist, nothing before it is ever undone and it is never sent again.
   create_refund: {
+    action: 'create one Stripe refund of the amount on the payment intent, with metadata.operation_id',
+    precondition:
+      "the intent is committed; no earlier operation of the order is unsettled; the operation has no refund on record; a resend is inside the key's dedupe window or after reconciliation proved no refund exists",
+    evidence:
+      "the Stripe refund id and receipt on the operation record (refund_confirmed audit entry with the provider request id); the attempt ledger with each request and its provider request id; the record's requests_sent, first/last_sent_at and proven_absent_through",
+    idempotency:
+      'Stripe Idempotency-Key <operation>:create_refund on every send, resent only inside its dedupe window; an unknown outcome is reconciled by metadata.operation_id (or the refund id), never resent blind; a receipt on record is replayed without a request',
     boundary: 'stripe',
     onFailure: 'stop',
     undo: { kind: 'forward_repair', note: 'a refund cannot be undone: later steps are repaired forward, and a refund is never sent again' },
+    pointOfNoReturn: true,
+    dependsOn: ['load_order'],
+    escalation: `an unknown outcome is reconciled with the provider first; then ${PARKED}: retry-step (it looks the refund up before it sends) ${APPROVED}, or abandon`,
   },
   update_order: {
+    action: 'record the refund on the order (refunded amount, status) with an order_updated audit entry',
+    precondition: 'the refund exists at the provider with a receipt (the full amount, or the partial amount being repaired forward)',
+    evidence: "the order's order_refunds row (refund id, amount, prior amount and status, applied version) and its order_updated audit entry; the attempt ledger under <operation>:update_order",
+    idempotency:
+      "store applyRefund idempotent by operation id (a second apply returns the first receipt, one with other parameters is refused) and optimistic on the order's version (a conflict reloads and applies again)",
     boundary: 'store',
     onFailure: 'forward_repair',
-    undo: compensation('revertRefund', 'store', (ctx, key) => ({ orderId: ctx.request.orderId, operationId: ctx.operationId, compensationKey: key })),
+    undo: compensation(
+      'revertRefund',
+      'store',
+      "compensationKey(the step's recorded key) = <operation>:compensate, since update_order records the operation id as its key; the store keeps it as reverted_by_key",
+      (ctx, key) => ({ orderId: ctx.request.orderId, operationId: ctx.operationId, compensationKey: key }),
+    ),
+    pointOfNoReturn: false,
+    dependsOn: ['create_refund'],
+    escalation: `the refund stands; ${PARKED}: retry-step, no approval needed, or abandon and repair the order by hand`,
   },
   notify_customer: {
+    action: 'email the customer that the refund was issued (the address is read from the order, never from history)',
+    precondition: 'a full refund exists (a partial one freezes the email); the order exists',
+    evidence:
+      "the outbox entry under <operation>:notify_customer (pending → sending → sent) with its deterministic Message-ID and the SMTP server's acceptance response, and its notification_sent audit entry; the attempt ledger",
+    idempotency:
+      'email outbox keyed by <operation>:notify_customer, pending → sending as the hand-over lock; the Message-ID is derived from the key, so any resend carries the same one; a notice already sent is replayed',
     boundary: 'smtp',
     onFailure: 'forward_repair',
-    undo: compensation('sendRefundCorrection', 'smtp', (ctx, key) => ({
-      key,
-      operationId: ctx.operationId,
-      orderId: ctx.request.orderId,
-      refundId: need(ctx.refund, 'the refund receipt').refundId,
-      reason: ctx.correctionReason ?? 'refund_failed',
-    })),
+    undo: compensation(
+      'sendRefundCorrection',
+      'smtp',
+      'compensationKey(stepKey(operation, notify_customer)) = <operation>:notify_customer:compensate: its own outbox entry and Message-ID',
+      (ctx, key) => ({
+        key,
+        operationId: ctx.operationId,
+        orderId: ctx.request.orderId,
+        refundId: need(ctx.refund, 'the refund receipt').refundId,
+        reason: ctx.correctionReason ?? 'refund_failed',
+      }),
+    ),
+    pointOfNoReturn: false,
+    dependsOn: ['create_refund'],
+    escalation: `the refund stands; ${PARKED}: an unknown hand-over is quarantined until a person looks for its Message-ID in the mailbox; retry-step (resends it with the same Message-ID) ${APPROVED}, or abandon`,
   },
-  completion_gate: { boundary: 'stripe', onFailure: 'forward_repair', undo: { kind: 'none' } },
+  completion_gate: {
+    action: "check that the provider's receipt, the order, the outbox and the audit trail agree before the run says completed; poll while the refund is pending",
+    precondition: 'every earlier step completed: a refund receipt, the order updated, the notice sent',
+    evidence: 'its findings per check (provider_receipt, single_refund, order_refund_state, notification_state, audit_trail); the operation record settled completed (or failed); provider reads in the ledger under <operation>:create_refund#gate',
+    idempotency: 'a read of the provider, the order, the outbox and the audit trail; the operation record it settles (completed or failed) only moves forward, so a repeat changes nothing',
+    boundary: 'stripe',
+    onFailure: 'forward_repair',
+    undo: { kind: 'none' },
+    pointOfNoReturn: false,
+    dependsOn: ['load_order', 'create_refund', 'update_order', 'notify_customer'],
+    escalation: `a refund the provider failed after accepting it is compensated without asking; a disagreement, or a refund still pending after the polls: the refund stands, ${PARKED}: retry-step or abandon; a compensation that failed or is unknown parks too, and compensate again ${APPROVED}`,
+  },
 };
+
+/** The part of a registry the order of compensation reads: each step's dependencies, in declaration order. */
+export type DependencyGraph<S extends string = string> = Readonly<Record<S, { readonly dependsOn: readonly S[] }>>;
+
+/**
+ * Throws, naming the problem, unless every dependency names a known step declared before the step
+ * that names it (so the declaration order is a valid order to run them in) and there is no cycle.
+ */
+export function checkRegistry(registry: DependencyGraph): void {
+  const declared = Object.keys(registry);
+  for (const step of declared) {
+    for (const dependency of registry[step]!.dependsOn) {
+      if (!declared.includes(dependency)) throw new Error(`step ${step} depends on unknown step ${dependency}`);
+    }
+  }
+  // A cycle also names a later step, but "a → b → a" says more than "depends on a later step".
+  for (const step of declared) {
+    const cycle = cycleFrom(registry, [step]);
+    if (cycle) throw new Error(`steps depend on each other in a cycle: ${cycle.join(' → ')}`);
+  }
+  for (const [position, step] of declared.entries()) {
+    for (const dependency of registry[step]!.dependsOn) {
+      if (declared.indexOf(dependency) >= position) throw new Error(`step ${step} depends on ${dependency}, which is declared after it: a step may depend only on earlier steps`);
+    }
+  }
+}
+
+/** The dependency path from `path[0]` back to itself, if there is one. */
+function cycleFrom(registry: DependencyGraph, path: string[]): string[] | null {
+  for (const dependency of registry[path[path.length - 1]!]!.dependsOn) {
+    if (dependency === path[0]) return [...path, dependency];
+    if (path.includes(dependency)) continue; // a cycle not through path[0]: found from its own start
+    const cycle = cycleFrom(registry, [...path, dependency]);
+    if (cycle) return cycle;
+  }
+  return null;
+}
+
+/** Every step `step` depends on, directly or through others. */
+function dependenciesOf(registry: DependencyGraph, step: string, found = new Set<string>()): Set<string> {
+  for (const dependency of registry[step]?.dependsOn ?? []) {
+    if (found.has(dependency)) continue;
+    found.add(dependency);
+    dependenciesOf(registry, dependency, found);
+  }
+  return found;
+}
+
+/**
+ * The order in which finished steps are compensated: a step before every step it depends on
+ * (directly or through a step that did not finish), ties broken by reverse declaration order.
+ * Since dependencies name only earlier steps, that is today exactly the reverse of the declaration
+ * order, which recorded histories replay; a new dependency changes it only where it must.
+ */
+export function compensationOrder(completed: readonly RefundStep[]): RefundStep[];
+export function compensationOrder<S extends string>(completed: readonly S[], registry: DependencyGraph<S>): S[];
+export function compensationOrder(completed: readonly string[], registry: DependencyGraph = REFUND_SAGA): string[] {
+  const latestFirst = Object.keys(registry).reverse();
+  const unknown = completed.filter((step) => !latestFirst.includes(step));
+  if (unknown.length > 0) throw new Error(`cannot order unknown steps: ${unknown.join(', ')}`);
+  let left = latestFirst.filter((step) => completed.includes(step));
+  const order: string[] = [];
+  while (left.length > 0) {
+    // Ready: no step still to compensate depends on it.
+    const ready = left.find((step) => !left.some((other) => dependenciesOf(registry, other).has(step)));
+    if (ready === undefined) throw new Error(`steps depend on each other in a cycle: ${left.join(', ')}`);
+    order.push(ready);
+    left = left.filter((step) => step !== ready);
+  }
+  return order;
+}
+
+// A registry that breaks its own rules fails when the module loads: the worker does not start.
+checkRegistry(REFUND_SAGA);

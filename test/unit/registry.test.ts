@@ -1,0 +1,114 @@
+import { checkRegistry, compensationOrder, REFUND_SAGA, REFUND_STEPS, type DependencyGraph, type RefundStep } from '../../src/compensations/registry';
+import { compensationKey, operationId, stepKey } from '../../src/reliability/identity';
+
+const steps = Object.entries(REFUND_SAGA) as [RefundStep, (typeof REFUND_SAGA)[RefundStep]][];
+const TEXT_FIELDS = ['action', 'precondition', 'evidence', 'idempotency', 'escalation'] as const;
+
+/** True when every step comes before each step it depends on, directly or not. */
+function dependentsFirst<S extends string>(order: S[], registry: DependencyGraph<S>): boolean {
+  const dependsOn = (step: S, other: S): boolean => registry[step].dependsOn.some((d) => d === other || dependsOn(d, other));
+  return order.every((step, i) => order.slice(0, i).every((earlier) => !dependsOn(step, earlier)));
+}
+
+describe('the refund saga registry', () => {
+  it('declares the steps in the order the saga runs them', () => {
+    expect(Object.keys(REFUND_SAGA)).toEqual([...REFUND_STEPS]);
+  });
+
+  it.each(steps)('%s declares every field', (_step, registration) => {
+    for (const field of TEXT_FIELDS) expect(registration[field].trim()).not.toBe('');
+    expect(['store', 'stripe', 'smtp']).toContain(registration.boundary);
+    expect(['stop', 'forward_repair']).toContain(registration.onFailure);
+    expect(typeof registration.pointOfNoReturn).toBe('boolean');
+    expect(Array.isArray(registration.dependsOn)).toBe(true);
+    const { undo } = registration;
+    if (undo.kind === 'forward_repair') expect(undo.note.trim()).not.toBe('');
+    if (undo.kind === 'compensation') expect(undo.key.trim()).not.toBe('');
+  });
+
+  it('has exactly one point of no return, create_refund, and every step after it is repaired forward', () => {
+    const points = steps.filter(([, r]) => r.pointOfNoReturn).map(([step]) => step);
+    expect(points).toEqual(['create_refund']);
+    const after = REFUND_STEPS.slice(REFUND_STEPS.indexOf('create_refund') + 1);
+    for (const step of after) expect([step, REFUND_SAGA[step].onFailure]).toEqual([step, 'forward_repair']);
+    expect(REFUND_SAGA.create_refund.undo.kind).toBe('forward_repair');
+  });
+
+  it('gives each compensation a key distinct from every forward key', () => {
+    const op = operationId('local', 'ord_1', 1);
+    const forwardKeys = [op, ...REFUND_STEPS.map((step) => stepKey(op, step))];
+    // update_order records the operation id as its key, the others their step key: compensate() derives from that.
+    const compensationKeys = [compensationKey(op), compensationKey(stepKey(op, 'notify_customer'))];
+    for (const key of compensationKeys) expect(forwardKeys).not.toContain(key);
+    expect(new Set(compensationKeys).size).toBe(compensationKeys.length);
+    expect(REFUND_SAGA.update_order.undo).toMatchObject({ kind: 'compensation', key: expect.stringContaining('<operation>:compensate') });
+    expect(REFUND_SAGA.notify_customer.undo).toMatchObject({ kind: 'compensation', key: expect.stringContaining('<operation>:notify_customer:compensate') });
+  });
+
+  it('passes its own check', () => {
+    expect(() => checkRegistry(REFUND_SAGA)).not.toThrow();
+  });
+});
+
+describe('compensationOrder', () => {
+  it('is the reverse of the declaration order for the refund saga, whatever order the steps finished in', () => {
+    expect(compensationOrder([...REFUND_STEPS])).toEqual([...REFUND_STEPS].reverse());
+    expect(compensationOrder(['update_order', 'load_order', 'notify_customer', 'create_refund'])).toEqual(['notify_customer', 'update_order', 'create_refund', 'load_order']);
+    expect(compensationOrder(['load_order', 'create_refund', 'update_order'])).toEqual(['update_order', 'create_refund', 'load_order']);
+    expect(compensationOrder([])).toEqual([]);
+  });
+
+  // reserve ← charge ← {invoice, ship}; label ← ship; audit is independent.
+  const shop = {
+    reserve: { dependsOn: [] },
+    charge: { dependsOn: ['reserve'] },
+    ship: { dependsOn: ['charge'] },
+    audit: { dependsOn: [] },
+    label: { dependsOn: ['ship'] },
+    invoice: { dependsOn: ['charge'] },
+  } satisfies DependencyGraph;
+  const all = Object.keys(shop) as (keyof typeof shop)[];
+
+  it('compensates a step before every step it depends on, ties in reverse declaration order', () => {
+    const order = compensationOrder(all, shop);
+    expect(order).toEqual(['invoice', 'label', 'audit', 'ship', 'charge', 'reserve']);
+    expect(dependentsFirst(order, shop)).toBe(true);
+  });
+
+  it('leaves out the steps that did not finish', () => {
+    expect(compensationOrder(['label', 'reserve', 'audit'], shop)).toEqual(['label', 'audit', 'reserve']);
+  });
+
+  // Graphs checkRegistry would refuse (a dependency declared later): the dependency still wins over the tie-break.
+  it('lets a dependency win over the declaration order', () => {
+    const graph = { a: { dependsOn: ['b'] }, b: { dependsOn: [] }, c: { dependsOn: [] } } satisfies DependencyGraph;
+    const order = compensationOrder(['a', 'b', 'c'], graph);
+    expect(order).toEqual(['c', 'a', 'b']);
+    expect(dependentsFirst(order, graph)).toBe(true);
+  });
+
+  it('keeps a dependency through a step that did not finish', () => {
+    const graph = { a: { dependsOn: ['b'] }, b: { dependsOn: ['c'] }, c: { dependsOn: [] } } satisfies DependencyGraph;
+    expect(compensationOrder(['a', 'c'], graph)).toEqual(['a', 'c']);
+  });
+});
+
+describe('checkRegistry', () => {
+  it('accepts dependencies on earlier steps', () => {
+    expect(() => checkRegistry({ a: { dependsOn: [] }, b: { dependsOn: ['a'] }, c: { dependsOn: ['a', 'b'] } })).not.toThrow();
+  });
+
+  it('rejects a cycle, naming it', () => {
+    const graph = { a: { dependsOn: ['c'] }, b: { dependsOn: ['a'] }, c: { dependsOn: ['b'] } };
+    expect(() => checkRegistry(graph)).toThrow('steps depend on each other in a cycle: a → c → b → a');
+    expect(() => checkRegistry({ a: { dependsOn: ['a'] } })).toThrow('cycle: a → a');
+  });
+
+  it('rejects a dependency on a later step', () => {
+    expect(() => checkRegistry({ a: { dependsOn: ['b'] }, b: { dependsOn: [] } })).toThrow('step a depends on b, which is declared after it: a step may depend only on earlier steps');
+  });
+
+  it('rejects a dependency on an unknown step', () => {
+    expect(() => checkRegistry({ a: { dependsOn: [] }, b: { dependsOn: ['refund'] } })).toThrow('step b depends on unknown step refund');
+  });
+});
