@@ -19,7 +19,8 @@ import { verdictFor, type VerdictView } from './verdict';
 /**
  * Live: running, reconciling, awaiting_provider, compensating. Parked, waiting for a person:
  * needs_attention, awaiting_approval. Ended: completed, rejected (refused; nothing happened),
- * compensated, abandoned (a person took over), stopped (an approval expired).
+ * compensated, abandoned (a person took over), stopped (an approval expired, or it was cancelled
+ * before its refund went out).
  */
 export type RunStatus =
   | 'running'
@@ -176,6 +177,21 @@ export class RefundRun {
       { key: SEARCH_ATTRIBUTES.step, value: stopped.failedStep ?? 'none' },
       { key: SEARCH_ATTRIBUTES.effect, value: this.effect.status },
       { key: SEARCH_ATTRIBUTES.verdict, value: view.verdict },
+      { key: SEARCH_ATTRIBUTES.needsAttention, value: true },
+    ]);
+  }
+
+  /** While parked, a proposal waiting for a second person shows as awaiting_approval; answered, the run is back to needs_attention until it moves on. */
+  noteDecision(): void {
+    if (!this.parked) return;
+    this.setStatus(this.desk.awaitingApproval ? 'awaiting_approval' : 'needs_attention');
+  }
+
+  /** A run that ended with work left for a person (cancelled mid-saga) is still among the runs that need one. */
+  flagForAttention(): void {
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.effect, value: this.effect.status },
+      { key: SEARCH_ATTRIBUTES.verdict, value: 'stop and hand to a person' },
       { key: SEARCH_ATTRIBUTES.needsAttention, value: true },
     ]);
   }

@@ -17,7 +17,7 @@ import {
 import type { RefundActivities } from '../activities';
 import type { CheckCompletionInput } from '../activities/completion-gate';
 import type { CreateRefundInput } from '../activities/payments';
-import { REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../compensations/registry';
+import { compensationOrder, REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import {
   type BeginResult,
   beginResultSchema,
@@ -97,7 +97,15 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     return { workflowId: workflowInfo().workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
   }
   setHandler(stepsQuery, () => run.view());
-  setHandler(decideUpdate, (decision) => run.desk.apply(decision), { validator: (decision) => run.desk.validate(decision) });
+  setHandler(
+    decideUpdate,
+    (decision) => {
+      const record = run.desk.apply(decision);
+      run.noteDecision();
+      return record;
+    },
+    { validator: (decision) => run.desk.validate(decision) },
+  );
 
   let next = () => carryOut(run, 'load_order');
   for (;;) {
@@ -163,9 +171,18 @@ async function cancelled(run: RefundRun): Promise<void> {
   const sentOrSending = run.steps.get('create_refund').status !== 'pending';
   const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
   if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
+  const open = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed');
   const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed') ? ', its finished steps compensated' : '';
-  const reason = `cancelled while ${run.status}; the refund is ${effect}${compensated}: a person finishes what was started`;
-  run.finish('needs_attention', reason, null);
+  // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
+  const settled = patched(PARKING) && (effect === 'not sent' || (effect === 'failed' && open.length === 0));
+  const reason = settled
+    ? `cancelled while ${run.status}; the refund is ${effect}${compensated}: nothing is left to do`
+    : `cancelled while ${run.status}; the refund is ${effect}${compensated}: a person finishes what was started`;
+  if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
+  else {
+    run.finish('needs_attention', reason, null);
+    if (patched(PARKING)) run.flagForAttention();
+  }
   await audit(run, 'cancelled', reason, null);
 }
 
@@ -443,10 +460,12 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
 }
 
 /**
- * Undoes the finished steps, newest first, each under its own key: when the provider failed the
- * refund after accepting it (`refund`), on a compensate decision, or on cancellation. A
- * compensation that already completed is not run again; one whose outcome was unknown is resent
- * only on a person's decision (`resendUnknown`). Compensations never stop for a cancellation.
+ * Undoes the finished steps in the registry's compensation order (each before the steps it
+ * depends on; with today's registry, newest first, the order recorded histories replay), each
+ * under its own key: when the provider failed the refund after accepting it (`refund`), on a
+ * compensate decision, or on cancellation. A compensation that already completed is not run
+ * again; one whose outcome was unknown is resent only on a person's decision (`resendUnknown`).
+ * Compensations never stop for a cancellation.
  */
 async function compensate(run: RefundRun, options: { refund?: RefundReceipt; resendUnknown: boolean }): Promise<never> {
   const refund = options.refund ?? run.ctx.refund;
@@ -454,7 +473,7 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
   run.setStatus('compensating', 'completion_gate');
   run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
   await CancellationScope.nonCancellable(async () => {
-    for (const step of run.steps.completed().reverse()) {
+    for (const step of compensationOrder(run.steps.completed())) {
       const { undo } = REFUND_SAGA[step];
       if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
       if (undo.kind !== 'compensation') continue;

@@ -21,7 +21,8 @@ export interface VerdictFacts {
 export interface VerdictView {
   verdict: Verdict;
   nextAction: string;
-  /** Who may take it, and who must approve it when it needs a second person. */
+  /** The decision that takes it (`retry-step:<step>` for a retry), then who may take it, and who must approve it when it needs a second person. */
+  decision: string;
   decidedBy: string[];
   approvedBy: string[];
 }
@@ -31,7 +32,7 @@ const RETRYABLE = new Set(['RATE_LIMIT', 'TRANSIENT_DEPENDENCY', 'CAPACITY', 'ST
 
 export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): VerdictView {
   const holders = (role: 'operator' | 'approver') => Object.entries(policy.roles).filter(([, roles]) => roles.includes(role)).map(([name]) => name);
-  const who = (decision: string) => ({ decidedBy: holders('operator'), approvedBy: policy.needApproval.includes(decision) ? holders('approver') : [] });
+  const who = (decision: string) => ({ decision, decidedBy: holders('operator'), approvedBy: policy.needApproval.includes(decision) ? holders('approver') : [] });
   if (facts.quarantined && facts.compensationPending) {
     return {
       verdict: 'stop and hand to a person',

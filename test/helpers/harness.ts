@@ -28,6 +28,7 @@ import { openStore } from '../../src/store';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import { createRefundWorker } from '../../src/worker';
 import { outcomeOf } from '../../src/client/outcome';
+import type { EvidenceSources } from '../../src/inspect/evidence';
 import { refundWorkflow, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState } from '../../src/workflows';
 
 export interface HarnessOptions {
@@ -62,6 +63,10 @@ export interface Harness {
   storeFault(kind: StoreFaultKind, orderId: string, count?: number): Promise<void>;
   /** The run's state as its Query reports it. */
   state(workflowId: string): Promise<RefundRunState>;
+  /** Where inspect reads the external evidence. */
+  sources: EvidenceSources;
+  /** The environment that points our CLIs at this stack. */
+  cliEnv(): NodeJS.ProcessEnv;
   /** With RECORD_HISTORY=1, writes the run's history to test/histories/<name>.json for the replay test. */
   recordHistory(workflowId: string, name: string): void;
   close(): Promise<void>;
@@ -199,6 +204,17 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await store.faults.add({ kind, orderId, count });
     },
     state: (workflowId) => env.client.workflow.getHandle(workflowId).query(stepsQuery),
+    sources: { store, stripe, ledgerUrl: stripeServer.url, mailboxUrl: mail.apiUrl },
+    cliEnv: () => ({
+      ...process.env,
+      TEMPORAL_ADDRESS: env.address,
+      TEMPORAL_NAMESPACE: namespace,
+      DATABASE_URL: `sqlite:${path.join(dir, 'orders.db')}`,
+      OPERATION_SCOPE: 'test',
+      STRIPE_API_BASE: stripeServer.url,
+      SMTP_PORT: String(mail.smtpPort),
+      MAILBOX_PORT: String(new URL(mail.apiUrl).port),
+    }),
     recordHistory(workflowId, name) {
       if (!process.env.RECORD_HISTORY) return;
       const args = ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--output', 'json'];

@@ -1,11 +1,13 @@
 // Parked runs and the decisions that move them on, on the real stack: a run that needs a person
 // stays Running with its finished steps, waits for a `decide` Update, and repeats no effect.
 import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { messageIdForKey } from '../../src/activities/notifications';
 import { startRefund } from '../../src/client/refunds';
+import { inspectRun } from '../../src/inspect/inspection';
 import { TASK_QUEUE } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { decideUpdate, refundWorkflow, stepsQuery } from '../../src/workflows';
@@ -26,6 +28,19 @@ const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
 const opId = (orderId: string) => `refund:test:${orderId}:v1`;
 const historyLength = async (workflowId: string) => (await h.env.client.workflow.getHandle(workflowId).fetchHistory()).events?.length ?? 0;
+
+/** The history's length once the parked run is idle: its parking audit done and its last workflow task completed. */
+async function idleHistoryLength(workflowId: string): Promise<number> {
+  const handle = h.env.client.workflow.getHandle(workflowId);
+  for (let i = 0; i < 100; i++) {
+    const { raw } = await handle.describe();
+    const events = (await handle.fetchHistory()).events ?? [];
+    const last = events.at(-1)?.eventType;
+    if (!raw.pendingActivities?.length && !raw.pendingWorkflowTask && last === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) return events.length;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${workflowId} did not go idle`);
+}
 const clearFaults = () => fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 
 /** A run parked at the completion gate: the provider cannot be read there, after the refund, the order and the email are done. */
@@ -88,7 +103,7 @@ describe('a run that needs a person parks', () => {
 
   test('an unauthorized decider and an ill-timed decision are refused before anything is written to history', async () => {
     const { handle } = await parkedAtGate();
-    const before = await historyLength(handle.workflowId);
+    const before = await idleHistoryLength(handle.workflowId);
     const refused = (input: object) => handle.executeUpdate(decideUpdate, { args: [input as never] }).then(() => undefined, (e: unknown) => e);
 
     const mallory = await refused({ decision: 'abandon', by: 'mallory', reason: 'why not' });
@@ -168,11 +183,30 @@ describe('compensations', () => {
 
     // A person checks, proposes to resend, a second approves: resent once, same Message-ID.
     await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'not in the mailbox log' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
-    expect((await handle.query(stepsQuery)).status).toBe('needs_attention');
+    // Still parked, and still among the runs that need a person: now for a second person's approval.
+    expect((await handle.query(stepsQuery)).status).toBe('awaiting_approval');
+    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['awaiting_approval'], RefundNeedsAttention: [true] });
     await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'ok to resend' }] });
     await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
     expect(await h.messages({ messageId: correction })).toHaveLength(2);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  });
+
+  test('a run cancelled before its refund was sent stops with nothing left for a person', async () => {
+    const order = await h.seedOrder(newOrderId());
+    // Loading the order takes a while: the cancellation lands before anything is sent.
+    const slowBegin = () => new Promise<never>((_, reject) => setTimeout(() => reject(new Error('too slow')), 3000));
+    const described = await h.withWorker({ beginOperation: slowBegin }, async (taskQueue) => {
+      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+      await new Promise((r) => setTimeout(r, 500));
+      await handle.cancel();
+      await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
+      expect(await handle.query(stepsQuery)).toMatchObject({ status: 'stopped', outcome: { reason: expect.stringMatching(/the refund is not sent: nothing is left to do/) } });
+      return handle.describe();
+    });
+    expect(described.status.name).toBe('CANCELLED');
+    expect(described.searchAttributes).toMatchObject({ RefundStatus: ['stopped'], RefundNeedsAttention: [false] });
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(0);
   });
 
   test('cancelling a run while it compensates finishes its compensations', async () => {
@@ -183,7 +217,8 @@ describe('compensations', () => {
     const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
     for (let i = 0; i < 200 && (await handle.query(stepsQuery)).status !== 'compensating'; i++) await new Promise((r) => setTimeout(r, 50));
     await handle.cancel();
-    await handle.result().catch(() => undefined);
+    // Compensations are not cut short: the run finishes them and completes with that outcome.
+    await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
     // The cancellation came while the correction was being refused (slowly), and it was sent all the same.
     const correctionStep = (await handle.query(stepsQuery)).steps.find((s) => s.name === 'notify_customer');
     expect(correctionStep?.compensation?.attempts).toBe(2);
@@ -193,6 +228,10 @@ describe('compensations', () => {
     const state = await handle.query(stepsQuery);
     expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toMatchObject({ status: 'completed' });
     expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'completed' });
+    // Every compensation completed: nothing is left for a person.
+    expect(state.status).toBe('compensated');
+    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['compensated'], RefundNeedsAttention: [false] });
+    await expect(inspectRun(h.env.client, h.sources, 'test', handle.workflowId)).resolves.toMatchObject({ execution: 'COMPLETED', verdict: 'compensate, then resume' });
   });
 });
 

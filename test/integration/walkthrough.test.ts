@@ -177,7 +177,8 @@ test('a run cancelled while it reconciles ends Cancelled and says what it leaves
   expect((err as WorkflowFailedError).cause?.name).toBe('CancelledFailure');
   const described = await handle.describe();
   expect(described.status.name).toBe('CANCELLED');
-  expect(described.searchAttributes).toMatchObject({ RefundStatus: ['needs_attention'] });
+  // Closed, and still among the runs a person must look at.
+  expect(described.searchAttributes).toMatchObject({ RefundStatus: ['needs_attention'], RefundNeedsAttention: [true], RefundEffect: ['unknown'] });
   const trail = await h.store.operations.auditTrail(opId(order.id));
   expect(trail.at(-1)).toMatchObject({ event: 'run_stopped', detail: { reason: expect.stringMatching(/cancelled while reconciling; the refund is unknown/) } });
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });

@@ -1,0 +1,164 @@
+// What the world says about one refund operation, read where its effects land: the store (the
+// operation record, the order, the outbox, the audit trail), the provider (Stripe's refunds for
+// the payment intent, and the local server's ledger) and the mailbox. Every fact names the id it
+// comes from; a source that cannot be read is said so, never filled in.
+import type Stripe from 'stripe';
+import { messageIdForKey } from '../activities/notifications';
+import { maskEmails } from '../reliability/evidence';
+import { compensationKey, stepKey } from '../reliability/identity';
+import type { AppliedRefund, AuditEntry, OperationRecord, OrderStore, OutboxEntry } from '../store';
+import type { Order } from '../shared';
+
+export interface Fact {
+  /** Where it comes from, by id: `stripe:re_…`, `store:operation:…`, `mailbox:<…@…>`. */
+  id: string;
+  says: string;
+}
+
+export interface ProviderRefund {
+  id: string;
+  amount: number;
+  currency: string;
+  status: string | null;
+  created: string;
+}
+
+export interface Evidence {
+  operationId: string;
+  operation: OperationRecord | null;
+  order: Order | null;
+  applied: AppliedRefund | null;
+  notice: OutboxEntry | null;
+  correction: OutboxEntry | null;
+  audit: AuditEntry[];
+  /** The provider's refunds carrying this operation id; null when the provider could not be asked. */
+  refunds: ProviderRefund[] | null;
+  /** Refunds the local Stripe server's ledger made under this operation's key; null without a local ledger. */
+  ledgerRefunds: number | null;
+  /** Messages in the mailbox by Message-ID; null when the mailbox could not be read. */
+  mailbox: { notice: number; correction: number } | null;
+  noticeMessageId: string;
+  correctionMessageId: string;
+  facts: Fact[];
+  /** Sources that could not be read, and why. */
+  unavailable: string[];
+}
+
+export interface EvidenceSources {
+  store: OrderStore;
+  stripe: Stripe;
+  /** The local Stripe server, whose ledger counts effects; undefined for real Stripe. */
+  ledgerUrl?: string;
+  /** The local mailbox's API; undefined when mail goes elsewhere. */
+  mailboxUrl?: string;
+}
+
+const short = (e: unknown) => (e instanceof Error ? e.message : String(e));
+
+export async function gatherEvidence(sources: EvidenceSources, operationId: string, orderId: string): Promise<Evidence> {
+  const { store } = sources;
+  const noticeKey = stepKey(operationId, 'notify_customer');
+  const correctionKey = compensationKey(noticeKey);
+  const [operation, order, applied, notice, correction, audit] = await Promise.all([
+    store.operations.get(operationId),
+    store.getOrder(orderId),
+    store.appliedRefund(operationId),
+    store.getNotification(noticeKey),
+    store.getNotification(correctionKey),
+    store.operations.auditTrail(operationId),
+  ]);
+  const ev: Evidence = {
+    operationId,
+    operation: operation ?? null,
+    order: order ?? null,
+    applied: applied ?? null,
+    notice: notice ?? null,
+    correction: correction ?? null,
+    audit,
+    refunds: null,
+    ledgerRefunds: null,
+    mailbox: null,
+    noticeMessageId: notice?.messageId ?? messageIdForKey(noticeKey),
+    correctionMessageId: correction?.messageId ?? messageIdForKey(correctionKey),
+    facts: [],
+    unavailable: [],
+  };
+  storeFacts(ev, orderId);
+
+  const pi = order?.paymentIntentId;
+  if (!pi) ev.unavailable.push(`stripe: order ${orderId} is not in the store, so its payment intent is not known`);
+  else {
+    await providerFacts(ev, sources, pi, stepKey(operationId, 'create_refund'));
+  }
+  if (sources.mailboxUrl) await mailboxFacts(ev, sources.mailboxUrl);
+  else ev.unavailable.push(`mailbox: mail goes to a server whose mailbox cannot be read from here; look for ${ev.noticeMessageId} there`);
+  return ev;
+}
+
+function storeFacts(ev: Evidence, orderId: string): void {
+  const { operation: op, order, applied, notice, correction } = ev;
+  const id = `store:operation:${ev.operationId}`;
+  if (!op) ev.facts.push({ id, says: 'no operation record: no run of this operation got as far as recording its intent' });
+  else {
+    const absence = op.provenAbsentThrough === null ? 'no absence proof' : `absence proven through send ${op.provenAbsentThrough}`;
+    const refund = op.refund ? `; refund ${op.refund.refundId} (${op.refund.amount} ${op.refund.currency}, ${op.refund.status})` : '';
+    ev.facts.push({ id, says: `status ${op.status}; ${op.requestsSent} create request(s) sent; ${absence}${refund}` });
+  }
+  if (!order) ev.facts.push({ id: `store:order:${orderId}`, says: 'no such order' });
+  else ev.facts.push({ id: `store:order:${orderId}`, says: `${order.status}; ${order.refundedAmount} of ${order.amount} ${order.currency} refunded (version ${order.version})` });
+  if (applied) {
+    const reverted = applied.revertedByKey ? `, taken off again by ${applied.revertedByKey}` : '';
+    ev.facts.push({ id: `store:applied:${ev.operationId}`, says: `the order recorded refund ${applied.refundId} of ${applied.amount} for this operation${reverted}` });
+  }
+  for (const entry of [notice, correction]) {
+    if (!entry) continue;
+    const sent = entry.status === 'sent' ? `accepted by the mail server at ${entry.sentAt} (${entry.providerResponse})` : entry.status;
+    ev.facts.push({ id: `store:outbox:${entry.key}`, says: `${entry.kind} ${entry.messageId} to ${maskEmails(entry.recipient)}: ${sent}; ${entry.attempts} hand-over attempt(s)` });
+  }
+  for (const a of ev.audit.filter((e) => e.event === 'decision')) {
+    const d = a.detail as { decision?: string; by?: string };
+    ev.facts.push({ id: `store:audit:${a.seq}`, says: `decision ${d.decision ?? '?'} by ${d.by ?? a.actor} at ${a.at}` });
+  }
+}
+
+async function providerFacts(ev: Evidence, sources: EvidenceSources, pi: string, createKey: string): Promise<void> {
+  try {
+    const all: Stripe.Refund[] = [];
+    for await (const r of sources.stripe.refunds.list({ payment_intent: pi, limit: 100 })) all.push(r);
+    const mine = all.filter((r) => r.metadata?.operation_id === ev.operationId);
+    ev.refunds = mine.map((r) => ({ id: r.id, amount: r.amount, currency: r.currency, status: r.status, created: new Date(r.created * 1000).toISOString() }));
+    for (const r of ev.refunds) ev.facts.push({ id: `stripe:${r.id}`, says: `refund of ${r.amount} ${r.currency}, ${r.status}, created ${r.created}, metadata.operation_id ${ev.operationId}` });
+    if (mine.length === 0) ev.facts.push({ id: `stripe:${pi}`, says: `none of the payment intent's ${all.length} refund(s) carries metadata.operation_id ${ev.operationId}` });
+  } catch (err) {
+    ev.unavailable.push(`stripe: listing the refunds of ${pi} failed: ${short(err)}`);
+  }
+  if (!sources.ledgerUrl) return;
+  try {
+    const res = await fetch(`${sources.ledgerUrl}/_ledger?payment_intent=${encodeURIComponent(pi)}`);
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    const { effects } = (await res.json()) as { effects: { type: string; idempotencyKey: string | null; requestsWithKey: number }[] };
+    const made = effects.filter((e) => e.type === 'refund.created' && e.idempotencyKey === createKey);
+    ev.ledgerRefunds = made.length;
+    const requests = made.reduce((n, e) => n + e.requestsWithKey, 0);
+    ev.facts.push({ id: `ledger:${createKey}`, says: `the Stripe server's ledger has ${made.length} refund(s) made under this key${made.length ? `, from ${requests} request(s) carrying it` : ''}` });
+  } catch (err) {
+    ev.unavailable.push(`ledger: reading the Stripe server's ledger failed: ${short(err)}`);
+  }
+}
+
+async function mailboxFacts(ev: Evidence, mailboxUrl: string): Promise<void> {
+  const count = async (messageId: string) => {
+    const res = await fetch(`${mailboxUrl}/messages?message_id=${encodeURIComponent(messageId)}`);
+    if (!res.ok) throw new Error(`HTTP ${res.status}`);
+    const { messages } = (await res.json()) as { messages: { to: string[]; receivedAt: string }[] };
+    const when = messages.map((m) => m.receivedAt).join(', ');
+    ev.facts.push({ id: `mailbox:${messageId}`, says: messages.length ? `${messages.length} message(s) received (${when})` : 'no message with this Message-ID' });
+    return messages.length;
+  };
+  try {
+    // A correction is looked for only once one was meant to go out.
+    ev.mailbox = { notice: await count(ev.noticeMessageId), correction: ev.correction ? await count(ev.correctionMessageId) : 0 };
+  } catch (err) {
+    ev.unavailable.push(`mailbox: reading ${mailboxUrl} failed: ${short(err)}; look for ${ev.noticeMessageId} by hand`);
+  }
+}

@@ -1,0 +1,185 @@
+// `inspect` on the real stack: for a run in each state it reads the step table, the history and the
+// evidence where the effects landed, and gives the right verdict; the evidence can overrule the run.
+// Also the CLIs: inspect's text, --attention page by page, and decide.
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { messageIdForKey } from '../../src/activities/notifications';
+import { refund, startRefund } from '../../src/client/refunds';
+import { inspectRun, type Inspection } from '../../src/inspect/inspection';
+import { refundWorkflow } from '../../src/workflows';
+import { completed, fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
+
+const execFileAsync = promisify(execFile);
+const root = path.join(__dirname, '..', '..');
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+afterEach(async () => {
+  await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+  await fetch(`${h.mail.apiUrl}/_faults`, { method: 'DELETE' });
+});
+
+const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
+const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
+const opId = (orderId: string) => `refund:test:${orderId}:v1`;
+const inspect = (workflowId: string, sources = h.sources) => inspectRun(h.env.client, sources, 'test', workflowId);
+const cli = (script: string, args: string[]) =>
+  execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], { env: h.cliEnv(), encoding: 'utf8' });
+const claim = (i: Inspection, pattern: RegExp) => i.inferences.find((x) => pattern.test(x.claim));
+
+test('completed: every effect confirmed where it landed; auto-retry is safe', async () => {
+  const order = await h.seedOrder(newOrderId());
+  const result = completed(await refund(h.env.client, request(order.id)));
+  const i = await inspect(result.workflowId);
+
+  expect(i).toMatchObject({ execution: 'COMPLETED', refundStatus: 'completed', operationId: opId(order.id), verdict: 'auto-retry is safe', nextAction: expect.stringMatching(/^none: every effect is confirmed/) });
+  expect(i.steps?.map((s) => s.status)).toEqual(['completed', 'completed', 'completed', 'completed', 'completed']);
+  const refundId = result.refund.refundId;
+  expect(i.facts.map((f) => f.id)).toEqual(
+    expect.arrayContaining([`temporal:${result.workflowId}`, `stripe:${refundId}`, `store:operation:${opId(order.id)}`, `mailbox:${result.notification.messageId}`, `ledger:${opId(order.id)}:create_refund`]),
+  );
+  expect(i.inferences.map((x) => x.status)).toEqual(['confirmed', 'confirmed', 'confirmed']);
+  expect(claim(i, /exists at the provider, once/)).toMatchObject({ basis: expect.arrayContaining([`stripe:${refundId}`]) });
+  expect(i.unavailable).toEqual([]);
+});
+
+test('the evidence overrules the run: a second refund under the operation id hands it to a person', async () => {
+  const order = await h.seedOrder(newOrderId());
+  const result = completed(await refund(h.env.client, request(order.id)));
+  // Someone refunds by hand and tags it with the operation: the provider now holds two.
+  await h.stripe.refunds.create({ payment_intent: order.paymentIntentId, amount: 100, metadata: { operation_id: opId(order.id) } });
+  const i = await inspect(result.workflowId);
+  expect(claim(i, /exactly one refund exists/)).toMatchObject({ status: 'contradicted' });
+  expect(i).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/^investigate before anything else: the evidence contradicts "exactly one refund exists/) });
+});
+
+test('compensated: the refund failed, the order was restored and the correction sent; compensate, then resume', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const { handle } = await startRefund(h.env.client, request(order.id));
+  expect((await stopped(handle)).status).toBe('compensated');
+  const i = await inspect(handle.workflowId);
+
+  expect(i).toMatchObject({ execution: 'COMPLETED', refundStatus: 'compensated', verdict: 'compensate, then resume', nextAction: expect.stringMatching(/operation-version 2/) });
+  expect(claim(i, /^nothing was refunded$/)).toMatchObject({ status: 'confirmed' });
+  expect(claim(i, /the order was restored/)).toMatchObject({ status: 'confirmed' });
+  expect(claim(i, /^the correction .* reached the mailbox, once/)).toMatchObject({ status: 'confirmed' });
+  expect(i.steps?.find((s) => s.name === 'update_order')?.compensation).toMatchObject({ status: 'completed' });
+});
+
+test('parked with the outcome unknown: stop and hand to a person; without the provider, the refund is to be confirmed', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: `${opId(order.id)}:create_refund` } });
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  const workflowId = `refund-${order.id}-v1`;
+  await h.withWorker({}, async (taskQueue) => {
+    await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId, args: [request(order.id)] }));
+    // The provider still cannot be read, and this inspect has no local ledger (as with real Stripe).
+    const blind = await inspect(workflowId, { ...h.sources, ledgerUrl: undefined });
+    expect(blind).toMatchObject({ execution: 'RUNNING', refundStatus: 'needs_attention', verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/^reconcile operation/) });
+    expect(claim(blind, /^the refund is unknown$/)).toMatchObject({ status: 'to be confirmed', check: expect.stringMatching(/metadata.operation_id/) });
+    expect(blind.unavailable).toEqual(expect.arrayContaining([expect.stringMatching(/^stripe: listing the refunds of pi_/)]));
+    expect(claim(blind, /customer notice was not sent/)).toMatchObject({ status: 'confirmed' });
+
+    // Once the provider answers, the refund it made is observed, which the run has not yet recorded.
+    await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+    const seen = await inspect(workflowId);
+    expect(claim(seen, /a refund exists for this operation \(re_/)).toMatchObject({ status: 'confirmed' });
+    expect(seen.verdict).toBe('stop and hand to a person');
+    await h.env.client.workflow.getHandle(workflowId).terminate('test done');
+  }, { policy: fewLookups(2) });
+});
+
+test('parked after a version conflict: auto-retry is safe; decide retry-step from the CLI finishes it', async () => {
+  const order = await h.seedOrder(newOrderId());
+  // Every attempt the policy allows meets a competing writer (5 for a conflict that changed nothing).
+  await h.storeFault('conflict', order.id, 5);
+  const { handle } = await startRefund(h.env.client, request(order.id));
+  expect((await stopped(handle)).status).toBe('needs_attention');
+
+  const i = await inspect(handle.workflowId);
+  expect(i).toMatchObject({ refundStatus: 'needs_attention', verdict: 'auto-retry is safe', nextAction: expect.stringMatching(/^retry-step update_order/), decision: 'retry-step:update_order', decidedBy: expect.arrayContaining(['ops']), approvedBy: [] });
+  expect(i.steps?.find((s) => s.name === 'update_order')).toMatchObject({ status: 'failed', error: { code: 'STATE_CONFLICT', certainty: 'not_executed' } });
+  expect(claim(i, /exists at the provider, once/)).toMatchObject({ status: 'confirmed' });
+  expect(claim(i, /the order does not show a refund/)).toMatchObject({ status: 'confirmed' });
+
+  const text = (await cli('inspect.ts', [handle.workflowId])).stdout;
+  expect(text).toMatch(/^Steps$/m);
+  expect(text).toMatch(/update_order\s+failed\s+5\s+0\s+STATE_CONFLICT \(not_executed\)/);
+  expect(text).toMatch(/^Observed facts$/m);
+  expect(text).toMatch(/^Verdict {6}auto-retry is safe$/m);
+  expect(text).toMatch(/^Escalation {3}the refund stands; the run parks as needs_attention/m);
+  expect(text).toContain(`Decide       npm run decide -- ${handle.workflowId} retry-step --by <name> --reason "<why>"`);
+  expect(text).toContain(`temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input '{"decision":"retry-step","by":"<name>","reason":"<why>"}'`);
+
+  const refused = await cli('decide.ts', [handle.workflowId, 'retry-step', '--by', 'mallory', '--reason', 'why not']).catch((e: { code: number; stderr: string }) => e);
+  expect(refused).toMatchObject({ code: 2, stderr: expect.stringMatching(/refused, nothing was recorded: mallory may not retry-step/) });
+  const decided = await cli('decide.ts', [handle.workflowId, 'retry-step', '--by', 'ops', '--reason', 'the competing writer is gone', '--json']);
+  expect(JSON.parse(decided.stdout)).toMatchObject({ record: { seq: 1, decision: 'retry-step', step: 'update_order', outcome: 'applied' }, updateId: expect.stringMatching(/^retry-step:parked-/) });
+
+  expect(await handle.result()).toMatchObject({ status: 'completed' });
+  const after = await inspect(handle.workflowId);
+  expect(after).toMatchObject({ verdict: 'auto-retry is safe', decisions: [expect.objectContaining({ by: 'ops', reason: 'the competing writer is gone' })] });
+  expect(after.facts).toEqual(expect.arrayContaining([expect.objectContaining({ says: expect.stringMatching(/^update decide retry-step:parked-.* accepted: retry-step by ops/) })]));
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+});
+
+test('a quarantined compensation: stop and hand to a person, with the mailbox saying whether the customer has it', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const correction = messageIdForKey(`${opId(order.id)}:notify_customer:compensate`);
+  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: correction } });
+  const { handle } = await startRefund(h.env.client, request(order.id));
+  expect((await stopped(handle)).status).toBe('needs_attention');
+
+  const i = await inspect(handle.workflowId);
+  expect(i).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/compensation's outcome is unknown/), approvedBy: ['lead'] });
+  expect(i.steps?.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'unknown' });
+  // The run cannot tell; the mailbox can.
+  expect(claim(i, /^the correction .* reached the mailbox, once/)).toMatchObject({ status: 'confirmed', basis: expect.arrayContaining([`mailbox:${correction}`]) });
+
+  // A proposal waits for its approver, and inspect says so.
+  await cli('decide.ts', [handle.workflowId, 'compensate', '--by', 'ops', '--reason', 'resend the correction']);
+  const waiting = await inspect(handle.workflowId);
+  expect(waiting).toMatchObject({ refundStatus: 'awaiting_approval', nextAction: expect.stringMatching(/^approve or reject compensate proposed by ops/), decidedBy: ['lead'] });
+  await cli('decide.ts', [handle.workflowId, 'abandon', '--by', 'lead', '--reason', 'x']).catch((e: { code: number; stderr: string }) => expect(e.stderr).toMatch(/waiting for approval/));
+  await cli('decide.ts', [handle.workflowId, 'reject', '--by', 'lead', '--reason', 'the mailbox has it']);
+  await cli('decide.ts', [handle.workflowId, 'abandon', '--by', 'lead', '--reason', 'the customer has the correction']);
+  expect(await handle.result()).toMatchObject({ status: 'abandoned' });
+  expect(await h.messages({ messageId: correction })).toHaveLength(1);
+});
+
+test('inspect --attention lists every run that needs a person, page by page', async () => {
+  const parked = await Promise.all(
+    [1, 2, 3].map(async () => {
+      const order = await h.seedOrder(newOrderId());
+      await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+      const { handle } = await startRefund(h.env.client, request(order.id));
+      await stopped(handle);
+      return handle.workflowId;
+    }),
+  );
+  let listed: { workflowId: string; execution: string; verdict: string }[] = [];
+  for (let i = 0; i < 50 && !parked.every((id) => listed.some((r) => r.workflowId === id)); i++) {
+    const { stdout } = await cli('inspect.ts', ['--attention', '--page-size', '2', '--json']);
+    listed = stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line));
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  for (const id of parked) expect(listed).toContainEqual(expect.objectContaining({ workflowId: id, execution: 'RUNNING', verdict: 'auto-retry is safe' }));
+  const table = (await cli('inspect.ts', ['--attention'])).stdout;
+  expect(table).toMatch(/^workflow id\s+execution\s+status\s+step\s+effect\s+verdict$/m);
+  expect(table).toMatch(/\d+ run\(s\) need a person/);
+  for (const id of parked) await cli('decide.ts', [id, 'abandon', '--by', 'ops', '--reason', 'test done']);
+});
+
+test('bad input changes nothing: no such run, no decision, both a workflow id and --attention', async () => {
+  await expect(cli('inspect.ts', ['refund-nope-v1'])).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/inspect: no workflow refund-nope-v1/) });
+  await expect(cli('inspect.ts', [])).rejects.toMatchObject({ code: 2, stderr: expect.stringMatching(/give a workflow id, or --attention/) });
+  await expect(cli('decide.ts', ['refund-nope-v1', 'retry-step', '--by', 'ops', '--reason', 'x'])).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/no workflow refund-nope-v1/) });
+  await expect(cli('decide.ts', ['refund-nope-v1', 'shrug', '--by', 'ops', '--reason', 'x'])).rejects.toMatchObject({ stderr: expect.stringMatching(/value 'shrug' is invalid for argument 'decision'. Allowed choices are retry-step, compensate, abandon, approve, reject/) });
+});
