@@ -1,6 +1,7 @@
 import type Stripe from 'stripe';
 import type { Transporter } from 'nodemailer';
 import type { RunSettings } from '../receipts';
+import type { DecisionPolicy } from '../reliability/policy';
 import type { OrderStore } from '../store/types';
 import { createAttemptRunner } from './attempt';
 import { createCompletionGate } from './completion-gate';
@@ -37,6 +38,10 @@ export function createActivities(deps: ActivityDeps) {
       policy: settings.policy,
       sendDeadlineMs: settings.policy.timeouts.smtp.startToCloseMs - SMTP_DEADLINE_MARGIN_MS,
     }),
+    /** Who may decide parked runs, as this worker is configured now (the policy's roles, or DECIDERS). */
+    async decisionPolicy(): Promise<DecisionPolicy> {
+      return settings.policy.decisions;
+    },
   };
 }
 

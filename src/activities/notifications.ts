@@ -28,8 +28,8 @@ export interface RefundNoticeInput {
   amount: number;
   currency: string;
   refundId: string;
-  /** A person approved resending a notice whose first hand-over ended unknown (same Message-ID). */
-  resend?: boolean;
+  /** When a person approved resending a notice whose hand-over ended unknown: that hand-over, begun before it, is resent once (same Message-ID). */
+  resendApprovedAt?: string;
 }
 
 /** Why a correction is sent, as the customer may read it. Operator-facing error text never goes into an email. */
@@ -45,8 +45,8 @@ export interface RefundCorrectionInput {
   orderId: string;
   refundId: string;
   reason: CorrectionReason;
-  /** A person approved resending a correction whose first hand-over ended unknown (same Message-ID). */
-  resend?: boolean;
+  /** When a person approved resending a correction whose hand-over ended unknown: that hand-over, begun before it, is resent once (same Message-ID). */
+  resendApprovedAt?: string;
 }
 
 /**
@@ -100,7 +100,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
   const inFlight = (entry: OutboxEntry) => entry.sendingSince !== null && Date.now() - Date.parse(entry.sendingSince) < sendDeadlineMs + 1000;
 
   const deliver = async (
-    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resend?: boolean },
+    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resendApprovedAt?: string },
     subject: string,
     text: string,
   ): Promise<NotificationReceipt> => {
@@ -114,12 +114,17 @@ export function createNotificationActivities(deps: NotificationDeps) {
     if (!ours) {
       const current = (await store.getNotification(entry.key)) ?? claimed;
       if (current.status === 'sent') return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
-      // A person who approved a resend has judged the earlier hand-over over: the lease does not hold them up.
-      if (current.status === 'sending' && inFlight(current) && !entry.resend) {
+      // A person's approval covers the hand-over they judged, begun before it: taking it over re-stamps
+      // the entry, so a later attempt of this activity sees a hand-over of its own and never resends again.
+      if (current.status === 'sending' && approvedResend(current, entry.resendApprovedAt)) {
+        const stamp = new Date(Math.max(Date.now(), Date.parse(entry.resendApprovedAt!) + 1)).toISOString();
+        if (!(await store.takeOverNotification(entry.key, current.sendingSince!, stamp))) {
+          throw new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', `another attempt took over ${ctx.messageId} just now; look again when it is done`, { provider: ctx });
+        }
+      } else if (current.status === 'sending' && inFlight(current)) {
         // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
         throw new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', `another attempt is sending ${ctx.messageId} right now; look again when it is done`, { provider: ctx });
-      }
-      if (current.status === 'sending' && !resendUnknown() && !entry.resend) throw outcomeUnknown(ctx, 'a previous attempt');
+      } else if (current.status === 'sending' && !resendUnknown()) throw outcomeUnknown(ctx, 'a previous attempt');
       if (current.status === 'pending') {
         // Another attempt held the entry and was refused by the server between our two reads: a retry sends cleanly.
         throw new Classified('STATE_CONFLICT', 'not_executed', 'concurrent_attempt', `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`, { provider: ctx });
@@ -206,6 +211,11 @@ export function createNotificationActivities(deps: NotificationDeps) {
       );
     },
   };
+}
+
+/** Whether a person's approval, given at `approvedAt`, covers this hand-over: one that began before it. */
+function approvedResend(entry: OutboxEntry, approvedAt: string | undefined): boolean {
+  return approvedAt !== undefined && entry.sendingSince !== null && Date.parse(entry.sendingSince) < Date.parse(approvedAt);
 }
 
 /** Failures that happen before any SMTP session with the server exists. */

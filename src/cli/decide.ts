@@ -64,7 +64,8 @@ function businessKey(input: DecisionInput, state: RefundRunState): string {
     const pending = state.decisions.find((d) => d.outcome === 'awaiting_approval');
     return `${input.decision}:proposal-${pending?.seq ?? 'none'}`;
   }
-  return `${input.decision}${input.step ? `:${input.step}` : ''}:parked-${state.parked?.since ?? 'not-parked'}`;
+  // After a rejected proposal the same decision may be proposed anew: the decisions so far are part of the key.
+  return `${input.decision}${input.step ? `:${input.step}` : ''}:parked-${state.parked?.since ?? 'not-parked'}:after-${state.decisions.length}`;
 }
 
 main().catch((err) => {

@@ -21,6 +21,8 @@ export interface SagaContext {
   notice?: NotificationReceipt;
   /** Why compensation is running, as the customer may read it. */
   correctionReason?: CorrectionReason;
+  /** Set when the provider refunded less than asked: what it refunded, for the record. */
+  partialNote?: string;
 }
 
 /** The activities compensations may name; the workflow proxies exactly these for them. */

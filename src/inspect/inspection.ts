@@ -245,6 +245,9 @@ export function decideVerdict(v: VerdictInput): VerdictPart {
   if (v.execution === 'RUNNING' && !v.state && v.parkedVerdict) {
     return { verdict: v.parkedVerdict as Verdict, nextAction: 'start a worker (`npm start`) to read the step table and the next action', ...none };
   }
+  if (v.execution === 'RUNNING' && !v.state) {
+    return { verdict: 'auto-retry is safe', nextAction: 'start a worker (`npm start`): no worker polls, and the run continues where it stopped once one does; it reconciles before it resends anything', ...none };
+  }
   if (v.execution === 'RUNNING') {
     const at = v.state?.steps.find((s) => s.status === 'running')?.name;
     return { verdict: 'auto-retry is safe', nextAction: `none: the run is ${v.state?.status ?? 'running'}${at ? ` at ${at}` : ''}, retrying and reconciling on its own within its budget`, ...none };

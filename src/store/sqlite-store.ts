@@ -323,6 +323,14 @@ export class SqliteOrderStore implements OrderStore {
     });
   }
 
+  async takeOverNotification(key: string, since: string, stamp: string): Promise<boolean> {
+    return this.transaction(() => {
+      this.requireOutbox(key);
+      const result = this.db.prepare("UPDATE notification_outbox SET sending_since = ? WHERE key = ? AND status = 'sending' AND sending_since = ?").run(stamp, key, since);
+      return result.changes === 1;
+    });
+  }
+
   async releaseNotification(key: string): Promise<boolean> {
     return this.transaction(() => {
       this.requireOutbox(key);

@@ -217,6 +217,8 @@ export interface OrderStore {
   claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry>;
   /** Moves pending → sending just before the message goes to SMTP; false, changing nothing, when the entry is not pending. */
   markNotificationSending(key: string): Promise<boolean>;
+  /** Takes over a hand-over a person approved resending: re-stamps `sendingSince`, only if it is still `since`; false, changing nothing, otherwise. */
+  takeOverNotification(key: string, since: string, stamp: string): Promise<boolean>;
   /** Moves sending → pending after a failure that proves the server did not accept the message; false when not sending. */
   releaseNotification(key: string): Promise<boolean>;
   /** Records the server's acceptance (sending → sent); an entry already sent keeps its first acceptance. With `audit`, the first acceptance is in the operation's audit trail. */

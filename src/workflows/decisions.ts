@@ -82,8 +82,14 @@ export class DecisionDesk {
     if (!roles.includes(ROLE_FOR[d.decision])) {
       throw new Error(`${d.by} may not ${d.decision}: it takes the ${ROLE_FOR[d.decision]} role, and ${d.by} has ${roles.length ? roles.join(', ') : 'none'}`);
     }
+    // A decision already taken holds until the run parks again: a second one would act on a state nobody reviewed.
+    if (this.chosen) {
+      const { kind, record } = this.chosen;
+      throw new Error(`${record.decision} by ${record.by} ${kind === 'expired' ? `expired at ${record.expiresAt}; the run stops` : 'was already taken; the run is carrying it out'}`);
+    }
     if (d.decision === 'approve' || d.decision === 'reject') {
       if (!this.pending) throw new Error(`there is no decision waiting for approval`);
+      if (Date.now() >= Date.parse(this.pending.expiresAt!)) throw new Error(`${this.pending.decision} by ${this.pending.by} expired at ${this.pending.expiresAt}; it can no longer be answered`);
       if (this.pending.by === d.by) throw new Error(`${d.by} proposed ${this.pending.decision}; a second person must ${d.decision} it`);
       return;
     }
@@ -92,6 +98,8 @@ export class DecisionDesk {
     if (this.pending) throw new Error(`${this.pending.decision} by ${this.pending.by} is waiting for approval; approve or reject it first`);
     if (d.decision === 'retry-step') {
       if (!parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
+      // Retrying would only lead back to the compensations, without the approval they may need.
+      if (this.run.cannotCompensate() === null) throw new Error('the refund did not go through and finished steps say it did: compensate, not retry-step');
       const step = d.step ?? parked.failedStep;
       if (step !== parked.failedStep) throw new Error(`only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`);
     }
@@ -137,21 +145,23 @@ export class DecisionDesk {
     return record;
   }
 
+  /** The run parked again: the decision it carried out is done, and a new one may be taken. */
+  reopen(): void {
+    this.chosen = null;
+  }
+
   /** Waits for a decision to be taken (approved, where it needs approval); a proposal left unapproved expires into a stop. */
   async next(): Promise<Chosen> {
     for (;;) {
       await condition(() => this.chosen !== null || this.pending !== null);
-      if (this.chosen) {
-        const chosen = this.chosen;
-        this.chosen = null;
-        return chosen;
-      }
+      if (this.chosen) return this.chosen;
       const proposal = this.pending!;
       const answered = await condition(() => this.pending !== proposal, Math.max(0, Date.parse(proposal.expiresAt!) - Date.now()));
       if (!answered) {
         proposal.outcome = 'expired';
         this.pending = null;
-        return { kind: 'expired', record: proposal };
+        this.chosen = { kind: 'expired', record: proposal };
+        return this.chosen;
       }
     }
   }

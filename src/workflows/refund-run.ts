@@ -8,7 +8,7 @@ import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '..
 import type { BeginResult, Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import { redact, tally } from '../reliability/evidence';
-import { decide, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
+import { decide, type DecisionPolicy, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
 import type { Boundary, Certainty } from '../reliability/taxonomy';
 import { SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
 import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
@@ -110,8 +110,10 @@ export class RefundRun {
   private readonly deskView: DeskView = {
     parked: null,
     cannotCompensate: () => this.cannotCompensate(),
-    policy: () => this.policy.decisions,
+    policy: () => this.decisionPolicy,
   };
+  /** Who may decide, read from the workers when the run parks; until then, the run's policy. */
+  private workerDecisions: DecisionPolicy | undefined;
   readonly desk = new DecisionDesk(this.deskView);
   /** How much of each step's ledger the budget has already been charged for. */
   private readonly paid = new Map<string, number>();
@@ -127,6 +129,14 @@ export class RefundRun {
 
   get policy(): RecoveryPolicy {
     return this.settings?.policy ?? DEFAULT_POLICY;
+  }
+
+  get decisionPolicy(): DecisionPolicy {
+    return this.workerDecisions ?? this.policy.decisions;
+  }
+
+  useDecisionPolicy(decisions: DecisionPolicy): void {
+    this.workerDecisions = decisions;
   }
 
   view(): RefundRunState {
@@ -166,11 +176,12 @@ export class RefundRun {
         operationId: this.ctx.operationId || null,
         noticeMessageId: typeof messageId === 'string' ? messageId : null,
       },
-      this.policy.decisions,
+      this.decisionPolicy,
     );
     this.outcome = { status: 'needs_attention', failedStep: stopped.failedStep, reason: stopped.reason, quarantined: stopped.quarantined };
     this.parked = { since: now(), failedStep: stopped.failedStep, reason: stopped.reason, ...view };
     this.deskView.parked = { failedStep: stopped.failedStep };
+    this.desk.reopen();
     this.status = 'needs_attention';
     upsertSearchAttributes([
       { key: SEARCH_ATTRIBUTES.status, value: 'needs_attention' },
@@ -194,6 +205,13 @@ export class RefundRun {
       { key: SEARCH_ATTRIBUTES.verdict, value: 'stop and hand to a person' },
       { key: SEARCH_ATTRIBUTES.needsAttention, value: true },
     ]);
+  }
+
+  /** Whether the run, ending now, leaves a person something to settle: a refund that stands or may stand with its saga unfinished, or an open compensation. */
+  leavesWorkBehind(): boolean {
+    const sent = this.effect.status !== 'none' || this.steps.get('create_refund').status !== 'pending';
+    if (!sent) return false;
+    return !(this.effect.status === 'failed' && this.cannotCompensate() !== null);
   }
 
   /** A decision was taken: the run moves on, no longer among those that need a person. */

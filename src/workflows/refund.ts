@@ -33,7 +33,7 @@ import {
 import { compensationKey, stepKey } from '../reliability/identity';
 import { backoffDelay, decide, retries, withJitter } from '../reliability/policy';
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
-import { decideUpdate } from './decisions';
+import { decideUpdate, type Chosen } from './decisions';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
@@ -128,22 +128,49 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       }
       if (stopped.status !== 'needs_attention') return ended(run, stopped.status, stopped.reason, stopped.failedStep);
 
+      // Who may decide is read as the workers are configured now, also for a run that never loaded its settings.
+      await proxyActivities<RefundActivities>(BOOKKEEPING)
+        .decisionPolicy()
+        .then((decisions) => run.useDecisionPolicy(decisions), () => undefined);
       run.park(stopped);
       await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', { verdict: run.parked?.verdict });
-      const chosen = await run.desk.next();
+      let chosen: Chosen;
+      try {
+        chosen = await run.desk.next();
+      } catch (waitErr) {
+        // Cancelled while it waited for a person: it still says what it leaves behind, and compensates what it can.
+        if (isCancellation(waitErr)) await CancellationScope.nonCancellable(() => cancelled(run));
+        throw waitErr;
+      }
       const { record } = chosen;
-      await audit(run, chosen.kind, record.reason, stopped.failedStep, 'decision', { decision: record.decision, by: record.by, seq: record.seq });
+      const approval = run.desk.records.find((r) => r.answers === record.seq && r.decision === 'approve');
+      await audit(run, chosen.kind, record.reason, stopped.failedStep, 'decision', {
+        decision: record.decision,
+        by: record.by,
+        seq: record.seq,
+        ...(approval && { approvedBy: approval.by, approvalReason: approval.reason }),
+      });
       if (chosen.kind === 'abandon') return ended(run, 'abandoned', `abandoned by ${record.by}: ${record.reason}`, stopped.failedStep);
       if (chosen.kind === 'expired') {
-        return ended(run, 'stopped', `${record.decision} proposed by ${record.by} was not approved before ${record.expiresAt}; the run stops and nothing more is done`, stopped.failedStep);
+        const reason = `${record.decision} proposed by ${record.by} was not approved before ${record.expiresAt}; the run stops and nothing more is done`;
+        // Stopped is the safe default, never proceeding; what the run leaves unsettled still waits for a person.
+        const result = await ended(run, 'stopped', reason, stopped.failedStep);
+        if (run.leavesWorkBehind()) run.flagForAttention();
+        return result;
       }
       run.unpark();
-      if (chosen.kind === 'compensate') next = () => compensate(run, { resendUnknown: true });
+      run.budget.renew(Date.now());
+      // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
+      const resendApprovedAt = record.at;
+      if (chosen.kind === 'compensate') next = () => compensate(run, { resendApprovedAt });
       else {
         const { step } = chosen;
         // A notice whose hand-over ended unknown is sent again only on a person's decision, with the same Message-ID.
         const resend = step === 'notify_customer' && run.steps.get('notify_customer').error?.code === 'UNKNOWN_OUTCOME';
-        next = () => carryOut(run, step, { resend });
+        const { refund, partialNote } = run.ctx;
+        // A partial refund keeps its email frozen: retrying only repairs the order to what was refunded.
+        if (run.effect.status === 'partial' && refund && partialNote !== undefined) next = () => partialRefund(run, refund, partialNote);
+        else next = () => carryOut(run, step, resend ? { resendApprovedAt } : {});
       }
     }
   }
@@ -162,8 +189,8 @@ async function ended(run: RefundRun, status: EndedRefund['status'], reason: stri
  * that stands or may stand is left to a person, and the run says which.
  */
 async function cancelled(run: RefundRun): Promise<void> {
-  if (run.effect.status === 'failed' && run.cannotCompensate() === null) {
-    await compensate(run, { resendUnknown: false }).catch((err: unknown) => {
+  if (patched(PARKING) && run.effect.status === 'failed' && run.cannotCompensate() === null) {
+    await compensate(run, {}).catch((err: unknown) => {
       if (!(err instanceof RunStopped)) throw err;
     });
   }
@@ -190,7 +217,7 @@ async function cancelled(run: RefundRun): Promise<void> {
  * The saga from `from` on: a retry-step decision resumes at the step that failed, the steps before
  * it keeping their outputs; every step is idempotent, so a reset run replays its receipts too.
  */
-async function carryOut(run: RefundRun, from: RefundStep, retry: { resend?: boolean } = {}): Promise<CompletedRefund> {
+async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprovedAt?: string } = {}): Promise<CompletedRefund> {
   const { request, ctx } = run;
   const due = (step: RefundStep) => REFUND_STEPS.indexOf(step) >= REFUND_STEPS.indexOf(from);
   if (due('load_order') || !run.begin) await loadOrder(run);
@@ -227,7 +254,7 @@ async function carryOut(run: RefundRun, from: RefundStep, retry: { resend?: bool
       amount: refund.amount,
       currency: refund.currency,
       refundId: refund.refundId,
-      ...(retry.resend && { resend: true }),
+      ...(retry.resendApprovedAt && { resendApprovedAt: retry.resendApprovedAt }),
     };
     ctx.notice = await attempt(run, 'notify_customer', () =>
       run.step('notify_customer', noticeInput, noticeInput.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(noticeInput), { sends: true }),
@@ -416,6 +443,8 @@ async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<Refu
  */
 async function partialRefund(run: RefundRun, refund: RefundReceipt, note: string): Promise<never> {
   run.effect = { status: 'partial', certainty: 'partial', refundId: refund.refundId };
+  run.ctx.refund = refund;
+  run.ctx.partialNote = note;
   run.steps.resolve('create_refund', refund, `partial: ${note}`);
   const key = stepKey(run.ctx.operationId, 'update_order');
   await updateOrder(run, refund.refundId, refund.amount, key);
@@ -445,7 +474,7 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
     );
     const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
     if (gate.verdict === 'pass') return;
-    if (gate.verdict === 'refund_failed') return compensate(run, { refund: gate.refund, resendUnknown: false });
+    if (gate.verdict === 'refund_failed') return compensate(run, { refund: gate.refund });
     if (gate.verdict === 'mismatch') {
       run.stop('needs_attention', `the completion gate found disagreements: ${failed.join('; ')}. The refund stands and is never sent again; a person must reconcile them`, 'completion_gate');
     }
@@ -464,26 +493,28 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
  * depends on; with today's registry, newest first, the order recorded histories replay), each
  * under its own key: when the provider failed the refund after accepting it (`refund`), on a
  * compensate decision, or on cancellation. A compensation that already completed is not run
- * again; one whose outcome was unknown is resent only on a person's decision (`resendUnknown`).
+ * again; one whose outcome was unknown is resent only on a person's decision (`resendApprovedAt`).
  * Compensations never stop for a cancellation.
  */
-async function compensate(run: RefundRun, options: { refund?: RefundReceipt; resendUnknown: boolean }): Promise<never> {
+async function compensate(run: RefundRun, options: { refund?: RefundReceipt; resendApprovedAt?: string }): Promise<never> {
   const refund = options.refund ?? run.ctx.refund;
   if (options.refund) run.effect = { status: 'failed', certainty: 'completed', refundId: options.refund.refundId };
   run.setStatus('compensating', 'completion_gate');
   run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
-  await CancellationScope.nonCancellable(async () => {
+  // Runs from before parking let a cancellation reach their compensations; newer ones finish them.
+  const finishing = <T>(fn: () => Promise<T>): Promise<T> => (patched(PARKING) ? CancellationScope.nonCancellable(fn) : fn());
+  await finishing(async () => {
     for (const step of compensationOrder(run.steps.completed())) {
       const { undo } = REFUND_SAGA[step];
       if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
       if (undo.kind !== 'compensation') continue;
       const previous = run.steps.get(step).compensation;
       if (previous?.status === 'completed') continue;
-      const resend = options.resendUnknown && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
+      const resend = options.resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
       const compKey = compensationKey(run.steps.get(step).idempotencyKey ?? stepKey(run.ctx.operationId, step));
       await run.steps.compensate(step, compKey, undo.boundary, undo.boundary !== 'store', async () => {
         const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
-        return acts[undo.activity]({ ...undo.input(run.ctx, compKey), ...(resend && { resend: true }) });
+        return acts[undo.activity]({ ...undo.input(run.ctx, compKey), ...(resend && { resendApprovedAt: options.resendApprovedAt }) });
       });
       run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
     }

@@ -36,6 +36,17 @@ export class RunBudget {
     this.deadlineMs = this.startedAtMs + limits.deadlineMs;
   }
 
+  /**
+   * A person's decision gives the run a fresh allowance from now: a run parked overnight would
+   * otherwise meet its deadline the moment it resumed. Its deadline, retry time and provider
+   * calls start over.
+   */
+  renew(nowMs: number): void {
+    this.deadlineMs = nowMs + this.limits.deadlineMs;
+    this.providerCalls = 0;
+    this.retryTimeMs = 0;
+  }
+
   remainingMs(): number {
     return this.deadlineMs - Date.now();
   }

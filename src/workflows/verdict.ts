@@ -27,7 +27,7 @@ export interface VerdictView {
   approvedBy: string[];
 }
 
-/** Failures that leave nothing behind and that a later attempt can fix. */
+/** Failures that leave nothing behind and that a later attempt can fix (a decision gives the run a fresh budget). */
 const RETRYABLE = new Set(['RATE_LIMIT', 'TRANSIENT_DEPENDENCY', 'CAPACITY', 'STATE_CONFLICT', 'BUDGET_EXCEEDED']);
 
 export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): VerdictView {
@@ -44,9 +44,6 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
     return { verdict: 'compensate, then resume', nextAction: 'compensate: undo the finished steps, each under its own key, since the refund did not go through', ...who('compensate') };
   }
   const step = facts.failedStep;
-  if (step && facts.failure && facts.failure.certainty === 'not_executed' && RETRYABLE.has(facts.failure.code) && !facts.quarantined) {
-    return { verdict: 'auto-retry is safe', nextAction: `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`, ...who(`retry-step:${step}`) };
-  }
   const stop = (nextAction: string, decision = 'abandon') => ({ verdict: 'stop and hand to a person' as const, nextAction, ...who(decision) });
   if (facts.effect.status === 'unknown') {
     return stop(
@@ -55,6 +52,10 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
     );
   }
   if (facts.effect.status === 'partial') return stop('tell the customer what was refunded and abandon, or refund the rest under a new operation version');
+  // Whatever failed last, a refund that may or may not stand is settled first: only then is a retry safe.
+  if (step && facts.failure && facts.failure.certainty === 'not_executed' && RETRYABLE.has(facts.failure.code) && !facts.quarantined) {
+    return { verdict: 'auto-retry is safe', nextAction: `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`, ...who(`retry-step:${step}`) };
+  }
   if (step === 'notify_customer' && facts.failure?.certainty === 'may_have_executed') {
     return stop(
       `look for ${facts.noticeMessageId ?? 'the notice'} in the mailbox: if it is there, abandon (the customer has it); if not, retry-step notify_customer, which resends it with the same Message-ID`,

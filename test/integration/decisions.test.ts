@@ -1,6 +1,7 @@
 // Parked runs and the decisions that move them on, on the real stack: a run that needs a person
 // stays Running with its finished steps, waits for a `decide` Update, and repeats no effect.
 import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -127,6 +128,61 @@ describe('a run that needs a person parks', () => {
     await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'late' }] })).rejects.toThrow();
   });
 
+  test('a decision gives the run a fresh budget: a run parked for its spent provider calls completes on retry-step', async () => {
+    const order = await h.seedOrder(newOrderId());
+    // create 1 + notice 1: the gate finds the budget spent.
+    const tight = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 2 } };
+    const result = await h.withWorker(
+      {},
+      async (taskQueue) => {
+        const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+        const { state } = await stopped(handle);
+        expect(state.parked).toMatchObject({ failedStep: 'completion_gate', verdict: 'auto-retry is safe' });
+        expect(state.steps.find((s) => s.name === 'completion_gate')?.error).toMatchObject({ code: 'BUDGET_EXCEEDED' });
+        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'budget reviewed' }] });
+        return handle.result();
+      },
+      { policy: tight },
+    );
+    expect(result.status).toBe('completed');
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  });
+
+  test('a parked run cancelled while it waits says what it leaves behind and stays among the runs that need a person', async () => {
+    const { handle, order } = await parkedAtGate();
+    await handle.cancel();
+    await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
+    const state = await handle.query(stepsQuery);
+    expect(state.outcome?.reason).toMatch(/cancelled while needs_attention; the refund is refunded: a person finishes what was started/);
+    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundNeedsAttention: [true], RefundVerdict: ['stop and hand to a person'], RefundEffect: ['refunded'] });
+    const trail = await h.store.operations.auditTrail(opId(order.id));
+    expect(trail.at(-1)).toMatchObject({ event: 'run_stopped', detail: { reason: expect.stringMatching(/cancelled while needs_attention/) } });
+    await clearFaults();
+  });
+
+  test("who may decide is the workers' configuration, also for a run parked before it loaded its settings", async () => {
+    const order = await h.seedOrder(newOrderId());
+    const onlyAlice = { ...TEST_POLICY, decisions: { ...TEST_POLICY.decisions, roles: { alice: ['operator' as const] } } };
+    const denied = async () => {
+      throw ApplicationFailure.create({ type: 'PERMISSION_DENIED', message: 'store credentials revoked', nonRetryable: true, details: [{ code: 'PERMISSION_DENIED', certainty: 'not_executed', reason: 'injected', ledger: [] }] });
+    };
+    await h.withWorker(
+      { beginOperation: denied },
+      async (taskQueue) => {
+        const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+        const { state } = await stopped(handle);
+        expect(state.parked).toMatchObject({ failedStep: 'load_order', decidedBy: ['alice'] });
+        await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'shipped name' }] })).rejects.toMatchObject({
+          cause: { message: expect.stringMatching(/ops may not abandon/) },
+        });
+        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'alice', reason: 'store access is being fixed' }] });
+        await expect(handle.result()).resolves.toMatchObject({ status: 'abandoned' });
+      },
+      { policy: onlyAlice },
+    );
+  });
+
   test('a decision that needs approval waits for a second person; unapproved, it expires and the run stops', async () => {
     const order = await h.seedOrder(newOrderId());
     const quick = { ...TEST_POLICY, decisions: { ...TEST_POLICY.decisions, needApproval: ['abandon'], approvalTtlMs: 1500 } };
@@ -140,11 +196,13 @@ describe('a run that needs a person parks', () => {
         expect(proposal).toMatchObject({ outcome: 'awaiting_approval', expiresAt: expect.any(String) });
         // The proposer cannot approve it.
         await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'ops', reason: 'me' }] })).rejects.toThrow(WorkflowUpdateFailedError);
-        return { result: await handle.result(), state: await handle.query(stepsQuery) };
+        return { result: await handle.result(), state: await handle.query(stepsQuery), described: await handle.describe() };
       },
       { policy: quick },
     );
     expect(outcome.result).toMatchObject({ status: 'stopped', reason: expect.stringMatching(/abandon proposed by ops was not approved before/) });
+    // The refund stands and the gate never confirmed it: stopped, and still among the runs a person must look at.
+    expect(outcome.described.searchAttributes).toMatchObject({ RefundStatus: ['stopped'], RefundNeedsAttention: [true], RefundVerdict: ['stop and hand to a person'] });
     expect(outcome.state.decisions).toEqual([expect.objectContaining({ decision: 'abandon', outcome: 'expired' })]);
     await clearFaults();
   });

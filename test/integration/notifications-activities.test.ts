@@ -226,6 +226,24 @@ it('never resends after the message was handed over but not recorded: the retry 
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending', attempts: 3 });
 });
 
+it("resends a hand-over a person approved once: a retry of that resend whose record was lost does not send again", async () => {
+  const input = await notice('approved-resend:v1');
+  const messageId = messageIdForKey(input.key);
+  // The first hand-over's record is lost: its outcome is unknown, and a person looks.
+  await expect(failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, input))).resolves.toBeDefined();
+  await handOverExpired();
+  const approved = { ...input, resendApprovedAt: new Date().toISOString() };
+
+  // The approved resend goes out, and its own record is lost too.
+  await expect(failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, approved))).resolves.toMatchObject({ type: 'TRANSIENT_DEPENDENCY' });
+  await expect(delivered(messageId)).resolves.toHaveLength(2);
+  // Temporal retries the same activity with the same input: the approval is spent, so it waits, then reports the unknown outcome.
+  await expect(failureOf(run(activities.sendRefundNotice, approved))).resolves.toMatchObject({ type: 'STATE_CONFLICT' });
+  await handOverExpired();
+  await expect(failureOf(run(activities.sendRefundNotice, approved))).resolves.toMatchObject({ type: 'UNKNOWN_OUTCOME' });
+  await expect(delivered(messageId)).resolves.toHaveLength(2);
+});
+
 it('resends an unknown send with the same Message-ID when the policy says so', async () => {
   const resend = parsePolicy({
     ...DEFAULT_POLICY,

@@ -1,0 +1,64 @@
+// The decide validator and the verdict, outside a workflow: which decisions fit which state.
+import { DecisionDesk, type DeskView } from '../../src/workflows/decisions';
+import { verdictFor, type VerdictFacts } from '../../src/workflows/verdict';
+import type { DecisionPolicy } from '../../src/reliability/policy';
+
+const POLICY: DecisionPolicy = { roles: { ops: ['operator'], lead: ['operator', 'approver'] }, needApproval: ['compensate'], approvalTtlMs: 60_000 };
+
+function desk(over: Partial<DeskView> = {}, policy = POLICY) {
+  const view: DeskView = { parked: { failedStep: 'update_order' }, cannotCompensate: () => 'the refund is refunded', policy: () => policy, ...over };
+  return new DecisionDesk(view);
+}
+
+test('a decision taken holds until the run parks again: a second one is refused', () => {
+  const d = desk();
+  d.validate({ decision: 'retry-step', by: 'ops', reason: 'writer gone' });
+  d.apply({ decision: 'retry-step', by: 'ops', reason: 'writer gone' });
+  expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'too late' })).toThrow(/retry-step by ops was already taken; the run is carrying it out/);
+  d.reopen();
+  expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'parked again' })).not.toThrow();
+});
+
+test('retry-step is refused while the refund failed and compensations are open: that is compensate, with its approval', () => {
+  const d = desk({ parked: { failedStep: 'completion_gate' }, cannotCompensate: () => null });
+  expect(() => d.validate({ decision: 'retry-step', by: 'ops', reason: 'again' })).toThrow(/compensate, not retry-step/);
+  expect(() => d.validate({ decision: 'compensate', by: 'ops', reason: 'undo' })).not.toThrow();
+});
+
+test('a proposal past its expiry can no longer be approved', () => {
+  const d = desk({ cannotCompensate: () => null }, { ...POLICY, approvalTtlMs: 1000 });
+  const proposal = d.apply({ decision: 'compensate', by: 'ops', reason: 'undo' });
+  expect(proposal).toMatchObject({ outcome: 'awaiting_approval' });
+  expect(() => d.validate({ decision: 'approve', by: 'lead', reason: 'ok' })).not.toThrow();
+  const later = jest.spyOn(Date, 'now').mockReturnValue(Date.parse(proposal.expiresAt!));
+  try {
+    expect(() => d.validate({ decision: 'approve', by: 'lead', reason: 'ok' })).toThrow(/compensate by ops expired at .*; it can no longer be answered/);
+  } finally {
+    later.mockRestore();
+  }
+});
+
+describe('the verdict', () => {
+  const facts = (over: Partial<VerdictFacts>): VerdictFacts => ({
+    effect: { status: 'refunded', certainty: 'completed' },
+    failedStep: 'create_refund',
+    failure: { code: 'RATE_LIMIT', certainty: 'not_executed' },
+    quarantined: false,
+    compensationPending: false,
+    operationId: 'refund:test:o:v1',
+    noticeMessageId: null,
+    ...over,
+  });
+
+  test('an unknown refund is never "auto-retry is safe", whatever failed last', () => {
+    expect(verdictFor(facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } }), POLICY).verdict).toBe('stop and hand to a person');
+    expect(verdictFor(facts({ effect: { status: 'partial', certainty: 'partial' } }), POLICY).verdict).toBe('stop and hand to a person');
+  });
+
+  test('a failure that left nothing behind, with the refund known, is safe to retry', () => {
+    expect(verdictFor(facts({ failedStep: 'update_order', failure: { code: 'STATE_CONFLICT', certainty: 'not_executed' } }), POLICY)).toMatchObject({
+      verdict: 'auto-retry is safe',
+      decision: 'retry-step:update_order',
+    });
+  });
+});
