@@ -27,6 +27,9 @@ const envSchema = z.object({
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
+  DIGEST_TO: z.string().email().default('refund-ops@durable-refunds.test'),
+  SCHEDULE_TIME_ZONE: z.string().min(1).default('UTC'),
+  SCHEDULES_FILE: z.string().min(1).optional(),
   /** Who may decide parked runs, overriding the policy's roles: `alice=operator,bob=operator+approver`. */
   DECIDERS: z
     .string()
@@ -62,6 +65,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     policyFile: e.RECOVERY_POLICY_FILE,
     faultInjection: e.FAULT_INJECTION === 'on',
     deciders: e.DECIDERS,
+    digestTo: e.DIGEST_TO,
+    schedules: { timeZone: e.SCHEDULE_TIME_ZONE, file: e.SCHEDULES_FILE },
     dataDir: e.DATA_DIR,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, uiPort: e.TEMPORAL_UI_PORT },
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(e.DATA_DIR, 'orders.db')}`,

@@ -1,4 +1,5 @@
 // The real clients the activities are built from, opened from config and closed together.
+import type { Client } from '@temporalio/client';
 import { createActivities, SMTP_DEADLINE_MARGIN_MS, type RefundActivities } from './activities';
 import { createMailTransport } from './activities/notifications';
 import { createStripeClient } from './activities/payments';
@@ -44,13 +45,13 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
   };
 }
 
-export function openDeps(config: Config): Deps {
+export function openDeps(config: Config, temporal?: Client): Deps {
   const settings = runSettings(config);
   const store = openStore(config.databaseUrl, { faults: config.faultInjection });
   const mail = createMailTransport(config.mail.smtpUrl);
   const stripe = createStripeClient({ ...config.stripe, requestTimeoutMs: config.stripe.requestTimeoutMs });
   return {
-    activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from, settings }),
+    activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from, settings, temporal, digestTo: config.digestTo }),
     store,
     settings,
     async close() {

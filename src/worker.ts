@@ -1,6 +1,6 @@
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { RefundActivities } from './activities';
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { loadConfig, type Config } from './config';
 import { missingSearchAttributes } from './stack/stack';
 import { openDeps } from './deps';
@@ -48,14 +48,16 @@ async function checkSearchAttributes(config: Config): Promise<void> {
 export async function runWorker(): Promise<void> {
   const config = loadConfig();
   await checkSearchAttributes(config);
-  const deps = openDeps(config);
   let connection: NativeConnection;
+  let visibility: Connection;
   try {
     connection = await NativeConnection.connect({ address: config.temporal.address });
+    // Scheduled work (the digest, the sweep) reads visibility through a client of its own.
+    visibility = await Connection.connect({ address: config.temporal.address });
   } catch (err) {
-    await deps.close();
     throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
   }
+  const deps = openDeps(config, new Client({ connection: visibility, namespace: config.temporal.namespace }));
   try {
     const worker = await createRefundWorker({ connection, namespace: config.temporal.namespace, activities: deps.activities });
     console.log(
@@ -65,6 +67,7 @@ export async function runWorker(): Promise<void> {
     await worker.run();
   } finally {
     await connection.close();
+    await visibility.close();
     await deps.close();
   }
 }

@@ -1,14 +1,17 @@
+import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
 import type { Transporter } from 'nodemailer';
 import type { RunSettings } from '../receipts';
 import type { DecisionPolicy } from '../reliability/policy';
 import type { OrderStore } from '../store/types';
 import { createAttemptRunner } from './attempt';
+import { createAttentionActivities } from './attention';
 import { createCompletionGate } from './completion-gate';
 import { createNotificationActivities } from './notifications';
 import { createOperationActivities } from './operations';
 import { createOrderActivities } from './orders';
 import { createPaymentActivities } from './payments';
+import { createQueueActivities } from './queue';
 
 export interface ActivityDeps {
   stripe: Stripe;
@@ -17,6 +20,10 @@ export interface ActivityDeps {
   mailFrom: string;
   /** The scope, recovery policy and provider windows every run gets from this worker. */
   settings: RunSettings;
+  /** For scheduled work that reads visibility (the digest, the sweep). */
+  temporal?: Client;
+  /** Who reads the operators' digest. */
+  digestTo?: string;
 }
 
 /** Margin kept between an SMTP send's own deadline and the smtp activity's start-to-close. */
@@ -30,6 +37,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),
     ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
     ...createOrderActivities({ store, attempt }),
+    ...createQueueActivities({ queue: store.queue }),
     ...createNotificationActivities({
       transport: deps.mail,
       store,
@@ -37,7 +45,9 @@ export function createActivities(deps: ActivityDeps) {
       attempt,
       policy: settings.policy,
       sendDeadlineMs: settings.policy.timeouts.smtp.startToCloseMs - SMTP_DEADLINE_MARGIN_MS,
+      digestTo: deps.digestTo,
     }),
+    ...createAttentionActivities({ temporal: deps.temporal }),
     /** Who may decide parked runs, as this worker is configured now (the policy's roles, or DECIDERS). */
     async decisionPolicy(): Promise<DecisionPolicy> {
       return settings.policy.decisions;

@@ -1,3 +1,4 @@
+import type { AttentionRun } from '../inspect/attention';
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import nodemailer, { type NodemailerError, type SentMessageInfo, type Transporter } from 'nodemailer';
@@ -10,7 +11,11 @@ import { currentAttemptScope, recordTransportRequest } from './attempt-scope';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
+export const DEFAULT_DIGEST_TO = 'refund-ops@durable-refunds.test';
+
 export interface NotificationDeps {
+  /** Who reads the operators' digest (DIGEST_TO). */
+  digestTo?: string;
   transport: Transporter;
   store: OrderStore;
   from: string;
@@ -30,6 +35,24 @@ export interface RefundNoticeInput {
   refundId: string;
   /** When a person approved resending a notice whose hand-over ended unknown: that hand-over, begun before it, is resent once (same Message-ID). */
   resendApprovedAt?: string;
+}
+
+export interface DigestInput {
+  /** `digest:<occurrence id>`. */
+  key: string;
+  occurrenceId: string;
+  /** The occurrence as people name it: its scheduled instant in the schedule's time zone. */
+  label: string;
+  /** How many runs wait; the first of them are listed. */
+  total: number;
+  runs: AttentionRun[];
+}
+
+function digestText(input: DigestInput): string {
+  if (input.total === 0) return `No refund run waits for a person (${input.occurrenceId}).`;
+  const lines = input.runs.map((r) => `- ${r.workflowId} (order ${r.orderId ?? '?'}): ${r.execution}, ${r.status ?? '?'} at ${r.step ?? '?'}, refund ${r.effect ?? '?'}; ${r.verdict ?? ''}`);
+  const more = input.total > input.runs.length ? [`…and ${input.total - input.runs.length} more: npm run inspect -- --attention`] : [];
+  return [`${input.total} refund run(s) wait for a person (${input.occurrenceId}):`, '', ...lines, ...more, '', 'Inspect one with npm run inspect -- <workflow id>.'].join('\n');
 }
 
 /** Why a correction is sent, as the customer may read it. Operator-facing error text never goes into an email. */
@@ -100,13 +123,17 @@ export function createNotificationActivities(deps: NotificationDeps) {
   const inFlight = (entry: OutboxEntry) => entry.sendingSince !== null && Date.now() - Date.parse(entry.sendingSince) < sendDeadlineMs + 1000;
 
   const deliver = async (
-    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resendApprovedAt?: string },
+    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resendApprovedAt?: string; to?: string },
     subject: string,
     text: string,
   ): Promise<NotificationReceipt> => {
-    const order = await store.getOrder(entry.orderId);
-    if (!order) throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', `order ${entry.orderId} does not exist; nothing was sent`);
-    const to = order.customerEmail;
+    let to = entry.to;
+    if (to === undefined) {
+      // A customer is mailed at the address the order holds, never one passed along.
+      const order = await store.getOrder(entry.orderId);
+      if (!order) throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', `order ${entry.orderId} does not exist; nothing was sent`);
+      to = order.customerEmail;
+    }
     const ctx = { key: entry.key, messageId: messageIdForKey(entry.key), recipient: maskEmails(to) };
     const claimed = await claim(store, { key: entry.key, orderId: entry.orderId, kind: entry.kind, recipient: to, subject, messageId: ctx.messageId });
     // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
@@ -191,6 +218,17 @@ export function createNotificationActivities(deps: NotificationDeps) {
           ].join('\n'),
         );
       });
+    },
+
+    /** The occurrence's digest for the operators: one per occurrence, its key built from the occurrence id. */
+    async sendDigest(input: DigestInput): Promise<Evidenced<NotificationReceipt>> {
+      return deps.attempt(smtpCall('digest', input.key, input.occurrenceId), storeFailure, () =>
+        deliver(
+          { key: input.key, operationId: input.occurrenceId, orderId: '', kind: 'digest', to: deps.digestTo ?? DEFAULT_DIGEST_TO },
+          `Refunds waiting for a person: ${input.label}`,
+          digestText(input),
+        ),
+      );
     },
 
     async sendRefundCorrection(input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> {

@@ -3,6 +3,7 @@ import { outcomeOf } from '../client/outcome';
 import { ConflictingRefundError, startRefund, workerPolling } from '../client/refunds';
 import { loadConfig } from '../config';
 import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS, TASK_QUEUE } from '../shared';
+import { IntentConflictError, openStore } from '../store';
 import { connectClient, errorMessage } from './common';
 
 const integer = (name: string) => (value: string) => {
@@ -19,6 +20,7 @@ const program = new Command('refund')
   .option('--requested-by <who>', 'who asked for the refund (default: $USER)')
   .option('--operation-version <n>', 'a changed intent for the same order needs a new version', integer('--operation-version'), 1)
   .option('--no-wait', 'print the workflow id and return without waiting')
+  .option('--queue', 'queue the request for the refund-batch schedule instead of starting it now')
   .showHelpAfterError();
 
 async function main() {
@@ -33,6 +35,16 @@ async function main() {
     operationVersion: opts.operationVersion,
   });
   const config = loadConfig();
+  if (opts.queue) {
+    const store = openStore(config.databaseUrl);
+    try {
+      const { queued, created } = await store.queue.enqueue(request, 'cli');
+      console.log(`${created ? 'queued' : 'already queued'}: request #${queued.id}, order ${request.orderId} v${request.operationVersion}; the refund-batch schedule starts it (npm run queue -- list)`);
+    } finally {
+      await store.close();
+    }
+    return;
+  }
   const client = await connectClient(config);
   try {
     const { workflowId, handle } = await startRefund(client, request);
@@ -62,7 +74,7 @@ async function main() {
 }
 
 main().catch((err) => {
-  if (err instanceof InvalidRefundRequestError || err instanceof ConflictingRefundError) {
+  if (err instanceof InvalidRefundRequestError || err instanceof ConflictingRefundError || err instanceof IntentConflictError) {
     console.error(`refund: ${err.message}`);
     process.exit(2);
   }

@@ -81,7 +81,8 @@ export const budgetSchema = z
   .strict();
 
 /** What a parked run's decisions may be: retry-step (of the step that failed), compensate, abandon; approve or reject one that waits for approval. */
-export const DECISION_KINDS = ['retry-step', 'compensate', 'abandon', 'approve', 'reject'] as const;
+/** `reconcile` only looks the refund up and sends nothing: anyone may ask for it (the scheduled sweep does). */
+export const DECISION_KINDS = ['retry-step', 'compensate', 'abandon', 'approve', 'reject', 'reconcile'] as const;
 export type DecisionKind = (typeof DECISION_KINDS)[number];
 export const ROLES = ['operator', 'approver'] as const;
 export type Role = (typeof ROLES)[number];

@@ -3,6 +3,7 @@ import type { Order, OrderReceipt, OrderStatus } from '../shared';
 import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, VersionConflictError } from './errors';
 import { FAULTS_SCHEMA, SqliteStoreFaults } from './sqlite-faults';
 import { OPERATIONS_SCHEMA, SqliteOperationLog } from './sqlite-operations';
+import { QUEUE_SCHEMA, SqliteRefundQueue } from './sqlite-queue';
 import {
   type AppliedRefund,
   type ApplyRefundInput,
@@ -50,7 +51,7 @@ CREATE INDEX IF NOT EXISTS order_refunds_order_id ON order_refunds(order_id);
 CREATE TABLE IF NOT EXISTS notification_outbox (
   key TEXT PRIMARY KEY,
   order_id TEXT NOT NULL,
-  kind TEXT NOT NULL CHECK (kind IN ('refund_notice', 'refund_correction')),
+  kind TEXT NOT NULL CHECK (kind IN ('refund_notice', 'refund_correction', 'digest')),
   recipient TEXT NOT NULL,
   subject TEXT NOT NULL,
   message_id TEXT NOT NULL,
@@ -160,6 +161,7 @@ function isBusySnapshot(err: unknown): boolean {
 export class SqliteOrderStore implements OrderStore {
   readonly operations: SqliteOperationLog;
   readonly faults: SqliteStoreFaults;
+  readonly queue: SqliteRefundQueue;
   private readonly db: Database.Database;
   private readonly beforeOrderWrite: (orderId: string) => void;
 
@@ -168,12 +170,14 @@ export class SqliteOrderStore implements OrderStore {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     this.db.pragma('foreign_keys = ON');
-    this.db.exec(SCHEMA + OPERATIONS_SCHEMA + FAULTS_SCHEMA);
+    this.db.exec(SCHEMA + OPERATIONS_SCHEMA + FAULTS_SCHEMA + QUEUE_SCHEMA);
     // Databases made by earlier versions lack these columns.
     this.addColumn('notification_outbox', 'sending_since', 'TEXT');
     this.addColumn('operations', 'proven_absent_through', 'INTEGER');
+    this.allowDigests();
     this.operations = new SqliteOperationLog(this.db);
     this.faults = new SqliteStoreFaults(this.db, filename, options.faults ?? false);
+    this.queue = new SqliteRefundQueue(this.db);
     const hook = options.beforeOrderWrite ?? (() => undefined);
     this.beforeOrderWrite = (orderId) => {
       hook(orderId);
@@ -375,6 +379,18 @@ export class SqliteOrderStore implements OrderStore {
   async close(): Promise<void> {
     this.faults.close();
     if (this.db.open) this.db.close();
+  }
+
+  /** Outboxes made before digests existed refuse the kind in a CHECK, which SQLite cannot alter: the table is rebuilt. */
+  private allowDigests(): void {
+    const { sql } = this.db.prepare<[], { sql: string }>("SELECT sql FROM sqlite_master WHERE name = 'notification_outbox'").get()!;
+    if (sql.includes("'digest'")) return;
+    const columns = 'key, order_id, kind, recipient, subject, message_id, status, sending_since, attempts, provider_response, created_at, sent_at';
+    this.transaction(() => {
+      this.db.exec('ALTER TABLE notification_outbox RENAME TO notification_outbox_old');
+      this.db.exec(SCHEMA);
+      this.db.exec(`INSERT INTO notification_outbox (${columns}) SELECT ${columns} FROM notification_outbox_old; DROP TABLE notification_outbox_old`);
+    });
   }
 
   private addColumn(table: string, column: string, type: string): void {

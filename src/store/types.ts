@@ -1,4 +1,4 @@
-import type { Order, OrderReceipt, RefundReceipt } from '../shared';
+import type { Order, OrderReceipt, RefundReceipt, RefundRequest } from '../shared';
 
 export interface NewOrder {
   id: string;
@@ -44,8 +44,9 @@ export type NotificationStatus = 'pending' | 'sending' | 'sent';
 
 export interface OutboxEntry {
   key: string;
+  /** The order it is about; '' for an operators' digest. */
   orderId: string;
-  kind: 'refund_notice' | 'refund_correction';
+  kind: 'refund_notice' | 'refund_correction' | 'digest';
   recipient: string;
   subject: string;
   messageId: string;
@@ -196,6 +197,30 @@ export interface StoreFault {
   hits: number;
 }
 
+export interface QueuedRequest {
+  id: number;
+  request: RefundRequest;
+  /** Where it came from: `cli`, or `<file>:<line>` for a CSV import. */
+  source: string;
+  status: 'queued' | 'started';
+  queuedAt: string;
+  /** The run it started, and the occurrence that started it. */
+  workflowId: string | null;
+  startedBy: string | null;
+  /** Why the last occurrence that took it could not start it; it stays queued. */
+  lastError: string | null;
+  attempts: number;
+}
+
+/** Refund requests waiting for a scheduled batch (see sqlite-queue.ts). */
+export interface RefundQueue {
+  enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }>;
+  next(limit: number): Promise<QueuedRequest[]>;
+  markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest>;
+  markNotStarted(id: number, reason: string): Promise<QueuedRequest>;
+  list(filter?: { status?: QueuedRequest['status'] }): Promise<QueuedRequest[]>;
+}
+
 export interface StoreFaults {
   add(fault: { kind: StoreFaultKind; orderId?: string; count?: number }): Promise<StoreFault>;
   list(): Promise<StoreFault[]>;
@@ -206,6 +231,7 @@ export interface StoreFaults {
 export interface OrderStore {
   readonly operations: OperationLog;
   readonly faults: StoreFaults;
+  readonly queue: RefundQueue;
   /** Inserts the order, or returns the existing one when an identical order is already there. */
   seedOrder(order: NewOrder): Promise<Order>;
   getOrder(id: string): Promise<Order | undefined>;

@@ -38,6 +38,7 @@ export type Chosen =
   | { kind: 'retry-step'; step: RefundStep; record: DecisionRecord }
   | { kind: 'compensate'; record: DecisionRecord }
   | { kind: 'abandon'; record: DecisionRecord }
+  | { kind: 'reconcile'; record: DecisionRecord }
   | { kind: 'expired'; record: DecisionRecord };
 
 export const decideUpdate = defineUpdate<DecisionRecord, [DecisionInput]>('decide');
@@ -46,12 +47,15 @@ export const decideUpdate = defineUpdate<DecisionRecord, [DecisionInput]>('decid
 export interface DeskView {
   /** Parked and waiting for a decision, and at which step it stopped (null: not known). */
   parked: { failedStep: RefundStep | null } | null;
+  /** What is known of the refund: only an unknown one can be reconciled. */
+  effect: () => string;
   /** Why compensating now would be wrong, or null when it is possible. */
   cannotCompensate: () => string | null;
   policy: () => DecisionPolicy;
 }
 
-const ROLE_FOR: Record<DecisionKind, Role> = {
+const ROLE_FOR: Record<DecisionKind, Role | null> = {
+  reconcile: null,
   'retry-step': 'operator',
   compensate: 'operator',
   abandon: 'operator',
@@ -79,8 +83,9 @@ export class DecisionDesk {
     const d = parsed.data;
     const policy = this.run.policy();
     const roles = policy.roles[d.by] ?? [];
-    if (!roles.includes(ROLE_FOR[d.decision])) {
-      throw new Error(`${d.by} may not ${d.decision}: it takes the ${ROLE_FOR[d.decision]} role, and ${d.by} has ${roles.length ? roles.join(', ') : 'none'}`);
+    const role = ROLE_FOR[d.decision];
+    if (role && !roles.includes(role)) {
+      throw new Error(`${d.by} may not ${d.decision}: it takes the ${role} role, and ${d.by} has ${roles.length ? roles.join(', ') : 'none'}`);
     }
     // A decision already taken holds until the run parks again: a second one would act on a state nobody reviewed.
     if (this.chosen) {
@@ -102,6 +107,9 @@ export class DecisionDesk {
       if (this.run.cannotCompensate() === null) throw new Error('the refund did not go through and finished steps say it did: compensate, not retry-step');
       const step = d.step ?? parked.failedStep;
       if (step !== parked.failedStep) throw new Error(`only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`);
+    }
+    if (d.decision === 'reconcile' && (this.run.effect() !== 'unknown' || parked.failedStep !== 'create_refund')) {
+      throw new Error(`nothing to reconcile: the refund is ${this.run.effect()}${parked.failedStep !== 'create_refund' ? ` and the run stopped at ${parked.failedStep ?? 'no step'}` : ''}`);
     }
     if (d.decision === 'compensate') {
       const why = this.run.cannotCompensate();
@@ -169,5 +177,6 @@ export class DecisionDesk {
 
 function chosenOf(record: DecisionRecord): Chosen {
   if (record.decision === 'retry-step') return { kind: 'retry-step', step: record.step!, record };
+  if (record.decision === 'reconcile') return { kind: 'reconcile', record };
   return record.decision === 'compensate' ? { kind: 'compensate', record } : { kind: 'abandon', record };
 }

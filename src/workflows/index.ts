@@ -1,1 +1,4 @@
 export * from './refund';
+export * from './batch';
+export * from './digest';
+export * from './sweep';

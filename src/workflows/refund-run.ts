@@ -109,6 +109,7 @@ export class RefundRun {
   parked: RefundRunState['parked'] = null;
   private readonly deskView: DeskView = {
     parked: null,
+    effect: () => this.effect.status,
     cannotCompensate: () => this.cannotCompensate(),
     policy: () => this.decisionPolicy,
   };

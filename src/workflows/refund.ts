@@ -163,6 +163,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
       const resendApprovedAt = record.at;
       if (chosen.kind === 'compensate') next = () => compensate(run, { resendApprovedAt });
+      else if (chosen.kind === 'reconcile') next = () => reconcileParked(run);
       else {
         const { step } = chosen;
         // A notice whose hand-over ended unknown is sent again only on a person's decision, with the same Message-ID.
@@ -414,6 +415,39 @@ async function createRefund(run: RefundRun, input: CreateRefundInput, target: Re
           'create_refund',
         );
     }
+  }
+}
+
+/**
+ * A parked run whose refund is unknown, asked to look again (by a person or the scheduled sweep):
+ * lookups only, nothing is sent. Found, the saga goes on from the order update, as it would have
+ * had the answer arrived; still unknown or proven absent, it parks again for a person.
+ */
+async function reconcileParked(run: RefundRun): Promise<CompletedRefund> {
+  const begin = run.begin!;
+  const target = targetOf(begin.operation.operationId, run.request, begin.order.paymentIntentId);
+  const known = run.effect.refundId;
+  run.setStatus('reconciling', 'create_refund');
+  const settled = await reconcile(run, known ? { ...target, refundId: known } : target, false);
+  switch (settled.kind) {
+    case 'completed': {
+      run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
+      run.setStatus('running');
+      run.ctx.refund = await checkReceipt(run, settled.refund);
+      run.effect = { status: 'refunded', certainty: 'completed', refundId: run.ctx.refund.refundId };
+      return carryOut(run, 'update_order');
+    }
+    case 'partial':
+      return partialRefund(run, settled.refund, settled.note);
+    case 'failed':
+      run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
+      return run.stop('needs_attention', `the provider failed refund ${settled.refund.refundId}: ${settled.note}. Nothing was refunded and the customer was not emailed`, 'create_refund');
+    default:
+      return run.stop(
+        'needs_attention',
+        `reconciled again, and the refund is still not settled: ${settled.note}. Nothing was sent; a person decides (retry-step create_refund looks it up once more before it sends anything)`,
+        'create_refund',
+      );
   }
 }
 

@@ -136,7 +136,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     policy: options.policy ?? TEST_POLICY,
     provider: { dedupeWindowMs: keyTtlMs, consistencyMs: options.consistencyMs ?? 300, requestTimeoutMs },
   };
-  const build = (s: RunSettings) => createActivities({ stripe, store, mail: transport, mailFrom: 'refunds@test.local', settings: s });
+  const build = (s: RunSettings) => createActivities({ stripe, store, mail: transport, mailFrom: 'refunds@test.local', settings: s, temporal: env.client, digestTo: 'ops@test.local' });
   const activities = build(settings);
   const namespace = env.namespace ?? 'default';
   // Bundled once per file: every worker of the file runs the same workflow code.

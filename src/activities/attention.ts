@@ -1,0 +1,88 @@
+// Reads Temporal's visibility for scheduled work: the runs that wait for a person.
+import { Context } from '@temporalio/activity';
+import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { ATTENTION_QUERY, runsNeedingAttention, type AttentionRun } from '../inspect/attention';
+import { decideUpdate } from '../workflows/decisions';
+import { stepsQuery } from '../workflows/refund';
+
+/** Parked runs whose refund is unknown: what the sweep asks to reconcile. */
+export const UNKNOWN_QUERY = `${ATTENTION_QUERY} AND RefundEffect = 'unknown' AND ExecutionStatus = 'Running'`;
+
+export interface SweepReport {
+  /** Runs asked to reconcile, and what became of each within the wait. */
+  reconciled: string[];
+  stillUnknown: string[];
+  pending: string[];
+  /** Runs that refused the request (their state moved on), with why. */
+  refused: { workflowId: string; reason: string }[];
+  /** More runs matched than this occurrence may take; the next occurrence goes on. */
+  more: boolean;
+}
+
+export function createAttentionActivities(deps: { temporal?: Client }) {
+  const client = () => deps.temporal ?? ((): never => {
+    throw ApplicationFailure.nonRetryable('this worker has no Temporal client for visibility queries', 'CONFIGURATION');
+  })();
+  return {
+    /** How many runs need a person, and the first `max` of them (oldest pages first, as visibility returns them). */
+    async listAttention(input: { max: number }): Promise<{ total: number; runs: AttentionRun[] }> {
+      const { count } = await client().workflow.count(ATTENTION_QUERY);
+      const runs: AttentionRun[] = [];
+      if (input.max > 0) {
+        for await (const run of runsNeedingAttention(client(), Math.min(input.max, 500))) {
+          runs.push(run);
+          if (runs.length >= input.max) break;
+        }
+      }
+      return { total: Math.max(count, runs.length), runs };
+    },
+
+    /**
+     * Asks up to `maxRuns` parked runs whose refund is unknown to reconcile (a lookup; nothing is
+     * sent), one Update each under the occurrence's id so that a re-run asks no run twice, then
+     * waits up to `waitMs` for each to settle or park again.
+     */
+    async sweepUnknown(input: { occurrenceId: string; maxRuns: number; waitMs: number }): Promise<SweepReport> {
+      const c = client();
+      const report: SweepReport = { reconciled: [], stillUnknown: [], pending: [], refused: [], more: false };
+      const asked: { workflowId: string; at: string }[] = [];
+      for await (const w of c.workflow.list({ query: UNKNOWN_QUERY, pageSize: Math.min(input.maxRuns + 1, 500) })) {
+        if (asked.length + report.refused.length >= input.maxRuns) {
+          report.more = true;
+          break;
+        }
+        Context.current().heartbeat(w.workflowId);
+        try {
+          const record = await c.workflow.getHandle(w.workflowId).executeUpdate(decideUpdate, {
+            args: [{ decision: 'reconcile', by: 'sweep', reason: `scheduled sweep ${input.occurrenceId}` }],
+            updateId: `reconcile:${input.occurrenceId}`,
+          });
+          asked.push({ workflowId: w.workflowId, at: record.at });
+        } catch (err) {
+          if (!(err instanceof WorkflowUpdateFailedError)) throw err;
+          report.refused.push({ workflowId: w.workflowId, reason: err.cause?.message ?? err.message });
+        }
+      }
+      const until = Date.now() + input.waitMs;
+      for (const { workflowId, at } of asked) {
+        for (;;) {
+          const handle = c.workflow.getHandle(workflowId);
+          const described = await handle.describe();
+          const state = described.status.name === 'RUNNING' ? await handle.query(stepsQuery) : undefined;
+          if (!state || state.effect.status !== 'unknown') report.reconciled.push(workflowId);
+          // Parked again after the request: the lookups ended without an answer.
+          else if (state.parked && Date.parse(state.parked.since) >= Date.parse(at)) report.stillUnknown.push(workflowId);
+          else if (Date.now() >= until) report.pending.push(workflowId);
+          else {
+            Context.current().heartbeat(workflowId);
+            await new Promise((r) => setTimeout(r, 250));
+            continue;
+          }
+          break;
+        }
+      }
+      return report;
+    },
+  };
+}

@@ -1,0 +1,125 @@
+// Temporal Schedules made from our definitions: `apply` creates each or brings it to the
+// definition in code (idempotent: an up-to-date schedule is left alone), and the other verbs
+// read and steer them. They are ordinary Temporal Schedules: `temporal schedule …` and the Web
+// UI's Schedules page see and control the same ones.
+import { ScheduleNotFoundError, type Client, type ScheduleDescription, type ScheduleOptions, type ScheduleOverlapPolicy } from '@temporalio/client';
+import { fingerprint, type ScheduleDefinition } from './definitions';
+
+export type ApplyOutcome = 'created' | 'updated' | 'unchanged';
+
+function optionsFor(d: ScheduleDefinition): ScheduleOptions {
+  const { minute, hour, dayOfMonth, dayOfWeek } = d.calendar;
+  return {
+    scheduleId: d.id,
+    spec: {
+      calendars: [{ minute, hour, ...(dayOfMonth !== undefined && { dayOfMonth }), ...(dayOfWeek && { dayOfWeek }), comment: d.description }],
+      timezone: d.timeZone,
+      ...(d.startAt && { startAt: new Date(d.startAt) }),
+      ...(d.endAt && { endAt: new Date(d.endAt) }),
+    },
+    action: {
+      type: 'startWorkflow',
+      workflowType: d.workflow,
+      args: [d.args],
+      taskQueue: d.taskQueue,
+      // Temporal appends each occurrence's scheduled time to this id.
+      workflowId: d.id,
+      memo: { scheduleDefinition: fingerprint(d) },
+    },
+    policies: { overlap: d.overlap, catchupWindow: d.catchupWindowMs, pauseOnFailure: d.pauseOnFailure },
+    state: { note: `durable-refunds ${d.id} ${fingerprint(d)}` },
+  };
+}
+
+/** The fingerprint a schedule was applied with, and whether its live policies still match it (someone may have changed them by hand). */
+function upToDate(described: ScheduleDescription, d: ScheduleDefinition): boolean {
+  const action = described.action as { memo?: Record<string, unknown>; workflowType?: string };
+  return (
+    action.memo?.scheduleDefinition === fingerprint(d) &&
+    action.workflowType === d.workflow &&
+    described.policies.overlap === d.overlap &&
+    described.policies.catchupWindow === d.catchupWindowMs &&
+    described.policies.pauseOnFailure === d.pauseOnFailure &&
+    described.spec.timezone === d.timeZone
+  );
+}
+
+export async function describeSchedule(client: Client, id: string): Promise<ScheduleDescription | undefined> {
+  try {
+    return await client.schedule.getHandle(id).describe();
+  } catch (err) {
+    if (err instanceof ScheduleNotFoundError) return undefined;
+    throw err;
+  }
+}
+
+/** Creates the schedule, or updates it to the definition; a paused schedule stays paused. */
+export async function applySchedule(client: Client, d: ScheduleDefinition): Promise<ApplyOutcome> {
+  const options = optionsFor(d);
+  const described = await describeSchedule(client, d.id);
+  if (!described) {
+    await client.schedule.create(options);
+    return 'created';
+  }
+  if (upToDate(described, d)) return 'unchanged';
+  await client.schedule.getHandle(d.id).update((previous) => ({
+    spec: options.spec,
+    action: options.action,
+    policies: options.policies,
+    state: { paused: previous.state.paused, note: options.state?.note },
+  }));
+  return 'updated';
+}
+
+/** A time as people in the schedule's zone read it, with the instant. */
+export function inZone(at: Date, timeZone: string): string {
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat('en-US', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', hourCycle: 'h23', timeZoneName: 'short' })
+      .formatToParts(at)
+      .map((p) => [p.type, p.value]),
+  );
+  return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute} ${parts.timeZoneName} (${at.toISOString()})`;
+}
+
+export interface ScheduleView {
+  id: string;
+  definition: string | null;
+  workflow: string | null;
+  args: unknown;
+  timeZone: string;
+  calendars: unknown;
+  overlap: ScheduleOverlapPolicy;
+  catchupWindowMs: number;
+  pauseOnFailure: boolean;
+  paused: boolean;
+  note: string | null;
+  /** Next action times, in the schedule's own time zone. */
+  next: string[];
+  recent: { scheduledAt: string; takenAt: string; workflowId: string | null }[];
+  running: string[];
+}
+
+export function viewOf(id: string, described: ScheduleDescription): ScheduleView {
+  const tz = described.spec.timezone ?? 'UTC';
+  const action = described.action as { memo?: Record<string, unknown>; workflowType?: string; args?: unknown[] };
+  return {
+    id,
+    definition: typeof action.memo?.scheduleDefinition === 'string' ? action.memo.scheduleDefinition : null,
+    workflow: action.workflowType ?? null,
+    args: action.args?.[0] ?? null,
+    timeZone: tz,
+    calendars: described.spec.calendars ?? [],
+    overlap: described.policies.overlap,
+    catchupWindowMs: described.policies.catchupWindow,
+    pauseOnFailure: described.policies.pauseOnFailure,
+    paused: described.state.paused,
+    note: described.state.note ?? null,
+    next: described.info.nextActionTimes.map((t) => inZone(t, tz)),
+    recent: described.info.recentActions.map((a) => ({
+      scheduledAt: inZone(a.scheduledAt, tz),
+      takenAt: a.takenAt.toISOString(),
+      workflowId: a.action?.workflow?.workflowId ?? null,
+    })),
+    running: described.info.runningActions.map((a) => a.workflow.workflowId),
+  };
+}

@@ -1,0 +1,58 @@
+// A batch occurrence: takes up to `limit` queued refund requests and starts one refund workflow
+// per request under its business key. The refunds outlive the occurrence (parent-close ABANDON).
+// Re-run or redelivered, it finds the requests it started marked started, and a run it started
+// but did not record is found by its workflow id; the refund's own identity is the operation, so
+// even a run under another id refunds nothing twice.
+import { ApplicationFailure, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/common';
+import { ParentClosePolicy, proxyActivities, startChild } from '@temporalio/workflow';
+import type { QueueActivities, StartRecord } from '../activities/queue';
+import { refundWorkflowId, SEARCH_ATTRIBUTES } from '../shared';
+import { currentOccurrence } from './occurrence';
+import { refundWorkflow } from './refund';
+
+export interface BatchInput {
+  /** At most this many requests per occurrence (1-1000). */
+  limit: number;
+}
+
+export interface BatchResult {
+  occurrenceId: string;
+  taken: number;
+  started: string[];
+  alreadyStarted: string[];
+  notStarted: { workflowId: string; reason: string }[];
+}
+
+const { takeQueued, recordStarts } = proxyActivities<QueueActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 10 } });
+
+export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResult> {
+  const limit = Math.trunc(Number(input?.limit));
+  if (!(limit >= 1 && limit <= 1000)) throw ApplicationFailure.nonRetryable(`limit must be a whole number from 1 to 1000, got ${JSON.stringify(input?.limit)}`);
+  const occurrence = currentOccurrence();
+  const taken = await takeQueued({ limit });
+  const records: StartRecord[] = [];
+  for (const { id, request } of taken) {
+    const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
+    try {
+      await startChild(refundWorkflow, {
+        workflowId,
+        args: [request],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.orderId, value: request.orderId }],
+      });
+      records.push({ id, workflowId, outcome: 'started' });
+    } catch (err) {
+      if (err instanceof WorkflowExecutionAlreadyStartedError) records.push({ id, workflowId, outcome: 'already' });
+      else records.push({ id, workflowId, outcome: 'failed', reason: err instanceof Error ? err.message : String(err) });
+    }
+  }
+  await recordStarts({ occurrenceId: occurrence.id, records });
+  return {
+    occurrenceId: occurrence.id,
+    taken: taken.length,
+    started: records.filter((r) => r.outcome === 'started').map((r) => r.workflowId),
+    alreadyStarted: records.filter((r) => r.outcome === 'already').map((r) => r.workflowId),
+    notStarted: records.filter((r) => r.outcome === 'failed').map((r) => ({ workflowId: r.workflowId, reason: r.reason ?? '' })),
+  };
+}

@@ -1,0 +1,32 @@
+// The daily digest: one email per occurrence to the operators, listing the refund runs that wait
+// for a person, sent through the idempotent notification path under a key built from the
+// occurrence id, so a redelivered or re-run occurrence sends no second digest.
+import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
+import type { RefundActivities } from '../activities';
+import { currentOccurrence } from './occurrence';
+
+export interface DigestOptions {
+  /** At most this many runs are listed (0-1000); the digest always says how many wait. */
+  max?: number;
+}
+
+export interface DigestResult {
+  occurrenceId: string;
+  key: string;
+  waiting: number;
+  messageId: string;
+  alreadySent: boolean;
+}
+
+const { listAttention } = proxyActivities<RefundActivities>({ startToCloseTimeout: '60s', retry: { maximumAttempts: 5 } });
+const { sendDigest } = proxyActivities<RefundActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 5 } });
+
+export async function digestWorkflow(options: DigestOptions = {}): Promise<DigestResult> {
+  const max = Math.trunc(Number(options?.max ?? 100));
+  if (!(max >= 0 && max <= 1000)) throw ApplicationFailure.nonRetryable(`max must be a whole number from 0 to 1000, got ${JSON.stringify(options?.max)}`);
+  const occurrence = currentOccurrence();
+  const key = `digest:${occurrence.id}`;
+  const { total, runs } = await listAttention({ max });
+  const sent = await sendDigest({ key, occurrenceId: occurrence.id, label: occurrence.scheduledAt ?? occurrence.id, total, runs });
+  return { occurrenceId: occurrence.id, key, waiting: total, messageId: sent.messageId, alreadySent: sent.alreadySent };
+}

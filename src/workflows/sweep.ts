@@ -1,0 +1,26 @@
+// The reconciliation sweep: asks the parked runs whose refund is unknown to look again (lookups
+// only, nothing is sent), up to `maxRuns` per occurrence, and reports what settled. What stays
+// unknown stays parked for a person; the next occurrence takes the runs this one did not reach.
+import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
+import type { RefundActivities } from '../activities';
+import type { SweepReport } from '../activities/attention';
+import { currentOccurrence } from './occurrence';
+
+export interface SweepOptions {
+  /** Runs asked per occurrence (1-1000). */
+  maxRuns?: number;
+  /** How long to wait for the runs asked to settle (ms, up to 10 minutes). */
+  waitMs?: number;
+}
+
+const { sweepUnknown } = proxyActivities<RefundActivities>({ startToCloseTimeout: '15m', heartbeatTimeout: '60s', retry: { maximumAttempts: 3 } });
+
+export async function sweepWorkflow(options: SweepOptions = {}): Promise<SweepReport & { occurrenceId: string }> {
+  const maxRuns = Math.trunc(Number(options?.maxRuns ?? 200));
+  const waitMs = Math.trunc(Number(options?.waitMs ?? 120_000));
+  if (!(maxRuns >= 1 && maxRuns <= 1000)) throw ApplicationFailure.nonRetryable(`maxRuns must be a whole number from 1 to 1000, got ${JSON.stringify(options?.maxRuns)}`);
+  if (!(waitMs >= 0 && waitMs <= 600_000)) throw ApplicationFailure.nonRetryable(`waitMs must be 0-600000, got ${JSON.stringify(options?.waitMs)}`);
+  const occurrence = currentOccurrence();
+  const report = await sweepUnknown({ occurrenceId: occurrence.id, maxRuns, waitMs });
+  return { occurrenceId: occurrence.id, ...report };
+}
