@@ -40,7 +40,7 @@ function render(v: ScheduleView): string {
   const lines = [
     `${v.id}  ${v.paused ? 'PAUSED' : 'active'}  ${v.workflow ?? '?'} ${JSON.stringify(v.args)}`,
     `  definition      ${v.definition ?? '(not applied from code)'}`,
-    `  calendar        ${JSON.stringify(v.calendars)} in ${v.timeZone}`,
+    `  calendar        ${v.calendar} in ${v.timeZone}`,
     `  overlap         ${v.overlap}; catch-up window ${Math.round(v.catchupWindowMs / 60_000)} min; pause on failure ${v.pauseOnFailure ? 'yes' : 'no'}`,
     ...(v.note ? [`  note            ${v.note}`] : []),
     `  next actions    ${v.next.length ? v.next.join('\n                  ') : 'none'}`,

@@ -81,13 +81,30 @@ export function inZone(at: Date, timeZone: string): string {
   return `${parts.year}-${parts.month}-${parts.day} ${parts.hour}:${parts.minute} ${parts.timeZoneName} (${at.toISOString()})`;
 }
 
+type Range = { start: number | string; end: number | string; step?: number };
+const FULL: Record<string, string> = { second: '0', dayOfMonth: '1-31', month: 'JANUARY-DECEMBER', dayOfWeek: 'SUNDAY-SATURDAY' };
+
+/** A described calendar as people write it: `minute 0,30 hour 2`, leaving out what every day has. */
+function calendarText(calendars: unknown): string {
+  return ((calendars ?? []) as Record<string, Range[] | string | undefined>[])
+    .map((cal) =>
+      Object.entries(cal)
+        .filter(([, v]) => Array.isArray(v) && v.length > 0)
+        .map(([field, v]) => [field, (v as Range[]).map((r) => (r.start === r.end ? `${r.start}` : `${r.start}-${r.end}${(r.step ?? 1) > 1 ? `/${r.step}` : ''}`)).join(',')])
+        .filter(([field, text]) => FULL[field!] !== text)
+        .map(([field, text]) => `${field} ${text}`)
+        .join(' '),
+    )
+    .join('; ');
+}
+
 export interface ScheduleView {
   id: string;
   definition: string | null;
   workflow: string | null;
   args: unknown;
   timeZone: string;
-  calendars: unknown;
+  calendar: string;
   overlap: ScheduleOverlapPolicy;
   catchupWindowMs: number;
   pauseOnFailure: boolean;
@@ -108,7 +125,7 @@ export function viewOf(id: string, described: ScheduleDescription): ScheduleView
     workflow: action.workflowType ?? null,
     args: action.args?.[0] ?? null,
     timeZone: tz,
-    calendars: described.spec.calendars ?? [],
+    calendar: calendarText(described.spec.calendars),
     overlap: described.policies.overlap,
     catchupWindowMs: described.policies.catchupWindow,
     pauseOnFailure: described.policies.pauseOnFailure,

@@ -47,8 +47,9 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
   const stop = (nextAction: string, decision = 'abandon') => ({ verdict: 'stop and hand to a person' as const, nextAction, ...who(decision) });
   if (facts.effect.status === 'unknown') {
     return stop(
-      `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider (its ledger and requests are in inspect); then retry-step ${step ?? 'create_refund'}, which looks the refund up before it sends anything, or abandon`,
-      `retry-step:${step ?? 'create_refund'}`,
+      `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider: the reconcile decision looks the refund up and sends nothing (the scheduled sweep asks for it too); ` +
+        `found, the run finishes on its own. Still unknown after that: retry-step ${step ?? 'create_refund'}, which looks once more before it sends anything, or abandon`,
+      step === 'create_refund' || !step ? 'reconcile' : `retry-step:${step}`,
     );
   }
   if (facts.effect.status === 'partial') return stop('tell the customer what was refunded and abandon, or refund the rest under a new operation version');
