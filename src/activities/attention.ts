@@ -1,21 +1,25 @@
 // Reads Temporal's visibility for scheduled work: the runs that wait for a person.
 import { Context } from '@temporalio/activity';
-import { WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ATTENTION_QUERY, runsNeedingAttention, type AttentionRun } from '../inspect/attention';
-import { decideUpdate } from '../workflows/decisions';
+import { decideUpdate, SWEEPER } from '../workflows/decisions';
 import { stepsQuery } from '../workflows/refund';
 
 /** Parked runs whose refund is unknown: what the sweep asks to reconcile. */
-export const UNKNOWN_QUERY = `${ATTENTION_QUERY} AND RefundEffect = 'unknown' AND ExecutionStatus = 'Running'`;
+export const UNKNOWN_QUERY = `${ATTENTION_QUERY} AND RefundEffect = 'unknown' AND RefundStep = 'create_refund' AND RefundStatus = 'needs_attention' AND ExecutionStatus = 'Running'`;
+/** How many matching runs one occurrence looks at, at most, per run it may ask: refusals (asked lately) are skipped quickly. */
+const SCAN_FACTOR = 20;
 
 export interface SweepReport {
   /** Runs asked to reconcile, and what became of each within the wait. */
   reconciled: string[];
   stillUnknown: string[];
   pending: string[];
-  /** Runs that refused the request (their state moved on), with why. */
+  /** Runs that refused the request (asked by a recent sweep, or their state moved on), with why; they do not count against maxRuns. */
   refused: { workflowId: string; reason: string }[];
+  /** Runs that closed meanwhile: ended without a settled refund (cancelled, terminated), or gone. */
+  closed: string[];
   /** More runs matched than this occurrence may take; the next occurrence goes on. */
   more: boolean;
 }
@@ -25,7 +29,7 @@ export function createAttentionActivities(deps: { temporal?: Client }) {
     throw ApplicationFailure.nonRetryable('this worker has no Temporal client for visibility queries', 'CONFIGURATION');
   })();
   return {
-    /** How many runs need a person, and the first `max` of them (oldest pages first, as visibility returns them). */
+    /** How many runs need a person, and the first `max` of them in the order visibility returns them (newest first). */
     async listAttention(input: { max: number }): Promise<{ total: number; runs: AttentionRun[] }> {
       const { count } = await client().workflow.count(ATTENTION_QUERY);
       const runs: AttentionRun[] = [];
@@ -45,21 +49,27 @@ export function createAttentionActivities(deps: { temporal?: Client }) {
      */
     async sweepUnknown(input: { occurrenceId: string; maxRuns: number; waitMs: number }): Promise<SweepReport> {
       const c = client();
-      const report: SweepReport = { reconciled: [], stillUnknown: [], pending: [], refused: [], more: false };
+      const report: SweepReport = { reconciled: [], stillUnknown: [], pending: [], refused: [], closed: [], more: false };
+      let scanned = 0;
       const asked: { workflowId: string; at: string }[] = [];
       for await (const w of c.workflow.list({ query: UNKNOWN_QUERY, pageSize: Math.min(input.maxRuns + 1, 500) })) {
-        if (asked.length + report.refused.length >= input.maxRuns) {
+        if (asked.length >= input.maxRuns || ++scanned > input.maxRuns * SCAN_FACTOR) {
           report.more = true;
           break;
         }
         Context.current().heartbeat(w.workflowId);
         try {
           const record = await c.workflow.getHandle(w.workflowId).executeUpdate(decideUpdate, {
-            args: [{ decision: 'reconcile', by: 'sweep', reason: `scheduled sweep ${input.occurrenceId}` }],
+            args: [{ decision: 'reconcile', by: SWEEPER, reason: `scheduled sweep ${input.occurrenceId}` }],
             updateId: `reconcile:${input.occurrenceId}`,
           });
           asked.push({ workflowId: w.workflowId, at: record.at });
         } catch (err) {
+          // Visibility lags: a run listed may have closed since.
+          if (err instanceof WorkflowNotFoundError || (err instanceof Error && /already completed|not found/i.test(err.message) && !(err instanceof WorkflowUpdateFailedError))) {
+            report.closed.push(w.workflowId);
+            continue;
+          }
           if (!(err instanceof WorkflowUpdateFailedError)) throw err;
           report.refused.push({ workflowId: w.workflowId, reason: err.cause?.message ?? err.message });
         }
@@ -69,8 +79,13 @@ export function createAttentionActivities(deps: { temporal?: Client }) {
         for (;;) {
           const handle = c.workflow.getHandle(workflowId);
           const described = await handle.describe();
-          const state = described.status.name === 'RUNNING' ? await handle.query(stepsQuery) : undefined;
-          if (!state || state.effect.status !== 'unknown') report.reconciled.push(workflowId);
+          if (described.status.name !== 'RUNNING') {
+            // Completed is the run finishing after its refund was found; anything else ended without saying.
+            (described.status.name === 'COMPLETED' ? report.reconciled : report.closed).push(workflowId);
+            break;
+          }
+          const state = await handle.query(stepsQuery);
+          if (state.effect.status !== 'unknown') report.reconciled.push(workflowId);
           // Parked again after the request: the lookups ended without an answer.
           else if (state.parked && Date.parse(state.parked.since) >= Date.parse(at)) report.stillUnknown.push(workflowId);
           else if (Date.now() >= until) report.pending.push(workflowId);

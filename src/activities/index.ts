@@ -37,7 +37,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),
     ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
     ...createOrderActivities({ store, attempt }),
-    ...createQueueActivities({ queue: store.queue }),
+    ...createQueueActivities({ queue: store.queue, temporal: deps.temporal }),
     ...createNotificationActivities({
       transport: deps.mail,
       store,

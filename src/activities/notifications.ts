@@ -41,7 +41,7 @@ export interface DigestInput {
   /** `digest:<occurrence id>`. */
   key: string;
   occurrenceId: string;
-  /** The occurrence as people name it: its scheduled instant in the schedule's time zone. */
+  /** The occurrence as people name it: its scheduled instant (UTC). */
   label: string;
   /** How many runs wait; the first of them are listed. */
   total: number;

@@ -1,5 +1,7 @@
 // What a batch occurrence does to the refund queue: take the oldest queued requests, then record
 // per request the run it started or why it could not start one (the request then stays queued).
+import type { Client } from '@temporalio/client';
+import { startedWith } from '../client/refunds';
 import type { QueuedRequest, RefundQueue } from '../store/types';
 
 export interface StartRecord {
@@ -12,17 +14,40 @@ export interface StartRecord {
 
 export type QueueActivities = ReturnType<typeof createQueueActivities>;
 
-export function createQueueActivities(deps: { queue: RefundQueue }) {
+export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Client }) {
+  /** Why a run that already holds the request's business key does not carry out this request, if it does not. */
+  const otherIntent = async (r: StartRecord, request: QueuedRequest['request']): Promise<string | undefined> => {
+    if (!deps.temporal) return `${r.workflowId} already exists and this worker cannot read what it was started with`;
+    let existing: QueuedRequest['request'];
+    try {
+      existing = await startedWith(deps.temporal, r.workflowId);
+    } catch (err) {
+      return `${r.workflowId} already exists, and what it was started with cannot be read: ${(err as Error).message}`;
+    }
+    const differs = (['amount', 'currency', 'reason'] as const).filter((f) => existing[f] !== request[f]);
+    if (!differs.length) return undefined;
+    return `${r.workflowId} already exists with ${differs.map((f) => `${f} ${existing[f]}`).join(', ')}: this request needs a new operation version`;
+  };
+
   return {
     async takeQueued(input: { limit: number }): Promise<QueuedRequest[]> {
       return deps.queue.next(input.limit);
     },
 
-    async recordStarts(input: { occurrenceId: string; records: StartRecord[] }): Promise<void> {
+    /** Records each start; a request whose key is held by a run with another intent is refused for good, and returned. */
+    async recordStarts(input: { occurrenceId: string; records: StartRecord[] }): Promise<{ conflicts: { id: number; workflowId: string; reason: string }[] }> {
+      const conflicts: { id: number; workflowId: string; reason: string }[] = [];
+      const queued = new Map((await deps.queue.list({ status: 'queued' })).map((q) => [q.id, q]));
       for (const r of input.records) {
-        if (r.outcome === 'failed') await deps.queue.markNotStarted(r.id, `${input.occurrenceId}: ${r.reason ?? 'not started'}`);
+        const request = queued.get(r.id)?.request;
+        const conflict = r.outcome === 'already' && request ? await otherIntent(r, request) : undefined;
+        if (conflict) conflicts.push({ id: r.id, workflowId: r.workflowId, reason: conflict });
+        // Another run holds its business key: it can never start as it is, and must not block the queue.
+        if (conflict) await deps.queue.markRefused(r.id, `${input.occurrenceId}: ${conflict}`);
+        else if (r.outcome === 'failed') await deps.queue.markNotStarted(r.id, `${input.occurrenceId}: ${r.reason ?? 'not started'}`);
         else await deps.queue.markStarted(r.id, r.workflowId, input.occurrenceId);
       }
+      return { conflicts };
     },
   };
 }

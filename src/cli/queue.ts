@@ -49,17 +49,18 @@ program
 
 program
   .command('list')
-  .addOption(new Option('--status <status>', 'only these').choices(['queued', 'started']))
+  .addOption(new Option('--status <status>', 'only these').choices(['queued', 'started', 'refused']))
   .option('--json', 'print JSON')
   .description('queued and started requests, oldest first')
-  .action((opts: { status?: 'queued' | 'started'; json?: boolean }) =>
+  .action((opts: { status?: 'queued' | 'started' | 'refused'; json?: boolean }) =>
     withStore(async (store) => {
       const all = await store.queue.list(opts.status ? { status: opts.status } : {});
       if (opts.json) return console.log(JSON.stringify(all, null, 2));
       if (!all.length) return console.log('the queue is empty');
       for (const q of all) {
         const { orderId, amount, currency, operationVersion } = q.request;
-        const where = q.status === 'started' ? `started ${q.workflowId} by ${q.startedBy}` : `queued${q.lastError ? `; last try: ${q.lastError}` : ''}`;
+        const where =
+          q.status === 'started' ? `started ${q.workflowId} by ${q.startedBy}` : q.status === 'refused' ? `refused: ${q.lastError}` : `queued${q.lastError ? `; last try: ${q.lastError}` : ''}`;
         console.log(`#${q.id} order ${orderId} v${operationVersion} ${amount} ${currency} (${q.source}): ${where}`);
       }
     }),

@@ -3,6 +3,7 @@ import { outcomeOf } from '../client/outcome';
 import { ConflictingRefundError, startRefund, workerPolling } from '../client/refunds';
 import { loadConfig } from '../config';
 import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS, TASK_QUEUE } from '../shared';
+import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError, openStore } from '../store';
 import { connectClient, errorMessage } from './common';
 
@@ -38,8 +39,11 @@ async function main() {
   if (opts.queue) {
     const store = openStore(config.databaseUrl);
     try {
+      const problems = await refusalsAgainstOrder(store, request);
+      if (problems.length) throw new InvalidRefundRequestError(`not queued: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`);
       const { queued, created } = await store.queue.enqueue(request, 'cli');
-      console.log(`${created ? 'queued' : 'already queued'}: request #${queued.id}, order ${request.orderId} v${request.operationVersion}; the refund-batch schedule starts it (npm run queue -- list)`);
+      const was = created ? 'queued' : queued.status === 'queued' ? 'already queued' : `already ${queued.status}${queued.workflowId ? ` as ${queued.workflowId}` : ''}`;
+      console.log(`${was}: request #${queued.id}, order ${request.orderId} v${request.operationVersion}; the refund-batch schedule starts queued requests (npm run queue -- list)`);
     } finally {
       await store.close();
     }

@@ -5,7 +5,7 @@ import { type Client, type ScheduleOverlapPolicy } from '@temporalio/client';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../config';
 import { loadDefinitions, type ScheduleDefinition } from '../schedules/definitions';
-import { applySchedule, describeSchedule, viewOf, type ScheduleView } from '../schedules/schedules';
+import { applySchedule, describeSchedule, triggerSchedule, viewOf, type ScheduleView } from '../schedules/schedules';
 import { connectClient, errorMessage } from './common';
 
 const config = loadConfig();
@@ -116,8 +116,8 @@ program
   .description('take one action now')
   .action((id: string, opts: { overlap?: ScheduleOverlapPolicy }) =>
     withClient(async (client) => {
-      await client.schedule.getHandle(id).trigger(opts.overlap);
-      console.log(`${id}: triggered${opts.overlap ? ` (overlap ${opts.overlap})` : ''}`);
+      const policy = await triggerSchedule(client, id, opts.overlap);
+      console.log(`${id}: triggered (overlap ${policy})`);
     }),
   );
 

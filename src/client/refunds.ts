@@ -91,7 +91,8 @@ export async function orderRuns(client: Client, orderId: string): Promise<OrderR
 }
 
 /** The request a run was started with, read from its history: needs no worker, unlike a Query. */
-async function startedWith(client: Client, workflowId: string): Promise<RefundRequest> {
+/** The request a refund run was started with, from the first event of its history. */
+export async function startedWith(client: Client, workflowId: string): Promise<RefundRequest> {
   const { history } = await client.workflowService.getWorkflowExecutionHistory({
     namespace: client.options.namespace,
     execution: { workflowId },

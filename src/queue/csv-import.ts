@@ -22,65 +22,96 @@ export class CsvFileError extends Error {}
 
 const wholeNumber = (v: string | undefined) => (v === undefined || v === '' ? undefined : /^\d+$/.test(v) ? Number(v) : Number.NaN);
 
-/** Reads the file's rows; a file that is not CSV, or lacks the required columns, is refused whole. */
-function rows(text: string): { line: number; record: Record<string, string> }[] {
-  let parsed: { record: Record<string, string>; info: { lines: number } }[];
+type Row = { line: number; record: Record<string, string> } | { line: number; fields: number; expected: number };
+
+/** Reads the file's rows; a file that is not CSV, or lacks the required columns, is refused whole. A row with the wrong number of fields is refused alone. */
+function rows(text: string): Row[] {
+  let parsed: { record: string[]; info: { lines: number } }[];
   try {
-    parsed = parse(text, { columns: (header: string[]) => header.map((h) => h.trim().toLowerCase()), skip_empty_lines: true, trim: true, bom: true, info: true });
+    parsed = parse(text, { skip_empty_lines: true, trim: true, bom: true, info: true, relax_column_count: true }) as unknown as typeof parsed;
   } catch (err) {
     throw new CsvFileError(`not readable as CSV: ${(err as Error).message}`);
   }
-  const header = parsed[0] ? Object.keys(parsed[0].record) : [];
+  const [head, ...body] = parsed;
+  const header = (head?.record ?? []).map((h) => h.toLowerCase());
   const unknown = header.filter((h) => !(h in COLUMNS));
   if (unknown.length) throw new CsvFileError(`unknown column(s) ${unknown.join(', ')}; the columns are ${Object.keys(COLUMNS).join(', ')}`);
-  if (parsed.length && (!header.includes('order_id') || !header.includes('amount'))) throw new CsvFileError('the header must name order_id and amount');
-  return parsed.map((p) => ({ line: p.info.lines, record: p.record }));
+  if (!header.includes('order_id') || !header.includes('amount')) throw new CsvFileError('the header must name order_id and amount');
+  return body.map(({ record, info }) =>
+    record.length === header.length
+      ? { line: info.lines, record: Object.fromEntries(header.map((h, i) => [h, record[i] ?? ''])) }
+      : { line: info.lines, fields: record.length, expected: header.length },
+  );
+}
+
+/** Why a request cannot be refunded from its order: no such order, another currency, more than is left once what is already queued for it is counted. */
+export async function refusalsAgainstOrder(store: OrderStore, request: RefundRequest): Promise<{ field: string; message: string }[]> {
+  const order = await store.getOrder(request.orderId);
+  if (!order) return [{ field: 'order_id', message: `no order ${request.orderId} in the store` }];
+  const waiting = (await store.queue.list({ status: 'queued', orderId: order.id }))
+    .filter((q) => q.request.operationVersion !== request.operationVersion)
+    .reduce((sum, q) => sum + q.request.amount, 0);
+  const left = order.amount - order.refundedAmount - waiting;
+  return [
+    ...(request.currency !== order.currency ? [{ field: 'currency', message: `the order is in ${order.currency}` }] : []),
+    ...(request.amount > left
+      ? [{ field: 'amount', message: `more than the ${left} ${order.currency} left to refund on order ${order.id}${waiting ? ` once the ${waiting} already queued is counted` : ''}` }]
+      : []),
+  ];
+}
+
+async function importRow(
+  store: OrderStore,
+  record: Record<string, string>,
+  line: number,
+  opts: { source: string; requestedBy?: string },
+): Promise<{ problems: { field: string; message: string }[] } | { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number }> {
+  const amount = wholeNumber(record.amount);
+  const operationVersion = wholeNumber(record.operation_version);
+  const notWhole = (['amount', 'operation_version'] as const).filter((c) => Number.isNaN(c === 'amount' ? amount : operationVersion));
+  if (notWhole.length) {
+    return { problems: notWhole.map((c) => ({ field: c, message: `must be a whole number${c === 'amount' ? ' of minor units (1250 for 12.50)' : ''}, got "${record[c]}"` })) };
+  }
+  const order = record.order_id ? await store.getOrder(record.order_id) : undefined;
+  const parsed = refundRequestSchema.safeParse({
+    orderId: record.order_id,
+    amount: amount ?? null,
+    currency: record.currency || order?.currency || '',
+    ...(record.reason && { reason: record.reason }),
+    requestedBy: record.requested_by || opts.requestedBy || '',
+    ...(operationVersion !== undefined && { operationVersion }),
+  });
+  if (!parsed.success) {
+    return { problems: parsed.error.issues.map((i) => ({ field: FIELD_TO_COLUMN[String(i.path[0])] ?? String(i.path[0]), message: i.message })) };
+  }
+  const request: RefundRequest = parsed.data;
+  const problems = await refusalsAgainstOrder(store, request);
+  if (problems.length) return { problems };
+  try {
+    const { queued, created } = await store.queue.enqueue(request, `${opts.source}:${line}`);
+    return { status: created ? 'queued' : 'already queued', orderId: request.orderId, operationVersion: request.operationVersion, requestId: queued.id };
+  } catch (err) {
+    if (!(err instanceof IntentConflictError)) throw err;
+    return { problems: [{ field: 'operation_version', message: err.message }] };
+  }
 }
 
 export async function importCsv(store: OrderStore, text: string, opts: { source: string; requestedBy?: string }): Promise<RowReport[]> {
   const report: RowReport[] = [];
-  for (const { line, record } of rows(text)) {
+  for (const row of rows(text)) {
+    const { line } = row;
     const refuse = (problems: { field: string; message: string }[]) => report.push({ line, status: 'refused', problems });
-    const amount = wholeNumber(record.amount);
-    const operationVersion = wholeNumber(record.operation_version);
-    const notWhole = (['amount', 'operation_version'] as const).filter((c) => Number.isNaN(c === 'amount' ? amount : operationVersion));
-    if (notWhole.length) {
-      refuse(notWhole.map((c) => ({ field: c, message: `must be a whole number${c === 'amount' ? ' of minor units (1250 for 12.50)' : ''}, got "${record[c]}"` })));
-      continue;
-    }
-    const order = record.order_id ? await store.getOrder(record.order_id) : undefined;
-    const parsed = refundRequestSchema.safeParse({
-      orderId: record.order_id,
-      amount: amount ?? null,
-      currency: record.currency || order?.currency || '',
-      ...(record.reason && { reason: record.reason }),
-      requestedBy: record.requested_by || opts.requestedBy || '',
-      ...(operationVersion !== undefined && { operationVersion }),
-    });
-    if (!parsed.success) {
-      refuse(parsed.error.issues.map((i) => ({ field: FIELD_TO_COLUMN[String(i.path[0])] ?? String(i.path[0]), message: i.message })));
-      continue;
-    }
-    const request: RefundRequest = parsed.data;
-    if (!order) {
-      refuse([{ field: 'order_id', message: `no order ${request.orderId} in the store` }]);
-      continue;
-    }
-    const left = order.amount - order.refundedAmount;
-    const problems = [
-      ...(request.currency !== order.currency ? [{ field: 'currency', message: `the order is in ${order.currency}` }] : []),
-      ...(request.amount > left ? [{ field: 'amount', message: `more than the ${left} ${order.currency} left to refund on order ${order.id}` }] : []),
-    ];
-    if (problems.length) {
-      refuse(problems);
+    if (!('record' in row)) {
+      refuse([{ field: '(row)', message: `has ${row.fields} field(s); the header has ${row.expected}` }]);
       continue;
     }
     try {
-      const { queued, created } = await store.queue.enqueue(request, `${opts.source}:${line}`);
-      report.push({ line, status: created ? 'queued' : 'already queued', orderId: request.orderId, operationVersion: request.operationVersion, requestId: queued.id });
+      const outcome = await importRow(store, row.record, line, opts);
+      if ('problems' in outcome) refuse(outcome.problems);
+      else report.push({ line, ...outcome });
     } catch (err) {
-      if (!(err instanceof IntentConflictError)) throw err;
-      refuse([{ field: 'operation_version', message: err.message }]);
+      // The store failed on this row: it is not queued, and the rows after it are still tried.
+      refuse([{ field: '(store)', message: (err as Error).message }]);
     }
   }
   return report;

@@ -2,7 +2,7 @@
 // definition in code (idempotent: an up-to-date schedule is left alone), and the other verbs
 // read and steer them. They are ordinary Temporal Schedules: `temporal schedule …` and the Web
 // UI's Schedules page see and control the same ones.
-import { ScheduleNotFoundError, type Client, type ScheduleDescription, type ScheduleOptions, type ScheduleOverlapPolicy } from '@temporalio/client';
+import { ScheduleAlreadyRunning, ScheduleNotFoundError, type Client, type ScheduleDescription, type ScheduleOptions, type ScheduleOverlapPolicy } from '@temporalio/client';
 import { fingerprint, type ScheduleDefinition } from './definitions';
 
 export type ApplyOutcome = 'created' | 'updated' | 'unchanged';
@@ -33,10 +33,12 @@ function optionsFor(d: ScheduleDefinition): ScheduleOptions {
 
 /** The fingerprint a schedule was applied with, and whether its live policies still match it (someone may have changed them by hand). */
 function upToDate(described: ScheduleDescription, d: ScheduleDefinition): boolean {
-  const action = described.action as { memo?: Record<string, unknown>; workflowType?: string };
+  const action = described.action as { memo?: Record<string, unknown>; workflowType?: string; args?: unknown[]; taskQueue?: string };
   return (
     action.memo?.scheduleDefinition === fingerprint(d) &&
     action.workflowType === d.workflow &&
+    JSON.stringify(action.args?.[0] ?? {}) === JSON.stringify(d.args) &&
+    action.taskQueue === d.taskQueue &&
     described.policies.overlap === d.overlap &&
     described.policies.catchupWindow === d.catchupWindowMs &&
     described.policies.pauseOnFailure === d.pauseOnFailure &&
@@ -58,17 +60,35 @@ export async function applySchedule(client: Client, d: ScheduleDefinition): Prom
   const options = optionsFor(d);
   const described = await describeSchedule(client, d.id);
   if (!described) {
-    await client.schedule.create(options);
-    return 'created';
+    try {
+      await client.schedule.create(options);
+      return 'created';
+    } catch (err) {
+      // Another apply created it a moment ago: bring that one to the definition instead.
+      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      return applySchedule(client, d);
+    }
   }
   if (upToDate(described, d)) return 'unchanged';
   await client.schedule.getHandle(d.id).update((previous) => ({
     spec: options.spec,
     action: options.action,
     policies: options.policies,
-    state: { paused: previous.state.paused, note: options.state?.note },
+    // A paused schedule stays paused, with the note that says why.
+    state: previous.state.paused ? { paused: true, note: previous.state.note } : { paused: false, note: options.state?.note },
   }));
   return 'updated';
+}
+
+/**
+ * Takes one action now under the schedule's own overlap policy, unless told otherwise (the SDK's
+ * trigger would otherwise default to ALLOW_ALL, and start beside a running occurrence).
+ */
+export async function triggerSchedule(client: Client, id: string, overlap?: ScheduleOverlapPolicy): Promise<ScheduleOverlapPolicy> {
+  const handle = client.schedule.getHandle(id);
+  const policy = overlap ?? (await handle.describe()).policies.overlap;
+  await handle.trigger(policy);
+  return policy;
 }
 
 /** A time as people in the schedule's zone read it, with the instant. */

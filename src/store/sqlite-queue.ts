@@ -17,7 +17,7 @@ CREATE TABLE IF NOT EXISTS refund_requests (
   reason TEXT NOT NULL,
   requested_by TEXT NOT NULL,
   source TEXT NOT NULL,
-  status TEXT NOT NULL CHECK (status IN ('queued', 'started')),
+  status TEXT NOT NULL CHECK (status IN ('queued', 'started', 'refused')),
   queued_at TEXT NOT NULL,
   workflow_id TEXT,
   started_by TEXT,
@@ -97,16 +97,22 @@ export class SqliteRefundQueue implements RefundQueue {
     return this.require(id);
   }
 
+  /** Takes a request out of the queue for good, with why: it can never be started as it is. */
+  async markRefused(id: number, reason: string): Promise<QueuedRequest> {
+    this.db.prepare("UPDATE refund_requests SET status = 'refused', last_error = ?, attempts = attempts + 1 WHERE id = ? AND status = 'queued'").run(reason.slice(0, 1000), id);
+    return this.require(id);
+  }
+
   /** Keeps a request queued with the reason an occurrence could not start it. */
   async markNotStarted(id: number, reason: string): Promise<QueuedRequest> {
     this.db.prepare("UPDATE refund_requests SET last_error = ?, attempts = attempts + 1 WHERE id = ? AND status = 'queued'").run(reason.slice(0, 1000), id);
     return this.require(id);
   }
 
-  async list(filter: { status?: QueuedRequest['status'] } = {}): Promise<QueuedRequest[]> {
-    const rows = filter.status
-      ? this.db.prepare<[string], Row>('SELECT * FROM refund_requests WHERE status = ? ORDER BY id').all(filter.status)
-      : this.db.prepare<[], Row>('SELECT * FROM refund_requests ORDER BY id').all();
+  async list(filter: { status?: QueuedRequest['status']; orderId?: string } = {}): Promise<QueuedRequest[]> {
+    const rows = this.db
+      .prepare<[string | null, string | null, string | null, string | null], Row>('SELECT * FROM refund_requests WHERE (? IS NULL OR status = ?) AND (? IS NULL OR order_id = ?) ORDER BY id')
+      .all(filter.status ?? null, filter.status ?? null, filter.orderId ?? null, filter.orderId ?? null);
     return rows.map(toQueued);
   }
 

@@ -202,7 +202,8 @@ export interface QueuedRequest {
   request: RefundRequest;
   /** Where it came from: `cli`, or `<file>:<line>` for a CSV import. */
   source: string;
-  status: 'queued' | 'started';
+  /** queued: waits for a batch; started: a run carries it out; refused: it can never start as it is (see lastError). */
+  status: 'queued' | 'started' | 'refused';
   queuedAt: string;
   /** The run it started, and the occurrence that started it. */
   workflowId: string | null;
@@ -218,7 +219,8 @@ export interface RefundQueue {
   next(limit: number): Promise<QueuedRequest[]>;
   markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest>;
   markNotStarted(id: number, reason: string): Promise<QueuedRequest>;
-  list(filter?: { status?: QueuedRequest['status'] }): Promise<QueuedRequest[]>;
+  markRefused(id: number, reason: string): Promise<QueuedRequest>;
+  list(filter?: { status?: QueuedRequest['status']; orderId?: string }): Promise<QueuedRequest[]>;
 }
 
 export interface StoreFaults {

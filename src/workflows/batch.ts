@@ -47,12 +47,16 @@ export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResu
       else records.push({ id, workflowId, outcome: 'failed', reason: err instanceof Error ? err.message : String(err) });
     }
   }
-  await recordStarts({ occurrenceId: occurrence.id, records });
+  const { conflicts } = await recordStarts({ occurrenceId: occurrence.id, records });
+  const conflicting = new Set(conflicts.map((c) => c.id));
   return {
     occurrenceId: occurrence.id,
     taken: taken.length,
     started: records.filter((r) => r.outcome === 'started').map((r) => r.workflowId),
-    alreadyStarted: records.filter((r) => r.outcome === 'already').map((r) => r.workflowId),
-    notStarted: records.filter((r) => r.outcome === 'failed').map((r) => ({ workflowId: r.workflowId, reason: r.reason ?? '' })),
+    alreadyStarted: records.filter((r) => r.outcome === 'already' && !conflicting.has(r.id)).map((r) => r.workflowId),
+    notStarted: [
+      ...records.filter((r) => r.outcome === 'failed').map((r) => ({ workflowId: r.workflowId, reason: r.reason ?? '' })),
+      ...conflicts.map((c) => ({ workflowId: c.workflowId, reason: c.reason })),
+    ],
   };
 }

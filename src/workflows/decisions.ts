@@ -65,6 +65,10 @@ const ROLE_FOR: Record<DecisionKind, Role | null> = {
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
+/** The scheduled sweep's name as a decider, and how often it may ask one run to reconcile. */
+export const SWEEPER = 'sweep';
+const SWEEP_INTERVAL_MS = 6 * 3600_000;
+
 export class DecisionDesk {
   readonly records: DecisionRecord[] = [];
   private pending: DecisionRecord | null = null;
@@ -107,6 +111,11 @@ export class DecisionDesk {
       if (this.run.cannotCompensate() === null) throw new Error('the refund did not go through and finished steps say it did: compensate, not retry-step');
       const step = d.step ?? parked.failedStep;
       if (step !== parked.failedStep) throw new Error(`only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`);
+    }
+    if (d.decision === 'reconcile' && d.by === SWEEPER) {
+      // The sweep moves on to other runs: one it asked lately is left until the interval has passed.
+      const last = this.records.filter((r) => r.by === SWEEPER).at(-1);
+      if (last && Date.now() - Date.parse(last.at) < SWEEP_INTERVAL_MS) throw new Error(`the sweep asked at ${last.at}; it asks again after ${new Date(Date.parse(last.at) + SWEEP_INTERVAL_MS).toISOString()}`);
     }
     if (d.decision === 'reconcile' && (this.run.effect() !== 'unknown' || parked.failedStep !== 'create_refund')) {
       throw new Error(`nothing to reconcile: the refund is ${this.run.effect()}${parked.failedStep !== 'create_refund' ? ` and the run stopped at ${parked.failedStep ?? 'no step'}` : ''}`);

@@ -442,6 +442,15 @@ async function reconcileParked(run: RefundRun): Promise<CompletedRefund> {
     case 'failed':
       run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
       return run.stop('needs_attention', `the provider failed refund ${settled.refund.refundId}: ${settled.note}. Nothing was refunded and the customer was not emailed`, 'create_refund');
+    case 'absent':
+    case 'resubmit':
+      // Proven absent: nothing was refunded. Sending it now is a person's decision, not the sweep's.
+      if (settled.kind === 'absent') run.effect = { status: 'none', certainty: 'not_executed', refundId: null };
+      return run.stop(
+        'needs_attention',
+        `reconciled again: ${settled.note}. Nothing was sent; a person decides whether to send it (retry-step create_refund, which checks once more first) or abandon`,
+        'create_refund',
+      );
     default:
       return run.stop(
         'needs_attention',

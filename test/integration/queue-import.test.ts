@@ -31,12 +31,14 @@ const CSV = [
   'ord_a,1250,USD,requested_by_customer,alice,1', // 9: the same as line 2
   'ord_a,999,usd,,alice,1', // 10: a changed intent under line 2's version
   'ord_b,700,,duplicate,,2', // 11: good, requested_by from the importer, currency from the order
+  'ord_b,100,usd,,alice,3,extra', // 12: one field too many
+  'ord_a,4000,usd,,alice,2', // 13: more than is left once line 2's 1250 is counted
 ].join('\n');
 
 test('a CSV with bad rows imports the good ones and reports each bad one by line and field', async () => {
   const report = await importCsv(store, CSV, { source: 'refunds.csv', requestedBy: 'importer' });
   const byLine = Object.fromEntries(report.map((r) => [r.line, r]));
-  expect(report.map((r) => r.line)).toEqual([2, 3, 4, 5, 6, 7, 9, 10, 11]);
+  expect(report.map((r) => r.line)).toEqual([2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13]);
   expect(byLine[2]).toMatchObject({ status: 'queued', orderId: 'ord_a', operationVersion: 1 });
   expect(byLine[3]).toMatchObject({ status: 'refused', problems: [{ field: 'amount', message: 'must be a whole number of minor units (1250 for 12.50), got "12.50"' }] });
   expect(byLine[4]).toMatchObject({ status: 'refused', problems: [{ field: 'order_id', message: 'no order ord_nope in the store' }] });
@@ -46,6 +48,8 @@ test('a CSV with bad rows imports the good ones and reports each bad one by line
   expect(byLine[9]).toMatchObject({ status: 'already queued', orderId: 'ord_a' });
   expect(byLine[10]).toMatchObject({ status: 'refused', problems: [{ field: 'operation_version', message: expect.stringMatching(/already queued with amount 1250/) }] });
   expect(byLine[11]).toMatchObject({ status: 'queued', orderId: 'ord_b', operationVersion: 2 });
+  expect(byLine[12]).toMatchObject({ status: 'refused', problems: [{ field: '(row)', message: 'has 7 field(s); the header has 6' }] });
+  expect(byLine[13]).toMatchObject({ status: 'refused', problems: [{ field: 'amount', message: 'more than the 3750 usd left to refund on order ord_a once the 1250 already queued is counted' }] });
 
   const queued = await store.queue.list();
   expect(queued.map((q) => [q.request.orderId, q.request.amount, q.request.requestedBy, q.source])).toEqual([

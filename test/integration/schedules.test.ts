@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { parseDefinitions, type ScheduleDefinitionInput } from '../../src/schedules/definitions';
-import { applySchedule } from '../../src/schedules/schedules';
+import { applySchedule, triggerSchedule } from '../../src/schedules/schedules';
 import { TASK_QUEUE } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { refundWorkflow, stepsQuery, type BatchResult, type DigestResult } from '../../src/workflows';
@@ -83,18 +83,25 @@ async function rerun(workflowId: string): Promise<string> {
 describe('overlap', () => {
   /** Two triggers while a slow occurrence runs: what the overlap policy makes of them. */
   async function triggersDuringARun(overlap: ScheduleOverlapPolicy) {
-    // The occurrence's first activity takes two seconds: long enough to trigger twice while it runs.
-    const slowTake = async () => {
-      await sleep(2000);
+    // The occurrence's first activity holds until both triggers were sent: they surely come while it runs.
+    let entered!: () => void;
+    const running = new Promise<void>((r) => (entered = r));
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const heldTake = async () => {
+      entered();
+      await released;
       return [];
     };
-    return h.withWorker({ takeQueued: slowTake }, async (taskQueue) => {
+    return h.withWorker({ takeQueued: heldTake }, async (taskQueue) => {
       const id = await apply(definition({ workflow: 'batchRefundsWorkflow', args: { limit: 1 }, overlap, taskQueue }));
-      const handle = client().schedule.getHandle(id);
-      await handle.trigger();
-      for (let i = 0; i < 50 && (await handle.describe()).info.runningActions.length === 0; i++) await sleep(100);
-      await handle.trigger();
-      await handle.trigger();
+      await triggerSchedule(client(), id);
+      await running;
+      await triggerSchedule(client(), id);
+      await sleep(1100); // a trigger in the same second would share the first one's workflow id
+      await triggerSchedule(client(), id);
+      await sleep(500);
+      release();
       return occurrences(id, overlap === 'SKIP' ? 1 : 2, 3000);
     });
   }
@@ -121,22 +128,29 @@ test('a backfill over a window yields exactly its occurrences, each with its own
 });
 
 test('a batch occurrence starts each queued refund once; re-run, it starts and refunds nothing twice, whatever the ids', async () => {
-  const [a, b, c] = await Promise.all([h.seedOrder(newOrderId()), h.seedOrder(newOrderId()), h.seedOrder(newOrderId())]);
+  const [a, b, c, d] = await Promise.all([h.seedOrder(newOrderId()), h.seedOrder(newOrderId()), h.seedOrder(newOrderId()), h.seedOrder(newOrderId())]);
   const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', reason: 'requested_by_customer' as const, requestedBy: 'test', operationVersion: 1 });
-  for (const o of [a!, b!, c!]) await h.store.queue.enqueue(request(o.id), 'test');
+  for (const o of [a!, b!, c!, d!]) await h.store.queue.enqueue(request(o.id), 'test');
   // c's refund already ran, started by hand under another workflow id: the operation is the same.
   await client().workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `by-hand-${c!.id}`, args: [request(c!.id)] });
+  // d's business key is held by a run for another amount: the queued request is not that run, and stays queued.
+  await client().workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${d!.id}-v1`, args: [{ ...request(d!.id), amount: 900 }] });
 
   const id = await apply(definition({ workflow: 'batchRefundsWorkflow', args: { limit: 10 } }));
-  await client().schedule.getHandle(id).trigger();
+  await triggerSchedule(client(), id);
   const [occurrence] = await occurrences(id, 1);
   const first = await result<BatchResult>(occurrence!.workflowId);
   expect(first.started.sort()).toEqual([a!, b!, c!].map((o) => `refund-${o.id}-v1`).sort());
+  expect(first.notStarted).toEqual([{ workflowId: `refund-${d!.id}-v1`, reason: expect.stringMatching(/already exists with amount 900: this request needs a new operation version/) }]);
+  // It can never start as it is: refused for good, so that it does not hold up the queue.
+  const dRefused = (await h.store.queue.list({ orderId: d!.id }))[0];
+  expect(dRefused).toMatchObject({ status: 'refused', lastError: expect.stringMatching(/already exists with amount 900/) });
   for (const o of [a!, b!, c!]) await expect(client().workflow.getHandle(`refund-${o.id}-v1`).result()).resolves.toMatchObject({ status: 'completed' });
 
   await rerun(occurrence!.workflowId);
   const again = await result<BatchResult>(occurrence!.workflowId);
-  expect(again).toMatchObject({ occurrenceId: first.occurrenceId, taken: 0, started: [] });
+  expect(again).toMatchObject({ occurrenceId: first.occurrenceId, taken: 0, started: [], notStarted: [] });
+  expect(await h.ledger(d!.paymentIntentId)).toHaveLength(1);
   for (const o of [a!, b!, c!]) {
     expect(await h.ledger(o.paymentIntentId)).toHaveLength(1);
     expect(await h.messages({ to: o.customerEmail })).toHaveLength(1);
@@ -146,7 +160,7 @@ test('a batch occurrence starts each queued refund once; re-run, it starts and r
 
 test('a digest occurrence sends one email; re-run, it sends no second', async () => {
   const id = await apply(definition({ workflow: 'digestWorkflow', args: { max: 10 } }));
-  await client().schedule.getHandle(id).trigger();
+  await triggerSchedule(client(), id);
   const [occurrence] = await occurrences(id, 1);
   const first = await result<DigestResult>(occurrence!.workflowId);
   expect(first).toMatchObject({ key: expect.stringMatching(new RegExp(`^digest:${id}@`)), alreadySent: false });
@@ -170,7 +184,7 @@ test('the sweep reconciles a parked run whose unknown refund the provider had in
       await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 
       const id = await apply(definition({ workflow: 'sweepWorkflow', args: { maxRuns: 50, waitMs: 30_000 } }));
-      await client().schedule.getHandle(id).trigger();
+      await triggerSchedule(client(), id);
       const [occurrence] = await occurrences(id, 1);
       const report = await result<{ reconciled: string[] }>(occurrence!.workflowId);
       expect(report.reconciled).toContain(handle.workflowId);

@@ -38,6 +38,15 @@ test('a proposal past its expiry can no longer be approved', () => {
   }
 });
 
+test('the sweep asks a run to reconcile at most once in six hours; a person may ask any time', () => {
+  const d = desk({ parked: { failedStep: 'create_refund' }, effect: () => 'unknown' });
+  d.apply({ decision: 'reconcile', by: 'sweep', reason: 'scheduled sweep' });
+  d.reopen();
+  expect(() => d.validate({ decision: 'reconcile', by: 'sweep', reason: 'next sweep' })).toThrow(/the sweep asked at .*; it asks again after/);
+  expect(() => d.validate({ decision: 'reconcile', by: 'anyone', reason: 'look again' })).not.toThrow();
+  expect(() => desk().validate({ decision: 'reconcile', by: 'sweep', reason: 'x' })).toThrow(/nothing to reconcile: the refund is refunded/);
+});
+
 describe('the verdict', () => {
   const facts = (over: Partial<VerdictFacts>): VerdictFacts => ({
     effect: { status: 'refunded', certainty: 'completed' },
