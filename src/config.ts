@@ -27,6 +27,8 @@ const envSchema = z.object({
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
+  STRIPE_REFUND_SETTLE_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(30_000),
+  STRIPE_REFUND_FAIL_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(0),
   DIGEST_TO: z.string().email().default('refund-ops@durable-refunds.test'),
   SCHEDULE_TIME_ZONE: z.string().min(1).default('UTC'),
   SCHEDULES_FILE: z.string().min(1).optional(),
@@ -78,6 +80,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       idempotencyTtlMs: e.STRIPE_IDEMPOTENCY_TTL_HOURS * 3600_000,
       requestTimeoutMs: e.STRIPE_TIMEOUT_MS,
       listConsistencyMs: e.STRIPE_LIST_CONSISTENCY_MS,
+      /** When the local server settles pm_card_refundPending refunds and fails pm_card_refundFail ones. */
+      lifecycle: { settleDelayMs: e.STRIPE_REFUND_SETTLE_MS, failDelayMs: e.STRIPE_REFUND_FAIL_MS },
     },
     mail: {
       smtpUrl: e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`,

@@ -16,6 +16,7 @@ async function main() {
       dbPath: path.join(config.dataDir, 'stripe.db'),
       idempotencyTtlMs: config.stripe.idempotencyTtlMs,
       faults: config.faultInjection,
+      lifecycle: config.stripe.lifecycle,
     });
     closers.push(stripe.close);
     console.log(`Stripe-compatible API on ${stripe.url}`);

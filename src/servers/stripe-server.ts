@@ -4,7 +4,8 @@ import http from 'node:http';
 import { ApiError, type ApiResponse, invalidRequest, newId } from './stripe/api';
 import { FormError, parseForm, type FormParams } from './stripe/form';
 import { createIdempotency, fingerprint, render } from './stripe/idempotency';
-import { routes } from './stripe/resources';
+import { changeRefund, routes, type RefundLifecycle } from './stripe/resources';
+import { signatureHeader } from './stripe/events';
 import { createStripeFaults, stripeFaultSchema } from './stripe/faults';
 import { openStore, type RequestRow } from './stripe/store';
 
@@ -18,6 +19,16 @@ export interface StripeServerOptions {
   hooks?: StripeServerHooks;
   /** Enables the fault API (POST /_faults), on loopback only. Off by default. */
   faults?: boolean;
+  /** When refunds on the test payment methods settle or fail (default: pending ones settle after 30 s; failing ones fail at once). */
+  lifecycle?: Partial<RefundLifecycle>;
+  /** Webhook retries when an endpoint does not answer 2xx: exponential from `initialMs`, at most `maxMs` apart, `maxAttempts` in all. */
+  webhookRetry?: Partial<WebhookRetry>;
+}
+
+export interface WebhookRetry {
+  initialMs: number;
+  maxMs: number;
+  maxAttempts: number;
 }
 
 export interface StripeServer {
@@ -61,6 +72,8 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
   const idempotency = createIdempotency(store, opts.idempotencyTtlMs ?? DAY_MS);
   const hooks = opts.hooks ?? {};
   const faults = opts.faults ? createStripeFaults() : undefined;
+  const lifecycle: RefundLifecycle = { settleDelayMs: 30_000, failDelayMs: 0, ...opts.lifecycle };
+  const retry: WebhookRetry = { initialMs: 1000, maxMs: 60_000, maxAttempts: 12, ...opts.webhookRetry };
   // Set just before the database closes: handlers resuming after an await must not touch it.
   let closed = false;
   const waits = new Set<() => void>();
@@ -161,7 +174,7 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
           let result: ApiResponse;
           try {
             // A savepoint, so a business error leaves no partial writes behind.
-            result = store.transaction(() => execute({ store, idempotencyKey: key ?? null }));
+            result = store.transaction(() => execute({ store, idempotencyKey: key ?? null, requestId, lifecycle }));
           } catch (err) {
             if (!(err instanceof ApiError)) throw err;
             result = err.toResponse();
@@ -215,8 +228,12 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
     if (method === 'GET' && url.pathname === '/_requests') {
       return reply(200, { requests: store.requests({ idempotencyKey: q('idempotency_key'), paymentIntent: q('payment_intent'), path: q('path') }) });
     }
+    if (method === 'GET' && url.pathname === '/_webhooks') {
+      return reply(200, { endpoints: store.events.endpoints().map(({ secret: _s, ...e }) => e), deliveries: store.events.deliveries({ eventId: q('event'), endpointId: q('endpoint') }) });
+    }
+    if (method === 'GET' && url.pathname === '/_events') return reply(200, { events: store.events.events({ objectId: q('object') }) });
     const faultPath = /^\/_faults(?:\/([A-Za-z0-9_]+))?$/.exec(url.pathname);
-    if (!faultPath) return reply(404, { error: { type: 'invalid_request_error', message: `no admin endpoint ${method} ${url.pathname}; try /_ledger, /_requests or /_faults` } });
+    if (!faultPath) return reply(404, { error: { type: 'invalid_request_error', message: `no admin endpoint ${method} ${url.pathname}; try /_ledger, /_requests, /_webhooks, /_events or /_faults` } });
     if (!faults) return reply(404, { error: { type: 'invalid_request_error', message: 'fault injection is off; start the server with it enabled (FAULT_INJECTION=on)' } });
     if (!isLoopback(req.socket.remoteAddress)) return reply(403, { error: { type: 'invalid_request_error', message: 'the fault API answers only on loopback' } });
     const [, id] = faultPath;
@@ -238,6 +255,54 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
     }
     return reply(405, { error: { type: 'invalid_request_error', message: `${method} is not allowed on ${url.pathname}` } });
   }
+
+  /**
+   * Refunds' scheduled changes, then webhook deliveries: each POSTs the event, signed with the
+   * endpoint's secret, and counts as delivered only on a 2xx; otherwise it is tried again later,
+   * at least once in all, in no guaranteed order across events.
+   */
+  let ticking = false;
+  async function tick(): Promise<void> {
+    if (ticking || closed) return;
+    ticking = true;
+    try {
+      for (const t of store.events.dueTransitions(Date.now())) {
+        store.transaction(() => {
+          changeRefund(store, t.refundId, t.toStatus, t.failureReason);
+          store.events.transitionDone(t.seq);
+        });
+      }
+      await Promise.all(
+        store.events.due(Date.now(), 20).map(async (d) => {
+          let status: number | null = null;
+          let error: string | null = null;
+          try {
+            const res = await fetch(d.url, {
+              method: 'POST',
+              headers: { 'Content-Type': 'application/json; charset=utf-8', 'Stripe-Signature': signatureHeader(d.payload, d.secret, Math.floor(Date.now() / 1000)), 'User-Agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)' },
+              body: d.payload,
+              signal: AbortSignal.timeout(10_000),
+            });
+            status = res.status;
+            await res.arrayBuffer().catch(() => undefined);
+          } catch (err) {
+            error = (err as Error).message;
+          }
+          if (closed) return;
+          const delivered = status !== null && status >= 200 && status < 300;
+          const attempt = d.attempts + 1;
+          const retryAtMs = delivered || attempt >= retry.maxAttempts ? null : Date.now() + Math.min(retry.maxMs, retry.initialMs * 2 ** (attempt - 1));
+          store.events.attempted(d.eventId, d.endpointId, { status, error, delivered, retryAtMs });
+        }),
+      );
+    } catch (err) {
+      if (!closed) console.error('[stripe-server] webhook delivery failed', err);
+    } finally {
+      ticking = false;
+    }
+  }
+  const ticker = setInterval(() => void tick(), 100);
+  ticker.unref();
 
   const server = http.createServer((req, res) => {
     // Last line of defence: a rejection here would be unhandled and take the whole servers process down.
@@ -261,6 +326,7 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
     url: `http://${urlHost}:${port}`,
     port,
     close() {
+      clearInterval(ticker);
       closing ??= new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));
         // Keep-alive sockets (the Stripe SDK and fetch both pool them) would hold close() open.

@@ -12,11 +12,22 @@ import {
   rejectUnknown,
   requiredString,
 } from './params';
+import { EVENT_TYPES } from './events';
 import type { PaymentIntentObject, RefundObject, Store } from './store';
 
 export interface EndpointContext {
   store: Store;
   idempotencyKey: string | null;
+  requestId: string;
+  lifecycle: RefundLifecycle;
+}
+
+/** When refunds on the test payment methods change after they were created. */
+export interface RefundLifecycle {
+  /** A refund on pm_card_refundPending stays pending this long, then succeeds. */
+  settleDelayMs: number;
+  /** A refund on pm_card_refundFail succeeds, and this long after moves to failed (0: at once, before any read). */
+  failDelayMs: number;
 }
 
 /**
@@ -26,13 +37,15 @@ export interface EndpointContext {
 type Endpoint = (params: FormParams, pathArgs: string[]) => (ctx: EndpointContext) => ApiResponse;
 
 export interface Route {
-  method: 'GET' | 'POST';
+  method: 'GET' | 'POST' | 'DELETE';
   path: RegExp;
   endpoint: Endpoint;
 }
 
 /** Stripe's test card whose refunds are accepted as succeeded and later move to failed. */
 export const REFUND_FAIL_PAYMENT_METHOD = 'pm_card_refundFail';
+/** Our own test card whose refunds are pending at first and settle (succeed) after a delay. */
+export const REFUND_PENDING_PAYMENT_METHOD = 'pm_card_refundPending';
 
 const REFUND_REASONS = ['duplicate', 'fraudulent', 'requested_by_customer'] as const;
 
@@ -130,7 +143,7 @@ const createRefund: Endpoint = (params) => {
   const metadata = metadataParam(params);
   optionalStringList(params, 'expand');
 
-  return ({ store, idempotencyKey }) => {
+  return ({ store, idempotencyKey, requestId, lifecycle }) => {
     const pi = store.getPaymentIntent(paymentIntentId);
     if (!pi) throw resourceMissing('payment_intent', paymentIntentId, 'payment_intent');
     if (pi.status !== 'succeeded' || !pi.latest_charge) {
@@ -167,13 +180,17 @@ const createRefund: Endpoint = (params) => {
       payment_intent: pi.id,
       reason,
       receipt_number: null,
-      status: 'succeeded',
+      status: pi.payment_method === REFUND_PENDING_PAYMENT_METHOD ? 'pending' : 'succeeded',
     };
     store.insertRefund(refund);
     store.recordEffect({ type: 'refund.created', objectId: refund.id, paymentIntentId: pi.id, amount: refundAmount, idempotencyKey });
+    const request = { id: requestId, idempotencyKey };
+    store.events.emit('refund.created', refund, request);
+    if (pi.payment_method === REFUND_PENDING_PAYMENT_METHOD) store.events.scheduleTransition(refund.id, 'succeeded', Date.now() + lifecycle.settleDelayMs, null);
     if (pi.payment_method === REFUND_FAIL_PAYMENT_METHOD) {
-      // The creating response still says succeeded; every later read sees the failure, as on Stripe.
-      store.updateRefund({ ...refund, status: 'failed', failure_reason: 'expired_or_canceled_card' });
+      // The creating response still says succeeded; every read after the delay sees the failure, as on Stripe.
+      if (lifecycle.failDelayMs > 0) store.events.scheduleTransition(refund.id, 'failed', Date.now() + lifecycle.failDelayMs, 'expired_or_canceled_card');
+      else changeRefund(store, refund.id, 'failed', 'expired_or_canceled_card', request);
     }
     return { status: 200, body: refund };
   };
@@ -208,10 +225,68 @@ const listRefunds: Endpoint = (params) => {
   };
 };
 
+/** A refund's later change, with the events Stripe sends for it. */
+export function changeRefund(store: Store, refundId: string, status: 'succeeded' | 'failed', failureReason: string | null, request = { id: null as string | null, idempotencyKey: null as string | null }): void {
+  const before = store.getRefund(refundId);
+  if (!before || before.status === status || before.status === 'failed' || before.status === 'canceled') return;
+  const after: RefundObject = { ...before, status, ...(failureReason && { failure_reason: failureReason }) };
+  store.updateRefund(after);
+  const previous = { status: before.status };
+  if (status === 'failed') store.events.emit('refund.failed', after, request, previous);
+  store.events.emit('refund.updated', after, request, previous);
+  store.events.emit('charge.refund.updated', after, request, previous);
+}
+
+const createWebhookEndpoint: Endpoint = (params) => {
+  rejectUnknown(params, ['url', 'enabled_events', 'description', 'metadata', 'api_version', 'expand']);
+  const url = requiredString(params, 'url');
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw invalidRequest(`Invalid URL: ${url}`, { param: 'url' });
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw invalidRequest(`Invalid URL: ${url} must be http or https`, { param: 'url' });
+  const enabled = optionalStringList(params, 'enabled_events');
+  if (!enabled || enabled.length === 0) throw invalidRequest('Missing required param: enabled_events.', { code: 'parameter_missing', param: 'enabled_events' });
+  const unknown = enabled.filter((e) => e !== '*' && !(EVENT_TYPES as readonly string[]).includes(e));
+  if (unknown.length) throw invalidRequest(`Invalid enabled_events: ${unknown.join(', ')}; this server emits ${EVENT_TYPES.join(', ')}`, { param: 'enabled_events' });
+  return ({ store }) => ({ status: 200, body: store.events.addEndpoint(url, enabled) });
+};
+
+const listWebhookEndpoints: Endpoint = (params) => {
+  rejectUnknown(params, ['limit', 'expand']);
+  return ({ store }) => {
+    const data = store.events.endpoints().map(({ secret: _secret, ...e }) => e);
+    return { status: 200, body: { object: 'list', data, has_more: false, url: '/v1/webhook_endpoints' } };
+  };
+};
+
+const deleteWebhookEndpoint: Endpoint = (params, [id]) => {
+  rejectUnknown(params, []);
+  return ({ store }) => {
+    if (!store.events.deleteEndpoint(id!)) throw resourceMissing('webhook_endpoint', id!, 'id');
+    return { status: 200, body: { id, object: 'webhook_endpoint', deleted: true } };
+  };
+};
+
+const retrieveEvent: Endpoint = (params, [id]) => {
+  rejectUnknown(params, ['expand']);
+  return ({ store }) => {
+    const event = store.events.events().find((e) => e.id === id);
+    if (!event) throw resourceMissing('event', id!, 'id');
+    return { status: 200, body: event };
+  };
+};
+
 export const routes: Route[] = [
   { method: 'POST', path: /^\/v1\/payment_intents$/, endpoint: createPaymentIntent },
   { method: 'GET', path: /^\/v1\/payment_intents\/([^/]+)$/, endpoint: retrievePaymentIntent },
   { method: 'POST', path: /^\/v1\/refunds$/, endpoint: createRefund },
   { method: 'GET', path: /^\/v1\/refunds$/, endpoint: listRefunds },
   { method: 'GET', path: /^\/v1\/refunds\/([^/]+)$/, endpoint: retrieveRefund },
+  { method: 'POST', path: /^\/v1\/webhook_endpoints$/, endpoint: createWebhookEndpoint },
+  { method: 'GET', path: /^\/v1\/webhook_endpoints$/, endpoint: listWebhookEndpoints },
+  { method: 'DELETE', path: /^\/v1\/webhook_endpoints\/([^/]+)$/, endpoint: deleteWebhookEndpoint },
+  { method: 'GET', path: /^\/v1\/events\/([^/]+)$/, endpoint: retrieveEvent },
 ];

@@ -1,6 +1,7 @@
 // The local Stripe's state in SQLite, so payment intents, refunds, stored idempotent responses
 // and the ledger all survive a restart.
 import Database from 'better-sqlite3';
+import { createEventLog, EVENTS_SCHEMA } from './events';
 
 export interface PaymentIntentObject {
   id: string;
@@ -129,6 +130,7 @@ export function openStore(dbPath: string) {
       created_at TEXT NOT NULL
     );
   `);
+  db.exec(EVENTS_SCHEMA);
   // Databases made before the lagging-list fault existed lack its column.
   const refundColumns = db.prepare<[], { name: string }>('PRAGMA table_info(refunds)').all().map((c) => c.name);
   if (!refundColumns.includes('listed_after_ms')) db.exec('ALTER TABLE refunds ADD COLUMN listed_after_ms INTEGER NOT NULL DEFAULT 0');
@@ -270,6 +272,9 @@ export function openStore(dbPath: string) {
     ledger(paymentIntentId?: string): LedgerEffect[] {
       return q.ledger.all({ pi: paymentIntentId ?? null });
     },
+
+    /** Webhook endpoints, events and their deliveries, and refunds' scheduled changes. */
+    events: createEventLog(db),
 
     close(): void {
       db.close();

@@ -1,0 +1,153 @@
+// Webhooks from the Stripe-compatible server, as Stripe sends them: endpoints made with the
+// official SDK, events for refund changes (a pending refund settling, a succeeded one failing),
+// signatures the SDK's own constructEvent accepts, retries until a 2xx, nothing lost while the
+// receiver is down.
+import fs from 'node:fs';
+import http, { type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import Stripe from 'stripe';
+import { createStripeClient } from '../../src/activities/payments';
+import { startStripeServer, type StripeServer } from '../../src/servers/stripe-server';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stripe-webhooks-'));
+let server: StripeServer;
+let stripe: Stripe;
+
+interface Received {
+  event: Stripe.Event;
+  id: string;
+  header: string;
+  body: string;
+}
+
+/** A receiver that records what it is sent and answers with `answer()` (a status code). */
+async function receiver(answer: (body: string) => number = () => 200): Promise<{ url: string; got: Received[]; server: Server }> {
+  const got: Received[] = [];
+  const srv = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => {
+      const status = answer(body);
+      got.push({ event: JSON.parse(body) as Stripe.Event, id: (JSON.parse(body) as { id: string }).id, header: String(req.headers['stripe-signature'] ?? ''), body });
+      res.writeHead(status).end();
+    });
+  });
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/webhooks`, got, server: srv };
+}
+
+const until = async (ok: () => boolean, ms = 8000) => {
+  for (const end = Date.now() + ms; !ok(); ) {
+    if (Date.now() > end) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+async function refundOn(paymentMethod: string): Promise<Stripe.Refund> {
+  const pi = await stripe.paymentIntents.create({ amount: 5000, currency: 'usd', payment_method: paymentMethod, confirm: true, automatic_payment_methods: { enabled: true, allow_redirects: 'never' } });
+  return stripe.refunds.create({ payment_intent: pi.id, amount: 1250, metadata: { operation_id: `op-${pi.id}` } });
+}
+
+beforeAll(async () => {
+  server = await startStripeServer({
+    port: 0,
+    dbPath: path.join(dir, 'stripe.db'),
+    lifecycle: { settleDelayMs: 600, failDelayMs: 600 },
+    webhookRetry: { initialMs: 200, maxMs: 400, maxAttempts: 20 },
+  });
+  stripe = createStripeClient({ secretKey: 'sk_test_local', apiBase: server.url, requestTimeoutMs: 5000 });
+});
+afterAll(() => server.close());
+
+test('a pending refund settles after the delay: refund.created, then refund.updated, each signed so that constructEvent accepts it', async () => {
+  const r = await receiver();
+  try {
+    const endpoint = await stripe.webhookEndpoints.create({ url: r.url, enabled_events: ['refund.created', 'refund.updated'] });
+    expect(endpoint.secret).toMatch(/^whsec_/);
+    const refund = await refundOn('pm_card_refundPending');
+    expect(refund.status).toBe('pending');
+    await until(() => r.got.some((g) => g.event.type === 'refund.updated' && (g.event.data.object as Stripe.Refund).id === refund.id));
+    const mine = r.got.filter((g) => (g.event.data.object as Stripe.Refund).id === refund.id);
+    expect(mine.map((g) => [g.event.type, (g.event.data.object as Stripe.Refund).status])).toEqual([
+      ['refund.created', 'pending'],
+      ['refund.updated', 'succeeded'],
+    ]);
+    for (const g of mine) {
+      const verified = stripe.webhooks.constructEvent(g.body, g.header, endpoint.secret!);
+      expect(verified.id).toBe(g.id);
+      expect(() => stripe.webhooks.constructEvent(g.body, g.header, 'whsec_wrong')).toThrow(/signature/i);
+    }
+    expect((await stripe.refunds.retrieve(refund.id)).status).toBe('succeeded');
+    await stripe.webhookEndpoints.del(endpoint.id);
+  } finally {
+    r.server.close();
+  }
+});
+
+test('a refund on pm_card_refundFail is created succeeded and later fails: refund.failed with the failure reason', async () => {
+  const r = await receiver();
+  try {
+    const endpoint = await stripe.webhookEndpoints.create({ url: r.url, enabled_events: ['*'] });
+    const refund = await refundOn('pm_card_refundFail');
+    expect(refund.status).toBe('succeeded');
+    await until(() => r.got.some((g) => g.event.type === 'refund.failed'));
+    const failed = r.got.find((g) => g.event.type === 'refund.failed')!;
+    expect(failed.event.data).toMatchObject({ object: { id: refund.id, status: 'failed', failure_reason: 'expired_or_canceled_card' }, previous_attributes: { status: 'succeeded' } });
+    await until(() => r.got.filter((g) => (g.event.data.object as Stripe.Refund).id === refund.id).length >= 4);
+    expect(new Set(r.got.map((g) => g.event.type))).toEqual(new Set(['refund.created', 'refund.failed', 'refund.updated', 'charge.refund.updated']));
+    await stripe.webhookEndpoints.del(endpoint.id);
+  } finally {
+    r.server.close();
+  }
+});
+
+test('an endpoint that fails gets the same event again until it answers 2xx; one that is down gets it once it is back', async () => {
+  let failures = 2;
+  const r = await receiver(() => (failures-- > 0 ? 500 : 200));
+  const endpoint = await stripe.webhookEndpoints.create({ url: r.url, enabled_events: ['refund.created'] });
+  const refund = await refundOn('pm_card_visa');
+  await until(() => r.got.length >= 3);
+  expect(r.got.map((g) => g.id)).toEqual([r.got[0]!.id, r.got[0]!.id, r.got[0]!.id]);
+  const deliveries = async () =>
+    ((await (await fetch(`${server.url}/_webhooks?endpoint=${endpoint.id}`)).json()) as { deliveries: { eventId: string; status: string; attempts: number; lastStatus: number }[] }).deliveries;
+  await until(() => r.got.length >= 3);
+  expect(await deliveries()).toEqual([expect.objectContaining({ eventId: r.got[0]!.id, status: 'delivered', attempts: 3, lastStatus: 200 })]);
+
+  // The receiver goes away; a refund made meanwhile reaches it when it is back on the same port.
+  const port = Number(new URL(r.url).port);
+  await new Promise<void>((done) => r.server.close(() => done()));
+  r.server.closeAllConnections();
+  const later = await refundOn('pm_card_visa');
+  await new Promise((w) => setTimeout(w, 700));
+  expect((await deliveries()).find((d) => r.got.every((g) => g.id !== d.eventId))).toMatchObject({ status: 'pending', lastStatus: null });
+  const back: Received[] = [];
+  const revived = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => {
+      back.push({ event: JSON.parse(body) as Stripe.Event, id: (JSON.parse(body) as { id: string }).id, header: String(req.headers['stripe-signature'] ?? ''), body });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((done) => revived.listen(port, '127.0.0.1', done));
+  try {
+    await until(() => back.some((g) => (g.event.data.object as Stripe.Refund).id === later.id));
+    expect(stripe.webhooks.constructEvent(back[0]!.body, back[0]!.header, endpoint.secret!).type).toBe('refund.created');
+    expect(refund.id).not.toBe(later.id);
+  } finally {
+    revived.close();
+    await stripe.webhookEndpoints.del(endpoint.id);
+  }
+});
+
+test('endpoints are refused for a bad URL or unknown events, and listed without their secrets', async () => {
+  await expect(stripe.webhookEndpoints.create({ url: 'ftp://x', enabled_events: ['*'] })).rejects.toThrow(/must be http or https/);
+  await expect(stripe.webhookEndpoints.create({ url: 'http://127.0.0.1:1/x', enabled_events: ['customer.created' as 'charge.refunded'] })).rejects.toThrow(/Invalid enabled_events: customer.created/);
+  const made = await stripe.webhookEndpoints.create({ url: 'http://127.0.0.1:1/x', enabled_events: ['refund.failed'] });
+  const listed = await stripe.webhookEndpoints.list();
+  expect(listed.data.find((e) => e.id === made.id)).toMatchObject({ url: 'http://127.0.0.1:1/x', enabled_events: ['refund.failed'] });
+  expect(listed.data.every((e) => e.secret === undefined)).toBe(true);
+  await stripe.webhookEndpoints.del(made.id);
+});
