@@ -50,7 +50,7 @@ export interface Harness {
   worker: Worker;
   settings: RunSettings;
   /** A second worker on its own task queue whose activities are the real ones with some replaced, or built with other settings. */
-  withWorker<T>(overrides: Partial<RefundActivities>, fn: (taskQueue: string) => Promise<T>, settings?: Partial<RunSettings>): Promise<T>;
+  withWorker<T>(overrides: Partial<RefundActivities>, fn: (taskQueue: string) => Promise<T>, settings?: Partial<RunSettings>, taskQueue?: string): Promise<T>;
   seedOrder(orderId: string, opts?: { paymentMethod?: string; customerEmail?: string; amount?: number }): Promise<Order>;
   /** Effects the Stripe server really performed for a payment intent (its refunds). */
   ledger(paymentIntentId: string): Promise<LedgerEffect[]>;
@@ -162,8 +162,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     store,
     worker,
     settings,
-    async withWorker(overrides, fn, other) {
-      const taskQueue = `refunds-${randomUUID()}`;
+    async withWorker(overrides, fn, other, queue) {
+      const taskQueue = queue ?? `refunds-${randomUUID()}`;
       const w = await createRefundWorker({
         connection: env.nativeConnection,
         namespace,

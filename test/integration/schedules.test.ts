@@ -118,6 +118,22 @@ describe('overlap', () => {
   });
 });
 
+test('with no worker across several fire times, SKIP leaves one occurrence waiting, and it runs when a worker returns', async () => {
+  const taskQueue = `offline-${randomUUID().slice(0, 8)}`;
+  const id = await apply(definition({ workflow: 'sweepWorkflow', args: { maxRuns: 1, waitMs: 0 }, taskQueue }));
+  // Three fire times, a second apart, while nothing polls the queue: the first occurrence waits, the others are skipped.
+  for (let i = 0; i < 3; i++) {
+    await triggerSchedule(client(), id);
+    await sleep(1100);
+  }
+  const described = await client().schedule.getHandle(id).describe();
+  expect(described.info.runningActions).toHaveLength(1);
+  const [waiting] = described.info.runningActions;
+  const report = await h.withWorker({}, () => result<{ occurrenceId: string }>(waiting!.workflow.workflowId), {}, taskQueue);
+  expect(report.occurrenceId).toMatch(new RegExp(`^${id}@`));
+  expect(await occurrences(id, 1, 500)).toHaveLength(1);
+});
+
 test('a backfill over a window yields exactly its occurrences, each with its own id', async () => {
   const id = await apply(definition({ workflow: 'sweepWorkflow', args: { maxRuns: 1, waitMs: 0 }, calendar: { minute: 0, hour: '*' } }));
   await client().schedule.getHandle(id).backfill({ start: new Date('2026-11-01T00:00:00Z'), end: new Date('2026-11-01T03:30:00Z'), overlap: 'BUFFER_ALL' });
