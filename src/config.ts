@@ -27,6 +27,8 @@ const envSchema = z.object({
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
+  STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\S+$/, 'must be the endpoint\'s signing secret, whsec_…').optional(),
+  WEBHOOK_PORT: port.default(4343),
   STRIPE_REFUND_SETTLE_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(30_000),
   STRIPE_REFUND_FAIL_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(0),
   DIGEST_TO: z.string().email().default('refund-ops@durable-refunds.test'),
@@ -68,6 +70,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     faultInjection: e.FAULT_INJECTION === 'on',
     deciders: e.DECIDERS,
     digestTo: e.DIGEST_TO,
+    /** The webhook receiver runs in the worker when a signing secret is set. */
+    webhooks: { secret: e.STRIPE_WEBHOOK_SECRET, port: e.WEBHOOK_PORT },
     schedules: { timeZone: e.SCHEDULE_TIME_ZONE, file: e.SCHEDULES_FILE },
     dataDir: e.DATA_DIR,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, uiPort: e.TEMPORAL_UI_PORT },

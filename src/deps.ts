@@ -1,5 +1,6 @@
 // The real clients the activities are built from, opened from config and closed together.
 import type { Client } from '@temporalio/client';
+import type Stripe from 'stripe';
 import { createActivities, SMTP_DEADLINE_MARGIN_MS, type RefundActivities } from './activities';
 import { createMailTransport } from './activities/notifications';
 import { createStripeClient } from './activities/payments';
@@ -12,6 +13,7 @@ import type { OrderStore } from './store/types';
 
 export interface Deps {
   activities: RefundActivities;
+  stripe: Stripe;
   store: OrderStore;
   settings: RunSettings;
   close(): Promise<void>;
@@ -53,6 +55,7 @@ export function openDeps(config: Config, temporal?: Client): Deps {
   return {
     activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from, settings, temporal, digestTo: config.digestTo }),
     store,
+    stripe,
     settings,
     async close() {
       mail.close();

@@ -4,6 +4,7 @@ import { Client, Connection } from '@temporalio/client';
 import { loadConfig, type Config } from './config';
 import { missingSearchAttributes } from './stack/stack';
 import { openDeps } from './deps';
+import { startWebhookReceiver } from './webhooks/receiver';
 import { TASK_QUEUE } from './shared';
 
 type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
@@ -58,6 +59,12 @@ export async function runWorker(): Promise<void> {
     throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
   }
   const deps = openDeps(config, new Client({ connection: visibility, namespace: config.temporal.namespace }));
+  const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace });
+  // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
+  const receiver = config.webhooks.secret
+    ? await startWebhookReceiver({ stripe: deps.stripe, secret: config.webhooks.secret, store: deps.store, temporal }, { port: config.webhooks.port })
+    : undefined;
+  if (receiver) console.log(`webhook receiver on ${receiver.url}`);
   try {
     const worker = await createRefundWorker({ connection, namespace: config.temporal.namespace, activities: deps.activities });
     console.log(
@@ -66,6 +73,7 @@ export async function runWorker(): Promise<void> {
     );
     await worker.run();
   } finally {
+    await receiver?.close();
     await connection.close();
     await visibility.close();
     await deps.close();

@@ -4,6 +4,7 @@ import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundE
 import { FAULTS_SCHEMA, SqliteStoreFaults } from './sqlite-faults';
 import { OPERATIONS_SCHEMA, SqliteOperationLog } from './sqlite-operations';
 import { QUEUE_SCHEMA, SqliteRefundQueue } from './sqlite-queue';
+import { PROVIDER_EVENTS_SCHEMA, SqliteProviderEventLog } from './sqlite-provider-events';
 import {
   type AppliedRefund,
   type ApplyRefundInput,
@@ -162,6 +163,7 @@ export class SqliteOrderStore implements OrderStore {
   readonly operations: SqliteOperationLog;
   readonly faults: SqliteStoreFaults;
   readonly queue: SqliteRefundQueue;
+  readonly providerEvents: SqliteProviderEventLog;
   private readonly db: Database.Database;
   private readonly beforeOrderWrite: (orderId: string) => void;
 
@@ -170,7 +172,7 @@ export class SqliteOrderStore implements OrderStore {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     this.db.pragma('foreign_keys = ON');
-    this.db.exec(SCHEMA + OPERATIONS_SCHEMA + FAULTS_SCHEMA + QUEUE_SCHEMA);
+    this.db.exec(SCHEMA + OPERATIONS_SCHEMA + FAULTS_SCHEMA + QUEUE_SCHEMA + PROVIDER_EVENTS_SCHEMA);
     // Databases made by earlier versions lack these columns.
     this.addColumn('notification_outbox', 'sending_since', 'TEXT');
     this.addColumn('operations', 'proven_absent_through', 'INTEGER');
@@ -178,6 +180,7 @@ export class SqliteOrderStore implements OrderStore {
     this.operations = new SqliteOperationLog(this.db);
     this.faults = new SqliteStoreFaults(this.db, filename, options.faults ?? false);
     this.queue = new SqliteRefundQueue(this.db);
+    this.providerEvents = new SqliteProviderEventLog(this.db);
     const hook = options.beforeOrderWrite ?? (() => undefined);
     this.beforeOrderWrite = (orderId) => {
       hook(orderId);

@@ -213,6 +213,31 @@ export interface QueuedRequest {
   attempts: number;
 }
 
+/** A provider event (Stripe webhook) as the receiver took it. */
+export interface ProviderEventRecord {
+  eventId: string;
+  type: string;
+  operationId: string | null;
+  refundId: string | null;
+  refundStatus: string | null;
+  /** The event's own time (unix seconds), as the provider stamped it. */
+  created: number;
+  receivedAt: string;
+  /** How many times it arrived (the provider delivers at least once). */
+  deliveries: number;
+  /** The run it was handed to as a Signal, and what became of it. */
+  handedTo: string | null;
+  handedAt: string | null;
+  outcome: string | null;
+}
+
+export interface ProviderEventLog {
+  /** Records an event by its id; `first` is false for a redelivery. */
+  receive(e: Pick<ProviderEventRecord, 'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'created'>): Promise<{ record: ProviderEventRecord; first: boolean }>;
+  handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord>;
+  forOperation(operationId: string): Promise<ProviderEventRecord[]>;
+}
+
 /** Refund requests waiting for a scheduled batch (see sqlite-queue.ts). */
 export interface RefundQueue {
   enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }>;
@@ -234,6 +259,7 @@ export interface OrderStore {
   readonly operations: OperationLog;
   readonly faults: StoreFaults;
   readonly queue: RefundQueue;
+  readonly providerEvents: ProviderEventLog;
   /** Inserts the order, or returns the existing one when an identical order is already there. */
   seedOrder(order: NewOrder): Promise<Order>;
   getOrder(id: string): Promise<Order | undefined>;

@@ -2,3 +2,4 @@ export * from './refund';
 export * from './batch';
 export * from './digest';
 export * from './sweep';
+export * from './provider-events';

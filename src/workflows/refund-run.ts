@@ -8,6 +8,7 @@ import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '..
 import type { BeginResult, Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import { redact, tally } from '../reliability/evidence';
+import { MAX_PROVIDER_EVENTS, type ProviderEventSummary } from './provider-events';
 import { decide, type DecisionPolicy, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
 import type { Boundary, Certainty } from '../reliability/taxonomy';
 import { SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
@@ -74,6 +75,8 @@ export interface RefundRunState {
   /** While parked: since when, the verdict, the smallest next action and who may take it. */
   parked: ({ since: string; failedStep: RefundStep | null; reason: string } & VerdictView) | null;
   decisions: DecisionRecord[];
+  /** Provider events (webhooks) received for this run, each once. */
+  providerEvents: ProviderEventSummary[];
   steps: StepRecord[];
 }
 
@@ -140,6 +143,14 @@ export class RefundRun {
     this.workerDecisions = decisions;
   }
 
+  /** Provider events received for this run, in arrival order, each once. */
+  readonly providerEvents: ProviderEventSummary[] = [];
+
+  recordProviderEvent(e: ProviderEventSummary): void {
+    if (this.providerEvents.some((x) => x.id === e.id) || this.providerEvents.length >= MAX_PROVIDER_EVENTS) return;
+    this.providerEvents.push(e);
+  }
+
   view(): RefundRunState {
     return redact({
       workflowId: this.workflowId,
@@ -155,6 +166,7 @@ export class RefundRun {
       outcome: this.outcome,
       parked: this.parked,
       decisions: this.desk.records,
+      providerEvents: this.providerEvents,
       steps: this.steps.table(),
     });
   }

@@ -34,6 +34,7 @@ import { compensationKey, stepKey } from '../reliability/identity';
 import { backoffDelay, decide, retries, withJitter } from '../reliability/policy';
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
 import { decideUpdate, type Chosen } from './decisions';
+import { providerEventSignal } from './provider-events';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
@@ -97,6 +98,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     return { workflowId: workflowInfo().workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
   }
   setHandler(stepsQuery, () => run.view());
+  setHandler(providerEventSignal, (event) => run.recordProviderEvent(event));
   setHandler(
     decideUpdate,
     (decision) => {

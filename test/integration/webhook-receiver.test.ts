@@ -1,0 +1,78 @@
+// The webhook receiver on the real stack: the Stripe-compatible server signs and delivers refund
+// events, the receiver checks them with the official SDK, records each once and hands it to the
+// refund's run as a Signal; anything unsigned, badly signed, too old or malformed gets a 400 and
+// changes nothing.
+import { randomUUID } from 'node:crypto';
+import { startRefund } from '../../src/client/refunds';
+import { signatureHeader } from '../../src/servers/stripe/events';
+import { startWebhookReceiver } from '../../src/webhooks/receiver';
+import { stepsQuery } from '../../src/workflows';
+import { startHarness, stopped, type Harness } from '../helpers/harness';
+
+let h: Harness;
+let receiver: { url: string; close(): Promise<void> };
+let secret: string;
+beforeAll(async () => {
+  h = await startHarness();
+  // The secret is known only once the endpoint exists, and the endpoint needs the receiver's URL: start, register, then set it.
+  const deps = { stripe: h.stripe, secret: 'whsec_pending', store: h.store, temporal: h.env.client };
+  receiver = await startWebhookReceiver(deps, { port: 0 });
+  const endpoint = await h.stripe.webhookEndpoints.create({ url: receiver.url, enabled_events: ['*'] });
+  secret = endpoint.secret!;
+  deps.secret = secret;
+});
+afterAll(async () => {
+  await receiver?.close();
+  await h?.close();
+});
+
+const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
+const post = (body: string, signature?: string) =>
+  fetch(receiver.url, { method: 'POST', headers: { 'content-type': 'application/json', ...(signature && { 'stripe-signature': signature }) }, body }).then(async (r) => ({
+    status: r.status,
+    body: (await r.json()) as Record<string, unknown>,
+  }));
+const now = () => Math.floor(Date.now() / 1000);
+
+test('a refund event reaches its run as a Signal, once, however often it is delivered; bad requests change nothing', async () => {
+  const order = await h.seedOrder(newOrderId());
+  // The gate cannot read the provider: the run parks after the refund, and waits there.
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await stopped(handle);
+  const operationId = `refund:test:${order.id}:v1`;
+  let state = await handle.query(stepsQuery);
+  for (let i = 0; i < 100 && state.providerEvents.length === 0; i++) {
+    await new Promise((r) => setTimeout(r, 100));
+    state = await handle.query(stepsQuery);
+  }
+  const refundId = state.effect.refundId!;
+  expect(state.providerEvents).toEqual([expect.objectContaining({ type: 'refund.created', refundId, refundStatus: 'succeeded' })]);
+  const [recorded] = await h.store.providerEvents.forOperation(operationId);
+  expect(recorded).toMatchObject({ type: 'refund.created', handedTo: handle.workflowId, outcome: 'signalled', deliveries: 1 });
+
+  // The same event twice more, freshly signed: recorded once, signalled once.
+  const events = (await (await fetch(`${h.stripeUrl}/_events?object=${refundId}`)).json()) as { events: { id: string }[] };
+  const body = JSON.stringify(events.events[0]);
+  for (let i = 0; i < 2; i++) expect(await post(body, signatureHeader(body, secret, now()))).toMatchObject({ status: 200, body: { duplicate: true } });
+  expect((await h.store.providerEvents.forOperation(operationId))[0]).toMatchObject({ deliveries: 3 });
+  expect((await handle.query(stepsQuery)).providerEvents).toHaveLength(1);
+
+  // Unsigned, signed with another secret, signed too long ago, or not an event: 400, and nothing recorded.
+  const forged = JSON.stringify({ ...events.events[0], id: 'evt_forged' });
+  const refused = [
+    await post(forged),
+    await post(forged, signatureHeader(forged, 'whsec_other', now())),
+    await post(forged, signatureHeader(forged, secret, now() - 3600)),
+    await post('{not json', signatureHeader('{not json', secret, now())),
+    await post('{"id":"evt_x"}', signatureHeader('{"id":"evt_x"}', secret, now())),
+  ];
+  expect(refused.map((r) => r.status)).toEqual([400, 400, 400, 400, 400]);
+  expect(refused[0]!.body.error).toMatch(/unsigned/);
+  expect(refused[1]!.body.error).toMatch(/No signatures found matching the expected signature/);
+  expect(refused[2]!.body.error).toMatch(/Timestamp outside the tolerance zone/);
+  expect(refused[4]!.body.error).toMatch(/malformed/);
+  expect(await h.store.providerEvents.forOperation(operationId)).toHaveLength(1);
+  expect((await handle.query(stepsQuery)).providerEvents).toHaveLength(1);
+  await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+});
