@@ -6,7 +6,7 @@ import type Stripe from 'stripe';
 import { messageIdForKey } from '../activities/notifications';
 import { maskEmails } from '../reliability/evidence';
 import { compensationKey, stepKey } from '../reliability/identity';
-import type { AppliedRefund, AuditEntry, OperationRecord, OrderStore, OutboxEntry } from '../store';
+import type { AppliedRefund, AuditEntry, OperationRecord, OrderStore, OutboxEntry, ProviderEventRecord } from '../store';
 import type { Order } from '../shared';
 
 export interface Fact {
@@ -31,6 +31,8 @@ export interface Evidence {
   notice: OutboxEntry | null;
   correction: OutboxEntry | null;
   audit: AuditEntry[];
+  /** Provider events (webhooks) the receiver took for this operation. */
+  events: ProviderEventRecord[];
   /** The provider's refunds carrying this operation id; null when the provider could not be asked. */
   refunds: ProviderRefund[] | null;
   /** Refunds the local Stripe server's ledger made under this operation's key; null without a local ledger. */
@@ -59,13 +61,14 @@ export async function gatherEvidence(sources: EvidenceSources, operationId: stri
   const { store } = sources;
   const noticeKey = stepKey(operationId, 'notify_customer');
   const correctionKey = compensationKey(noticeKey);
-  const [operation, order, applied, notice, correction, audit] = await Promise.all([
+  const [operation, order, applied, notice, correction, audit, events] = await Promise.all([
     store.operations.get(operationId),
     store.getOrder(orderId),
     store.appliedRefund(operationId),
     store.getNotification(noticeKey),
     store.getNotification(correctionKey),
     store.operations.auditTrail(operationId),
+    store.providerEvents.forOperation(operationId),
   ]);
   const ev: Evidence = {
     operationId,
@@ -75,6 +78,7 @@ export async function gatherEvidence(sources: EvidenceSources, operationId: stri
     notice: notice ?? null,
     correction: correction ?? null,
     audit,
+    events,
     refunds: null,
     ledgerRefunds: null,
     mailbox: null,
@@ -114,6 +118,13 @@ function storeFacts(ev: Evidence, orderId: string): void {
     if (!entry) continue;
     const sent = entry.status === 'sent' ? `accepted by the mail server at ${entry.sentAt} (${entry.providerResponse})` : entry.status;
     ev.facts.push({ id: `store:outbox:${entry.key}`, says: `${entry.kind} ${entry.messageId} to ${maskEmails(entry.recipient)}: ${sent}; ${entry.attempts} hand-over attempt(s)` });
+  }
+  for (const e of ev.events) {
+    const handed = e.outcome === 'signalled' ? `handed to ${e.handedTo} at ${e.handedAt}` : (e.outcome ?? 'not handed on yet');
+    ev.facts.push({
+      id: `event:${e.eventId}`,
+      says: `${e.type}: refund ${e.refundId} ${e.refundStatus}, sent ${new Date(e.created * 1000).toISOString()}, received ${e.receivedAt} (${e.deliveries} deliver${e.deliveries === 1 ? 'y' : 'ies'}); ${handed}`,
+    });
   }
   for (const a of ev.audit.filter((e) => e.event === 'decision')) {
     const d = a.detail as { decision?: string; by?: string };

@@ -4,6 +4,7 @@
 // changes nothing.
 import { randomUUID } from 'node:crypto';
 import { startRefund } from '../../src/client/refunds';
+import { inspectRun } from '../../src/inspect/inspection';
 import { signatureHeader } from '../../src/servers/stripe/events';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import { stepsQuery } from '../../src/workflows';
@@ -74,5 +75,13 @@ test('a refund event reaches its run as a Signal, once, however often it is deli
   expect(refused[4]!.body.error).toMatch(/malformed/);
   expect(await h.store.providerEvents.forOperation(operationId)).toHaveLength(1);
   expect((await handle.query(stepsQuery)).providerEvents).toHaveLength(1);
+
+  // Operators see it in inspect, with its id, times and deliveries.
+  const inspected = await inspectRun(h.env.client, h.sources, 'test', handle.workflowId);
+  expect(inspected.facts).toEqual(
+    expect.arrayContaining([
+      expect.objectContaining({ id: `event:${recorded!.eventId}`, says: expect.stringMatching(new RegExp(`^refund.created: refund ${refundId} succeeded, sent .*\\(3 deliveries\\); handed to ${handle.workflowId}`)) }),
+    ]),
+  );
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 });
