@@ -29,6 +29,7 @@ const envSchema = z.object({
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
   STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\S+$/, 'must be the endpoint\'s signing secret, whsec_…').optional(),
   WEBHOOK_PORT: port.default(4343),
+  WEBHOOK_HOST: z.string().min(1).default('127.0.0.1'),
   STRIPE_REFUND_SETTLE_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(30_000),
   STRIPE_REFUND_FAIL_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(0),
   DIGEST_TO: z.string().email().default('refund-ops@durable-refunds.test'),
@@ -71,7 +72,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     deciders: e.DECIDERS,
     digestTo: e.DIGEST_TO,
     /** The webhook receiver runs in the worker when a signing secret is set. */
-    webhooks: { secret: e.STRIPE_WEBHOOK_SECRET, port: e.WEBHOOK_PORT },
+    webhooks: { secret: e.STRIPE_WEBHOOK_SECRET, port: e.WEBHOOK_PORT, host: e.WEBHOOK_HOST },
     schedules: { timeZone: e.SCHEDULE_TIME_ZONE, file: e.SCHEDULES_FILE },
     dataDir: e.DATA_DIR,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, uiPort: e.TEMPORAL_UI_PORT },

@@ -62,7 +62,13 @@ export async function runWorker(): Promise<void> {
   const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace });
   // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
   const receiver = config.webhooks.secret
-    ? await startWebhookReceiver({ stripe: deps.stripe, secret: config.webhooks.secret, store: deps.store, temporal }, { port: config.webhooks.port })
+    ? await startWebhookReceiver({ stripe: deps.stripe, secret: config.webhooks.secret, store: deps.store, temporal }, { port: config.webhooks.port, host: config.webhooks.host }).catch(
+        (err: unknown) => {
+          // Another worker on this host holds the port: this one works without a receiver, and says so.
+          console.error(`worker: webhook receiver not started on ${config.webhooks.host}:${config.webhooks.port} (${(err as Error).message}); this worker runs without it`);
+          return undefined;
+        },
+      )
     : undefined;
   if (receiver) console.log(`webhook receiver on ${receiver.url}`);
   try {

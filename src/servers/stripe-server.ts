@@ -73,7 +73,8 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
   const hooks = opts.hooks ?? {};
   const faults = opts.faults ? createStripeFaults() : undefined;
   const lifecycle: RefundLifecycle = { settleDelayMs: 30_000, failDelayMs: 0, ...opts.lifecycle };
-  const retry: WebhookRetry = { initialMs: 1000, maxMs: 60_000, maxAttempts: 12, ...opts.webhookRetry };
+  // Like Stripe, which keeps trying for up to three days: doubling from a second to an hour apart, then hourly.
+  const retry: WebhookRetry = { initialMs: 1000, maxMs: 3600_000, maxAttempts: 84, ...opts.webhookRetry };
   // Set just before the database closes: handlers resuming after an await must not touch it.
   let closed = false;
   const waits = new Set<() => void>();
@@ -232,6 +233,11 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       return reply(200, { endpoints: store.events.endpoints().map(({ secret: _s, ...e }) => e), deliveries: store.events.deliveries({ eventId: q('event'), endpointId: q('endpoint') }) });
     }
     if (method === 'GET' && url.pathname === '/_events') return reply(200, { events: store.events.events({ objectId: q('object') }) });
+    if (method === 'POST' && url.pathname === '/_webhooks/resend') {
+      const event = q('event');
+      if (!event) return reply(400, { error: { type: 'invalid_request_error', message: 'name the event: /_webhooks/resend?event=evt_…' } });
+      return reply(200, { resent: store.events.resend(event) });
+    }
     const faultPath = /^\/_faults(?:\/([A-Za-z0-9_]+))?$/.exec(url.pathname);
     if (!faultPath) return reply(404, { error: { type: 'invalid_request_error', message: `no admin endpoint ${method} ${url.pathname}; try /_ledger, /_requests, /_webhooks, /_events or /_faults` } });
     if (!faults) return reply(404, { error: { type: 'invalid_request_error', message: 'fault injection is off; start the server with it enabled (FAULT_INJECTION=on)' } });
@@ -267,10 +273,16 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
     ticking = true;
     try {
       for (const t of store.events.dueTransitions(Date.now())) {
-        store.transaction(() => {
-          changeRefund(store, t.refundId, t.toStatus, t.failureReason);
+        try {
+          store.transaction(() => {
+            changeRefund(store, t.refundId, t.toStatus, t.failureReason);
+            store.events.transitionDone(t.seq);
+          });
+        } catch (err) {
+          // One bad row must not hold up every other change and delivery.
+          console.error(`[stripe-server] refund ${t.refundId} could not move to ${t.toStatus}`, err);
           store.events.transitionDone(t.seq);
-        });
+        }
       }
       await Promise.all(
         store.events.due(Date.now(), 20).map(async (d) => {

@@ -37,10 +37,14 @@ function readBody(req: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) return reject(new Refused(413, `the body is larger than ${MAX_BODY_BYTES} bytes`));
     req.on('data', (c: Buffer) => {
       size += c.length;
-      if (size > MAX_BODY_BYTES) reject(new Refused(413, `the body is larger than ${MAX_BODY_BYTES} bytes`));
-      else chunks.push(c);
+      if (size <= MAX_BODY_BYTES) chunks.push(c);
+      else {
+        reject(new Refused(413, `the body is larger than ${MAX_BODY_BYTES} bytes`));
+        req.destroy();
+      }
     });
     req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
     req.on('error', reject);
@@ -100,10 +104,16 @@ export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: 
       receivedAt: record.receivedAt,
     });
   } catch (err) {
-    const closed = err instanceof WorkflowNotFoundError || /already completed|not found/i.test((err as Error).message);
+    // The run has finished (a namespace that is not there is a configuration error: 503, and Stripe retries).
+    const closed = err instanceof WorkflowNotFoundError && !/namespace/i.test(err.message);
     if (!closed) throw err;
-    // A follow-up run for events after a run finished (a late failure) is not built yet: the event is kept in the store.
+    // A follow-up run for events after a run finished (a late failure) is not built yet: the event is kept,
+    // and a refund that moved after its run finished is written to the operation's audit trail for a person.
     await deps.store.providerEvents.handed(event.id, workflowId, 'run closed: kept for a follow-up');
+    await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { eventId: event.id, type: event.type, refundId: object.id, refundStatus: object.status });
+    if (object.status === 'failed' || object.status === 'canceled') {
+      console.warn(`[webhooks] refund ${object.id} of ${operationId} is ${object.status} after ${workflowId} finished: a person must put the order and the customer right`);
+    }
     return { status: 200, body: { received: event.id, handedTo: null, why: `${workflowId} has finished; the event is kept` } };
   }
   await deps.store.providerEvents.handed(event.id, workflowId, 'signalled');
@@ -119,8 +129,9 @@ export async function startWebhookReceiver(deps: ReceiverDeps, opts: { port: num
     (async () => {
       if (new URL(req.url ?? '/', 'http://x').pathname !== WEBHOOK_PATH) throw new Refused(404, `no such path; Stripe webhooks go to POST ${WEBHOOK_PATH}`);
       if (req.method !== 'POST') throw new Refused(405, `${req.method} is not allowed; Stripe webhooks are POSTed`);
-      const raw = await readBody(req);
       const header = req.headers['stripe-signature'];
+      if (!header) throw new Refused(400, 'unsigned: the request has no Stripe-Signature header');
+      const raw = await readBody(req);
       const handled = await handleWebhook(deps, raw, Array.isArray(header) ? header[0] : header);
       answer(handled.status, handled.body);
     })().catch((err: unknown) => {

@@ -1,7 +1,7 @@
 // Webhooks from the Stripe-compatible server, as Stripe sends them: endpoints made with the
 // official SDK, events for refund changes (a pending refund settling, a succeeded one failing),
 // signatures the SDK's own constructEvent accepts, retries until a 2xx, nothing lost while the
-// receiver is down.
+// receiver is down for a while, and a delivery that failed for good sent again on request.
 import fs from 'node:fs';
 import http, { type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -150,4 +150,28 @@ test('endpoints are refused for a bad URL or unknown events, and listed without 
   expect(listed.data.find((e) => e.id === made.id)).toMatchObject({ url: 'http://127.0.0.1:1/x', enabled_events: ['refund.failed'] });
   expect(listed.data.every((e) => e.secret === undefined)).toBe(true);
   await stripe.webhookEndpoints.del(made.id);
+});
+
+test('a delivery that failed for good is sent again on request', async () => {
+  const quick = await startStripeServer({ port: 0, dbPath: path.join(dir, 'quick.db'), webhookRetry: { initialMs: 50, maxMs: 50, maxAttempts: 2 } });
+  const client = createStripeClient({ secretKey: 'sk_test_local', apiBase: quick.url, requestTimeoutMs: 5000 });
+  let up = false;
+  const r = await receiver(() => (up ? 200 : 503));
+  try {
+    await client.webhookEndpoints.create({ url: r.url, enabled_events: ['refund.created'] });
+    const pi = await client.paymentIntents.create({ amount: 5000, currency: 'usd', payment_method: 'pm_card_visa', confirm: true, automatic_payment_methods: { enabled: true, allow_redirects: 'never' } });
+    await client.refunds.create({ payment_intent: pi.id, amount: 100 });
+    const deliveries = async () => ((await (await fetch(`${quick.url}/_webhooks`)).json()) as { deliveries: { eventId: string; status: string; attempts: number }[] }).deliveries;
+    for (let i = 0; i < 100 && (await deliveries())[0]?.status !== 'failed'; i++) await new Promise((w) => setTimeout(w, 50));
+    const [failed] = await deliveries();
+    expect(failed).toMatchObject({ status: 'failed', attempts: 2 });
+    up = true;
+    expect(await (await fetch(`${quick.url}/_webhooks/resend?event=${failed!.eventId}`, { method: 'POST' })).json()).toEqual({ resent: 1 });
+    for (let i = 0; i < 100 && (await deliveries())[0]?.status !== 'delivered'; i++) await new Promise((w) => setTimeout(w, 50));
+    expect((await deliveries())[0]).toMatchObject({ status: 'delivered', attempts: 3 });
+    expect(r.got.map((g) => g.id)).toEqual([failed!.eventId, failed!.eventId, failed!.eventId]);
+  } finally {
+    r.server.close();
+    await quick.close();
+  }
 });

@@ -85,3 +85,23 @@ test('a refund event reaches its run as a Signal, once, however often it is deli
   );
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 });
+
+test('an event for a run that has finished is kept and written to the operation\'s audit trail, answered 2xx', async () => {
+  const order = await h.seedOrder(newOrderId());
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
+  const operationId = `refund:test:${order.id}:v1`;
+  const refundId = (await handle.query(stepsQuery)).effect.refundId!;
+  // The refund fails after its run completed: a correctly signed event the run can no longer take.
+  const late = JSON.stringify({
+    id: `evt_late_${order.id}`,
+    object: 'event',
+    type: 'refund.failed',
+    created: now(),
+    data: { object: { id: refundId, object: 'refund', status: 'failed', metadata: { operation_id: operationId } } },
+  });
+  expect(await post(late, signatureHeader(late, secret, now()))).toMatchObject({ status: 200, body: { handedTo: null, why: expect.stringMatching(/has finished; the event is kept/) } });
+  expect((await h.store.providerEvents.forOperation(operationId)).find((e) => e.eventId === `evt_late_${order.id}`)).toMatchObject({ outcome: 'run closed: kept for a follow-up' });
+  const trail = await h.store.operations.auditTrail(operationId);
+  expect(trail.at(-1)).toMatchObject({ event: 'late_provider_event', detail: { type: 'refund.failed', refundStatus: 'failed' } });
+});

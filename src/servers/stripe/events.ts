@@ -152,6 +152,10 @@ export function createEventLog(db: Database.Database) {
            delivered_at = CASE WHEN ? = 'delivered' THEN ? ELSE delivered_at END WHERE event_id = ? AND endpoint_id = ?`,
       ).run(status, outcome.status, outcome.error, outcome.retryAtMs, status, new Date().toISOString(), eventId, endpointId);
     },
+    /** Sends an event again to every endpoint whose delivery of it failed for good; how many. */
+    resend(eventId: string): number {
+      return db.prepare("UPDATE webhook_deliveries SET status = 'pending', next_attempt_ms = ? WHERE event_id = ? AND status = 'failed'").run(Date.now(), eventId).changes;
+    },
     deliveries(filter: { eventId?: string; endpointId?: string } = {}): Delivery[] {
       return db
         .prepare<[string | null, string | null, string | null, string | null], { event_id: string; endpoint_id: string; type: string; status: Delivery['status']; attempts: number; last_status: number | null; last_error: string | null; delivered_at: string | null }>(
