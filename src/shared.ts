@@ -48,6 +48,15 @@ export function parseRefundRequest(input: unknown): RefundRequest {
   return result.data;
 }
 
+/**
+ * How `existing` differs from `request` in what the refund is (amount, currency, reason), as
+ * `existing` has it: "amount 900, reason duplicate"; undefined when they are the same intent.
+ */
+export function changedIntent(existing: RefundRequest, request: RefundRequest): string | undefined {
+  const differs = (['amount', 'currency', 'reason'] as const).filter((f) => existing[f] !== request[f]);
+  return differs.length ? differs.map((f) => `${f} ${existing[f]}`).join(', ') : undefined;
+}
+
 export class InvalidRefundRequestError extends Error {
   override name = 'InvalidRefundRequestError';
 }

@@ -2,6 +2,7 @@
 // per request the run it started or why it could not start one (the request then stays queued).
 import type { Client } from '@temporalio/client';
 import { startedWith } from '../client/refunds';
+import { changedIntent } from '../shared';
 import type { QueuedRequest, RefundQueue } from '../store/types';
 
 export interface StartRecord {
@@ -10,6 +11,8 @@ export interface StartRecord {
   /** started: by this occurrence; already: a run under its business key existed; failed: stays queued. */
   outcome: 'started' | 'already' | 'failed';
   reason?: string;
+  /** For `already`: the request, to compare with what the run under its key was started with. */
+  request?: QueuedRequest['request'];
 }
 
 export type QueueActivities = ReturnType<typeof createQueueActivities>;
@@ -24,9 +27,8 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
     } catch (err) {
       return `${r.workflowId} already exists, and what it was started with cannot be read: ${(err as Error).message}`;
     }
-    const differs = (['amount', 'currency', 'reason'] as const).filter((f) => existing[f] !== request[f]);
-    if (!differs.length) return undefined;
-    return `${r.workflowId} already exists with ${differs.map((f) => `${f} ${existing[f]}`).join(', ')}: this request needs a new operation version`;
+    const was = changedIntent(existing, request);
+    return was && `${r.workflowId} already exists with ${was}: this request needs a new operation version`;
   };
 
   return {
@@ -37,10 +39,8 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
     /** Records each start; a request whose key is held by a run with another intent is refused for good, and returned. */
     async recordStarts(input: { occurrenceId: string; records: StartRecord[] }): Promise<{ conflicts: { id: number; workflowId: string; reason: string }[] }> {
       const conflicts: { id: number; workflowId: string; reason: string }[] = [];
-      const queued = new Map((await deps.queue.list({ status: 'queued' })).map((q) => [q.id, q]));
       for (const r of input.records) {
-        const request = queued.get(r.id)?.request;
-        const conflict = r.outcome === 'already' && request ? await otherIntent(r, request) : undefined;
+        const conflict = r.outcome === 'already' && r.request ? await otherIntent(r, r.request) : undefined;
         if (conflict) conflicts.push({ id: r.id, workflowId: r.workflowId, reason: conflict });
         // Another run holds its business key: it can never start as it is, and must not block the queue.
         if (conflict) await deps.queue.markRefused(r.id, `${input.occurrenceId}: ${conflict}`);

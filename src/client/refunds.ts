@@ -1,7 +1,7 @@
 // Starting a refund from outside Temporal: validate first, then start the workflow under its
 // business key, or attach to the run that already holds that key.
 import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { parseRefundRequest, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundRequest } from '../shared';
+import { changedIntent, parseRefundRequest, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundRequest } from '../shared';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
 import { refundWorkflow, type CompletedRefund } from '../workflows';
@@ -41,9 +41,8 @@ export async function startRefund(client: Client, input: unknown): Promise<Start
     handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
   }
   const existing = await startedWith(client, workflowId);
-  const differs = (['amount', 'currency', 'reason'] as const).filter((f) => existing[f] !== request[f]);
-  if (differs.length > 0) {
-    const was = differs.map((f) => `${f} ${existing[f]}`).join(', ');
+  const was = changedIntent(existing, request);
+  if (was) {
     const next = (await orderRuns(client, request.orderId)).reduce((max, r) => Math.max(max, r.operationVersion ?? 0), request.operationVersion) + 1;
     throw new ConflictingRefundError(
       `${workflowId} already exists with ${was}; a changed refund for order ${request.orderId} needs a new operation version: the next free one is ${next} (--operation-version ${next}); \`npm run operations -- ${request.orderId}\` lists them`,

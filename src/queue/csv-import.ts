@@ -7,7 +7,7 @@
 // order_id and amount are required; currency defaults to the order's, reason to
 // requested_by_customer, operation_version to 1, requested_by to the importer's --requested-by.
 import { parse } from 'csv-parse/sync';
-import { refundRequestSchema, type RefundRequest } from '../shared';
+import { refundRequestSchema, type Order, type RefundRequest } from '../shared';
 import { IntentConflictError, type OrderStore } from '../store';
 
 const COLUMNS = { order_id: 'orderId', amount: 'amount', currency: 'currency', reason: 'reason', requested_by: 'requestedBy', operation_version: 'operationVersion' } as const;
@@ -45,8 +45,8 @@ function rows(text: string): Row[] {
 }
 
 /** Why a request cannot be refunded from its order: no such order, another currency, more than is left once what is already queued for it is counted. */
-export async function refusalsAgainstOrder(store: OrderStore, request: RefundRequest): Promise<{ field: string; message: string }[]> {
-  const order = await store.getOrder(request.orderId);
+export async function refusalsAgainstOrder(store: OrderStore, request: RefundRequest, known?: Order): Promise<{ field: string; message: string }[]> {
+  const order = known ?? (await store.getOrder(request.orderId));
   if (!order) return [{ field: 'order_id', message: `no order ${request.orderId} in the store` }];
   const waiting = (await store.queue.list({ status: 'queued', orderId: order.id }))
     .filter((q) => q.request.operationVersion !== request.operationVersion)
@@ -85,7 +85,7 @@ async function importRow(
     return { problems: parsed.error.issues.map((i) => ({ field: FIELD_TO_COLUMN[String(i.path[0])] ?? String(i.path[0]), message: i.message })) };
   }
   const request: RefundRequest = parsed.data;
-  const problems = await refusalsAgainstOrder(store, request);
+  const problems = await refusalsAgainstOrder(store, request, order);
   if (problems.length) return { problems };
   try {
     const { queued, created } = await store.queue.enqueue(request, `${opts.source}:${line}`);

@@ -3,7 +3,7 @@
 // different intent under the same key is refused. A batch occurrence takes queued requests in
 // order and records, per request, the run it started or why it could not start one.
 import type Database from 'better-sqlite3';
-import type { RefundRequest } from '../shared';
+import { changedIntent, type RefundRequest } from '../shared';
 import { IntentConflictError } from './errors';
 import type { QueuedRequest, RefundQueue } from './types';
 
@@ -65,13 +65,8 @@ export class SqliteRefundQueue implements RefundQueue {
     return this.db.transaction(() => {
       const existing = this.byKey(request.orderId, request.operationVersion);
       if (existing) {
-        const was = existing.request;
-        const differs = (['amount', 'currency', 'reason'] as const).filter((f) => was[f] !== request[f]);
-        if (differs.length > 0) {
-          throw new IntentConflictError(
-            `order ${request.orderId} version ${request.operationVersion} is already queued with ${differs.map((f) => `${f} ${was[f]}`).join(', ')}; a changed refund needs a new operation version`,
-          );
-        }
+        const was = changedIntent(existing.request, request);
+        if (was) throw new IntentConflictError(`order ${request.orderId} version ${request.operationVersion} is already queued with ${was}; a changed refund needs a new operation version`);
         return { queued: existing, created: false };
       }
       const { lastInsertRowid } = this.db

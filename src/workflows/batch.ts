@@ -43,7 +43,7 @@ export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResu
       });
       records.push({ id, workflowId, outcome: 'started' });
     } catch (err) {
-      if (err instanceof WorkflowExecutionAlreadyStartedError) records.push({ id, workflowId, outcome: 'already' });
+      if (err instanceof WorkflowExecutionAlreadyStartedError) records.push({ id, workflowId, outcome: 'already', request });
       else records.push({ id, workflowId, outcome: 'failed', reason: err instanceof Error ? err.message : String(err) });
     }
   }

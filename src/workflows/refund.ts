@@ -201,10 +201,9 @@ async function cancelled(run: RefundRun): Promise<void> {
   const sentOrSending = run.steps.get('create_refund').status !== 'pending';
   const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
   if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
-  const open = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed');
   const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed') ? ', its finished steps compensated' : '';
   // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
-  const settled = patched(PARKING) && (effect === 'not sent' || (effect === 'failed' && open.length === 0));
+  const settled = patched(PARKING) && !run.leavesWorkBehind();
   const reason = settled
     ? `cancelled while ${run.status}; the refund is ${effect}${compensated}: nothing is left to do`
     : `cancelled while ${run.status}; the refund is ${effect}${compensated}: a person finishes what was started`;

@@ -22,8 +22,8 @@ interface Received {
   body: string;
 }
 
-/** A receiver that records what it is sent and answers with `answer()` (a status code). */
-async function receiver(answer: (body: string) => number = () => 200): Promise<{ url: string; got: Received[]; server: Server }> {
+/** A receiver that records what it is sent and answers with `answer()` (a status code), on `port` (0: any free one). */
+async function receiver(answer: (body: string) => number = () => 200, port = 0): Promise<{ url: string; got: Received[]; server: Server }> {
   const got: Received[] = [];
   const srv = http.createServer((req, res) => {
     let body = '';
@@ -34,7 +34,7 @@ async function receiver(answer: (body: string) => number = () => 200): Promise<{
       res.writeHead(status).end();
     });
   });
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => srv.listen(port, '127.0.0.1', r));
   return { url: `http://127.0.0.1:${(srv.address() as AddressInfo).port}/webhooks`, got, server: srv };
 }
 
@@ -107,7 +107,7 @@ test('an endpoint that fails gets the same event again until it answers 2xx; one
   let failures = 2;
   const r = await receiver(() => (failures-- > 0 ? 500 : 200));
   const endpoint = await stripe.webhookEndpoints.create({ url: r.url, enabled_events: ['refund.created'] });
-  const refund = await refundOn('pm_card_visa');
+  await refundOn('pm_card_visa');
   await until(() => r.got.length >= 3);
   expect(r.got.map((g) => g.id)).toEqual([r.got[0]!.id, r.got[0]!.id, r.got[0]!.id]);
   const deliveries = async () =>
@@ -122,20 +122,10 @@ test('an endpoint that fails gets the same event again until it answers 2xx; one
   const later = await refundOn('pm_card_visa');
   await new Promise((w) => setTimeout(w, 700));
   expect((await deliveries()).find((d) => r.got.every((g) => g.id !== d.eventId))).toMatchObject({ status: 'pending', lastStatus: null });
-  const back: Received[] = [];
-  const revived = http.createServer((req, res) => {
-    let body = '';
-    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
-    req.on('end', () => {
-      back.push({ event: JSON.parse(body) as Stripe.Event, id: (JSON.parse(body) as { id: string }).id, header: String(req.headers['stripe-signature'] ?? ''), body });
-      res.writeHead(200).end();
-    });
-  });
-  await new Promise<void>((done) => revived.listen(port, '127.0.0.1', done));
+  const { got: back, server: revived } = await receiver(() => 200, port);
   try {
     await until(() => back.some((g) => (g.event.data.object as Stripe.Refund).id === later.id));
     expect(stripe.webhooks.constructEvent(back[0]!.body, back[0]!.header, endpoint.secret!).type).toBe('refund.created');
-    expect(refund.id).not.toBe(later.id);
   } finally {
     revived.close();
     await stripe.webhookEndpoints.del(endpoint.id);

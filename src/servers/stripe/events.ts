@@ -126,6 +126,10 @@ export function createEventLog(db: Database.Database) {
       for (const t of targets) deliver.run(event.id, t.id, Date.now());
       return event;
     },
+    event(id: string): EventObject | undefined {
+      const row = db.prepare<[string], { json: string }>('SELECT json FROM events WHERE id = ?').get(id);
+      return row && (JSON.parse(row.json) as EventObject);
+    },
     events(filter: { objectId?: string } = {}): EventObject[] {
       return db
         .prepare<[string | null, string | null], { json: string }>('SELECT json FROM events WHERE (? IS NULL OR object_id = ?) ORDER BY seq')

@@ -273,7 +273,7 @@ const deleteWebhookEndpoint: Endpoint = (params, [id]) => {
 const retrieveEvent: Endpoint = (params, [id]) => {
   rejectUnknown(params, ['expand']);
   return ({ store }) => {
-    const event = store.events.events().find((e) => e.id === id);
+    const event = store.events.event(id!);
     if (!event) throw resourceMissing('event', id!, 'id');
     return { status: 200, body: event };
   };
