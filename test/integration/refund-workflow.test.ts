@@ -217,13 +217,17 @@ describe('failures decided by the recovery policy', () => {
 
   test('an activity that returns nothing stops the run honestly instead of failing its workflow task forever', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { status, state } = await h.withWorker({ applyRefund: (async () => undefined) as never }, (q) => start(q, order.id));
+    const parkedEntry = async () => (await h.store.operations.auditTrail(`refund:test:${order.id}:v1`)).find((e) => e.event === 'run_parked');
+    const { status, state } = await h.withWorker({ applyRefund: (async () => undefined) as never }, async (q) => {
+      const parked = await start(q, order.id);
+      // The parking's audit is an activity on this worker's queue: wait for it before the worker stops.
+      for (let i = 0; i < 100 && !(await parkedEntry()); i++) await new Promise((r) => setTimeout(r, 100));
+      return parked;
+    });
     expect(status).toBe('needs_attention');
     expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({ status: 'failed', error: { code: 'POISON', reason: 'result_unusable' } });
     expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
     // The parked run's verdict reaches the audit trail.
-    const parkedEntry = async () => (await h.store.operations.auditTrail(`refund:test:${order.id}:v1`)).find((e) => e.event === 'run_parked');
-    for (let i = 0; i < 50 && !(await parkedEntry()); i++) await new Promise((r) => setTimeout(r, 100));
     expect(await parkedEntry()).toMatchObject({ detail: { status: 'needs_attention', failedStep: 'update_order', verdict: 'stop and hand to a person' } });
   });
 });
