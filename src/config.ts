@@ -28,6 +28,7 @@ const envSchema = z.object({
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
   STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\S+$/, 'must be the endpoint\'s signing secret, whsec_…').optional(),
+  WEBHOOKS: z.enum(['on', 'off']).default('on'),
   WEBHOOK_PORT: port.default(4343),
   WEBHOOK_HOST: z.string().min(1).default('127.0.0.1'),
   STRIPE_REFUND_SETTLE_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(30_000),
@@ -52,6 +53,10 @@ const envSchema = z.object({
 
 export type Config = ReturnType<typeof loadConfig>;
 
+/** The local Stripe server's endpoint secret: both ends are on this machine, so a fixed one is enough. */
+export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
+export const WEBHOOK_PATH = '/webhooks/stripe';
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
@@ -71,8 +76,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     faultInjection: e.FAULT_INJECTION === 'on',
     deciders: e.DECIDERS,
     digestTo: e.DIGEST_TO,
-    /** The webhook receiver runs in the worker when a signing secret is set. */
-    webhooks: { secret: e.STRIPE_WEBHOOK_SECRET, port: e.WEBHOOK_PORT, host: e.WEBHOOK_HOST },
+    /**
+     * The webhook receiver runs in the worker when a signing secret is set; with the local Stripe
+     * server it has one by default, and the server delivers to it. WEBHOOKS=off leaves runs to poll.
+     */
+    webhooks: {
+      secret: e.WEBHOOKS === 'off' ? undefined : (e.STRIPE_WEBHOOK_SECRET ?? (stripeLocal ? LOCAL_WEBHOOK_SECRET : undefined)),
+      port: e.WEBHOOK_PORT,
+      host: e.WEBHOOK_HOST,
+      /** Where the local Stripe server delivers: the worker's receiver, reached on loopback when it listens on every address. */
+      url: `http://${['0.0.0.0', '::'].includes(e.WEBHOOK_HOST) ? '127.0.0.1' : e.WEBHOOK_HOST}:${e.WEBHOOK_PORT}${WEBHOOK_PATH}`,
+    },
     schedules: { timeZone: e.SCHEDULE_TIME_ZONE, file: e.SCHEDULES_FILE },
     dataDir: e.DATA_DIR,
     temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, uiPort: e.TEMPORAL_UI_PORT },

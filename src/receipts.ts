@@ -167,6 +167,29 @@ export const gateResultSchema = z.object({
   findings: z.array(z.object({ check: z.string(), ok: z.boolean(), observed: z.string() })),
 });
 
+/** What a follow-up run learns of a refund reported failed after its run finished. */
+export interface LateFailureFacts {
+  request: { orderId: string; amount: number; currency: string; reason: string };
+  /** The refund as the provider has it now. */
+  refund: RefundReceipt;
+  failed: boolean;
+  /** The refund on the order, when this operation's update stands (reverted or not). */
+  order: { refundId: string; amount: number; revertedByKey: string | null } | null;
+  /** The customer notice's outbox entry, if one was made. */
+  notice: { key: string; status: string; messageId: string } | null;
+  /** The worker's recovery policy: the follow-up's compensations run under it. */
+  policy: RecoveryPolicy;
+}
+
+export const lateFailureFactsSchema = z.object({
+  request: z.object({ orderId: z.string(), amount: z.number().int(), currency: z.string(), reason: z.string() }),
+  refund: refundReceiptSchema,
+  failed: z.boolean(),
+  order: z.object({ refundId: z.string(), amount: z.number().int(), revertedByKey: z.string().nullable() }).nullable(),
+  notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
+  policy: z.object({ version: z.string() }).passthrough(),
+});
+
 export type Evidenced<T> = T & { evidence: StepEvidence };
 
 /** A step result's schema, with the evidence every step result carries. */

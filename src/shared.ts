@@ -16,6 +16,8 @@ export const SEARCH_ATTRIBUTES = {
   effect: defineSearchAttributeKey('RefundEffect', SearchAttributeType.KEYWORD),
   verdict: defineSearchAttributeKey('RefundVerdict', SearchAttributeType.KEYWORD),
   needsAttention: defineSearchAttributeKey('RefundNeedsAttention', SearchAttributeType.BOOL),
+  /** On a follow-up run (a refund that failed after its run finished): the run it follows up. */
+  followUpOf: defineSearchAttributeKey('RefundFollowUpOf', SearchAttributeType.KEYWORD),
 };
 
 export const REFUND_REASONS = ['requested_by_customer', 'duplicate', 'fraudulent'] as const;

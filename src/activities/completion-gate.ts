@@ -3,7 +3,7 @@
 // never evidence on its own.
 import { Context } from '@temporalio/activity';
 import type Stripe from 'stripe';
-import type { Evidenced, GateFinding, GateResult } from '../receipts';
+import type { Evidenced, GateFinding, GateResult, RefundReceipt } from '../receipts';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
 import { listRefunds, paymentFailure, toReceipt } from './payments';
@@ -21,7 +21,16 @@ export interface CheckCompletionInput {
   noticeKey: string;
   /** The create step's key: the gate's provider reads are kept in the attempt ledger under `<key>#gate`. */
   idempotencyKey: string;
+  /**
+   * A provider event (webhook) that says the refund succeeded: its signed word, as the receiver
+   * recorded it, stands for the provider's receipt, so the gate does not poll. An event the store
+   * does not hold for this operation and refund is ignored, and the provider is read as usual.
+   */
+  providerEventId?: string;
 }
+
+/** What the gate reads of the provider's refund, from the API or from a signed event. */
+type ProviderView = Pick<Stripe.Refund, 'id' | 'status' | 'amount' | 'currency'> & { metadata: Record<string, string> | null; failure_reason?: string | null };
 
 /** Audit events a completed operation must have, in this order. */
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
@@ -35,19 +44,22 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       const findings: GateFinding[] = [];
       const check = (name: GateFinding['check'], ok: boolean, observed: string) => findings.push({ check: name, ok, observed });
 
-      const refund = await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) });
-      const receipt = toReceipt(refund, false);
+      const event = await signedSuccess(input);
+      const refund: ProviderView = event ?? (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) }));
+      const receipt = event ? event.receipt : toReceipt(refund as Stripe.Refund, false);
       const fits = refund.amount === input.amount && refund.currency === input.currency && refund.metadata?.operation_id === input.operationId;
       check(
         'provider_receipt',
         fits && refund.status === 'succeeded',
-        `refund ${refund.id}: ${refund.status}, ${refund.amount} ${refund.currency}, operation ${refund.metadata?.operation_id ?? '(none)'}`,
+        `refund ${refund.id}: ${refund.status}, ${refund.amount} ${refund.currency}, operation ${refund.metadata?.operation_id ?? '(none)'}${event ? `, by signed event ${event.eventId}` : ''}`,
       );
 
-      const listed = await listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs);
-      const mine = listed.filter((r) => r.metadata?.operation_id === input.operationId).map((r) => r.id);
-      // A lagging list may not show ours yet; more than one is never right.
-      check('single_refund', mine.length <= 1 && mine.every((id) => id === refund.id), `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
+      // A lagging list may not show ours yet; more than one is never right. On a webhook, the events received for the operation are what is looked at.
+      const mine = event
+        ? [...new Set((await store.providerEvents.forOperation(input.operationId)).map((e) => e.refundId))]
+        : (await listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs)).filter((r) => r.metadata?.operation_id === input.operationId).map((r) => r.id);
+      const where = event ? 'among the provider events received' : "in the provider's list";
+      check('single_refund', mine.length <= 1 && mine.every((id) => id === refund.id), `${mine.length} refund(s) with this operation id ${where}: ${mine.join(', ') || 'none listed yet'}`);
 
       const applied = await store.appliedRefund(input.operationId);
       check(
@@ -75,6 +87,23 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       }
       return { verdict, refund: receipt, findings };
     });
+  }
+
+  /** The provider's signed word that the refund succeeded, as the receiver recorded it, when the run was handed one. */
+  async function signedSuccess(input: CheckCompletionInput): Promise<(ProviderView & { eventId: string; receipt: RefundReceipt }) | undefined> {
+    if (!input.providerEventId) return undefined;
+    const [event, op] = await Promise.all([store.providerEvents.get(input.providerEventId), store.operations.get(input.operationId)]);
+    if (!event || !op?.refund || event.operationId !== input.operationId || event.refundId !== input.refundId) return undefined;
+    if (event.refundStatus !== 'succeeded' || event.amount === null || event.currency === null) return undefined;
+    return {
+      eventId: event.eventId,
+      id: event.refundId,
+      status: event.refundStatus,
+      amount: event.amount,
+      currency: event.currency,
+      metadata: { operation_id: event.operationId },
+      receipt: { ...op.refund, status: event.refundStatus, amount: event.amount, currency: event.currency, replayed: false },
+    };
   }
 
   return { checkCompletion };

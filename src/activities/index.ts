@@ -7,6 +7,7 @@ import type { OrderStore } from '../store/types';
 import { createAttemptRunner } from './attempt';
 import { createAttentionActivities } from './attention';
 import { createCompletionGate } from './completion-gate';
+import { createLateFailureActivities } from './late-failure';
 import { createNotificationActivities } from './notifications';
 import { createOperationActivities } from './operations';
 import { createOrderActivities } from './orders';
@@ -36,6 +37,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createOperationActivities({ store, attempt, settings }),
     ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),
     ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
+    ...createLateFailureActivities({ stripe, store, attempt, settings }),
     ...createOrderActivities({ store, attempt }),
     ...createQueueActivities({ queue: store.queue, temporal: deps.temporal }),
     ...createNotificationActivities({

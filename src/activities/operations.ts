@@ -20,8 +20,8 @@ export interface RecordOutcomeInput {
   status: string;
   reason: string;
   failedStep: string | null;
-  /** The audit event: run_stopped (the default), run_parked or decision. */
-  event?: 'run_stopped' | 'run_parked' | 'decision';
+  /** The audit event: run_stopped (the default), run_parked, decision, or follow_up (a late failure's follow-up run). */
+  event?: 'run_stopped' | 'run_parked' | 'decision' | 'follow_up';
   detail?: Record<string, unknown>;
 }
 

@@ -120,11 +120,16 @@ function storeFacts(ev: Evidence, orderId: string): void {
     ev.facts.push({ id: `store:outbox:${entry.key}`, says: `${entry.kind} ${entry.messageId} to ${maskEmails(entry.recipient)}: ${sent}; ${entry.attempts} hand-over attempt(s)` });
   }
   for (const e of ev.events) {
-    const handed = e.outcome === 'signalled' ? `handed to ${e.handedTo} at ${e.handedAt}` : (e.outcome ?? 'not handed on yet');
+    const handed = e.outcome?.startsWith('signalled') ? `handed to ${e.handedTo} at ${e.handedAt}` : (e.outcome ?? 'not handed on yet');
     ev.facts.push({
       id: `event:${e.eventId}`,
       says: `${e.type}: refund ${e.refundId} ${e.refundStatus}, sent ${new Date(e.created * 1000).toISOString()}, received ${e.receivedAt} (${e.deliveries} deliver${e.deliveries === 1 ? 'y' : 'ies'}); ${handed}`,
     });
+  }
+  // A refund that failed after its run finished is followed up by another run, tied to the same operation.
+  for (const a of ev.audit.filter((e) => e.event === 'follow_up')) {
+    const d = a.detail as { followUp?: string; runId?: string; status?: string; reason?: string };
+    ev.facts.push({ id: `temporal:${d.followUp ?? a.actor}`, says: `follow-up run ${d.runId ?? ''} of this operation: ${d.status ?? '?'} at ${a.at}: ${d.reason ?? ''}` });
   }
   for (const a of ev.audit.filter((e) => e.event === 'decision')) {
     const d = a.detail as { decision?: string; by?: string };

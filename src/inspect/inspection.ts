@@ -138,7 +138,9 @@ const ACTIVE = (r: { status: string | null }) => r.status !== 'failed' && r.stat
 /** What the facts say about the three effects: the refund, the order, the customer's email (and its correction). */
 export function infer(state: RefundRunState | null, result: RefundResult | null, ev: Evidence): Inference[] {
   const out: Inference[] = [];
-  const belief = state?.effect.status ?? (result?.status === 'completed' ? 'refunded' : beliefOf(ev.operation?.status));
+  // A refund the provider failed after the run finished is failed, whatever the run last believed.
+  const failedLater = ev.operation?.status === 'failed';
+  const belief = failedLater ? 'failed' : (state?.effect.status ?? (result?.status === 'completed' ? 'refunded' : beliefOf(ev.operation?.status)));
   const refundId = state?.effect.refundId ?? (result?.status === 'completed' ? result.refund.refundId : (ev.operation?.refund?.refundId ?? null));
   const basis = ev.facts.filter((f) => f.id.startsWith('stripe:') || f.id.startsWith('ledger:')).map((f) => f.id);
   // The provider's list says which refunds stand; the local server's ledger, which were ever made under our key.

@@ -103,6 +103,25 @@ export const decisionsSchema = z
   .strict();
 export type DecisionPolicy = z.output<typeof decisionsSchema>;
 
+/**
+ * How long a refund the provider accepted but has not settled (pending) is waited for: the run
+ * waits for the provider's webhook, polls with this backoff in case none comes, and parks for a
+ * person once the deadline passes. The waiting is outside the run's budgets; the polls are reads.
+ */
+export const awaitProviderSchema = z
+  .object({
+    /** From the first time the refund was seen pending. */
+    deadlineMs: ms.min(1000),
+    /** Between polls while no webhook has settled it. */
+    poll: backoffSchema,
+    jitter: z.number().min(0).max(1).default(0.2),
+  })
+  .strict();
+export type AwaitProvider = z.output<typeof awaitProviderSchema>;
+
+/** Stripe settles most refunds in minutes, some payment methods in days: three days, polled hourly at most. */
+export const DEFAULT_AWAIT_PROVIDER: AwaitProvider = { deadlineMs: 3 * 86_400_000, poll: { initialMs: 60_000, coefficient: 2, maxMs: 3600_000 }, jitter: 0.2 };
+
 export const policySchema = z
   .object({
     version: z.string().min(1).max(64),
@@ -110,6 +129,7 @@ export const policySchema = z
     timeouts: z.object({ stripe: timeoutsSchema, smtp: timeoutsSchema, store: timeoutsSchema }).strict(),
     budget: budgetSchema,
     decisions: decisionsSchema,
+    awaitProvider: awaitProviderSchema.default(DEFAULT_AWAIT_PROVIDER),
   })
   .strict()
   .superRefine((policy, ctx) => {
@@ -170,7 +190,7 @@ export function decide(policy: RecoveryPolicy, code: FailureCode, certainty: Cer
 export const retries = (rule: RecoveryRule) => rule.action === 'retry' || rule.action === 'repair';
 
 /** The delay before attempt `attempt + 1` under the rule's backoff, without jitter. */
-export function backoffDelay(rule: RecoveryRule, attempt: number): number {
+export function backoffDelay(rule: Pick<RecoveryRule, 'backoff'>, attempt: number): number {
   const b = rule.backoff ?? { initialMs: 1000, coefficient: 2, maxMs: 60_000 };
   return Math.min(b.maxMs, Math.round(b.initialMs * b.coefficient ** Math.max(0, attempt - 1)));
 }

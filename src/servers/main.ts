@@ -17,9 +17,11 @@ async function main() {
       idempotencyTtlMs: config.stripe.idempotencyTtlMs,
       faults: config.faultInjection,
       lifecycle: config.stripe.lifecycle,
+      // The worker's receiver, with its secret: events are delivered there unless WEBHOOKS=off.
+      webhookEndpoint: { url: config.webhooks.url, secret: config.webhooks.secret ?? null },
     });
     closers.push(stripe.close);
-    console.log(`Stripe-compatible API on ${stripe.url}`);
+    console.log(`Stripe-compatible API on ${stripe.url}; ${config.webhooks.secret ? `webhooks to ${config.webhooks.url}` : 'webhooks off'}`);
   }
   const mail = await startMailServer({
     smtpPort: config.mail.smtpPort,

@@ -23,6 +23,8 @@ export interface StripeServerOptions {
   lifecycle?: Partial<RefundLifecycle>;
   /** Webhook retries when an endpoint does not answer 2xx: exponential from `initialMs`, at most `maxMs` apart, `maxAttempts` in all. */
   webhookRetry?: Partial<WebhookRetry>;
+  /** An endpoint kept configured at start-up (the local stack's receiver and its secret); a null secret removes it. */
+  webhookEndpoint?: { url: string; secret: string | null };
 }
 
 export interface WebhookRetry {
@@ -69,6 +71,7 @@ const MAX_BODY_BYTES = 1 << 20;
 export async function startStripeServer(opts: StripeServerOptions): Promise<StripeServer> {
   const host = opts.host ?? '127.0.0.1';
   const store = openStore(opts.dbPath);
+  if (opts.webhookEndpoint) store.events.configureEndpoint(opts.webhookEndpoint.url, opts.webhookEndpoint.secret);
   const idempotency = createIdempotency(store, opts.idempotencyTtlMs ?? DAY_MS);
   const hooks = opts.hooks ?? {};
   const faults = opts.faults ? createStripeFaults() : undefined;

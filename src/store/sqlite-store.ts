@@ -176,6 +176,8 @@ export class SqliteOrderStore implements OrderStore {
     // Databases made by earlier versions lack these columns.
     this.addColumn('notification_outbox', 'sending_since', 'TEXT');
     this.addColumn('operations', 'proven_absent_through', 'INTEGER');
+    this.addColumn('provider_events', 'amount', 'INTEGER');
+    this.addColumn('provider_events', 'currency', 'TEXT');
     this.allowDigests();
     this.operations = new SqliteOperationLog(this.db);
     this.faults = new SqliteStoreFaults(this.db, filename, options.faults ?? false);

@@ -214,12 +214,17 @@ export interface QueuedRequest {
 }
 
 /** A provider event (Stripe webhook) as the receiver took it. */
+export type NewProviderEvent = Pick<ProviderEventRecord, 'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'amount' | 'currency' | 'created'>;
+
 export interface ProviderEventRecord {
   eventId: string;
   type: string;
   operationId: string | null;
   refundId: string | null;
   refundStatus: string | null;
+  /** The refund's amount and currency as the signed event gave them (null for events kept before they were recorded). */
+  amount: number | null;
+  currency: string | null;
   /** The event's own time (unix seconds), as the provider stamped it. */
   created: number;
   receivedAt: string;
@@ -233,7 +238,8 @@ export interface ProviderEventRecord {
 
 export interface ProviderEventLog {
   /** Records an event by its id; `first` is false for a redelivery. */
-  receive(e: Pick<ProviderEventRecord, 'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'created'>): Promise<{ record: ProviderEventRecord; first: boolean }>;
+  receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }>;
+  get(eventId: string): Promise<ProviderEventRecord | undefined>;
   handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord>;
   forOperation(operationId: string): Promise<ProviderEventRecord[]>;
 }

@@ -7,8 +7,11 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import http from 'node:http';
 import type Stripe from 'stripe';
+import { WEBHOOK_PATH } from '../config';
 import type { OrderStore } from '../store';
-import { providerEventSignal } from '../workflows/provider-events';
+import { SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
+import { followUpWorkflowId, type lateFailureWorkflow } from '../workflows/late-failure';
+import { lifecycleRank, providerEventSignal, type ProviderEventSummary } from '../workflows/provider-events';
 
 export interface ReceiverDeps {
   stripe: Stripe;
@@ -18,9 +21,10 @@ export interface ReceiverDeps {
   toleranceSec?: number;
   store: OrderStore;
   temporal: Client;
+  /** Where follow-up runs are started: the workers' task queue. */
+  taskQueue?: string;
 }
 
-export const WEBHOOK_PATH = '/webhooks/stripe';
 const MAX_BODY_BYTES = 512 * 1024;
 const REFUND_EVENTS = new Set(['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated']);
 
@@ -81,9 +85,12 @@ export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: 
     operationId,
     refundId: object.id,
     refundStatus: object.status,
+    amount: typeof object.amount === 'number' ? object.amount : null,
+    currency: typeof object.currency === 'string' ? object.currency : null,
     created: event.created,
   });
-  if (!first && record.outcome === 'signalled') return { status: 200, body: { received: event.id, duplicate: true, handedTo: record.handedTo } };
+  // Handed on already (to a run, a follow-up, or kept with nothing to do): a redelivery changes nothing.
+  if (!first && record.handedAt !== null) return { status: 200, body: { received: event.id, duplicate: true, handedTo: record.handedTo } };
   if (!operationId) {
     await deps.store.providerEvents.handed(event.id, null, 'no operation: the refund carries no metadata.operation_id');
     return { status: 200, body: { received: event.id, handled: false, why: 'the refund carries no metadata.operation_id' } };
@@ -94,30 +101,58 @@ export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: 
     await deps.store.providerEvents.handed(event.id, null, `no run: operation ${operationId} is not in this store`);
     return { status: 200, body: { received: event.id, handled: false, why: `operation ${operationId} is not in this store` } };
   }
+  const summary: ProviderEventSummary = {
+    id: event.id,
+    type: event.type,
+    refundId: object.id,
+    refundStatus: object.status,
+    ...(typeof object.amount === 'number' && { amount: object.amount }),
+    ...(typeof object.currency === 'string' && { currency: object.currency }),
+    created: event.created,
+    receivedAt: record.receivedAt,
+  };
   try {
-    await deps.temporal.workflow.getHandle(workflowId).signal(providerEventSignal, {
-      id: event.id,
-      type: event.type,
-      refundId: object.id,
-      refundStatus: object.status,
-      created: event.created,
-      receivedAt: record.receivedAt,
-    });
+    await deps.temporal.workflow.getHandle(workflowId).signal(providerEventSignal, summary);
   } catch (err) {
     // The run has finished (a namespace that is not there is a configuration error: 503, and Stripe retries).
     const closed = err instanceof WorkflowNotFoundError && !/namespace/i.test(err.message);
     if (!closed) throw err;
-    // A follow-up run for events after a run finished (a late failure) is not built yet: the event is kept,
-    // and a refund that moved after its run finished is written to the operation's audit trail for a person.
-    await deps.store.providerEvents.handed(event.id, workflowId, 'run closed: kept for a follow-up');
-    await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { eventId: event.id, type: event.type, refundId: object.id, refundStatus: object.status });
-    if (object.status === 'failed' || object.status === 'canceled') {
-      console.warn(`[webhooks] refund ${object.id} of ${operationId} is ${object.status} after ${workflowId} finished: a person must put the order and the customer right`);
-    }
-    return { status: 200, body: { received: event.id, handedTo: null, why: `${workflowId} has finished; the event is kept` } };
+    return lateEvent(deps, summary, operationId, workflowId);
   }
   await deps.store.providerEvents.handed(event.id, workflowId, 'signalled');
   return { status: 200, body: { received: event.id, handedTo: workflowId } };
+}
+
+/**
+ * An event for an operation whose run has finished. A refund that failed (or was canceled) after
+ * it is handed to the operation's follow-up run, started if need be (signalWithStart); any other
+ * news changes nothing and is kept on the operation's audit trail.
+ */
+async function lateEvent(deps: ReceiverDeps, summary: ProviderEventSummary, operationId: string, workflowId: string): Promise<Handled> {
+  const late = { eventId: summary.id, type: summary.type, refundId: summary.refundId, refundStatus: summary.refundStatus };
+  if (lifecycleRank(summary.refundStatus) < 2) {
+    await deps.store.providerEvents.handed(summary.id, workflowId, 'run closed: kept, nothing to do');
+    await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { ...late, followUp: null });
+    return { status: 200, body: { received: summary.id, handedTo: null, why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept` } };
+  }
+  const followUp = followUpWorkflowId(operationId);
+  // Another of the failure's events (refund.failed, refund.updated, charge.refund.updated) after its follow-up compensated: nothing more to do.
+  const done = (await deps.store.operations.auditTrail(operationId)).find((a) => a.event === 'follow_up' && a.detail.status === 'compensated');
+  if (done) {
+    await deps.store.providerEvents.handed(summary.id, followUp, 'run closed: its follow-up already compensated');
+    return { status: 200, body: { received: summary.id, handedTo: null, why: `${followUp} already compensated the failed refund` } };
+  }
+  const handle = await deps.temporal.workflow.signalWithStart<typeof lateFailureWorkflow, [ProviderEventSummary]>('lateFailureWorkflow', {
+    workflowId: followUp,
+    taskQueue: deps.taskQueue ?? TASK_QUEUE,
+    args: [{ operationId, refundId: summary.refundId, originalWorkflowId: workflowId }],
+    signal: providerEventSignal,
+    signalArgs: [summary],
+    typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.followUpOf, value: workflowId }],
+  });
+  await deps.store.providerEvents.handed(summary.id, followUp, 'signalled follow-up');
+  await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { ...late, followUp: { workflowId: followUp, runId: handle.signaledRunId } });
+  return { status: 200, body: { received: summary.id, handedTo: followUp } };
 }
 
 export async function startWebhookReceiver(deps: ReceiverDeps, opts: { port: number; host?: string }): Promise<{ url: string; close(): Promise<void> }> {

@@ -3,3 +3,4 @@ export * from './batch';
 export * from './digest';
 export * from './sweep';
 export * from './provider-events';
+export * from './late-failure';

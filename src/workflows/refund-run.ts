@@ -8,7 +8,7 @@ import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '..
 import type { BeginResult, Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import { redact, tally } from '../reliability/evidence';
-import { MAX_PROVIDER_EVENTS, type ProviderEventSummary } from './provider-events';
+import { furthestEvent, lifecycleRank, MAX_PROVIDER_EVENTS, type ProviderEventSummary } from './provider-events';
 import { decide, type DecisionPolicy, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
 import type { Boundary, Certainty } from '../reliability/taxonomy';
 import { SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
@@ -77,7 +77,20 @@ export interface RefundRunState {
   decisions: DecisionRecord[];
   /** Provider events (webhooks) received for this run, each once. */
   providerEvents: ProviderEventSummary[];
+  /** While (and after) the run waited for the provider to settle a pending refund: until when, and how it was settled. */
+  awaitingProvider: AwaitingProvider | null;
   steps: StepRecord[];
+}
+
+export interface AwaitingProvider {
+  refundId: string;
+  since: string;
+  /** The policy's deadline: still pending then, the run parks for a person. */
+  until: string;
+  /** Polls of the provider while no webhook settled it. */
+  polls: number;
+  /** How it ended: a webhook (its event id), a poll, or the deadline; null while it waits. */
+  settledBy: { kind: 'webhook'; eventId: string } | { kind: 'poll' } | { kind: 'deadline' } | null;
 }
 
 /** Thrown inside the saga to end the run with a verdict; caught once, at the top. */
@@ -109,6 +122,7 @@ export class RefundRun {
   recovery: RefundRunState['recovery'] = null;
   reconciliation: RefundRunState['reconciliation'] = { lookups: 0, lastResult: null, lastAt: null, cursor: null, resubmissions: 0, history: [] };
   outcome: RefundRunState['outcome'] = null;
+  awaitingProvider: AwaitingProvider | null = null;
   parked: RefundRunState['parked'] = null;
   private readonly deskView: DeskView = {
     parked: null,
@@ -147,7 +161,10 @@ export class RefundRun {
   readonly providerEvents: ProviderEventSummary[] = [];
 
   recordProviderEvent(e: ProviderEventSummary): void {
-    if (this.providerEvents.some((x) => x.id === e.id) || this.providerEvents.length >= MAX_PROVIDER_EVENTS) return;
+    if (this.providerEvents.some((x) => x.id === e.id)) return;
+    // Past the cap, only an event that moves its refund further along is kept: a late failure is never dropped.
+    const further = lifecycleRank(e.refundStatus) > lifecycleRank(furthestEvent(this.providerEvents, e.refundId)?.refundStatus ?? 'pending');
+    if (this.providerEvents.length >= MAX_PROVIDER_EVENTS && !further) return;
     this.providerEvents.push(e);
   }
 
@@ -167,6 +184,7 @@ export class RefundRun {
       parked: this.parked,
       decisions: this.desk.records,
       providerEvents: this.providerEvents,
+      awaitingProvider: this.awaitingProvider,
       steps: this.steps.table(),
     });
   }

@@ -5,6 +5,7 @@
 import {
   ApplicationFailure,
   CancellationScope,
+  condition,
   defineQuery,
   isCancellation,
   patched,
@@ -24,6 +25,7 @@ import {
   evidenced,
   gateResultSchema,
   notificationReceiptSchema,
+  type GateResult,
   orderReceiptSchema,
   refundReceiptSchema,
   type NotificationReceipt,
@@ -31,12 +33,12 @@ import {
   type RefundReceipt,
 } from '../receipts';
 import { compensationKey, stepKey } from '../reliability/identity';
-import { backoffDelay, decide, retries, withJitter } from '../reliability/policy';
+import { backoffDelay, decide, DEFAULT_AWAIT_PROVIDER, retries, withJitter } from '../reliability/policy';
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
 import { decideUpdate, type Chosen } from './decisions';
-import { providerEventSignal } from './provider-events';
+import { furthestEvent, lifecycleRank, providerEventSignal } from './provider-events';
 import { reconcile, type ReconcileTarget } from './reconcile';
-import { RefundRun, RunStopped, type RefundRunState } from './refund-run';
+import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
 
 export type { RefundRunState, RunStatus } from './refund-run';
@@ -77,6 +79,9 @@ const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } 
  * a stop fails the workflow. Every newer run completes with its outcome, or parks for a person.
  */
 const PARKING = 'outcomes-and-parking';
+
+/** Runs from before the gate awaited the provider's webhook poll as they did then, within the run's budget. */
+const AWAIT_PROVIDER = 'await-provider-callback';
 
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
   let run: RefundRun;
@@ -509,8 +514,93 @@ async function updateOrder(run: RefundRun, refundId: string, amount: number, key
   );
 }
 
-/** Polls while the provider has not settled the refund; compensates if it failed after accepting it. */
+/**
+ * The completion gate. A refund the provider has not settled yet (pending) is awaited: the run
+ * waits for the provider's webhook, polls with the policy's backoff in case none comes, and parks
+ * for a person once the policy's deadline passes. A signed webhook that says the refund succeeded
+ * stands for the provider's receipt (no poll); one that says it failed is confirmed with the
+ * provider before anything is undone. Events count by how far along they put the refund, so
+ * duplicates and events out of order change nothing twice.
+ */
 async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
+  if (!patched(AWAIT_PROVIDER)) return pollCompletion(run, input);
+  const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
+  /** Events already acted on: each wakes the run once. */
+  const seen = new Set<string>();
+  const news = () => {
+    const e = furthestEvent(run.providerEvents, input.refundId);
+    return e && lifecycleRank(e.refundStatus) > 0 && !seen.has(e.id) ? e : undefined;
+  };
+  let gate = await checkGate(run, input, undefined);
+  for (;;) {
+    const waited = run.awaitingProvider;
+    if (gate.verdict === 'pass') {
+      // A failure reported while the gate looked is the provider's word against its own receipt: asked once more.
+      const failure = news();
+      if (failure && lifecycleRank(failure.refundStatus) === 2) {
+        seen.add(failure.id);
+        gate = await checkGate(run, input, undefined);
+        continue;
+      }
+      if (waited) run.budget.renew(Date.now());
+      return;
+    }
+    if (gate.verdict === 'refund_failed') {
+      if (waited) run.budget.renew(Date.now());
+      return compensate(run, { refund: gate.refund });
+    }
+    if (gate.verdict === 'mismatch') {
+      const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
+      run.stop('needs_attention', `the completion gate found disagreements: ${failed.join('; ')}. The refund stands and is never sent again; a person must reconcile them`, 'completion_gate');
+    }
+    const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);
+    const until = Date.parse(awaiting.until);
+    if (Date.now() >= until) {
+      awaiting.settledBy = { kind: 'deadline' };
+      run.stop(
+        'needs_attention',
+        `refund ${gate.refund.refundId} is still ${gate.refund.status} at the provider ${awaiting.since} → ${awaiting.until} (the policy's awaitProvider deadline), ` +
+          `after ${awaiting.polls} polls and no webhook that settled it; it stands, and a person follows it up`,
+        'completion_gate',
+      );
+    }
+    const backoff = backoffDelay({ backoff: settings.poll }, awaiting.polls + 1);
+    const wait = Math.min(until - Date.now(), withJitter(backoff, settings.jitter, Math.random()));
+    run.steps.await(
+      'completion_gate',
+      `refund ${input.refundId} is ${gate.refund.status} at the provider: awaiting its webhook until ${awaiting.until}; next poll in ${Math.round(wait / 1000)} s`,
+    );
+    await condition(() => news() !== undefined, wait);
+    const event = news();
+    if (event) seen.add(event.id);
+    else awaiting.polls += 1;
+    gate = await checkGate(run, input, event?.refundStatus === 'succeeded' ? event.id : undefined);
+    if (gate.verdict !== 'pending') awaiting.settledBy = event ? { kind: 'webhook', eventId: event.id } : { kind: 'poll' };
+  }
+}
+
+/** From the first pending answer: visible as awaiting_provider, held to the policy's deadline rather than the run's. */
+function startAwaiting(run: RefundRun, refundId: string, deadlineMs: number): AwaitingProvider {
+  const since = Date.now();
+  const awaiting: AwaitingProvider = { refundId, since: new Date(since).toISOString(), until: new Date(since + deadlineMs).toISOString(), polls: 0, settledBy: null };
+  run.awaitingProvider = awaiting;
+  run.budget.holdUntil(since + deadlineMs + run.policy.timeouts.stripe.scheduleToCloseMs);
+  run.setStatus('awaiting_provider', 'completion_gate');
+  return awaiting;
+}
+
+/** One look by the gate; while the run awaits the provider, its reads are held only to the wait's deadline. */
+async function checkGate(run: RefundRun, input: CheckCompletionInput, providerEventId: string | undefined): Promise<GateResult> {
+  const checked = { ...input, ...(providerEventId && { providerEventId }) };
+  const gate = await attempt(run, 'completion_gate', () =>
+    run.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), { essential: run.awaitingProvider !== null }),
+  );
+  if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');
+  return gate;
+}
+
+/** Runs from before the gate awaited webhooks: polls while the provider has not settled the refund, within the run's budget. */
+async function pollCompletion(run: RefundRun, input: CheckCompletionInput): Promise<void> {
   const rule = decide(run.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
   for (let poll = 1; ; poll++) {
     const gate = await attempt(run, 'completion_gate', () =>

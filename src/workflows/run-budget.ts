@@ -47,6 +47,11 @@ export class RunBudget {
     this.retryTimeMs = 0;
   }
 
+  /** While the run awaits the provider, its deadline is at least the wait's own (the policy's awaitProvider). */
+  holdUntil(ms: number): void {
+    this.deadlineMs = Math.max(this.deadlineMs, ms);
+  }
+
   remainingMs(): number {
     return this.deadlineMs - Date.now();
   }

@@ -6,7 +6,8 @@ import type { z } from 'zod';
 import { redact, tally, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
 import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
 
-export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped';
+/** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
+export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
 /** unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind. */
 export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'not_compensable';
 
@@ -165,6 +166,11 @@ export class StepRunner<Name extends string> {
 
   skip(name: Name, note: string): void {
     Object.assign(this.get(name), { status: 'skipped', note, finishedAt: now() });
+  }
+
+  /** The step ran and waits for the provider; the next check completes it or fails it. */
+  await(name: Name, note: string): void {
+    Object.assign(this.get(name), { status: 'awaiting_provider', note });
   }
 
   note(name: Name, note: string): void {

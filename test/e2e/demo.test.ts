@@ -11,7 +11,7 @@ import { findTool } from '../../src/stack/tools';
 const run = promisify(execFile);
 const root = path.join(__dirname, '..', '..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-demo-'));
-const ports = { temporal: 17233, ui: 18233, stripe: 14242, smtp: 12525, mailbox: 18025 };
+const ports = { temporal: 17233, ui: 18233, stripe: 14242, smtp: 12525, mailbox: 18025, webhooks: 14343 };
 const env = {
   ...process.env,
   DATA_DIR: dataDir,
@@ -20,6 +20,7 @@ const env = {
   STRIPE_PORT: String(ports.stripe),
   SMTP_PORT: String(ports.smtp),
   MAILBOX_PORT: String(ports.mailbox),
+  WEBHOOK_PORT: String(ports.webhooks),
 };
 const npm = (script: string) => run('npm', ['run', '--silent', script], { cwd: root, env, timeout: 240_000 });
 const field = (out: string, name: string) => out.match(new RegExp(`^${name}\\s+(\\S+)`, 'm'))?.[1];

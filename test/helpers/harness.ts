@@ -22,6 +22,7 @@ import { startMailServer, type MailServer } from '../../src/servers/mail-server'
 import type { StripeFaultInput } from '../../src/servers/stripe/faults';
 import type { LedgerEffect, RequestRow } from '../../src/servers/stripe/store';
 import { startStripeServer } from '../../src/servers/stripe-server';
+import type { RefundLifecycle } from '../../src/servers/stripe/resources';
 import { SEARCH_ATTRIBUTES, type Order } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { openStore } from '../../src/store';
@@ -39,6 +40,8 @@ export interface HarnessOptions {
   /** How long a new refund may be missing from the provider's list, as the worker assumes. */
   consistencyMs?: number;
   policy?: RecoveryPolicy;
+  /** When the Stripe server settles pending refunds and fails pm_card_refundFail ones. */
+  lifecycle?: Partial<RefundLifecycle>;
 }
 
 export interface Harness {
@@ -126,7 +129,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
-  const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), idempotencyTtlMs: keyTtlMs, faults: true });
+  const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), idempotencyTtlMs: keyTtlMs, faults: true, lifecycle: options.lifecycle });
   const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
   const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`, { faults: true, busyTimeoutMs: 200 });
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });

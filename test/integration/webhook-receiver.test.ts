@@ -7,7 +7,7 @@ import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { signatureHeader } from '../../src/servers/stripe/events';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
-import { stepsQuery } from '../../src/workflows';
+import { followUpWorkflowId, stepsQuery, type lateFailureWorkflow } from '../../src/workflows';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;
@@ -86,22 +86,29 @@ test('a refund event reaches its run as a Signal, once, however often it is deli
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 });
 
-test('an event for a run that has finished is kept and written to the operation\'s audit trail, answered 2xx', async () => {
+test('news of a finished run: a refund still standing is kept on the audit trail; a failure, even signed, is only a reason to ask the provider', async () => {
   const order = await h.seedOrder(newOrderId());
   const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
   await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   const operationId = `refund:test:${order.id}:v1`;
   const refundId = (await handle.query(stepsQuery)).effect.refundId!;
-  // The refund fails after its run completed: a correctly signed event the run can no longer take.
-  const late = JSON.stringify({
-    id: `evt_late_${order.id}`,
-    object: 'event',
-    type: 'refund.failed',
-    created: now(),
-    data: { object: { id: refundId, object: 'refund', status: 'failed', metadata: { operation_id: operationId } } },
-  });
-  expect(await post(late, signatureHeader(late, secret, now()))).toMatchObject({ status: 200, body: { handedTo: null, why: expect.stringMatching(/has finished; the event is kept/) } });
-  expect((await h.store.providerEvents.forOperation(operationId)).find((e) => e.eventId === `evt_late_${order.id}`)).toMatchObject({ outcome: 'run closed: kept for a follow-up' });
+  const event = (id: string, type: string, status: string) =>
+    JSON.stringify({ id, object: 'event', type, created: now(), data: { object: { id: refundId, object: 'refund', status, amount: 1250, currency: 'usd', metadata: { operation_id: operationId } } } });
+
+  const standing = event(`evt_late_ok_${order.id}`, 'refund.updated', 'succeeded');
+  expect(await post(standing, signatureHeader(standing, secret, now()))).toMatchObject({ status: 200, body: { handedTo: null, why: expect.stringMatching(/has finished and the refund is succeeded; the event is kept/) } });
+  expect((await h.store.operations.auditTrail(operationId)).at(-1)).toMatchObject({ event: 'late_provider_event', detail: { type: 'refund.updated', refundStatus: 'succeeded', followUp: null } });
+
+  // Correctly signed, but the provider says otherwise: the follow-up asks it, and undoes nothing.
+  const late = event(`evt_late_${order.id}`, 'refund.failed', 'failed');
+  expect(await post(late, signatureHeader(late, secret, now()))).toMatchObject({ status: 200, body: { handedTo: followUpWorkflowId(operationId) } });
+  expect((await h.store.providerEvents.forOperation(operationId)).find((e) => e.eventId === `evt_late_${order.id}`)).toMatchObject({ outcome: 'signalled follow-up' });
+  const outcome = await h.env.client.workflow.getHandle<typeof lateFailureWorkflow>(followUpWorkflowId(operationId)).result();
+  expect(outcome).toMatchObject({ status: 'unchanged', reason: expect.stringMatching(/is succeeded at the provider: nothing to undo/), compensations: [] });
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
+  expect(await h.store.operations.get(operationId)).toMatchObject({ status: 'completed' });
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   const trail = await h.store.operations.auditTrail(operationId);
-  expect(trail.at(-1)).toMatchObject({ event: 'late_provider_event', detail: { type: 'refund.failed', refundStatus: 'failed' } });
+  expect(trail.find((a) => a.event === 'late_provider_event' && a.detail.eventId === `evt_late_${order.id}`)).toMatchObject({ detail: { followUp: { workflowId: followUpWorkflowId(operationId) } } });
+  expect(trail.at(-1)).toMatchObject({ event: 'follow_up', detail: { status: 'unchanged', originalWorkflowId: handle.workflowId } });
 });

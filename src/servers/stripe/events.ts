@@ -103,6 +103,19 @@ export function createEventLog(db: Database.Database) {
         .all()
         .map((r) => ({ id: r.id, object: 'webhook_endpoint', url: r.url, secret: r.secret, enabled_events: JSON.parse(r.enabled_events) as string[], status: 'enabled', livemode: false, created: r.created }));
     },
+    /**
+     * The endpoint configured for `url` (the local stack's receiver), with the signing secret the
+     * receiver was given: created, or its secret and events brought up to date; with no secret, removed.
+     */
+    configureEndpoint(url: string, secret: string | null): void {
+      db.transaction(() => {
+        if (secret === null) return void db.prepare('DELETE FROM webhook_endpoints WHERE url = ?').run(url);
+        const updated = db.prepare(`UPDATE webhook_endpoints SET secret = ?, enabled_events = '["*"]' WHERE url = ?`).run(secret, url).changes;
+        if (updated === 0) {
+          db.prepare(`INSERT INTO webhook_endpoints (id, url, secret, enabled_events, created) VALUES (?, ?, ?, '["*"]', ?)`).run(newId('we'), url, secret, unixNow());
+        }
+      })();
+    },
     deleteEndpoint(id: string): boolean {
       return db.prepare('DELETE FROM webhook_endpoints WHERE id = ?').run(id).changes === 1;
     },

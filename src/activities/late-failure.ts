@@ -1,0 +1,56 @@
+// What a follow-up run needs to know about a refund the provider reported failed after its run
+// finished: the provider's word on it now (a webhook is the reason to look, never the evidence for
+// undoing), and which of the saga's effects stand in the store and so need their compensation.
+import { Context } from '@temporalio/activity';
+import type Stripe from 'stripe';
+import type { Evidenced, LateFailureFacts, RunSettings } from '../receipts';
+import { stepKey } from '../reliability/identity';
+import type { OrderStore } from '../store/types';
+import { Classified, type AttemptRunner } from './attempt';
+import { paymentFailure, toReceipt } from './payments';
+import { requestTimeout } from './request-deadline';
+
+export interface ExamineLateFailureInput {
+  operationId: string;
+  /** The refund the provider's event named. */
+  refundId: string;
+}
+
+export function createLateFailureActivities(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner; settings: RunSettings }) {
+  const { stripe, store } = deps;
+
+  /**
+   * Reads the refund at the provider and, when it failed (or was canceled), settles the operation
+   * as failed; then reports what of the saga stands: the refund on the order, the customer notice.
+   */
+  async function examineLateFailure(input: ExamineLateFailureInput): Promise<Evidenced<LateFailureFacts>> {
+    const call = { step: 'late_failure', key: `${stepKey(input.operationId, 'create_refund')}#late`, operationId: input.operationId, boundary: 'stripe' as const };
+    return deps.attempt(call, paymentFailure(false), async () => {
+      const op = await store.operations.get(input.operationId);
+      if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `operation ${input.operationId} is not in this store`);
+      const refund = await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.settings.provider.requestTimeoutMs) });
+      if (refund.metadata?.operation_id !== input.operationId) {
+        throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'not_this_operation', `refund ${refund.id} does not carry operation ${input.operationId}`);
+      }
+      const receipt = toReceipt(refund, false);
+      const failed = refund.status === 'failed' || refund.status === 'canceled';
+      if (failed) {
+        const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
+        const reason = refund.failure_reason ?? refund.status ?? 'failed';
+        await store.operations.settle(input.operationId, { status: 'failed', refund: receipt, reason }, who, 'refund_failed_after_completion', { followUp: who });
+      }
+      const applied = await store.appliedRefund(input.operationId);
+      const notice = await store.getNotification(stepKey(input.operationId, 'notify_customer'));
+      return {
+        request: op.request,
+        refund: receipt,
+        failed,
+        order: applied && applied.refundId === refund.id ? { refundId: applied.refundId, amount: applied.amount, revertedByKey: applied.revertedByKey } : null,
+        notice: notice ? { key: notice.key, status: notice.status, messageId: notice.messageId } : null,
+        policy: deps.settings.policy,
+      };
+    });
+  }
+
+  return { examineLateFailure };
+}

@@ -1,0 +1,181 @@
+// A follow-up run for a refund the provider reported failed after the refund's own run finished.
+// The webhook receiver starts it (signalWithStart, one workflow id per operation); it asks the
+// provider, and when the refund did fail it runs the saga's registered compensations for what
+// stands (the order's refund taken off, a correction email), each under the same key the saga
+// itself would use, so nothing is undone twice however often the event comes, and leaves its
+// outcome on the operation's audit trail beside the original run's.
+import { ApplicationFailure, defineQuery, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { RefundActivities } from '../activities';
+import { compensationOrder, REFUND_SAGA, type RefundStep, type SagaContext } from '../compensations/registry';
+import { evidenced, lateFailureFactsSchema, notificationReceiptSchema, orderReceiptSchema, type LateFailureFacts } from '../receipts';
+import { compensationKey, stepKey } from '../reliability/identity';
+import { temporalRetryPolicy, type RecoveryPolicy } from '../reliability/policy';
+import type { Boundary } from '../reliability/taxonomy';
+import { REFUND_REASONS, SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
+import { providerEventSignal, type ProviderEventSummary } from './provider-events';
+import { describeFailure, stepError, type StepError } from './step-runner';
+
+export interface LateFailureInput {
+  operationId: string;
+  /** The refund the provider's event named. */
+  refundId: string;
+  /** The run that carried the operation out and had finished when the event came. */
+  originalWorkflowId: string;
+}
+
+export interface FollowUpCompensation {
+  step: RefundStep;
+  key: string;
+  status: 'completed' | 'failed' | 'unknown';
+  output?: unknown;
+  error?: StepError;
+}
+
+export interface LateFailureResult {
+  workflowId: string;
+  operationId: string;
+  originalWorkflowId: string;
+  /** compensated: what stood was undone (or nothing stood); unchanged: the provider does not say failed; needs_attention: a person finishes it. */
+  status: 'compensated' | 'unchanged' | 'needs_attention';
+  reason: string;
+  refund: { refundId: string; status: string } | null;
+  compensations: FollowUpCompensation[];
+}
+
+export interface LateFailureState {
+  input: LateFailureInput;
+  status: 'examining' | 'compensating' | LateFailureResult['status'];
+  providerEvents: ProviderEventSummary[];
+  compensations: FollowUpCompensation[];
+  reason: string | null;
+}
+
+export const followUpQuery = defineQuery<LateFailureState>('followUp');
+
+/** One follow-up per operation: a redelivered or repeated failure finds it, or a new run finds the work done. */
+export function followUpWorkflowId(operationId: string): string {
+  return `follow-up:${operationId}`;
+}
+
+/** The key each forward step recorded (the order's update is kept under the operation id); its compensation's key derives from it, as in the saga. */
+const FORWARD_KEY: Partial<Record<RefundStep, (operationId: string) => string>> = {
+  update_order: (operationId) => operationId,
+  notify_customer: (operationId) => stepKey(operationId, 'notify_customer'),
+};
+
+const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
+const LOOKUP = { startToCloseTimeout: '30s', scheduleToCloseTimeout: '10m', retry: { initialInterval: '1s', maximumInterval: '30s' } } as const;
+
+export async function lateFailureWorkflow(input: LateFailureInput): Promise<LateFailureResult> {
+  const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
+  if (!input || !valid(input.operationId, 200) || !valid(input.refundId, 255) || !valid(input.originalWorkflowId, 1000)) {
+    throw ApplicationFailure.nonRetryable('a follow-up needs an operationId, a refundId and the originalWorkflowId', 'INVALID_ARGUMENTS');
+  }
+  const { workflowId } = workflowInfo();
+  const state: LateFailureState = { input, status: 'examining', providerEvents: [], compensations: [], reason: null };
+  setHandler(followUpQuery, () => state);
+  setHandler(providerEventSignal, (e) => {
+    if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < 100) state.providerEvents.push(e);
+  });
+  upsertSearchAttributes([
+    { key: SEARCH_ATTRIBUTES.status, value: 'examining' },
+    { key: SEARCH_ATTRIBUTES.step, value: 'late_failure' },
+    { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
+  ]);
+
+  const finish = async (status: LateFailureResult['status'], reason: string, facts: LateFailureFacts | null): Promise<LateFailureResult> => {
+    Object.assign(state, { status, reason });
+    upsertSearchAttributes([
+      { key: SEARCH_ATTRIBUTES.status, value: status },
+      { key: SEARCH_ATTRIBUTES.needsAttention, value: status === 'needs_attention' },
+      ...(facts ? [{ key: SEARCH_ATTRIBUTES.effect, value: facts.failed ? 'failed' : 'refunded' }] : []),
+    ]);
+    const result: LateFailureResult = {
+      workflowId,
+      operationId: input.operationId,
+      originalWorkflowId: input.originalWorkflowId,
+      status,
+      reason,
+      refund: facts && { refundId: facts.refund.refundId, status: facts.refund.status },
+      compensations: state.compensations,
+    };
+    await proxyActivities<RefundActivities>(BOOKKEEPING)
+      .recordOutcome({
+        operationId: input.operationId,
+        status,
+        reason,
+        failedStep: null,
+        event: 'follow_up',
+        detail: { followUp: workflowId, runId: workflowInfo().runId, originalWorkflowId: input.originalWorkflowId, compensations: state.compensations.map(({ step, key, status: s }) => ({ step, key, status: s })) },
+      })
+      .catch(() => undefined);
+    return result;
+  };
+
+  let raw: unknown;
+  try {
+    raw = await proxyActivities<RefundActivities>(LOOKUP).examineLateFailure({ operationId: input.operationId, refundId: input.refundId });
+  } catch (err) {
+    const { error } = describeFailure(err, 'stripe', 'examining the late failure', false);
+    return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);
+  }
+  const examined = evidenced(lateFailureFactsSchema).safeParse(raw);
+  if (!examined.success) return finish('needs_attention', `examining refund ${input.refundId} returned a result the follow-up cannot use; a person checks it`, null);
+  const facts = examined.data as unknown as LateFailureFacts;
+  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderId, value: facts.request.orderId }]);
+  if (!facts.failed) {
+    return finish('unchanged', `refund ${facts.refund.refundId} is ${facts.refund.status} at the provider: nothing to undo`, facts);
+  }
+
+  state.status = 'compensating';
+  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
+  const stands: RefundStep[] = [];
+  if (facts.order) stands.push('update_order');
+  if (facts.notice?.status === 'sent') stands.push('notify_customer');
+  const ctx: SagaContext = {
+    request: {
+      ...facts.request,
+      reason: REFUND_REASONS.find((r) => r === facts.request.reason) ?? 'requested_by_customer',
+      requestedBy: `follow-up of ${input.originalWorkflowId}`,
+      operationVersion: Number(/:v(\d+)$/.exec(input.operationId)?.[1] ?? 1),
+    } satisfies RefundRequest,
+    operationId: input.operationId,
+    refund: facts.refund,
+    correctionReason: facts.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed',
+  };
+  const policy = facts.policy;
+  for (const step of compensationOrder(stands)) {
+    const { undo } = REFUND_SAGA[step];
+    if (undo.kind !== 'compensation') continue;
+    const key = compensationKey(FORWARD_KEY[step]!(input.operationId));
+    const record: FollowUpCompensation = { step, key, status: 'completed' };
+    state.compensations.push(record);
+    try {
+      const acts = proxyActivities<RefundActivities>(optionsFor(policy, undo.boundary)) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
+      const schema = evidenced(undo.activity === 'revertRefund' ? orderReceiptSchema : notificationReceiptSchema);
+      const parsed = schema.safeParse(await acts[undo.activity](undo.input(ctx, key)));
+      // It finished, so whatever it did happened; what it returned cannot be used as its receipt.
+      if (!parsed.success) Object.assign(record, { status: 'unknown', error: stepError('POISON', 'undeterminable', 'result_unusable', `${step}'s compensation returned a result that is not its receipt`) });
+      else record.output = { ...parsed.data, evidence: undefined };
+    } catch (err) {
+      const { error } = describeFailure(err, undo.boundary, `${step} compensation`, undo.boundary !== 'store');
+      Object.assign(record, { status: error.code === 'UNKNOWN_OUTCOME' ? 'unknown' : 'failed', error });
+    }
+  }
+
+  const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} completed`;
+  const open = state.compensations.filter((c) => c.status !== 'completed');
+  const unsure = facts.notice && facts.notice.status !== 'sent' ? ` The customer notice ${facts.notice.messageId} is ${facts.notice.status}: whether it reached them is unknown, so no correction was sent; a person checks the mailbox.` : '';
+  if (open.length > 0) {
+    return finish('needs_attention', `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`, facts);
+  }
+  if (unsure) return finish('needs_attention', `${what}.${unsure}`, facts);
+  const done = state.compensations.map((c) => `${c.step} (key ${c.key})`).join(', ');
+  return finish('compensated', `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`, facts);
+}
+
+/** A compensation's activity options under the worker's policy: it is held to nothing but its own timeouts and retries. */
+function optionsFor(policy: RecoveryPolicy, boundary: Boundary) {
+  const t = policy.timeouts[boundary];
+  return { startToCloseTimeout: t.startToCloseMs, scheduleToCloseTimeout: t.scheduleToCloseMs, retry: temporalRetryPolicy(policy, boundary) };
+}

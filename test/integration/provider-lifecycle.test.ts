@@ -1,0 +1,197 @@
+// The refund's asynchronous lifecycle on the real stack: the Stripe-compatible server settles
+// pending refunds and fails pm_card_refundFail ones after a delay, and delivers signed webhooks to
+// the receiver, which hands them to the refund's run, or to a follow-up run once it has finished.
+// Effects are counted where they land: the server's request log, the store, the mailbox.
+import type { WorkflowHandle } from '@temporalio/client';
+import { randomUUID } from 'node:crypto';
+import { startRefund } from '../../src/client/refunds';
+import { inspectRun } from '../../src/inspect/inspection';
+import type { RecoveryPolicy } from '../../src/reliability/policy';
+import { signatureHeader } from '../../src/servers/stripe/events';
+import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { startWebhookReceiver } from '../../src/webhooks/receiver';
+import { followUpWorkflowId, refundWorkflow, stepsQuery, type lateFailureWorkflow, type LateFailureResult } from '../../src/workflows';
+import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+
+const SETTLE_MS = 4000;
+const FAIL_MS = 6000;
+/** Polls far apart: a run that completes sooner completed on the webhook. */
+const SLOW_POLLS: RecoveryPolicy = { ...TEST_POLICY, awaitProvider: { deadlineMs: 120_000, poll: { initialMs: 60_000, coefficient: 2, maxMs: 60_000 }, jitter: 0 } };
+
+let h: Harness;
+let receiver: { url: string; close(): Promise<void> };
+let endpointId: string;
+const deps = { secret: 'whsec_pending' } as Parameters<typeof startWebhookReceiver>[0];
+beforeAll(async () => {
+  h = await startHarness({ policy: SLOW_POLLS, lifecycle: { settleDelayMs: SETTLE_MS, failDelayMs: FAIL_MS } });
+  Object.assign(deps, { stripe: h.stripe, store: h.store, temporal: h.env.client });
+  receiver = await startWebhookReceiver(deps, { port: 0 });
+  const endpoint = await h.stripe.webhookEndpoints.create({ url: receiver.url, enabled_events: ['*'] });
+  endpointId = endpoint.id;
+  deps.secret = endpoint.secret!;
+});
+afterAll(async () => {
+  await receiver?.close();
+  await h?.close();
+});
+
+const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
+const until = async (what: string, check: () => Promise<boolean>, ms = 30_000) => {
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 100))) if (await check()) return;
+  throw new Error(`timed out waiting for ${what}`);
+};
+const refundReads = async (refundId: string) => (await h.requests({ path: `/v1/refunds/${refundId}` })).filter((r) => r.method === 'GET').length;
+const post = (body: string) =>
+  fetch(receiver.url, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': signatureHeader(body, deps.secret, Math.floor(Date.now() / 1000)) }, body });
+
+/** The follow-up run of an operation, once the receiver has started it. */
+async function followUp(operationId: string): Promise<WorkflowHandle<typeof lateFailureWorkflow>> {
+  const handle = h.env.client.workflow.getHandle<typeof lateFailureWorkflow>(followUpWorkflowId(operationId));
+  await until(`the follow-up of ${operationId}`, () => handle.describe().then(() => true, () => false));
+  return handle;
+}
+
+test('a pending refund waits visibly for the provider and completes on its webhook, with no poll in between', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundPending' });
+  const started = Date.now();
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+
+  await until('awaiting_provider', async () => (await handle.query(stepsQuery)).status === 'awaiting_provider');
+  const waiting = await handle.query(stepsQuery);
+  expect(waiting.steps.find((s) => s.name === 'completion_gate')).toMatchObject({ status: 'awaiting_provider', note: expect.stringMatching(/awaiting its webhook until/) });
+  expect(waiting.awaitingProvider).toMatchObject({ refundId: waiting.effect.refundId, polls: 0, settledBy: null });
+  expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.status)).toBe('awaiting_provider');
+  expect(waiting.outcome).toBeNull();
+
+  const result = completed(await handle.result());
+  // Settled at SETTLE_MS, long before the first poll would have been due (60 s).
+  expect(Date.now() - started).toBeLessThan(30_000);
+  const state = await handle.query(stepsQuery);
+  expect(state.awaitingProvider).toMatchObject({ polls: 0, settledBy: { kind: 'webhook', eventId: expect.stringMatching(/^evt_/) } });
+  expect(state.providerEvents.map((e) => [e.type, e.refundStatus])).toEqual(expect.arrayContaining([['refund.updated', 'succeeded']]));
+  expect(state.steps.find((s) => s.name === 'completion_gate')).toMatchObject({ status: 'completed' });
+  // The provider was read once, by the gate's first look; the webhook settled it.
+  expect(await refundReads(result.refund.refundId)).toBe(1);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  expect(await h.store.operations.get(result.operationId)).toMatchObject({ status: 'completed' });
+  expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.status)).toBe('completed');
+});
+
+test('a refund that fails after its run completed: a follow-up reverts the order and sends exactly one correction, however often and in whatever order the events come', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  const result = completed(await handle.result());
+  const { operationId } = result;
+  const refundId = result.refund.refundId;
+  expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(1250);
+
+  const follow = await followUp(operationId);
+  const outcome: LateFailureResult = await follow.result();
+  expect(outcome).toMatchObject({ status: 'compensated', originalWorkflowId: handle.workflowId, refund: { refundId, status: 'failed' } });
+  expect(outcome.compensations.map((c) => [c.step, c.key, c.status])).toEqual([
+    ['notify_customer', `${operationId}:notify_customer:compensate`, 'completed'],
+    ['update_order', `${operationId}:compensate`, 'completed'],
+  ]);
+  const desc = await follow.describe();
+  expect(desc.typedSearchAttributes.get(SEARCH_ATTRIBUTES.followUpOf)).toBe(handle.workflowId);
+  expect(desc.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status)).toBe('compensated');
+
+  const settled = async () => {
+    const orderNow = (await h.store.getOrder(order.id))!;
+    expect(orderNow).toMatchObject({ refundedAmount: 0, status: 'paid' });
+    expect(await h.store.appliedRefund(operationId)).toMatchObject({ revertedByKey: `${operationId}:compensate` });
+    expect(await h.store.operations.get(operationId)).toMatchObject({ status: 'failed' });
+    const mail = await h.messages({ to: order.customerEmail });
+    expect(mail).toHaveLength(2);
+    expect(mail.filter((m) => /^Correction: /.test(m.subject))).toHaveLength(1);
+    expect(await h.store.getNotification(`${operationId}:notify_customer:compensate`)).toMatchObject({ status: 'sent', attempts: 1 });
+    return orderNow.version;
+  };
+  const version = await settled();
+
+  // Every event for the refund, three times each, newest first (the failure before the creation): nothing changes twice.
+  await until('all four events', async () => (await h.store.providerEvents.forOperation(operationId)).length >= 4);
+  const { events } = (await (await fetch(`${h.stripeUrl}/_events?object=${refundId}`)).json()) as { events: { id: string; type: string; created: number }[] };
+  expect(events.length).toBeGreaterThanOrEqual(4);
+  for (let round = 0; round < 3; round++) {
+    for (const e of [...events].reverse()) expect((await post(JSON.stringify(e))).status).toBe(200);
+  }
+  expect(await settled()).toBe(version);
+  const records = await h.store.providerEvents.forOperation(operationId);
+  expect(records.every((r) => r.deliveries >= 4)).toBe(true);
+  const runs = [];
+  for await (const w of h.env.client.workflow.list({ query: `WorkflowId = '${followUpWorkflowId(operationId)}'` })) runs.push(w.runId);
+  expect(runs).toHaveLength(1);
+
+  // The original run's evidence leads to the follow-up, and no longer claims a refund that stands.
+  const inspected = await inspectRun(h.env.client, h.sources, 'test', handle.workflowId);
+  expect(inspected.facts).toEqual(expect.arrayContaining([expect.objectContaining({ id: `temporal:${followUpWorkflowId(operationId)}`, says: expect.stringMatching(/compensated/) })]));
+  expect(inspected.inferences).toEqual(
+    expect.arrayContaining([
+      expect.objectContaining({ claim: 'nothing was refunded', status: 'confirmed' }),
+      expect.objectContaining({ claim: expect.stringMatching(/order was restored/), status: 'confirmed' }),
+    ]),
+  );
+});
+
+test('a receiver that is down while the refund fails gets the events later through the server\'s retries, and nothing is lost', async () => {
+  const port = Number(new URL(receiver.url).port);
+  await receiver.close();
+  try {
+    const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+    const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 700, currency: 'usd', requestedBy: 'test' });
+    const { operationId, refund } = completed(await handle.result());
+    // The failure's deliveries are refused while the receiver is down.
+    const failedDeliveries = async () => {
+      const { deliveries } = (await (await fetch(`${h.stripeUrl}/_webhooks`)).json()) as { deliveries: { eventId: string; attempts: number; status: string }[] };
+      const { events } = (await (await fetch(`${h.stripeUrl}/_events?object=${refund.refundId}`)).json()) as { events: { id: string; type: string }[] };
+      const failure = events.find((e) => e.type === 'refund.failed');
+      return deliveries.some((d) => d.eventId === failure?.id && d.attempts >= 1 && d.status !== 'delivered');
+    };
+    await until('a refused delivery of refund.failed', failedDeliveries, 20_000);
+    expect(await h.store.providerEvents.forOperation(operationId)).toHaveLength(0);
+    expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(700);
+
+    receiver = await startWebhookReceiver(deps, { port });
+    const outcome = await (await followUp(operationId)).result();
+    expect(outcome).toMatchObject({ status: 'compensated' });
+    expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(0);
+    expect((await h.messages({ to: order.customerEmail })).filter((m) => /^Correction: /.test(m.subject))).toHaveLength(1);
+    await until('every event of the refund', async () => (await h.store.providerEvents.forOperation(operationId)).length >= 4, 30_000);
+  } finally {
+    // Later tests need a receiver on this port.
+    if (!(await fetch(receiver.url, { method: 'GET' }).then(() => true, () => false))) receiver = await startWebhookReceiver(deps, { port });
+  }
+});
+
+test('with webhooks off, polling completes a pending refund within the policy\'s deadline; past the deadline it parks for a person', async () => {
+  await h.stripe.webhookEndpoints.del(endpointId);
+  const fastPolls = (deadlineMs: number): RecoveryPolicy => ({ ...TEST_POLICY, awaitProvider: { deadlineMs, poll: { initialMs: 1000, coefficient: 2, maxMs: 2000 }, jitter: 0 } });
+
+  const start = async (taskQueue: string) => {
+    const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundPending' });
+    return h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [{ orderId: order.id, amount: 900, currency: 'usd', requestedBy: 'test' }] });
+  };
+
+  const polled = await h.withWorker({}, async (taskQueue) => {
+    const handle = await start(taskQueue);
+    const result = completed(await handle.result());
+    return { result, state: await handle.query(stepsQuery) };
+  }, { policy: fastPolls(60_000) });
+  expect(polled.state.providerEvents).toEqual([]);
+  expect(polled.state.awaitingProvider).toMatchObject({ settledBy: { kind: 'poll' } });
+  expect(polled.state.awaitingProvider!.polls).toBeGreaterThanOrEqual(1);
+  expect(await refundReads(polled.result.refund.refundId)).toBe(1 + polled.state.awaitingProvider!.polls);
+
+  const parked = await h.withWorker({}, async (taskQueue) => {
+    const started = Date.now();
+    const run = await stopped(start(taskQueue));
+    return { ...run, took: Date.now() - started };
+  }, { policy: fastPolls(1000) });
+  expect(parked.status).toBe('needs_attention');
+  expect(parked.took).toBeLessThan(SETTLE_MS);
+  expect(parked.state.outcome).toMatchObject({ failedStep: 'completion_gate', reason: expect.stringMatching(/still pending at the provider .* awaitProvider deadline/) });
+  expect(parked.state.awaitingProvider).toMatchObject({ settledBy: { kind: 'deadline' } });
+  expect(parked.state.effect).toMatchObject({ status: 'refunded' });
+});
