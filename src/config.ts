@@ -56,6 +56,7 @@ export type Config = ReturnType<typeof loadConfig>;
 /** The local Stripe server's endpoint secret: both ends are on this machine, so a fixed one is enough. */
 export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
 export const WEBHOOK_PATH = '/webhooks/stripe';
+const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
@@ -81,7 +82,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
      * server it has one by default, and the server delivers to it. WEBHOOKS=off leaves runs to poll.
      */
     webhooks: {
-      secret: e.WEBHOOKS === 'off' ? undefined : (e.STRIPE_WEBHOOK_SECRET ?? (stripeLocal ? LOCAL_WEBHOOK_SECRET : undefined)),
+      // The fixed local secret only for the local server on loopback: anywhere else it would let anyone sign.
+      secret: e.WEBHOOKS === 'off' ? undefined : (e.STRIPE_WEBHOOK_SECRET ?? (!e.STRIPE_SECRET_KEY && LOOPBACK.includes(e.WEBHOOK_HOST) ? LOCAL_WEBHOOK_SECRET : undefined)),
       port: e.WEBHOOK_PORT,
       host: e.WEBHOOK_HOST,
       /** Where the local Stripe server delivers: the worker's receiver, reached on loopback when it listens on every address. */

@@ -54,12 +54,10 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
         `refund ${refund.id}: ${refund.status}, ${refund.amount} ${refund.currency}, operation ${refund.metadata?.operation_id ?? '(none)'}${event ? `, by signed event ${event.eventId}` : ''}`,
       );
 
-      // A lagging list may not show ours yet; more than one is never right. On a webhook, the events received for the operation are what is looked at.
-      const mine = event
-        ? [...new Set((await store.providerEvents.forOperation(input.operationId)).map((e) => e.refundId))]
-        : (await listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs)).filter((r) => r.metadata?.operation_id === input.operationId).map((r) => r.id);
-      const where = event ? 'among the provider events received' : "in the provider's list";
-      check('single_refund', mine.length <= 1 && mine.every((id) => id === refund.id), `${mine.length} refund(s) with this operation id ${where}: ${mine.join(', ') || 'none listed yet'}`);
+      // A lagging list may not show ours yet; more than one is never right.
+      const listed = await listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs);
+      const mine = listed.filter((r) => r.metadata?.operation_id === input.operationId).map((r) => r.id);
+      check('single_refund', mine.length <= 1 && mine.every((id) => id === refund.id), `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
 
       const applied = await store.appliedRefund(input.operationId);
       check(

@@ -37,7 +37,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createOperationActivities({ store, attempt, settings }),
     ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),
     ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
-    ...createLateFailureActivities({ stripe, store, attempt, settings }),
+    ...createLateFailureActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),
     ...createQueueActivities({ queue: store.queue, temporal: deps.temporal }),
     ...createNotificationActivities({

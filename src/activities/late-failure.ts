@@ -2,6 +2,8 @@
 // finished: the provider's word on it now (a webhook is the reason to look, never the evidence for
 // undoing), and which of the saga's effects stand in the store and so need their compensation.
 import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
 import type { Evidenced, LateFailureFacts, RunSettings } from '../receipts';
 import { stepKey } from '../reliability/identity';
@@ -9,6 +11,8 @@ import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
 import { paymentFailure, toReceipt } from './payments';
 import { requestTimeout } from './request-deadline';
+import { startFollowUp } from '../webhooks/follow-up';
+import type { ProviderEventSummary } from '../workflows/provider-events';
 
 export interface ExamineLateFailureInput {
   operationId: string;
@@ -16,7 +20,7 @@ export interface ExamineLateFailureInput {
   refundId: string;
 }
 
-export function createLateFailureActivities(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner; settings: RunSettings }) {
+export function createLateFailureActivities(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner; settings: RunSettings; temporal?: Client }) {
   const { stripe, store } = deps;
 
   /**
@@ -31,6 +35,15 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
       const refund = await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.settings.provider.requestTimeoutMs) });
       if (refund.metadata?.operation_id !== input.operationId) {
         throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'not_this_operation', `refund ${refund.id} does not carry operation ${input.operationId}`);
+      }
+      // Only the operation's own refund failing undoes its saga; another refund carrying its id is an anomaly for a person.
+      if (op.refund?.refundId !== refund.id) {
+        throw new Classified(
+          'INVALID_ARGUMENTS',
+          'not_executed',
+          'not_this_refund',
+          `refund ${refund.id} (${refund.status}) carries operation ${input.operationId}, whose refund is ${op.refund?.refundId ?? 'not recorded'}: nothing is undone; a person looks at why it exists`,
+        );
       }
       const receipt = toReceipt(refund, false);
       const failed = refund.status === 'failed' || refund.status === 'canceled';
@@ -52,5 +65,18 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
     });
   }
 
-  return { examineLateFailure };
+  /**
+   * A run that ends holding the provider's word that its refund failed, which it did not act on
+   * (it was parked, abandoned, or the provider's API still said succeeded): the follow-up takes it.
+   */
+  async function handToFollowUp(input: { operationId: string; event: ProviderEventSummary }): Promise<{ workflowId: string; runId: string }> {
+    if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for follow-ups', 'INVALID_ARGUMENTS');
+    const { workflowExecution, taskQueue } = Context.current().info;
+    const workflowId = workflowExecution?.workflowId ?? 'activity';
+    const started = await startFollowUp(deps.temporal, { operationId: input.operationId, originalWorkflowId: workflowId, event: input.event, taskQueue });
+    await store.operations.audit(input.operationId, workflowId, 'late_provider_event', { eventId: input.event.id, type: input.event.type, refundId: input.event.refundId, refundStatus: input.event.refundStatus, followUp: started });
+    return started;
+  }
+
+  return { examineLateFailure, handToFollowUp };
 }

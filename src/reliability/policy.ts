@@ -103,6 +103,8 @@ export const decisionsSchema = z
   .strict();
 export type DecisionPolicy = z.output<typeof decisionsSchema>;
 
+const MAX_POLLS = 200;
+
 /**
  * How long a refund the provider accepted but has not settled (pending) is waited for: the run
  * waits for the provider's webhook, polls with this backoff in case none comes, and parks for a
@@ -113,10 +115,12 @@ export const awaitProviderSchema = z
     /** From the first time the refund was seen pending. */
     deadlineMs: ms.min(1000),
     /** Between polls while no webhook has settled it. */
-    poll: backoffSchema,
+    poll: backoffSchema.refine((b) => b.initialMs >= 1000, { message: 'initialMs must be at least 1000: polls are reads of the provider' }),
     jitter: z.number().min(0).max(1).default(0.2),
   })
-  .strict();
+  .strict()
+  // Every poll is in the run's history: a wait that could need thousands of them is refused.
+  .refine((a) => a.deadlineMs <= MAX_POLLS * a.poll.maxMs, { message: `deadlineMs may be at most ${MAX_POLLS} × poll.maxMs` });
 export type AwaitProvider = z.output<typeof awaitProviderSchema>;
 
 /** Stripe settles most refunds in minutes, some payment methods in days: three days, polled hourly at most. */

@@ -9,8 +9,8 @@ import http from 'node:http';
 import type Stripe from 'stripe';
 import { WEBHOOK_PATH } from '../config';
 import type { OrderStore } from '../store';
-import { SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
-import { followUpWorkflowId, type lateFailureWorkflow } from '../workflows/late-failure';
+import { followUpWorkflowId } from '../workflows/late-failure';
+import { startFollowUp } from './follow-up';
 import { lifecycleRank, providerEventSignal, type ProviderEventSummary } from '../workflows/provider-events';
 
 export interface ReceiverDeps {
@@ -136,22 +136,15 @@ async function lateEvent(deps: ReceiverDeps, summary: ProviderEventSummary, oper
     return { status: 200, body: { received: summary.id, handedTo: null, why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept` } };
   }
   const followUp = followUpWorkflowId(operationId);
-  // Another of the failure's events (refund.failed, refund.updated, charge.refund.updated) after its follow-up compensated: nothing more to do.
-  const done = (await deps.store.operations.auditTrail(operationId)).find((a) => a.event === 'follow_up' && a.detail.status === 'compensated');
+  // Another of the failure's events (refund.failed, refund.updated, charge.refund.updated) after the run or its follow-up compensated: nothing more to do.
+  const done = (await deps.store.operations.auditTrail(operationId)).find((a) => ['follow_up', 'run_stopped'].includes(a.event) && a.detail.status === 'compensated');
   if (done) {
-    await deps.store.providerEvents.handed(summary.id, followUp, 'run closed: its follow-up already compensated');
-    return { status: 200, body: { received: summary.id, handedTo: null, why: `${followUp} already compensated the failed refund` } };
+    await deps.store.providerEvents.handed(summary.id, done.actor, 'run closed: the failed refund was already compensated');
+    return { status: 200, body: { received: summary.id, handedTo: null, why: `${done.actor} already compensated the failed refund` } };
   }
-  const handle = await deps.temporal.workflow.signalWithStart<typeof lateFailureWorkflow, [ProviderEventSummary]>('lateFailureWorkflow', {
-    workflowId: followUp,
-    taskQueue: deps.taskQueue ?? TASK_QUEUE,
-    args: [{ operationId, refundId: summary.refundId, originalWorkflowId: workflowId }],
-    signal: providerEventSignal,
-    signalArgs: [summary],
-    typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.followUpOf, value: workflowId }],
-  });
+  const started = await startFollowUp(deps.temporal, { operationId, originalWorkflowId: workflowId, event: summary, taskQueue: deps.taskQueue });
   await deps.store.providerEvents.handed(summary.id, followUp, 'signalled follow-up');
-  await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { ...late, followUp: { workflowId: followUp, runId: handle.signaledRunId } });
+  await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { ...late, followUp: started });
   return { status: 200, body: { received: summary.id, handedTo: followUp } };
 }
 

@@ -163,9 +163,10 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     }
   }
 
-  const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} completed`;
+  const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
   const open = state.compensations.filter((c) => c.status !== 'completed');
-  const unsure = facts.notice && facts.notice.status !== 'sent' ? ` The customer notice ${facts.notice.messageId} is ${facts.notice.status}: whether it reached them is unknown, so no correction was sent; a person checks the mailbox.` : '';
+  // A notice never handed over (pending) told the customer nothing; one whose hand-over is unknown (sending) may have.
+  const unsure = facts.notice?.status === 'sending' ? ` The customer notice ${facts.notice.messageId} is ${facts.notice.status}: whether it reached them is unknown, so no correction was sent; a person checks the mailbox.` : '';
   if (open.length > 0) {
     return finish('needs_attention', `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`, facts);
   }

@@ -160,6 +160,20 @@ export class RefundRun {
   /** Provider events received for this run, in arrival order, each once. */
   readonly providerEvents: ProviderEventSummary[] = [];
 
+  /** Failure events the run already took to the provider while parked: each is looked into once. */
+  readonly checkedFailures = new Set<string>();
+
+  /**
+   * The provider's signed word that the run's refund failed (or was canceled), while the run still
+   * holds it as standing: news the run must act on, or hand to the follow-up when it ends.
+   */
+  unactedFailure(): ProviderEventSummary | undefined {
+    const refundId = this.effect.refundId;
+    if (!refundId || (this.effect.status !== 'refunded' && this.effect.status !== 'partial')) return undefined;
+    const e = furthestEvent(this.providerEvents, refundId);
+    return e && lifecycleRank(e.refundStatus) === 2 ? e : undefined;
+  }
+
   recordProviderEvent(e: ProviderEventSummary): void {
     if (this.providerEvents.some((x) => x.id === e.id)) return;
     // Past the cap, only an event that moves its refund further along is kept: a late failure is never dropped.

@@ -119,6 +119,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     try {
       const result = await next();
       run.finish('completed', 'every check of the completion gate passed', null);
+      await handOverLateFailure(run);
       return result;
     } catch (err) {
       if (isCancellation(err)) {
@@ -141,13 +142,29 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
         .then((decisions) => run.useDecisionPolicy(decisions), () => undefined);
       run.park(stopped);
       await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', { verdict: run.parked?.verdict });
-      let chosen: Chosen;
+      let chosen: Chosen | 'provider_failed';
       try {
-        chosen = await run.desk.next();
+        // The provider reporting the refund failed is not a decision to wait for: the registry compensates that without asking.
+        const news = () => !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.unactedFailure() !== undefined && !run.checkedFailures.has(run.unactedFailure()!.id);
+        const failed = patched(AWAIT_PROVIDER) ? condition(news).then(() => 'provider_failed' as const) : new Promise<never>(() => undefined);
+        chosen = await Promise.race([run.desk.next(), failed]);
       } catch (waitErr) {
         // Cancelled while it waited for a person: it still says what it leaves behind, and compensates what it can.
         if (isCancellation(waitErr)) await CancellationScope.nonCancellable(() => cancelled(run));
         throw waitErr;
+      }
+      if (chosen === 'provider_failed') {
+        const event = run.unactedFailure()!;
+        run.checkedFailures.add(event.id);
+        await audit(run, 'running', `${event.type} ${event.id} says refund ${event.refundId} is ${event.refundStatus}: the provider is asked, and what it confirms is compensated`, stopped.failedStep, 'decision', {
+          decision: 'provider_event',
+          by: 'provider',
+          eventId: event.id,
+        });
+        run.unpark();
+        run.budget.renew(Date.now());
+        next = () => carryOut(run, 'completion_gate');
+        continue;
       }
       const { record } = chosen;
       const approval = run.desk.records.find((r) => r.answers === record.seq && r.decision === 'approve');
@@ -188,7 +205,26 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
 async function ended(run: RefundRun, status: EndedRefund['status'], reason: string, failedStep: RefundStep | null): Promise<EndedRefund> {
   run.end(status, reason, failedStep);
   await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
+  await handOverLateFailure(run);
   return { workflowId: run.workflowId, orderId: run.request.orderId, operationId: run.ctx.operationId || null, status, reason, failedStep };
+}
+
+/**
+ * A run ending while it holds the provider's word that its refund failed, not acted on (it was
+ * parked or abandoned meanwhile, or the provider's API still said succeeded), hands it to the
+ * operation's follow-up run, which asks the provider again and compensates what it confirms.
+ */
+async function handOverLateFailure(run: RefundRun): Promise<void> {
+  const event = run.unactedFailure();
+  if (!event || !patched(AWAIT_PROVIDER)) return;
+  await CancellationScope.nonCancellable(() =>
+    proxyActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
+      .handToFollowUp({ operationId: run.ctx.operationId, event })
+      .catch((err: unknown) => {
+        // The event stays in the store, the run's state and inspect, for a person.
+        if (isCancellation(err)) throw err;
+      }),
+  );
 }
 
 /**
@@ -525,6 +561,8 @@ async function updateOrder(run: RefundRun, refundId: string, amount: number, key
 async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
   if (!patched(AWAIT_PROVIDER)) return pollCompletion(run, input);
   const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
+  // A person's retry-step after the deadline waits afresh.
+  run.awaitingProvider = null;
   /** Events already acted on: each wakes the run once. */
   const seen = new Set<string>();
   const news = () => {
@@ -589,11 +627,11 @@ function startAwaiting(run: RefundRun, refundId: string, deadlineMs: number): Aw
   return awaiting;
 }
 
-/** One look by the gate; while the run awaits the provider, its reads are held only to the wait's deadline. */
+/** One look by the gate: reads of a refund that exists, held only to the deadline (the wait's, while it awaits the provider), never to spent retries. */
 async function checkGate(run: RefundRun, input: CheckCompletionInput, providerEventId: string | undefined): Promise<GateResult> {
   const checked = { ...input, ...(providerEventId && { providerEventId }) };
   const gate = await attempt(run, 'completion_gate', () =>
-    run.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), { essential: run.awaitingProvider !== null }),
+    run.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), { essential: true }),
   );
   if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');
   return gate;

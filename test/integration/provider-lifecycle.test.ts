@@ -10,7 +10,7 @@ import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { signatureHeader } from '../../src/servers/stripe/events';
 import { SEARCH_ATTRIBUTES } from '../../src/shared';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
-import { followUpWorkflowId, refundWorkflow, stepsQuery, type lateFailureWorkflow, type LateFailureResult } from '../../src/workflows';
+import { decideUpdate, followUpWorkflowId, refundWorkflow, stepsQuery, type lateFailureWorkflow, type LateFailureResult } from '../../src/workflows';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 const SETTLE_MS = 4000;
@@ -165,6 +165,28 @@ test('a receiver that is down while the refund fails gets the events later throu
   }
 });
 
+test('a run parked for a person when its refund fails is not left waiting: the provider\'s failure is confirmed and compensated without asking', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  // The customer's mailbox refuses the notice for good: the run parks at notify_customer with the refund standing.
+  await h.mailFault({ kind: 'reply', stage: 'rcpt', code: 550, message: '5.1.1 no such user', match: { recipient: order.customerEmail }, count: 1 });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 600, currency: 'usd', requestedBy: 'test' });
+  const parked = await stopped(handle);
+  expect(parked).toMatchObject({ status: 'needs_attention', state: { outcome: { failedStep: 'notify_customer' }, effect: { status: 'refunded' } } });
+  expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(600);
+
+  // FAIL_MS after the refund, the provider fails it; its webhook wakes the parked run.
+  const result = await handle.result();
+  expect(result).toMatchObject({ status: 'compensated', failedStep: 'completion_gate' });
+  const state = await handle.query(stepsQuery);
+  expect(state.effect).toMatchObject({ status: 'failed' });
+  expect(state.steps.find((s) => s.name === 'update_order')!.compensation).toMatchObject({ status: 'completed', key: `${result.operationId}:compensate` });
+  expect((await h.store.getOrder(order.id))!).toMatchObject({ refundedAmount: 0, status: 'paid' });
+  // The customer was never told of the refund, so no correction either.
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
+  const trail = await h.store.operations.auditTrail(result.operationId!);
+  expect(trail.find((a) => a.event === 'decision')).toMatchObject({ detail: { decision: 'provider_event', by: 'provider' } });
+});
+
 test('with webhooks off, polling completes a pending refund within the policy\'s deadline; past the deadline it parks for a person', async () => {
   await h.stripe.webhookEndpoints.del(endpointId);
   const fastPolls = (deadlineMs: number): RecoveryPolicy => ({ ...TEST_POLICY, awaitProvider: { deadlineMs, poll: { initialMs: 1000, coefficient: 2, maxMs: 2000 }, jitter: 0 } });
@@ -186,12 +208,18 @@ test('with webhooks off, polling completes a pending refund within the policy\'s
 
   const parked = await h.withWorker({}, async (taskQueue) => {
     const started = Date.now();
-    const run = await stopped(start(taskQueue));
-    return { ...run, took: Date.now() - started };
+    const handle = await start(taskQueue);
+    const run = await stopped(handle);
+    const took = Date.now() - started;
+    // Once the provider has settled it, a person's retry-step looks again, waiting afresh.
+    await new Promise((r) => setTimeout(r, Math.max(0, SETTLE_MS + 500 - took)));
+    await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'the bank says it is through' }] });
+    return { ...run, took, result: await handle.result() };
   }, { policy: fastPolls(1000) });
   expect(parked.status).toBe('needs_attention');
   expect(parked.took).toBeLessThan(SETTLE_MS);
   expect(parked.state.outcome).toMatchObject({ failedStep: 'completion_gate', reason: expect.stringMatching(/still pending at the provider .* awaitProvider deadline/) });
   expect(parked.state.awaitingProvider).toMatchObject({ settledBy: { kind: 'deadline' } });
   expect(parked.state.effect).toMatchObject({ status: 'refunded' });
+  expect(parked.result).toMatchObject({ status: 'completed' });
 });

@@ -1,4 +1,4 @@
-import { loadConfig } from '../../src/config';
+import { loadConfig, LOCAL_WEBHOOK_SECRET } from '../../src/config';
 import { runSettings } from '../../src/deps';
 
 test('defaults point at the embedded stack on loopback', () => {
@@ -44,4 +44,13 @@ test('DECIDERS names who may decide, replacing the policy\'s roles', () => {
   expect(config.deciders).toEqual({ alice: ['operator'], bob: ['operator', 'approver'] });
   expect(runSettings(config).policy.decisions.roles).toEqual({ alice: ['operator'], bob: ['operator', 'approver'] });
   expect(runSettings(loadConfig({})).policy.decisions.roles).toMatchObject({ ops: ['operator'], lead: ['operator', 'approver'] });
+});
+
+test('webhooks: the local Stripe server and receiver share a fixed secret on loopback only; a real key, another host or WEBHOOKS=off needs its own or has none', () => {
+  expect(loadConfig({}).webhooks).toMatchObject({ secret: LOCAL_WEBHOOK_SECRET, url: 'http://127.0.0.1:4343/webhooks/stripe' });
+  expect(loadConfig({ WEBHOOKS: 'off' }).webhooks.secret).toBeUndefined();
+  expect(loadConfig({ WEBHOOK_HOST: '0.0.0.0' }).webhooks).toMatchObject({ secret: undefined, url: 'http://127.0.0.1:4343/webhooks/stripe' });
+  expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_1', OPERATION_SCOPE: 'dev' }).webhooks.secret).toBeUndefined();
+  expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_1', OPERATION_SCOPE: 'dev', STRIPE_WEBHOOK_SECRET: 'whsec_abc' }).webhooks.secret).toBe('whsec_abc');
+  expect(() => loadConfig({ WEBHOOKS: 'maybe' })).toThrow(/WEBHOOKS/);
 });

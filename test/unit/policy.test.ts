@@ -99,3 +99,19 @@ describe('what is derived from the table', () => {
     expect(withJitter(3000, 0.2, 0, 3000)).toBe(3000);
   });
 });
+
+describe('awaiting the provider', () => {
+  const withoutAwait = Object.fromEntries(Object.entries(policyJson).filter(([key]) => key !== 'awaitProvider'));
+  const withAwait = (awaitProvider: unknown) => ({ ...withoutAwait, awaitProvider });
+
+  it('gives a policy written before it existed the default wait: three days, polled hourly at most', () => {
+    expect(parsePolicy(withoutAwait).awaitProvider).toEqual({ deadlineMs: 259_200_000, poll: { initialMs: 60_000, coefficient: 2, maxMs: 3_600_000 }, jitter: 0.2 });
+    expect(DEFAULT_POLICY.awaitProvider.deadlineMs).toBe(259_200_000);
+  });
+
+  it('refuses polls faster than a second, and a deadline that would need more than 200 polls', () => {
+    expect(() => parsePolicy(withAwait({ deadlineMs: 60_000, poll: { initialMs: 10, coefficient: 2, maxMs: 1000 } }))).toThrow(/awaitProvider.poll: initialMs must be at least 1000/);
+    expect(() => parsePolicy(withAwait({ deadlineMs: 7 * 86_400_000, poll: { initialMs: 1000, coefficient: 2, maxMs: 60_000 } }))).toThrow(/deadlineMs may be at most 200 × poll.maxMs/);
+    expect(parsePolicy(withAwait({ deadlineMs: 3600_000, poll: { initialMs: 5000, coefficient: 2, maxMs: 60_000 } })).awaitProvider.jitter).toBe(0.2);
+  });
+});
