@@ -57,8 +57,11 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
   const history = await readHistory(client, handle);
   let state: RefundRunState | null = null;
   let stateUnavailable: string | null = null;
+  // A follow-up run (a refund that failed after its run finished) has no step table: its result names its compensations.
+  const followUpRun = described.type === 'lateFailureWorkflow';
+  if (followUpRun) stateUnavailable = `a follow-up run of ${sa.get(SEARCH_ATTRIBUTES.followUpOf) ?? 'an earlier run'}: no step table; its compensations are in its result`;
   // A Query needs a worker, even for a closed run: without one it would wait, so ask only when one polls.
-  if (!(await workerPolling(client))) stateUnavailable = 'no worker is polling, so the run cannot be queried for its step table; start one with `npm start`';
+  else if (!(await workerPolling(client))) stateUnavailable = 'no worker is polling, so the run cannot be queried for its step table; start one with `npm start`';
   else {
     state = await handle.query(stepsQuery).catch((err: Error) => {
       stateUnavailable = `the steps Query failed: ${err.message}`;
@@ -69,13 +72,28 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
   const orderId = state?.request.orderId ?? sa.get(SEARCH_ATTRIBUTES.orderId) ?? result?.orderId ?? null;
   const version = /-v(\d+)$/.exec(workflowId)?.[1];
   const operationId =
-    state?.operation?.operationId ?? result?.operationId ?? (orderId && version ? operationIdOf(scope, orderId, Number(version)) : null);
+    state?.operation?.operationId ??
+    result?.operationId ??
+    (followUpRun ? workflowId.replace(/^follow-up:/, '') : orderId && version ? operationIdOf(scope, orderId, Number(version)) : null);
   const ev = orderId && operationId ? await gatherEvidence(sources, operationId, orderId) : null;
   const facts: Fact[] = [{ id: `temporal:${workflowId}`, says: `${execution}${sa.get(SEARCH_ATTRIBUTES.status) ? `, RefundStatus ${sa.get(SEARCH_ATTRIBUTES.status)}` : ''}; ${described.historyLength} history events` }];
   facts.push(...history.facts, ...(ev?.facts ?? []));
   const inferences = ev ? infer(state, result, ev) : [];
   const unavailable = [...(ev?.unavailable ?? (orderId ? [] : ['evidence: the run names no order, so there is nothing to look up'])), ...(stateUnavailable ? [stateUnavailable] : [])];
-  const verdict = decideVerdict({ execution, state, result, failure: history.failure, inferences, parkedVerdict: sa.get(SEARCH_ATTRIBUTES.verdict) ?? null, orderId, version });
+  const lastFollowUp = ev?.audit.filter((a) => a.event === 'follow_up').at(-1);
+  const followUp = lastFollowUp ? { workflowId: String(lastFollowUp.detail.followUp ?? lastFollowUp.actor), status: String(lastFollowUp.detail.status), reason: String(lastFollowUp.detail.reason ?? '') } : null;
+  const failedLater = !followUpRun && ev?.operation?.status === 'failed' && result?.status === 'completed';
+  const verdict = decideVerdict({
+    execution,
+    state,
+    result,
+    failure: history.failure,
+    inferences,
+    parkedVerdict: sa.get(SEARCH_ATTRIBUTES.verdict) ?? null,
+    orderId,
+    version,
+    ...(failedLater && { failedLater: { followUp } }),
+  });
   return {
     workflowId,
     runId: described.runId,
@@ -219,6 +237,8 @@ interface VerdictInput {
   parkedVerdict: string | null;
   orderId: string | null;
   version: string | undefined;
+  /** The run completed, and the provider failed its refund afterwards: what its follow-up did, if one ran. */
+  failedLater?: { followUp: { workflowId: string; status: string; reason: string } | null };
 }
 
 type VerdictPart = Pick<Inspection, 'verdict' | 'nextAction' | 'decision' | 'decidedBy' | 'approvedBy'>;
@@ -254,17 +274,26 @@ export function decideVerdict(v: VerdictInput): VerdictPart {
     const at = v.state?.steps.find((s) => s.status === 'running')?.name;
     return { verdict: 'auto-retry is safe', nextAction: `none: the run is ${v.state?.status ?? 'running'}${at ? ` at ${at}` : ''}, retrying and reconciling on its own within its budget`, ...none };
   }
+  if (v.failedLater) {
+    const f = v.failedLater.followUp;
+    if (!f) return person('the provider failed this refund after the run completed, and no follow-up has undone the order update and the email: check the receiver and the operation\'s audit trail');
+    if (f.status === 'compensated') return { verdict: 'compensate, then resume', nextAction: `none left to compensate: the provider failed the refund after this run completed, and ${f.workflowId} compensated it (${f.reason}); to refund again, start a new operation version`, ...none };
+    return person(`the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`);
+  }
   const r = v.result;
   const nextVersion = v.version ? Number(v.version) + 1 : null;
   const newVersion = v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
   // A run cancelled after its compensations all completed ended as compensated too, though Temporal says Cancelled.
-  const ended = v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
+  // A follow-up's result (compensated, unchanged, needs_attention) reads the same way.
+  const ended: string | undefined = v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
   if (ended) {
     switch (ended) {
       case 'completed':
         return { verdict: 'auto-retry is safe', nextAction: 'none: every effect is confirmed; the same request again returns this result and repeats no effect', ...none };
       case 'rejected':
         return { verdict: 'auto-retry is safe', nextAction: `none: nothing was done (${r && 'reason' in r ? r.reason : 'refused'}); a corrected request is a new operation version${newVersion}`, ...none };
+      case 'unchanged':
+        return { verdict: 'auto-retry is safe', nextAction: `none: ${r && 'reason' in r ? r.reason : 'the provider says the refund stands'}`, ...none };
       case 'compensated':
         return { verdict: 'compensate, then resume', nextAction: `none left to compensate: every finished step was compensated under its own key; to refund again, start a new operation version${newVersion}`, ...none };
       default:

@@ -76,6 +76,7 @@ test('a pending refund waits visibly for the provider and completes on its webho
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   expect(await h.store.operations.get(result.operationId)).toMatchObject({ status: 'completed' });
   expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.status)).toBe('completed');
+  h.recordHistory(handle.workflowId, 'refund-awaited-webhook');
 });
 
 test('a refund that fails after its run completed: a follow-up reverts the order and sends exactly one correction, however often and in whatever order the events come', async () => {
@@ -133,6 +134,9 @@ test('a refund that fails after its run completed: a follow-up reverts the order
       expect.objectContaining({ claim: expect.stringMatching(/order was restored/), status: 'confirmed' }),
     ]),
   );
+  expect(inspected).toMatchObject({ verdict: 'compensate, then resume', nextAction: expect.stringMatching(/failed the refund after this run completed, and follow-up:.* compensated it/) });
+  const ofFollowUp = await inspectRun(h.env.client, h.sources, 'test', followUpWorkflowId(operationId));
+  expect(ofFollowUp).toMatchObject({ operationId, orderId: order.id, steps: null, stateUnavailable: expect.stringMatching(new RegExp(`follow-up run of ${handle.workflowId}`)), verdict: 'compensate, then resume' });
 });
 
 test('a receiver that is down while the refund fails gets the events later through the server\'s retries, and nothing is lost', async () => {

@@ -2,10 +2,10 @@
 // would break runs already in flight fails here, unless it is guarded by patched(). The recordings
 // cover a completed run, a reconciled lost response, a run that ended with its outcome unknown, a
 // compensated run, a run that settled an earlier version's unknown outcome before it refunded, and a run
-// that parked for a person and resumed on their decision. The first five predate parking: they replay
+// that parked for a person and resumed on their decision, and a pending refund awaited until its webhook. The first five predate parking: they replay
 // through the patched('outcomes-and-parking') branch that runs already in flight keep. Refresh a recording
 // only for an intended, patched() change, and keep the old ones:
-//   RECORD_HISTORY=1 npx jest test/integration/decisions.test.ts
+//   RECORD_HISTORY=1 npx jest test/integration/decisions.test.ts (or provider-lifecycle.test.ts)
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
@@ -19,8 +19,9 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version and parked paths', () => {
+test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked and awaited paths', () => {
   expect(recorded.map((r) => r.file)).toEqual([
+    'refund-awaited-webhook.json',
     'refund-compensated.json',
     'refund-completed.json',
     'refund-earlier-settled.json',
@@ -43,7 +44,7 @@ async function replayAll(workflowsPath: string): Promise<string[]> {
 
 test('the replay fails for a workflow that changed incompatibly', async () => {
   await expect(
-    Worker.runReplayHistory({ workflowsPath: require.resolve('../fixtures/reordered-workflow') }, recorded[1].history),
+    Worker.runReplayHistory({ workflowsPath: require.resolve('../fixtures/reordered-workflow') }, recorded.find((r) => r.file === 'refund-completed.json')!.history),
   ).rejects.toThrow(DeterminismViolationError);
 });
 
