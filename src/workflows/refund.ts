@@ -627,11 +627,14 @@ function startAwaiting(run: RefundRun, refundId: string, deadlineMs: number): Aw
   return awaiting;
 }
 
-/** One look by the gate: reads of a refund that exists, held only to the deadline (the wait's, while it awaits the provider), never to spent retries. */
+/**
+ * One look by the gate. The first is held to the run's budget like any provider call (a run that
+ * spent it asks a person); while the run awaits the provider, its reads are held only to the wait's deadline.
+ */
 async function checkGate(run: RefundRun, input: CheckCompletionInput, providerEventId: string | undefined): Promise<GateResult> {
   const checked = { ...input, ...(providerEventId && { providerEventId }) };
   const gate = await attempt(run, 'completion_gate', () =>
-    run.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), { essential: true }),
+    run.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), { essential: run.awaitingProvider !== null }),
   );
   if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');
   return gate;
