@@ -2,12 +2,13 @@
 # Makes sure the external binaries the project runs exist, building them once into a cache
 # outside the checkout so that fresh clones (CI) reuse them. Progress goes to stderr;
 # stdout gets one "name=path" line per tool.
-#   usage: scripts/ensure-tools.sh [temporal] [stripe-mock]   (default: both)
+#   usage: scripts/ensure-tools.sh [temporal] [stripe-mock] [toxiproxy-server]   (default: all)
 set -euo pipefail
 
 TOOLS_DIR="${DURABLE_REFUNDS_TOOLS:-$HOME/.cache/durable-refunds/bin}"
 TEMPORAL_CLI_VERSION=v1.5.1   # newest cli tag that `go install` accepts (later tags carry a replace)
 STRIPE_MOCK_VERSION=v0.203.0
+TOXIPROXY_VERSION=v2.12.0     # pinned: the proxy's @latest resolves to an old one
 
 say() { echo "[ensure-tools] $*" >&2; }
 
@@ -28,6 +29,16 @@ go_build() {
   say "built $1 in $((SECONDS - start))s ($(du -h "$TOOLS_DIR/$1" | cut -f1))"
 }
 
+# Like go_build, for a module whose command directory is not the binary's name. $1 = name, $2 = module@version.
+go_build_as() {
+  local tmp
+  tmp=$(mktemp -d)
+  TOOLS_DIR="$tmp" go_build "$(basename "${2%%@*}")" "$2" || { rm -rf "$tmp"; return 1; }
+  mkdir -p "$TOOLS_DIR"
+  mv "$tmp/$(basename "${2%%@*}")" "$TOOLS_DIR/$1"
+  rm -rf "$tmp"
+}
+
 # Without Go: the official release archive, when the internet is reachable.
 download_temporal() {
   command -v curl >/dev/null 2>&1 || return 1
@@ -43,6 +54,7 @@ ensure() {
   local name=$1 path=""
   if [ "$name" = temporal ] && [ -n "${TEMPORAL_CLI:-}" ]; then path=$TEMPORAL_CLI
   elif [ "$name" = stripe-mock ] && [ -n "${STRIPE_MOCK_BIN:-}" ]; then path=$STRIPE_MOCK_BIN
+  elif [ "$name" = toxiproxy-server ] && [ -n "${TOXIPROXY_BIN:-}" ]; then path=$TOXIPROXY_BIN
   elif command -v "$name" >/dev/null 2>&1; then path=$(command -v "$name")
   elif [ -x "$TOOLS_DIR/$name" ]; then path="$TOOLS_DIR/$name"
   fi
@@ -58,6 +70,9 @@ ensure() {
       stripe-mock)
         go_build stripe-mock "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION" \
           || { say "could not build stripe-mock: install Go, or put stripe-mock on PATH (or set STRIPE_MOCK_BIN)."; exit 1; } ;;
+      toxiproxy-server)
+        go_build_as toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+          || { say "could not build toxiproxy-server: install Go, or put toxiproxy-server on PATH (or set TOXIPROXY_BIN)."; exit 1; } ;;
       *) say "unknown tool: $name"; exit 2 ;;
     esac
     path="$TOOLS_DIR/$name"
@@ -66,5 +81,5 @@ ensure() {
   echo "$name=$path"
 }
 
-[ $# -gt 0 ] || set -- temporal stripe-mock
+[ $# -gt 0 ] || set -- temporal stripe-mock toxiproxy-server
 for tool in "$@"; do ensure "$tool"; done

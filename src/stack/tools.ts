@@ -2,11 +2,11 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../config';
 
-export type ToolName = 'temporal' | 'stripe-mock';
+export type ToolName = 'temporal' | 'stripe-mock' | 'toxiproxy-server';
 
 /**
  * The path of an external binary, found (or built once into the cache outside the checkout)
- * by scripts/ensure-tools.sh, which honours TEMPORAL_CLI / STRIPE_MOCK_BIN, PATH and the cache.
+ * by scripts/ensure-tools.sh, which honours TEMPORAL_CLI / STRIPE_MOCK_BIN / TOXIPROXY_BIN, PATH and the cache.
  */
 export function findTool(name: ToolName): string {
   const script = path.join(PROJECT_ROOT, 'scripts', 'ensure-tools.sh');

@@ -3,7 +3,7 @@
 // store with store faults on, and a worker.
 import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, type Worker } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, type Worker } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -11,6 +11,7 @@ import type Stripe from 'stripe';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createActivities, type RefundActivities } from '../../src/activities';
+import { startToxiproxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
 import { createMailTransport } from '../../src/activities/notifications';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
@@ -42,6 +43,8 @@ export interface HarnessOptions {
   policy?: RecoveryPolicy;
   /** When the Stripe server settles pending refunds and fails pm_card_refundFail ones. */
   lifecycle?: Partial<RefundLifecycle>;
+  /** Puts Toxiproxy between the workers and Stripe, SMTP and the Temporal frontend (the test's own clients go direct). */
+  network?: boolean;
 }
 
 export interface Harness {
@@ -61,6 +64,8 @@ export interface Harness {
   requests(filter: { idempotencyKey?: string; paymentIntent?: string; path?: string }): Promise<RequestRow[]>;
   /** Messages the SMTP server really received, optionally for one Message-ID or recipient. */
   messages(filter?: { messageId?: string; to?: string }): Promise<{ messageId: string; to: string[]; subject: string; receivedAt: string }[]>;
+  /** With `network`: the proxies the workers reach their dependencies through. */
+  toxiproxy?: Toxiproxy;
   stripeFault(fault: StripeFaultInput): Promise<void>;
   mailFault(fault: Partial<MailFaultSpec> & Pick<MailFaultSpec, 'kind'>): Promise<void>;
   storeFault(kind: StoreFaultKind, orderId: string, count?: number): Promise<void>;
@@ -133,18 +138,26 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
   const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`, { faults: true, busyTimeoutMs: 200 });
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });
-  const transport = createMailTransport(mail.smtpUrl);
+  const toxiproxy = options.network ? await startToxiproxy() : undefined;
+  const proxied = toxiproxy && {
+    stripe: await toxiproxy.proxy('stripe', new URL(stripeServer.url).host),
+    smtp: await toxiproxy.proxy('smtp', `127.0.0.1:${mail.smtpPort}`),
+    temporal: await toxiproxy.proxy('temporal', env.address),
+  };
+  const workerStripe = proxied ? createStripeClient({ secretKey: 'sk_test_harness', apiBase: `http://${proxied.stripe.listen}`, requestTimeoutMs }) : stripe;
+  const transport = createMailTransport(proxied ? `smtp://${proxied.smtp.listen}` : mail.smtpUrl);
+  const connection = proxied ? await NativeConnection.connect({ address: proxied.temporal.listen }) : env.nativeConnection;
   const settings: RunSettings = {
     scope: 'test',
     policy: options.policy ?? TEST_POLICY,
     provider: { dedupeWindowMs: keyTtlMs, consistencyMs: options.consistencyMs ?? 300, requestTimeoutMs },
   };
-  const build = (s: RunSettings) => createActivities({ stripe, store, mail: transport, mailFrom: 'refunds@test.local', settings: s, temporal: env.client, digestTo: 'ops@test.local' });
+  const build = (s: RunSettings) => createActivities({ stripe: workerStripe, store, mail: transport, mailFrom: 'refunds@test.local', settings: s, temporal: env.client, digestTo: 'ops@test.local' });
   const activities = build(settings);
   const namespace = env.namespace ?? 'default';
   // Bundled once per file: every worker of the file runs the same workflow code.
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('ERROR') });
-  const worker = await createRefundWorker({ connection: env.nativeConnection, namespace, activities, workflowBundle });
+  const worker = await createRefundWorker({ connection, namespace, activities, workflowBundle });
   const running = worker.run();
 
   const getJson = async <T>(url: string): Promise<T> => {
@@ -168,7 +181,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async withWorker(overrides, fn, other, queue) {
       const taskQueue = queue ?? `refunds-${randomUUID()}`;
       const w = await createRefundWorker({
-        connection: env.nativeConnection,
+        connection,
         namespace,
         taskQueue,
         workflowBundle,
@@ -201,6 +214,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       if (filter.to) q.set('to', filter.to);
       return (await getJson<{ messages: Awaited<ReturnType<Harness['messages']>> }>(`${mail.apiUrl}/messages?${q}`)).messages;
     },
+    toxiproxy,
     stripeFault: (fault) => post(`${stripeServer.url}/_faults`, fault),
     mailFault: (fault) => post(`${mail.apiUrl}/_faults`, fault),
     async storeFault(kind, orderId, count = 1) {
@@ -230,6 +244,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await store.close();
       await mail.close();
       await stripeServer.close();
+      if (proxied) await connection.close();
+      await toxiproxy?.close();
       await env.teardown();
       fs.rmSync(dir, { recursive: true, force: true });
     },
