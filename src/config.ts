@@ -29,6 +29,7 @@ const envSchema = z.object({
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
   STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\S+$/, 'must be the endpoint\'s signing secret, whsec_…').optional(),
   WEBHOOKS: z.enum(['on', 'off']).default('on'),
+  WORKFLOW_BUNDLE: z.string().min(1).optional(),
   WEBHOOK_PORT: port.default(4343),
   WEBHOOK_HOST: z.string().min(1).default('127.0.0.1'),
   STRIPE_REFUND_SETTLE_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(30_000),
@@ -77,6 +78,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     faultInjection: e.FAULT_INJECTION === 'on',
     deciders: e.DECIDERS,
     digestTo: e.DIGEST_TO,
+    /** A workflow bundle built ahead of time (bundleWorkflowCode's code, in a file); unset, the worker bundles at start. */
+    workflowBundle: e.WORKFLOW_BUNDLE,
     /**
      * The webhook receiver runs in the worker when a signing secret is set; with the local Stripe
      * server it has one by default, and the server delivers to it. WEBHOOKS=off leaves runs to poll.

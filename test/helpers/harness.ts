@@ -11,7 +11,7 @@ import type Stripe from 'stripe';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { createActivities, type RefundActivities } from '../../src/activities';
-import { startToxiproxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
+import { startToxiproxy, type Proxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
 import { createMailTransport } from '../../src/activities/notifications';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
@@ -22,7 +22,7 @@ import type { MailFaultSpec } from '../../src/servers/mail-faults';
 import { startMailServer, type MailServer } from '../../src/servers/mail-server';
 import type { StripeFaultInput } from '../../src/servers/stripe/faults';
 import type { LedgerEffect, RequestRow } from '../../src/servers/stripe/store';
-import { startStripeServer } from '../../src/servers/stripe-server';
+import { startStripeServer, type StripeServerHooks } from '../../src/servers/stripe-server';
 import type { RefundLifecycle } from '../../src/servers/stripe/resources';
 import { SEARCH_ATTRIBUTES, type Order } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
@@ -45,6 +45,10 @@ export interface HarnessOptions {
   lifecycle?: Partial<RefundLifecycle>;
   /** Puts Toxiproxy between the workers and Stripe, SMTP and the Temporal frontend (the test's own clients go direct). */
   network?: boolean;
+  /** Hooks into the Stripe server around each effect (e.g. to kill a worker process right after one). */
+  stripeHooks?: StripeServerHooks;
+  /** false: no worker in the test process (the test runs worker processes of its own). */
+  inProcessWorker?: boolean;
 }
 
 export interface Harness {
@@ -53,7 +57,8 @@ export interface Harness {
   stripeUrl: string;
   mail: MailServer;
   store: OrderStore;
-  worker: Worker;
+  /** The in-process worker, unless `inProcessWorker: false`. */
+  worker: Worker | undefined;
   settings: RunSettings;
   /** A second worker on its own task queue whose activities are the real ones with some replaced, or built with other settings. */
   withWorker<T>(overrides: Partial<RefundActivities>, fn: (taskQueue: string) => Promise<T>, settings?: Partial<RunSettings>, taskQueue?: string): Promise<T>;
@@ -66,6 +71,7 @@ export interface Harness {
   messages(filter?: { messageId?: string; to?: string }): Promise<{ messageId: string; to: string[]; subject: string; receivedAt: string }[]>;
   /** With `network`: the proxies the workers reach their dependencies through. */
   toxiproxy?: Toxiproxy;
+  proxies?: { stripe: Proxy; smtp: Proxy; temporal: Proxy };
   stripeFault(fault: StripeFaultInput): Promise<void>;
   mailFault(fault: Partial<MailFaultSpec> & Pick<MailFaultSpec, 'kind'>): Promise<void>;
   storeFault(kind: StoreFaultKind, orderId: string, count?: number): Promise<void>;
@@ -134,7 +140,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
-  const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), idempotencyTtlMs: keyTtlMs, faults: true, lifecycle: options.lifecycle });
+  const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), idempotencyTtlMs: keyTtlMs, faults: true, lifecycle: options.lifecycle, hooks: options.stripeHooks });
   const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
   const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`, { faults: true, busyTimeoutMs: 200 });
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });
@@ -157,8 +163,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const namespace = env.namespace ?? 'default';
   // Bundled once per file: every worker of the file runs the same workflow code.
   const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('ERROR') });
-  const worker = await createRefundWorker({ connection, namespace, activities, workflowBundle });
-  const running = worker.run();
+  const worker = options.inProcessWorker === false ? undefined : await createRefundWorker({ connection, namespace, activities, workflowBundle });
+  const running = worker?.run();
 
   const getJson = async <T>(url: string): Promise<T> => {
     const res = await fetch(url);
@@ -215,6 +221,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       return (await getJson<{ messages: Awaited<ReturnType<Harness['messages']>> }>(`${mail.apiUrl}/messages?${q}`)).messages;
     },
     toxiproxy,
+    ...(proxied && { proxies: proxied }),
     stripeFault: (fault) => post(`${stripeServer.url}/_faults`, fault),
     mailFault: (fault) => post(`${mail.apiUrl}/_faults`, fault),
     async storeFault(kind, orderId, count = 1) {
@@ -238,7 +245,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), execFileSync(findTool('temporal'), args));
     },
     async close() {
-      worker.shutdown();
+      worker?.shutdown();
       await running;
       transport.close();
       await store.close();

@@ -1,0 +1,37 @@
+// A worker as its own OS process, so that it can really die: SIGKILL leaves no chance to clean up,
+// report a result or close a connection, as a crashed host would.
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { PROJECT_ROOT } from '../config';
+
+export interface WorkerProcess {
+  pid: number;
+  /** Everything it wrote, for a failure message. */
+  output(): string;
+  /** SIGKILL, and wait until it is gone. */
+  kill(): Promise<void>;
+  /** SIGTERM: a graceful shutdown. */
+  stop(): Promise<void>;
+}
+
+/** Starts `src/worker.ts` with `env` and resolves once it polls its task queue. */
+export async function startWorkerProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<WorkerProcess> {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'worker.ts')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  const keep = (d: Buffer) => (output = (output + d.toString()).slice(-20_000));
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const end = (signal: NodeJS.Signals) => async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    await exited;
+  };
+  for (const end = Date.now() + timeoutMs; !/worker polling task queue/.test(output); await new Promise((r) => setTimeout(r, 50))) {
+    if (child.exitCode !== null) throw new Error(`the worker exited (${child.exitCode}) before it polled:\n${output}`);
+    if (Date.now() > end) {
+      child.kill('SIGKILL');
+      throw new Error(`the worker did not poll within ${timeoutMs} ms:\n${output}`);
+    }
+  }
+  return { pid: child.pid!, output: () => output, kill: end('SIGKILL'), stop: end('SIGTERM') };
+}

@@ -1,0 +1,101 @@
+// Worker deaths at the boundaries where a crash is most dangerous, with real processes: the worker
+// runs as its own OS process, is SIGKILLed at the boundary, and a new one is started. Effects are
+// counted at the Stripe server's ledger and request log, the mailbox and the store.
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { startWorkerProcess, type WorkerProcess } from '../../src/chaos/worker-process';
+import { startRefund } from '../../src/client/refunds';
+import type { StripeHook } from '../../src/servers/stripe-server';
+import { completed, startHarness, TEST_POLICY, type Harness } from '../helpers/harness';
+
+let h: Harness;
+let worker: WorkerProcess | undefined;
+/** Called by the Stripe server right after it performed an effect, before it answers. */
+let afterEffect: StripeHook | undefined;
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-kills-'));
+
+beforeAll(async () => {
+  h = await startHarness({ network: true, inProcessWorker: false, stripeHooks: { afterEffect: (ctx) => afterEffect?.(ctx) } });
+  fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(TEST_POLICY));
+  // Built once: each worker process loads it instead of bundling for seconds.
+  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('ERROR') });
+  fs.writeFileSync(path.join(dir, 'workflows.js'), code);
+});
+afterEach(async () => {
+  afterEffect = undefined;
+  await worker?.kill();
+  await h.toxiproxy!.reset();
+});
+afterAll(async () => {
+  await h?.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+/** A worker process on the harness's stack, reaching Temporal through the proxy, with the test policy. */
+const spawnWorker = () =>
+  startWorkerProcess({
+    ...h.cliEnv(),
+    TEMPORAL_ADDRESS: h.proxies!.temporal.listen,
+    DATA_DIR: dir,
+    RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
+    WEBHOOKS: 'off',
+    WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
+    STRIPE_TIMEOUT_MS: '2000',
+    STRIPE_LIST_CONSISTENCY_MS: '300',
+  });
+const until = async (what: string, check: () => Promise<boolean>, ms = 30_000) => {
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) if (await check()) return;
+  throw new Error(`timed out waiting for ${what}`);
+};
+const isCreate = (ctx: Parameters<StripeHook>[0], paymentIntentId: string) => ctx.method === 'POST' && ctx.path === '/v1/refunds' && ctx.params.payment_intent === paymentIntentId;
+
+test('the worker is SIGKILLed after Stripe made the refund, before the answer reached it: the retry replays the same key, one refund', async () => {
+  worker = await spawnWorker();
+  const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`);
+  const createKey = `refund:test:${order.id}:v1:create_refund`;
+  let killed: Promise<void> | undefined;
+  afterEffect = (ctx) => {
+    if (isCreate(ctx, order.paymentIntentId) && !killed) killed = worker!.kill();
+  };
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await until('the kill', async () => killed !== undefined);
+  await killed;
+  // The receipt was never saved: the store knows a request went out, not what became of it.
+  expect(await h.store.operations.get(`refund:test:${order.id}:v1`)).toMatchObject({ status: 'intent', requestsSent: 1, refund: null });
+  worker = await spawnWorker();
+
+  const result = completed(await handle.result());
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  const sent = await h.requests({ idempotencyKey: createKey });
+  // The first request made the refund; the retry, after the attempt's timeout, got the stored answer.
+  expect(sent.map((r) => Boolean(r.replayed))).toEqual([false, true]);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  expect(result.refund).toMatchObject({ refundId: (await h.ledger(order.paymentIntentId))[0]!.objectId });
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
+});
+
+test('the worker saved the receipt but died before Temporal heard the activity complete: the retry replays the receipt and sends nothing', async () => {
+  worker = await spawnWorker();
+  const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`);
+  const operationId = `refund:test:${order.id}:v1`;
+  let cut: Promise<void> | undefined;
+  afterEffect = (ctx) => {
+    // The frontend goes away just before the answer reaches the worker: it saves the receipt, and cannot report the result.
+    if (isCreate(ctx, order.paymentIntentId) && !cut) cut = h.toxiproxy!.setEnabled('temporal', false);
+  };
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await until('the receipt saved', async () => (await h.store.operations.get(operationId))?.status === 'refunded');
+  await cut;
+  await worker.kill();
+  await h.toxiproxy!.setEnabled('temporal', true);
+  worker = await spawnWorker();
+
+  const result = completed(await handle.result());
+  expect(result.refund.replayed).toBe(true);
+  expect(await h.requests({ idempotencyKey: `${operationId}:create_refund` })).toHaveLength(1);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+});
