@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { startWorkerProcess, type WorkerProcess } from '../../src/chaos/worker-process';
 import { startRefund } from '../../src/client/refunds';
 import type { StripeHook } from '../../src/servers/stripe-server';
-import { completed, startHarness, TEST_POLICY, type Harness } from '../helpers/harness';
+import { messageIdForKey } from '../../src/activities/notifications';
+import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;
 let worker: WorkerProcess | undefined;
@@ -19,7 +20,8 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-kills-'));
 
 beforeAll(async () => {
   h = await startHarness({ network: true, inProcessWorker: false, stripeHooks: { afterEffect: (ctx) => afterEffect?.(ctx) } });
-  fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(TEST_POLICY));
+  // The shortest SMTP attempt a worker accepts: a dead worker's attempt times out soon.
+  fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify({ ...TEST_POLICY, timeouts: { ...TEST_POLICY.timeouts, smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 } } }));
   // Built once: each worker process loads it instead of bundling for seconds.
   const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('ERROR') });
   fs.writeFileSync(path.join(dir, 'workflows.js'), code);
@@ -98,4 +100,30 @@ test('the worker saved the receipt but died before Temporal heard the activity c
   expect(await h.requests({ idempotencyKey: `${operationId}:create_refund` })).toHaveLength(1);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+});
+
+test('the worker dies mid-compensation, while the correction email is being handed over: it is quarantined, never resent blind, and the rest is compensated', async () => {
+  worker = await spawnWorker();
+  // The provider fails the refund at once: the gate finds it failed and compensates, the correction email first.
+  const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`, { paymentMethod: 'pm_card_refundFail' });
+  const operationId = `refund:test:${order.id}:v1`;
+  const correctionKey = `${operationId}:notify_customer:compensate`;
+  // The mail server holds the correction's DATA for a while (then refuses it): the worker dies while it waits.
+  await h.mailFault({ kind: 'reply', stage: 'data', code: 451, message: '4.3.0 held', delayMs: 5000, match: { messageId: messageIdForKey(correctionKey) } });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await until('the correction handed over', async () => (await h.store.getNotification(correctionKey))?.status === 'sending');
+  await worker.kill();
+  worker = await spawnWorker();
+
+  const parked = await stopped(handle);
+  expect(parked.status).toBe('needs_attention');
+  const steps = Object.fromEntries(parked.state.steps.map((s) => [s.name, s]));
+  expect(steps.notify_customer!.compensation).toMatchObject({ status: 'unknown', key: correctionKey });
+  expect(steps.update_order!.compensation).toMatchObject({ status: 'completed' });
+  expect(parked.state.outcome).toMatchObject({ quarantined: true });
+  // Nothing was sent twice: the notice once, the correction not at all (the server never accepted it), the order restored.
+  const mail = await h.messages({ to: order.customerEmail });
+  expect(mail.map((m) => m.messageId)).toEqual([messageIdForKey(`${operationId}:notify_customer`)]);
+  expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0, status: 'paid' });
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
 });
