@@ -7,11 +7,19 @@ export type RunOutcome = { kind: 'result'; result: RefundResult } | { kind: 'par
 
 const PARKED = new Set(['needs_attention', 'awaiting_approval']);
 
-/** The run's result, or its state once it parks; asks every `pollMs` (a query needs a worker: until one answers, it just waits). */
-export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, pollMs = 1000): Promise<RunOutcome> {
+/**
+ * The run's result, or its state once it parks; asks every `pollMs` (a query needs a worker: until
+ * one answers, it just waits). With `signal`, stops waiting when it is aborted (and rejects).
+ */
+export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, pollMs = 1000, signal?: AbortSignal): Promise<RunOutcome> {
   let settled = false;
   // The long poll for the result is cancelled once the run parks: nothing is left waiting on the connection.
   const waiting = new AbortController();
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal?.aborted) reject(new Error('stopped waiting'));
+    signal?.addEventListener('abort', () => reject(new Error('stopped waiting')), { once: true });
+  });
+  aborted.catch(() => undefined);
   const result = handle.client.connection.withAbortSignal(waiting.signal, () => handle.result()).then((r): RunOutcome => ({ kind: 'result', result: r }));
   const parked = (async (): Promise<RunOutcome> => {
     while (!settled) {
@@ -22,7 +30,7 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
     return new Promise<RunOutcome>(() => undefined);
   })();
   try {
-    return await Promise.race([result, parked]);
+    return await Promise.race([result, parked, aborted]);
   } finally {
     settled = true;
     waiting.abort();

@@ -1,0 +1,136 @@
+// The stack a chaos run drives, all on 127.0.0.1 in a directory of its own: a Temporal dev server,
+// the Stripe-compatible and SMTP servers with their fault APIs, Toxiproxy in front of Stripe, SMTP
+// and the Temporal frontend, and a pool of worker processes that can be SIGKILLed and replaced.
+import { Client, Connection } from '@temporalio/client';
+import { SearchAttributeType } from '@temporalio/common';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import type Stripe from 'stripe';
+import { createStripeClient } from '../activities/payments';
+import { DEFAULT_POLICY } from '../reliability/default-policy';
+import type { RecoveryPolicy } from '../reliability/policy';
+import { startMailServer, type MailServer } from '../servers/mail-server';
+import { startStripeServer, type StripeServer } from '../servers/stripe-server';
+import { SEARCH_ATTRIBUTES } from '../shared';
+import { portOpen } from '../stack/processes';
+import { findTool } from '../stack/tools';
+import { openStore, type OrderStore } from '../store';
+import { freePort, startToxiproxy, type Proxy, type Toxiproxy } from './toxiproxy';
+import { startWorkerProcess, type WorkerProcess } from './worker-process';
+
+/** Short timeouts and backoffs, so that a run under faults settles in seconds, not minutes. */
+export const CHAOS_POLICY: RecoveryPolicy = {
+  ...DEFAULT_POLICY,
+  version: `${DEFAULT_POLICY.version}-chaos`,
+  rules: DEFAULT_POLICY.rules.map((r) => (r.backoff ? { ...r, backoff: { initialMs: 200, coefficient: 2, maxMs: 2000 } } : r)),
+  timeouts: {
+    stripe: { startToCloseMs: 5000, scheduleToCloseMs: 60_000 },
+    smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 },
+    store: { startToCloseMs: 5000, scheduleToCloseMs: 30_000 },
+  },
+};
+
+export interface ChaosStack {
+  dir: string;
+  client: Client;
+  /** Direct to the Stripe server (not through the proxy): for seeding and for evidence. */
+  stripe: Stripe;
+  stripeUrl: string;
+  mail: MailServer;
+  store: OrderStore;
+  toxiproxy: Toxiproxy;
+  proxies: { stripe: Proxy; smtp: Proxy; temporal: Proxy };
+  workers: WorkerProcess[];
+  /** SIGKILLs worker `index` and starts a new one in its place. */
+  replaceWorker(index: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+async function startTemporal(dir: string): Promise<{ address: string; child: ChildProcess }> {
+  const [port, uiPort] = [await freePort(), await freePort()];
+  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--ui-port', String(uiPort), '--headless', '--log-level', 'error'];
+  for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${key.type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword'}`);
+  args.push('--db-filename', path.join(dir, 'temporal.db'));
+  const child = spawn(findTool('temporal'), args, { stdio: 'ignore' });
+  for (const end = Date.now() + 60_000; !(await portOpen(port)); await new Promise((r) => setTimeout(r, 200))) {
+    if (child.exitCode !== null || Date.now() > end) throw new Error(`the Temporal dev server did not start on 127.0.0.1:${port}`);
+  }
+  return { address: `127.0.0.1:${port}`, child };
+}
+
+export async function startChaosStack(opts: { dir: string; workers: number }): Promise<ChaosStack> {
+  const { dir } = opts;
+  fs.mkdirSync(dir, { recursive: true });
+  const temporal = await startTemporal(dir);
+  const connection = await Connection.connect({ address: temporal.address });
+  const client = new Client({ connection, namespace: 'default' });
+  const stripeServer: StripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), faults: true });
+  const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
+  const databaseUrl = `sqlite:${path.join(dir, 'orders.db')}`;
+  const store = openStore(databaseUrl);
+  const stripe = createStripeClient({ secretKey: 'sk_test_chaos', apiBase: stripeServer.url });
+  const toxiproxy = await startToxiproxy();
+  const proxies = {
+    stripe: await toxiproxy.proxy('stripe', new URL(stripeServer.url).host),
+    smtp: await toxiproxy.proxy('smtp', `127.0.0.1:${mail.smtpPort}`),
+    temporal: await toxiproxy.proxy('temporal', temporal.address),
+  };
+  fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(CHAOS_POLICY));
+  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('ERROR') });
+  fs.writeFileSync(path.join(dir, 'workflows.js'), code);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    DATA_DIR: dir,
+    TEMPORAL_ADDRESS: proxies.temporal.listen,
+    TEMPORAL_NAMESPACE: 'default',
+    DATABASE_URL: databaseUrl,
+    OPERATION_SCOPE: 'chaos',
+    STRIPE_SECRET_KEY: 'sk_test_chaos',
+    STRIPE_API_BASE: `http://${proxies.stripe.listen}`,
+    STRIPE_TIMEOUT_MS: '2000',
+    STRIPE_LIST_CONSISTENCY_MS: '500',
+    SMTP_URL: `smtp://${proxies.smtp.listen}`,
+    RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
+    WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
+    WEBHOOKS: 'off',
+    FAULT_INJECTION: 'off',
+  };
+  const workers = await Promise.all(Array.from({ length: opts.workers }, () => startWorkerProcess(env)));
+  return {
+    dir,
+    client,
+    stripe,
+    stripeUrl: stripeServer.url,
+    mail,
+    store,
+    toxiproxy,
+    proxies,
+    workers,
+    async replaceWorker(index) {
+      await workers[index]!.kill();
+      // The frontend may be down (a fault): a new worker that cannot reach it is tried again until one polls.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          workers[index] = await startWorkerProcess(env);
+          return;
+        } catch (err) {
+          if (attempt >= 10) throw err;
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      }
+    },
+    async close() {
+      await Promise.all(workers.map((w) => w.stop().catch(() => w.kill())));
+      await toxiproxy.close();
+      await connection.close();
+      await store.close();
+      await mail.close();
+      await stripeServer.close();
+      const exited = new Promise((r) => temporal.child.once('exit', r));
+      temporal.child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

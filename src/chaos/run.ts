@@ -1,0 +1,286 @@
+// A chaos run: many refunds through the real stack while faults are injected, workers are killed
+// and restarted and starts are duplicated; then the invariants are checked from the evidence (the
+// Stripe server's ledger and request log, the mailbox, the store, the runs' own state).
+import { WorkflowHandle } from '@temporalio/client';
+import { outcomeOf, type RunOutcome } from '../client/outcome';
+import { startRefund } from '../client/refunds';
+import { seedPaidOrder } from '../client/seed';
+import { operationId as operationIdOf, stepKey } from '../reliability/identity';
+import { TASK_QUEUE } from '../shared';
+import { refundWorkflow, stepsQuery, type RefundRunState } from '../workflows';
+import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
+import { seededRandom, startFaultInjector } from './faults';
+
+export interface ChaosOptions {
+  runs: number;
+  concurrency: number;
+  /** The chance, at each fault tick (every 250 ms), that a fault is injected. */
+  faultRate: number;
+  /** Every this often a random worker is SIGKILLed and replaced; 0: never. */
+  killEveryMs: number;
+  workers: number;
+  /** The share of runs started twice at once under the same id, and again under another id. */
+  duplicateRate: number;
+  seed: number;
+  /** Refunds are started and faults injected within this; then the runs get `graceMs` to settle. */
+  timeLimitMs: number;
+  graceMs: number;
+  dir: string;
+}
+
+export interface RunRecord {
+  index: number;
+  orderId: string;
+  paymentIntentId: string;
+  email: string;
+  amount: number;
+  paymentMethod: string;
+  workflowIds: string[];
+  outcomes: (RunOutcomeSummary | null)[];
+}
+
+export type RunOutcomeSummary = { kind: 'result'; status: string; reason?: string } | { kind: 'parked'; status: string; verdict: string | null; effect: string; reason: string };
+
+export interface Invariant {
+  name: string;
+  holds: boolean;
+  checked: number;
+  violations: string[];
+}
+
+export interface ChaosReport {
+  options: Omit<ChaosOptions, 'dir'>;
+  startedAt: string;
+  durationMs: number;
+  outcomes: Record<string, number>;
+  /** Every run that did not complete: where it ended and why, as it says itself. */
+  notCompleted: { workflowId: string; status: string; effect?: string; reason: string }[];
+  faults: Record<string, number>;
+  workerKills: number;
+  duplicateStarts: { sameId: number; otherId: number };
+  invariants: Invariant[];
+  holds: boolean;
+}
+
+const MAX_RESUBMISSIONS = 3;
+
+/** The run's own calls (seeding an order, starting a refund) are idempotent: a few tries ride out a fault. */
+async function retried<T>(fn: () => Promise<T>, tries = 5): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= tries) throw err;
+      await sleep(500 * attempt);
+    }
+  }
+}
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function runChaos(opts: ChaosOptions, onProgress: (settled: number, total: number) => void = () => undefined): Promise<ChaosReport> {
+  const startedAt = new Date();
+  const random = seededRandom(opts.seed);
+  const stack = await startChaosStack({ dir: opts.dir, workers: opts.workers });
+  try {
+    const deadline = Date.now() + opts.timeLimitMs;
+    const faults = startFaultInjector(stack, { rate: opts.faultRate, everyMs: 250, random: seededRandom(opts.seed + 1) });
+    let kills = 0;
+    let killing = opts.killEveryMs > 0;
+    let killFailure: Error | undefined;
+    const killer = (async () => {
+      const pick = seededRandom(opts.seed + 2);
+      while (killing) {
+        await sleep(opts.killEveryMs);
+        if (!killing) break;
+        await stack.replaceWorker(Math.floor(pick() * stack.workers.length));
+        kills += 1;
+      }
+    })().catch((err: unknown) => {
+      killing = false;
+      killFailure = err as Error;
+    });
+
+    const records: RunRecord[] = [];
+    const duplicates = { sameId: 0, otherId: 0 };
+    let settled = 0;
+    let next = 0;
+    /** The run's outcome, or null if it has none by `until`: nothing is left polling after that. */
+    const settle = async (handle: WorkflowHandle<typeof refundWorkflow>, until: number): Promise<RunOutcome | null> => {
+      const give = AbortSignal.timeout(Math.max(1, until - Date.now()));
+      return outcomeOf(handle, 500, give).catch((err: unknown) => {
+        if (give.aborted) return null;
+        throw err;
+      });
+    };
+    const pending: { record: RunRecord; slot: number; handle: WorkflowHandle<typeof refundWorkflow> }[] = [];
+
+    const drive = async () => {
+      while (next < opts.runs && Date.now() < deadline) {
+        const index = next++;
+        const orderId = `chaos-${opts.seed}-${index}`;
+        const paymentMethod = random() < 0.1 ? 'pm_card_refundFail' : 'pm_card_visa';
+        const sameId = random() < opts.duplicateRate;
+        const otherId = random() < opts.duplicateRate / 2;
+        const amount = 500 + Math.floor(random() * 40) * 100;
+        const email = `${orderId}@example.test`;
+        const order = await retried(() => seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: email }, paymentMethod));
+        const record: RunRecord = { index, orderId, paymentIntentId: order.paymentIntentId, email, amount, paymentMethod, workflowIds: [], outcomes: [] };
+        records.push(record);
+        const request = { orderId, amount, currency: 'usd', requestedBy: 'chaos' };
+        const starts = [retried(() => startRefund(stack.client, request))];
+        if (sameId) starts.push(retried(() => startRefund(stack.client, request)));
+        const [first] = await Promise.all(starts);
+        record.workflowIds.push(first!.workflowId);
+        const handles = [first!.handle];
+        if (sameId) duplicates.sameId += 1;
+        if (otherId) {
+          const again = await retried(() => stack.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `${first!.workflowId}-again`, args: [request] }));
+          record.workflowIds.push(again.workflowId);
+          handles.push(again);
+          duplicates.otherId += 1;
+        }
+        const outcomes = await Promise.all(handles.map((h) => settle(h, deadline)));
+        record.outcomes = outcomes.map(summarize);
+        outcomes.forEach((o, slot) => {
+          if (!o) pending.push({ record, slot, handle: handles[slot]! });
+        });
+        settled += 1;
+        onProgress(settled, opts.runs);
+      }
+    };
+    await Promise.all(Array.from({ length: opts.concurrency }, drive));
+
+    // The faults stop; every run still going gets the grace period to settle on a healthy stack.
+    killing = false;
+    await killer;
+    await faults.stop();
+    if (killFailure) throw new Error(`a killed worker could not be replaced: ${killFailure.message}`);
+    const graceEnd = Date.now() + opts.graceMs;
+    await Promise.all(pending.map(async (p) => (p.record.outcomes[p.slot] = summarize(await settle(p.handle, graceEnd)))));
+
+    const invariants = await checkInvariants(stack, records);
+    const outcomes: Record<string, number> = {};
+    for (const r of records) for (const o of r.outcomes) {
+      const key = o ? (o.kind === 'result' ? o.status : `parked (${o.status})`) : 'not settled';
+      outcomes[key] = (outcomes[key] ?? 0) + 1;
+    }
+    const notCompleted = records.flatMap((r) =>
+      r.outcomes.flatMap((o, slot) =>
+        o?.status === 'completed' ? [] : [{ workflowId: r.workflowIds[slot]!, status: o ? o.status : 'not settled', ...(o?.kind === 'parked' && { effect: o.effect }), reason: o?.reason ?? '' }],
+      ),
+    );
+    return {
+      options: { ...opts, dir: undefined } as ChaosReport['options'],
+      notCompleted,
+      startedAt: startedAt.toISOString(),
+      durationMs: Date.now() - startedAt.getTime(),
+      outcomes,
+      faults: faults.injected,
+      workerKills: kills,
+      duplicateStarts: duplicates,
+      invariants,
+      holds: invariants.every((i) => i.holds),
+    };
+  } finally {
+    await stack.close();
+  }
+}
+
+function summarize(outcome: RunOutcome | null): RunOutcomeSummary | null {
+  if (!outcome) return null;
+  if (outcome.kind === 'result') return { kind: 'result', status: outcome.result.status, ...('reason' in outcome.result && { reason: outcome.result.reason }) };
+  const { state } = outcome;
+  return { kind: 'parked', status: state.status, verdict: state.parked?.verdict ?? null, effect: state.effect.status, reason: state.parked?.reason ?? state.outcome?.reason ?? '' };
+}
+
+async function getJson<T>(url: string): Promise<T> {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`${url}: ${res.status}`);
+  return (await res.json()) as T;
+}
+
+/** The invariants, each checked for every run from where its effects landed. */
+export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): Promise<Invariant[]> {
+  const inv = (name: string): Invariant => ({ name, holds: true, checked: 0, violations: [] });
+  const duplicateRefunds = inv('zero duplicate refunds (Stripe ledger)');
+  const duplicateEmails = inv('zero duplicate emails (SMTP mailbox)');
+  const lost = inv('zero lost runs: completed, compensated, rejected, or parked with a verdict');
+  const budget = inv('attempts within budget (run state)');
+  const storm = inv('no retry storm: requests per create key within the policy bound');
+  const honest = inv('run state matches the evidence');
+  const fail = (i: Invariant, why: string) => {
+    i.holds = false;
+    if (i.violations.length < 50) i.violations.push(why);
+  };
+  const { maxStepAttempts, providerCalls } = CHAOS_POLICY.budget;
+  const requestBound = maxStepAttempts * (MAX_RESUBMISSIONS + 1);
+
+  for (const r of records) {
+    const operationId = operationIdOf('chaos', r.orderId, 1);
+    const createKey = stepKey(operationId, 'create_refund');
+    const { effects } = await getJson<{ effects: { type: string; idempotencyKey: string | null }[] }>(`${stack.stripeUrl}/_ledger?payment_intent=${r.paymentIntentId}`);
+    const refunds = effects.filter((e) => e.type === 'refund.created');
+    duplicateRefunds.checked += 1;
+    if (refunds.length > 1) fail(duplicateRefunds, `${r.orderId}: ${refunds.length} refunds`);
+
+    const { messages } = await getJson<{ messages: { messageId: string; subject: string }[] }>(`${stack.mail.apiUrl}/messages?to=${encodeURIComponent(r.email)}`);
+    const corrections = messages.filter((m) => /^Correction: /.test(m.subject)).length;
+    const notices = messages.length - corrections;
+    duplicateEmails.checked += 1;
+    if (notices > 1 || corrections > 1 || new Set(messages.map((m) => m.messageId)).size !== messages.length) {
+      fail(duplicateEmails, `${r.orderId}: ${notices} notices, ${corrections} corrections`);
+    }
+
+    const requests = (await getJson<{ requests: unknown[] }>(`${stack.stripeUrl}/_requests?idempotency_key=${encodeURIComponent(createKey)}`)).requests.length;
+    storm.checked += 1;
+    if (requests > requestBound) fail(storm, `${r.orderId}: ${requests} requests with ${createKey} (bound ${requestBound})`);
+
+    const [order, op] = await Promise.all([stack.store.getOrder(r.orderId), stack.store.operations.get(operationId)]);
+    for (const [slot, workflowId] of r.workflowIds.entries()) {
+      const outcome = r.outcomes[slot] ?? null;
+      lost.checked += 1;
+      if (!outcome) {
+        fail(lost, `${workflowId}: not settled within the time limit and grace`);
+        continue;
+      }
+      if (outcome.kind === 'parked' && !outcome.verdict) fail(lost, `${workflowId}: parked without a verdict`);
+      const state = await stack.client.workflow.getHandle(workflowId).query(stepsQuery).catch(() => null);
+      budget.checked += 1;
+      if (!state) fail(budget, `${workflowId}: its state could not be queried`);
+      else budgetProblems(state, providerCalls, maxStepAttempts).forEach((p) => fail(budget, `${workflowId}: ${p}`));
+
+      honest.checked += 1;
+      const status = outcome.status;
+      const refunded = order?.refundedAmount ?? -1;
+      const problems: string[] = [];
+      if (status === 'completed') {
+        if (refunds.length !== 1) problems.push(`completed with ${refunds.length} refunds in the ledger`);
+        if (refunded !== r.amount) problems.push(`completed, but the order shows ${refunded} refunded of ${r.amount}`);
+        if (notices !== 1) problems.push(`completed with ${notices} notices in the mailbox`);
+        if (op?.status !== 'completed') problems.push(`completed, but the operation is ${op?.status}`);
+      } else if (status === 'compensated') {
+        if (refunded !== 0) problems.push(`compensated, but the order shows ${refunded} refunded`);
+        if (corrections !== notices) problems.push(`compensated with ${notices} notices and ${corrections} corrections`);
+      } else if (status === 'rejected') {
+        if (refunds.length !== 0) problems.push(`rejected with ${refunds.length} refunds in the ledger`);
+      } else if (outcome.kind === 'parked') {
+        if (outcome.effect === 'unknown' && op?.refund) problems.push(`parked as unknown, but the store holds receipt ${op.refund.refundId}`);
+        if (outcome.effect === 'refunded' && refunds.length !== 1) problems.push(`parked as refunded with ${refunds.length} refunds in the ledger`);
+        if (outcome.effect === 'none' && refunds.length !== 0) problems.push(`parked saying nothing was refunded, with ${refunds.length} refunds in the ledger`);
+      }
+      problems.forEach((p) => fail(honest, `${workflowId}: ${p}`));
+    }
+  }
+  return [duplicateRefunds, duplicateEmails, lost, budget, storm, honest];
+}
+
+/** What in a run's state exceeds its budget: provider calls, or attempts of one step (a resubmitted create may run its attempts again). */
+function budgetProblems(state: RefundRunState, providerCalls: number, maxStepAttempts: number): string[] {
+  const out: string[] = [];
+  if (state.budget.providerCallsUsed > Math.max(providerCalls, state.budget.providerCallLimit)) out.push(`${state.budget.providerCallsUsed} provider calls of ${state.budget.providerCallLimit}`);
+  for (const step of state.steps) {
+    const bound = step.name === 'create_refund' ? maxStepAttempts * (MAX_RESUBMISSIONS + 1) : maxStepAttempts;
+    if (step.attempts > bound) out.push(`${step.name}: ${step.attempts} attempts (bound ${bound})`);
+  }
+  return out;
+}
