@@ -32,6 +32,13 @@ export const CHAOS_POLICY: RecoveryPolicy = {
   },
 };
 
+/**
+ * The Stripe server keeps a key's answer this long, and the workers know it: far shorter than
+ * Stripe's 24 hours, so that nearly every resend falls outside the window and must first be
+ * proven safe by reconciliation, as a resend after a day would.
+ */
+export const CHAOS_KEY_TTL_MS = 3000;
+
 export interface ChaosStack {
   dir: string;
   client: Client;
@@ -45,6 +52,10 @@ export interface ChaosStack {
   workers: WorkerProcess[];
   /** SIGKILLs worker `index` and starts a new one in its place. */
   replaceWorker(index: number): Promise<void>;
+  /** The next refund Stripe makes kills every worker the moment it is made, before any hears of it; they are replaced. */
+  killAfterNextRefund(): void;
+  /** Workers killed that way. */
+  readonly killedAfterRefund: number;
   close(): Promise<void>;
 }
 
@@ -66,7 +77,22 @@ export async function startChaosStack(opts: { dir: string; workers: number }): P
   const temporal = await startTemporal(dir);
   const connection = await Connection.connect({ address: temporal.address });
   const client = new Client({ connection, namespace: 'default' });
-  const stripeServer: StripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), faults: true });
+  let armed = false;
+  let killedAfterRefund = 0;
+  let afterRefund: () => Promise<void> = async () => undefined;
+  const stripeServer: StripeServer = await startStripeServer({
+    port: 0,
+    dbPath: path.join(dir, 'stripe.db'),
+    faults: true,
+    idempotencyTtlMs: CHAOS_KEY_TTL_MS,
+    hooks: {
+      afterEffect: async (ctx) => {
+        if (!armed || ctx.method !== 'POST' || ctx.path !== '/v1/refunds' || (ctx.response?.status ?? 500) >= 300) return;
+        armed = false;
+        await afterRefund();
+      },
+    },
+  });
   const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
   const databaseUrl = `sqlite:${path.join(dir, 'orders.db')}`;
   const store = openStore(databaseUrl);
@@ -90,6 +116,7 @@ export async function startChaosStack(opts: { dir: string; workers: number }): P
     STRIPE_SECRET_KEY: 'sk_test_chaos',
     STRIPE_API_BASE: `http://${proxies.stripe.listen}`,
     STRIPE_TIMEOUT_MS: '2000',
+    STRIPE_IDEMPOTENCY_TTL_HOURS: String(CHAOS_KEY_TTL_MS / 3600_000),
     STRIPE_LIST_CONSISTENCY_MS: '500',
     SMTP_URL: `smtp://${proxies.smtp.listen}`,
     RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
@@ -98,6 +125,28 @@ export async function startChaosStack(opts: { dir: string; workers: number }): P
     FAULT_INJECTION: 'off',
   };
   const workers = await Promise.all(Array.from({ length: opts.workers }, () => startWorkerProcess(env)));
+  // One replacement at a time: two for the same slot at once would leave a worker nobody stops.
+  let replacing = Promise.resolve();
+  const replace = (index: number) => (replacing = replacing.catch(() => undefined).then(() => replaceNow(index)));
+  const replaceNow = async (index: number) => {
+    await workers[index]!.kill();
+    // The frontend may be down (a fault): a new worker that cannot reach it is tried again until one polls.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        workers[index] = await startWorkerProcess(env);
+        return;
+      } catch (err) {
+        if (attempt >= 10) throw err;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    }
+  };
+  afterRefund = async () => {
+    // Every worker dies before the answer leaves: whichever sent the request never saves its receipt.
+    await Promise.all(workers.map((w) => w.kill()));
+    killedAfterRefund += workers.length;
+    void Promise.all(workers.map((_, i) => replace(i))).catch(() => undefined);
+  };
   return {
     dir,
     client,
@@ -108,18 +157,12 @@ export async function startChaosStack(opts: { dir: string; workers: number }): P
     toxiproxy,
     proxies,
     workers,
-    async replaceWorker(index) {
-      await workers[index]!.kill();
-      // The frontend may be down (a fault): a new worker that cannot reach it is tried again until one polls.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          workers[index] = await startWorkerProcess(env);
-          return;
-        } catch (err) {
-          if (attempt >= 10) throw err;
-          await new Promise((r) => setTimeout(r, 1000));
-        }
-      }
+    replaceWorker: replace,
+    killAfterNextRefund() {
+      armed = true;
+    },
+    get killedAfterRefund() {
+      return killedAfterRefund;
     },
     async close() {
       await Promise.all(workers.map((w) => w.stop().catch(() => w.kill())));

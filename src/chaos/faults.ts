@@ -63,6 +63,13 @@ export const FAULTS: Fault[] = [
   { name: 'stripe: 429', inject: semantic('stripe', () => ({ kind: 'rate_limit', retryAfterSeconds: 1, match: { path: '/v1/refunds' }, count: 1 })) },
   { name: 'stripe: lost answer after commit', inject: semantic('stripe', () => ({ kind: 'drop_after_commit', match: { method: 'POST', path: '/v1/refunds' }, count: 1 })) },
   { name: 'stripe: lagging list', inject: semantic('stripe', () => ({ kind: 'lagging_list', lagMs: 1500, match: { path: '/v1/refunds' }, count: 1 })) },
+  {
+    name: 'workers: killed right after Stripe made a refund',
+    inject: async (stack) => {
+      stack.killAfterNextRefund();
+      return async () => undefined;
+    },
+  },
   { name: 'smtp: 451 at rcpt', inject: semantic('mail', () => ({ kind: 'reply', stage: 'rcpt', code: 451, message: '4.3.0 try again (chaos)', count: 1 })) },
 ];
 

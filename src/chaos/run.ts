@@ -56,6 +56,7 @@ export interface ChaosReport {
   /** Every run that did not complete: where it ended and why, as it says itself. */
   notCompleted: { workflowId: string; status: string; effect?: string; reason: string }[];
   faults: Record<string, number>;
+  /** Workers SIGKILLed: by the kill interval, and all of them right after Stripe made a refund. */
   workerKills: number;
   duplicateStarts: { sameId: number; otherId: number };
   invariants: Invariant[];
@@ -176,7 +177,7 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
       durationMs: Date.now() - startedAt.getTime(),
       outcomes,
       faults: faults.injected,
-      workerKills: kills,
+      workerKills: kills + stack.killedAfterRefund,
       duplicateStarts: duplicates,
       invariants,
       holds: invariants.every((i) => i.holds),
