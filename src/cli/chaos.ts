@@ -45,7 +45,8 @@ function print(report: ChaosReport): void {
 async function main() {
   const o = program.parse().opts<{ runs: number; concurrency: number; faultRate: number; killEvery: number; workers: number; duplicateRate: number; seed: number; timeLimit: number; grace: number; report: string }>();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-chaos-'));
-  const bar = new SingleBar({ format: 'chaos [{bar}] {value}/{total} runs settled | {duration_formatted}', hideCursor: true }, Presets.shades_classic);
+  // On a terminal a live bar; in a log, a line every 10 s.
+  const bar = new SingleBar({ format: 'chaos [{bar}] {value}/{total} runs settled | {duration_formatted}', hideCursor: true, noTTYOutput: true, notTTYSchedule: 10_000 }, Presets.shades_classic);
   bar.start(o.runs, 0);
   let report: ChaosReport;
   try {
