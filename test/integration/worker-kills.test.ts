@@ -127,3 +127,25 @@ test('the worker dies mid-compensation, while the correction email is being hand
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0, status: 'paid' });
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
 });
+
+test('the worker dies right after the intent is committed, before anything is sent: a new worker begins the same operation again and refunds once', async () => {
+  worker = await spawnWorker();
+  const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`);
+  const operationId = `refund:test:${order.id}:v1`;
+  // Stripe is unreachable until the worker is dead, so the kill lands between the commit and any request reaching it.
+  await h.toxiproxy!.setEnabled('stripe', false);
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await until('the intent committed', async () => (await h.store.operations.get(operationId)) !== undefined);
+  await worker.kill();
+  expect(await h.store.operations.get(operationId)).toMatchObject({ status: 'intent', refund: null });
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(0);
+  await h.toxiproxy!.setEnabled('stripe', true);
+  worker = await spawnWorker();
+
+  completed(await handle.result());
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.requests({ idempotencyKey: `${operationId}:create_refund` })).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  const trail = await h.store.operations.auditTrail(operationId);
+  expect(trail.filter((a) => a.event === 'intent_committed')).toHaveLength(1);
+});
