@@ -39,7 +39,11 @@ export interface RunRecord {
   outcomes: (RunOutcomeSummary | null)[];
 }
 
-export type RunOutcomeSummary = { kind: 'result'; status: string; reason?: string } | { kind: 'parked'; status: string; verdict: string | null; effect: string; reason: string };
+export type RunOutcomeSummary =
+  | { kind: 'result'; status: string; reason?: string }
+  | { kind: 'parked'; status: string; verdict: string | null; effect: string; reason: string }
+  /** The workflow failed, was terminated, or could not be started: a lost run. */
+  | { kind: 'error'; status: 'error'; reason: string };
 
 export interface Invariant {
   name: string;
@@ -105,19 +109,29 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
     const duplicates = { sameId: 0, otherId: 0 };
     let settled = 0;
     let next = 0;
-    /** The run's outcome, or null if it has none by `until`: nothing is left polling after that. */
-    const settle = async (handle: WorkflowHandle<typeof refundWorkflow>, until: number): Promise<RunOutcome | null> => {
+    /** The run's outcome, or null if it has none by `until`: nothing is left polling after that. A failed run is an outcome too. */
+    const settle = async (handle: WorkflowHandle<typeof refundWorkflow>, until: number): Promise<RunOutcome | Error | null> => {
       const give = AbortSignal.timeout(Math.max(1, until - Date.now()));
-      return outcomeOf(handle, 500, give).catch((err: unknown) => {
-        if (give.aborted) return null;
-        throw err;
-      });
+      return outcomeOf(handle, 500, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
     };
     const pending: { record: RunRecord; slot: number; handle: WorkflowHandle<typeof refundWorkflow> }[] = [];
 
     const drive = async () => {
       while (next < opts.runs && Date.now() < deadline) {
         const index = next++;
+        try {
+          await driveOne(index);
+        } catch (err) {
+          // Seeding or starting failed through every retry: the run is recorded as lost, and the others go on.
+          const orderId = `chaos-${opts.seed}-${index}`;
+          records.push({ index, orderId, paymentIntentId: '', email: `${orderId}@example.test`, amount: 0, paymentMethod: '', workflowIds: [`refund-${orderId}-v1`], outcomes: [{ kind: 'error', status: 'error', reason: (err as Error).message }] });
+        }
+        settled += 1;
+        onProgress(settled, opts.runs);
+      }
+    };
+    const driveOne = async (index: number) => {
+      {
         const orderId = `chaos-${opts.seed}-${index}`;
         const paymentMethod = random() < 0.1 ? 'pm_card_refundFail' : 'pm_card_visa';
         const sameId = random() < opts.duplicateRate;
@@ -145,8 +159,6 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
         outcomes.forEach((o, slot) => {
           if (!o) pending.push({ record, slot, handle: handles[slot]! });
         });
-        settled += 1;
-        onProgress(settled, opts.runs);
       }
     };
     await Promise.all(Array.from({ length: opts.concurrency }, drive));
@@ -162,7 +174,7 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
     const invariants = await checkInvariants(stack, records);
     const outcomes: Record<string, number> = {};
     for (const r of records) for (const o of r.outcomes) {
-      const key = o ? (o.kind === 'result' ? o.status : `parked (${o.status})`) : 'not settled';
+      const key = o ? (o.kind === 'parked' ? `parked (${o.status})` : o.status) : 'not settled';
       outcomes[key] = (outcomes[key] ?? 0) + 1;
     }
     const notCompleted = records.flatMap((r) =>
@@ -187,8 +199,9 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
   }
 }
 
-function summarize(outcome: RunOutcome | null): RunOutcomeSummary | null {
+function summarize(outcome: RunOutcome | Error | null): RunOutcomeSummary | null {
   if (!outcome) return null;
+  if (outcome instanceof Error) return { kind: 'error', status: 'error', reason: outcome.message };
   if (outcome.kind === 'result') return { kind: 'result', status: outcome.result.status, ...('reason' in outcome.result && { reason: outcome.result.reason }) };
   const { state } = outcome;
   return { kind: 'parked', status: state.status, verdict: state.parked?.verdict ?? null, effect: state.effect.status, reason: state.parked?.reason ?? state.outcome?.reason ?? '' };
@@ -217,6 +230,12 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
   const requestBound = maxStepAttempts * (MAX_RESUBMISSIONS + 1);
 
   for (const r of records) {
+    if (!r.paymentIntentId) {
+      // Never seeded or started: nothing landed anywhere, and the run is lost.
+      lost.checked += 1;
+      fail(lost, `${r.orderId}: ${r.outcomes[0]?.reason ?? 'not started'}`);
+      continue;
+    }
     const operationId = operationIdOf('chaos', r.orderId, 1);
     const createKey = stepKey(operationId, 'create_refund');
     const { effects } = await getJson<{ effects: { type: string; idempotencyKey: string | null }[] }>(`${stack.stripeUrl}/_ledger?payment_intent=${r.paymentIntentId}`);
@@ -245,6 +264,10 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
         continue;
       }
       if (outcome.kind === 'parked' && !outcome.verdict) fail(lost, `${workflowId}: parked without a verdict`);
+      if (outcome.kind === 'error') {
+        fail(lost, `${workflowId}: ${outcome.reason}`);
+        continue;
+      }
       const state = await stack.client.workflow.getHandle(workflowId).query(stepsQuery).catch(() => null);
       budget.checked += 1;
       if (!state) fail(budget, `${workflowId}: its state could not be queried`);
