@@ -2,7 +2,6 @@
 // the Stripe-compatible and SMTP servers with their fault APIs, Toxiproxy in front of Stripe, SMTP
 // and the Temporal frontend, and a pool of worker processes that can be SIGKILLed and replaced.
 import { Client, Connection } from '@temporalio/client';
-import { SearchAttributeType } from '@temporalio/common';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -15,6 +14,7 @@ import { startMailServer, type MailServer } from '../servers/mail-server';
 import { startStripeServer, type StripeServer } from '../servers/stripe-server';
 import { SEARCH_ATTRIBUTES } from '../shared';
 import { portOpen } from '../stack/processes';
+import { cliType } from '../stack/stack';
 import { findTool } from '../stack/tools';
 import { openStore, type OrderStore } from '../store';
 import { freePort, startToxiproxy, type Proxy, type Toxiproxy } from './toxiproxy';
@@ -62,7 +62,7 @@ export interface ChaosStack {
 async function startTemporal(dir: string): Promise<{ address: string; child: ChildProcess }> {
   const [port, uiPort] = [await freePort(), await freePort()];
   const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--ui-port', String(uiPort), '--headless', '--log-level', 'error'];
-  for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${key.type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword'}`);
+  for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${cliType(key.type)}`);
   args.push('--db-filename', path.join(dir, 'temporal.db'));
   const child = spawn(findTool('temporal'), args, { stdio: 'ignore' });
   for (const end = Date.now() + 60_000; !(await portOpen(port)); await new Promise((r) => setTimeout(r, 200))) {

@@ -6,8 +6,8 @@ import { outcomeOf, type RunOutcome } from '../client/outcome';
 import { startRefund } from '../client/refunds';
 import { seedPaidOrder } from '../client/seed';
 import { operationId as operationIdOf, stepKey } from '../reliability/identity';
-import { TASK_QUEUE } from '../shared';
-import { refundWorkflow, stepsQuery, type RefundRunState } from '../workflows';
+import { refundWorkflowId, TASK_QUEUE } from '../shared';
+import { MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type RefundRunState } from '../workflows';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
 
@@ -67,8 +67,6 @@ export interface ChaosReport {
   holds: boolean;
 }
 
-const MAX_RESUBMISSIONS = 3;
-
 /** The run's own calls (seeding an order, starting a refund) are idempotent: a few tries ride out a fault. */
 async function retried<T>(fn: () => Promise<T>, tries = 5): Promise<T> {
   for (let attempt = 1; ; attempt++) {
@@ -124,42 +122,44 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
         } catch (err) {
           // Seeding or starting failed through every retry: the run is recorded as lost, and the others go on.
           const orderId = `chaos-${opts.seed}-${index}`;
-          records.push({ index, orderId, paymentIntentId: '', email: `${orderId}@example.test`, amount: 0, paymentMethod: '', workflowIds: [`refund-${orderId}-v1`], outcomes: [{ kind: 'error', status: 'error', reason: (err as Error).message }] });
+          const lost: RunOutcomeSummary = { kind: 'error', status: 'error', reason: (err as Error).message };
+          const seeded = records.find((r) => r.index === index);
+          if (seeded && !seeded.workflowIds.length) seeded.workflowIds.push(refundWorkflowId(orderId, 1));
+          if (seeded) seeded.outcomes = seeded.workflowIds.map(() => lost);
+          else records.push({ index, orderId, paymentIntentId: '', email: `${orderId}@example.test`, amount: 0, paymentMethod: '', workflowIds: [refundWorkflowId(orderId, 1)], outcomes: [lost] });
         }
         settled += 1;
         onProgress(settled, opts.runs);
       }
     };
     const driveOne = async (index: number) => {
-      {
-        const orderId = `chaos-${opts.seed}-${index}`;
-        const paymentMethod = random() < 0.1 ? 'pm_card_refundFail' : 'pm_card_visa';
-        const sameId = random() < opts.duplicateRate;
-        const otherId = random() < opts.duplicateRate / 2;
-        const amount = 500 + Math.floor(random() * 40) * 100;
-        const email = `${orderId}@example.test`;
-        const order = await retried(() => seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: email }, paymentMethod));
-        const record: RunRecord = { index, orderId, paymentIntentId: order.paymentIntentId, email, amount, paymentMethod, workflowIds: [], outcomes: [] };
-        records.push(record);
-        const request = { orderId, amount, currency: 'usd', requestedBy: 'chaos' };
-        const starts = [retried(() => startRefund(stack.client, request))];
-        if (sameId) starts.push(retried(() => startRefund(stack.client, request)));
-        const [first] = await Promise.all(starts);
-        record.workflowIds.push(first!.workflowId);
-        const handles = [first!.handle];
-        if (sameId) duplicates.sameId += 1;
-        if (otherId) {
-          const again = await retried(() => stack.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `${first!.workflowId}-again`, args: [request] }));
-          record.workflowIds.push(again.workflowId);
-          handles.push(again);
-          duplicates.otherId += 1;
-        }
-        const outcomes = await Promise.all(handles.map((h) => settle(h, deadline)));
-        record.outcomes = outcomes.map(summarize);
-        outcomes.forEach((o, slot) => {
-          if (!o) pending.push({ record, slot, handle: handles[slot]! });
-        });
+      const orderId = `chaos-${opts.seed}-${index}`;
+      const paymentMethod = random() < 0.1 ? 'pm_card_refundFail' : 'pm_card_visa';
+      const sameId = random() < opts.duplicateRate;
+      const otherId = random() < opts.duplicateRate / 2;
+      const amount = 500 + Math.floor(random() * 40) * 100;
+      const email = `${orderId}@example.test`;
+      const order = await retried(() => seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: email }, paymentMethod));
+      const record: RunRecord = { index, orderId, paymentIntentId: order.paymentIntentId, email, amount, paymentMethod, workflowIds: [], outcomes: [] };
+      records.push(record);
+      const request = { orderId, amount, currency: 'usd', requestedBy: 'chaos' };
+      const starts = [retried(() => startRefund(stack.client, request))];
+      if (sameId) starts.push(retried(() => startRefund(stack.client, request)));
+      const [first] = await Promise.all(starts);
+      record.workflowIds.push(first!.workflowId);
+      const handles = [first!.handle];
+      if (sameId) duplicates.sameId += 1;
+      if (otherId) {
+        const again = await retried(() => stack.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `${first!.workflowId}-again`, args: [request] }));
+        record.workflowIds.push(again.workflowId);
+        handles.push(again);
+        duplicates.otherId += 1;
       }
+      const outcomes = await Promise.all(handles.map((h) => settle(h, deadline)));
+      record.outcomes = outcomes.map(summarize);
+      outcomes.forEach((o, slot) => {
+        if (!o) pending.push({ record, slot, handle: handles[slot]! });
+      });
     };
     await Promise.all(Array.from({ length: opts.concurrency }, drive));
 

@@ -22,7 +22,7 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const end = (signal: NodeJS.Signals) => async () => {
+  const signalled = (signal: NodeJS.Signals) => async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     await exited;
   };
@@ -33,5 +33,5 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_
       throw new Error(`the worker did not poll within ${timeoutMs} ms:\n${output}`);
     }
   }
-  return { pid: child.pid!, output: () => output, kill: end('SIGKILL'), stop: end('SIGTERM') };
+  return { pid: child.pid!, output: () => output, kill: signalled('SIGKILL'), stop: signalled('SIGTERM') };
 }

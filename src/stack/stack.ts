@@ -40,7 +40,8 @@ export async function ensureTemporal(config: Config): Promise<void> {
   }
 }
 
-const cliType = (type: SearchAttributeType) => (type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword');
+/** How the `temporal` CLI names a search attribute's type. */
+export const cliType = (type: SearchAttributeType) => (type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword');
 const indexedType = (type: SearchAttributeType) =>
   type === SearchAttributeType.BOOL ? temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_BOOL : temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
 

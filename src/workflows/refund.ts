@@ -69,7 +69,7 @@ export const stepsQuery = defineQuery<RefundRunState>('steps');
 export { decideUpdate };
 
 /** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
-const MAX_RESUBMISSIONS = 3;
+export const MAX_RESUBMISSIONS = 3;
 
 /** The audit entries a run leaves: bookkeeping, outside the run's budgets. */
 const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
