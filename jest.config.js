@@ -6,4 +6,6 @@ module.exports = {
   testTimeout: 120_000,
   transform: { '^.+\\.ts$': 'ts-jest' },
   setupFiles: ['<rootDir>/test/setup.ts'],
+  globalSetup: '<rootDir>/test/global-setup.ts',
+  globalTeardown: '<rootDir>/test/global-teardown.ts',
 };

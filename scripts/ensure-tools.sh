@@ -2,7 +2,9 @@
 # Makes sure the external binaries the project runs exist, building them once into a cache
 # outside the checkout so that fresh clones (CI) reuse them. Progress goes to stderr;
 # stdout gets one "name=path" line per tool.
-#   usage: scripts/ensure-tools.sh [temporal] [stripe-mock] [toxiproxy-server]   (default: all)
+#   usage: scripts/ensure-tools.sh [temporal] [stripe-mock] [toxiproxy-server] [postgres]   (default: all)
+# postgres prints the directory of PostgreSQL's server binaries (initdb, pg_ctl), installed from
+# Debian's packages when missing and this runs as root.
 set -euo pipefail
 
 TOOLS_DIR="${DURABLE_REFUNDS_TOOLS:-$HOME/.cache/durable-refunds/bin}"
@@ -50,8 +52,32 @@ download_temporal() {
     | tar -xz -C "$TOOLS_DIR" temporal
 }
 
+# The newest PostgreSQL server binaries on this machine: PG_BIN, or Debian's /usr/lib/postgresql/N/bin.
+find_postgres() {
+  if [ -n "${PG_BIN:-}" ]; then echo "$PG_BIN"; return; fi
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+  [ -n "$dir" ] && [ -x "$dir/initdb" ] && echo "$dir"
+}
+
+ensure_postgres() {
+  local dir
+  if ! dir=$(find_postgres); then
+    if [ "$(id -u)" != 0 ]; then
+      say "PostgreSQL's server is not installed: run \`sudo apt-get install -y postgresql\` (or set PG_BIN to the directory holding initdb and pg_ctl)."
+      exit 1
+    fi
+    say "installing PostgreSQL from Debian's packages..."
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >&2 \
+      || { say "could not install PostgreSQL with apt-get"; exit 1; }
+    dir=$(find_postgres) || { say "PostgreSQL was installed but no initdb was found under /usr/lib/postgresql"; exit 1; }
+  fi
+  echo "postgres=$dir"
+}
+
 ensure() {
   local name=$1 path=""
+  if [ "$name" = postgres ]; then ensure_postgres; return; fi
   if [ "$name" = temporal ] && [ -n "${TEMPORAL_CLI:-}" ]; then path=$TEMPORAL_CLI
   elif [ "$name" = stripe-mock ] && [ -n "${STRIPE_MOCK_BIN:-}" ]; then path=$STRIPE_MOCK_BIN
   elif [ "$name" = toxiproxy-server ] && [ -n "${TOXIPROXY_BIN:-}" ]; then path=$TOXIPROXY_BIN
@@ -81,5 +107,5 @@ ensure() {
   echo "$name=$path"
 }
 
-[ $# -gt 0 ] || set -- temporal stripe-mock toxiproxy-server
+[ $# -gt 0 ] || set -- temporal stripe-mock toxiproxy-server postgres
 for tool in "$@"; do ensure "$tool"; done

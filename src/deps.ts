@@ -47,9 +47,9 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
   };
 }
 
-export function openDeps(config: Config, temporal?: Client): Deps {
+export async function openDeps(config: Config, temporal?: Client): Promise<Deps> {
   const settings = runSettings(config);
-  const store = openStore(config.databaseUrl, { faults: config.faultInjection });
+  const store = await openStore(config.databaseUrl, { faults: config.faultInjection });
   const mail = createMailTransport(config.mail.smtpUrl);
   const stripe = createStripeClient({ ...config.stripe, requestTimeoutMs: config.stripe.requestTimeoutMs });
   return {

@@ -58,7 +58,7 @@ export async function runWorker(): Promise<void> {
   } catch (err) {
     throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
   }
-  const deps = openDeps(config, new Client({ connection: visibility, namespace: config.temporal.namespace }));
+  const deps = await openDeps(config, new Client({ connection: visibility, namespace: config.temporal.namespace }));
   const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace });
   // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
   const receiver = config.webhooks.secret

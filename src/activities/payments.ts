@@ -70,17 +70,18 @@ export interface PaymentDeps {
   log: OperationLog;
   attempt: AttemptRunner;
   windows: ProviderWindows;
+  /** The clock send stamps are compared with; the store's (see OperationLog.clock) unless given. */
   now?: () => number;
 }
 
 export function createPaymentActivities(deps: PaymentDeps) {
   const { stripe, log, attempt } = deps;
-  const now = deps.now ?? Date.now;
+  const now = async () => (deps.now ? deps.now() : log.clock());
   const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
 
   /** Whether a request sent now would still reach the provider inside the key's dedupe window. */
-  const insideWindow = (op: OperationRecord) =>
-    op.firstSentAt === null || now() + deps.windows.requestTimeoutMs < Date.parse(op.firstSentAt) + deps.windows.dedupeWindowMs;
+  const insideWindow = (op: OperationRecord, at: number) =>
+    op.firstSentAt === null || at + deps.windows.requestTimeoutMs < Date.parse(op.firstSentAt) + deps.windows.dedupeWindowMs;
 
   /**
    * Sends the refund, unless the operation's record says not to. The result is the provider's
@@ -95,7 +96,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
       // The receipt is already known (an earlier run, or reconciliation): replay it, send nothing.
       if (op.refund) return { ...op.refund, replayed: true };
       const proven = op.provenAbsentThrough === op.requestsSent;
-      if (op.lastSentAt !== null && !insideWindow(op) && !proven) {
+      if (op.lastSentAt !== null && !insideWindow(op, await now()) && !proven) {
         throw new Classified(
           'UNKNOWN_OUTCOME',
           'may_have_executed',
@@ -181,7 +182,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}`);
       const known = op.refund?.refundId ?? input.refundId;
       // The provider's answer is as of when we asked, not when it arrived.
-      const askedAt = now();
+      const askedAt = await now();
       const looked = known
         ? [await stripe.refunds.retrieve(known, {}, { timeout: requestTimeout(deps.windows.requestTimeoutMs) })]
         : await listRefunds(stripe, input.paymentIntentId, deps.windows.requestTimeoutMs);
@@ -191,7 +192,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
         method: known ? ('retrieve' as const) : ('list' as const),
         scanned,
         matches: found.length,
-        insideDedupeWindow: insideWindow(op),
+        insideDedupeWindow: insideWindow(op, askedAt),
         requestsSent: op.requestsSent,
       };
       const who = actor();

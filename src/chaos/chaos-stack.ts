@@ -13,11 +13,12 @@ import type { RecoveryPolicy } from '../reliability/policy';
 import { startMailServer, type MailServer } from '../servers/mail-server';
 import { startStripeServer, type StripeServer } from '../servers/stripe-server';
 import { SEARCH_ATTRIBUTES } from '../shared';
-import { portOpen } from '../stack/processes';
+import { startPostgres, createDatabase, type PostgresServer } from '../stack/postgres';
+import { freePort, portOpen } from '../stack/processes';
 import { cliType } from '../stack/stack';
 import { findTool } from '../stack/tools';
-import { openStore, type OrderStore } from '../store';
-import { freePort, startToxiproxy, type Proxy, type Toxiproxy } from './toxiproxy';
+import { openStore, type Dialect, type OrderStore } from '../store';
+import { startToxiproxy, type Proxy, type Toxiproxy } from './toxiproxy';
 import { startWorkerProcess, type WorkerProcess } from './worker-process';
 
 /** Short timeouts and backoffs, so that a run under faults settles in seconds, not minutes. */
@@ -71,7 +72,14 @@ async function startTemporal(dir: string): Promise<{ address: string; child: Chi
   return { address: `127.0.0.1:${port}`, child };
 }
 
-export async function startChaosStack(opts: { dir: string; workers: number }): Promise<ChaosStack> {
+/** The order store the workers share: a SQLite file in the run's directory, or a PostgreSQL server of the run's own. */
+async function startDatabase(dir: string, database: Dialect): Promise<{ url: string; server?: PostgresServer }> {
+  if (database === 'sqlite') return { url: `sqlite:${path.join(dir, 'orders.db')}` };
+  const server = await startPostgres();
+  return { url: await createDatabase(server.url, 'chaos'), server };
+}
+
+export async function startChaosStack(opts: { dir: string; workers: number; database?: Dialect }): Promise<ChaosStack> {
   const { dir } = opts;
   fs.mkdirSync(dir, { recursive: true });
   const temporal = await startTemporal(dir);
@@ -94,8 +102,9 @@ export async function startChaosStack(opts: { dir: string; workers: number }): P
     },
   });
   const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
-  const databaseUrl = `sqlite:${path.join(dir, 'orders.db')}`;
-  const store = openStore(databaseUrl);
+  const database = await startDatabase(dir, opts.database ?? 'sqlite');
+  const databaseUrl = database.url;
+  const store = await openStore(databaseUrl);
   const stripe = createStripeClient({ secretKey: 'sk_test_chaos', apiBase: stripeServer.url });
   const toxiproxy = await startToxiproxy();
   const proxies = {
@@ -169,6 +178,7 @@ export async function startChaosStack(opts: { dir: string; workers: number }): P
       await toxiproxy.close();
       await connection.close();
       await store.close();
+      await database.server?.stop();
       await mail.close();
       await stripeServer.close();
       const exited = new Promise((r) => temporal.child.once('exit', r));

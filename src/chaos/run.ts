@@ -10,6 +10,7 @@ import { refundWorkflowId, TASK_QUEUE } from '../shared';
 import { MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type RefundRunState } from '../workflows';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
+import type { Dialect } from '../store';
 
 export interface ChaosOptions {
   runs: number;
@@ -26,6 +27,8 @@ export interface ChaosOptions {
   timeLimitMs: number;
   graceMs: number;
   dir: string;
+  /** The order store the workers share (default sqlite). */
+  database?: Dialect;
 }
 
 export interface RunRecord {
@@ -83,7 +86,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function runChaos(opts: ChaosOptions, onProgress: (settled: number, total: number) => void = () => undefined): Promise<ChaosReport> {
   const startedAt = new Date();
   const random = seededRandom(opts.seed);
-  const stack = await startChaosStack({ dir: opts.dir, workers: opts.workers });
+  const stack = await startChaosStack({ dir: opts.dir, workers: opts.workers, database: opts.database });
   try {
     const deadline = Date.now() + opts.timeLimitMs;
     const faults = startFaultInjector(stack, { rate: opts.faultRate, everyMs: 250, random: seededRandom(opts.seed + 1) });

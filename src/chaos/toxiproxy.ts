@@ -1,7 +1,7 @@
 // Toxiproxy, the fault-injecting TCP proxy, as the chaos stack uses it: one server process on
 // loopback, a proxy in front of each dependency, and toxics added and removed through its HTTP API.
 import { spawn, type ChildProcess } from 'node:child_process';
-import net from 'node:net';
+import { freePort } from '../stack/processes';
 import { findTool } from '../stack/tools';
 
 /** The toxics we use (https://github.com/Shopify/toxiproxy#toxics); `attributes` as Toxiproxy names them. */
@@ -37,16 +37,6 @@ export interface Toxiproxy {
   close(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 export async function startToxiproxy(): Promise<Toxiproxy> {
   const port = await freePort();

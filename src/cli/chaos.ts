@@ -1,12 +1,13 @@
 // npm run chaos: refunds through a stack of its own under injected faults, worker kills and
 // duplicate starts, then the invariants checked from the evidence; a table and a JSON report.
-import { Command, InvalidArgumentError } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { SingleBar, Presets } from 'cli-progress';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runChaos, type ChaosReport } from '../chaos/run';
 import { PROJECT_ROOT } from '../config';
+import type { Dialect } from '../store';
 
 const int = (min: number, max: number) => (v: string) => {
   const n = Number(v);
@@ -30,11 +31,12 @@ const program = new Command('chaos')
   .option('--seed <n>', 'seed for the faults and the runs, to repeat a run', int(0, 2 ** 31), 1)
   .option('--time-limit <seconds>', 'refunds are started and faults injected within this', int(10, 24 * 3600), 1800)
   .option('--grace <seconds>', 'after the faults stop, how long runs still going may take to settle', int(10, 3600), 120)
+  .addOption(new Option('--database <kind>', "the workers' order store: a SQLite file, or a PostgreSQL server of the run's own").choices(['sqlite', 'postgres']).default('sqlite'))
   .option('--report <file>', 'where to write the JSON report', path.join(PROJECT_ROOT, '.data', 'chaos', 'report.json'))
   .showHelpAfterError();
 
 function print(report: ChaosReport): void {
-  console.log(`\nchaos: ${report.options.runs} runs, seed ${report.options.seed}, ${Math.round(report.durationMs / 1000)} s, ${report.workerKills} worker kills, ` +
+  console.log(`\nchaos: ${report.options.runs} runs on ${report.options.database ?? 'sqlite'}, seed ${report.options.seed}, ${Math.round(report.durationMs / 1000)} s, ${report.workerKills} worker kills, ` +
     `${report.duplicateStarts.sameId} + ${report.duplicateStarts.otherId} duplicate starts`);
   console.table(report.outcomes);
   console.table(report.faults);
@@ -43,7 +45,7 @@ function print(report: ChaosReport): void {
 }
 
 async function main() {
-  const o = program.parse().opts<{ runs: number; concurrency: number; faultRate: number; killEvery: number; workers: number; duplicateRate: number; seed: number; timeLimit: number; grace: number; report: string }>();
+  const o = program.parse().opts<{ runs: number; concurrency: number; faultRate: number; killEvery: number; workers: number; duplicateRate: number; seed: number; timeLimit: number; grace: number; database: Dialect; report: string }>();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-chaos-'));
   // On a terminal a live bar; in a log, a line every 10 s.
   const bar = new SingleBar({ format: 'chaos [{bar}] {value}/{total} runs settled | {duration_formatted}', hideCursor: true, noTTYOutput: true, notTTYSchedule: 10_000 }, Presets.shades_classic);
@@ -62,6 +64,7 @@ async function main() {
         timeLimitMs: o.timeLimit * 1000,
         graceMs: o.grace * 1000,
         dir,
+        database: o.database,
       },
       (settled) => bar.update(settled),
     );

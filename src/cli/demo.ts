@@ -21,7 +21,7 @@ async function main() {
   const config = loadConfig();
   await ensureStack(config, { worker: true });
 
-  const store = openStore(config.databaseUrl);
+  const store = await openStore(config.databaseUrl);
   const stripe = createStripeClient(config.stripe);
   const order = await seedPaidOrder(stripe, store, { orderId, amount: 5000, currency: 'usd', customerEmail: 'customer@example.test' });
   await store.close();

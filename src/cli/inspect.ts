@@ -34,7 +34,7 @@ async function main() {
   const client = await connectClient(config);
   try {
     if (opts.attention) return await listAttention(client, opts.pageSize, opts.json ?? false);
-    const store = openStore(config.databaseUrl);
+    const store = await openStore(config.databaseUrl);
     try {
       const sources = {
         store,

@@ -9,7 +9,7 @@ import { openStore, type OrderStore } from '../store';
 const config = loadConfig();
 
 async function withStore<T>(fn: (store: OrderStore) => Promise<T>): Promise<T> {
-  const store = openStore(config.databaseUrl);
+  const store = await openStore(config.databaseUrl);
   try {
     return await fn(store);
   } finally {

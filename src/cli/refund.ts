@@ -37,7 +37,7 @@ async function main() {
   });
   const config = loadConfig();
   if (opts.queue) {
-    const store = openStore(config.databaseUrl);
+    const store = await openStore(config.databaseUrl);
     try {
       const problems = await refusalsAgainstOrder(store, request);
       if (problems.length) throw new InvalidRefundRequestError(`not queued: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`);

@@ -1,34 +1,61 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { SqliteOrderStore, type SqliteOrderStoreOptions } from './sqlite-store';
-import type { OrderStore } from './types';
+import { openPostgres, openSqlite, redactUrl, type Database } from './database';
+import { migrate } from './migrations';
+import { SqlOrderStore, type OrderStoreOptions } from './order-store';
 
 export * from './types';
 export * from './errors';
-export { SqliteOrderStore, type SqliteOrderStoreOptions } from './sqlite-store';
+export { SqlOrderStore, type OrderStoreOptions } from './order-store';
+export { pgCode, sqliteCode, type Dialect } from './database';
 
-const ACCEPTED_FORMS = '"sqlite:/absolute/path.db", "sqlite:relative/path.db" or "sqlite::memory:"';
+const ACCEPTED_FORMS = '"sqlite:/absolute/path.db", "sqlite:relative/path.db", "sqlite::memory:" or "postgres://user:password@host:5432/database"';
 
-/** Opens the store a DATABASE_URL names; relative SQLite paths resolve against the working directory. */
-export function openStore(databaseUrl: string, options: SqliteOrderStoreOptions = {}): OrderStore {
+export interface OpenStoreOptions extends Pick<OrderStoreOptions, 'beforeOrderWrite' | 'busyTimeoutMs'> {
+  /** Reads armed store faults (tests and chaos runs); needs a database a second connection can reach. */
+  faults?: boolean;
+  /** PostgreSQL connections this process keeps open at most. */
+  poolSize?: number;
+  /** SQLite: this store's connection behaves as another process's would (see openSqlite); for tests of competing writers. */
+  asAnotherProcess?: boolean;
+}
+
+/**
+ * Opens the store a DATABASE_URL names and brings its schema to the newest version. Relative
+ * SQLite paths resolve against the working directory; a PostgreSQL server that does not answer
+ * fails here, with the URL (without its password) in the message.
+ */
+export async function openStore(databaseUrl: string, options: OpenStoreOptions = {}): Promise<SqlOrderStore> {
+  const open = connector(databaseUrl, options);
+  const db = await open(options.asAnotherProcess ?? false);
+  try {
+    await migrate(db.kysely, db.dialect);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  return new SqlOrderStore(db, { ...options, openFaultConnection: options.faults ? () => open(true) : undefined });
+}
+
+/** How to open a connection to the database the URL names (the store's own, or a second one for faults). */
+function connector(databaseUrl: string, options: OpenStoreOptions): (asAnotherProcess: boolean) => Promise<Database> {
+  const lockTimeoutMs = options.busyTimeoutMs;
   if (/^postgres(ql)?:\/\//i.test(databaseUrl)) {
-    throw new Error(`PostgreSQL is not supported yet (DATABASE_URL=${redact(databaseUrl)}); use ${ACCEPTED_FORMS}`);
+    return () => openPostgres(databaseUrl, { lockTimeoutMs, poolSize: options.poolSize });
   }
   if (!databaseUrl.startsWith('sqlite:')) {
-    throw new Error(`unsupported DATABASE_URL "${redact(databaseUrl)}": expected ${ACCEPTED_FORMS}`);
+    throw new Error(`unsupported DATABASE_URL "${redactUrl(databaseUrl)}": expected ${ACCEPTED_FORMS}`);
   }
   const location = databaseUrl.slice('sqlite:'.length);
-  if (location === ':memory:') return new SqliteOrderStore(':memory:', options);
+  if (location === ':memory:') {
+    if (options.faults) throw new Error('store faults need a database file: an in-memory database has no second connection');
+    return async () => openSqlite(':memory:', { busyTimeoutMs: lockTimeoutMs });
+  }
   // "sqlite://host/..." would be read as a path starting with "//", which is never what was meant.
   if (location === '' || location.startsWith('//')) {
     throw new Error(`DATABASE_URL "${databaseUrl}" names no usable SQLite file: expected ${ACCEPTED_FORMS}`);
   }
   const file = path.resolve(location);
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  return new SqliteOrderStore(file, options);
-}
-
-/** Keeps credentials of a server URL out of error messages and logs. */
-function redact(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@');
+  return async (asAnotherProcess) => openSqlite(file, { busyTimeoutMs: lockTimeoutMs, asAnotherProcess });
 }

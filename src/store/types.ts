@@ -159,6 +159,12 @@ export interface OperationLog {
    */
   commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }>;
   get(operationId: string): Promise<OperationRecord | undefined>;
+  /**
+   * Now, in ms since the epoch, by the clock that stamps sends (`firstSentAt`, `lastSentAt`): the
+   * database server's on PostgreSQL, so that workers on hosts whose clocks differ compare a send's
+   * stamp with a time taken on the same clock.
+   */
+  clock(): Promise<number>;
   /** Every operation on the order, oldest first. */
   forOrder(orderId: string): Promise<OperationRecord[]>;
   /**
@@ -244,7 +250,7 @@ export interface ProviderEventLog {
   forOperation(operationId: string): Promise<ProviderEventRecord[]>;
 }
 
-/** Refund requests waiting for a scheduled batch (see sqlite-queue.ts). */
+/** Refund requests waiting for a scheduled batch (see refund-queue.ts). */
 export interface RefundQueue {
   enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }>;
   next(limit: number): Promise<QueuedRequest[]>;

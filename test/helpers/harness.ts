@@ -49,6 +49,8 @@ export interface HarnessOptions {
   stripeHooks?: StripeServerHooks;
   /** false: no worker in the test process (the test runs worker processes of its own). */
   inProcessWorker?: boolean;
+  /** The order store's database; a SQLite file in the harness's directory unless given. */
+  databaseUrl?: string;
 }
 
 export interface Harness {
@@ -142,7 +144,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
   const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), idempotencyTtlMs: keyTtlMs, faults: true, lifecycle: options.lifecycle, hooks: options.stripeHooks });
   const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
-  const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`, { faults: true, busyTimeoutMs: 200 });
+  const databaseUrl = options.databaseUrl ?? `sqlite:${path.join(dir, 'orders.db')}`;
+  const store = await openStore(databaseUrl, { faults: true, busyTimeoutMs: 200 });
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });
   const toxiproxy = options.network ? await startToxiproxy() : undefined;
   const proxied = toxiproxy && {
@@ -233,7 +236,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       ...process.env,
       TEMPORAL_ADDRESS: env.address,
       TEMPORAL_NAMESPACE: namespace,
-      DATABASE_URL: `sqlite:${path.join(dir, 'orders.db')}`,
+      DATABASE_URL: databaseUrl,
       OPERATION_SCOPE: 'test',
       STRIPE_API_BASE: stripeServer.url,
       SMTP_PORT: String(mail.smtpPort),

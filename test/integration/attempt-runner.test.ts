@@ -5,7 +5,10 @@ import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { openStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 
-const store = openStore('sqlite::memory:');
+let store: Awaited<ReturnType<typeof openStore>>;
+beforeAll(async () => {
+  store = await openStore('sqlite::memory:');
+});
 afterAll(() => store.close());
 
 const call = { step: 'create_refund', key: 'op:create_refund', operationId: 'op', boundary: 'stripe' as const };

@@ -1,18 +1,20 @@
 // The short chaos run CI makes: refunds through a stack of their own under random Toxiproxy and
 // semantic faults, worker processes SIGKILLed and replaced, duplicate starts; every invariant must
-// hold, checked from the evidence. `npm run chaos -- --runs 1000` is the long version.
+// hold, checked from the evidence. It runs once with the workers on a SQLite file and once on a
+// PostgreSQL server of its own. `npm run chaos -- --runs 1000` is the long version.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runChaos } from '../../src/chaos/run';
+import type { Dialect } from '../../src/store';
 
 jest.setTimeout(480_000);
 
-test('a short chaos run (fixed seed): no duplicate refund or email, no lost run, budgets kept, no retry storm, states that match the evidence', async () => {
+test.each<Dialect>(['sqlite', 'postgres'])('a short chaos run on %s (fixed seed): no duplicate refund or email, no lost run, budgets kept, no retry storm, states that match the evidence', async (database) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-chaos-test-'));
   try {
     const report = await runChaos({
-      runs: Number(process.env.CHAOS_TEST_RUNS ?? 60),
+      runs: Number(process.env.CHAOS_TEST_RUNS ?? 40),
       concurrency: 8,
       faultRate: 0.3,
       killEveryMs: 10_000,
@@ -22,6 +24,7 @@ test('a short chaos run (fixed seed): no duplicate refund or email, no lost run,
       timeLimitMs: 240_000,
       graceMs: 90_000,
       dir,
+      database,
     });
     const broken = report.invariants.filter((i) => !i.holds).map((i) => `${i.name}: ${i.violations.slice(0, 5).join('; ')}`);
     expect(broken).toEqual([]);
@@ -30,6 +33,7 @@ test('a short chaos run (fixed seed): no duplicate refund or email, no lost run,
     expect(Object.values(report.faults).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(10);
     expect(report.outcomes.completed).toBeGreaterThan(0);
     expect(report.outcomes['not settled']).toBeUndefined();
+    expect(report.options.database).toBe(database);
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -14,13 +14,13 @@ import { createAttemptRunner } from '../../src/activities/attempt';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { parsePolicy, type RecoveryPolicy } from '../../src/reliability/policy';
 import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
-import { SqliteOrderStore, type OrderStore } from '../../src/store';
+import { openStore, type OrderStore, type SqlOrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'notifications-'));
 const { run } = activityEnv();
 let server: MailServer;
-let store: SqliteOrderStore;
+let store: SqlOrderStore;
 let transport: Transporter;
 let activities: ReturnType<typeof createNotificationActivities>;
 
@@ -84,7 +84,7 @@ function failingMarkSentOnce(inner: OrderStore): OrderStore {
 
 beforeAll(async () => {
   server = await startMailServer({ dbPath: path.join(dir, 'mailbox.db') });
-  store = new SqliteOrderStore(path.join(dir, 'orders.db'));
+  store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   transport = createMailTransport(server.smtpUrl);
   activities = notifications();
 });

@@ -93,7 +93,7 @@ async function fault(spec: StripeFaultInput): Promise<void> {
 beforeAll(async () => {
   server = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), faults: true });
   stripe = createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: windows.requestTimeoutMs });
-  store = openStore(`sqlite:${path.join(dir, 'orders.db')}`);
+  store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
 });
 
 afterAll(async () => {

@@ -14,7 +14,7 @@ const databaseUrl = `sqlite:${path.join(dir, 'orders.db')}`;
 let store: OrderStore;
 
 beforeAll(async () => {
-  store = openStore(databaseUrl);
+  store = await openStore(databaseUrl);
   for (const id of ['ord_a', 'ord_b', 'ord_c']) await store.seedOrder({ id, paymentIntentId: `pi_${id}`, customerEmail: `${id}@example.test`, currency: 'usd', amount: 5000 });
 });
 afterAll(() => store.close());

@@ -106,7 +106,7 @@ it('accepts the payment intent the demo seeds', async () => {
 });
 
 it('accepts every request the refund, the reconciliation and the completion gate send', async () => {
-  const store = openStore(`sqlite:${path.join(dir, 'orders.db')}`);
+  const store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
   const payments = createPaymentActivities({ stripe: mockStripe, log: store.operations, attempt, windows: { dedupeWindowMs: 3600_000, consistencyMs: 0, requestTimeoutMs: 5000 } });
   const { checkCompletion } = createCompletionGate({ stripe: mockStripe, store, attempt, requestTimeoutMs: 5000 });

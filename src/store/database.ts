@@ -1,0 +1,222 @@
+// One SQL layer over two drivers: the store's queries are written once, as Kysely `sql` templates,
+// and Kysely compiles their parameters for SQLite (better-sqlite3) or PostgreSQL (pg). Transactions
+// are serializable on both: SQLite is by nature, PostgreSQL runs SERIALIZABLE and retries a
+// transaction it had to abort for a concurrent one, so a store call behaves the same on either.
+import BetterSqlite3 from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect, sql, type RawBuilder } from 'kysely';
+import pg from 'pg';
+import { VersionConflictError } from './errors';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** A place queries run: the database itself, or one transaction on it. */
+export interface Queryable {
+  readonly dialect: Dialect;
+  one<T>(query: RawBuilder<T>): Promise<T | undefined>;
+  all<T>(query: RawBuilder<T>): Promise<T[]>;
+  /** Runs a write; returns how many rows it changed. */
+  run(query: RawBuilder<unknown>): Promise<number>;
+}
+
+export interface TransactionOptions {
+  /**
+   * optimistic: the caller read before writing and wants to know when another writer got in
+   * between (VersionConflictError), not to be retried. Otherwise SQLite takes the write lock at
+   * BEGIN (IMMEDIATE) and PostgreSQL retries serialization failures.
+   */
+  optimistic?: boolean;
+}
+
+export interface Database extends Queryable {
+  readonly kysely: Kysely<unknown>;
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** PostgreSQL's codes for a transaction aborted because of a concurrent one: running it again is safe. */
+const RETRYABLE_PG = new Set(['40001', '40P01']);
+const PG_RETRIES = 8;
+
+class Runner implements Queryable {
+  constructor(
+    readonly dialect: Dialect,
+    private readonly on: Kysely<unknown>,
+  ) {}
+
+  async one<T>(query: RawBuilder<T>): Promise<T | undefined> {
+    return (await query.execute(this.on)).rows[0];
+  }
+
+  async all<T>(query: RawBuilder<T>): Promise<T[]> {
+    return (await query.execute(this.on)).rows;
+  }
+
+  async run(query: RawBuilder<unknown>): Promise<number> {
+    return Number((await query.execute(this.on)).numAffectedRows ?? 0n);
+  }
+}
+
+/** Runs one caller at a time, in order. */
+class Lock {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(fn);
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+}
+
+/**
+ * SQLite waits for another connection's write lock by blocking the thread (busy_timeout). Two
+ * connections to one file in one process would wait on each other for good, the holder's next
+ * statement never getting the thread, so they take turns through one lock per file instead.
+ */
+const fileLocks = new Map<string, Lock>();
+
+class KyselyDatabase extends Runner implements Database {
+  private closed = false;
+
+  constructor(
+    dialect: Dialect,
+    readonly kysely: Kysely<unknown>,
+    private readonly lock?: Lock,
+  ) {
+    super(dialect, kysely);
+  }
+
+  override one<T>(query: RawBuilder<T>): Promise<T | undefined> {
+    return this.turn(() => super.one(query));
+  }
+
+  override all<T>(query: RawBuilder<T>): Promise<T[]> {
+    return this.turn(() => super.all(query));
+  }
+
+  override run(query: RawBuilder<unknown>): Promise<number> {
+    return this.turn(() => super.run(query));
+  }
+
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.turn(() => this.once(fn, options));
+      } catch (err) {
+        if (options.optimistic && sqliteCode(err) === 'SQLITE_BUSY_SNAPSHOT') {
+          // A deferred transaction's snapshot went stale: SQLite refuses our write after another connection's commit.
+          throw new VersionConflictError('another writer changed the order after it was read; reload and try again');
+        }
+        const code = pgCode(err);
+        if (code === undefined || !RETRYABLE_PG.has(code)) throw err;
+        if (options.optimistic) throw new VersionConflictError('another writer changed the order after it was read; reload and try again');
+        if (attempt >= PG_RETRIES) throw err;
+        await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * attempt));
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.kysely.destroy();
+  }
+
+  private turn<T>(fn: () => Promise<T>): Promise<T> {
+    return this.lock ? this.lock.run(fn) : fn();
+  }
+
+  /** One try, on one connection: the SQLite driver lends its only connection to one caller at a time. */
+  private once<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
+    const begin = this.dialect === 'postgres' ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : options.optimistic ? 'BEGIN DEFERRED' : 'BEGIN IMMEDIATE';
+    return this.kysely.connection().execute(async (connection) => {
+      await sql.raw(begin).execute(connection);
+      try {
+        const result = await fn(new Runner(this.dialect, connection));
+        await sql.raw('COMMIT').execute(connection);
+        return result;
+      } catch (err) {
+        await sql
+          .raw('ROLLBACK')
+          .execute(connection)
+          .catch(() => undefined);
+        throw err;
+      }
+    });
+  }
+}
+
+export interface SqliteOptions {
+  busyTimeoutMs?: number;
+  /**
+   * Take no turns with this process's other connections to the file: the connection behaves as
+   * another process's would (a competing writer in tests and store faults). Left off, a statement
+   * that waits for one of them blocks the thread it needs.
+   */
+  asAnotherProcess?: boolean;
+}
+
+export function openSqlite(filename: string, options: SqliteOptions = {}): Database {
+  const db = new BetterSqlite3(filename);
+  db.pragma('journal_mode = WAL');
+  db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+  db.pragma('foreign_keys = ON');
+  const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: db }) });
+  if (filename === ':memory:' || options.asAnotherProcess) return new KyselyDatabase('sqlite', kysely);
+  let lock = fileLocks.get(filename);
+  if (!lock) fileLocks.set(filename, (lock = new Lock()));
+  return new KyselyDatabase('sqlite', kysely, lock);
+}
+
+export interface PostgresOptions {
+  /** Connections this process keeps open at most. */
+  poolSize?: number;
+  /** How long a write waits for another transaction's row lock before failing (55P03). */
+  lockTimeoutMs?: number;
+  /** How long opening a connection may take before the store gives up on the server. */
+  connectTimeoutMs?: number;
+}
+
+// BIGINT (int8) and COUNT(*) come back as strings from pg; every number this store keeps is a safe integer.
+const pgTypes = {
+  getTypeParser: (oid: number, format?: 'text' | 'binary') =>
+    oid === pg.types.builtins.INT8 ? (value: string) => Number(value) : pg.types.getTypeParser(oid, format as 'text'),
+};
+
+/** Opens a pool on a PostgreSQL server and proves it answers, so that a wrong URL fails now, with a clear message. */
+export async function openPostgres(url: string, options: PostgresOptions = {}): Promise<Database> {
+  const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: connectTimeoutMs,
+    types: pgTypes,
+    options: `-c lock_timeout=${options.lockTimeoutMs ?? 5000}`,
+  });
+  // An idle connection the server dropped is replaced on next use; without a listener it would crash the process.
+  pool.on('error', () => undefined);
+  try {
+    const client = await pool.connect();
+    client.release();
+  } catch (err) {
+    await pool.end().catch(() => undefined);
+    throw new Error(`cannot reach PostgreSQL at ${redactUrl(url)} within ${connectTimeoutMs} ms: ${(err as Error).message}`, { cause: err });
+  }
+  return new KyselyDatabase('postgres', new Kysely({ dialect: new PostgresDialect({ pool }) }));
+}
+
+/** The SQLSTATE of an error the PostgreSQL server raised, if it is one. */
+export function pgCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; severity?: unknown } | null;
+  return typeof e?.code === 'string' && typeof e.severity === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
+}
+
+// Checked by code, not instanceof: the native addon keeps the SqliteError class (and realm) of its first load, which jest's per-file sandboxes do not share.
+export function sqliteCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_') ? code : undefined;
+}
+
+/** Keeps credentials of a server URL out of error messages and logs. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//***@');
+}

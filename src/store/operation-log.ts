@@ -1,0 +1,255 @@
+// Operations, the attempt ledger and the audit trail, on the order store's database.
+import { sql } from 'kysely';
+import type { RefundReceipt } from '../shared';
+import type { Database, Queryable } from './database';
+import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
+import type {
+  AttemptEnd,
+  AttemptRecord,
+  AuditEntry,
+  NewAttempt,
+  NewOperation,
+  OperationLog,
+  OperationRecord,
+  OperationStatus,
+  OperationUpdate,
+} from './types';
+
+interface OperationRow {
+  operation_id: string;
+  order_id: string;
+  operation_version: number;
+  scope: string;
+  request_hash: string;
+  request_json: string;
+  status: OperationStatus;
+  refund_json: string | null;
+  first_sent_at: string | null;
+  last_sent_at: string | null;
+  requests_sent: number;
+  absence_confirmed_at: string | null;
+  proven_absent_through: number | null;
+  reason: string | null;
+  created_at: string;
+  created_by: string;
+  updated_at: string;
+}
+
+interface AttemptRow {
+  id: number;
+  key: string;
+  step: string;
+  operation_id: string;
+  workflow_id: string;
+  run_id: string;
+  attempt: number;
+  started_at: string;
+  finished_at: string | null;
+  transport_requests: number;
+  outcome: string | null;
+  certainty: string | null;
+  reason: string | null;
+  retry_after_ms: number | null;
+  next_delay_ms: number | null;
+  provider_request_id: string | null;
+}
+
+function toOperation(row: OperationRow): OperationRecord {
+  return {
+    operationId: row.operation_id,
+    orderId: row.order_id,
+    operationVersion: row.operation_version,
+    scope: row.scope,
+    requestHash: row.request_hash,
+    request: JSON.parse(row.request_json) as OperationRecord['request'],
+    status: row.status,
+    refund: row.refund_json === null ? null : (JSON.parse(row.refund_json) as RefundReceipt),
+    firstSentAt: row.first_sent_at,
+    lastSentAt: row.last_sent_at,
+    requestsSent: row.requests_sent,
+    absenceConfirmedAt: row.absence_confirmed_at,
+    provenAbsentThrough: row.proven_absent_through,
+    reason: row.reason,
+    createdAt: row.created_at,
+    createdBy: row.created_by,
+    updatedAt: row.updated_at,
+  };
+}
+
+function toAttempt(row: AttemptRow): AttemptRecord {
+  return {
+    id: row.id,
+    key: row.key,
+    step: row.step,
+    operationId: row.operation_id,
+    workflowId: row.workflow_id,
+    runId: row.run_id,
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    transportRequests: row.transport_requests,
+    outcome: row.outcome,
+    certainty: row.certainty,
+    reason: row.reason,
+    retryAfterMs: row.retry_after_ms,
+    nextDelayMs: row.next_delay_ms,
+    providerRequestId: row.provider_request_id,
+  };
+}
+
+/** The statuses each status may be reached from: a late or repeated writer never moves an operation backwards. */
+const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
+  // Absence proven: a refused operation that was sent after all becomes an intent again.
+  intent: ['intent', 'unknown', 'rejected'],
+  unknown: ['intent', 'unknown', 'rejected'],
+  rejected: ['intent', 'rejected'],
+  refunded: ['intent', 'unknown', 'rejected', 'refunded'],
+  partial: ['intent', 'unknown', 'rejected', 'refunded', 'partial'],
+  completed: ['refunded', 'completed'],
+  // A refund can fail after it was accepted, even after its run completed.
+  failed: ['intent', 'unknown', 'rejected', 'refunded', 'partial', 'completed', 'failed'],
+};
+
+/** Sent, and not proven absent since, with no receipt: its request may still be out, or may have taken effect. */
+const IN_FLIGHT = sql`(status IN ('intent', 'unknown', 'rejected') AND requests_sent > COALESCE(proven_absent_through, 0))`;
+
+export class SqlOperationLog implements OperationLog {
+  constructor(
+    private readonly db: Database,
+    private readonly now: () => string = () => new Date().toISOString(),
+  ) {}
+
+  async commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }> {
+    return this.db.transaction(async (tx) => {
+      const existing = await this.row(tx, op.operationId);
+      if (existing) {
+        if (existing.request_hash !== op.requestHash) {
+          const was = JSON.parse(existing.request_json) as OperationRecord['request'];
+          throw new IntentConflictError(
+            `operation ${op.operationId} was first requested as ${was.amount} ${was.currency} (${was.reason}); ` +
+              `this request (${op.request.amount} ${op.request.currency}, ${op.request.reason}) is a changed intent and needs a new operation version`,
+          );
+        }
+        return { record: toOperation(existing), created: false };
+      }
+      const later = await this.laterVersion(tx, op.orderId, op.scope, op.operationVersion);
+      if (later) {
+        throw new LaterVersionError(`order ${op.orderId} already has operation ${later}; a new operation needs a version above it`);
+      }
+      const at = this.now();
+      await tx.run(sql`
+        INSERT INTO operations (operation_id, order_id, operation_version, scope, request_hash, request_json, status, created_at, created_by, updated_at)
+        VALUES (${op.operationId}, ${op.orderId}, ${op.operationVersion}, ${op.scope}, ${op.requestHash}, ${JSON.stringify(op.request)}, 'intent', ${at}, ${op.actor}, ${at})`);
+      await this.insertAudit(tx, op.operationId, op.actor, 'intent_committed', { requestHash: op.requestHash, request: op.request });
+      return { record: toOperation((await this.row(tx, op.operationId))!), created: true };
+    });
+  }
+
+  async get(operationId: string): Promise<OperationRecord | undefined> {
+    const row = await this.row(this.db, operationId);
+    return row && toOperation(row);
+  }
+
+  async clock(on: Queryable = this.db): Promise<number> {
+    if (on.dialect === 'sqlite') return Date.parse(this.now());
+    const row = await on.one(sql<{ ms: number }>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms`);
+    return Number(row!.ms);
+  }
+
+  async forOrder(orderId: string): Promise<OperationRecord[]> {
+    const rows = await this.db.all(sql<OperationRow>`SELECT * FROM operations WHERE order_id = ${orderId} ORDER BY created_at, operation_version`);
+    return rows.map(toOperation);
+  }
+
+  async markSent(operationId: string, actor: string): Promise<OperationRecord> {
+    // The checks and the stamp are one serializable transaction, so no other send slips in between.
+    return this.db.transaction(async (tx) => {
+      const current = await this.row(tx, operationId);
+      if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
+      const later = await this.laterVersion(tx, current.order_id, current.scope, current.operation_version);
+      if (later) throw new LaterVersionError(`order ${current.order_id} has a later operation, ${later}: ${operationId} is never sent after it`);
+      const other = await tx.one(
+        sql<{ operation_id: string }>`SELECT operation_id FROM operations WHERE order_id = ${current.order_id} AND operation_id != ${operationId} AND ${IN_FLIGHT} LIMIT 1`,
+      );
+      if (other) {
+        throw new OperationInFlightError(`operation ${other.operation_id} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`);
+      }
+      const at = new Date(await this.clock(tx)).toISOString();
+      // A refused operation asked again becomes an intent again: from here on its send counts like any other.
+      await tx.run(sql`
+        UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ${at}), last_sent_at = ${at}, requests_sent = requests_sent + 1,
+          status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
+        WHERE operation_id = ${operationId}`);
+      await this.insertAudit(tx, operationId, actor, 'refund_request_sent', {});
+      return toOperation((await this.row(tx, operationId))!);
+    });
+  }
+
+  async settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<{ record: OperationRecord; applied: boolean }> {
+    return this.db.transaction(async (tx) => {
+      const current = await this.row(tx, operationId);
+      if (!current) throw new Error(`no operation ${operationId}`);
+      const sentSince = update.ifRequestsSent !== undefined && current.requests_sent !== update.ifRequestsSent;
+      const applied = REACHABLE_FROM[update.status].includes(current.status) && !sentSince;
+      if (applied) {
+        const refund = update.refund ? JSON.stringify(update.refund) : null;
+        const absence = update.absenceConfirmedAt ?? null;
+        await tx.run(sql`
+          UPDATE operations SET status = ${update.status}, refund_json = COALESCE(${refund}, refund_json), reason = ${update.reason ?? null},
+            absence_confirmed_at = COALESCE(${absence}, absence_confirmed_at),
+            proven_absent_through = ${absence === null ? sql`proven_absent_through` : sql`requests_sent`}, updated_at = ${this.now()}
+          WHERE operation_id = ${operationId}`);
+      }
+      const outcome = applied ? {} : { ignored: sentSince ? 'sent again since it was looked up' : `status stays ${current.status}` };
+      await this.insertAudit(tx, operationId, actor, event, { status: update.status, ...(update.reason && { reason: update.reason }), ...detail, ...outcome });
+      return { record: toOperation((await this.row(tx, operationId))!), applied };
+    });
+  }
+
+  async beginAttempt(a: NewAttempt): Promise<number> {
+    const row = await this.db.one(sql<{ id: number }>`
+      INSERT INTO attempts (key, step, operation_id, workflow_id, run_id, attempt, started_at)
+      VALUES (${a.key}, ${a.step}, ${a.operationId}, ${a.workflowId}, ${a.runId}, ${a.attempt}, ${this.now()}) RETURNING id`);
+    return Number(row!.id);
+  }
+
+  async finishAttempt(id: number, end: AttemptEnd): Promise<void> {
+    await this.db.run(sql`
+      UPDATE attempts SET finished_at = ${this.now()}, transport_requests = ${end.transportRequests}, outcome = ${end.outcome}, certainty = ${end.certainty},
+        reason = ${end.reason}, retry_after_ms = ${end.retryAfterMs}, next_delay_ms = ${end.nextDelayMs}, provider_request_id = ${end.providerRequestId}
+      WHERE id = ${id}`);
+  }
+
+  async attempts(key: string, runId: string): Promise<AttemptRecord[]> {
+    const rows = await this.db.all(sql<AttemptRow>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY id`);
+    return rows.map(toAttempt);
+  }
+
+  async audit(operationId: string, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<void> {
+    await this.insertAudit(this.db, operationId, actor, event, detail);
+  }
+
+  async auditTrail(operationId: string): Promise<AuditEntry[]> {
+    const rows = await this.db.all(
+      sql<{ seq: number; operation_id: string; at: string; actor: string; event: string; detail: string }>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`,
+    );
+    return rows.map((r) => ({ seq: r.seq, operationId: r.operation_id, at: r.at, actor: r.actor, event: r.event, detail: JSON.parse(r.detail) }));
+  }
+
+  /** Writes an audit entry; inside a caller's transaction it commits or rolls back with it. */
+  async insertAudit(on: Queryable, operationId: string, actor: string, event: string, detail: Record<string, unknown>): Promise<void> {
+    await on.run(sql`INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (${operationId}, ${this.now()}, ${actor}, ${event}, ${JSON.stringify(detail)})`);
+  }
+
+  /** The order's operation with the highest version above `version`, if any. */
+  private async laterVersion(on: Queryable, orderId: string, scope: string, version: number): Promise<string | undefined> {
+    const row = await on.one(
+      sql<{ operation_id: string }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`,
+    );
+    return row?.operation_id;
+  }
+
+  private row(on: Queryable, operationId: string): Promise<OperationRow | undefined> {
+    return on.one(sql<OperationRow>`SELECT * FROM operations WHERE operation_id = ${operationId}`);
+  }
+}

@@ -1,0 +1,73 @@
+// Provider events (Stripe webhooks) as the receiver took them: one row per event id, so a
+// redelivered event is recognised, with where it was handed on and when.
+import { sql } from 'kysely';
+import type { Database, Queryable } from './database';
+import type { NewProviderEvent, ProviderEventLog, ProviderEventRecord } from './types';
+
+interface Row {
+  event_id: string;
+  type: string;
+  operation_id: string | null;
+  refund_id: string | null;
+  refund_status: string | null;
+  amount: number | null;
+  currency: string | null;
+  created: number;
+  received_at: string;
+  deliveries: number;
+  handed_to: string | null;
+  handed_at: string | null;
+  outcome: string | null;
+}
+
+const toRecord = (r: Row): ProviderEventRecord => ({
+  eventId: r.event_id,
+  type: r.type,
+  operationId: r.operation_id,
+  refundId: r.refund_id,
+  refundStatus: r.refund_status,
+  amount: r.amount,
+  currency: r.currency,
+  created: r.created,
+  receivedAt: r.received_at,
+  deliveries: r.deliveries,
+  handedTo: r.handed_to,
+  handedAt: r.handed_at,
+  outcome: r.outcome,
+});
+
+export class SqlProviderEventLog implements ProviderEventLog {
+  constructor(private readonly db: Database) {}
+
+  async receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }> {
+    return this.db.transaction(async (tx) => {
+      const inserted = await tx.run(sql`
+        INSERT INTO provider_events (event_id, type, operation_id, refund_id, refund_status, amount, currency, created, received_at)
+        VALUES (${e.eventId}, ${e.type}, ${e.operationId}, ${e.refundId}, ${e.refundStatus}, ${e.amount}, ${e.currency}, ${e.created}, ${new Date().toISOString()})
+        ON CONFLICT (event_id) DO NOTHING`);
+      if (inserted === 0) await tx.run(sql`UPDATE provider_events SET deliveries = deliveries + 1 WHERE event_id = ${e.eventId}`);
+      return { record: (await this.find(tx, e.eventId))!, first: inserted === 1 };
+    });
+  }
+
+  async handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord> {
+    await this.db.run(sql`UPDATE provider_events SET handed_to = ${to}, handed_at = ${new Date().toISOString()}, outcome = ${outcome} WHERE event_id = ${eventId}`);
+    const record = await this.find(this.db, eventId);
+    if (!record) throw new Error(`no provider event ${eventId}`);
+    return record;
+  }
+
+  async get(eventId: string): Promise<ProviderEventRecord | undefined> {
+    return this.find(this.db, eventId);
+  }
+
+  async forOperation(operationId: string): Promise<ProviderEventRecord[]> {
+    const rows = await this.db.all(sql<Row>`SELECT * FROM provider_events WHERE operation_id = ${operationId} ORDER BY created, received_at`);
+    return rows.map(toRecord);
+  }
+
+  private async find(on: Queryable, eventId: string): Promise<ProviderEventRecord | undefined> {
+    const row = await on.one(sql<Row>`SELECT * FROM provider_events WHERE event_id = ${eventId}`);
+    return row && toRecord(row);
+  }
+}

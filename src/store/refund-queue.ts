@@ -1,0 +1,105 @@
+// Refund requests queued for a scheduled batch instead of started at once. A request's identity
+// is its business key (order, operation version): queueing it again changes nothing, queueing a
+// different intent under the same key is refused. A batch occurrence takes queued requests in
+// order and records, per request, the run it started or why it could not start one.
+import { sql } from 'kysely';
+import { changedIntent, type RefundRequest } from '../shared';
+import type { Database, Queryable } from './database';
+import { IntentConflictError } from './errors';
+import type { QueuedRequest, RefundQueue } from './types';
+
+interface Row {
+  id: number;
+  order_id: string;
+  operation_version: number;
+  amount: number;
+  currency: string;
+  reason: RefundRequest['reason'];
+  requested_by: string;
+  source: string;
+  status: QueuedRequest['status'];
+  queued_at: string;
+  workflow_id: string | null;
+  started_by: string | null;
+  last_error: string | null;
+  attempts: number;
+}
+
+const toQueued = (r: Row): QueuedRequest => ({
+  id: r.id,
+  request: { orderId: r.order_id, amount: r.amount, currency: r.currency, reason: r.reason, requestedBy: r.requested_by, operationVersion: r.operation_version },
+  source: r.source,
+  status: r.status,
+  queuedAt: r.queued_at,
+  workflowId: r.workflow_id,
+  startedBy: r.started_by,
+  lastError: r.last_error,
+  attempts: r.attempts,
+});
+
+export class SqlRefundQueue implements RefundQueue {
+  constructor(private readonly db: Database) {}
+
+  /** Queues a validated request; the same request again returns the first (`created: false`). */
+  async enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }> {
+    return this.db.transaction(async (tx) => {
+      const existing = await this.byKey(tx, request.orderId, request.operationVersion);
+      if (existing) {
+        const was = changedIntent(existing.request, request);
+        if (was) throw new IntentConflictError(`order ${request.orderId} version ${request.operationVersion} is already queued with ${was}; a changed refund needs a new operation version`);
+        return { queued: existing, created: false };
+      }
+      const row = await tx.one(sql<Row>`
+        INSERT INTO refund_requests (order_id, operation_version, amount, currency, reason, requested_by, source, status, queued_at)
+        VALUES (${request.orderId}, ${request.operationVersion}, ${request.amount}, ${request.currency}, ${request.reason}, ${request.requestedBy}, ${source}, 'queued', ${new Date().toISOString()})
+        RETURNING *`);
+      return { queued: toQueued(row!), created: true };
+    });
+  }
+
+  /** The oldest queued requests, at most `limit`: what one batch occurrence takes. */
+  async next(limit: number): Promise<QueuedRequest[]> {
+    const rows = await this.db.all(sql<Row>`SELECT * FROM refund_requests WHERE status = 'queued' ORDER BY id LIMIT ${limit}`);
+    return rows.map(toQueued);
+  }
+
+  /** Records the run an occurrence started for a request; a request already started keeps its first record. */
+  async markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest> {
+    await this.db.run(sql`
+      UPDATE refund_requests SET status = 'started', workflow_id = ${workflowId}, started_by = ${occurrenceId}, started_at = ${new Date().toISOString()},
+        last_error = NULL, attempts = attempts + 1
+      WHERE id = ${id} AND status = 'queued'`);
+    return this.require(id);
+  }
+
+  /** Takes a request out of the queue for good, with why: it can never be started as it is. */
+  async markRefused(id: number, reason: string): Promise<QueuedRequest> {
+    await this.db.run(sql`UPDATE refund_requests SET status = 'refused', last_error = ${reason.slice(0, 1000)}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`);
+    return this.require(id);
+  }
+
+  /** Keeps a request queued with the reason an occurrence could not start it. */
+  async markNotStarted(id: number, reason: string): Promise<QueuedRequest> {
+    await this.db.run(sql`UPDATE refund_requests SET last_error = ${reason.slice(0, 1000)}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`);
+    return this.require(id);
+  }
+
+  async list(filter: { status?: QueuedRequest['status']; orderId?: string } = {}): Promise<QueuedRequest[]> {
+    const conditions = [sql`1 = 1`];
+    if (filter.status !== undefined) conditions.push(sql`status = ${filter.status}`);
+    if (filter.orderId !== undefined) conditions.push(sql`order_id = ${filter.orderId}`);
+    const rows = await this.db.all(sql<Row>`SELECT * FROM refund_requests WHERE ${sql.join(conditions, sql` AND `)} ORDER BY id`);
+    return rows.map(toQueued);
+  }
+
+  private async require(id: number): Promise<QueuedRequest> {
+    const row = await this.db.one(sql<Row>`SELECT * FROM refund_requests WHERE id = ${id}`);
+    if (!row) throw new Error(`no queued refund request ${id}`);
+    return toQueued(row);
+  }
+
+  private async byKey(on: Queryable, orderId: string, version: number): Promise<QueuedRequest | undefined> {
+    const row = await on.one(sql<Row>`SELECT * FROM refund_requests WHERE order_id = ${orderId} AND operation_version = ${version}`);
+    return row && toQueued(row);
+  }
+}

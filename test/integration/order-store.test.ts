@@ -1,0 +1,533 @@
+// The order store's suite, run against SQLite and PostgreSQL alike: each database gets the same
+// tests, each test file a fresh database (PostgreSQL's from the server test/global-setup.ts starts).
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { sql } from 'kysely';
+import {
+  IntentConflictError,
+  InvalidOperationError,
+  OrderNotFoundError,
+  RefundExceedsOrderError,
+  LaterVersionError,
+  OperationInFlightError,
+  VersionConflictError,
+  openStore,
+  type NewOrder,
+  type NewOutboxEntry,
+  type OpenStoreOptions,
+  type OrderStore,
+  type SqlOrderStore,
+} from '../../src/store';
+import { openPostgres } from '../../src/store/database';
+import { SqlOperationLog } from '../../src/store/operation-log';
+import { DIALECTS, freshDatabase } from '../helpers/databases';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'order-store-'));
+
+afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+function order(id: string, amount = 1000): NewOrder {
+  return { id, paymentIntentId: `pi_${id}`, customerEmail: `${id}@example.test`, currency: 'usd', amount };
+}
+
+describe.each(DIALECTS)('on %s', (dialect) => {
+  const opened: OrderStore[] = [];
+  let url: string;
+  let store: SqlOrderStore;
+
+  async function open(options?: OpenStoreOptions): Promise<SqlOrderStore> {
+    const s = await openStore(url, options);
+    opened.push(s);
+    return s;
+  }
+
+  beforeAll(async () => {
+    url = await freshDatabase(dialect, dir);
+    store = await open();
+  });
+
+  afterAll(async () => {
+    for (const s of opened) await s.close();
+  });
+
+  describe('seedOrder', () => {
+    it('inserts once and returns the same order for an identical seed', async () => {
+      const first = await store.seedOrder(order('seed-1'));
+      expect(first).toEqual({ ...order('seed-1'), refundedAmount: 0, status: 'paid', version: 1 });
+      await expect(store.seedOrder(order('seed-1'))).resolves.toEqual(first);
+    });
+
+    it('refuses a seed with different fields and leaves the stored order alone', async () => {
+      await store.seedOrder(order('seed-2', 1000));
+      await expect(store.seedOrder(order('seed-2', 2000))).rejects.toThrow(IntentConflictError);
+      await expect(store.seedOrder(order('seed-2', 2000))).rejects.toThrow(/amount: stored 1000, got 2000/);
+      expect((await store.getOrder('seed-2'))?.amount).toBe(1000);
+    });
+
+  });
+
+  describe('applyRefund', () => {
+    it('is idempotent by operation id', async () => {
+      await store.seedOrder(order('apply-1'));
+      const input = { orderId: 'apply-1', operationId: 'op-a1', refundId: 're_1', amount: 400 };
+      const first = await store.applyRefund(input);
+      expect(first).toEqual({ orderId: 'apply-1', status: 'partially_refunded', refundedAmount: 400, version: 2, changed: true });
+      await expect(store.applyRefund(input)).resolves.toEqual({ ...first, changed: false });
+    });
+
+    it('refuses the same operation id with different parameters', async () => {
+      await expect(store.applyRefund({ orderId: 'apply-1', operationId: 'op-a1', refundId: 're_1', amount: 401 })).rejects.toThrow(IntentConflictError);
+    });
+
+    it('accumulates different operations and moves paid → partially_refunded → refunded', async () => {
+      await store.seedOrder(order('apply-2'));
+      const a = await store.applyRefund({ orderId: 'apply-2', operationId: 'op-b1', refundId: 're_b1', amount: 300 });
+      const b = await store.applyRefund({ orderId: 'apply-2', operationId: 'op-b2', refundId: 're_b2', amount: 700 });
+      expect([a.status, a.refundedAmount, a.version]).toEqual(['partially_refunded', 300, 2]);
+      expect([b.status, b.refundedAmount, b.version]).toEqual(['refunded', 1000, 3]);
+    });
+
+    it('rejects an over-refund and changes nothing', async () => {
+      await store.seedOrder(order('apply-3'));
+      await store.applyRefund({ orderId: 'apply-3', operationId: 'op-c1', refundId: 're_c1', amount: 600 });
+      const before = await store.getOrder('apply-3');
+      const over = { orderId: 'apply-3', operationId: 'op-c2', refundId: 're_c2', amount: 401 };
+      await expect(store.applyRefund(over)).rejects.toThrow(RefundExceedsOrderError);
+      await expect(store.applyRefund(over)).rejects.toThrow(/exceeds what is left to refund \(400 of 1000\)/);
+      expect(await store.getOrder('apply-3')).toEqual(before);
+      // Nothing was recorded for the refused operation, so reverting it is refused too.
+      await expect(store.revertRefund({ orderId: 'apply-3', operationId: 'op-c2', compensationKey: 'comp-c2' })).rejects.toThrow(InvalidOperationError);
+    });
+
+    it('rejects an unknown order and a non-positive amount', async () => {
+      await expect(store.applyRefund({ orderId: 'nope', operationId: 'op-n', refundId: 're_n', amount: 1 })).rejects.toThrow(OrderNotFoundError);
+      await expect(store.applyRefund({ orderId: 'apply-3', operationId: 'op-z', refundId: 're_z', amount: 0 })).rejects.toThrow(InvalidOperationError);
+    });
+  });
+
+  describe('optimistic concurrency', () => {
+    it('throws VersionConflictError when another connection commits between the read and the write', async () => {
+      await store.seedOrder(order('race-1'));
+      const other = await open({ asAnotherProcess: true });
+      let committed: unknown;
+      const racing = await open({
+        beforeOrderWrite: async () => {
+          // The other connection commits inside our transaction, after our read.
+          committed ??= await other.applyRefund({ orderId: 'race-1', operationId: 'op-r-other', refundId: 're_o', amount: 100 });
+        },
+      });
+      const attempt = racing.applyRefund({ orderId: 'race-1', operationId: 'op-r-mine', refundId: 're_m', amount: 200 });
+      // SQLite refuses to upgrade a stale read snapshot (SQLITE_BUSY_SNAPSHOT), PostgreSQL a serializable
+      // transaction's write over a concurrent one (40001); the store reports either as a version conflict.
+      await expect(attempt).rejects.toThrow(VersionConflictError);
+      await expect(attempt).rejects.toThrow(/another writer changed the order/);
+      expect(committed).toMatchObject({ changed: true, version: 2 });
+      expect((await store.getOrder('race-1'))?.refundedAmount).toBe(100);
+
+      // The retry reads the canonical state and succeeds on top of the other write.
+      await expect(racing.applyRefund({ orderId: 'race-1', operationId: 'op-r-mine', refundId: 're_m', amount: 200 })).resolves.toMatchObject({
+        refundedAmount: 300,
+        version: 3,
+        changed: true,
+      });
+    });
+
+    it('throws VersionConflictError when the conditional update matches no row', async () => {
+      await store.seedOrder(order('race-2'));
+      let interfered = false;
+      const racing = await open({
+        beforeOrderWrite: async (orderId, tx) => {
+          if (interfered) return;
+          interfered = true;
+          // A write inside our own transaction moves the version on under us.
+          await tx.run(sql`UPDATE orders SET version = version + 1 WHERE id = ${orderId}`);
+        },
+      });
+      await expect(racing.applyRefund({ orderId: 'race-2', operationId: 'op-s-mine', refundId: 're_m', amount: 200 })).rejects.toThrow(
+        /changed after it was read at version 1/,
+      );
+      // Both writes were in the rolled-back transaction.
+      expect(await store.getOrder('race-2')).toMatchObject({ refundedAmount: 0, version: 1 });
+    });
+  });
+
+  describe('revertRefund', () => {
+    it('restores the prior state and is idempotent by compensation key', async () => {
+      await store.seedOrder(order('revert-1'));
+      await store.applyRefund({ orderId: 'revert-1', operationId: 'op-d1', refundId: 're_d1', amount: 1000 });
+      const revert = { orderId: 'revert-1', operationId: 'op-d1', compensationKey: 'op-d1:compensate' };
+      const first = await store.revertRefund(revert);
+      expect(first).toEqual({ orderId: 'revert-1', status: 'paid', refundedAmount: 0, version: 3, changed: true });
+      await expect(store.revertRefund(revert)).resolves.toEqual({ ...first, changed: false });
+      // Re-applying the reverted operation is not a new refund.
+      await expect(store.applyRefund({ orderId: 'revert-1', operationId: 'op-d1', refundId: 're_d1', amount: 1000 })).resolves.toMatchObject({
+        refundedAmount: 0,
+        changed: false,
+      });
+    });
+
+    it('subtracts only its own amount when a later refund was applied after it', async () => {
+      await store.seedOrder(order('revert-2'));
+      await store.applyRefund({ orderId: 'revert-2', operationId: 'op-e1', refundId: 're_e1', amount: 300 });
+      await store.applyRefund({ orderId: 'revert-2', operationId: 'op-e2', refundId: 're_e2', amount: 200 });
+      await expect(store.revertRefund({ orderId: 'revert-2', operationId: 'op-e1', compensationKey: 'comp-e1' })).resolves.toEqual({
+        orderId: 'revert-2',
+        status: 'partially_refunded',
+        refundedAmount: 200,
+        version: 4,
+        changed: true,
+      });
+      await expect(store.revertRefund({ orderId: 'revert-2', operationId: 'op-e2', compensationKey: 'comp-e2' })).resolves.toMatchObject({
+        status: 'paid',
+        refundedAmount: 0,
+      });
+    });
+
+    it('refuses an operation never applied and a compensation key reused for another operation', async () => {
+      await expect(store.revertRefund({ orderId: 'revert-2', operationId: 'op-never', compensationKey: 'comp-x' })).rejects.toThrow(/was never applied/);
+      await store.applyRefund({ orderId: 'revert-1', operationId: 'op-d2', refundId: 're_d2', amount: 10 });
+      await expect(store.revertRefund({ orderId: 'revert-1', operationId: 'op-d2', compensationKey: 'op-d1:compensate' })).rejects.toThrow(IntentConflictError);
+    });
+  });
+
+  describe('notification outbox', () => {
+    const entry: NewOutboxEntry = {
+      key: 'refund-o1-v1:notify:v1',
+      orderId: 'o1',
+      kind: 'refund_notice',
+      recipient: 'o1@example.test',
+      subject: 'Your refund',
+      messageId: '<refund-o1-v1.notify.v1@durable-refunds.local>',
+    };
+
+    it('claims once, counts attempts and records the send', async () => {
+      const first = await store.claimNotification(entry);
+      expect(first).toMatchObject({ ...entry, status: 'pending', attempts: 1, providerResponse: null, sentAt: null });
+      expect((await store.claimNotification(entry)).attempts).toBe(2);
+      const sent = await store.markNotificationSent(entry.key, '250 OK: stored as message 1');
+      expect(sent).toMatchObject({ status: 'sent', providerResponse: '250 OK: stored as message 1', attempts: 2 });
+      expect(sent.sentAt).not.toBeNull();
+      // The first acceptance is kept.
+      await expect(store.markNotificationSent(entry.key, '250 again')).resolves.toEqual(sent);
+      await expect(store.claimNotification(entry)).resolves.toMatchObject({ status: 'sent', attempts: 3 });
+      await expect(store.getNotification(entry.key)).resolves.toMatchObject({ status: 'sent', attempts: 3 });
+      await expect(store.getNotification('missing')).resolves.toBeUndefined();
+    });
+
+    it('refuses a changed intent under the same key', async () => {
+      await expect(store.claimNotification({ ...entry, recipient: 'someone-else@example.test' })).rejects.toThrow(IntentConflictError);
+      await expect(store.claimNotification({ ...entry, subject: 'Other' })).rejects.toThrow(/subject/);
+      await expect(store.claimNotification({ ...entry, messageId: '<other@x>' })).rejects.toThrow(/messageId/);
+      await expect(store.markNotificationSent('missing', '250')).rejects.toThrow(/no notification/);
+      await expect(store.markNotificationSending('missing')).rejects.toThrow(/no notification/);
+      await expect(store.releaseNotification('missing')).rejects.toThrow(/no notification/);
+    });
+
+    it('lets exactly one caller move pending → sending, and back to pending only from sending', async () => {
+      const key = 'refund-o2-v1:notify:v1';
+      await store.claimNotification({ ...entry, key, messageId: '<refund-o2-v1.notify.v1@durable-refunds.local>' });
+      await expect(store.releaseNotification(key)).resolves.toBe(false);
+
+      // A second connection stands in for a second worker.
+      const other = await open();
+      // Exactly one of two racing callers takes it (which one is up to the database).
+      expect((await Promise.all([store.markNotificationSending(key), other.markNotificationSending(key)])).sort()).toEqual([false, true]);
+      await expect(other.markNotificationSending(key)).resolves.toBe(false);
+      await expect(other.getNotification(key)).resolves.toMatchObject({ status: 'sending' });
+
+      await expect(other.releaseNotification(key)).resolves.toBe(true);
+      await expect(store.releaseNotification(key)).resolves.toBe(false);
+      await expect(store.getNotification(key)).resolves.toMatchObject({ status: 'pending', sentAt: null });
+
+      await expect(other.markNotificationSending(key)).resolves.toBe(true);
+      const sent = await store.markNotificationSent(key, '250 OK: stored as message 7');
+      expect(sent).toMatchObject({ status: 'sent', providerResponse: '250 OK: stored as message 7' });
+      await expect(store.markNotificationSending(key)).resolves.toBe(false);
+      await expect(store.releaseNotification(key)).resolves.toBe(false);
+      await expect(other.getNotification(key)).resolves.toEqual(sent);
+    });
+
+    it('keeps a sending entry sending across close and reopen', async () => {
+      const key = 'refund-o3-v1:notify:v1';
+      const first = await openStore(url);
+      await first.claimNotification({ ...entry, key, messageId: '<refund-o3-v1.notify.v1@durable-refunds.local>' });
+      await expect(first.markNotificationSending(key)).resolves.toBe(true);
+      await first.close();
+
+      const second = await open();
+      await expect(second.getNotification(key)).resolves.toMatchObject({ status: 'sending', attempts: 1 });
+      await expect(second.claimNotification({ ...entry, key, messageId: '<refund-o3-v1.notify.v1@durable-refunds.local>' })).resolves.toMatchObject({
+        status: 'sending',
+        attempts: 2,
+      });
+      await expect(second.markNotificationSending(key)).resolves.toBe(false);
+    });
+  });
+
+  describe('persistence', () => {
+    it('keeps state across close and reopen', async () => {
+      const first = await openStore(url);
+      await first.seedOrder(order('persist-1'));
+      await first.applyRefund({ orderId: 'persist-1', operationId: 'op-p1', refundId: 're_p1', amount: 250 });
+      await first.close();
+      await first.close();
+
+      const second = await open();
+      await expect(second.getOrder('persist-1')).resolves.toMatchObject({ refundedAmount: 250, status: 'partially_refunded', version: 2 });
+      await expect(second.applyRefund({ orderId: 'persist-1', operationId: 'op-p1', refundId: 're_p1', amount: 250 })).resolves.toMatchObject({ changed: false });
+    });
+  });
+
+  describe('operation log', () => {
+    const intent = (operationId: string, amount = 500, requestHash = `h-${amount}`) => ({
+      operationId,
+      orderId: 'ops-1',
+      operationVersion: Number(operationId.slice(-1)),
+      scope: 'test',
+      requestHash,
+      request: { orderId: 'ops-1', amount, currency: 'usd', reason: 'requested_by_customer' },
+      actor: 'wf-1',
+    });
+
+    it('commits an intent once, returns it again for the same request, and refuses a changed one without writing', async () => {
+      const first = await store.operations.commitIntent(intent('op:v1'));
+      expect(first).toMatchObject({ created: true, record: { status: 'intent', requestHash: 'h-500', requestsSent: 0, firstSentAt: null, createdBy: 'wf-1' } });
+      await expect(store.operations.commitIntent({ ...intent('op:v1'), actor: 'wf-2' })).resolves.toMatchObject({ created: false, record: { createdBy: 'wf-1' } });
+      await expect(store.operations.commitIntent(intent('op:v1', 700))).rejects.toThrow(IntentConflictError);
+      await expect(store.operations.commitIntent(intent('op:v1', 700))).rejects.toThrow(/first requested as 500 usd .* needs a new operation version/);
+      await expect(store.operations.get('op:v1')).resolves.toMatchObject({ requestHash: 'h-500', request: { amount: 500 } });
+    });
+
+    it('stamps each send and settles with an audit entry in the same transaction', async () => {
+      await store.operations.commitIntent(intent('op:v2'));
+      const sent = await store.operations.markSent('op:v2', 'wf-1');
+      const again = await store.operations.markSent('op:v2', 'wf-1');
+      expect(again).toMatchObject({ requestsSent: 2, firstSentAt: sent.firstSentAt });
+      expect(again.lastSentAt! >= sent.lastSentAt!).toBe(true);
+      const receipt = { refundId: 're_1', paymentIntentId: 'pi_1', amount: 500, currency: 'usd', status: 'succeeded', created: 1, operationId: 'op:v2', replayed: false };
+      await store.operations.settle('op:v2', { status: 'unknown', reason: 'response_lost' }, 'wf-1', 'refund_outcome_unknown');
+      await expect(store.operations.settle('op:v2', { status: 'refunded', refund: receipt }, 'wf-1', 'reconciled', { result: 'completed' })).resolves.toMatchObject({
+        applied: true,
+        record: { status: 'refunded', refund: receipt },
+      });
+      await store.operations.settle('op:v2', { status: 'completed' }, 'wf-1', 'completion_gate_passed');
+      // A late writer never moves it backwards: a timed-out attempt's "unknown", a stale absence proof.
+      await expect(store.operations.settle('op:v2', { status: 'unknown' }, 'wf-2', 'refund_outcome_unknown')).resolves.toMatchObject({ applied: false, record: { status: 'completed' } });
+      await expect(store.operations.settle('op:v2', { status: 'intent', absenceConfirmedAt: 'x' }, 'wf-2', 'reconciled')).resolves.toMatchObject({ applied: false, record: { absenceConfirmedAt: null } });
+      const trail = await store.operations.auditTrail('op:v2');
+      expect(trail.map((e) => e.event)).toEqual([
+        'intent_committed', 'refund_request_sent', 'refund_request_sent', 'refund_outcome_unknown', 'reconciled', 'completion_gate_passed', 'refund_outcome_unknown', 'reconciled',
+      ]);
+      expect(trail[4].detail).toEqual({ status: 'refunded', result: 'completed' });
+      expect(trail[6].detail).toEqual({ status: 'unknown', ignored: 'status stays completed' });
+      await expect(store.operations.markSent('op:nobody', 'x')).rejects.toThrow(/commit its intent first/);
+      expect((await store.operations.forOrder('ops-1')).map((o) => o.operationId)).toEqual(['op:v1', 'op:v2']);
+    });
+
+    it('proves absence only if nothing was sent since the lookup', async () => {
+      await store.operations.commitIntent(intent('op:v3'));
+      const seen = (await store.operations.markSent('op:v3', 'wf-3')).requestsSent;
+      await store.operations.settle('op:v3', { status: 'unknown' }, 'wf-3', 'refund_outcome_unknown');
+      await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
+      await expect(store.operations.get('op:v3')).resolves.toMatchObject({ status: 'intent', requestsSent: 1, provenAbsentThrough: 1 });
+      await store.operations.markSent('op:v3', 'wf-3');
+      // A proof taken before that send covers it no longer, and none can be set on its strength.
+      await expect(store.operations.get('op:v3')).resolves.toMatchObject({ requestsSent: 2, provenAbsentThrough: 1 });
+      const stale = await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
+      expect(stale).toMatchObject({ applied: false, record: { provenAbsentThrough: 1 } });
+    });
+
+    it('lets only the highest version of an order send, and only while no other has a send not proven absent', async () => {
+      const on = (id: string, version: number) => ({ ...intent(id), orderId: 'ops-2', operationVersion: version, request: { ...intent(id).request, orderId: 'ops-2' } });
+      await store.operations.commitIntent(on('o2:v1', 1));
+      await store.operations.markSent('o2:v1', 'wf-1');
+      await store.operations.commitIntent(on('o2:v2', 2));
+      // v1's send is out: v2 waits for it.
+      await expect(store.operations.markSent('o2:v2', 'wf-2')).rejects.toThrow(OperationInFlightError);
+      // v2 exists: v1 never sends again, and no new operation may come in below v2.
+      await expect(store.operations.markSent('o2:v1', 'wf-1')).rejects.toThrow(LaterVersionError);
+      await expect(store.operations.commitIntent(on('o2:v0', 0))).rejects.toThrow(/already has operation o2:v2; a new operation needs a version above it/);
+      await store.operations.settle('o2:v1', { status: 'refunded' }, 'wf-1', 'refund_confirmed');
+      await expect(store.operations.markSent('o2:v2', 'wf-2')).resolves.toMatchObject({ requestsSent: 1 });
+
+      // A refused operation sent after all counts as in flight until it is settled.
+      await store.operations.settle('o2:v2', { status: 'rejected', reason: 'no' }, 'wf-2', 'rejected');
+      await store.operations.commitIntent(on('o2:v3', 3));
+      await expect(store.operations.markSent('o2:v3', 'wf-3')).rejects.toThrow(OperationInFlightError);
+      await store.operations.settle('o2:v2', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: 1 }, 'wf-3', 'reconciled');
+      await expect(store.operations.markSent('o2:v3', 'wf-3')).resolves.toMatchObject({ requestsSent: 1 });
+    });
+
+    it('keeps each attempt of a step per run, including one that never finished', async () => {
+      const a = await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r1', attempt: 1 });
+      await store.operations.finishAttempt(a, { transportRequests: 1, outcome: 'RATE_LIMIT', certainty: 'not_executed', reason: 'rate_limited', retryAfterMs: 1000, nextDelayMs: 1100, providerRequestId: 'req_1' });
+      await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r1', attempt: 2 });
+      await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r2', attempt: 1 });
+      const ledger = await store.operations.attempts('k', 'r1');
+      expect(ledger.map((r) => [r.attempt, r.outcome, r.transportRequests, r.finishedAt === null])).toEqual([
+        [1, 'RATE_LIMIT', 1, false],
+        [2, null, 0, true],
+      ]);
+      expect(ledger[0]).toMatchObject({ retryAfterMs: 1000, nextDelayMs: 1100, providerRequestId: 'req_1' });
+    });
+
+    it('takes store faults only from a store opened with faults on, and refuses a nonsense count', async () => {
+      await expect(store.faults.add({ kind: 'conflict', count: 0 })).rejects.toThrow(/count must be 1-1000/);
+      const fault = await store.faults.add({ kind: 'conflict', orderId: 'apply-1' });
+      expect(fault).toMatchObject({ kind: 'conflict', orderId: 'apply-1', remaining: 1, hits: 0 });
+      await store.faults.clear();
+      await expect(store.faults.list()).resolves.toEqual([]);
+    });
+  });
+
+  describe('under concurrent connections', () => {
+    const workers = 6;
+    let connections: SqlOrderStore[];
+
+    beforeAll(async () => {
+      connections = await Promise.all(Array.from({ length: workers }, () => open()));
+    });
+
+    /** Retries a version conflict, as the activity's next attempt would. */
+    async function untilApplied<T>(fn: () => Promise<T>): Promise<T> {
+      for (;;) {
+        try {
+          return await fn();
+        } catch (err) {
+          if (!(err instanceof VersionConflictError)) throw err;
+        }
+      }
+    }
+
+    it('applies one operation once and different operations each once', async () => {
+      await store.seedOrder(order('many-1', 6000));
+      const same = await Promise.all(
+        connections.map((c) => untilApplied(() => c.applyRefund({ orderId: 'many-1', operationId: 'op-many-same', refundId: 're_same', amount: 1000 }))),
+      );
+      expect(same.filter((r) => r.changed)).toHaveLength(1);
+      await Promise.all(
+        connections.map((c, i) => untilApplied(() => c.applyRefund({ orderId: 'many-1', operationId: `op-many-${i}`, refundId: `re_${i}`, amount: 500 }))),
+      );
+      // 1000 once, and 500 from each connection: no write lost, none doubled.
+      await expect(store.getOrder('many-1')).resolves.toMatchObject({ refundedAmount: 1000 + workers * 500, version: 2 + workers });
+    });
+
+    it('commits an intent once, queues a request once and hands one notification over once', async () => {
+      const intent = { operationId: 'many:v1', orderId: 'many-2', operationVersion: 1, scope: 'test', requestHash: 'h', request: { orderId: 'many-2', amount: 5, currency: 'usd', reason: 'duplicate' }, actor: 'wf' };
+      const intents = await Promise.all(connections.map((c) => c.operations.commitIntent(intent)));
+      expect(intents.filter((r) => r.created)).toHaveLength(1);
+
+      const request = { orderId: 'many-2', amount: 5, currency: 'usd', reason: 'duplicate' as const, requestedBy: 'ops', operationVersion: 1 };
+      const queued = await Promise.all(connections.map((c) => c.queue.enqueue(request, 'cli')));
+      expect(queued.filter((q) => q.created)).toHaveLength(1);
+      expect(new Set(queued.map((q) => q.queued.id)).size).toBe(1);
+
+      const entry = { key: 'many-2:notify', orderId: 'many-2', kind: 'refund_notice' as const, recipient: 'a@example.test', subject: 's', messageId: '<m@x>' };
+      await Promise.all(connections.map((c) => c.claimNotification(entry)));
+      await expect(store.getNotification(entry.key)).resolves.toMatchObject({ attempts: workers, status: 'pending' });
+      const takers = await Promise.all(connections.map((c) => c.markNotificationSending(entry.key)));
+      expect(takers.filter(Boolean)).toHaveLength(1);
+    });
+
+    it('never lets two versions of one order both send', async () => {
+      const on = (version: number) => ({ operationId: `many-3:v${version}`, orderId: 'many-3', operationVersion: version, scope: 'test', requestHash: `h${version}`, request: { orderId: 'many-3', amount: 5, currency: 'usd', reason: 'duplicate' }, actor: 'wf' });
+      for (const v of [1, 2, 3]) await store.operations.commitIntent(on(v));
+      const sends = await Promise.allSettled(connections.map((c, i) => c.operations.markSent(`many-3:v${(i % 3) + 1}`, 'wf')));
+      const sent = sends.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ operationId: string }>).value.operationId);
+      // Only the highest version may send; whichever connection got there, no other version followed.
+      expect(new Set(sent)).toEqual(new Set(['many-3:v3']));
+      for (const r of sends) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(LaterVersionError);
+    });
+  });
+});
+
+describe('SQLite files and DATABASE_URL', () => {
+  it('uses WAL mode on a file', async () => {
+    const url = await freshDatabase('sqlite', dir);
+    const s = await openStore(url);
+    await s.close();
+    const db = new Database(url.slice('sqlite:'.length), { readonly: true });
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    db.close();
+  });
+
+  it('opens relative and in-memory SQLite URLs', async () => {
+    const cwd = process.cwd();
+    process.chdir(dir);
+    try {
+      const relative = await openStore('sqlite:rel/orders.db');
+      await relative.close();
+      expect(fs.existsSync(path.join(dir, 'rel', 'orders.db'))).toBe(true);
+    } finally {
+      process.chdir(cwd);
+    }
+    const memory = await openStore('sqlite::memory:');
+    await expect(memory.seedOrder(order('mem-1'))).resolves.toMatchObject({ id: 'mem-1' });
+    await memory.close();
+    await expect(openStore('sqlite::memory:', { faults: true })).rejects.toThrow(/need a database file/);
+  });
+
+  it('names what is accepted when the URL is not usable', async () => {
+    await expect(openStore('mysql://user:secret@db/orders')).rejects.toThrow(/unsupported DATABASE_URL "mysql:\/\/\*\*\*@db\/orders": expected "sqlite:\/absolute\/path.db"/);
+    await expect(openStore('sqlite:')).rejects.toThrow(/names no usable SQLite file/);
+    await expect(openStore('sqlite://host/orders.db')).rejects.toThrow(/names no usable SQLite file/);
+  });
+});
+
+describe('PostgreSQL URLs', () => {
+  it('fails fast, without the password, when nothing listens', async () => {
+    const started = Date.now();
+    await expect(openStore('postgres://refunds:secret@127.0.0.1:1/orders')).rejects.toThrow(/cannot reach PostgreSQL at postgres:\/\/\*\*\*@127.0.0.1:1\/orders within 5000 ms: .*ECONNREFUSED/);
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('gives up on a server that never answers instead of hanging', async () => {
+    const silent = net.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as net.AddressInfo;
+    try {
+      await expect(openStore(`postgresql://refunds:secret@127.0.0.1:${port}/orders`)).rejects.toThrow(/cannot reach PostgreSQL at postgresql:\/\/\*\*\*@127.0.0.1:\d+\/orders within 5000 ms/);
+    } finally {
+      silent.close();
+    }
+  });
+
+  it('names a database that does not exist', async () => {
+    const missing = new URL(process.env.TEST_POSTGRES_URL!);
+    missing.pathname = '/no_such_database';
+    await expect(openStore(missing.toString())).rejects.toThrow(/cannot reach PostgreSQL .* database "no_such_database" does not exist/);
+  });
+
+  it('migrates a new database once, even when stores open it together', async () => {
+    const url = await freshDatabase('postgres', dir);
+    const stores = await Promise.all([openStore(url), openStore(url), openStore(url)]);
+    await stores[0].seedOrder(order('migrated-1'));
+    await expect(stores[2].getOrder('migrated-1')).resolves.toMatchObject({ version: 1 });
+    for (const s of stores) await s.close();
+  });
+});
+
+describe('one clock for send stamps', () => {
+  it('stamps sends by the PostgreSQL server clock, whatever the worker host clock says', async () => {
+    const url = await freshDatabase('postgres', dir);
+    const store = await openStore(url);
+    const db = await openPostgres(url);
+    // A worker whose clock is an hour behind: its stamps would make a send look older than it is.
+    const skewed = new SqlOperationLog(db, () => new Date(Date.now() - 3600_000).toISOString());
+    try {
+      await skewed.commitIntent({ operationId: 'clock:v1', orderId: 'clock', operationVersion: 1, scope: 'test', requestHash: 'h', request: { orderId: 'clock', amount: 5, currency: 'usd', reason: 'duplicate' }, actor: 'wf' });
+      const before = await store.operations.clock();
+      const sent = await skewed.markSent('clock:v1', 'wf');
+      const after = await store.operations.clock();
+      expect(Date.parse(sent.lastSentAt!)).toBeGreaterThanOrEqual(before);
+      expect(Date.parse(sent.lastSentAt!)).toBeLessThanOrEqual(after);
+      await expect(skewed.clock()).resolves.toBeGreaterThanOrEqual(after);
+    } finally {
+      await db.close();
+      await store.close();
+    }
+  });
+});
