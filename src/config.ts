@@ -1,5 +1,7 @@
 // Every setting the project reads from the environment, validated once.
 import path from 'node:path';
+import { loadClientConnectConfig } from '@temporalio/envconfig';
+import type { NativeConnectionOptions } from '@temporalio/worker';
 import { z } from 'zod';
 import { SCOPE_PATTERN } from './reliability/identity';
 import { decisionsSchema } from './reliability/policy';
@@ -10,8 +12,6 @@ const port = z.coerce.number().int().min(1).max(65535);
 
 const envSchema = z.object({
   DATA_DIR: z.string().min(1).default(path.join(PROJECT_ROOT, '.data')),
-  TEMPORAL_ADDRESS: z.string().min(1).default('127.0.0.1:7233'),
-  TEMPORAL_NAMESPACE: z.string().min(1).default('default'),
   TEMPORAL_UI_PORT: port.default(8233),
   DATABASE_URL: z.string().min(1).optional(),
   STRIPE_SECRET_KEY: z.string().min(1).optional(),
@@ -54,6 +54,25 @@ const envSchema = z.object({
 
 export type Config = ReturnType<typeof loadConfig>;
 
+const LOCAL_TEMPORAL = '127.0.0.1:7233';
+
+/**
+ * Where Temporal is, read the way the `temporal` CLI reads it (@temporalio/envconfig): the
+ * profile TEMPORAL_PROFILE names (default "default") in TEMPORAL_CONFIG_FILE or the default
+ * temporal.toml, overridden by TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY and the
+ * TEMPORAL_TLS* variables. Nothing set: the local dev server.
+ */
+function temporalTarget(env: NodeJS.ProcessEnv) {
+  let loaded: ReturnType<typeof loadClientConnectConfig>;
+  try {
+    loaded = loadClientConnectConfig({ profile: env.TEMPORAL_PROFILE, overrideEnvVars: env as Record<string, string> });
+  } catch (err) {
+    throw new Error(`invalid environment: Temporal client configuration (TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE): ${(err as Error).message}`, { cause: err });
+  }
+  const connection: NativeConnectionOptions = { ...loaded.connectionOptions, address: loaded.connectionOptions.address ?? LOCAL_TEMPORAL };
+  return { address: connection.address!, namespace: loaded.namespace ?? 'default', connection, profile: env.TEMPORAL_PROFILE ?? 'default' };
+}
+
 /** The local Stripe server's endpoint secret: both ends are on this machine, so a fixed one is enough. */
 export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
 export const WEBHOOK_PATH = '/webhooks/stripe';
@@ -94,7 +113,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     schedules: { timeZone: e.SCHEDULE_TIME_ZONE, file: e.SCHEDULES_FILE },
     dataDir: e.DATA_DIR,
-    temporal: { address: e.TEMPORAL_ADDRESS, namespace: e.TEMPORAL_NAMESPACE, uiPort: e.TEMPORAL_UI_PORT },
+    temporal: { ...temporalTarget(env), uiPort: e.TEMPORAL_UI_PORT },
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(e.DATA_DIR, 'orders.db')}`,
     stripe: {
       secretKey: e.STRIPE_SECRET_KEY ?? 'sk_test_local',

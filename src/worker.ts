@@ -28,9 +28,9 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
 async function checkSearchAttributes(config: Config): Promise<void> {
   let connection: Connection;
   try {
-    connection = await Connection.connect({ address: config.temporal.address, connectTimeout: '10s' });
+    connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
   } catch (err) {
-    throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS`, { cause: err });
+    throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS or TEMPORAL_PROFILE`, { cause: err });
   }
   try {
     const missing = await missingSearchAttributes(connection, config.temporal.namespace);
@@ -38,7 +38,7 @@ async function checkSearchAttributes(config: Config): Promise<void> {
       const names = missing.map((k) => k.name).join(', ');
       throw new Error(
         `namespace ${config.temporal.namespace} on ${config.temporal.address} lacks the search attributes ${names}; ` +
-          `\`npm run dev\` registers them on a local server, or: ${missing.map((k) => `temporal operator search-attribute create --name ${k.name} --type ${k.type === 'BOOL' ? 'Bool' : 'Keyword'}`).join('; ')}`,
+          `\`npm run setup-cluster\` registers them (\`npm run dev\` does on a local server), or: ${missing.map((k) => `temporal operator search-attribute create --name ${k.name} --type ${k.type === 'BOOL' ? 'Bool' : 'Keyword'}`).join('; ')}`,
       );
     }
   } finally {
@@ -52,9 +52,9 @@ export async function runWorker(): Promise<void> {
   let connection: NativeConnection;
   let visibility: Connection;
   try {
-    connection = await NativeConnection.connect({ address: config.temporal.address });
+    connection = await NativeConnection.connect(config.temporal.connection);
     // Scheduled work (the digest, the sweep) reads visibility through a client of its own.
-    visibility = await Connection.connect({ address: config.temporal.address });
+    visibility = await Connection.connect(config.temporal.connection);
   } catch (err) {
     throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
   }

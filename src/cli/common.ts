@@ -5,7 +5,7 @@ import type { Config } from '../config';
 export async function connectClient(config: Config): Promise<Client> {
   let connection: Connection;
   try {
-    connection = await Connection.connect({ address: config.temporal.address, connectTimeout: '5s' });
+    connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '5s' });
   } catch (err) {
     throw new Error(
       `cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\` or \`npm run demo\``,

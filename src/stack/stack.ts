@@ -32,7 +32,7 @@ export async function ensureTemporal(config: Config): Promise<void> {
     startDetached(config.dataDir, { name: 'temporal', command: cli, args });
     await waitFor('Temporal', () => portOpen(local.port), 60_000, logFile(config.dataDir, 'temporal'));
   }
-  const connection = await Connection.connect({ address: config.temporal.address, connectTimeout: '10s' });
+  const connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
   try {
     await registerSearchAttributes(connection, config.temporal.namespace);
   } finally {
@@ -51,15 +51,20 @@ export async function missingSearchAttributes(connection: Connection, namespace:
   return Object.values(SEARCH_ATTRIBUTES).filter((key) => !(key.name in (customAttributes ?? {})));
 }
 
-/** Registers our search attributes on a server we did not start (a no-op when they exist). */
-async function registerSearchAttributes(connection: Connection, namespace: string): Promise<void> {
+/**
+ * Registers our search attributes the namespace lacks (a no-op when it has them all) and waits
+ * until the server lists them; returns the names it added.
+ */
+export async function registerSearchAttributes(connection: Connection, namespace: string): Promise<string[]> {
   const missing = await missingSearchAttributes(connection, namespace);
-  if (missing.length === 0) return;
+  if (missing.length === 0) return [];
   log(`registering search attributes ${missing.map((k) => k.name).join(', ')}`);
   await connection.operatorService.addSearchAttributes({
     namespace,
     searchAttributes: Object.fromEntries(missing.map((k) => [k.name, indexedType(k.type)])),
   });
+  await waitFor('the search attributes', async () => (await missingSearchAttributes(connection, namespace)).length === 0, 30_000);
+  return missing.map((k) => k.name);
 }
 
 export async function ensureServers(config: Config): Promise<void> {
@@ -79,7 +84,7 @@ export async function ensureWorker(config: Config): Promise<void> {
   if (runningPid(config.dataDir, 'worker') !== undefined) return;
   log('starting a worker');
   const pid = startDetached(config.dataDir, { name: 'worker', ...tsx('src/worker.ts') });
-  const connection = await Connection.connect({ address: config.temporal.address });
+  const connection = await Connection.connect(config.temporal.connection);
   const client = new Client({ connection, namespace: config.temporal.namespace });
   try {
     const polling = async () => {

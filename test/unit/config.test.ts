@@ -1,3 +1,6 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { loadConfig, LOCAL_WEBHOOK_SECRET } from '../../src/config';
 import { runSettings } from '../../src/deps';
 
@@ -53,4 +56,43 @@ test('webhooks: the local Stripe server and receiver share a fixed secret on loo
   expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_1', OPERATION_SCOPE: 'dev' }).webhooks.secret).toBeUndefined();
   expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_1', OPERATION_SCOPE: 'dev', STRIPE_WEBHOOK_SECRET: 'whsec_abc' }).webhooks.secret).toBe('whsec_abc');
   expect(() => loadConfig({ WEBHOOKS: 'maybe' })).toThrow(/WEBHOOKS/);
+});
+
+describe('the Temporal target, read as the temporal CLI reads it', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'envconfig-'));
+  const file = path.join(dir, 'temporal.toml');
+  fs.writeFileSync(
+    file,
+    [
+      '[profile.default]',
+      'address = "10.0.0.5:7233"',
+      'namespace = "refunds-dev"',
+      '',
+      '[profile.cloud]',
+      'address = "refunds.a1b2c.tmprl.cloud:7233"',
+      'namespace = "refunds.a1b2c"',
+      'api_key = "key-from-file"',
+      '',
+    ].join('\n'),
+  );
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  test('nothing set: the local dev server, no TLS', () => {
+    expect(loadConfig({}).temporal).toMatchObject({ address: '127.0.0.1:7233', namespace: 'default', connection: { address: '127.0.0.1:7233' } });
+    expect(loadConfig({}).temporal.connection.tls).toBeUndefined();
+  });
+
+  test('a profile from temporal.toml, and the environment over it', () => {
+    expect(loadConfig({ TEMPORAL_CONFIG_FILE: file }).temporal).toMatchObject({ address: '10.0.0.5:7233', namespace: 'refunds-dev' });
+    const cloud = loadConfig({ TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'cloud' }).temporal;
+    // An API key implies TLS, as Temporal Cloud needs.
+    expect(cloud).toMatchObject({ address: 'refunds.a1b2c.tmprl.cloud:7233', namespace: 'refunds.a1b2c', profile: 'cloud', connection: { apiKey: 'key-from-file', tls: true } });
+    const overridden = loadConfig({ TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'cloud', TEMPORAL_API_KEY: 'key-from-env', TEMPORAL_NAMESPACE: 'other.a1b2c' }).temporal;
+    expect(overridden).toMatchObject({ namespace: 'other.a1b2c', connection: { apiKey: 'key-from-env' } });
+    expect(loadConfig({ TEMPORAL_ADDRESS: 'temporal.internal:7233', TEMPORAL_TLS: 'true' }).temporal.connection).toMatchObject({ address: 'temporal.internal:7233', tls: {} });
+  });
+
+  test('a profile that does not exist is refused, naming where it was looked for', () => {
+    expect(() => loadConfig({ TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'staging' })).toThrow(/Temporal client configuration .*Profile 'staging' not found/);
+  });
 });
