@@ -4,6 +4,7 @@ import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
 import { z } from 'zod';
 import { SCOPE_PATTERN } from './reliability/identity';
+import { TASK_QUEUE } from './shared';
 import { decisionsSchema } from './reliability/policy';
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..');
@@ -21,6 +22,14 @@ const envSchema = z.object({
   SMTP_PORT: port.default(2525),
   MAILBOX_PORT: port.default(8025),
   SMTP_URL: z.string().min(1).optional(),
+  SMTP_USER: z.string().min(1).optional(),
+  SMTP_PASSWORD: z.string().min(1).optional(),
+  /** off: plain SMTP (the local server); starttls: STARTTLS required before anything is sent; implicit: TLS from the first byte (port 465). */
+  SMTP_TLS: z.enum(['off', 'starttls', 'implicit']).optional(),
+  SMTP_TLS_REJECT_UNAUTHORIZED: z.enum(['true', 'false']).default('true'),
+  /** A live-mode Stripe key is refused unless this says allow: see the README's Production section. */
+  STRIPE_LIVE_MODE: z.enum(['refuse', 'allow']).default('refuse'),
+  TASK_QUEUE: z.string().regex(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"').default(TASK_QUEUE),
   MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
   OPERATION_SCOPE: z.string().regex(SCOPE_PATTERN, 'must be 1-32 lowercase letters, digits, "_" or "-"').optional(),
   RECOVERY_POLICY_FILE: z.string().min(1).optional(),
@@ -78,6 +87,14 @@ export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
 export const WEBHOOK_PATH = '/webhooks/stripe';
 const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
+function smtpHostOf(url: string): string {
+  const parsed = URL.canParse(url) ? new URL(url) : undefined;
+  if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname) {
+    throw new Error(`invalid environment: SMTP_URL: "${url.replace(/\/\/[^@/]*@/, '//***@')}" is not a URL of the form smtp://host:port or smtps://host:465`);
+  }
+  return parsed.hostname.replace(/^\[|\]$/g, '');
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
@@ -85,6 +102,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throw new Error(`invalid environment: ${problems}`);
   }
   const e = parsed.data;
+  if (/^(sk|rk)_live_/.test(e.STRIPE_SECRET_KEY ?? '') && e.STRIPE_LIVE_MODE !== 'allow') {
+    throw new Error(
+      'invalid environment: STRIPE_SECRET_KEY: a live-mode key refunds real money; this process refuses it unless STRIPE_LIVE_MODE=allow ' +
+        '(set it only where live refunds are meant to run, never in a shell or test environment)',
+    );
+  }
+  const smtpUrl = e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`;
+  const smtpHost = smtpHostOf(smtpUrl);
+  // A relay that is not on this machine gets TLS unless told otherwise: credentials and customers' addresses never cross a network in the clear.
+  const smtpTls = e.SMTP_TLS ?? (smtpUrl.startsWith('smtps:') ? 'implicit' : LOOPBACK.includes(smtpHost) ? 'off' : 'starttls');
+  if (e.SMTP_PASSWORD !== undefined && e.SMTP_USER === undefined) throw new Error('invalid environment: SMTP_PASSWORD: set SMTP_USER with it');
   // With a real key and no base we talk to real Stripe; otherwise to the local Stripe-compatible server.
   const stripeLocal = !e.STRIPE_SECRET_KEY || e.STRIPE_API_BASE !== undefined;
   if (!stripeLocal && e.OPERATION_SCOPE === undefined) {
@@ -126,8 +154,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       /** When the local server settles pm_card_refundPending refunds and fails pm_card_refundFail ones. */
       lifecycle: { settleDelayMs: e.STRIPE_REFUND_SETTLE_MS, failDelayMs: e.STRIPE_REFUND_FAIL_MS },
     },
+    taskQueue: e.TASK_QUEUE,
+    stripeLiveMode: e.STRIPE_LIVE_MODE === 'allow',
     mail: {
-      smtpUrl: e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`,
+      smtpUrl,
+      /** What the transport needs beyond the URL: credentials kept out of it, and how TLS is used. */
+      smtp: {
+        auth: e.SMTP_USER === undefined ? undefined : { user: e.SMTP_USER, pass: e.SMTP_PASSWORD ?? '' },
+        tls: smtpTls,
+        rejectUnauthorized: e.SMTP_TLS_REJECT_UNAUTHORIZED === 'true',
+      },
       smtpPort: e.SMTP_PORT,
       mailboxPort: e.MAILBOX_PORT,
       mailboxUrl: `http://127.0.0.1:${e.MAILBOX_PORT}`,

@@ -50,7 +50,7 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
 export async function openDeps(config: Config, temporal?: Client): Promise<Deps> {
   const settings = runSettings(config);
   const store = await openStore(config.databaseUrl, { faults: config.faultInjection });
-  const mail = createMailTransport(config.mail.smtpUrl);
+  const mail = createMailTransport(config.mail.smtpUrl, config.mail.smtp);
   const stripe = createStripeClient({ ...config.stripe, requestTimeoutMs: config.stripe.requestTimeoutMs });
   return {
     activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from, settings, temporal, digestTo: config.digestTo }),

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { RefundActivities } from './activities';
 import { Client, Connection } from '@temporalio/client';
@@ -48,6 +49,9 @@ async function checkSearchAttributes(config: Config): Promise<void> {
 
 export async function runWorker(): Promise<void> {
   const config = loadConfig();
+  if (config.workflowBundle && !fs.existsSync(config.workflowBundle)) {
+    throw new Error(`WORKFLOW_BUNDLE ${config.workflowBundle} does not exist: build it with \`npm run bundle\` (or unset WORKFLOW_BUNDLE to bundle at start)`);
+  }
   await checkSearchAttributes(config);
   let connection: NativeConnection;
   let visibility: Connection;
@@ -62,7 +66,7 @@ export async function runWorker(): Promise<void> {
   const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace });
   // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
   const receiver = config.webhooks.secret
-    ? await startWebhookReceiver({ stripe: deps.stripe, secret: config.webhooks.secret, store: deps.store, temporal }, { port: config.webhooks.port, host: config.webhooks.host }).catch(
+    ? await startWebhookReceiver({ stripe: deps.stripe, secret: config.webhooks.secret, store: deps.store, temporal, taskQueue: config.taskQueue }, { port: config.webhooks.port, host: config.webhooks.host }).catch(
         (err: unknown) => {
           // Another worker on this host holds the port: this one works without a receiver, and says so.
           console.error(`worker: webhook receiver not started on ${config.webhooks.host}:${config.webhooks.port} (${(err as Error).message}); this worker runs without it`);
@@ -75,12 +79,13 @@ export async function runWorker(): Promise<void> {
     const worker = await createRefundWorker({
       connection,
       namespace: config.temporal.namespace,
+      taskQueue: config.taskQueue,
       activities: deps.activities,
-      // A bundle built ahead of time starts the worker in a second instead of bundling here.
+      // A bundle built ahead of time (`npm run build`) starts the worker in a second instead of bundling here.
       ...(config.workflowBundle && { workflowBundle: { codePath: config.workflowBundle } }),
     });
     console.log(
-      `worker polling task queue "${TASK_QUEUE}" on ${config.temporal.address} (namespace ${config.temporal.namespace}), ` +
+      `worker polling task queue "${config.taskQueue}" on ${config.temporal.address} (namespace ${config.temporal.namespace}), ` +
         `scope "${deps.settings.scope}", recovery policy ${deps.settings.policy.version}${config.faultInjection ? ', store faults on' : ''}`,
     );
     await worker.run();

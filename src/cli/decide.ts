@@ -7,7 +7,6 @@ import { workerPolling } from '../client/refunds';
 import { REFUND_STEPS } from '../compensations/registry';
 import { loadConfig } from '../config';
 import { DECISION_KINDS } from '../reliability/policy';
-import { TASK_QUEUE } from '../shared';
 import { decideUpdate, stepsQuery, type refundWorkflow, type RefundRunState } from '../workflows';
 import type { DecisionInput } from '../workflows/decisions';
 import { connectClient, errorMessage } from './common';
@@ -33,8 +32,8 @@ async function main() {
   const client = await connectClient(config);
   try {
     // An Update waits for a worker to take it: without one the command would hang.
-    if (!(await workerPolling(client))) {
-      throw new Error(`no worker is polling task queue "${TASK_QUEUE}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`);
+    if (!(await workerPolling(client, config.taskQueue))) {
+      throw new Error(`no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`);
     }
     const handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
     const state = await handle.query(stepsQuery);

@@ -35,7 +35,7 @@ async function main() {
       currency: 'usd',
       reason: 'requested_by_customer',
       requestedBy: 'demo',
-    });
+    }, config.taskQueue);
     console.log(`refund workflow ${workflowId} running...`);
     const outcome = await outcomeOf(handle);
     if (outcome.kind === 'parked') {

@@ -2,7 +2,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { outcomeOf } from '../client/outcome';
 import { ConflictingRefundError, startRefund, workerPolling } from '../client/refunds';
 import { loadConfig } from '../config';
-import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS, TASK_QUEUE } from '../shared';
+import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS } from '../shared';
 import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError, openStore } from '../store';
 import { connectClient, errorMessage } from './common';
@@ -51,12 +51,12 @@ async function main() {
   }
   const client = await connectClient(config);
   try {
-    const { workflowId, handle } = await startRefund(client, request);
+    const { workflowId, handle } = await startRefund(client, request, config.taskQueue);
     console.log(`workflow ${workflowId}`);
     if (!opts.wait) return;
-    if (!(await workerPolling(client))) {
+    if (!(await workerPolling(client, config.taskQueue))) {
       console.error(
-        `refund: no worker is polling task queue "${TASK_QUEUE}" on ${config.temporal.address}, so nothing will run yet; ` +
+        `refund: no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}, so nothing will run yet; ` +
           'start one with `npm start` (or the whole stack with `npm run dev`). Waiting for it…',
       );
     }

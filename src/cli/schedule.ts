@@ -9,7 +9,7 @@ import { applySchedule, describeSchedule, triggerSchedule, viewOf, type Schedule
 import { connectClient, errorMessage } from './common';
 
 const config = loadConfig();
-const definitions = (): ScheduleDefinition[] => loadDefinitions(config.schedules);
+const definitions = (): ScheduleDefinition[] => loadDefinitions({ ...config.schedules, taskQueue: config.taskQueue });
 
 async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {
   const client = await connectClient(config);

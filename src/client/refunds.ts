@@ -22,13 +22,13 @@ export interface StartedRefund {
  * finished), so a repeated request never refunds twice. A request that differs from that
  * run's is a changed intent and is refused: it needs a new operation version.
  */
-export async function startRefund(client: Client, input: unknown): Promise<StartedRefund> {
+export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE): Promise<StartedRefund> {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
   let handle: WorkflowHandle<typeof refundWorkflow>;
   try {
     handle = await client.workflow.start(refundWorkflow, {
-      taskQueue: TASK_QUEUE,
+      taskQueue,
       workflowId,
       args: [request],
       workflowIdConflictPolicy: 'USE_EXISTING',
@@ -52,10 +52,10 @@ export async function startRefund(client: Client, input: unknown): Promise<Start
 }
 
 /** Whether any worker polled the refunds task queue lately (Temporal keeps pollers seen in the last minutes). */
-export async function workerPolling(client: Client): Promise<boolean> {
+export async function workerPolling(client: Client, taskQueue = TASK_QUEUE): Promise<boolean> {
   const { pollers } = await client.workflowService.describeTaskQueue({
     namespace: client.options.namespace,
-    taskQueue: { name: TASK_QUEUE },
+    taskQueue: { name: taskQueue },
     taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
   });
   return (pollers ?? []).length > 0;
@@ -118,8 +118,8 @@ export class RefundNotCompletedError extends Error {
 }
 
 /** Starts (or attaches to) the refund and returns its completed result; anything else is a RefundNotCompletedError. */
-export async function refund(client: Client, input: unknown): Promise<CompletedRefund> {
-  const { workflowId, handle } = await startRefund(client, input);
+export async function refund(client: Client, input: unknown, taskQueue = TASK_QUEUE): Promise<CompletedRefund> {
+  const { workflowId, handle } = await startRefund(client, input, taskQueue);
   const outcome = await outcomeOf(handle);
   if (outcome.kind === 'parked') throw new RefundNotCompletedError(`${workflowId} needs a person: ${outcome.state.outcome?.reason}`, outcome);
   const { result } = outcome;

@@ -114,8 +114,8 @@ export function parseDefinitions(raw: unknown, source: string): ScheduleDefiniti
   return parsed.data;
 }
 
-export function loadDefinitions(opts: { file?: string; timeZone: string }): ScheduleDefinition[] {
-  if (!opts.file) return parseDefinitions(defaultDefinitions(opts.timeZone), 'the shipped schedules');
+export function loadDefinitions(opts: { file?: string; timeZone: string; taskQueue?: string }): ScheduleDefinition[] {
+  if (!opts.file) return parseDefinitions(defaultDefinitions(opts.timeZone).map((d) => ({ ...d, taskQueue: opts.taskQueue })), 'the shipped schedules');
   let raw: unknown;
   try {
     raw = JSON.parse(fs.readFileSync(opts.file, 'utf8'));

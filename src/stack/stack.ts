@@ -5,7 +5,7 @@ import { temporal } from '@temporalio/proto';
 import path from 'node:path';
 import { PROJECT_ROOT, type Config } from '../config';
 import { SearchAttributeType } from '@temporalio/common';
-import { SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
+import { SEARCH_ATTRIBUTES } from '../shared';
 import { logFile, portOpen, runningPid, startDetached, stopProcess, waitFor } from './processes';
 import { findTool } from './tools';
 
@@ -93,7 +93,7 @@ export async function ensureWorker(config: Config): Promise<void> {
       }
       const { pollers } = await client.workflowService.describeTaskQueue({
         namespace: config.temporal.namespace,
-        taskQueue: { name: TASK_QUEUE },
+        taskQueue: { name: config.taskQueue },
         taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
       });
       return (pollers ?? []).some((p) => p.identity?.startsWith(`${pid}@`));

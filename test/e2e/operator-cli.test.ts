@@ -64,3 +64,20 @@ test('currency is taken in any case', async () => {
   const { stdout } = await tsx('refund.ts', ['--order', 'cli-3', '--amount', '100', '--currency', 'EUR', '--no-wait']);
   expect(stdout).toMatch(/workflow refund-cli-3-v1/);
 });
+
+test('TASK_QUEUE routes the refund to that queue, and the command looks for a worker there', async () => {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', 'refund.ts'), '--order', 'cli-eu', '--amount', '100'], {
+    env: { ...cliEnv(), TASK_QUEUE: 'refunds-eu' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  try {
+    for (let i = 0; i < 150 && !/no worker is polling/.test(stderr); i++) await new Promise((r) => setTimeout(r, 200));
+    expect(stderr).toMatch(/no worker is polling task queue "refunds-eu"/);
+    const described = await env.client.workflow.getHandle('refund-cli-eu-v1').describe();
+    expect(described.taskQueue).toBe('refunds-eu');
+  } finally {
+    child.kill();
+  }
+});

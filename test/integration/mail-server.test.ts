@@ -3,6 +3,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
+import { createMailTransport } from '../../src/activities/notifications';
 import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mail-server-'));
@@ -165,5 +166,23 @@ describe('the fault API', () => {
       client.close();
       await faulty.close();
     }
+  });
+});
+
+describe('the transport the worker builds from its settings', () => {
+  const send = (t: Transporter, to: string) => t.sendMail({ from: 'refunds@durable-refunds.test', to, subject: 'tls', text: 'x', messageId: `<${to}>` });
+
+  it('sends in the clear to the local server when TLS is off', async () => {
+    const plain = createMailTransport(server.smtpUrl, { tls: 'off', rejectUnauthorized: true });
+    await send(plain, 'plain@example.test');
+    plain.close();
+    expect(await messages('?to=plain@example.test')).toHaveLength(1);
+  });
+
+  it('with STARTTLS required, refuses a server that does not offer it, before any message is handed over', async () => {
+    const strict = createMailTransport(server.smtpUrl, { tls: 'starttls', rejectUnauthorized: true, auth: { user: 'relay', pass: 'secret' } });
+    await expect(send(strict, 'strict@example.test')).rejects.toThrow(/STARTTLS/);
+    strict.close();
+    expect(await messages('?to=strict@example.test')).toHaveLength(0);
   });
 });

@@ -7,10 +7,13 @@
 // only for an intended, patched() change, and keep the old ones:
 //   RECORD_HISTORY=1 npx jest test/integration/decisions.test.ts (or provider-lifecycle.test.ts)
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
-import { Worker } from '@temporalio/worker';
+import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 
 const dir = path.join(__dirname, '..', 'histories');
 const recorded = fs
@@ -35,8 +38,18 @@ test('every recorded history replays against the current workflow code', async (
   expect(await replayAll(require.resolve('../../src/workflows'))).toEqual([]);
 });
 
-async function replayAll(workflowsPath: string): Promise<string[]> {
-  const results = Worker.runReplayHistories({ workflowsPath }, recorded.map(({ file, history }) => ({ workflowId: file, history })));
+test('the bundle `npm run bundle` writes for production workers replays every recorded history', async () => {
+  const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'bundle-')), 'workflow-bundle.js');
+  const root = path.join(__dirname, '..', '..');
+  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'build', 'bundle-workflows.ts'), '--out', out], { timeout: 120_000 });
+  expect(stdout).toMatch(/start workers with WORKFLOW_BUNDLE=/);
+  expect(await replayAll({ workflowBundle: { codePath: out } })).toEqual([]);
+  fs.rmSync(path.dirname(out), { recursive: true, force: true });
+});
+
+async function replayAll(workflows: string | Pick<ReplayWorkerOptions, 'workflowBundle'>): Promise<string[]> {
+  const options = typeof workflows === 'string' ? { workflowsPath: workflows } : workflows;
+  const results = Worker.runReplayHistories(options, recorded.map(({ file, history }) => ({ workflowId: file, history })));
   const failed: string[] = [];
   for await (const result of results) if (result.error) failed.push(result.workflowId);
   return failed;

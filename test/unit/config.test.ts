@@ -96,3 +96,34 @@ describe('the Temporal target, read as the temporal CLI reads it', () => {
     expect(() => loadConfig({ TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'staging' })).toThrow(/Temporal client configuration .*Profile 'staging' not found/);
   });
 });
+
+describe('settings for real money', () => {
+  test('a live-mode Stripe key is refused unless STRIPE_LIVE_MODE=allow', () => {
+    for (const key of ['sk_live_abc', 'rk_live_abc']) {
+      expect(() => loadConfig({ STRIPE_SECRET_KEY: key, OPERATION_SCOPE: 'prod' })).toThrow(/STRIPE_SECRET_KEY: a live-mode key refunds real money; .*STRIPE_LIVE_MODE=allow/);
+    }
+    const live = loadConfig({ STRIPE_SECRET_KEY: 'sk_live_abc', OPERATION_SCOPE: 'prod', STRIPE_LIVE_MODE: 'allow' });
+    expect(live).toMatchObject({ stripeLiveMode: true, stripe: { local: false } });
+    expect(() => loadConfig({ STRIPE_LIVE_MODE: 'yes' })).toThrow(/STRIPE_LIVE_MODE/);
+  });
+
+  test('a relay off this machine gets STARTTLS unless told otherwise; credentials stay out of the URL', () => {
+    expect(loadConfig({}).mail.smtp).toEqual({ auth: undefined, tls: 'off', rejectUnauthorized: true });
+    expect(loadConfig({ SMTP_URL: 'smtp://relay.example.com:587', SMTP_USER: 'refunds', SMTP_PASSWORD: 's3cret' }).mail.smtp).toEqual({
+      auth: { user: 'refunds', pass: 's3cret' },
+      tls: 'starttls',
+      rejectUnauthorized: true,
+    });
+    expect(loadConfig({ SMTP_URL: 'smtps://relay.example.com' }).mail.smtp.tls).toBe('implicit');
+    expect(loadConfig({ SMTP_URL: 'smtp://relay.example.com', SMTP_TLS: 'off' }).mail.smtp.tls).toBe('off');
+    expect(() => loadConfig({ SMTP_PASSWORD: 'x' })).toThrow(/SMTP_PASSWORD: set SMTP_USER with it/);
+    expect(() => loadConfig({ SMTP_TLS: 'maybe' })).toThrow(/SMTP_TLS/);
+    expect(() => loadConfig({ SMTP_URL: 'user:pw@nothing' })).toThrow(/SMTP_URL: .* is not a URL/);
+  });
+
+  test('the task queue is configurable and checked', () => {
+    expect(loadConfig({}).taskQueue).toBe('refunds');
+    expect(loadConfig({ TASK_QUEUE: 'refunds-eu' }).taskQueue).toBe('refunds-eu');
+    expect(() => loadConfig({ TASK_QUEUE: 'has space' })).toThrow(/TASK_QUEUE/);
+  });
+});
