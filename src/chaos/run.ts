@@ -10,6 +10,7 @@ import { refundWorkflowId, TASK_QUEUE } from '../shared';
 import { MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type RefundRunState } from '../workflows';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
+import type { ToxiproxyCrash } from './toxiproxy';
 import type { Dialect } from '../store';
 
 export interface ChaosOptions {
@@ -66,6 +67,8 @@ export interface ChaosReport {
   /** Workers SIGKILLed: by the kill interval, and all of them right after Stripe made a refund. */
   workerKills: number;
   duplicateStarts: { sameId: number; otherId: number };
+  /** toxiproxy-server exits we did not ask for; each time it was started again with the same proxies (see toxiproxy.ts). */
+  toxiproxyCrashes: ToxiproxyCrash[];
   invariants: Invariant[];
   holds: boolean;
 }
@@ -194,6 +197,7 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
       faults: faults.injected,
       workerKills: kills + stack.killedAfterRefund,
       duplicateStarts: duplicates,
+      toxiproxyCrashes: [...stack.toxiproxy.crashes],
       invariants,
       holds: invariants.every((i) => i.holds),
     };

@@ -38,6 +38,9 @@ const program = new Command('chaos')
 function print(report: ChaosReport): void {
   console.log(`\nchaos: ${report.options.runs} runs on ${report.options.database ?? 'sqlite'}, seed ${report.options.seed}, ${Math.round(report.durationMs / 1000)} s, ${report.workerKills} worker kills, ` +
     `${report.duplicateStarts.sameId} + ${report.duplicateStarts.otherId} duplicate starts`);
+  if (report.toxiproxyCrashes.length > 0) {
+    console.log(`toxiproxy-server exited on its own ${report.toxiproxyCrashes.length} time(s) and was started again; its last words are in the report`);
+  }
   console.table(report.outcomes);
   console.table(report.faults);
   console.table(report.invariants.map((i) => ({ invariant: i.name, holds: i.holds ? 'yes' : 'NO', checked: i.checked, violations: i.violations.length })));
