@@ -6,6 +6,7 @@
 import { Context, log, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { redact, maskEmails, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
+import type { Breakers } from '../reliability/circuit-breaker';
 import { backoffDelay, decide, retries, withJitter, type RecoveryPolicy } from '../reliability/policy';
 import { DOMAIN_OF, type Boundary, type Certainty, type FailureCode, type FailureDetails } from '../reliability/taxonomy';
 import type { AttemptRecord, OperationLog } from '../store/types';
@@ -33,6 +34,8 @@ export interface StepCall {
   key: string;
   operationId: string;
   boundary: Boundary;
+  /** The circuit breaker this call goes through (provider and operation class, e.g. `stripe:create_refund`); none for reads that reconcile. */
+  breaker?: string;
 }
 
 export interface AttemptDeps {
@@ -40,6 +43,8 @@ export interface AttemptDeps {
   log: OperationLog;
   random?: () => number;
   now?: () => number;
+  /** The worker's circuit breakers; calls that name one go through it. */
+  breakers?: Breakers;
 }
 
 export function createAttemptRunner(deps: AttemptDeps) {
@@ -53,13 +58,25 @@ export function createAttemptRunner(deps: AttemptDeps) {
     const started = now();
     const ledgerId = await bestEffort(() => deps.log.beginAttempt({ ...call, workflowId, runId, attempt: info.attempt }));
     const scope: AttemptScope = { startedAtMs: started, requests: [], providerRequestId: null };
+    const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
+    let admitted = false;
     try {
+      const refused = breaker?.admit();
+      // An open breaker fails the step at once, sending nothing; the retry waits for its next probe.
+      if (refused) throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, { retryAfterMs: refused.retryAfterMs });
+      admitted = true;
       const value = await inAttemptScope(scope, fn);
+      if (scope.requests.length > 0) breaker?.succeeded();
+      else breaker?.abstained();
       await finish(ledgerId, { transportRequests: scope.requests.length, outcome: 'ok', certainty: 'completed', reason: null, retryAfterMs: null, nextDelayMs: null, providerRequestId: scope.providerRequestId });
       return { ...value, evidence: { attempt: info.attempt, ledger: await ledger(call.key, runId) } };
     } catch (err) {
-      if (err instanceof CancelledFailure) throw err;
-      const c = err instanceof Classified ? err : classify(err);
+      const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
+      if (admitted) {
+        if (c) breaker?.failed(c.code, c.extra.provider !== undefined && c.extra.cause !== undefined);
+        else breaker?.abstained();
+      }
+      if (!c) throw err;
       const decision = retryDecision(c, call.boundary, info);
       const providerRequestId = c.extra.providerRequestId ?? scope.providerRequestId;
       await finish(ledgerId, {

@@ -4,6 +4,7 @@ import type { Transporter } from 'nodemailer';
 import type { RunSettings } from '../receipts';
 import type { DecisionPolicy } from '../reliability/policy';
 import type { OrderStore } from '../store/types';
+import { Breakers } from '../reliability/circuit-breaker';
 import { createAttemptRunner } from './attempt';
 import { createAttentionActivities } from './attention';
 import { createCompletionGate } from './completion-gate';
@@ -32,7 +33,9 @@ export const SMTP_DEADLINE_MARGIN_MS = 5000;
 
 export function createActivities(deps: ActivityDeps) {
   const { stripe, store, settings } = deps;
-  const attempt = createAttemptRunner({ policy: settings.policy, log: store.operations });
+  // Per worker: each worker process judges the providers' health from its own calls.
+  const breakers = new Breakers(settings.policy.breaker);
+  const attempt = createAttemptRunner({ policy: settings.policy, log: store.operations, breakers });
   return {
     ...createOperationActivities({ store, attempt, settings }),
     ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),

@@ -217,7 +217,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
 
-  const smtpCall = (step: string, key: string, operationId: string) => ({ step, key, operationId, boundary: 'smtp' as const });
+  const smtpCall = (step: string, key: string, operationId: string) => ({ step, key, operationId, boundary: 'smtp' as const, breaker: 'smtp:send' });
 
   return {
     async sendRefundNotice(input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> {

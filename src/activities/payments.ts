@@ -89,7 +89,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
    * compares it with what was asked. Only the create may be sent, and only with the operation's key.
    */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
-    const call = { step: 'create_refund', key: input.idempotencyKey, operationId: input.operationId, boundary: 'stripe' as const };
+    const call = { step: 'create_refund', key: input.idempotencyKey, operationId: input.operationId, boundary: 'stripe' as const, breaker: 'stripe:create_refund' };
     return attempt(call, paymentFailure(true), async () => {
       const op = await log.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}; nothing was sent`);

@@ -31,6 +31,8 @@ export const CHAOS_POLICY: RecoveryPolicy = {
     smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 },
     store: { startToCloseMs: 5000, scheduleToCloseMs: 30_000 },
   },
+  // On, with a cooldown to match the short backoffs: an outage fault opens it, the next probe closes it.
+  breaker: { ...DEFAULT_POLICY.breaker, cooldownMs: 2000 },
 };
 
 /**

@@ -126,6 +126,23 @@ export type AwaitProvider = z.output<typeof awaitProviderSchema>;
 /** Stripe settles most refunds in minutes, some payment methods in days: three days, polled hourly at most. */
 export const DEFAULT_AWAIT_PROVIDER: AwaitProvider = { deadlineMs: 3 * 86_400_000, poll: { initialMs: 60_000, coefficient: 2, maxMs: 3600_000 }, jitter: 0.2 };
 
+/**
+ * The circuit breaker in front of each provider's side-effecting calls (see circuit-breaker.ts):
+ * this many health failures in a row (none older than windowMs) open it; after cooldownMs it lets
+ * halfOpenProbes calls through, and their success closes it.
+ */
+export const breakerSchema = z
+  .object({
+    enabled: z.boolean().default(true),
+    failureThreshold: z.number().int().min(1).max(1000),
+    windowMs: ms.min(1000),
+    cooldownMs: ms.min(100),
+    halfOpenProbes: z.number().int().min(1).max(100),
+  })
+  .strict();
+export type BreakerSettings = z.output<typeof breakerSchema>;
+export const DEFAULT_BREAKER: BreakerSettings = { enabled: true, failureThreshold: 5, windowMs: 60_000, cooldownMs: 15_000, halfOpenProbes: 1 };
+
 export const policySchema = z
   .object({
     version: z.string().min(1).max(64),
@@ -134,6 +151,7 @@ export const policySchema = z
     budget: budgetSchema,
     decisions: decisionsSchema,
     awaitProvider: awaitProviderSchema.default(DEFAULT_AWAIT_PROVIDER),
+    breaker: breakerSchema.default(DEFAULT_BREAKER),
   })
   .strict()
   .superRefine((policy, ctx) => {

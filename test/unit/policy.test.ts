@@ -115,3 +115,18 @@ describe('awaiting the provider', () => {
     expect(parsePolicy(withAwait({ deadlineMs: 3600_000, poll: { initialMs: 5000, coefficient: 2, maxMs: 60_000 } })).awaitProvider.jitter).toBe(0.2);
   });
 });
+
+describe('the circuit breaker settings', () => {
+  const withoutBreaker = Object.fromEntries(Object.entries(policyJson).filter(([key]) => key !== 'breaker'));
+
+  it('gives a policy written before it existed the default breaker', () => {
+    expect(parsePolicy(withoutBreaker).breaker).toEqual({ enabled: true, failureThreshold: 5, windowMs: 60_000, cooldownMs: 15_000, halfOpenProbes: 1 });
+  });
+
+  it('refuses a breaker that could never open or never probe', () => {
+    const breaker = { failureThreshold: 5, windowMs: 60_000, cooldownMs: 15_000, halfOpenProbes: 1 };
+    expect(() => parsePolicy({ ...withoutBreaker, breaker: { ...breaker, failureThreshold: 0 } })).toThrow(/breaker.failureThreshold/);
+    expect(() => parsePolicy({ ...withoutBreaker, breaker: { ...breaker, halfOpenProbes: 0 } })).toThrow(/breaker.halfOpenProbes/);
+    expect(() => parsePolicy({ ...withoutBreaker, breaker: { ...breaker, cooldown: 1 } })).toThrow(/breaker/);
+  });
+});

@@ -1,0 +1,121 @@
+// A circuit breaker per provider and operation class (stripe:create_refund, smtp:send), so that a
+// provider that is down is not hammered by every run's retries, and runs learn it in a
+// millisecond instead of a timeout. Its state is per worker process, in memory: each worker
+// judges the provider from its own calls, and a new worker starts closed. It counts only health
+// failures (the provider unreachable, erroring, slow, rate limiting), never a business refusal or
+// a bad request, and it guards only new effects: reads that reconcile effects that may already
+// have happened never wait on it.
+import type { FailureCode } from './taxonomy';
+import type { BreakerSettings } from './policy';
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+/** The provider's health, not the request's merit: these count toward opening the breaker. */
+export const HEALTH_FAILURES: ReadonlySet<FailureCode> = new Set(['TRANSIENT_DEPENDENCY', 'RATE_LIMIT', 'CAPACITY', 'UNKNOWN_OUTCOME']);
+
+export interface BreakerRefusal {
+  state: BreakerState;
+  /** How long until it lets a probe through: the caller's retry should wait at least this. */
+  retryAfterMs: number;
+  message: string;
+}
+
+export interface BreakerSnapshot {
+  name: string;
+  state: BreakerState;
+  consecutiveFailures: number;
+  openedAt: number | null;
+  opened: number;
+}
+
+export class CircuitBreaker {
+  private state: BreakerState = 'closed';
+  private failures: number[] = [];
+  private openedAt: number | null = null;
+  private probesOut = 0;
+  private timesOpened = 0;
+
+  constructor(
+    readonly name: string,
+    private readonly settings: BreakerSettings,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Whether a call may go out now; a refusal says why and for how long. A call let through must be settled with succeeded() or failed(). */
+  admit(): BreakerRefusal | undefined {
+    if (!this.settings.enabled) return undefined;
+    if (this.state === 'open') {
+      const wait = this.openedAt! + this.settings.cooldownMs - this.now();
+      if (wait > 0) return this.refusal(wait);
+      this.state = 'half_open';
+      this.probesOut = 0;
+    }
+    if (this.state === 'half_open') {
+      if (this.probesOut >= this.settings.halfOpenProbes) return this.refusal(Math.min(1000, this.settings.cooldownMs));
+      this.probesOut++;
+    }
+    return undefined;
+  }
+
+  succeeded(): void {
+    this.failures = [];
+    if (this.state !== 'closed') {
+      this.state = 'closed';
+      this.openedAt = null;
+    }
+  }
+
+  /** A call let through that never reached the provider (its answer was already known, or it was refused before sending): no verdict. */
+  abstained(): void {
+    if (this.state === 'half_open') this.probesOut = Math.max(0, this.probesOut - 1);
+  }
+
+  /** A call that failed: only a health failure from the provider counts; any other is no verdict. */
+  failed(code: FailureCode, fromProvider: boolean): void {
+    if (!fromProvider || !HEALTH_FAILURES.has(code)) return this.abstained();
+    if (this.state === 'half_open') {
+      this.probesOut = Math.max(0, this.probesOut - 1);
+      this.open();
+      return;
+    }
+    const at = this.now();
+    this.failures = [...this.failures.filter((t) => at - t < this.settings.windowMs), at];
+    if (this.state === 'closed' && this.failures.length >= this.settings.failureThreshold) this.open();
+  }
+
+  snapshot(): BreakerSnapshot {
+    return { name: this.name, state: this.state, consecutiveFailures: this.failures.length, openedAt: this.openedAt, opened: this.timesOpened };
+  }
+
+  private open(): void {
+    this.state = 'open';
+    this.openedAt = this.now();
+    this.failures = [];
+    this.timesOpened++;
+  }
+
+  private refusal(retryAfterMs: number): BreakerRefusal {
+    const what = this.state === 'open' ? `open since ${new Date(this.openedAt!).toISOString()} after ${this.settings.failureThreshold} health failures in a row` : 'half-open, its probe already out';
+    return { state: this.state, retryAfterMs, message: `circuit breaker ${this.name} is ${what}; nothing was sent (next probe in ${retryAfterMs} ms)` };
+  }
+}
+
+/** The worker's breakers, one per provider and operation class, made on first use. */
+export class Breakers {
+  private readonly byName = new Map<string, CircuitBreaker>();
+
+  constructor(
+    private readonly settings: BreakerSettings,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get(name: string): CircuitBreaker {
+    let b = this.byName.get(name);
+    if (!b) this.byName.set(name, (b = new CircuitBreaker(name, this.settings, this.now)));
+    return b;
+  }
+
+  snapshot(): BreakerSnapshot[] {
+    return [...this.byName.values()].map((b) => b.snapshot());
+  }
+}

@@ -1,0 +1,136 @@
+// The circuit breaker in front of Stripe refunds, against the real local Stripe server behind
+// Toxiproxy: an outage opens it, an open breaker fails new refunds fast without sending, a
+// reconciliation still reaches Stripe, a refusal of the request itself never counts, and once the
+// provider is back the probe closes it. Every request is counted by the Stripe server.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type Stripe from 'stripe';
+import { createAttemptRunner } from '../../src/activities/attempt';
+import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
+import { startToxiproxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
+import { Breakers, CircuitBreaker } from '../../src/reliability/circuit-breaker';
+import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
+import type { RequestRow } from '../../src/servers/stripe/store';
+import { startStripeServer, type StripeServer } from '../../src/servers/stripe-server';
+import { openStore, type SqlOrderStore } from '../../src/store';
+import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'breaker-'));
+const { run } = activityEnv();
+const settings = { enabled: true, failureThreshold: 3, windowMs: 60_000, cooldownMs: 1500, halfOpenProbes: 1 };
+let server: StripeServer;
+let toxiproxy: Toxiproxy;
+let direct: Stripe;
+let store: SqlOrderStore;
+let breakers: Breakers;
+let activities: ReturnType<typeof createPaymentActivities>;
+let seq = 0;
+
+beforeAll(async () => {
+  server = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db') });
+  toxiproxy = await startToxiproxy();
+  const proxy = await toxiproxy.proxy('stripe', new URL(server.url).host);
+  direct = createStripeClient({ secretKey: 'sk_test_local', apiBase: server.url, requestTimeoutMs: 1000 });
+  const viaProxy = createStripeClient({ secretKey: 'sk_test_local', apiBase: `http://${proxy.listen}`, requestTimeoutMs: 1000 });
+  store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
+  breakers = new Breakers(settings);
+  const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations, breakers });
+  activities = createPaymentActivities({ stripe: viaProxy, log: store.operations, attempt, windows: { dedupeWindowMs: 24 * 3600_000, consistencyMs: 0, requestTimeoutMs: 1000 } });
+});
+
+afterAll(async () => {
+  await store?.close();
+  await toxiproxy?.close();
+  await server?.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+async function intended(amount = 400): Promise<CreateRefundInput> {
+  const pi = await direct.paymentIntents.create({ amount: 1000, currency: 'usd', payment_method: 'pm_card_visa', confirm: true, automatic_payment_methods: { enabled: true, allow_redirects: 'never' } });
+  const operationId = `refund:test:breaker_${++seq}:v1`;
+  const input = { orderId: `breaker_${seq}`, operationId, paymentIntentId: pi.id, amount, currency: 'usd', reason: 'requested_by_customer' as const, idempotencyKey: `${operationId}:create_refund` };
+  await store.operations.commitIntent({ operationId, orderId: input.orderId, operationVersion: 1, scope: 'test', requestHash: `h-${operationId}`, request: { orderId: input.orderId, amount, currency: 'usd', reason: input.reason }, actor: 'test' });
+  return input;
+}
+
+async function refundRequests(): Promise<RequestRow[]> {
+  const res = await fetch(`${server.url}/_requests?path=/v1/refunds`);
+  return ((await res.json()) as { requests: RequestRow[] }).requests;
+}
+
+const state = () => breakers.get('stripe:create_refund').snapshot().state;
+
+test('refusals of the request itself never open it', async () => {
+  // More than was paid: Stripe refuses each with a 400, a verdict on the request, not on Stripe's health.
+  for (let i = 0; i < 5; i++) {
+    const failure = await failureOf(run(activities.createRefund, await intended(5000)));
+    expect(failure).toMatchObject({ type: 'PERMANENT_BUSINESS' });
+  }
+  expect(state()).toBe('closed');
+});
+
+test('an outage opens it; while open, refunds fail fast with CAPACITY and nothing is sent, reconciliation still asks Stripe; recovery closes it', async () => {
+  const input = await intended();
+  await toxiproxy.setEnabled('stripe', false);
+  for (let i = 0; i < settings.failureThreshold; i++) {
+    const failure = await failureOf(run(activities.createRefund, input));
+    expect(failure).toMatchObject({ type: 'TRANSIENT_DEPENDENCY' });
+  }
+  expect(state()).toBe('open');
+
+  // Stripe is back, but the breaker does not know yet: it fails fast, sends nothing, and says when to come back.
+  await toxiproxy.setEnabled('stripe', true);
+  const before = (await refundRequests()).length;
+  const started = Date.now();
+  const fast = await failureOf(run(activities.createRefund, input));
+  expect(Date.now() - started).toBeLessThan(500);
+  expect(fast).toMatchObject({ type: 'CAPACITY', nonRetryable: false, message: expect.stringMatching(/circuit breaker stripe:create_refund is open .* nothing was sent/) });
+  expect(detailsOf(fast)).toMatchObject({ reason: 'circuit_open', certainty: 'not_executed' });
+  expect(detailsOf(fast).retryAfterMs).toBeGreaterThan(0);
+  expect(fast.nextRetryDelay).toBeGreaterThanOrEqual(detailsOf(fast).retryAfterMs!);
+  expect(await refundRequests()).toHaveLength(before);
+
+  // Reconciling an effect that may already exist is a read: it never waits on the breaker.
+  const looked = await run(activities.reconcileRefund, { operationId: input.operationId, paymentIntentId: input.paymentIntentId, amount: input.amount, currency: input.currency, idempotencyKey: input.idempotencyKey });
+  // (Inconclusive or proven absent depending on how long ago the refused sends were stamped: either way Stripe was asked.)
+  expect(looked.result).toMatch(/^not_(found_inconclusive|started_confirmed)$/);
+  expect((await refundRequests()).length).toBeGreaterThan(before);
+
+  // After the cooldown one probe goes through; its success closes the breaker, and the refund is made once.
+  await new Promise((r) => setTimeout(r, settings.cooldownMs));
+  const probe = await run(activities.createRefund, input);
+  expect(probe).toMatchObject({ status: 'succeeded', replayed: false });
+  expect(state()).toBe('closed');
+  const ledger = await (await fetch(`${server.url}/_ledger?payment_intent=${input.paymentIntentId}`)).json() as { effects: { type: string }[] };
+  expect(ledger.effects.filter((e) => e.type === 'refund.created')).toHaveLength(1);
+});
+
+test('a probe that fails opens it again for another cooldown', () => {
+  let now = 0;
+  const b = new CircuitBreaker('test', settings, () => now);
+  for (let i = 0; i < 3; i++) {
+    expect(b.admit()).toBeUndefined();
+    b.failed('TRANSIENT_DEPENDENCY', true);
+  }
+  expect(b.admit()).toMatchObject({ state: 'open', retryAfterMs: 1500 });
+  now = 1500;
+  expect(b.admit()).toBeUndefined(); // the probe
+  expect(b.admit()).toMatchObject({ state: 'half_open' }); // only one probe at a time
+  b.failed('UNKNOWN_OUTCOME', true);
+  expect(b.snapshot()).toMatchObject({ state: 'open', opened: 2 });
+  now = 2999;
+  expect(b.admit()).toMatchObject({ retryAfterMs: 1 });
+  now = 3000;
+  expect(b.admit()).toBeUndefined();
+  b.succeeded();
+  expect(b.snapshot()).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+  // Failures far apart never add up to an outage, and a store or pre-send refusal never counts.
+  for (let i = 0; i < 5; i++) {
+    now += settings.windowMs;
+    b.failed('TRANSIENT_DEPENDENCY', true);
+    b.failed('CAPACITY', false);
+  }
+  expect(b.snapshot().state).toBe('closed');
+  expect(new CircuitBreaker('off', { ...settings, enabled: false }).admit()).toBeUndefined();
+});
