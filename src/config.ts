@@ -4,6 +4,8 @@ import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
 import { z } from 'zod';
 import { SCOPE_PATTERN } from './reliability/identity';
+import { LOG_LEVELS } from './observability/logging';
+import { TRACE_EXPORTERS } from './observability/tracing';
 import { TASK_QUEUE } from './shared';
 import { decisionsSchema } from './reliability/policy';
 
@@ -29,6 +31,10 @@ const envSchema = z.object({
   SMTP_TLS_REJECT_UNAUTHORIZED: z.enum(['true', 'false']).default('true'),
   /** A live-mode Stripe key is refused unless this says allow: see the README's Production section. */
   STRIPE_LIVE_MODE: z.enum(['refuse', 'allow']).default('refuse'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  /** The standard OpenTelemetry variable: where the worker's traces go (otlp: to OTEL_EXPORTER_OTLP_ENDPOINT). */
+  OTEL_TRACES_EXPORTER: z.enum(TRACE_EXPORTERS).default('none'),
+  OTEL_SERVICE_NAME: z.string().min(1).default('durable-refunds-worker'),
   TASK_QUEUE: z.string().regex(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"').default(TASK_QUEUE),
   MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
   OPERATION_SCOPE: z.string().regex(SCOPE_PATTERN, 'must be 1-32 lowercase letters, digits, "_" or "-"').optional(),
@@ -155,6 +161,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       lifecycle: { settleDelayMs: e.STRIPE_REFUND_SETTLE_MS, failDelayMs: e.STRIPE_REFUND_FAIL_MS },
     },
     taskQueue: e.TASK_QUEUE,
+    logLevel: e.LOG_LEVEL,
+    tracing: { exporter: e.OTEL_TRACES_EXPORTER, serviceName: e.OTEL_SERVICE_NAME },
     stripeLiveMode: e.STRIPE_LIVE_MODE === 'allow',
     mail: {
       smtpUrl,

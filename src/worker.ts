@@ -1,23 +1,33 @@
 import fs from 'node:fs';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { RefundActivities } from './activities';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, type Config } from './config';
 import { missingSearchAttributes } from './stack/stack';
 import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
+import { createLogger } from './observability/logging';
+import { startTracing, WORKFLOW_TRACING_MODULE, type WorkerTracing } from './observability/tracing';
 import { TASK_QUEUE } from './shared';
 
 type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
-  Partial<Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'identity'>> & { activities: RefundActivities };
+  Partial<Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'identity'>> & { activities: RefundActivities; tracing?: WorkerTracing };
+
+/** The workflow code as a worker runs it; `npm run bundle` writes the same ahead of time. */
+export async function bundleRefundWorkflows(): Promise<string> {
+  // The tracing interceptors are always in: one bundle serves a worker with tracing on or off.
+  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), workflowInterceptorModules: [WORKFLOW_TRACING_MODULE], logger: new DefaultLogger('WARN') });
+  return code;
+}
 
 /** The one way a refund worker is built, used by `npm start`, the stack and the tests. */
 export async function createRefundWorker(options: RefundWorkerOptions): Promise<Worker> {
-  const { workflowBundle, ...rest } = options;
+  const { workflowBundle, tracing = startTracing('none', ''), ...rest } = options;
   return Worker.create({
     taskQueue: TASK_QUEUE,
-    // Bundled here with a quiet logger: webpack's progress is noise on a terminal.
-    workflowBundle: workflowBundle ?? (await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), logger: new DefaultLogger('WARN') })),
+    workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
+    interceptors: { activity: tracing.activityInterceptors },
+    sinks: tracing.sinks,
     ...rest,
   });
 }
@@ -52,7 +62,11 @@ export async function runWorker(): Promise<void> {
   if (config.workflowBundle && !fs.existsSync(config.workflowBundle)) {
     throw new Error(`WORKFLOW_BUNDLE ${config.workflowBundle} does not exist: build it with \`npm run bundle\` (or unset WORKFLOW_BUNDLE to bundle at start)`);
   }
+  // Every log line of this process is JSON from here on: the SDK's, the activities', ours.
+  const logger = createLogger(config.logLevel);
+  Runtime.install({ logger });
   await checkSearchAttributes(config);
+  const tracing = startTracing(config.tracing.exporter, config.tracing.serviceName);
   let connection: NativeConnection;
   let visibility: Connection;
   try {
@@ -62,35 +76,41 @@ export async function runWorker(): Promise<void> {
   } catch (err) {
     throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
   }
-  const deps = await openDeps(config, new Client({ connection: visibility, namespace: config.temporal.namespace }));
-  const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace });
+  const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace, interceptors: { workflow: tracing.clientInterceptors } });
+  const deps = await openDeps(config, temporal);
   // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
   const receiver = config.webhooks.secret
     ? await startWebhookReceiver({ stripe: deps.stripe, secret: config.webhooks.secret, store: deps.store, temporal, taskQueue: config.taskQueue }, { port: config.webhooks.port, host: config.webhooks.host }).catch(
         (err: unknown) => {
           // Another worker on this host holds the port: this one works without a receiver, and says so.
-          console.error(`worker: webhook receiver not started on ${config.webhooks.host}:${config.webhooks.port} (${(err as Error).message}); this worker runs without it`);
+          logger.error(`webhook receiver not started on ${config.webhooks.host}:${config.webhooks.port}; this worker runs without it`, { error: (err as Error).message });
           return undefined;
         },
       )
     : undefined;
-  if (receiver) console.log(`webhook receiver on ${receiver.url}`);
+  if (receiver) logger.info(`webhook receiver on ${receiver.url}`);
   try {
     const worker = await createRefundWorker({
       connection,
       namespace: config.temporal.namespace,
       taskQueue: config.taskQueue,
       activities: deps.activities,
+      tracing,
       // A bundle built ahead of time (`npm run build`) starts the worker in a second instead of bundling here.
       ...(config.workflowBundle && { workflowBundle: { codePath: config.workflowBundle } }),
     });
-    console.log(
-      `worker polling task queue "${config.taskQueue}" on ${config.temporal.address} (namespace ${config.temporal.namespace}), ` +
-        `scope "${deps.settings.scope}", recovery policy ${deps.settings.policy.version}${config.faultInjection ? ', store faults on' : ''}`,
-    );
+    logger.info(`worker polling task queue ${config.taskQueue} on ${config.temporal.address}`, {
+      namespace: config.temporal.namespace,
+      scope: deps.settings.scope,
+      policy: deps.settings.policy.version,
+      database: config.databaseUrl.split(':')[0],
+      tracing: config.tracing.exporter,
+      storeFaults: config.faultInjection,
+    });
     await worker.run();
   } finally {
     await receiver?.close();
+    await tracing.shutdown();
     await connection.close();
     await visibility.close();
     await deps.close();

@@ -68,6 +68,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
       const value = await inAttemptScope(scope, fn);
       if (scope.requests.length > 0) breaker?.succeeded();
       else breaker?.abstained();
+      // The SDK's activity logger adds the workflow id, the activity and its attempt.
+      log.info('step attempt succeeded', { step: call.step, operationId: call.operationId, key: call.key, transportRequests: scope.requests.length, providerRequestId: scope.providerRequestId });
       await finish(ledgerId, { transportRequests: scope.requests.length, outcome: 'ok', certainty: 'completed', reason: null, retryAfterMs: null, nextDelayMs: null, providerRequestId: scope.providerRequestId });
       return { ...value, evidence: { attempt: info.attempt, ledger: await ledger(call.key, runId) } };
     } catch (err) {
@@ -79,6 +81,17 @@ export function createAttemptRunner(deps: AttemptDeps) {
       if (!c) throw err;
       const decision = retryDecision(c, call.boundary, info);
       const providerRequestId = c.extra.providerRequestId ?? scope.providerRequestId;
+      log.warn('step attempt failed', {
+        step: call.step,
+        operationId: call.operationId,
+        key: call.key,
+        code: decision.code,
+        certainty: c.certainty,
+        reason: decision.reason,
+        transportRequests: scope.requests.length,
+        nextDelayMs: decision.nextDelayMs,
+        providerRequestId,
+      });
       await finish(ledgerId, {
         transportRequests: scope.requests.length,
         outcome: decision.code,

@@ -1,11 +1,11 @@
 // Bundles the workflow code once, at build time, into a file a production worker loads with
 // WORKFLOW_BUNDLE=… instead of running webpack at every start. The bundle is the exact workflow
 // code a worker will replay histories with: build it from the commit you deploy.
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { Command } from 'commander';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../config';
+import { bundleRefundWorkflows } from '../worker';
 
 const { out } = new Command('bundle')
   .description('Bundle the workflow code into one file for WORKFLOW_BUNDLE.')
@@ -15,7 +15,7 @@ const { out } = new Command('bundle')
 
 async function main() {
   const started = Date.now();
-  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') });
+  const code = await bundleRefundWorkflows();
   fs.mkdirSync(path.dirname(out), { recursive: true });
   fs.writeFileSync(out, code);
   console.log(`workflow bundle: ${out} (${Math.round(code.length / 1024)} KiB, ${Date.now() - started} ms); start workers with WORKFLOW_BUNDLE=${out}`);

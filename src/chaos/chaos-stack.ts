@@ -2,7 +2,6 @@
 // the Stripe-compatible and SMTP servers with their fault APIs, Toxiproxy in front of Stripe, SMTP
 // and the Temporal frontend, and a pool of worker processes that can be SIGKILLed and replaced.
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,6 +18,7 @@ import { cliType } from '../stack/stack';
 import { findTool } from '../stack/tools';
 import { openStore, type Dialect, type OrderStore } from '../store';
 import { startToxiproxy, type Proxy, type Toxiproxy } from './toxiproxy';
+import { bundleRefundWorkflows } from '../worker';
 import { startWorkerProcess, type WorkerProcess } from './worker-process';
 
 /** Short timeouts and backoffs, so that a run under faults settles in seconds, not minutes. */
@@ -115,7 +115,7 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
     temporal: await toxiproxy.proxy('temporal', temporal.address),
   };
   fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(CHAOS_POLICY));
-  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('ERROR') });
+  const code = await bundleRefundWorkflows();
   fs.writeFileSync(path.join(dir, 'workflows.js'), code);
   const env: NodeJS.ProcessEnv = {
     ...process.env,

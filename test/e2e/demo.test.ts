@@ -81,7 +81,7 @@ test('npm run dev runs the worker in the foreground, quietly; demo uses it inste
   const exited = new Promise<number | null>((resolve) => dev.once('exit', resolve));
   try {
     for (let i = 0; i < 600 && !/worker polling task queue/.test(out); i++) await new Promise((r) => setTimeout(r, 200));
-    expect(out).toMatch(/worker polling task queue "refunds"/);
+    expect(out).toMatch(/worker polling task queue refunds/);
     expect(out).not.toMatch(/webpack|asset workflow-bundle|modules by path/i);
 
     const demo = await npm('demo');

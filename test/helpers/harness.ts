@@ -3,7 +3,7 @@
 // store with store faults on, and a worker.
 import type { WorkflowHandle } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection, type Worker } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -28,7 +28,8 @@ import { SEARCH_ATTRIBUTES, type Order } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { openStore } from '../../src/store';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
-import { createRefundWorker } from '../../src/worker';
+import type { WorkerTracing } from '../../src/observability/tracing';
+import { bundleRefundWorkflows, createRefundWorker } from '../../src/worker';
 import { outcomeOf } from '../../src/client/outcome';
 import type { EvidenceSources } from '../../src/inspect/evidence';
 import { refundWorkflow, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState } from '../../src/workflows';
@@ -51,6 +52,8 @@ export interface HarnessOptions {
   inProcessWorker?: boolean;
   /** The order store's database; a SQLite file in the harness's directory unless given. */
   databaseUrl?: string;
+  /** The workers' tracing (observability tests); off unless given. */
+  tracing?: WorkerTracing;
 }
 
 export interface Harness {
@@ -169,8 +172,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const activities = build(settings);
   const namespace = env.namespace ?? 'default';
   // Bundled once per file: every worker of the file runs the same workflow code.
-  const workflowBundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('ERROR') });
-  const worker = options.inProcessWorker === false ? undefined : await createRefundWorker({ connection, namespace, activities, workflowBundle });
+  const workflowBundle = { code: await bundleRefundWorkflows() };
+  const worker = options.inProcessWorker === false ? undefined : await createRefundWorker({ connection, namespace, activities, workflowBundle, tracing: options.tracing });
   const running = worker?.run();
 
   const getJson = async <T>(url: string): Promise<T> => {
@@ -198,6 +201,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         namespace,
         taskQueue,
         workflowBundle,
+        tracing: options.tracing,
         activities: { ...(other ? build({ ...settings, ...other }) : activities), ...overrides },
       });
       return w.runUntil(fn(taskQueue));
