@@ -20,7 +20,14 @@ export class Classified extends Error {
     readonly certainty: Certainty,
     readonly reason: string,
     message: string,
-    readonly extra: { retryAfterMs?: number | null; providerRequestId?: string | null; provider?: FailureDetails['provider']; cause?: unknown } = {},
+    readonly extra: {
+      retryAfterMs?: number | null;
+      providerRequestId?: string | null;
+      provider?: FailureDetails['provider'];
+      cause?: unknown;
+      /** The provider itself failed (unreachable, erroring, slow, rate limiting): what a circuit breaker counts. Set only by the provider classifiers. */
+      health?: boolean;
+    } = {},
   ) {
     super(message);
   }
@@ -62,8 +69,19 @@ export function createAttemptRunner(deps: AttemptDeps) {
     let admitted = false;
     try {
       const refused = breaker?.admit();
-      // An open breaker fails the step at once, sending nothing; the retry waits for its next probe.
-      if (refused) throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, { retryAfterMs: refused.retryAfterMs });
+      if (refused) {
+        // An open breaker fails the step at once, sending nothing; the retry waits for its next probe.
+        // Unless an earlier attempt of the step may have taken effect: then the step's outcome is
+        // unknown, not "not executed", and must be settled (reconciled, or checked by a person).
+        const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
+        const open = earlier.find((a) => a.certainty === 'may_have_executed' || a.certainty === 'undeterminable' || a.certainty === 'partial');
+        if (open) {
+          throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'circuit_open_after_uncertain_attempt', `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason}), so that comes first`, {
+            retryAfterMs: refused.retryAfterMs,
+          });
+        }
+        throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, { retryAfterMs: refused.retryAfterMs });
+      }
       admitted = true;
       const value = await inAttemptScope(scope, fn);
       if (scope.requests.length > 0) breaker?.succeeded();
@@ -75,7 +93,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
     } catch (err) {
       const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
       if (admitted) {
-        if (c) breaker?.failed(c.code, c.extra.provider !== undefined && c.extra.cause !== undefined);
+        if (c) breaker?.failed(c.code, c.extra.health === true);
         else breaker?.abstained();
       }
       if (!c) throw err;

@@ -2,6 +2,7 @@ import type { AttentionRun } from '../inspect/attention';
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import nodemailer, { type NodemailerError, type SentMessageInfo, type Transporter } from 'nodemailer';
+import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import { maskEmails, MESSAGE_ID_DOMAIN } from '../reliability/evidence';
 import { decide, retries, type RecoveryPolicy } from '../reliability/policy';
 import type { Evidenced, NotificationReceipt } from '../receipts';
@@ -88,7 +89,8 @@ export interface SmtpSettings {
 
 export function createMailTransport(smtpUrl: string, settings?: SmtpSettings): Transporter {
   const url = new URL(smtpUrl);
-  const tls = settings?.tls ?? (url.protocol === 'smtps:' ? 'implicit' : 'off');
+  const loopback = ['127.0.0.1', 'localhost', '[::1]', '::1'].includes(url.hostname);
+  const tls = settings?.tls ?? (url.protocol === 'smtps:' ? 'implicit' : loopback ? 'off' : 'starttls');
   const fromUrl = url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined;
   return nodemailer.createTransport({
     host: url.hostname.replace(/^\[|\]$/g, ''),
@@ -201,6 +203,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
         retryAfterMs: c.retryAfterMs,
         provider: { ...ctx, ...c.facts },
         cause: err,
+        health: HEALTH_FAILURES.has(c.code),
       });
     }
     if (info.rejected?.length) {
@@ -296,6 +299,7 @@ function outcomeUnknown(ctx: { key: string; messageId: string; recipient: string
     who === 'this attempt' ? 'connection_lost_after_handover' : 'previous_attempt_unconfirmed',
     `${who} handed the message ${ctx.messageId} for ${ctx.recipient} to the mail server and its outcome is unknown${why}; ` +
       'check the mailbox for that Message-ID before any resend',
-    { provider: { ...ctx, code: cause?.code ?? null, command: cause?.command ?? null }, cause },
+    // A connection lost after the hand-over says something about the server; an earlier attempt's open outcome does not.
+    { provider: { ...ctx, code: cause?.code ?? null, command: cause?.command ?? null }, cause, health: cause !== undefined },
   );
 }

@@ -1,6 +1,7 @@
 // Every error the Stripe SDK can raise, classified into the failure taxonomy by one table. The
 // first row that matches decides. Rows are tested one by one in test/unit/stripe-failures.test.ts.
 import Stripe from 'stripe';
+import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import { Classified } from './attempt';
 import { TransportError, type TransportStage } from './stripe-transport';
@@ -117,6 +118,12 @@ export function classifyStripeError(err: unknown, write: boolean, nowMs: number 
 }
 
 /** Our transport's error, directly or inside the SDK's wrapper for a cut-off answer. */
+/** Our transport declined to send (its send deadline had passed): nothing about Stripe's health. */
+function refusedLocally(err: unknown): boolean {
+  const t = transportErrorOf((err as { detail?: unknown }).detail);
+  return t !== undefined && t.stage === 'not_sent' && !t.timedOut && t.socketError === null;
+}
+
 function transportErrorOf(detail: unknown): TransportError | undefined {
   if (detail instanceof TransportError) return detail;
   const inner = (detail as { exception?: unknown } | undefined)?.exception;
@@ -143,5 +150,6 @@ export function stripeFailure(err: unknown, write: boolean): Classified {
     providerRequestId: c.requestId,
     provider: { errorType: f.errorType, statusCode: f.statusCode, rawType: f.rawType, code: f.code, stage: f.stage, timedOut: f.timedOut, shouldRetry: f.shouldRetry },
     cause: err,
+    health: HEALTH_FAILURES.has(c.code) && !refusedLocally(err),
   });
 }

@@ -3,6 +3,7 @@
 // the operation id and the step). Installed as the Temporal Runtime's logger at worker start.
 import type { Logger, LogLevel, LogMetadata } from '@temporalio/common';
 import pino from 'pino';
+import { maskEmails } from '../reliability/evidence';
 
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
 export type LogLevelName = (typeof LOG_LEVELS)[number];
@@ -43,6 +44,8 @@ export function createLogger(level: LogLevelName, destination?: pino.Destination
     base: { service: 'durable-refunds-worker', pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
+    // The SDK logs failures under `error`; pino's own serializer keeps their message and stack, with addresses masked.
+    serializers: { error: (err: unknown) => (err instanceof Error ? JSON.parse(maskEmails(JSON.stringify(pino.stdSerializers.err(err)))) : err) },
   };
   return new PinoLogger(destination ? pino(options, destination) : pino(options));
 }

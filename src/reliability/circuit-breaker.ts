@@ -32,7 +32,8 @@ export class CircuitBreaker {
   private state: BreakerState = 'closed';
   private failures: number[] = [];
   private openedAt: number | null = null;
-  private probesOut = 0;
+  /** When each probe now out was let through: one never settled (its worker stuck) is given up after windowMs. */
+  private probes: number[] = [];
   private timesOpened = 0;
 
   constructor(
@@ -48,11 +49,13 @@ export class CircuitBreaker {
       const wait = this.openedAt! + this.settings.cooldownMs - this.now();
       if (wait > 0) return this.refusal(wait);
       this.state = 'half_open';
-      this.probesOut = 0;
+      this.probes = [];
     }
     if (this.state === 'half_open') {
-      if (this.probesOut >= this.settings.halfOpenProbes) return this.refusal(Math.min(1000, this.settings.cooldownMs));
-      this.probesOut++;
+      const now = this.now();
+      this.probes = this.probes.filter((t) => now - t < this.settings.windowMs);
+      if (this.probes.length >= this.settings.halfOpenProbes) return this.refusal(Math.min(1000, this.settings.cooldownMs));
+      this.probes.push(now);
     }
     return undefined;
   }
@@ -67,14 +70,14 @@ export class CircuitBreaker {
 
   /** A call let through that never reached the provider (its answer was already known, or it was refused before sending): no verdict. */
   abstained(): void {
-    if (this.state === 'half_open') this.probesOut = Math.max(0, this.probesOut - 1);
+    if (this.state === 'half_open') this.probes.shift();
   }
 
   /** A call that failed: only a health failure from the provider counts; any other is no verdict. */
   failed(code: FailureCode, fromProvider: boolean): void {
     if (!fromProvider || !HEALTH_FAILURES.has(code)) return this.abstained();
     if (this.state === 'half_open') {
-      this.probesOut = Math.max(0, this.probesOut - 1);
+      this.probes.shift();
       this.open();
       return;
     }

@@ -122,7 +122,9 @@ export function loadDefinitions(opts: { file?: string; timeZone: string; taskQue
   } catch (err) {
     throw new Error(`SCHEDULES_FILE ${opts.file}: ${(err as Error).message}`, { cause: err });
   }
-  return parseDefinitions(raw, `SCHEDULES_FILE ${opts.file}`);
+  // Entries that name no task queue go to the one the workers poll (TASK_QUEUE).
+  const withQueue = Array.isArray(raw) && opts.taskQueue ? raw.map((d: unknown) => (d && typeof d === 'object' && !('taskQueue' in d) ? { ...d, taskQueue: opts.taskQueue } : d)) : raw;
+  return parseDefinitions(withQueue, `SCHEDULES_FILE ${opts.file}`);
 }
 
 /** `v<version> <hash>`: what `apply` records on the schedule, to tell an up-to-date schedule from a stale one. */

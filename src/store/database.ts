@@ -30,6 +30,8 @@ export interface TransactionOptions {
 export interface Database extends Queryable {
   readonly kysely: Kysely<unknown>;
   transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
+  /** One connection, taken in turn with this process's other users of the file (SQLite): for the migrator. */
+  withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -121,6 +123,10 @@ class KyselyDatabase extends Runner implements Database {
     await this.kysely.destroy();
   }
 
+  withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
+    return this.turn(() => this.kysely.connection().execute(fn));
+  }
+
   private turn<T>(fn: () => Promise<T>): Promise<T> {
     return this.lock ? this.lock.run(fn) : fn();
   }
@@ -190,7 +196,11 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: connectTimeoutMs,
     types: pgTypes,
-    options: `-c lock_timeout=${options.lockTimeoutMs ?? 5000}`,
+    // Nothing waits for ever: a lock, a statement, a transaction left open by a worker that died or
+    // hung, a connection whose peer vanished (keepalive).
+    options: `-c lock_timeout=${options.lockTimeoutMs ?? 5000} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000`,
+    query_timeout: 35_000,
+    keepAlive: true,
   });
   // An idle connection the server dropped is replaced on next use; without a listener it would crash the process.
   pool.on('error', () => undefined);

@@ -29,7 +29,7 @@ export async function openStore(databaseUrl: string, options: OpenStoreOptions =
   const open = connector(databaseUrl, options);
   const db = await open(options.asAnotherProcess ?? false);
   try {
-    await migrate(db.kysely, db.dialect);
+    await migrate(db);
   } catch (err) {
     await db.close();
     throw err;

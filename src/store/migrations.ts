@@ -3,7 +3,7 @@
 // both databases: {int} and {id} become SQLite's or PostgreSQL's types, {strict} SQLite's STRICT.
 // New schema changes are new entries here, never edits of an applied one.
 import { Migrator, sql, type Kysely, type Migration } from 'kysely';
-import type { Dialect } from './database';
+import type { Database, Dialect } from './database';
 
 const INITIAL = `
 CREATE TABLE IF NOT EXISTS orders (
@@ -185,8 +185,27 @@ function migrations(dialect: Dialect): Record<string, Migration> {
   };
 }
 
-/** Brings the schema to the newest version; fails with the migration that did not apply. */
-export async function migrate(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+/**
+ * Brings the schema to the newest version; fails with the migration that did not apply. Kysely
+ * runs PostgreSQL's migrations in a transaction under its lock; on SQLite it does neither, so
+ * they run inside one BEGIN IMMEDIATE here: all or nothing, one process at a time.
+ */
+export async function migrate(db: Database): Promise<void> {
+  const { dialect } = db;
+  if (dialect === 'postgres') return migrateOn(db.kysely, dialect);
+  await db.withConnection(async (conn) => {
+    await sql.raw('BEGIN IMMEDIATE').execute(conn);
+    try {
+      await migrateOn(conn, dialect);
+      await sql.raw('COMMIT').execute(conn);
+    } catch (err) {
+      await sql.raw('ROLLBACK').execute(conn).catch(() => undefined);
+      throw err;
+    }
+  });
+}
+
+async function migrateOn(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations(dialect) } });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
-import { createAttemptRunner } from '../../src/activities/attempt';
+import { Classified, createAttemptRunner } from '../../src/activities/attempt';
 import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
 import { startToxiproxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
 import { Breakers, CircuitBreaker } from '../../src/reliability/circuit-breaker';
@@ -133,4 +133,37 @@ test('a probe that fails opens it again for another cooldown', () => {
   }
   expect(b.snapshot().state).toBe('closed');
   expect(new CircuitBreaker('off', { ...settings, enabled: false }).admit()).toBeUndefined();
+});
+
+test('a probe that never settles (its worker stuck) is given up after the window, so the breaker cannot stay half-open for good', () => {
+  let now = 0;
+  const b = new CircuitBreaker('stuck', settings, () => now);
+  for (let i = 0; i < 3; i++) b.failed('TRANSIENT_DEPENDENCY', true);
+  now = settings.cooldownMs;
+  expect(b.admit()).toBeUndefined(); // the probe, which never comes back
+  expect(b.admit()).toMatchObject({ state: 'half_open' });
+  now += settings.windowMs;
+  expect(b.admit()).toBeUndefined();
+});
+
+test('an open breaker never calls a step "not executed" when an earlier attempt of it may have taken effect', async () => {
+  const strict = new Breakers({ ...settings, failureThreshold: 1 });
+  const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations, breakers: strict });
+  const call = { step: 'create_refund', key: 'refund:test:uncertain:v1:create_refund', operationId: 'refund:test:uncertain:v1', boundary: 'stripe' as const, breaker: 'stripe:create_refund' };
+  const lost = () => {
+    throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'response_lost', 'the answer never came', { health: true, provider: {}, cause: new Error('socket hang up') });
+  };
+  const run1 = { workflowExecution: { workflowId: 'wf-uncertain', runId: 'run-uncertain' }, scheduledTimestampMs: Date.now(), scheduleToCloseTimeoutMs: 600_000 };
+  await failureOf(activityEnv({ ...run1, attempt: 1 }).run(() => attempt(call, (e) => e as Classified, async () => lost())));
+  expect(strict.get('stripe:create_refund').snapshot().state).toBe('open');
+
+  const second = await failureOf(activityEnv({ ...run1, attempt: 2 }).run(() => attempt(call, (e) => e as Classified, async () => ({ sent: true }))));
+  expect(second).toMatchObject({ type: 'UNKNOWN_OUTCOME' });
+  expect(detailsOf(second)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
+
+  // Another operation, never attempted: nothing can have happened, and the refusal says so.
+  const other = { ...call, key: 'refund:test:fresh:v1:create_refund', operationId: 'refund:test:fresh:v1' };
+  const fresh = await failureOf(activityEnv({ ...run1, attempt: 1 }).run(() => attempt(other, (e) => e as Classified, async () => ({ sent: true }))));
+  expect(fresh).toMatchObject({ type: 'CAPACITY' });
+  expect(detailsOf(fresh)).toMatchObject({ certainty: 'not_executed', reason: 'circuit_open' });
 });

@@ -470,6 +470,31 @@ describe('SQLite files and DATABASE_URL', () => {
     await expect(openStore('sqlite::memory:', { faults: true })).rejects.toThrow(/need a database file/);
   });
 
+  it('brings a file made before migrations up to date, keeping what the outbox holds', async () => {
+    const file = path.join(dir, 'legacy.db');
+    const legacy = new Database(file);
+    // The outbox as the first versions made it: no sending_since, and a CHECK that refuses digests.
+    legacy.exec(`CREATE TABLE notification_outbox (key TEXT PRIMARY KEY, order_id TEXT NOT NULL,
+      kind TEXT NOT NULL CHECK (kind IN ('refund_notice', 'refund_correction')), recipient TEXT NOT NULL, subject TEXT NOT NULL,
+      message_id TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'sent')), attempts INTEGER NOT NULL,
+      provider_response TEXT, created_at TEXT NOT NULL, sent_at TEXT) STRICT`);
+    legacy.prepare(`INSERT INTO notification_outbox VALUES ('k1', 'o1', 'refund_notice', 'a@example.test', 's', '<m1@x>', 'sent', 1, '250 OK', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:01.000Z')`).run();
+    legacy.close();
+
+    const upgraded = await openStore(`sqlite:${file}`);
+    await expect(upgraded.getNotification('k1')).resolves.toMatchObject({ status: 'sent', providerResponse: '250 OK', sendingSince: null });
+    await expect(upgraded.claimNotification({ key: 'digest-1', orderId: '', kind: 'digest', recipient: 'ops@example.test', subject: 'd', messageId: '<d1@x>' })).resolves.toMatchObject({ status: 'pending' });
+    await upgraded.close();
+    // Opening again finds the schema current and changes nothing.
+    const again = await openStore(`sqlite:${file}`);
+    await expect(again.getNotification('k1')).resolves.toMatchObject({ status: 'sent' });
+    await again.close();
+    const check = new Database(file, { readonly: true });
+    expect(check.prepare("SELECT name FROM sqlite_master WHERE name = 'notification_outbox_old'").get()).toBeUndefined();
+    expect(check.prepare('SELECT name FROM kysely_migration').all()).toEqual([{ name: '001_initial' }]);
+    check.close();
+  });
+
   it('names what is accepted when the URL is not usable', async () => {
     await expect(openStore('mysql://user:secret@db/orders')).rejects.toThrow(/unsupported DATABASE_URL "mysql:\/\/\*\*\*@db\/orders": expected "sqlite:\/absolute\/path.db"/);
     await expect(openStore('sqlite:')).rejects.toThrow(/names no usable SQLite file/);
