@@ -176,7 +176,10 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
       return killedAfterRefund;
     },
     async close() {
-      await Promise.all(workers.map((w) => w.stop().catch(() => w.kill())));
+      const stopping = Promise.all(workers.map((w) => w.stop().catch(() => w.kill())));
+      // A call the Temporal client is still retrying fires its next try within 6 s (5 s at most,
+      // plus jitter), already cancelled; closing the channel before that would make the timer throw.
+      await Promise.all([stopping, new Promise((r) => setTimeout(r, 6500))]);
       await toxiproxy.close();
       await connection.close();
       await store.close();

@@ -23,7 +23,8 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
   const result = handle.client.connection.withAbortSignal(waiting.signal, () => handle.result()).then((r): RunOutcome => ({ kind: 'result', result: r }));
   const parked = (async (): Promise<RunOutcome> => {
     while (!settled) {
-      const state = await handle.query(stepsQuery).catch(() => undefined);
+      // Under the same abort as the long poll: a query still retrying when we stop waiting is cancelled, not left on a timer.
+      const state = await handle.client.connection.withAbortSignal(waiting.signal, () => handle.query(stepsQuery)).catch(() => undefined);
       if (state && PARKED.has(state.status)) return { kind: 'parked', state };
       await new Promise((r) => setTimeout(r, pollMs));
     }
