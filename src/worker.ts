@@ -7,7 +7,7 @@ import { missingSearchAttributes } from './stack/stack';
 import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
-import { startTracing, WORKFLOW_TRACING_MODULE, type WorkerTracing } from './observability/tracing';
+import { startTracing, type WorkerTracing } from './observability/tracing';
 import { TASK_QUEUE } from './shared';
 
 type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
@@ -15,8 +15,7 @@ type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
 
 /** The workflow code as a worker runs it; `npm run bundle` writes the same ahead of time. */
 export async function bundleRefundWorkflows(): Promise<string> {
-  // The tracing interceptors are always in: one bundle serves a worker with tracing on or off.
-  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), workflowInterceptorModules: [WORKFLOW_TRACING_MODULE], logger: new DefaultLogger('WARN') });
+  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), logger: new DefaultLogger('WARN') });
   return code;
 }
 
@@ -27,7 +26,6 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     taskQueue: TASK_QUEUE,
     workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
     interceptors: { activity: tracing.activityInterceptors },
-    sinks: tracing.sinks,
     ...rest,
   });
 }

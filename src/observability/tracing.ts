@@ -1,8 +1,13 @@
-// Traces of runs and their activities through Temporal's OpenTelemetry interceptors
-// (@temporalio/interceptors-opentelemetry, on the OpenTelemetry 1.x SDK): each workflow run and
-// each activity attempt becomes a span, linked across the worker's own client calls, exported to
-// the console or to an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
+// Traces through Temporal's OpenTelemetry interceptors (@temporalio/interceptors-opentelemetry, on
+// the OpenTelemetry 1.x SDK): each activity attempt becomes a span carrying its workflow id and
+// run id, and the worker's own client calls (follow-ups, scheduled starts) spans of their own,
+// exported to the console or to an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, read by the exporter itself).
+//
+// The package's workflow interceptors are deliberately not bundled: with them, a run that took a
+// decision through an Update failed to replay (TMPRL1100 "Update machine does not handle this
+// event: ActivityTaskScheduled") when it was queried after it closed, so they would break inspect
+// and any worker that replays such a run. inspect.test.ts replays exactly that.
 import { context, propagation } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
@@ -10,24 +15,18 @@ import { Resource } from '@opentelemetry/resources';
 import { BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
-  makeWorkflowExporter,
   OpenTelemetryActivityInboundInterceptor,
   OpenTelemetryActivityOutboundInterceptor,
   OpenTelemetryWorkflowClientInterceptor,
 } from '@temporalio/interceptors-opentelemetry';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
-import type { ActivityInterceptorsFactory, InjectedSinks } from '@temporalio/worker';
+import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 
 export const TRACE_EXPORTERS = ['none', 'console', 'otlp'] as const;
 export type TraceExporter = (typeof TRACE_EXPORTERS)[number];
 
-/** The module every workflow bundle includes (bundleWorkflowCode's workflowInterceptorModules), so that one bundle serves with tracing on or off. */
-export const WORKFLOW_TRACING_MODULE = require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors');
-
 export interface WorkerTracing {
   activityInterceptors: ActivityInterceptorsFactory[];
-  /** The `exporter` sink the bundled workflow interceptors call: real with tracing on, a no-op with it off. */
-  sinks: InjectedSinks<Record<string, never>>;
   clientInterceptors: WorkflowClientInterceptor[];
   /** Flushes what is buffered and stops exporting. */
   shutdown(): Promise<void>;
@@ -35,7 +34,6 @@ export interface WorkerTracing {
 
 const OFF: WorkerTracing = {
   activityInterceptors: [],
-  sinks: { exporter: { export: { fn: () => undefined } } } as unknown as InjectedSinks<Record<string, never>>,
   clientInterceptors: [],
   shutdown: async () => undefined,
 };
@@ -54,7 +52,6 @@ export function startTracing(exporter: TraceExporter | SpanExporter, serviceName
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   return {
     activityInterceptors: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer }), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })],
-    sinks: { exporter: makeWorkflowExporter(processor, resource) } as unknown as InjectedSinks<Record<string, never>>,
     clientInterceptors: [new OpenTelemetryWorkflowClientInterceptor({ tracer })],
     shutdown: () => provider.shutdown(),
   };
