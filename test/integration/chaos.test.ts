@@ -14,7 +14,7 @@ test.each<Dialect>(['sqlite', 'postgres'])('a short chaos run on %s (fixed seed)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-chaos-test-'));
   try {
     const report = await runChaos({
-      runs: Number(process.env.CHAOS_TEST_RUNS ?? 40),
+      runs: Number(process.env.CHAOS_TEST_RUNS ?? 30),
       concurrency: 8,
       faultRate: 0.3,
       killEveryMs: 10_000,
