@@ -4,14 +4,18 @@ import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
 import { z } from 'zod';
 import { SCOPE_PATTERN } from './reliability/identity';
-import { LOG_LEVELS } from './observability/logging';
-import { TRACE_EXPORTERS } from './observability/tracing';
 import { TASK_QUEUE } from './shared';
 import { decisionsSchema } from './reliability/policy';
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..');
 
 const port = z.coerce.number().int().min(1).max(65535);
+
+// Here, not beside the logger and the tracer: reading the configuration must not load pino or the OpenTelemetry SDK.
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
+export type LogLevelName = (typeof LOG_LEVELS)[number];
+export const TRACE_EXPORTERS = ['none', 'console', 'otlp'] as const;
+export type TraceExporter = (typeof TRACE_EXPORTERS)[number];
 
 const envSchema = z.object({
   DATA_DIR: z.string().min(1).default(path.join(PROJECT_ROOT, '.data')),
@@ -93,6 +97,12 @@ export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
 export const WEBHOOK_PATH = '/webhooks/stripe';
 const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
+/** A relay that is not on this machine gets TLS unless told otherwise: credentials and customers' addresses never cross a network in the clear. */
+export function smtpTlsFor(url: string): 'off' | 'starttls' | 'implicit' {
+  if (url.startsWith('smtps:')) return 'implicit';
+  return LOOPBACK.includes(smtpHostOf(url)) ? 'off' : 'starttls';
+}
+
 function smtpHostOf(url: string): string {
   const parsed = URL.canParse(url) ? new URL(url) : undefined;
   if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname) {
@@ -115,9 +125,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     );
   }
   const smtpUrl = e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`;
-  const smtpHost = smtpHostOf(smtpUrl);
-  // A relay that is not on this machine gets TLS unless told otherwise: credentials and customers' addresses never cross a network in the clear.
-  const smtpTls = e.SMTP_TLS ?? (smtpUrl.startsWith('smtps:') ? 'implicit' : LOOPBACK.includes(smtpHost) ? 'off' : 'starttls');
+  smtpHostOf(smtpUrl); // refuses a URL that is not smtp(s)://host, whatever SMTP_TLS says
+  const smtpTls = e.SMTP_TLS ?? smtpTlsFor(smtpUrl);
   if (e.SMTP_PASSWORD !== undefined && e.SMTP_USER === undefined) throw new Error('invalid environment: SMTP_PASSWORD: set SMTP_USER with it');
   // With a real key and no base we talk to real Stripe; otherwise to the local Stripe-compatible server.
   const stripeLocal = !e.STRIPE_SECRET_KEY || e.STRIPE_API_BASE !== undefined;

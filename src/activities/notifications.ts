@@ -2,6 +2,7 @@ import type { AttentionRun } from '../inspect/attention';
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import nodemailer, { type NodemailerError, type SentMessageInfo, type Transporter } from 'nodemailer';
+import { smtpTlsFor } from '../config';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import { maskEmails, MESSAGE_ID_DOMAIN } from '../reliability/evidence';
 import { decide, retries, type RecoveryPolicy } from '../reliability/policy';
@@ -89,8 +90,7 @@ export interface SmtpSettings {
 
 export function createMailTransport(smtpUrl: string, settings?: SmtpSettings): Transporter {
   const url = new URL(smtpUrl);
-  const loopback = ['127.0.0.1', 'localhost', '[::1]', '::1'].includes(url.hostname);
-  const tls = settings?.tls ?? (url.protocol === 'smtps:' ? 'implicit' : loopback ? 'off' : 'starttls');
+  const tls = settings?.tls ?? smtpTlsFor(smtpUrl);
   const fromUrl = url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined;
   return nodemailer.createTransport({
     host: url.hostname.replace(/^\[|\]$/g, ''),

@@ -3,10 +3,9 @@
 // the operation id and the step). Installed as the Temporal Runtime's logger at worker start.
 import type { Logger, LogLevel, LogMetadata } from '@temporalio/common';
 import pino from 'pino';
+import type { LogLevelName } from '../config';
 import { maskEmails } from '../reliability/evidence';
 
-export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
-export type LogLevelName = (typeof LOG_LEVELS)[number];
 
 /** A Temporal Logger that writes through pino. */
 export class PinoLogger implements Logger {

@@ -21,9 +21,8 @@ import {
 } from '@temporalio/interceptors-opentelemetry';
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
+import type { TraceExporter } from '../config';
 
-export const TRACE_EXPORTERS = ['none', 'console', 'otlp'] as const;
-export type TraceExporter = (typeof TRACE_EXPORTERS)[number];
 
 export interface WorkerTracing {
   activityInterceptors: ActivityInterceptorsFactory[];

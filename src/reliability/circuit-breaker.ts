@@ -117,8 +117,4 @@ export class Breakers {
     if (!b) this.byName.set(name, (b = new CircuitBreaker(name, this.settings, this.now)));
     return b;
   }
-
-  snapshot(): BreakerSnapshot[] {
-    return [...this.byName.values()].map((b) => b.snapshot());
-  }
 }

@@ -130,10 +130,6 @@ export class SqlOrderStore implements OrderStore {
     this.providerEvents = new SqlProviderEventLog(db);
   }
 
-  get dialect(): Database['dialect'] {
-    return this.db.dialect;
-  }
-
   async seedOrder(order: NewOrder): Promise<Order> {
     requireMinorUnits('order amount', order.amount);
     return this.db.transaction(async (tx) => {
