@@ -2,9 +2,10 @@
 # Makes sure the external binaries the project runs exist, building them once into a cache
 # outside the checkout so that fresh clones (CI) reuse them. Progress goes to stderr;
 # stdout gets one "name=path" line per tool.
-#   usage: scripts/ensure-tools.sh [temporal] [stripe-mock] [toxiproxy-server] [postgres]   (default: all)
-# postgres prints the directory of PostgreSQL's server binaries (initdb, pg_ctl), installed from
-# Debian's packages when missing and this runs as root.
+#   usage: scripts/ensure-tools.sh [temporal] [stripe-mock] [toxiproxy-server] [postgres] [chromium]   (default: all)
+# postgres prints the directory of PostgreSQL's server binaries (initdb, pg_ctl), and chromium the
+# browser the Web UI test drives; both are installed from Debian's packages when missing and this
+# runs as root.
 set -euo pipefail
 
 TOOLS_DIR="${DURABLE_REFUNDS_TOOLS:-$HOME/.cache/durable-refunds/bin}"
@@ -75,9 +76,27 @@ ensure_postgres() {
   echo "postgres=$dir"
 }
 
+# The browser playwright-core drives: CHROMIUM_BIN, or Debian's chromium (never a downloaded one).
+ensure_chromium() {
+  local path=${CHROMIUM_BIN:-}
+  [ -n "$path" ] || path=$(command -v chromium || true)
+  if [ -z "$path" ]; then
+    if [ "$(id -u)" != 0 ]; then
+      say "Chromium is not installed: run \`sudo apt-get install -y chromium\` (or set CHROMIUM_BIN)."
+      exit 1
+    fi
+    say "installing Chromium from Debian's packages..."
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 \
+      || { say "could not install Chromium with apt-get"; exit 1; }
+    path=$(command -v chromium) || { say "Chromium was installed but is not on PATH"; exit 1; }
+  fi
+  echo "chromium=$path"
+}
+
 ensure() {
   local name=$1 path=""
   if [ "$name" = postgres ]; then ensure_postgres; return; fi
+  if [ "$name" = chromium ]; then ensure_chromium; return; fi
   if [ "$name" = temporal ] && [ -n "${TEMPORAL_CLI:-}" ]; then path=$TEMPORAL_CLI
   elif [ "$name" = stripe-mock ] && [ -n "${STRIPE_MOCK_BIN:-}" ]; then path=$STRIPE_MOCK_BIN
   elif [ "$name" = toxiproxy-server ] && [ -n "${TOXIPROXY_BIN:-}" ]; then path=$TOXIPROXY_BIN
@@ -107,5 +126,5 @@ ensure() {
   echo "$name=$path"
 }
 
-[ $# -gt 0 ] || set -- temporal stripe-mock toxiproxy-server postgres
+[ $# -gt 0 ] || set -- temporal stripe-mock toxiproxy-server postgres chromium
 for tool in "$@"; do ensure "$tool"; done

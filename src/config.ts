@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { SCOPE_PATTERN } from './reliability/identity';
 import { TASK_QUEUE } from './shared';
 import { decisionsSchema } from './reliability/policy';
+import { parseKeyring } from './codec/keyring';
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..');
 
@@ -57,6 +58,17 @@ const envSchema = z.object({
   SCHEDULE_TIME_ZONE: z.string().min(1).default('UTC'),
   SCHEDULES_FILE: z.string().min(1).optional(),
   /** Who may decide parked runs, overriding the policy's roles: `alice=operator,bob=operator+approver`. */
+  /** off: payloads go to Temporal in plaintext. On (the default), they are encrypted with PAYLOAD_KEYS. */
+  PAYLOAD_ENCRYPTION: z.enum(['on', 'off']).default('on'),
+  /** `id:base64key,…`, newest first: the newest encrypts, every one decrypts. */
+  PAYLOAD_KEYS: z.string().min(1).optional(),
+  PAYLOAD_KEYS_FILE: z.string().min(1).optional(),
+  CODEC_PORT: port.default(8888),
+  CODEC_HOST: z.string().min(1).default('127.0.0.1'),
+  /** The Web UI origins the codec server answers (CORS); the local UI's by default. */
+  CODEC_CORS_ORIGINS: z.string().min(1).optional(),
+  /** When set, the codec server decodes only for requests bearing `Authorization: Bearer <token>`. */
+  CODEC_AUTH_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   DECIDERS: z
     .string()
     .transform((text, ctx) => {
@@ -89,7 +101,15 @@ function temporalTarget(env: NodeJS.ProcessEnv) {
     throw new Error(`invalid environment: Temporal client configuration (TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE): ${(err as Error).message}`, { cause: err });
   }
   const connection: NativeConnectionOptions = { ...loaded.connectionOptions, address: loaded.connectionOptions.address ?? LOCAL_TEMPORAL };
-  return { address: connection.address!, namespace: loaded.namespace ?? 'default', connection, profile: env.TEMPORAL_PROFILE ?? 'default' };
+  const host = connection.address!.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+  return {
+    address: connection.address!,
+    namespace: loaded.namespace ?? 'default',
+    connection,
+    profile: env.TEMPORAL_PROFILE ?? 'default',
+    /** A server on this machine: the local stack's, which may use a key file of its own. */
+    local: LOOPBACK.includes(host),
+  };
 }
 
 /** The local Stripe server's endpoint secret: both ends are on this machine, so a fixed one is enough. */
@@ -134,8 +154,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
     throw new Error('invalid environment: OPERATION_SCOPE: must name this environment (e.g. "staging") when refunds go to real Stripe');
   }
+  let keys;
+  try {
+    keys = e.PAYLOAD_KEYS === undefined ? undefined : parseKeyring(e.PAYLOAD_KEYS, 'PAYLOAD_KEYS');
+  } catch (err) {
+    throw new Error(`invalid environment: ${(err as Error).message}`, { cause: err });
+  }
+  const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',
+    encryption: {
+      enabled: e.PAYLOAD_ENCRYPTION === 'on',
+      keys,
+      keysFile: e.PAYLOAD_KEYS_FILE,
+      localKeysFile: path.join(e.DATA_DIR, 'payload-keys'),
+    },
+    codec: {
+      port: e.CODEC_PORT,
+      host: e.CODEC_HOST,
+      endpoint: `http://${['0.0.0.0', '::'].includes(e.CODEC_HOST) ? '127.0.0.1' : e.CODEC_HOST}:${e.CODEC_PORT}`,
+      origins: e.CODEC_CORS_ORIGINS?.split(',').map((o) => o.trim()).filter(Boolean) ?? uiOrigins,
+      authToken: e.CODEC_AUTH_TOKEN,
+    },
     policyFile: e.RECOVERY_POLICY_FILE,
     faultInjection: e.FAULT_INJECTION === 'on',
     deciders: e.DECIDERS,

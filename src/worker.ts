@@ -9,22 +9,32 @@ import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startTracing, type WorkerTracing } from './observability/tracing';
 import { TASK_QUEUE } from './shared';
+import { FAILURE_CONVERTER_PATH, payloadKeyring, refundDataConverter } from './codec/data-converter';
 
 type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
-  Partial<Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'identity'>> & { activities: RefundActivities; tracing?: WorkerTracing };
+  Partial<Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'identity' | 'dataConverter'>> & { activities: RefundActivities; tracing?: WorkerTracing };
 
 /** The workflow code as a worker runs it; `npm run bundle` writes the same ahead of time. */
 export async function bundleRefundWorkflows(): Promise<string> {
-  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), logger: new DefaultLogger('WARN') });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: require.resolve('./workflows'),
+    failureConverterPath: FAILURE_CONVERTER_PATH,
+    logger: new DefaultLogger('WARN'),
+  });
   return code;
 }
 
-/** The one way a refund worker is built, used by `npm start`, the stack and the tests. */
+/**
+ * The one way a refund worker is built, used by `npm start`, the stack and the tests. Its data
+ * converter must be its clients' (refundDataConverter with the same keyring); without one it
+ * reads and writes plaintext payloads.
+ */
 export async function createRefundWorker(options: RefundWorkerOptions): Promise<Worker> {
-  const { workflowBundle, tracing = startTracing('none', ''), ...rest } = options;
+  const { workflowBundle, tracing = startTracing('none', ''), dataConverter = refundDataConverter(undefined), ...rest } = options;
   return Worker.create({
     taskQueue: TASK_QUEUE,
     workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
+    dataConverter,
     interceptors: { activity: tracing.activityInterceptors },
     ...rest,
   });
@@ -64,6 +74,8 @@ export async function runWorker(): Promise<void> {
   const logger = createLogger(config.logLevel);
   Runtime.install({ logger });
   await checkSearchAttributes(config);
+  const keyring = payloadKeyring(config);
+  const dataConverter = refundDataConverter(keyring);
   const tracing = startTracing(config.tracing.exporter, config.tracing.serviceName);
   let connection: NativeConnection;
   let visibility: Connection;
@@ -74,7 +86,7 @@ export async function runWorker(): Promise<void> {
   } catch (err) {
     throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
   }
-  const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace, interceptors: { workflow: tracing.clientInterceptors } });
+  const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace, dataConverter, interceptors: { workflow: tracing.clientInterceptors } });
   const deps = await openDeps(config, temporal);
   // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
   const receiver = config.webhooks.secret
@@ -94,6 +106,7 @@ export async function runWorker(): Promise<void> {
       taskQueue: config.taskQueue,
       activities: deps.activities,
       tracing,
+      dataConverter,
       // A bundle built ahead of time (`npm run build`) starts the worker in a second instead of bundling here.
       ...(config.workflowBundle && { workflowBundle: { codePath: config.workflowBundle } }),
     });
@@ -103,6 +116,7 @@ export async function runWorker(): Promise<void> {
       policy: deps.settings.policy.version,
       database: config.databaseUrl.split(':')[0],
       tracing: config.tracing.exporter,
+      payloads: keyring ? `encrypted with key ${keyring.current}` : 'plaintext (PAYLOAD_ENCRYPTION=off)',
       storeFaults: config.faultInjection,
     });
     await worker.run();

@@ -1,6 +1,8 @@
 // The stack a chaos run drives, all on 127.0.0.1 in a directory of its own: a Temporal dev server,
 // the Stripe-compatible and SMTP servers with their fault APIs, Toxiproxy in front of Stripe, SMTP
 // and the Temporal frontend, and a pool of worker processes that can be SIGKILLed and replaced.
+import { refundDataConverter } from '../codec/data-converter';
+import { newKeyEntry, parseKeyring } from '../codec/keyring';
 import { Client, Connection } from '@temporalio/client';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -86,7 +88,9 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
   fs.mkdirSync(dir, { recursive: true });
   const temporal = await startTemporal(dir);
   const connection = await Connection.connect({ address: temporal.address });
-  const client = new Client({ connection, namespace: 'default' });
+  // The run's own payload key, shared by its client and its worker processes.
+  const payloadKeys = newKeyEntry();
+  const client = new Client({ connection, namespace: 'default', dataConverter: refundDataConverter(parseKeyring(payloadKeys, 'chaos')) });
   let armed = false;
   let killedAfterRefund = 0;
   let afterRefund: () => Promise<void> = async () => undefined;
@@ -134,6 +138,7 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
     WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
     WEBHOOKS: 'off',
     FAULT_INJECTION: 'off',
+    PAYLOAD_KEYS: payloadKeys,
   };
   const workers = await Promise.all(Array.from({ length: opts.workers }, () => startWorkerProcess(env)));
   // One replacement at a time: two for the same slot at once would leave a worker nobody stops.

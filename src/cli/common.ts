@@ -1,8 +1,10 @@
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
 import type { Config } from '../config';
+import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
 
 /** A client for the configured Temporal server, with an error that says what to do when it is down. */
 export async function connectClient(config: Config): Promise<Client> {
+  const dataConverter = refundDataConverter(payloadKeyring(config));
   let connection: Connection;
   try {
     connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '5s' });
@@ -12,7 +14,7 @@ export async function connectClient(config: Config): Promise<Client> {
       { cause: err },
     );
   }
-  return new Client({ connection, namespace: config.temporal.namespace });
+  return new Client({ connection, namespace: config.temporal.namespace, dataConverter });
 }
 
 /** The message a person needs: for a failed workflow, its failure rather than the wrapper's. */

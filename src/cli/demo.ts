@@ -67,7 +67,9 @@ The stack keeps running in the background; \`npm run stop\` stops it.`);
 function temporalCommand(config: Config): string {
   const cli = findTool('temporal');
   const bin = cli === 'temporal' || process.env.PATH?.split(':').some((dir) => path.join(dir, 'temporal') === cli) ? 'temporal' : cli;
-  return config.temporal.address === '127.0.0.1:7233' ? bin : `${bin} --address ${config.temporal.address}`;
+  const address = config.temporal.address === '127.0.0.1:7233' ? '' : ` --address ${config.temporal.address}`;
+  // Payloads are encrypted: the CLI shows them through the codec server, as the Web UI does.
+  return `${bin}${address}${config.encryption.enabled ? ` --codec-endpoint ${config.codec.endpoint}` : ''}`;
 }
 
 /** What the providers really did for this order, read from their own records. */

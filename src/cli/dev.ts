@@ -16,7 +16,7 @@ async function main() {
 Web UI        ${u.webUi}
 Stripe API    ${u.stripe}
 SMTP          ${u.smtp}
-Mailbox       ${u.mailbox}
+Mailbox       ${u.mailbox}${u.codec ? `\nCodec server  ${u.codec} (the Web UI decodes payloads through it)` : ''}
 Logs          ${config.dataDir}/logs
 The worker runs here; Ctrl-C (or \`npm run stop\`) stops it. \`npm run stop\` stops the rest too.`);
   // Known to `npm run stop` and `npm run demo` like a worker the stack started.

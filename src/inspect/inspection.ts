@@ -2,7 +2,7 @@
 // ended) and the external evidence, turned into observed facts, inferences that say how sure they
 // are, and exactly one verdict with the single smallest next action and who may take it.
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { decodeFromPayloadsAtIndex } from '@temporalio/common/lib/internal-non-workflow';
+import { decodeFromPayloadsAtIndex, decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
 import { workerPolling } from '../client/refunds';
 import { REFUND_SAGA } from '../compensations/registry';
 import { operationId as operationIdOf } from '../reliability/identity';
@@ -140,7 +140,8 @@ async function readHistory(client: Client, handle: WorkflowHandle): Promise<Hist
     }
     const failed = e.workflowExecutionFailedEventAttributes?.failure;
     if (failed) {
-      out.failure = failed.message ?? 'failed';
+      // Its message may be an encoded attribute (encrypted with the payloads): decoded here.
+      out.failure = (await decodeOptionalFailureToOptionalError(converter, failed).catch(() => undefined))?.message ?? failed.message ?? 'failed';
       out.facts.push({ id, says: `the workflow failed: ${out.failure}` });
     }
     const cancel = e.workflowExecutionCancelRequestedEventAttributes;

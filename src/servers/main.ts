@@ -1,10 +1,14 @@
 // The local servers the stack runs in one background process: the Stripe-compatible API
-// (unless a real Stripe key is configured) and the SMTP server with its mailbox API.
+// (unless a real Stripe key is configured), the SMTP server with its mailbox API, and the codec
+// server that lets the Web UI show the encrypted payloads decoded.
 import fs from 'node:fs';
 import path from 'node:path';
 import { loadConfig } from '../config';
 import { startMailServer } from './mail-server';
 import { startStripeServer } from './stripe-server';
+import { startCodecServer } from '../codec/codec-server';
+import { EncryptionCodec } from '../codec/encryption-codec';
+import { payloadKeyring } from '../codec/data-converter';
 
 async function main() {
   const config = loadConfig();
@@ -31,6 +35,13 @@ async function main() {
   });
   closers.push(mail.close);
   console.log(`SMTP on ${mail.smtpUrl}, mailbox API on ${mail.apiUrl}`);
+  const keyring = payloadKeyring(config);
+  if (keyring) {
+    const { codec: c } = config;
+    const codec = await startCodecServer({ codec: new EncryptionCodec(keyring), namespace: config.temporal.namespace, origins: c.origins, authToken: c.authToken, port: c.port, host: c.host });
+    closers.push(codec.close);
+    console.log(`codec server on ${codec.url} for the Web UI at ${c.origins.join(', ')}`);
+  }
   if (config.faultInjection) console.log('fault injection is on: POST /_faults on the Stripe and mailbox ports (loopback only)');
 
   const shutdown = () => {

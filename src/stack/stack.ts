@@ -27,6 +27,8 @@ export async function ensureTemporal(config: Config): Promise<void> {
     log(`starting Temporal dev server (${cli}) on ${config.temporal.address}, Web UI on ${config.temporal.uiPort}`);
     const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(local.port), '--ui-port', String(config.temporal.uiPort)];
     args.push('--namespace', config.temporal.namespace, '--log-level', 'warn');
+    // The Web UI asks the stack's codec server to decode what the workers encrypted.
+    if (config.encryption.enabled) args.push('--ui-codec-endpoint', config.codec.endpoint);
     for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${cliType(key.type)}`);
     args.push('--db-filename', path.join(config.dataDir, 'temporal.db'));
     startDetached(config.dataDir, { name: 'temporal', command: cli, args });
@@ -68,13 +70,19 @@ export async function registerSearchAttributes(connection: Connection, namespace
 }
 
 export async function ensureServers(config: Config): Promise<void> {
-  const ports = [config.mail.smtpPort, config.mail.mailboxPort, ...(config.stripe.local ? [config.stripe.port] : [])];
+  const ports = [
+    config.mail.smtpPort,
+    config.mail.mailboxPort,
+    ...(config.stripe.local ? [config.stripe.port] : []),
+    ...(config.encryption.enabled ? [config.codec.port] : []),
+  ];
   if (runningPid(config.dataDir, 'servers') !== undefined) return;
   if ((await Promise.all(ports.map((p) => portOpen(p)))).some(Boolean)) {
-    throw new Error(`ports ${ports.join(', ')} are in use by something this stack did not start; stop it or change STRIPE_PORT / SMTP_PORT / MAILBOX_PORT`);
+    throw new Error(`ports ${ports.join(', ')} are in use by something this stack did not start; stop it or change STRIPE_PORT / SMTP_PORT / MAILBOX_PORT / CODEC_PORT`);
   }
   log(`starting local servers: SMTP on ${config.mail.smtpPort}, mailbox API on ${config.mail.mailboxPort}` +
-    (config.stripe.local ? `, Stripe-compatible API on ${config.stripe.port}` : ''));
+    (config.stripe.local ? `, Stripe-compatible API on ${config.stripe.port}` : '') +
+    (config.encryption.enabled ? `, codec server on ${config.codec.port}` : ''));
   startDetached(config.dataDir, { name: 'servers', ...tsx('src/servers/main.ts') });
   const all = async () => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean);
   await waitFor('local servers', all, 30_000, logFile(config.dataDir, 'servers'));
@@ -124,5 +132,6 @@ export function urls(config: Config) {
     stripe: config.stripe.apiBase ?? 'https://api.stripe.com',
     smtp: config.mail.smtpUrl,
     mailbox: `${config.mail.mailboxUrl}/messages`,
+    codec: config.encryption.enabled ? config.codec.endpoint : undefined,
   };
 }

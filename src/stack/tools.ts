@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../config';
 
-export type ToolName = 'temporal' | 'stripe-mock' | 'toxiproxy-server' | 'postgres';
+export type ToolName = 'temporal' | 'stripe-mock' | 'toxiproxy-server' | 'postgres' | 'chromium';
 
 /**
  * The path of an external binary, found (or built once into the cache outside the checkout)

@@ -7,11 +7,12 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { portOpen } from '../../src/stack/processes';
 import { findTool } from '../../src/stack/tools';
+import { chromium } from 'playwright-core';
 
 const run = promisify(execFile);
 const root = path.join(__dirname, '..', '..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-demo-'));
-const ports = { temporal: 17233, ui: 18233, stripe: 14242, smtp: 12525, mailbox: 18025, webhooks: 14343 };
+const ports = { temporal: 17233, ui: 18233, stripe: 14242, smtp: 12525, mailbox: 18025, webhooks: 14343, codec: 18888 };
 const env = {
   ...process.env,
   DATA_DIR: dataDir,
@@ -21,6 +22,7 @@ const env = {
   SMTP_PORT: String(ports.smtp),
   MAILBOX_PORT: String(ports.mailbox),
   WEBHOOK_PORT: String(ports.webhooks),
+  CODEC_PORT: String(ports.codec),
 };
 const npm = (script: string) => run('npm', ['run', '--silent', script], { cwd: root, env, timeout: 240_000 });
 const field = (out: string, name: string) => out.match(new RegExp(`^${name}\\s+(\\S+)`, 'm'))?.[1];
@@ -34,10 +36,43 @@ afterAll(async () => {
 
 const allClosed = async () => (await Promise.all(Object.values(ports).map((p) => portOpen(p)))).every((open) => !open);
 
+/**
+ * What Temporal stores of the run is encrypted, and the Web UI, in a real browser (Debian's
+ * Chromium), shows its input decoded: through the stack's codec server, with CORS for its origin.
+ */
+async function expectDecodedInWebUi(workflowId: string) {
+  const raw = JSON.parse((await run(findTool('temporal'), ['workflow', 'show', '--workflow-id', workflowId, '--address', env.TEMPORAL_ADDRESS, '--output', 'json'])).stdout) as {
+    events: { workflowExecutionStartedEventAttributes?: { input: { payloads: { metadata: { encoding: string } }[] } } }[];
+  };
+  const input = raw.events[0]!.workflowExecutionStartedEventAttributes!.input.payloads[0]!;
+  expect(Buffer.from(input.metadata.encoding, 'base64').toString()).toBe('binary/encrypted');
+
+  const browser = await chromium.launch({ executablePath: findTool('chromium'), args: ['--no-sandbox'] });
+  try {
+    const page = await browser.newPage();
+    const decodes: number[] = [];
+    page.on('response', (res) => {
+      if (res.url() === `http://127.0.0.1:${ports.codec}/decode`) decodes.push(res.status());
+    });
+    await page.goto(`http://localhost:${ports.ui}/namespaces/default/workflows/${workflowId}`);
+    let text = '';
+    for (let i = 0; i < 100 && !text.includes('"requestedBy": "demo"'); i++) {
+      await page.waitForTimeout(200);
+      text = await page.locator('body').innerText();
+    }
+    expect(text).toMatch(/Input[\s\S]*"orderId": "demo-order-1",\s*"amount": 1250,[\s\S]*"requestedBy": "demo"/);
+    expect(decodes.length).toBeGreaterThan(0);
+    expect(decodes.every((status) => status === 200)).toBe(true);
+  } finally {
+    await browser.close();
+  }
+}
+
 test('the demo refunds once however often it runs, across restarts, and stop stops what it started', async () => {
   expect(await allClosed()).toBe(true);
 
   const first = await npm('demo');
+  await expectDecodedInWebUi(field(first.stdout, 'workflow id')!);
   expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
   expect(await allClosed()).toBe(true);
   // Everything comes back from the files under DATA_DIR: the run, the provider's and the mailbox's state.

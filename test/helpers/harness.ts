@@ -2,6 +2,7 @@
 // provides), the local Stripe-compatible and SMTP servers with their fault APIs on, a SQLite
 // store with store faults on, and a worker.
 import type { WorkflowHandle } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NativeConnection, type Worker } from '@temporalio/worker';
 import fs from 'node:fs';
@@ -30,6 +31,8 @@ import { openStore } from '../../src/store';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import type { WorkerTracing } from '../../src/observability/tracing';
 import { bundleRefundWorkflows, createRefundWorker } from '../../src/worker';
+import { refundDataConverter } from '../../src/codec/data-converter';
+import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { outcomeOf } from '../../src/client/outcome';
 import type { EvidenceSources } from '../../src/inspect/evidence';
 import { refundWorkflow, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState } from '../../src/workflows';
@@ -65,8 +68,16 @@ export interface Harness {
   /** The in-process worker, unless `inProcessWorker: false`. */
   worker: Worker | undefined;
   settings: RunSettings;
+  /** The payload keys (PAYLOAD_KEYS) the file's clients and workers encrypt with: one of the file's own. */
+  payloadKeys: string;
   /** A second worker on its own task queue whose activities are the real ones with some replaced, or built with other settings. */
-  withWorker<T>(overrides: Partial<RefundActivities>, fn: (taskQueue: string) => Promise<T>, settings?: Partial<RunSettings>, taskQueue?: string): Promise<T>;
+  withWorker<T>(
+    overrides: Partial<RefundActivities>,
+    fn: (taskQueue: string) => Promise<T>,
+    settings?: Partial<RunSettings>,
+    taskQueue?: string,
+    dataConverter?: DataConverter,
+  ): Promise<T>;
   seedOrder(orderId: string, opts?: { paymentMethod?: string; customerEmail?: string; amount?: number }): Promise<Order>;
   /** Effects the Stripe server really performed for a payment intent (its refunds). */
   ledger(paymentIntentId: string): Promise<LedgerEffect[]>;
@@ -141,7 +152,11 @@ export function fewLookups(lookups: number): RecoveryPolicy {
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-test-'));
+  // Every payload of the file is encrypted, as in production: workers, clients and CLIs share the key.
+  const payloadKeys = newKeyEntry();
+  const dataConverter = refundDataConverter(parseKeyring(payloadKeys, 'harness'));
   const env = await TestWorkflowEnvironment.createLocal({
+    client: { dataConverter },
     server: {
       executable: { type: 'existing-path', path: findTool('temporal') },
       searchAttributes: Object.values(SEARCH_ATTRIBUTES),
@@ -173,7 +188,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const namespace = env.namespace ?? 'default';
   // Bundled once per file: every worker of the file runs the same workflow code.
   const workflowBundle = { code: await bundleRefundWorkflows() };
-  const worker = options.inProcessWorker === false ? undefined : await createRefundWorker({ connection, namespace, activities, workflowBundle, tracing: options.tracing });
+  const worker = options.inProcessWorker === false ? undefined : await createRefundWorker({ connection, namespace, activities, workflowBundle, dataConverter, tracing: options.tracing });
   const running = worker?.run();
 
   const getJson = async <T>(url: string): Promise<T> => {
@@ -194,13 +209,15 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     store,
     worker,
     settings,
-    async withWorker(overrides, fn, other, queue) {
+    payloadKeys,
+    async withWorker(overrides, fn, other, queue, converter) {
       const taskQueue = queue ?? `refunds-${randomUUID()}`;
       const w = await createRefundWorker({
         connection,
         namespace,
         taskQueue,
         workflowBundle,
+        dataConverter: converter ?? dataConverter,
         tracing: options.tracing,
         activities: { ...(other ? build({ ...settings, ...other }) : activities), ...overrides },
       });
@@ -246,6 +263,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       TEMPORAL_NAMESPACE: namespace,
       DATABASE_URL: databaseUrl,
       OPERATION_SCOPE: 'test',
+      PAYLOAD_KEYS: payloadKeys,
       STRIPE_API_BASE: stripeServer.url,
       SMTP_PORT: String(mail.smtpPort),
       MAILBOX_PORT: String(new URL(mail.apiUrl).port),

@@ -1,0 +1,57 @@
+// A PayloadCodec that encrypts every payload with AES-256-GCM: the serialized payload (its
+// encoding and data) becomes the ciphertext, and the key's id travels in the metadata so that
+// payloads written before a key rotation still decode.
+import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import type { Keyring } from './keyring';
+
+export const ENCRYPTED_ENCODING = 'binary/encrypted';
+export const KEY_ID_METADATA = 'encryption-key-id';
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+
+const utf8 = (text: string) => new TextEncoder().encode(text);
+const text = (bytes: Uint8Array | undefined | null) => (bytes ? Buffer.from(bytes).toString('utf8') : undefined);
+
+export class EncryptionCodec implements PayloadCodec {
+  constructor(private readonly keyring: Keyring) {}
+
+  async encode(payloads: Payload[]): Promise<Payload[]> {
+    const id = this.keyring.current;
+    const key = this.keyring.keys.get(id)!;
+    return payloads.map((payload) => {
+      const iv = randomBytes(IV_BYTES);
+      const cipher = createCipheriv('aes-256-gcm', key, iv);
+      // The key id is authenticated too: a payload relabelled with another id does not decode.
+      cipher.setAAD(Buffer.from(id));
+      const sealed = Buffer.concat([cipher.update(temporal.api.common.v1.Payload.encode(payload).finish()), cipher.final()]);
+      return {
+        metadata: { [METADATA_ENCODING_KEY]: utf8(ENCRYPTED_ENCODING), [KEY_ID_METADATA]: utf8(id) },
+        data: Buffer.concat([iv, sealed, cipher.getAuthTag()]),
+      };
+    });
+  }
+
+  async decode(payloads: Payload[]): Promise<Payload[]> {
+    return payloads.map((payload) => {
+      // Payloads from before encryption was on (or sent plain by another client) pass through.
+      if (text(payload.metadata?.[METADATA_ENCODING_KEY]) !== ENCRYPTED_ENCODING) return payload;
+      const id = text(payload.metadata?.[KEY_ID_METADATA]) ?? '(none)';
+      const key = this.keyring.keys.get(id);
+      if (!key) throw new Error(`payload encrypted with key ${id}, which this process does not have (it has ${[...this.keyring.keys.keys()].join(', ')}); add it to PAYLOAD_KEYS after the newest`);
+      const data = Buffer.from(payload.data ?? []);
+      if (data.length < IV_BYTES + TAG_BYTES) throw new Error(`payload encrypted with key ${id} is truncated (${data.length} bytes)`);
+      const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, IV_BYTES));
+      decipher.setAAD(Buffer.from(id));
+      decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
+      let plain: Buffer;
+      try {
+        plain = Buffer.concat([decipher.update(data.subarray(IV_BYTES, data.length - TAG_BYTES)), decipher.final()]);
+      } catch {
+        throw new Error(`payload encrypted with key ${id} failed authentication: it was altered, or key ${id} is not the key it was written with`);
+      }
+      return temporal.api.common.v1.Payload.decode(plain) as Payload;
+    });
+  }
+}

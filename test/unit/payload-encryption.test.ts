@@ -1,0 +1,109 @@
+// The payload codec, its keyring and its HTTP server, without Temporal: what an old key still
+// decodes after a rotation, what a tampered or unknown payload does, and who the server answers.
+import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { loadConfig } from '../../src/config';
+import { startCodecServer, type CodecServer } from '../../src/codec/codec-server';
+import { payloadKeyring } from '../../src/codec/data-converter';
+import { EncryptionCodec, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
+import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
+
+const customer = { email: 'alice@example.test', amount: 4321, note: 'box arrived crushed' };
+const plain = () => defaultPayloadConverter.toPayload(customer);
+const keyId = (p: Payload) => Buffer.from(p.metadata![KEY_ID_METADATA]!).toString();
+const [oldKey, newKey] = [newKeyEntry(new Date('2026-01-01')), newKeyEntry(new Date('2026-11-30'))];
+
+test('a payload is ciphertext under the newest key and decodes to what was encoded', async () => {
+  const codec = new EncryptionCodec(parseKeyring(`${newKey},${oldKey}`, 'test'));
+  const [sealed] = await codec.encode([plain()]);
+  expect(keyId(sealed!)).toBe(newKey.split(':')[0]);
+  expect(Buffer.from(sealed!.data!).toString('latin1')).not.toMatch(/alice|4321|crushed/);
+  const [opened] = await codec.decode([sealed!]);
+  expect(defaultPayloadConverter.fromPayload(opened!)).toEqual(customer);
+  // Two encodings of the same value differ (a fresh nonce each time).
+  const [again] = await codec.encode([plain()]);
+  expect(Buffer.from(again!.data!).equals(Buffer.from(sealed!.data!))).toBe(false);
+});
+
+test('after a rotation, a payload written with the old key still decodes; without the old key it names the key it lacks', async () => {
+  const [written] = await new EncryptionCodec(parseKeyring(oldKey, 'before')).encode([plain()]);
+  const rotated = new EncryptionCodec(parseKeyring(`${newKey}\n${oldKey}`, 'after'));
+  expect(defaultPayloadConverter.fromPayload((await rotated.decode([written!]))[0]!)).toEqual(customer);
+  expect(keyId((await rotated.encode([plain()]))[0]!)).toBe(newKey.split(':')[0]);
+  await expect(new EncryptionCodec(parseKeyring(newKey, 'retired')).decode([written!])).rejects.toThrow(`encrypted with key ${oldKey.split(':')[0]}, which this process does not have`);
+});
+
+test('a tampered payload or a relabelled key id fails authentication; a plaintext payload passes through', async () => {
+  const codec = new EncryptionCodec(parseKeyring(`${newKey},${oldKey}`, 'test'));
+  const [sealed] = await codec.encode([plain()]);
+  const flipped = Buffer.from(sealed!.data!);
+  flipped[20] = flipped[20]! ^ 1;
+  await expect(codec.decode([{ ...sealed!, data: flipped }])).rejects.toThrow(/failed authentication/);
+  const relabelled = { ...sealed!, metadata: { ...sealed!.metadata, [KEY_ID_METADATA]: Buffer.from(oldKey.split(':')[0]!) } };
+  await expect(codec.decode([relabelled])).rejects.toThrow(/failed authentication/);
+  expect(await codec.decode([plain()])).toEqual([plain()]);
+});
+
+test.each([
+  ['', /no keys/],
+  ['k1', /is not id:base64key/],
+  ['bad id:AAAA', /is not id:base64key/],
+  [`k1:${Buffer.alloc(16).toString('base64')}`, /key k1 is not 32 bytes/],
+  [`k1:${Buffer.alloc(32).toString('base64')},k1:${Buffer.alloc(32, 1).toString('base64')}`, /k1 appears twice/],
+])('PAYLOAD_KEYS %j is refused: %s', (keys, error) => {
+  expect(() => loadConfig({ PAYLOAD_KEYS: keys || ' ' })).toThrow(error);
+});
+
+test('without keys, a local server gets a key file of the stack\'s own; a remote one is refused unless encryption is off', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keys-'));
+  const local = payloadKeyring(loadConfig({ DATA_DIR: dir }))!;
+  expect(fs.statSync(path.join(dir, 'payload-keys')).mode & 0o777).toBe(0o600);
+  expect(payloadKeyring(loadConfig({ DATA_DIR: dir }))!.current).toBe(local.current);
+  expect(() => payloadKeyring(loadConfig({ DATA_DIR: dir, TEMPORAL_ADDRESS: 'temporal.example.com:7233' }))).toThrow(/not on this machine and no payload keys are set/);
+  expect(payloadKeyring(loadConfig({ TEMPORAL_ADDRESS: 'temporal.example.com:7233', PAYLOAD_ENCRYPTION: 'off' }))).toBeUndefined();
+  expect(payloadKeyring(loadConfig({ TEMPORAL_ADDRESS: 'temporal.example.com:7233', PAYLOAD_KEYS: newKey }))!.current).toBe(newKey.split(':')[0]);
+  expect(() => payloadKeyring(loadConfig({ PAYLOAD_KEYS_FILE: path.join(dir, 'missing') }))).toThrow(/PAYLOAD_KEYS_FILE .* does not exist/);
+});
+
+describe('the codec server', () => {
+  const ui = 'http://localhost:8233';
+  let server: CodecServer;
+  const codec = new EncryptionCodec(parseKeyring(newKey, 'test'));
+  beforeAll(async () => {
+    server = await startCodecServer({ codec, namespace: 'payments', origins: [ui], authToken: 'a-token-of-16-chars', port: 0 });
+  });
+  afterAll(() => server.close());
+
+  const body = async (payloads: Payload[]) => ({ payloads: payloads.map((p) => ({ metadata: Object.fromEntries(Object.entries(p.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), data: Buffer.from(p.data!).toString('base64') })) });
+  const post = (action: string, payload: unknown, headers: Record<string, string> = {}) =>
+    fetch(`${server.url}/some/prefix/${action}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer a-token-of-16-chars', 'x-namespace': 'payments', origin: ui, ...headers }, body: JSON.stringify(payload) });
+
+  test('decodes for the Web UI\'s origin, with CORS headers, and encodes', async () => {
+    const res = await post('decode', await body(await codec.encode([plain()])));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('access-control-allow-origin')).toBe(ui);
+    const { payloads } = (await res.json()) as { payloads: { data: string }[] };
+    expect(JSON.parse(Buffer.from(payloads[0]!.data, 'base64').toString())).toEqual(customer);
+    const encoded = (await (await post('encode', await body([plain()]))).json()) as { payloads: { data: string }[] };
+    expect(Buffer.from(encoded.payloads[0]!.data, 'base64').toString('latin1')).not.toMatch(/alice/);
+    const preflight = await fetch(`${server.url}/decode`, { method: 'OPTIONS', headers: { origin: ui, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-namespace' } });
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers.get('access-control-allow-headers')).toMatch(/X-Namespace/);
+  });
+
+  test('refuses another origin, another namespace, a missing token, and a body that is not Payloads', async () => {
+    const sealed = await body(await codec.encode([plain()]));
+    expect((await post('decode', sealed, { origin: 'http://evil.test' })).status).toBe(403);
+    const other = await post('decode', sealed, { 'x-namespace': 'other' });
+    expect(other.status).toBe(403);
+    expect(await other.json()).toEqual({ error: 'this codec server holds the keys of namespace payments, not other' });
+    expect((await post('decode', sealed, { authorization: 'Bearer wrong-token-of-16-ch' })).status).toBe(401);
+    expect((await post('decode', { payloads: [{ data: '!!!' }] })).status).toBe(400);
+    expect((await post('other', sealed)).status).toBe(404);
+    const evil = await fetch(`${server.url}/decode`, { method: 'OPTIONS', headers: { origin: 'http://evil.test' } });
+    expect(evil.status).toBe(403);
+    expect(evil.headers.get('access-control-allow-origin')).toBeNull();
+  });
+});
