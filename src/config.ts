@@ -11,6 +11,8 @@ import { parseKeyring } from './codec/keyring';
 export const PROJECT_ROOT = path.resolve(__dirname, '..');
 
 const port = z.coerce.number().int().min(1).max(65535);
+// Here, not beside the worker: reading the configuration must not load the worker.
+const WORKER_POOL_NAMES = ['workflows', 'effects', 'reconcile'] as const;
 
 // Here, not beside the logger and the tracer: reading the configuration must not load pino or the OpenTelemetry SDK.
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
@@ -69,6 +71,24 @@ const envSchema = z.object({
   CODEC_CORS_ORIGINS: z.string().min(1).optional(),
   /** When set, the codec server decodes only for requests bearing `Authorization: Bearer <token>`. */
   CODEC_AUTH_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** The pools this worker process serves (comma-separated): workflows, effects, reconcile. */
+  WORKER_POOLS: z
+    .string()
+    .transform((text, ctx) => {
+      const pools = [...new Set(text.split(',').map((p) => p.trim()).filter(Boolean))];
+      const unknown = pools.filter((p) => !(WORKER_POOL_NAMES as readonly string[]).includes(p));
+      if (pools.length === 0 || unknown.length > 0) {
+        ctx.addIssue({ code: 'custom', message: `must list pools among ${WORKER_POOL_NAMES.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}` });
+        return z.NEVER;
+      }
+      return pools as (typeof WORKER_POOL_NAMES)[number][];
+    })
+    .optional(),
+  WORKER_WORKFLOW_SLOTS: z.coerce.number().int().min(1).max(10_000).default(40),
+  WORKER_EFFECT_SLOTS: z.coerce.number().int().min(1).max(10_000).default(20),
+  WORKER_RECONCILE_SLOTS: z.coerce.number().int().min(1).max(10_000).default(10),
+  /** New refunds are refused while a task queue of the refunds has more tasks waiting than this; 0: never. */
+  ADMISSION_MAX_BACKLOG: z.coerce.number().int().min(0).max(10_000_000).default(1000),
   DECIDERS: z
     .string()
     .transform((text, ctx) => {
@@ -210,6 +230,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       lifecycle: { settleDelayMs: e.STRIPE_REFUND_SETTLE_MS, failDelayMs: e.STRIPE_REFUND_FAIL_MS },
     },
     taskQueue: e.TASK_QUEUE,
+    worker: {
+      pools: e.WORKER_POOLS ?? [...WORKER_POOL_NAMES],
+      slots: { workflows: e.WORKER_WORKFLOW_SLOTS, effects: e.WORKER_EFFECT_SLOTS, reconcile: e.WORKER_RECONCILE_SLOTS },
+    },
+    admission: { maxBacklog: e.ADMISSION_MAX_BACKLOG },
     logLevel: e.LOG_LEVEL,
     tracing: { exporter: e.OTEL_TRACES_EXPORTER, serviceName: e.OTEL_SERVICE_NAME },
     stripeLiveMode: e.STRIPE_LIVE_MODE === 'allow',

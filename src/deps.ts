@@ -53,7 +53,7 @@ export async function openDeps(config: Config, temporal?: Client): Promise<Deps>
   const mail = createMailTransport(config.mail.smtpUrl, config.mail.smtp);
   const stripe = createStripeClient({ ...config.stripe, requestTimeoutMs: config.stripe.requestTimeoutMs });
   return {
-    activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from, settings, temporal, digestTo: config.digestTo }),
+    activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from, settings, temporal, digestTo: config.digestTo, maxBacklog: config.admission.maxBacklog }),
     store,
     stripe,
     settings,

@@ -4,6 +4,15 @@ import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/commo
 import { z } from 'zod';
 
 export const TASK_QUEUE = 'refunds';
+
+/**
+ * Bulkheads: besides the workflow task queue, activities run in two pools of their own, so that a
+ * backlog of new side effects never starves reconciliation, decisions' bookkeeping and reads.
+ */
+export const ACTIVITY_POOLS = ['effects', 'reconcile'] as const;
+export type ActivityPool = (typeof ACTIVITY_POOLS)[number];
+/** The task queue of a pool beside the workflow task queue `base`: `refunds-effects`, `refunds-reconcile`. */
+export const poolQueue = (base: string, pool: ActivityPool) => `${base}-${pool}`;
 export const DEFAULT_NAMESPACE = 'default';
 
 /** Custom search attributes registered with the dev server, so runs can be filtered in the CLI and Web UI. */

@@ -8,11 +8,56 @@ import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startTracing, type WorkerTracing } from './observability/tracing';
-import { TASK_QUEUE } from './shared';
+import { ACTIVITY_POOLS, poolQueue, TASK_QUEUE } from './shared';
 import { FAILURE_CONVERTER_PATH, payloadKeyring, refundDataConverter } from './codec/data-converter';
 
+/** What a worker process can poll: the workflow task queue, and each activity pool's queue. */
+export const WORKER_POOLS = ['workflows', ...ACTIVITY_POOLS] as const satisfies Config['worker']['pools'];
+export type WorkerPool = (typeof WORKER_POOLS)[number];
+/** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
+export type PoolSlots = Record<WorkerPool, number>;
+export const DEFAULT_SLOTS: PoolSlots = { workflows: 40, effects: 20, reconcile: 10 };
+
 type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
-  Partial<Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'identity' | 'dataConverter'>> & { activities: RefundActivities; tracing?: WorkerTracing };
+  Partial<Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'identity' | 'dataConverter'>> & {
+    activities: RefundActivities;
+    tracing?: WorkerTracing;
+    /** The pools this process serves; all of them unless given. */
+    pools?: readonly WorkerPool[];
+    slots?: Partial<PoolSlots>;
+  };
+
+/** The Temporal workers of one process, one per pool, run and stopped together. */
+export class RefundWorker {
+  constructor(readonly workers: Worker[]) {}
+
+  /** Runs every pool; one that fails stops the others, so a process never serves half its pools unnoticed. */
+  async run(): Promise<void> {
+    await Promise.all(
+      this.workers.map((w) =>
+        w.run().catch((err: unknown) => {
+          this.shutdown();
+          throw err;
+        }),
+      ),
+    );
+  }
+
+  shutdown(): void {
+    for (const w of this.workers) if (w.getState() === 'RUNNING') w.shutdown();
+  }
+
+  /** Runs the pools until `work` settles, then stops them and returns its result. */
+  async runUntil<T>(work: Promise<T>): Promise<T> {
+    const running = this.run();
+    try {
+      return await Promise.race([work, running.then(() => Promise.reject(new Error('the workers stopped before the work was done')))]);
+    } finally {
+      this.shutdown();
+      await running.catch(() => undefined);
+    }
+  }
+}
 
 /** The workflow code as a worker runs it; `npm run bundle` writes the same ahead of time. */
 export async function bundleRefundWorkflows(): Promise<string> {
@@ -29,15 +74,28 @@ export async function bundleRefundWorkflows(): Promise<string> {
  * converter must be its clients' (refundDataConverter with the same keyring); without one it
  * reads and writes plaintext payloads.
  */
-export async function createRefundWorker(options: RefundWorkerOptions): Promise<Worker> {
-  const { workflowBundle, tracing = startTracing('none', ''), dataConverter = refundDataConverter(undefined), ...rest } = options;
-  return Worker.create({
-    taskQueue: TASK_QUEUE,
-    workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
-    dataConverter,
-    interceptors: { activity: tracing.activityInterceptors },
-    ...rest,
-  });
+export async function createRefundWorker(options: RefundWorkerOptions): Promise<RefundWorker> {
+  const { workflowBundle, tracing = startTracing('none', ''), dataConverter = refundDataConverter(undefined), taskQueue = TASK_QUEUE, pools = WORKER_POOLS, slots, ...rest } = options;
+  const n = { ...DEFAULT_SLOTS, ...slots };
+  const common = { ...rest, dataConverter, interceptors: { activity: tracing.activityInterceptors } };
+  const workers: Worker[] = [];
+  if (pools.includes('workflows')) {
+    workers.push(
+      await Worker.create({
+        ...common,
+        taskQueue,
+        workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
+        maxConcurrentWorkflowTaskExecutions: n.workflows,
+        // Runs from before the bulkheads schedule every activity here.
+        maxConcurrentActivityTaskExecutions: n.effects,
+      }),
+    );
+  }
+  for (const pool of ACTIVITY_POOLS) {
+    if (pools.includes(pool)) workers.push(await Worker.create({ ...common, taskQueue: poolQueue(taskQueue, pool), maxConcurrentActivityTaskExecutions: n[pool] }));
+  }
+  if (workers.length === 0) throw new Error('a worker needs at least one pool (WORKER_POOLS)');
+  return new RefundWorker(workers);
 }
 
 /**
@@ -109,8 +167,11 @@ export async function runWorker(): Promise<void> {
       dataConverter,
       // A bundle built ahead of time (`npm run build`) starts the worker in a second instead of bundling here.
       ...(config.workflowBundle && { workflowBundle: { codePath: config.workflowBundle } }),
+      pools: config.worker.pools,
+      slots: config.worker.slots,
     });
-    logger.info(`worker polling task queue ${config.taskQueue} on ${config.temporal.address}`, {
+    const queues = config.worker.pools.map((p) => (p === 'workflows' ? config.taskQueue : poolQueue(config.taskQueue, p)));
+    logger.info(`worker polling task queue ${queues.join(', ')} on ${config.temporal.address}`, {
       namespace: config.temporal.namespace,
       scope: deps.settings.scope,
       policy: deps.settings.policy.version,
@@ -118,6 +179,7 @@ export async function runWorker(): Promise<void> {
       tracing: config.tracing.exporter,
       payloads: keyring ? `encrypted with key ${keyring.current}` : 'plaintext (PAYLOAD_ENCRYPTION=off)',
       storeFaults: config.faultInjection,
+      slots: config.worker.slots,
     });
     await worker.run();
   } finally {

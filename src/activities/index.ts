@@ -26,6 +26,8 @@ export interface ActivityDeps {
   temporal?: Client;
   /** Who reads the operators' digest. */
   digestTo?: string;
+  /** The admission limit a batch respects when it takes queued refunds (ADMISSION_MAX_BACKLOG); none: no limit. */
+  maxBacklog?: number;
 }
 
 /** Margin kept between an SMTP send's own deadline and the smtp activity's start-to-close. */
@@ -42,7 +44,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
     ...createLateFailureActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),
-    ...createQueueActivities({ queue: store.queue, temporal: deps.temporal }),
+    ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog }),
     ...createNotificationActivities({
       transport: deps.mail,
       store,

@@ -1,6 +1,8 @@
 // What a batch occurrence does to the refund queue: take the oldest queued requests, then record
 // per request the run it started or why it could not start one (the request then stays queued).
 import type { Client } from '@temporalio/client';
+import { log } from '@temporalio/activity';
+import { backlogs } from '../client/admission';
 import { startedWith } from '../client/refunds';
 import { changedIntent } from '../shared';
 import type { QueuedRequest, RefundQueue } from '../store/types';
@@ -17,7 +19,14 @@ export interface StartRecord {
 
 export type QueueActivities = ReturnType<typeof createQueueActivities>;
 
-export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Client }) {
+export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Client; maxBacklog?: number }) {
+  /** How many new refunds the queues have room for under the admission limit (Infinity: no limit here). */
+  const room = async (taskQueue: string | undefined): Promise<number> => {
+    if (!deps.temporal || !taskQueue || !deps.maxBacklog) return Infinity;
+    const worst = Math.max(...(await backlogs(deps.temporal, taskQueue)).map((b) => b.tasks));
+    return Math.max(0, deps.maxBacklog - worst);
+  };
+
   /** Why a run that already holds the request's business key does not carry out this request, if it does not. */
   const otherIntent = async (r: StartRecord, request: QueuedRequest['request']): Promise<string | undefined> => {
     if (!deps.temporal) return `${r.workflowId} already exists and this worker cannot read what it was started with`;
@@ -32,8 +41,11 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
   };
 
   return {
-    async takeQueued(input: { limit: number }): Promise<QueuedRequest[]> {
-      return deps.queue.next(input.limit);
+    /** Takes the oldest queued requests, as many as the admission limit leaves room for: the rest wait, queued, for a later occurrence. */
+    async takeQueued(input: { limit: number; taskQueue?: string }): Promise<QueuedRequest[]> {
+      const limit = Math.min(input.limit, await room(input.taskQueue));
+      if (limit < input.limit) log.warn(`admission: taking ${limit} of up to ${input.limit} queued requests; task queue ${input.taskQueue} is over ADMISSION_MAX_BACKLOG ${deps.maxBacklog}, the rest stay queued`);
+      return limit > 0 ? deps.queue.next(limit) : [];
     },
 
     /** Records each start; a request whose key is held by a run with another intent is refused for good, and returned. */

@@ -6,6 +6,7 @@ import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS } from '.
 import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError, openStore } from '../store';
 import { connectClient, errorMessage } from './common';
+import { AdmissionRejectedError } from '../client/admission';
 
 const integer = (name: string) => (value: string) => {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
@@ -51,7 +52,7 @@ async function main() {
   }
   const client = await connectClient(config);
   try {
-    const { workflowId, handle } = await startRefund(client, request, config.taskQueue);
+    const { workflowId, handle } = await startRefund(client, request, config.taskQueue, { taskQueue: config.taskQueue, ...config.admission });
     console.log(`workflow ${workflowId}`);
     if (!opts.wait) return;
     if (!(await workerPolling(client, config.taskQueue))) {
@@ -78,6 +79,11 @@ async function main() {
 }
 
 main().catch((err) => {
+  if (err instanceof AdmissionRejectedError) {
+    // EX_TEMPFAIL: nothing was done, and the same command may succeed later.
+    console.error(`refund: ${err.message}`);
+    process.exit(75);
+  }
   if (err instanceof InvalidRefundRequestError || err instanceof ConflictingRefundError || err instanceof IntentConflictError) {
     console.error(`refund: ${err.message}`);
     process.exit(2);

@@ -1,6 +1,7 @@
 // Starting a refund from outside Temporal: validate first, then start the workflow under its
 // business key, or attach to the run that already holds that key.
-import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { checkAdmission, type Admission } from './admission';
 import { changedIntent, parseRefundRequest, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundRequest } from '../shared';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
@@ -20,12 +21,15 @@ export interface StartedRefund {
 /**
  * Starts the refund, or returns the run that already holds its workflow id (running or
  * finished), so a repeated request never refunds twice. A request that differs from that
- * run's is a changed intent and is refused: it needs a new operation version.
+ * run's is a changed intent and is refused: it needs a new operation version. With `admission`,
+ * a new run is refused (AdmissionRejectedError) while the workers are too far behind.
  */
-export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE): Promise<StartedRefund> {
+export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, admission?: Admission): Promise<StartedRefund> {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
   let handle: WorkflowHandle<typeof refundWorkflow>;
+  // Over the backlog limit, only a new run is refused: a repeated request still finds its run.
+  if (admission && !(await runExists(client, workflowId))) await checkAdmission(client, admission, `refund ${workflowId}`);
   try {
     handle = await client.workflow.start(refundWorkflow, {
       taskQueue,
@@ -49,6 +53,16 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
     );
   }
   return { workflowId, handle, request };
+}
+
+async function runExists(client: Client, workflowId: string): Promise<boolean> {
+  try {
+    await client.workflow.getHandle(workflowId).describe();
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
 }
 
 /** Whether any worker polled the refunds task queue lately (Temporal keeps pollers seen in the last minutes). */

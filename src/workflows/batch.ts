@@ -4,7 +4,8 @@
 // but did not record is found by its workflow id; the refund's own identity is the operation, so
 // even a run under another id refunds nothing twice.
 import { ApplicationFailure, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/common';
-import { ParentClosePolicy, proxyActivities, startChild } from '@temporalio/workflow';
+import { ParentClosePolicy, startChild, workflowInfo } from '@temporalio/workflow';
+import { pooledActivities } from './pools';
 import type { QueueActivities, StartRecord } from '../activities/queue';
 import { refundWorkflowId, SEARCH_ATTRIBUTES } from '../shared';
 import { currentOccurrence } from './occurrence';
@@ -23,13 +24,14 @@ export interface BatchResult {
   notStarted: { workflowId: string; reason: string }[];
 }
 
-const { takeQueued, recordStarts } = proxyActivities<QueueActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 10 } });
+const { takeQueued, recordStarts } = pooledActivities<QueueActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 10 } });
 
 export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResult> {
   const limit = Math.trunc(Number(input?.limit));
   if (!(limit >= 1 && limit <= 1000)) throw ApplicationFailure.nonRetryable(`limit must be a whole number from 1 to 1000, got ${JSON.stringify(input?.limit)}`);
   const occurrence = currentOccurrence();
-  const taken = await takeQueued({ limit });
+  // The activity takes fewer when the workers are behind (admission control): the rest wait, queued.
+  const taken = await takeQueued({ limit, taskQueue: workflowInfo().taskQueue });
   const records: StartRecord[] = [];
   for (const { id, request } of taken) {
     const workflowId = refundWorkflowId(request.orderId, request.operationVersion);

@@ -1,7 +1,8 @@
 // The daily digest: one email per occurrence to the operators, listing the refund runs that wait
 // for a person, sent through the idempotent notification path under a key built from the
 // occurrence id, so a redelivered or re-run occurrence sends no second digest.
-import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
+import { ApplicationFailure } from '@temporalio/workflow';
+import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { currentOccurrence } from './occurrence';
 
@@ -18,8 +19,8 @@ export interface DigestResult {
   alreadySent: boolean;
 }
 
-const { listAttention } = proxyActivities<RefundActivities>({ startToCloseTimeout: '60s', retry: { maximumAttempts: 5 } });
-const { sendDigest } = proxyActivities<RefundActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 5 } });
+const { listAttention } = pooledActivities<RefundActivities>({ startToCloseTimeout: '60s', retry: { maximumAttempts: 5 } });
+const { sendDigest } = pooledActivities<RefundActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 5 } });
 
 export async function digestWorkflow(options: DigestOptions = {}): Promise<DigestResult> {
   const max = Math.trunc(Number(options?.max ?? 100));

@@ -4,7 +4,8 @@
 // stands (the order's refund taken off, a correction email), each under the same key the saga
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
-import { ApplicationFailure, defineQuery, proxyActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { compensationOrder, REFUND_SAGA, type RefundStep, type SagaContext } from '../compensations/registry';
 import { evidenced, lateFailureFactsSchema, notificationReceiptSchema, orderReceiptSchema, type LateFailureFacts } from '../receipts';
@@ -99,7 +100,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
       refund: facts && { refundId: facts.refund.refundId, status: facts.refund.status },
       compensations: state.compensations,
     };
-    await proxyActivities<RefundActivities>(BOOKKEEPING)
+    await pooledActivities<RefundActivities>(BOOKKEEPING)
       .recordOutcome({
         operationId: input.operationId,
         status,
@@ -114,7 +115,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
 
   let raw: unknown;
   try {
-    raw = await proxyActivities<RefundActivities>(LOOKUP).examineLateFailure({ operationId: input.operationId, refundId: input.refundId });
+    raw = await pooledActivities<RefundActivities>(LOOKUP).examineLateFailure({ operationId: input.operationId, refundId: input.refundId });
   } catch (err) {
     const { error } = describeFailure(err, 'stripe', 'examining the late failure', false);
     return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);
@@ -151,7 +152,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     const record: FollowUpCompensation = { step, key, status: 'completed' };
     state.compensations.push(record);
     try {
-      const acts = proxyActivities<RefundActivities>(optionsFor(policy, undo.boundary)) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
+      const acts = pooledActivities<RefundActivities>(optionsFor(policy, undo.boundary)) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
       const schema = evidenced(undo.activity === 'revertRefund' ? orderReceiptSchema : notificationReceiptSchema);
       const parsed = schema.safeParse(await acts[undo.activity](undo.input(ctx, key)));
       // It finished, so whatever it did happened; what it returned cannot be used as its receipt.

@@ -1,7 +1,8 @@
 // The state of one refund run, as the `steps` Query shows it: the step table, the operation's
 // identity, what is known of the effect, the last failure and the move the policy chose for it,
 // reconciliation, budgets, and why the run stopped. Workflow code: deterministic, no I/O.
-import { proxyActivities, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { pooledActivities } from './pools';
 import type { z } from 'zod';
 import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
@@ -310,7 +311,7 @@ export class RefundRun {
   /** The activities at one boundary, with options derived from the policy and what is left of the budget. */
   activities(boundary: Boundary, essential = false): RefundActivities {
     try {
-      return proxyActivities<RefundActivities>(this.budget.options(this.policy, boundary, essential));
+      return pooledActivities<RefundActivities>(this.budget.options(this.policy, boundary, essential));
     } catch (err) {
       if (err instanceof BudgetExhausted) throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
       throw err;

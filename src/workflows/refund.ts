@@ -2,19 +2,8 @@
 // → update the order → notify the customer → the completion gate. Deterministic: every effect
 // happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
 // reconciled with the provider, never resent blind.
-import {
-  ApplicationFailure,
-  CancellationScope,
-  condition,
-  defineQuery,
-  isCancellation,
-  patched,
-  proxyActivities,
-  setHandler,
-  sleep,
-  upsertSearchAttributes,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, patched, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import type { CheckCompletionInput } from '../activities/completion-gate';
 import type { CreateRefundInput } from '../activities/payments';
@@ -137,7 +126,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       if (stopped.status !== 'needs_attention') return ended(run, stopped.status, stopped.reason, stopped.failedStep);
 
       // Who may decide is read as the workers are configured now, also for a run that never loaded its settings.
-      await proxyActivities<RefundActivities>(BOOKKEEPING)
+      await pooledActivities<RefundActivities>(BOOKKEEPING)
         .decisionPolicy()
         .then((decisions) => run.useDecisionPolicy(decisions), () => undefined);
       run.park(stopped);
@@ -218,7 +207,7 @@ async function handOverLateFailure(run: RefundRun): Promise<void> {
   const event = run.unactedFailure();
   if (!event || !patched(AWAIT_PROVIDER)) return;
   await CancellationScope.nonCancellable(() =>
-    proxyActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
+    pooledActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
       .handToFollowUp({ operationId: run.ctx.operationId, event })
       .catch((err: unknown) => {
         // The event stays in the store, the run's state and inspect, for a person.
@@ -750,7 +739,7 @@ async function audit(
   detail?: Record<string, unknown>,
 ): Promise<void> {
   if (!run.ctx.operationId) return;
-  const { recordOutcome } = proxyActivities<RefundActivities>(BOOKKEEPING);
+  const { recordOutcome } = pooledActivities<RefundActivities>(BOOKKEEPING);
   try {
     await recordOutcome({ operationId: run.ctx.operationId, status, reason, failedStep, ...(event && { event }), ...(detail && { detail }) });
   } catch (err) {

@@ -1,7 +1,8 @@
 // The reconciliation sweep: asks the parked runs whose refund is unknown to look again (lookups
 // only, nothing is sent), up to `maxRuns` per occurrence, and reports what settled. What stays
 // unknown stays parked for a person; the next occurrence takes the runs this one did not reach.
-import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
+import { ApplicationFailure } from '@temporalio/workflow';
+import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import type { SweepReport } from '../activities/attention';
 import { currentOccurrence } from './occurrence';
@@ -13,7 +14,7 @@ export interface SweepOptions {
   waitMs?: number;
 }
 
-const { sweepUnknown } = proxyActivities<RefundActivities>({ startToCloseTimeout: '15m', heartbeatTimeout: '60s', retry: { maximumAttempts: 3 } });
+const { sweepUnknown } = pooledActivities<RefundActivities>({ startToCloseTimeout: '15m', heartbeatTimeout: '60s', retry: { maximumAttempts: 3 } });
 
 export async function sweepWorkflow(options: SweepOptions = {}): Promise<SweepReport & { occurrenceId: string }> {
   const maxRuns = Math.trunc(Number(options?.maxRuns ?? 200));

@@ -4,12 +4,13 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { NativeConnection, type Worker } from '@temporalio/worker';
+import { NativeConnection } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { createActivities, type RefundActivities } from '../../src/activities';
 import { startToxiproxy, type Proxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
@@ -30,12 +31,17 @@ import { findTool } from '../../src/stack/tools';
 import { openStore } from '../../src/store';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import type { WorkerTracing } from '../../src/observability/tracing';
-import { bundleRefundWorkflows, createRefundWorker } from '../../src/worker';
+import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
 import { refundDataConverter } from '../../src/codec/data-converter';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
+import { startCodecServer } from '../../src/codec/codec-server';
+import { EncryptionCodec } from '../../src/codec/encryption-codec';
 import { outcomeOf } from '../../src/client/outcome';
 import type { EvidenceSources } from '../../src/inspect/evidence';
 import { refundWorkflow, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState } from '../../src/workflows';
+
+// Never execFileSync: the CLI asks this process's codec server, which must stay free to answer.
+const execFileAsync = promisify(execFile);
 
 export interface HarnessOptions {
   /** How long the Stripe server keeps a key's response; the worker's dedupe window follows it. */
@@ -66,10 +72,18 @@ export interface Harness {
   mail: MailServer;
   store: OrderStore;
   /** The in-process worker, unless `inProcessWorker: false`. */
-  worker: Worker | undefined;
+  worker: RefundWorker | undefined;
+  /** The worker's activities, for workers a test builds itself. */
+  activities: RefundActivities;
+  /** The file's data converter (payloads encrypted with payloadKeys). */
+  dataConverter: DataConverter;
+  /** The workflow bundle every worker of the file runs. */
+  workflowBundle: { code: string };
   settings: RunSettings;
   /** The payload keys (PAYLOAD_KEYS) the file's clients and workers encrypt with: one of the file's own. */
   payloadKeys: string;
+  /** A codec server with that key, for the \`temporal\` CLI's --codec-endpoint: without it the CLI sees ciphertext. */
+  codecUrl: string;
   /** A second worker on its own task queue whose activities are the real ones with some replaced, or built with other settings. */
   withWorker<T>(
     overrides: Partial<RefundActivities>,
@@ -98,7 +112,7 @@ export interface Harness {
   /** The environment that points our CLIs at this stack. */
   cliEnv(): NodeJS.ProcessEnv;
   /** With RECORD_HISTORY=1, writes the run's history to test/histories/<name>.json for the replay test. */
-  recordHistory(workflowId: string, name: string): void;
+  recordHistory(workflowId: string, name: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -154,7 +168,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-test-'));
   // Every payload of the file is encrypted, as in production: workers, clients and CLIs share the key.
   const payloadKeys = newKeyEntry();
-  const dataConverter = refundDataConverter(parseKeyring(payloadKeys, 'harness'));
+  const keyring = parseKeyring(payloadKeys, 'harness');
+  const dataConverter = refundDataConverter(keyring);
+  const codecServer = await startCodecServer({ codec: new EncryptionCodec(keyring), namespace: 'default', origins: [], port: 0 });
   const env = await TestWorkflowEnvironment.createLocal({
     client: { dataConverter },
     server: {
@@ -208,8 +224,12 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     mail,
     store,
     worker,
+    activities,
+    dataConverter,
+    workflowBundle,
     settings,
     payloadKeys,
+    codecUrl: codecServer.url,
     async withWorker(overrides, fn, other, queue, converter) {
       const taskQueue = queue ?? `refunds-${randomUUID()}`;
       const w = await createRefundWorker({
@@ -268,10 +288,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       SMTP_PORT: String(mail.smtpPort),
       MAILBOX_PORT: String(new URL(mail.apiUrl).port),
     }),
-    recordHistory(workflowId, name) {
+    async recordHistory(workflowId, name) {
       if (!process.env.RECORD_HISTORY) return;
-      const args = ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--output', 'json'];
-      fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), execFileSync(findTool('temporal'), args));
+      // Decoded through the codec server: a recording replays without the file's key.
+      const args = ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--codec-endpoint', codecServer.url, '--output', 'json'];
+      fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), (await execFileAsync(findTool('temporal'), args, { maxBuffer: 64 << 20 })).stdout);
     },
     async close() {
       worker?.shutdown();
@@ -282,6 +303,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await stripeServer.close();
       if (proxied) await connection.close();
       await toxiproxy?.close();
+      await codecServer.close();
       await env.teardown();
       fs.rmSync(dir, { recursive: true, force: true });
     },

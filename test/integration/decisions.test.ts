@@ -89,7 +89,7 @@ describe('a run that needs a person parks', () => {
     expect((await handle.describe()).searchAttributes).toMatchObject({ RefundNeedsAttention: [false], RefundStatus: ['completed'] });
     const trail = (await h.store.operations.auditTrail(opId(order.id))).map((e) => e.event);
     expect(trail).toEqual(expect.arrayContaining(['run_parked', 'decision', 'completion_gate_passed']));
-    h.recordHistory(handle.workflowId, 'refund-parked-then-retried');
+    await h.recordHistory(handle.workflowId, 'refund-parked-then-retried');
   });
 
   test('a decision sent twice under one update id is applied once', async () => {
@@ -209,7 +209,8 @@ describe('a run that needs a person parks', () => {
 
   test('approved by a second person, a decision is applied; decisions also work from the temporal CLI', async () => {
     const { handle, order } = await parkedAtGate();
-    const cli = (...args: string[]) => execFileAsync(findTool('temporal'), [...args, '--address', h.env.address], { encoding: 'utf8' });
+    // As operators run it: through the codec server, so the decision and its note are sent encrypted.
+    const cli = (...args: string[]) => execFileAsync(findTool('temporal'), [...args, '--address', h.env.address, '--codec-endpoint', h.codecUrl], { encoding: 'utf8' });
     await cli('workflow', 'update', 'execute', '--workflow-id', handle.workflowId, '--name', 'decide', '--update-id', 'abandon-1', '--input', JSON.stringify({ decision: 'abandon', by: 'ops', reason: 'the customer was refunded by hand' }));
     // The shipped policy lets one operator abandon; the run ends at once.
     const result = await handle.result();

@@ -4,9 +4,8 @@ import { Client } from '@temporalio/client';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { startCodecServer, type CodecServer } from '../../src/codec/codec-server';
 import { refundDataConverter } from '../../src/codec/data-converter';
-import { EncryptionCodec, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
+import { KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { startRefund } from '../../src/client/refunds';
 import { findTool } from '../../src/stack/tools';
@@ -15,16 +14,11 @@ import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 const run = promisify(execFile);
 let h: Harness;
-let codec: CodecServer;
 
 beforeAll(async () => {
   h = await startHarness();
-  codec = await startCodecServer({ codec: new EncryptionCodec(parseKeyring(h.payloadKeys, 'harness')), namespace: h.env.namespace ?? 'default', origins: [], port: 0 });
 });
-afterAll(async () => {
-  await codec?.close();
-  await h?.close();
-});
+afterAll(() => h?.close());
 
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const show = async (workflowId: string, ...extra: string[]) =>
@@ -71,7 +65,7 @@ test('the raw history holds no plaintext customer email, amount or decision note
   // (The run itself records the address masked, e***@customer.test: not even the domain may show.)
   for (const secret of [email, '@customer.test', note, '87654', '98765']) expect(raw).not.toContain(secret);
   // The same history through the codec server (as the Web UI and `temporal --codec-endpoint` read it) has them.
-  const decoded = texts(await show(handle.workflowId, '--codec-endpoint', codec.url)).join('\n');
+  const decoded = texts(await show(handle.workflowId, '--codec-endpoint', h.codecUrl)).join('\n');
   for (const secret of ['@customer.test', note, '87654', '98765']) expect(decoded).toContain(secret);
 });
 

@@ -76,7 +76,7 @@ test('a pending refund waits visibly for the provider and completes on its webho
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   expect(await h.store.operations.get(result.operationId)).toMatchObject({ status: 'completed' });
   expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.status)).toBe('completed');
-  h.recordHistory(handle.workflowId, 'refund-awaited-webhook');
+  await h.recordHistory(handle.workflowId, 'refund-awaited-webhook');
 });
 
 test('a refund that fails after its run completed: a follow-up reverts the order and sends exactly one correction, however often and in whatever order the events come', async () => {

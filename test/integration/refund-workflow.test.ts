@@ -72,7 +72,7 @@ test('a refund runs every step once and reports them in the step table', async (
   const described = await h.env.client.workflow.getHandle(result.workflowId).describe();
   expect(described.searchAttributes).toMatchObject({ RefundOrderId: [order.id], RefundStatus: ['completed'], RefundStep: ['completion_gate'] });
 
-  h.recordHistory(result.workflowId, 'refund-completed');
+  await h.recordHistory(result.workflowId, 'refund-completed');
 });
 
 test('asking again for the same refund returns the first run and refunds once', async () => {
@@ -170,7 +170,7 @@ test('a refund the provider later fails is compensated in reverse order, each un
   );
 
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0, status: 'paid' });
-  h.recordHistory(`refund-${order.id}-v1`, 'refund-compensated');
+  await h.recordHistory(`refund-${order.id}-v1`, 'refund-compensated');
   const mails = await h.messages({ to: order.customerEmail });
   expect(mails).toHaveLength(2);
   expect(new Set(mails.map((m) => m.messageId)).size).toBe(2);

@@ -2,10 +2,12 @@
 // would break runs already in flight fails here, unless it is guarded by patched(). The recordings
 // cover a completed run, a reconciled lost response, a run that ended with its outcome unknown, a
 // compensated run, a run that settled an earlier version's unknown outcome before it refunded, and a run
-// that parked for a person and resumed on their decision, and a pending refund awaited until its webhook. The first five predate parking: they replay
-// through the patched('outcomes-and-parking') branch that runs already in flight keep. Refresh a recording
+// that parked for a person and resumed on their decision, a pending refund awaited until its webhook, and a
+// run whose activities ran in the bulkhead pools. The first five predate parking: they replay through the
+// patched('outcomes-and-parking') branch that runs already in flight keep, and all but the last predate the
+// bulkheads (patched('bulkheads-v1')). Recordings are written decoded (through the codec server). Refresh a recording
 // only for an intended, patched() change, and keep the old ones:
-//   RECORD_HISTORY=1 npx jest test/integration/decisions.test.ts (or provider-lifecycle.test.ts)
+//   RECORD_HISTORY=1 npx jest test/integration/decisions.test.ts (or provider-lifecycle.test.ts, bulkheads.test.ts)
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
@@ -22,9 +24,10 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked and awaited paths', () => {
+test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited and bulkhead paths', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'refund-awaited-webhook.json',
+    'refund-bulkheads.json',
     'refund-compensated.json',
     'refund-completed.json',
     'refund-earlier-settled.json',

@@ -48,7 +48,7 @@ describe('the refund is committed but its response is lost', () => {
     expect(step(state, 'create_refund').ledger).toEqual([expect.objectContaining({ outcome: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'response_lost' })]);
     expect(state.lastFailure).toMatchObject({ step: 'create_refund', code: 'UNKNOWN_OUTCOME', domain: 'unknown outcome' });
     expect(state.recovery).toMatchObject({ action: 'reconcile', owner: 'workflow' });
-    h.recordHistory(result.workflowId, 'refund-reconciled');
+    await h.recordHistory(result.workflowId, 'refund-reconciled');
   });
 
   test('while the list lags, a resend with the same key inside the window is answered with the first refund', async () => {
@@ -204,7 +204,7 @@ test('an outcome that stays unknown stays unknown: no claim, no email, no order 
   await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'unknown' });
   const described = await h.env.client.workflow.getHandle(`refund-${order.id}-v1`).describe();
   expect(described.searchAttributes).toMatchObject({ RefundStatus: ['needs_attention'], RefundStep: ['create_refund'] });
-  h.recordHistory(`refund-${order.id}-v1`, 'refund-unknown');
+  await h.recordHistory(`refund-${order.id}-v1`, 'refund-unknown');
 });
 
 test('an order-update version conflict reloads the order and applies again; the refund is never sent again', async () => {
@@ -257,7 +257,7 @@ describe('the same operation under another workflow id', () => {
     const first = await refund(h.env.client, request(order.id));
     const workflowId = `cli-${randomUUID()}`;
     // Asynchronously: the worker answering the CLI's query runs in this process.
-    const cli = async (...args: string[]) => (await execFileAsync(findTool('temporal'), [...args, '--address', h.env.address], { encoding: 'utf8' })).stdout;
+    const cli = async (...args: string[]) => (await execFileAsync(findTool('temporal'), [...args, '--address', h.env.address, '--codec-endpoint', h.codecUrl], { encoding: 'utf8' })).stdout;
     await cli('workflow', 'start', '--type', 'refundWorkflow', '--task-queue', TASK_QUEUE, '--workflow-id', workflowId, '--input', JSON.stringify(request(order.id)));
     const result = await h.env.client.workflow.getHandle(workflowId).result();
 
@@ -327,7 +327,7 @@ describe('an earlier operation whose outcome is unknown fences the next version'
 
     const v2 = await (await start(2)(TASK_QUEUE)).result();
     expect(v2.status).toBe('completed');
-    h.recordHistory(v2.workflowId, 'refund-earlier-settled');
+    await h.recordHistory(v2.workflowId, 'refund-earlier-settled');
     const state = await h.state(v2.workflowId);
     expect(state.reconciliation.history.map((l) => [l.operationId, l.result])).toContainEqual([opId(order.id, 1), 'not_started_confirmed']);
     await expect(h.store.operations.get(opId(order.id))).resolves.toMatchObject({ status: 'intent', requestsSent: 1, provenAbsentThrough: 1 });

@@ -1,0 +1,99 @@
+// Bulkheads and admission control on a real server: side effects and reconciliation run in pools
+// of their own, a backlog of new refunds over the limit gets the documented refusal, and a parked
+// run's decision still goes through while the side-effect pool is swamped.
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { AdmissionRejectedError, backlogs } from '../../src/client/admission';
+import { startRefund } from '../../src/client/refunds';
+import { refundWorkflowId } from '../../src/shared';
+import { createRefundWorker, type WorkerPool } from '../../src/worker';
+import { decideUpdate, refundWorkflow } from '../../src/workflows';
+import { startHarness, stopped, type Harness } from '../helpers/harness';
+
+const run = promisify(execFile);
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(() => h?.close());
+
+const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
+const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
+const workers = (taskQueue: string, pools?: WorkerPool[]) =>
+  createRefundWorker({ connection: h.env.nativeConnection, namespace: 'default', taskQueue, activities: h.activities, workflowBundle: h.workflowBundle, dataConverter: h.dataConverter, pools });
+
+test('each activity is scheduled in its pool: side effects on refunds-effects, reconciliation and checks on refunds-reconcile', async () => {
+  const order = await h.seedOrder(newOrderId());
+  const { handle } = await startRefund(h.env.client, request(order.id));
+  expect((await handle.result()).status).toBe('completed');
+  const scheduled = ((await handle.fetchHistory()).events ?? []).flatMap((e) => {
+    const a = e.activityTaskScheduledEventAttributes;
+    return a ? [[a.activityType!.name!, a.taskQueue!.name!]] : [];
+  });
+  expect(Object.fromEntries(scheduled)).toEqual({
+    beginOperation: 'refunds-effects',
+    createRefund: 'refunds-effects',
+    applyRefund: 'refunds-effects',
+    sendRefundNotice: 'refunds-effects',
+    checkCompletion: 'refunds-reconcile',
+  });
+  await h.recordHistory(handle.workflowId, 'refund-bulkheads');
+});
+
+test('over the backlog limit a new refund is refused as documented, a repeated one still attaches, and a parked run is decided', async () => {
+  const taskQueue = `bulkhead-${randomUUID().slice(0, 8)}`;
+  const admission = { taskQueue, maxBacklog: 3 };
+  // A run parks at its completion gate (the provider's refund list fails), with every pool up.
+  const parkedOrder = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: parkedOrder.paymentIntentId }, count: 1000 });
+  const parked = await (await workers(taskQueue)).runUntil(
+    (async () => {
+      const { handle } = await startRefund(h.env.client, request(parkedOrder.id), taskQueue, admission);
+      expect((await stopped(handle)).status).toBe('needs_attention');
+      return handle;
+    })(),
+  );
+
+  // Now the side-effect pool is gone (or swamped): new refunds pile up in its queue.
+  const waiting: string[] = [];
+  try {
+    await (await workers(taskQueue, ['workflows', 'reconcile'])).runUntil(
+      (async () => {
+        for (let i = 0; i < 5; i++) {
+          const order = await h.seedOrder(newOrderId());
+          waiting.push((await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: refundWorkflowId(order.id, 1), args: [request(order.id)] })).workflowId);
+        }
+        // The server's backlog figure lags by a few seconds.
+        for (let i = 0; i < 100 && !(await backlogs(h.env.client, taskQueue)).some((b) => b.tasks > 3); i++) await new Promise((r) => setTimeout(r, 200));
+
+        const refused = await h.seedOrder(newOrderId());
+        const error = await startRefund(h.env.client, request(refused.id), taskQueue, admission).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(AdmissionRejectedError);
+        expect((error as Error).message).toMatch(
+          new RegExp(`^refund refund-${refused.id}-v1 not started: task queue ${taskQueue}-effects has [4-9] tasks waiting \\(the oldest for \\d+ s\\), over the limit of 3 \\(ADMISSION_MAX_BACKLOG\\); the workers are behind\\. Nothing was done`),
+        );
+        await expect(h.env.client.workflow.getHandle(refundWorkflowId(refused.id, 1)).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+        // The same refusal from the CLI, with its exit status (75: try again later).
+        const cli = await run(process.execPath, ['--import', 'tsx', path.join(__dirname, '../../src/cli/refund.ts'), '--order', refused.id, '--amount', '1250', '--requested-by', 'test'], {
+          env: { ...h.cliEnv(), TASK_QUEUE: taskQueue, ADMISSION_MAX_BACKLOG: '3' },
+        }).catch((e: { code: number; stderr: string }) => e);
+        expect(cli).toMatchObject({ code: 75, stderr: expect.stringContaining(`refund: refund refund-${refused.id}-v1 not started: task queue ${taskQueue}-effects has`) });
+
+        // A repeated request finds its run, whatever the backlog: it starts nothing new.
+        const again = await startRefund(h.env.client, request(waiting[0]!.replace(/^refund-|-v1$/g, '')), taskQueue, admission);
+        expect(again.workflowId).toBe(waiting[0]);
+
+        // The decision runs in the workflow and reconciliation pools, which the backlog does not touch.
+        await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+        await parked.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+        expect(await parked.result()).toMatchObject({ status: 'completed' });
+      })(),
+    );
+  } finally {
+    await Promise.all(waiting.map((id) => h.env.client.workflow.getHandle(id).terminate('test over')));
+  }
+  expect(await h.ledger(parkedOrder.paymentIntentId)).toHaveLength(1);
+});
