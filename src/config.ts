@@ -71,6 +71,8 @@ const envSchema = z.object({
   CODEC_CORS_ORIGINS: z.string().min(1).optional(),
   /** When set, the codec server decodes only for requests bearing `Authorization: Bearer <token>`. */
   CODEC_AUTH_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** proxy: an authenticating proxy in front of the codec server checks who calls it (needed to listen off loopback without a token). */
+  CODEC_AUTH: z.enum(['token', 'proxy']).optional(),
   /** The pools this worker process serves (comma-separated): workflows, effects, reconcile. */
   WORKER_POOLS: z
     .string()
@@ -179,6 +181,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     keys = e.PAYLOAD_KEYS === undefined ? undefined : parseKeyring(e.PAYLOAD_KEYS, 'PAYLOAD_KEYS');
   } catch (err) {
     throw new Error(`invalid environment: ${(err as Error).message}`, { cause: err });
+  }
+  if (!LOOPBACK.includes(e.CODEC_HOST) && !e.CODEC_AUTH_TOKEN && e.CODEC_AUTH !== 'proxy') {
+    throw new Error(
+      `invalid environment: CODEC_HOST: the codec server decrypts for anyone who reaches it; on ${e.CODEC_HOST} it needs CODEC_AUTH_TOKEN, ` +
+        'or CODEC_AUTH=proxy when an authenticating proxy in front of it checks every caller',
+    );
   }
   const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {

@@ -31,9 +31,13 @@ type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
 export class RefundWorker {
   constructor(readonly workers: Worker[]) {}
 
-  /** Runs every pool; one that fails stops the others, so a process never serves half its pools unnoticed. */
+  /**
+   * Runs every pool; one that fails stops the others, so a process never serves half its pools
+   * unnoticed. Settles only once every pool has stopped (the connection can close then), with the
+   * first failure if there was one.
+   */
   async run(): Promise<void> {
-    await Promise.all(
+    const results = await Promise.allSettled(
       this.workers.map((w) =>
         w.run().catch((err: unknown) => {
           this.shutdown();
@@ -41,6 +45,8 @@ export class RefundWorker {
         }),
       ),
     );
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
   }
 
   shutdown(): void {
@@ -78,23 +84,29 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
   const { workflowBundle, tracing = startTracing('none', ''), dataConverter = refundDataConverter(undefined), taskQueue = TASK_QUEUE, pools = WORKER_POOLS, slots, ...rest } = options;
   const n = { ...DEFAULT_SLOTS, ...slots };
   const common = { ...rest, dataConverter, interceptors: { activity: tracing.activityInterceptors } };
-  const workers: Worker[] = [];
+  const specs: WorkerOptions[] = [];
   if (pools.includes('workflows')) {
-    workers.push(
-      await Worker.create({
-        ...common,
-        taskQueue,
-        workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
-        maxConcurrentWorkflowTaskExecutions: n.workflows,
-        // Runs from before the bulkheads schedule every activity here.
-        maxConcurrentActivityTaskExecutions: n.effects,
-      }),
-    );
+    specs.push({
+      ...common,
+      taskQueue,
+      workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
+      maxConcurrentWorkflowTaskExecutions: n.workflows,
+      // Runs from before the bulkheads schedule every activity here.
+      maxConcurrentActivityTaskExecutions: n.effects,
+    });
   }
   for (const pool of ACTIVITY_POOLS) {
-    if (pools.includes(pool)) workers.push(await Worker.create({ ...common, taskQueue: poolQueue(taskQueue, pool), maxConcurrentActivityTaskExecutions: n[pool] }));
+    if (pools.includes(pool)) specs.push({ ...common, taskQueue: poolQueue(taskQueue, pool), maxConcurrentActivityTaskExecutions: n[pool] });
   }
-  if (workers.length === 0) throw new Error('a worker needs at least one pool (WORKER_POOLS)');
+  if (specs.length === 0) throw new Error('a worker needs at least one pool (WORKER_POOLS)');
+  const workers: Worker[] = [];
+  try {
+    for (const spec of specs) workers.push(await Worker.create(spec));
+  } catch (err) {
+    // Workers already created hold the connection until they have run: run them down.
+    await new RefundWorker(workers).runUntil(Promise.resolve()).catch(() => undefined);
+    throw err;
+  }
   return new RefundWorker(workers);
 }
 

@@ -23,8 +23,14 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
   /** How many new refunds the queues have room for under the admission limit (Infinity: no limit here). */
   const room = async (taskQueue: string | undefined): Promise<number> => {
     if (!deps.temporal || !taskQueue || !deps.maxBacklog) return Infinity;
-    const worst = Math.max(...(await backlogs(deps.temporal, taskQueue)).map((b) => b.tasks));
-    return Math.max(0, deps.maxBacklog - worst);
+    try {
+      const worst = Math.max(...(await backlogs(deps.temporal, taskQueue)).map((b) => b.tasks));
+      return Math.max(0, deps.maxBacklog - worst);
+    } catch (err) {
+      // Not knowing the backlog, this occurrence starts nothing: the requests wait, queued, for the next.
+      log.warn(`admission: the backlog of ${taskQueue} could not be read (${(err as Error).message}); no queued request is taken this time`);
+      return 0;
+    }
   };
 
   /** Why a run that already holds the request's business key does not carry out this request, if it does not. */

@@ -4,7 +4,6 @@ import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
 
 /** A client for the configured Temporal server, with an error that says what to do when it is down. */
 export async function connectClient(config: Config): Promise<Client> {
-  const dataConverter = refundDataConverter(payloadKeyring(config));
   let connection: Connection;
   try {
     connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '5s' });
@@ -14,7 +13,12 @@ export async function connectClient(config: Config): Promise<Client> {
       { cause: err },
     );
   }
-  return new Client({ connection, namespace: config.temporal.namespace, dataConverter });
+  try {
+    return new Client({ connection, namespace: config.temporal.namespace, dataConverter: refundDataConverter(payloadKeyring(config)) });
+  } catch (err) {
+    await connection.close();
+    throw err;
+  }
 }
 
 /** The message a person needs: for a failed workflow, its failure rather than the wrapper's. */

@@ -41,6 +41,8 @@ export async function backlogs(client: Client, taskQueue: string): Promise<Backl
   return Promise.all(
     queues.map(async ({ name, type }) => {
       const { stats } = await client.workflowService.describeTaskQueue({ namespace: client.options.namespace, taskQueue: { name }, taskQueueType: type, reportStats: true });
+      // No figure is not "no backlog": admission would admit everything without a word.
+      if (!stats) throw new Error(`Temporal reported no backlog for task queue ${name} (a server too old for DescribeTaskQueue stats?); ADMISSION_MAX_BACKLOG=0 starts refunds without admission control`);
       return { taskQueue: name, tasks: Number(stats?.approximateBacklogCount ?? 0), ageSeconds: Number(stats?.approximateBacklogAge?.seconds ?? 0) };
     }),
   );

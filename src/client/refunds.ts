@@ -1,7 +1,7 @@
 // Starting a refund from outside Temporal: validate first, then start the workflow under its
 // business key, or attach to the run that already holds that key.
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { checkAdmission, type Admission } from './admission';
+import { AdmissionRejectedError, checkAdmission, type Admission } from './admission';
 import { changedIntent, parseRefundRequest, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundRequest } from '../shared';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
@@ -29,7 +29,12 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
   let handle: WorkflowHandle<typeof refundWorkflow>;
   // Over the backlog limit, only a new run is refused: a repeated request still finds its run.
-  if (admission && !(await runExists(client, workflowId))) await checkAdmission(client, admission, `refund ${workflowId}`);
+  if (admission && !(await runExists(client, workflowId))) {
+    await checkAdmission(client, admission, `refund ${workflowId}`).catch(async (err: unknown) => {
+      // Started meanwhile by another caller (or the batch): this request attaches to it instead.
+      if (!(err instanceof AdmissionRejectedError && (await runExists(client, workflowId)))) throw err;
+    });
+  }
   try {
     handle = await client.workflow.start(refundWorkflow, {
       taskQueue,

@@ -5,11 +5,13 @@ import type { Config } from '../config';
 import { EncryptionCodec } from './encryption-codec';
 import { localKeyring, parseKeyring, type Keyring } from './keyring';
 import fs from 'node:fs';
+import { runningPid } from '../stack/processes';
 
 /**
- * The keyring this process encrypts with: PAYLOAD_KEYS, else PAYLOAD_KEYS_FILE, else, for a
- * Temporal server on this machine, a key file of the local stack's own (made on first use).
- * A server elsewhere gets no plaintext by default: it needs keys or PAYLOAD_ENCRYPTION=off.
+ * The keyring this process encrypts with: PAYLOAD_KEYS, else PAYLOAD_KEYS_FILE, else, while the
+ * Temporal dev server this stack started (under DATA_DIR) runs, a key file of the stack's own
+ * (made on first use). Any other server, even one reached on loopback through a tunnel or a port
+ * forward, gets no plaintext and no made-up key: it needs PAYLOAD_KEYS, or PAYLOAD_ENCRYPTION=off.
  */
 export function payloadKeyring(config: Config): Keyring | undefined {
   const { encryption } = config;
@@ -19,10 +21,11 @@ export function payloadKeyring(config: Config): Keyring | undefined {
     if (!fs.existsSync(encryption.keysFile)) throw new Error(`PAYLOAD_KEYS_FILE ${encryption.keysFile} does not exist`);
     return parseKeyring(fs.readFileSync(encryption.keysFile, 'utf8'), `PAYLOAD_KEYS_FILE ${encryption.keysFile}`);
   }
-  if (config.temporal.local) return localKeyring(encryption.localKeysFile);
+  if (config.temporal.local && runningPid(config.dataDir, 'temporal') !== undefined) return localKeyring(encryption.localKeysFile);
   throw new Error(
-    `Temporal at ${config.temporal.address} is not on this machine and no payload keys are set: customers' emails and amounts would be stored there in plaintext. ` +
-      'Set PAYLOAD_KEYS (or PAYLOAD_KEYS_FILE), the same on every worker and client; or PAYLOAD_ENCRYPTION=off to store them in plaintext',
+    `no payload keys are set, and Temporal at ${config.temporal.address} is not the dev server this stack runs under ${config.dataDir} ` +
+      '(start that with `npm run dev` or `npm run demo`). For any other server set PAYLOAD_KEYS (or PAYLOAD_KEYS_FILE), the same on every worker and client, ' +
+      'or PAYLOAD_ENCRYPTION=off to store customers\' data there in plaintext',
   );
 }
 

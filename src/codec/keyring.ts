@@ -44,10 +44,17 @@ export function newKeyEntry(now = new Date()): string {
 /** Reads a keyring file, creating it with one new key (readable by this user only) when it does not exist. */
 export function localKeyring(file: string): Keyring {
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  try {
-    fs.writeFileSync(file, `# payload encryption keys for the local stack, newest first\n${newKeyEntry()}\n`, { flag: 'wx', mode: 0o600 });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  if (!fs.existsSync(file)) {
+    // Written whole, then linked into place: a process starting at the same moment reads either no file or this one.
+    const draft = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
+    fs.writeFileSync(draft, `# payload encryption keys for the local stack, newest first\n${newKeyEntry()}\n`, { mode: 0o600 });
+    try {
+      fs.linkSync(draft, file);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    } finally {
+      fs.unlinkSync(draft);
+    }
   }
   return parseKeyring(fs.readFileSync(file, 'utf8'), file);
 }

@@ -309,9 +309,9 @@ export class RefundRun {
   }
 
   /** The activities at one boundary, with options derived from the policy and what is left of the budget. */
-  activities(boundary: Boundary, essential = false): RefundActivities {
+  activities(boundary: Boundary, essential = false, requestsPerAttempt = 1): RefundActivities {
     try {
-      return pooledActivities<RefundActivities>(this.budget.options(this.policy, boundary, essential));
+      return pooledActivities<RefundActivities>(this.budget.options(this.policy, boundary, essential, requestsPerAttempt));
     } catch (err) {
       if (err instanceof BudgetExhausted) throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
       throw err;
@@ -326,10 +326,10 @@ export class RefundRun {
     boundary: Boundary,
     schema: z.ZodType,
     call: (a: RefundActivities) => Promise<Evidenced<T>>,
-    options: { essential?: boolean; sends?: boolean } = {},
+    options: { essential?: boolean; sends?: boolean; requestsPerAttempt?: number } = {},
   ): Promise<T> {
     try {
-      const acts = this.activities(boundary, options.essential);
+      const acts = this.activities(boundary, options.essential, options.requestsPerAttempt);
       return await this.steps.run(name, input, key, boundary, schema, () => call(acts), options.sends ?? false);
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;

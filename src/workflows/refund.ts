@@ -62,6 +62,8 @@ export const MAX_RESUBMISSIONS = 3;
 
 /** The audit entries a run leaves: bookkeeping, outside the run's budgets. */
 const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
+/** Provider requests one completion-gate attempt sends: the refund retrieved, the payment intent's refunds listed. */
+const GATE_REQUESTS = 2;
 
 /**
  * Runs that began before outcomes became results and stops became parking end as they did then:
@@ -623,7 +625,7 @@ function startAwaiting(run: RefundRun, refundId: string, deadlineMs: number): Aw
 async function checkGate(run: RefundRun, input: CheckCompletionInput, providerEventId: string | undefined): Promise<GateResult> {
   const checked = { ...input, ...(providerEventId && { providerEventId }) };
   const gate = await attempt(run, 'completion_gate', () =>
-    run.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), { essential: run.awaitingProvider !== null }),
+    run.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), { essential: run.awaitingProvider !== null, requestsPerAttempt: GATE_REQUESTS }),
   );
   if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');
   return gate;
@@ -634,7 +636,7 @@ async function pollCompletion(run: RefundRun, input: CheckCompletionInput): Prom
   const rule = decide(run.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
   for (let poll = 1; ; poll++) {
     const gate = await attempt(run, 'completion_gate', () =>
-      run.step('completion_gate', input, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(input)),
+      run.step('completion_gate', input, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(input), { requestsPerAttempt: GATE_REQUESTS }),
     );
     const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
     if (gate.verdict === 'pass') return;

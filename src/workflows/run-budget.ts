@@ -80,7 +80,7 @@ export class RunBudget {
    * An `essential` call (a compensation, recording a refund that happened) is held only to the
    * deadline: spent retry time or provider calls never stop the run from repairing what it did.
    */
-  options(policy: RecoveryPolicy, boundary: Boundary, essential = false): ActivityOptions {
+  options(policy: RecoveryPolicy, boundary: Boundary, essential = false, requestsPerAttempt = 1): ActivityOptions {
     const provider = boundary !== 'store';
     const why = essential ? (this.remainingMs() <= 0 ? this.exhausted(false) : undefined) : this.exhausted(provider);
     if (why) throw new BudgetExhausted(why);
@@ -89,7 +89,9 @@ export class RunBudget {
     if (remaining < t.startToCloseMs) {
       throw new BudgetExhausted(`${remaining} ms left before the run's deadline, less than one ${boundary} attempt may take (${t.startToCloseMs} ms)`);
     }
-    const callsLeft = provider && !essential ? this.limits.providerCalls - this.providerCalls : Infinity;
+    // An attempt that sends several requests (the completion gate: a retrieve and a list) gets fewer attempts.
+    const callsLeft = provider && !essential ? Math.floor((this.limits.providerCalls - this.providerCalls) / requestsPerAttempt) : Infinity;
+    if (callsLeft < 1) throw new BudgetExhausted(`${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`);
     const retry = temporalRetryPolicy(policy, boundary, Math.min(this.limits.maxStepAttempts, callsLeft));
     return {
       startToCloseTimeout: t.startToCloseMs,

@@ -1,5 +1,6 @@
 // The refund and operations commands against a Temporal server with no worker at first: the
 // refund command says so instead of waiting in silence, and a conflict names the next free version.
+import { newKeyEntry } from '../../src/codec/keyring';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { spawn } from 'node:child_process';
 import { execFile } from 'node:child_process';
@@ -11,7 +12,8 @@ import { findTool } from '../../src/stack/tools';
 const run = promisify(execFile);
 const root = path.join(__dirname, '..', '..');
 let env: TestWorkflowEnvironment;
-const cliEnv = () => ({ ...process.env, TEMPORAL_ADDRESS: env.address, USER: 'tester' });
+const payloadKeys = newKeyEntry();
+const cliEnv = () => ({ ...process.env, TEMPORAL_ADDRESS: env.address, USER: 'tester', PAYLOAD_KEYS: payloadKeys });
 const tsx = (script: string, args: string[]) => run(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], { env: cliEnv() });
 
 beforeAll(async () => {

@@ -1,7 +1,6 @@
 // Worker deaths at the boundaries where a crash is most dangerous, with real processes: the worker
 // runs as its own OS process, is SIGKILLed at the boundary, and a new one is started. Effects are
 // counted at the Stripe server's ledger and request log, the mailbox and the store.
-import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -23,8 +22,7 @@ beforeAll(async () => {
   // The shortest SMTP attempt a worker accepts: a dead worker's attempt times out soon.
   fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify({ ...TEST_POLICY, timeouts: { ...TEST_POLICY.timeouts, smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 } } }));
   // Built once: each worker process loads it instead of bundling for seconds.
-  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../../src/workflows'), logger: new DefaultLogger('ERROR') });
-  fs.writeFileSync(path.join(dir, 'workflows.js'), code);
+  fs.writeFileSync(path.join(dir, 'workflows.js'), h.workflowBundle.code);
 });
 afterEach(async () => {
   afterEffect = undefined;

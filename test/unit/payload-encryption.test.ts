@@ -9,6 +9,7 @@ import { startCodecServer, type CodecServer } from '../../src/codec/codec-server
 import { payloadKeyring } from '../../src/codec/data-converter';
 import { EncryptionCodec, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
+import { registerSelf } from '../../src/stack/processes';
 
 const customer = { email: 'alice@example.test', amount: 4321, note: 'box arrived crushed' };
 const plain = () => defaultPayloadConverter.toPayload(customer);
@@ -56,15 +57,26 @@ test.each([
   expect(() => loadConfig({ PAYLOAD_KEYS: keys || ' ' })).toThrow(error);
 });
 
-test('without keys, a local server gets a key file of the stack\'s own; a remote one is refused unless encryption is off', () => {
+test('without keys, the stack\'s own dev server gets a key file of the stack\'s own; any other server is refused unless encryption is off', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keys-'));
+  // A server on loopback the stack did not start (a tunnel or a port forward to production) gets no made-up key.
+  expect(() => payloadKeyring(loadConfig({ DATA_DIR: dir }))).toThrow(/no payload keys are set, and Temporal at 127.0.0.1:7233 is not the dev server this stack runs under/);
+  expect(fs.existsSync(path.join(dir, 'payload-keys'))).toBe(false);
+  const unregister = registerSelf(dir, 'temporal', process.argv[1]!);
   const local = payloadKeyring(loadConfig({ DATA_DIR: dir }))!;
   expect(fs.statSync(path.join(dir, 'payload-keys')).mode & 0o777).toBe(0o600);
   expect(payloadKeyring(loadConfig({ DATA_DIR: dir }))!.current).toBe(local.current);
-  expect(() => payloadKeyring(loadConfig({ DATA_DIR: dir, TEMPORAL_ADDRESS: 'temporal.example.com:7233' }))).toThrow(/not on this machine and no payload keys are set/);
+  expect(() => payloadKeyring(loadConfig({ DATA_DIR: dir, TEMPORAL_ADDRESS: 'temporal.example.com:7233' }))).toThrow(/set PAYLOAD_KEYS \(or PAYLOAD_KEYS_FILE\)/);
+  unregister();
   expect(payloadKeyring(loadConfig({ TEMPORAL_ADDRESS: 'temporal.example.com:7233', PAYLOAD_ENCRYPTION: 'off' }))).toBeUndefined();
   expect(payloadKeyring(loadConfig({ TEMPORAL_ADDRESS: 'temporal.example.com:7233', PAYLOAD_KEYS: newKey }))!.current).toBe(newKey.split(':')[0]);
   expect(() => payloadKeyring(loadConfig({ PAYLOAD_KEYS_FILE: path.join(dir, 'missing') }))).toThrow(/PAYLOAD_KEYS_FILE .* does not exist/);
+});
+
+test('a codec server off loopback needs a token, or an authenticating proxy said to be in front of it', () => {
+  expect(() => loadConfig({ CODEC_HOST: '0.0.0.0' })).toThrow(/CODEC_HOST: the codec server decrypts for anyone who reaches it/);
+  expect(loadConfig({ CODEC_HOST: '0.0.0.0', CODEC_AUTH_TOKEN: 'a-token-of-16-chars' }).codec.authToken).toBe('a-token-of-16-chars');
+  expect(loadConfig({ CODEC_HOST: '0.0.0.0', CODEC_AUTH: 'proxy' }).codec.host).toBe('0.0.0.0');
 });
 
 describe('the codec server', () => {
