@@ -61,16 +61,21 @@ find_postgres() {
   [ -n "$dir" ] && [ -x "$dir/initdb" ] && echo "$dir"
 }
 
+# Installs a Debian package as root, or says how to. $1 = package, $2 = what it is, $3 = the alternative.
+apt_install() {
+  if [ "$(id -u)" != 0 ]; then
+    say "$2 is not installed: run \`sudo apt-get install -y $1\` (or $3)."
+    exit 1
+  fi
+  say "installing $2 from Debian's packages..."
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$1") >&2 \
+    || { say "could not install $2 with apt-get"; exit 1; }
+}
+
 ensure_postgres() {
   local dir
   if ! dir=$(find_postgres); then
-    if [ "$(id -u)" != 0 ]; then
-      say "PostgreSQL's server is not installed: run \`sudo apt-get install -y postgresql\` (or set PG_BIN to the directory holding initdb and pg_ctl)."
-      exit 1
-    fi
-    say "installing PostgreSQL from Debian's packages..."
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql) >&2 \
-      || { say "could not install PostgreSQL with apt-get"; exit 1; }
+    apt_install postgresql "PostgreSQL's server" "set PG_BIN to the directory holding initdb and pg_ctl"
     dir=$(find_postgres) || { say "PostgreSQL was installed but no initdb was found under /usr/lib/postgresql"; exit 1; }
   fi
   echo "postgres=$dir"
@@ -81,13 +86,7 @@ ensure_chromium() {
   local path=${CHROMIUM_BIN:-}
   [ -n "$path" ] || path=$(command -v chromium || true)
   if [ -z "$path" ]; then
-    if [ "$(id -u)" != 0 ]; then
-      say "Chromium is not installed: run \`sudo apt-get install -y chromium\` (or set CHROMIUM_BIN)."
-      exit 1
-    fi
-    say "installing Chromium from Debian's packages..."
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 \
-      || { say "could not install Chromium with apt-get"; exit 1; }
+    apt_install chromium Chromium "set CHROMIUM_BIN"
     path=$(command -v chromium) || { say "Chromium was installed but is not on PATH"; exit 1; }
   fi
   echo "chromium=$path"

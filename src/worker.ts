@@ -17,6 +17,12 @@ export type WorkerPool = (typeof WORKER_POOLS)[number];
 /** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
 export type PoolSlots = Record<WorkerPool, number>;
 export const DEFAULT_SLOTS: PoolSlots = { workflows: 40, effects: 20, reconcile: 10 };
+/**
+ * Long polls per pool (the SDK's default is 10 per kind and worker). Three pools at the default
+ * would hold 40 polls per process; a process that dies leaves its polls to be matched with tasks
+ * until the server notices, and each such task waits out its timeout.
+ */
+const POLLERS = 5;
 
 type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
   Partial<Pick<WorkerOptions, 'taskQueue' | 'workflowBundle' | 'identity' | 'dataConverter'>> & {
@@ -91,12 +97,16 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
       taskQueue,
       workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
       maxConcurrentWorkflowTaskExecutions: n.workflows,
-      // Runs from before the bulkheads schedule every activity here.
+      workflowTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS },
+      // Runs from before the bulkheads schedule every activity here: a trickle, two pollers enough.
       maxConcurrentActivityTaskExecutions: n.effects,
+      activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 2 },
     });
   }
   for (const pool of ACTIVITY_POOLS) {
-    if (pools.includes(pool)) specs.push({ ...common, taskQueue: poolQueue(taskQueue, pool), maxConcurrentActivityTaskExecutions: n[pool] });
+    if (pools.includes(pool)) {
+      specs.push({ ...common, taskQueue: poolQueue(taskQueue, pool), maxConcurrentActivityTaskExecutions: n[pool], activityTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS } });
+    }
   }
   if (specs.length === 0) throw new Error('a worker needs at least one pool (WORKER_POOLS)');
   const workers: Worker[] = [];

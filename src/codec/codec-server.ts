@@ -6,6 +6,7 @@ import { temporal } from '@temporalio/proto';
 import http from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { HttpError, readBody } from '../http/read-body';
 
 export interface CodecServerOptions {
   codec: PayloadCodec;
@@ -25,31 +26,6 @@ export interface CodecServer {
 
 const MAX_BODY = 16 * 1024 * 1024;
 const Payloads = temporal.api.common.v1.Payloads;
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY) {
-        reject(new HttpError(413, `body over ${MAX_BODY} bytes`));
-        req.destroy();
-      } else chunks.push(chunk);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
 
 function bearerMatches(header: string | undefined, token: string): boolean {
   const given = Buffer.from(header?.replace(/^Bearer\s+/i, '') ?? '');
@@ -71,7 +47,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
     if (asked && asked !== namespace) throw new HttpError(403, `this codec server holds the keys of namespace ${namespace}, not ${String(asked)}`);
     let payloads;
     try {
-      payloads = Payloads.fromObject(JSON.parse(await readBody(req))).payloads;
+      payloads = Payloads.fromObject(JSON.parse(await readBody(req, MAX_BODY))).payloads;
     } catch (err) {
       if (err instanceof HttpError) throw err;
       throw new HttpError(400, `the body is not Payloads as protobuf JSON: ${(err as Error).message}`);

@@ -4,6 +4,7 @@
 // refund's operation by `metadata.operation_id`, and hands the event to the run that holds the
 // operation as a Signal; it answers 2xx only once the event is recorded and, for a running run,
 // durably in Temporal's history.
+import { HttpError, readBody } from '../http/read-body';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import http from 'node:http';
 import type Stripe from 'stripe';
@@ -28,33 +29,6 @@ export interface ReceiverDeps {
 const MAX_BODY_BYTES = 512 * 1024;
 const REFUND_EVENTS = new Set(['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated']);
 
-class Refused extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-function readBody(req: http.IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    if (Number(req.headers['content-length'] ?? 0) > MAX_BODY_BYTES) return reject(new Refused(413, `the body is larger than ${MAX_BODY_BYTES} bytes`));
-    req.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size <= MAX_BODY_BYTES) chunks.push(c);
-      else {
-        reject(new Refused(413, `the body is larger than ${MAX_BODY_BYTES} bytes`));
-        req.destroy();
-      }
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
 /** The run that holds an operation: the one that committed its intent. */
 async function runFor(store: OrderStore, operationId: string): Promise<string | undefined> {
   return (await store.operations.get(operationId))?.createdBy;
@@ -64,20 +38,20 @@ export type Handled = { status: number; body: Record<string, unknown> };
 
 /** Takes one webhook request: what to answer, after whatever it hands on is durable. */
 export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string | undefined): Promise<Handled> {
-  if (!signature) throw new Refused(400, 'unsigned: the request has no Stripe-Signature header');
+  if (!signature) throw new HttpError(400, 'unsigned: the request has no Stripe-Signature header');
   let event: Stripe.Event;
   try {
     event = deps.stripe.webhooks.constructEvent(raw, signature, deps.secret, deps.toleranceSec ?? 300);
   } catch (err) {
     // The SDK says which: no matching signature, a timestamp outside the tolerance, or a body that is not JSON.
-    throw new Refused(400, `refused: ${(err as Error).message}`);
+    throw new HttpError(400, `refused: ${(err as Error).message}`);
   }
   const object = event?.data?.object as Partial<Stripe.Refund> | undefined;
   if (typeof event?.id !== 'string' || typeof event.type !== 'string' || typeof event.created !== 'number' || !object || typeof object !== 'object') {
-    throw new Refused(400, 'malformed: an event needs an id, a type, a created time and data.object');
+    throw new HttpError(400, 'malformed: an event needs an id, a type, a created time and data.object');
   }
   if (!REFUND_EVENTS.has(event.type)) return { status: 200, body: { received: event.id, handled: false, why: `${event.type} is not a refund event` } };
-  if (typeof object.id !== 'string' || typeof object.status !== 'string') throw new Refused(400, 'malformed: a refund event needs data.object.id and data.object.status');
+  if (typeof object.id !== 'string' || typeof object.status !== 'string') throw new HttpError(400, 'malformed: a refund event needs data.object.id and data.object.status');
   const operationId = typeof object.metadata?.operation_id === 'string' ? object.metadata.operation_id : null;
   const { record, first } = await deps.store.providerEvents.receive({
     eventId: event.id,
@@ -155,16 +129,16 @@ export async function startWebhookReceiver(deps: ReceiverDeps, opts: { port: num
       res.end(JSON.stringify(body));
     };
     (async () => {
-      if (new URL(req.url ?? '/', 'http://x').pathname !== WEBHOOK_PATH) throw new Refused(404, `no such path; Stripe webhooks go to POST ${WEBHOOK_PATH}`);
-      if (req.method !== 'POST') throw new Refused(405, `${req.method} is not allowed; Stripe webhooks are POSTed`);
+      if (new URL(req.url ?? '/', 'http://x').pathname !== WEBHOOK_PATH) throw new HttpError(404, `no such path; Stripe webhooks go to POST ${WEBHOOK_PATH}`);
+      if (req.method !== 'POST') throw new HttpError(405, `${req.method} is not allowed; Stripe webhooks are POSTed`);
       const header = req.headers['stripe-signature'];
-      if (!header) throw new Refused(400, 'unsigned: the request has no Stripe-Signature header');
-      const raw = await readBody(req);
+      if (!header) throw new HttpError(400, 'unsigned: the request has no Stripe-Signature header');
+      const raw = await readBody(req, MAX_BODY_BYTES);
       const handled = await handleWebhook(deps, raw, Array.isArray(header) ? header[0] : header);
       answer(handled.status, handled.body);
     })().catch((err: unknown) => {
       if (res.headersSent) return;
-      if (err instanceof Refused) return answer(err.status, { error: err.message });
+      if (err instanceof HttpError) return answer(err.status, { error: err.message });
       // Not recorded or not handed on: a 5xx makes the provider deliver it again later.
       console.error('[webhooks] could not take an event', err);
       answer(503, { error: 'the event could not be recorded or handed on; deliver it again later' });
