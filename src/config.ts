@@ -139,6 +139,12 @@ export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
 export const WEBHOOK_PATH = '/webhooks/stripe';
 const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
+/** How a URL names a server listening on `host`: one on every address is reached on loopback; an IPv6 address goes in brackets. */
+export function urlHost(host: string): string {
+  if (['0.0.0.0', '::'].includes(host)) return '127.0.0.1';
+  return host.includes(':') ? `[${host}]` : host;
+}
+
 /** A relay that is not on this machine gets TLS unless told otherwise: credentials and customers' addresses never cross a network in the clear. */
 export function smtpTlsFor(url: string): 'off' | 'starttls' | 'implicit' {
   if (url.startsWith('smtps:')) return 'implicit';
@@ -200,7 +206,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     codec: {
       port: e.CODEC_PORT,
       host: e.CODEC_HOST,
-      endpoint: `http://${['0.0.0.0', '::'].includes(e.CODEC_HOST) ? '127.0.0.1' : e.CODEC_HOST}:${e.CODEC_PORT}`,
+      endpoint: `http://${urlHost(e.CODEC_HOST)}:${e.CODEC_PORT}`,
       origins: e.CODEC_CORS_ORIGINS?.split(',').map((o) => o.trim()).filter(Boolean) ?? uiOrigins,
       authToken: e.CODEC_AUTH_TOKEN,
     },
@@ -220,7 +226,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       port: e.WEBHOOK_PORT,
       host: e.WEBHOOK_HOST,
       /** Where the local Stripe server delivers: the worker's receiver, reached on loopback when it listens on every address. */
-      url: `http://${['0.0.0.0', '::'].includes(e.WEBHOOK_HOST) ? '127.0.0.1' : e.WEBHOOK_HOST}:${e.WEBHOOK_PORT}${WEBHOOK_PATH}`,
+      url: `http://${urlHost(e.WEBHOOK_HOST)}:${e.WEBHOOK_PORT}${WEBHOOK_PATH}`,
     },
     schedules: { timeZone: e.SCHEDULE_TIME_ZONE, file: e.SCHEDULES_FILE },
     dataDir: e.DATA_DIR,

@@ -83,7 +83,7 @@ async function startDatabase(dir: string, database: Dialect): Promise<{ url: str
   return { url: await createDatabase(server.url, 'chaos'), server };
 }
 
-export async function startChaosStack(opts: { dir: string; workers: number; database?: Dialect }): Promise<ChaosStack> {
+export async function startChaosStack(opts: { dir: string; workers: number; database?: Dialect; workflowBundle?: string }): Promise<ChaosStack> {
   const { dir } = opts;
   fs.mkdirSync(dir, { recursive: true });
   const temporal = await startTemporal(dir);
@@ -119,7 +119,7 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
     temporal: await toxiproxy.proxy('temporal', temporal.address),
   };
   fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(CHAOS_POLICY));
-  const code = await bundleRefundWorkflows();
+  const code = opts.workflowBundle ?? (await bundleRefundWorkflows());
   fs.writeFileSync(path.join(dir, 'workflows.js'), code);
   const env: NodeJS.ProcessEnv = {
     ...process.env,

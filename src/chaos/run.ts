@@ -30,6 +30,8 @@ export interface ChaosOptions {
   dir: string;
   /** The order store the workers share (default sqlite). */
   database?: Dialect;
+  /** The workflow bundle the workers load (bundleRefundWorkflows' code); built here unless given. */
+  workflowBundle?: string;
 }
 
 export interface RunRecord {
@@ -89,7 +91,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export async function runChaos(opts: ChaosOptions, onProgress: (settled: number, total: number) => void = () => undefined): Promise<ChaosReport> {
   const startedAt = new Date();
   const random = seededRandom(opts.seed);
-  const stack = await startChaosStack({ dir: opts.dir, workers: opts.workers, database: opts.database });
+  const stack = await startChaosStack({ dir: opts.dir, workers: opts.workers, database: opts.database, workflowBundle: opts.workflowBundle });
   try {
     const deadline = Date.now() + opts.timeLimitMs;
     const faults = startFaultInjector(stack, { rate: opts.faultRate, everyMs: 250, random: seededRandom(opts.seed + 1) });

@@ -7,6 +7,7 @@ import http from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { HttpError, readBody } from '../http/read-body';
+import { urlHost } from '../config';
 
 export interface CodecServerOptions {
   codec: PayloadCodec;
@@ -94,7 +95,7 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
   });
   const { port } = server.address() as AddressInfo;
   return {
-    url: `http://${options.host && !['0.0.0.0', '::'].includes(options.host) ? options.host : '127.0.0.1'}:${port}`,
+    url: `http://${urlHost(options.host ?? '127.0.0.1')}:${port}`,
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

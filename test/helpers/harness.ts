@@ -203,7 +203,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const activities = build(settings);
   const namespace = env.namespace ?? 'default';
   // Bundled once per file: every worker of the file runs the same workflow code.
-  const workflowBundle = { code: await bundleRefundWorkflows() };
+  // (test/global-setup.ts bundles it once per `npm test`; a file run alone bundles its own.)
+  const bundled = process.env.TEST_WORKFLOW_BUNDLE;
+  const workflowBundle = { code: bundled ? fs.readFileSync(bundled, 'utf8') : await bundleRefundWorkflows() };
   const worker = options.inProcessWorker === false ? undefined : await createRefundWorker({ connection, namespace, activities, workflowBundle, dataConverter, tracing: options.tracing });
   const running = worker?.run();
 

@@ -14,7 +14,7 @@ test.each<Dialect>(['sqlite', 'postgres'])('a short chaos run on %s (fixed seed)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-chaos-test-'));
   try {
     const report = await runChaos({
-      runs: Number(process.env.CHAOS_TEST_RUNS ?? 30),
+      runs: Number(process.env.CHAOS_TEST_RUNS ?? 25),
       concurrency: 8,
       faultRate: 0.3,
       killEveryMs: 10_000,
@@ -25,6 +25,7 @@ test.each<Dialect>(['sqlite', 'postgres'])('a short chaos run on %s (fixed seed)
       graceMs: 90_000,
       dir,
       database,
+      ...(process.env.TEST_WORKFLOW_BUNDLE && { workflowBundle: fs.readFileSync(process.env.TEST_WORKFLOW_BUNDLE, 'utf8') }),
     });
     const broken = report.invariants.filter((i) => !i.holds).map((i) => `${i.name}: ${i.violations.slice(0, 5).join('; ')}`);
     expect(broken).toEqual([]);

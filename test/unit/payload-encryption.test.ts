@@ -76,7 +76,8 @@ test('without keys, the stack\'s own dev server gets a key file of the stack\'s 
 test('a codec server off loopback needs a token, or an authenticating proxy said to be in front of it', () => {
   expect(() => loadConfig({ CODEC_HOST: '0.0.0.0' })).toThrow(/CODEC_HOST: the codec server decrypts for anyone who reaches it/);
   expect(loadConfig({ CODEC_HOST: '0.0.0.0', CODEC_AUTH_TOKEN: 'a-token-of-16-chars' }).codec.authToken).toBe('a-token-of-16-chars');
-  expect(loadConfig({ CODEC_HOST: '0.0.0.0', CODEC_AUTH: 'proxy' }).codec.host).toBe('0.0.0.0');
+  expect(loadConfig({ CODEC_HOST: '0.0.0.0', CODEC_AUTH: 'proxy' }).codec.endpoint).toBe('http://127.0.0.1:8888');
+  expect(loadConfig({ CODEC_HOST: '::1' }).codec.endpoint).toBe('http://[::1]:8888');
 });
 
 describe('the codec server', () => {
