@@ -4,15 +4,13 @@ import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
 import { z } from 'zod';
 import { SCOPE_PATTERN } from './reliability/identity';
-import { TASK_QUEUE } from './shared';
+import { TASK_QUEUE, WORKER_POOLS, type WorkerPool } from './shared';
 import { decisionsSchema } from './reliability/policy';
 import { parseKeyring } from './codec/keyring';
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..');
 
 const port = z.coerce.number().int().min(1).max(65535);
-// Here, not beside the worker: reading the configuration must not load the worker.
-const WORKER_POOL_NAMES = ['workflows', 'effects', 'reconcile'] as const;
 
 // Here, not beside the logger and the tracer: reading the configuration must not load pino or the OpenTelemetry SDK.
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
@@ -78,12 +76,12 @@ const envSchema = z.object({
     .string()
     .transform((text, ctx) => {
       const pools = [...new Set(text.split(',').map((p) => p.trim()).filter(Boolean))];
-      const unknown = pools.filter((p) => !(WORKER_POOL_NAMES as readonly string[]).includes(p));
+      const unknown = pools.filter((p) => !(WORKER_POOLS as readonly string[]).includes(p));
       if (pools.length === 0 || unknown.length > 0) {
-        ctx.addIssue({ code: 'custom', message: `must list pools among ${WORKER_POOL_NAMES.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}` });
+        ctx.addIssue({ code: 'custom', message: `must list pools among ${WORKER_POOLS.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}` });
         return z.NEVER;
       }
-      return pools as (typeof WORKER_POOL_NAMES)[number][];
+      return pools as WorkerPool[];
     })
     .optional(),
   WORKER_WORKFLOW_SLOTS: z.coerce.number().int().min(1).max(10_000).default(40),
@@ -245,7 +243,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     taskQueue: e.TASK_QUEUE,
     worker: {
-      pools: e.WORKER_POOLS ?? [...WORKER_POOL_NAMES],
+      pools: e.WORKER_POOLS ?? [...WORKER_POOLS],
       slots: { workflows: e.WORKER_WORKFLOW_SLOTS, effects: e.WORKER_EFFECT_SLOTS, reconcile: e.WORKER_RECONCILE_SLOTS },
     },
     admission: { maxBacklog: e.ADMISSION_MAX_BACKLOG },

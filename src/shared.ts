@@ -11,6 +11,9 @@ export const TASK_QUEUE = 'refunds';
  */
 export const ACTIVITY_POOLS = ['effects', 'reconcile'] as const;
 export type ActivityPool = (typeof ACTIVITY_POOLS)[number];
+/** What a worker process can poll: the workflow task queue, and each activity pool's queue. */
+export const WORKER_POOLS = ['workflows', ...ACTIVITY_POOLS] as const;
+export type WorkerPool = (typeof WORKER_POOLS)[number];
 /** The task queue of a pool beside the workflow task queue `base`: `refunds-effects`, `refunds-reconcile`. */
 export const poolQueue = (base: string, pool: ActivityPool) => `${base}-${pool}`;
 export const DEFAULT_NAMESPACE = 'default';

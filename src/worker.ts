@@ -8,12 +8,9 @@ import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startTracing, type WorkerTracing } from './observability/tracing';
-import { ACTIVITY_POOLS, poolQueue, TASK_QUEUE } from './shared';
+import { ACTIVITY_POOLS, poolQueue, TASK_QUEUE, WORKER_POOLS, type WorkerPool } from './shared';
 import { FAILURE_CONVERTER_PATH, payloadKeyring, refundDataConverter } from './codec/data-converter';
 
-/** What a worker process can poll: the workflow task queue, and each activity pool's queue. */
-export const WORKER_POOLS = ['workflows', ...ACTIVITY_POOLS] as const satisfies Config['worker']['pools'];
-export type WorkerPool = (typeof WORKER_POOLS)[number];
 /** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
 export type PoolSlots = Record<WorkerPool, number>;
 export const DEFAULT_SLOTS: PoolSlots = { workflows: 40, effects: 20, reconcile: 10 };

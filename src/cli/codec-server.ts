@@ -2,7 +2,7 @@
 // Temporal Cloud's): it decodes with the same keys as the workers. `--new-key` prints a key.
 import { Command } from 'commander';
 import { loadConfig } from '../config';
-import { startCodecServer } from '../codec/codec-server';
+import { configuredCodecServer, startCodecServer } from '../codec/codec-server';
 import { payloadKeyring } from '../codec/data-converter';
 import { EncryptionCodec } from '../codec/encryption-codec';
 import { newKeyEntry } from '../codec/keyring';
@@ -22,8 +22,8 @@ async function main() {
   const config = loadConfig();
   const keyring = payloadKeyring(config);
   if (!keyring) throw new Error('PAYLOAD_ENCRYPTION=off: there is nothing to decode');
-  const { codec: c } = config;
-  const server = await startCodecServer({ codec: new EncryptionCodec(keyring), namespace: config.temporal.namespace, origins: c.origins, authToken: c.authToken, port: c.port, host: c.host });
+  const server = await startCodecServer(configuredCodecServer(config, new EncryptionCodec(keyring)));
+  const c = config.codec;
   console.log(
     `codec server on ${server.url} for namespace ${config.temporal.namespace}, keys ${[...keyring.keys.keys()].join(', ')} (encrypting with ${keyring.current}); ` +
       `answers ${c.origins.join(', ')}${c.authToken ? ', bearer token required' : ''}`,

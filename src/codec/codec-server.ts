@@ -7,7 +7,7 @@ import http from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { HttpError, readBody } from '../http/read-body';
-import { urlHost } from '../config';
+import { urlHost, type Config } from '../config';
 
 export interface CodecServerOptions {
   codec: PayloadCodec;
@@ -18,6 +18,12 @@ export interface CodecServerOptions {
   authToken?: string;
   port: number;
   host?: string;
+}
+
+/** The codec server the configuration describes (CODEC_*), for the namespace it targets. */
+export function configuredCodecServer(config: Config, codec: PayloadCodec): CodecServerOptions {
+  const { origins, authToken, port, host } = config.codec;
+  return { codec, namespace: config.temporal.namespace, origins, authToken, port, host };
 }
 
 export interface CodecServer {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { loadConfig } from '../config';
 import { startMailServer } from './mail-server';
 import { startStripeServer } from './stripe-server';
-import { startCodecServer } from '../codec/codec-server';
+import { configuredCodecServer, startCodecServer } from '../codec/codec-server';
 import { EncryptionCodec } from '../codec/encryption-codec';
 import { payloadKeyring } from '../codec/data-converter';
 
@@ -37,10 +37,9 @@ async function main() {
   console.log(`SMTP on ${mail.smtpUrl}, mailbox API on ${mail.apiUrl}`);
   const keyring = payloadKeyring(config);
   if (keyring) {
-    const { codec: c } = config;
-    const codec = await startCodecServer({ codec: new EncryptionCodec(keyring), namespace: config.temporal.namespace, origins: c.origins, authToken: c.authToken, port: c.port, host: c.host });
+    const codec = await startCodecServer(configuredCodecServer(config, new EncryptionCodec(keyring)));
     closers.push(codec.close);
-    console.log(`codec server on ${codec.url} for the Web UI at ${c.origins.join(', ')}`);
+    console.log(`codec server on ${codec.url} for the Web UI at ${config.codec.origins.join(', ')}`);
   }
   if (config.faultInjection) console.log('fault injection is on: POST /_faults on the Stripe and mailbox ports (loopback only)');
 

@@ -8,8 +8,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { AdmissionRejectedError, backlogs } from '../../src/client/admission';
 import { startRefund } from '../../src/client/refunds';
-import { refundWorkflowId } from '../../src/shared';
-import { createRefundWorker, type WorkerPool } from '../../src/worker';
+import { refundWorkflowId, type WorkerPool } from '../../src/shared';
+import { createRefundWorker } from '../../src/worker';
 import { decideUpdate, refundWorkflow } from '../../src/workflows';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
