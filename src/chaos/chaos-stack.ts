@@ -4,6 +4,7 @@
 import { refundDataConverter } from '../codec/data-converter';
 import { newKeyEntry, parseKeyring } from '../codec/keyring';
 import { Client, Connection } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -11,7 +12,8 @@ import type Stripe from 'stripe';
 import { createStripeClient } from '../activities/payments';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import type { RecoveryPolicy } from '../reliability/policy';
-import { startMailServer, type MailServer } from '../servers/mail-server';
+import { startMailServer, type FaultInjector, type MailServer } from '../servers/mail-server';
+import type { RefundLifecycle } from '../servers/stripe/resources';
 import { startStripeServer, type StripeServer } from '../servers/stripe-server';
 import { SEARCH_ATTRIBUTES } from '../shared';
 import { startPostgres, createDatabase, type PostgresServer } from '../stack/postgres';
@@ -47,6 +49,10 @@ export const CHAOS_KEY_TTL_MS = 3000;
 export interface ChaosStack {
   dir: string;
   client: Client;
+  /** The run's payload codec with its key, as the client and the workers use it. */
+  dataConverter: DataConverter;
+  /** What the refund workers were started with (addresses through the proxies, the key, the policy file). */
+  env: NodeJS.ProcessEnv;
   /** Direct to the Stripe server (not through the proxy): for seeding and for evidence. */
   stripe: Stripe;
   stripeUrl: string;
@@ -83,14 +89,33 @@ async function startDatabase(dir: string, database: Dialect): Promise<{ url: str
   return { url: await createDatabase(server.url, 'chaos'), server };
 }
 
-export async function startChaosStack(opts: { dir: string; workers: number; database?: Dialect; workflowBundle?: string }): Promise<ChaosStack> {
+export interface ChaosStackOptions {
+  dir: string;
+  /** Refund worker processes. */
+  workers: number;
+  database?: Dialect;
+  workflowBundle?: string;
+  /** The workers' recovery policy (default CHAOS_POLICY). */
+  policy?: RecoveryPolicy;
+  /** How long the Stripe server keeps a key's answer, and the workers know it (default CHAOS_KEY_TTL_MS). */
+  idempotencyTtlMs?: number;
+  lifecycle?: Partial<RefundLifecycle>;
+  /** Sees every SMTP command the mail server answers (and may fail it), before the fault API's faults. */
+  mailFaults?: FaultInjector;
+  /** More environment for the refund workers. */
+  workerEnv?: NodeJS.ProcessEnv;
+}
+
+export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosStack> {
   const { dir } = opts;
   fs.mkdirSync(dir, { recursive: true });
   const temporal = await startTemporal(dir);
   const connection = await Connection.connect({ address: temporal.address });
   // The run's own payload key, shared by its client and its worker processes.
   const payloadKeys = newKeyEntry();
-  const client = new Client({ connection, namespace: 'default', dataConverter: refundDataConverter(parseKeyring(payloadKeys, 'chaos')) });
+  const dataConverter = refundDataConverter(parseKeyring(payloadKeys, 'chaos'));
+  const client = new Client({ connection, namespace: 'default', dataConverter });
+  const ttlMs = opts.idempotencyTtlMs ?? CHAOS_KEY_TTL_MS;
   let armed = false;
   let killedAfterRefund = 0;
   let afterRefund: () => Promise<void> = async () => undefined;
@@ -98,7 +123,8 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
     port: 0,
     dbPath: path.join(dir, 'stripe.db'),
     faults: true,
-    idempotencyTtlMs: CHAOS_KEY_TTL_MS,
+    idempotencyTtlMs: ttlMs,
+    lifecycle: opts.lifecycle,
     hooks: {
       afterEffect: async (ctx) => {
         if (!armed || ctx.method !== 'POST' || ctx.path !== '/v1/refunds' || (ctx.response?.status ?? 500) >= 300) return;
@@ -107,7 +133,7 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
       },
     },
   });
-  const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
+  const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true, faults: opts.mailFaults });
   const database = await startDatabase(dir, opts.database ?? 'sqlite');
   const databaseUrl = database.url;
   const store = await openStore(databaseUrl);
@@ -118,7 +144,7 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
     smtp: await toxiproxy.proxy('smtp', `127.0.0.1:${mail.smtpPort}`),
     temporal: await toxiproxy.proxy('temporal', temporal.address),
   };
-  fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(CHAOS_POLICY));
+  fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(opts.policy ?? CHAOS_POLICY));
   const code = opts.workflowBundle ?? (await bundleRefundWorkflows());
   fs.writeFileSync(path.join(dir, 'workflows.js'), code);
   const env: NodeJS.ProcessEnv = {
@@ -131,7 +157,7 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
     STRIPE_SECRET_KEY: 'sk_test_chaos',
     STRIPE_API_BASE: `http://${proxies.stripe.listen}`,
     STRIPE_TIMEOUT_MS: '2000',
-    STRIPE_IDEMPOTENCY_TTL_HOURS: String(CHAOS_KEY_TTL_MS / 3600_000),
+    STRIPE_IDEMPOTENCY_TTL_HOURS: String(ttlMs / 3600_000),
     STRIPE_LIST_CONSISTENCY_MS: '500',
     SMTP_URL: `smtp://${proxies.smtp.listen}`,
     RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
@@ -139,6 +165,7 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
     WEBHOOKS: 'off',
     FAULT_INJECTION: 'off',
     PAYLOAD_KEYS: payloadKeys,
+    ...opts.workerEnv,
   };
   const workers = await Promise.all(Array.from({ length: opts.workers }, () => startWorkerProcess(env)));
   // One replacement at a time: two for the same slot at once would leave a worker nobody stops.
@@ -166,6 +193,8 @@ export async function startChaosStack(opts: { dir: string; workers: number; data
   return {
     dir,
     client,
+    dataConverter,
+    env,
     stripe,
     stripeUrl: stripeServer.url,
     mail,

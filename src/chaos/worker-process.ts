@@ -14,9 +14,9 @@ export interface WorkerProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `src/worker.ts` with `env` and resolves once it polls its task queue. */
-export async function startWorkerProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000): Promise<WorkerProcess> {
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'worker.ts')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Starts `script` (the refund worker unless given) with `env` and resolves once it says it polls its task queue. */
+export async function startWorkerProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000, script = path.join(PROJECT_ROOT, 'src', 'worker.ts')): Promise<WorkerProcess> {
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const keep = (d: Buffer) => (output = (output + d.toString()).slice(-20_000));
   child.stdout?.on('data', keep);

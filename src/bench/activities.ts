@@ -1,0 +1,36 @@
+// The bare shape's activities: one plain call each, no key, no receipt, no classification.
+// Temporal's retry policy (bare) or the whole run (naive) is all that tries again.
+import type Stripe from 'stripe';
+import type { Transporter } from 'nodemailer';
+import type { OrderStore } from '../store/types';
+
+export interface BareRefundInput {
+  orderId: string;
+  paymentIntentId: string;
+  amount: number;
+  currency: string;
+  email: string;
+}
+
+export function createBareActivities(deps: { stripe: Stripe; store: OrderStore; mail: Transporter; from: string }) {
+  return {
+    async refund(input: BareRefundInput): Promise<string> {
+      const refund = await deps.stripe.refunds.create({ payment_intent: input.paymentIntentId, amount: input.amount, metadata: { order_id: input.orderId } });
+      return refund.id;
+    },
+    /** Keyed by nothing but the refund it records: a second refund is recorded as a second refund. */
+    async updateOrder(input: BareRefundInput, refundId: string): Promise<void> {
+      await deps.store.applyRefund({ orderId: input.orderId, operationId: refundId, refundId, amount: input.amount });
+    },
+    async notify(input: BareRefundInput, refundId: string): Promise<void> {
+      await deps.mail.sendMail({
+        from: deps.from,
+        to: input.email,
+        subject: `Your refund for order ${input.orderId}`,
+        text: `We refunded ${input.amount} ${input.currency.toUpperCase()} (${refundId}).`,
+      });
+    },
+  };
+}
+
+export type BareActivities = ReturnType<typeof createBareActivities>;

@@ -1,0 +1,372 @@
+// The side-by-side part of the benchmark: the bare, project and naive variants run in turns
+// (ABCABC…) on one stack, at each concurrency, with no faults and with the same fault schedule,
+// and everything is counted where it lands: the Stripe server's ledger and request log, the SMTP
+// server's commands and mailbox, Temporal's histories, the worker processes' /proc.
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { Client, type WorkflowHandle } from '@temporalio/client';
+import { setMaxListeners } from 'node:events';
+import path from 'node:path';
+import fs from 'node:fs';
+import type { temporal } from '@temporalio/proto';
+import { outcomeOf } from '../client/outcome';
+import { startRefund } from '../client/refunds';
+import { seedPaidOrder } from '../client/seed';
+import { PROJECT_ROOT } from '../config';
+import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
+import type { ChaosStack } from '../chaos/chaos-stack';
+import { TASK_QUEUE } from '../shared';
+import type { refundWorkflow } from '../workflows';
+import type { BareRefundInput } from './activities';
+import { historySize, mean, percentiles, sampleProcess, type Percentiles } from './measure';
+
+export const VARIANTS = ['bare', 'project', 'naive'] as const;
+export type Variant = (typeof VARIANTS)[number];
+export type FaultMode = 'none' | 'faults';
+
+export const BENCH_QUEUES: Record<Exclude<Variant, 'project'>, string> = { bare: 'bench-bare', naive: 'bench-naive' };
+
+export interface MatrixOptions {
+  concurrency: number[];
+  /** Runs per variant and cell at concurrency 1; a cell at concurrency c runs max(runs, 2c). */
+  runs: number;
+  /** Turns each cell is split into (ABCABC…). */
+  rounds: number;
+  faultModes: FaultMode[];
+  /** A run not settled this long after its segment began is counted as not settled. */
+  segmentTimeoutMs: number;
+}
+
+export const runsAt = (opts: Pick<MatrixOptions, 'runs'>, concurrency: number) => Math.max(opts.runs, 2 * concurrency);
+
+/** The faults each segment with faults gets, as shares of its runs (at least one of each): the same for every variant. */
+export const FAULT_SCHEDULE = {
+  lostAnswers: 0.1,
+  rateLimits: 0.05,
+  resets: 0.05,
+  smtpTransient: 0.05,
+  /** The variant's worker is SIGKILLed (and replaced) once half the segment's runs have started. */
+  workerKills: 1,
+} as const;
+
+export interface CellResult {
+  variant: Variant;
+  faults: FaultMode;
+  concurrency: number;
+  runs: number;
+  completed: number;
+  /** Runs that ended any other way, by how (parked, failed, not settled…). */
+  other: Record<string, number>;
+  durationMs: number;
+  /** Completed runs per second of the segments' wall time. */
+  throughput: number;
+  latencyMs: Percentiles;
+  history: { eventsPerRun: number; bytesPerRun: number; maxEvents: number };
+  requests: {
+    /** POST /v1/refunds: requests that can make a refund. */
+    stripeCreates: number;
+    /** GET /v1/refunds…: lookups (reconciliation, the completion gate). */
+    stripeReads: number;
+    /** RCPT TO commands for the runs' recipients: tries to deliver an email. */
+    smtpTries: number;
+    /** Refund creates and delivery tries per logical effect (one refund and one email per run). */
+    effectRequestsPerEffect: number;
+    /** With the lookups too. */
+    allRequestsPerEffect: number;
+  };
+  /** Effects that landed more than once: extra refunds in the Stripe ledger, extra emails in the mailbox. */
+  duplicates: { refunds: number; emails: number };
+  /** Orders whose refunded amount is not what was asked (counted in the order store). */
+  wrongOrders: number;
+  /** Faults that fired, counted by the servers (and the kills we made). */
+  injected: { lostAnswers: number; rateLimits: number; resets: number; smtpTransient: number; workerKills: number };
+  worker: { cpuMs: number; cpuMsPerRun: number; peakRssBytes: number };
+}
+
+/** One variant's worker process, replaced when killed, with the CPU time of every process it had. */
+class VariantWorker {
+  private deadCpuMs = 0;
+  peakRssBytes = 0;
+  constructor(
+    private proc: WorkerProcess,
+    private readonly restart: () => Promise<WorkerProcess>,
+  ) {}
+  cpuMs(): number {
+    const s = sampleProcess(this.proc.pid);
+    if (s) this.peakRssBytes = Math.max(this.peakRssBytes, s.peakRssBytes);
+    return this.deadCpuMs + (s?.cpuMs ?? 0);
+  }
+  async kill(): Promise<void> {
+    const s = sampleProcess(this.proc.pid);
+    await this.proc.kill();
+    if (s) {
+      this.deadCpuMs += s.cpuMs;
+      this.peakRssBytes = Math.max(this.peakRssBytes, s.peakRssBytes);
+    }
+    this.proc = await this.restart();
+  }
+  async stop(): Promise<void> {
+    this.cpuMs();
+    await this.proc.stop().catch(() => this.proc.kill());
+  }
+}
+
+export interface BenchStackWorkers {
+  workers: Record<Variant, VariantWorker>;
+  /** RCPT TO commands the SMTP server saw, by recipient. */
+  smtpTries: Map<string, number>;
+  stop(): Promise<void>;
+}
+
+/** The bare and naive workflows, bundled apart from the refund workflows. */
+export async function bundleBenchWorkflows(): Promise<string> {
+  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), logger: new DefaultLogger('WARN') });
+  return code;
+}
+
+/** Starts one worker process per variant on the stack, each on its own task queue. */
+export async function startVariantWorkers(stack: ChaosStack, smtpTries: Map<string, number>): Promise<BenchStackWorkers> {
+  const bundle = path.join(stack.dir, 'bench-workflows.js');
+  fs.writeFileSync(bundle, await bundleBenchWorkflows());
+  const script = path.join(PROJECT_ROOT, 'src', 'bench', 'worker.ts');
+  const project = () => startWorkerProcess(stack.env);
+  const plain = (queue: string) => () => startWorkerProcess({ ...stack.env, BENCH_TASK_QUEUE: queue, BENCH_WORKFLOW_BUNDLE: bundle }, 60_000, script);
+  const starts = { bare: plain(BENCH_QUEUES.bare), project, naive: plain(BENCH_QUEUES.naive) };
+  const workers = {} as Record<Variant, VariantWorker>;
+  for (const v of VARIANTS) workers[v] = new VariantWorker(await starts[v](), starts[v]);
+  return {
+    workers,
+    smtpTries,
+    async stop() {
+      await Promise.all(VARIANTS.map((v) => workers[v].stop()));
+    },
+  };
+}
+
+interface RunRecord {
+  orderId: string;
+  paymentIntentId: string;
+  email: string;
+  amount: number;
+  workflowId: string;
+  outcome: string;
+  latencyMs: number;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function getJson<T>(url: string, init?: RequestInit): Promise<T> {
+  const res = await fetch(url, init);
+  if (!res.ok) throw new Error(`${init?.method ?? 'GET'} ${url}: ${res.status} ${await res.text()}`);
+  return (await res.json()) as T;
+}
+
+const post = (url: string, body: unknown) => getJson(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+
+/** Arms a segment's faults at the servers, sized to its runs. */
+async function armFaults(stack: ChaosStack, runs: number): Promise<void> {
+  const n = (share: number) => Math.max(1, Math.round(runs * share));
+  const creates = { method: 'POST', path: '/v1/refunds' };
+  await post(`${stack.stripeUrl}/_faults`, { kind: 'drop_after_commit', match: creates, count: n(FAULT_SCHEDULE.lostAnswers) });
+  await post(`${stack.stripeUrl}/_faults`, { kind: 'rate_limit', retryAfterSeconds: 1, match: creates, count: n(FAULT_SCHEDULE.rateLimits) });
+  await post(`${stack.stripeUrl}/_faults`, { kind: 'fail_before_commit', match: creates, count: n(FAULT_SCHEDULE.resets) });
+  await post(`${stack.mail.apiUrl}/_faults`, { kind: 'reply', stage: 'rcpt', code: 451, message: '4.3.0 try again (bench)', count: n(FAULT_SCHEDULE.smtpTransient) });
+}
+
+/** What fired of the armed faults; then clears them. */
+async function disarmFaults(stack: ChaosStack): Promise<Omit<CellResult['injected'], 'workerKills'>> {
+  const stripe = (await getJson<{ faults: { kind: string; hits: number }[] }>(`${stack.stripeUrl}/_faults`)).faults;
+  const mail = (await getJson<{ faults: { hits: number }[] }>(`${stack.mail.apiUrl}/_faults`)).faults;
+  const hits = (kind: string) => stripe.filter((f) => f.kind === kind).reduce((a, f) => a + f.hits, 0);
+  await fetch(`${stack.stripeUrl}/_faults`, { method: 'DELETE' });
+  await fetch(`${stack.mail.apiUrl}/_faults`, { method: 'DELETE' });
+  return { lostAnswers: hits('drop_after_commit'), rateLimits: hits('rate_limit'), resets: hits('fail_before_commit'), smtpTransient: mail.reduce((a, f) => a + f.hits, 0) };
+}
+
+const plainClients = new WeakMap<ChaosStack, Client>();
+/** A client on the stack's connection with the default data converter, as bare Temporal has it. */
+function plainClient(stack: ChaosStack): Client {
+  let client = plainClients.get(stack);
+  if (!client) plainClients.set(stack, (client = new Client({ connection: stack.client.connection, namespace: 'default' })));
+  return client;
+}
+
+/** Starts the run the variant's way and waits for its end: a result, a parked run, a failure. */
+async function driveRun(stack: ChaosStack, variant: Variant, order: Omit<RunRecord, 'workflowId' | 'outcome' | 'latencyMs'>, until: number): Promise<RunRecord> {
+  const started = Date.now();
+  const give = AbortSignal.timeout(Math.max(1, until - started));
+  // Every long poll for the result listens on it.
+  setMaxListeners(100, give);
+  const done = (workflowId: string, outcome: string): RunRecord => ({ ...order, workflowId, outcome, latencyMs: Date.now() - started });
+  if (variant === 'project') {
+    const { handle, workflowId } = await startRefund(stack.client, { orderId: order.orderId, amount: order.amount, currency: 'usd', requestedBy: 'bench' }, TASK_QUEUE);
+    const outcome = await outcomeOf(handle as WorkflowHandle<typeof refundWorkflow>, 2000, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
+    if (!outcome) return done(workflowId, 'not settled');
+    if (outcome instanceof Error) return done(workflowId, 'failed');
+    return done(workflowId, outcome.kind === 'result' ? outcome.result.status : `parked (${outcome.state.effect.status})`);
+  }
+  const input: BareRefundInput = { orderId: order.orderId, paymentIntentId: order.paymentIntentId, amount: order.amount, currency: 'usd', email: order.email };
+  const workflowId = `bench-${variant}-${order.orderId}`;
+  // Plain Temporal: payloads as the default converter writes them, no codec.
+  const handle = await plainClient(stack).workflow.start(`${variant}RefundWorkflow`, { taskQueue: BENCH_QUEUES[variant], workflowId, args: [input] });
+  const gaveUp = new Promise<string>((resolve) => give.addEventListener('abort', () => resolve('not settled'), { once: true }));
+  const outcome = await Promise.race([
+    stack.client.connection.withAbortSignal(give, () => handle.result()).then(
+      () => 'completed',
+      () => (give.aborted ? 'not settled' : 'failed'),
+    ),
+    gaveUp,
+  ]);
+  return done(workflowId, outcome);
+}
+
+/** Runs one segment: `orders` at `concurrency`, the faults armed when asked, the worker killed halfway. */
+async function runSegment(
+  stack: ChaosStack,
+  workers: BenchStackWorkers,
+  variant: Variant,
+  orders: Omit<RunRecord, 'workflowId' | 'outcome' | 'latencyMs'>[],
+  concurrency: number,
+  faults: boolean,
+  timeoutMs: number,
+  onRun: () => void,
+): Promise<{ records: RunRecord[]; durationMs: number; injected: CellResult['injected'] }> {
+  if (faults) await armFaults(stack, orders.length);
+  const started = Date.now();
+  const until = started + timeoutMs;
+  const records: RunRecord[] = [];
+  let next = 0;
+  let killed = 0;
+  let kill: Promise<void> | undefined;
+  const drive = async () => {
+    while (next < orders.length) {
+      const order = orders[next++]!;
+      if (faults && !kill && next > orders.length / 2) kill = workers.workers[variant].kill().then(() => void (killed += 1));
+      records.push(await driveRun(stack, variant, order, until).catch((err: unknown) => ({ ...order, workflowId: '', outcome: `not started: ${(err as Error).message}`, latencyMs: 0 })));
+      onRun();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, orders.length) }, drive));
+  const durationMs = Date.now() - started;
+  await kill;
+  const fired = faults ? await disarmFaults(stack) : { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0 };
+  return { records, durationMs, injected: { ...fired, workerKills: killed } };
+}
+
+/** Counts each run's effects where they landed, and its history. */
+async function evidence(stack: ChaosStack, smtpTries: Map<string, number>, records: RunRecord[]) {
+  const requests = (await getJson<{ requests: { method: string; path: string; paymentIntent: string | null; at: string }[] }>(`${stack.stripeUrl}/_requests`)).requests;
+  const pis = new Set(records.map((r) => r.paymentIntentId));
+  const refundIds = new Set<string>();
+  let duplicateRefunds = 0;
+  let duplicateEmails = 0;
+  let wrongOrders = 0;
+  let smtp = 0;
+  for (const r of records) {
+    const { effects } = await getJson<{ effects: { type: string; objectId: string }[] }>(`${stack.stripeUrl}/_ledger?payment_intent=${r.paymentIntentId}`);
+    const refunds = effects.filter((e) => e.type === 'refund.created');
+    for (const e of refunds) refundIds.add(e.objectId);
+    duplicateRefunds += Math.max(0, refunds.length - 1);
+    const { messages } = await getJson<{ messages: unknown[] }>(`${stack.mail.apiUrl}/messages?to=${encodeURIComponent(r.email)}`);
+    duplicateEmails += Math.max(0, messages.length - 1);
+    smtp += smtpTries.get(r.email) ?? 0;
+    const order = await stack.store.getOrder(r.orderId);
+    if (r.outcome === 'completed' && order?.refundedAmount !== r.amount) wrongOrders += 1;
+    else if (r.outcome !== 'completed' && (order?.refundedAmount ?? 0) > r.amount) wrongOrders += 1;
+  }
+  // Creates carry the payment intent; lookups by id (retrieve) are matched by the refunds these runs made.
+  const ours = requests.filter((q) => (q.paymentIntent && pis.has(q.paymentIntent)) || refundIds.has(q.path.split('/').pop() ?? ''));
+  const creates = ours.filter((q) => q.method === 'POST' && q.path === '/v1/refunds').length;
+  const reads = ours.filter((q) => q.method === 'GET' && q.path.startsWith('/v1/refunds')).length;
+  const sizes: { events: number; bytes: number }[] = [];
+  const histories = new Map<string, temporal.api.history.v1.IHistory>();
+  for (const r of records.filter((x) => x.workflowId)) {
+    const history = await stack.client.workflow.getHandle(r.workflowId).fetchHistory();
+    sizes.push(historySize(history));
+    histories.set(r.workflowId, history);
+  }
+  return { duplicateRefunds, duplicateEmails, wrongOrders, smtp, creates, reads, sizes, histories };
+}
+
+export interface MatrixResult {
+  cells: CellResult[];
+  /** The project variant's histories from runs without faults, for the replay measurement. */
+  projectHistories: { workflowId: string; history: temporal.api.history.v1.IHistory }[];
+}
+
+/** Every cell of the matrix, the variants in turns within each cell. */
+export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, opts: MatrixOptions, onRun: () => void): Promise<MatrixResult> {
+  const cells: CellResult[] = [];
+  const projectHistories: MatrixResult['projectHistories'] = [];
+  for (const mode of opts.faultModes) {
+    for (const concurrency of opts.concurrency) {
+      const runs = runsAt(opts, concurrency);
+      // Orders are seeded before the clock starts: seeding is not what is measured.
+      const orders = {} as Record<Variant, Omit<RunRecord, 'workflowId' | 'outcome' | 'latencyMs'>[]>;
+      for (const v of VARIANTS) {
+        orders[v] = [];
+        for (let i = 0; i < runs; i++) {
+          const orderId = `bench-${mode}-c${concurrency}-${v}-${i}`;
+          const email = `${orderId}@example.test`;
+          const amount = 1000 + (i % 20) * 100;
+          const order = await seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: email });
+          orders[v].push({ orderId, paymentIntentId: order.paymentIntentId, email, amount });
+        }
+      }
+      const acc = Object.fromEntries(VARIANTS.map((v) => [v, { records: [] as RunRecord[], durationMs: 0, cpuMs: 0, injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 } }])) as Record<
+        Variant,
+        { records: RunRecord[]; durationMs: number; cpuMs: number; injected: CellResult['injected'] }
+      >;
+      const perRound = Math.ceil(runs / opts.rounds);
+      for (let round = 0; round < opts.rounds; round++) {
+        for (const v of VARIANTS) {
+          const slice = orders[v].slice(round * perRound, (round + 1) * perRound);
+          if (!slice.length) continue;
+          const cpuBefore = workers.workers[v].cpuMs();
+          const seg = await runSegment(stack, workers, v, slice, concurrency, mode === 'faults', opts.segmentTimeoutMs, onRun);
+          // Let the worker finish what the results do not wait for (a last activity's completion) before its CPU is read.
+          await sleep(200);
+          const a = acc[v];
+          a.cpuMs += workers.workers[v].cpuMs() - cpuBefore;
+          a.records.push(...seg.records);
+          a.durationMs += seg.durationMs;
+          for (const k of Object.keys(a.injected) as (keyof CellResult['injected'])[]) a.injected[k] += seg.injected[k];
+        }
+      }
+      for (const v of VARIANTS) {
+        const a = acc[v];
+        const ev = await evidence(stack, workers.smtpTries, a.records);
+        const completed = a.records.filter((r) => r.outcome === 'completed');
+        const other: Record<string, number> = {};
+        for (const r of a.records) if (r.outcome !== 'completed') other[r.outcome] = (other[r.outcome] ?? 0) + 1;
+        const effects = 2 * a.records.length;
+        cells.push({
+          variant: v,
+          faults: mode,
+          concurrency,
+          runs: a.records.length,
+          completed: completed.length,
+          other,
+          durationMs: a.durationMs,
+          throughput: completed.length / (a.durationMs / 1000),
+          latencyMs: percentiles(completed.map((r) => r.latencyMs)),
+          history: { eventsPerRun: mean(ev.sizes.map((s) => s.events)), bytesPerRun: mean(ev.sizes.map((s) => s.bytes)), maxEvents: Math.max(0, ...ev.sizes.map((s) => s.events)) },
+          requests: {
+            stripeCreates: ev.creates,
+            stripeReads: ev.reads,
+            smtpTries: ev.smtp,
+            effectRequestsPerEffect: (ev.creates + ev.smtp) / effects,
+            allRequestsPerEffect: (ev.creates + ev.reads + ev.smtp) / effects,
+          },
+          duplicates: { refunds: ev.duplicateRefunds, emails: ev.duplicateEmails },
+          wrongOrders: ev.wrongOrders,
+          injected: a.injected,
+          worker: { cpuMs: a.cpuMs, cpuMsPerRun: a.cpuMs / a.records.length, peakRssBytes: workers.workers[v].peakRssBytes },
+        });
+        if (v === 'project' && mode === 'none') {
+          for (const [workflowId, history] of ev.histories) projectHistories.push({ workflowId, history });
+        }
+      }
+    }
+  }
+  return { cells, projectHistories };
+}

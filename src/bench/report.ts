@@ -1,0 +1,115 @@
+// The benchmark's report as Markdown: the figures per variant, the ratios against the targets,
+// and how costs grow with the work.
+import type { BenchReport } from './run';
+import type { CellResult } from './matrix';
+
+/** The fewest events a run of n sequential activities can leave (derived in docs/bench/README.md). */
+export const minimumEvents = (activities: number) => 5 + 6 * activities;
+/** The bare shape: refund, order update, notification. */
+export const BARE_SHAPE_MIN_EVENTS = minimumEvents(3);
+
+export const TARGETS = { throughput: 0.85, p50: 1.2, eventsOverBareMinimum: 1.3 } as const;
+
+const f = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
+const mb = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
+const ms = (n: number) => `${Math.round(n)} ms`;
+const row = (cells: (string | number)[]) => `| ${cells.join(' | ')} |`;
+const table = (head: string[], rows: (string | number)[][]) => [row(head), row(head.map(() => '---')), ...rows.map(row)].join('\n');
+
+function cellRows(cells: CellResult[]): (string | number)[][] {
+  return cells.map((c) => [
+    c.variant,
+    c.concurrency,
+    `${c.completed}/${c.runs}`,
+    f(c.throughput, 2),
+    `${ms(c.latencyMs.p50)} / ${ms(c.latencyMs.p95)} / ${ms(c.latencyMs.p99)}`,
+    `${f(c.history.eventsPerRun)} (max ${c.history.maxEvents})`,
+    Math.round(c.history.bytesPerRun),
+    f(c.requests.effectRequestsPerEffect, 2),
+    f(c.requests.allRequestsPerEffect, 2),
+    `${c.duplicates.refunds} / ${c.duplicates.emails}`,
+    c.wrongOrders,
+    f(c.worker.cpuMsPerRun),
+    mb(c.worker.peakRssBytes),
+  ]);
+}
+
+const CELL_HEAD = ['variant', 'conc.', 'completed', 'runs/s', 'p50 / p95 / p99', 'events/run', 'bytes/run', 'effect req./effect', 'all req./effect', 'dup. refunds / emails', 'wrong orders', 'worker CPU ms/run', 'worker peak RSS'];
+
+export function renderReport(r: BenchReport): string {
+  const out: string[] = [];
+  const { machine, versions } = r;
+  out.push('# Benchmark: what the safety costs, and what it buys');
+  out.push('');
+  out.push(`- Command: \`${r.command}\``);
+  out.push(`- Date: ${r.date}; took ${Math.round(r.durationMs / 1000)} s`);
+  out.push(`- Machine: ${machine.cpus} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ${machine.platform}`);
+  out.push(`- Versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v.replace(/\n/g, '; ')}`).join(', ')}`);
+  out.push('- Variants: **bare** (Temporal alone: three plain activities), **project** (the refund workflow as shipped), **naive** (retry the whole run, no keys). What each is, how it is counted and the minimum history: [README.md](README.md).');
+  out.push('');
+  for (const mode of ['none', 'faults'] as const) {
+    const cells = r.cells.filter((c) => c.faults === mode);
+    if (!cells.length) continue;
+    out.push(mode === 'none' ? '## No faults' : '## With faults');
+    out.push('');
+    if (mode === 'faults') {
+      out.push('Each segment gets the same schedule, sized to its runs: lost answers after commit (10%), 429s with Retry-After (5%), connection resets before commit (5%), SMTP 451s (5%), and its worker SIGKILLed halfway. What fired, as the servers counted it:');
+      out.push('');
+      out.push(table(['variant', 'conc.', 'lost answers', '429s', 'resets', 'SMTP 451s', 'worker kills', 'bound: 1 + faults/effect'], cells.map((c) => {
+        const transient = c.injected.lostAnswers + c.injected.rateLimits + c.injected.resets + c.injected.smtpTransient;
+        return [c.variant, c.concurrency, c.injected.lostAnswers, c.injected.rateLimits, c.injected.resets, c.injected.smtpTransient, c.injected.workerKills, f(1 + transient / (2 * c.runs), 2)];
+      })));
+      out.push('');
+    }
+    out.push(table(CELL_HEAD, cellRows(cells)));
+    out.push('');
+    const others = cells.filter((c) => Object.keys(c.other).length);
+    if (others.length) {
+      out.push('Runs that did not complete: ' + others.map((c) => `${c.variant} at ${c.concurrency}: ${Object.entries(c.other).map(([k, n]) => `${n} ${k}`).join(', ')}`).join('; ') + '.');
+      out.push('');
+    }
+  }
+  out.push('## Project against bare');
+  out.push('');
+  out.push(`Targets without faults: throughput at least ${TARGETS.throughput}×, p50 at most ${TARGETS.p50}×, events at most ${TARGETS.eventsOverBareMinimum}× the bare shape's minimum (${BARE_SHAPE_MIN_EVENTS}).`);
+  out.push('');
+  out.push(table(['faults', 'conc.', 'throughput ×', 'p50 ×', 'events ×bare', 'events ×bare minimum'], r.ratios.map((x) => {
+    const project = r.cells.find((c) => c.variant === 'project' && c.faults === x.faults && c.concurrency === x.concurrency)!;
+    const mark = (ok: boolean) => (x.faults === 'none' ? (ok ? ' ✓' : ' ✗') : '');
+    const overMin = project.history.eventsPerRun / BARE_SHAPE_MIN_EVENTS;
+    return [x.faults, x.concurrency, f(x.throughput, 2) + mark(x.throughput >= TARGETS.throughput), f(x.p50, 2) + mark(x.p50 <= TARGETS.p50), f(x.events, 2), f(overMin, 2) + mark(overMin <= TARGETS.eventsOverBareMinimum)];
+  })));
+  out.push('');
+  const s = r.scale;
+  out.push('## As the work grows');
+  out.push('');
+  if (s.replay.length) {
+    out.push('Replaying recorded project histories with `Worker.runReplayHistories` (the recorded runs replayed in turn):');
+    out.push('');
+    out.push(table(['histories', 'distinct', 'time', 'histories/s', 'failures'], s.replay.map((x) => [x.histories, x.distinct, ms(x.ms), f(x.perSecond), x.failures])));
+    out.push('');
+  }
+  if (s.parked.length) {
+    out.push('Parked runs (refund unknown, waiting for a person): `npm run inspect -- --attention --json` as its own process, and one occurrence of the reconciliation sweep:');
+    out.push('');
+    out.push(table(['parked runs', 'inspect: listed', 'inspect: time', 'inspect: ms/run', 'inspect: peak RSS', 'sweep: asked', 'sweep: time', 'sweep: ms/run', 'worker RSS during sweep'], s.parked.map((p) => [
+      p.runs,
+      p.attention.listed,
+      ms(p.attention.ms),
+      f(p.attention.msPerRun, 2),
+      mb(p.attention.peakRssBytes),
+      `${p.sweep.asked} (${p.sweep.stillUnknown} still unknown)`,
+      ms(p.sweep.ms),
+      f(p.sweep.msPerRun, 1),
+      mb(p.sweep.workerMaxRssBytes),
+    ])));
+    out.push('');
+  }
+  const w = s.longWait;
+  out.push(`A run whose refund stayed pending at the provider for ${Math.round(w.waitedMs / 1000)} s polled ${w.polls} times: ${w.events} events (${w.bytes} bytes) against ${w.baselineEvents} for the same run without the wait, ${f(w.eventsPerPoll)} events per poll. ` +
+    `The shipped policy polls ${w.shippedPolicy.polls} times over its ${w.shippedPolicy.deadlineHours} h deadline: about ${w.shippedPolicy.events} events at most, far under Temporal's 51,200-event limit; no continue-as-new is needed.`);
+  out.push('');
+  out.push(`A run parked for a decision had ${w.parkedDecision.eventsAtPark} events when it parked and ${w.parkedDecision.eventsLater} after waiting ${Math.round(w.parkedDecision.waitedMs / 1000)} s more: a wait for a person adds nothing to the history.`);
+  out.push('');
+  return out.join('\n');
+}

@@ -1,0 +1,113 @@
+// npm run bench, start to end: one stack, the three variants side by side, then how costs grow
+// with the work (replay, parked runs, a long wait); one report.
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { PROJECT_ROOT } from '../config';
+import { CHAOS_POLICY, startChaosStack } from '../chaos/chaos-stack';
+import { DEFAULT_POLICY } from '../reliability/default-policy';
+import type { RecoveryPolicy } from '../reliability/policy';
+import { findTool } from '../stack/tools';
+import { runMatrix, startVariantWorkers, type MatrixOptions, type CellResult, VARIANTS, runsAt } from './matrix';
+import { measureScale, type ScaleOptions, type ScaleResult } from './scale';
+
+/**
+ * The refund workers' policy in the bench: the shipped policy, with the bare shape's activity
+ * timeouts (a killed worker's activity is retried after the same wait in every variant).
+ */
+export const BENCH_POLICY: RecoveryPolicy = { ...DEFAULT_POLICY, version: `${DEFAULT_POLICY.version}-bench`, timeouts: CHAOS_POLICY.timeouts };
+
+/** Stripe's own key window: the project runs as shipped. */
+const KEY_TTL_MS = 24 * 3600_000;
+
+export interface BenchOptions {
+  matrix: MatrixOptions;
+  scale: ScaleOptions;
+  dir: string;
+  workflowBundle?: string;
+  /** The command line, for the report. */
+  command: string;
+}
+
+export interface BenchReport {
+  command: string;
+  date: string;
+  durationMs: number;
+  machine: { cpus: number; cpuModel: string; memoryGiB: number; platform: string };
+  versions: Record<string, string>;
+  options: { matrix: MatrixOptions; scale: ScaleOptions };
+  cells: CellResult[];
+  ratios: { faults: string; concurrency: number; throughput: number; p50: number; events: number }[];
+  scale: ScaleResult;
+}
+
+function versions(): Record<string, string> {
+  const pkg = (name: string) => (JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+  let temporalCli = 'unknown';
+  try {
+    temporalCli = execFileSync(findTool('temporal'), ['--version'], { encoding: 'utf8' }).trim();
+  } catch {
+    // The report says unknown.
+  }
+  return { node: process.version, '@temporalio/worker': pkg('@temporalio/worker'), stripe: pkg('stripe'), nodemailer: pkg('nodemailer'), temporal: temporalCli };
+}
+
+export async function runBench(opts: BenchOptions, progress: { total(n: number): void; tick(): void; phase(name: string): void }): Promise<BenchReport> {
+  const started = Date.now();
+  const versionsUsed = versions();
+  const smtpTries = new Map<string, number>();
+  progress.phase('starting the stack');
+  const stack = await startChaosStack({
+    dir: opts.dir,
+    workers: 0,
+    workflowBundle: opts.workflowBundle,
+    policy: BENCH_POLICY,
+    idempotencyTtlMs: KEY_TTL_MS,
+    // The long-wait run's pending refund settles after this.
+    lifecycle: { settleDelayMs: opts.scale.longWaitMs },
+    // Every RCPT TO is a try to deliver, counted at the server; nothing is failed here.
+    mailFaults: (stage, address) => {
+      if (stage === 'rcpt' && address) smtpTries.set(address, (smtpTries.get(address) ?? 0) + 1);
+      return undefined;
+    },
+  });
+  try {
+    const workers = await startVariantWorkers(stack, smtpTries);
+    try {
+      const m = opts.matrix;
+      progress.total(m.faultModes.length * m.concurrency.reduce((a, c) => a + runsAt(m, c) * VARIANTS.length, 0));
+      progress.phase('variants side by side');
+      const matrix = await runMatrix(stack, workers, m, () => progress.tick());
+      const scale = await measureScale(stack, matrix.projectHistories, opts.scale, progress.phase);
+      const ratios = m.faultModes.flatMap((faults) =>
+        m.concurrency.map((concurrency) => {
+          const cell = (v: string) => matrix.cells.find((c) => c.variant === v && c.faults === faults && c.concurrency === concurrency)!;
+          const [a, b] = [cell('bare'), cell('project')];
+          return {
+            faults,
+            concurrency,
+            throughput: b.throughput / a.throughput,
+            p50: b.latencyMs.p50 / a.latencyMs.p50,
+            events: b.history.eventsPerRun / a.history.eventsPerRun,
+          };
+        }),
+      );
+      return {
+        command: opts.command,
+        date: new Date(started).toISOString(),
+        durationMs: Date.now() - started,
+        machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(os.totalmem() / 2 ** 30), platform: `${os.platform()} ${os.release()}` },
+        versions: versionsUsed,
+        options: { matrix: m, scale: opts.scale },
+        cells: matrix.cells,
+        ratios,
+        scale,
+      };
+    } finally {
+      await workers.stop();
+    }
+  } finally {
+    await stack.close();
+  }
+}

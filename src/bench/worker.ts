@@ -1,0 +1,41 @@
+// A worker for the benchmark's bare and naive workflows, as its own process (so that its CPU and
+// memory are its own, and it can be SIGKILLed): `BENCH_TASK_QUEUE`, the refund workers'
+// Temporal, Stripe, SMTP and database settings, and `BENCH_WORKFLOW_BUNDLE`.
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { createMailTransport } from '../activities/notifications';
+import { createStripeClient } from '../activities/payments';
+import { openStore } from '../store';
+import { createBareActivities } from './activities';
+
+async function main(): Promise<void> {
+  const env = (name: string): string => process.env[name] ?? ((): never => {
+    throw new Error(`${name} is not set`);
+  })();
+  const taskQueue = env('BENCH_TASK_QUEUE');
+  const store = await openStore(env('DATABASE_URL'));
+  const mail = createMailTransport(env('SMTP_URL'));
+  const stripe = createStripeClient({ secretKey: env('STRIPE_SECRET_KEY'), apiBase: env('STRIPE_API_BASE'), requestTimeoutMs: Number(env('STRIPE_TIMEOUT_MS')) });
+  const connection = await NativeConnection.connect({ address: env('TEMPORAL_ADDRESS') });
+  const worker = await Worker.create({
+    connection,
+    taskQueue,
+    workflowBundle: { codePath: env('BENCH_WORKFLOW_BUNDLE') },
+    activities: createBareActivities({ stripe, store, mail, from: 'refunds@example.test' }),
+    // As many slots as the refund worker has: the same room to run in.
+    maxConcurrentWorkflowTaskExecutions: 40,
+    maxConcurrentActivityTaskExecutions: 20,
+  });
+  console.log(`worker polling task queue ${taskQueue}`);
+  try {
+    await worker.run();
+  } finally {
+    await connection.close();
+    await store.close();
+    mail.close();
+  }
+}
+
+main().catch((err: unknown) => {
+  console.error(`bench worker: ${(err as Error).message}`);
+  process.exit(1);
+});

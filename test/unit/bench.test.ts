@@ -1,0 +1,36 @@
+// The benchmark's own arithmetic: percentiles, history sizes, the minimum history, the polls the
+// shipped policy makes while it waits for a provider.
+import { temporal } from '@temporalio/proto';
+import { historySize, percentiles } from '../../src/bench/measure';
+import { BARE_SHAPE_MIN_EVENTS, minimumEvents } from '../../src/bench/report';
+import { shippedPolls } from '../../src/bench/scale';
+import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
+
+test('percentiles are nearest-rank, and an empty sample gives zeros', () => {
+  const values = Array.from({ length: 100 }, (_, i) => 100 - i);
+  expect(percentiles(values)).toEqual({ p50: 50, p95: 95, p99: 99 });
+  expect(percentiles([7])).toEqual({ p50: 7, p95: 7, p99: 7 });
+  expect(percentiles([])).toEqual({ p50: 0, p95: 0, p99: 0 });
+});
+
+test('a history is counted in events and in the bytes of its protobuf encoding', () => {
+  const history = temporal.api.history.v1.History.create({
+    events: [{ eventType: temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED }, { eventType: temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED }],
+  });
+  expect(historySize(history)).toEqual({ events: 2, bytes: temporal.api.history.v1.History.encode(history).finish().byteLength });
+  expect(historySize(history).bytes).toBeGreaterThan(0);
+});
+
+test('the minimum history of n sequential activities is 5 + 6n: 23 for the bare shape', () => {
+  expect(minimumEvents(0)).toBe(5);
+  expect(BARE_SHAPE_MIN_EVENTS).toBe(23);
+});
+
+test('the shipped policy polls a pending refund on its backoff until its deadline', () => {
+  const { deadlineMs, poll } = DEFAULT_POLICY.awaitProvider;
+  const { polls, deadlineHours } = shippedPolls();
+  expect(deadlineHours).toBe(deadlineMs / 3600_000);
+  // Doubling from initialMs to maxMs, then every maxMs: never more than the deadline allows at the fastest pace.
+  expect(polls).toBeGreaterThan(deadlineMs / poll.maxMs - 1);
+  expect(polls).toBeLessThanOrEqual(Math.ceil(deadlineMs / poll.initialMs));
+});
