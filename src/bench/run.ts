@@ -63,6 +63,7 @@ export async function runBench(opts: BenchOptions, progress: { total(n: number):
     workers: 0,
     workflowBundle: opts.workflowBundle,
     policy: BENCH_POLICY,
+    temporalInMemory: true,
     idempotencyTtlMs: KEY_TTL_MS,
     // The long-wait run's pending refund settles after this.
     lifecycle: { settleDelayMs: opts.scale.longWaitMs },
