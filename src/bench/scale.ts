@@ -3,7 +3,7 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Worker } from '@temporalio/worker';
-import type { temporal } from '@temporalio/proto';
+import { temporal } from '@temporalio/proto';
 import { seedPaidOrder } from '../client/seed';
 import { outcomeOf } from '../client/outcome';
 import { CHAOS_POLICY, type ChaosStack } from '../chaos/chaos-stack';
@@ -50,7 +50,7 @@ export interface ScaleResult {
     /** The shipped policy's polls over its whole awaitProvider deadline, and the history that would leave. */
     shippedPolicy: { deadlineHours: number; polls: number; events: number };
     /** A parked run's events when it parked, and again after it waited for a decision through the parked-run measurements. */
-    parkedDecision: { workflowId: string; eventsAtPark: number; eventsLater: number; waitedMs: number };
+    parkedDecision: { workflowId: string; eventsAtPark: number; eventsLater: number; waitedMs: number; added: string[] };
   };
 }
 
@@ -189,8 +189,9 @@ export async function measureScale(stack: ChaosStack, recorded: { workflowId: st
       const sweep = await measureSweep(stack, park.pid, Math.min(opts.sweepMaxRuns, target), String(target));
       parked.push({ runs: target, populateMs, attention, sweep });
     }
-    const eventsLater = historySize(await stack.client.workflow.getHandle(decision.workflowId).fetchHistory()).events;
-    return { replay, parked, longWait: { ...longWait, parkedDecision: { workflowId: decision.workflowId, eventsAtPark: decision.events, eventsLater, waitedMs: Date.now() - decision.at } } };
+    const later = (await stack.client.workflow.getHandle(decision.workflowId).fetchHistory()).events ?? [];
+    const added = later.slice(decision.events).map((e) => temporal.api.enums.v1.EventType[e.eventType ?? 0]!.replace(/^EVENT_TYPE_/, ''));
+    return { replay, parked, longWait: { ...longWait, parkedDecision: { workflowId: decision.workflowId, eventsAtPark: decision.events, eventsLater: later.length, waitedMs: Date.now() - decision.at, added } } };
   } finally {
     await park.stop().catch(() => park.kill());
   }
