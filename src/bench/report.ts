@@ -46,6 +46,8 @@ export function renderReport(r: BenchReport): string {
   out.push('');
   out.push(`- Command: \`${r.command}\``);
   out.push(`- Date: ${r.date}; took ${Math.round(r.durationMs / 1000)} s`);
+  const { matrix: m, scale: sc } = r.options;
+  out.push(`- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant at concurrency 1 (at c: at least 2c), in ${m.rounds} round(s); faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`);
   out.push(`- Machine: ${machine.cpus} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ${machine.platform}`);
   out.push(`- Versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v.replace(/\n/g, '; ')}`).join(', ')}`);
   out.push('- Variants: **bare** (Temporal alone: three plain activities), **project** (the refund workflow as shipped), **naive** (retry the whole run, no keys). What each is, how it is counted and the minimum history: [README.md](README.md).');
@@ -91,23 +93,22 @@ export function renderReport(r: BenchReport): string {
     out.push('');
     out.push(table(['histories', 'distinct', 'time', 'histories/s', 'failures'], s.replay.map((x) => [x.histories, x.distinct, ms(x.ms), f(x.perSecond), x.failures])));
     out.push('');
+    for (const x of s.replay.filter((r) => r.firstFailure)) out.push(`- **Replay failed** (${x.failures} of ${x.histories}), first: ${x.firstFailure}`);
+    if (s.replay.some((r) => r.firstFailure)) out.push('');
   }
   if (s.parked.length) {
     out.push('Parked runs (refund unknown, waiting for a person): `npm run inspect -- --attention --json` as its own process, and one occurrence of the reconciliation sweep:');
     out.push('');
+    const failed = ['failed', '', '', ''];
     out.push(table(['parked runs', 'inspect: listed', 'inspect: time', 'inspect: ms/run', 'inspect: peak RSS', 'sweep: asked', 'sweep: time', 'sweep: ms/run', 'worker RSS during sweep'], s.parked.map((p) => [
       p.runs,
-      p.attention.listed,
-      ms(p.attention.ms),
-      f(p.attention.msPerRun, 2),
-      mb(p.attention.peakRssBytes),
-      `${p.sweep.asked} (${p.sweep.stillUnknown} still unknown)`,
-      ms(p.sweep.ms),
-      f(p.sweep.msPerRun, 1),
-      mb(p.sweep.workerMaxRssBytes),
+      ...(p.attention ? [p.attention.listed, ms(p.attention.ms), f(p.attention.msPerRun, 2), mb(p.attention.peakRssBytes)] : failed),
+      ...(p.sweep ? [`${p.sweep.asked} (${p.sweep.stillUnknown} still unknown)`, ms(p.sweep.ms), f(p.sweep.msPerRun, 1), mb(p.sweep.workerMaxRssBytes)] : failed),
     ])));
     out.push('');
   }
+  for (const e of s.errors) out.push(`- **Failed:** ${e}`);
+  if (s.errors.length) out.push('');
   const w = s.longWait;
   out.push(`A run whose refund stayed pending at the provider for ${Math.round(w.waitedMs / 1000)} s polled ${w.polls} times: ${w.events} events (${w.bytes} bytes) against ${w.baselineEvents} for the same run without the wait, ${f(w.eventsPerPoll)} events per poll. ` +
     `The shipped policy polls ${w.shippedPolicy.polls} times over its ${w.shippedPolicy.deadlineHours} h deadline: about ${w.shippedPolicy.events} events in all, ${f((100 * w.shippedPolicy.events) / HISTORY_EVENT_LIMIT)}% of Temporal's ${HISTORY_EVENT_LIMIT}-event limit.`);

@@ -30,14 +30,16 @@ export interface ScaleOptions {
 }
 
 export interface ScaleResult {
-  replay: { histories: number; distinct: number; ms: number; perSecond: number; failures: number }[];
+  replay: { histories: number; distinct: number; ms: number; perSecond: number; failures: number; firstFailure?: string }[];
   parked: {
     runs: number;
     /** Time to bring the population to this size (not part of what is measured). */
     populateMs: number;
-    attention: { listed: number; ms: number; msPerRun: number; peakRssBytes: number };
-    sweep: { asked: number; stillUnknown: number; reconciled: number; ms: number; msPerRun: number; workerMaxRssBytes: number };
+    attention: { listed: number; ms: number; msPerRun: number; peakRssBytes: number } | null;
+    sweep: { asked: number; stillUnknown: number; reconciled: number; ms: number; msPerRun: number; workerMaxRssBytes: number } | null;
   }[];
+  /** Measurements that failed, with why: the rest of the report stands. */
+  errors: string[];
   longWait: {
     /** The run's wait for its provider, and the polls it made meanwhile. */
     waitedMs: number;
@@ -85,11 +87,14 @@ async function measureReplay(stack: ChaosStack, recorded: { workflowId: string; 
   const histories = Array.from({ length: n }, (_, i) => ({ workflowId: `${recorded[i % recorded.length]!.workflowId}#${i}`, history: recorded[i % recorded.length]!.history }));
   const started = Date.now();
   let failures = 0;
+  let firstFailure: string | undefined;
   for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: path.join(stack.dir, 'workflows.js') }, dataConverter: stack.dataConverter }, histories)) {
-    if (result.error) failures += 1;
+    if (!result.error) continue;
+    failures += 1;
+    firstFailure ??= `${result.workflowId}: ${explain(result.error)}`;
   }
   const ms = Date.now() - started;
-  return { histories: n, distinct: Math.min(n, recorded.length), ms, perSecond: n / (ms / 1000), failures };
+  return { histories: n, distinct: Math.min(n, recorded.length), ms, perSecond: n / (ms / 1000), failures, ...(firstFailure && { firstFailure }) };
 }
 
 /** `npm run inspect -- --attention --json` as its own process: how long it takes, how much memory, how many runs it lists. */
@@ -153,7 +158,23 @@ async function populate(stack: ChaosStack, from: number, size: number, onProgres
   await fetch(`${stack.stripeUrl}/_faults`, { method: 'DELETE' });
 }
 
+/** The message of an error and of each cause under it. */
+function explain(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err; e instanceof Error && parts.length < 6; e = e.cause) parts.push(e.message);
+  return parts.join(': ') || String(err);
+}
+
 export async function measureScale(stack: ChaosStack, recorded: { workflowId: string; history: temporal.api.history.v1.IHistory }[], opts: ScaleOptions, phase: (name: string) => void): Promise<ScaleResult> {
+  const errors: string[] = [];
+  const measured = async <T>(what: string, fn: () => Promise<T>): Promise<T | null> => {
+    try {
+      return await fn();
+    } catch (err) {
+      errors.push(`${what}: ${explain(err)}`);
+      return null;
+    }
+  };
   const replay: ScaleResult['replay'] = [];
   for (const n of opts.replay) {
     phase(`replaying ${n} histories`);
@@ -184,14 +205,14 @@ export async function measureScale(stack: ChaosStack, recorded: { workflowId: st
       const populateMs = Date.now() - began;
       size = target;
       phase(`inspect --attention over ${target} parked runs`);
-      const attention = await measureAttention(stack);
+      const attention = await measured(`inspect --attention over ${target} parked runs`, () => measureAttention(stack));
       phase(`the sweep over ${target} parked runs`);
-      const sweep = await measureSweep(stack, park.pid, Math.min(opts.sweepMaxRuns, target), String(target));
+      const sweep = await measured(`the sweep over ${target} parked runs`, () => measureSweep(stack, park.pid, Math.min(opts.sweepMaxRuns, target), String(target)));
       parked.push({ runs: target, populateMs, attention, sweep });
     }
     const later = (await stack.client.workflow.getHandle(decision.workflowId).fetchHistory()).events ?? [];
     const added = later.slice(decision.events).map((e) => temporal.api.enums.v1.EventType[e.eventType ?? 0]!.replace(/^EVENT_TYPE_/, ''));
-    return { replay, parked, longWait: { ...longWait, parkedDecision: { workflowId: decision.workflowId, eventsAtPark: decision.events, eventsLater: later.length, waitedMs: Date.now() - decision.at, added } } };
+    return { replay, parked, errors, longWait: { ...longWait, parkedDecision: { workflowId: decision.workflowId, eventsAtPark: decision.events, eventsLater: later.length, waitedMs: Date.now() - decision.at, added } } };
   } finally {
     await park.stop().catch(() => park.kill());
   }
