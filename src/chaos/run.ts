@@ -310,7 +310,11 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
 /** What in a run's state exceeds its budget: provider calls, or attempts of one step (a resubmitted create may run its attempts again). */
 function budgetProblems(state: RefundRunState, providerCalls: number, maxStepAttempts: number): string[] {
   const out: string[] = [];
-  if (state.budget.providerCallsUsed > Math.max(providerCalls, state.budget.providerCallLimit)) out.push(`${state.budget.providerCallsUsed} provider calls of ${state.budget.providerCallLimit}`);
+  if (state.budget.providerCallsUsed > Math.max(providerCalls, state.budget.providerCallLimit)) {
+    // Which steps spent them, and whether the run waited for its provider (its polls are essential, outside the call budget).
+    const spent = state.steps.filter((s) => s.attempts > 0).map((s) => `${s.name} ×${s.attempts}`).join(', ');
+    out.push(`${state.budget.providerCallsUsed} provider calls of ${state.budget.providerCallLimit} (steps: ${spent}; status ${state.status}, effect ${state.effect.status})`);
+  }
   for (const step of state.steps) {
     const bound = step.name === 'create_refund' ? maxStepAttempts * (MAX_RESUBMISSIONS + 1) : maxStepAttempts;
     if (step.attempts > bound) out.push(`${step.name}: ${step.attempts} attempts (bound ${bound})`);
