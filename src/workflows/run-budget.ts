@@ -62,6 +62,11 @@ export class RunBudget {
   }
 
   /** Why the run may not spend more (on a call to a provider, when `provider`), or undefined while it may. */
+  /** Provider requests the run may still send. */
+  providerCallsLeft(): number {
+    return this.limits.providerCalls - this.providerCalls;
+  }
+
   exhausted(provider = true): string | undefined {
     if (this.remainingMs() <= 0) return `the run's deadline ${new Date(this.deadlineMs).toISOString()} has passed`;
     if (this.retryTimeMs >= this.limits.retryTimeMs) return `${this.retryTimeMs} ms spent retrying and reconciling, of ${this.limits.retryTimeMs} allowed`;
@@ -90,7 +95,7 @@ export class RunBudget {
       throw new BudgetExhausted(`${remaining} ms left before the run's deadline, less than one ${boundary} attempt may take (${t.startToCloseMs} ms)`);
     }
     // An attempt that sends several requests (the completion gate: a retrieve and a list) gets fewer attempts.
-    const callsLeft = provider && !essential ? Math.floor((this.limits.providerCalls - this.providerCalls) / requestsPerAttempt) : Infinity;
+    const callsLeft = provider && !essential ? Math.floor(this.providerCallsLeft() / requestsPerAttempt) : Infinity;
     if (callsLeft < 1) throw new BudgetExhausted(`${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`);
     const retry = temporalRetryPolicy(policy, boundary, Math.min(this.limits.maxStepAttempts, callsLeft));
     return {

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { ConflictingRefundError, refund, startRefund } from '../../src/client/refunds';
 import { InvalidRefundRequestError, TASK_QUEUE } from '../../src/shared';
 import { refundWorkflow, stepsQuery } from '../../src/workflows';
-import { startHarness, stopped, type Harness } from '../helpers/harness';
+import { startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;
 beforeAll(async () => {
@@ -194,6 +194,18 @@ describe('failures decided by the recovery policy', () => {
     expect(state.steps.every((s) => s.compensation === undefined)).toBe(true);
     expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
     expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  });
+
+  test('with one provider call left, the completion gate (two requests an attempt) is refused for its budget, not sent', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const policy = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 3 } };
+    const { status, state } = await h.withWorker({}, (q) => start(q, order.id), { policy });
+
+    expect(status).toBe('needs_attention');
+    expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
+    expect(state.outcome?.reason).toMatch(/BUDGET_EXCEEDED .*too few left for one attempt of 2/);
+    expect(state.budget.providerCallsUsed).toBeLessThanOrEqual(3);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   });
 
   test('a create_refund failure of undeterminable effect is quarantined as unknown, never reported as "nothing refunded"', async () => {

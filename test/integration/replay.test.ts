@@ -3,7 +3,8 @@
 // cover a completed run, a reconciled lost response, a run that ended with its outcome unknown, a
 // compensated run, a run that settled an earlier version's unknown outcome before it refunded, and a run
 // that parked for a person and resumed on their decision, a pending refund awaited until its webhook, and a
-// run whose activities ran in the bulkhead pools. The first five predate parking: they replay through the
+// run whose activities ran in the bulkhead pools, and one that reached its completion gate with one provider call
+// left and was let through (before patched('whole-attempts-in-budget')). The first five predate parking: they replay through the
 // patched('outcomes-and-parking') branch that runs already in flight keep, and all but the last predate the
 // bulkheads (patched('bulkheads-v1')). Recordings are written decoded (through the codec server). Refresh a recording
 // only for an intended, patched() change, and keep the old ones:
@@ -24,13 +25,14 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited and bulkhead paths', () => {
+test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited, bulkhead and budget-edge paths', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'refund-awaited-webhook.json',
     'refund-bulkheads.json',
     'refund-compensated.json',
     'refund-completed.json',
     'refund-earlier-settled.json',
+    'refund-gate-one-call-left.json',
     'refund-parked-then-retried.json',
     'refund-reconciled.json',
     'refund-unknown.json',
