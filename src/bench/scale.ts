@@ -148,9 +148,8 @@ async function populate(stack: ChaosStack, from: number, size: number, onProgres
       while (started < count) await startOne(from + started++);
     }),
   );
-  const query = UNKNOWN_QUERY;
   for (;;) {
-    const { count: parked } = await stack.client.workflow.count(query);
+    const { count: parked } = await stack.client.workflow.count(UNKNOWN_QUERY);
     onProgress(parked);
     if (parked >= size) break;
     await sleep(2000);

@@ -1,6 +1,6 @@
 // npm run bench: the bare, project and naive variants side by side on one stack of its own
 // (127.0.0.1 only), without and with faults, then how costs grow; JSON and Markdown reports.
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, Option } from 'commander';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { SingleBar, Presets } from 'cli-progress';
 import fs from 'node:fs';
@@ -10,27 +10,19 @@ import { PROJECT_ROOT } from '../config';
 import type { FaultMode } from '../bench/matrix';
 import { renderReport } from '../bench/report';
 import { runBench, type BenchReport } from '../bench/run';
-
-const list = (min: number, max: number) => (v: string) => {
-  const values = v.split(',').map((x) => Number(x.trim()));
-  if (!values.length || values.some((n) => !Number.isInteger(n) || n < min || n > max)) throw new InvalidArgumentError(`must be whole numbers from ${min} to ${max}, comma-separated`);
-  return values;
-};
-const int = (min: number, max: number) => (v: string) => list(min, max)(v).length === 1 ? Number(v) : ((): never => {
-  throw new InvalidArgumentError(`must be one whole number from ${min} to ${max}`);
-})();
+import { wholeNumber, wholeNumbers } from './options';
 
 const program = new Command('bench')
   .description('Measure the refund workflow against a bare Temporal workflow of the same shape and a naive retry-everything design, side by side.')
-  .option('--concurrency <list>', 'runs in flight at once, for each cell', list(1, 200), [1, 10, 50])
-  .option('--runs <n>', 'runs per variant and cell at concurrency 1 (at concurrency c: at least 2c)', int(1, 10_000), 4)
-  .option('--rounds <n>', 'turns each cell is split into, the variants alternating (ABCABC…)', int(1, 100), 1)
+  .option('--concurrency <list>', 'runs in flight at once, for each cell', wholeNumbers(1, 200), [1, 10, 50])
+  .option('--runs <n>', 'runs per variant and cell at concurrency 1 (at concurrency c: at least 2c)', wholeNumber(1, 10_000), 4)
+  .option('--rounds <n>', 'turns each cell is split into, the variants alternating (ABCABC…)', wholeNumber(1, 100), 1)
   .addOption(new Option('--faults <mode>', 'without faults, with them, or both').choices(['both', 'none', 'faults']).default('both'))
-  .option('--replay <list>', 'histories replayed, for each size', list(0, 100_000), [100, 1000])
-  .option('--parked <list>', 'parked runs listed and swept, for each size (ascending)', list(0, 100_000), [100, 300])
-  .option('--sweep-max-runs <n>', 'runs one sweep occurrence asks at most', int(1, 1000), 1000)
-  .option('--long-wait <seconds>', 'how long the long-waiting run\'s refund stays pending at the provider', int(1, 3600), 15)
-  .option('--segment-timeout <seconds>', 'a run not settled this long after its segment began counts as not settled', int(10, 3600), 180)
+  .option('--replay <list>', 'histories replayed, for each size', wholeNumbers(0, 100_000), [100, 1000])
+  .option('--parked <list>', 'parked runs listed and swept, for each size (ascending)', wholeNumbers(0, 100_000), [100, 300])
+  .option('--sweep-max-runs <n>', 'runs one sweep occurrence asks at most', wholeNumber(1, 1000), 1000)
+  .option('--long-wait <seconds>', 'how long the long-waiting run\'s refund stays pending at the provider', wholeNumber(1, 3600), 15)
+  .option('--segment-timeout <seconds>', 'a run not settled this long after its segment began counts as not settled', wholeNumber(10, 3600), 180)
   .option('--smoke', 'a few runs of everything, to check that the command works (figures mean little)')
   .option('--out <dir>', 'where report.json and report.md go', path.join(PROJECT_ROOT, 'docs', 'bench'))
   .showHelpAfterError();

@@ -8,12 +8,8 @@ import path from 'node:path';
 import { runChaos, type ChaosReport } from '../chaos/run';
 import { PROJECT_ROOT } from '../config';
 import type { Dialect } from '../store';
+import { wholeNumber } from './options';
 
-const int = (min: number, max: number) => (v: string) => {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) throw new InvalidArgumentError(`must be a whole number from ${min} to ${max}`);
-  return n;
-};
 const share = (v: string) => {
   const n = Number(v);
   if (!(n >= 0 && n <= 1)) throw new InvalidArgumentError('must be a number from 0 to 1');
@@ -22,15 +18,15 @@ const share = (v: string) => {
 
 const program = new Command('chaos')
   .description('Drive refunds through a stack of its own (127.0.0.1 only) under random faults and worker kills, then check the invariants.')
-  .option('--runs <n>', 'refunds to drive', int(1, 10_000), 100)
-  .option('--concurrency <n>', 'refunds in flight at once', int(1, 64), 8)
+  .option('--runs <n>', 'refunds to drive', wholeNumber(1, 10_000), 100)
+  .option('--concurrency <n>', 'refunds in flight at once', wholeNumber(1, 64), 8)
   .option('--fault-rate <p>', 'chance of a new fault at each 250 ms tick', share, 0.3)
-  .option('--kill-every <seconds>', 'SIGKILL a random worker and start another this often (0: never)', int(0, 3600), 20)
-  .option('--workers <n>', 'worker processes', int(1, 8), 2)
+  .option('--kill-every <seconds>', 'SIGKILL a random worker and start another this often (0: never)', wholeNumber(0, 3600), 20)
+  .option('--workers <n>', 'worker processes', wholeNumber(1, 8), 2)
   .option('--duplicate-rate <p>', 'share of refunds also started twice at once, and (half as often) under another workflow id', share, 0.1)
-  .option('--seed <n>', 'seed for the faults and the runs, to repeat a run', int(0, 2 ** 31), 1)
-  .option('--time-limit <seconds>', 'refunds are started and faults injected within this', int(10, 24 * 3600), 1800)
-  .option('--grace <seconds>', 'after the faults stop, how long runs still going may take to settle', int(10, 3600), 120)
+  .option('--seed <n>', 'seed for the faults and the runs, to repeat a run', wholeNumber(0, 2 ** 31), 1)
+  .option('--time-limit <seconds>', 'refunds are started and faults injected within this', wholeNumber(10, 24 * 3600), 1800)
+  .option('--grace <seconds>', 'after the faults stop, how long runs still going may take to settle', wholeNumber(10, 3600), 120)
   .addOption(new Option('--database <kind>', "the workers' order store: a SQLite file, or a PostgreSQL server of the run's own").choices(['sqlite', 'postgres']).default('sqlite'))
   .option('--report <file>', 'where to write the JSON report', path.join(PROJECT_ROOT, '.data', 'chaos', 'report.json'))
   .showHelpAfterError();
