@@ -1,11 +1,12 @@
 // Which pool each activity runs in (see ACTIVITY_POOLS): side effects on the providers, the order
 // or the queue in one, reconciliation, reads and bookkeeping in the other. Runs whose history
-// predates the bulkheads keep scheduling on the workflow's own task queue (patched()).
-import { patched, proxyActivities, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
+// predates the bulkheads keep scheduling on the workflow's own task queue (patched()). A refund run
+// on the local-steps epoch runs its store steps and its completion gate as local activities.
+import { RetryState } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { poolQueue, type ActivityPool } from '../shared';
-
-export const BULKHEADS_PATCH = 'bulkheads-v1';
+import { BULKHEADS, isPatched, localSteps } from './versions';
 
 export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   beginOperation: 'effects',
@@ -27,10 +28,31 @@ export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   decisionPolicy: 'reconcile',
 };
 
+/**
+ * Run on the workflow worker, inside the workflow task that needs them, by a refund run on the
+ * local-steps epoch: committing the intent and applying the refund to the order (our own store,
+ * one transaction each, idempotent by operation id) and the completion gate (reads). Each leaves one
+ * marker in the history instead of an activity's three events and the workflow task after it, and
+ * costs no trip through a task queue. Their timeouts, retries and budgets are the policy's, as for
+ * any activity. The provider's effects (the refund, the emails) stay activities in the effects
+ * pool: a slow provider never holds a workflow task.
+ */
+export const LOCAL_STEPS: ReadonlySet<string> = new Set<keyof RefundActivities>(['beginOperation', 'applyRefund', 'checkCompletion']);
+
 function queueOf(name: string): string | undefined {
   const pool = POOL_OF[name as keyof RefundActivities];
-  if (!pool || !patched(BULKHEADS_PATCH)) return undefined;
+  if (!pool || !isPatched(BULKHEADS)) return undefined;
   return poolQueue(workflowInfo().taskQueue, pool);
+}
+
+function runLocally(name: string, options: ActivityOptions, args: unknown[]): Promise<unknown> {
+  const { startToCloseTimeout, scheduleToCloseTimeout, retry } = options;
+  const local = proxyLocalActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>({ startToCloseTimeout, scheduleToCloseTimeout, retry });
+  return local[name]!(...args).catch((err: unknown) => {
+    // A local activity's failure arrives bare, not in the ActivityFailure a scheduled one comes in: the step runner reads both alike.
+    if (err instanceof ApplicationFailure || err instanceof TimeoutFailure) throw new ActivityFailure(`local activity ${name} failed`, name, undefined, RetryState.RETRY_STATE_UNSPECIFIED, 'local', err);
+    throw err;
+  });
 }
 
 /** proxyActivities, each activity scheduled on its pool's task queue. */
@@ -39,6 +61,7 @@ export function pooledActivities<T extends object = RefundActivities>(options: A
     get(_, name) {
       if (typeof name !== 'string') return undefined;
       return (...args: unknown[]) => {
+        if (LOCAL_STEPS.has(name) && localSteps()) return runLocally(name, options, args);
         const taskQueue = queueOf(name);
         const proxy = proxyActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>(taskQueue ? { ...options, taskQueue } : options);
         return proxy[name]!(...args);

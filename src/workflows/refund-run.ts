@@ -1,7 +1,7 @@
 // The state of one refund run, as the `steps` Query shows it: the step table, the operation's
 // identity, what is known of the effect, the last failure and the move the policy chose for it,
 // reconciliation, budgets, and why the run stopped. Workflow code: deterministic, no I/O.
-import { patched, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { z } from 'zod';
 import type { RefundActivities } from '../activities';
@@ -17,6 +17,7 @@ import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
 import { DecisionDesk, type DecisionRecord, type DeskView } from './decisions';
 import { describeFailure, StepFailedError, stepError, StepRunner, type StepError, type StepRecord } from './step-runner';
 import { verdictFor, type VerdictView } from './verdict';
+import { isPatched, WHOLE_ATTEMPTS } from './versions';
 
 /**
  * Live: running, reconciling, awaiting_provider, compensating. Parked, waiting for a person:
@@ -107,9 +108,6 @@ export class RunStopped extends Error {
 }
 
 const now = () => new Date().toISOString();
-
-/** A step whose attempt sends several requests (the completion gate) is refused when fewer are left, not scheduled. */
-export const WHOLE_ATTEMPTS_PATCH = 'whole-attempts-in-budget';
 
 export class RefundRun {
   readonly workflowId = workflowInfo().workflowId;
@@ -315,7 +313,7 @@ export class RefundRun {
   activities(boundary: Boundary, essential = false, requestsPerAttempt = 1): RefundActivities {
     // Runs from before an attempt's several requests were paid for whole still schedule it with fewer calls left (patched() only there).
     const short = requestsPerAttempt > 1 && !essential && this.budget.providerCallsLeft() < requestsPerAttempt;
-    const perAttempt = short && !patched(WHOLE_ATTEMPTS_PATCH) ? 1 : requestsPerAttempt;
+    const perAttempt = short && !isPatched(WHOLE_ATTEMPTS) ? 1 : requestsPerAttempt;
     try {
       return pooledActivities<RefundActivities>(this.budget.options(this.policy, boundary, essential, perAttempt));
     } catch (err) {

@@ -2,7 +2,7 @@
 // → update the order → notify the customer → the completion gate. Deterministic: every effect
 // happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
 // reconciled with the provider, never resent blind.
-import { ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, patched, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import type { CheckCompletionInput } from '../activities/completion-gate';
@@ -29,6 +29,7 @@ import { furthestEvent, lifecycleRank, providerEventSignal } from './provider-ev
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
+import { AWAIT_PROVIDER, decideVersion, isPatched, PARKING } from './versions';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
@@ -65,16 +66,8 @@ const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } 
 /** Provider requests one completion-gate attempt sends: the refund retrieved, the payment intent's refunds listed. */
 const GATE_REQUESTS = 2;
 
-/**
- * Runs that began before outcomes became results and stops became parking end as they did then:
- * a stop fails the workflow. Every newer run completes with its outcome, or parks for a person.
- */
-const PARKING = 'outcomes-and-parking';
-
-/** Runs from before the gate awaited the provider's webhook poll as they did then, within the run's budget. */
-const AWAIT_PROVIDER = 'await-provider-callback';
-
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
+  decideVersion();
   let run: RefundRun;
   try {
     run = new RefundRun(parseRefundRequest(input));
@@ -88,7 +81,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       ...(validOrderId ? [{ key: SEARCH_ATTRIBUTES.orderId, value: validOrderId }] : []),
     ]);
     const reason = (err as Error).message;
-    if (!patched(PARKING)) {
+    if (!isPatched(PARKING)) {
       throw ApplicationFailure.nonRetryable(`refund rejected: ${reason}`, 'REFUND_REJECTED', { status: 'rejected', outcome: { status: 'rejected', failedStep: null, reason } });
     }
     return { workflowId: workflowInfo().workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
@@ -120,7 +113,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
       const stopped = err instanceof StepFailedError ? new RunStopped('needs_attention', `${err.step} failed: ${err.error.code}: ${err.error.message}`, null) : err;
       if (!(stopped instanceof RunStopped)) throw err;
-      if (!patched(PARKING)) {
+      if (!isPatched(PARKING)) {
         run.finish(stopped.status, stopped.reason, stopped.failedStep, stopped.quarantined);
         await CancellationScope.nonCancellable(() => audit(run, stopped.status, stopped.reason, stopped.failedStep));
         throw ApplicationFailure.nonRetryable(`refund ${stopped.status}: ${stopped.reason}`, `REFUND_${stopped.status.toUpperCase()}`, run.view());
@@ -137,7 +130,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       try {
         // The provider reporting the refund failed is not a decision to wait for: the registry compensates that without asking.
         const news = () => !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.unactedFailure() !== undefined && !run.checkedFailures.has(run.unactedFailure()!.id);
-        const failed = patched(AWAIT_PROVIDER) ? condition(news).then(() => 'provider_failed' as const) : new Promise<never>(() => undefined);
+        const failed = isPatched(AWAIT_PROVIDER) ? condition(news).then(() => 'provider_failed' as const) : new Promise<never>(() => undefined);
         chosen = await Promise.race([run.desk.next(), failed]);
       } catch (waitErr) {
         // Cancelled while it waited for a person: it still says what it leaves behind, and compensates what it can.
@@ -207,7 +200,7 @@ async function ended(run: RefundRun, status: EndedRefund['status'], reason: stri
  */
 async function handOverLateFailure(run: RefundRun): Promise<void> {
   const event = run.unactedFailure();
-  if (!event || !patched(AWAIT_PROVIDER)) return;
+  if (!event || !isPatched(AWAIT_PROVIDER)) return;
   await CancellationScope.nonCancellable(() =>
     pooledActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
       .handToFollowUp({ operationId: run.ctx.operationId, event })
@@ -224,7 +217,7 @@ async function handOverLateFailure(run: RefundRun): Promise<void> {
  * that stands or may stand is left to a person, and the run says which.
  */
 async function cancelled(run: RefundRun): Promise<void> {
-  if (patched(PARKING) && run.effect.status === 'failed' && run.cannotCompensate() === null) {
+  if (isPatched(PARKING) && run.effect.status === 'failed' && run.cannotCompensate() === null) {
     await compensate(run, {}).catch((err: unknown) => {
       if (!(err instanceof RunStopped)) throw err;
     });
@@ -235,14 +228,14 @@ async function cancelled(run: RefundRun): Promise<void> {
   if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
   const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed') ? ', its finished steps compensated' : '';
   // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
-  const settled = patched(PARKING) && !run.leavesWorkBehind();
+  const settled = isPatched(PARKING) && !run.leavesWorkBehind();
   const reason = settled
     ? `cancelled while ${run.status}; the refund is ${effect}${compensated}: nothing is left to do`
     : `cancelled while ${run.status}; the refund is ${effect}${compensated}: a person finishes what was started`;
   if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
   else {
     run.finish('needs_attention', reason, null);
-    if (patched(PARKING)) run.flagForAttention();
+    if (isPatched(PARKING)) run.flagForAttention();
   }
   await audit(run, 'cancelled', reason, null);
 }
@@ -550,7 +543,7 @@ async function updateOrder(run: RefundRun, refundId: string, amount: number, key
  * duplicates and events out of order change nothing twice.
  */
 async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
-  if (!patched(AWAIT_PROVIDER)) return pollCompletion(run, input);
+  if (!isPatched(AWAIT_PROVIDER)) return pollCompletion(run, input);
   const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
   // A person's retry-step after the deadline waits afresh.
   run.awaitingProvider = null;
@@ -668,7 +661,7 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
   run.setStatus('compensating', 'completion_gate');
   run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
   // Runs from before parking let a cancellation reach their compensations; newer ones finish them.
-  const finishing = <T>(fn: () => Promise<T>): Promise<T> => (patched(PARKING) ? CancellationScope.nonCancellable(fn) : fn());
+  const finishing = <T>(fn: () => Promise<T>): Promise<T> => (isPatched(PARKING) ? CancellationScope.nonCancellable(fn) : fn());
   await finishing(async () => {
     for (const step of compensationOrder(run.steps.completed())) {
       const { undo } = REFUND_SAGA[step];

@@ -10,7 +10,10 @@ import { AdmissionRejectedError, backlogs } from '../../src/client/admission';
 import { startRefund } from '../../src/client/refunds';
 import { refundWorkflowId, type WorkerPool } from '../../src/shared';
 import { createRefundWorker } from '../../src/worker';
-import { decideUpdate, refundWorkflow } from '../../src/workflows';
+import { LOCAL_STEPS_EPOCH } from '../../src/workflows/versions';
+import { Worker } from '@temporalio/worker';
+import type { temporal } from '@temporalio/proto';
+import { decideUpdate, refundWorkflow, stepsQuery } from '../../src/workflows';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 const run = promisify(execFile);
@@ -25,23 +28,82 @@ const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', 
 const workers = (taskQueue: string, pools?: WorkerPool[]) =>
   createRefundWorker({ connection: h.env.nativeConnection, namespace: 'default', taskQueue, activities: h.activities, workflowBundle: h.workflowBundle, dataConverter: h.dataConverter, pools });
 
-test('each activity is scheduled in its pool: side effects on refunds-effects, reconciliation and checks on refunds-reconcile', async () => {
+test('the provider effects are scheduled in the effects pool; the store steps and the completion gate run as local activities', async () => {
   const order = await h.seedOrder(newOrderId());
   const { handle } = await startRefund(h.env.client, request(order.id));
   expect((await handle.result()).status).toBe('completed');
-  const scheduled = ((await handle.fetchHistory()).events ?? []).flatMap((e) => {
+  const events = (await handle.fetchHistory()).events ?? [];
+  const scheduled = events.flatMap((e) => {
     const a = e.activityTaskScheduledEventAttributes;
     return a ? [[a.activityType!.name!, a.taskQueue!.name!]] : [];
   });
-  expect(Object.fromEntries(scheduled)).toEqual({
-    beginOperation: 'refunds-effects',
-    createRefund: 'refunds-effects',
-    applyRefund: 'refunds-effects',
-    sendRefundNotice: 'refunds-effects',
-    checkCompletion: 'refunds-reconcile',
-  });
-  await h.recordHistory(handle.workflowId, 'refund-bulkheads');
+  expect(Object.fromEntries(scheduled)).toEqual({ createRefund: 'refunds-effects', sendRefundNotice: 'refunds-effects' });
+  expect(localActivities(events)).toEqual(['beginOperation', 'applyRefund', 'checkCompletion']);
+  // One patch marker, the epoch, decided in the first workflow task: none of the older patches leaves one.
+  expect(patchMarkers(events)).toEqual([LOCAL_STEPS_EPOCH]);
+  // The whole run: 5 for any workflow, 6 for each of the 2 activities, 3 local activity markers, the epoch's marker and
+  // its upsert of TemporalChangeVersion, and 2 upserts of the run's status (running, completed).
+  expect(events).toHaveLength(5 + 6 * 2 + 3 + 2 + 2);
+  await h.recordHistory(handle.workflowId, 'refund-local-steps');
 });
+
+test('runs whose local steps are queried while they run, or outlive their workflow task (the worker heartbeats it), replay', async () => {
+  const slow =
+    <I, O>(ms: number, fn: (input: I) => Promise<O>) =>
+    async (input: I): Promise<O> => {
+      await new Promise((r) => setTimeout(r, ms));
+      return fn(input);
+    };
+  const slowSteps = (ms: number) => ({ beginOperation: slow(ms, h.activities.beginOperation), applyRefund: slow(ms, h.activities.applyRefund), checkCompletion: slow(ms, h.activities.checkCompletion) });
+  const runOne = (ms: number, workflowTaskTimeout: string, name: string) =>
+    h.withWorker(slowSteps(ms), async (taskQueue) => {
+      const order = await h.seedOrder(newOrderId());
+      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: refundWorkflowId(order.id, 1), args: [request(order.id)], workflowTaskTimeout });
+      // Queried all along, as `npm run refund` and the bench wait for a run: each query is a workflow activation of its own.
+      let done = false;
+      const querying = (async () => {
+        while (!done) await handle.query(stepsQuery).catch(() => undefined);
+      })();
+      const result = await handle.result();
+      done = true;
+      await querying;
+      expect(result.status).toBe('completed');
+      await h.recordHistory(handle.workflowId, name);
+      return handle.fetchHistory();
+    });
+  const queried = await runOne(200, '10s', 'refund-local-steps-queried');
+  // A 1 s workflow task: each 1.5 s local activity outlives it, and the worker completes the task to keep it alive.
+  const heartbeat = await runOne(1500, '1s', 'refund-local-steps-heartbeat');
+  for (const history of [queried, heartbeat]) expect(localActivities(history.events ?? [])).toEqual(['beginOperation', 'applyRefund', 'checkCompletion']);
+  // More workflow tasks than the run needs: the heartbeats.
+  expect((heartbeat.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length).toBeGreaterThan(3);
+  const replayed = Worker.runReplayHistories({ workflowBundle: h.workflowBundle, dataConverter: h.dataConverter }, [
+    { workflowId: 'queried', history: queried },
+    { workflowId: 'heartbeat', history: heartbeat },
+  ]);
+  const failed: string[] = [];
+  for await (const r of replayed) if (r.error) failed.push(`${r.workflowId}: ${r.error.message}`);
+  expect(failed).toEqual([]);
+});
+
+/** A local activity leaves one marker, named by its activity type in the marker's details. */
+function localActivities(events: temporal.api.history.v1.IHistoryEvent[]): string[] {
+  return events.flatMap((e) => {
+    const m = e.markerRecordedEventAttributes;
+    if (m?.markerName !== 'core_local_activity') return [];
+    const data = m.details?.data?.payloads?.[0]?.data;
+    return data ? [(JSON.parse(Buffer.from(data).toString('utf8')) as { activity_type: string }).activity_type] : [];
+  });
+}
+
+function patchMarkers(events: temporal.api.history.v1.IHistoryEvent[]): string[] {
+  return events.flatMap((e) => {
+    const m = e.markerRecordedEventAttributes;
+    if (m?.markerName !== 'core_patch') return [];
+    const data = m.details?.['patch-data']?.payloads?.[0]?.data;
+    return data ? [(JSON.parse(Buffer.from(data).toString('utf8')) as { id: string }).id] : [];
+  });
+}
 
 test('over the backlog limit a new refund is refused as documented, a repeated one still attaches, and a parked run is decided', async () => {
   const taskQueue = `bulkhead-${randomUUID().slice(0, 8)}`;

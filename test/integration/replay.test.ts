@@ -2,10 +2,12 @@
 // would break runs already in flight fails here, unless it is guarded by patched(). The recordings
 // cover a completed run, a reconciled lost response, a run that ended with its outcome unknown, a
 // compensated run, a run that settled an earlier version's unknown outcome before it refunded, and a run
-// that parked for a person and resumed on their decision, a pending refund awaited until its webhook, and a
-// run whose activities ran in the bulkhead pools, and one that reached its completion gate with one provider call
-// left and was let through (before patched('whole-attempts-in-budget')). The first five predate parking: they replay through the
-// patched('outcomes-and-parking') branch that runs already in flight keep, and all but the last predate the
+// that parked for a person and resumed on their decision, a pending refund awaited until its webhook, a
+// run whose activities ran in the bulkhead pools, one that reached its completion gate with one provider call
+// left and was let through (before patched('whole-attempts-in-budget')), and three on the local-steps epoch
+// (versions.ts): its store steps and gate as local activities, once plainly, once queried all along, once with
+// each local activity outliving its workflow task. The first five predate parking: they replay through the
+// patched('outcomes-and-parking') branch that runs already in flight keep, and the older ones predate the
 // bulkheads (patched('bulkheads-v1')). Recordings are written decoded (through the codec server). Refresh a recording
 // only for an intended, patched() change, and keep the old ones:
 //   RECORD_HISTORY=1 npx jest test/integration/decisions.test.ts (or provider-lifecycle.test.ts, bulkheads.test.ts)
@@ -25,7 +27,7 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited, bulkhead and budget-edge paths', () => {
+test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited, bulkhead, budget-edge and local-step paths', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'refund-awaited-webhook.json',
     'refund-bulkheads.json',
@@ -33,6 +35,9 @@ test('the recordings cover the completed, reconciled, unknown, compensated, earl
     'refund-completed.json',
     'refund-earlier-settled.json',
     'refund-gate-one-call-left.json',
+    'refund-local-steps-heartbeat.json',
+    'refund-local-steps-queried.json',
+    'refund-local-steps.json',
     'refund-parked-then-retried.json',
     'refund-reconciled.json',
     'refund-unknown.json',
