@@ -58,7 +58,8 @@ test('the worker is SIGKILLed after Stripe made the refund, before the answer re
   const createKey = `refund:test:${order.id}:v1:create_refund`;
   let killed: Promise<void> | undefined;
   afterEffect = (ctx) => {
-    if (isCreate(ctx, order.paymentIntentId) && !killed) killed = worker!.kill();
+    // Answered only once the worker is dead (the hook is awaited): it never sees the answer.
+    if (isCreate(ctx, order.paymentIntentId) && !killed) return (killed = worker!.kill());
   };
   const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
   await until('the kill', async () => killed !== undefined);
@@ -84,7 +85,8 @@ test('the worker saved the receipt but died before Temporal heard the activity c
   let cut: Promise<void> | undefined;
   afterEffect = (ctx) => {
     // The frontend goes away just before the answer reaches the worker: it saves the receipt, and cannot report the result.
-    if (isCreate(ctx, order.paymentIntentId) && !cut) cut = h.toxiproxy!.setEnabled('temporal', false);
+    // The server answers only once it is gone (the hook is awaited): otherwise a quick worker reports the result first.
+    if (isCreate(ctx, order.paymentIntentId) && !cut) return (cut = h.toxiproxy!.setEnabled('temporal', false));
   };
   const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
   await until('the receipt saved', async () => (await h.store.operations.get(operationId))?.status === 'refunded');
