@@ -192,5 +192,23 @@ export const lateFailureFactsSchema = z.object({
 
 export type Evidenced<T> = T & { evidence: StepEvidence };
 
-/** A step result's schema, with the evidence every step result carries. */
-export const evidenced = <S extends z.ZodObject>(schema: S) => schema.extend({ evidence: evidenceSchema });
+/**
+ * How workflow code parses: without zod's compiled fast path. Each run has its own copy of the
+ * schemas and parses each a few times, so compiling a parser per schema and run (new Function)
+ * cost more than it saved.
+ */
+export const ONCE = { jitless: true } as const;
+
+const withEvidence = new WeakMap<z.ZodObject, z.ZodObject>();
+
+/**
+ * A step result's schema, with the evidence every step result carries: built once per schema (a
+ * workflow asks for it at every step, and building a schema costs far more than a parse).
+ */
+export function evidenced<S extends z.ZodObject>(schema: S) {
+  let extended = withEvidence.get(schema) as ReturnType<typeof extend<S>> | undefined;
+  if (!extended) withEvidence.set(schema, (extended = extend(schema)));
+  return extended;
+}
+
+const extend = <S extends z.ZodObject>(schema: S) => schema.extend({ evidence: evidenceSchema });

@@ -121,16 +121,23 @@ export function messageIdForKey(key: string): string {
   return `<${readable}=${hash}@${MESSAGE_ID_DOMAIN}>`;
 }
 
+/** One formatter per currency: building an Intl.NumberFormat costs far more than formatting. */
+const formats = new Map<string, { format: Intl.NumberFormat; decimals: number }>();
+
 /** Formats minor units in the currency's own number of decimals (1250 usd → "$12.50", 1250 jpy → "¥1,250"). */
 export function formatAmount(amount: number, currency: string): string {
-  let format: Intl.NumberFormat;
-  try {
-    format = new Intl.NumberFormat('en-US', { style: 'currency', currency: currency.toUpperCase() });
-  } catch {
-    throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'unknown_currency', `cannot format an amount in unknown currency "${currency}"`);
+  const code = currency.toUpperCase();
+  let known = formats.get(code);
+  if (!known) {
+    let format: Intl.NumberFormat;
+    try {
+      format = new Intl.NumberFormat('en-US', { style: 'currency', currency: code });
+    } catch {
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'unknown_currency', `cannot format an amount in unknown currency "${currency}"`);
+    }
+    formats.set(code, (known = { format, decimals: format.resolvedOptions().maximumFractionDigits ?? 2 }));
   }
-  const decimals = format.resolvedOptions().maximumFractionDigits ?? 2;
-  return format.format(amount / 10 ** decimals);
+  return known.format.format(amount / 10 ** known.decimals);
 }
 
 export function createNotificationActivities(deps: NotificationDeps) {

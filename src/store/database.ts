@@ -3,7 +3,7 @@
 // are serializable on both: SQLite is by nature, PostgreSQL runs SERIALIZABLE and retries a
 // transaction it had to abort for a concurrent one, so a store call behaves the same on either.
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql, type RawBuilder } from 'kysely';
+import { Kysely, PostgresDialect, SqliteDialect, sql, type RawBuilder, type SqliteDatabase } from 'kysely';
 import pg from 'pg';
 import { VersionConflictError } from './errors';
 
@@ -166,11 +166,34 @@ export function openSqlite(filename: string, options: SqliteOptions = {}): Datab
   db.pragma('journal_mode = WAL');
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   db.pragma('foreign_keys = ON');
-  const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: db }) });
+  const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: preparedOnce(db) }) });
   if (filename === ':memory:' || options.asAnotherProcess) return new KyselyDatabase('sqlite', kysely);
   let lock = fileLocks.get(filename);
   if (!lock) fileLocks.set(filename, (lock = new Lock()));
   return new KyselyDatabase('sqlite', kysely, lock);
+}
+
+/** Statements kept per connection at most; past it they are prepared afresh. */
+const MAX_STATEMENTS = 500;
+
+/**
+ * The connection as Kysely sees it, each statement prepared once per SQL text: Kysely asks for a
+ * new one at every query, and preparing was most of the time a query took. A statement is only
+ * ever run to completion at once (this thread runs one at a time), so reusing it is safe.
+ */
+function preparedOnce(db: BetterSqlite3.Database): SqliteDatabase {
+  const statements = new Map<string, BetterSqlite3.Statement>();
+  return {
+    close: () => db.close(),
+    prepare(text: string) {
+      let statement = statements.get(text);
+      if (!statement) {
+        if (statements.size >= MAX_STATEMENTS) statements.clear();
+        statements.set(text, (statement = db.prepare(text)));
+      }
+      return statement;
+    },
+  };
 }
 
 export interface PostgresOptions {

@@ -1,7 +1,7 @@
 // Which pool each activity runs in (see ACTIVITY_POOLS): side effects on the providers, the order
 // or the queue in one, reconciliation, reads and bookkeeping in the other. Runs whose history
 // predates the bulkheads keep scheduling on the workflow's own task queue (patched()). A refund run
-// on the local-steps epoch runs its store steps and its completion gate as local activities.
+// on the local-steps epoch runs its store steps as local activities.
 import { RetryState } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
@@ -31,13 +31,14 @@ export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
 /**
  * Run on the workflow worker, inside the workflow task that needs them, by a refund run on the
  * local-steps epoch: committing the intent and applying the refund to the order (our own store,
- * one transaction each, idempotent by operation id) and the completion gate (reads). Each leaves one
- * marker in the history instead of an activity's three events and the workflow task after it, and
- * costs no trip through a task queue. Their timeouts, retries and budgets are the policy's, as for
- * any activity. The provider's effects (the refund, the emails) stay activities in the effects
- * pool: a slow provider never holds a workflow task.
+ * one transaction each, idempotent by operation id). Each leaves one marker in the history instead
+ * of an activity's three events and the workflow task after it, and costs no trip through a task
+ * queue; their timeouts and retries are the policy's. A local activity's attempts are counted by
+ * the worker running it, so a worker that dies mid-retry leaves the next one to start counting
+ * again: only steps that spend no provider call run locally. The provider's effects and the
+ * completion gate (two provider reads an attempt) stay activities, whose attempts Temporal counts.
  */
-export const LOCAL_STEPS: ReadonlySet<string> = new Set<keyof RefundActivities>(['beginOperation', 'applyRefund', 'checkCompletion']);
+export const LOCAL_STEPS: ReadonlySet<string> = new Set<keyof RefundActivities>(['beginOperation', 'applyRefund']);
 
 function queueOf(name: string): string | undefined {
   const pool = POOL_OF[name as keyof RefundActivities];

@@ -10,7 +10,7 @@
 // A later change that needs a patch adds a new epoch here, asked at the start the same way.
 import { patched } from '@temporalio/workflow';
 
-/** The store steps and the completion gate run as local activities (pools.ts); every older patch applies. */
+/** The store steps run as local activities (pools.ts); every older patch applies. */
 export const LOCAL_STEPS_EPOCH = 'local-steps-epoch-v1';
 
 /**

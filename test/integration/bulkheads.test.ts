@@ -28,7 +28,7 @@ const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', 
 const workers = (taskQueue: string, pools?: WorkerPool[]) =>
   createRefundWorker({ connection: h.env.nativeConnection, namespace: 'default', taskQueue, activities: h.activities, workflowBundle: h.workflowBundle, dataConverter: h.dataConverter, pools });
 
-test('the provider effects are scheduled in the effects pool; the store steps and the completion gate run as local activities', async () => {
+test('the provider effects are scheduled in the effects pool, the completion gate in the reconcile pool; the store steps run as local activities', async () => {
   const order = await h.seedOrder(newOrderId());
   const { handle } = await startRefund(h.env.client, request(order.id));
   expect((await handle.result()).status).toBe('completed');
@@ -37,13 +37,13 @@ test('the provider effects are scheduled in the effects pool; the store steps an
     const a = e.activityTaskScheduledEventAttributes;
     return a ? [[a.activityType!.name!, a.taskQueue!.name!]] : [];
   });
-  expect(Object.fromEntries(scheduled)).toEqual({ createRefund: 'refunds-effects', sendRefundNotice: 'refunds-effects' });
-  expect(localActivities(events)).toEqual(['beginOperation', 'applyRefund', 'checkCompletion']);
+  expect(Object.fromEntries(scheduled)).toEqual({ createRefund: 'refunds-effects', sendRefundNotice: 'refunds-effects', checkCompletion: 'refunds-reconcile' });
+  expect(localActivities(events)).toEqual(['beginOperation', 'applyRefund']);
   // One patch marker, the epoch, decided in the first workflow task: none of the older patches leaves one.
   expect(patchMarkers(events)).toEqual([LOCAL_STEPS_EPOCH]);
-  // The whole run: 5 for any workflow, 6 for each of the 2 activities, 3 local activity markers, the epoch's marker and
+  // The whole run: 5 for any workflow, 6 for each of the 3 activities, 2 local activity markers, the epoch's marker and
   // its upsert of TemporalChangeVersion, and 2 upserts of the run's status (running, completed).
-  expect(events).toHaveLength(5 + 6 * 2 + 3 + 2 + 2);
+  expect(events).toHaveLength(5 + 6 * 3 + 2 + 2 + 2);
   await h.recordHistory(handle.workflowId, 'refund-local-steps');
 });
 
@@ -54,33 +54,35 @@ test('runs whose local steps are queried while they run, or outlive their workfl
       await new Promise((r) => setTimeout(r, ms));
       return fn(input);
     };
-  const slowSteps = (ms: number) => ({ beginOperation: slow(ms, h.activities.beginOperation), applyRefund: slow(ms, h.activities.applyRefund), checkCompletion: slow(ms, h.activities.checkCompletion) });
-  const runOne = (ms: number, workflowTaskTimeout: string, name: string) =>
-    h.withWorker(slowSteps(ms), async (taskQueue) => {
-      const order = await h.seedOrder(newOrderId());
-      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: refundWorkflowId(order.id, 1), args: [request(order.id)], workflowTaskTimeout });
-      // Queried all along, as `npm run refund` and the bench wait for a run: each query is a workflow activation of its own.
-      let done = false;
-      const querying = (async () => {
-        while (!done) await handle.query(stepsQuery).catch(() => undefined);
-      })();
-      const result = await handle.result();
-      done = true;
-      await querying;
-      expect(result.status).toBe('completed');
-      await h.recordHistory(handle.workflowId, name);
-      return handle.fetchHistory();
-    });
-  const queried = await runOne(200, '10s', 'refund-local-steps-queried');
+  const slowSteps = (ms: number) => ({ beginOperation: slow(ms, h.activities.beginOperation), applyRefund: slow(ms, h.activities.applyRefund) });
+  // Several at once, each queried all along (as `npm run refund` and the bench wait for a run: each query is an
+  // activation of its own), the way a worker under load sees them.
+  const runMany = (n: number, ms: number, workflowTaskTimeout: string, name: string) =>
+    h.withWorker(slowSteps(ms), (taskQueue) =>
+      Promise.all(
+        Array.from({ length: n }, async (_, i) => {
+          const order = await h.seedOrder(newOrderId());
+          const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: refundWorkflowId(order.id, 1), args: [request(order.id)], workflowTaskTimeout });
+          let done = false;
+          const querying = (async () => {
+            while (!done) await handle.query(stepsQuery).catch(() => undefined);
+          })();
+          const result = await handle.result();
+          done = true;
+          await querying;
+          expect(result.status).toBe('completed');
+          if (i === 0) await h.recordHistory(handle.workflowId, name);
+          return { workflowId: `${name}-${i}`, history: await handle.fetchHistory() };
+        }),
+      ),
+    );
+  const queried = await runMany(6, 200, '10s', 'refund-local-steps-queried');
   // A 1 s workflow task: each 1.5 s local activity outlives it, and the worker completes the task to keep it alive.
-  const heartbeat = await runOne(1500, '1s', 'refund-local-steps-heartbeat');
-  for (const history of [queried, heartbeat]) expect(localActivities(history.events ?? [])).toEqual(['beginOperation', 'applyRefund', 'checkCompletion']);
+  const heartbeat = await runMany(6, 1500, '1s', 'refund-local-steps-heartbeat');
+  for (const { history } of [...queried, ...heartbeat]) expect(localActivities(history.events ?? [])).toEqual(['beginOperation', 'applyRefund']);
   // More workflow tasks than the run needs: the heartbeats.
-  expect((heartbeat.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length).toBeGreaterThan(3);
-  const replayed = Worker.runReplayHistories({ workflowBundle: h.workflowBundle, dataConverter: h.dataConverter }, [
-    { workflowId: 'queried', history: queried },
-    { workflowId: 'heartbeat', history: heartbeat },
-  ]);
+  for (const { history } of heartbeat) expect((history.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length).toBeGreaterThan(4);
+  const replayed = Worker.runReplayHistories({ workflowBundle: h.workflowBundle, dataConverter: h.dataConverter }, [...queried, ...heartbeat]);
   const failed: string[] = [];
   for await (const r of replayed) if (r.error) failed.push(`${r.workflowId}: ${r.error.message}`);
   expect(failed).toEqual([]);
