@@ -193,7 +193,7 @@ export const lateFailureFactsSchema = z.object({
 export type Evidenced<T> = T & { evidence: StepEvidence };
 
 /**
- * How workflow code parses: without zod's compiled fast path. Each run has its own copy of the
+ * How workflow code parses step results: without zod's compiled fast path. Each run has its own copy of the
  * schemas and parses each a few times, so compiling a parser per schema and run (new Function)
  * cost more than it saved.
  */

@@ -127,31 +127,43 @@ async function measureSweep(stack: ChaosStack, workerPid: number, maxRuns: numbe
   return { asked, stillUnknown: r.stillUnknown.length, reconciled: r.reconciled.length, ms, msPerRun: ms / Math.max(1, asked), workerMaxRssBytes: maxRssBytes };
 }
 
+/** How long the parked count must stand still before the runs it lacks are started again. */
+const SETTLED_MS = 10_000;
+
 /**
  * Brings the parked population to `size`: refunds whose create answer is lost and stays
- * invisible to lookups park with the refund unknown, as a provider outage would leave them.
+ * invisible to lookups park with the refund unknown, as a provider outage would leave them. The
+ * population is counted, not assumed: a sweep over a smaller one lets some runs find their refund
+ * and leave it, so once the count stands still short of `size`, the runs it lacks are started.
+ * `started` numbers their orders.
  */
-async function populate(stack: ChaosStack, from: number, size: number, onProgress: (n: number) => void): Promise<void> {
-  const count = size - from;
-  if (count <= 0) return;
+async function populate(stack: ChaosStack, started: { runs: number }, size: number, onProgress: (n: number) => void): Promise<void> {
   const creates = { method: 'POST', path: '/v1/refunds', idempotencyKeyPrefix: 'refund:bench-park:' };
-  await post(`${stack.stripeUrl}/_faults`, { kind: 'drop_after_commit', match: creates, count });
-  await post(`${stack.stripeUrl}/_faults`, { kind: 'lagging_list', lagMs: 600_000, match: creates, count });
-  let started = 0;
   const startOne = async (i: number) => {
     const orderId = `park-${i}`;
     await seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: `${orderId}@example.test` });
     await stack.client.workflow.start('refundWorkflow', { taskQueue: PARK_QUEUE, workflowId: refundWorkflowId(orderId, 1), args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }] });
   };
-  await Promise.all(
-    Array.from({ length: 8 }, async () => {
-      while (started < count) await startOne(from + started++);
-    }),
-  );
+  let last = -1;
+  let changedAt = 0;
   for (;;) {
     const { count: parked } = await stack.client.workflow.count(UNKNOWN_QUERY);
     onProgress(parked);
     if (parked >= size) break;
+    if (parked !== last) [last, changedAt] = [parked, Date.now()];
+    // The first time round, and whenever the count has stood still: start what it lacks.
+    if (changedAt === 0 || Date.now() - changedAt >= SETTLED_MS) {
+      const missing = size - parked;
+      await post(`${stack.stripeUrl}/_faults`, { kind: 'drop_after_commit', match: creates, count: missing });
+      await post(`${stack.stripeUrl}/_faults`, { kind: 'lagging_list', lagMs: 600_000, match: creates, count: missing });
+      const until = started.runs + missing;
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          while (started.runs < until) await startOne(started.runs++);
+        }),
+      );
+      changedAt = Date.now();
+    }
     await sleep(2000);
   }
   await fetch(`${stack.stripeUrl}/_faults`, { method: 'DELETE' });
@@ -197,12 +209,11 @@ export async function measureScale(stack: ChaosStack, recorded: { workflowId: st
     const decision = await parkForDecision(stack);
 
     const parked: ScaleResult['parked'] = [];
-    let size = 0;
+    const started = { runs: 0 };
     for (const target of opts.parked) {
       const began = Date.now();
-      await populate(stack, size, target, (n) => phase(`parking runs: ${n}/${target}`));
+      await populate(stack, started, target, (n) => phase(`parking runs: ${n}/${target}`));
       const populateMs = Date.now() - began;
-      size = target;
       phase(`inspect --attention over ${target} parked runs`);
       const attention = await measured(`inspect --attention over ${target} parked runs`, () => measureAttention(stack));
       phase(`the sweep over ${target} parked runs`);

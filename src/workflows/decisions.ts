@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import { DECISION_KINDS, deciderNameSchema, type DecisionKind, type DecisionPolicy, type Role } from '../reliability/policy';
 import { ONCE } from '../receipts';
+import { localSteps } from './versions';
 
 export const decisionInputSchema = z
   .object({
@@ -174,7 +175,8 @@ export class DecisionDesk {
       await condition(() => this.chosen !== null || this.pending !== null);
       if (this.chosen) return this.chosen;
       const proposal = this.pending!;
-      const answered = await condition(() => this.pending !== proposal, Math.max(0, Date.parse(proposal.expiresAt!) - Date.now()));
+      // Never 0 on the local-steps epoch: condition(fn, 0) asks patched() inside the SDK (versions.ts).
+      const answered = await condition(() => this.pending !== proposal, Math.max(localSteps() ? 1 : 0, Date.parse(proposal.expiresAt!) - Date.now()));
       if (!answered) {
         proposal.outcome = 'expired';
         this.pending = null;

@@ -7,7 +7,8 @@
 // different workflow task when the local activity outlives its task (the SDK heartbeats the task)
 // than when the history is replayed, and the replay then fails with "Non-deprecated patch marker
 // encountered". Runs that use local activities therefore decide every patch before the first one.
-// A later change that needs a patch adds a new epoch here, asked at the start the same way.
+// A later change that needs a patch adds a new epoch here, asked at the start the same way. The SDK
+// asks patched() itself in condition(fn, 0): code on the epoch never waits 0 ms.
 import { patched } from '@temporalio/workflow';
 
 /** The store steps run as local activities (pools.ts); every older patch applies. */

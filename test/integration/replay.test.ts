@@ -5,7 +5,7 @@
 // that parked for a person and resumed on their decision, a pending refund awaited until its webhook, a
 // run whose activities ran in the bulkhead pools, one that reached its completion gate with one provider call
 // left and was let through (before patched('whole-attempts-in-budget')), and three on the local-steps epoch
-// (versions.ts): its store steps and gate as local activities, once plainly, once queried all along, once with
+// (versions.ts): its store steps as local activities, once plainly, once queried all along, once with
 // each local activity outliving its workflow task. The first five predate parking: they replay through the
 // patched('outcomes-and-parking') branch that runs already in flight keep, and the older ones predate the
 // bulkheads (patched('bulkheads-v1')). Recordings are written decoded (through the codec server). Refresh a recording
