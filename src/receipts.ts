@@ -197,7 +197,7 @@ export type Evidenced<T> = T & { evidence: StepEvidence };
  * schemas and parses each a few times, so compiling a parser per schema and run (new Function)
  * cost more than it saved.
  */
-export const ONCE = { jitless: true } as const;
+export const WORKFLOW_PARSE = { jitless: true } as const;
 
 const withEvidence = new WeakMap<z.ZodObject, z.ZodObject>();
 

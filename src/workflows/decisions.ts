@@ -5,7 +5,7 @@ import { condition, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
 import { REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import { DECISION_KINDS, deciderNameSchema, type DecisionKind, type DecisionPolicy, type Role } from '../reliability/policy';
-import { ONCE } from '../receipts';
+import { WORKFLOW_PARSE } from '../receipts';
 import { localSteps } from './versions';
 
 export const decisionInputSchema = z
@@ -84,7 +84,7 @@ export class DecisionDesk {
 
   /** Throws, naming the problem, for a decision that may not be taken now; nothing reaches history then. */
   validate(raw: DecisionInput): void {
-    const parsed = decisionInputSchema.safeParse(raw, ONCE);
+    const parsed = decisionInputSchema.safeParse(raw, WORKFLOW_PARSE);
     if (!parsed.success) throw new Error(`invalid decision: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(decision)'}: ${i.message}`).join('; ')}`);
     const d = parsed.data;
     const policy = this.run.policy();
