@@ -5,8 +5,7 @@ import { condition, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
 import { REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import { DECISION_KINDS, deciderNameSchema, type DecisionKind, type DecisionPolicy, type Role } from '../reliability/policy';
-import { WORKFLOW_PARSE } from '../receipts';
-import { localSteps } from './versions';
+import { conditionTimeout } from './versions';
 
 export const decisionInputSchema = z
   .object({
@@ -84,7 +83,7 @@ export class DecisionDesk {
 
   /** Throws, naming the problem, for a decision that may not be taken now; nothing reaches history then. */
   validate(raw: DecisionInput): void {
-    const parsed = decisionInputSchema.safeParse(raw, WORKFLOW_PARSE);
+    const parsed = decisionInputSchema.safeParse(raw);
     if (!parsed.success) throw new Error(`invalid decision: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(decision)'}: ${i.message}`).join('; ')}`);
     const d = parsed.data;
     const policy = this.run.policy();
@@ -175,8 +174,7 @@ export class DecisionDesk {
       await condition(() => this.chosen !== null || this.pending !== null);
       if (this.chosen) return this.chosen;
       const proposal = this.pending!;
-      // Never 0 on the local-steps epoch: condition(fn, 0) asks patched() inside the SDK (versions.ts).
-      const answered = await condition(() => this.pending !== proposal, Math.max(localSteps() ? 1 : 0, Date.parse(proposal.expiresAt!) - Date.now()));
+      const answered = await condition(() => this.pending !== proposal, conditionTimeout(Date.parse(proposal.expiresAt!) - Date.now()));
       if (!answered) {
         proposal.outcome = 'expired';
         this.pending = null;

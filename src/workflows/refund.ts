@@ -29,7 +29,7 @@ import { furthestEvent, lifecycleRank, providerEventSignal } from './provider-ev
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
-import { AWAIT_PROVIDER, decideVersion, isPatched, localSteps, PARKING } from './versions';
+import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING } from './versions';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
@@ -587,8 +587,7 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
       );
     }
     const backoff = backoffDelay({ backoff: settings.poll }, awaiting.polls + 1);
-    // Never 0 on the local-steps epoch: condition(fn, 0) asks patched() inside the SDK (versions.ts).
-    const wait = Math.max(localSteps() ? 1 : 0, Math.min(until - Date.now(), withJitter(backoff, settings.jitter, Math.random())));
+    const wait = conditionTimeout(Math.min(until - Date.now(), withJitter(backoff, settings.jitter, Math.random())));
     run.steps.await(
       'completion_gate',
       `refund ${input.refundId} is ${gate.refund.status} at the provider: awaiting its webhook until ${awaiting.until}; next poll in ${Math.round(wait / 1000)} s`,

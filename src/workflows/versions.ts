@@ -42,6 +42,15 @@ export function localSteps(): boolean {
   return epoch === true;
 }
 
+/**
+ * The wait to pass to condition(fn, ms) for a wait of `ms` (0 or less: none left). The SDK asks
+ * patched() itself inside condition(fn, 0), so a run on the epoch waits at least 1 ms; an older
+ * run keeps the exact wait it always had, so it replays unchanged.
+ */
+export function conditionTimeout(ms: number): number {
+  return Math.max(localSteps() ? 1 : 0, ms);
+}
+
 /** patched(id) for a patch older than the epoch; a run on the epoch records no marker for it. */
 export function isPatched(id: string): boolean {
   if (!BEFORE_EPOCH.has(id)) throw new Error(`patch ${id} is not one the epoch covers: ask patched() at the start of the run (see versions.ts)`);
