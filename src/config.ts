@@ -5,7 +5,7 @@ import type { NativeConnectionOptions } from '@temporalio/worker';
 import { z } from 'zod';
 import { SCOPE_PATTERN } from './reliability/identity';
 import { TASK_QUEUE, WORKER_POOLS, type WorkerPool } from './shared';
-import { decisionsSchema } from './reliability/policy';
+import { decisionsSchema } from './reliability/policy-schema';
 import { parseKeyring } from './codec/keyring';
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..');

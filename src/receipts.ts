@@ -192,13 +192,6 @@ export const lateFailureFactsSchema = z.object({
 
 export type Evidenced<T> = T & { evidence: StepEvidence };
 
-/**
- * How workflow code parses step results: without zod's compiled fast path. Each run has its own copy of the
- * schemas and parses each a few times, so compiling a parser per schema and run (new Function)
- * cost more than it saved.
- */
-export const WORKFLOW_PARSE = { jitless: true } as const;
-
 const withEvidence = new WeakMap<z.ZodObject, z.ZodObject>();
 
 /**

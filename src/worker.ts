@@ -72,6 +72,7 @@ export class RefundWorker {
 export async function bundleRefundWorkflows(): Promise<string> {
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('./workflows'),
+    preloadModules: [require.resolve('./workflows/preload')],
     failureConverterPath: FAILURE_CONVERTER_PATH,
     logger: new DefaultLogger('WARN'),
   });

@@ -3,10 +3,12 @@
 // every problem, rather than running refunds under a policy nobody meant.
 import fs from 'node:fs';
 import { DEFAULT_POLICY } from './default-policy';
-import { parsePolicy, type RecoveryPolicy } from './policy';
+import { parsePolicy } from './policy-schema';
+import type { RecoveryPolicy } from './policy';
 
 export function loadPolicy(file: string | undefined): RecoveryPolicy {
-  if (file === undefined) return DEFAULT_POLICY;
+  // The shipped default is checked here too: workflow code uses it as it is (default-policy.ts).
+  if (file === undefined) return parsePolicy(DEFAULT_POLICY, 'default recovery policy');
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');

@@ -8,7 +8,7 @@ import { ApplicationFailure, defineQuery, setHandler, upsertSearchAttributes, wo
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { compensationOrder, REFUND_SAGA, type RefundStep, type SagaContext } from '../compensations/registry';
-import { evidenced, lateFailureFactsSchema, WORKFLOW_PARSE, notificationReceiptSchema, orderReceiptSchema, type LateFailureFacts } from '../receipts';
+import { evidenced, lateFailureFactsSchema, notificationReceiptSchema, orderReceiptSchema, type LateFailureFacts } from '../receipts';
 import { compensationKey, stepKey } from '../reliability/identity';
 import { temporalRetryPolicy, type RecoveryPolicy } from '../reliability/policy';
 import type { Boundary } from '../reliability/taxonomy';
@@ -120,7 +120,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     const { error } = describeFailure(err, 'stripe', 'examining the late failure', false);
     return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);
   }
-  const examined = evidenced(lateFailureFactsSchema).safeParse(raw, WORKFLOW_PARSE);
+  const examined = evidenced(lateFailureFactsSchema).safeParse(raw);
   if (!examined.success) return finish('needs_attention', `examining refund ${input.refundId} returned a result the follow-up cannot use; a person checks it`, null);
   const facts = examined.data as unknown as LateFailureFacts;
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderId, value: facts.request.orderId }]);
@@ -154,7 +154,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     try {
       const acts = pooledActivities<RefundActivities>(optionsFor(policy, undo.boundary)) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
       const schema = evidenced(undo.activity === 'revertRefund' ? orderReceiptSchema : notificationReceiptSchema);
-      const parsed = schema.safeParse(await acts[undo.activity](undo.input(ctx, key)), WORKFLOW_PARSE);
+      const parsed = schema.safeParse(await acts[undo.activity](undo.input(ctx, key)));
       // It finished, so whatever it did happened; what it returned cannot be used as its receipt.
       if (!parsed.success) Object.assign(record, { status: 'unknown', error: stepError('POISON', 'undeterminable', 'result_unusable', `${step}'s compensation returned a result that is not its receipt`) });
       else record.output = { ...parsed.data, evidence: undefined };

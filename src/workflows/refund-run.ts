@@ -6,7 +6,7 @@ import { pooledActivities } from './pools';
 import type { z } from 'zod';
 import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
-import { WORKFLOW_PARSE, type BeginResult, type Evidenced, type ReconcileOutcome, type RunSettings } from '../receipts';
+import { type BeginResult, type Evidenced, type ReconcileOutcome, type RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import { redact, tally } from '../reliability/evidence';
 import { furthestEvent, lifecycleRank, MAX_PROVIDER_EVENTS, type ProviderEventSummary } from './provider-events';
@@ -356,7 +356,7 @@ export class RefundRun {
       this.budget.spend({ provider: boundary !== 'store', ...tally({ attempt: ledger.length, ledger }) });
       throw new StepFailedError(what, error);
     }
-    const parsed = schema.safeParse(raw, WORKFLOW_PARSE);
+    const parsed = schema.safeParse(raw);
     if (!parsed.success) throw new StepFailedError(what, stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`));
     // The parsed result: a field an older worker did not send gets its schema's default.
     const { evidence, ...result } = parsed.data as Evidenced<T>;

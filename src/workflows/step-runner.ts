@@ -5,7 +5,6 @@ import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } f
 import type { z } from 'zod';
 import { redact, tally, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
 import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
-import { WORKFLOW_PARSE } from '../receipts';
 
 /** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
 export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
@@ -119,7 +118,7 @@ export class StepRunner<Name extends string> {
       Object.assign(record, { status: 'failed', error, finishedAt: now() });
       throw new StepFailedError(name, error);
     }
-    const parsed = schema.safeParse(raw, WORKFLOW_PARSE);
+    const parsed = schema.safeParse(raw);
     if (!parsed.success) {
       // The activity finished, so whatever it did happened; what it returned cannot be used.
       const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(result)'}: ${i.message}`).join('; ');

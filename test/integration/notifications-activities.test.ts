@@ -12,7 +12,8 @@ import {
 } from '../../src/activities/notifications';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import { parsePolicy, type RecoveryPolicy } from '../../src/reliability/policy';
+import type { RecoveryPolicy } from '../../src/reliability/policy';
+import { parsePolicy } from '../../src/reliability/policy-schema';
 import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
 import { openStore, type OrderStore, type SqlOrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';

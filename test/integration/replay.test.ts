@@ -54,6 +54,11 @@ test('the bundle `npm run bundle` writes for production workers replays every re
   const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'build', 'bundle-workflows.ts'), '--out', out], { timeout: 120_000 });
   expect(stdout).toMatch(/start workers with WORKFLOW_BUNDLE=/);
   expect(await replayAll({ workflowBundle: { codePath: out } })).toEqual([]);
+  // Runs share one zod, evaluated once (preload.ts), and none builds the policy file's schemas.
+  const code = fs.readFileSync(out, 'utf8');
+  expect(code).toMatch(/preloadModules\(\) \{\s*__webpack_require__\([^)]*"\.\/src\/workflows\/preload\.ts"\)/);
+  expect(code).toContain('__webpack_require__(/*! zod */ "./node_modules/zod/v4/classic/external.js")');
+  expect(code).not.toContain('./src/reliability/policy-schema.ts');
   fs.rmSync(path.dirname(out), { recursive: true, force: true });
 });
 

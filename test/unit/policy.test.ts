@@ -4,7 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import policyJson from '../../src/reliability/default-policy.json';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import { backoffDelay, decide, parsePolicy, temporalRetryPolicy, withJitter } from '../../src/reliability/policy';
+import { backoffDelay, decide, temporalRetryPolicy, withJitter } from '../../src/reliability/policy';
+import { parsePolicy } from '../../src/reliability/policy-schema';
 import { loadPolicy } from '../../src/reliability/policy-file';
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from '../../src/reliability/taxonomy';
 
@@ -71,8 +72,16 @@ describe('validation', () => {
     fs.writeFileSync(bad, JSON.stringify(withRules([])));
     expect(() => loadPolicy(bad)).toThrow(/invalid recovery policy .*bad\.json: rules/);
     expect(() => loadPolicy(path.join(dir, 'missing.json'))).toThrow(/cannot read the recovery policy/);
-    expect(loadPolicy(undefined)).toBe(DEFAULT_POLICY);
+    expect(loadPolicy(undefined)).toEqual(DEFAULT_POLICY);
     fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('ships a default policy that is complete as written: workflow code uses it without parsing it', () => {
+    expect(parsePolicy(policyJson)).toEqual(policyJson);
+    expect(DEFAULT_POLICY).toBe(policyJson);
+    // A rule that leaves a field to its default would reach workflow code without it.
+    const incomplete = Object.fromEntries(Object.entries(policyJson.rules[0]).filter(([key]) => key !== 'certainty'));
+    expect(parsePolicy(withRules([incomplete, ...base.rules.slice(1)]))).not.toEqual(withRules([incomplete, ...base.rules.slice(1)]));
   });
 });
 
