@@ -108,8 +108,7 @@ export async function orderRuns(client: Client, orderId: string): Promise<OrderR
   return runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
 }
 
-/** The request a run was started with, read from its history: needs no worker, unlike a Query. */
-/** The request a refund run was started with, from the first event of its history. */
+/** The request a refund run was started with, from the first event of its history: needs no worker, unlike a Query. */
 export async function startedWith(client: Client, workflowId: string): Promise<RefundRequest> {
   const { history } = await client.workflowService.getWorkflowExecutionHistory({
     namespace: client.options.namespace,

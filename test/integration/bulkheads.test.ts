@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { AdmissionRejectedError, backlogs } from '../../src/client/admission';
+import { outcomeOf } from '../../src/client/outcome';
 import { startRefund } from '../../src/client/refunds';
 import { refundWorkflowId, type WorkerPool } from '../../src/shared';
 import { createRefundWorker } from '../../src/worker';
@@ -45,6 +46,34 @@ test('the provider effects are scheduled in the effects pool, the completion gat
   // its upsert of TemporalChangeVersion, and 2 upserts of the run's status (running, completed).
   expect(events).toHaveLength(5 + 6 * 3 + 2 + 2 + 2);
   await h.recordHistory(handle.workflowId, 'refund-local-steps');
+});
+
+test('a caller waiting for a run (outcomeOf) leaves its history as short as no caller would, even before a worker picks it up', async () => {
+  // Runs started with no worker polling yet, each waited for at once (as `npm run refund` and startRefund's callers do).
+  const taskQueue = `waited-${randomUUID().slice(0, 8)}`;
+  const waits = await Promise.all(
+    [1, 2].map(async () => {
+      const order = await h.seedOrder(newOrderId());
+      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: refundWorkflowId(order.id, 1), args: [request(order.id)] });
+      return { handle, outcome: outcomeOf(handle, 100) };
+    }),
+  );
+  await new Promise((r) => setTimeout(r, 1000));
+  const events = await h.withWorker(
+    {},
+    () =>
+      Promise.all(
+        waits.map(async ({ handle, outcome }) => {
+          expect(await outcome).toMatchObject({ kind: 'result', result: { status: 'completed' } });
+          return (await handle.fetchHistory()).events?.length;
+        }),
+      ),
+    undefined,
+    taskQueue,
+  );
+  // A Query waiting for the first workflow task made the worker complete it early and take another (32 or 35 events):
+  // the caller watches the run's RefundStatus (describe, answered by the server) and asks no Query until it parks.
+  expect(events).toEqual([29, 29]);
 });
 
 test('runs whose local steps are queried while they run, or outlive their workflow task (the worker heartbeats it), replay', async () => {
