@@ -19,21 +19,29 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
   let settled = false;
   // The long poll for the result is cancelled once the run parks: nothing is left waiting on the connection.
   const waiting = new AbortController();
+  let stop = () => undefined as void;
   const aborted = new Promise<never>((_, reject) => {
-    if (signal?.aborted) reject(new Error('stopped waiting'));
-    signal?.addEventListener('abort', () => reject(new Error('stopped waiting')), { once: true });
+    stop = () => reject(new Error('stopped waiting'));
+    if (signal?.aborted) stop();
+    signal?.addEventListener('abort', stop, { once: true });
   });
   aborted.catch(() => undefined);
+  /** One call under the wait's abort, on a signal of its own: the SDK adds a listener to the signal of each call and never removes it. */
+  const call = <T>(fn: () => Promise<T>): Promise<T> => {
+    const own = new AbortController();
+    const abort = () => own.abort();
+    waiting.signal.addEventListener('abort', abort, { once: true });
+    return handle.client.connection.withAbortSignal(own.signal, fn).finally(() => waiting.signal.removeEventListener('abort', abort));
+  };
   const result = handle.client.connection.withAbortSignal(waiting.signal, () => handle.result()).then((r): RunOutcome => ({ kind: 'result', result: r }));
   const parked = (async (): Promise<RunOutcome> => {
     while (!settled) {
       // Under the same abort as the long poll: a call still retrying when we stop waiting is cancelled, not left on a timer.
-      const status = await handle.client.connection
-        .withAbortSignal(waiting.signal, () => handle.describe())
+      const status = await call(() => handle.describe())
         .then((d) => d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status))
         .catch(() => undefined);
       if (status !== undefined && PARKED.has(status)) {
-        const state = await handle.client.connection.withAbortSignal(waiting.signal, () => handle.query(stepsQuery)).catch(() => undefined);
+        const state = await call(() => handle.query(stepsQuery)).catch(() => undefined);
         if (state && PARKED.has(state.status)) return { kind: 'parked', state };
       }
       await new Promise((r) => setTimeout(r, pollMs));
@@ -44,6 +52,7 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
     return await Promise.race([result, parked, aborted]);
   } finally {
     settled = true;
+    signal?.removeEventListener('abort', stop);
     waiting.abort();
     result.catch(() => undefined);
   }
