@@ -1,6 +1,7 @@
 // Waiting for a refund run from outside: it ends with a result, or parks for a person and waits;
 // a caller must not wait forever on a run that waits for them.
 import type { WorkflowHandle } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { SEARCH_ATTRIBUTES } from '../shared';
 import { stepsQuery, type refundWorkflow, type RefundResult, type RefundRunState } from '../workflows';
 
@@ -17,7 +18,7 @@ const PARKED = new Set(['needs_attention', 'awaiting_approval']);
  */
 export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, pollMs = 1000, signal?: AbortSignal): Promise<RunOutcome> {
   let settled = false;
-  // The long poll for the result is cancelled once the run parks: nothing is left waiting on the connection.
+  // Every call is cancelled once the wait is over: nothing is left waiting on the connection.
   const waiting = new AbortController();
   let stop = () => undefined as void;
   const aborted = new Promise<never>((_, reject) => {
@@ -28,19 +29,42 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
   aborted.catch(() => undefined);
   /** One call under the wait's abort, on a signal of its own: the SDK adds a listener to the signal of each call and never removes it. */
   const call = <T>(fn: () => Promise<T>): Promise<T> => {
+    // A call begun on a signal already aborted would never be cancelled: none is begun once the wait is over.
+    if (waiting.signal.aborted) return Promise.reject(new Error('stopped waiting'));
     const own = new AbortController();
     const abort = () => own.abort();
     waiting.signal.addEventListener('abort', abort, { once: true });
     return handle.client.connection.withAbortSignal(own.signal, fn).finally(() => waiting.signal.removeEventListener('abort', abort));
   };
-  const result = handle.client.connection.withAbortSignal(waiting.signal, () => handle.result()).then((r): RunOutcome => ({ kind: 'result', result: r }));
+  /** Returns once the run has closed: one long poll at a time, each a call of its own (handle.result() makes them all on one signal). */
+  const closed = async (): Promise<void> => {
+    let nextPageToken: Uint8Array | undefined;
+    for (;;) {
+      const { history, nextPageToken: next } = await call(() =>
+        handle.client.workflowService.getWorkflowExecutionHistory({
+          namespace: handle.client.options.namespace,
+          execution: { workflowId: handle.workflowId },
+          waitNewEvent: true,
+          historyEventFilterType: temporal.api.enums.v1.HistoryEventFilterType.HISTORY_EVENT_FILTER_TYPE_CLOSE_EVENT,
+          skipArchival: true,
+          nextPageToken,
+        }),
+      );
+      if (history?.events?.length) return;
+      nextPageToken = next ?? undefined;
+    }
+  };
+  const result = (async (): Promise<RunOutcome> => {
+    // A failed long poll is left to the SDK's own wait, which asks again and throws its typed error (not found …).
+    await closed().catch(() => undefined);
+    return { kind: 'result', result: await call(() => handle.result()) };
+  })();
   const parked = (async (): Promise<RunOutcome> => {
     while (!settled) {
-      // Under the same abort as the long poll: a call still retrying when we stop waiting is cancelled, not left on a timer.
-      const status = await call(() => handle.describe())
-        .then((d) => d.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status))
-        .catch(() => undefined);
-      if (status !== undefined && PARKED.has(status)) {
+      const described = await call(() => handle.describe()).catch(() => undefined);
+      const status = described?.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status);
+      // A closed run's last status may still say parked (cancelled while it waited): its result tells how it ended.
+      if (described?.status.name === 'RUNNING' && status !== undefined && PARKED.has(status) && !settled) {
         const state = await call(() => handle.query(stepsQuery)).catch(() => undefined);
         if (state && PARKED.has(state.status)) return { kind: 'parked', state };
       }

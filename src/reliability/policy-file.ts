@@ -2,13 +2,15 @@
 // (RECOVERY_POLICY_FILE). A file that does not validate stops the worker at start-up, naming
 // every problem, rather than running refunds under a policy nobody meant.
 import fs from 'node:fs';
+import { isDeepStrictEqual } from 'node:util';
 import { DEFAULT_POLICY } from './default-policy';
 import { parsePolicy } from './policy-schema';
 import type { RecoveryPolicy } from './policy';
 
 export function loadPolicy(file: string | undefined): RecoveryPolicy {
-  // The shipped default is checked here too: workflow code uses it as it is (default-policy.ts).
-  if (file === undefined) return parsePolicy(DEFAULT_POLICY, 'default recovery policy');
+  // Checked even when a file replaces it: workflow code uses it before the worker's policy is known.
+  checkWrittenOut(DEFAULT_POLICY, 'default recovery policy src/reliability/default-policy.json');
+  if (file === undefined) return DEFAULT_POLICY;
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
@@ -22,4 +24,15 @@ export function loadPolicy(file: string | undefined): RecoveryPolicy {
     throw new Error(`the recovery policy ${file} is not valid JSON: ${(err as Error).message}`, { cause: err });
   }
   return parsePolicy(json, `recovery policy ${file}`);
+}
+
+/**
+ * Workflow code uses the shipped default as it is written (default-policy.ts), without parsing it:
+ * it must be valid and complete, every field written out, so that parsing it changes nothing.
+ */
+export function checkWrittenOut(policy: RecoveryPolicy, source: string): void {
+  const parsed = parsePolicy(policy, source);
+  if (!isDeepStrictEqual(parsed, policy)) {
+    throw new Error(`${source} leaves fields to their defaults, and workflow code uses it as written: write every field out (parsing it must change nothing)`);
+  }
 }

@@ -2,12 +2,21 @@
 // deep-freezes what they export (bundleWorkflowCode's preloadModules). Every other module of the
 // workflow bundle is evaluated again for each run, which for zod cost a fifth of a run's CPU.
 //
-// Only stateless libraries belong here, never our own modules: a frozen zod schema cannot be
-// parsed with (zod binds its methods onto a schema lazily), and a module that keeps state would
-// share it between runs. zod keeps none a run could see: its caches are keyed by schema, and the
-// settings it would otherwise write on first use (into a config object frozen by then) are set
-// here, the same for every run: English messages, and parsers that are interpreted, not compiled
-// with `new Function` per schema (each run builds its schemas anew, so compiling never pays).
+// Only a library whose state no run can see belongs here, never our own modules: a frozen zod
+// schema cannot be parsed with (zod binds its methods onto a schema lazily), and a module that keeps
+// state would share it between runs. What zod keeps at module level is either scratch space of one
+// synchronous parse or construction (its memoizer's, its lazy members'), or caches keyed by schema,
+// and each run builds its own schemas; the registry of schema metadata is not used by workflow code
+// (no .meta(), no .describe()), and must not be. Its settings, which it would otherwise write on
+// first use into an object frozen by then, are fixed here for every run:
+// - English messages;
+// - jitless, which is required, not a choice: compiling a parser reads a frozen lazy flag, and
+//   throws (it would not pay anyway: each run builds its schemas anew);
+// - its memoizer.
+// Frozen too are zod's own regular expressions, so a string format whose check resets one of them
+// (z.email(), z.guid(), z.iso.date() and other built-in formats, .lowercase(), .uppercase()) throws in
+// workflow code: workflow-side schemas use .regex() with a pattern of their own. The integration
+// tests run this bundle (bundleRefundWorkflows), so a schema that breaks the rule fails there.
 import { z } from 'zod';
 
 z.config({ ...z.locales.en(), jitless: true, memoizer: z.memoizer() });

@@ -5,13 +5,25 @@ import { getEventListeners } from 'node:events';
 import { outcomeOf } from '../../src/client/outcome';
 import type { refundWorkflow, RefundRunState } from '../../src/workflows';
 
-function fakeRun(statuses: string[], result: Promise<unknown> = new Promise(() => undefined)) {
+interface FakeRun {
+  /** RefundStatus at each describe (the last one stays). */
+  statuses: string[];
+  /** Empty long polls before the close event; never closes when undefined. */
+  closesAfter?: number;
+  execution?: string;
+  result?: unknown;
+}
+
+function fakeRun({ statuses, closesAfter, execution = 'RUNNING', result = { status: 'completed' } }: FakeRun) {
   const signals = new Set<AbortSignal>();
   const calls: string[] = [];
   const state = { status: 'needs_attention' } as RefundRunState;
   let describes = 0;
+  let polls = 0;
   const handle = {
+    workflowId: 'refund-ord_1-v1',
     client: {
+      options: { namespace: 'default' },
       connection: {
         withAbortSignal<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
           signals.add(signal);
@@ -19,12 +31,23 @@ function fakeRun(statuses: string[], result: Promise<unknown> = new Promise(() =
           return fn();
         },
       },
+      workflowService: {
+        getWorkflowExecutionHistory: async () => {
+          calls.push('long poll');
+          await new Promise((r) => setTimeout(r, 2));
+          if (closesAfter === undefined || polls++ < closesAfter) return { history: { events: [] }, nextPageToken: new Uint8Array([polls]) };
+          return { history: { events: [{ eventId: 30 }] } };
+        },
+      },
     },
-    result: () => result,
+    result: async () => {
+      calls.push('result');
+      return result;
+    },
     describe: async () => {
       calls.push('describe');
       const status = statuses[Math.min(describes++, statuses.length - 1)];
-      return { typedSearchAttributes: { get: () => status } };
+      return { status: { name: execution }, typedSearchAttributes: { get: () => status } };
     },
     query: async () => {
       calls.push('query');
@@ -35,25 +58,43 @@ function fakeRun(statuses: string[], result: Promise<unknown> = new Promise(() =
 }
 
 test('watches the status without a Query, and asks for the state once the run shows parked', async () => {
-  const run = fakeRun(['running', 'running', 'running', 'needs_attention']);
+  const run = fakeRun({ statuses: ['running', 'running', 'running', 'needs_attention'] });
   expect(await outcomeOf(run.handle, 1)).toEqual({ kind: 'parked', state: run.state });
-  expect(run.calls).toEqual(['describe', 'describe', 'describe', 'describe', 'query']);
+  expect(run.calls.filter((c) => c !== 'long poll')).toEqual(['describe', 'describe', 'describe', 'describe', 'query']);
 });
 
-test('a long wait leaves no listener behind on any signal: each call has its own', async () => {
-  const run = fakeRun([...Array<string>(50).fill('running'), 'needs_attention']);
+test('a long wait leaves no listener behind on any signal: each call, long polls included, has its own', async () => {
+  const run = fakeRun({ statuses: [...Array<string>(50).fill('running'), 'needs_attention'] });
   await outcomeOf(run.handle, 1);
   expect(run.calls.filter((c) => c === 'describe')).toHaveLength(51);
+  expect(run.calls.filter((c) => c === 'long poll').length).toBeGreaterThan(10);
   for (const signal of run.signals) expect(getEventListeners(signal, 'abort').length).toBeLessThanOrEqual(1);
 });
 
-test('returns the result of a run that ends, and stops watching', async () => {
-  const run = fakeRun(['running'], Promise.resolve({ status: 'completed' }));
+test('returns the result once the run closes, and stops watching; a caller signal keeps none of its listeners', async () => {
+  const run = fakeRun({ statuses: ['running'], closesAfter: 5 });
   // A caller's signal shared by many waits (the chaos run, the bench) keeps none of their listeners.
   const give = new AbortController().signal;
   expect(await outcomeOf(run.handle, 1, give)).toEqual({ kind: 'result', result: { status: 'completed' } });
+  expect(run.calls.filter((c) => c === 'long poll')).toHaveLength(6);
   expect(getEventListeners(give, 'abort')).toHaveLength(0);
   const after = run.calls.length;
   await new Promise((r) => setTimeout(r, 20));
+  expect(run.calls.length).toBe(after);
+});
+
+test('a closed run whose last status says parked (cancelled while it waited) is not reported parked', async () => {
+  const run = fakeRun({ statuses: ['needs_attention'], execution: 'CANCELED', closesAfter: 3, result: { status: 'stopped' } });
+  expect(await outcomeOf(run.handle, 1)).toEqual({ kind: 'result', result: { status: 'stopped' } });
+  expect(run.calls).not.toContain('query');
+});
+
+test('stops when the caller gives up, and begins no call after that', async () => {
+  const run = fakeRun({ statuses: ['running'] });
+  const give = new AbortController();
+  setTimeout(() => give.abort(), 20);
+  await expect(outcomeOf(run.handle, 1, give.signal)).rejects.toThrow('stopped waiting');
+  const after = run.calls.length;
+  await new Promise((r) => setTimeout(r, 30));
   expect(run.calls.length).toBe(after);
 });

@@ -6,7 +6,7 @@ import policyJson from '../../src/reliability/default-policy.json';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { backoffDelay, decide, temporalRetryPolicy, withJitter } from '../../src/reliability/policy';
 import { parsePolicy } from '../../src/reliability/policy-schema';
-import { loadPolicy } from '../../src/reliability/policy-file';
+import { checkWrittenOut, loadPolicy } from '../../src/reliability/policy-file';
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from '../../src/reliability/taxonomy';
 
 // code, certainty, boundary → the action and owner the shipped policy prescribes.
@@ -72,7 +72,7 @@ describe('validation', () => {
     fs.writeFileSync(bad, JSON.stringify(withRules([])));
     expect(() => loadPolicy(bad)).toThrow(/invalid recovery policy .*bad\.json: rules/);
     expect(() => loadPolicy(path.join(dir, 'missing.json'))).toThrow(/cannot read the recovery policy/);
-    expect(loadPolicy(undefined)).toEqual(DEFAULT_POLICY);
+    expect(loadPolicy(undefined)).toBe(DEFAULT_POLICY);
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -80,8 +80,11 @@ describe('validation', () => {
     expect(parsePolicy(policyJson)).toEqual(policyJson);
     expect(DEFAULT_POLICY).toBe(policyJson);
     // A rule that leaves a field to its default would reach workflow code without it.
+    // Every worker checks it at start; one that leaves a field to its default is refused.
+    expect(() => checkWrittenOut(DEFAULT_POLICY, 'default policy')).not.toThrow();
     const incomplete = Object.fromEntries(Object.entries(policyJson.rules[0]).filter(([key]) => key !== 'certainty'));
-    expect(parsePolicy(withRules([incomplete, ...base.rules.slice(1)]))).not.toEqual(withRules([incomplete, ...base.rules.slice(1)]));
+    expect(() => checkWrittenOut(withRules([incomplete, ...base.rules.slice(1)]) as never, 'default policy')).toThrow(/default policy leaves fields to their defaults/);
+    expect(() => checkWrittenOut(withRules([]) as never, 'default policy')).toThrow(/invalid default policy: rules/);
   });
 });
 
