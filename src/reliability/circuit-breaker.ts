@@ -54,7 +54,10 @@ export class CircuitBreaker {
     if (this.state === 'half_open') {
       const now = this.now();
       this.probes = this.probes.filter((t) => now - t < this.settings.windowMs);
-      if (this.probes.length >= this.settings.halfOpenProbes) return this.refusal(Math.min(1000, this.settings.cooldownMs));
+      // The others wait a cooldown, time for the probe to settle: asked again every second, a run refused while
+      // the probe is out spent its attempts in as many seconds and parked (the bench's worker kill at concurrency
+      // 50 brought 50 runs back at once and parked up to 90 of 100 that way).
+      if (this.probes.length >= this.settings.halfOpenProbes) return this.refusal(this.settings.cooldownMs);
       this.probes.push(now);
     }
     return undefined;

@@ -116,7 +116,8 @@ test('a probe that fails opens it again for another cooldown', () => {
   expect(b.admit()).toMatchObject({ state: 'open', retryAfterMs: 1500 });
   now = 1500;
   expect(b.admit()).toBeUndefined(); // the probe
-  expect(b.admit()).toMatchObject({ state: 'half_open' }); // only one probe at a time
+  // Only one probe at a time; the others wait long enough for it to settle, not a second (their attempts would run out first).
+  expect(b.admit()).toMatchObject({ state: 'half_open', retryAfterMs: settings.cooldownMs });
   b.failed('UNKNOWN_OUTCOME', true);
   expect(b.snapshot()).toMatchObject({ state: 'open', opened: 2 });
   now = 2999;
