@@ -17,8 +17,7 @@ const PARKED = new Set(['needs_attention', 'awaiting_approval']);
  * `signal`, stops waiting when it is aborted (and rejects).
  */
 export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, pollMs = 1000, signal?: AbortSignal): Promise<RunOutcome> {
-  let settled = false;
-  // Every call is cancelled once the wait is over: nothing is left waiting on the connection.
+  // Aborted once the wait is over: every call is cancelled, and none begins; nothing is left waiting on the connection.
   const waiting = new AbortController();
   let stop = () => undefined as void;
   const aborted = new Promise<never>((_, reject) => {
@@ -60,11 +59,11 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
     return { kind: 'result', result: await call(() => handle.result()) };
   })();
   const parked = (async (): Promise<RunOutcome> => {
-    while (!settled) {
+    while (!waiting.signal.aborted) {
       const described = await call(() => handle.describe()).catch(() => undefined);
       const status = described?.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status);
       // A closed run's last status may still say parked (cancelled while it waited): its result tells how it ended.
-      if (described?.status.name === 'RUNNING' && status !== undefined && PARKED.has(status) && !settled) {
+      if (described?.status.name === 'RUNNING' && status !== undefined && PARKED.has(status)) {
         const state = await call(() => handle.query(stepsQuery)).catch(() => undefined);
         if (state && PARKED.has(state.status)) return { kind: 'parked', state };
       }
@@ -75,7 +74,6 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
   try {
     return await Promise.race([result, parked, aborted]);
   } finally {
-    settled = true;
     signal?.removeEventListener('abort', stop);
     waiting.abort();
     result.catch(() => undefined);

@@ -97,7 +97,6 @@ export const awaitProviderSchema = z
   .refine((a) => a.deadlineMs <= MAX_POLLS * a.poll.maxMs, { message: `deadlineMs may be at most ${MAX_POLLS} × poll.maxMs` });
 export type AwaitProvider = z.output<typeof awaitProviderSchema>;
 
-
 /**
  * The circuit breaker in front of each provider's side-effecting calls (see circuit-breaker.ts):
  * this many health failures in a row (none older than windowMs) open it; after cooldownMs it lets
@@ -113,6 +112,7 @@ export const breakerSchema = z
   })
   .strict();
 export type BreakerSettings = z.output<typeof breakerSchema>;
+
 export const policySchema = z
   .object({
     version: z.string().min(1).max(64),

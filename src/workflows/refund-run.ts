@@ -6,7 +6,7 @@ import { pooledActivities } from './pools';
 import type { z } from 'zod';
 import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
-import { type BeginResult, type Evidenced, type ReconcileOutcome, type RunSettings } from '../receipts';
+import type { BeginResult, Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import { redact, tally } from '../reliability/evidence';
 import { furthestEvent, lifecycleRank, MAX_PROVIDER_EVENTS, type ProviderEventSummary } from './provider-events';
