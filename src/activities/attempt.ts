@@ -35,6 +35,9 @@ export class Classified extends Error {
 
 export type Classifier = (err: unknown) => Classified;
 
+/** An attempt that ended this way may have taken effect. */
+const UNCERTAIN: ReadonlySet<string> = new Set(['may_have_executed', 'undeterminable', 'partial']);
+
 export interface StepCall {
   step: string;
   /** The step's idempotency key: the attempt ledger is kept per key and run. */
@@ -70,13 +73,16 @@ export function createAttemptRunner(deps: AttemptDeps) {
     try {
       const refused = breaker?.admit();
       if (refused) {
-        // An open breaker fails the step at once, sending nothing; the retry waits for its next probe.
-        // Unless an earlier attempt of the step may have taken effect: then the step's outcome is
-        // unknown, not "not executed", and must be settled (reconciled, or checked by a person).
+        // An open breaker fails the attempt at once, sending nothing; Temporal retries it after the breaker's
+        // wait, within the step's budget. If an earlier attempt of the step may have taken effect (its answer
+        // lost, or its worker gone before it finished), the failure says so: should the budget run out while
+        // refused, the step's outcome is unknown, not "not executed", and is reconciled, never called absent.
+        // (It used to end the step as UNKNOWN_OUTCOME at once: the run reconciled, resubmitted into the same
+        // open breaker without waiting, and after three refused resubmissions, none sent, parked.)
         const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
-        const open = earlier.find((a) => a.certainty === 'may_have_executed' || a.certainty === 'undeterminable' || a.certainty === 'partial');
+        const open = earlier.find((a) => a.id !== ledgerId && (UNCERTAIN.has(a.certainty ?? '') || a.finishedAt === null));
         if (open) {
-          throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'circuit_open_after_uncertain_attempt', `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason}), so that comes first`, {
+          throw new Classified('CAPACITY', 'may_have_executed', 'circuit_open_after_uncertain_attempt', `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`, {
             retryAfterMs: refused.retryAfterMs,
           });
         }

@@ -24,6 +24,8 @@ export interface BreakerSnapshot {
   name: string;
   state: BreakerState;
   consecutiveFailures: number;
+  /** Calls let through whose verdict is not in yet. */
+  inFlight: number;
   openedAt: number | null;
   opened: number;
 }
@@ -32,7 +34,8 @@ export class CircuitBreaker {
   private state: BreakerState = 'closed';
   private failures: number[] = [];
   private openedAt: number | null = null;
-  /** When each probe now out was let through: one never settled (its worker stuck) is given up after windowMs. */
+  /** When each call now out was let through, and each probe among them: one never settled (its worker stuck) is given up after windowMs. */
+  private out: number[] = [];
   private probes: number[] = [];
   private timesOpened = 0;
 
@@ -51,8 +54,8 @@ export class CircuitBreaker {
       this.state = 'half_open';
       this.probes = [];
     }
+    const now = this.now();
     if (this.state === 'half_open') {
-      const now = this.now();
       this.probes = this.probes.filter((t) => now - t < this.settings.windowMs);
       // The others wait a cooldown, time for the probe to settle: asked again every second, a run refused while
       // the probe is out spent its attempts in as many seconds and parked (the bench's worker kill at concurrency
@@ -60,10 +63,12 @@ export class CircuitBreaker {
       if (this.probes.length >= this.settings.halfOpenProbes) return this.refusal(this.settings.cooldownMs);
       this.probes.push(now);
     }
+    this.out.push(now);
     return undefined;
   }
 
   succeeded(): void {
+    this.settle();
     this.failures = [];
     if (this.state !== 'closed') {
       this.state = 'closed';
@@ -73,12 +78,14 @@ export class CircuitBreaker {
 
   /** A call let through that never reached the provider (its answer was already known, or it was refused before sending): no verdict. */
   abstained(): void {
+    this.settle();
     if (this.state === 'half_open') this.probes.shift();
   }
 
   /** A call that failed: only a health failure from the provider counts; any other is no verdict. */
   failed(code: FailureCode, fromProvider: boolean): void {
     if (!fromProvider || !HEALTH_FAILURES.has(code)) return this.abstained();
+    this.settle();
     if (this.state === 'half_open') {
       this.probes.shift();
       this.open();
@@ -86,11 +93,21 @@ export class CircuitBreaker {
     }
     const at = this.now();
     this.failures = [...this.failures.filter((t) => at - t < this.settings.windowMs), at];
-    if (this.state === 'closed' && this.failures.length >= this.settings.failureThreshold) this.open();
+    // Failures in a row open it only once they outnumber the calls still out: a burst of concurrent calls whose
+    // first answers are fast failures (a 429, a reset) waits for the rest. Opened on the first five of fifty, it
+    // refused the forty-five that were about to succeed, and each probe then met the next armed fault alone.
+    if (this.state === 'closed' && this.failures.length >= this.settings.failureThreshold && this.failures.length >= this.out.length) this.open();
   }
 
   snapshot(): BreakerSnapshot {
-    return { name: this.name, state: this.state, consecutiveFailures: this.failures.length, openedAt: this.openedAt, opened: this.timesOpened };
+    return { name: this.name, state: this.state, consecutiveFailures: this.failures.length, inFlight: this.out.length, openedAt: this.openedAt, opened: this.timesOpened };
+  }
+
+  /** One call's verdict is in; calls out longer than the window (their worker stuck) are given up. */
+  private settle(): void {
+    const now = this.now();
+    this.out = this.out.filter((t) => now - t < this.settings.windowMs);
+    this.out.shift();
   }
 
   private open(): void {
@@ -101,7 +118,7 @@ export class CircuitBreaker {
   }
 
   private refusal(retryAfterMs: number): BreakerRefusal {
-    const what = this.state === 'open' ? `open since ${new Date(this.openedAt!).toISOString()} after ${this.settings.failureThreshold} health failures in a row` : 'half-open, its probe already out';
+    const what = this.state === 'open' ? `open since ${new Date(this.openedAt!).toISOString()} after ${this.settings.failureThreshold} or more health failures in a row` : 'half-open, its probe already out';
     return { state: this.state, retryAfterMs, message: `circuit breaker ${this.name} is ${what}; nothing was sent (next probe in ${retryAfterMs} ms)` };
   }
 }

@@ -99,8 +99,8 @@ export type AwaitProvider = z.output<typeof awaitProviderSchema>;
 
 /**
  * The circuit breaker in front of each provider's side-effecting calls (see circuit-breaker.ts):
- * this many health failures in a row (none older than windowMs) open it; after cooldownMs it lets
- * halfOpenProbes calls through, and their success closes it.
+ * this many health failures in a row (none older than windowMs), and no fewer than the calls still
+ * out, open it; after cooldownMs it lets halfOpenProbes calls through, and their success closes it.
  */
 export const breakerSchema = z
   .object({

@@ -136,6 +136,25 @@ test('a probe that fails opens it again for another cooldown', () => {
   expect(new CircuitBreaker('off', { ...settings, enabled: false }).admit()).toBeUndefined();
 });
 
+test('a burst of concurrent calls whose first answers are fast failures waits for the rest; the same burst in an outage opens it', () => {
+  const b = new CircuitBreaker('burst', settings, () => 0);
+  for (let i = 0; i < 10; i++) expect(b.admit()).toBeUndefined();
+  // Three 429s and resets come back first, seven calls still out: not yet an outage.
+  for (let i = 0; i < 3; i++) b.failed('RATE_LIMIT', true);
+  expect(b.snapshot()).toMatchObject({ state: 'closed', consecutiveFailures: 3, inFlight: 7 });
+  expect(b.admit()).toBeUndefined();
+  for (let i = 0; i < 8; i++) b.succeeded();
+  expect(b.snapshot()).toMatchObject({ state: 'closed', consecutiveFailures: 0, inFlight: 0 });
+
+  // Every call of the burst fails: it opens once the failures outnumber the calls still out.
+  for (let i = 0; i < 10; i++) b.admit();
+  for (let i = 0; i < 4; i++) b.failed('TRANSIENT_DEPENDENCY', true);
+  expect(b.snapshot()).toMatchObject({ state: 'closed', inFlight: 6 });
+  b.failed('TRANSIENT_DEPENDENCY', true);
+  expect(b.snapshot()).toMatchObject({ state: 'open', inFlight: 5 });
+  expect(b.admit()).toMatchObject({ state: 'open' });
+});
+
 test('a probe that never settles (its worker stuck) is given up after the window, so the breaker cannot stay half-open for good', () => {
   let now = 0;
   const b = new CircuitBreaker('stuck', settings, () => now);
@@ -158,9 +177,23 @@ test('an open breaker never calls a step "not executed" when an earlier attempt 
   await failureOf(activityEnv({ ...run1, attempt: 1 }).run(() => attempt(call, (e) => e as Classified, async () => lost())));
   expect(strict.get('stripe:create_refund').snapshot().state).toBe('open');
 
+  // Refused, it is retried after the breaker's wait like any refusal (the send it delays was already safe to make),
+  // but should the step's budget run out while refused, its failure says the refund may exist.
   const second = await failureOf(activityEnv({ ...run1, attempt: 2 }).run(() => attempt(call, (e) => e as Classified, async () => ({ sent: true }))));
-  expect(second).toMatchObject({ type: 'UNKNOWN_OUTCOME' });
+  expect(second).toMatchObject({ type: 'CAPACITY', nonRetryable: false });
+  expect(second.nextRetryDelay).toBeGreaterThanOrEqual(detailsOf(second).retryAfterMs!);
   expect(detailsOf(second)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
+  const late = { ...run1, attempt: 3, scheduledTimestampMs: Date.now() - 599_000 };
+  const outOfBudget = await failureOf(activityEnv(late).run(() => attempt(call, (e) => e as Classified, async () => ({ sent: true }))));
+  expect(outOfBudget).toMatchObject({ type: 'BUDGET_EXCEEDED', nonRetryable: true });
+  expect(detailsOf(outOfBudget)).toMatchObject({ certainty: 'may_have_executed' });
+
+  // An attempt whose worker died before it finished may have sent its request too.
+  const died = { ...call, key: 'refund:test:died:v1:create_refund', operationId: 'refund:test:died:v1' };
+  await store.operations.beginAttempt({ ...died, workflowId: 'wf-uncertain', runId: 'run-uncertain', attempt: 1 });
+  const afterDeath = await failureOf(activityEnv({ ...run1, attempt: 2 }).run(() => attempt(died, (e) => e as Classified, async () => ({ sent: true }))));
+  expect(detailsOf(afterDeath)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
+  expect(afterDeath.message).toMatch(/attempt 1 of this step may have taken effect \(it never finished\)/);
 
   // Another operation, never attempted: nothing can have happened, and the refusal says so.
   const other = { ...call, key: 'refund:test:fresh:v1:create_refund', operationId: 'refund:test:fresh:v1' };

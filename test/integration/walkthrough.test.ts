@@ -82,6 +82,31 @@ test('a connection reset: every request the server sees for the step carries the
   expect(state.budget.providerCallsUsed).toBeGreaterThanOrEqual(seen.length);
 });
 
+test('a reset opens the circuit breaker: the resubmission it refuses waits for the probe instead of parking the run', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'fail_before_commit', match: { idempotencyKey: createKey(order.id) } });
+  const breaker = { ...TEST_POLICY, breaker: { enabled: true, failureThreshold: 1, windowMs: 60_000, cooldownMs: 1500, halfOpenProbes: 1 } };
+  const [result, state] = await h.withWorker(
+    {},
+    async (taskQueue) => {
+      const done = await h.env.client.workflow.execute(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+      return [done, await h.state(done.workflowId)] as const;
+    },
+    { policy: breaker },
+  );
+
+  expect(completed(result).refund.amount).toBe(1250);
+  expect((await posts(order.id)).map((r) => r.status)).toEqual([null, 200]);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  // One resubmission, refused once (nothing sent) and sent after the cooldown; the refusal said the refund might exist.
+  expect(state.reconciliation).toMatchObject({ resubmissions: 1 });
+  expect(step(state, 'create_refund').ledger.map((a) => [a.outcome, a.reason, a.transportRequests])).toEqual([
+    ['UNKNOWN_OUTCOME', 'response_lost', 1],
+    ['CAPACITY', 'circuit_open_after_uncertain_attempt', 0],
+    ['ok', null, 1],
+  ]);
+});
+
 test('two 429s: the server sees exactly three requests, spaced by its Retry-After, and the attempt ledger agrees', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'rate_limit', match: { idempotencyKey: createKey(order.id) }, retryAfterSeconds: 1, count: 2 });
