@@ -162,14 +162,23 @@ async function getJson<T>(url: string, init?: RequestInit): Promise<T> {
 
 const post = (url: string, body: unknown) => getJson(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
-/** Arms a segment's faults at the servers, sized to its runs. */
+/**
+ * Arms a segment's faults at the servers, sized to its runs and spread through them: each kind fires on
+ * every k-th request it matches, as a provider's error rate would, not on the first ones in a row. Armed
+ * as the first requests, they were a burst of some twenty failures in a row at concurrency 50: an outage,
+ * which the circuit breaker answers by opening, and then each probe met the next fault still armed, since
+ * these faults wait for requests where a real outage ends in time.
+ */
 async function armFaults(stack: ChaosStack, runs: number): Promise<void> {
-  const n = (share: number) => Math.max(1, Math.round(runs * share));
+  const spread = (share: number) => {
+    const count = Math.max(1, Math.round(runs * share));
+    return { count, every: Math.max(1, Math.floor(runs / count)) };
+  };
   const creates = { method: 'POST', path: '/v1/refunds' };
-  await post(`${stack.stripeUrl}/_faults`, { kind: 'drop_after_commit', match: creates, count: n(FAULT_SCHEDULE.lostAnswers) });
-  await post(`${stack.stripeUrl}/_faults`, { kind: 'rate_limit', retryAfterSeconds: 1, match: creates, count: n(FAULT_SCHEDULE.rateLimits) });
-  await post(`${stack.stripeUrl}/_faults`, { kind: 'fail_before_commit', match: creates, count: n(FAULT_SCHEDULE.resets) });
-  await post(`${stack.mail.apiUrl}/_faults`, { kind: 'reply', stage: 'rcpt', code: 451, message: '4.3.0 try again (bench)', count: n(FAULT_SCHEDULE.smtpTransient) });
+  await post(`${stack.stripeUrl}/_faults`, { kind: 'drop_after_commit', match: creates, ...spread(FAULT_SCHEDULE.lostAnswers) });
+  await post(`${stack.stripeUrl}/_faults`, { kind: 'rate_limit', retryAfterSeconds: 1, match: creates, ...spread(FAULT_SCHEDULE.rateLimits) });
+  await post(`${stack.stripeUrl}/_faults`, { kind: 'fail_before_commit', match: creates, ...spread(FAULT_SCHEDULE.resets) });
+  await post(`${stack.mail.apiUrl}/_faults`, { kind: 'reply', stage: 'rcpt', code: 451, message: '4.3.0 try again (bench)', ...spread(FAULT_SCHEDULE.smtpTransient) });
 }
 
 /** What fired of the armed faults; then clears them. */

@@ -1,6 +1,7 @@
 // Faults the local SMTP server injects, armed through the mailbox API (POST /_faults) and scoped
 // by recipient so that tests running side by side do not disturb each other.
 import { z } from 'zod';
+import { takeDue, type Spaced } from './due-fault';
 
 export const MAIL_FAULT_KINDS = [
   /** Answer a command with an SMTP error reply (4xx: try later; 5xx: refused for good). */
@@ -20,14 +21,14 @@ export const mailFaultSchema = z
     /** recipient: any stage; messageId: the data stage and drop_after_accept, where the message is known. */
     match: z.object({ recipient: z.string().min(1).optional(), messageId: z.string().min(1).optional() }).strict().default({}),
     count: z.number().int().min(1).max(10_000).default(1),
+    /** Fires on every `every`-th message stage it matches (1: each), `count` times. */
+    every: z.number().int().min(1).max(10_000).default(1),
   })
   .strict();
 
 export type MailFaultSpec = z.output<typeof mailFaultSchema>;
-export interface ArmedMailFault extends MailFaultSpec {
+export interface ArmedMailFault extends MailFaultSpec, Spaced {
   id: string;
-  remaining: number;
-  hits: number;
 }
 
 export type MailStage = MailFaultSpec['stage'];
@@ -35,14 +36,7 @@ export type MailStage = MailFaultSpec['stage'];
 export function createMailFaults() {
   const armed: ArmedMailFault[] = [];
   let next = 1;
-  const take = (test: (f: ArmedMailFault) => boolean): ArmedMailFault | undefined => {
-    const fault = armed.find((f) => f.remaining > 0 && test(f));
-    if (fault) {
-      fault.remaining -= 1;
-      fault.hits += 1;
-    }
-    return fault;
-  };
+  const take = (test: (f: ArmedMailFault) => boolean): ArmedMailFault | undefined => takeDue(armed, test);
   const forMessage = (f: ArmedMailFault, recipients: string[], messageId: string | undefined) =>
     (f.match.recipient === undefined || recipients.some((r) => r.toLowerCase() === f.match.recipient!.toLowerCase())) &&
     (f.match.messageId === undefined || f.match.messageId === messageId);
@@ -50,7 +44,7 @@ export function createMailFaults() {
   return {
     arm(input: unknown): ArmedMailFault {
       const spec = mailFaultSchema.parse(input);
-      const fault = { ...spec, id: `mailfault_${next++}`, remaining: spec.count, hits: 0 };
+      const fault = { ...spec, id: `mailfault_${next++}`, remaining: spec.count, hits: 0, seen: 0 };
       armed.push(fault);
       return fault;
     },

@@ -162,6 +162,12 @@ describe('the fault API', () => {
         ['drop_after_accept', 0, 1],
       ]);
       expect(await (await fetch(`${faulty.apiUrl}/_faults`, { method: 'DELETE' })).json()).toEqual({ cleared: 2 });
+
+      // Spread through traffic: every second message for the recipient, twice.
+      await post(faulty.apiUrl, { kind: 'reply', stage: 'rcpt', code: 451, every: 2, count: 2, match: { recipient: 'spread@example.test' } });
+      const outcomes = [];
+      for (let i = 0; i < 6; i++) outcomes.push(await send('spread@example.test').then(() => 250, (e: NodemailerError) => e.responseCode));
+      expect(outcomes).toEqual([250, 451, 250, 451, 250, 250]);
     } finally {
       client.close();
       await faulty.close();

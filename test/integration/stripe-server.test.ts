@@ -501,6 +501,17 @@ describe('the fault API and the request log', () => {
     expect((await requests('rl-1')).map((r) => [r.status, r.fault])).toEqual([[429, 'rate_limit'], [503, 'server_error'], [200, null]]);
   });
 
+  it('spreads a fault through traffic with every: it fires on each every-th request it matches, and one due with another waits a request', async () => {
+    const pi = await paidIntent(client, 5000);
+    await arm({ kind: 'rate_limit', match: { paymentIntent: pi.id }, every: 3, count: 2 });
+    await arm({ kind: 'server_error', status: 503, match: { paymentIntent: pi.id }, every: 3, count: 1 });
+    const statuses: number[] = [];
+    for (let i = 1; i <= 8; i++) statuses.push((await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, { 'Idempotency-Key': `every-${i}` })).status);
+    expect(statuses).toEqual([200, 200, 429, 503, 200, 429, 200, 200]);
+    expect(await refundEffects(faulty.url, pi.id)).toHaveLength(5);
+    expect((await arm({ kind: 'rate_limit', every: 0 })).status).toBe(400);
+  });
+
   it('slows a request and still answers it', async () => {
     const pi = await paidIntent(client, 1000);
     await arm({ kind: 'slow', match: { idempotencyKey: 'slow-1' }, delayMs: 300 });

@@ -1,7 +1,8 @@
 // Faults the local Stripe server injects at exact boundaries of a request, armed through its
 // admin API (POST /_faults) and scoped so that tests running side by side do not disturb each
-// other. Each fault fires for the next `count` requests it matches.
+// other. Each fault fires for the next `count` requests it matches, or on every `every`-th one.
 import { z } from 'zod';
+import { takeDue, type Spaced } from '../due-fault';
 import type { ApiResponse } from './api';
 import type { FormParams } from './form';
 
@@ -42,6 +43,8 @@ export const stripeFaultSchema = z
       .strict()
       .default({}),
     count: z.number().int().min(1).max(10_000).default(1),
+    /** Fires on every `every`-th request it matches (1: each), `count` times: faults spread through traffic instead of a burst. */
+    every: z.number().int().min(1).max(10_000).default(1),
     status: z.number().int().min(500).max(599).default(500),
     retryAfterSeconds: z.number().min(0).max(3600).default(1),
     delayMs: z.number().int().min(0).max(600_000).optional(),
@@ -53,10 +56,8 @@ export const stripeFaultSchema = z
 export type StripeFaultInput = z.input<typeof stripeFaultSchema>;
 export type StripeFaultSpec = z.output<typeof stripeFaultSchema>;
 
-export interface ArmedFault extends StripeFaultSpec {
+export interface ArmedFault extends StripeFaultSpec, Spaced {
   id: string;
-  remaining: number;
-  hits: number;
 }
 
 export interface RequestFacts {
@@ -98,20 +99,13 @@ export function createStripeFaults() {
     );
   };
 
-  /** The first armed fault of these kinds that matches, consumed. */
-  const take = (kinds: StripeFaultKind[], r: RequestFacts): ArmedFault | undefined => {
-    const fault = armed.find((f) => f.remaining > 0 && kinds.includes(f.kind) && matches(f, r));
-    if (fault) {
-      fault.remaining -= 1;
-      fault.hits += 1;
-    }
-    return fault;
-  };
+  /** The armed fault of these kinds whose turn it is on this request, consumed. */
+  const take = (kinds: StripeFaultKind[], r: RequestFacts): ArmedFault | undefined => takeDue(armed, (f) => kinds.includes(f.kind) && matches(f, r));
 
   return {
     arm(input: unknown): ArmedFault {
       const spec = stripeFaultSchema.parse(input);
-      const fault: ArmedFault = { ...spec, id: `fault_${next++}`, remaining: spec.count, hits: 0 };
+      const fault: ArmedFault = { ...spec, id: `fault_${next++}`, remaining: spec.count, hits: 0, seen: 0 };
       armed.push(fault);
       return fault;
     },
