@@ -44,8 +44,16 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       const findings: GateFinding[] = [];
       const check = (name: GateFinding['check'], ok: boolean, observed: string) => findings.push({ check: name, ok, observed });
 
-      const event = await signedSuccess(input);
-      const refund: ProviderView = event ?? (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) }));
+      // Every read at once: the provider's two are one round trip, not two.
+      const [event, retrieved, listed, applied, notice, trail] = await Promise.all([
+        signedSuccess(input),
+        input.providerEventId ? undefined : stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) }),
+        listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs),
+        store.appliedRefund(input.operationId),
+        store.getNotification(input.noticeKey),
+        store.operations.auditTrail(input.operationId),
+      ]);
+      const refund: ProviderView = event ?? retrieved ?? (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) }));
       const receipt = event ? event.receipt : toReceipt(refund as Stripe.Refund, false);
       const fits = refund.amount === input.amount && refund.currency === input.currency && refund.metadata?.operation_id === input.operationId;
       check(
@@ -55,21 +63,17 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       );
 
       // A lagging list may not show ours yet; more than one is never right.
-      const listed = await listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs);
       const mine = listed.filter((r) => r.metadata?.operation_id === input.operationId).map((r) => r.id);
       check('single_refund', mine.length <= 1 && mine.every((id) => id === refund.id), `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
 
-      const applied = await store.appliedRefund(input.operationId);
       check(
         'order_refund_state',
         applied !== undefined && applied.refundId === refund.id && applied.amount === input.amount && applied.revertedByKey === null,
         applied ? `order ${applied.orderId} records ${applied.refundId} for ${applied.amount}${applied.revertedByKey ? `, reverted by ${applied.revertedByKey}` : ''}` : 'the order records no refund for this operation',
       );
 
-      const notice = await store.getNotification(input.noticeKey);
       check('notification_state', notice?.status === 'sent', notice ? `notice ${notice.messageId} is ${notice.status}` : 'no notice in the outbox');
 
-      const trail = await store.operations.auditTrail(input.operationId);
       const events = trail.map((e) => e.event);
       const confirmed = events.includes('refund_confirmed') || trail.some((e) => e.event === 'reconciled' && e.detail.result === 'completed');
       const missing = [...REQUIRED_TRAIL.filter((e) => !events.includes(e)), ...(confirmed ? [] : ['refund_confirmed'])];
