@@ -38,6 +38,11 @@ export type Classifier = (err: unknown) => Classified;
 /** An attempt that ended this way may have taken effect. */
 const UNCERTAIN: ReadonlySet<string> = new Set(['may_have_executed', 'undeterminable', 'partial']);
 
+/** Whether an attempt may have taken effect: it said so, it took effect but failed after (its receipt not kept), or it never finished (its worker gone). */
+function mayHaveTakenEffect(a: AttemptRecord): boolean {
+  return UNCERTAIN.has(a.certainty ?? '') || (a.certainty === 'completed' && a.outcome !== 'ok') || a.finishedAt === null;
+}
+
 export interface StepCall {
   step: string;
   /** The step's idempotency key: the attempt ledger is kept per key and run. */
@@ -75,12 +80,12 @@ export function createAttemptRunner(deps: AttemptDeps) {
       if (refused) {
         // An open breaker fails the attempt at once, sending nothing; Temporal retries it after the breaker's
         // wait, within the step's budget. If an earlier attempt of the step may have taken effect (its answer
-        // lost, or its worker gone before it finished), the failure says so: should the budget run out while
-        // refused, the step's outcome is unknown, not "not executed", and is reconciled, never called absent.
+        // lost, its receipt not kept, its worker gone before it finished), the failure says so, and should the
+        // retries run out while refused, the step ends UNKNOWN_OUTCOME (retryDecision), never "not executed".
         // (It used to end the step as UNKNOWN_OUTCOME at once: the run reconciled, resubmitted into the same
         // open breaker without waiting, and after three refused resubmissions, none sent, parked.)
         const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
-        const open = earlier.find((a) => a.id !== ledgerId && (UNCERTAIN.has(a.certainty ?? '') || a.finishedAt === null));
+        const open = earlier.find((a) => a.id !== ledgerId && mayHaveTakenEffect(a));
         if (open) {
           throw new Classified('CAPACITY', 'may_have_executed', 'circuit_open_after_uncertain_attempt', `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`, {
             retryAfterMs: refused.retryAfterMs,
@@ -90,6 +95,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
       }
       admitted = true;
       const value = await inAttemptScope(scope, fn);
+      admitted = false;
       if (scope.requests.length > 0) breaker?.succeeded();
       else breaker?.abstained();
       // The SDK's activity logger adds the workflow id, the activity and its attempt.
@@ -158,8 +164,11 @@ export function createAttemptRunner(deps: AttemptDeps) {
   function retryDecision(c: Classified, boundary: Boundary, info: Info) {
     const rule = decide(deps.policy, c.code, c.certainty, boundary);
     const maxAttempts = Math.min(rule.maxAttempts, info.retryPolicy?.maximumAttempts || Infinity);
+    // Refused while an earlier attempt may have taken effect, with no retry left: the step ends as it always
+    // did, its outcome unknown (reconciled at Stripe, checked by a person at SMTP), never as a capacity problem.
+    const last = c.reason === 'circuit_open_after_uncertain_attempt' ? ('UNKNOWN_OUTCOME' as FailureCode) : undefined;
     if (!retries(rule) || info.attempt >= maxAttempts) {
-      return { code: c.code, reason: c.reason, nextDelayMs: null as number | null, message: undefined };
+      return { code: last ?? c.code, reason: c.reason, nextDelayMs: null as number | null, message: undefined };
     }
     const retryAfter = c.extra.retryAfterMs ?? 0;
     const delay = withJitter(Math.max(retryAfter, backoffDelay(rule, info.attempt)), rule.jitter, random(), retryAfter);
@@ -167,8 +176,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
     if (info.scheduleToCloseTimeoutMs > 0 && now() + delay >= deadline) {
       const left = Math.max(0, deadline - now());
       return {
-        code: 'BUDGET_EXCEEDED' as FailureCode,
-        reason: `${c.code.toLowerCase()}_retry_exceeds_budget`,
+        code: last ?? ('BUDGET_EXCEEDED' as FailureCode),
+        reason: last ? c.reason : `${c.code.toLowerCase()}_retry_exceeds_budget`,
         nextDelayMs: null,
         message: `${c.message} (the next attempt would start in ${delay} ms${retryAfter ? `, as Retry-After asks` : ''}; only ${left} ms of this step's budget are left)`,
       };

@@ -44,15 +44,14 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       const findings: GateFinding[] = [];
       const check = (name: GateFinding['check'], ok: boolean, observed: string) => findings.push({ check: name, ok, observed });
 
-      // Every read at once: the provider's two are one round trip, not two.
-      const [event, retrieved, listed, applied, notice, trail] = await Promise.all([
+      // The provider's two reads are one round trip, not two, with the store's (one connection, in turn) beside them.
+      // Each is waited for, even once one has failed, so that no request outlives the attempt that counts it.
+      const [event, retrieved, listed, [applied, notice, trail]] = await allOrFirstError([
         signedSuccess(input),
         input.providerEventId ? undefined : stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) }),
         listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs),
-        store.appliedRefund(input.operationId),
-        store.getNotification(input.noticeKey),
-        store.operations.auditTrail(input.operationId),
-      ]);
+        (async () => [await store.appliedRefund(input.operationId), await store.getNotification(input.noticeKey), await store.operations.auditTrail(input.operationId)] as const)(),
+      ] as const);
       const refund: ProviderView = event ?? retrieved ?? (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) }));
       const receipt = event ? event.receipt : toReceipt(refund as Stripe.Refund, false);
       const fits = refund.amount === input.amount && refund.currency === input.currency && refund.metadata?.operation_id === input.operationId;
@@ -109,4 +108,12 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
   }
 
   return { checkCompletion };
+}
+
+/** Every promise's value once all have settled; if any failed, the first failure in the list's order. */
+async function allOrFirstError<T extends readonly unknown[]>(promises: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const settled = await Promise.allSettled(promises);
+  const failed = settled.find((r) => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
 }

@@ -23,7 +23,9 @@ export interface BreakerRefusal {
 export interface BreakerSnapshot {
   name: string;
   state: BreakerState;
-  consecutiveFailures: number;
+  /** Health failures, and successes, in the last windowMs while closed. */
+  failures: number;
+  successes: number;
   /** Calls let through whose verdict is not in yet. */
   inFlight: number;
   openedAt: number | null;
@@ -32,7 +34,9 @@ export interface BreakerSnapshot {
 
 export class CircuitBreaker {
   private state: BreakerState = 'closed';
+  /** When each health failure and each success of the window happened (closed only; emptied when it opens or closes). */
   private failures: number[] = [];
+  private successes: number[] = [];
   private openedAt: number | null = null;
   /** When each call now out was let through, and each probe among them: one never settled (its worker stuck) is given up after windowMs. */
   private out: number[] = [];
@@ -63,17 +67,20 @@ export class CircuitBreaker {
       if (this.probes.length >= this.settings.halfOpenProbes) return this.refusal(this.settings.cooldownMs);
       this.probes.push(now);
     }
-    this.out.push(now);
+    this.out = [...this.recent(this.out, now), now];
     return undefined;
   }
 
   succeeded(): void {
     this.settle();
-    this.failures = [];
-    if (this.state !== 'closed') {
-      this.state = 'closed';
-      this.openedAt = null;
+    if (this.state === 'closed') {
+      this.successes = [...this.recent(this.successes, this.now()), this.now()];
+      return;
     }
+    this.state = 'closed';
+    this.openedAt = null;
+    this.failures = [];
+    this.successes = [];
   }
 
   /** A call let through that never reached the provider (its answer was already known, or it was refused before sending): no verdict. */
@@ -91,34 +98,47 @@ export class CircuitBreaker {
       this.open();
       return;
     }
-    const at = this.now();
-    this.failures = [...this.failures.filter((t) => at - t < this.settings.windowMs), at];
-    // Failures in a row open it only once they outnumber the calls still out: a burst of concurrent calls whose
-    // first answers are fast failures (a 429, a reset) waits for the rest. Opened on the first five of fifty, it
-    // refused the forty-five that were about to succeed, and each probe then met the next armed fault alone.
-    if (this.state === 'closed' && this.failures.length >= this.settings.failureThreshold && this.failures.length >= this.out.length) this.open();
+    if (this.state !== 'closed') return;
+    const now = this.now();
+    this.failures = [...this.recent(this.failures, now), now];
+    this.successes = this.recent(this.successes, now);
+    // Open once the failures are enough, and at least half of the window's calls, counting those still out: a burst
+    // of concurrent calls whose first answers are fast failures (a 429, a reset) waits for the rest. Opened on five
+    // failures in a row, it refused the forty-five of fifty that were about to succeed; a success that reset the
+    // count, on the other hand, kept it closed through a partial outage that failed nine calls in ten.
+    const failed = this.failures.length;
+    if (failed >= this.settings.failureThreshold && 2 * failed >= failed + this.successes.length + this.out.length) this.open();
   }
 
   snapshot(): BreakerSnapshot {
-    return { name: this.name, state: this.state, consecutiveFailures: this.failures.length, inFlight: this.out.length, openedAt: this.openedAt, opened: this.timesOpened };
+    const now = this.now();
+    const count = (times: number[]) => this.recent(times, now).length;
+    return { name: this.name, state: this.state, failures: count(this.failures), successes: count(this.successes), inFlight: count(this.out), openedAt: this.openedAt, opened: this.timesOpened };
   }
 
   /** One call's verdict is in; calls out longer than the window (their worker stuck) are given up. */
   private settle(): void {
-    const now = this.now();
-    this.out = this.out.filter((t) => now - t < this.settings.windowMs);
+    this.out = this.recent(this.out, this.now());
     this.out.shift();
+  }
+
+  private recent(times: number[], now: number): number[] {
+    return times.filter((t) => now - t < this.settings.windowMs);
   }
 
   private open(): void {
     this.state = 'open';
     this.openedAt = this.now();
     this.failures = [];
+    this.successes = [];
     this.timesOpened++;
   }
 
   private refusal(retryAfterMs: number): BreakerRefusal {
-    const what = this.state === 'open' ? `open since ${new Date(this.openedAt!).toISOString()} after ${this.settings.failureThreshold} or more health failures in a row` : 'half-open, its probe already out';
+    const what =
+      this.state === 'open'
+        ? `open since ${new Date(this.openedAt!).toISOString()}, after ${this.settings.failureThreshold} or more health failures that were at least half of its calls`
+        : 'half-open, its probe already out';
     return { state: this.state, retryAfterMs, message: `circuit breaker ${this.name} is ${what}; nothing was sent (next probe in ${retryAfterMs} ms)` };
   }
 }

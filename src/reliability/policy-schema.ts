@@ -99,8 +99,9 @@ export type AwaitProvider = z.output<typeof awaitProviderSchema>;
 
 /**
  * The circuit breaker in front of each provider's side-effecting calls (see circuit-breaker.ts):
- * this many health failures in a row (none older than windowMs), and no fewer than the calls still
- * out, open it; after cooldownMs it lets halfOpenProbes calls through, and their success closes it.
+ * this many health failures within windowMs, at least half of its calls in that window (those still
+ * out included), open it; after cooldownMs it lets halfOpenProbes calls through, and their success
+ * closes it.
  */
 export const breakerSchema = z
   .object({

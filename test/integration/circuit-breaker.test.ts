@@ -125,7 +125,7 @@ test('a probe that fails opens it again for another cooldown', () => {
   now = 3000;
   expect(b.admit()).toBeUndefined();
   b.succeeded();
-  expect(b.snapshot()).toMatchObject({ state: 'closed', consecutiveFailures: 0 });
+  expect(b.snapshot()).toMatchObject({ state: 'closed', failures: 0, successes: 0 });
   // Failures far apart never add up to an outage, and a store or pre-send refusal never counts.
   for (let i = 0; i < 5; i++) {
     now += settings.windowMs;
@@ -137,22 +137,40 @@ test('a probe that fails opens it again for another cooldown', () => {
 });
 
 test('a burst of concurrent calls whose first answers are fast failures waits for the rest; the same burst in an outage opens it', () => {
-  const b = new CircuitBreaker('burst', settings, () => 0);
+  let now = 0;
+  const b = new CircuitBreaker('burst', settings, () => now);
   for (let i = 0; i < 10; i++) expect(b.admit()).toBeUndefined();
   // Three 429s and resets come back first, seven calls still out: not yet an outage.
   for (let i = 0; i < 3; i++) b.failed('RATE_LIMIT', true);
-  expect(b.snapshot()).toMatchObject({ state: 'closed', consecutiveFailures: 3, inFlight: 7 });
+  expect(b.snapshot()).toMatchObject({ state: 'closed', failures: 3, inFlight: 7 });
   expect(b.admit()).toBeUndefined();
   for (let i = 0; i < 8; i++) b.succeeded();
-  expect(b.snapshot()).toMatchObject({ state: 'closed', consecutiveFailures: 0, inFlight: 0 });
+  expect(b.snapshot()).toMatchObject({ state: 'closed', failures: 3, successes: 8, inFlight: 0 });
 
-  // Every call of the burst fails: it opens once the failures outnumber the calls still out.
+  // A window later, every call of a burst fails: it opens once the failures are half of the calls, those out included.
+  now += settings.windowMs;
   for (let i = 0; i < 10; i++) b.admit();
   for (let i = 0; i < 4; i++) b.failed('TRANSIENT_DEPENDENCY', true);
-  expect(b.snapshot()).toMatchObject({ state: 'closed', inFlight: 6 });
+  expect(b.snapshot()).toMatchObject({ state: 'closed', failures: 4, inFlight: 6 });
   b.failed('TRANSIENT_DEPENDENCY', true);
   expect(b.snapshot()).toMatchObject({ state: 'open', inFlight: 5 });
   expect(b.admit()).toMatchObject({ state: 'open' });
+});
+
+test('a partial outage under load opens it: nine calls in ten failing, fifty out at a time, the odd success in between', () => {
+  let now = 0;
+  const b = new CircuitBreaker('partial', { ...settings, failureThreshold: 5 }, () => now);
+  for (let i = 0; i < 50; i++) b.admit();
+  let settled = 0;
+  while (b.snapshot().state === 'closed' && settled < 200) {
+    now += 10;
+    if (++settled % 10 === 0) b.succeeded();
+    else b.failed('TRANSIENT_DEPENDENCY', true);
+    b.admit();
+  }
+  // Failures in a row reset by each success never reached five out of fifty in flight; the failure share does.
+  expect(b.snapshot().state).toBe('open');
+  expect(settled).toBeLessThan(120);
 });
 
 test('a probe that never settles (its worker stuck) is given up after the window, so the breaker cannot stay half-open for good', () => {
@@ -185,8 +203,11 @@ test('an open breaker never calls a step "not executed" when an earlier attempt 
   expect(detailsOf(second)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
   const late = { ...run1, attempt: 3, scheduledTimestampMs: Date.now() - 599_000 };
   const outOfBudget = await failureOf(activityEnv(late).run(() => attempt(call, (e) => e as Classified, async () => ({ sent: true }))));
-  expect(outOfBudget).toMatchObject({ type: 'BUDGET_EXCEEDED', nonRetryable: true });
-  expect(detailsOf(outOfBudget)).toMatchObject({ certainty: 'may_have_executed' });
+  // Out of budget while refused, the step ends as it always did after an uncertain attempt: unknown, to be reconciled.
+  expect(outOfBudget).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true, message: expect.stringMatching(/only \d+ ms of this step's budget are left/) });
+  expect(detailsOf(outOfBudget)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
+  const lastAttempt = await failureOf(activityEnv({ ...run1, attempt: 8 }).run(() => attempt(call, (e) => e as Classified, async () => ({ sent: true }))));
+  expect(lastAttempt).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
 
   // An attempt whose worker died before it finished may have sent its request too.
   const died = { ...call, key: 'refund:test:died:v1:create_refund', operationId: 'refund:test:died:v1' };
@@ -194,6 +215,13 @@ test('an open breaker never calls a step "not executed" when an earlier attempt 
   const afterDeath = await failureOf(activityEnv({ ...run1, attempt: 2 }).run(() => attempt(died, (e) => e as Classified, async () => ({ sent: true }))));
   expect(detailsOf(afterDeath)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
   expect(afterDeath.message).toMatch(/attempt 1 of this step may have taken effect \(it never finished\)/);
+
+  // So may one that made the refund and failed after (its receipt not kept).
+  const unkept = { ...call, key: 'refund:test:unkept:v1:create_refund', operationId: 'refund:test:unkept:v1' };
+  const row = await store.operations.beginAttempt({ ...unkept, workflowId: 'wf-uncertain', runId: 'run-uncertain', attempt: 1 });
+  await store.operations.finishAttempt(row, { transportRequests: 1, outcome: 'STATE_CONFLICT', certainty: 'completed', reason: 'receipt_not_recorded', retryAfterMs: null, nextDelayMs: 200, providerRequestId: 'req_1' });
+  const afterUnkept = await failureOf(activityEnv({ ...run1, attempt: 2 }).run(() => attempt(unkept, (e) => e as Classified, async () => ({ sent: true }))));
+  expect(detailsOf(afterUnkept)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
 
   // Another operation, never attempted: nothing can have happened, and the refusal says so.
   const other = { ...call, key: 'refund:test:fresh:v1:create_refund', operationId: 'refund:test:fresh:v1' };
