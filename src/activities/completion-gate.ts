@@ -46,13 +46,11 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
 
       // The provider's two reads are one round trip, not two, with the store's (one connection, in turn) beside them.
       // Each is waited for, even once one has failed, so that no request outlives the attempt that counts it.
-      const [event, retrieved, listed, [applied, notice, trail]] = await allOrFirstError([
-        signedSuccess(input),
-        input.providerEventId ? undefined : stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) }),
+      const [{ event, refund }, listed, [applied, notice, trail]] = await allOrFirstError([
+        providerView(input),
         listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs),
         (async () => [await store.appliedRefund(input.operationId), await store.getNotification(input.noticeKey), await store.operations.auditTrail(input.operationId)] as const)(),
       ] as const);
-      const refund: ProviderView = event ?? retrieved ?? (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) }));
       const receipt = event ? event.receipt : toReceipt(refund as Stripe.Refund, false);
       const fits = refund.amount === input.amount && refund.currency === input.currency && refund.metadata?.operation_id === input.operationId;
       check(
@@ -88,6 +86,12 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       }
       return { verdict, refund: receipt, findings };
     });
+  }
+
+  /** The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it. */
+  async function providerView(input: CheckCompletionInput): Promise<{ event: Awaited<ReturnType<typeof signedSuccess>>; refund: ProviderView }> {
+    const event = await signedSuccess(input);
+    return { event, refund: event ?? (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) })) };
   }
 
   /** The provider's signed word that the refund succeeded, as the receiver recorded it, when the run was handed one. */

@@ -67,14 +67,15 @@ export class CircuitBreaker {
       if (this.probes.length >= this.settings.halfOpenProbes) return this.refusal(this.settings.cooldownMs);
       this.probes.push(now);
     }
-    this.out = [...this.recent(this.out, now), now];
+    this.recent(this.out, now).push(now);
     return undefined;
   }
 
   succeeded(): void {
     this.settle();
     if (this.state === 'closed') {
-      this.successes = [...this.recent(this.successes, this.now()), this.now()];
+      const now = this.now();
+      this.recent(this.successes, now).push(now);
       return;
     }
     this.state = 'closed';
@@ -100,14 +101,14 @@ export class CircuitBreaker {
     }
     if (this.state !== 'closed') return;
     const now = this.now();
-    this.failures = [...this.recent(this.failures, now), now];
-    this.successes = this.recent(this.successes, now);
+    this.recent(this.failures, now).push(now);
+    this.recent(this.successes, now);
     // Open once the failures are enough, and at least half of the window's calls, counting those still out: a burst
     // of concurrent calls whose first answers are fast failures (a 429, a reset) waits for the rest. Opened on five
     // failures in a row, it refused the forty-five of fifty that were about to succeed; a success that reset the
     // count, on the other hand, kept it closed through a partial outage that failed nine calls in ten.
     const failed = this.failures.length;
-    if (failed >= this.settings.failureThreshold && 2 * failed >= failed + this.successes.length + this.out.length) this.open();
+    if (failed >= this.settings.failureThreshold && failed >= this.successes.length + this.out.length) this.open();
   }
 
   snapshot(): BreakerSnapshot {
@@ -118,12 +119,13 @@ export class CircuitBreaker {
 
   /** One call's verdict is in; calls out longer than the window (their worker stuck) are given up. */
   private settle(): void {
-    this.out = this.recent(this.out, this.now());
-    this.out.shift();
+    this.recent(this.out, this.now()).shift();
   }
 
+  /** Drops the times older than the window (each list is in the order it was written), and returns the list. */
   private recent(times: number[], now: number): number[] {
-    return times.filter((t) => now - t < this.settings.windowMs);
+    while (times.length > 0 && now - times[0]! >= this.settings.windowMs) times.shift();
+    return times;
   }
 
   private open(): void {

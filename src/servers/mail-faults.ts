@@ -1,7 +1,7 @@
 // Faults the local SMTP server injects, armed through the mailbox API (POST /_faults) and scoped
 // by recipient so that tests running side by side do not disturb each other.
 import { z } from 'zod';
-import { takeDue, type Spaced } from './due-fault';
+import { spacing, takeDue, unfired, type Spaced } from './due-fault';
 
 export const MAIL_FAULT_KINDS = [
   /** Answer a command with an SMTP error reply (4xx: try later; 5xx: refused for good). */
@@ -20,9 +20,7 @@ export const mailFaultSchema = z
     delayMs: z.number().int().min(0).max(600_000).optional(),
     /** recipient: any stage; messageId: the data stage and drop_after_accept, where the message is known. */
     match: z.object({ recipient: z.string().min(1).optional(), messageId: z.string().min(1).optional() }).strict().default({}),
-    count: z.number().int().min(1).max(10_000).default(1),
-    /** Fires on every `every`-th message stage it matches (1: each), `count` times. */
-    every: z.number().int().min(1).max(10_000).default(1),
+    ...spacing,
   })
   .strict();
 
@@ -36,7 +34,6 @@ export type MailStage = MailFaultSpec['stage'];
 export function createMailFaults() {
   const armed: ArmedMailFault[] = [];
   let next = 1;
-  const take = (test: (f: ArmedMailFault) => boolean): ArmedMailFault | undefined => takeDue(armed, test);
   const forMessage = (f: ArmedMailFault, recipients: string[], messageId: string | undefined) =>
     (f.match.recipient === undefined || recipients.some((r) => r.toLowerCase() === f.match.recipient!.toLowerCase())) &&
     (f.match.messageId === undefined || f.match.messageId === messageId);
@@ -44,7 +41,7 @@ export function createMailFaults() {
   return {
     arm(input: unknown): ArmedMailFault {
       const spec = mailFaultSchema.parse(input);
-      const fault = { ...spec, id: `mailfault_${next++}`, remaining: spec.count, hits: 0, seen: 0 };
+      const fault = { ...spec, id: `mailfault_${next++}`, ...unfired(spec.count) };
       armed.push(fault);
       return fault;
     },
@@ -56,11 +53,11 @@ export function createMailFaults() {
     },
     /** An error reply for this stage, given the recipients (and, at data, the Message-ID) known so far. */
     reply(stage: MailStage, recipients: string[], messageId?: string): ArmedMailFault | undefined {
-      return take((f) => f.kind === 'reply' && f.stage === stage && forMessage(f, recipients, messageId));
+      return takeDue(armed, (f) => f.kind === 'reply' && f.stage === stage && forMessage(f, recipients, messageId));
     },
     /** Whether to cut the connection after storing this message. */
     dropAfterAccept(recipients: string[], messageId: string | undefined): ArmedMailFault | undefined {
-      return take((f) => f.kind === 'drop_after_accept' && forMessage(f, recipients, messageId));
+      return takeDue(armed, (f) => f.kind === 'drop_after_accept' && forMessage(f, recipients, messageId));
     },
   };
 }

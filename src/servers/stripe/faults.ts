@@ -2,7 +2,7 @@
 // admin API (POST /_faults) and scoped so that tests running side by side do not disturb each
 // other. Each fault fires for the next `count` requests it matches, or on every `every`-th one.
 import { z } from 'zod';
-import { takeDue, type Spaced } from '../due-fault';
+import { spacing, takeDue, unfired, type Spaced } from '../due-fault';
 import type { ApiResponse } from './api';
 import type { FormParams } from './form';
 
@@ -42,9 +42,7 @@ export const stripeFaultSchema = z
       })
       .strict()
       .default({}),
-    count: z.number().int().min(1).max(10_000).default(1),
-    /** Fires on every `every`-th request it matches (1: each), `count` times: faults spread through traffic instead of a burst. */
-    every: z.number().int().min(1).max(10_000).default(1),
+    ...spacing,
     status: z.number().int().min(500).max(599).default(500),
     retryAfterSeconds: z.number().min(0).max(3600).default(1),
     delayMs: z.number().int().min(0).max(600_000).optional(),
@@ -105,7 +103,7 @@ export function createStripeFaults() {
   return {
     arm(input: unknown): ArmedFault {
       const spec = stripeFaultSchema.parse(input);
-      const fault: ArmedFault = { ...spec, id: `fault_${next++}`, remaining: spec.count, hits: 0, seen: 0 };
+      const fault: ArmedFault = { ...spec, id: `fault_${next++}`, ...unfired(spec.count) };
       armed.push(fault);
       return fault;
     },
