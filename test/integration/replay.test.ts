@@ -62,6 +62,9 @@ test('the bundle `npm run bundle` writes for production workers replays every re
   expect(at).toBeGreaterThan(-1);
   expect(preload).toContain('__webpack_require__(/*! zod */ "./node_modules/zod/v4/classic/external.js")');
   expect(code).not.toContain('./src/reliability/policy-schema.ts');
+  // Activity-side modules (the breaker, the policy file's loader) are not workflow code: changing them cannot break a replay.
+  for (const activitySide of ['circuit-breaker', 'policy-file', 'attempt', 'completion-gate']) expect(code).not.toMatch(new RegExp(`/\\*\\*\\*/ "\\./src/[a-z/-]+/${activitySide}\\.ts"`));
+  expect(code).toMatch(/\/\*\*\*\/ "\.\/src\/workflows\/refund\.ts"/);
   fs.rmSync(path.dirname(out), { recursive: true, force: true });
 });
 
