@@ -1,8 +1,10 @@
 // The Stripe SDK's HTTP client, replaced so that the SDK never resends on its own and every
 // failure says whether the request could have reached Stripe. stripe-node resends once after
 // ECONNRESET/EPIPE even with maxNetworkRetries 0; our errors never carry those codes, so the
-// activity's Temporal retry policy stays the only retry loop. One connection per request (no
-// keep-alive): a stale pooled socket would turn a request that never left into a lost response.
+// activity's Temporal retry policy stays the only retry loop. A request that can make an effect
+// (anything but a GET) has a connection of its own: a stale pooled socket would turn a request that
+// never left into a lost response, and a lost create is reconciled, never resent blind. Reads reuse
+// kept-alive connections: a read that fails that way changed nothing, and is just asked again.
 import http from 'node:http';
 import https from 'node:https';
 import Stripe from 'stripe';
@@ -30,6 +32,12 @@ export class TransportError extends Error {
     this.code = timedOut ? 'ETIMEDOUT' : stage === 'sent' ? 'RESPONSE_LOST' : 'REQUEST_NOT_SENT';
   }
 }
+
+/** Kept-alive connections for reads, shared by every client in the process; an idle one is closed after a second, before a server would close it. */
+const READ_AGENTS = {
+  http: new http.Agent({ keepAlive: true, timeout: 1000 }),
+  https: new https.Agent({ keepAlive: true, timeout: 1000 }),
+};
 
 export class StripeTransport extends Stripe.HttpClient {
   override getClientName(): string {
@@ -61,7 +69,8 @@ export class StripeTransport extends Stripe.HttpClient {
         const what = timedOut ? `no answer within ${timeoutMs} ms` : `${err.code ?? err.name}: ${err.message}`;
         reject(new TransportError(stage, timedOut, err.code ?? null, `${method} ${path}: ${what} (${stage === 'sent' ? 'after the request was sent' : 'before it was sent'})`));
       };
-      const req = (protocol === 'http' ? http : https).request({ host, port, path, method, headers, agent: false });
+      const agent = method === 'GET' ? READ_AGENTS[protocol === 'http' ? 'http' : 'https'] : false;
+      const req = (protocol === 'http' ? http : https).request({ host, port, path, method, headers, agent });
       // One deadline for the whole exchange, answer included: not an idle timeout that a trickle could extend.
       const timer = setTimeout(() => {
         timedOut = true;
