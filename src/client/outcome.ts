@@ -1,6 +1,7 @@
 // Waiting for a refund run from outside: it ends with a result, or parks for a person and waits;
 // a caller must not wait forever on a run that waits for them.
 import type { WorkflowHandle } from '@temporalio/client';
+import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
 import { SEARCH_ATTRIBUTES } from '../shared';
 import { stepsQuery, type refundWorkflow, type RefundResult, type RefundRunState } from '../workflows';
@@ -35,8 +36,8 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
     waiting.signal.addEventListener('abort', abort, { once: true });
     return handle.client.connection.withAbortSignal(own.signal, fn).finally(() => waiting.signal.removeEventListener('abort', abort));
   };
-  /** Returns once the run has closed: one long poll at a time, each a call of its own (handle.result() makes them all on one signal). */
-  const closed = async (): Promise<void> => {
+  /** The run's close event, once it has closed: one long poll at a time, each a call of its own (handle.result() makes them all on one signal). */
+  const closed = async (): Promise<temporal.api.history.v1.IHistoryEvent> => {
     let nextPageToken: Uint8Array | undefined;
     for (;;) {
       const { history, nextPageToken: next } = await call(() =>
@@ -49,16 +50,26 @@ export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, p
           nextPageToken,
         }),
       );
-      if (history?.events?.length) return;
+      const event = history?.events?.[0];
+      if (event) return event;
       nextPageToken = next ?? undefined;
     }
   };
   const result = (async (): Promise<RunOutcome> => {
     // A failed long poll is left to the SDK's own wait, which asks again and throws its typed error (not found …).
-    await closed().catch(() => undefined);
+    const event = await closed().catch(() => undefined);
+    // A completed run's result is in its close event: decoded here, it costs no second call. Any other
+    // ending (failed, terminated, continued as new …) is left to the SDK, which throws its typed error.
+    const completed = event?.workflowExecutionCompletedEventAttributes;
+    if (completed) {
+      const [value] = await decodeArrayFromPayloads(handle.client.options.loadedDataConverter, completed.result?.payloads);
+      return { kind: 'result', result: value as RefundResult };
+    }
     return { kind: 'result', result: await call(() => handle.result()) };
   })();
   const parked = (async (): Promise<RunOutcome> => {
+    // A run just started is not parked yet: the first look waits a poll, like every other.
+    await new Promise((r) => setTimeout(r, pollMs));
     while (!waiting.signal.aborted) {
       const described = await call(() => handle.describe()).catch(() => undefined);
       const status = described?.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status);

@@ -1,6 +1,7 @@
 // Waiting for a run from outside (outcomeOf), against a handle that answers the way the SDK does: each
 // call made under an abort signal adds a listener to it and never takes it away.
 import type { WorkflowHandle } from '@temporalio/client';
+import { defaultFailureConverter, defaultPayloadConverter } from '@temporalio/common';
 import { getEventListeners } from 'node:events';
 import { outcomeOf } from '../../src/client/outcome';
 import type { refundWorkflow, RefundRunState } from '../../src/workflows';
@@ -12,9 +13,11 @@ interface FakeRun {
   closesAfter?: number;
   execution?: string;
   result?: unknown;
+  /** The close event carries this result (a completed run); otherwise it carries none, and the SDK's result() is asked. */
+  completedWith?: unknown;
 }
 
-function fakeRun({ statuses, closesAfter, execution = 'RUNNING', result = { status: 'completed' } }: FakeRun) {
+function fakeRun({ statuses, closesAfter, execution = 'RUNNING', result = { status: 'completed' }, completedWith }: FakeRun) {
   const signals = new Set<AbortSignal>();
   const calls: string[] = [];
   const state = { status: 'needs_attention' } as RefundRunState;
@@ -23,7 +26,7 @@ function fakeRun({ statuses, closesAfter, execution = 'RUNNING', result = { stat
   const handle = {
     workflowId: 'refund-ord_1-v1',
     client: {
-      options: { namespace: 'default' },
+      options: { namespace: 'default', loadedDataConverter: { payloadConverter: defaultPayloadConverter, failureConverter: defaultFailureConverter, payloadCodecs: [] } },
       connection: {
         withAbortSignal<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
           signals.add(signal);
@@ -36,7 +39,8 @@ function fakeRun({ statuses, closesAfter, execution = 'RUNNING', result = { stat
           calls.push('long poll');
           await new Promise((r) => setTimeout(r, 2));
           if (closesAfter === undefined || polls++ < closesAfter) return { history: { events: [] }, nextPageToken: new Uint8Array([polls]) };
-          return { history: { events: [{ eventId: 30 }] } };
+          const completed = completedWith === undefined ? {} : { workflowExecutionCompletedEventAttributes: { result: { payloads: [defaultPayloadConverter.toPayload(completedWith)] } } };
+          return { history: { events: [{ eventId: 30, ...completed }] } };
         },
       },
     },
@@ -97,4 +101,10 @@ test('stops when the caller gives up, and begins no call after that', async () =
   const after = run.calls.length;
   await new Promise((r) => setTimeout(r, 30));
   expect(run.calls.length).toBe(after);
+});
+
+test('a completed run\'s result is read from its close event: no second call for it, and a run that ends before the first poll is never described', async () => {
+  const run = fakeRun({ statuses: ['running'], closesAfter: 1, completedWith: { status: 'completed', refundId: 're_1' } });
+  expect(await outcomeOf(run.handle, 1000)).toEqual({ kind: 'result', result: { status: 'completed', refundId: 're_1' } });
+  expect(run.calls).toEqual(['long poll', 'long poll']);
 });
