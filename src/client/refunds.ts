@@ -36,15 +36,21 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
     });
   }
   try {
+    // FAIL, not USE_EXISTING: a start that returns created this run from this request, so only a
+    // run that was already there (running or closed) is read back to compare its request.
     handle = await client.workflow.start(refundWorkflow, {
       taskQueue,
       workflowId,
       args: [request],
-      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdConflictPolicy: 'FAIL',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      // Findable by order from the start, before a worker has run a single step of it.
-      typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.orderId, value: request.orderId }],
+      // Findable by order, and running, from the start: the run's first workflow task need not say so (refund-run.ts).
+      typedSearchAttributes: [
+        { key: SEARCH_ATTRIBUTES.orderId, value: request.orderId },
+        { key: SEARCH_ATTRIBUTES.status, value: 'running' },
+      ],
     });
+    return { workflowId, handle, request };
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
     handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);

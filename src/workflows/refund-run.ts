@@ -140,11 +140,16 @@ export class RefundRun {
 
   constructor(readonly request: RefundRequest) {
     this.ctx = { request, operationId: '' };
-    this.budget = new RunBudget(DEFAULT_POLICY.budget, workflowInfo().runStartTime.getTime());
-    upsertSearchAttributes([
-      { key: SEARCH_ATTRIBUTES.orderId, value: request.orderId },
-      { key: SEARCH_ATTRIBUTES.status, value: 'running' },
-    ]);
+    const { runStartTime, typedSearchAttributes: started } = workflowInfo();
+    this.budget = new RunBudget(DEFAULT_POLICY.budget, runStartTime.getTime());
+    // startRefund starts a run with both already set (in its started event, so a replay decides the same):
+    // the upsert, an event and a visibility write, is left to runs started another way (the temporal CLI, a batch).
+    if (started.get(SEARCH_ATTRIBUTES.orderId) !== request.orderId || started.get(SEARCH_ATTRIBUTES.status) !== 'running') {
+      upsertSearchAttributes([
+        { key: SEARCH_ATTRIBUTES.orderId, value: request.orderId },
+        { key: SEARCH_ATTRIBUTES.status, value: 'running' },
+      ]);
+    }
   }
 
   get policy(): RecoveryPolicy {

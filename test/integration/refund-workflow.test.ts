@@ -87,6 +87,23 @@ test('asking again for the same refund returns the first run and refunds once', 
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
 });
 
+test('a start that creates the run reads nothing back; attaching to an existing run reads its request to compare', async () => {
+  const order = await h.seedOrder(newOrderId());
+  const reads = jest.spyOn(h.env.client.workflowService, 'getWorkflowExecutionHistory');
+  try {
+    const first = await startRefund(h.env.client, request(order.id));
+    expect(reads).not.toHaveBeenCalled();
+    // Started running: the run's first workflow task need not upsert its status (bulkheads.test.ts counts the events).
+    expect((await first.handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['running'], RefundOrderId: [order.id] });
+    const again = await startRefund(h.env.client, request(order.id));
+    expect(reads).toHaveBeenCalledTimes(1);
+    expect((await again.handle.result()).status).toBe('completed');
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  } finally {
+    reads.mockRestore();
+  }
+});
+
 test('a changed intent under the same operation version is refused; a new version is a new refund', async () => {
   const order = await h.seedOrder(newOrderId());
   await refund(h.env.client, request(order.id, 1000));

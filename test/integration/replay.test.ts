@@ -27,7 +27,7 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited, bulkhead, budget-edge and local-step paths', () => {
+test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited, bulkhead, budget-edge and local-step paths, and a run startRefund started running', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'refund-awaited-webhook.json',
     'refund-bulkheads.json',
@@ -40,6 +40,7 @@ test('the recordings cover the completed, reconciled, unknown, compensated, earl
     'refund-local-steps.json',
     'refund-parked-then-retried.json',
     'refund-reconciled.json',
+    'refund-started-running.json',
     'refund-unknown.json',
   ]);
 });
