@@ -27,7 +27,7 @@ export const BENCH_QUEUES: Record<Exclude<Variant, 'project'>, string> = { bare:
 
 export interface MatrixOptions {
   concurrency: number[];
-  /** Runs per variant and cell at concurrency 1; a cell at concurrency c runs max(runs, 2c). */
+  /** Runs per variant and cell at concurrency 1; a cell at concurrency c runs max(runs, 4c): its first and last waves ramp up and down, and with 2c a cell measured little else. */
   runs: number;
   /** Turns each cell is split into (ABCABC…). */
   rounds: number;
@@ -36,7 +36,7 @@ export interface MatrixOptions {
   segmentTimeoutMs: number;
 }
 
-export const runsAt = (opts: Pick<MatrixOptions, 'runs'>, concurrency: number) => Math.max(opts.runs, 2 * concurrency);
+export const runsAt = (opts: Pick<MatrixOptions, 'runs'>, concurrency: number) => Math.max(opts.runs, 4 * concurrency);
 
 /** The faults each segment with faults gets, as shares of its runs (at least one of each): the same for every variant. */
 export const FAULT_SCHEDULE = {
@@ -80,6 +80,20 @@ export interface CellResult {
   /** Faults that fired, counted by the servers (and the kills we made). */
   injected: { lostAnswers: number; rateLimits: number; resets: number; smtpTransient: number; workerKills: number };
   worker: { cpuMs: number; cpuMsPerRun: number; peakRssBytes: number };
+  /**
+   * CPU time per run of the rest of the stack while the variant's segments ran: the Temporal dev
+   * server, Toxiproxy, and the bench's own process (its Temporal client, the Stripe and SMTP
+   * servers; the evidence is read after the segments). On a machine this small, the sum with the
+   * worker's is what decides throughput once the machine is busy.
+   */
+  stackCpuMsPerRun: { temporal: number; toxiproxy: number; benchProcess: number };
+}
+
+/** CPU time so far of the processes around the workers: a segment's share is the difference. */
+function stackCpu(stack: ChaosStack) {
+  const of = (pid: number | undefined) => (pid === undefined ? 0 : (sampleProcess(pid)?.cpuMs ?? 0));
+  const own = process.cpuUsage();
+  return { temporal: of(stack.pids.temporal), toxiproxy: of(stack.pids.toxiproxy), benchProcess: (own.user + own.system) / 1000 };
 }
 
 /** One variant's worker process, replaced when killed, with the CPU time of every process it had. */
@@ -211,7 +225,10 @@ async function driveRun(stack: ChaosStack, variant: Variant, order: Omit<RunReco
     const outcome = await outcomeOf(handle as WorkflowHandle<typeof refundWorkflow>, 2000, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
     if (!outcome) return done(workflowId, 'not settled');
     if (outcome instanceof Error) return done(workflowId, 'failed');
-    return done(workflowId, outcome.kind === 'result' ? outcome.result.status : `parked (${outcome.state.effect.status})`);
+    if (outcome.kind === 'result') return done(workflowId, outcome.result.status);
+    // Why it parked, in the report: what is known of the refund, and the step and failure it stopped at.
+    const { effect, lastFailure } = outcome.state;
+    return done(workflowId, `parked (${effect.status}${lastFailure ? `; ${lastFailure.step}: ${lastFailure.reason}` : ''})`);
   }
   const input: BareRefundInput = { orderId: order.orderId, paymentIntentId: order.paymentIntentId, amount: order.amount, currency: 'usd', email: order.email };
   const workflowId = `bench-${variant}-${order.orderId}`;
@@ -321,9 +338,9 @@ export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, o
           orders[v].push({ orderId, paymentIntentId: order.paymentIntentId, email, amount });
         }
       }
-      const acc = Object.fromEntries(VARIANTS.map((v) => [v, { records: [] as RunRecord[], durationMs: 0, cpuMs: 0, injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 } }])) as Record<
+      const acc = Object.fromEntries(VARIANTS.map((v) => [v, { records: [] as RunRecord[], durationMs: 0, cpuMs: 0, stackCpuMs: { temporal: 0, toxiproxy: 0, benchProcess: 0 }, injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 } }])) as Record<
         Variant,
-        { records: RunRecord[]; durationMs: number; cpuMs: number; injected: CellResult['injected'] }
+        { records: RunRecord[]; durationMs: number; cpuMs: number; stackCpuMs: CellResult['stackCpuMsPerRun']; injected: CellResult['injected'] }
       >;
       const perRound = Math.ceil(runs / opts.rounds);
       for (let round = 0; round < opts.rounds; round++) {
@@ -331,11 +348,14 @@ export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, o
           const slice = orders[v].slice(round * perRound, (round + 1) * perRound);
           if (!slice.length) continue;
           const cpuBefore = workers.workers[v].cpuMs();
+          const stackBefore = stackCpu(stack);
           const seg = await runSegment(stack, workers, v, slice, concurrency, mode === 'faults', opts.segmentTimeoutMs, onRun);
           // Let the worker finish what the results do not wait for (a last activity's completion) before its CPU is read.
           await sleep(200);
           const a = acc[v];
           a.cpuMs += workers.workers[v].cpuMs() - cpuBefore;
+          const stackAfter = stackCpu(stack);
+          for (const k of Object.keys(a.stackCpuMs) as (keyof CellResult['stackCpuMsPerRun'])[]) a.stackCpuMs[k] += stackAfter[k] - stackBefore[k];
           a.records.push(...seg.records);
           a.durationMs += seg.durationMs;
           for (const k of Object.keys(a.injected) as (keyof CellResult['injected'])[]) a.injected[k] += seg.injected[k];
@@ -370,6 +390,11 @@ export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, o
           wrongOrders: ev.wrongOrders,
           injected: a.injected,
           worker: { cpuMs: a.cpuMs, cpuMsPerRun: a.cpuMs / a.records.length, peakRssBytes: workers.workers[v].peakRssBytes },
+          stackCpuMsPerRun: {
+            temporal: a.stackCpuMs.temporal / a.records.length,
+            toxiproxy: a.stackCpuMs.toxiproxy / a.records.length,
+            benchProcess: a.stackCpuMs.benchProcess / a.records.length,
+          },
         });
         if (v === 'project' && mode === 'none') {
           for (const [workflowId, history] of ev.histories) projectHistories.push({ workflowId, history });

@@ -11,6 +11,9 @@ export const BARE_SHAPE_MIN_EVENTS = minimumEvents(3);
 /** Temporal's default limit on a workflow's history events (the server terminates a run past it). */
 export const HISTORY_EVENT_LIMIT = 51_200;
 
+/** CPU time per run of every process the variant kept busy: its worker and the rest of the stack. */
+export const machineCpuMsPerRun = (c: CellResult) => c.worker.cpuMsPerRun + c.stackCpuMsPerRun.temporal + c.stackCpuMsPerRun.toxiproxy + c.stackCpuMsPerRun.benchProcess;
+
 export const TARGETS = { throughput: 0.85, p50: 1.2, eventsOverBareMinimum: 1.3 } as const;
 
 const f = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
@@ -34,10 +37,12 @@ function cellRows(cells: CellResult[]): (string | number)[][] {
     c.wrongOrders,
     f(c.worker.cpuMsPerRun),
     mb(c.worker.peakRssBytes),
+    `${f(c.stackCpuMsPerRun.temporal)} / ${f(c.stackCpuMsPerRun.toxiproxy)} / ${f(c.stackCpuMsPerRun.benchProcess)}`,
+    f(machineCpuMsPerRun(c)),
   ]);
 }
 
-const CELL_HEAD = ['variant', 'conc.', 'completed', 'runs/s', 'p50 / p95 / p99', 'events/run', 'bytes/run', 'effect req./effect', 'all req./effect', 'dup. refunds / emails', 'wrong orders', 'worker CPU ms/run', 'worker peak RSS'];
+const CELL_HEAD = ['variant', 'conc.', 'completed', 'runs/s', 'p50 / p95 / p99', 'events/run', 'bytes/run', 'effect req./effect', 'all req./effect', 'dup. refunds / emails', 'wrong orders', 'worker CPU ms/run', 'worker peak RSS', 'Temporal / proxy / bench process CPU ms/run', 'all CPU ms/run'];
 
 export function renderReport(r: BenchReport): string {
   const out: string[] = [];
@@ -47,7 +52,7 @@ export function renderReport(r: BenchReport): string {
   out.push(`- Command: \`${r.command}\``);
   out.push(`- Date: ${r.date}; took ${Math.round(r.durationMs / 1000)} s`);
   const { matrix: m, scale: sc } = r.options;
-  out.push(`- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant at concurrency 1 (at c: at least 2c), in ${m.rounds} round(s); faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`);
+  out.push(`- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant at concurrency 1 (at c: at least 4c), in ${m.rounds} round(s); faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`);
   out.push(`- Machine: ${machine.cpus} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ${machine.platform}`);
   out.push(`- Versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v.replace(/\n/g, '; ')}`).join(', ')}`);
   out.push('- Variants: **bare** (Temporal alone: three plain activities), **project** (the refund workflow as shipped), **naive** (retry the whole run, no keys). What each is, how it is counted and the minimum history: [README.md](README.md).');
@@ -78,11 +83,13 @@ export function renderReport(r: BenchReport): string {
   out.push('');
   out.push(`Targets without faults: throughput at least ${TARGETS.throughput}×, p50 at most ${TARGETS.p50}×, events at most ${TARGETS.eventsOverBareMinimum}× the bare shape's minimum (${BARE_SHAPE_MIN_EVENTS}).`);
   out.push('');
-  out.push(table(['faults', 'conc.', 'throughput ×', 'p50 ×', 'events ×bare', 'events ×bare minimum'], r.ratios.map((x) => {
+  out.push(`CPU × is the project's CPU time per run over bare's: its worker alone, and every process together (worker, Temporal, proxy, the bench process with the Stripe and SMTP servers). Once the machine's ${r.machine.cpus} cores are busy, throughput × falls towards 1 / (CPU × of every process).`);
+  out.push('');
+  out.push(table(['faults', 'conc.', 'throughput ×', 'p50 ×', 'events ×bare', 'events ×bare minimum', 'worker CPU ×', 'all CPU ×'], r.ratios.map((x) => {
     const project = r.cells.find((c) => c.variant === 'project' && c.faults === x.faults && c.concurrency === x.concurrency)!;
     const mark = (ok: boolean) => (x.faults === 'none' ? (ok ? ' ✓' : ' ✗') : '');
     const overMin = project.history.eventsPerRun / BARE_SHAPE_MIN_EVENTS;
-    return [x.faults, x.concurrency, f(x.throughput, 2) + mark(x.throughput >= TARGETS.throughput), f(x.p50, 2) + mark(x.p50 <= TARGETS.p50), f(x.events, 2), f(overMin, 2) + mark(overMin <= TARGETS.eventsOverBareMinimum)];
+    return [x.faults, x.concurrency, f(x.throughput, 2) + mark(x.throughput >= TARGETS.throughput), f(x.p50, 2) + mark(x.p50 <= TARGETS.p50), f(x.events, 2), f(overMin, 2) + mark(overMin <= TARGETS.eventsOverBareMinimum), f(x.workerCpu, 2), f(x.machineCpu, 2)];
   })));
   out.push('');
   const s = r.scale;

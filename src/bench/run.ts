@@ -10,6 +10,7 @@ import { DEFAULT_POLICY } from '../reliability/default-policy';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { findTool } from '../stack/tools';
 import { runMatrix, startVariantWorkers, type MatrixOptions, type CellResult, VARIANTS, runsAt } from './matrix';
+import { machineCpuMsPerRun } from './report';
 import { measureScale, type ScaleOptions, type ScaleResult } from './scale';
 
 /**
@@ -38,7 +39,7 @@ export interface BenchReport {
   versions: Record<string, string>;
   options: { matrix: MatrixOptions; scale: ScaleOptions };
   cells: CellResult[];
-  ratios: { faults: string; concurrency: number; throughput: number; p50: number; events: number }[];
+  ratios: { faults: string; concurrency: number; throughput: number; p50: number; events: number; workerCpu: number; machineCpu: number }[];
   scale: ScaleResult;
 }
 
@@ -91,6 +92,8 @@ export async function runBench(opts: BenchOptions, progress: { total(n: number):
             throughput: b.throughput / a.throughput,
             p50: b.latencyMs.p50 / a.latencyMs.p50,
             events: b.history.eventsPerRun / a.history.eventsPerRun,
+            workerCpu: b.worker.cpuMsPerRun / a.worker.cpuMsPerRun,
+            machineCpu: machineCpuMsPerRun(b) / machineCpuMsPerRun(a),
           };
         }),
       );

@@ -61,6 +61,8 @@ export interface ChaosStack {
   toxiproxy: Toxiproxy;
   proxies: { stripe: Proxy; smtp: Proxy; temporal: Proxy };
   workers: WorkerProcess[];
+  /** The Temporal dev server's and Toxiproxy's processes (what the benchmark reads CPU time from). */
+  pids: { temporal: number | undefined; toxiproxy: number | undefined };
   /** SIGKILLs worker `index` and starts a new one in its place. */
   replaceWorker(index: number): Promise<void>;
   /** The next refund Stripe makes kills every worker the moment it is made, before any hears of it; they are replaced. */
@@ -204,6 +206,10 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
     toxiproxy,
     proxies,
     workers,
+    get pids() {
+      // Read each time: Toxiproxy is started again after a crash.
+      return { temporal: temporal.child.pid, toxiproxy: toxiproxy.pid };
+    },
     replaceWorker: replace,
     killAfterNextRefund() {
       armed = true;

@@ -15,7 +15,7 @@ import { wholeNumber, wholeNumbers } from './options';
 const program = new Command('bench')
   .description('Measure the refund workflow against a bare Temporal workflow of the same shape and a naive retry-everything design, side by side.')
   .option('--concurrency <list>', 'runs in flight at once, for each cell', wholeNumbers(1, 200), [1, 10, 50])
-  .option('--runs <n>', 'runs per variant and cell at concurrency 1 (at concurrency c: at least 2c)', wholeNumber(1, 10_000), 4)
+  .option('--runs <n>', 'runs per variant and cell at concurrency 1 (at concurrency c: at least 4c, so that most of a cell runs with every slot busy)', wholeNumber(1, 10_000), 20)
   .option('--rounds <n>', 'turns each cell is split into, the variants alternating (ABCABC…)', wholeNumber(1, 100), 1)
   .addOption(new Option('--faults <mode>', 'without faults, with them, or both').choices(['both', 'none', 'faults']).default('both'))
   .option('--replay <list>', 'histories replayed, for each size', wholeNumbers(0, 100_000), [100, 1000])

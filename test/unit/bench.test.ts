@@ -2,7 +2,8 @@
 // shipped policy makes while it waits for a provider.
 import { temporal } from '@temporalio/proto';
 import { historySize, percentiles } from '../../src/bench/measure';
-import { BARE_SHAPE_MIN_EVENTS, minimumEvents } from '../../src/bench/report';
+import { BARE_SHAPE_MIN_EVENTS, machineCpuMsPerRun, minimumEvents } from '../../src/bench/report';
+import type { CellResult } from '../../src/bench/matrix';
 import { shippedPolls } from '../../src/bench/scale';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 
@@ -33,4 +34,9 @@ test('the shipped policy polls a pending refund on its backoff until its deadlin
   // Doubling from initialMs to maxMs, then every maxMs: never more than the deadline allows at the fastest pace.
   expect(polls).toBeGreaterThan(deadlineMs / poll.maxMs - 1);
   expect(polls).toBeLessThanOrEqual(Math.ceil(deadlineMs / poll.initialMs));
+});
+
+test("a run's CPU on the machine is its worker's plus Temporal's, the proxy's and the bench process's", () => {
+  const cell = { worker: { cpuMs: 500, cpuMsPerRun: 50, peakRssBytes: 0 }, stackCpuMsPerRun: { temporal: 30, toxiproxy: 4, benchProcess: 8 } } as CellResult;
+  expect(machineCpuMsPerRun(cell)).toBe(92);
 });
