@@ -29,7 +29,10 @@ export interface MatrixOptions {
   concurrency: number[];
   /** Runs per variant and cell at concurrency 1; a cell at concurrency c runs max(runs, 4c): its first and last waves ramp up and down, and with 2c a cell measured little else. */
   runs: number;
-  /** Turns each cell is split into (ABCABC…). */
+  /**
+   * Turns each cell without faults is split into (ABC, BCA, CAB…). A cell with faults runs in one
+   * turn: each turn of a segment gets a worker kill of its own, and a kill costs its runs seconds.
+   */
   rounds: number;
   faultModes: FaultMode[];
   /** A run not settled this long after its segment began is counted as not settled. */
@@ -319,6 +322,8 @@ export interface MatrixResult {
   projectHistories: { workflowId: string; history: temporal.api.history.v1.IHistory }[];
 }
 
+const rotated = <T>(items: readonly T[], by: number): T[] => items.map((_, i) => items[(i + by) % items.length]!);
+
 /** Every cell of the matrix, the variants in turns within each cell. */
 export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, opts: MatrixOptions, onRun: () => void): Promise<MatrixResult> {
   const cells: CellResult[] = [];
@@ -342,9 +347,12 @@ export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, o
         Variant,
         { records: RunRecord[]; durationMs: number; cpuMs: number; stackCpuMs: CellResult['stackCpuMsPerRun']; injected: CellResult['injected'] }
       >;
-      const perRound = Math.ceil(runs / opts.rounds);
-      for (let round = 0; round < opts.rounds; round++) {
-        for (const v of VARIANTS) {
+      const rounds = mode === 'none' ? opts.rounds : 1;
+      const perRound = Math.ceil(runs / rounds);
+      for (let round = 0; round < rounds; round++) {
+        // Each round starts with the next variant (ABC, BCA, CAB…): the dev server's per-run cost grows as runs
+        // pile up in it, so the variant that always went first ran on the emptiest server.
+        for (const v of rotated(VARIANTS, round)) {
           const slice = orders[v].slice(round * perRound, (round + 1) * perRound);
           if (!slice.length) continue;
           const cpuBefore = workers.workers[v].cpuMs();

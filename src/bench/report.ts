@@ -52,7 +52,7 @@ export function renderReport(r: BenchReport): string {
   out.push(`- Command: \`${r.command}\``);
   out.push(`- Date: ${r.date}; took ${Math.round(r.durationMs / 1000)} s`);
   const { matrix: m, scale: sc } = r.options;
-  out.push(`- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant at concurrency 1 (at c: at least 4c), in ${m.rounds} round(s); faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`);
+  out.push(`- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant at concurrency 1 (at c: at least 4c), without faults in ${m.rounds} round(s), each starting with the next variant, with faults in one; faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`);
   out.push(`- Machine: ${machine.cpus} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ${machine.platform}`);
   out.push(`- Versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v.replace(/\n/g, '; ')}`).join(', ')}`);
   out.push('- Variants: **bare** (Temporal alone: three plain activities), **project** (the refund workflow as shipped), **naive** (retry the whole run, no keys). What each is, how it is counted and the minimum history: [README.md](README.md).');
