@@ -164,6 +164,11 @@ export interface SqliteOptions {
 export function openSqlite(filename: string, options: SqliteOptions = {}): Database {
   const db = new BetterSqlite3(filename);
   db.pragma('journal_mode = WAL');
+  // A commit is on disk before the call returns: an intent, an outbox entry marked sending and an attempt's
+  // ledger row must survive a power cut or a kernel crash, not only the worker's death, or a retry after one
+  // would send again. Said explicitly: better-sqlite3 builds SQLite to sync a WAL only at checkpoints
+  // (NORMAL) once the database is in WAL mode, whatever the pragma read before the first write.
+  db.pragma('synchronous = FULL');
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   db.pragma('foreign_keys = ON');
   const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: preparedOnce(db) }) });

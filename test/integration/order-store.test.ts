@@ -21,7 +21,7 @@ import {
   type OrderStore,
   type SqlOrderStore,
 } from '../../src/store';
-import { openPostgres } from '../../src/store/database';
+import { openPostgres, openSqlite } from '../../src/store/database';
 import { SqlOperationLog } from '../../src/store/operation-log';
 import { DIALECTS, freshDatabase } from '../helpers/databases';
 
@@ -452,6 +452,18 @@ describe('SQLite files and DATABASE_URL', () => {
     const db = new Database(url.slice('sqlite:'.length), { readonly: true });
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     db.close();
+  });
+
+  it('syncs every commit to disk (synchronous FULL), not only at checkpoints', async () => {
+    const db = openSqlite(path.join(dir, 'synchronous.db'));
+    try {
+      await db.run(sql`CREATE TABLE t (x INTEGER)`);
+      await db.run(sql`INSERT INTO t VALUES (1)`);
+      // On the connection that wrote (the setting is the connection's): WAL mode's default would say 1 (NORMAL) by now.
+      expect(await db.one(sql<{ synchronous: number }>`PRAGMA synchronous`)).toEqual({ synchronous: 2 });
+    } finally {
+      await db.close();
+    }
   });
 
   it('opens relative and in-memory SQLite URLs', async () => {
