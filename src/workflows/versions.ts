@@ -29,12 +29,25 @@ export const WHOLE_ATTEMPTS = 'whole-attempts-in-budget';
 /** Patches older than LOCAL_STEPS_EPOCH: a run that recorded the epoch takes all of their new branches. */
 const BEFORE_EPOCH: ReadonlySet<string> = new Set([PARKING, AWAIT_PROVIDER, BULKHEADS, WHOLE_ATTEMPTS]);
 
+/**
+ * The fixes of the payments review (issue 23): a run that began before them keeps the paths it
+ * took, so it replays as it ran. Asked at the start, like the epoch, for the same reason.
+ */
+export const REVIEW_FIXES = 'payments-review-fixes-v1';
+
 /** Per run: each run has its own instance of this module. Unset in workflows that never ask (the sweep, the digest …). */
 let epoch: boolean | undefined;
+let reviewed: boolean | undefined;
 
 /** Called first thing in the refund workflow, before anything can be awaited. */
 export function decideVersion(): void {
   epoch = patched(LOCAL_STEPS_EPOCH);
+  reviewed = patched(REVIEW_FIXES);
+}
+
+/** Whether this run started with the payments review's fixes. */
+export function reviewFixes(): boolean {
+  return reviewed === true;
 }
 
 /** Whether this run started with the local steps. */
