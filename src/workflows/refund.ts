@@ -25,11 +25,12 @@ import { compensationKey, stepKey } from '../reliability/identity';
 import { backoffDelay, decide, DEFAULT_AWAIT_PROVIDER, retries, withJitter } from '../reliability/policy';
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
 import { decideUpdate, type Chosen } from './decisions';
-import { furthestEvent, lifecycleRank, providerEventSignal } from './provider-events';
+import { failingTheUpdateOnly, setSignalHandler } from './messages';
+import { furthestEvent, lifecycleRank, providerEventSchema, providerEventSignal } from './provider-events';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
-import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING } from './versions';
+import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING, reviewFixes } from './versions';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
@@ -87,14 +88,16 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     return { workflowId: workflowInfo().workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
   }
   setHandler(stepsQuery, () => run.view());
-  setHandler(providerEventSignal, (event) => run.recordProviderEvent(event));
+  // A malformed message is ignored or refused, never a failed workflow task; runs begun before the schema take events as they did.
+  setSignalHandler(providerEventSignal, reviewFixes() ? providerEventSchema : null, (event) => run.recordProviderEvent(event), run.ignored);
   setHandler(
     decideUpdate,
-    (decision) => {
-      const record = run.desk.apply(decision);
-      run.noteDecision();
-      return record;
-    },
+    (decision) =>
+      failingTheUpdateOnly('the decision', () => {
+        const record = run.desk.apply(decision);
+        run.noteDecision();
+        return record;
+      }),
     { validator: (decision) => run.desk.validate(decision) },
   );
 
