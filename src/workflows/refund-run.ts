@@ -112,6 +112,9 @@ export class RunStopped extends Error {
 
 const now = () => new Date().toISOString();
 
+/** A failed step's effect nobody knows: it may have happened, or what came back cannot tell. */
+const UNKNOWN_CERTAINTIES: ReadonlySet<string> = new Set<Certainty>(['may_have_executed', 'undeterminable']);
+
 export class RefundRun {
   readonly workflowId = workflowInfo().workflowId;
   readonly steps = new StepRunner(REFUND_STEPS);
@@ -133,6 +136,7 @@ export class RefundRun {
     parked: null,
     effect: () => this.effect.status,
     cannotCompensate: () => this.cannotCompensate(),
+    outcomeUnknown: (step) => UNKNOWN_CERTAINTIES.has(this.steps.get(step).error?.certainty ?? 'none'),
     policy: () => this.decisionPolicy,
   };
   /** Who may decide, read from the workers when the run parks; until then, the run's policy. */

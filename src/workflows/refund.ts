@@ -24,7 +24,7 @@ import {
 import { compensationKey, stepKey } from '../reliability/identity';
 import { backoffDelay, decide, DEFAULT_AWAIT_PROVIDER, retries, withJitter } from '../reliability/policy';
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
-import { decideUpdate, type Chosen } from './decisions';
+import { decideUpdate, type Chosen, type DecisionRecord } from './decisions';
 import { failingTheUpdateOnly, setSignalHandler } from './messages';
 import { furthestEvent, lifecycleRank, providerEventSchema, providerEventSignal } from './provider-events';
 import { reconcile, type ReconcileTarget } from './reconcile';
@@ -175,6 +175,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       const resendApprovedAt = record.at;
       if (chosen.kind === 'compensate') next = () => compensate(run, { resendApprovedAt });
       else if (chosen.kind === 'reconcile') next = () => reconcileParked(run);
+      else if (chosen.kind === 'confirm-delivered') next = () => confirmDelivered(run, record);
       else {
         const { step } = chosen;
         // A notice whose hand-over ended unknown is sent again only on a person's decision, with the same Message-ID.
@@ -310,6 +311,21 @@ async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprove
     order: ctx.orderReceipt!,
     notification: ctx.notice!,
   };
+}
+
+/**
+ * A person looked for the notice whose hand-over ended unknown and found it delivered: the outbox
+ * records it as sent on their word, naming them (nothing is sent), the step completes, and the
+ * completion gate judges the run as always.
+ */
+async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<CompletedRefund> {
+  const key = stepKey(run.ctx.operationId, 'notify_customer');
+  const input = { key, operationId: run.ctx.operationId, by: record.by, reason: record.reason };
+  run.ctx.notice = await attempt(run, 'notify_customer', () =>
+    run.step('notify_customer', input, key, 'store', evidenced(notificationReceiptSchema), (a) => a.confirmNoticeDelivered(input), { essential: true }),
+  );
+  run.steps.note('notify_customer', `delivered, as ${record.by} confirmed: ${record.reason}`);
+  return carryOut(run, 'completion_gate');
 }
 
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */

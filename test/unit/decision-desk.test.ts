@@ -6,7 +6,7 @@ import type { DecisionPolicy } from '../../src/reliability/policy';
 const POLICY: DecisionPolicy = { roles: { ops: ['operator'], lead: ['operator', 'approver'] }, needApproval: ['compensate'], approvalTtlMs: 60_000 };
 
 function desk(over: Partial<DeskView> = {}, policy = POLICY) {
-  const view: DeskView = { parked: { failedStep: 'update_order' }, effect: () => 'refunded', cannotCompensate: () => 'the refund is refunded', policy: () => policy, ...over };
+  const view: DeskView = { parked: { failedStep: 'update_order' }, effect: () => 'refunded', cannotCompensate: () => 'the refund is refunded', outcomeUnknown: () => false, policy: () => policy, ...over };
   return new DecisionDesk(view);
 }
 
