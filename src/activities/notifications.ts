@@ -266,7 +266,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
       return deps.attempt(call, storeFailure, async () => {
         const entry = await store.confirmNotificationDelivered(input.key, { by: input.by, reason: input.reason, operationId: input.operationId, actor: actor() });
         if (entry.status !== 'sent') {
-          throw new Classified('STATE_CONFLICT', 'not_executed', 'no_unknown_handover', `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`, {
+          // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
+          throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'no_unknown_handover', `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`, {
             provider: { key: input.key, messageId: entry.messageId },
           });
         }
