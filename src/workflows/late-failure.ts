@@ -77,8 +77,8 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
   }
   const { workflowId } = workflowInfo();
   const ignored = new IgnoredMessages();
-  const state: LateFailureState = { input, status: 'examining', providerEvents: [], ignoredMessages: ignored.view(), compensations: [], reason: null };
-  setHandler(followUpQuery, () => ({ ...state, ignoredMessages: ignored.view() }));
+  const state: LateFailureState = { input, status: 'examining', providerEvents: [], ignoredMessages: ignored.view, compensations: [], reason: null };
+  setHandler(followUpQuery, () => state);
   // The events are kept for operators only (nothing here acts on them): parsing them changes no command, so no patch.
   setSignalHandler(
     providerEventSignal,

@@ -27,17 +27,14 @@ const KEPT = 20;
 const INPUT_CHARS = 200;
 
 export class IgnoredMessages {
-  private total = 0;
-  private readonly latest: IgnoredMessage[] = [];
+  /** Live: the run's state holds this object. */
+  readonly view: IgnoredMessagesView = { total: 0, latest: [] };
 
   note(message: string, reason: string, input: unknown): void {
-    this.total += 1;
-    this.latest.push({ at: new Date().toISOString(), message, reason, input: render(input) });
-    if (this.latest.length > KEPT) this.latest.shift();
-  }
-
-  view(): IgnoredMessagesView {
-    return { total: this.total, latest: [...this.latest] };
+    const { view } = this;
+    view.total += 1;
+    view.latest.push({ at: new Date().toISOString(), message, reason, input: render(input) });
+    if (view.latest.length > KEPT) view.latest.shift();
   }
 }
 

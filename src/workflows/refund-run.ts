@@ -219,7 +219,7 @@ export class RefundRun {
       parked: this.parked,
       decisions: this.desk.records,
       providerEvents: this.providerEvents,
-      ignoredMessages: this.ignored.view(),
+      ignoredMessages: this.ignored.view,
       awaitingProvider: this.awaitingProvider,
       steps: this.steps.table(),
     });
