@@ -69,7 +69,10 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
         applied ? `order ${applied.orderId} records ${applied.refundId} for ${applied.amount}${applied.revertedByKey ? `, reverted by ${applied.revertedByKey}` : ''}` : 'the order records no refund for this operation',
       );
 
-      check('notification_state', notice?.status === 'sent', notice ? `notice ${notice.messageId} is ${notice.status}` : 'no notice in the outbox');
+      // Sent on a person's word (confirm-delivered) passes too, and says so: the server's answer never came.
+      const byPerson = trail.find((e) => e.event === 'notification_sent' && e.detail.key === input.noticeKey && typeof e.detail.confirmedBy === 'string');
+      const onWord = byPerson ? `: delivery confirmed by ${String(byPerson.detail.confirmedBy)} (${String(byPerson.detail.reason)})` : '';
+      check('notification_state', notice?.status === 'sent', notice ? `notice ${notice.messageId} is ${notice.status}${onWord}` : 'no notice in the outbox');
 
       const events = trail.map((e) => e.event);
       const confirmed = events.includes('refund_confirmed') || trail.some((e) => e.event === 'reconciled' && e.detail.result === 'completed');

@@ -39,6 +39,15 @@ export interface RefundNoticeInput {
   resendApprovedAt?: string;
 }
 
+/** A person's word that a notice whose hand-over is unknown was delivered (the confirm-delivered decision). */
+export interface ConfirmDeliveredInput {
+  key: string;
+  operationId: string;
+  /** Who confirmed it, and their evidence. */
+  by: string;
+  reason: string;
+}
+
 export interface DigestInput {
   /** `digest:<occurrence id>`. */
   key: string;
@@ -245,6 +254,24 @@ export function createNotificationActivities(deps: NotificationDeps) {
             'Depending on your bank it can take 5-10 business days to appear on your statement.',
           ].join('\n'),
         );
+      });
+    },
+
+    /**
+     * Settles a notice whose hand-over is unknown on a person's word that it was delivered: the outbox
+     * entry becomes sent, naming them, so the completion gate's notification check can pass. Sends nothing.
+     */
+    async confirmNoticeDelivered(input: ConfirmDeliveredInput): Promise<Evidenced<NotificationReceipt>> {
+      const call = { step: 'notify_customer', key: input.key, operationId: input.operationId, boundary: 'store' as const };
+      return deps.attempt(call, storeFailure, async () => {
+        const entry = await store.confirmNotificationDelivered(input.key, { by: input.by, reason: input.reason, operationId: input.operationId, actor: actor() });
+        if (entry.status !== 'sent') {
+          // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
+          throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'no_unknown_handover', `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`, {
+            provider: { key: input.key, messageId: entry.messageId },
+          });
+        }
+        return { key: input.key, messageId: entry.messageId, recipient: maskEmails(entry.recipient), providerResponse: entry.providerResponse ?? '', alreadySent: true };
       });
     },
 

@@ -63,12 +63,12 @@ export const budgetSchema = z
   })
   .strict();
 
-/** A decision that needs a second person: `compensate`, `abandon`, or `retry-step:<step>`. */
-const approvalSchema = z.string().regex(/^(compensate|abandon|retry-step:[a-z_]+)$/, 'must be compensate, abandon or retry-step:<step>');
+/** A decision that needs a second person: `compensate`, `abandon`, `confirm-delivered`, or `retry-step:<step>`. */
+const approvalSchema = z.string().regex(/^(compensate|abandon|confirm-delivered|retry-step:[a-z_]+)$/, 'must be compensate, abandon, confirm-delivered or retry-step:<step>');
 
 export const decisionsSchema = z
   .object({
-    /** Who may decide, by name: an operator proposes (retry-step, compensate, abandon), an approver approves or rejects. */
+    /** Who may decide, by name: an operator proposes (retry-step, compensate, abandon, confirm-delivered), an approver approves or rejects. */
     roles: z.record(deciderNameSchema, z.array(z.enum(ROLES)).min(1)),
     needApproval: z.array(approvalSchema),
     /** A decision not approved in this time expires, and the run stops: never proceeds. */

@@ -28,7 +28,8 @@ export const OWNER_OF: Record<RecoveryAction, RecoveryOwner[]> = {
 
 /** What a parked run's decisions may be: retry-step (of the step that failed), compensate, abandon; approve or reject one that waits for approval. */
 /** `reconcile` only looks the refund up and sends nothing: anyone may ask for it (the scheduled sweep does). */
-export const DECISION_KINDS = ['retry-step', 'compensate', 'abandon', 'approve', 'reject', 'reconcile'] as const;
+/** `confirm-delivered` records a person's word that a notice whose hand-over is unknown was delivered: the run completes on it. */
+export const DECISION_KINDS = ['retry-step', 'compensate', 'abandon', 'approve', 'reject', 'reconcile', 'confirm-delivered'] as const;
 export type DecisionKind = (typeof DECISION_KINDS)[number];
 export const ROLES = ['operator', 'approver'] as const;
 export type Role = (typeof ROLES)[number];

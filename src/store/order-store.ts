@@ -9,6 +9,7 @@ import { SqlStoreFaults } from './store-faults';
 import {
   type AppliedRefund,
   type ApplyRefundInput,
+  type DeliveryConfirmation,
   type NewOrder,
   type NewOutboxEntry,
   type OrderStore,
@@ -277,6 +278,20 @@ export class SqlOrderStore implements OrderStore {
       const entry = await requireOutbox(tx, key);
       if (changes === 1 && audit) {
         await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', { key, kind: entry.kind, messageId: entry.messageId });
+      }
+      return entry;
+    });
+  }
+
+  async confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry> {
+    return this.db.transaction(async (tx) => {
+      // Where the server's answer would be, the person's word, so that no one takes it for the server's.
+      const response = `delivery confirmed by ${confirmation.by}: ${confirmation.reason}`;
+      const changes = await tx.run(sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${now()} WHERE key = ${key} AND status = 'sending'`);
+      const entry = await requireOutbox(tx, key);
+      if (changes === 1) {
+        const { by: confirmedBy, reason, operationId, actor } = confirmation;
+        await this.operations.insertAudit(tx, operationId, actor, 'notification_sent', { key, kind: entry.kind, messageId: entry.messageId, confirmedBy, reason });
       }
       return entry;
     });

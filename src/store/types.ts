@@ -59,6 +59,14 @@ export interface OutboxEntry {
   sentAt: string | null;
 }
 
+/** Who confirmed a delivery and their evidence, for the operation's audit trail (written by `actor`, the run). */
+export interface DeliveryConfirmation {
+  by: string;
+  reason: string;
+  operationId: string;
+  actor: string;
+}
+
 export type NewOutboxEntry = Pick<OutboxEntry, 'key' | 'orderId' | 'kind' | 'recipient' | 'subject' | 'messageId'>;
 
 /**
@@ -289,6 +297,12 @@ export interface OrderStore {
   releaseNotification(key: string): Promise<boolean>;
   /** Records the server's acceptance (sending → sent); an entry already sent keeps its first acceptance. With `audit`, the first acceptance is in the operation's audit trail. */
   markNotificationSent(key: string, providerResponse: string, audit?: { operationId: string; actor: string }): Promise<OutboxEntry>;
+  /**
+   * Records a person's word that a message whose hand-over is unknown (sending) was delivered: sent, the
+   * response naming who confirmed it, and a notification_sent audit entry with `confirmedBy`. An entry
+   * that is not sending is returned unchanged.
+   */
+  confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry>;
   /** The order's record of an operation's refund, if it was applied. */
   appliedRefund(operationId: string): Promise<AppliedRefund | undefined>;
   getNotification(key: string): Promise<OutboxEntry | undefined>;

@@ -40,6 +40,7 @@ export type Chosen =
   | { kind: 'compensate'; record: DecisionRecord }
   | { kind: 'abandon'; record: DecisionRecord }
   | { kind: 'reconcile'; record: DecisionRecord }
+  | { kind: 'confirm-delivered'; record: DecisionRecord }
   | { kind: 'expired'; record: DecisionRecord };
 
 export const decideUpdate = defineUpdate<DecisionRecord, [DecisionInput]>('decide');
@@ -52,6 +53,8 @@ export interface DeskView {
   effect: () => string;
   /** Why compensating now would be wrong, or null when it is possible. */
   cannotCompensate: () => string | null;
+  /** Whether the step failed with an outcome nobody knows (a notice handed over with no answer). */
+  outcomeUnknown: (step: RefundStep) => boolean;
   policy: () => DecisionPolicy;
 }
 
@@ -60,6 +63,7 @@ const ROLE_FOR: Record<DecisionKind, Role | null> = {
   'retry-step': 'operator',
   compensate: 'operator',
   abandon: 'operator',
+  'confirm-delivered': 'operator',
   approve: 'approver',
   reject: 'approver',
 };
@@ -125,6 +129,11 @@ export class DecisionDesk {
       const why = this.run.cannotCompensate();
       if (why) throw new Error(`nothing to compensate: ${why}`);
     }
+    if (d.decision === 'confirm-delivered') {
+      // A person's word settles only what nobody knows: a notice the run knows was sent, or not, needs none.
+      const why = parked.failedStep !== 'notify_customer' ? `the run stopped at ${parked.failedStep ?? 'no step'}` : !this.run.outcomeUnknown('notify_customer') ? 'its outcome is known' : null;
+      if (why) throw new Error(`nothing to confirm: confirm-delivered settles notify_customer when its outcome is unknown; ${why}`);
+    }
   }
 
   /** Takes a validated decision. */
@@ -188,5 +197,6 @@ export class DecisionDesk {
 function chosenOf(record: DecisionRecord): Chosen {
   if (record.decision === 'retry-step') return { kind: 'retry-step', step: record.step!, record };
   if (record.decision === 'reconcile') return { kind: 'reconcile', record };
+  if (record.decision === 'confirm-delivered') return { kind: 'confirm-delivered', record };
   return record.decision === 'compensate' ? { kind: 'compensate', record } : { kind: 'abandon', record };
 }

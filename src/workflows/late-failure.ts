@@ -13,7 +13,8 @@ import { compensationKey, stepKey } from '../reliability/identity';
 import { temporalRetryPolicy, type RecoveryPolicy } from '../reliability/policy';
 import type { Boundary } from '../reliability/taxonomy';
 import { REFUND_REASONS, SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
-import { providerEventSignal, type ProviderEventSummary } from './provider-events';
+import { IgnoredMessages, setSignalHandler, type IgnoredMessagesView } from './messages';
+import { providerEventSchema, providerEventSignal, type ProviderEventSummary } from './provider-events';
 import { describeFailure, stepError, type StepError } from './step-runner';
 
 export interface LateFailureInput {
@@ -47,6 +48,8 @@ export interface LateFailureState {
   input: LateFailureInput;
   status: 'examining' | 'compensating' | LateFailureResult['status'];
   providerEvents: ProviderEventSummary[];
+  /** Signals it ignored (malformed, or about another refund). */
+  ignoredMessages: IgnoredMessagesView;
   compensations: FollowUpCompensation[];
   reason: string | null;
 }
@@ -73,11 +76,20 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     throw ApplicationFailure.nonRetryable('a follow-up needs an operationId, a refundId and the originalWorkflowId', 'INVALID_ARGUMENTS');
   }
   const { workflowId } = workflowInfo();
-  const state: LateFailureState = { input, status: 'examining', providerEvents: [], compensations: [], reason: null };
+  const ignored = new IgnoredMessages();
+  const state: LateFailureState = { input, status: 'examining', providerEvents: [], ignoredMessages: ignored.view, compensations: [], reason: null };
   setHandler(followUpQuery, () => state);
-  setHandler(providerEventSignal, (e) => {
-    if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < 100) state.providerEvents.push(e);
-  });
+  // The events are kept for operators only (nothing here acts on them): parsing them changes no command, so no patch.
+  setSignalHandler(
+    providerEventSignal,
+    providerEventSchema,
+    (e) => {
+      if (e.refundId !== input.refundId) return `names refund ${e.refundId}, not this run's refund ${input.refundId}`;
+      if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < 100) state.providerEvents.push(e);
+      return undefined;
+    },
+    ignored,
+  );
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.status, value: 'examining' },
     { key: SEARCH_ATTRIBUTES.step, value: 'late_failure' },

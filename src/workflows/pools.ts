@@ -15,6 +15,7 @@ export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   revertRefund: 'effects',
   sendRefundNotice: 'effects',
   sendRefundCorrection: 'effects',
+  confirmNoticeDelivered: 'effects',
   sendDigest: 'effects',
   takeQueued: 'effects',
   recordStarts: 'effects',

@@ -2,6 +2,7 @@
 // checked their signature and recorded them in the store. A run awaiting the provider wakes on one
 // that settles its refund; every run keeps them in its state for operators.
 import { defineSignal } from '@temporalio/workflow';
+import { z } from 'zod';
 
 export interface ProviderEventSummary {
   /** The provider's event id: a redelivered event has the same one and is kept once. */
@@ -18,6 +19,19 @@ export interface ProviderEventSummary {
 }
 
 export const providerEventSignal = defineSignal<[ProviderEventSummary]>('providerEvent');
+
+const text = (max: number) => z.string().min(1).max(max);
+/** What the receiver sends; anything else is ignored by the handler. Fields a newer receiver adds are dropped. */
+export const providerEventSchema: z.ZodType<ProviderEventSummary> = z.object({
+  id: text(255),
+  type: text(255),
+  refundId: text(255),
+  refundStatus: text(64),
+  amount: z.number().int().min(0).optional(),
+  currency: text(16).optional(),
+  created: z.number(),
+  receivedAt: text(64),
+});
 
 /** At most this many are kept in a run's state. */
 export const MAX_PROVIDER_EVENTS = 100;

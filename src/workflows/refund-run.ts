@@ -9,6 +9,7 @@ import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '..
 import type { BeginResult, Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import { redact, tally } from '../reliability/evidence';
+import { IgnoredMessages, type IgnoredMessagesView } from './messages';
 import { furthestEvent, lifecycleRank, MAX_PROVIDER_EVENTS, type ProviderEventSummary } from './provider-events';
 import { decide, type DecisionPolicy, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
 import type { Boundary, Certainty } from '../reliability/taxonomy';
@@ -17,7 +18,7 @@ import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
 import { DecisionDesk, type DecisionRecord, type DeskView } from './decisions';
 import { describeFailure, StepFailedError, stepError, StepRunner, type StepError, type StepRecord } from './step-runner';
 import { verdictFor, type VerdictView } from './verdict';
-import { isPatched, WHOLE_ATTEMPTS } from './versions';
+import { isPatched, reviewFixes, WHOLE_ATTEMPTS } from './versions';
 
 /**
  * Live: running, reconciling, awaiting_provider, compensating. Parked, waiting for a person:
@@ -79,6 +80,8 @@ export interface RefundRunState {
   decisions: DecisionRecord[];
   /** Provider events (webhooks) received for this run, each once. */
   providerEvents: ProviderEventSummary[];
+  /** Signals the run ignored (malformed, or about another refund): how many, the latest, and why. */
+  ignoredMessages: IgnoredMessagesView;
   /** While (and after) the run waited for the provider to settle a pending refund: until when, and how it was settled. */
   awaitingProvider: AwaitingProvider | null;
   steps: StepRecord[];
@@ -109,6 +112,9 @@ export class RunStopped extends Error {
 
 const now = () => new Date().toISOString();
 
+/** A failed step's effect nobody knows: it may have happened, or what came back cannot tell. */
+const UNKNOWN_CERTAINTIES: ReadonlySet<string> = new Set<Certainty>(['may_have_executed', 'undeterminable']);
+
 export class RefundRun {
   readonly workflowId = workflowInfo().workflowId;
   readonly steps = new StepRunner(REFUND_STEPS);
@@ -130,6 +136,7 @@ export class RefundRun {
     parked: null,
     effect: () => this.effect.status,
     cannotCompensate: () => this.cannotCompensate(),
+    outcomeUnknown: (step) => UNKNOWN_CERTAINTIES.has(this.steps.get(step).error?.certainty ?? 'none'),
     policy: () => this.decisionPolicy,
   };
   /** Who may decide, read from the workers when the run parks; until then, the run's policy. */
@@ -167,6 +174,9 @@ export class RefundRun {
   /** Provider events received for this run, in arrival order, each once. */
   readonly providerEvents: ProviderEventSummary[] = [];
 
+  /** Signals it did not take, for operators. */
+  readonly ignored = new IgnoredMessages();
+
   /** Failure events the run already took to the provider while parked: each is looked into once. */
   readonly checkedFailures = new Set<string>();
 
@@ -181,12 +191,16 @@ export class RefundRun {
     return e && lifecycleRank(e.refundStatus) === 2 ? e : undefined;
   }
 
-  recordProviderEvent(e: ProviderEventSummary): void {
+  /** Keeps an event once; returns why it ignored one about another refund than the run's own, once it knows it. */
+  recordProviderEvent(e: ProviderEventSummary): string | undefined {
+    const mine = this.ctx.refund?.refundId ?? this.effect.refundId;
+    if (reviewFixes() && mine && e.refundId !== mine) return `names refund ${e.refundId}, not this run's refund ${mine}`;
     if (this.providerEvents.some((x) => x.id === e.id)) return;
     // Past the cap, only an event that moves its refund further along is kept: a late failure is never dropped.
     const further = lifecycleRank(e.refundStatus) > lifecycleRank(furthestEvent(this.providerEvents, e.refundId)?.refundStatus ?? 'pending');
     if (this.providerEvents.length >= MAX_PROVIDER_EVENTS && !further) return;
     this.providerEvents.push(e);
+    return undefined;
   }
 
   view(): RefundRunState {
@@ -205,6 +219,7 @@ export class RefundRun {
       parked: this.parked,
       decisions: this.desk.records,
       providerEvents: this.providerEvents,
+      ignoredMessages: this.ignored.view,
       awaitingProvider: this.awaitingProvider,
       steps: this.steps.table(),
     });

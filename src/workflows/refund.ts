@@ -24,12 +24,13 @@ import {
 import { compensationKey, stepKey } from '../reliability/identity';
 import { backoffDelay, decide, DEFAULT_AWAIT_PROVIDER, retries, withJitter } from '../reliability/policy';
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
-import { decideUpdate, type Chosen } from './decisions';
-import { furthestEvent, lifecycleRank, providerEventSignal } from './provider-events';
+import { decideUpdate, type Chosen, type DecisionRecord } from './decisions';
+import { failingTheUpdateOnly, setSignalHandler } from './messages';
+import { furthestEvent, lifecycleRank, providerEventSchema, providerEventSignal } from './provider-events';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
-import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING } from './versions';
+import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING, reviewFixes } from './versions';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
@@ -87,14 +88,16 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     return { workflowId: workflowInfo().workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
   }
   setHandler(stepsQuery, () => run.view());
-  setHandler(providerEventSignal, (event) => run.recordProviderEvent(event));
+  // A malformed message is ignored or refused, never a failed workflow task; runs begun before the schema take events as they did.
+  setSignalHandler(providerEventSignal, reviewFixes() ? providerEventSchema : null, (event) => run.recordProviderEvent(event), run.ignored);
   setHandler(
     decideUpdate,
-    (decision) => {
-      const record = run.desk.apply(decision);
-      run.noteDecision();
-      return record;
-    },
+    (decision) =>
+      failingTheUpdateOnly('the decision', () => {
+        const record = run.desk.apply(decision);
+        run.noteDecision();
+        return record;
+      }),
     { validator: (decision) => run.desk.validate(decision) },
   );
 
@@ -172,6 +175,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       const resendApprovedAt = record.at;
       if (chosen.kind === 'compensate') next = () => compensate(run, { resendApprovedAt });
       else if (chosen.kind === 'reconcile') next = () => reconcileParked(run);
+      else if (chosen.kind === 'confirm-delivered') next = () => confirmDelivered(run, record);
       else {
         const { step } = chosen;
         // A notice whose hand-over ended unknown is sent again only on a person's decision, with the same Message-ID.
@@ -307,6 +311,21 @@ async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprove
     order: ctx.orderReceipt!,
     notification: ctx.notice!,
   };
+}
+
+/**
+ * A person looked for the notice whose hand-over ended unknown and found it delivered: the outbox
+ * records it as sent on their word, naming them (nothing is sent), the step completes, and the
+ * completion gate judges the run as always.
+ */
+async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<CompletedRefund> {
+  const key = stepKey(run.ctx.operationId, 'notify_customer');
+  const input = { key, operationId: run.ctx.operationId, by: record.by, reason: record.reason };
+  run.ctx.notice = await attempt(run, 'notify_customer', () =>
+    run.step('notify_customer', input, key, 'store', evidenced(notificationReceiptSchema), (a) => a.confirmNoticeDelivered(input), { essential: true }),
+  );
+  run.steps.note('notify_customer', `delivered, as ${record.by} confirmed: ${record.reason}`);
+  return carryOut(run, 'completion_gate');
 }
 
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */

@@ -59,7 +59,8 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
   }
   if (step === 'notify_customer' && facts.failure?.certainty === 'may_have_executed') {
     return stop(
-      `look for ${facts.noticeMessageId ?? 'the notice'} in the mailbox: if it is there, abandon (the customer has it); if not, retry-step notify_customer, which resends it with the same Message-ID`,
+      `look for ${facts.noticeMessageId ?? 'the notice'} in the mailbox: if it is there, confirm-delivered with what you found (the customer has it, and the run completes); ` +
+        'if not, retry-step notify_customer, which resends it with the same Message-ID',
       'retry-step:notify_customer',
     );
   }

@@ -316,3 +316,48 @@ test('temporal workflow reset to before create_refund of a completed run repeats
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250, version: 2 });
 });
+
+describe('a notice whose hand-over is unknown', () => {
+  test('a person who finds it delivered confirms it: the run completes, one message, and the audit trail names who confirmed', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const noticeKey = `${opId(order.id)}:notify_customer`;
+    const notice = messageIdForKey(noticeKey);
+    // The notice is stored and its 250 never sent: the run cannot tell whether the customer has it.
+    await h.mailFault({ kind: 'drop_after_accept', match: { messageId: notice } });
+    const { handle } = await startRefund(h.env.client, request(order.id));
+    const { status, state } = await stopped(handle);
+    expect(status).toBe('needs_attention');
+    expect(state.parked).toMatchObject({ failedStep: 'notify_customer', verdict: 'stop and hand to a person', nextAction: expect.stringMatching(new RegExp(`look for ${notice.replace(/[.<>]/g, '\\$&')} in the mailbox: if it is there, confirm-delivered`)) });
+
+    const evidence = `found ${notice} in the mail provider's delivery log, ticket 4711`;
+    const record = await handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: evidence }] });
+    expect(record).toMatchObject({ decision: 'confirm-delivered', by: 'ops', outcome: 'applied' });
+    await expect(handle.result()).resolves.toMatchObject({ status: 'completed', notification: { messageId: notice } });
+
+    expect(await h.messages({ messageId: notice })).toHaveLength(1);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    const after = await handle.query(stepsQuery);
+    expect(after.steps.find((s) => s.name === 'notify_customer')).toMatchObject({ status: 'completed', note: expect.stringMatching(/^delivered, as ops confirmed: found/) });
+    const gate = after.steps.find((s) => s.name === 'completion_gate')?.output as { findings: { check: string; ok: boolean; observed: string }[] };
+    expect(gate.findings.find((f) => f.check === 'notification_state')).toMatchObject({ ok: true, observed: expect.stringMatching(/is sent: delivery confirmed by ops/) });
+    // The outbox says who confirmed it, where the mail server's answer would be.
+    expect(await h.store.getNotification(noticeKey)).toMatchObject({ status: 'sent', providerResponse: expect.stringMatching(/^delivery confirmed by ops: found/) });
+    const trail = await h.store.operations.auditTrail(opId(order.id));
+    expect(trail).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({ event: 'decision', detail: expect.objectContaining({ decision: 'confirm-delivered', by: 'ops' }) }),
+        expect.objectContaining({ event: 'notification_sent', detail: expect.objectContaining({ key: noticeKey, confirmedBy: 'ops', reason: evidence }) }),
+        expect.objectContaining({ event: 'completion_gate_passed' }),
+      ]),
+    );
+    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['completed'], RefundNeedsAttention: [false] });
+  });
+
+  test('confirm-delivered is refused for a step whose outcome is known', async () => {
+    const { handle } = await parkedAtGate();
+    await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'it is there' }] })).rejects.toMatchObject({
+      cause: { message: expect.stringMatching(/nothing to confirm: confirm-delivered settles notify_customer when its outcome is unknown; the run stopped at completion_gate/) },
+    });
+    await clearFaults();
+  });
+});

@@ -293,3 +293,27 @@ it('lets only one of two concurrent attempts send', async () => {
   await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(1);
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 2 });
 });
+
+it("settles a notice whose hand-over is unknown on a person's word, once, naming them, and sends nothing; a notice not handed over is refused", async () => {
+  const input = await notice('confirmed:v1');
+  const entry = { key: input.key, orderId: input.orderId, kind: 'refund_notice' as const, recipient: 'dana@example.test', subject: 'Your refund', messageId: messageIdForKey(input.key) };
+  const confirmation = { key: input.key, operationId: input.operationId, by: 'ops', reason: 'found it in the provider log' };
+
+  // Claimed but never handed over: nobody can have found it delivered.
+  await store.claimNotification(entry);
+  const refused = await failureOf(run(activities.confirmNoticeDelivered, confirmation));
+  expect(refused).toMatchObject({ type: 'PERMANENT_BUSINESS', nonRetryable: true });
+  expect(detailsOf(refused)).toMatchObject({ certainty: 'not_executed', reason: 'no_unknown_handover' });
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'pending' });
+
+  // Handed over, and its answer lost.
+  await store.markNotificationSending(input.key);
+  const receipt = await run(activities.confirmNoticeDelivered, confirmation);
+  expect(receipt).toMatchObject({ key: input.key, messageId: entry.messageId, recipient: 'd***@example.test', providerResponse: 'delivery confirmed by ops: found it in the provider log', alreadySent: true });
+  await expect(run(activities.confirmNoticeDelivered, confirmation)).resolves.toMatchObject({ providerResponse: receipt.providerResponse });
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', providerResponse: receipt.providerResponse, sentAt: expect.any(String) });
+  await expect(store.operations.auditTrail(input.operationId)).resolves.toEqual([
+    expect.objectContaining({ event: 'notification_sent', detail: expect.objectContaining({ key: input.key, confirmedBy: 'ops', reason: 'found it in the provider log' }) }),
+  ]);
+  await expect(delivered(entry.messageId)).resolves.toHaveLength(0);
+});

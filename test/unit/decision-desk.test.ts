@@ -6,7 +6,7 @@ import type { DecisionPolicy } from '../../src/reliability/policy';
 const POLICY: DecisionPolicy = { roles: { ops: ['operator'], lead: ['operator', 'approver'] }, needApproval: ['compensate'], approvalTtlMs: 60_000 };
 
 function desk(over: Partial<DeskView> = {}, policy = POLICY) {
-  const view: DeskView = { parked: { failedStep: 'update_order' }, effect: () => 'refunded', cannotCompensate: () => 'the refund is refunded', policy: () => policy, ...over };
+  const view: DeskView = { parked: { failedStep: 'update_order' }, effect: () => 'refunded', cannotCompensate: () => 'the refund is refunded', outcomeUnknown: () => false, policy: () => policy, ...over };
   return new DecisionDesk(view);
 }
 
@@ -47,6 +47,15 @@ test('the sweep asks a run to reconcile at most once in six hours; a person may 
   expect(() => desk().validate({ decision: 'reconcile', by: 'sweep', reason: 'x' })).toThrow(/nothing to reconcile: the refund is refunded/);
 });
 
+test('confirm-delivered fits only a notice whose outcome is unknown; taken, it is what the run carries out', () => {
+  const unknownNotice = desk({ parked: { failedStep: 'notify_customer' }, outcomeUnknown: (step) => step === 'notify_customer' });
+  unknownNotice.validate({ decision: 'confirm-delivered', by: 'ops', reason: 'in the mailbox' });
+  expect(() => desk({ parked: { failedStep: 'notify_customer' } }).validate({ decision: 'confirm-delivered', by: 'ops', reason: 'x' })).toThrow(/nothing to confirm: .*; its outcome is known/);
+  expect(() => desk().validate({ decision: 'confirm-delivered', by: 'ops', reason: 'x' })).toThrow(/nothing to confirm: .*; the run stopped at update_order/);
+  expect(() => unknownNotice.validate({ decision: 'confirm-delivered', by: 'mallory', reason: 'x' })).toThrow(/mallory may not confirm-delivered: it takes the operator role/);
+  expect(unknownNotice.apply({ decision: 'confirm-delivered', by: 'ops', reason: 'in the mailbox' })).toMatchObject({ decision: 'confirm-delivered', outcome: 'applied', step: null });
+});
+
 describe('the verdict', () => {
   const facts = (over: Partial<VerdictFacts>): VerdictFacts => ({
     effect: { status: 'refunded', certainty: 'completed' },
@@ -62,6 +71,12 @@ describe('the verdict', () => {
   test('an unknown refund is never "auto-retry is safe", whatever failed last', () => {
     expect(verdictFor(facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } }), POLICY).verdict).toBe('stop and hand to a person');
     expect(verdictFor(facts({ effect: { status: 'partial', certainty: 'partial' } }), POLICY).verdict).toBe('stop and hand to a person');
+  });
+
+  test('a notice whose hand-over is unknown: look in the mailbox, then confirm-delivered or retry-step, never abandon', () => {
+    const view = verdictFor(facts({ failedStep: 'notify_customer', failure: { code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' }, noticeMessageId: '<n@x>' }), POLICY);
+    expect(view.nextAction).toMatch(/^look for <n@x> in the mailbox: if it is there, confirm-delivered .*; if not, retry-step notify_customer/);
+    expect(view.nextAction).not.toMatch(/abandon/);
   });
 
   test('a failure that left nothing behind, with the refund known, is safe to retry', () => {

@@ -1,0 +1,85 @@
+// Messages from outside a run are input like any other: anyone allowed to signal the namespace can
+// send one, and a plaintext payload passes the codec. A Signal's handler parses its input first and
+// ignores what does not fit, noting it in the run's state; no error of a handler reaches the SDK,
+// which would fail the workflow task again on every retry and freeze the run (a Signal handler's
+// ApplicationFailure would even fail the run). Why catching, not workflowFailureErrorTypes:
+// docs/reliability.md, "Messages".
+import { ApplicationFailure, setHandler, TemporalFailure, type SignalDefinition } from '@temporalio/workflow';
+import type { z } from 'zod';
+
+export interface IgnoredMessage {
+  at: string;
+  /** The Signal's name. */
+  message: string;
+  reason: string;
+  /** What came, as JSON, cut short. */
+  input: string;
+}
+
+/** The Signals a run ignored: how many, and the latest few. */
+export interface IgnoredMessagesView {
+  total: number;
+  latest: IgnoredMessage[];
+}
+
+/** Kept in the run's state: a flood of malformed Signals must not grow it without bound. */
+const KEPT = 20;
+const INPUT_CHARS = 200;
+
+export class IgnoredMessages {
+  /** Live: the run's state holds this object. */
+  readonly view: IgnoredMessagesView = { total: 0, latest: [] };
+
+  note(message: string, reason: string, input: unknown): void {
+    const { view } = this;
+    view.total += 1;
+    view.latest.push({ at: new Date().toISOString(), message, reason, input: render(input) });
+    if (view.latest.length > KEPT) view.latest.shift();
+  }
+}
+
+/** A schema's complaints, one line: `path: message; …`. */
+export function describeIssues(error: z.ZodError): string {
+  return error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ');
+}
+
+/**
+ * Sets a Signal's handler that takes only what `schema` accepts (null: the value as it came, for
+ * runs begun before the schema, which replay as they ran). `handle` returns why it ignored a value
+ * that fits, if it did. Whatever is ignored, or makes the handler throw, is noted, never thrown.
+ */
+export function setSignalHandler<T>(signal: SignalDefinition<[T]>, schema: z.ZodType<T> | null, handle: (value: T) => string | undefined, ignored: IgnoredMessages): void {
+  setHandler(signal, (raw: unknown) => {
+    const parsed = schema ? schema.safeParse(raw) : { success: true as const, data: raw as T };
+    if (!parsed.success) return ignored.note(signal.name, `malformed: ${describeIssues(parsed.error)}`, raw);
+    try {
+      const why = handle(parsed.data);
+      if (why) ignored.note(signal.name, why, raw);
+    } catch (err) {
+      ignored.note(signal.name, `its handler failed: ${err instanceof Error ? err.message : String(err)}`, raw);
+    }
+  });
+}
+
+/**
+ * Runs an Update's handler after its validator accepted the input: an error the validator did not
+ * foresee fails that Update (its caller learns why), never the workflow task.
+ */
+export function failingTheUpdateOnly<T>(name: string, fn: () => T): T {
+  try {
+    return fn();
+  } catch (err) {
+    if (err instanceof TemporalFailure) throw err;
+    throw ApplicationFailure.nonRetryable(`${name} could not be carried out: ${err instanceof Error ? err.message : String(err)}`, 'UPDATE_HANDLER_FAILED');
+  }
+}
+
+function render(input: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(input) ?? typeof input;
+  } catch {
+    text = '(unprintable)';
+  }
+  return text.length > INPUT_CHARS ? `${text.slice(0, INPUT_CHARS)}…` : text;
+}

@@ -1,0 +1,123 @@
+// Messages from outside a run (Signals, Updates) are input like any other: anyone who may signal
+// the namespace can send one, and plaintext payloads pass the codec. A malformed one is ignored
+// (Signal) or refused (Update) and never fails a workflow task, which would freeze the run for
+// good: it could no longer reconcile, park, take a decision or compensate.
+import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
+import { temporal } from '@temporalio/proto';
+import { randomUUID } from 'node:crypto';
+import { startRefund } from '../../src/client/refunds';
+import { decideUpdate, followUpQuery, lateFailureWorkflow, providerEventSignal, stepsQuery } from '../../src/workflows';
+import { startHarness, stopped, type Harness } from '../helpers/harness';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+const { EventType } = temporal.api.enums.v1;
+const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
+const clearFaults = () => fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+
+/** What the malformed Signals are: not an object, an empty one, fields of the wrong types, an event about another refund. */
+const MALFORMED_EVENTS: [string, unknown][] = [
+  ['null', null],
+  ['a number', 42],
+  ['an empty object', {}],
+  ['wrong field types', { id: 7, type: null, refundId: ['re_1'], refundStatus: 1, created: 'yesterday', receivedAt: {} }],
+  ['an unknown refund id', { id: 'evt_forged', type: 'refund.failed', refundId: 're_not_this_runs', refundStatus: 'failed', created: 1_700_000_000, receivedAt: '2026-01-01T00:00:00.000Z' }],
+];
+
+/** Why each workflow task in the run's history failed (none is the answer a run can live with), decoded. */
+async function taskFailures(handle: WorkflowHandle): Promise<string[]> {
+  const events = (await handle.fetchHistory()).events ?? [];
+  const failures = events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED).map((e) => e.workflowTaskFailedEventAttributes?.failure);
+  return Promise.all(failures.map(async (f) => (await decodeOptionalFailureToOptionalError(h.env.client.options.loadedDataConverter, f))?.message ?? '?'));
+}
+
+/** Waits until the worker has taken the run's last Signal: a workflow task after it completed, or one failed. */
+async function signalsTaken(handle: WorkflowHandle): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const events = (await handle.fetchHistory()).events ?? [];
+    const types = events.map((e) => e.eventType);
+    const after = types.slice(types.lastIndexOf(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED) + 1);
+    if (after.includes(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) || after.includes(EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${handle.workflowId} took no workflow task after its Signals`);
+}
+
+test('malformed Signals and Updates sent to a parked run are ignored or refused, and it still takes a valid decision and completes', async () => {
+  const order = await h.seedOrder(newOrderId());
+  // Listing the payment intent's refunds fails: the run parks at the completion gate.
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  expect((await stopped(handle)).status).toBe('needs_attention');
+
+  for (const [, event] of MALFORMED_EVENTS) await handle.signal(providerEventSignal, event as never);
+  await signalsTaken(handle);
+  expect(await taskFailures(handle)).toEqual([]);
+
+  const refused = (input: unknown) => handle.executeUpdate(decideUpdate, { args: [input as never] }).then(() => 'accepted', (e: unknown) => e);
+  for (const input of [null, 7, 'retry-step', {}, { decision: 'retry-step', by: 5, reason: [] }, { decision: 'nuke', by: 'ops', reason: 'x' }, { decision: 'abandon', by: 'ops', reason: 'x', extra: true }]) {
+    const outcome = await refused(input);
+    expect(outcome).toBeInstanceOf(WorkflowUpdateFailedError);
+    expect((outcome as WorkflowUpdateFailedError).cause?.message).toMatch(/^invalid decision: /);
+  }
+
+  const parked = await handle.query(stepsQuery);
+  expect(parked.status).toBe('needs_attention');
+  expect(parked.providerEvents).toEqual([]);
+  expect(parked.decisions).toEqual([]);
+  // What was ignored is in the run's state, for an operator: what came, and why it was not taken.
+  expect(parked.ignoredMessages.total).toBe(MALFORMED_EVENTS.length);
+  expect(parked.ignoredMessages.latest).toEqual(MALFORMED_EVENTS.map(() => expect.objectContaining({ message: 'providerEvent', at: expect.any(String), reason: expect.any(String), input: expect.any(String) })));
+  expect(parked.ignoredMessages.latest.map((m) => m.reason)).toEqual([
+    expect.stringMatching(/^malformed: /),
+    expect.stringMatching(/^malformed: /),
+    expect.stringMatching(/^malformed: .*id/),
+    expect.stringMatching(/^malformed: .*refundId/),
+    expect.stringMatching(/names refund re_not_this_runs, not this run's refund re_/),
+  ]);
+
+  await clearFaults();
+  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+  await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
+  expect(await taskFailures(handle)).toEqual([]);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+});
+
+test("the follow-up run ignores malformed Signals too, from its first workflow task on, and finishes", async () => {
+  const operationId = `refund:test:${newOrderId()}:v1`;
+  const valid = { id: `evt_${randomUUID().slice(0, 8)}`, type: 'refund.failed', refundId: 're_followed', refundStatus: 'failed', created: 1_700_000_000, receivedAt: '2026-01-01T00:00:00.000Z' };
+  // Its look at the provider is held back a moment, so that the Signals reach a running follow-up.
+  const slowExamine = async (input: Parameters<Harness['activities']['examineLateFailure']>[0]) => {
+    await new Promise((r) => setTimeout(r, 2000));
+    return h.activities.examineLateFailure(input);
+  };
+  await h.withWorker({ examineLateFailure: slowExamine }, async (taskQueue) => {
+    // Started by a malformed Signal: the handler runs in the run's very first workflow task.
+    const handle = await h.env.client.workflow.signalWithStart(lateFailureWorkflow, {
+      workflowId: `follow-up:${operationId}`,
+      taskQueue,
+      args: [{ operationId, refundId: 're_followed', originalWorkflowId: `refund-${operationId}` }],
+      signal: providerEventSignal,
+      signalArgs: [null as never],
+    });
+    for (const [, event] of MALFORMED_EVENTS.slice(1)) await handle.signal(providerEventSignal, event as never);
+    await handle.signal(providerEventSignal, valid);
+    await signalsTaken(handle);
+    expect(await taskFailures(handle)).toEqual([]);
+    const result = await handle.result();
+    expect(result.operationId).toBe(operationId);
+    expect(await taskFailures(handle)).toEqual([]);
+    const state = await handle.query(followUpQuery);
+    expect(state.providerEvents).toEqual([valid]);
+    expect(state.ignoredMessages.total).toBe(MALFORMED_EVENTS.length);
+    expect(state.ignoredMessages.latest.at(-1)?.reason).toMatch(/names refund re_not_this_runs, not this run's refund re_followed/);
+  });
+});
