@@ -105,6 +105,9 @@ const envSchema = z.object({
 
 export type Config = ReturnType<typeof loadConfig>;
 
+/** How long real Stripe keeps an idempotency key's response. */
+const STRIPE_KEY_TTL_HOURS = 24;
+
 const LOCAL_TEMPORAL = '127.0.0.1:7233';
 
 /**
@@ -179,6 +182,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   if (!stripeLocal && e.OPERATION_SCOPE === undefined) {
     // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
     throw new Error('invalid environment: OPERATION_SCOPE: must name this environment (e.g. "staging") when refunds go to real Stripe');
+  }
+  if (!stripeLocal && e.STRIPE_IDEMPOTENCY_TTL_HOURS > STRIPE_KEY_TTL_HOURS) {
+    // A longer window would resend with the same key after Stripe forgot it, without reconciling first: a second refund.
+    throw new Error(
+      `invalid environment: STRIPE_IDEMPOTENCY_TTL_HOURS: Stripe keeps an idempotency key's response for ${STRIPE_KEY_TTL_HOURS} hours; ` +
+        `with real Stripe this must be at most ${STRIPE_KEY_TTL_HOURS} (${e.STRIPE_IDEMPOTENCY_TTL_HOURS} given), and the worker trusts it a margin less`,
+    );
   }
   let keys;
   try {

@@ -128,7 +128,7 @@ export interface ReconcileResult {
   matches: number;
   /** Whether a resend with the same key would still be deduplicated by the provider. */
   insideDedupeWindow: boolean;
-  /** When a "not found" becomes conclusive (the last send plus the provider's consistency window). */
+  /** When a "not found" becomes conclusive (the last send's stamp + its request timeout + a clock margin + the provider's consistency window). */
   conclusiveAt: string | null;
   /** How many times the operation had been sent when this lookup looked: a fence set on its strength holds only if nothing was sent since. */
   requestsSent: number;

@@ -16,7 +16,10 @@ export interface AttemptScope {
   requests: TransportRequest[];
   /** The provider's id for the last request that was answered (Stripe's Request-Id). */
   providerRequestId: string | null;
-  /** A request not begun by then is not sent at all: its send was stamped, and may not go out later than that stamp allows. */
+  /**
+   * The deadline of a stamped send (this worker's Date.now()), fixed before its stamp was taken: a
+   * request not begun by then is not sent at all, and one on the wire then is cut there.
+   */
   sendBy?: number;
 }
 

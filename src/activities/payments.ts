@@ -79,9 +79,11 @@ export function createPaymentActivities(deps: PaymentDeps) {
   const now = async () => (deps.now ? deps.now() : log.clock());
   const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
 
+  /** The latest a send stamped at `stampedAt` (the store's clock) can still be on the wire. */
+  const offTheWireBy = (stampedAt: number) => stampedAt + deps.windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS;
+
   /** Whether a request sent now would still reach the provider inside the key's dedupe window. */
-  const insideWindow = (op: OperationRecord, at: number) =>
-    op.firstSentAt === null || at + deps.windows.requestTimeoutMs < Date.parse(op.firstSentAt) + deps.windows.dedupeWindowMs;
+  const insideWindow = (op: OperationRecord, at: number) => op.firstSentAt === null || offTheWireBy(at) < Date.parse(op.firstSentAt) + deps.windows.dedupeWindowMs;
 
   /**
    * Sends the refund, unless the operation's record says not to. The result is the provider's
@@ -105,8 +107,11 @@ export function createPaymentActivities(deps: PaymentDeps) {
             'reconcile with the provider before any new request',
         );
       }
-      const enough = () => requestTimeout(deps.windows.requestTimeoutMs) >= Math.min(MIN_REQUEST_MS, deps.windows.requestTimeoutMs);
-      if (!enough()) throw timeSpent();
+      // Half the timeout at most: the stamp takes its share of the deadline even when the timeout is short.
+      const enough = (ms: number) => ms >= Math.min(MIN_REQUEST_MS, deps.windows.requestTimeoutMs / 2);
+      // The send's deadline, fixed before its stamp is taken: nothing of it is on the wire after stamp + STRIPE_TIMEOUT_MS.
+      const sendBy = Date.now() + requestTimeout(deps.windows.requestTimeoutMs);
+      if (!enough(sendBy - Date.now())) throw timeSpent();
       try {
         await log.markSent(input.operationId, actor());
       } catch (err) {
@@ -116,11 +121,11 @@ export function createPaymentActivities(deps: PaymentDeps) {
         }
         throw err;
       }
-      // Measured after the stamp (which may have waited for the database): the request must go out now or not at all.
-      const timeout = requestTimeout(deps.windows.requestTimeoutMs);
-      if (!enough()) throw timeSpent();
+      // The stamp may have waited for the database: what is left of the deadline is the request's, or it does not go out.
+      const timeout = sendBy - Date.now();
+      if (!enough(timeout)) throw timeSpent();
       const scope = currentAttemptScope();
-      if (scope) scope.sendBy = Date.now() + timeout;
+      if (scope) scope.sendBy = sendBy;
       let refund: Stripe.Response<Stripe.Refund>;
       try {
         refund = await stripe.refunds.create(
@@ -173,7 +178,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
    * Asks the provider what became of an operation whose outcome is unknown: by refund id when one is
    * known, else by listing the payment intent's refunds for one whose metadata names the operation.
    * A "not found" is conclusive only once the provider's consistency window has passed since the
-   * last request was sent, and only if nothing was sent since the lookup began.
+   * last send's request was off the wire, and only if nothing was sent since the lookup began.
    */
   async function reconcileRefund(input: ReconcileRefundInput): Promise<Evidenced<ReconcileResult>> {
     const call = { step: 'reconcile', key: `${input.idempotencyKey}#reconcile`, operationId: input.operationId, boundary: 'stripe' as const };
@@ -202,7 +207,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
         return { ...base, result: 'unknown', refund: null, conclusiveAt: null, note: `refund ${known} does not carry operation ${input.operationId}` };
       }
       if (found.length === 0) {
-        const conclusive = op.lastSentAt === null ? 0 : Date.parse(op.lastSentAt) + deps.windows.requestTimeoutMs + deps.windows.consistencyMs;
+        const conclusive = op.lastSentAt === null ? 0 : offTheWireBy(Date.parse(op.lastSentAt)) + deps.windows.consistencyMs;
         const conclusiveAt = op.lastSentAt === null ? null : new Date(conclusive).toISOString();
         if (askedAt >= conclusive) {
           const proof = { status: 'intent' as const, absenceConfirmedAt: new Date(askedAt).toISOString(), ifRequestsSent: op.requestsSent };
@@ -235,6 +240,15 @@ export function createPaymentActivities(deps: PaymentDeps) {
 
   return { createRefund, reconcileRefund };
 }
+
+/**
+ * How far past `stamp + STRIPE_TIMEOUT_MS` a send may still end, read on the store's clock. Its
+ * deadline is fixed and enforced on the worker's clock (Date.now() and a timer), while its stamp and
+ * every later lookup are read on the store's (the database server's, on PostgreSQL). A constant
+ * offset between the two cancels out (the deadline is fixed before the stamp); this covers a step
+ * or drift of either clock during the send, and a timer that fires late on a busy worker.
+ */
+export const SEND_CLOCK_MARGIN_MS = 1000;
 
 /** Below this, a request would likely time out by our own hand: it is not sent at all. */
 const MIN_REQUEST_MS = 1000;

@@ -57,16 +57,19 @@ export class StripeTransport extends Stripe.HttpClient {
     // Captured now: the socket's events may not run in the attempt's async context.
     const scope = currentAttemptScope();
     const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
-    if (scope?.sendBy !== undefined && Date.now() > scope.sendBy) {
+    // A stamped send's requests end by its deadline, whenever they begin: its own timeout is cut to what is left.
+    const left = scope?.sendBy === undefined ? timeoutMs : Math.min(timeoutMs, scope.sendBy - Date.now());
+    if (left <= 0) {
       // The worker stalled between stamping the send and sending it: too late to send under that stamp.
-      return Promise.reject(new TransportError('not_sent', false, null, `${method} ${path}: not sent, ${Date.now() - scope.sendBy} ms past the time its send was stamped for`));
+      return Promise.reject(new TransportError('not_sent', false, null, `${method} ${path}: not sent, ${-left} ms past the deadline its send was stamped for`));
     }
+    const limit = left < timeoutMs ? `by its send's deadline (${left} ms)` : `within ${timeoutMs} ms`;
     return new Promise((resolve, reject) => {
       let written = false;
       let timedOut = false;
       const fail = (err: Error & { code?: string }) => {
         const stage: TransportStage = written ? 'sent' : 'not_sent';
-        const what = timedOut ? `no answer within ${timeoutMs} ms` : `${err.code ?? err.name}: ${err.message}`;
+        const what = timedOut ? `no answer ${limit}` : `${err.code ?? err.name}: ${err.message}`;
         reject(new TransportError(stage, timedOut, err.code ?? null, `${method} ${path}: ${what} (${stage === 'sent' ? 'after the request was sent' : 'before it was sent'})`));
       };
       const agent = method === 'GET' ? READ_AGENTS[protocol === 'http' ? 'http' : 'https'] : false;
@@ -75,7 +78,7 @@ export class StripeTransport extends Stripe.HttpClient {
       const timer = setTimeout(() => {
         timedOut = true;
         req.destroy(new Error('timeout'));
-      }, timeoutMs);
+      }, left);
       req.once('finish', () => {
         written = true;
         recordTransportRequest(scope, { method, target: path, idempotencyKey });
@@ -86,7 +89,7 @@ export class StripeTransport extends Stripe.HttpClient {
       });
       req.once('response', (res) => {
         recordProviderRequestId(scope, headerText(res.headers['request-id']));
-        resolve(new TransportResponse(res, timer, () => timedOut, timeoutMs));
+        resolve(new TransportResponse(res, timer, () => timedOut, limit));
       });
       req.end(body);
     });
@@ -98,7 +101,8 @@ class TransportResponse extends Stripe.HttpClientResponse {
     private readonly res: http.IncomingMessage,
     private readonly timer: NodeJS.Timeout,
     private readonly timedOut: () => boolean,
-    private readonly timeoutMs: number,
+    /** How the deadline reads in a message: "within 10000 ms", or by the send's deadline. */
+    private readonly limit: string,
   ) {
     super(res.statusCode ?? 0, res.headers as Record<string, string>);
   }
@@ -125,7 +129,7 @@ class TransportResponse extends Stripe.HttpClientResponse {
       let text = '';
       const lost = (err?: Error) => {
         clearTimeout(this.timer);
-        const why = this.timedOut() ? `no complete answer within ${this.timeoutMs} ms` : (err?.message ?? 'connection closed');
+        const why = this.timedOut() ? `no complete answer ${this.limit}` : (err?.message ?? 'connection closed');
         const cause = new TransportError('sent', this.timedOut(), null, `the answer was cut off: ${why}`);
         reject(Stripe.HttpClient.makeResponseBodyError(cause));
       };

@@ -50,6 +50,8 @@ export interface StripeHookContext {
   params: FormParams;
   /** The response the endpoint produced (and stored, if keyed); only at afterEffect. */
   response?: ApiResponse;
+  /** Settles if the client goes away before it is answered (it closed the connection, e.g. on its own timeout). */
+  clientGone: Promise<void>;
 }
 
 /**
@@ -146,7 +148,8 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       // Validation happens here; an ApiError thrown now is answered but never stored.
       let execute = route.endpoint(params, match.slice(1).map(pathArg));
       const facts = { method, path: url.pathname, idempotencyKey: key ?? null, params };
-      const ctx = { ...facts, requestId };
+      const clientGone = new Promise<void>((resolve) => res.once('close', () => !res.writableEnded && resolve()));
+      const ctx = { ...facts, requestId, clientGone };
       if (key !== undefined) idempotency.begin(key, print, requestId);
 
       let response: ApiResponse;

@@ -183,6 +183,8 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
         const { refund, partialNote } = run.ctx;
         // A partial refund keeps its email frozen: retrying only repairs the order to what was refunded.
         if (run.effect.status === 'partial' && refund && partialNote !== undefined) next = () => partialRefund(run, refund, partialNote);
+        // A person's retry of the refund looks it up at the provider first: one that exists is never sent again.
+        else if (step === 'create_refund' && reviewFixes()) next = () => reconcileParked(run, true);
         else next = () => carryOut(run, step, resend ? { resendApprovedAt } : {});
       }
     }
@@ -466,14 +468,16 @@ async function createRefund(run: RefundRun, input: CreateRefundInput, target: Re
 /**
  * A parked run whose refund is unknown, asked to look again (by a person or the scheduled sweep):
  * lookups only, nothing is sent. Found, the saga goes on from the order update, as it would have
- * had the answer arrived; still unknown or proven absent, it parks again for a person.
+ * had the answer arrived; still unknown or proven absent, it parks again for a person. A person's
+ * retry-step (`send`) looks the same way, and sends only what the provider proved absent, or
+ * resends with the same key while the provider still deduplicates it.
  */
-async function reconcileParked(run: RefundRun): Promise<CompletedRefund> {
+async function reconcileParked(run: RefundRun, send = false): Promise<CompletedRefund> {
   const begin = run.begin!;
   const target = targetOf(begin.operation.operationId, run.request, begin.order.paymentIntentId);
   const known = run.effect.refundId;
   run.setStatus('reconciling', 'create_refund');
-  const settled = await reconcile(run, known ? { ...target, refundId: known } : target, false);
+  const settled = await reconcile(run, known ? { ...target, refundId: known } : target, send);
   switch (settled.kind) {
     case 'completed': {
       run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
@@ -491,18 +495,30 @@ async function reconcileParked(run: RefundRun): Promise<CompletedRefund> {
     case 'resubmit':
       // Proven absent: nothing was refunded. Sending it now is a person's decision, not the sweep's.
       if (settled.kind === 'absent') run.effect = { status: 'none', certainty: 'not_executed', refundId: null };
+      if (send) {
+        run.steps.note('create_refund', settled.note);
+        run.setStatus('running');
+        return carryOut(run, 'create_refund');
+      }
       return run.stop(
         'needs_attention',
-        `reconciled again: ${settled.note}. Nothing was sent; a person decides whether to send it (retry-step create_refund, which checks once more first) or abandon`,
+        `reconciled again: ${settled.note}. Nothing was sent; a person decides whether to send it (${retryCreate()}) or abandon`,
         'create_refund',
       );
     default:
       return run.stop(
         'needs_attention',
-        `reconciled again, and the refund is still not settled: ${settled.note}. Nothing was sent; a person decides (retry-step create_refund looks it up once more before it sends anything)`,
+        `reconciled again, and the refund is still not settled: ${settled.note}. Nothing was sent; a person decides (${retryCreate()})`,
         'create_refund',
       );
   }
+}
+
+/** What a retry-step on create_refund does in this run, as its texts tell a person. */
+function retryCreate(): string {
+  return reviewFixes()
+    ? 'retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it'
+    : 'retry-step create_refund, which resends with the same key while the provider still deduplicates it, and otherwise looks the refund up first';
 }
 
 /**

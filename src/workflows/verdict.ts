@@ -48,7 +48,8 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
   if (facts.effect.status === 'unknown') {
     return stop(
       `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider: the reconcile decision looks the refund up and sends nothing (the scheduled sweep asks for it too); ` +
-        `found, the run finishes on its own. Still unknown after that: retry-step ${step ?? 'create_refund'}, which looks once more before it sends anything, or abandon`,
+        `found, the run finishes on its own. Still unknown after that: retry-step ${step ?? 'create_refund'}, which looks the refund up at the provider first and sends only if it is not there ` +
+        '(or resends with the same key while the provider still deduplicates it), or abandon',
       step === 'create_refund' || !step ? 'reconcile' : `retry-step:${step}`,
     );
   }

@@ -61,6 +61,8 @@ export interface HarnessOptions {
   inProcessWorker?: boolean;
   /** The order store's database; a SQLite file in the harness's directory unless given. */
   databaseUrl?: string;
+  /** How long a store write waits for another's lock (SQLite's busy_timeout, PostgreSQL's lock_timeout); 200 ms unless given. */
+  busyTimeoutMs?: number;
   /** The workers' tracing (observability tests); off unless given. */
   tracing?: WorkerTracing;
 }
@@ -183,7 +185,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), idempotencyTtlMs: keyTtlMs, faults: true, lifecycle: options.lifecycle, hooks: options.stripeHooks });
   const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
   const databaseUrl = options.databaseUrl ?? `sqlite:${path.join(dir, 'orders.db')}`;
-  const store = await openStore(databaseUrl, { faults: true, busyTimeoutMs: 200 });
+  const store = await openStore(databaseUrl, { faults: true, busyTimeoutMs: options.busyTimeoutMs ?? 200 });
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });
   const toxiproxy = options.network ? await startToxiproxy() : undefined;
   const proxied = toxiproxy && {

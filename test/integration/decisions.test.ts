@@ -13,7 +13,7 @@ import { TASK_QUEUE } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { decideUpdate, refundWorkflow, stepsQuery } from '../../src/workflows';
 import type { DecisionInput } from '../../src/workflows/decisions';
-import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 const execFileAsync = promisify(execFile);
 let h: Harness;
@@ -218,6 +218,68 @@ describe('a run that needs a person parks', () => {
     expect((await handle.describe()).status.name).toBe('COMPLETED');
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
     await clearFaults();
+  });
+});
+
+describe('retry-step on create_refund', () => {
+  test('after a lost answer inside the key window, it looks the refund up first and sends nothing', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const createKey = `${opId(order.id)}:create_refund`;
+    await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey } });
+    // The provider cannot be read: the run parks with its refund unknown.
+    await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+    await h.withWorker(
+      {},
+      async (taskQueue) => {
+        const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+        const { state } = await stopped(handle);
+        expect(state).toMatchObject({ status: 'needs_attention', effect: { status: 'unknown' }, parked: { failedStep: 'create_refund' } });
+        await clearFaults();
+        const seen = Math.max(...(await h.requests({ paymentIntent: order.paymentIntentId })).map((r) => r.seq));
+        const lookups = state.reconciliation.lookups;
+
+        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe reads are back' }] });
+        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
+        completed(await handle.result());
+
+        const after = (await h.requests({ paymentIntent: order.paymentIntentId })).filter((r) => r.seq > seen);
+        expect(after[0]).toMatchObject({ method: 'GET', path: '/v1/refunds' });
+        expect(after.filter((r) => r.method === 'POST')).toEqual([]);
+        const done = await handle.query(stepsQuery);
+        expect(done.reconciliation).toMatchObject({ lookups: lookups + 1, lastResult: 'completed' });
+      },
+      { policy: fewLookups(2) },
+    );
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    expect((await h.requests({ idempotencyKey: createKey })).filter((r) => r.method === 'POST')).toHaveLength(1);
+  });
+
+  test('a refund that never reached the provider is looked up, then sent once with the same key', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const createKey = `${opId(order.id)}:create_refund`;
+    await h.stripeFault({ kind: 'fail_before_commit', match: { idempotencyKey: createKey }, count: 1000 });
+    await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+    await h.withWorker(
+      {},
+      async (taskQueue) => {
+        const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+        const { state } = await stopped(handle);
+        expect(state).toMatchObject({ status: 'needs_attention', parked: { failedStep: 'create_refund' } });
+        await clearFaults();
+        const seen = Math.max(...(await h.requests({ paymentIntent: order.paymentIntentId })).map((r) => r.seq));
+
+        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe is back' }] });
+        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
+        completed(await handle.result());
+        const after = (await h.requests({ paymentIntent: order.paymentIntentId })).filter((r) => r.seq > seen);
+        expect(after.slice(0, 2)).toMatchObject([
+          { method: 'GET', path: '/v1/refunds' },
+          { method: 'POST', path: '/v1/refunds', idempotencyKey: createKey, status: 200 },
+        ]);
+      },
+      { policy: fewLookups(2) },
+    );
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   });
 });
 

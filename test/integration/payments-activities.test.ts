@@ -6,7 +6,7 @@ import path from 'node:path';
 import type Stripe from 'stripe';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { inAttemptScope } from '../../src/activities/attempt-scope';
-import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
+import { createPaymentActivities, createStripeClient, SEND_CLOCK_MARGIN_MS, type CreateRefundInput } from '../../src/activities/payments';
 import type { ProviderWindows } from '../../src/receipts';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { StripeFaultInput } from '../../src/servers/stripe/faults';
@@ -224,7 +224,7 @@ describe('createRefund', () => {
     expect(detailsOf(refused)).toMatchObject({ code: 'UNKNOWN_OUTCOME', reason: 'outside_dedupe_window' });
     expect(await requestsWith(input.idempotencyKey)).toHaveLength(1);
 
-    await new Promise((r) => setTimeout(r, windows.requestTimeoutMs + windows.consistencyMs));
+    await new Promise((r) => setTimeout(r, windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS + windows.consistencyMs));
     await expect(run(narrow.reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'not_started_confirmed' });
     await expect(run(narrow.createRefund, input)).resolves.toMatchObject({ replayed: false });
     expect(await refundEffects(pi)).toHaveLength(1);

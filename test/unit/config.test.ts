@@ -107,6 +107,18 @@ describe('settings for real money', () => {
     expect(() => loadConfig({ STRIPE_LIVE_MODE: 'yes' })).toThrow(/STRIPE_LIVE_MODE/);
   });
 
+  test("with real Stripe the key window is at most Stripe's 24 hours less the margin: a longer one is refused at start", () => {
+    const real = { STRIPE_SECRET_KEY: 'sk_test_123', OPERATION_SCOPE: 'staging' };
+    expect(() => loadConfig({ ...real, STRIPE_IDEMPOTENCY_TTL_HOURS: '48' })).toThrow(
+      /invalid environment: STRIPE_IDEMPOTENCY_TTL_HOURS: Stripe keeps an idempotency key's response for 24 hours; with real Stripe this must be at most 24 \(48 given\)/,
+    );
+    expect(() => loadConfig({ ...real, STRIPE_IDEMPOTENCY_TTL_HOURS: '24.5' })).toThrow(/STRIPE_IDEMPOTENCY_TTL_HOURS/);
+    expect(runSettings(loadConfig({ ...real, STRIPE_IDEMPOTENCY_TTL_HOURS: '24' })).provider.dedupeWindowMs).toBe(23 * 3600_000);
+    // The local Stripe-compatible server keeps a key's response as long as it is told to.
+    expect(loadConfig({ STRIPE_IDEMPOTENCY_TTL_HOURS: '48' }).stripe.idempotencyTtlMs).toBe(48 * 3600_000);
+    expect(loadConfig({ ...real, STRIPE_API_BASE: 'http://127.0.0.1:9', STRIPE_IDEMPOTENCY_TTL_HOURS: '48' }).stripe.local).toBe(true);
+  });
+
   test('a relay off this machine gets STARTTLS unless told otherwise; credentials stay out of the URL', () => {
     expect(loadConfig({}).mail.smtp).toEqual({ auth: undefined, tls: 'off', rejectUnauthorized: true });
     expect(loadConfig({ SMTP_URL: 'smtp://relay.example.com:587', SMTP_USER: 'refunds', SMTP_PASSWORD: 's3cret' }).mail.smtp).toEqual({

@@ -2,6 +2,7 @@
 // stale pooled socket can turn a request that never left into a lost answer), reads reuse one.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { inAttemptScope, type AttemptScope } from '../../src/activities/attempt-scope';
 import { createStripeClient } from '../../src/activities/payments';
 
 const refund = { id: 're_1', object: 'refund', amount: 100, currency: 'usd', status: 'succeeded', payment_intent: 'pi_1', metadata: {} };
@@ -44,4 +45,49 @@ test('each create opens a connection of its own; reads, from any client, reuse a
   // A create after the reads still opens its own.
   await stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k3' });
   expect(connections - reads).toBe(2);
+});
+
+describe("a send's deadline", () => {
+  const T = 1000;
+  let slow: http.Server;
+  let slowBase: string;
+
+  beforeAll(async () => {
+    // Answers every request half a request timeout after it arrived.
+    slow = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        setTimeout(() => {
+          res.setHeader('content-type', 'application/json');
+          res.end(JSON.stringify(refund));
+        }, T / 2);
+      });
+    });
+    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
+    slowBase = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    slow.closeAllConnections();
+    await new Promise((resolve) => slow.close(resolve));
+  });
+
+  test('a request begun just before the deadline is aborted at the deadline, not a full timeout later', async () => {
+    const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase: slowBase, requestTimeoutMs: T });
+    const t0 = Date.now();
+    const scope: AttemptScope = { startedAtMs: t0, requests: [], providerRequestId: null, sendBy: t0 + T };
+    await new Promise((r) => setTimeout(r, 0.9 * T));
+    const outcome = await inAttemptScope(scope, () =>
+      stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k_deadline', timeout: T }).then(
+        () => ({ answered: Date.now() - t0 }),
+        (err: unknown) => ({ failed: Date.now() - t0, err }),
+      ),
+    );
+    // The request was on the wire when the deadline passed: it is cut there, and may have reached the server.
+    expect(outcome).toMatchObject({ failed: expect.any(Number) });
+    const { failed, err } = outcome as { failed: number; err: Error & { detail?: unknown } };
+    expect(failed).toBeLessThan(T + 100);
+    expect(err.detail).toMatchObject({ stage: 'sent', timedOut: true, message: expect.stringMatching(/no answer by its send's deadline \(\d+ ms\)/) });
+    expect(scope.requests).toHaveLength(1);
+  });
 });
