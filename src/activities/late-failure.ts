@@ -5,7 +5,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
-import type { Evidenced, LateFailureFacts, RunSettings } from '../receipts';
+import type { Evidenced, LateFailureFacts, RunSettings, StandingRecords } from '../receipts';
 import { stepKey } from '../reliability/identity';
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
@@ -52,17 +52,23 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
         await store.operations.settle(input.operationId, { status: 'failed', refund: receipt, reason }, who, 'refund_failed_after_completion', { followUp: who });
       }
-      const applied = await store.appliedRefund(input.operationId);
-      const notice = await store.getNotification(stepKey(input.operationId, 'notify_customer'));
-      return {
-        request: op.request,
-        refund: receipt,
-        failed,
-        order: applied && applied.refundId === refund.id ? { refundId: applied.refundId, amount: applied.amount, revertedByKey: applied.revertedByKey } : null,
-        notice: notice ? { key: notice.key, status: notice.status, messageId: notice.messageId } : null,
-        policy: deps.settings.policy,
-      };
+      return { request: op.request, refund: receipt, failed, ...(await readStanding(input.operationId, refund.id)), policy: deps.settings.policy };
     });
+  }
+
+  /** The refund on the order when it is `refundId` (or, without one, whichever this operation applied), and the customer notice's outbox entry. */
+  async function readStanding(operationId: string, refundId: string | null): Promise<StandingRecords> {
+    const applied = await store.appliedRefund(operationId);
+    const notice = await store.getNotification(stepKey(operationId, 'notify_customer'));
+    return {
+      order: applied && (refundId === null || applied.refundId === refundId) ? { refundId: applied.refundId, amount: applied.amount, revertedByKey: applied.revertedByKey } : null,
+      notice: notice ? { key: notice.key, status: notice.status, messageId: notice.messageId } : null,
+    };
+  }
+
+  /** What of the saga stands in the store, for a run that plans its compensation (a read: it changes nothing). */
+  async function standingRecords(input: { operationId: string; refundId: string | null }): Promise<StandingRecords> {
+    return readStanding(input.operationId, input.refundId);
   }
 
   /**
@@ -78,5 +84,5 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
     return started;
   }
 
-  return { examineLateFailure, handToFollowUp };
+  return { examineLateFailure, standingRecords, handToFollowUp };
 }
