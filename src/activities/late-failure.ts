@@ -75,11 +75,12 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
    * A run that ends holding the provider's word that its refund failed, which it did not act on
    * (it was parked, abandoned, or the provider's API still said succeeded): the follow-up takes it.
    */
-  async function handToFollowUp(input: { operationId: string; event: ProviderEventSummary }): Promise<{ workflowId: string; runId: string }> {
+  async function handToFollowUp(input: { operationId: string; event: ProviderEventSummary; workflowTaskQueue?: string }): Promise<{ workflowId: string; runId: string }> {
     if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for follow-ups', 'INVALID_ARGUMENTS');
     const { workflowExecution, taskQueue } = Context.current().info;
     const workflowId = workflowExecution?.workflowId ?? 'activity';
-    const started = await startFollowUp(deps.temporal, { operationId: input.operationId, originalWorkflowId: workflowId, event: input.event, taskQueue });
+    // The follow-up runs where the handing run's workflows run: this activity's own queue may be an activity pool's, which no workflow worker polls.
+    const started = await startFollowUp(deps.temporal, { operationId: input.operationId, originalWorkflowId: workflowId, event: input.event, taskQueue: input.workflowTaskQueue ?? taskQueue });
     await store.operations.audit(input.operationId, workflowId, 'late_provider_event', { eventId: input.event.id, type: input.event.type, refundId: input.event.refundId, refundStatus: input.event.refundStatus, followUp: started });
     return started;
   }

@@ -205,7 +205,7 @@ async function handOverLateFailure(run: RefundRun): Promise<void> {
   if (!event || !isPatched(AWAIT_PROVIDER)) return;
   await CancellationScope.nonCancellable(() =>
     pooledActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
-      .handToFollowUp({ operationId: run.ctx.operationId, event })
+      .handToFollowUp({ operationId: run.ctx.operationId, event, ...(reviewFixes() && { workflowTaskQueue: workflowInfo().taskQueue }) })
       .catch((err: unknown) => {
         // The event stays in the store, the run's state and inspect, for a person.
         if (isCancellation(err)) throw err;
@@ -245,6 +245,8 @@ async function cancelled(run: RefundRun): Promise<void> {
     if (isPatched(PARKING)) run.flagForAttention();
   }
   await audit(run, 'cancelled', reason, null);
+  // The provider's word that the refund failed, received while the run waited, is the follow-up's to act on, as when a run ends.
+  if (planned) await handOverLateFailure(run);
 }
 
 /**
