@@ -205,7 +205,7 @@ async function handOverLateFailure(run: RefundRun): Promise<void> {
   if (!event || !isPatched(AWAIT_PROVIDER)) return;
   await CancellationScope.nonCancellable(() =>
     pooledActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
-      .handToFollowUp({ operationId: run.ctx.operationId, event, ...(reviewFixes() && { workflowTaskQueue: workflowInfo().taskQueue }) })
+      .handToFollowUp({ operationId: run.ctx.operationId, event, workflowTaskQueue: workflowInfo().taskQueue })
       .catch((err: unknown) => {
         // The event stays in the store, the run's state and inspect, for a person.
         if (isCancellation(err)) throw err;
