@@ -221,6 +221,7 @@ async function handOverLateFailure(run: RefundRun): Promise<void> {
 async function cancelled(run: RefundRun): Promise<void> {
   // With the review's fixes, the plan reads what stands from the store, and its verdict is the cancellation's.
   const planned = reviewFixes();
+  const was = run.status;
   let compensation: RunStopped | undefined;
   if (isPatched(PARKING) && run.effect.status === 'failed' && (planned || run.cannotCompensate() === null)) {
     compensation = await compensate(run, {}).catch((err: unknown) => {
@@ -236,9 +237,11 @@ async function cancelled(run: RefundRun): Promise<void> {
   // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
   const settled = isPatched(PARKING) && (planned && compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind());
   const why = planned && compensation && !settled ? ` (${compensation.reason})` : '';
+  // What the run was doing when cancelled, not the compensating it did since.
+  const status = planned ? was : run.status;
   const reason = settled
-    ? `cancelled while ${run.status}; the refund is ${effect}${compensated}: nothing is left to do`
-    : `cancelled while ${run.status}; the refund is ${effect}${compensated}: a person finishes what was started${why}`;
+    ? `cancelled while ${status}; the refund is ${effect}${compensated}: nothing is left to do`
+    : `cancelled while ${status}; the refund is ${effect}${compensated}: a person finishes what was started${why}`;
   if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
   else {
     run.finish('needs_attention', reason, null);
