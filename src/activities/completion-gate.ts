@@ -6,7 +6,7 @@ import type Stripe from 'stripe';
 import type { Evidenced, GateFinding, GateResult, RefundReceipt } from '../receipts';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { listRefunds, paymentFailure, toReceipt } from './payments';
+import { listRefunds, paymentFailure, refundIdsOf, toReceipt } from './payments';
 import { requestTimeout } from './request-deadline';
 
 export interface CheckCompletionInput {
@@ -60,7 +60,7 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       );
 
       // A lagging list may not show ours yet; more than one is never right.
-      const mine = listed.filter((r) => r.metadata?.operation_id === input.operationId).map((r) => r.id);
+      const mine = refundIdsOf(listed, input.operationId);
       const single = mine.length <= 1 && mine.every((id) => id === refund.id);
       check('single_refund', single, `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
 

@@ -9,7 +9,7 @@ import type { Evidenced, LateFailureFacts, RunSettings, StandingRecords } from '
 import { stepKey } from '../reliability/identity';
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
-import { paymentFailure, toReceipt } from './payments';
+import { listRefunds, paymentFailure, refundIdsOf, toReceipt } from './payments';
 import { requestTimeout } from './request-deadline';
 import { startFollowUp } from '../webhooks/follow-up';
 import type { ProviderEventSummary } from '../workflows/provider-events';
@@ -47,6 +47,7 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
       }
       const receipt = toReceipt(refund, false);
       const failed = refund.status === 'failed' || refund.status === 'canceled';
+      if (failed) await refuseAnotherRefund(input.operationId, op.request.orderId, refund.id);
       if (failed) {
         const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
@@ -54,6 +55,20 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
       }
       return { request: op.request, refund: receipt, failed, ...(await readStanding(input.operationId, refund.id)), policy: deps.settings.policy };
     });
+  }
+
+  /** Another refund carrying the operation id, as the gate would find it: its failure undoes nothing, a person looks (the gate's anomaly). */
+  async function refuseAnotherRefund(operationId: string, orderId: string, refundId: string): Promise<void> {
+    const order = await store.getOrder(orderId);
+    if (!order) return;
+    const others = refundIdsOf(await listRefunds(stripe, order.paymentIntentId, deps.settings.provider.requestTimeoutMs), operationId).filter((id) => id !== refundId);
+    if (others.length === 0) return;
+    throw new Classified(
+      'INVALID_ARGUMENTS',
+      'not_executed',
+      'more_than_one_refund',
+      `refund ${refundId} failed, but ${others.join(', ')} also carr${others.length === 1 ? 'ies' : 'y'} operation ${operationId}: nothing is undone; a person looks at why it exists`,
+    );
   }
 
   /** The refund on the order when it is `refundId` (or, without one, whichever this operation applied), and the customer notice's outbox entry. */

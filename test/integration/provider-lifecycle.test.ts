@@ -281,6 +281,19 @@ test('a second refund carrying the operation id outweighs the failure of the run
   expect(await h.store.operations.get(operationId)).not.toMatchObject({ status: 'failed' });
 });
 
+test('the follow-up, too, undoes nothing when a second refund carries the operation id beside the failed one', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 900, currency: 'usd', requestedBy: 'test' });
+  const { operationId } = completed(await handle.result());
+  // Someone else refunds under the same operation id; it succeeds (for now) when the run's own refund fails.
+  const other = await h.stripe.refunds.create({ payment_intent: order.paymentIntentId, amount: 900, metadata: { operation_id: operationId } });
+  const outcome: LateFailureResult = await (await followUp(operationId)).result();
+  expect(outcome).toMatchObject({ status: 'needs_attention', compensations: [] });
+  expect(outcome.reason).toContain(other.id);
+  expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(900);
+  expect((await h.messages({ to: order.customerEmail })).filter((m) => /^Correction: /.test(m.subject))).toHaveLength(0);
+});
+
 test('with webhooks off, polling completes a pending refund within the policy\'s deadline; past the deadline it parks for a person', async () => {
   await h.stripe.webhookEndpoints.del(endpointId);
   const fastPolls = (deadlineMs: number): RecoveryPolicy => ({ ...TEST_POLICY, awaitProvider: { deadlineMs, poll: { initialMs: 1000, coefficient: 2, maxMs: 2000 }, jitter: 0 } });
