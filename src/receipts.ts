@@ -181,6 +181,13 @@ export interface LateFailureFacts {
   policy: RecoveryPolicy;
 }
 
+/** What of the saga stands in the store for one operation: the compensation plan's input (compensations/plan.ts). */
+export const standingRecordsSchema = z.object({
+  order: z.object({ refundId: z.string(), amount: z.number().int(), revertedByKey: z.string().nullable() }).nullable(),
+  notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
+});
+export type StandingRecords = z.infer<typeof standingRecordsSchema>;
+
 export const lateFailureFactsSchema = z.object({
   request: z.object({ orderId: z.string(), amount: z.number().int(), currency: z.string(), reason: z.string() }),
   refund: refundReceiptSchema,

@@ -6,7 +6,7 @@ import type Stripe from 'stripe';
 import type { Evidenced, GateFinding, GateResult, RefundReceipt } from '../receipts';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { listRefunds, paymentFailure, toReceipt } from './payments';
+import { listRefunds, paymentFailure, refundIdsOf, toReceipt } from './payments';
 import { requestTimeout } from './request-deadline';
 
 export interface CheckCompletionInput {
@@ -60,8 +60,9 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       );
 
       // A lagging list may not show ours yet; more than one is never right.
-      const mine = listed.filter((r) => r.metadata?.operation_id === input.operationId).map((r) => r.id);
-      check('single_refund', mine.length <= 1 && mine.every((id) => id === refund.id), `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
+      const mine = refundIdsOf(listed, input.operationId);
+      const single = mine.length <= 1 && mine.every((id) => id === refund.id);
+      check('single_refund', single, `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
 
       check(
         'order_refund_state',
@@ -80,8 +81,10 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       check('audit_trail', missing.length === 0, missing.length === 0 ? `${trail.length} audit entries, none missing` : `missing ${missing.join(', ')}`);
 
       let verdict: GateResult['verdict'] = findings.every((f) => f.ok) ? 'pass' : 'mismatch';
-      if (fits && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
-      if (refund.status === 'failed' || refund.status === 'canceled') verdict = 'refund_failed';
+      // An anomaly (a refund that does not fit, another carrying the operation id) always wins: waiting or undoing on it could be wrong.
+      const anomaly = !fits || !single;
+      if (!anomaly && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
+      if (!anomaly && (refund.status === 'failed' || refund.status === 'canceled')) verdict = 'refund_failed';
       const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
       if (verdict === 'pass') await store.operations.settle(input.operationId, { status: 'completed', refund: receipt }, who, 'completion_gate_passed');
       if (verdict === 'refund_failed') {

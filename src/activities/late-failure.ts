@@ -5,11 +5,11 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
-import type { Evidenced, LateFailureFacts, RunSettings } from '../receipts';
+import type { Evidenced, LateFailureFacts, RunSettings, StandingRecords } from '../receipts';
 import { stepKey } from '../reliability/identity';
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
-import { paymentFailure, toReceipt } from './payments';
+import { listRefunds, paymentFailure, refundIdsOf, toReceipt } from './payments';
 import { requestTimeout } from './request-deadline';
 import { startFollowUp } from '../webhooks/follow-up';
 import type { ProviderEventSummary } from '../workflows/provider-events';
@@ -47,36 +47,58 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
       }
       const receipt = toReceipt(refund, false);
       const failed = refund.status === 'failed' || refund.status === 'canceled';
+      if (failed) await refuseAnotherRefund(input.operationId, op.request.orderId, refund.id);
       if (failed) {
         const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
         await store.operations.settle(input.operationId, { status: 'failed', refund: receipt, reason }, who, 'refund_failed_after_completion', { followUp: who });
       }
-      const applied = await store.appliedRefund(input.operationId);
-      const notice = await store.getNotification(stepKey(input.operationId, 'notify_customer'));
-      return {
-        request: op.request,
-        refund: receipt,
-        failed,
-        order: applied && applied.refundId === refund.id ? { refundId: applied.refundId, amount: applied.amount, revertedByKey: applied.revertedByKey } : null,
-        notice: notice ? { key: notice.key, status: notice.status, messageId: notice.messageId } : null,
-        policy: deps.settings.policy,
-      };
+      return { request: op.request, refund: receipt, failed, ...(await readStanding(input.operationId, refund.id)), policy: deps.settings.policy };
     });
+  }
+
+  /** Another refund carrying the operation id, as the gate would find it: its failure undoes nothing, a person looks (the gate's anomaly). */
+  async function refuseAnotherRefund(operationId: string, orderId: string, refundId: string): Promise<void> {
+    const order = await store.getOrder(orderId);
+    if (!order) return;
+    const others = refundIdsOf(await listRefunds(stripe, order.paymentIntentId, deps.settings.provider.requestTimeoutMs), operationId).filter((id) => id !== refundId);
+    if (others.length === 0) return;
+    throw new Classified(
+      'INVALID_ARGUMENTS',
+      'not_executed',
+      'more_than_one_refund',
+      `refund ${refundId} failed, but ${others.join(', ')} also carr${others.length === 1 ? 'ies' : 'y'} operation ${operationId}: nothing is undone; a person looks at why it exists`,
+    );
+  }
+
+  /** The refund on the order when it is `refundId` (or, without one, whichever this operation applied), and the customer notice's outbox entry. */
+  async function readStanding(operationId: string, refundId: string | null): Promise<StandingRecords> {
+    const applied = await store.appliedRefund(operationId);
+    const notice = await store.getNotification(stepKey(operationId, 'notify_customer'));
+    return {
+      order: applied && (refundId === null || applied.refundId === refundId) ? { refundId: applied.refundId, amount: applied.amount, revertedByKey: applied.revertedByKey } : null,
+      notice: notice ? { key: notice.key, status: notice.status, messageId: notice.messageId } : null,
+    };
+  }
+
+  /** What of the saga stands in the store, for a run that plans its compensation (a read: it changes nothing). */
+  async function standingRecords(input: { operationId: string; refundId: string | null }): Promise<StandingRecords> {
+    return readStanding(input.operationId, input.refundId);
   }
 
   /**
    * A run that ends holding the provider's word that its refund failed, which it did not act on
    * (it was parked, abandoned, or the provider's API still said succeeded): the follow-up takes it.
    */
-  async function handToFollowUp(input: { operationId: string; event: ProviderEventSummary }): Promise<{ workflowId: string; runId: string }> {
+  async function handToFollowUp(input: { operationId: string; event: ProviderEventSummary; workflowTaskQueue?: string }): Promise<{ workflowId: string; runId: string }> {
     if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for follow-ups', 'INVALID_ARGUMENTS');
     const { workflowExecution, taskQueue } = Context.current().info;
     const workflowId = workflowExecution?.workflowId ?? 'activity';
-    const started = await startFollowUp(deps.temporal, { operationId: input.operationId, originalWorkflowId: workflowId, event: input.event, taskQueue });
+    // The follow-up runs where the handing run's workflows run: this activity's own queue may be an activity pool's, which no workflow worker polls.
+    const started = await startFollowUp(deps.temporal, { operationId: input.operationId, originalWorkflowId: workflowId, event: input.event, taskQueue: input.workflowTaskQueue ?? taskQueue });
     await store.operations.audit(input.operationId, workflowId, 'late_provider_event', { eventId: input.event.id, type: input.event.type, refundId: input.event.refundId, refundStatus: input.event.refundStatus, followUp: started });
     return started;
   }
 
-  return { examineLateFailure, handToFollowUp };
+  return { examineLateFailure, standingRecords, handToFollowUp };
 }

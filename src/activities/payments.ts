@@ -260,6 +260,11 @@ const timeSpent = () =>
  * All of a payment intent's refunds, newest first, a page at a time: each page's timeout is cut
  * to what is left of the attempt (the SDK's auto-paging would reuse the first page's).
  */
+/** The refunds in a payment intent's list that carry the operation id: more than one is never right (the gate's and the follow-up's single_refund). */
+export function refundIdsOf(listed: Stripe.Refund[], operationId: string): string[] {
+  return listed.filter((r) => r.metadata?.operation_id === operationId).map((r) => r.id);
+}
+
 export async function listRefunds(stripe: Stripe, paymentIntentId: string, maxRequestMs: number): Promise<Stripe.Refund[]> {
   const all: Stripe.Refund[] = [];
   for (let startingAfter: string | undefined; ; ) {

@@ -5,9 +5,11 @@ import { WorkflowHandle } from '@temporalio/client';
 import { outcomeOf, type RunOutcome } from '../client/outcome';
 import { startRefund } from '../client/refunds';
 import { seedPaidOrder } from '../client/seed';
+import { messageIdForKey } from '../activities/notifications';
+import { compensationKeyOf } from '../compensations/plan';
 import { operationId as operationIdOf, stepKey } from '../reliability/identity';
-import { refundWorkflowId, TASK_QUEUE } from '../shared';
-import { MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type RefundRunState } from '../workflows';
+import { refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
+import { followUpWorkflowId, MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type lateFailureWorkflow, type RefundRunState } from '../workflows';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
 import type { ToxiproxyCrash } from './toxiproxy';
@@ -231,6 +233,7 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
   const budget = inv('attempts within budget (run state)');
   const storm = inv('no retry storm: requests per create key within the policy bound');
   const honest = inv('run state matches the evidence');
+  const corrected = inv('no silent compensation: a run or follow-up that ends compensated corrected each notice the mailbox holds for it, or is on the attention list');
   const fail = (i: Invariant, why: string) => {
     i.holds = false;
     if (i.violations.length < 50) i.violations.push(why);
@@ -265,6 +268,14 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
     if (requests > requestBound) fail(storm, `${r.orderId}: ${requests} requests with ${createKey} (bound ${requestBound})`);
 
     const [order, op] = await Promise.all([stack.store.getOrder(r.orderId), stack.store.operations.get(operationId)]);
+    // The notice and its correction by Message-ID: a notice the mailbox holds without its correction was never put right.
+    const uncorrected = messages.some((m) => m.messageId === messageIdForKey(stepKey(operationId, 'notify_customer'))) &&
+      !messages.some((m) => m.messageId === messageIdForKey(compensationKeyOf('notify_customer', operationId)));
+    const followUp = await followUpOutcome(stack, operationId);
+    if (followUp) {
+      corrected.checked += 1;
+      if (followUp.status === 'compensated' && uncorrected && !followUp.flagged) fail(corrected, `${followUpWorkflowId(operationId)}: compensated, and the notice in the mailbox has no correction`);
+    }
     for (const [slot, workflowId] of r.workflowIds.entries()) {
       const outcome = r.outcomes[slot] ?? null;
       lost.checked += 1;
@@ -292,6 +303,9 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
         if (notices !== 1) problems.push(`completed with ${notices} notices in the mailbox`);
         if (op?.status !== 'completed') problems.push(`completed, but the operation is ${op?.status}`);
       } else if (status === 'compensated') {
+        corrected.checked += 1;
+        const flagged = (await stack.client.workflow.getHandle(workflowId).describe().catch(() => null))?.typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention) === true;
+        if (uncorrected && !flagged) fail(corrected, `${workflowId}: compensated, and the notice in the mailbox has no correction`);
         if (refunded !== 0) problems.push(`compensated, but the order shows ${refunded} refunded`);
         if (corrections !== notices) problems.push(`compensated with ${notices} notices and ${corrections} corrections`);
       } else if (status === 'rejected') {
@@ -304,7 +318,16 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
       problems.forEach((p) => fail(honest, `${workflowId}: ${p}`));
     }
   }
-  return [duplicateRefunds, duplicateEmails, lost, budget, storm, honest];
+  return [duplicateRefunds, duplicateEmails, lost, budget, storm, honest, corrected];
+}
+
+/** How the operation's follow-up run ended, when one ran and has ended: its status, and whether it is on the attention list. */
+async function followUpOutcome(stack: ChaosStack, operationId: string): Promise<{ status: string; flagged: boolean } | null> {
+  const handle = stack.client.workflow.getHandle<typeof lateFailureWorkflow>(followUpWorkflowId(operationId));
+  const described = await handle.describe().catch(() => null);
+  if (!described || described.status.name !== 'COMPLETED') return null;
+  const { status } = await handle.result();
+  return { status, flagged: described.typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention) === true };
 }
 
 /** What in a run's state exceeds its budget: provider calls, or attempts of one step (a resubmitted create may run its attempts again). */

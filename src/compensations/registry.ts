@@ -33,7 +33,7 @@ export interface Compensation<A extends CompensationActivity = CompensationActiv
   kind: 'compensation';
   activity: A;
   boundary: Boundary;
-  /** The compensation's own idempotency key, as it is derived in `compensate()`: never the forward step's key. */
+  /** The compensation's own idempotency key, as `compensationKeyOf` (plan.ts) derives it: never the forward step's key. */
   key: string;
   /** Builds the compensation's input; `key` is the compensation's own idempotency key. */
   input(ctx: SagaContext, key: string): ActivityInput<A>;

@@ -4,18 +4,19 @@
 // stands (the order's refund taken off, a correction email), each under the same key the saga
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
-import { ApplicationFailure, defineQuery, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, patched, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
-import { compensationOrder, REFUND_SAGA, type RefundStep, type SagaContext } from '../compensations/registry';
+import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
+import { REFUND_SAGA, type RefundStep, type SagaContext } from '../compensations/registry';
 import { evidenced, lateFailureFactsSchema, notificationReceiptSchema, orderReceiptSchema, type LateFailureFacts } from '../receipts';
-import { compensationKey, stepKey } from '../reliability/identity';
 import { temporalRetryPolicy, type RecoveryPolicy } from '../reliability/policy';
 import type { Boundary } from '../reliability/taxonomy';
 import { REFUND_REASONS, SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
 import { IgnoredMessages, setSignalHandler, type IgnoredMessagesView } from './messages';
 import { providerEventSchema, providerEventSignal, type ProviderEventSummary } from './provider-events';
 import { describeFailure, stepError, type StepError } from './step-runner';
+import { REVIEW_FIXES } from './versions';
 
 export interface LateFailureInput {
   operationId: string;
@@ -61,16 +62,12 @@ export function followUpWorkflowId(operationId: string): string {
   return `follow-up:${operationId}`;
 }
 
-/** The key each forward step recorded (the order's update is kept under the operation id); its compensation's key derives from it, as in the saga. */
-const FORWARD_KEY: Partial<Record<RefundStep, (operationId: string) => string>> = {
-  update_order: (operationId) => operationId,
-  notify_customer: (operationId) => stepKey(operationId, 'notify_customer'),
-};
-
 const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
 const LOOKUP = { startToCloseTimeout: '30s', scheduleToCloseTimeout: '10m', retry: { initialInterval: '1s', maximumInterval: '30s' } } as const;
 
 export async function lateFailureWorkflow(input: LateFailureInput): Promise<LateFailureResult> {
+  // Follow-ups begun before the payments review's fixes keep their paths (see versions.ts).
+  const reviewed = patched(REVIEW_FIXES);
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
   if (!input || !valid(input.operationId, 200) || !valid(input.refundId, 255) || !valid(input.originalWorkflowId, 1000)) {
     throw ApplicationFailure.nonRetryable('a follow-up needs an operationId, a refundId and the originalWorkflowId', 'INVALID_ARGUMENTS');
@@ -142,9 +139,9 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
 
   state.status = 'compensating';
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
-  const stands: RefundStep[] = [];
-  if (facts.order) stands.push('update_order');
-  if (facts.notice?.status === 'sent') stands.push('notify_customer');
+  const policy = facts.policy;
+  // The run's own plan: what the store shows standing. Before the review's fixes, a notice whose hand-over is unknown was never corrected.
+  const plan = compensationPlan(input.operationId, facts, reviewed && correctsUnknownNotice(policy, false));
   const ctx: SagaContext = {
     request: {
       ...facts.request,
@@ -156,11 +153,9 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     refund: facts.refund,
     correctionReason: facts.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed',
   };
-  const policy = facts.policy;
-  for (const step of compensationOrder(stands)) {
+  for (const { step, key } of plan.undo) {
     const { undo } = REFUND_SAGA[step];
     if (undo.kind !== 'compensation') continue;
-    const key = compensationKey(FORWARD_KEY[step]!(input.operationId));
     const record: FollowUpCompensation = { step, key, status: 'completed' };
     state.compensations.push(record);
     try {
@@ -179,7 +174,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
   const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
   const open = state.compensations.filter((c) => c.status !== 'completed');
   // A notice never handed over (pending) told the customer nothing; one whose hand-over is unknown (sending) may have.
-  const unsure = facts.notice?.status === 'sending' ? ` The customer notice ${facts.notice.messageId} is ${facts.notice.status}: whether it reached them is unknown, so no correction was sent; a person checks the mailbox.` : '';
+  const unsure = plan.held ? ` ${plan.held.reason}.` : '';
   if (open.length > 0) {
     return finish('needs_attention', `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`, facts);
   }

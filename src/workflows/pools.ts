@@ -22,6 +22,7 @@ export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   reconcileRefund: 'reconcile',
   checkCompletion: 'reconcile',
   examineLateFailure: 'reconcile',
+  standingRecords: 'reconcile',
   handToFollowUp: 'reconcile',
   recordOutcome: 'reconcile',
   listAttention: 'reconcile',

@@ -316,7 +316,9 @@ export class RefundRun {
     const open = this.steps
       .completed()
       .filter((step) => REFUND_SAGA[step].undo.kind === 'compensation' && this.steps.get(step).compensation?.status !== 'completed');
-    return open.length ? null : 'no finished step has a compensation left to run';
+    // A correction held back (a notice whose hand-over is unknown) is one a person's compensate decision sends.
+    const held = REFUND_STEPS.filter((step) => this.steps.get(step).compensation?.status === 'held');
+    return open.length || held.length ? null : 'no finished step has a compensation left to run';
   }
 
   /** Moves the run to a new status; a transition an operator may search for is mirrored to the search attributes. */

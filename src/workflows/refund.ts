@@ -7,6 +7,7 @@ import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import type { CheckCompletionInput } from '../activities/completion-gate';
 import type { CreateRefundInput } from '../activities/payments';
+import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { compensationOrder, REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import {
   type BeginResult,
@@ -17,6 +18,7 @@ import {
   type GateResult,
   orderReceiptSchema,
   refundReceiptSchema,
+  standingRecordsSchema,
   type NotificationReceipt,
   type OrderReceipt,
   type RefundReceipt,
@@ -209,7 +211,7 @@ async function handOverLateFailure(run: RefundRun): Promise<void> {
   if (!event || !isPatched(AWAIT_PROVIDER)) return;
   await CancellationScope.nonCancellable(() =>
     pooledActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
-      .handToFollowUp({ operationId: run.ctx.operationId, event })
+      .handToFollowUp({ operationId: run.ctx.operationId, event, workflowTaskQueue: workflowInfo().taskQueue })
       .catch((err: unknown) => {
         // The event stays in the store, the run's state and inspect, for a person.
         if (isCancellation(err)) throw err;
@@ -223,9 +225,14 @@ async function handOverLateFailure(run: RefundRun): Promise<void> {
  * that stands or may stand is left to a person, and the run says which.
  */
 async function cancelled(run: RefundRun): Promise<void> {
-  if (isPatched(PARKING) && run.effect.status === 'failed' && run.cannotCompensate() === null) {
-    await compensate(run, {}).catch((err: unknown) => {
+  // With the review's fixes, the plan reads what stands from the store, and its verdict is the cancellation's.
+  const planned = reviewFixes();
+  const was = run.status;
+  let compensation: RunStopped | undefined;
+  if (isPatched(PARKING) && run.effect.status === 'failed' && (planned || run.cannotCompensate() === null)) {
+    compensation = await compensate(run, {}).catch((err: unknown) => {
       if (!(err instanceof RunStopped)) throw err;
+      return err;
     });
   }
   // A create that had started may be going on at the provider: then it is unknown, never "not sent".
@@ -234,16 +241,21 @@ async function cancelled(run: RefundRun): Promise<void> {
   if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
   const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed') ? ', its finished steps compensated' : '';
   // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
-  const settled = isPatched(PARKING) && !run.leavesWorkBehind();
+  const settled = isPatched(PARKING) && (planned && compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind());
+  const why = planned && compensation && !settled ? ` (${compensation.reason})` : '';
+  // What the run was doing when cancelled, not the compensating it did since.
+  const status = planned ? was : run.status;
   const reason = settled
-    ? `cancelled while ${run.status}; the refund is ${effect}${compensated}: nothing is left to do`
-    : `cancelled while ${run.status}; the refund is ${effect}${compensated}: a person finishes what was started`;
+    ? `cancelled while ${status}; the refund is ${effect}${compensated}: nothing is left to do`
+    : `cancelled while ${status}; the refund is ${effect}${compensated}: a person finishes what was started${why}`;
   if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
   else {
     run.finish('needs_attention', reason, null);
     if (isPatched(PARKING)) run.flagForAttention();
   }
   await audit(run, 'cancelled', reason, null);
+  // The provider's word that the refund failed, received while the run waited, is the follow-up's to act on, as when a run ends.
+  if (planned) await handOverLateFailure(run);
 }
 
 /**
@@ -697,6 +709,7 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
   run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
   // Runs from before parking let a cancellation reach their compensations; newer ones finish them.
   const finishing = <T>(fn: () => Promise<T>): Promise<T> => (isPatched(PARKING) ? CancellationScope.nonCancellable(fn) : fn());
+  if (reviewFixes()) return finishing(() => compensateStanding(run, refund, options.resendApprovedAt));
   await finishing(async () => {
     for (const step of compensationOrder(run.steps.completed())) {
       const { undo } = REFUND_SAGA[step];
@@ -725,6 +738,52 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
     'completion_gate',
     unknown.length > 0,
   );
+}
+
+/**
+ * Undoes what the store shows standing, as the compensation plan decides from its records (the same
+ * plan as the follow-up's), each under its own key. A notice whose hand-over is unknown is corrected
+ * only when the policy or a person's decision allows it; otherwise it is held and the run goes to a
+ * person, never ends compensated while the customer may hold an email saying money is coming.
+ */
+async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefined, resendApprovedAt: string | undefined): Promise<never> {
+  const { operationId } = run.ctx;
+  for (const step of run.steps.completed()) {
+    const { undo } = REFUND_SAGA[step];
+    if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
+  }
+  const what = refund ? `the provider failed refund ${refund.refundId} after accepting it (${refund.status})` : 'the refund did not go through';
+  const records = await pooledActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
+    .standingRecords({ operationId, refundId: refund?.refundId ?? null })
+    .then((raw) => standingRecordsSchema.parse(raw))
+    .catch((err: unknown) => {
+      if (isCancellation(err)) throw err;
+      return run.stop('needs_attention', `${what}. What stands could not be read from the store (${(err as Error).message}), so nothing was undone; a person compensates it`, 'completion_gate');
+    });
+  const plan = compensationPlan(operationId, records, correctsUnknownNotice(run.policy, resendApprovedAt !== undefined));
+  for (const { step, key } of plan.undo) {
+    const { undo } = REFUND_SAGA[step];
+    if (undo.kind !== 'compensation') continue;
+    const previous = run.steps.get(step).compensation;
+    if (previous?.status === 'completed') continue;
+    const resend = resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
+    await run.steps.compensate(step, key, undo.boundary, undo.boundary !== 'store', async () => {
+      const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
+      return acts[undo.activity]({ ...undo.input(run.ctx, key), ...(resend && { resendApprovedAt }) });
+    });
+    run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
+  }
+  if (plan.held) run.steps.hold(plan.held.step, plan.held.key, plan.held.reason);
+
+  const left = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed' && s.compensation.status !== 'held');
+  if (left.length === 0 && !plan.held) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
+  const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
+  const open = unknown.length
+    ? ` The outcome of ${unknown.join(', ')}'s compensation is unknown: it is quarantined, never retried blind; a person checks it (the step table has its key and Message-ID).`
+    : left.length
+      ? ' A compensation failed: see the step table; a person must finish it.'
+      : '';
+  run.stop('needs_attention', `${what}.${open}${plan.held ? ` ${plan.held.reason}` : ''}`, 'completion_gate', unknown.length > 0);
 }
 
 /** Runs a step; a failure the policy cannot recover from here stops the run with the right verdict. */

@@ -8,8 +8,11 @@ import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type Fail
 
 /** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
 export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
-/** unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind. */
-export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'not_compensable';
+/**
+ * unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind.
+ * held: not run, since what it would correct may not have happened (a notice whose hand-over is unknown): a person decides.
+ */
+export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'held' | 'not_compensable';
 
 export interface StepError {
   code: FailureCode;
@@ -175,6 +178,11 @@ export class StepRunner<Name extends string> {
 
   note(name: Name, note: string): void {
     this.get(name).note = note;
+  }
+
+  /** A compensation the plan did not run, with why: it waits for a person's decision. */
+  hold(name: Name, key: string, note: string): void {
+    this.get(name).compensation = { kind: 'compensation', key, status: 'held', note, attempts: 0, transportRequests: 0 };
   }
 
   markNotCompensable(name: Name, note: string): void {

@@ -4,6 +4,7 @@
 // Effects are counted where they land: the server's request log, the store, the mailbox.
 import type { WorkflowHandle } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
+import { messageIdForKey } from '../../src/activities/notifications';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
@@ -189,6 +190,108 @@ test('a run parked for a person when its refund fails is not left waiting: the p
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
   const trail = await h.store.operations.auditTrail(result.operationId!);
   expect(trail.find((a) => a.event === 'decision')).toMatchObject({ detail: { decision: 'provider_event', by: 'provider' } });
+});
+
+test('a notice whose hand-over is unknown is never compensated silently: the run parks with the reason, and a correction goes out only on a decision', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const notice = messageIdForKey(`refund:test:${order.id}:v1:notify_customer`);
+  // The mail server stores the notice and the connection drops before its 250: the customer very likely has it.
+  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: notice } });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 650, currency: 'usd', requestedBy: 'test' });
+  const parked = await stopped(handle);
+  expect(parked).toMatchObject({ status: 'needs_attention', state: { outcome: { failedStep: 'notify_customer' }, effect: { status: 'refunded' } } });
+
+  // FAIL_MS after the refund, the provider fails it; its webhook wakes the parked run, which undoes what it can.
+  await until('the refund failed and the order reverted', async () => (await h.store.getOrder(order.id))!.refundedAmount === 0, 30_000);
+  const after = await stopped(handle);
+  const corrections = async () => (await h.messages({ to: order.customerEmail })).filter((m) => /^Correction: /.test(m.subject));
+  expect(await h.messages({ messageId: notice })).toHaveLength(1);
+  expect(after.status).not.toBe('compensated');
+  expect(after).toMatchObject({ status: 'needs_attention', state: { effect: { status: 'failed' }, outcome: { reason: expect.stringContaining(notice) } } });
+  expect(await corrections()).toHaveLength(0);
+  expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention)).toBe(true);
+
+  // A person finds the notice in the mailbox and decides to compensate; a lead approves: one correction, then compensated.
+  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: `${notice} is in the mailbox` }] });
+  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'correct it' }] });
+  await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
+  expect(await corrections()).toHaveLength(1);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
+
+test('a run cancelled while it holds an unacted refund failure hands it to the follow-up, which reverts the order and corrects the email', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  // The gate cannot read the provider: the run parks at completion_gate with the notice sent and the refund standing.
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  const quick: RecoveryPolicy = {
+    ...SLOW_POLLS,
+    rules: SLOW_POLLS.rules.map((r) => (r.code === 'TRANSIENT_DEPENDENCY' ? { ...r, maxAttempts: 1 } : r)),
+    decisions: { ...SLOW_POLLS.decisions, needApproval: ['abandon'] },
+  };
+  const outcome = await h.withWorker(
+    {},
+    async (taskQueue) => {
+      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [{ orderId: order.id, amount: 800, currency: 'usd', requestedBy: 'test' }] });
+      const parked = await stopped(handle);
+      expect(parked).toMatchObject({ status: 'needs_attention', state: { outcome: { failedStep: 'completion_gate' }, effect: { status: 'refunded' } } });
+      // The provider answers again (the follow-up reads the refund); the parked run does not look meanwhile.
+      await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+      // A proposal waits for a second person: the provider's failure does not wake the run meanwhile.
+      await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'support handles it' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
+      await until('refund.failed reached the run', async () => (await handle.query(stepsQuery)).providerEvents.some((e) => e.refundStatus === 'failed'), 30_000);
+      expect((await handle.query(stepsQuery)).status).toBe('awaiting_approval');
+      await handle.cancel();
+      await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
+      const { operationId } = (await handle.query(stepsQuery)).operation!;
+      return { operationId, followUp: await (await followUp(operationId)).result() };
+    },
+    { policy: quick },
+  );
+  expect(outcome.followUp).toMatchObject({ status: 'compensated', refund: { status: 'failed' } });
+  expect((await h.store.getOrder(order.id))!).toMatchObject({ refundedAmount: 0, status: 'paid' });
+  expect(await h.store.appliedRefund(outcome.operationId)).toMatchObject({ revertedByKey: `${outcome.operationId}:compensate` });
+  const mail = await h.messages({ to: order.customerEmail });
+  expect(mail).toHaveLength(2);
+  expect(mail.filter((m) => /^Correction: /.test(m.subject))).toHaveLength(1);
+});
+
+test('a second refund carrying the operation id outweighs the failure of the run\'s own: the run parks with the evidence and undoes nothing', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  // The notice is refused for good: the run parks at notify_customer with its refund standing.
+  await h.mailFault({ kind: 'reply', stage: 'rcpt', code: 550, message: '5.1.1 no such user', match: { recipient: order.customerEmail }, count: 1 });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 700, currency: 'usd', requestedBy: 'test' });
+  const parked = await stopped(handle);
+  expect(parked).toMatchObject({ status: 'needs_attention', state: { outcome: { failedStep: 'notify_customer' } } });
+  const { operationId } = parked.state.operation!;
+  const own = parked.state.effect.refundId!;
+  // Someone else refunds under the same operation id; it succeeds (for now) while the run's own refund fails.
+  const other = await h.stripe.refunds.create({ payment_intent: order.paymentIntentId, amount: 700, metadata: { operation_id: operationId } });
+  expect(other.status).toBe('succeeded');
+
+  // FAIL_MS after the refund, the provider fails the run's own refund; its webhook wakes the run, and the gate looks.
+  await until('the gate looked again', async () => (await handle.query(stepsQuery)).outcome?.failedStep === 'completion_gate', 30_000);
+  const after = await stopped(handle);
+  expect(after.status).toBe('needs_attention');
+  expect(after.state.outcome).toMatchObject({ failedStep: 'completion_gate', reason: expect.stringMatching(/single_refund: 2 refund\(s\) with this operation id/) });
+  expect(after.state.outcome!.reason).toContain(other.id);
+  expect(after.state.outcome!.reason).toContain(own);
+  expect(after.state.steps.every((s) => !s.compensation || s.compensation.kind !== 'compensation')).toBe(true);
+  expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(700);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
+  expect(await h.store.operations.get(operationId)).not.toMatchObject({ status: 'failed' });
+});
+
+test('the follow-up, too, undoes nothing when a second refund carries the operation id beside the failed one', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 900, currency: 'usd', requestedBy: 'test' });
+  const { operationId } = completed(await handle.result());
+  // Someone else refunds under the same operation id; it succeeds (for now) when the run's own refund fails.
+  const other = await h.stripe.refunds.create({ payment_intent: order.paymentIntentId, amount: 900, metadata: { operation_id: operationId } });
+  const outcome: LateFailureResult = await (await followUp(operationId)).result();
+  expect(outcome).toMatchObject({ status: 'needs_attention', compensations: [] });
+  expect(outcome.reason).toContain(other.id);
+  expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(900);
+  expect((await h.messages({ to: order.customerEmail })).filter((m) => /^Correction: /.test(m.subject))).toHaveLength(0);
 });
 
 test('with webhooks off, polling completes a pending refund within the policy\'s deadline; past the deadline it parks for a person', async () => {

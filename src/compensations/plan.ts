@@ -1,0 +1,65 @@
+// What a refund that did not go through leaves to undo, decided from the store's records (the
+// refund on the order, the customer notice's outbox entry), never from which steps a run saw
+// finish: the run, a person's compensate decision, a cancellation and the follow-up all ask here.
+// Imported by workflow code, so it stays pure.
+import type { StandingRecords } from '../receipts';
+import { compensationKey, stepKey } from '../reliability/identity';
+import { decide, retries, type RecoveryPolicy } from '../reliability/policy';
+import { compensationOrder, type RefundStep } from './registry';
+
+export interface PlannedCompensation {
+  step: RefundStep;
+  /** The compensation's own key, derived from the key the forward step recorded, as the saga derives it. */
+  key: string;
+}
+
+export interface CompensationPlan {
+  /** What stands, in the order it is undone; each compensation is idempotent by its key, so one already done replays its receipt. */
+  undo: PlannedCompensation[];
+  /** An effect that may stand and is not undone (a notice whose hand-over is unknown): the run goes to a person with this reason. */
+  held: (PlannedCompensation & { reason: string }) | null;
+}
+
+/** The key each forward step records: the order's update under the operation id, the notice under its step key. */
+const FORWARD_KEY: Partial<Record<RefundStep, (operationId: string) => string>> = {
+  update_order: (operationId) => operationId,
+  notify_customer: (operationId) => stepKey(operationId, 'notify_customer'),
+};
+
+export function compensationKeyOf(step: RefundStep, operationId: string): string {
+  const forward = FORWARD_KEY[step];
+  if (!forward) throw new Error(`step ${step} has no compensation key`);
+  return compensationKey(forward(operationId));
+}
+
+/**
+ * Whether a notice whose hand-over is unknown is corrected without asking: when the policy resends
+ * such a notice anyway (it accepts that the customer may get a message twice), or a person decided
+ * to compensate. Otherwise a correction could contradict an email the customer never got.
+ */
+export function correctsUnknownNotice(policy: RecoveryPolicy, decidedByPerson: boolean): boolean {
+  return decidedByPerson || retries(decide(policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
+}
+
+/**
+ * The plan: the refund on the order is taken off; a notice sent is corrected; a notice never handed
+ * over (pending) told the customer nothing; one whose hand-over is unknown (sending) is corrected
+ * when `correctUnknown`, or else held for a person, never skipped in silence.
+ */
+export function compensationPlan(operationId: string, records: Pick<StandingRecords, 'order' | 'notice'>, correctUnknown: boolean): CompensationPlan {
+  const stands: RefundStep[] = [];
+  let held: CompensationPlan['held'] = null;
+  if (records.order) stands.push('update_order');
+  const notice = records.notice;
+  if (notice?.status === 'sent' || (notice?.status === 'sending' && correctUnknown)) stands.push('notify_customer');
+  else if (notice?.status === 'sending') {
+    held = {
+      step: 'notify_customer',
+      key: compensationKeyOf('notify_customer', operationId),
+      reason:
+        `the customer notice ${notice.messageId} may have reached them (its hand-over is unknown), so no correction was sent: ` +
+        'look for it in the mailbox; if it is there, compensate sends the correction; if not, the customer was told nothing',
+    };
+  }
+  return { undo: compensationOrder(stands).map((step) => ({ step, key: compensationKeyOf(step, operationId) })), held };
+}
