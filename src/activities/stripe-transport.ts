@@ -61,7 +61,7 @@ export class StripeTransport extends Stripe.HttpClient {
     const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
     // A stamped send's requests end by its deadline, whenever they begin: its own timeout is cut to what is left.
     const left = scope?.sendBy === undefined ? timeoutMs : Math.min(timeoutMs, scope.sendBy - Date.now());
-    /** Set when the worker stalled past the send's deadline before the request went out: too late to send under that stamp. */
+    /** Once the send's deadline has passed (the worker stalled before the request went out), the error that keeps it from going out under that stamp. */
     const tooLate = () => {
       const past = scope?.sendBy === undefined ? -1 : Date.now() - scope.sendBy;
       return past < 0 ? undefined : new TransportError('not_sent', false, null, `${method} ${path}: not sent, ${past} ms past the deadline its send was stamped for`);
