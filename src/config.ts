@@ -140,6 +140,12 @@ export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
 export const WEBHOOK_PATH = '/webhooks/stripe';
 const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
+/** A host on this machine: 127.0.0.0/8, localhost or ::1 (bracketed or not, as a URL's hostname has it). */
+function isLoopback(host: string): boolean {
+  const bare = host.replace(/^\[|\]$/g, '');
+  return LOOPBACK.includes(bare) || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
+}
+
 /** How a URL names a server listening on `host`: one on every address is reached on loopback; an IPv6 address goes in brackets. */
 export function urlHost(host: string): string {
   if (['0.0.0.0', '::'].includes(host)) return '127.0.0.1';
@@ -167,7 +173,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throw new Error(`invalid environment: ${problems}`);
   }
   const e = parsed.data;
-  if (/^(sk|rk)_live_/.test(e.STRIPE_SECRET_KEY ?? '') && e.STRIPE_LIVE_MODE !== 'allow') {
+  const liveKey = /^(sk|rk)_live_/.test(e.STRIPE_SECRET_KEY ?? '');
+  if (liveKey && e.STRIPE_LIVE_MODE !== 'allow') {
     throw new Error(
       'invalid environment: STRIPE_SECRET_KEY: a live-mode key refunds real money; this process refuses it unless STRIPE_LIVE_MODE=allow ' +
         '(set it only where live refunds are meant to run, never in a shell or test environment)',
@@ -177,8 +184,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   smtpHostOf(smtpUrl); // refuses a URL that is not smtp(s)://host, whatever SMTP_TLS says
   const smtpTls = e.SMTP_TLS ?? smtpTlsFor(smtpUrl);
   if (e.SMTP_PASSWORD !== undefined && e.SMTP_USER === undefined) throw new Error('invalid environment: SMTP_PASSWORD: set SMTP_USER with it');
-  // With a real key and no base we talk to real Stripe; otherwise to the local Stripe-compatible server.
-  const stripeLocal = !e.STRIPE_SECRET_KEY || e.STRIPE_API_BASE !== undefined;
+  // The local Stripe-compatible server is what runs with no key, or on loopback with a key that is not live.
+  // A base off this machine (an egress proxy) leads to real Stripe: its scope and key-window rules apply.
+  const stripeLocal = !e.STRIPE_SECRET_KEY || (e.STRIPE_API_BASE !== undefined && isLoopback(new URL(e.STRIPE_API_BASE).hostname) && !liveKey);
   if (!stripeLocal && e.OPERATION_SCOPE === undefined) {
     // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
     throw new Error('invalid environment: OPERATION_SCOPE: must name this environment (e.g. "staging") when refunds go to real Stripe');
@@ -242,7 +250,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(e.DATA_DIR, 'orders.db')}`,
     stripe: {
       secretKey: e.STRIPE_SECRET_KEY ?? 'sk_test_local',
-      apiBase: stripeLocal ? (e.STRIPE_API_BASE ?? `http://127.0.0.1:${e.STRIPE_PORT}`) : undefined,
+      apiBase: e.STRIPE_API_BASE ?? (stripeLocal ? `http://127.0.0.1:${e.STRIPE_PORT}` : undefined),
       local: stripeLocal,
       port: e.STRIPE_PORT,
       idempotencyTtlMs: e.STRIPE_IDEMPOTENCY_TTL_HOURS * 3600_000,

@@ -79,8 +79,19 @@ export function createPaymentActivities(deps: PaymentDeps) {
   const now = async () => (deps.now ? deps.now() : log.clock());
   const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
 
-  /** The latest a send stamped at `stampedAt` (the store's clock) can still be on the wire. */
-  const offTheWireBy = (stampedAt: number) => stampedAt + deps.windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS;
+  /** How long after its stamp a send of this worker's can still be on the wire. */
+  const onWireForMs = deps.windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS;
+
+  /** The latest a send of this worker's stamped at `stampedAt` (the store's clock) can still be on the wire. */
+  const offTheWireBy = (stampedAt: number) => stampedAt + onWireForMs;
+
+  /**
+   * The latest any recorded send can still be on the wire: each sender's own bound, which may be a
+   * longer timeout than this worker's (a rollout); this worker's arithmetic for sends stamped before
+   * bounds were recorded. Null if nothing was sent.
+   */
+  const sendsOffTheWireBy = (op: OperationRecord) =>
+    op.lastSentAt === null ? null : Math.max(offTheWireBy(Date.parse(op.lastSentAt)), op.offTheWireBy === null ? 0 : Date.parse(op.offTheWireBy));
 
   /** Whether a request sent now would still reach the provider inside the key's dedupe window. */
   const insideWindow = (op: OperationRecord, at: number) => op.firstSentAt === null || offTheWireBy(at) < Date.parse(op.firstSentAt) + deps.windows.dedupeWindowMs;
@@ -113,7 +124,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
       const sendBy = Date.now() + requestTimeout(deps.windows.requestTimeoutMs);
       if (!enough(sendBy - Date.now())) throw timeSpent();
       try {
-        await log.markSent(input.operationId, actor());
+        await log.markSent(input.operationId, actor(), onWireForMs);
       } catch (err) {
         // A later version was begun: this one never goes out. If its earlier send's outcome is open, that comes first.
         if (err instanceof LaterVersionError && op.requestsSent > (op.provenAbsentThrough ?? 0)) {
@@ -207,8 +218,9 @@ export function createPaymentActivities(deps: PaymentDeps) {
         return { ...base, result: 'unknown', refund: null, conclusiveAt: null, note: `refund ${known} does not carry operation ${input.operationId}` };
       }
       if (found.length === 0) {
-        const conclusive = op.lastSentAt === null ? 0 : offTheWireBy(Date.parse(op.lastSentAt)) + deps.windows.consistencyMs;
-        const conclusiveAt = op.lastSentAt === null ? null : new Date(conclusive).toISOString();
+        const offWire = sendsOffTheWireBy(op);
+        const conclusive = offWire === null ? 0 : offWire + deps.windows.consistencyMs;
+        const conclusiveAt = offWire === null ? null : new Date(conclusive).toISOString();
         if (askedAt >= conclusive) {
           const proof = { status: 'intent' as const, absenceConfirmedAt: new Date(askedAt).toISOString(), ifRequestsSent: op.requestsSent };
           const { applied, record } = await settle(proof, { result: 'not_started_confirmed', scanned });

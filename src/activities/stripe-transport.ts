@@ -7,6 +7,8 @@
 // kept-alive connections: a read that fails that way changed nothing, and is just asked again.
 import http from 'node:http';
 import https from 'node:https';
+import type { Socket } from 'node:net';
+import tls from 'node:tls';
 import Stripe from 'stripe';
 import { currentAttemptScope, recordProviderRequestId, recordTransportRequest } from './attempt-scope';
 
@@ -59,15 +61,18 @@ export class StripeTransport extends Stripe.HttpClient {
     const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
     // A stamped send's requests end by its deadline, whenever they begin: its own timeout is cut to what is left.
     const left = scope?.sendBy === undefined ? timeoutMs : Math.min(timeoutMs, scope.sendBy - Date.now());
-    if (left <= 0) {
-      // The worker stalled between stamping the send and sending it: too late to send under that stamp.
-      return Promise.reject(new TransportError('not_sent', false, null, `${method} ${path}: not sent, ${-left} ms past the deadline its send was stamped for`));
-    }
+    /** Once the send's deadline has passed (the worker stalled before the request went out), the error that keeps it from going out under that stamp. */
+    const tooLate = () => {
+      const past = scope?.sendBy === undefined ? -1 : Date.now() - scope.sendBy;
+      return past < 0 ? undefined : new TransportError('not_sent', false, null, `${method} ${path}: not sent, ${past} ms past the deadline its send was stamped for`);
+    };
+    if (left <= 0) return Promise.reject(tooLate());
     const limit = left < timeoutMs ? `by its send's deadline (${left} ms)` : `within ${timeoutMs} ms`;
     return new Promise((resolve, reject) => {
       let written = false;
       let timedOut = false;
       const fail = (err: Error & { code?: string }) => {
+        if (err instanceof TransportError) return reject(err);
         const stage: TransportStage = written ? 'sent' : 'not_sent';
         const what = timedOut ? `no answer ${limit}` : `${err.code ?? err.name}: ${err.message}`;
         reject(new TransportError(stage, timedOut, err.code ?? null, `${method} ${path}: ${what} (${stage === 'sent' ? 'after the request was sent' : 'before it was sent'})`));
@@ -91,9 +96,22 @@ export class StripeTransport extends Stripe.HttpClient {
         recordProviderRequestId(scope, headerText(res.headers['request-id']));
         resolve(new TransportResponse(res, timer, () => timedOut, limit));
       });
-      req.end(body);
+      // Nothing is written before the connection is up (a stall there may outlast the deadline), and then only if it has not passed.
+      req.once('socket', (socket) =>
+        whenConnected(socket, () => {
+          const late = tooLate();
+          if (late) req.destroy(late);
+          else req.end(body);
+        }),
+      );
     });
   }
+}
+
+/** Runs `then` once the socket can carry the request: at once for a kept-alive one, after the TLS handshake for a new TLS one. */
+function whenConnected(socket: Socket, then: () => void): void {
+  if (!socket.connecting) return then();
+  socket.once(socket instanceof tls.TLSSocket ? 'secureConnect' : 'connect', then);
 }
 
 class TransportResponse extends Stripe.HttpClientResponse {

@@ -182,6 +182,12 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         if (dialect === 'sqlite') await upgradeUnversionedSqlite(db);
       },
     },
+    // Each send's own bound, by the sender's timeout: a checker with another timeout must not guess it.
+    '002_off_the_wire_by': {
+      async up(db) {
+        await execute(db, dialect, 'ALTER TABLE operations ADD COLUMN off_the_wire_by TEXT');
+      },
+    },
   };
 }
 

@@ -26,6 +26,7 @@ interface OperationRow {
   refund_json: string | null;
   first_sent_at: string | null;
   last_sent_at: string | null;
+  off_the_wire_by: string | null;
   requests_sent: number;
   absence_confirmed_at: string | null;
   proven_absent_through: number | null;
@@ -66,6 +67,7 @@ function toOperation(row: OperationRow): OperationRecord {
     refund: row.refund_json === null ? null : (JSON.parse(row.refund_json) as RefundReceipt),
     firstSentAt: row.first_sent_at,
     lastSentAt: row.last_sent_at,
+    offTheWireBy: row.off_the_wire_by,
     requestsSent: row.requests_sent,
     absenceConfirmedAt: row.absence_confirmed_at,
     provenAbsentThrough: row.proven_absent_through,
@@ -161,7 +163,7 @@ export class SqlOperationLog implements OperationLog {
     return rows.map(toOperation);
   }
 
-  async markSent(operationId: string, actor: string): Promise<OperationRecord> {
+  async markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord> {
     // The checks and the stamp are one serializable transaction, so no other send slips in between.
     return this.db.transaction(async (tx) => {
       const current = await this.row(tx, operationId);
@@ -174,11 +176,14 @@ export class SqlOperationLog implements OperationLog {
       if (other) {
         throw new OperationInFlightError(`operation ${other.operation_id} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`);
       }
-      const at = new Date(await this.clock(tx)).toISOString();
+      const stamp = await this.clock(tx);
+      const at = new Date(stamp).toISOString();
+      // The latest over all sends: a later send with a shorter timeout does not shorten an earlier one still out.
+      const bound = Math.max(stamp + onWireForMs, current.off_the_wire_by === null ? 0 : Date.parse(current.off_the_wire_by));
       // A refused operation asked again becomes an intent again: from here on its send counts like any other.
       await tx.run(sql`
         UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ${at}), last_sent_at = ${at}, requests_sent = requests_sent + 1,
-          status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
+          off_the_wire_by = ${new Date(bound).toISOString()}, status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
         WHERE operation_id = ${operationId}`);
       await this.insertAudit(tx, operationId, actor, 'refund_request_sent', {});
       return toOperation((await this.row(tx, operationId))!);

@@ -92,6 +92,11 @@ export interface OperationRecord {
   /** When the first and last create requests for this operation were sent, and how many. */
   firstSentAt: string | null;
   lastSentAt: string | null;
+  /**
+   * The latest any of its sends can still be on the wire, by the store's clock, as each sender's own
+   * timeout bounds it; null if none was recorded (sends stamped before this was kept).
+   */
+  offTheWireBy: string | null;
   requestsSent: number;
   /** When reconciliation last proved that no refund exists for it. */
   absenceConfirmedAt: string | null;
@@ -179,8 +184,9 @@ export interface OperationLog {
    * Just before a create request is sent: stamps the send and counts it. Only the order's highest
    * version may send (LaterVersionError), and only while no other operation of the order has a send
    * not proven absent (OperationInFlightError): two versions of one order never both go out.
+   * `onWireForMs`: how long after its stamp this send can still be on the wire (the sender's timeout and margin).
    */
-  markSent(operationId: string, actor: string): Promise<OperationRecord>;
+  markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord>;
   /**
    * Moves the operation to a new status, with an audit entry, in one transaction. A move the
    * operation's current status does not allow (a late writer going backwards, a send since the

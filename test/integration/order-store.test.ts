@@ -303,8 +303,8 @@ describe.each(DIALECTS)('on %s', (dialect) => {
 
     it('stamps each send and settles with an audit entry in the same transaction', async () => {
       await store.operations.commitIntent(intent('op:v2'));
-      const sent = await store.operations.markSent('op:v2', 'wf-1');
-      const again = await store.operations.markSent('op:v2', 'wf-1');
+      const sent = await store.operations.markSent('op:v2', 'wf-1', 11_000);
+      const again = await store.operations.markSent('op:v2', 'wf-1', 11_000);
       expect(again).toMatchObject({ requestsSent: 2, firstSentAt: sent.firstSentAt });
       expect(again.lastSentAt! >= sent.lastSentAt!).toBe(true);
       const receipt = { refundId: 're_1', paymentIntentId: 'pi_1', amount: 500, currency: 'usd', status: 'succeeded', created: 1, operationId: 'op:v2', replayed: false };
@@ -323,17 +323,26 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       ]);
       expect(trail[4].detail).toEqual({ status: 'refunded', result: 'completed' });
       expect(trail[6].detail).toEqual({ status: 'unknown', ignored: 'status stays completed' });
-      await expect(store.operations.markSent('op:nobody', 'x')).rejects.toThrow(/commit its intent first/);
+      await expect(store.operations.markSent('op:nobody', 'x', 11_000)).rejects.toThrow(/commit its intent first/);
       expect((await store.operations.forOrder('ops-1')).map((o) => o.operationId)).toEqual(['op:v1', 'op:v2']);
+    });
+
+    it("keeps the latest bound over its sends of when they are off the wire, each by its sender's timeout", async () => {
+      await store.operations.commitIntent({ ...intent('wire:v1'), orderId: 'ops-wire' });
+      const long = await store.operations.markSent('wire:v1', 'wf-long', 31_000);
+      expect(Date.parse(long.offTheWireBy!)).toBe(Date.parse(long.lastSentAt!) + 31_000);
+      // A later send by a worker with a shorter timeout does not shorten the earlier one, still out.
+      const short = await store.operations.markSent('wire:v1', 'wf-short', 11_000);
+      expect(short.offTheWireBy).toBe(long.offTheWireBy);
     });
 
     it('proves absence only if nothing was sent since the lookup', async () => {
       await store.operations.commitIntent(intent('op:v3'));
-      const seen = (await store.operations.markSent('op:v3', 'wf-3')).requestsSent;
+      const seen = (await store.operations.markSent('op:v3', 'wf-3', 11_000)).requestsSent;
       await store.operations.settle('op:v3', { status: 'unknown' }, 'wf-3', 'refund_outcome_unknown');
       await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
       await expect(store.operations.get('op:v3')).resolves.toMatchObject({ status: 'intent', requestsSent: 1, provenAbsentThrough: 1 });
-      await store.operations.markSent('op:v3', 'wf-3');
+      await store.operations.markSent('op:v3', 'wf-3', 11_000);
       // A proof taken before that send covers it no longer, and none can be set on its strength.
       await expect(store.operations.get('op:v3')).resolves.toMatchObject({ requestsSent: 2, provenAbsentThrough: 1 });
       const stale = await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
@@ -343,22 +352,22 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     it('lets only the highest version of an order send, and only while no other has a send not proven absent', async () => {
       const on = (id: string, version: number) => ({ ...intent(id), orderId: 'ops-2', operationVersion: version, request: { ...intent(id).request, orderId: 'ops-2' } });
       await store.operations.commitIntent(on('o2:v1', 1));
-      await store.operations.markSent('o2:v1', 'wf-1');
+      await store.operations.markSent('o2:v1', 'wf-1', 11_000);
       await store.operations.commitIntent(on('o2:v2', 2));
       // v1's send is out: v2 waits for it.
-      await expect(store.operations.markSent('o2:v2', 'wf-2')).rejects.toThrow(OperationInFlightError);
+      await expect(store.operations.markSent('o2:v2', 'wf-2', 11_000)).rejects.toThrow(OperationInFlightError);
       // v2 exists: v1 never sends again, and no new operation may come in below v2.
-      await expect(store.operations.markSent('o2:v1', 'wf-1')).rejects.toThrow(LaterVersionError);
+      await expect(store.operations.markSent('o2:v1', 'wf-1', 11_000)).rejects.toThrow(LaterVersionError);
       await expect(store.operations.commitIntent(on('o2:v0', 0))).rejects.toThrow(/already has operation o2:v2; a new operation needs a version above it/);
       await store.operations.settle('o2:v1', { status: 'refunded' }, 'wf-1', 'refund_confirmed');
-      await expect(store.operations.markSent('o2:v2', 'wf-2')).resolves.toMatchObject({ requestsSent: 1 });
+      await expect(store.operations.markSent('o2:v2', 'wf-2', 11_000)).resolves.toMatchObject({ requestsSent: 1 });
 
       // A refused operation sent after all counts as in flight until it is settled.
       await store.operations.settle('o2:v2', { status: 'rejected', reason: 'no' }, 'wf-2', 'rejected');
       await store.operations.commitIntent(on('o2:v3', 3));
-      await expect(store.operations.markSent('o2:v3', 'wf-3')).rejects.toThrow(OperationInFlightError);
+      await expect(store.operations.markSent('o2:v3', 'wf-3', 11_000)).rejects.toThrow(OperationInFlightError);
       await store.operations.settle('o2:v2', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: 1 }, 'wf-3', 'reconciled');
-      await expect(store.operations.markSent('o2:v3', 'wf-3')).resolves.toMatchObject({ requestsSent: 1 });
+      await expect(store.operations.markSent('o2:v3', 'wf-3', 11_000)).resolves.toMatchObject({ requestsSent: 1 });
     });
 
     it('keeps each attempt of a step per run, including one that never finished', async () => {
@@ -435,7 +444,7 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     it('never lets two versions of one order both send', async () => {
       const on = (version: number) => ({ operationId: `many-3:v${version}`, orderId: 'many-3', operationVersion: version, scope: 'test', requestHash: `h${version}`, request: { orderId: 'many-3', amount: 5, currency: 'usd', reason: 'duplicate' }, actor: 'wf' });
       for (const v of [1, 2, 3]) await store.operations.commitIntent(on(v));
-      const sends = await Promise.allSettled(connections.map((c, i) => c.operations.markSent(`many-3:v${(i % 3) + 1}`, 'wf')));
+      const sends = await Promise.allSettled(connections.map((c, i) => c.operations.markSent(`many-3:v${(i % 3) + 1}`, 'wf', 11_000)));
       const sent = sends.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ operationId: string }>).value.operationId);
       // Only the highest version may send; whichever connection got there, no other version followed.
       expect(new Set(sent)).toEqual(new Set(['many-3:v3']));
@@ -503,7 +512,7 @@ describe('SQLite files and DATABASE_URL', () => {
     await again.close();
     const check = new Database(file, { readonly: true });
     expect(check.prepare("SELECT name FROM sqlite_master WHERE name = 'notification_outbox_old'").get()).toBeUndefined();
-    expect(check.prepare('SELECT name FROM kysely_migration').all()).toEqual([{ name: '001_initial' }]);
+    expect(check.prepare('SELECT name FROM kysely_migration').all()).toEqual([{ name: '001_initial' }, { name: '002_off_the_wire_by' }]);
     check.close();
   });
 
@@ -557,7 +566,7 @@ describe('one clock for send stamps', () => {
     try {
       await skewed.commitIntent({ operationId: 'clock:v1', orderId: 'clock', operationVersion: 1, scope: 'test', requestHash: 'h', request: { orderId: 'clock', amount: 5, currency: 'usd', reason: 'duplicate' }, actor: 'wf' });
       const before = await store.operations.clock();
-      const sent = await skewed.markSent('clock:v1', 'wf');
+      const sent = await skewed.markSent('clock:v1', 'wf', 11_000);
       const after = await store.operations.clock();
       expect(Date.parse(sent.lastSentAt!)).toBeGreaterThanOrEqual(before);
       expect(Date.parse(sent.lastSentAt!)).toBeLessThanOrEqual(after);

@@ -282,6 +282,23 @@ describe('reconcileRefund', () => {
     expect(op).toMatchObject({ status: 'intent', absenceConfirmedAt: expect.any(String) });
   });
 
+  it("waits out the sender's own request timeout, not the checking worker's (a rollout that raised STRIPE_TIMEOUT_MS)", async () => {
+    const pi = await paidIntent(1000);
+    const input = await intended(pi);
+    await fault({ kind: 'fail_before_commit', match: { idempotencyKey: input.idempotencyKey } });
+    const longTimeoutMs = 5000;
+    const sender = activities({ stripe: createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: longTimeoutMs }), windows: { requestTimeoutMs: longTimeoutMs } });
+    await failureOf(run(sender.createRefund, input));
+    const stampedAt = Date.parse((await store.operations.get(input.operationId))!.lastSentAt!);
+
+    // Past the checker's own bound (its 1 s timeout), well inside the sender's: that request may still be out.
+    await new Promise((r) => setTimeout(r, stampedAt + windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS + windows.consistencyMs + 200 - Date.now()));
+    const early = await run(activities().reconcileRefund, reconcileInput(input));
+    expect(early).toMatchObject({ result: 'not_found_inconclusive' });
+    expect(Date.parse(early.conclusiveAt!)).toBe(stampedAt + longTimeoutMs + SEND_CLOCK_MARGIN_MS + windows.consistencyMs);
+    await expect(store.operations.get(input.operationId)).resolves.toMatchObject({ provenAbsentThrough: null });
+  });
+
   it('does not mistake a lagging list for absence', async () => {
     const pi = await paidIntent(1000);
     const input = await intended(pi);

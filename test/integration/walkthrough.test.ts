@@ -382,7 +382,7 @@ describe('an earlier operation whose outcome is unknown fences the next version'
 
     // v4 recorded and sent, its outcome not settled: v3, new and below it, is refused before anything is recorded for it.
     await h.store.operations.commitIntent(intent(4, 500));
-    await h.store.operations.markSent(opId(order.id, 4), 'another run');
+    await h.store.operations.markSent(opId(order.id, 4), 'another run', 11_000);
     const v3 = await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v3`, args: [request(order.id, 500, 3)] }));
     expect(v3.status).toBe('rejected');
     expect(v3.state.outcome?.reason).toMatch(/already has operation .*:v4; a new operation needs a version above it/);

@@ -119,6 +119,20 @@ describe('settings for real money', () => {
     expect(loadConfig({ ...real, STRIPE_API_BASE: 'http://127.0.0.1:9', STRIPE_IDEMPOTENCY_TTL_HOURS: '48' }).stripe.local).toBe(true);
   });
 
+  test('a real key through an API base off this machine (an egress proxy) is real Stripe: scope required, key window capped', () => {
+    const proxied = { STRIPE_SECRET_KEY: 'sk_live_abc', STRIPE_LIVE_MODE: 'allow', STRIPE_API_BASE: 'https://stripe-proxy.internal' };
+    expect(() => loadConfig(proxied)).toThrow(/OPERATION_SCOPE: must name this environment/);
+    expect(() => loadConfig({ ...proxied, OPERATION_SCOPE: 'prod', STRIPE_IDEMPOTENCY_TTL_HOURS: '48' })).toThrow(/STRIPE_IDEMPOTENCY_TTL_HOURS: .* at most 24 \(48 given\)/);
+    // Its requests still go through the proxy; no local server is started for it.
+    expect(loadConfig({ ...proxied, OPERATION_SCOPE: 'prod' }).stripe).toMatchObject({ local: false, apiBase: 'https://stripe-proxy.internal' });
+    // A live key is never the local stand-in's, wherever it is sent.
+    expect(() => loadConfig({ ...proxied, STRIPE_API_BASE: 'http://127.0.0.1:9' })).toThrow(/OPERATION_SCOPE: must name this environment/);
+    // Loopback, however written, is the local stand-in.
+    for (const base of ['http://127.0.0.2:9', 'http://localhost:9', 'http://[::1]:9']) {
+      expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123', STRIPE_API_BASE: base, STRIPE_IDEMPOTENCY_TTL_HOURS: '48' }).stripe).toMatchObject({ local: true, apiBase: base });
+    }
+  });
+
   test('a relay off this machine gets STARTTLS unless told otherwise; credentials stay out of the URL', () => {
     expect(loadConfig({}).mail.smtp).toEqual({ auth: undefined, tls: 'off', rejectUnauthorized: true });
     expect(loadConfig({ SMTP_URL: 'smtp://relay.example.com:587', SMTP_USER: 'refunds', SMTP_PASSWORD: 's3cret' }).mail.smtp).toEqual({

@@ -10,9 +10,12 @@ const refund = { id: 're_1', object: 'refund', amount: 100, currency: 'usd', sta
 let server: http.Server;
 let connections = 0;
 let apiBase: string;
+/** The idempotency keys of the requests the server received. */
+const received: string[] = [];
 
 beforeAll(async () => {
   server = http.createServer((req, res) => {
+    received.push(String(req.headers['idempotency-key']));
     req.resume();
     req.on('end', () => {
       res.setHeader('content-type', 'application/json');
@@ -89,5 +92,30 @@ describe("a send's deadline", () => {
     expect(failed).toBeLessThan(T + 100);
     expect(err.detail).toMatchObject({ stage: 'sent', timedOut: true, message: expect.stringMatching(/no answer by its send's deadline \(\d+ ms\)/) });
     expect(scope.requests).toHaveLength(1);
+  });
+
+  test('a worker that stalls between connecting and writing sends nothing once the deadline has passed', async () => {
+    const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase, requestTimeoutMs: T });
+    const scope: AttemptScope = { startedAtMs: Date.now(), requests: [], providerRequestId: null, sendBy: Date.now() + T / 4 };
+    // The stall: the event loop is blocked past the deadline the moment the connection is up, before anything else runs.
+    const request = http.request;
+    const spy = jest.spyOn(http, 'request').mockImplementation(((...args: Parameters<typeof http.request>) => {
+      const req = request(...args);
+      req.once('socket', (socket) =>
+        socket.prependOnceListener('connect', () => {
+          while (Date.now() < scope.sendBy! + 50);
+        }),
+      );
+      return req;
+    }) as typeof http.request);
+    try {
+      const err = await inAttemptScope(scope, () => stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k_stalled', timeout: T })).catch((e: unknown) => e);
+      expect(err).toMatchObject({ detail: { stage: 'not_sent' } });
+    } finally {
+      spy.mockRestore();
+    }
+    await new Promise((r) => setTimeout(r, 200));
+    expect(received).not.toContain('k_stalled');
+    expect(scope.requests).toHaveLength(0);
   });
 });
