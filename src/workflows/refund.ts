@@ -29,7 +29,7 @@ import { furthestEvent, lifecycleRank, providerEventSignal } from './provider-ev
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
-import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING } from './versions';
+import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING, reviewFixes } from './versions';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
@@ -281,7 +281,7 @@ async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprove
       amount: refund.amount,
       currency: refund.currency,
       refundId: refund.refundId,
-      ...(retry.resendApprovedAt && { resendApprovedAt: retry.resendApprovedAt }),
+      ...(retry.resendApprovedAt && { resendApprovedAt: retry.resendApprovedAt, ...judgedHandOver(run) }),
     };
     ctx.notice = await attempt(run, 'notify_customer', () =>
       run.step('notify_customer', noticeInput, noticeInput.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(noticeInput), { sends: true }),
@@ -690,6 +690,12 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
     'completion_gate',
     unknown.length > 0,
   );
+}
+
+/** The notice's hand-over a person judged, named by its stamp (the store's clock), so that an approved resend covers it and no later one. */
+function judgedHandOver(run: RefundRun): { approvedHandOver?: string } {
+  const since = run.steps.get('notify_customer').error?.provider.sendingSince;
+  return reviewFixes() && typeof since === 'string' ? { approvedHandOver: since } : {};
 }
 
 /** Runs a step; a failure the policy cannot recover from here stops the run with the right verdict. */
