@@ -16,7 +16,7 @@ import { SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
 import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
 import { DecisionDesk, type DecisionRecord, type DeskView } from './decisions';
 import { describeFailure, StepFailedError, stepError, StepRunner, type StepError, type StepRecord } from './step-runner';
-import { verdictFor, type VerdictView } from './verdict';
+import { effectOfRecord, verdictFor, type RecordedEffect, type SendRecord, type VerdictView } from './verdict';
 import { isPatched, WHOLE_ATTEMPTS } from './versions';
 
 /**
@@ -369,9 +369,25 @@ export class RefundRun {
     return result as T;
   }
 
+  /** The operation's record as last read: at its begin, or after a send that failed (whose facts carry it). */
+  private record: SendRecord | null = null;
+
+  noteRecord(op: SendRecord): void {
+    this.record = { status: op.status, requestsSent: op.requestsSent, provenAbsentThrough: op.provenAbsentThrough, refund: op.refund ?? null };
+  }
+
+  /** What the operation's record says of the refund, over every send of every run; null before it was read. */
+  recordedEffect(): RecordedEffect | null {
+    return this.record && effectOfRecord(this.record);
+  }
+
   /** Keeps a failure and the move the policy prescribes for it. */
   remember(step: string, boundary: Boundary, error: StepError): RecoveryRule {
     this.lastFailure = { step, ...error };
+    const { operationStatus, requestsSent, provenAbsentThrough } = error.provider;
+    if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
+      this.noteRecord({ status: operationStatus, requestsSent, provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null });
+    }
     const rule = decide(this.policy, error.code, error.certainty, boundary);
     this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
     return rule;

@@ -318,6 +318,7 @@ async function loadOrder(run: RefundRun): Promise<void> {
     ),
   );
   run.begin = begin;
+  run.noteRecord(begin.operation);
   run.settings = begin.settings;
   run.budget.adopt(begin.settings.policy.budget);
   // The step table names the policy; the whole table is in the activity's result in history.
@@ -724,6 +725,12 @@ function decideStop(run: RefundRun, step: RefundStep, error: StepError): never {
   if (error.certainty !== 'not_executed') {
     run.effect = { status: 'unknown', certainty: error.certainty, refundId: null };
     run.stop('needs_attention', `${what}. Whether it took effect is unknown: reconcile operation ${run.ctx.operationId} with the provider before any new attempt`, step, quarantined);
+  }
+  // This attempt had no effect; whether an earlier send did is the operation's record's to say, not this attempt's.
+  const recorded = reviewFixes() ? run.recordedEffect() : null;
+  if (recorded?.status === 'unknown') {
+    run.effect = { status: 'unknown', certainty: 'may_have_executed', refundId: run.effect.refundId };
+    run.stop('needs_attention', `${what}.${exhausted} This attempt had no effect, but ${recorded.why}. Reconcile operation ${run.ctx.operationId} with the provider before any new attempt`, step, quarantined);
   }
   const refusal = error.code === 'PERMANENT_BUSINESS' || error.code === 'INVALID_ARGUMENTS';
   if (refusal && rule.action === 'stop') run.stop('rejected', `${what}. Nothing was refunded`, step);
