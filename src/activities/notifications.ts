@@ -234,8 +234,17 @@ export function createNotificationActivities(deps: NotificationDeps) {
       throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected', `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`, { provider: ctx });
     }
     const response = info.response ?? '';
-    // If this write fails the entry stays sending, and the next attempt reports the unknown outcome instead of resending.
-    await store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() });
+    try {
+      await store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() });
+    } catch (err) {
+      // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
+      // of resending. The step took effect, whatever the store said: never "not executed".
+      const c = storeFailure(err);
+      throw new Classified(c.code, 'completed', 'delivery_not_recorded', `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`, {
+        provider: { ...ctx, providerResponse: response },
+        cause: err,
+      });
+    }
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
 

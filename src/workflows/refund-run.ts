@@ -8,7 +8,7 @@ import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
 import type { BeginResult, Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
-import { redact, tally } from '../reliability/evidence';
+import { mayHaveTakenEffect, redact, tally } from '../reliability/evidence';
 import { furthestEvent, lifecycleRank, MAX_PROVIDER_EVENTS, type ProviderEventSummary } from './provider-events';
 import { decide, type DecisionPolicy, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
 import type { Boundary, Certainty } from '../reliability/taxonomy';
@@ -17,7 +17,7 @@ import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
 import { DecisionDesk, type DecisionRecord, type DeskView } from './decisions';
 import { describeFailure, StepFailedError, stepError, StepRunner, type StepError, type StepRecord } from './step-runner';
 import { effectOfRecord, verdictFor, type RecordedEffect, type SendRecord, type VerdictView } from './verdict';
-import { isPatched, WHOLE_ATTEMPTS } from './versions';
+import { isPatched, reviewFixes, WHOLE_ATTEMPTS } from './versions';
 
 /**
  * Live: running, reconciling, awaiting_provider, compensating. Parked, waiting for a person:
@@ -227,6 +227,7 @@ export class RefundRun {
         compensationPending: this.cannotCompensate() === null,
         operationId: this.ctx.operationId || null,
         noticeMessageId: typeof messageId === 'string' ? messageId : null,
+        ...(reviewFixes() && stopped.failedStep && { earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect) }),
       },
       this.decisionPolicy,
     );

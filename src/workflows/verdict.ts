@@ -47,6 +47,8 @@ export interface VerdictFacts {
   operationId: string | null;
   /** The customer notice's Message-ID, to look for in the mailbox. */
   noticeMessageId: string | null;
+  /** An attempt of the failed step, not only the last, may have taken effect (its ledger says so). */
+  earlierAttemptMayHaveTakenEffect?: boolean;
 }
 
 export interface VerdictView {
@@ -85,10 +87,12 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
   }
   if (facts.effect.status === 'partial') return stop('tell the customer what was refunded and abandon, or refund the rest under a new operation version');
   // Whatever failed last, a refund that may or may not stand is settled first: only then is a retry safe.
-  if (step && facts.failure && facts.failure.certainty === 'not_executed' && RETRYABLE.has(facts.failure.code) && !facts.quarantined) {
+  // A notice any attempt of which may have been delivered (its record lost included) is looked for first.
+  const noticeMayBeOut = step === 'notify_customer' && (facts.earlierAttemptMayHaveTakenEffect === true || facts.failure?.certainty === 'may_have_executed');
+  if (step && facts.failure && facts.failure.certainty === 'not_executed' && RETRYABLE.has(facts.failure.code) && !facts.quarantined && !noticeMayBeOut) {
     return { verdict: 'auto-retry is safe', nextAction: `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`, ...who(`retry-step:${step}`) };
   }
-  if (step === 'notify_customer' && facts.failure?.certainty === 'may_have_executed') {
+  if (noticeMayBeOut) {
     return stop(
       `look for ${facts.noticeMessageId ?? 'the notice'} in the mailbox: if it is there, abandon (the customer has it); if not, retry-step notify_customer, which resends it with the same Message-ID`,
       'retry-step:notify_customer',

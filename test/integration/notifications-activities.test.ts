@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import nodemailer, { type Transporter } from 'nodemailer';
 import {
   createMailTransport,
@@ -244,6 +245,35 @@ it("resends a hand-over a person approved once: a retry of that resend whose rec
   await handOverExpired();
   await expect(failureOf(run(activities.sendRefundNotice, approved))).resolves.toMatchObject({ type: 'UNKNOWN_OUTCOME' });
   await expect(delivered(messageId)).resolves.toHaveLength(2);
+});
+
+it('classifies a store failure right after the server’s 250 as delivered, not as “not executed”', async () => {
+  const file = path.join(dir, 'locked-after-250.db');
+  const locking = await openStore(`sqlite:${file}`, { busyTimeoutMs: 200 });
+  const locker = new Database(file);
+  try {
+    await locking.seedOrder({ id: 'ord_locked', paymentIntentId: 'pi_locked', customerEmail: 'dana@example.test', currency: 'usd', amount: 5000 });
+    const input: RefundNoticeInput = { key: 'locked-after-250:v1', operationId: 'refund:test:ord_locked:v1', orderId: 'ord_locked', amount: 1250, currency: 'usd', refundId: 're_1' };
+    // The message is in; before the server answers 250, another connection takes the store's write lock and holds it past busy_timeout.
+    server.setFaults((stage) => {
+      if (stage === 'data') {
+        locker.exec('BEGIN IMMEDIATE');
+        setTimeout(() => locker.exec('COMMIT'), 1500);
+      }
+      return undefined;
+    });
+    const patient = createNotificationActivities({ transport, store: locking, from: 'refunds@durable-refunds.test', attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: locking.operations }), policy: DEFAULT_POLICY, sendDeadlineMs: 10_000 });
+    const failure = await failureOf(run(patient.sendRefundNotice, input));
+    server.setFaults(undefined);
+    expect(detailsOf(failure)).toMatchObject({ certainty: 'completed', reason: 'delivery_not_recorded', provider: { providerResponse: expect.stringMatching(/^250 /) } });
+    expect(detailsOf(failure).certainty).not.toBe('not_executed');
+    await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(1);
+  } finally {
+    server.setFaults(undefined);
+    await new Promise((r) => setTimeout(r, 1600));
+    locker.close();
+    await locking.close();
+  }
 });
 
 it('resends, on approval, only the hand-over the person judged, named by its stamp in the failure they saw', async () => {
