@@ -385,7 +385,8 @@ export class RefundRun {
   /** Keeps a failure and the move the policy prescribes for it. */
   remember(step: string, boundary: Boundary, error: StepError): RecoveryRule {
     this.lastFailure = { step, ...error };
-    const { operationStatus, requestsSent, provenAbsentThrough } = error.provider;
+    // Facts from a failure a test or an older worker shaped may be missing: the record then stays as last read.
+    const { operationStatus, requestsSent, provenAbsentThrough } = error.provider ?? {};
     if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
       this.noteRecord({ status: operationStatus, requestsSent, provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null });
     }

@@ -695,7 +695,7 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
 
 /** The notice's hand-over a person judged, named by its stamp (the store's clock), so that an approved resend covers it and no later one. */
 function judgedHandOver(run: RefundRun): { approvedHandOver?: string } {
-  const since = run.steps.get('notify_customer').error?.provider.sendingSince;
+  const since = run.steps.get('notify_customer').error?.provider?.sendingSince;
   return reviewFixes() && typeof since === 'string' ? { approvedHandOver: since } : {};
 }
 
