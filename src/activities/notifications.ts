@@ -179,15 +179,16 @@ export function createNotificationActivities(deps: NotificationDeps) {
       if (current.status === 'sent') return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
       if (current.status === 'sending') {
         const facts = { ...ctx, sendingSince: current.sendingSince };
-        // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
-        if (await inFlight(current)) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
-        // A person's approval covers the hand-over they judged; otherwise only the policy's row resends one whose outcome is unknown.
+        // A person's approval covers the hand-over they judged, however young; otherwise only the policy's row resends
+        // one whose outcome is unknown, once it has ended.
         const approved = approvedResend(current, entry);
+        // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
+        if (!approved && (await inFlight(current))) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
         if (!approved && !resendUnknown()) throw outcomeUnknown(facts, 'a previous attempt');
         // Resending takes the hand-over over, re-stamped: of two attempts only one resends, and a retry of
         // ours sees a hand-over of its own, which no approval covers, so it never resends again.
         const notBefore = approved && !entry.approvedHandOver ? new Date(Date.parse(entry.resendApprovedAt!) + 1).toISOString() : undefined;
-        if (!(await store.takeOverNotification(entry.key, current.sendingSince!, { endedAfterMs: handOverMs, ...(notBefore && { notBefore }) }))) {
+        if (!(await store.takeOverNotification(entry.key, current.sendingSince!, { endedAfterMs: approved ? 0 : handOverMs, ...(notBefore && { notBefore }) }))) {
           throw sendInProgress(facts, `another attempt took over ${ctx.messageId} just now`);
         }
       }

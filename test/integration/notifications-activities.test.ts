@@ -392,8 +392,8 @@ describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
 
   it('never lets an approval cover a hand-over that began after it, whatever the approver’s clock said', async () => {
     const input = await handOverOpenElsewhere(`approval-${dialect}:v1`);
-    // The approval was given (by the workflow's clock) 30 s after the hand-over began by the stamping host's clock.
-    const approved = { ...input, resendApprovedAt: new Date(Date.now() + 30_000).toISOString() };
+    // The person judged an earlier hand-over (named by its stamp); by the workflow's clock, they approved 30 s after this one began.
+    const approved = { ...input, resendApprovedAt: new Date(Date.now() + 30_000).toISOString(), approvedHandOver: new Date(Date.now() - 60_000).toISOString() };
     const failure = await failureOf(run(worker().sendRefundNotice, approved));
     expect(detailsOf(failure)).toMatchObject({ reason: 'send_in_progress' });
     await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
