@@ -5,7 +5,7 @@
 // activity's failure is shaped, so the workflow's view of every failure is the same.
 import { Context, log, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { redact, maskEmails, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
+import { mayHaveTakenEffect, redact, maskEmails, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
 import type { Breakers } from '../reliability/circuit-breaker';
 import { backoffDelay, decide, retries, withJitter, type RecoveryPolicy } from '../reliability/policy';
 import { DOMAIN_OF, type Boundary, type Certainty, type FailureCode, type FailureDetails } from '../reliability/taxonomy';
@@ -34,14 +34,6 @@ export class Classified extends Error {
 }
 
 export type Classifier = (err: unknown) => Classified;
-
-/** An attempt that ended this way may have taken effect. */
-const UNCERTAIN: ReadonlySet<string> = new Set(['may_have_executed', 'undeterminable', 'partial']);
-
-/** Whether an attempt may have taken effect: it said so, it took effect but failed after (its receipt not kept), or it never finished (its worker gone). */
-function mayHaveTakenEffect(a: AttemptRecord): boolean {
-  return UNCERTAIN.has(a.certainty ?? '') || (a.certainty === 'completed' && a.outcome !== 'ok') || a.finishedAt === null;
-}
 
 export interface StepCall {
   step: string;

@@ -6,6 +6,7 @@ import { smtpTlsFor } from '../config';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import { maskEmails, MESSAGE_ID_DOMAIN } from '../reliability/evidence';
 import { decide, retries, type RecoveryPolicy } from '../reliability/policy';
+import type { FailureDetails } from '../reliability/taxonomy';
 import type { Evidenced, NotificationReceipt } from '../receipts';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
 import { Classified, type AttemptRunner } from './attempt';
@@ -37,6 +38,8 @@ export interface RefundNoticeInput {
   refundId: string;
   /** When a person approved resending a notice whose hand-over ended unknown: that hand-over, begun before it, is resent once (same Message-ID). */
   resendApprovedAt?: string;
+  /** The hand-over the person judged (its `sendingSince`, by the store's clock, from the failure they saw): only it is resent. */
+  approvedHandOver?: string;
 }
 
 /** A person's word that a notice whose hand-over is unknown was delivered (the confirm-delivered decision). */
@@ -81,6 +84,8 @@ export interface RefundCorrectionInput {
   reason: CorrectionReason;
   /** When a person approved resending a correction whose hand-over ended unknown: that hand-over, begun before it, is resent once (same Message-ID). */
   resendApprovedAt?: string;
+  /** The hand-over the person judged (its `sendingSince`, by the store's clock): only it is resent. */
+  approvedHandOver?: string;
 }
 
 /**
@@ -156,10 +161,14 @@ export function createNotificationActivities(deps: NotificationDeps) {
   // The policy's row for a send whose outcome is unknown: hand to a person, or resend with the same Message-ID.
   const resendUnknown = () => retries(decide(deps.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
   // A hand-over younger than one send's deadline may still be running somewhere; an older one ended without telling.
-  const inFlight = (entry: OutboxEntry) => entry.sendingSince !== null && Date.now() - Date.parse(entry.sendingSince) < sendDeadlineMs + 1000;
+  // Its age is read on the clock that stamped it, the store's: hosts whose clocks differ agree on it.
+  const handOverMs = sendDeadlineMs + 1000;
+  // The stamp of this attempt's own hand-over, for the failure a person judges (best effort: the failure stands without it).
+  const ownStamp = async (key: string) => (await store.getNotification(key).catch(() => undefined))?.sendingSince ?? null;
+  const inFlight = async (entry: OutboxEntry) => entry.sendingSince !== null && (await store.operations.clock()) - Date.parse(entry.sendingSince) < handOverMs;
 
   const deliver = async (
-    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resendApprovedAt?: string; to?: string },
+    entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resendApprovedAt?: string; approvedHandOver?: string; to?: string },
     subject: string,
     text: string,
   ): Promise<NotificationReceipt> => {
@@ -177,17 +186,21 @@ export function createNotificationActivities(deps: NotificationDeps) {
     if (!ours) {
       const current = (await store.getNotification(entry.key)) ?? claimed;
       if (current.status === 'sent') return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
-      // A person's approval covers the hand-over they judged, begun before it: taking it over re-stamps
-      // the entry, so a later attempt of this activity sees a hand-over of its own and never resends again.
-      if (current.status === 'sending' && approvedResend(current, entry.resendApprovedAt)) {
-        const stamp = new Date(Math.max(Date.now(), Date.parse(entry.resendApprovedAt!) + 1)).toISOString();
-        if (!(await store.takeOverNotification(entry.key, current.sendingSince!, stamp))) {
-          throw new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', `another attempt took over ${ctx.messageId} just now; look again when it is done`, { provider: ctx });
-        }
-      } else if (current.status === 'sending' && inFlight(current)) {
+      if (current.status === 'sending') {
+        const facts = { ...ctx, sendingSince: current.sendingSince };
+        // A person's approval covers the hand-over they judged, however young; otherwise only the policy's row resends
+        // one whose outcome is unknown, once it has ended.
+        const approved = approvedResend(current, entry);
         // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
-        throw new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', `another attempt is sending ${ctx.messageId} right now; look again when it is done`, { provider: ctx });
-      } else if (current.status === 'sending' && !resendUnknown()) throw outcomeUnknown(ctx, 'a previous attempt');
+        if (!approved && (await inFlight(current))) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
+        if (!approved && !resendUnknown()) throw outcomeUnknown(facts, 'a previous attempt');
+        // Resending takes the hand-over over, re-stamped: of two attempts only one resends, and a retry of
+        // ours sees a hand-over of its own, which no approval covers, so it never resends again.
+        const notBefore = approved && !entry.approvedHandOver ? new Date(Date.parse(entry.resendApprovedAt!) + 1).toISOString() : undefined;
+        if (!(await store.takeOverNotification(entry.key, current.sendingSince!, { endedAfterMs: approved ? 0 : handOverMs, ...(notBefore && { notBefore }) }))) {
+          throw sendInProgress(facts, `another attempt took over ${ctx.messageId} just now`);
+        }
+      }
       if (current.status === 'pending') {
         // Another attempt held the entry and was refused by the server between our two reads: a retry sends cleanly.
         throw new Classified('STATE_CONFLICT', 'not_executed', 'concurrent_attempt', `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`, { provider: ctx });
@@ -213,7 +226,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
       const c = classifySmtpError(err as NodemailerError);
       // A session that never began reached no server; any other counts as a request it received.
       if (!NO_SESSION.has(c.reason)) handedOver();
-      if (c.certainty !== 'not_executed') throw outcomeUnknown(ctx, 'this attempt', err as NodemailerError);
+      if (c.certainty !== 'not_executed') throw outcomeUnknown({ ...ctx, sendingSince: await ownStamp(entry.key) }, 'this attempt', err as NodemailerError);
       await store.releaseNotification(entry.key);
       throw new Classified(c.code, c.certainty, c.reason, `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`, {
         retryAfterMs: c.retryAfterMs,
@@ -231,8 +244,17 @@ export function createNotificationActivities(deps: NotificationDeps) {
       throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected', `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`, { provider: ctx });
     }
     const response = info.response ?? '';
-    // If this write fails the entry stays sending, and the next attempt reports the unknown outcome instead of resending.
-    await store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() });
+    try {
+      await store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() });
+    } catch (err) {
+      // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
+      // of resending. The step took effect, whatever the store said: never "not executed".
+      const c = storeFailure(err);
+      throw new Classified(c.code, 'completed', 'delivery_not_recorded', `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`, {
+        provider: { ...ctx, providerResponse: response },
+        cause: err,
+      });
+    }
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
 
@@ -306,9 +328,19 @@ export function createNotificationActivities(deps: NotificationDeps) {
   };
 }
 
-/** Whether a person's approval, given at `approvedAt`, covers this hand-over: one that began before it. */
-function approvedResend(entry: OutboxEntry, approvedAt: string | undefined): boolean {
-  return approvedAt !== undefined && entry.sendingSince !== null && Date.parse(entry.sendingSince) < Date.parse(approvedAt);
+/**
+ * Whether a person's approval covers this hand-over: the one they judged, named by its stamp. An approval
+ * from a run begun before stamps were named covers one stamped before it (the workflow's clock against the
+ * store's: kept for those runs only).
+ */
+function approvedResend(current: OutboxEntry, approval: { resendApprovedAt?: string; approvedHandOver?: string }): boolean {
+  if (approval.resendApprovedAt === undefined || current.sendingSince === null) return false;
+  if (approval.approvedHandOver !== undefined) return current.sendingSince === approval.approvedHandOver;
+  return Date.parse(current.sendingSince) < Date.parse(approval.resendApprovedAt);
+}
+
+function sendInProgress(facts: FailureDetails['provider'], what: string): Classified {
+  return new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', `${what}; look again when it is done`, { provider: facts });
 }
 
 /** Failures that happen before any SMTP session with the server exists. */
@@ -325,7 +357,7 @@ async function claim(store: OrderStore, entry: Parameters<OrderStore['claimNotif
   }
 }
 
-function outcomeUnknown(ctx: { key: string; messageId: string; recipient: string }, who: string, cause?: NodemailerError): Classified {
+function outcomeUnknown(ctx: { key: string; messageId: string; recipient: string; sendingSince: string | null }, who: string, cause?: NodemailerError): Classified {
   const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : '';
   return new Classified(
     'UNKNOWN_OUTCOME',

@@ -103,7 +103,8 @@ export function createPaymentActivities(deps: PaymentDeps) {
    */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
     const call = { step: 'create_refund', key: input.idempotencyKey, operationId: input.operationId, boundary: 'stripe' as const, breaker: 'stripe:create_refund' };
-    return attempt(call, paymentFailure(true), async () => {
+    // Every failure carries the operation's record as it stands after it: what the run says of the refund comes from there.
+    return attempt(call, paymentFailure(true), () => withRecord(input.operationId, async () => {
       const op = await log.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}; nothing was sent`);
       // The receipt is already known (an earlier run, or reconciliation): replay it, send nothing.
@@ -132,13 +133,13 @@ export function createPaymentActivities(deps: PaymentDeps) {
         }
         throw err;
       }
-      // The stamp may have waited for the database: what is left of the deadline is the request's, or it does not go out.
-      const timeout = sendBy - Date.now();
-      if (!enough(timeout)) throw timeSpent();
-      const scope = currentAttemptScope();
-      if (scope) scope.sendBy = sendBy;
       let refund: Stripe.Response<Stripe.Refund>;
       try {
+        // The stamp may have waited for the database: what is left of the deadline is the request's, or it does not go out.
+        const timeout = sendBy - Date.now();
+        if (!enough(timeout)) throw timeSpent();
+        const scope = currentAttemptScope();
+        if (scope) scope.sendBy = sendBy;
         refund = await stripe.refunds.create(
           {
             payment_intent: input.paymentIntentId,
@@ -149,10 +150,15 @@ export function createPaymentActivities(deps: PaymentDeps) {
           { idempotencyKey: input.idempotencyKey, timeout },
         );
       } catch (err) {
-        const failure = stripeFailure(err, true);
+        const failure = err instanceof Classified ? err : stripeFailure(err, true);
         if (failure.certainty !== 'not_executed') {
           // Best effort: the failure itself tells the workflow; the record makes later runs reconcile first.
           await log.settle(input.operationId, { status: 'unknown', reason: failure.reason }, actor(), 'refund_outcome_unknown', { message: failure.message }).catch(() => undefined);
+        } else if ((op.provenAbsentThrough ?? 0) === op.requestsSent) {
+          // This send had no effect (refused, or never left), and every earlier one is proven so: the record
+          // says so, counted in sends, unless another send went out meanwhile. Best effort, like the above.
+          const proof = { status: 'intent' as const, reason: failure.reason, absenceConfirmedAt: new Date(await now()).toISOString(), ifRequestsSent: op.requestsSent + 1 };
+          await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message }).catch(() => undefined);
         }
         throw failure;
       }
@@ -182,7 +188,20 @@ export function createPaymentActivities(deps: PaymentDeps) {
         });
       }
       return receipt;
-    });
+    }));
+  }
+
+  /** A failure of `work` with the operation's record after it among its facts (best effort: the failure stands without them). */
+  async function withRecord<T>(operationId: string, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      const c = paymentFailure(true)(err);
+      const op = await log.get(operationId).catch(() => undefined);
+      if (!op) throw c;
+      const record = { operationStatus: op.status, requestsSent: op.requestsSent, provenAbsentThrough: op.provenAbsentThrough };
+      throw new Classified(c.code, c.certainty, c.reason, c.message, { ...c.extra, provider: { ...c.extra.provider, ...record } });
+    }
   }
 
   /**

@@ -9,7 +9,8 @@ import { operationId as operationIdOf } from '../reliability/identity';
 import { SEARCH_ATTRIBUTES } from '../shared';
 import { stepsQuery, type refundWorkflow, type RefundResult, type RefundRunState } from '../workflows';
 import type { StepRecord } from '../workflows/step-runner';
-import type { Verdict } from '../workflows/verdict';
+import { effectOfRecord, type Verdict } from '../workflows/verdict';
+import type { OperationRecord } from '../store/types';
 import { gatherEvidence, type Evidence, type EvidenceSources, type Fact } from './evidence';
 
 export interface Inference {
@@ -159,7 +160,10 @@ export function infer(state: RefundRunState | null, result: RefundResult | null,
   const out: Inference[] = [];
   // A refund the provider failed after the run finished is failed, whatever the run last believed.
   const failedLater = ev.operation?.status === 'failed';
-  const belief = failedLater ? 'failed' : (state?.effect.status ?? (result?.status === 'completed' ? 'refunded' : beliefOf(ev.operation?.status)));
+  // A run that says nothing was sent while the record holds a send of open outcome (an older run's word) is overruled by the record.
+  const recorded = beliefOf(ev.operation);
+  const said = state?.effect.status === 'none' && recorded === 'unknown' ? recorded : state?.effect.status;
+  const belief = failedLater ? 'failed' : (said ?? (result?.status === 'completed' ? 'refunded' : recorded));
   const refundId = state?.effect.refundId ?? (result?.status === 'completed' ? result.refund.refundId : (ev.operation?.refund?.refundId ?? null));
   const basis = ev.facts.filter((f) => f.id.startsWith('stripe:') || f.id.startsWith('ledger:')).map((f) => f.id);
   // The provider's list says which refunds stand; the local server's ledger, which were ever made under our key.
@@ -223,10 +227,9 @@ function emailInference(what: string, entry: Evidence['notice'], messageId: stri
   return { claim: `${what} was not sent`, status: 'confirmed', basis };
 }
 
-function beliefOf(status: string | undefined): string {
-  if (status === 'completed' || status === 'refunded') return 'refunded';
-  if (status === 'unknown' || status === 'partial' || status === 'failed') return status;
-  return 'none';
+/** What the operation's record says of the refund, the way the run decides it (effectOfRecord). */
+function beliefOf(operation: OperationRecord | null | undefined): string {
+  return operation ? effectOfRecord(operation).status : 'none';
 }
 
 interface VerdictInput {

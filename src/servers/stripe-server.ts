@@ -136,6 +136,12 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       const paymentIntent = typeof params.payment_intent === 'string' ? params.payment_intent : null;
       logged = { at: new Date().toISOString(), requestId, method, path: url.pathname, idempotencyKey: key ?? null, paymentIntent };
       const print = fingerprint(method, url.pathname, params);
+      const limited = faults?.edge({ method, path: url.pathname, idempotencyKey: key ?? null, params });
+      if (limited) {
+        log(limited.response.status, { fault: limited.fault.kind });
+        send(limited.response.status, render(limited.response.body), limited.headers);
+        return;
+      }
 
       if (key !== undefined) {
         const replay = idempotency.lookup(key, print);

@@ -240,7 +240,7 @@ export class SqlOrderStore implements OrderStore {
       } else {
         await tx.run(sql`
           INSERT INTO notification_outbox (key, order_id, kind, recipient, subject, message_id, status, attempts, created_at)
-          VALUES (${entry.key}, ${entry.orderId}, ${entry.kind}, ${entry.recipient}, ${entry.subject}, ${entry.messageId}, 'pending', 1, ${now()})`);
+          VALUES (${entry.key}, ${entry.orderId}, ${entry.kind}, ${entry.recipient}, ${entry.subject}, ${entry.messageId}, 'pending', 1, ${await this.stamp(tx)})`);
       }
       return requireOutbox(tx, entry.key);
     });
@@ -250,13 +250,18 @@ export class SqlOrderStore implements OrderStore {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
       // The conditional update is the lock: of two attempts racing here, exactly one changes the row.
-      return (await tx.run(sql`UPDATE notification_outbox SET status = 'sending', sending_since = ${now()} WHERE key = ${key} AND status = 'pending'`)) === 1;
+      return (await tx.run(sql`UPDATE notification_outbox SET status = 'sending', sending_since = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'pending'`)) === 1;
     });
   }
 
-  async takeOverNotification(key: string, since: string, stamp: string): Promise<boolean> {
+  async takeOverNotification(key: string, since: string, rule: { endedAfterMs: number; notBefore?: string }): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
+      // Its age by the clock that stamped it, read in the transaction that re-stamps it: no host's clock decides.
+      const at = await this.operations.clock(tx);
+      if (at - Date.parse(since) < rule.endedAfterMs) return false;
+      // A new stamp, never equal to the one taken over: what was judged of that hand-over never covers this one.
+      const stamp = new Date(Math.max(at, Date.parse(since) + 1, rule.notBefore ? Date.parse(rule.notBefore) : 0)).toISOString();
       return (await tx.run(sql`UPDATE notification_outbox SET sending_since = ${stamp} WHERE key = ${key} AND status = 'sending' AND sending_since = ${since}`)) === 1;
     });
   }
@@ -273,7 +278,7 @@ export class SqlOrderStore implements OrderStore {
       // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
       // A pending entry is taken too: the acceptance is proof enough, whatever the row said.
       const changes = await tx.run(
-        sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${providerResponse}, sent_at = ${now()} WHERE key = ${key} AND status IN ('pending', 'sending')`,
+        sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${providerResponse}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND status IN ('pending', 'sending')`,
       );
       const entry = await requireOutbox(tx, key);
       if (changes === 1 && audit) {
@@ -318,6 +323,11 @@ export class SqlOrderStore implements OrderStore {
   async close(): Promise<void> {
     await this.faults.close();
     await this.db.close();
+  }
+
+  /** The outbox's stamps, by the clock send stamps use (the database server's on PostgreSQL): hand-overs by different hosts compare. */
+  private async stamp(tx: Queryable): Promise<string> {
+    return new Date(await this.operations.clock(tx)).toISOString();
   }
 
   private async updateOrder(tx: Queryable, order: OrderRow, refundedAmount: number, status = statusFor(refundedAmount, order.amount)): Promise<OrderRow> {

@@ -295,10 +295,14 @@ export interface OrderStore {
   revertRefund(input: RevertRefundInput): Promise<OrderReceipt>;
   /** Records the intent to send (status pending) unless an entry for the key exists; returns the entry. */
   claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry>;
-  /** Moves pending → sending just before the message goes to SMTP; false, changing nothing, when the entry is not pending. */
+  /** Moves pending → sending just before the message goes to SMTP, stamped by the store's clock (`operations.clock`); false, changing nothing, when the entry is not pending. */
   markNotificationSending(key: string): Promise<boolean>;
-  /** Takes over a hand-over a person approved resending: re-stamps `sendingSince`, only if it is still `since`; false, changing nothing, otherwise. */
-  takeOverNotification(key: string, since: string, stamp: string): Promise<boolean>;
+  /**
+   * Takes over a hand-over that ended without an answer, to resend it: re-stamps `sendingSince` (by the
+   * store's clock, no earlier than `notBefore`) only if it is still `since` and, by that clock, at least
+   * `endedAfterMs` old; false, changing nothing, otherwise. Of two attempts, only one takes it over.
+   */
+  takeOverNotification(key: string, since: string, rule: { endedAfterMs: number; notBefore?: string }): Promise<boolean>;
   /** Moves sending → pending after a failure that proves the server did not accept the message; false when not sending. */
   releaseNotification(key: string): Promise<boolean>;
   /** Records the server's acceptance (sending → sent); an entry already sent keeps its first acceptance. With `audit`, the first acceptance is in the operation's audit trail. */

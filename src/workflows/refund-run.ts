@@ -8,7 +8,7 @@ import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../compensations/registry';
 import type { BeginResult, Evidenced, ReconcileOutcome, RunSettings } from '../receipts';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
-import { redact, tally } from '../reliability/evidence';
+import { mayHaveTakenEffect, redact, tally } from '../reliability/evidence';
 import { IgnoredMessages, type IgnoredMessagesView } from './messages';
 import { furthestEvent, lifecycleRank, MAX_PROVIDER_EVENTS, type ProviderEventSummary } from './provider-events';
 import { decide, type DecisionPolicy, type RecoveryAction, type RecoveryOwner, type RecoveryPolicy, type RecoveryRule } from '../reliability/policy';
@@ -17,7 +17,7 @@ import { SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
 import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
 import { DecisionDesk, type DecisionRecord, type DeskView } from './decisions';
 import { describeFailure, StepFailedError, stepError, StepRunner, type StepError, type StepRecord } from './step-runner';
-import { verdictFor, type VerdictView } from './verdict';
+import { effectOfRecord, verdictFor, type RecordedEffect, type SendRecord, type VerdictView } from './verdict';
 import { isPatched, reviewFixes, WHOLE_ATTEMPTS } from './versions';
 
 /**
@@ -242,6 +242,7 @@ export class RefundRun {
         compensationPending: this.cannotCompensate() === null,
         operationId: this.ctx.operationId || null,
         noticeMessageId: typeof messageId === 'string' ? messageId : null,
+        ...(reviewFixes() && stopped.failedStep && { earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect) }),
       },
       this.decisionPolicy,
     );
@@ -386,9 +387,26 @@ export class RefundRun {
     return result as T;
   }
 
+  /** The operation's record as last read: at its begin, or after a send that failed (whose facts carry it). */
+  private record: SendRecord | null = null;
+
+  noteRecord(op: SendRecord): void {
+    this.record = { status: op.status, requestsSent: op.requestsSent, provenAbsentThrough: op.provenAbsentThrough, refund: op.refund ?? null };
+  }
+
+  /** What the operation's record says of the refund, over every send of every run; null before it was read. */
+  recordedEffect(): RecordedEffect | null {
+    return this.record && effectOfRecord(this.record);
+  }
+
   /** Keeps a failure and the move the policy prescribes for it. */
   remember(step: string, boundary: Boundary, error: StepError): RecoveryRule {
     this.lastFailure = { step, ...error };
+    // Facts from a failure a test or an older worker shaped may be missing: the record then stays as last read.
+    const { operationStatus, requestsSent, provenAbsentThrough } = error.provider ?? {};
+    if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
+      this.noteRecord({ status: operationStatus, requestsSent, provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null });
+    }
     const rule = decide(this.policy, error.code, error.certainty, boundary);
     this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
     return rule;

@@ -299,7 +299,7 @@ async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprove
       amount: refund.amount,
       currency: refund.currency,
       refundId: refund.refundId,
-      ...(retry.resendApprovedAt && { resendApprovedAt: retry.resendApprovedAt }),
+      ...(retry.resendApprovedAt && { resendApprovedAt: retry.resendApprovedAt, ...judgedHandOver(run) }),
     };
     ctx.notice = await attempt(run, 'notify_customer', () =>
       run.step('notify_customer', noticeInput, noticeInput.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(noticeInput), { sends: true }),
@@ -351,6 +351,7 @@ async function loadOrder(run: RefundRun): Promise<void> {
     ),
   );
   run.begin = begin;
+  run.noteRecord(begin.operation);
   run.settings = begin.settings;
   run.budget.adopt(begin.settings.policy.budget);
   // The step table names the policy; the whole table is in the activity's result in history.
@@ -786,6 +787,12 @@ async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefi
   run.stop('needs_attention', `${what}.${open}${plan.held ? ` ${plan.held.reason}` : ''}`, 'completion_gate', unknown.length > 0);
 }
 
+/** The notice's hand-over a person judged, named by its stamp (the store's clock), so that an approved resend covers it and no later one. */
+function judgedHandOver(run: RefundRun): { approvedHandOver?: string } {
+  const since = run.steps.get('notify_customer').error?.provider?.sendingSince;
+  return reviewFixes() && typeof since === 'string' ? { approvedHandOver: since } : {};
+}
+
 /** Runs a step; a failure the policy cannot recover from here stops the run with the right verdict. */
 async function attempt<T>(run: RefundRun, step: RefundStep, fn: () => Promise<T>): Promise<T> {
   try {
@@ -812,6 +819,12 @@ function decideStop(run: RefundRun, step: RefundStep, error: StepError): never {
   if (error.certainty !== 'not_executed') {
     run.effect = { status: 'unknown', certainty: error.certainty, refundId: null };
     run.stop('needs_attention', `${what}. Whether it took effect is unknown: reconcile operation ${run.ctx.operationId} with the provider before any new attempt`, step, quarantined);
+  }
+  // This attempt had no effect; whether an earlier send did is the operation's record's to say, not this attempt's.
+  const recorded = reviewFixes() ? run.recordedEffect() : null;
+  if (recorded?.status === 'unknown') {
+    run.effect = { status: 'unknown', certainty: 'may_have_executed', refundId: run.effect.refundId };
+    run.stop('needs_attention', `${what}.${exhausted} This attempt had no effect, but ${recorded.why}. Reconcile operation ${run.ctx.operationId} with the provider before any new attempt`, step, quarantined);
   }
   const refusal = error.code === 'PERMANENT_BUSINESS' || error.code === 'INVALID_ARGUMENTS';
   if (refusal && rule.action === 'stop') run.stop('rejected', `${what}. Nothing was refunded`, step);

@@ -5,6 +5,37 @@ import type { DecisionPolicy } from '../reliability/policy';
 export const VERDICTS = ['auto-retry is safe', 'compensate, then resume', 'stop and hand to a person'] as const;
 export type Verdict = (typeof VERDICTS)[number];
 
+/** What the operation's record holds of its sends: how many went out, how many are proven to have had no effect, and any receipt. */
+export interface SendRecord {
+  status: string;
+  requestsSent: number;
+  provenAbsentThrough: number | null;
+  refund?: { refundId: string } | null;
+}
+
+export interface RecordedEffect {
+  status: 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
+  /** Why, in words for the run's reason and for `inspect`. */
+  why: string;
+}
+
+/**
+ * The refund's effect as the operation's record states it, over every send of every run: a receipt
+ * says what it is; a send whose outcome is open (not proven to have had no effect) means a refund
+ * may exist, whatever the last attempt said; only with every send settled was nothing refunded.
+ */
+export function effectOfRecord(op: SendRecord): RecordedEffect {
+  if (op.refund) {
+    const status = op.status === 'partial' || op.status === 'failed' ? op.status : 'refunded';
+    return { status, why: `refund ${op.refund.refundId} is on the operation's record (${op.status})` };
+  }
+  const open = op.requestsSent - (op.provenAbsentThrough ?? 0);
+  if (op.status === 'unknown' || open > 0) {
+    return { status: 'unknown', why: `its record holds ${op.requestsSent} send(s), ${Math.max(open, 1)} not proven to have had no effect (status ${op.status}): a refund may exist` };
+  }
+  return { status: 'none', why: op.requestsSent ? `each of its ${op.requestsSent} send(s) is proven to have had no effect` : 'it was never sent' };
+}
+
 export interface VerdictFacts {
   effect: { status: string; certainty: string };
   failedStep: string | null;
@@ -16,6 +47,8 @@ export interface VerdictFacts {
   operationId: string | null;
   /** The customer notice's Message-ID, to look for in the mailbox. */
   noticeMessageId: string | null;
+  /** An attempt of the failed step, not only the last, may have taken effect (its ledger says so). */
+  earlierAttemptMayHaveTakenEffect?: boolean;
 }
 
 export interface VerdictView {
@@ -55,10 +88,12 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
   }
   if (facts.effect.status === 'partial') return stop('tell the customer what was refunded and abandon, or refund the rest under a new operation version');
   // Whatever failed last, a refund that may or may not stand is settled first: only then is a retry safe.
-  if (step && facts.failure && facts.failure.certainty === 'not_executed' && RETRYABLE.has(facts.failure.code) && !facts.quarantined) {
+  // A notice any attempt of which may have been delivered (its record lost included) is looked for first.
+  const noticeMayBeOut = step === 'notify_customer' && (facts.earlierAttemptMayHaveTakenEffect === true || facts.failure?.certainty === 'may_have_executed');
+  if (step && facts.failure && facts.failure.certainty === 'not_executed' && RETRYABLE.has(facts.failure.code) && !facts.quarantined && !noticeMayBeOut) {
     return { verdict: 'auto-retry is safe', nextAction: `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`, ...who(`retry-step:${step}`) };
   }
-  if (step === 'notify_customer' && facts.failure?.certainty === 'may_have_executed') {
+  if (noticeMayBeOut) {
     return stop(
       `look for ${facts.noticeMessageId ?? 'the notice'} in the mailbox: if it is there, confirm-delivered with what you found (the customer has it, and the run completes); ` +
         'if not, retry-step notify_customer, which resends it with the same Message-ID',

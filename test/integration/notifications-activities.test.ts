@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import nodemailer, { type Transporter } from 'nodemailer';
 import {
   createMailTransport,
@@ -17,6 +18,7 @@ import { parsePolicy } from '../../src/reliability/policy-schema';
 import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
 import { openStore, type OrderStore, type SqlOrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
+import { DIALECTS, freshDatabase } from '../helpers/databases';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'notifications-'));
 const { run } = activityEnv();
@@ -245,6 +247,54 @@ it("resends a hand-over a person approved once: a retry of that resend whose rec
   await expect(delivered(messageId)).resolves.toHaveLength(2);
 });
 
+it('classifies a store failure right after the server’s 250 as delivered, not as “not executed”', async () => {
+  const file = path.join(dir, 'locked-after-250.db');
+  const locking = await openStore(`sqlite:${file}`, { busyTimeoutMs: 200 });
+  const locker = new Database(file);
+  try {
+    await locking.seedOrder({ id: 'ord_locked', paymentIntentId: 'pi_locked', customerEmail: 'dana@example.test', currency: 'usd', amount: 5000 });
+    const input: RefundNoticeInput = { key: 'locked-after-250:v1', operationId: 'refund:test:ord_locked:v1', orderId: 'ord_locked', amount: 1250, currency: 'usd', refundId: 're_1' };
+    // The message is in; before the server answers 250, another connection takes the store's write lock and holds it past busy_timeout.
+    server.setFaults((stage) => {
+      if (stage === 'data') {
+        locker.exec('BEGIN IMMEDIATE');
+        setTimeout(() => locker.exec('COMMIT'), 1500);
+      }
+      return undefined;
+    });
+    const patient = createNotificationActivities({ transport, store: locking, from: 'refunds@durable-refunds.test', attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: locking.operations }), policy: DEFAULT_POLICY, sendDeadlineMs: 10_000 });
+    const failure = await failureOf(run(patient.sendRefundNotice, input));
+    server.setFaults(undefined);
+    expect(detailsOf(failure)).toMatchObject({ certainty: 'completed', reason: 'delivery_not_recorded', provider: { providerResponse: expect.stringMatching(/^250 /) } });
+    expect(detailsOf(failure).certainty).not.toBe('not_executed');
+    await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(1);
+  } finally {
+    server.setFaults(undefined);
+    await new Promise((r) => setTimeout(r, 1600));
+    locker.close();
+    await locking.close();
+  }
+});
+
+it('resends, on approval, only the hand-over the person judged, named by its stamp in the failure they saw', async () => {
+  const input = await notice('judged-resend:v1');
+  const messageId = messageIdForKey(input.key);
+  await expect(failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, input))).resolves.toBeDefined();
+  await handOverExpired();
+  const unknown = await failureOf(run(activities.sendRefundNotice, input));
+  const judged = detailsOf(unknown).provider.sendingSince;
+  expect(judged).toBe((await store.getNotification(input.key))!.sendingSince);
+
+  // An approval of another hand-over covers not this one, however late the approver's clock put it.
+  const other = { ...input, resendApprovedAt: new Date(Date.now() + 3600_000).toISOString(), approvedHandOver: '2000-01-01T00:00:00.000Z' };
+  await expect(failureOf(run(activities.sendRefundNotice, other))).resolves.toMatchObject({ type: 'UNKNOWN_OUTCOME' });
+  await expect(delivered(messageId)).resolves.toHaveLength(1);
+
+  const approved = { ...input, resendApprovedAt: new Date().toISOString(), approvedHandOver: judged as string };
+  await expect(run(activities.sendRefundNotice, approved)).resolves.toMatchObject({ alreadySent: false });
+  await expect(delivered(messageId)).resolves.toHaveLength(2);
+});
+
 it('resends an unknown send with the same Message-ID when the policy says so', async () => {
   const resend = parsePolicy({
     ...DEFAULT_POLICY,
@@ -316,4 +366,60 @@ it("settles a notice whose hand-over is unknown on a person's word, once, naming
     expect.objectContaining({ event: 'notification_sent', detail: expect.objectContaining({ key: input.key, confirmedBy: 'ops', reason: 'found it in the provider log' }) }),
   ]);
   await expect(delivered(entry.messageId)).resolves.toHaveLength(0);
+});
+
+describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
+  let shared: SqlOrderStore;
+  /** The deployment's own deadline: a hand-over younger than it (plus a second) may still be running. */
+  const deadlineMs = 25_000;
+  const worker = (policy: RecoveryPolicy = DEFAULT_POLICY) =>
+    createNotificationActivities({ transport, store: shared, from: 'refunds@durable-refunds.test', attempt: createAttemptRunner({ policy, log: shared.operations }), policy, sendDeadlineMs: deadlineMs });
+  const resendPolicy = parsePolicy({
+    ...DEFAULT_POLICY,
+    rules: [...DEFAULT_POLICY.rules, { code: 'UNKNOWN_OUTCOME', boundary: 'smtp', action: 'retry', owner: 'dependency_adapter', maxAttempts: 3, backoff: { initialMs: 100, coefficient: 2, maxMs: 1000 } }],
+  });
+
+  beforeAll(async () => {
+    shared = await openStore(await freshDatabase(dialect, dir));
+  });
+  afterAll(() => shared.close());
+  afterEach(() => jest.restoreAllMocks());
+
+  /** A notice whose hand-over another host began just now (stamped in the store) and has not finished. */
+  async function handOverOpenElsewhere(key: string): Promise<RefundNoticeInput> {
+    const orderId = `ord_clock_${key}`;
+    await shared.seedOrder({ id: orderId, paymentIntentId: `pi_${orderId}`, customerEmail: 'dana@example.test', currency: 'usd', amount: 5000 });
+    const input: RefundNoticeInput = { key, operationId: `refund:test:${orderId}:v1`, orderId, amount: 1250, currency: 'usd', refundId: 're_1' };
+    const subject = `Your refund of ${formatAmount(1250, 'usd')} for order ${orderId}`;
+    await shared.claimNotification({ key, orderId, kind: 'refund_notice', recipient: 'dana@example.test', subject, messageId: messageIdForKey(key) });
+    await expect(shared.markNotificationSending(key)).resolves.toBe(true);
+    return input;
+  }
+
+  /** This worker's host clock runs 30 s ahead of the host that stamped the hand-over. */
+  function clockAhead(ms = 30_000): void {
+    const real = Date.now.bind(Date);
+    jest.spyOn(Date, 'now').mockImplementation(() => real() + ms);
+  }
+
+  it('sees a hand-over begun 30 s ago by its own clock, but just now by the store’s, as in progress, and sends nothing', async () => {
+    const input = await handOverOpenElsewhere(`skew-${dialect}:v1`);
+    clockAhead();
+    for (const policy of [DEFAULT_POLICY, resendPolicy]) {
+      const failure = await failureOf(run(worker(policy).sendRefundNotice, input));
+      expect(detailsOf(failure)).toMatchObject({ reason: 'send_in_progress', certainty: 'may_have_executed' });
+      expect(failure).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false });
+    }
+    await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
+    await expect(shared.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
+  });
+
+  it('never lets an approval cover a hand-over that began after it, whatever the approver’s clock said', async () => {
+    const input = await handOverOpenElsewhere(`approval-${dialect}:v1`);
+    // The person judged an earlier hand-over (named by its stamp); by the workflow's clock, they approved 30 s after this one began.
+    const approved = { ...input, resendApprovedAt: new Date(Date.now() + 30_000).toISOString(), approvedHandOver: new Date(Date.now() - 60_000).toISOString() };
+    const failure = await failureOf(run(worker().sendRefundNotice, approved));
+    expect(detailsOf(failure)).toMatchObject({ reason: 'send_in_progress' });
+    await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
+  });
 });

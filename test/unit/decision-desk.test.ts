@@ -1,6 +1,6 @@
 // The decide validator and the verdict, outside a workflow: which decisions fit which state.
 import { DecisionDesk, type DeskView } from '../../src/workflows/decisions';
-import { verdictFor, type VerdictFacts } from '../../src/workflows/verdict';
+import { effectOfRecord, verdictFor, type VerdictFacts } from '../../src/workflows/verdict';
 import type { DecisionPolicy } from '../../src/reliability/policy';
 
 const POLICY: DecisionPolicy = { roles: { ops: ['operator'], lead: ['operator', 'approver'] }, needApproval: ['compensate'], approvalTtlMs: 60_000 };
@@ -77,6 +77,20 @@ describe('the verdict', () => {
     const view = verdictFor(facts({ failedStep: 'notify_customer', failure: { code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' }, noticeMessageId: '<n@x>' }), POLICY);
     expect(view.nextAction).toMatch(/^look for <n@x> in the mailbox: if it is there, confirm-delivered .*; if not, retry-step notify_customer/);
     expect(view.nextAction).not.toMatch(/abandon/);
+  });
+
+  test('a notice an earlier attempt may have delivered is looked for in the mailbox, whatever the last attempt said', () => {
+    const stuck = facts({ failedStep: 'notify_customer', failure: { code: 'CAPACITY', certainty: 'not_executed' }, noticeMessageId: '<n@x>' });
+    expect(verdictFor(stuck, POLICY).verdict).toBe('auto-retry is safe');
+    expect(verdictFor({ ...stuck, earlierAttemptMayHaveTakenEffect: true }, POLICY)).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/^look for <n@x> in the mailbox/) });
+  });
+
+  test('the effect from the operation’s record: a send of open outcome means a refund may exist; refused sends, proven, mean none', () => {
+    expect(effectOfRecord({ status: 'unknown', requestsSent: 6, provenAbsentThrough: null })).toMatchObject({ status: 'unknown', why: expect.stringMatching(/may exist/) });
+    expect(effectOfRecord({ status: 'intent', requestsSent: 2, provenAbsentThrough: 1 }).status).toBe('unknown');
+    expect(effectOfRecord({ status: 'intent', requestsSent: 5, provenAbsentThrough: 5 }).status).toBe('none');
+    expect(effectOfRecord({ status: 'intent', requestsSent: 0, provenAbsentThrough: null }).status).toBe('none');
+    expect(effectOfRecord({ status: 'refunded', requestsSent: 2, provenAbsentThrough: null, refund: { refundId: 're_1' } }).status).toBe('refunded');
   });
 
   test('a failure that left nothing behind, with the refund known, is safe to retry', () => {

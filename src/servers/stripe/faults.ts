@@ -13,7 +13,7 @@ export const STRIPE_FAULT_KINDS = [
   'drop_after_commit',
   /** The effect is committed and the answer held for delayMs (past the client's timeout), then sent. */
   'stall',
-  /** 429 with Retry-After, before anything happens. */
+  /** 429 with Retry-After, before anything happens: at the edge, so a request whose key was used before gets it too. */
   'rate_limit',
   /** A 5xx answer (status), before anything happens and not stored against the key. */
   'server_error',
@@ -75,7 +75,7 @@ export type BeforeEffect =
 /** What the server does after the effect was committed. */
 export type AfterEffect = { kind: 'drop'; fault: ArmedFault } | { kind: 'delay'; fault: ArmedFault; ms: number };
 
-const BEFORE: StripeFaultKind[] = ['fail_before_commit', 'rate_limit', 'server_error', 'slow', 'partial'];
+const BEFORE: StripeFaultKind[] = ['fail_before_commit', 'server_error', 'slow', 'partial'];
 const AFTER: StripeFaultKind[] = ['drop_after_commit', 'stall'];
 const DEFAULT_STALL_MS = 30_000;
 
@@ -117,19 +117,24 @@ export function createStripeFaults() {
       return before - armed.length;
     },
 
+    /** The rate limiter, in front of everything else (the replay of a used key included), as Stripe's is. */
+    edge(r: RequestFacts): Extract<BeforeEffect, { kind: 'respond' }> | undefined {
+      const fault = take(['rate_limit'], r);
+      if (!fault) return undefined;
+      return {
+        kind: 'respond',
+        fault,
+        response: { status: 429, body: { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } } },
+        headers: { 'Retry-After': String(fault.retryAfterSeconds) },
+      };
+    },
+
     before(r: RequestFacts): BeforeEffect | undefined {
       const fault = take(BEFORE, r);
       if (!fault) return undefined;
       switch (fault.kind) {
         case 'fail_before_commit':
           return { kind: 'drop', fault };
-        case 'rate_limit':
-          return {
-            kind: 'respond',
-            fault,
-            response: { status: 429, body: { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } } },
-            headers: { 'Retry-After': String(fault.retryAfterSeconds) },
-          };
         case 'server_error':
           return { kind: 'respond', fault, response: { status: fault.status, body: { error: { type: 'api_error', message: 'An unknown error occurred (injected)' } } } };
         case 'slow':
