@@ -185,6 +185,8 @@ export interface LateFailureFacts {
 export const standingRecordsSchema = z.object({
   order: z.object({ refundId: z.string(), amount: z.number().int(), revertedByKey: z.string().nullable() }).nullable(),
   notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
+  /** The correction's outbox entry; results recorded before it was read have none. */
+  correction: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullish(),
 });
 export type StandingRecords = z.infer<typeof standingRecordsSchema>;
 
@@ -194,6 +196,7 @@ export const lateFailureFactsSchema = z.object({
   failed: z.boolean(),
   order: z.object({ refundId: z.string(), amount: z.number().int(), revertedByKey: z.string().nullable() }).nullable(),
   notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
+  correction: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullish(),
   policy: z.object({ version: z.string() }).passthrough(),
 });
 

@@ -707,10 +707,13 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
   const refund = options.refund ?? run.ctx.refund;
   if (options.refund) run.effect = { status: 'failed', certainty: 'completed', refundId: options.refund.refundId };
   run.setStatus('compensating', 'completion_gate');
-  run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
+  const reviewed = reviewFixes();
+  // A decision or a cancellation keeps the failed refund's receipt and reason: the run's own receipt is the one from creation.
+  if (reviewed && options.refund) run.ctx.failedRefund = options.refund;
+  if (!reviewed || options.refund) run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
   // Runs from before parking let a cancellation reach their compensations; newer ones finish them.
   const finishing = <T>(fn: () => Promise<T>): Promise<T> => (isPatched(PARKING) ? CancellationScope.nonCancellable(fn) : fn());
-  if (reviewFixes()) return finishing(() => compensateStanding(run, refund, options.resendApprovedAt));
+  if (reviewed) return finishing(() => compensateStanding(run, run.ctx.failedRefund, options.resendApprovedAt));
   await finishing(async () => {
     for (const step of compensationOrder(run.steps.completed())) {
       const { undo } = REFUND_SAGA[step];
@@ -771,20 +774,21 @@ async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefi
     await run.steps.compensate(step, key, undo.boundary, undo.boundary !== 'store', async () => {
       const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
       return acts[undo.activity]({ ...undo.input(run.ctx, key), ...(resend && { resendApprovedAt }) });
-    });
+    }, true);
     run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
   }
-  if (plan.held) run.steps.hold(plan.held.step, plan.held.key, plan.held.reason);
+  // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
+  const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
 
   const left = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed' && s.compensation.status !== 'held');
-  if (left.length === 0 && !plan.held) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
+  if (left.length === 0 && !held) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
   const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
   const open = unknown.length
     ? ` The outcome of ${unknown.join(', ')}'s compensation is unknown: it is quarantined, never retried blind; a person checks it (the step table has its key and Message-ID).`
     : left.length
       ? ' A compensation failed: see the step table; a person must finish it.'
       : '';
-  run.stop('needs_attention', `${what}.${open}${plan.held ? ` ${plan.held.reason}` : ''}`, 'completion_gate', unknown.length > 0);
+  run.stop('needs_attention', `${what}.${open}${held ? ` ${held.reason}` : ''}`, 'completion_gate', unknown.length > 0);
 }
 
 /** The notice's hand-over a person judged, named by its stamp (the store's clock), so that an approved resend covers it and no later one. */
