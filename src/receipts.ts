@@ -159,12 +159,16 @@ export interface GateResult {
   verdict: 'pass' | 'pending' | 'refund_failed' | 'mismatch';
   refund: RefundReceipt;
   findings: GateFinding[];
+  /** Other refunds carrying the operation id in the provider's list (absent from results recorded before). */
+  otherRefundIds?: string[];
 }
 
 export const gateResultSchema = z.object({
   verdict: z.enum(['pass', 'pending', 'refund_failed', 'mismatch']),
   refund: refundReceiptSchema,
   findings: z.array(z.object({ check: z.string(), ok: z.boolean(), observed: z.string() })),
+  /** Other refunds carrying the operation id in the provider's list; results recorded before it have none. */
+  otherRefundIds: z.array(z.string()).optional(),
 });
 
 /** What a follow-up run learns of a refund reported failed after its run finished. */

@@ -620,8 +620,7 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
       return compensate(run, { refund: gate.refund });
     }
     if (gate.verdict === 'mismatch') {
-      const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
-      run.stop('needs_attention', `the completion gate found disagreements: ${failed.join('; ')}. The refund stands and is never sent again; a person must reconcile them`, 'completion_gate');
+      run.stop('needs_attention', mismatchReason(gate), 'completion_gate');
     }
     const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);
     const until = Date.parse(awaiting.until);
@@ -647,6 +646,22 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
     gate = await checkGate(run, input, event?.refundStatus === 'succeeded' ? event.id : undefined);
     if (gate.verdict !== 'pending') awaiting.settledBy = event ? { kind: 'webhook', eventId: event.id } : { kind: 'poll' };
   }
+}
+
+/**
+ * Why a gate's disagreements park the run. With the review's fixes, a run whose own refund failed
+ * beside another refund carrying the operation id names both: its own did not stand.
+ */
+function mismatchReason(gate: GateResult): string {
+  const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
+  const own = gate.refund;
+  const others = gate.otherRefundIds ?? [];
+  const ownFailed = own.status === 'failed' || own.status === 'canceled';
+  const stands =
+    reviewFixes() && ownFailed && others.length > 0
+      ? `This run's refund ${own.refundId} is ${own.status}, and ${others.join(', ')} carr${others.length === 1 ? 'ies' : 'y'} the operation id too and may stand: nothing is undone and no refund is sent again`
+      : 'The refund stands and is never sent again';
+  return `the completion gate found disagreements: ${failed.join('; ')}. ${stands}; a person must reconcile them`;
 }
 
 /** From the first pending answer: visible as awaiting_provider, held to the policy's deadline rather than the run's. */
@@ -679,11 +694,10 @@ async function pollCompletion(run: RefundRun, input: CheckCompletionInput): Prom
     const gate = await attempt(run, 'completion_gate', () =>
       run.step('completion_gate', input, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(input), { requestsPerAttempt: GATE_REQUESTS }),
     );
-    const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
     if (gate.verdict === 'pass') return;
     if (gate.verdict === 'refund_failed') return compensate(run, { refund: gate.refund });
     if (gate.verdict === 'mismatch') {
-      run.stop('needs_attention', `the completion gate found disagreements: ${failed.join('; ')}. The refund stands and is never sent again; a person must reconcile them`, 'completion_gate');
+      run.stop('needs_attention', mismatchReason(gate), 'completion_gate');
     }
     run.setStatus('awaiting_provider', 'completion_gate');
     const wait = withJitter(backoffDelay(rule, poll), rule.jitter, Math.random());

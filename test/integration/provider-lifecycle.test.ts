@@ -309,6 +309,9 @@ test('a second refund carrying the operation id outweighs the failure of the run
   expect(after.state.outcome).toMatchObject({ failedStep: 'completion_gate', reason: expect.stringMatching(/single_refund: 2 refund\(s\) with this operation id/) });
   expect(after.state.outcome!.reason).toContain(other.id);
   expect(after.state.outcome!.reason).toContain(own);
+  // Both refunds named for what they are: the run's own failed, the other carries the operation id.
+  expect(after.state.outcome!.reason).not.toMatch(/The refund stands/);
+  expect(after.state.outcome!.reason).toMatch(new RegExp(`refund ${own} is failed, and ${other.id} carries the operation id too`));
   expect(after.state.steps.every((s) => !s.compensation || s.compensation.kind !== 'compensation')).toBe(true);
   expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(700);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
