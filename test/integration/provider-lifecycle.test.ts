@@ -11,6 +11,7 @@ import { compensationKeyOf } from '../../src/compensations/plan';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { signatureHeader } from '../../src/servers/stripe/events';
 import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { startFollowUp } from '../../src/webhooks/follow-up';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import { decideUpdate, followUpWorkflowId, refundWorkflow, stepsQuery, type lateFailureWorkflow, type LateFailureResult } from '../../src/workflows';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
@@ -250,6 +251,15 @@ test('a correction whose outcome is unknown is never held over by a cancellation
   expect(state.outcome!.reason).toMatch(/failed refund re_\w+ after accepting it \(failed\)/);
   expect(await correctionOf()).toMatchObject({ status: 'unknown', key: compensationKeyOf('notify_customer', operationId) });
   expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention)).toBe(true);
+  expect((await h.messages({ to: order.customerEmail })).filter((m) => /^Correction: /.test(m.subject)).length).toBeLessThanOrEqual(1);
+
+  // The provider's failure reaches a follow-up after the run ended: it plans from the same records and says the same.
+  const failure = state.providerEvents.find((e) => e.refundStatus === 'failed')!;
+  await startFollowUp(h.env.client, { operationId, originalWorkflowId: handle.workflowId, event: failure });
+  const outcome = await (await followUp(operationId)).result();
+  expect(outcome.status).toBe('needs_attention');
+  expect(outcome.reason).not.toMatch(/no correction was sent/);
+  expect(outcome.compensations).toContainEqual(expect.objectContaining({ step: 'notify_customer', key: compensationKeyOf('notify_customer', operationId), status: 'unknown' }));
   expect((await h.messages({ to: order.customerEmail })).filter((m) => /^Correction: /.test(m.subject)).length).toBeLessThanOrEqual(1);
 });
 
