@@ -159,12 +159,16 @@ export interface GateResult {
   verdict: 'pass' | 'pending' | 'refund_failed' | 'mismatch';
   refund: RefundReceipt;
   findings: GateFinding[];
+  /** Other refunds carrying the operation id in the provider's list (absent from results recorded before). */
+  otherRefundIds?: string[];
 }
 
 export const gateResultSchema = z.object({
   verdict: z.enum(['pass', 'pending', 'refund_failed', 'mismatch']),
   refund: refundReceiptSchema,
   findings: z.array(z.object({ check: z.string(), ok: z.boolean(), observed: z.string() })),
+  /** Other refunds carrying the operation id in the provider's list; results recorded before it have none. */
+  otherRefundIds: z.array(z.string()).optional(),
 });
 
 /** What a follow-up run learns of a refund reported failed after its run finished. */
@@ -185,6 +189,8 @@ export interface LateFailureFacts {
 export const standingRecordsSchema = z.object({
   order: z.object({ refundId: z.string(), amount: z.number().int(), revertedByKey: z.string().nullable() }).nullable(),
   notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
+  /** The correction's outbox entry; results recorded before it was read have none. */
+  correction: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullish(),
 });
 export type StandingRecords = z.infer<typeof standingRecordsSchema>;
 
@@ -194,6 +200,7 @@ export const lateFailureFactsSchema = z.object({
   failed: z.boolean(),
   order: z.object({ refundId: z.string(), amount: z.number().int(), revertedByKey: z.string().nullable() }).nullable(),
   notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
+  correction: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullish(),
   policy: z.object({ version: z.string() }).passthrough(),
 });
 

@@ -90,7 +90,7 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       if (verdict === 'refund_failed') {
         await store.operations.settle(input.operationId, { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }, who, 'refund_failed_after_acceptance');
       }
-      return { verdict, refund: receipt, findings };
+      return { verdict, refund: receipt, findings, otherRefundIds: mine.filter((id) => id !== refund.id) };
     });
   }
 

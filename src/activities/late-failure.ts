@@ -5,6 +5,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
+import { compensationKeyOf } from '../compensations/plan';
 import type { Evidenced, LateFailureFacts, RunSettings, StandingRecords } from '../receipts';
 import { stepKey } from '../reliability/identity';
 import type { OrderStore } from '../store/types';
@@ -71,13 +72,17 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
     );
   }
 
-  /** The refund on the order when it is `refundId` (or, without one, whichever this operation applied), and the customer notice's outbox entry. */
+  /** The refund on the order when it is `refundId` (or, without one, whichever this operation applied), and the outbox entries of the customer notice and of its correction. */
   async function readStanding(operationId: string, refundId: string | null): Promise<StandingRecords> {
     const applied = await store.appliedRefund(operationId);
-    const notice = await store.getNotification(stepKey(operationId, 'notify_customer'));
+    const entry = async (key: string) => {
+      const found = await store.getNotification(key);
+      return found ? { key: found.key, status: found.status, messageId: found.messageId } : null;
+    };
     return {
       order: applied && (refundId === null || applied.refundId === refundId) ? { refundId: applied.refundId, amount: applied.amount, revertedByKey: applied.revertedByKey } : null,
-      notice: notice ? { key: notice.key, status: notice.status, messageId: notice.messageId } : null,
+      notice: await entry(stepKey(operationId, 'notify_customer')),
+      correction: await entry(compensationKeyOf('notify_customer', operationId)),
     };
   }
 

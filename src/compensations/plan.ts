@@ -41,24 +41,34 @@ export function correctsUnknownNotice(policy: RecoveryPolicy, decidedByPerson: b
   return decidedByPerson || retries(decide(policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
 }
 
+/** What a person does about a held notice found in the mailbox, as the caller can offer it (the run takes a compensate decision; the follow-up takes none). */
+export const COMPENSATE_SENDS_CORRECTION = 'compensate sends the correction';
+
 /**
  * The plan: the refund on the order is taken off; a notice sent is corrected; a notice never handed
  * over (pending) told the customer nothing; one whose hand-over is unknown (sending) is corrected
- * when `correctUnknown`, or else held for a person, never skipped in silence.
+ * when `correctUnknown`, or else held for a person, never skipped in silence. A correction already
+ * begun (its outbox entry exists) is never held: its key replays it as sent, unknown or in progress.
+ * `ifFound` says what a person does when the held notice is in the mailbox.
  */
-export function compensationPlan(operationId: string, records: Pick<StandingRecords, 'order' | 'notice'>, correctUnknown: boolean): CompensationPlan {
+export function compensationPlan(
+  operationId: string,
+  records: Pick<StandingRecords, 'order' | 'notice' | 'correction'>,
+  correctUnknown: boolean,
+  ifFound = COMPENSATE_SENDS_CORRECTION,
+): CompensationPlan {
   const stands: RefundStep[] = [];
   let held: CompensationPlan['held'] = null;
   if (records.order) stands.push('update_order');
   const notice = records.notice;
-  if (notice?.status === 'sent' || (notice?.status === 'sending' && correctUnknown)) stands.push('notify_customer');
+  if (notice?.status === 'sent' || (notice?.status === 'sending' && (correctUnknown || records.correction))) stands.push('notify_customer');
   else if (notice?.status === 'sending') {
     held = {
       step: 'notify_customer',
       key: compensationKeyOf('notify_customer', operationId),
       reason:
         `the customer notice ${notice.messageId} may have reached them (its hand-over is unknown), so no correction was sent: ` +
-        'look for it in the mailbox; if it is there, compensate sends the correction; if not, the customer was told nothing',
+        `look for it in the mailbox; if it is there, ${ifFound}; if not, the customer was told nothing`,
     };
   }
   return { undo: compensationOrder(stands).map((step) => ({ step, key: compensationKeyOf(step, operationId) })), held };

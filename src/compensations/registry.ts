@@ -17,6 +17,8 @@ export interface SagaContext {
   operationId: string;
   order?: Order;
   refund?: RefundReceipt;
+  /** The receipt of the refund the provider failed or canceled after accepting it, once the run learns of it. */
+  failedRefund?: RefundReceipt;
   orderReceipt?: OrderReceipt;
   notice?: NotificationReceipt;
   /** Why compensation is running, as the customer may read it. */

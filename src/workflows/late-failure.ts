@@ -15,7 +15,7 @@ import type { Boundary } from '../reliability/taxonomy';
 import { REFUND_REASONS, SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
 import { IgnoredMessages, setSignalHandler, type IgnoredMessagesView } from './messages';
 import { providerEventSchema, providerEventSignal, type ProviderEventSummary } from './provider-events';
-import { describeFailure, stepError, type StepError } from './step-runner';
+import { compensationFailure, describeFailure, stepError, type StepError } from './step-runner';
 import { REVIEW_FIXES } from './versions';
 
 export interface LateFailureInput {
@@ -140,8 +140,11 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
   state.status = 'compensating';
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
   const policy = facts.policy;
-  // The run's own plan: what the store shows standing. Before the review's fixes, a notice whose hand-over is unknown was never corrected.
-  const plan = compensationPlan(input.operationId, facts, reviewed && correctsUnknownNotice(policy, false));
+  // The run's own plan: what the store shows standing. Before the review's fixes, a notice whose hand-over is unknown was never
+  // corrected, and a correction already begun was not looked at. The follow-up takes no decisions: a person sends a correction.
+  const plan = reviewed
+    ? compensationPlan(input.operationId, facts, correctsUnknownNotice(policy, false), 'a person sends the customer a correction')
+    : compensationPlan(input.operationId, { ...facts, correction: null }, false);
   const ctx: SagaContext = {
     request: {
       ...facts.request,
@@ -167,7 +170,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
       else record.output = { ...parsed.data, evidence: undefined };
     } catch (err) {
       const { error } = describeFailure(err, undo.boundary, `${step} compensation`, undo.boundary !== 'store');
-      Object.assign(record, { status: error.code === 'UNKNOWN_OUTCOME' ? 'unknown' : 'failed', error });
+      Object.assign(record, { status: compensationFailure(error, reviewed), error });
     }
   }
 

@@ -242,6 +242,7 @@ export class RefundRun {
         compensationPending: this.cannotCompensate() === null,
         operationId: this.ctx.operationId || null,
         noticeMessageId: typeof messageId === 'string' ? messageId : null,
+        noticeHeld: notice.compensation?.status === 'held',
         ...(reviewFixes() && stopped.failedStep && { earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect) }),
       },
       this.decisionPolicy,

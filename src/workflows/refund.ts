@@ -620,8 +620,7 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
       return compensate(run, { refund: gate.refund });
     }
     if (gate.verdict === 'mismatch') {
-      const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
-      run.stop('needs_attention', `the completion gate found disagreements: ${failed.join('; ')}. The refund stands and is never sent again; a person must reconcile them`, 'completion_gate');
+      run.stop('needs_attention', mismatchReason(gate), 'completion_gate');
     }
     const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);
     const until = Date.parse(awaiting.until);
@@ -647,6 +646,22 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
     gate = await checkGate(run, input, event?.refundStatus === 'succeeded' ? event.id : undefined);
     if (gate.verdict !== 'pending') awaiting.settledBy = event ? { kind: 'webhook', eventId: event.id } : { kind: 'poll' };
   }
+}
+
+/**
+ * Why a gate's disagreements park the run. With the review's fixes, a run whose own refund failed
+ * beside another refund carrying the operation id names both: its own did not stand.
+ */
+function mismatchReason(gate: GateResult): string {
+  const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
+  const own = gate.refund;
+  const others = gate.otherRefundIds ?? [];
+  const ownFailed = own.status === 'failed' || own.status === 'canceled';
+  const stands =
+    reviewFixes() && ownFailed && others.length > 0
+      ? `This run's refund ${own.refundId} is ${own.status}, and ${others.join(', ')} carr${others.length === 1 ? 'ies' : 'y'} the operation id too and may stand: nothing is undone and no refund is sent again`
+      : 'The refund stands and is never sent again';
+  return `the completion gate found disagreements: ${failed.join('; ')}. ${stands}; a person must reconcile them`;
 }
 
 /** From the first pending answer: visible as awaiting_provider, held to the policy's deadline rather than the run's. */
@@ -679,11 +694,10 @@ async function pollCompletion(run: RefundRun, input: CheckCompletionInput): Prom
     const gate = await attempt(run, 'completion_gate', () =>
       run.step('completion_gate', input, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(input), { requestsPerAttempt: GATE_REQUESTS }),
     );
-    const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
     if (gate.verdict === 'pass') return;
     if (gate.verdict === 'refund_failed') return compensate(run, { refund: gate.refund });
     if (gate.verdict === 'mismatch') {
-      run.stop('needs_attention', `the completion gate found disagreements: ${failed.join('; ')}. The refund stands and is never sent again; a person must reconcile them`, 'completion_gate');
+      run.stop('needs_attention', mismatchReason(gate), 'completion_gate');
     }
     run.setStatus('awaiting_provider', 'completion_gate');
     const wait = withJitter(backoffDelay(rule, poll), rule.jitter, Math.random());
@@ -707,10 +721,13 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
   const refund = options.refund ?? run.ctx.refund;
   if (options.refund) run.effect = { status: 'failed', certainty: 'completed', refundId: options.refund.refundId };
   run.setStatus('compensating', 'completion_gate');
-  run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
+  const reviewed = reviewFixes();
+  // A decision or a cancellation keeps the failed refund's receipt and reason: the run's own receipt is the one from creation.
+  if (reviewed && options.refund) run.ctx.failedRefund = options.refund;
+  if (!reviewed || options.refund) run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
   // Runs from before parking let a cancellation reach their compensations; newer ones finish them.
   const finishing = <T>(fn: () => Promise<T>): Promise<T> => (isPatched(PARKING) ? CancellationScope.nonCancellable(fn) : fn());
-  if (reviewFixes()) return finishing(() => compensateStanding(run, refund, options.resendApprovedAt));
+  if (reviewed) return finishing(() => compensateStanding(run, run.ctx.failedRefund, options.resendApprovedAt));
   await finishing(async () => {
     for (const step of compensationOrder(run.steps.completed())) {
       const { undo } = REFUND_SAGA[step];
@@ -771,20 +788,21 @@ async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefi
     await run.steps.compensate(step, key, undo.boundary, undo.boundary !== 'store', async () => {
       const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
       return acts[undo.activity]({ ...undo.input(run.ctx, key), ...(resend && { resendApprovedAt }) });
-    });
+    }, true);
     run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
   }
-  if (plan.held) run.steps.hold(plan.held.step, plan.held.key, plan.held.reason);
+  // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
+  const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
 
   const left = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed' && s.compensation.status !== 'held');
-  if (left.length === 0 && !plan.held) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
+  if (left.length === 0 && !held) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
   const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
   const open = unknown.length
     ? ` The outcome of ${unknown.join(', ')}'s compensation is unknown: it is quarantined, never retried blind; a person checks it (the step table has its key and Message-ID).`
     : left.length
       ? ' A compensation failed: see the step table; a person must finish it.'
       : '';
-  run.stop('needs_attention', `${what}.${open}${plan.held ? ` ${plan.held.reason}` : ''}`, 'completion_gate', unknown.length > 0);
+  run.stop('needs_attention', `${what}.${open}${held ? ` ${held.reason}` : ''}`, 'completion_gate', unknown.length > 0);
 }
 
 /** The notice's hand-over a person judged, named by its stamp (the store's clock), so that an approved resend covers it and no later one. */

@@ -135,8 +135,8 @@ export class StepRunner<Name extends string> {
     return output as T;
   }
 
-  /** Runs a completed step's registered compensation under its own key and records its receipt. */
-  async compensate(name: Name, key: string, boundary: Boundary, sends: boolean, call: () => Promise<unknown>): Promise<boolean> {
+  /** Runs a completed step's registered compensation under its own key and records its receipt; `byCertainty`: see compensationFailure. */
+  async compensate(name: Name, key: string, boundary: Boundary, sends: boolean, call: () => Promise<unknown>, byCertainty = false): Promise<boolean> {
     const compensation: CompensationRecord = { kind: 'compensation', key, status: 'running', startedAt: now(), attempts: 0, transportRequests: 0 };
     this.get(name).compensation = compensation;
     try {
@@ -151,7 +151,7 @@ export class StepRunner<Name extends string> {
         return false;
       }
       const { error, ledger } = describeFailure(err, boundary, `${name} compensation`, sends);
-      const status = error.code === 'UNKNOWN_OUTCOME' ? 'unknown' : 'failed';
+      const status = compensationFailure(error, byCertainty);
       Object.assign(compensation, { status, error, finishedAt: now(), ...tally({ attempt: ledger.length, ledger }) });
       return false;
     }
@@ -180,9 +180,12 @@ export class StepRunner<Name extends string> {
     this.get(name).note = note;
   }
 
-  /** A compensation the plan did not run, with why: it waits for a person's decision. */
-  hold(name: Name, key: string, note: string): void {
+  /** A compensation the plan did not run, with why: it waits for a person's decision. One that already ran keeps its record; false then. */
+  hold(name: Name, key: string, note: string): boolean {
+    const previous = this.get(name).compensation;
+    if (previous?.kind === 'compensation' && previous.status !== 'held') return false;
     this.get(name).compensation = { kind: 'compensation', key, status: 'held', note, attempts: 0, transportRequests: 0 };
+    return true;
   }
 
   markNotCompensable(name: Name, note: string): void {
@@ -196,6 +199,15 @@ export class StepRunner<Name extends string> {
     const { attempts, transportRequests } = tally({ attempt: evidence?.attempt ?? record.ledger.length, ledger: record.ledger });
     Object.assign(record, { attempts, transportRequests });
   }
+}
+
+/**
+ * How a compensation that did not complete is recorded: `unknown` (quarantined) when its outcome is
+ * unknown or, `byCertainty`, when it may have taken effect (another attempt is sending the
+ * correction right now); otherwise `failed`. Runs from before the review's fixes pass false.
+ */
+export function compensationFailure(error: StepError, byCertainty: boolean): 'unknown' | 'failed' {
+  return error.code === 'UNKNOWN_OUTCOME' || (byCertainty && error.certainty === 'may_have_executed') ? 'unknown' : 'failed';
 }
 
 export function stepError(code: FailureCode, certainty: Certainty, reason: string, message: string, extra: Partial<StepError> = {}): StepError {

@@ -49,6 +49,8 @@ export interface VerdictFacts {
   noticeMessageId: string | null;
   /** An attempt of the failed step, not only the last, may have taken effect (its ledger says so). */
   earlierAttemptMayHaveTakenEffect?: boolean;
+  /** The notice's correction is held: its hand-over is unknown, so the customer may or may not have it. */
+  noticeHeld?: boolean;
 }
 
 export interface VerdictView {
@@ -70,6 +72,15 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
     return {
       verdict: 'stop and hand to a person',
       nextAction: "a compensation's outcome is unknown: check it (the step table has its key; for an email, look for its Message-ID in the mailbox), then compensate, which resends it with the same key, or abandon",
+      ...who('compensate'),
+    };
+  }
+  if (facts.compensationPending && facts.noticeHeld) {
+    return {
+      verdict: 'compensate, then resume',
+      nextAction:
+        `look for ${facts.noticeMessageId ?? 'the customer notice'} in the mailbox first: if it is there, compensate sends the correction (and undoes what else stands); ` +
+        'if not, the customer was told nothing: compensate would correct an email they never got, so abandon',
       ...who('compensate'),
     };
   }

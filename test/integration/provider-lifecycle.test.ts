@@ -7,9 +7,11 @@ import { randomUUID } from 'node:crypto';
 import { messageIdForKey } from '../../src/activities/notifications';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
+import { compensationKeyOf } from '../../src/compensations/plan';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { signatureHeader } from '../../src/servers/stripe/events';
 import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { startFollowUp } from '../../src/webhooks/follow-up';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import { decideUpdate, followUpWorkflowId, refundWorkflow, stepsQuery, type lateFailureWorkflow, type LateFailureResult } from '../../src/workflows';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
@@ -219,6 +221,48 @@ test('a notice whose hand-over is unknown is never compensated silently: the run
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
 });
 
+test('a correction whose outcome is unknown is never held over by a cancellation: the run stays quarantined and says a correction may have gone out', async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
+  const operationId = `refund:test:${order.id}:v1`;
+  const notice = messageIdForKey(`${operationId}:notify_customer`);
+  const correction = messageIdForKey(compensationKeyOf('notify_customer', operationId));
+  // The notice and, later, its correction are stored by the mail server, and each connection drops before its 250.
+  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: notice } });
+  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: correction } });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 660, currency: 'usd', requestedBy: 'test' });
+  await stopped(handle);
+  await until('the refund failed and the order reverted', async () => (await h.store.getOrder(order.id))!.refundedAmount === 0, 30_000);
+  await until('the notice held', async () => (await handle.query(stepsQuery)).steps.find((s) => s.name === 'notify_customer')!.compensation?.status === 'held', 30_000);
+
+  // A person decides to compensate, a lead approves: the correction goes out and its answer is lost too.
+  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: `${notice} is in the mailbox` }] });
+  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'correct it' }] });
+  const correctionOf = async () => (await handle.query(stepsQuery)).steps.find((s) => s.name === 'notify_customer')!.compensation;
+  await until('the correction unknown', async () => (await correctionOf())?.status === 'unknown', 30_000);
+  expect(await h.messages({ messageId: correction })).toHaveLength(1);
+
+  // An operator cancels the parked run: the correction that probably reached the customer is not forgotten.
+  await handle.cancel();
+  await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
+  const state = await handle.query(stepsQuery);
+  expect(state.status).toBe('needs_attention');
+  expect(state.outcome!.reason).not.toMatch(/no correction was sent/);
+  // The reason names the refund's failure, not the receipt the run was created with.
+  expect(state.outcome!.reason).toMatch(/failed refund re_\w+ after accepting it \(failed\)/);
+  expect(await correctionOf()).toMatchObject({ status: 'unknown', key: compensationKeyOf('notify_customer', operationId) });
+  expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention)).toBe(true);
+  expect((await h.messages({ to: order.customerEmail })).filter((m) => /^Correction: /.test(m.subject)).length).toBeLessThanOrEqual(1);
+
+  // The provider's failure reaches a follow-up after the run ended: it plans from the same records and says the same.
+  const failure = state.providerEvents.find((e) => e.refundStatus === 'failed')!;
+  await startFollowUp(h.env.client, { operationId, originalWorkflowId: handle.workflowId, event: failure });
+  const outcome = await (await followUp(operationId)).result();
+  expect(outcome.status).toBe('needs_attention');
+  expect(outcome.reason).not.toMatch(/no correction was sent/);
+  expect(outcome.compensations).toContainEqual(expect.objectContaining({ step: 'notify_customer', key: compensationKeyOf('notify_customer', operationId), status: 'unknown' }));
+  expect((await h.messages({ to: order.customerEmail })).filter((m) => /^Correction: /.test(m.subject)).length).toBeLessThanOrEqual(1);
+});
+
 test('a run cancelled while it holds an unacted refund failure hands it to the follow-up, which reverts the order and corrects the email', async () => {
   const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
   // The gate cannot read the provider: the run parks at completion_gate with the notice sent and the refund standing.
@@ -275,6 +319,9 @@ test('a second refund carrying the operation id outweighs the failure of the run
   expect(after.state.outcome).toMatchObject({ failedStep: 'completion_gate', reason: expect.stringMatching(/single_refund: 2 refund\(s\) with this operation id/) });
   expect(after.state.outcome!.reason).toContain(other.id);
   expect(after.state.outcome!.reason).toContain(own);
+  // Both refunds named for what they are: the run's own failed, the other carries the operation id.
+  expect(after.state.outcome!.reason).not.toMatch(/The refund stands/);
+  expect(after.state.outcome!.reason).toMatch(new RegExp(`refund ${own} is failed, and ${other.id} carries the operation id too`));
   expect(after.state.steps.every((s) => !s.compensation || s.compensation.kind !== 'compensation')).toBe(true);
   expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(700);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);

@@ -39,3 +39,21 @@ test('an unknown hand-over is corrected without asking only under a policy that 
   };
   expect(correctsUnknownNotice(resends, false)).toBe(true);
 });
+
+test('a correction already begun is never held: its key replays it, whatever the notice\'s hand-over', () => {
+  const correction = (status: string) => ({ key: `${op}:notify_customer:compensate`, status, messageId: '<refund.test.ord_1.v1.notify_customer.compensate@durable-refunds.local>' });
+  for (const status of ['sending', 'sent']) {
+    expect(compensationPlan(op, { order, notice: notice('sending'), correction: correction(status) }, false)).toEqual({
+      undo: [
+        { step: 'notify_customer', key: `${op}:notify_customer:compensate` },
+        { step: 'update_order', key: `${op}:compensate` },
+      ],
+      held: null,
+    });
+  }
+});
+
+test('a held notice says what a person does when it is in the mailbox, as the caller offers it', () => {
+  expect(compensationPlan(op, { order, notice: notice('sending') }, false).held!.reason).toContain('if it is there, compensate sends the correction');
+  expect(compensationPlan(op, { order, notice: notice('sending') }, false, 'a person sends the correction').held!.reason).toContain('if it is there, a person sends the correction;');
+});

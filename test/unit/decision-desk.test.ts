@@ -93,6 +93,12 @@ describe('the verdict', () => {
     expect(effectOfRecord({ status: 'refunded', requestsSent: 2, provenAbsentThrough: null, refund: { refundId: 're_1' } }).status).toBe('refunded');
   });
 
+  test('a held notice: look for its Message-ID in the mailbox before a compensate decision sends a correction', () => {
+    const view = verdictFor(facts({ effect: { status: 'failed', certainty: 'completed' }, failedStep: 'completion_gate', failure: null, compensationPending: true, noticeMessageId: '<n@x>', noticeHeld: true }), POLICY);
+    expect(view).toMatchObject({ verdict: 'compensate, then resume', decision: 'compensate' });
+    expect(view.nextAction).toMatch(/^look for <n@x> in the mailbox first: if it is there, compensate sends the correction/);
+  });
+
   test('a failure that left nothing behind, with the refund known, is safe to retry', () => {
     expect(verdictFor(facts({ failedStep: 'update_order', failure: { code: 'STATE_CONFLICT', certainty: 'not_executed' } }), POLICY)).toMatchObject({
       verdict: 'auto-retry is safe',
