@@ -242,6 +242,7 @@ export class RefundRun {
         compensationPending: this.cannotCompensate() === null,
         operationId: this.ctx.operationId || null,
         noticeMessageId: typeof messageId === 'string' ? messageId : null,
+        retryLooksFirst: reviewFixes(),
       },
       this.decisionPolicy,
     );

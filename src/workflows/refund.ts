@@ -33,6 +33,7 @@ import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
 import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING, reviewFixes } from './versions';
+import { retryCreateText } from './verdict';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
@@ -528,9 +529,7 @@ async function reconcileParked(run: RefundRun, send = false): Promise<CompletedR
 
 /** What a retry-step on create_refund does in this run, as its texts tell a person. */
 function retryCreate(): string {
-  return reviewFixes()
-    ? 'retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it'
-    : 'retry-step create_refund, which resends with the same key while the provider still deduplicates it, and otherwise looks the refund up first';
+  return retryCreateText(reviewFixes());
 }
 
 /**
