@@ -264,6 +264,13 @@ export function createNotificationActivities(deps: NotificationDeps) {
     async confirmNoticeDelivered(input: ConfirmDeliveredInput): Promise<Evidenced<NotificationReceipt>> {
       const call = { step: 'notify_customer', key: input.key, operationId: input.operationId, boundary: 'store' as const };
       return deps.attempt(call, storeFailure, async () => {
+        // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
+        const current = await store.getNotification(input.key);
+        if (current?.status === 'sending' && inFlight(current)) {
+          throw new Classified('STATE_CONFLICT', 'not_executed', 'send_in_progress', `${current.messageId} is being handed over right now; confirm its delivery once that attempt is done`, {
+            provider: { key: input.key, messageId: current.messageId },
+          });
+        }
         const entry = await store.confirmNotificationDelivered(input.key, { by: input.by, reason: input.reason, operationId: input.operationId, actor: actor() });
         if (entry.status !== 'sent') {
           // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
