@@ -156,7 +156,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
   // The policy's row for a send whose outcome is unknown: hand to a person, or resend with the same Message-ID.
   const resendUnknown = () => retries(decide(deps.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
   // A hand-over younger than one send's deadline may still be running somewhere; an older one ended without telling.
-  const inFlight = (entry: OutboxEntry) => entry.sendingSince !== null && Date.now() - Date.parse(entry.sendingSince) < sendDeadlineMs + 1000;
+  const inFlightFor = (entry: OutboxEntry) => (entry.sendingSince === null ? 0 : Math.max(0, Date.parse(entry.sendingSince) + sendDeadlineMs + 1000 - Date.now()));
+  const inFlight = (entry: OutboxEntry) => inFlightFor(entry) > 0;
 
   const deliver = async (
     entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resendApprovedAt?: string; to?: string },
@@ -267,8 +268,10 @@ export function createNotificationActivities(deps: NotificationDeps) {
         // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
         const current = await store.getNotification(input.key);
         if (current?.status === 'sending' && inFlight(current)) {
+          // The retry comes once that hand-over's deadline has passed.
           throw new Classified('STATE_CONFLICT', 'not_executed', 'send_in_progress', `${current.messageId} is being handed over right now; confirm its delivery once that attempt is done`, {
             provider: { key: input.key, messageId: current.messageId },
+            retryAfterMs: inFlightFor(current),
           });
         }
         const entry = await store.confirmNotificationDelivered(input.key, { by: input.by, reason: input.reason, operationId: input.operationId, actor: actor() });
