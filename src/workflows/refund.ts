@@ -336,9 +336,19 @@ async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprove
 async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<CompletedRefund> {
   const key = stepKey(run.ctx.operationId, 'notify_customer');
   const input = { key, operationId: run.ctx.operationId, by: record.by, reason: record.reason };
-  run.ctx.notice = await attempt(run, 'notify_customer', () =>
-    run.step('notify_customer', input, key, 'store', evidenced(notificationReceiptSchema), (a) => a.confirmNoticeDelivered(input), { essential: true }),
-  );
+  const unknown = run.steps.get('notify_customer').error;
+  run.ctx.notice = await attempt(run, 'notify_customer', async () => {
+    try {
+      return await run.step('notify_customer', input, key, 'store', evidenced(notificationReceiptSchema), (a) => a.confirmNoticeDelivered(input), { essential: true });
+    } catch (err) {
+      // A confirmation that recorded nothing leaves the hand-over as unknown as before: that stays the step's
+      // error, so the run parks as it was and confirm-delivered or a resend can still settle it.
+      if (!(err instanceof StepFailedError) || err.error.certainty !== 'not_executed' || !unknown) throw err;
+      run.steps.fail('notify_customer', unknown);
+      run.steps.note('notify_customer', `confirm-delivered by ${record.by} was not recorded: ${err.error.code}: ${err.error.message}`);
+      throw new StepFailedError('notify_customer', unknown);
+    }
+  });
   run.steps.note('notify_customer', `delivered, as ${record.by} confirmed: ${record.reason}`);
   return carryOut(run, 'completion_gate');
 }
