@@ -138,6 +138,8 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
         const news = () => !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.unactedFailure() !== undefined && !run.checkedFailures.has(run.unactedFailure()!.id);
         const failed = isPatched(AWAIT_PROVIDER) ? condition(news).then(() => 'provider_failed' as const) : new Promise<never>(() => undefined);
         chosen = await Promise.race([run.desk.next(), failed]);
+        // A decide Update and the failure in one workflow task: the race may pick either, the decision must win.
+        if (reviewFixes()) chosen = run.desk.firstOf(chosen);
       } catch (waitErr) {
         // Cancelled while it waited for a person: it still says what it leaves behind, and compensates what it can.
         if (isCancellation(waitErr)) await CancellationScope.nonCancellable(() => cancelled(run));

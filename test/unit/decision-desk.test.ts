@@ -19,6 +19,15 @@ test('a decision taken holds until the run parks again: a second one is refused'
   expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'parked again' })).not.toThrow();
 });
 
+test("a decision taken in the same workflow task as the provider's failure is carried out first: its caller was told it was applied", () => {
+  const d = desk();
+  expect(d.firstOf('provider_failed')).toBe('provider_failed');
+  d.apply({ decision: 'retry-step', by: 'ops', reason: 'writer back' });
+  expect(d.firstOf('provider_failed')).toMatchObject({ kind: 'retry-step', step: 'update_order', record: { decision: 'retry-step', by: 'ops', outcome: 'applied' } });
+  d.reopen();
+  expect(d.firstOf('provider_failed')).toBe('provider_failed');
+});
+
 test('retry-step is refused while the refund failed and compensations are open: that is compensate, with its approval', () => {
   const d = desk({ parked: { failedStep: 'completion_gate' }, cannotCompensate: () => null });
   expect(() => d.validate({ decision: 'retry-step', by: 'ops', reason: 'again' })).toThrow(/compensate, not retry-step/);
