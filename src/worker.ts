@@ -9,7 +9,7 @@ import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startTracing, type WorkerTracing } from './observability/tracing';
 import { ACTIVITY_POOLS, poolQueue, TASK_QUEUE, WORKER_POOLS, type WorkerPool } from './shared';
-import { FAILURE_CONVERTER_PATH, payloadKeyring, refundDataConverter } from './codec/data-converter';
+import { FAILURE_CONVERTER_PATH, PAYLOAD_CONVERTER_PATH, payloadKeyring, refundDataConverter } from './codec/data-converter';
 
 /** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
 export type PoolSlots = Record<WorkerPool, number>;
@@ -74,6 +74,7 @@ export async function bundleRefundWorkflows(): Promise<string> {
     workflowsPath: require.resolve('./workflows'),
     preloadModules: [require.resolve('./workflows/preload')],
     failureConverterPath: FAILURE_CONVERTER_PATH,
+    payloadConverterPath: PAYLOAD_CONVERTER_PATH,
     logger: new DefaultLogger('WARN'),
   });
   return code;

@@ -165,7 +165,10 @@ export function createNotificationActivities(deps: NotificationDeps) {
   const handOverMs = sendDeadlineMs + 1000;
   // The stamp of this attempt's own hand-over, for the failure a person judges (best effort: the failure stands without it).
   const ownStamp = async (key: string) => (await store.getNotification(key).catch(() => undefined))?.sendingSince ?? null;
-  const inFlight = async (entry: OutboxEntry) => entry.sendingSince !== null && (await store.operations.clock()) - Date.parse(entry.sendingSince) < handOverMs;
+  /** How long the entry's hand-over may still be running (0: it ended, or never began). */
+  const inFlightFor = async (entry: OutboxEntry) =>
+    entry.sendingSince === null ? 0 : Math.max(0, Date.parse(entry.sendingSince) + handOverMs - (await store.operations.clock()));
+  const inFlight = async (entry: OutboxEntry) => (await inFlightFor(entry)) > 0;
 
   const deliver = async (
     entry: { key: string; operationId: string; orderId: string; kind: OutboxEntry['kind']; resendApprovedAt?: string; approvedHandOver?: string; to?: string },
@@ -286,6 +289,16 @@ export function createNotificationActivities(deps: NotificationDeps) {
     async confirmNoticeDelivered(input: ConfirmDeliveredInput): Promise<Evidenced<NotificationReceipt>> {
       const call = { step: 'notify_customer', key: input.key, operationId: input.operationId, boundary: 'store' as const };
       return deps.attempt(call, storeFailure, async () => {
+        // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
+        const current = await store.getNotification(input.key);
+        const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
+        if (current && live > 0) {
+          // The retry comes once that hand-over's deadline has passed.
+          throw new Classified('STATE_CONFLICT', 'not_executed', 'send_in_progress', `${current.messageId} is being handed over right now; confirm its delivery once that attempt is done`, {
+            provider: { key: input.key, messageId: current.messageId },
+            retryAfterMs: live,
+          });
+        }
         const entry = await store.confirmNotificationDelivered(input.key, { by: input.by, reason: input.reason, operationId: input.operationId, actor: actor() });
         if (entry.status !== 'sent') {
           // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.

@@ -1,9 +1,10 @@
 // How payloads cross to Temporal for every worker and client of this project: encrypted with
 // the configured keyring, failures' messages included.
-import type { DataConverter } from '@temporalio/common';
+import { METADATA_ENCODING_KEY, type DataConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import type { Config } from '../config';
 import { EncryptionCodec } from './encryption-codec';
 import { localKeyring, parseKeyring, type Keyring } from './keyring';
+import { UNDECODABLE_ENCODING } from './payload-converter';
 import fs from 'node:fs';
 import { runningPid } from '../stack/processes';
 
@@ -30,8 +31,35 @@ export function payloadKeyring(config: Config): Keyring | undefined {
 }
 
 export const FAILURE_CONVERTER_PATH = require.resolve('./failure-converter');
+export const PAYLOAD_CONVERTER_PATH = require.resolve('./payload-converter');
 
 /** The data converter for a keyring (none: plaintext payloads); workers and clients must share it. */
 export function refundDataConverter(keyring: Keyring | undefined): DataConverter {
-  return { failureConverterPath: FAILURE_CONVERTER_PATH, payloadCodecs: keyring ? [new EncryptionCodec(keyring)] : [] };
+  return { failureConverterPath: FAILURE_CONVERTER_PATH, payloadConverterPath: PAYLOAD_CONVERTER_PATH, payloadCodecs: keyring ? [new UndecodableMarked(new EncryptionCodec(keyring))] : [] };
 }
+
+/**
+ * A payload the codec cannot decode is marked, not thrown: the worker decodes a whole activation
+ * at once, before any handler runs, and one forged Signal would fail its workflow task for good.
+ * The payload converter decides what a marked payload becomes (payload-converter.ts).
+ */
+class UndecodableMarked implements PayloadCodec {
+  constructor(private readonly codec: PayloadCodec) {}
+
+  encode(payloads: Payload[]): Promise<Payload[]> {
+    return this.codec.encode(payloads);
+  }
+
+  decode(payloads: Payload[]): Promise<Payload[]> {
+    return Promise.all(
+      payloads.map((payload) =>
+        this.codec.decode([payload]).then(
+          ([decoded]) => decoded,
+          (err: unknown) => ({ metadata: { [METADATA_ENCODING_KEY]: utf8.encode(UNDECODABLE_ENCODING) }, data: utf8.encode(err instanceof Error ? err.message : String(err)) }),
+        ),
+      ),
+    );
+  }
+}
+
+const utf8 = new TextEncoder();

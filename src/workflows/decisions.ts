@@ -172,6 +172,14 @@ export class DecisionDesk {
     return record;
   }
 
+  /**
+   * What the run carries out when `other` (the provider's failure) woke it: a decision already taken
+   * comes first, since its caller was told it was applied; `other` is then handled after it.
+   */
+  firstOf<T>(other: T): Chosen | T {
+    return this.chosen ?? other;
+  }
+
   /** The run parked again: the decision it carried out is done, and a new one may be taken. */
   reopen(): void {
     this.chosen = null;

@@ -5,6 +5,7 @@ import { ApplicationFailure } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { currentOccurrence } from './occurrence';
+import { isUndecodable } from '../codec/payload-converter';
 
 export interface DigestOptions {
   /** At most this many runs are listed (0-1000); the digest always says how many wait. */
@@ -23,6 +24,8 @@ const { listAttention } = pooledActivities<RefundActivities>({ startToCloseTimeo
 const { sendDigest } = pooledActivities<RefundActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 5 } });
 
 export async function digestWorkflow(options: DigestOptions = {}): Promise<DigestResult> {
+  // Defaults are no answer to options nobody could decode (payload-converter.ts); an older history never holds such input.
+  if (isUndecodable(options)) throw ApplicationFailure.nonRetryable(`its options could not be decoded: ${options.$undecodable}`, 'INVALID_ARGUMENTS');
   const max = Math.trunc(Number(options?.max ?? 100));
   if (!(max >= 0 && max <= 1000)) throw ApplicationFailure.nonRetryable(`max must be a whole number from 0 to 1000, got ${JSON.stringify(options?.max)}`);
   const occurrence = currentOccurrence();

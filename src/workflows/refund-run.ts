@@ -244,6 +244,7 @@ export class RefundRun {
         noticeMessageId: typeof messageId === 'string' ? messageId : null,
         noticeHeld: notice.compensation?.status === 'held',
         ...(reviewFixes() && stopped.failedStep && { earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect) }),
+        retryLooksFirst: reviewFixes(),
       },
       this.decisionPolicy,
     );

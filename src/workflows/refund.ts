@@ -33,6 +33,7 @@ import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
 import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING, reviewFixes } from './versions';
+import { retryCreateText } from './verdict';
 
 export type { RefundRunState, RunStatus } from './refund-run';
 
@@ -137,6 +138,8 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
         const news = () => !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.unactedFailure() !== undefined && !run.checkedFailures.has(run.unactedFailure()!.id);
         const failed = isPatched(AWAIT_PROVIDER) ? condition(news).then(() => 'provider_failed' as const) : new Promise<never>(() => undefined);
         chosen = await Promise.race([run.desk.next(), failed]);
+        // A decide Update and the failure in one workflow task: the race may pick either, the decision must win.
+        if (reviewFixes()) chosen = run.desk.firstOf(chosen);
       } catch (waitErr) {
         // Cancelled while it waited for a person: it still says what it leaves behind, and compensates what it can.
         if (isCancellation(waitErr)) await CancellationScope.nonCancellable(() => cancelled(run));
@@ -335,9 +338,19 @@ async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprove
 async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<CompletedRefund> {
   const key = stepKey(run.ctx.operationId, 'notify_customer');
   const input = { key, operationId: run.ctx.operationId, by: record.by, reason: record.reason };
-  run.ctx.notice = await attempt(run, 'notify_customer', () =>
-    run.step('notify_customer', input, key, 'store', evidenced(notificationReceiptSchema), (a) => a.confirmNoticeDelivered(input), { essential: true }),
-  );
+  const unknown = run.steps.get('notify_customer').error;
+  run.ctx.notice = await attempt(run, 'notify_customer', async () => {
+    try {
+      return await run.step('notify_customer', input, key, 'store', evidenced(notificationReceiptSchema), (a) => a.confirmNoticeDelivered(input), { essential: true });
+    } catch (err) {
+      // A confirmation that recorded nothing leaves the hand-over as unknown as before: that stays the step's
+      // error, so the run parks as it was and confirm-delivered or a resend can still settle it.
+      if (!(err instanceof StepFailedError) || err.error.certainty !== 'not_executed' || !unknown) throw err;
+      run.steps.fail('notify_customer', unknown);
+      run.steps.note('notify_customer', `confirm-delivered by ${record.by} was not recorded: ${err.error.code}: ${err.error.message}`);
+      throw new StepFailedError('notify_customer', unknown);
+    }
+  });
   run.steps.note('notify_customer', `delivered, as ${record.by} confirmed: ${record.reason}`);
   return carryOut(run, 'completion_gate');
 }
@@ -529,9 +542,7 @@ async function reconcileParked(run: RefundRun, send = false): Promise<CompletedR
 
 /** What a retry-step on create_refund does in this run, as its texts tell a person. */
 function retryCreate(): string {
-  return reviewFixes()
-    ? 'retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it'
-    : 'retry-step create_refund, which resends with the same key while the provider still deduplicates it, and otherwise looks the refund up first';
+  return retryCreateText(reviewFixes());
 }
 
 /**

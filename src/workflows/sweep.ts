@@ -6,6 +6,7 @@ import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import type { SweepReport } from '../activities/attention';
 import { currentOccurrence } from './occurrence';
+import { isUndecodable } from '../codec/payload-converter';
 
 export interface SweepOptions {
   /** Runs asked per occurrence (1-1000). */
@@ -17,6 +18,8 @@ export interface SweepOptions {
 const { sweepUnknown } = pooledActivities<RefundActivities>({ startToCloseTimeout: '15m', heartbeatTimeout: '60s', retry: { maximumAttempts: 3 } });
 
 export async function sweepWorkflow(options: SweepOptions = {}): Promise<SweepReport & { occurrenceId: string }> {
+  // Defaults are no answer to options nobody could decode (payload-converter.ts); an older history never holds such input.
+  if (isUndecodable(options)) throw ApplicationFailure.nonRetryable(`its options could not be decoded: ${options.$undecodable}`, 'INVALID_ARGUMENTS');
   const maxRuns = Math.trunc(Number(options?.maxRuns ?? 200));
   const waitMs = Math.trunc(Number(options?.waitMs ?? 120_000));
   if (!(maxRuns >= 1 && maxRuns <= 1000)) throw ApplicationFailure.nonRetryable(`maxRuns must be a whole number from 1 to 1000, got ${JSON.stringify(options?.maxRuns)}`);

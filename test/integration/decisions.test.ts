@@ -1,6 +1,6 @@
 // Parked runs and the decisions that move them on, on the real stack: a run that needs a person
 // stays Running with its finished steps, waits for a `decide` Update, and repeats no effect.
-import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import { execFile } from 'node:child_process';
@@ -414,6 +414,42 @@ describe('a notice whose hand-over is unknown', () => {
     );
     expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['completed'], RefundNeedsAttention: [false] });
   });
+
+  test("a confirmation whose own write did nothing leaves the hand-over unknown: confirm-delivered is taken again, and completes the run", async () => {
+    const order = await h.seedOrder(newOrderId());
+    const noticeKey = `${opId(order.id)}:notify_customer`;
+    const notice = messageIdForKey(noticeKey);
+    await h.mailFault({ kind: 'drop_after_accept', match: { messageId: notice } });
+    // The store refuses the first confirmation's write outright: nothing was recorded.
+    let calls = 0;
+    const refusedOnce = async (input: Parameters<Harness['activities']['confirmNoticeDelivered']>[0]) => {
+      if (calls++ > 0) return h.activities.confirmNoticeDelivered(input);
+      throw ApplicationFailure.create({ type: 'PERMISSION_DENIED', message: 'store credentials revoked', nonRetryable: true, details: [{ code: 'PERMISSION_DENIED', certainty: 'not_executed', reason: 'injected', ledger: [] }] });
+    };
+    await h.withWorker({ confirmNoticeDelivered: refusedOnce }, async (taskQueue) => {
+      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+      // A run left parked by a failed expectation would hold the worker's shutdown.
+      try {
+        await confirmedTwice(handle);
+      } finally {
+        await handle.terminate('test over').catch(() => undefined);
+      }
+    });
+    // The refused one, then the second decision's (which may wait out the hand-over's deadline first).
+    expect(calls).toBeGreaterThanOrEqual(2);
+    expect(await h.messages({ messageId: notice })).toHaveLength(1);
+  });
+
+  async function confirmedTwice(handle: WorkflowHandle<typeof refundWorkflow>): Promise<void> {
+      await stopped(handle);
+      await handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }] });
+      const { state } = await stopped(handle);
+      // The hand-over is as unknown as before: its error stays the step's, and the verdict still offers both ways out.
+      expect(state.steps.find((s) => s.name === 'notify_customer')?.error).toMatchObject({ code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' });
+      expect(state.parked).toMatchObject({ failedStep: 'notify_customer', nextAction: expect.stringMatching(/confirm-delivered .*; if not, retry-step notify_customer/) });
+      await handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log, again' }] });
+      await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
+  }
 
   test('confirm-delivered is refused for a step whose outcome is known', async () => {
     const { handle } = await parkedAtGate();

@@ -6,6 +6,8 @@ import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/clie
 import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
 import { randomUUID } from 'node:crypto';
+import type { Payload } from '@temporalio/common';
+import { ENCRYPTED_ENCODING, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { startRefund } from '../../src/client/refunds';
 import { decideUpdate, followUpQuery, lateFailureWorkflow, providerEventSignal, stepsQuery } from '../../src/workflows';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
@@ -18,7 +20,7 @@ afterAll(async () => {
   await h?.close();
 });
 
-const { EventType } = temporal.api.enums.v1;
+const { EventType, UpdateWorkflowExecutionLifecycleStage } = temporal.api.enums.v1;
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const clearFaults = () => fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 
@@ -120,4 +122,55 @@ test("the follow-up run ignores malformed Signals too, from its first workflow t
     expect(state.ignoredMessages.total).toBe(MALFORMED_EVENTS.length);
     expect(state.ignoredMessages.latest.at(-1)?.reason).toMatch(/names refund re_not_this_runs, not this run's refund re_followed/);
   });
+});
+
+/** Payloads no worker can decode, as anyone may send them past the client's codec. */
+const utf8 = (text: string) => new TextEncoder().encode(text);
+const UNDECODABLE: [string, Payload][] = [
+  ['encrypted with a key no worker has', { metadata: { encoding: utf8(ENCRYPTED_ENCODING), [KEY_ID_METADATA]: utf8('k-forged') }, data: utf8('x') }],
+  ['json/plain that is not JSON', { metadata: { encoding: utf8('json/plain') }, data: utf8('{not json') }],
+  ['an encoding nobody knows', { metadata: { encoding: utf8('binary/forged') }, data: utf8('x') }],
+];
+
+test('Signals and Updates whose payload cannot be decoded are ignored or refused, and the run still takes a valid decision and completes', async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  expect((await stopped(handle)).status).toBe('needs_attention');
+  const { workflowService } = h.env.client;
+  const execution = { workflowId: handle.workflowId };
+  // Sealed with the workers' own key, then altered: it fails authentication.
+  const [sealed] = await h.env.client.options.loadedDataConverter.payloadCodecs[0].encode([{ metadata: { encoding: utf8('json/plain') }, data: utf8('{}') }]);
+  const altered = Uint8Array.from(sealed.data!);
+  altered[20] ^= 1;
+  UNDECODABLE.push(['encrypted with a key the workers have, then altered', { ...sealed, data: altered }]);
+
+  for (const [, payload] of UNDECODABLE) {
+    await workflowService.signalWorkflowExecution({ namespace: 'default', workflowExecution: execution, signalName: providerEventSignal.name, input: { payloads: [payload] }, identity: 'test', requestId: randomUUID() });
+  }
+  await signalsTaken(handle);
+  expect(await taskFailures(handle)).toEqual([]);
+
+  for (const [, payload] of UNDECODABLE) {
+    const { outcome } = await workflowService.updateWorkflowExecution({
+      namespace: 'default',
+      workflowExecution: execution,
+      waitPolicy: { lifecycleStage: UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED },
+      request: { meta: { updateId: randomUUID(), identity: 'test' }, input: { name: decideUpdate.name, args: { payloads: [payload] } } },
+    });
+    const refusal = await decodeOptionalFailureToOptionalError(h.env.client.options.loadedDataConverter, outcome?.failure);
+    expect(refusal?.message).toMatch(/^invalid decision: /);
+  }
+  expect(await taskFailures(handle)).toEqual([]);
+
+  const parked = await handle.query(stepsQuery);
+  expect(parked.decisions).toEqual([]);
+  expect(parked.ignoredMessages.latest.map((m) => m.reason)).toEqual(UNDECODABLE.map(() => expect.stringMatching(/^malformed: /)));
+  expect(parked.ignoredMessages.latest.map((m) => m.input)).toEqual(UNDECODABLE.map(() => expect.stringMatching(/^\{"\$undecodable":/)));
+
+  await clearFaults();
+  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+  await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
+  expect(await taskFailures(handle)).toEqual([]);
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
 });

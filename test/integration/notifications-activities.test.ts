@@ -344,7 +344,7 @@ it('lets only one of two concurrent attempts send', async () => {
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 2 });
 });
 
-it("settles a notice whose hand-over is unknown on a person's word, once, naming them, and sends nothing; a notice not handed over is refused", async () => {
+it("settles a notice whose hand-over is unknown on a person's word, once, naming them, and sends nothing; a notice not handed over, or being handed over, is refused", async () => {
   const input = await notice('confirmed:v1');
   const entry = { key: input.key, orderId: input.orderId, kind: 'refund_notice' as const, recipient: 'dana@example.test', subject: 'Your refund', messageId: messageIdForKey(input.key) };
   const confirmation = { key: input.key, operationId: input.operationId, by: 'ops', reason: 'found it in the provider log' };
@@ -356,8 +356,16 @@ it("settles a notice whose hand-over is unknown on a person's word, once, naming
   expect(detailsOf(refused)).toMatchObject({ certainty: 'not_executed', reason: 'no_unknown_handover' });
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'pending' });
 
-  // Handed over, and its answer lost.
+  // Being handed over right now: a live send may still be refused (5xx) and released, so nobody can confirm it yet.
   await store.markNotificationSending(input.key);
+  const live = await failureOf(run(activities.confirmNoticeDelivered, confirmation));
+  expect(live).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false, message: expect.stringMatching(/is being handed over right now/) });
+  expect(detailsOf(live)).toMatchObject({ certainty: 'not_executed', reason: 'send_in_progress' });
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
+  await expect(store.operations.auditTrail(input.operationId)).resolves.toEqual([]);
+
+  // Handed over, and its answer lost: no attempt is sending it any more.
+  await handOverExpired();
   const receipt = await run(activities.confirmNoticeDelivered, confirmation);
   expect(receipt).toMatchObject({ key: input.key, messageId: entry.messageId, recipient: 'd***@example.test', providerResponse: 'delivery confirmed by ops: found it in the provider log', alreadySent: true });
   await expect(run(activities.confirmNoticeDelivered, confirmation)).resolves.toMatchObject({ providerResponse: receipt.providerResponse });

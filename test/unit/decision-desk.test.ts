@@ -19,6 +19,15 @@ test('a decision taken holds until the run parks again: a second one is refused'
   expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'parked again' })).not.toThrow();
 });
 
+test("a decision taken in the same workflow task as the provider's failure is carried out first: its caller was told it was applied", () => {
+  const d = desk();
+  expect(d.firstOf('provider_failed')).toBe('provider_failed');
+  d.apply({ decision: 'retry-step', by: 'ops', reason: 'writer back' });
+  expect(d.firstOf('provider_failed')).toMatchObject({ kind: 'retry-step', step: 'update_order', record: { decision: 'retry-step', by: 'ops', outcome: 'applied' } });
+  d.reopen();
+  expect(d.firstOf('provider_failed')).toBe('provider_failed');
+});
+
 test('retry-step is refused while the refund failed and compensations are open: that is compensate, with its approval', () => {
   const d = desk({ parked: { failedStep: 'completion_gate' }, cannotCompensate: () => null });
   expect(() => d.validate({ decision: 'retry-step', by: 'ops', reason: 'again' })).toThrow(/compensate, not retry-step/);
@@ -65,12 +74,22 @@ describe('the verdict', () => {
     compensationPending: false,
     operationId: 'refund:test:o:v1',
     noticeMessageId: null,
+    retryLooksFirst: true,
     ...over,
   });
 
   test('an unknown refund is never "auto-retry is safe", whatever failed last', () => {
     expect(verdictFor(facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } }), POLICY).verdict).toBe('stop and hand to a person');
     expect(verdictFor(facts({ effect: { status: 'partial', certainty: 'partial' } }), POLICY).verdict).toBe('stop and hand to a person');
+  });
+
+  test("an unknown refund's next action says what retry-step create_refund does in this run's version", () => {
+    const unknown = { effect: { status: 'unknown', certainty: 'may_have_executed' }, failedStep: 'create_refund' as const };
+    expect(verdictFor(facts({ ...unknown, retryLooksFirst: true }), POLICY).nextAction).toMatch(/retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there/);
+    // A run begun before the review's fixes resends inside the key window without looking.
+    const old = verdictFor(facts({ ...unknown, retryLooksFirst: false }), POLICY).nextAction;
+    expect(old).toMatch(/retry-step create_refund, which resends with the same key while the provider still deduplicates it, and otherwise looks the refund up first/);
+    expect(old).not.toMatch(/looks the refund up at the provider first/);
   });
 
   test('a notice whose hand-over is unknown: look in the mailbox, then confirm-delivered or retry-step, never abandon', () => {
