@@ -247,6 +247,7 @@ describe('retry-step on create_refund', () => {
         expect(after.filter((r) => r.method === 'POST')).toEqual([]);
         const done = await handle.query(stepsQuery);
         expect(done.reconciliation).toMatchObject({ lookups: lookups + 1, lastResult: 'completed' });
+        await h.recordHistory(handle.workflowId, 'refund-review-retry-create-looked-up');
       },
       { policy: fewLookups(2) },
     );
@@ -413,6 +414,7 @@ describe('a notice whose hand-over is unknown', () => {
       ]),
     );
     expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['completed'], RefundNeedsAttention: [false] });
+    await h.recordHistory(handle.workflowId, 'refund-review-confirmed-delivered');
   });
 
   test("a confirmation whose own write did nothing leaves the hand-over unknown: confirm-delivered is taken again, and completes the run", async () => {

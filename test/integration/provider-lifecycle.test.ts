@@ -219,6 +219,7 @@ test('a notice whose hand-over is unknown is never compensated silently: the run
   await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
   expect(await corrections()).toHaveLength(1);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  await h.recordHistory(handle.workflowId, 'refund-review-notice-held');
 });
 
 test('a correction whose outcome is unknown is never held over by a cancellation: the run stays quarantined and says a correction may have gone out', async () => {

@@ -8,8 +8,11 @@
 // (versions.ts): its store steps as local activities, once plainly, once queried all along, once with
 // each local activity outliving its workflow task. The first five predate parking: they replay through the
 // patched('outcomes-and-parking') branch that runs already in flight keep, and the older ones predate the
-// bulkheads (patched('bulkheads-v1')). Recordings are written decoded (through the codec server). Refresh a recording
-// only for an intended, patched() change, and keep the old ones:
+// bulkheads (patched('bulkheads-v1')). Five runs carry the payments review's patch (REVIEW_FIXES): a notice
+// confirmed delivered, a run parked with its effect read from the operation's record, malformed messages
+// ignored, a held correction sent on approval, and a retry-step on create_refund that looked first.
+// Recordings are written decoded (through the codec server). Refresh a recording only for an intended,
+// patched() change, and keep the old ones:
 //   RECORD_HISTORY=1 npx jest test/integration/decisions.test.ts (or provider-lifecycle.test.ts, bulkheads.test.ts)
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
@@ -27,7 +30,7 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited, bulkhead, budget-edge and local-step paths, and a run startRefund started running', () => {
+test('the recordings cover the completed, reconciled, unknown, compensated, earlier-version, parked, awaited, bulkhead, budget-edge, local-step and review-fix paths, and a run startRefund started running', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'refund-awaited-webhook.json',
     'refund-bulkheads.json',
@@ -40,6 +43,11 @@ test('the recordings cover the completed, reconciled, unknown, compensated, earl
     'refund-local-steps.json',
     'refund-parked-then-retried.json',
     'refund-reconciled.json',
+    'refund-review-confirmed-delivered.json',
+    'refund-review-effect-from-record.json',
+    'refund-review-malformed-messages.json',
+    'refund-review-notice-held.json',
+    'refund-review-retry-create-looked-up.json',
     'refund-started-running.json',
     'refund-unknown.json',
   ]);
