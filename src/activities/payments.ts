@@ -150,15 +150,18 @@ export function createPaymentActivities(deps: PaymentDeps) {
           { idempotencyKey: input.idempotencyKey, timeout },
         );
       } catch (err) {
-        const failure = err instanceof Classified ? err : stripeFailure(err, true);
+        const failure = stripeFailure(err, true);
         if (failure.certainty !== 'not_executed') {
           // Best effort: the failure itself tells the workflow; the record makes later runs reconcile first.
           await log.settle(input.operationId, { status: 'unknown', reason: failure.reason }, actor(), 'refund_outcome_unknown', { message: failure.message }).catch(() => undefined);
-        } else if ((op.provenAbsentThrough ?? 0) === op.requestsSent) {
-          // This send had no effect (refused, or never left), and every earlier one is proven so: the record
-          // says so, counted in sends, unless another send went out meanwhile. Best effort, like the above.
-          const proof = { status: 'intent' as const, reason: failure.reason, absenceConfirmedAt: new Date(await now()).toISOString(), ifRequestsSent: op.requestsSent + 1 };
-          await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message }).catch(() => undefined);
+        } else if (provesNothingSent(failure) && (op.provenAbsentThrough ?? 0) === op.requestsSent) {
+          // This send had no effect, and every earlier one is proven so: the record says so, counted in
+          // sends, unless another send went out meanwhile. Best effort, like the above: the failure stands.
+          const prove = async () => {
+            const proof = { status: 'intent' as const, reason: failure.reason, absenceConfirmedAt: new Date(await now()).toISOString(), ifRequestsSent: op.requestsSent + 1 };
+            await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message });
+          };
+          await prove().catch(() => undefined);
         }
         throw failure;
       }
@@ -280,6 +283,18 @@ export function createPaymentActivities(deps: PaymentDeps) {
  * or drift of either clock during the send, and a timer that fires late on a busy worker.
  */
 export const SEND_CLOCK_MARGIN_MS = 1000;
+
+/**
+ * A failed send that proves it made no refund: it never left this process, or Stripe itself (its
+ * request id on the answer) refused it below 500. A 5xx, or an answer without Stripe's request id
+ * (a proxy's), proves only that the last hop said no: the request may have gone on to Stripe.
+ */
+function provesNothingSent(failure: Classified): boolean {
+  if (failure.certainty !== 'not_executed') return false;
+  if (failure.reason === 'attempt_time_spent' || failure.reason === 'connection_failed_before_send') return true;
+  const status = failure.extra.provider?.statusCode;
+  return typeof status === 'number' && status < 500 && typeof failure.extra.providerRequestId === 'string' && failure.extra.providerRequestId !== '';
+}
 
 /** Below this, a request would likely time out by our own hand: it is not sent at all. */
 const MIN_REQUEST_MS = 1000;

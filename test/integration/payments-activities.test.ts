@@ -174,6 +174,20 @@ describe('createRefund', () => {
     expect(detailsOf(refused).ledger.at(-1)).toMatchObject({ outcome: 'TRANSIENT_DEPENDENCY', transportRequests: 0 });
   });
 
+  it("counts a send proven to have made no refund only when Stripe itself refused it below 500, or it never left: a 503 proves nothing", async () => {
+    const pi = await paidIntent(1000);
+    const limited = await intended(pi);
+    await fault({ kind: 'rate_limit', match: { idempotencyKey: limited.idempotencyKey }, retryAfterSeconds: 0 });
+    expect(detailsOf(await failureOf(run(activities().createRefund, limited)))).toMatchObject({ certainty: 'not_executed', providerRequestId: expect.any(String) });
+    await expect(store.operations.get(limited.operationId)).resolves.toMatchObject({ requestsSent: 1, provenAbsentThrough: 1 });
+
+    // A 503 may come from a proxy in front of Stripe that had already forwarded the request: the send stays open.
+    const unavailable = await intended(await paidIntent(1000));
+    await fault({ kind: 'server_error', status: 503, match: { idempotencyKey: unavailable.idempotencyKey } });
+    expect(detailsOf(await failureOf(run(activities().createRefund, unavailable)))).toMatchObject({ certainty: 'not_executed', reason: 'provider_unavailable' });
+    await expect(store.operations.get(unavailable.operationId)).resolves.toMatchObject({ requestsSent: 1, provenAbsentThrough: null });
+  });
+
   it("cuts each request's timeout to what is left of the attempt, so an attempt never outlives its start-to-close", async () => {
     const pi = await paidIntent(1000);
     const input = await intended(pi);
