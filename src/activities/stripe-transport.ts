@@ -85,7 +85,6 @@ export class StripeTransport extends Stripe.HttpClient {
         req.destroy(new Error('timeout'));
       }, left);
       req.once('finish', () => {
-        written = true;
         recordTransportRequest(scope, { method, target: path, idempotencyKey });
       });
       req.once('error', (err) => {
@@ -100,8 +99,10 @@ export class StripeTransport extends Stripe.HttpClient {
       req.once('socket', (socket) =>
         whenConnected(socket, () => {
           const late = tooLate();
-          if (late) req.destroy(late);
-          else req.end(body);
+          if (late) return req.destroy(late);
+          // From the first byte handed to the socket, a failure may follow a request the server has read.
+          written = true;
+          req.end(body);
         }),
       );
     });

@@ -6,6 +6,7 @@
 // docs/reliability.md, "Messages".
 import { ApplicationFailure, setHandler, TemporalFailure, type SignalDefinition } from '@temporalio/workflow';
 import type { z } from 'zod';
+import { isUndecodable } from '../codec/payload-converter';
 
 export interface IgnoredMessage {
   at: string;
@@ -50,6 +51,8 @@ export function describeIssues(error: z.ZodError): string {
  */
 export function setSignalHandler<T>(signal: SignalDefinition<[T]>, schema: z.ZodType<T> | null, handle: (value: T) => string | undefined, ignored: IgnoredMessages): void {
   setHandler(signal, (raw: unknown) => {
+    // Before any schema: a run begun without one must not take an undecodable payload for an event either.
+    if (isUndecodable(raw)) return ignored.note(signal.name, `undecodable: ${raw.$undecodable}`, raw);
     const parsed = schema ? schema.safeParse(raw) : { success: true as const, data: raw as T };
     if (!parsed.success) return ignored.note(signal.name, `malformed: ${describeIssues(parsed.error)}`, raw);
     try {

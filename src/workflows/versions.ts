@@ -31,7 +31,8 @@ const BEFORE_EPOCH: ReadonlySet<string> = new Set([PARKING, AWAIT_PROVIDER, BULK
 
 /**
  * The fixes of the payments review (issue 23): a run that began before them keeps the paths it
- * took, so it replays as it ran. Asked at the start, like the epoch, for the same reason.
+ * took, so it replays as it ran. Asked at the start, like the epoch, for the same reason. Every fix
+ * under it ships in one release: no build with only some of them ever ran a refund.
  */
 export const REVIEW_FIXES = 'payments-review-fixes-v1';
 

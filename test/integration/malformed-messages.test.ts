@@ -166,7 +166,7 @@ test('Signals and Updates whose payload cannot be decoded are ignored or refused
 
   const parked = await handle.query(stepsQuery);
   expect(parked.decisions).toEqual([]);
-  expect(parked.ignoredMessages.latest.map((m) => m.reason)).toEqual(UNDECODABLE.map(() => expect.stringMatching(/^malformed: /)));
+  expect(parked.ignoredMessages.latest.map((m) => m.reason)).toEqual(UNDECODABLE.map(() => expect.stringMatching(/^undecodable: /)));
   expect(parked.ignoredMessages.latest.map((m) => m.input)).toEqual(UNDECODABLE.map(() => expect.stringMatching(/^\{"\$undecodable":/)));
 
   await clearFaults();
