@@ -41,8 +41,11 @@ async function notice(key: string, to = 'dana@example.test', amount = 1250): Pro
   return { key, operationId: `refund:test:${orderId}:v1`, orderId, amount, currency: 'usd', refundId: 're_1' };
 }
 
-/** A send's deadline in these tests: a hand-over older than this (plus a second) is over, whatever became of it. */
-const SEND_DEADLINE_MS = 300;
+/**
+ * A send's deadline in these tests: a hand-over older than this (plus a second) is over, whatever became of it.
+ * Long enough for a first SMTP session (the server's greeting waits 100 ms) on a busy machine: 300 ms aborted one.
+ */
+const SEND_DEADLINE_MS = 1000;
 const handOverExpired = () => new Promise((r) => setTimeout(r, SEND_DEADLINE_MS + 1100));
 
 function notifications(over: { transport?: Transporter; store?: OrderStore; policy?: RecoveryPolicy } = {}) {

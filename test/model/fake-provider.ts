@@ -30,7 +30,9 @@ export interface Refund {
 }
 
 /** How the provider treats a new create: acts on it after a processing delay (if it is still on the wire), or holds it for a command. */
-export type Processing = { delayMs: number; how: 'commit_answer' | 'commit_cut' | 'cut'; listLagMs: number } | 'hold';
+/** commit_proxy_*: a proxy in front of the provider forwarded the create, which committed, and answered the client itself. */
+export type How = 'commit_answer' | 'commit_cut' | 'cut' | 'commit_proxy_503' | 'commit_proxy_429';
+export type Processing = { delayMs: number; how: How; listLagMs: number } | 'hold';
 
 export interface WireRequest {
   id: number;
@@ -160,7 +162,7 @@ export class FakeProvider {
   }
 
   /** The provider acts on a held create: commits it (answering, or cutting the connection after), or cuts it without committing. */
-  act(wire: WireRequest, how: 'commit_answer' | 'commit_cut' | 'cut', listLagMs: number): void {
+  act(wire: WireRequest, how: How, listLagMs: number): void {
     if (wire.state !== 'held') return;
     if (how === 'cut') {
       this.clientGone(wire.req);
@@ -172,7 +174,10 @@ export class FakeProvider {
     const response = { status: 200, body: this.refundObject(refund) };
     if (entry) entry.response = response;
     if (how === 'commit_answer') this.respond(wire, response.status, response.body, {});
-    else {
+    else if (how === 'commit_proxy_503' || how === 'commit_proxy_429') {
+      // The proxy's own answer: no request id of the provider's, and not the provider's error body.
+      this.respond(wire, how === 'commit_proxy_503' ? 503 : 429, { message: 'upstream unavailable' }, {}, false);
+    } else {
       wire.state = 'ended';
       wire.req.emit('error', Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }));
     }
@@ -225,12 +230,12 @@ export class FakeProvider {
     this.respond(wire, 200, { object: 'list', data, has_more: false, url: '/v1/refunds' }, {});
   }
 
-  private respond(wire: WireRequest, status: number, body: unknown, headers: Record<string, string>): void {
+  private respond(wire: WireRequest, status: number, body: unknown, headers: Record<string, string>, fromProvider = true): void {
     if (wire.state !== 'held') return;
     wire.state = 'answered';
     const res = Object.assign(new Readable({ read() {} }), {
       statusCode: status,
-      headers: { 'content-type': 'application/json', 'request-id': `req_${wire.id}`, ...headers },
+      headers: { 'content-type': 'application/json', ...(fromProvider && { 'request-id': `req_${wire.id}` }), ...headers },
       complete: false,
     });
     wire.req.emit('response', res);

@@ -36,7 +36,7 @@ import type { Boundary, Certainty, FailureCode } from '../../src/reliability/tax
 import type { RefundRequest } from '../../src/shared';
 import { openStore, type OperationLog, type OperationRecord, type SqlOrderStore } from '../../src/store';
 import { MAX_RESUBMISSIONS } from '../../src/workflows/refund';
-import { FakeProvider, type Processing, type Refund } from './fake-provider';
+import { FakeProvider, type How, type Processing, type Refund } from './fake-provider';
 import { VirtualTime } from './virtual-time';
 
 /** The settings a worker with the default configuration runs with (10 s requests, 10 s list lag, 24 h keys). */
@@ -198,10 +198,10 @@ export class System {
     for (const w of this.provider.requests.filter((r) => r.attempt === a.label && r.state === 'held')) this.provider.clientGone(w.req);
   }
 
-  act(i: number, how: 'commit_answer' | 'commit_cut' | 'cut', lagMs: number): void {
+  act(i: number, how: How, lagMs: number): void {
     const held = this.provider.held().filter((w) => w.method === 'POST');
     const w = held[i % held.length]!;
-    this.note(`provider: request #${w.id} (${w.attempt}) ${how === 'cut' ? 'cut without commit' : `commits (list lag ${lagMs / 1000} s), ${how === 'commit_answer' ? 'answered' : 'answer cut'}`}`);
+    this.note(`provider: request #${w.id} (${w.attempt}) ${how === 'cut' ? 'cut without commit' : `commits (list lag ${lagMs / 1000} s), ${how === 'commit_answer' ? 'answered' : how === 'commit_cut' ? 'answer cut' : `a proxy answered ${how.slice(-3)}`}`}`);
     this.provider.act(w, how, lagMs);
   }
 
@@ -598,7 +598,7 @@ export class AdvanceToEdge implements Cmd {
 export class Act implements Cmd {
   constructor(
     readonly i: number,
-    readonly how: 'commit_answer' | 'commit_cut' | 'cut',
+    readonly how: How,
     readonly lagMs: number,
   ) {}
   check = (s: Readonly<System>) => s.provider.held().some((w) => w.method === 'POST');
@@ -626,7 +626,7 @@ export const commands = fc.commands(
       {
         weight: 2,
         arbitrary: fc
-          .tuple(fc.nat(2), fc.constantFrom('commit_answer' as const, 'commit_cut' as const, 'cut' as const), fc.constantFrom(C, C / 2, 0))
+          .tuple(fc.nat(2), fc.constantFrom<How>('commit_answer', 'commit_cut', 'cut', 'commit_proxy_503', 'commit_proxy_429'), fc.constantFrom(C, C / 2, 0))
           .map(([i, how, lag]) => new Act(i, how, lag)),
       },
       { weight: 1, arbitrary: fc.nat(3).map((i) => new Kill(i)) },
@@ -645,7 +645,7 @@ export const plan = fc.array(
     fc.constant<Processing>('hold'),
     fc.record({
       delayMs: fc.constantFrom(T - 1, 0, 1000, T / 2),
-      how: fc.constantFrom('commit_answer' as const, 'commit_cut' as const, 'cut' as const),
+      how: fc.constantFrom<How>('commit_answer', 'commit_cut', 'cut', 'commit_proxy_503', 'commit_proxy_429'),
       listLagMs: fc.constantFrom(C, C / 2, 0),
     }),
   ),
