@@ -744,15 +744,7 @@ async function compensate(run: RefundRun, options: { refund?: RefundReceipt; res
       const { undo } = REFUND_SAGA[step];
       if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
       if (undo.kind !== 'compensation') continue;
-      const previous = run.steps.get(step).compensation;
-      if (previous?.status === 'completed') continue;
-      const resend = options.resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
-      const compKey = compensationKey(run.steps.get(step).idempotencyKey ?? stepKey(run.ctx.operationId, step));
-      await run.steps.compensate(step, compKey, undo.boundary, undo.boundary !== 'store', async () => {
-        const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
-        return acts[undo.activity]({ ...undo.input(run.ctx, compKey), ...(resend && { resendApprovedAt: options.resendApprovedAt }) });
-      });
-      run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
+      await runCompensation(run, step, compensationKey(run.steps.get(step).idempotencyKey ?? stepKey(run.ctx.operationId, step)), options.resendApprovedAt, false);
     }
   });
   const left = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed');
@@ -790,18 +782,7 @@ async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefi
       return run.stop('needs_attention', `${what}. What stands could not be read from the store (${(err as Error).message}), so nothing was undone; a person compensates it`, 'completion_gate');
     });
   const plan = compensationPlan(operationId, records, correctsUnknownNotice(run.policy, resendApprovedAt !== undefined));
-  for (const { step, key } of plan.undo) {
-    const { undo } = REFUND_SAGA[step];
-    if (undo.kind !== 'compensation') continue;
-    const previous = run.steps.get(step).compensation;
-    if (previous?.status === 'completed') continue;
-    const resend = resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
-    await run.steps.compensate(step, key, undo.boundary, undo.boundary !== 'store', async () => {
-      const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
-      return acts[undo.activity]({ ...undo.input(run.ctx, key), ...(resend && { resendApprovedAt }) });
-    }, true);
-    run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
-  }
+  for (const { step, key } of plan.undo) await runCompensation(run, step, key, resendApprovedAt, true);
   // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
   const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
 
@@ -814,6 +795,24 @@ async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefi
       ? ' A compensation failed: see the step table; a person must finish it.'
       : '';
   run.stop('needs_attention', `${what}.${open}${held ? ` ${held.reason}` : ''}`, 'completion_gate', unknown.length > 0);
+}
+
+/**
+ * One registered compensation under `key`, unless it already completed. A correction whose outcome
+ * was unknown is resent (same Message-ID) only on a person's approval; `byCertainty` records a
+ * failure that may have taken effect as unknown (the review's path).
+ */
+async function runCompensation(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined, byCertainty: boolean): Promise<void> {
+  const { undo } = REFUND_SAGA[step];
+  if (undo.kind !== 'compensation') return;
+  const previous = run.steps.get(step).compensation;
+  if (previous?.status === 'completed') return;
+  const resend = resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
+  await run.steps.compensate(step, key, undo.boundary, undo.boundary !== 'store', async () => {
+    const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
+    return acts[undo.activity]({ ...undo.input(run.ctx, key), ...(resend && { resendApprovedAt }) });
+  }, byCertainty);
+  run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
 }
 
 /** The notice's hand-over a person judged, named by its stamp (the store's clock), so that an approved resend covers it and no later one. */

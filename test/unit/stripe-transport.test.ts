@@ -7,6 +7,17 @@ import { createStripeClient } from '../../src/activities/payments';
 
 const refund = { id: 're_1', object: 'refund', amount: 100, currency: 'usd', status: 'succeeded', payment_intent: 'pi_1', metadata: {} };
 
+/** Listens on a loopback port: the base URL a Stripe client is given. */
+async function listen(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+async function close(server: http.Server): Promise<void> {
+  server.closeAllConnections();
+  await new Promise((resolve) => server.close(resolve));
+}
+
 let server: http.Server;
 let connections = 0;
 let apiBase: string;
@@ -24,14 +35,10 @@ beforeAll(async () => {
     });
   });
   server.on('connection', () => connections++);
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  apiBase = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  apiBase = await listen(server);
 });
 
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
+afterAll(() => close(server));
 
 test('each create opens a connection of its own; reads, from any client, reuse a kept-alive one', async () => {
   const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase });
@@ -66,14 +73,10 @@ describe("a send's deadline", () => {
         }, T / 2);
       });
     });
-    await new Promise<void>((resolve) => slow.listen(0, '127.0.0.1', resolve));
-    slowBase = `http://127.0.0.1:${(slow.address() as AddressInfo).port}`;
+    slowBase = await listen(slow);
   });
 
-  afterAll(async () => {
-    slow.closeAllConnections();
-    await new Promise((resolve) => slow.close(resolve));
-  });
+  afterAll(() => close(slow));
 
   test('a request begun just before the deadline is aborted at the deadline, not a full timeout later', async () => {
     const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase: slowBase, requestTimeoutMs: T });
