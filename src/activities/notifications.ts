@@ -5,7 +5,7 @@ import nodemailer, { type NodemailerError, type SentMessageInfo, type Transporte
 import { smtpTlsFor } from '../config';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import { maskEmails, MESSAGE_ID_DOMAIN } from '../reliability/evidence';
-import { decide, retries, type RecoveryPolicy } from '../reliability/policy';
+import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import type { FailureDetails } from '../reliability/taxonomy';
 import type { Evidenced, NotificationReceipt } from '../receipts';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
@@ -159,7 +159,6 @@ export function createNotificationActivities(deps: NotificationDeps) {
   const sendDeadlineMs = deps.sendDeadlineMs ?? 25_000;
   const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
   // The policy's row for a send whose outcome is unknown: hand to a person, or resend with the same Message-ID.
-  const resendUnknown = () => retries(decide(deps.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
   // A hand-over younger than one send's deadline may still be running somewhere; an older one ended without telling.
   // Its age is read on the clock that stamped it, the store's: hosts whose clocks differ agree on it.
   const handOverMs = sendDeadlineMs + 1000;
@@ -196,7 +195,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
         const approved = approvedResend(current, entry);
         // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
         if (!approved && (await inFlight(current))) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
-        if (!approved && !resendUnknown()) throw outcomeUnknown(facts, 'a previous attempt');
+        if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
         // Resending takes the hand-over over, re-stamped: of two attempts only one resends, and a retry of
         // ours sees a hand-over of its own, which no approval covers, so it never resends again.
         const notBefore = approved && !entry.approvedHandOver ? new Date(Date.parse(entry.resendApprovedAt!) + 1).toISOString() : undefined;

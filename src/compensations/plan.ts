@@ -4,7 +4,7 @@
 // Imported by workflow code, so it stays pure.
 import type { StandingRecords } from '../receipts';
 import { compensationKey, stepKey } from '../reliability/identity';
-import { decide, retries, type RecoveryPolicy } from '../reliability/policy';
+import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import { compensationOrder, type RefundStep } from './registry';
 
 export interface PlannedCompensation {
@@ -38,7 +38,7 @@ export function compensationKeyOf(step: RefundStep, operationId: string): string
  * to compensate. Otherwise a correction could contradict an email the customer never got.
  */
 export function correctsUnknownNotice(policy: RecoveryPolicy, decidedByPerson: boolean): boolean {
-  return decidedByPerson || retries(decide(policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
+  return decidedByPerson || resendsUnknownEmail(policy);
 }
 
 /** What a person does about a held notice found in the mailbox, as the caller can offer it (the run takes a compensate decision; the follow-up takes none). */

@@ -64,6 +64,9 @@ export function decide(policy: RecoveryPolicy, code: FailureCode, certainty: Cer
 
 export const retries = (rule: RecoveryRule) => rule.action === 'retry' || rule.action === 'repair';
 
+/** Whether the policy resends an email whose hand-over is unknown (accepting that the customer may get it twice). */
+export const resendsUnknownEmail = (policy: RecoveryPolicy) => retries(decide(policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
+
 /** The delay before attempt `attempt + 1` under the rule's backoff, without jitter. */
 export function backoffDelay(rule: Pick<RecoveryRule, 'backoff'>, attempt: number): number {
   const b = rule.backoff ?? { initialMs: 1000, coefficient: 2, maxMs: 60_000 };
