@@ -5,7 +5,7 @@ import { condition, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
 import { REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import { DECISION_KINDS, deciderNameSchema, type DecisionKind, type DecisionPolicy, type Role } from '../reliability/policy';
-import { conditionTimeout } from './versions';
+import { conditionTimeout } from './wait';
 
 export const decisionInputSchema = z
   .object({

@@ -4,7 +4,7 @@
 // stands (the order's refund taken off, a correction email), each under the same key the saga
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
-import { ApplicationFailure, defineQuery, patched, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, defineQuery, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
@@ -16,7 +16,6 @@ import { REFUND_REASONS, SEARCH_ATTRIBUTES, type RefundRequest } from '../shared
 import { IgnoredMessages, setSignalHandler, type IgnoredMessagesView } from './messages';
 import { providerEventSchema, providerEventSignal, type ProviderEventSummary } from './provider-events';
 import { compensationFailure, describeFailure, stepError, type StepError } from './step-runner';
-import { REVIEW_FIXES } from './versions';
 
 export interface LateFailureInput {
   operationId: string;
@@ -66,8 +65,6 @@ const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } 
 const LOOKUP = { startToCloseTimeout: '30s', scheduleToCloseTimeout: '10m', retry: { initialInterval: '1s', maximumInterval: '30s' } } as const;
 
 export async function lateFailureWorkflow(input: LateFailureInput): Promise<LateFailureResult> {
-  // Follow-ups begun before the payments review's fixes keep their paths (see versions.ts).
-  const reviewed = patched(REVIEW_FIXES);
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
   if (!input || !valid(input.operationId, 200) || !valid(input.refundId, 255) || !valid(input.originalWorkflowId, 1000)) {
     throw ApplicationFailure.nonRetryable('a follow-up needs an operationId, a refundId and the originalWorkflowId', 'INVALID_ARGUMENTS');
@@ -140,11 +137,8 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
   state.status = 'compensating';
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
   const policy = facts.policy;
-  // The run's own plan: what the store shows standing. Before the review's fixes, a notice whose hand-over is unknown was never
-  // corrected, and a correction already begun was not looked at. The follow-up takes no decisions: a person sends a correction.
-  const plan = reviewed
-    ? compensationPlan(input.operationId, facts, correctsUnknownNotice(policy, false), 'a person sends the customer a correction')
-    : compensationPlan(input.operationId, { ...facts, correction: null }, false);
+  // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
+  const plan = compensationPlan(input.operationId, facts, correctsUnknownNotice(policy, false), 'a person sends the customer a correction');
   const ctx: SagaContext = {
     request: {
       ...facts.request,
@@ -170,7 +164,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
       else record.output = { ...parsed.data, evidence: undefined };
     } catch (err) {
       const { error } = describeFailure(err, undo.boundary, `${step} compensation`, undo.boundary !== 'store');
-      Object.assign(record, { status: compensationFailure(error, reviewed), error });
+      Object.assign(record, { status: compensationFailure(error), error });
     }
   }
 

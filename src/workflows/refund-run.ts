@@ -18,7 +18,6 @@ import { BudgetExhausted, RunBudget, type BudgetView } from './run-budget';
 import { DecisionDesk, type DecisionRecord, type DeskView } from './decisions';
 import { describeFailure, StepFailedError, stepError, StepRunner, type StepError, type StepRecord } from './step-runner';
 import { effectOfRecord, verdictFor, type RecordedEffect, type SendRecord, type VerdictView } from './verdict';
-import { isPatched, reviewFixes, WHOLE_ATTEMPTS } from './versions';
 
 /**
  * Live: running, reconciling, awaiting_provider, compensating. Parked, waiting for a person:
@@ -194,7 +193,7 @@ export class RefundRun {
   /** Keeps an event once; returns why it ignored one about another refund than the run's own, once it knows it. */
   recordProviderEvent(e: ProviderEventSummary): string | undefined {
     const mine = this.ctx.refund?.refundId ?? this.effect.refundId;
-    if (reviewFixes() && mine && e.refundId !== mine) return `names refund ${e.refundId}, not this run's refund ${mine}`;
+    if (mine && e.refundId !== mine) return `names refund ${e.refundId}, not this run's refund ${mine}`;
     if (this.providerEvents.some((x) => x.id === e.id)) return;
     // Past the cap, only an event that moves its refund further along is kept: a late failure is never dropped.
     const further = lifecycleRank(e.refundStatus) > lifecycleRank(furthestEvent(this.providerEvents, e.refundId)?.refundStatus ?? 'pending');
@@ -243,8 +242,7 @@ export class RefundRun {
         operationId: this.ctx.operationId || null,
         noticeMessageId: typeof messageId === 'string' ? messageId : null,
         noticeHeld: notice.compensation?.status === 'held',
-        ...(reviewFixes() && stopped.failedStep && { earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect) }),
-        retryLooksFirst: reviewFixes(),
+        ...(stopped.failedStep && { earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect) }),
       },
       this.decisionPolicy,
     );
@@ -336,11 +334,8 @@ export class RefundRun {
 
   /** The activities at one boundary, with options derived from the policy and what is left of the budget. */
   activities(boundary: Boundary, essential = false, requestsPerAttempt = 1): RefundActivities {
-    // Runs from before an attempt's several requests were paid for whole still schedule it with fewer calls left (patched() only there).
-    const short = requestsPerAttempt > 1 && !essential && this.budget.providerCallsLeft() < requestsPerAttempt;
-    const perAttempt = short && !isPatched(WHOLE_ATTEMPTS) ? 1 : requestsPerAttempt;
     try {
-      return pooledActivities<RefundActivities>(this.budget.options(this.policy, boundary, essential, perAttempt));
+      return pooledActivities<RefundActivities>(this.budget.options(this.policy, boundary, essential, requestsPerAttempt));
     } catch (err) {
       if (err instanceof BudgetExhausted) throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
       throw err;

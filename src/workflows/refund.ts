@@ -2,13 +2,13 @@
 // → update the order → notify the customer → the completion gate. Deterministic: every effect
 // happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
 // reconciled with the provider, never resent blind.
-import { ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, condition, defineQuery, isCancellation, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import type { CheckCompletionInput } from '../activities/completion-gate';
 import type { CreateRefundInput } from '../activities/payments';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
-import { compensationOrder, REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../compensations/registry';
+import { REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import {
   type BeginResult,
   beginResultSchema,
@@ -23,7 +23,7 @@ import {
   type OrderReceipt,
   type RefundReceipt,
 } from '../receipts';
-import { compensationKey, stepKey } from '../reliability/identity';
+import { stepKey } from '../reliability/identity';
 import { backoffDelay, decide, DEFAULT_AWAIT_PROVIDER, retries, withJitter } from '../reliability/policy';
 import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
 import { decideUpdate, type Chosen, type DecisionRecord } from './decisions';
@@ -32,7 +32,7 @@ import { furthestEvent, lifecycleRank, providerEventSchema, providerEventSignal 
 import { reconcile, type ReconcileTarget } from './reconcile';
 import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
 import { StepFailedError, stepError, type StepError } from './step-runner';
-import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING, reviewFixes } from './versions';
+import { conditionTimeout } from './wait';
 import { retryCreateText } from './verdict';
 
 export type { RefundRunState, RunStatus } from './refund-run';
@@ -71,7 +71,6 @@ const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } 
 const GATE_REQUESTS = 2;
 
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
-  decideVersion();
   let run: RefundRun;
   try {
     run = new RefundRun(parseRefundRequest(input));
@@ -85,14 +84,11 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       ...(validOrderId ? [{ key: SEARCH_ATTRIBUTES.orderId, value: validOrderId }] : []),
     ]);
     const reason = (err as Error).message;
-    if (!isPatched(PARKING)) {
-      throw ApplicationFailure.nonRetryable(`refund rejected: ${reason}`, 'REFUND_REJECTED', { status: 'rejected', outcome: { status: 'rejected', failedStep: null, reason } });
-    }
     return { workflowId: workflowInfo().workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
   }
   setHandler(stepsQuery, () => run.view());
-  // A malformed message is ignored or refused, never a failed workflow task; runs begun before the schema take events as they did.
-  setSignalHandler(providerEventSignal, reviewFixes() ? providerEventSchema : null, (event) => run.recordProviderEvent(event), run.ignored);
+  // A malformed message is ignored or refused, never a failed workflow task.
+  setSignalHandler(providerEventSignal, providerEventSchema, (event) => run.recordProviderEvent(event), run.ignored);
   setHandler(
     decideUpdate,
     (decision) =>
@@ -119,11 +115,6 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
       const stopped = err instanceof StepFailedError ? new RunStopped('needs_attention', `${err.step} failed: ${err.error.code}: ${err.error.message}`, null) : err;
       if (!(stopped instanceof RunStopped)) throw err;
-      if (!isPatched(PARKING)) {
-        run.finish(stopped.status, stopped.reason, stopped.failedStep, stopped.quarantined);
-        await CancellationScope.nonCancellable(() => audit(run, stopped.status, stopped.reason, stopped.failedStep));
-        throw ApplicationFailure.nonRetryable(`refund ${stopped.status}: ${stopped.reason}`, `REFUND_${stopped.status.toUpperCase()}`, run.view());
-      }
       if (stopped.status !== 'needs_attention') return ended(run, stopped.status, stopped.reason, stopped.failedStep);
 
       // Who may decide is read as the workers are configured now, also for a run that never loaded its settings.
@@ -136,10 +127,10 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       try {
         // The provider reporting the refund failed is not a decision to wait for: the registry compensates that without asking.
         const news = () => !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.unactedFailure() !== undefined && !run.checkedFailures.has(run.unactedFailure()!.id);
-        const failed = isPatched(AWAIT_PROVIDER) ? condition(news).then(() => 'provider_failed' as const) : new Promise<never>(() => undefined);
+        const failed = condition(news).then(() => 'provider_failed' as const);
         chosen = await Promise.race([run.desk.next(), failed]);
         // A decide Update and the failure in one workflow task: the race may pick either, the decision must win.
-        if (reviewFixes()) chosen = run.desk.firstOf(chosen);
+        chosen = run.desk.firstOf(chosen);
       } catch (waitErr) {
         // Cancelled while it waited for a person: it still says what it leaves behind, and compensates what it can.
         if (isCancellation(waitErr)) await CancellationScope.nonCancellable(() => cancelled(run));
@@ -189,7 +180,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
         // A partial refund keeps its email frozen: retrying only repairs the order to what was refunded.
         if (run.effect.status === 'partial' && refund && partialNote !== undefined) next = () => partialRefund(run, refund, partialNote);
         // A person's retry of the refund looks it up at the provider first: one that exists is never sent again.
-        else if (step === 'create_refund' && reviewFixes()) next = () => reconcileParked(run, true);
+        else if (step === 'create_refund') next = () => reconcileParked(run, true);
         else next = () => carryOut(run, step, resend ? { resendApprovedAt } : {});
       }
     }
@@ -211,7 +202,7 @@ async function ended(run: RefundRun, status: EndedRefund['status'], reason: stri
  */
 async function handOverLateFailure(run: RefundRun): Promise<void> {
   const event = run.unactedFailure();
-  if (!event || !isPatched(AWAIT_PROVIDER)) return;
+  if (!event) return;
   await CancellationScope.nonCancellable(() =>
     pooledActivities<RefundActivities>({ ...BOOKKEEPING, retry: { maximumAttempts: 10 } })
       .handToFollowUp({ operationId: run.ctx.operationId, event, workflowTaskQueue: workflowInfo().taskQueue })
@@ -228,11 +219,10 @@ async function handOverLateFailure(run: RefundRun): Promise<void> {
  * that stands or may stand is left to a person, and the run says which.
  */
 async function cancelled(run: RefundRun): Promise<void> {
-  // With the review's fixes, the plan reads what stands from the store, and its verdict is the cancellation's.
-  const planned = reviewFixes();
+  // The plan reads what stands from the store, and its verdict is the cancellation's.
   const was = run.status;
   let compensation: RunStopped | undefined;
-  if (isPatched(PARKING) && run.effect.status === 'failed' && (planned || run.cannotCompensate() === null)) {
+  if (run.effect.status === 'failed') {
     compensation = await compensate(run, {}).catch((err: unknown) => {
       if (!(err instanceof RunStopped)) throw err;
       return err;
@@ -244,21 +234,20 @@ async function cancelled(run: RefundRun): Promise<void> {
   if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
   const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed') ? ', its finished steps compensated' : '';
   // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
-  const settled = isPatched(PARKING) && (planned && compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind());
-  const why = planned && compensation && !settled ? ` (${compensation.reason})` : '';
+  const settled = compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind();
+  const why = compensation && !settled ? ` (${compensation.reason})` : '';
   // What the run was doing when cancelled, not the compensating it did since.
-  const status = planned ? was : run.status;
   const reason = settled
-    ? `cancelled while ${status}; the refund is ${effect}${compensated}: nothing is left to do`
-    : `cancelled while ${status}; the refund is ${effect}${compensated}: a person finishes what was started${why}`;
+    ? `cancelled while ${was}; the refund is ${effect}${compensated}: nothing is left to do`
+    : `cancelled while ${was}; the refund is ${effect}${compensated}: a person finishes what was started${why}`;
   if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
   else {
     run.finish('needs_attention', reason, null);
-    if (isPatched(PARKING)) run.flagForAttention();
+    run.flagForAttention();
   }
   await audit(run, 'cancelled', reason, null);
   // The provider's word that the refund failed, received while the run waited, is the follow-up's to act on, as when a run ends.
-  if (planned) await handOverLateFailure(run);
+  await handOverLateFailure(run);
 }
 
 /**
@@ -540,9 +529,9 @@ async function reconcileParked(run: RefundRun, send = false): Promise<CompletedR
   }
 }
 
-/** What a retry-step on create_refund does in this run, as its texts tell a person. */
+/** What a retry-step on create_refund does, as its texts tell a person. */
 function retryCreate(): string {
-  return retryCreateText(reviewFixes());
+  return retryCreateText();
 }
 
 /**
@@ -602,7 +591,6 @@ async function updateOrder(run: RefundRun, refundId: string, amount: number, key
  * duplicates and events out of order change nothing twice.
  */
 async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
-  if (!isPatched(AWAIT_PROVIDER)) return pollCompletion(run, input);
   const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
   // A person's retry-step after the deadline waits afresh.
   run.awaitingProvider = null;
@@ -660,8 +648,7 @@ async function completionGate(run: RefundRun, input: CheckCompletionInput): Prom
 }
 
 /**
- * Why a gate's disagreements park the run. With the review's fixes, a run whose own refund failed
- * beside another refund carrying the operation id names both: its own did not stand.
+ * Why a gate's disagreements park the run. A run whose own refund failed beside another refund carrying the operation id names both: its own did not stand.
  */
 function mismatchReason(gate: GateResult): string {
   const failed = gate.findings.filter((f) => !f.ok).map((f) => `${f.check}: ${f.observed}`);
@@ -669,7 +656,7 @@ function mismatchReason(gate: GateResult): string {
   const others = gate.otherRefundIds ?? [];
   const ownFailed = own.status === 'failed' || own.status === 'canceled';
   const stands =
-    reviewFixes() && ownFailed && others.length > 0
+    ownFailed && others.length > 0
       ? `This run's refund ${own.refundId} is ${own.status}, and ${others.join(', ')} carr${others.length === 1 ? 'ies' : 'y'} the operation id too and may stand: nothing is undone and no refund is sent again`
       : 'The refund stands and is never sent again';
   return `the completion gate found disagreements: ${failed.join('; ')}. ${stands}; a person must reconcile them`;
@@ -698,28 +685,6 @@ async function checkGate(run: RefundRun, input: CheckCompletionInput, providerEv
   return gate;
 }
 
-/** Runs from before the gate awaited webhooks: polls while the provider has not settled the refund, within the run's budget. */
-async function pollCompletion(run: RefundRun, input: CheckCompletionInput): Promise<void> {
-  const rule = decide(run.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
-  for (let poll = 1; ; poll++) {
-    const gate = await attempt(run, 'completion_gate', () =>
-      run.step('completion_gate', input, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(input), { requestsPerAttempt: GATE_REQUESTS }),
-    );
-    if (gate.verdict === 'pass') return;
-    if (gate.verdict === 'refund_failed') return compensate(run, { refund: gate.refund });
-    if (gate.verdict === 'mismatch') {
-      run.stop('needs_attention', mismatchReason(gate), 'completion_gate');
-    }
-    run.setStatus('awaiting_provider', 'completion_gate');
-    const wait = withJitter(backoffDelay(rule, poll), rule.jitter, Math.random());
-    if (poll >= rule.maxAttempts || wait > run.budget.waitableMs()) {
-      run.stop('needs_attention', `refund ${gate.refund.refundId} is still ${gate.refund.status} at the provider after ${poll} checks; it stands, and a person follows it up`, 'completion_gate');
-    }
-    await sleep(wait);
-    run.budget.spend({ provider: false, retryTimeMs: wait });
-  }
-}
-
 /**
  * Undoes the finished steps in the registry's compensation order (each before the steps it
  * depends on; with today's registry, newest first, the order recorded histories replay), each
@@ -729,36 +694,15 @@ async function pollCompletion(run: RefundRun, input: CheckCompletionInput): Prom
  * Compensations never stop for a cancellation.
  */
 async function compensate(run: RefundRun, options: { refund?: RefundReceipt; resendApprovedAt?: string }): Promise<never> {
-  const refund = options.refund ?? run.ctx.refund;
   if (options.refund) run.effect = { status: 'failed', certainty: 'completed', refundId: options.refund.refundId };
   run.setStatus('compensating', 'completion_gate');
-  const reviewed = reviewFixes();
   // A decision or a cancellation keeps the failed refund's receipt and reason: the run's own receipt is the one from creation.
-  if (reviewed && options.refund) run.ctx.failedRefund = options.refund;
-  if (!reviewed || options.refund) run.ctx.correctionReason = refund?.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
-  // Runs from before parking let a cancellation reach their compensations; newer ones finish them.
-  const finishing = <T>(fn: () => Promise<T>): Promise<T> => (isPatched(PARKING) ? CancellationScope.nonCancellable(fn) : fn());
-  if (reviewed) return finishing(() => compensateStanding(run, run.ctx.failedRefund, options.resendApprovedAt));
-  await finishing(async () => {
-    for (const step of compensationOrder(run.steps.completed())) {
-      const { undo } = REFUND_SAGA[step];
-      if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
-      if (undo.kind !== 'compensation') continue;
-      await runCompensation(run, step, compensationKey(run.steps.get(step).idempotencyKey ?? stepKey(run.ctx.operationId, step)), options.resendApprovedAt, false);
-    }
-  });
-  const left = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed');
-  const what = refund ? `the provider failed refund ${refund.refundId} after accepting it (${refund.status})` : 'the refund did not go through';
-  if (left.length === 0) run.stop('compensated', `${what}. The finished steps were compensated in reverse order, each under its own key`, 'completion_gate');
-  const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
-  run.stop(
-    'needs_attention',
-    unknown.length
-      ? `${what}. The outcome of ${unknown.join(', ')}'s compensation is unknown: it is quarantined, never retried blind; a person checks it (the step table has its key and Message-ID)`
-      : `${what}. A compensation failed: see the step table; a person must finish it`,
-    'completion_gate',
-    unknown.length > 0,
-  );
+  if (options.refund) {
+    run.ctx.failedRefund = options.refund;
+    run.ctx.correctionReason = options.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
+  }
+  // Compensations never stop for a cancellation.
+  return CancellationScope.nonCancellable(() => compensateStanding(run, run.ctx.failedRefund, options.resendApprovedAt));
 }
 
 /**
@@ -782,7 +726,7 @@ async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefi
       return run.stop('needs_attention', `${what}. What stands could not be read from the store (${(err as Error).message}), so nothing was undone; a person compensates it`, 'completion_gate');
     });
   const plan = compensationPlan(operationId, records, correctsUnknownNotice(run.policy, resendApprovedAt !== undefined));
-  for (const { step, key } of plan.undo) await runCompensation(run, step, key, resendApprovedAt, true);
+  for (const { step, key } of plan.undo) await runCompensation(run, step, key, resendApprovedAt);
   // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
   const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
 
@@ -799,10 +743,9 @@ async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefi
 
 /**
  * One registered compensation under `key`, unless it already completed. A correction whose outcome
- * was unknown is resent (same Message-ID) only on a person's approval; `byCertainty` records a
- * failure that may have taken effect as unknown (the review's path).
+ * was unknown is resent (same Message-ID) only on a person's approval.
  */
-async function runCompensation(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined, byCertainty: boolean): Promise<void> {
+async function runCompensation(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined): Promise<void> {
   const { undo } = REFUND_SAGA[step];
   if (undo.kind !== 'compensation') return;
   const previous = run.steps.get(step).compensation;
@@ -811,14 +754,14 @@ async function runCompensation(run: RefundRun, step: RefundStep, key: string, re
   await run.steps.compensate(step, key, undo.boundary, undo.boundary !== 'store', async () => {
     const acts = run.activities(undo.boundary, true) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
     return acts[undo.activity]({ ...undo.input(run.ctx, key), ...(resend && { resendApprovedAt }) });
-  }, byCertainty);
+  });
   run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
 }
 
 /** The notice's hand-over a person judged, named by its stamp (the store's clock), so that an approved resend covers it and no later one. */
 function judgedHandOver(run: RefundRun): { approvedHandOver?: string } {
   const since = run.steps.get('notify_customer').error?.provider?.sendingSince;
-  return reviewFixes() && typeof since === 'string' ? { approvedHandOver: since } : {};
+  return typeof since === 'string' ? { approvedHandOver: since } : {};
 }
 
 /** Runs a step; a failure the policy cannot recover from here stops the run with the right verdict. */
@@ -849,7 +792,7 @@ function decideStop(run: RefundRun, step: RefundStep, error: StepError): never {
     run.stop('needs_attention', `${what}. Whether it took effect is unknown: reconcile operation ${run.ctx.operationId} with the provider before any new attempt`, step, quarantined);
   }
   // This attempt had no effect; whether an earlier send did is the operation's record's to say, not this attempt's.
-  const recorded = reviewFixes() ? run.recordedEffect() : null;
+  const recorded = run.recordedEffect();
   if (recorded?.status === 'unknown') {
     run.effect = { status: 'unknown', certainty: 'may_have_executed', refundId: run.effect.refundId };
     run.stop('needs_attention', `${what}.${exhausted} This attempt had no effect, but ${recorded.why}. Reconcile operation ${run.ctx.operationId} with the provider before any new attempt`, step, quarantined);

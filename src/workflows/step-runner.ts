@@ -135,8 +135,8 @@ export class StepRunner<Name extends string> {
     return output as T;
   }
 
-  /** Runs a completed step's registered compensation under its own key and records its receipt; `byCertainty`: see compensationFailure. */
-  async compensate(name: Name, key: string, boundary: Boundary, sends: boolean, call: () => Promise<unknown>, byCertainty = false): Promise<boolean> {
+  /** Runs a completed step's registered compensation under its own key and records its receipt. */
+  async compensate(name: Name, key: string, boundary: Boundary, sends: boolean, call: () => Promise<unknown>): Promise<boolean> {
     const compensation: CompensationRecord = { kind: 'compensation', key, status: 'running', startedAt: now(), attempts: 0, transportRequests: 0 };
     this.get(name).compensation = compensation;
     try {
@@ -151,7 +151,7 @@ export class StepRunner<Name extends string> {
         return false;
       }
       const { error, ledger } = describeFailure(err, boundary, `${name} compensation`, sends);
-      const status = compensationFailure(error, byCertainty);
+      const status = compensationFailure(error);
       Object.assign(compensation, { status, error, finishedAt: now(), ...tally({ attempt: ledger.length, ledger }) });
       return false;
     }
@@ -203,11 +203,11 @@ export class StepRunner<Name extends string> {
 
 /**
  * How a compensation that did not complete is recorded: `unknown` (quarantined) when its outcome is
- * unknown or, `byCertainty`, when it may have taken effect (another attempt is sending the
- * correction right now); otherwise `failed`. Runs from before the review's fixes pass false.
+ * unknown or it may have taken effect (another attempt is sending the correction right now);
+ * otherwise `failed`.
  */
-export function compensationFailure(error: StepError, byCertainty: boolean): 'unknown' | 'failed' {
-  return error.code === 'UNKNOWN_OUTCOME' || (byCertainty && error.certainty === 'may_have_executed') ? 'unknown' : 'failed';
+export function compensationFailure(error: StepError): 'unknown' | 'failed' {
+  return error.code === 'UNKNOWN_OUTCOME' || error.certainty === 'may_have_executed' ? 'unknown' : 'failed';
 }
 
 export function stepError(code: FailureCode, certainty: Certainty, reason: string, message: string, extra: Partial<StepError> = {}): StepError {

@@ -51,8 +51,6 @@ export interface VerdictFacts {
   earlierAttemptMayHaveTakenEffect?: boolean;
   /** The notice's correction is held: its hand-over is unknown, so the customer may or may not have it. */
   noticeHeld?: boolean;
-  /** This run's retry-step on create_refund looks the refund up before any send (runs begun with the review's fixes). */
-  retryLooksFirst: boolean;
 }
 
 export interface VerdictView {
@@ -67,11 +65,9 @@ export interface VerdictView {
 /** Failures that leave nothing behind and that a later attempt can fix (a decision gives the run a fresh budget). */
 const RETRYABLE = new Set(['RATE_LIMIT', 'TRANSIENT_DEPENDENCY', 'CAPACITY', 'STATE_CONFLICT', 'BUDGET_EXCEEDED']);
 
-/** What a retry-step of the refund does in a run, as its texts tell a person: it depends on the version the run began with. */
-export function retryCreateText(looksFirst: boolean, step = 'create_refund'): string {
-  return looksFirst
-    ? `retry-step ${step}, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it`
-    : `retry-step ${step}, which resends with the same key while the provider still deduplicates it, and otherwise looks the refund up first`;
+/** What a retry-step of the refund does, as its texts tell a person. */
+export function retryCreateText(step = 'create_refund'): string {
+  return `retry-step ${step}, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it`;
 }
 
 export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): VerdictView {
@@ -101,7 +97,7 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
   if (facts.effect.status === 'unknown') {
     return stop(
       `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider: the reconcile decision looks the refund up and sends nothing (the scheduled sweep asks for it too); ` +
-        `found, the run finishes on its own. Still unknown after that: ${retryCreateText(facts.retryLooksFirst, step ?? 'create_refund')}, or abandon`,
+        `found, the run finishes on its own. Still unknown after that: ${retryCreateText(step ?? 'create_refund')}, or abandon`,
       step === 'create_refund' || !step ? 'reconcile' : `retry-step:${step}`,
     );
   }
