@@ -22,7 +22,7 @@ export default tseslint.config(
       'src/compensations/**/*.ts',
       'src/shared.ts',
       'src/receipts.ts',
-      'src/reliability/{taxonomy,policy,identity,evidence,default-policy}.ts',
+      'src/reliability/{taxonomy,policy,identity,evidence,default-policy,verdict}.ts',
     ],
     rules: {
       'no-restricted-imports': [

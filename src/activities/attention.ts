@@ -3,8 +3,8 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ATTENTION_QUERY, runsNeedingAttention, type AttentionRun } from '../inspect/attention';
-import { decideUpdate, SWEEPER } from '../workflows/decisions';
-import { stepsQuery } from '../workflows/refund';
+import { decideUpdate, SWEEPER } from '../workflows/refund/decision-desk';
+import { stepsQuery } from '../workflows/refund/workflow';
 
 /** Parked runs whose refund is unknown: what the sweep asks to reconcile. */
 export const UNKNOWN_QUERY = `${ATTENTION_QUERY} AND RefundEffect = 'unknown' AND RefundStep = 'create_refund' AND RefundStatus = 'needs_attention' AND ExecutionStatus = 'Running'`;

@@ -9,7 +9,7 @@ import { messageIdForKey } from '../activities/notifications';
 import { compensationKeyOf } from '../compensations/plan';
 import { operationId as operationIdOf, stepKey } from '../reliability/identity';
 import { refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
-import { followUpWorkflowId, MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type lateFailureWorkflow, type RefundRunState } from '../workflows';
+import { followUpWorkflowId, MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type followUpWorkflow, type RefundRunState } from '../workflows';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
 import type { ToxiproxyCrash } from './toxiproxy';
@@ -323,7 +323,7 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
 
 /** How the operation's follow-up run ended, when one ran and has ended: its status, and whether it is on the attention list. */
 async function followUpOutcome(stack: ChaosStack, operationId: string): Promise<{ status: string; flagged: boolean } | null> {
-  const handle = stack.client.workflow.getHandle<typeof lateFailureWorkflow>(followUpWorkflowId(operationId));
+  const handle = stack.client.workflow.getHandle<typeof followUpWorkflow>(followUpWorkflowId(operationId));
   const described = await handle.describe().catch(() => null);
   if (!described || described.status.name !== 'COMPLETED') return null;
   const { status } = await handle.result();

@@ -8,7 +8,7 @@ import { REFUND_STEPS } from '../compensations/registry';
 import { loadConfig } from '../config';
 import { DECISION_KINDS } from '../reliability/policy';
 import { decideUpdate, stepsQuery, type refundWorkflow, type RefundRunState } from '../workflows';
-import type { DecisionInput } from '../workflows/decisions';
+import type { DecisionInput } from '../workflows/refund/decision-desk';
 import { connectClient, errorMessage } from './common';
 
 const program = new Command('decide')

@@ -2,7 +2,7 @@
 // it finished. Used by the webhook receiver, and by a run that ends while it holds such news.
 import type { Client } from '@temporalio/client';
 import { SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
-import { followUpWorkflowId, type lateFailureWorkflow } from '../workflows/late-failure';
+import { followUpWorkflowId, type followUpWorkflow } from '../workflows/follow-up';
 import { providerEventSignal, type ProviderEventSummary } from '../workflows/provider-events';
 
 export async function startFollowUp(
@@ -10,7 +10,7 @@ export async function startFollowUp(
   handover: { operationId: string; originalWorkflowId: string; event: ProviderEventSummary; taskQueue?: string },
 ): Promise<{ workflowId: string; runId: string }> {
   const workflowId = followUpWorkflowId(handover.operationId);
-  const handle = await client.workflow.signalWithStart<typeof lateFailureWorkflow, [ProviderEventSummary]>('lateFailureWorkflow', {
+  const handle = await client.workflow.signalWithStart<typeof followUpWorkflow, [ProviderEventSummary]>('followUpWorkflow', {
     workflowId,
     taskQueue: handover.taskQueue ?? TASK_QUEUE,
     args: [{ operationId: handover.operationId, refundId: handover.event.refundId, originalWorkflowId: handover.originalWorkflowId }],

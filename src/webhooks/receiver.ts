@@ -10,7 +10,7 @@ import http from 'node:http';
 import type Stripe from 'stripe';
 import { WEBHOOK_PATH } from '../config';
 import type { OrderStore } from '../store';
-import { followUpWorkflowId } from '../workflows/late-failure';
+import { followUpWorkflowId } from '../workflows/follow-up';
 import { startFollowUp } from './follow-up';
 import { lifecycleRank, providerEventSignal, type ProviderEventSummary } from '../workflows/provider-events';
 

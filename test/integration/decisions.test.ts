@@ -12,7 +12,7 @@ import { inspectRun } from '../../src/inspect/inspection';
 import { TASK_QUEUE } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
 import { decideUpdate, refundWorkflow, stepsQuery } from '../../src/workflows';
-import type { DecisionInput } from '../../src/workflows/decisions';
+import type { DecisionInput } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 const execFileAsync = promisify(execFile);

@@ -37,7 +37,7 @@ test('the recordings cover every way a refund run ends or waits, and a compensat
   ]);
   // The follow-up's histories replay too: the replay worker runs every workflow the worker does.
   const types = recorded.map(({ history }) => history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name);
-  expect(new Set(types)).toEqual(new Set(['refundWorkflow', 'lateFailureWorkflow']));
+  expect(new Set(types)).toEqual(new Set(['refundWorkflow', 'followUpWorkflow']));
 });
 
 test('every recorded history replays against the current workflow code', async () => {
@@ -60,7 +60,7 @@ test('the bundle `npm run bundle` writes for production workers replays every re
   expect(code).not.toContain('./src/reliability/policy-schema.ts');
   // Activity-side modules (the breaker, the policy file's loader) are not workflow code: changing them cannot break a replay.
   for (const activitySide of ['circuit-breaker', 'policy-file', 'attempt', 'completion-gate']) expect(code).not.toMatch(new RegExp(`/\\*\\*\\*/ "\\./src/[a-z/-]+/${activitySide}\\.ts"`));
-  expect(code).toMatch(/\/\*\*\*\/ "\.\/src\/workflows\/refund\.ts"/);
+  expect(code).toMatch(/\/\*\*\*\/ "\.\/src\/workflows\/refund\/workflow\.ts"/);
   fs.rmSync(path.dirname(out), { recursive: true, force: true });
 });
 

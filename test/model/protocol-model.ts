@@ -35,7 +35,7 @@ import { backoffDelay, decide, temporalRetryPolicy } from '../../src/reliability
 import type { Boundary, Certainty, FailureCode } from '../../src/reliability/taxonomy';
 import type { RefundRequest } from '../../src/shared';
 import { openStore, type OperationLog, type OperationRecord, type SqlOrderStore } from '../../src/store';
-import { MAX_RESUBMISSIONS } from '../../src/workflows/refund';
+import { MAX_RESUBMISSIONS } from '../../src/workflows/refund/refund-effect';
 import { FakeProvider, type How, type Processing, type Refund } from './fake-provider';
 import { VirtualTime } from './virtual-time';
 
@@ -415,7 +415,7 @@ export class System {
     }
   }
 
-  // ---- the refund workflow's protocol, mirrored from src/workflows/refund.ts and reconcile.ts -----
+  // ---- the refund workflow's protocol, mirrored from src/workflows/refund/ (saga, refund-effect, reconcile) -----
 
   private end(run: Run, status: Claim['status'], refundId: string | null, why: string): never {
     run.ended = { status, refundId, why };

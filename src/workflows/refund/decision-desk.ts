@@ -3,9 +3,9 @@
 // decision that needs a second person waits for its approval, and expires into a stop.
 import { condition, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
-import { REFUND_STEPS, type RefundStep } from '../compensations/registry';
-import { DECISION_KINDS, deciderNameSchema, type DecisionKind, type DecisionPolicy, type Role } from '../reliability/policy';
-import { conditionTimeout } from './wait';
+import { REFUND_STEPS, type RefundStep } from '../../compensations/registry';
+import { DECISION_KINDS, deciderNameSchema, type DecisionKind, type DecisionPolicy, type Role } from '../../reliability/policy';
+import { conditionTimeout } from '../wait';
 
 export const decisionInputSchema = z
   .object({

@@ -5,19 +5,19 @@
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
 import { ApplicationFailure, defineQuery, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { REFUND_SAGA, type RefundStep, type SagaContext } from '../compensations/registry';
-import { evidenced, lateFailureFactsSchema, notificationReceiptSchema, orderReceiptSchema, type LateFailureFacts } from '../receipts';
-import { temporalRetryPolicy, type RecoveryPolicy } from '../reliability/policy';
-import type { Boundary } from '../reliability/taxonomy';
+import { evidenced, lateFailureFactsSchema, type LateFailureFacts } from '../receipts';
 import { REFUND_REASONS, SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
+import { activityOptions, BOOKKEEPING } from './activity-options';
+import { runCompensation } from './compensate';
 import { IgnoredMessages, setSignalHandler, type IgnoredMessagesView } from './messages';
+import { pooledActivities } from './pools';
 import { providerEventSchema, providerEventSignal, type ProviderEventSummary } from './provider-events';
-import { compensationFailure, describeFailure, stepError, type StepError } from './step-runner';
+import { describeFailure, type StepError } from './step-failure';
 
-export interface LateFailureInput {
+export interface FollowUpInput {
   operationId: string;
   /** The refund the provider's event named. */
   refundId: string;
@@ -33,7 +33,7 @@ export interface FollowUpCompensation {
   error?: StepError;
 }
 
-export interface LateFailureResult {
+export interface FollowUpResult {
   workflowId: string;
   operationId: string;
   originalWorkflowId: string;
@@ -44,9 +44,9 @@ export interface LateFailureResult {
   compensations: FollowUpCompensation[];
 }
 
-export interface LateFailureState {
-  input: LateFailureInput;
-  status: 'examining' | 'compensating' | LateFailureResult['status'];
+export interface FollowUpState {
+  input: FollowUpInput;
+  status: 'examining' | 'compensating' | FollowUpResult['status'];
   providerEvents: ProviderEventSummary[];
   /** Signals it ignored (malformed, or about another refund). */
   ignoredMessages: IgnoredMessagesView;
@@ -54,24 +54,23 @@ export interface LateFailureState {
   reason: string | null;
 }
 
-export const followUpQuery = defineQuery<LateFailureState>('followUp');
+export const followUpQuery = defineQuery<FollowUpState>('followUp');
 
 /** One follow-up per operation: a redelivered or repeated failure finds it, or a new run finds the work done. */
 export function followUpWorkflowId(operationId: string): string {
   return `follow-up:${operationId}`;
 }
 
-const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
 const LOOKUP = { startToCloseTimeout: '30s', scheduleToCloseTimeout: '10m', retry: { initialInterval: '1s', maximumInterval: '30s' } } as const;
 
-export async function lateFailureWorkflow(input: LateFailureInput): Promise<LateFailureResult> {
+export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
   if (!input || !valid(input.operationId, 200) || !valid(input.refundId, 255) || !valid(input.originalWorkflowId, 1000)) {
     throw ApplicationFailure.nonRetryable('a follow-up needs an operationId, a refundId and the originalWorkflowId', 'INVALID_ARGUMENTS');
   }
   const { workflowId } = workflowInfo();
   const ignored = new IgnoredMessages();
-  const state: LateFailureState = { input, status: 'examining', providerEvents: [], ignoredMessages: ignored.view, compensations: [], reason: null };
+  const state: FollowUpState = { input, status: 'examining', providerEvents: [], ignoredMessages: ignored.view, compensations: [], reason: null };
   setHandler(followUpQuery, () => state);
   // The events are kept for operators only (nothing here acts on them): parsing them changes no command, so no patch.
   setSignalHandler(
@@ -86,18 +85,18 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
   );
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.status, value: 'examining' },
-    { key: SEARCH_ATTRIBUTES.step, value: 'late_failure' },
+    { key: SEARCH_ATTRIBUTES.step, value: 'follow_up' },
     { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
   ]);
 
-  const finish = async (status: LateFailureResult['status'], reason: string, facts: LateFailureFacts | null): Promise<LateFailureResult> => {
+  const finish = async (status: FollowUpResult['status'], reason: string, facts: LateFailureFacts | null): Promise<FollowUpResult> => {
     Object.assign(state, { status, reason });
     upsertSearchAttributes([
       { key: SEARCH_ATTRIBUTES.status, value: status },
       { key: SEARCH_ATTRIBUTES.needsAttention, value: status === 'needs_attention' },
       ...(facts ? [{ key: SEARCH_ATTRIBUTES.effect, value: facts.failed ? 'failed' : 'refunded' }] : []),
     ]);
-    const result: LateFailureResult = {
+    const result: FollowUpResult = {
       workflowId,
       operationId: input.operationId,
       originalWorkflowId: input.originalWorkflowId,
@@ -123,7 +122,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
   try {
     raw = await pooledActivities<RefundActivities>(LOOKUP).examineLateFailure({ operationId: input.operationId, refundId: input.refundId });
   } catch (err) {
-    const { error } = describeFailure(err, 'stripe', 'examining the late failure', false);
+    const { error } = describeFailure(err, 'stripe', 'examining the failure the provider reported', false);
     return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);
   }
   const examined = evidenced(lateFailureFactsSchema).safeParse(raw);
@@ -155,17 +154,9 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     if (undo.kind !== 'compensation') continue;
     const record: FollowUpCompensation = { step, key, status: 'completed' };
     state.compensations.push(record);
-    try {
-      const acts = pooledActivities<RefundActivities>(optionsFor(policy, undo.boundary)) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
-      const schema = evidenced(undo.activity === 'revertRefund' ? orderReceiptSchema : notificationReceiptSchema);
-      const parsed = schema.safeParse(await acts[undo.activity](undo.input(ctx, key)));
-      // It finished, so whatever it did happened; what it returned cannot be used as its receipt.
-      if (!parsed.success) Object.assign(record, { status: 'unknown', error: stepError('POISON', 'undeterminable', 'result_unusable', `${step}'s compensation returned a result that is not its receipt`) });
-      else record.output = { ...parsed.data, evidence: undefined };
-    } catch (err) {
-      const { error } = describeFailure(err, undo.boundary, `${step} compensation`, undo.boundary !== 'store');
-      Object.assign(record, { status: compensationFailure(error), error });
-    }
+    // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
+    const { status, output, error } = await runCompensation(step, key, ctx, () => pooledActivities<RefundActivities>(activityOptions(policy, undo.boundary)));
+    Object.assign(record, { status }, output !== undefined && { output }, error && { error });
   }
 
   const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
@@ -178,10 +169,4 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
   if (unsure) return finish('needs_attention', `${what}.${unsure}`, facts);
   const done = state.compensations.map((c) => `${c.step} (key ${c.key})`).join(', ');
   return finish('compensated', `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`, facts);
-}
-
-/** A compensation's activity options under the worker's policy: it is held to nothing but its own timeouts and retries. */
-function optionsFor(policy: RecoveryPolicy, boundary: Boundary) {
-  const t = policy.timeouts[boundary];
-  return { startToCloseTimeout: t.startToCloseMs, scheduleToCloseTimeout: t.scheduleToCloseMs, retry: temporalRetryPolicy(policy, boundary) };
 }
