@@ -20,9 +20,9 @@ export default tseslint.config(
     files: [
       'src/workflows/**/*.ts',
       'src/compensations/**/*.ts',
-      'src/shared.ts',
-      'src/receipts.ts',
-      'src/reliability/{taxonomy,policy,identity,evidence,default-policy}.ts',
+      'src/contract/**/*.ts',
+      'src/domain/**/*.ts',
+      'src/reliability/{taxonomy,policy,evidence,default-policy,verdict}.ts',
     ],
     rules: {
       'no-restricted-imports': [

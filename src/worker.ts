@@ -3,12 +3,12 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, t
 import type { RefundActivities } from './activities';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, type Config } from './config';
-import { missingSearchAttributes } from './stack/stack';
+import { missingSearchAttributes } from './temporal/client';
 import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startTracing, type WorkerTracing } from './observability/tracing';
-import { ACTIVITY_POOLS, poolQueue, TASK_QUEUE, WORKER_POOLS, type WorkerPool } from './shared';
+import { ACTIVITY_POOLS, TASK_QUEUE, WORKER_POOLS, poolQueue, type WorkerPool } from './contract';
 import { FAILURE_CONVERTER_PATH, PAYLOAD_CONVERTER_PATH, payloadKeyring, refundDataConverter } from './codec/data-converter';
 
 /** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */

@@ -14,7 +14,7 @@ import { seedPaidOrder } from '../client/seed';
 import { PROJECT_ROOT } from '../config';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
 import type { ChaosStack } from '../chaos/chaos-stack';
-import { TASK_QUEUE } from '../shared';
+import { TASK_QUEUE } from '../contract';
 import type { refundWorkflow } from '../workflows';
 import type { BareRefundInput } from './activities';
 import { historySize, mean, percentiles, sampleProcess, type Percentiles } from './measure';

@@ -13,7 +13,7 @@ import { UNKNOWN_QUERY } from '../activities/attention';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { REFUND_PENDING_PAYMENT_METHOD } from '../servers/stripe/resources';
-import { refundWorkflowId } from '../shared';
+import { refundWorkflowId } from '../contract';
 import type { refundWorkflow } from '../workflows';
 import { historySize, watchProcess } from './measure';
 import fs from 'node:fs';

@@ -5,11 +5,9 @@ import { WorkflowHandle } from '@temporalio/client';
 import { outcomeOf, type RunOutcome } from '../client/outcome';
 import { startRefund } from '../client/refunds';
 import { seedPaidOrder } from '../client/seed';
-import { messageIdForKey } from '../activities/notifications';
+import { followUpWorkflowId, MAX_RESUBMISSIONS, messageIdForKey, operationId as operationIdOf, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, stepKey, stepsQuery, TASK_QUEUE, type RefundRunState } from '../contract';
 import { compensationKeyOf } from '../compensations/plan';
-import { operationId as operationIdOf, stepKey } from '../reliability/identity';
-import { refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
-import { followUpWorkflowId, MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type lateFailureWorkflow, type RefundRunState } from '../workflows';
+import type { followUpWorkflow, refundWorkflow } from '../workflows';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
 import type { ToxiproxyCrash } from './toxiproxy';
@@ -160,7 +158,7 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
       const handles = [first!.handle];
       if (sameId) duplicates.sameId += 1;
       if (otherId) {
-        const again = await retried(() => stack.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `${first!.workflowId}-again`, args: [request] }));
+        const again = await retried(() => stack.client.workflow.start<typeof refundWorkflow>(REFUND_WORKFLOW, { taskQueue: TASK_QUEUE, workflowId: `${first!.workflowId}-again`, args: [request] }));
         record.workflowIds.push(again.workflowId);
         handles.push(again);
         duplicates.otherId += 1;
@@ -323,7 +321,7 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
 
 /** How the operation's follow-up run ended, when one ran and has ended: its status, and whether it is on the attention list. */
 async function followUpOutcome(stack: ChaosStack, operationId: string): Promise<{ status: string; flagged: boolean } | null> {
-  const handle = stack.client.workflow.getHandle<typeof lateFailureWorkflow>(followUpWorkflowId(operationId));
+  const handle = stack.client.workflow.getHandle<typeof followUpWorkflow>(followUpWorkflowId(operationId));
   const described = await handle.describe().catch(() => null);
   if (!described || described.status.name !== 'COMPLETED') return null;
   const { status } = await handle.result();

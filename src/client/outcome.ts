@@ -3,8 +3,8 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
-import { SEARCH_ATTRIBUTES } from '../shared';
-import { stepsQuery, type refundWorkflow, type RefundResult, type RefundRunState } from '../workflows';
+import { SEARCH_ATTRIBUTES, stepsQuery, type RefundResult, type RefundRunState } from '../contract';
+import type { refundWorkflow } from '../workflows';
 
 export type RunOutcome = { kind: 'result'; result: RefundResult } | { kind: 'parked'; state: RefundRunState };
 

@@ -4,12 +4,13 @@
 // tests read it from here. Imported by workflow code, so it stays pure.
 import type { RefundActivities } from '../activities';
 import type { CorrectionReason } from '../activities/notifications';
-import type { NotificationReceipt, OrderReceipt, RefundReceipt } from '../receipts';
+import { REFUND_STEPS, type NotificationReceipt, type OrderReceipt, type RefundReceipt, type RefundStep } from '../contract';
 import type { Boundary } from '../reliability/taxonomy';
-import type { Order, RefundRequest } from '../shared';
+import type { Order } from '../domain/order';
+import type { RefundRequest } from '../domain/refund-request';
 
-export const REFUND_STEPS = ['load_order', 'create_refund', 'update_order', 'notify_customer', 'completion_gate'] as const;
-export type RefundStep = (typeof REFUND_STEPS)[number];
+// The steps' names are the contract's (part of every step key and of the decide Update): the registry describes them.
+export { REFUND_STEPS, type RefundStep };
 
 /** What the saga knows when it compensates: the request and the receipts of finished steps. */
 export interface SagaContext {
