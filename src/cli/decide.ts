@@ -7,8 +7,7 @@ import { workerPolling } from '../temporal/client';
 import { REFUND_STEPS } from '../compensations/registry';
 import { loadConfig } from '../config';
 import { DECISION_KINDS } from '../reliability/policy';
-import type { refundWorkflow } from '../workflows';
-import { decideUpdate, decisionUpdateId, stepsQuery, type DecisionInput } from '../contract';
+import { decideUpdate, decisionUpdateId, stepsQuery, type DecisionInput, type RefundWorkflow } from '../contract';
 import { connectClient, errorMessage } from './common';
 
 const program = new Command('decide')
@@ -35,7 +34,7 @@ async function main() {
     if (!(await workerPolling(client, config.taskQueue))) {
       throw new Error(`no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`);
     }
-    const handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
+    const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
     const state = await handle.query(stepsQuery);
     const input: DecisionInput = { decision, by: opts.by, reason: opts.reason, ...(opts.step && { step: opts.step }) };
     const updateId = opts.updateId ?? decisionUpdateId(input, state);

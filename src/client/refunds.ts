@@ -2,15 +2,14 @@
 // business key, or attach to the run that already holds that key.
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { AdmissionRejectedError, checkAdmission, type Admission } from './admission';
-import { parseRefundWorkflowId, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type CompletedRefund } from '../contract';
+import { parseRefundWorkflowId, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type CompletedRefund, type RefundWorkflow } from '../contract';
 import { changedIntent, parseRefundRequest, type RefundRequest } from '../domain/refund-request';
 import { ConflictingRefundError, startedWith } from '../temporal/client';
-import type { refundWorkflow } from '../workflows';
 import { outcomeOf, type RunOutcome } from './outcome';
 
 export interface StartedRefund {
   workflowId: string;
-  handle: WorkflowHandle<typeof refundWorkflow>;
+  handle: WorkflowHandle<RefundWorkflow>;
   request: RefundRequest;
 }
 
@@ -23,7 +22,7 @@ export interface StartedRefund {
 export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, admission?: Admission): Promise<StartedRefund> {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
-  let handle: WorkflowHandle<typeof refundWorkflow>;
+  let handle: WorkflowHandle<RefundWorkflow>;
   // Over the backlog limit, only a new run is refused: a repeated request still finds its run.
   if (admission && !(await runExists(client, workflowId))) {
     await checkAdmission(client, admission, `refund ${workflowId}`).catch(async (err: unknown) => {
@@ -34,7 +33,7 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
   try {
     // FAIL, not USE_EXISTING: a start that returns created this run from this request, so only a
     // run that was already there (running or closed) is read back to compare its request.
-    handle = await client.workflow.start<typeof refundWorkflow>(REFUND_WORKFLOW, {
+    handle = await client.workflow.start<RefundWorkflow>(REFUND_WORKFLOW, {
       taskQueue,
       workflowId,
       args: [request],
@@ -49,7 +48,7 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
     return { workflowId, handle, request };
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-    handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
+    handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
   }
   const existing = await startedWith(client, workflowId);
   const was = changedIntent(existing, request);

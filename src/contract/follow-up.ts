@@ -40,3 +40,6 @@ export interface FollowUpState {
   compensations: FollowUpCompensation[];
   reason: string | null;
 }
+
+/** The follow-up workflow's type, for clients that start it by name (FOLLOW_UP_WORKFLOW); src/worker.ts checks it. */
+export type FollowUpWorkflow = (input: FollowUpInput) => Promise<FollowUpResult>;

@@ -1,5 +1,6 @@
 // What a refund run returns: completed with its receipts, or ended with an outcome the business
 // expects (rejected, compensated, abandoned, stopped). Failed is for incidents, not outcomes.
+import type { RefundRequestInput } from '../domain/refund-request';
 import type { NotificationReceipt, OrderReceipt, RefundReceipt } from './receipts';
 import type { RefundStep } from './steps';
 
@@ -24,3 +25,9 @@ export interface EndedRefund {
 }
 
 export type RefundResult = CompletedRefund | EndedRefund;
+
+/**
+ * The refund workflow's type, for clients that start or watch one by name (REFUND_WORKFLOW):
+ * src/worker.ts checks that the workflow itself has this type.
+ */
+export type RefundWorkflow = (input: RefundRequestInput) => Promise<RefundResult>;

@@ -5,8 +5,7 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { decodeFromPayloadsAtIndex, decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
 import { workerPolling } from '../temporal/client';
 import { REFUND_SAGA } from '../compensations/registry';
-import { FOLLOW_UP_WORKFLOW, operationId as operationIdOf, parseFollowUpWorkflowId, parseRefundWorkflowId, SEARCH_ATTRIBUTES, stepsQuery, type RefundResult, type RefundRunState, type StepRecord } from '../contract';
-import type { refundWorkflow } from '../workflows';
+import { FOLLOW_UP_WORKFLOW, operationId as operationIdOf, parseFollowUpWorkflowId, parseRefundWorkflowId, SEARCH_ATTRIBUTES, stepsQuery, type RefundResult, type RefundRunState, type RefundWorkflow, type StepRecord } from '../contract';
 import { effectOfRecord, type Verdict } from '../reliability/verdict';
 import type { OperationRecord } from '../store/types';
 import { gatherEvidence, type Evidence, type EvidenceSources, type Fact } from './evidence';
@@ -49,7 +48,7 @@ export interface Inspection {
 }
 
 export async function inspectRun(client: Client, sources: EvidenceSources, scope: string, workflowId: string): Promise<Inspection> {
-  const handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
+  const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
   const described = await handle.describe();
   const sa = described.typedSearchAttributes;
   const execution = described.status.name;

@@ -6,17 +6,8 @@ import type { Client, Connection } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
-import {
-  FOLLOW_UP_WORKFLOW,
-  followUpWorkflowId,
-  poolQueue,
-  providerEventSignal,
-  SEARCH_ATTRIBUTES,
-  TASK_QUEUE,
-  type ProviderEventSummary,
-} from '../contract';
+import { FOLLOW_UP_WORKFLOW, followUpWorkflowId, poolQueue, providerEventSignal, SEARCH_ATTRIBUTES, TASK_QUEUE, type FollowUpWorkflow, type ProviderEventSummary } from '../contract';
 import { parseRefundRequest, type RefundRequest } from '../domain/refund-request';
-import type { followUpWorkflow } from '../workflows';
 
 const { TASK_QUEUE_TYPE_WORKFLOW, TASK_QUEUE_TYPE_ACTIVITY } = temporal.api.enums.v1.TaskQueueType;
 
@@ -117,7 +108,7 @@ export async function startFollowUp(
   handover: { operationId: string; originalWorkflowId: string; event: ProviderEventSummary; taskQueue?: string },
 ): Promise<{ workflowId: string; runId: string }> {
   const workflowId = followUpWorkflowId(handover.operationId);
-  const handle = await client.workflow.signalWithStart<typeof followUpWorkflow, [ProviderEventSummary]>(FOLLOW_UP_WORKFLOW, {
+  const handle = await client.workflow.signalWithStart<FollowUpWorkflow, [ProviderEventSummary]>(FOLLOW_UP_WORKFLOW, {
     workflowId,
     taskQueue: handover.taskQueue ?? TASK_QUEUE,
     args: [{ operationId: handover.operationId, refundId: handover.event.refundId, originalWorkflowId: handover.originalWorkflowId }],
