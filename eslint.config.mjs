@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import { builtinModules } from 'node:module';
 
 export default tseslint.config(
-  { ignores: ['lib/**', 'node_modules/**', '.data/**', 'coverage/**', '*.js', '*.mjs'] },
+  { ignores: ['lib/**', 'node_modules/**', '.data/**', 'coverage/**', '*.js', '*.mjs', '*.cjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
