@@ -139,7 +139,7 @@ export interface InspectedRun {
   inferences: { claim: string; status: 'confirmed' | 'to be confirmed' | 'contradicted'; basis: string[] }[];
   parkedVerdict: string | null;
   orderId: string | null;
-  version: string | undefined;
+  version: number | undefined;
   /** The run completed, and the provider failed its refund afterwards: what its follow-up did, if one ran. */
   failedLater?: { followUp: { workflowId: string; status: string; reason: string } | null };
 }
@@ -194,7 +194,7 @@ export function inspectedVerdict(v: InspectedRun): InspectedVerdict {
     return person(`the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`);
   }
   const r = v.result;
-  const nextVersion = v.version ? Number(v.version) + 1 : null;
+  const nextVersion = v.version ? v.version + 1 : null;
   const newVersion = v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
   // A run cancelled after its compensations all completed ended as compensated too, though Temporal says Cancelled.
   // A follow-up's result (compensated, unchanged, needs_attention) reads the same way.

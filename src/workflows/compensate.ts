@@ -3,7 +3,7 @@
 // compensation plan (src/compensations/plan.ts) found standing in the store.
 import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, type CompensationActivity, type RefundStep, type SagaContext } from '../compensations/registry';
-import { evidenced, notificationReceiptSchema, orderReceiptSchema } from '../receipts';
+import { evidenced, notificationReceiptSchema, orderReceiptSchema } from '../contract';
 import { tally, type StepEvidence } from '../reliability/evidence';
 import { compensationFailure, describeFailure, stepError, StepFailedError, type StepError } from './step-failure';
 

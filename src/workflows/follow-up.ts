@@ -4,62 +4,30 @@
 // stands (the order's refund taken off, a correction email), each under the same key the saga
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
-import { ApplicationFailure, defineQuery, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
-import { REFUND_SAGA, type RefundStep, type SagaContext } from '../compensations/registry';
-import { evidenced, lateFailureFactsSchema, type LateFailureFacts } from '../receipts';
-import { REFUND_REASONS, SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
+import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
+import {
+  evidenced,
+  followUpFactsSchema,
+  followUpQuery,
+  parseOperationId,
+  providerEventSchema,
+  providerEventSignal,
+  SEARCH_ATTRIBUTES,
+  type FollowUpCompensation,
+  type FollowUpFacts,
+  type FollowUpInput,
+  type FollowUpResult,
+  type FollowUpState,
+} from '../contract';
+import { REFUND_REASONS, type RefundRequest } from '../domain/refund-request';
 import { activityOptions, BOOKKEEPING } from './activity-options';
 import { runCompensation } from './compensate';
-import { IgnoredMessages, setSignalHandler, type IgnoredMessagesView } from './messages';
+import { IgnoredMessages, setSignalHandler } from './messages';
 import { pooledActivities } from './pools';
-import { providerEventSchema, providerEventSignal, type ProviderEventSummary } from './provider-events';
-import { describeFailure, type StepError } from './step-failure';
-
-export interface FollowUpInput {
-  operationId: string;
-  /** The refund the provider's event named. */
-  refundId: string;
-  /** The run that carried the operation out and had finished when the event came. */
-  originalWorkflowId: string;
-}
-
-export interface FollowUpCompensation {
-  step: RefundStep;
-  key: string;
-  status: 'completed' | 'failed' | 'unknown';
-  output?: unknown;
-  error?: StepError;
-}
-
-export interface FollowUpResult {
-  workflowId: string;
-  operationId: string;
-  originalWorkflowId: string;
-  /** compensated: what stood was undone (or nothing stood); unchanged: the provider does not say failed; needs_attention: a person finishes it. */
-  status: 'compensated' | 'unchanged' | 'needs_attention';
-  reason: string;
-  refund: { refundId: string; status: string } | null;
-  compensations: FollowUpCompensation[];
-}
-
-export interface FollowUpState {
-  input: FollowUpInput;
-  status: 'examining' | 'compensating' | FollowUpResult['status'];
-  providerEvents: ProviderEventSummary[];
-  /** Signals it ignored (malformed, or about another refund). */
-  ignoredMessages: IgnoredMessagesView;
-  compensations: FollowUpCompensation[];
-  reason: string | null;
-}
-
-export const followUpQuery = defineQuery<FollowUpState>('followUp');
-
-/** One follow-up per operation: a redelivered or repeated failure finds it, or a new run finds the work done. */
-export function followUpWorkflowId(operationId: string): string {
-  return `follow-up:${operationId}`;
-}
+import { describeFailure } from './step-failure';
 
 const LOOKUP = { startToCloseTimeout: '30s', scheduleToCloseTimeout: '10m', retry: { initialInterval: '1s', maximumInterval: '30s' } } as const;
 
@@ -89,7 +57,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
   ]);
 
-  const finish = async (status: FollowUpResult['status'], reason: string, facts: LateFailureFacts | null): Promise<FollowUpResult> => {
+  const finish = async (status: FollowUpResult['status'], reason: string, facts: FollowUpFacts | null): Promise<FollowUpResult> => {
     Object.assign(state, { status, reason });
     upsertSearchAttributes([
       { key: SEARCH_ATTRIBUTES.status, value: status },
@@ -125,9 +93,9 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     const { error } = describeFailure(err, 'stripe', 'examining the failure the provider reported', false);
     return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);
   }
-  const examined = evidenced(lateFailureFactsSchema).safeParse(raw);
+  const examined = evidenced(followUpFactsSchema).safeParse(raw);
   if (!examined.success) return finish('needs_attention', `examining refund ${input.refundId} returned a result the follow-up cannot use; a person checks it`, null);
-  const facts = examined.data as unknown as LateFailureFacts;
+  const facts = examined.data as unknown as FollowUpFacts;
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderId, value: facts.request.orderId }]);
   if (!facts.failed) {
     return finish('unchanged', `refund ${facts.refund.refundId} is ${facts.refund.status} at the provider: nothing to undo`, facts);
@@ -143,7 +111,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       ...facts.request,
       reason: REFUND_REASONS.find((r) => r === facts.request.reason) ?? 'requested_by_customer',
       requestedBy: `follow-up of ${input.originalWorkflowId}`,
-      operationVersion: Number(/:v(\d+)$/.exec(input.operationId)?.[1] ?? 1),
+      operationVersion: parseOperationId(input.operationId)?.operationVersion ?? 1,
     } satisfies RefundRequest,
     operationId: input.operationId,
     refund: facts.refund,

@@ -1,8 +1,6 @@
-// The one entry the worker and the bundler load: every workflow function, and what callers share with them.
+// The one entry the worker and the bundler load: every workflow function. What callers share with
+// the workflows (messages, run state, results) is the contract's (src/contract/).
 export * from './refund/workflow';
-export { decideUpdate, SWEEPER, type Chosen, type DecisionInput, type DecisionRecord } from './refund/decision-desk';
-export type { AwaitingProvider, CompletedRefund, EffectStatus, EndedRefund, RefundResult, RefundRunState, RunStatus, TerminalStatus } from './refund/state';
-export { MAX_RESUBMISSIONS } from './refund/refund-effect';
 export * from './batch';
 export * from './digest';
 export * from './sweep';

@@ -2,22 +2,11 @@
 // activity's failure details, or from the Temporal failure when it carries none. Shared by the
 // refund run and the follow-up.
 import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
+import type { StepError } from '../contract';
 import type { AttemptSummary } from '../reliability/evidence';
 import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
 
-export interface StepError {
-  code: FailureCode;
-  domain: string;
-  certainty: Certainty;
-  reason: string;
-  message: string;
-  /** Whether Temporal gave up because the policy said so (true) or because attempts or time ran out. */
-  nonRetryable: boolean;
-  retryAfterMs: number | null;
-  nextDelayMs: number | null;
-  providerRequestId: string | null;
-  provider: Record<string, unknown>;
-}
+export type { StepError };
 
 /** Raised when a step has failed for good (its retry policy gave up, or its result did not fit). */
 export class StepFailedError extends Error {

@@ -6,14 +6,15 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { AdmissionRejectedError, backlogs } from '../../src/client/admission';
+import { AdmissionRejectedError } from '../../src/client/admission';
+import { backlogs } from '../../src/temporal/client';
 import { outcomeOf } from '../../src/client/outcome';
 import { startRefund } from '../../src/client/refunds';
-import { refundWorkflowId, type WorkerPool } from '../../src/shared';
+import { decideUpdate, refundWorkflowId, stepsQuery, type WorkerPool } from '../../src/contract';
 import { createRefundWorker } from '../../src/worker';
 import { Worker } from '@temporalio/worker';
 import type { temporal } from '@temporalio/proto';
-import { decideUpdate, refundWorkflow, stepsQuery } from '../../src/workflows';
+import { refundWorkflow } from '../../src/workflows';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 const run = promisify(execFile);

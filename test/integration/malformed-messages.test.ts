@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import type { Payload } from '@temporalio/common';
 import { ENCRYPTED_ENCODING, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { startRefund } from '../../src/client/refunds';
-import { decideUpdate, followUpQuery, followUpWorkflow, providerEventSignal, stepsQuery } from '../../src/workflows';
+import { followUpWorkflow } from '../../src/workflows';
+import { decideUpdate, followUpQuery, providerEventSignal, stepsQuery } from '../../src/contract';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;

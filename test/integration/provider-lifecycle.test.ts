@@ -4,16 +4,15 @@
 // Effects are counted where they land: the server's request log, the store, the mailbox.
 import type { WorkflowHandle } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
-import { messageIdForKey } from '../../src/activities/notifications';
+import { decideUpdate, followUpWorkflowId, messageIdForKey, SEARCH_ATTRIBUTES, stepsQuery, type FollowUpResult } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { compensationKeyOf } from '../../src/compensations/plan';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { signatureHeader } from '../../src/servers/stripe/events';
-import { SEARCH_ATTRIBUTES } from '../../src/shared';
-import { startFollowUp } from '../../src/webhooks/follow-up';
+import { startFollowUp } from '../../src/temporal/client';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
-import { decideUpdate, followUpWorkflowId, refundWorkflow, stepsQuery, type followUpWorkflow, type FollowUpResult } from '../../src/workflows';
+import { refundWorkflow, type followUpWorkflow } from '../../src/workflows';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 const SETTLE_MS = 4000;

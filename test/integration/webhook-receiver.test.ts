@@ -7,7 +7,8 @@ import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { signatureHeader } from '../../src/servers/stripe/events';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
-import { followUpWorkflowId, stepsQuery, type followUpWorkflow } from '../../src/workflows';
+import type { followUpWorkflow } from '../../src/workflows';
+import { followUpWorkflowId, stepsQuery } from '../../src/contract';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;

@@ -4,14 +4,14 @@
 import type { z } from 'zod';
 import type { RefundActivities } from '../../activities';
 import type { RefundStep } from '../../compensations/registry';
-import type { Evidenced } from '../../receipts';
+import type { Evidenced, StepRecord } from '../../contract';
 import { tally } from '../../reliability/evidence';
 import type { RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import { pooledActivities } from '../pools';
 import { describeFailure, stepError, StepFailedError, type StepError } from '../step-failure';
 import { BudgetExhausted, type RunBudget } from './run-budget';
-import type { StepRecord, StepRunner } from './step-runner';
+import type { StepRunner } from './step-runner';
 
 export interface CallOptions {
   /** Held only to the deadline (a compensation, recording a refund that happened): spent retry time or calls never stop it. */

@@ -6,13 +6,13 @@
 // they put the refund, so duplicates and events out of order change nothing twice.
 import { condition } from '@temporalio/workflow';
 import type { CheckCompletionInput } from '../../activities/completion-gate';
-import { evidenced, gateResultSchema, type GateResult } from '../../receipts';
+import { type AwaitingProvider, evidenced, type GateResult, gateResultSchema } from '../../contract';
 import { backoffDelay, DEFAULT_AWAIT_PROVIDER, withJitter } from '../../reliability/policy';
-import { furthestEvent, lifecycleRank } from '../provider-events';
+import { lifecycleRank } from '../../domain/order';
+import { furthestEvent } from '../provider-events';
 import { conditionTimeout } from '../wait';
 import { compensate } from './compensation';
 import type { RefundRun } from './run';
-import type { AwaitingProvider } from './state';
 import { attempt } from './step-stop';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
 

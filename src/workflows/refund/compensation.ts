@@ -5,7 +5,7 @@ import { CancellationScope, isCancellation } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import { compensationPlan, correctsUnknownNotice } from '../../compensations/plan';
 import { REFUND_SAGA, type RefundStep } from '../../compensations/registry';
-import { standingRecordsSchema, type RefundReceipt } from '../../receipts';
+import { standingRecordsSchema, type RefundReceipt } from '../../contract';
 import { PERSISTENT_BOOKKEEPING } from '../activity-options';
 import { runCompensation } from '../compensate';
 import { pooledActivities } from '../pools';

@@ -8,7 +8,7 @@ import { BOOKKEEPING, PERSISTENT_BOOKKEEPING } from '../activity-options';
 import { pooledActivities } from '../pools';
 import { compensate } from './compensation';
 import { RunStopped, type RefundRun } from './run';
-import type { EndedRefund } from './state';
+import type { EndedRefund } from '../../contract';
 import { cancelledWhile } from './stop-reasons';
 
 /** Ends the run with an outcome that is a result, not a failure. */

@@ -1,8 +1,7 @@
 // The fence for earlier operations: an earlier operation on this order whose effect the order may
 // not show comes first, since this one could refund on top of it. This run never sends another
 // operation's request, and once this later version exists the store never lets an earlier one send.
-import { evidenced, orderReceiptSchema, type BeginResult, type RefundReceipt } from '../../receipts';
-import { stepKey } from '../../reliability/identity';
+import { type BeginResult, evidenced, orderReceiptSchema, type RefundReceipt, stepKey } from '../../contract';
 import { StepFailedError } from '../step-failure';
 import { reconcile } from './reconcile';
 import { targetOf } from './refund-effect';

@@ -1,10 +1,8 @@
 // The operation a refund run carries out, as the run knows it: its identity (shown by the steps
 // Query), and what the operation's record in the store says of its sends, over every run.
-import type { BeginResult } from '../../receipts';
+import type { BeginResult, RefundRunState, StepRecord } from '../../contract';
 import { effectOfRecord, type RecordedEffect, type SendRecord } from '../../reliability/verdict';
-import type { RefundRequest } from '../../shared';
-import type { RefundRunState } from './state';
-import type { StepRecord } from './step-runner';
+import type { RefundRequest } from '../../domain/refund-request';
 
 export class OperationView {
   identity: RefundRunState['operation'] = null;

@@ -1,7 +1,9 @@
 // The provider's events (webhooks) a refund run received, each once: what a run awaiting the
 // provider wakes on, and the provider's word that its refund failed, which the run acts on or
 // hands to the follow-up.
-import { furthestEvent, lifecycleRank, MAX_PROVIDER_EVENTS, type ProviderEventSummary } from '../provider-events';
+import type { ProviderEventSummary } from '../../contract';
+import { lifecycleRank } from '../../domain/order';
+import { furthestEvent, MAX_PROVIDER_EVENTS } from '../provider-events';
 
 export class ProviderNews {
   /** In arrival order, each once. */

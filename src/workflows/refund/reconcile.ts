@@ -4,11 +4,10 @@
 // window, where the provider answers a resend with the first result.
 import { sleep } from '@temporalio/workflow';
 import type { ReconcileRefundInput } from '../../activities/payments';
-import { evidenced, reconcileResultSchema, type ReconcileOutcome, type ReconcileResult, type RefundReceipt } from '../../receipts';
+import { evidenced, type ReconcileOutcome, type ReconcileResult, reconcileResultSchema, type RefundReceipt, type RefundRunState } from '../../contract';
 import { backoffDelay, decide, withJitter } from '../../reliability/policy';
 import { StepFailedError } from '../step-failure';
 import type { RefundRun } from './run';
-import type { RefundRunState } from './state';
 
 /** What is looked up: the operation, the payment intent, what it asked for, and a refund id when one is known. */
 export type ReconcileTarget = ReconcileRefundInput;

@@ -2,17 +2,13 @@
 // each answer means for the run. Resent with the same key only when reconciliation proved no
 // refund exists, or inside the key's dedupe window; never blind.
 import type { CreateRefundInput } from '../../activities/payments';
-import { evidenced, refundReceiptSchema, type RefundReceipt } from '../../receipts';
-import { stepKey } from '../../reliability/identity';
+import { evidenced, MAX_RESUBMISSIONS, type RefundReceipt, refundReceiptSchema, stepKey } from '../../contract';
 import { StepFailedError } from '../step-failure';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import type { RefundRun } from './run';
 import { stopForFailure } from './step-stop';
 import { updateOrder } from './steps';
 import * as reasons from './stop-reasons';
-
-/** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
-export const MAX_RESUBMISSIONS = 3;
 
 export function targetOf(operationId: string, request: { amount: number; currency: string }, paymentIntentId: string): ReconcileTarget {
   return { operationId, paymentIntentId, amount: request.amount, currency: request.currency, idempotencyKey: stepKey(operationId, 'create_refund') };

@@ -3,13 +3,13 @@
 // activity calls, provider events, decisions and visibility are each a piece of their own.
 import { workflowInfo } from '@temporalio/workflow';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
-import type { BeginResult, RunSettings } from '../../receipts';
+import type { AwaitingProvider, BeginResult, RefundRunState, RunSettings, RunStatus, TerminalStatus } from '../../contract';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
 import { mayHaveTakenEffect, redact } from '../../reliability/evidence';
 import { decide, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary, Certainty } from '../../reliability/taxonomy';
 import { verdictFor } from '../../reliability/verdict';
-import type { RefundRequest } from '../../shared';
+import type { RefundRequest } from '../../domain/refund-request';
 import { IgnoredMessages } from '../messages';
 import type { StepError } from '../step-failure';
 import { ActivityCalls } from './activity-calls';
@@ -17,7 +17,6 @@ import { DecisionDesk, type DeskView } from './decision-desk';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
 import { RunBudget } from './run-budget';
-import type { AwaitingProvider, RefundRunState, RunStatus, TerminalStatus } from './state';
 import { StepRunner } from './step-runner';
 import { flagForAttention, showEnded, showParked, showStarted, showStatus, showUnparked } from './visibility';
 

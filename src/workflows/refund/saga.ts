@@ -3,12 +3,11 @@
 // completion gate. It starts at `from`: a retry-step decision resumes at the step that failed, the
 // steps before it keeping their outputs; every step is idempotent, so a reset run replays its receipts too.
 import { REFUND_STEPS, type RefundStep } from '../../compensations/registry';
-import { stepKey } from '../../reliability/identity';
+import { type CompletedRefund, stepKey } from '../../contract';
 import { completionGate } from './await-provider';
 import { settleEarlier } from './fence';
 import { createRefund, targetOf } from './refund-effect';
 import type { RefundRun } from './run';
-import type { CompletedRefund } from './state';
 import { loadOrder, notifyCustomer, updateOrder } from './steps';
 
 export async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprovedAt?: string } = {}): Promise<CompletedRefund> {

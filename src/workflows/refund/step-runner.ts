@@ -5,49 +5,8 @@ import type { z } from 'zod';
 import { redact, tally, type AttemptSummary, type StepEvidence } from '../../reliability/evidence';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { CompensationOutcome } from '../compensate';
-import { describeFailure, stepError, StepFailedError, type StepError } from '../step-failure';
-
-export type { StepError } from '../step-failure';
-
-/** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
-export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
-/**
- * unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind.
- * held: not run, since what it would correct may not have happened (a notice whose hand-over is unknown): a person decides.
- */
-export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'held' | 'not_compensable';
-
-export interface CompensationRecord {
-  kind: 'compensation' | 'forward_repair';
-  key?: string;
-  status: CompensationStatus;
-  note?: string;
-  output?: unknown;
-  error?: StepError;
-  startedAt?: string;
-  finishedAt?: string;
-  attempts: number;
-  transportRequests: number;
-}
-
-export interface StepRecord {
-  name: string;
-  status: StepStatus;
-  idempotencyKey?: string;
-  input?: unknown;
-  output?: unknown;
-  startedAt?: string;
-  finishedAt?: string;
-  error?: StepError;
-  /** Logical attempts (Temporal activity attempts) in this run, and provider requests they sent. */
-  attempts: number;
-  transportRequests: number;
-  /** Each attempt, from the attempt ledger: when, how it ended, how long it was told to wait. */
-  ledger: AttemptSummary[];
-  /** Why it was skipped, or where its output came from when no provider was asked. */
-  note?: string;
-  compensation?: CompensationRecord;
-}
+import type { CompensationRecord, StepError, StepRecord } from '../../contract';
+import { describeFailure, stepError, StepFailedError } from '../step-failure';
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 

@@ -1,10 +1,8 @@
 // The saga's steps on our side of the refund: loading the order (which commits the operation's
 // intent), recording the refund on the order, the customer notice, and a person's confirmation that
 // a notice whose hand-over ended unknown was delivered.
-import { stepKey } from '../../reliability/identity';
-import { beginResultSchema, evidenced, notificationReceiptSchema, orderReceiptSchema, type NotificationReceipt, type OrderReceipt, type RefundReceipt } from '../../receipts';
+import { beginResultSchema, type DecisionRecord, evidenced, type NotificationReceipt, notificationReceiptSchema, type OrderReceipt, orderReceiptSchema, type RefundReceipt, stepKey } from '../../contract';
 import { stepError, StepFailedError } from '../step-failure';
-import type { DecisionRecord } from './decision-desk';
 import type { RefundRun } from './run';
 import { attempt, stopForFailure } from './step-stop';
 

@@ -1,9 +1,8 @@
 // Why a refund run stopped, parked or ended, in the words its outcome, its audit trail and an
 // operator read. Pure: each reason is built here from the facts, never written at the call site.
 import type { RefundStep } from '../../compensations/registry';
-import type { GateResult, RefundReceipt } from '../../receipts';
+import type { GateResult, RefundReceipt, StepError } from '../../contract';
 import { retryCreateText } from '../../reliability/verdict';
-import type { StepError } from './step-runner';
 
 type Money = { amount: number; currency: string };
 const retryCreate = retryCreateText();

@@ -1,7 +1,7 @@
 // What a refund run tells the visibility store (search attributes), so that operators find it by
 // status, step, effect, verdict and whether it needs a person, without querying it.
 import { upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { SEARCH_ATTRIBUTES } from '../../shared';
+import { SEARCH_ATTRIBUTES } from '../../contract';
 
 /** startRefund starts a run with these set (in its started event); a run started another way (the CLI, a batch) says so itself. */
 export function showStarted(orderId: string): void {

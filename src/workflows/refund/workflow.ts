@@ -3,26 +3,23 @@
 // that its refund failed, then goes on from where the decision says. Deterministic: every effect
 // happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
 // reconciled with the provider, never resent blind.
-import { CancellationScope, condition, defineQuery, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, condition, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
-import { parseRefundRequest, type RefundRequestInput } from '../../shared';
+import { type CompletedRefund, decideUpdate, providerEventSchema, providerEventSignal, type RefundResult, stepsQuery } from '../../contract';
+import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
 import { BOOKKEEPING } from '../activity-options';
 import { failingTheUpdateOnly, setSignalHandler } from '../messages';
 import { pooledActivities } from '../pools';
-import { providerEventSchema, providerEventSignal } from '../provider-events';
 import { StepFailedError } from '../step-failure';
 import { compensate } from './compensation';
-import { decideUpdate, type Chosen } from './decision-desk';
+import type { Chosen } from './decision-desk';
 import { audit, cancelled, ended, handOverToFollowUp } from './endings';
 import { lookAgain, partialRefund } from './refund-effect';
 import { RefundRun, RunStopped } from './run';
 import { carryOut } from './saga';
-import type { CompletedRefund, RefundResult, RefundRunState } from './state';
 import { confirmDelivered } from './steps';
 import * as reasons from './stop-reasons';
 import { showRejectedInput } from './visibility';
-
-export const stepsQuery = defineQuery<RefundRunState>('steps');
 
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
   let run: RefundRun;

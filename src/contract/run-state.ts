@@ -1,17 +1,15 @@
-// The state of one refund run, as the `steps` Query shows it: the step table, the operation's
-// identity, what is known of the effect, the last failure and the move the policy chose for it,
-// reconciliation, budgets, and why the run stopped or where it parked.
-import type { RefundStep } from '../../compensations/registry';
-import type { NotificationReceipt, OrderReceipt, ReconcileOutcome, RefundReceipt } from '../../receipts';
-import type { RecoveryAction, RecoveryOwner } from '../../reliability/policy';
-import type { Certainty } from '../../reliability/taxonomy';
-import type { VerdictView } from '../../reliability/verdict';
-import type { RefundRequest } from '../../shared';
-import type { IgnoredMessagesView } from '../messages';
-import type { ProviderEventSummary } from '../provider-events';
-import type { DecisionRecord } from './decision-desk';
-import type { BudgetView } from './run-budget';
-import type { StepError, StepRecord } from './step-runner';
+// A refund run's state as the `steps` Query shows it: the step table, the operation's identity,
+// what is known of the effect, the last failure and the move the policy chose for it,
+// reconciliation, budgets, decisions, provider events, and why the run stopped. Types only.
+import type { RefundRequest } from '../domain/refund-request';
+import type { AttemptSummary } from '../reliability/evidence';
+import type { RecoveryAction, RecoveryOwner } from '../reliability/policy';
+import type { Certainty, FailureCode } from '../reliability/taxonomy';
+import type { VerdictView } from '../reliability/verdict';
+import type { DecisionRecord } from './decision';
+import type { ProviderEventSummary } from './provider-event';
+import type { ReconcileOutcome } from './receipts';
+import type { RefundStep } from './steps';
 
 /**
  * Live: running, reconciling, awaiting_provider, compensating. Parked, waiting for a person:
@@ -35,6 +33,9 @@ export type TerminalStatus = Extract<RunStatus, 'completed' | 'rejected' | 'comp
 
 /** What is known of the refund at the provider: `unknown` stays unknown until the provider says otherwise. */
 export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
+
+/** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
+export const MAX_RESUBMISSIONS = 3;
 
 export interface RefundRunState {
   workflowId: string;
@@ -91,24 +92,82 @@ export interface AwaitingProvider {
   settledBy: { kind: 'webhook'; eventId: string } | { kind: 'poll' } | { kind: 'deadline' } | null;
 }
 
-export interface CompletedRefund {
-  workflowId: string;
-  orderId: string;
-  operationId: string;
-  status: 'completed';
-  refund: RefundReceipt;
-  order: OrderReceipt;
-  notification: NotificationReceipt;
-}
+/** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
+export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
+/**
+ * unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind.
+ * held: not run, since what it would correct may not have happened (a notice whose hand-over is unknown): a person decides.
+ */
+export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'held' | 'not_compensable';
 
-/** An outcome the business expects, not a bug: the run completes with it (Failed is for incidents). */
-export interface EndedRefund {
-  workflowId: string;
-  orderId: string | null;
-  operationId: string | null;
-  status: 'rejected' | 'compensated' | 'abandoned' | 'stopped';
+export interface StepError {
+  code: FailureCode;
+  domain: string;
+  certainty: Certainty;
   reason: string;
-  failedStep: RefundStep | null;
+  message: string;
+  /** Whether Temporal gave up because the policy said so (true) or because attempts or time ran out. */
+  nonRetryable: boolean;
+  retryAfterMs: number | null;
+  nextDelayMs: number | null;
+  providerRequestId: string | null;
+  provider: Record<string, unknown>;
 }
 
-export type RefundResult = CompletedRefund | EndedRefund;
+export interface CompensationRecord {
+  kind: 'compensation' | 'forward_repair';
+  key?: string;
+  status: CompensationStatus;
+  note?: string;
+  output?: unknown;
+  error?: StepError;
+  startedAt?: string;
+  finishedAt?: string;
+  attempts: number;
+  transportRequests: number;
+}
+
+export interface StepRecord {
+  name: string;
+  status: StepStatus;
+  idempotencyKey?: string;
+  input?: unknown;
+  output?: unknown;
+  startedAt?: string;
+  finishedAt?: string;
+  error?: StepError;
+  /** Logical attempts (Temporal activity attempts) in this run, and provider requests they sent. */
+  attempts: number;
+  transportRequests: number;
+  /** Each attempt, from the attempt ledger: when, how it ended, how long it was told to wait. */
+  ledger: AttemptSummary[];
+  /** Why it was skipped, or where its output came from when no provider was asked. */
+  note?: string;
+  compensation?: CompensationRecord;
+}
+
+/** What the run may still spend: its deadline, step attempts, retry time and provider calls. */
+export interface BudgetView {
+  deadline: string;
+  remainingMs: number;
+  maxStepAttempts: number;
+  retryTimeUsedMs: number;
+  retryTimeLimitMs: number;
+  providerCallsUsed: number;
+  providerCallLimit: number;
+}
+
+export interface IgnoredMessage {
+  at: string;
+  /** The Signal's name. */
+  message: string;
+  reason: string;
+  /** What came, as JSON, cut short. */
+  input: string;
+}
+
+/** The Signals a run ignored: how many, and the latest few. */
+export interface IgnoredMessagesView {
+  total: number;
+  latest: IgnoredMessage[];
+}
