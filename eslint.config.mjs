@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import { builtinModules } from 'node:module';
 
 export default tseslint.config(
-  { ignores: ['lib/**', 'node_modules/**', '.data/**', 'coverage/**', '*.js', '*.mjs'] },
+  { ignores: ['lib/**', 'node_modules/**', '.data/**', 'coverage/**', '*.js', '*.mjs', '*.cjs'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {
@@ -20,9 +20,9 @@ export default tseslint.config(
     files: [
       'src/workflows/**/*.ts',
       'src/compensations/**/*.ts',
-      'src/shared.ts',
-      'src/receipts.ts',
-      'src/reliability/{taxonomy,policy,identity,evidence,default-policy}.ts',
+      'src/contract/**/*.ts',
+      'src/domain/**/*.ts',
+      'src/reliability/{taxonomy,policy,evidence,default-policy,verdict}.ts',
     ],
     rules: {
       'no-restricted-imports': [

@@ -3,8 +3,7 @@ import path from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import type { NativeConnectionOptions } from '@temporalio/worker';
 import { z } from 'zod';
-import { SCOPE_PATTERN } from './reliability/identity';
-import { TASK_QUEUE, WORKER_POOLS, type WorkerPool } from './shared';
+import { SCOPE_PATTERN, TASK_QUEUE, WORKER_POOLS, type WorkerPool } from './contract';
 import { decisionsSchema } from './reliability/policy-schema';
 import { parseKeyring } from './codec/keyring';
 

@@ -7,7 +7,7 @@ import { createStripeClient } from './activities/payments';
 import type { Config } from './config';
 import type { RecoveryPolicy } from './reliability/policy';
 import { loadPolicy } from './reliability/policy-file';
-import type { RunSettings } from './receipts';
+import type { RunSettings } from './contract';
 import { openStore } from './store';
 import type { OrderStore } from './store/types';
 

@@ -3,12 +3,13 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, t
 import type { RefundActivities } from './activities';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig, type Config } from './config';
-import { missingSearchAttributes } from './stack/stack';
+import { missingSearchAttributes } from './temporal/client';
 import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startTracing, type WorkerTracing } from './observability/tracing';
-import { ACTIVITY_POOLS, poolQueue, TASK_QUEUE, WORKER_POOLS, type WorkerPool } from './shared';
+import { ACTIVITY_POOLS, TASK_QUEUE, WORKER_POOLS, poolQueue, type FollowUpWorkflow, type RefundWorkflow, type WorkerPool } from './contract';
+import type { followUpWorkflow, refundWorkflow } from './workflows';
 import { FAILURE_CONVERTER_PATH, PAYLOAD_CONVERTER_PATH, payloadKeyring, refundDataConverter } from './codec/data-converter';
 
 /** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
@@ -67,6 +68,10 @@ export class RefundWorker {
     }
   }
 }
+
+/** Clients start and type runs by the contract's workflow types: tsc fails here if a workflow's own type drifts from them. */
+type Is<Actual extends Expected, Expected> = [Actual, Expected];
+export type RegisteredWorkflows = [Is<typeof refundWorkflow, RefundWorkflow>, Is<typeof followUpWorkflow, FollowUpWorkflow>];
 
 /** The workflow code as a worker runs it; `npm run bundle` writes the same ahead of time. */
 export async function bundleRefundWorkflows(): Promise<string> {

@@ -3,8 +3,7 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ATTENTION_QUERY, runsNeedingAttention, type AttentionRun } from '../inspect/attention';
-import { decideUpdate, SWEEPER } from '../workflows/decisions';
-import { stepsQuery } from '../workflows/refund';
+import { decideUpdate, stepsQuery, SWEEPER, sweepUpdateId } from '../contract';
 
 /** Parked runs whose refund is unknown: what the sweep asks to reconcile. */
 export const UNKNOWN_QUERY = `${ATTENTION_QUERY} AND RefundEffect = 'unknown' AND RefundStep = 'create_refund' AND RefundStatus = 'needs_attention' AND ExecutionStatus = 'Running'`;
@@ -61,7 +60,7 @@ export function createAttentionActivities(deps: { temporal?: Client }) {
         try {
           const record = await c.workflow.getHandle(w.workflowId).executeUpdate(decideUpdate, {
             args: [{ decision: 'reconcile', by: SWEEPER, reason: `scheduled sweep ${input.occurrenceId}` }],
-            updateId: `reconcile:${input.occurrenceId}`,
+            updateId: sweepUpdateId(input.occurrenceId),
           });
           asked.push({ workflowId: w.workflowId, at: record.at });
         } catch (err) {

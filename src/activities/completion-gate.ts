@@ -3,7 +3,7 @@
 // never evidence on its own.
 import { Context } from '@temporalio/activity';
 import type Stripe from 'stripe';
-import type { Evidenced, GateFinding, GateResult, RefundReceipt } from '../receipts';
+import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
 import { listRefunds, paymentFailure, refundIdsOf, toReceipt } from './payments';
@@ -39,7 +39,7 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
   const { stripe, store } = deps;
 
   async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {
-    const call = { step: 'completion_gate', key: `${input.idempotencyKey}#gate`, operationId: input.operationId, boundary: 'stripe' as const };
+    const call = { step: 'completion_gate', key: lookupKey(input.idempotencyKey, 'gate'), operationId: input.operationId, boundary: 'stripe' as const };
     return deps.attempt(call, paymentFailure(false), async () => {
       const findings: GateFinding[] = [];
       const check = (name: GateFinding['check'], ok: boolean, observed: string) => findings.push({ check: name, ok, observed });

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
 import type { Transporter } from 'nodemailer';
-import type { RunSettings } from '../receipts';
+import type { RunSettings } from '../contract';
 import type { DecisionPolicy } from '../reliability/policy';
 import type { OrderStore } from '../store/types';
 import { Breakers } from '../reliability/circuit-breaker';

@@ -6,14 +6,12 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
 import { compensationKeyOf } from '../compensations/plan';
-import type { Evidenced, LateFailureFacts, RunSettings, StandingRecords } from '../receipts';
-import { stepKey } from '../reliability/identity';
+import { lookupKey, stepKey, type Evidenced, type FollowUpFacts, type ProviderEventSummary, type RunSettings, type StandingRecords } from '../contract';
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
 import { listRefunds, paymentFailure, refundIdsOf, toReceipt } from './payments';
 import { requestTimeout } from './request-deadline';
-import { startFollowUp } from '../webhooks/follow-up';
-import type { ProviderEventSummary } from '../workflows/provider-events';
+import { startFollowUp } from '../temporal/client';
 
 export interface ExamineLateFailureInput {
   operationId: string;
@@ -28,8 +26,8 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
    * Reads the refund at the provider and, when it failed (or was canceled), settles the operation
    * as failed; then reports what of the saga stands: the refund on the order, the customer notice.
    */
-  async function examineLateFailure(input: ExamineLateFailureInput): Promise<Evidenced<LateFailureFacts>> {
-    const call = { step: 'late_failure', key: `${stepKey(input.operationId, 'create_refund')}#late`, operationId: input.operationId, boundary: 'stripe' as const };
+  async function examineLateFailure(input: ExamineLateFailureInput): Promise<Evidenced<FollowUpFacts>> {
+    const call = { step: 'late_failure', key: lookupKey(stepKey(input.operationId, 'create_refund'), 'late'), operationId: input.operationId, boundary: 'stripe' as const };
     return deps.attempt(call, paymentFailure(false), async () => {
       const op = await store.operations.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `operation ${input.operationId} is not in this store`);

@@ -1,13 +1,12 @@
 import type { AttentionRun } from '../inspect/attention';
-import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import nodemailer, { type NodemailerError, type SentMessageInfo, type Transporter } from 'nodemailer';
 import { smtpTlsFor } from '../config';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
-import { maskEmails, MESSAGE_ID_DOMAIN } from '../reliability/evidence';
+import { maskEmails } from '../reliability/evidence';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import type { FailureDetails } from '../reliability/taxonomy';
-import type { Evidenced, NotificationReceipt } from '../receipts';
+import { messageIdForKey, type Evidenced, type NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
 import { Classified, type AttemptRunner } from './attempt';
 import { currentAttemptScope, recordTransportRequest } from './attempt-scope';
@@ -120,19 +119,6 @@ export function createMailTransport(smtpUrl: string, settings?: SmtpSettings): T
     socketTimeout: 15_000,
     dnsTimeout: 5_000,
   });
-}
-
-/**
- * The Message-ID for an operation key: the same key always yields the same id, so the mailbox can be searched for it.
- * Keys made of [A-Za-z0-9_-] segments joined by ":" map readably; anything else gets a hash so two keys never share an id.
- */
-export function messageIdForKey(key: string): string {
-  if (/^[A-Za-z0-9_-]+(:[A-Za-z0-9_-]+)*$/.test(key) && key.length <= 200) {
-    return `<${key.replace(/:/g, '.')}@${MESSAGE_ID_DOMAIN}>`;
-  }
-  const hash = createHash('sha256').update(key).digest('hex').slice(0, 16);
-  const readable = key.replace(/[^A-Za-z0-9_-]+/g, '-').slice(0, 120);
-  return `<${readable}=${hash}@${MESSAGE_ID_DOMAIN}>`;
 }
 
 /** One formatter per currency: building an Intl.NumberFormat costs far more than formatting. */

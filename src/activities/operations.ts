@@ -3,9 +3,9 @@
 import { Context } from '@temporalio/activity';
 import { createHash } from 'node:crypto';
 import { maskEmails } from '../reliability/evidence';
-import { operationId as deriveOperationId } from '../reliability/identity';
-import type { BeginResult, Evidenced, RunSettings } from '../receipts';
-import type { Order, RefundRequest } from '../shared';
+import { operationId as deriveOperationId, stepKey, type BeginResult, type Evidenced, type RunSettings } from '../contract';
+import type { Order } from '../domain/order';
+import type { RefundRequest } from '../domain/refund-request';
 import type { OperationRecord, OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
 import { storeFailure } from './store-failures';
@@ -41,7 +41,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
   async function beginOperation(input: BeginOperationInput): Promise<Evidenced<BeginResult>> {
     const { request } = input;
     const operationId = deriveOperationId(settings.scope, request.orderId, request.operationVersion);
-    const call = { step: 'load_order', key: `${operationId}:load_order`, operationId, boundary: 'store' as const };
+    const call = { step: 'load_order', key: stepKey(operationId, 'load_order'), operationId, boundary: 'store' as const };
     return attempt(call, storeFailure, async () => {
       const order = await store.getOrder(request.orderId);
       if (!order) throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', `order ${request.orderId} does not exist`);
@@ -86,7 +86,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
 
   /** The run's own state is the record; this leaves its verdict beside the operation's evidence. */
   async function recordOutcome(input: RecordOutcomeInput): Promise<Evidenced<{ recorded: true }>> {
-    const call = { step: 'run_stopped', key: `${input.operationId}:run_stopped`, operationId: input.operationId, boundary: 'store' as const };
+    const call = { step: 'run_stopped', key: stepKey(input.operationId, 'run_stopped'), operationId: input.operationId, boundary: 'store' as const };
     return attempt(call, storeFailure, async () => {
       const detail = { status: input.status, reason: input.reason, failedStep: input.failedStep, ...input.detail };
       await store.operations.audit(input.operationId, actor(), input.event ?? 'run_stopped', detail);

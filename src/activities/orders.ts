@@ -2,7 +2,7 @@
 // Both are idempotent in the store (by operation id, by compensation key), so a retry, a rerun
 // or a reset replays the first receipt.
 import { Context } from '@temporalio/activity';
-import type { Evidenced, OrderReceipt } from '../receipts';
+import type { Evidenced, OrderReceipt } from '../contract';
 import type { ApplyRefundInput, OrderStore, RevertRefundInput } from '../store/types';
 import type { AttemptRunner } from './attempt';
 import { storeFailure } from './store-failures';

@@ -2,8 +2,8 @@
 // whose outcome is unknown. The operation's record in the store is consulted before every send.
 import { Context } from '@temporalio/activity';
 import Stripe from 'stripe';
-import type { Evidenced, ProviderWindows, ReconcileResult, RefundReceipt } from '../receipts';
-import type { REFUND_REASONS } from '../shared';
+import { lookupKey, type Evidenced, type ProviderWindows, type ReconcileResult, type RefundReceipt } from '../contract';
+import type { REFUND_REASONS } from '../domain/refund-request';
 import type { OperationLog, OperationRecord, OperationUpdate } from '../store/types';
 import { LaterVersionError } from '../store/errors';
 import { Classified, type AttemptRunner } from './attempt';
@@ -214,7 +214,7 @@ export function createPaymentActivities(deps: PaymentDeps) {
    * last send's request was off the wire, and only if nothing was sent since the lookup began.
    */
   async function reconcileRefund(input: ReconcileRefundInput): Promise<Evidenced<ReconcileResult>> {
-    const call = { step: 'reconcile', key: `${input.idempotencyKey}#reconcile`, operationId: input.operationId, boundary: 'stripe' as const };
+    const call = { step: 'reconcile', key: lookupKey(input.idempotencyKey, 'reconcile'), operationId: input.operationId, boundary: 'stripe' as const };
     return attempt(call, paymentFailure(false), async () => {
       const op = await log.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}`);

@@ -2,9 +2,8 @@
 // per request the run it started or why it could not start one (the request then stays queued).
 import type { Client } from '@temporalio/client';
 import { log } from '@temporalio/activity';
-import { backlogs } from '../client/admission';
-import { startedWith } from '../client/refunds';
-import { changedIntent } from '../shared';
+import { backlogs, startedWith } from '../temporal/client';
+import { changedIntent } from '../domain/refund-request';
 import type { QueuedRequest, RefundQueue } from '../store/types';
 
 export interface StartRecord {

@@ -14,8 +14,7 @@ import { seedPaidOrder } from '../client/seed';
 import { PROJECT_ROOT } from '../config';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
 import type { ChaosStack } from '../chaos/chaos-stack';
-import { TASK_QUEUE } from '../shared';
-import type { refundWorkflow } from '../workflows';
+import { TASK_QUEUE, type RefundWorkflow } from '../contract';
 import type { BareRefundInput } from './activities';
 import { historySize, mean, percentiles, sampleProcess, type Percentiles } from './measure';
 
@@ -91,6 +90,9 @@ export interface CellResult {
    */
   stackCpuMsPerRun: { temporal: number; toxiproxy: number; benchProcess: number };
 }
+
+/** CPU time per run of every process the variant kept busy: its worker and the rest of the stack. */
+export const machineCpuMsPerRun = (c: CellResult) => c.worker.cpuMsPerRun + c.stackCpuMsPerRun.temporal + c.stackCpuMsPerRun.toxiproxy + c.stackCpuMsPerRun.benchProcess;
 
 /** CPU time so far of the processes around the workers: a segment's share is the difference. */
 function stackCpu(stack: ChaosStack) {
@@ -225,7 +227,7 @@ async function driveRun(stack: ChaosStack, variant: Variant, order: Omit<RunReco
   const done = (workflowId: string, outcome: string): RunRecord => ({ ...order, workflowId, outcome, latencyMs: Date.now() - started });
   if (variant === 'project') {
     const { handle, workflowId } = await startRefund(stack.client, { orderId: order.orderId, amount: order.amount, currency: 'usd', requestedBy: 'bench' }, TASK_QUEUE);
-    const outcome = await outcomeOf(handle as WorkflowHandle<typeof refundWorkflow>, 2000, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
+    const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
     if (!outcome) return done(workflowId, 'not settled');
     if (outcome instanceof Error) return done(workflowId, 'failed');
     if (outcome.kind === 'result') return done(workflowId, outcome.result.status);

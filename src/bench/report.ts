@@ -1,7 +1,7 @@
 // The benchmark's report as Markdown: the figures per variant, the ratios against the targets,
 // and how costs grow with the work.
 import type { BenchReport } from './run';
-import type { CellResult } from './matrix';
+import { machineCpuMsPerRun, type CellResult } from './matrix';
 
 /** The fewest events a run of n sequential activities can leave (derived in docs/bench/README.md). */
 export const minimumEvents = (activities: number) => 5 + 6 * activities;
@@ -10,9 +10,6 @@ export const BARE_SHAPE_MIN_EVENTS = minimumEvents(3);
 
 /** Temporal's default limit on a workflow's history events (the server terminates a run past it). */
 export const HISTORY_EVENT_LIMIT = 51_200;
-
-/** CPU time per run of every process the variant kept busy: its worker and the rest of the stack. */
-export const machineCpuMsPerRun = (c: CellResult) => c.worker.cpuMsPerRun + c.stackCpuMsPerRun.temporal + c.stackCpuMsPerRun.toxiproxy + c.stackCpuMsPerRun.benchProcess;
 
 export const TARGETS = { throughput: 0.85, p50: 1.2, eventsOverBareMinimum: 1.3 } as const;
 

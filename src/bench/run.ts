@@ -9,8 +9,7 @@ import { CHAOS_POLICY, startChaosStack } from '../chaos/chaos-stack';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { findTool } from '../stack/tools';
-import { runMatrix, startVariantWorkers, type MatrixOptions, type CellResult, VARIANTS, runsAt } from './matrix';
-import { machineCpuMsPerRun } from './report';
+import { machineCpuMsPerRun, runMatrix, startVariantWorkers, type MatrixOptions, type CellResult, VARIANTS, runsAt } from './matrix';
 import { measureScale, type ScaleOptions, type ScaleResult } from './scale';
 
 /**

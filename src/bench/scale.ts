@@ -13,8 +13,7 @@ import { UNKNOWN_QUERY } from '../activities/attention';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { REFUND_PENDING_PAYMENT_METHOD } from '../servers/stripe/resources';
-import { refundWorkflowId } from '../shared';
-import type { refundWorkflow } from '../workflows';
+import { refundWorkflowId, type RefundWorkflow } from '../contract';
 import { historySize, watchProcess } from './measure';
 import fs from 'node:fs';
 
@@ -234,7 +233,7 @@ async function parkForDecision(stack: ChaosStack): Promise<{ workflowId: string;
   await seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: `reject-${orderId}@example.test` });
   const workflowId = refundWorkflowId(orderId, 1);
   await stack.client.workflow.start('refundWorkflow', { taskQueue: PARK_QUEUE, workflowId, args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }] });
-  const outcome = await outcomeOf(stack.client.workflow.getHandle<typeof refundWorkflow>(workflowId), 500, AbortSignal.timeout(120_000));
+  const outcome = await outcomeOf(stack.client.workflow.getHandle<RefundWorkflow>(workflowId), 500, AbortSignal.timeout(120_000));
   if (outcome.kind !== 'parked') throw new Error(`${workflowId} was to park for a decision; it ended ${JSON.stringify(outcome.result)}`);
   return { workflowId, events: historySize(await stack.client.workflow.getHandle(workflowId).fetchHistory()).events, at: Date.now() };
 }
@@ -252,7 +251,7 @@ async function measureLongWait(stack: ChaosStack, waitMs: number): Promise<Omit<
     await seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: `${orderId}@example.test` }, paymentMethod);
     const handle = await stack.client.workflow.start('refundWorkflow', { taskQueue: PARK_QUEUE, workflowId: refundWorkflowId(orderId, 1), args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }] });
     const began = Date.now();
-    const outcome = await outcomeOf(stack.client.workflow.getHandle<typeof refundWorkflow>(handle.workflowId), 1000, AbortSignal.timeout(waitMs + 120_000));
+    const outcome = await outcomeOf(stack.client.workflow.getHandle<RefundWorkflow>(handle.workflowId), 1000, AbortSignal.timeout(waitMs + 120_000));
     if (outcome.kind !== 'result' || outcome.result.status !== 'completed') throw new Error(`${orderId} did not complete: ${JSON.stringify(outcome.kind === 'result' ? outcome.result : outcome.state.outcome)}`);
     const history = await handle.fetchHistory();
     const timers = history.events?.filter((e) => e.timerStartedEventAttributes).length ?? 0;

@@ -5,11 +5,8 @@ import { WorkflowHandle } from '@temporalio/client';
 import { outcomeOf, type RunOutcome } from '../client/outcome';
 import { startRefund } from '../client/refunds';
 import { seedPaidOrder } from '../client/seed';
-import { messageIdForKey } from '../activities/notifications';
+import { followUpWorkflowId, MAX_RESUBMISSIONS, messageIdForKey, operationId as operationIdOf, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, stepKey, stepsQuery, TASK_QUEUE, type FollowUpWorkflow, type RefundRunState, type RefundWorkflow } from '../contract';
 import { compensationKeyOf } from '../compensations/plan';
-import { operationId as operationIdOf, stepKey } from '../reliability/identity';
-import { refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
-import { followUpWorkflowId, MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type lateFailureWorkflow, type RefundRunState } from '../workflows';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
 import type { ToxiproxyCrash } from './toxiproxy';
@@ -118,11 +115,11 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
     let settled = 0;
     let next = 0;
     /** The run's outcome, or null if it has none by `until`: nothing is left polling after that. A failed run is an outcome too. */
-    const settle = async (handle: WorkflowHandle<typeof refundWorkflow>, until: number): Promise<RunOutcome | Error | null> => {
+    const settle = async (handle: WorkflowHandle<RefundWorkflow>, until: number): Promise<RunOutcome | Error | null> => {
       const give = AbortSignal.timeout(Math.max(1, until - Date.now()));
       return outcomeOf(handle, 500, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
     };
-    const pending: { record: RunRecord; slot: number; handle: WorkflowHandle<typeof refundWorkflow> }[] = [];
+    const pending: { record: RunRecord; slot: number; handle: WorkflowHandle<RefundWorkflow> }[] = [];
 
     const drive = async () => {
       while (next < opts.runs && Date.now() < deadline) {
@@ -160,7 +157,7 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
       const handles = [first!.handle];
       if (sameId) duplicates.sameId += 1;
       if (otherId) {
-        const again = await retried(() => stack.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `${first!.workflowId}-again`, args: [request] }));
+        const again = await retried(() => stack.client.workflow.start<RefundWorkflow>(REFUND_WORKFLOW, { taskQueue: TASK_QUEUE, workflowId: `${first!.workflowId}-again`, args: [request] }));
         record.workflowIds.push(again.workflowId);
         handles.push(again);
         duplicates.otherId += 1;
@@ -323,7 +320,7 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
 
 /** How the operation's follow-up run ended, when one ran and has ended: its status, and whether it is on the attention list. */
 async function followUpOutcome(stack: ChaosStack, operationId: string): Promise<{ status: string; flagged: boolean } | null> {
-  const handle = stack.client.workflow.getHandle<typeof lateFailureWorkflow>(followUpWorkflowId(operationId));
+  const handle = stack.client.workflow.getHandle<FollowUpWorkflow>(followUpWorkflowId(operationId));
   const described = await handle.describe().catch(() => null);
   if (!described || described.status.name !== 'COMPLETED') return null;
   const { status } = await handle.result();

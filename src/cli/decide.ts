@@ -3,12 +3,11 @@
 // answers), so sending the same decision twice applies it once.
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { Command, Option } from 'commander';
-import { workerPolling } from '../client/refunds';
+import { workerPolling } from '../temporal/client';
 import { REFUND_STEPS } from '../compensations/registry';
 import { loadConfig } from '../config';
 import { DECISION_KINDS } from '../reliability/policy';
-import { decideUpdate, stepsQuery, type refundWorkflow, type RefundRunState } from '../workflows';
-import type { DecisionInput } from '../workflows/decisions';
+import { decideUpdate, decisionUpdateId, stepsQuery, type DecisionInput, type RefundWorkflow } from '../contract';
 import { connectClient, errorMessage } from './common';
 
 const program = new Command('decide')
@@ -35,10 +34,10 @@ async function main() {
     if (!(await workerPolling(client, config.taskQueue))) {
       throw new Error(`no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`);
     }
-    const handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
+    const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
     const state = await handle.query(stepsQuery);
     const input: DecisionInput = { decision, by: opts.by, reason: opts.reason, ...(opts.step && { step: opts.step }) };
-    const updateId = opts.updateId ?? businessKey(input, state);
+    const updateId = opts.updateId ?? decisionUpdateId(input, state);
     const record = await handle.executeUpdate(decideUpdate, { args: [input], updateId }).catch((err: unknown) => {
       if (err instanceof WorkflowUpdateFailedError) throw new Refused(err.cause?.message ?? err.message);
       throw err;
@@ -58,14 +57,6 @@ async function main() {
 }
 
 /** The decision and the parking (or the proposal) it answers: a second send of the same decision is the same Update. */
-function businessKey(input: DecisionInput, state: RefundRunState): string {
-  if (input.decision === 'approve' || input.decision === 'reject') {
-    const pending = state.decisions.find((d) => d.outcome === 'awaiting_approval');
-    return `${input.decision}:proposal-${pending?.seq ?? 'none'}`;
-  }
-  // After a rejected proposal the same decision may be proposed anew: the decisions so far are part of the key.
-  return `${input.decision}${input.step ? `:${input.step}` : ''}:parked-${state.parked?.since ?? 'not-parked'}:after-${state.decisions.length}`;
-}
 
 main().catch((err) => {
   if (err instanceof Refused) {

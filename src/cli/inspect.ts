@@ -8,7 +8,7 @@ import { loadConfig } from '../config';
 import { runsNeedingAttention, ATTENTION_QUERY } from '../inspect/attention';
 import { inspectRun, type Inspection } from '../inspect/inspection';
 import { openStore } from '../store';
-import type { StepRecord } from '../workflows/step-runner';
+import type { StepRecord } from '../contract';
 import { columns } from './columns';
 import { connectClient, errorMessage } from './common';
 

@@ -1,8 +1,9 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { outcomeOf } from '../client/outcome';
-import { ConflictingRefundError, startRefund, workerPolling } from '../client/refunds';
+import { startRefund } from '../client/refunds';
+import { ConflictingRefundError, workerPolling } from '../temporal/client';
 import { loadConfig } from '../config';
-import { InvalidRefundRequestError, parseRefundRequest, REFUND_REASONS } from '../shared';
+import { InvalidRefundRequestError, REFUND_REASONS, parseRefundRequest } from '../domain/refund-request';
 import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError, openStore } from '../store';
 import { connectClient, errorMessage } from './common';

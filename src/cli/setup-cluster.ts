@@ -4,8 +4,8 @@
 import { Connection } from '@temporalio/client';
 import { Command } from 'commander';
 import { loadConfig } from '../config';
-import { SEARCH_ATTRIBUTES } from '../shared';
-import { cliType, missingSearchAttributes, registerSearchAttributes } from '../stack/stack';
+import { SEARCH_ATTRIBUTES } from '../contract';
+import { cliType, missingSearchAttributes, registerSearchAttributes } from '../temporal/client';
 
 /** gRPC status codes a server answers with when it will not add search attributes this way. */
 const PERMISSION_DENIED = 7;

@@ -3,21 +3,13 @@
 // side-effect pool's queue). Decisions, cancellations and reconciliation are never refused: they
 // do not pass through here, and they run in pools of their own.
 import type { Client } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
-import { poolQueue } from '../shared';
+import { backlogs, type Backlog } from '../temporal/client';
 
 export interface Admission {
   /** The workflow task queue the refund would start on. */
   taskQueue: string;
   /** Refuse while either queue has more tasks waiting than this; 0: admit everything. */
   maxBacklog: number;
-}
-
-export interface Backlog {
-  taskQueue: string;
-  /** Tasks waiting for a worker, as the server estimates them (its figure lags by a few seconds). */
-  tasks: number;
-  ageSeconds: number;
 }
 
 export class AdmissionRejectedError extends Error {
@@ -28,24 +20,6 @@ export class AdmissionRejectedError extends Error {
   ) {
     super(message);
   }
-}
-
-const { TASK_QUEUE_TYPE_WORKFLOW, TASK_QUEUE_TYPE_ACTIVITY } = temporal.api.enums.v1.TaskQueueType;
-
-/** The backlogs new refunds add to: workflow tasks on the task queue, activities in the effects pool. */
-export async function backlogs(client: Client, taskQueue: string): Promise<Backlog[]> {
-  const queues = [
-    { name: taskQueue, type: TASK_QUEUE_TYPE_WORKFLOW },
-    { name: poolQueue(taskQueue, 'effects'), type: TASK_QUEUE_TYPE_ACTIVITY },
-  ];
-  return Promise.all(
-    queues.map(async ({ name, type }) => {
-      const { stats } = await client.workflowService.describeTaskQueue({ namespace: client.options.namespace, taskQueue: { name }, taskQueueType: type, reportStats: true });
-      // No figure is not "no backlog": admission would admit everything without a word.
-      if (!stats) throw new Error(`Temporal reported no backlog for task queue ${name} (a server too old for DescribeTaskQueue stats?); ADMISSION_MAX_BACKLOG=0 starts refunds without admission control`);
-      return { taskQueue: name, tasks: Number(stats?.approximateBacklogCount ?? 0), ageSeconds: Number(stats?.approximateBacklogAge?.seconds ?? 0) };
-    }),
-  );
 }
 
 /** Throws AdmissionRejectedError, naming the queue and its backlog, when a new refund must wait. */

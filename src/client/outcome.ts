@@ -3,8 +3,7 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
-import { SEARCH_ATTRIBUTES } from '../shared';
-import { stepsQuery, type refundWorkflow, type RefundResult, type RefundRunState } from '../workflows';
+import { SEARCH_ATTRIBUTES, stepsQuery, type RefundResult, type RefundRunState, type RefundWorkflow } from '../contract';
 
 export type RunOutcome = { kind: 'result'; result: RefundResult } | { kind: 'parked'; state: RefundRunState };
 
@@ -17,7 +16,7 @@ const PARKED = new Set(['needs_attention', 'awaiting_approval']);
  * for its step table (a Query, which needs a worker: until one answers, it just waits). With
  * `signal`, stops waiting when it is aborted (and rejects).
  */
-export async function outcomeOf(handle: WorkflowHandle<typeof refundWorkflow>, pollMs = 1000, signal?: AbortSignal): Promise<RunOutcome> {
+export async function outcomeOf(handle: WorkflowHandle<RefundWorkflow>, pollMs = 1000, signal?: AbortSignal): Promise<RunOutcome> {
   // Aborted once the wait is over: every call is cancelled, and none begins; nothing is left waiting on the connection.
   const waiting = new AbortController();
   let stop = () => undefined as void;

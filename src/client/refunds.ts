@@ -2,19 +2,14 @@
 // business key, or attach to the run that already holds that key.
 import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { AdmissionRejectedError, checkAdmission, type Admission } from './admission';
-import { changedIntent, parseRefundRequest, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundRequest } from '../shared';
-import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
-import { temporal } from '@temporalio/proto';
-import { refundWorkflow, type CompletedRefund } from '../workflows';
+import { parseRefundWorkflowId, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type CompletedRefund, type RefundWorkflow } from '../contract';
+import { changedIntent, parseRefundRequest, type RefundRequest } from '../domain/refund-request';
+import { ConflictingRefundError, startedWith } from '../temporal/client';
 import { outcomeOf, type RunOutcome } from './outcome';
-
-export class ConflictingRefundError extends Error {
-  override name = 'ConflictingRefundError';
-}
 
 export interface StartedRefund {
   workflowId: string;
-  handle: WorkflowHandle<typeof refundWorkflow>;
+  handle: WorkflowHandle<RefundWorkflow>;
   request: RefundRequest;
 }
 
@@ -27,7 +22,7 @@ export interface StartedRefund {
 export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, admission?: Admission): Promise<StartedRefund> {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
-  let handle: WorkflowHandle<typeof refundWorkflow>;
+  let handle: WorkflowHandle<RefundWorkflow>;
   // Over the backlog limit, only a new run is refused: a repeated request still finds its run.
   if (admission && !(await runExists(client, workflowId))) {
     await checkAdmission(client, admission, `refund ${workflowId}`).catch(async (err: unknown) => {
@@ -38,7 +33,7 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
   try {
     // FAIL, not USE_EXISTING: a start that returns created this run from this request, so only a
     // run that was already there (running or closed) is read back to compare its request.
-    handle = await client.workflow.start(refundWorkflow, {
+    handle = await client.workflow.start<RefundWorkflow>(REFUND_WORKFLOW, {
       taskQueue,
       workflowId,
       args: [request],
@@ -53,7 +48,7 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
     return { workflowId, handle, request };
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-    handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
+    handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
   }
   const existing = await startedWith(client, workflowId);
   const was = changedIntent(existing, request);
@@ -76,16 +71,6 @@ async function runExists(client: Client, workflowId: string): Promise<boolean> {
   }
 }
 
-/** Whether any worker polled the refunds task queue lately (Temporal keeps pollers seen in the last minutes). */
-export async function workerPolling(client: Client, taskQueue = TASK_QUEUE): Promise<boolean> {
-  const { pollers } = await client.workflowService.describeTaskQueue({
-    namespace: client.options.namespace,
-    taskQueue: { name: taskQueue },
-    taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-  });
-  return (pollers ?? []).length > 0;
-}
-
 export interface OrderRun {
   workflowId: string;
   /** From the workflow id `refund-<order>-v<n>`; undefined for a run started under another id. */
@@ -99,35 +84,18 @@ export interface OrderRun {
 /** Every run for an order that visibility knows, oldest first: rejected and invalid runs hold their versions too. */
 export async function orderRuns(client: Client, orderId: string): Promise<OrderRun[]> {
   const runs: OrderRun[] = [];
-  // Order ids are letters, digits, "_" and "-" (the request schema says so): safe in the query and the pattern.
-  const pattern = new RegExp(`^refund-${orderId}-v(\\d+)$`);
+  // Order ids are letters, digits, "_" and "-" (the request schema says so): safe in the query.
   for await (const w of client.workflow.list({ query: `RefundOrderId = '${orderId}'` })) {
-    const version = pattern.exec(w.workflowId)?.[1];
+    const parsed = parseRefundWorkflowId(w.workflowId);
     runs.push({
       workflowId: w.workflowId,
-      operationVersion: version === undefined ? undefined : Number(version),
+      operationVersion: parsed?.orderId === orderId ? parsed.operationVersion : undefined,
       execution: w.status.name,
       refundStatus: w.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status),
       startTime: w.startTime,
     });
   }
   return runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
-}
-
-/** The request a refund run was started with, from the first event of its history: needs no worker, unlike a Query. */
-export async function startedWith(client: Client, workflowId: string): Promise<RefundRequest> {
-  const { history } = await client.workflowService.getWorkflowExecutionHistory({
-    namespace: client.options.namespace,
-    execution: { workflowId },
-    maximumPageSize: 1,
-  });
-  const payloads = history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads;
-  const [input] = await decodeArrayFromPayloads(client.options.loadedDataConverter, payloads);
-  try {
-    return parseRefundRequest(input);
-  } catch {
-    throw new ConflictingRefundError(`${workflowId} already exists and was started with an invalid request`);
-  }
 }
 
 /** A refund run that did not complete: it ended with another outcome, or waits for a person. */

@@ -1,5 +1,5 @@
 import type Stripe from 'stripe';
-import type { Order } from '../shared';
+import type { Order } from '../domain/order';
 import type { OrderStore } from '../store/types';
 
 export interface DemoOrder {

@@ -2,8 +2,7 @@
 // refund on the order, the customer notice's outbox entry), never from which steps a run saw
 // finish: the run, a person's compensate decision, a cancellation and the follow-up all ask here.
 // Imported by workflow code, so it stays pure.
-import type { StandingRecords } from '../receipts';
-import { compensationKey, stepKey } from '../reliability/identity';
+import { compensationKey, stepKey, type StandingRecords } from '../contract';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import { compensationOrder, type RefundStep } from './registry';
 

@@ -2,14 +2,15 @@
 // it safe to repeat, how its effect is undone (or repaired forward) when a later step requires it,
 // what it depends on and who is asked when it fails for good. The saga, the docs' table and the
 // tests read it from here. Imported by workflow code, so it stays pure.
-import type { RefundActivities } from '../activities';
-import type { CorrectionReason } from '../activities/notifications';
-import type { NotificationReceipt, OrderReceipt, RefundReceipt } from '../receipts';
+import type { CorrectionReason, RefundCorrectionInput } from '../activities/notifications';
+import { REFUND_STEPS, type NotificationReceipt, type OrderReceipt, type RefundReceipt, type RefundStep } from '../contract';
 import type { Boundary } from '../reliability/taxonomy';
-import type { Order, RefundRequest } from '../shared';
+import type { Order } from '../domain/order';
+import type { RefundRequest } from '../domain/refund-request';
+import type { RevertRefundInput } from '../store/types';
 
-export const REFUND_STEPS = ['load_order', 'create_refund', 'update_order', 'notify_customer', 'completion_gate'] as const;
-export type RefundStep = (typeof REFUND_STEPS)[number];
+// The steps' names are the contract's (part of every step key and of the decide Update): the registry describes them.
+export { REFUND_STEPS, type RefundStep };
 
 /** What the saga knows when it compensates: the request and the receipts of finished steps. */
 export interface SagaContext {
@@ -29,7 +30,12 @@ export interface SagaContext {
 
 /** The activities compensations may name; the workflow proxies exactly these for them. */
 export type CompensationActivity = 'revertRefund' | 'sendRefundCorrection';
-type ActivityInput<A extends CompensationActivity> = Parameters<RefundActivities[A]>[0];
+/** Each one's input, as its activity takes it (named here, not read off RefundActivities: the activities import the plan). */
+interface CompensationInputs {
+  revertRefund: RevertRefundInput;
+  sendRefundCorrection: RefundCorrectionInput;
+}
+type ActivityInput<A extends CompensationActivity> = CompensationInputs[A];
 
 export interface Compensation<A extends CompensationActivity = CompensationActivity> {
   kind: 'compensation';

@@ -1,7 +1,7 @@
 // The runs that need a person, straight from Temporal's visibility, a page at a time: ten thousand
 // parked runs are read as they come, never all at once.
 import type { Client } from '@temporalio/client';
-import { SEARCH_ATTRIBUTES } from '../shared';
+import { SEARCH_ATTRIBUTES } from '../contract';
 
 export interface AttentionRun {
   workflowId: string;

@@ -3,11 +3,10 @@
 // the payment intent, and the local server's ledger) and the mailbox. Every fact names the id it
 // comes from; a source that cannot be read is said so, never filled in.
 import type Stripe from 'stripe';
-import { messageIdForKey } from '../activities/notifications';
+import { compensationKey, messageIdForKey, stepKey } from '../contract';
 import { maskEmails } from '../reliability/evidence';
-import { compensationKey, stepKey } from '../reliability/identity';
 import type { AppliedRefund, AuditEntry, OperationRecord, OrderStore, OutboxEntry, ProviderEventRecord } from '../store';
-import type { Order } from '../shared';
+import type { Order } from '../domain/order';
 
 export interface Fact {
   /** Where it comes from, by id: `stripe:re_…`, `store:operation:…`, `mailbox:<…@…>`. */

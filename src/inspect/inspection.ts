@@ -3,13 +3,10 @@
 // are, and exactly one verdict with the single smallest next action and who may take it.
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { decodeFromPayloadsAtIndex, decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
-import { workerPolling } from '../client/refunds';
+import { workerPolling } from '../temporal/client';
 import { REFUND_SAGA } from '../compensations/registry';
-import { operationId as operationIdOf } from '../reliability/identity';
-import { SEARCH_ATTRIBUTES } from '../shared';
-import { stepsQuery, type refundWorkflow, type RefundResult, type RefundRunState } from '../workflows';
-import type { StepRecord } from '../workflows/step-runner';
-import { effectOfRecord, type Verdict } from '../workflows/verdict';
+import { FOLLOW_UP_WORKFLOW, operationId as operationIdOf, parseFollowUpWorkflowId, parseRefundWorkflowId, SEARCH_ATTRIBUTES, stepsQuery, type RefundResult, type RefundRunState, type RefundWorkflow, type StepRecord } from '../contract';
+import { effectOfRecord, type Verdict } from '../reliability/verdict';
 import type { OperationRecord } from '../store/types';
 import { gatherEvidence, type Evidence, type EvidenceSources, type Fact } from './evidence';
 
@@ -51,7 +48,7 @@ export interface Inspection {
 }
 
 export async function inspectRun(client: Client, sources: EvidenceSources, scope: string, workflowId: string): Promise<Inspection> {
-  const handle = client.workflow.getHandle<typeof refundWorkflow>(workflowId);
+  const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
   const described = await handle.describe();
   const sa = described.typedSearchAttributes;
   const execution = described.status.name;
@@ -59,7 +56,7 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
   let state: RefundRunState | null = null;
   let stateUnavailable: string | null = null;
   // A follow-up run (a refund that failed after its run finished) has no step table: its result names its compensations.
-  const followUpRun = described.type === 'lateFailureWorkflow';
+  const followUpRun = described.type === FOLLOW_UP_WORKFLOW;
   if (followUpRun) stateUnavailable = `a follow-up run of ${sa.get(SEARCH_ATTRIBUTES.followUpOf) ?? 'an earlier run'}: no step table; its compensations are in its result`;
   // A Query needs a worker, even for a closed run: without one it would wait, so ask only when one polls.
   else if (!(await workerPolling(client))) stateUnavailable = 'no worker is polling, so the run cannot be queried for its step table; start one with `npm start`';
@@ -71,11 +68,11 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
   }
   const result = history.result;
   const orderId = state?.request.orderId ?? sa.get(SEARCH_ATTRIBUTES.orderId) ?? result?.orderId ?? null;
-  const version = /-v(\d+)$/.exec(workflowId)?.[1];
+  const version = parseRefundWorkflowId(workflowId)?.operationVersion;
   const operationId =
     state?.operation?.operationId ??
     result?.operationId ??
-    (followUpRun ? workflowId.replace(/^follow-up:/, '') : orderId && version ? operationIdOf(scope, orderId, Number(version)) : null);
+    (followUpRun ? (parseFollowUpWorkflowId(workflowId)?.operationId ?? null) : orderId && version ? operationIdOf(scope, orderId, version) : null);
   const ev = orderId && operationId ? await gatherEvidence(sources, operationId, orderId) : null;
   const facts: Fact[] = [{ id: `temporal:${workflowId}`, says: `${execution}${sa.get(SEARCH_ATTRIBUTES.status) ? `, RefundStatus ${sa.get(SEARCH_ATTRIBUTES.status)}` : ''}; ${described.historyLength} history events` }];
   facts.push(...history.facts, ...(ev?.facts ?? []));
@@ -240,7 +237,7 @@ interface VerdictInput {
   inferences: Inference[];
   parkedVerdict: string | null;
   orderId: string | null;
-  version: string | undefined;
+  version: number | undefined;
   /** The run completed, and the provider failed its refund afterwards: what its follow-up did, if one ran. */
   failedLater?: { followUp: { workflowId: string; status: string; reason: string } | null };
 }
@@ -285,7 +282,7 @@ export function decideVerdict(v: VerdictInput): VerdictPart {
     return person(`the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`);
   }
   const r = v.result;
-  const nextVersion = v.version ? Number(v.version) + 1 : null;
+  const nextVersion = v.version ? v.version + 1 : null;
   const newVersion = v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
   // A run cancelled after its compensations all completed ended as compensated too, though Temporal says Cancelled.
   // A follow-up's result (compensated, unchanged, needs_attention) reads the same way.

@@ -7,7 +7,8 @@
 // order_id and amount are required; currency defaults to the order's, reason to
 // requested_by_customer, operation_version to 1, requested_by to the importer's --requested-by.
 import { parse } from 'csv-parse/sync';
-import { refundRequestSchema, type Order, type RefundRequest } from '../shared';
+import { refundRequestSchema, type RefundRequest } from '../domain/refund-request';
+import type { Order } from '../domain/order';
 import { IntentConflictError, type OrderStore } from '../store';
 
 const COLUMNS = { order_id: 'orderId', amount: 'amount', currency: 'currency', reason: 'reason', requested_by: 'requestedBy', operation_version: 'operationVersion' } as const;

@@ -2,7 +2,7 @@
 // worker starts, a POLICY_FILE, the CLIs. Workflow code never imports this module (its zod schemas
 // would be built again in every run); it gets policies already checked, and policy.ts decides with them.
 import { z } from 'zod';
-import { ACTIONS, DEFAULT_AWAIT_PROVIDER, DEFAULT_BREAKER, deciderNameSchema, findRule, OWNER_OF, OWNERS, ROLES } from './policy';
+import { ACTIONS, DEFAULT_AWAIT_PROVIDER, DEFAULT_BREAKER, deciderNameSchema, findRule, OWNER_OF, OWNERS, ROLES } from './policy-terms';
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from './taxonomy';
 
 const ms = z.number().int().min(0).max(7 * 24 * 3600_000);

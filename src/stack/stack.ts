@@ -1,11 +1,10 @@
 // Brings up what is not running yet (Temporal dev server, local Stripe-compatible and SMTP
 // servers, a worker) as background processes, and stops what we started.
 import { Client, Connection } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
 import path from 'node:path';
 import { PROJECT_ROOT, type Config } from '../config';
-import { SearchAttributeType } from '@temporalio/common';
-import { SEARCH_ATTRIBUTES } from '../shared';
+import { SEARCH_ATTRIBUTES } from '../contract';
+import { cliType, registerSearchAttributes, workerPolling } from '../temporal/client';
 import { logFile, portOpen, runningPid, startDetached, stopProcess, waitFor } from './processes';
 import { findTool } from './tools';
 
@@ -36,37 +35,10 @@ export async function ensureTemporal(config: Config): Promise<void> {
   }
   const connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
   try {
-    await registerSearchAttributes(connection, config.temporal.namespace);
+    await registerSearchAttributes(connection, config.temporal.namespace, log);
   } finally {
     await connection.close();
   }
-}
-
-/** How the `temporal` CLI names a search attribute's type. */
-export const cliType = (type: SearchAttributeType) => (type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword');
-const indexedType = (type: SearchAttributeType) =>
-  type === SearchAttributeType.BOOL ? temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_BOOL : temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
-
-/** Our search attributes the namespace does not have. */
-export async function missingSearchAttributes(connection: Connection, namespace: string) {
-  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
-  return Object.values(SEARCH_ATTRIBUTES).filter((key) => !(key.name in (customAttributes ?? {})));
-}
-
-/**
- * Registers our search attributes the namespace lacks (a no-op when it has them all) and waits
- * until the server lists them; returns the names it added.
- */
-export async function registerSearchAttributes(connection: Connection, namespace: string): Promise<string[]> {
-  const missing = await missingSearchAttributes(connection, namespace);
-  if (missing.length === 0) return [];
-  log(`registering search attributes ${missing.map((k) => k.name).join(', ')}`);
-  await connection.operatorService.addSearchAttributes({
-    namespace,
-    searchAttributes: Object.fromEntries(missing.map((k) => [k.name, indexedType(k.type)])),
-  });
-  await waitFor('the search attributes', async () => (await missingSearchAttributes(connection, namespace)).length === 0, 30_000);
-  return missing.map((k) => k.name);
 }
 
 export async function ensureServers(config: Config): Promise<void> {
@@ -99,12 +71,7 @@ export async function ensureWorker(config: Config): Promise<void> {
       if (runningPid(config.dataDir, 'worker') === undefined) {
         throw new Error(`the worker exited; see ${logFile(config.dataDir, 'worker')}`);
       }
-      const { pollers } = await client.workflowService.describeTaskQueue({
-        namespace: config.temporal.namespace,
-        taskQueue: { name: config.taskQueue },
-        taskQueueType: temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-      });
-      return (pollers ?? []).some((p) => p.identity?.startsWith(`${pid}@`));
+      return workerPolling(client, config.taskQueue, pid);
     };
     await waitFor('the worker', polling, 60_000, logFile(config.dataDir, 'worker'));
   } finally {

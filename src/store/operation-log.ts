@@ -1,6 +1,6 @@
 // Operations, the attempt ledger and the audit trail, on the order store's database.
 import { sql } from 'kysely';
-import type { RefundReceipt } from '../shared';
+import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
 import type {

@@ -1,5 +1,6 @@
 import { sql } from 'kysely';
-import type { Order, OrderReceipt, OrderStatus } from '../shared';
+import type { Order, OrderStatus } from '../domain/order';
+import type { OrderReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, VersionConflictError } from './errors';
 import { SqlOperationLog } from './operation-log';

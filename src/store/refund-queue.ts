@@ -3,7 +3,7 @@
 // different intent under the same key is refused. A batch occurrence takes queued requests in
 // order and records, per request, the run it started or why it could not start one.
 import { sql } from 'kysely';
-import { changedIntent, type RefundRequest } from '../shared';
+import { changedIntent, type RefundRequest } from '../domain/refund-request';
 import type { Database, Queryable } from './database';
 import { IntentConflictError } from './errors';
 import type { QueuedRequest, RefundQueue } from './types';

@@ -1,4 +1,9 @@
-import type { Order, OrderReceipt, RefundReceipt, RefundRequest } from '../shared';
+import type { OperationRecord, OperationStatus, OrderReceipt, RefundReceipt } from '../contract/receipts';
+import type { Order } from '../domain/order';
+import type { RefundRequest } from '../domain/refund-request';
+
+// The operation's record is what beginOperation returns: the contract holds it.
+export type { OperationRecord, OperationStatus } from '../contract/receipts';
 
 export interface NewOrder {
   id: string;
@@ -68,48 +73,6 @@ export interface DeliveryConfirmation {
 }
 
 export type NewOutboxEntry = Pick<OutboxEntry, 'key' | 'orderId' | 'kind' | 'recipient' | 'subject' | 'messageId'>;
-
-/**
- * What we know of an operation's effect at the provider:
- * intent: recorded, and no request has been proven to take effect (none may have been sent yet);
- * unknown: a request was sent and its outcome is not known: only reconciliation moves it on;
- * refunded / partial / failed: the provider's refund exists, for the full amount, for less, or failed;
- * rejected: refused before any effect; completed: the run passed its completion gate.
- */
-export type OperationStatus = 'intent' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'rejected' | 'completed';
-
-export interface OperationRecord {
-  operationId: string;
-  orderId: string;
-  operationVersion: number;
-  scope: string;
-  /** sha256 of the canonical request: the same operation id with another hash is a changed intent. */
-  requestHash: string;
-  request: { orderId: string; amount: number; currency: string; reason: string };
-  status: OperationStatus;
-  /** The provider's refund, once known (from its answer or from reconciliation). */
-  refund: RefundReceipt | null;
-  /** When the first and last create requests for this operation were sent, and how many. */
-  firstSentAt: string | null;
-  lastSentAt: string | null;
-  /**
-   * The latest any of its sends can still be on the wire, by the store's clock, as each sender's own
-   * timeout bounds it; null if none was recorded (sends stamped before this was kept).
-   */
-  offTheWireBy: string | null;
-  requestsSent: number;
-  /** When reconciliation last proved that no refund exists for it. */
-  absenceConfirmedAt: string | null;
-  /**
-   * How many of its sends that proof covers: absence is proven for the operation as it stands only
-   * while this equals requestsSent. A count, not a time, so that clocks of different hosts never decide.
-   */
-  provenAbsentThrough: number | null;
-  reason: string | null;
-  createdAt: string;
-  createdBy: string;
-  updatedAt: string;
-}
 
 export interface NewOperation {
   operationId: string;

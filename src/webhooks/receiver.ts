@@ -10,9 +10,9 @@ import http from 'node:http';
 import type Stripe from 'stripe';
 import { WEBHOOK_PATH } from '../config';
 import type { OrderStore } from '../store';
-import { followUpWorkflowId } from '../workflows/late-failure';
-import { startFollowUp } from './follow-up';
-import { lifecycleRank, providerEventSignal, type ProviderEventSummary } from '../workflows/provider-events';
+import { followUpWorkflowId, providerEventSignal, type ProviderEventSummary } from '../contract';
+import { startFollowUp } from '../temporal/client';
+import { lifecycleRank } from '../domain/order';
 
 export interface ReceiverDeps {
   stripe: Stripe;

@@ -7,7 +7,7 @@ import { ApplicationFailure, WorkflowExecutionAlreadyStartedError, WorkflowIdReu
 import { ParentClosePolicy, startChild, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { QueueActivities, StartRecord } from '../activities/queue';
-import { refundWorkflowId, SEARCH_ATTRIBUTES } from '../shared';
+import { refundWorkflowId, SEARCH_ATTRIBUTES } from '../contract';
 import { currentOccurrence } from './occurrence';
 import { refundWorkflow } from './refund';
 

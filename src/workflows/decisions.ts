@@ -1,38 +1,10 @@
 // A parked run's decisions: a `decide` Update whose validator refuses a decider who may not make
 // it and a decision that does not fit the run's state before anything is written to history; a
 // decision that needs a second person waits for its approval, and expires into a stop.
-import { condition, defineUpdate } from '@temporalio/workflow';
-import { z } from 'zod';
-import { REFUND_STEPS, type RefundStep } from '../compensations/registry';
-import { DECISION_KINDS, deciderNameSchema, type DecisionKind, type DecisionPolicy, type Role } from '../reliability/policy';
+import { condition } from '@temporalio/workflow';
+import { decisionInputSchema, SWEEPER, type DecisionInput, type DecisionRecord, type RefundStep } from '../contract';
+import type { DecisionKind, DecisionPolicy, Role } from '../reliability/policy';
 import { conditionTimeout } from './versions';
-
-export const decisionInputSchema = z
-  .object({
-    decision: z.enum(DECISION_KINDS),
-    by: deciderNameSchema,
-    reason: z.string().trim().min(1, 'must say why').max(500),
-    /** For retry-step: the step (the one that failed, which is also the default). */
-    step: z.enum(REFUND_STEPS).optional(),
-  })
-  .strict();
-export type DecisionInput = z.input<typeof decisionInputSchema>;
-
-export interface DecisionRecord {
-  /** 1, 2, …: the order decisions were taken in. */
-  seq: number;
-  decision: DecisionKind;
-  by: string;
-  reason: string;
-  step: RefundStep | null;
-  at: string;
-  /** applied; waiting for approval; or, for a proposal, what became of it. */
-  outcome: 'applied' | 'awaiting_approval' | 'approved' | 'rejected' | 'expired';
-  /** For a proposal waiting for approval: when it expires into a stop. */
-  expiresAt: string | null;
-  /** For approve/reject: the proposal it answers. */
-  answers: number | null;
-}
 
 /** The decision taken: what the saga does next. */
 export type Chosen =
@@ -42,8 +14,6 @@ export type Chosen =
   | { kind: 'reconcile'; record: DecisionRecord }
   | { kind: 'confirm-delivered'; record: DecisionRecord }
   | { kind: 'expired'; record: DecisionRecord };
-
-export const decideUpdate = defineUpdate<DecisionRecord, [DecisionInput]>('decide');
 
 /** What the desk needs to know of the run to judge a decision. */
 export interface DeskView {
@@ -70,8 +40,7 @@ const ROLE_FOR: Record<DecisionKind, Role | null> = {
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
-/** The scheduled sweep's name as a decider, and how often it may ask one run to reconcile. */
-export const SWEEPER = 'sweep';
+/** How often the sweep may ask one run to reconcile. */
 const SWEEP_INTERVAL_MS = 6 * 3600_000;
 
 export class DecisionDesk {

@@ -4,68 +4,38 @@
 // stands (the order's refund taken off, a correction email), each under the same key the saga
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
-import { ApplicationFailure, defineQuery, patched, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, patched, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
-import { REFUND_SAGA, type RefundStep, type SagaContext } from '../compensations/registry';
-import { evidenced, lateFailureFactsSchema, notificationReceiptSchema, orderReceiptSchema, type LateFailureFacts } from '../receipts';
+import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
+import {
+  evidenced,
+  followUpFactsSchema,
+  followUpQuery,
+  notificationReceiptSchema,
+  orderReceiptSchema,
+  parseOperationId,
+  providerEventSchema,
+  providerEventSignal,
+  SEARCH_ATTRIBUTES,
+  type FollowUpCompensation,
+  type FollowUpFacts,
+  type FollowUpInput,
+  type FollowUpResult,
+  type FollowUpState,
+} from '../contract';
+import { REFUND_REASONS, type RefundRequest } from '../domain/refund-request';
 import { temporalRetryPolicy, type RecoveryPolicy } from '../reliability/policy';
 import type { Boundary } from '../reliability/taxonomy';
-import { REFUND_REASONS, SEARCH_ATTRIBUTES, type RefundRequest } from '../shared';
-import { IgnoredMessages, setSignalHandler, type IgnoredMessagesView } from './messages';
-import { providerEventSchema, providerEventSignal, type ProviderEventSummary } from './provider-events';
-import { compensationFailure, describeFailure, stepError, type StepError } from './step-runner';
+import { IgnoredMessages, setSignalHandler } from './messages';
+import { compensationFailure, describeFailure, stepError } from './step-runner';
 import { REVIEW_FIXES } from './versions';
-
-export interface LateFailureInput {
-  operationId: string;
-  /** The refund the provider's event named. */
-  refundId: string;
-  /** The run that carried the operation out and had finished when the event came. */
-  originalWorkflowId: string;
-}
-
-export interface FollowUpCompensation {
-  step: RefundStep;
-  key: string;
-  status: 'completed' | 'failed' | 'unknown';
-  output?: unknown;
-  error?: StepError;
-}
-
-export interface LateFailureResult {
-  workflowId: string;
-  operationId: string;
-  originalWorkflowId: string;
-  /** compensated: what stood was undone (or nothing stood); unchanged: the provider does not say failed; needs_attention: a person finishes it. */
-  status: 'compensated' | 'unchanged' | 'needs_attention';
-  reason: string;
-  refund: { refundId: string; status: string } | null;
-  compensations: FollowUpCompensation[];
-}
-
-export interface LateFailureState {
-  input: LateFailureInput;
-  status: 'examining' | 'compensating' | LateFailureResult['status'];
-  providerEvents: ProviderEventSummary[];
-  /** Signals it ignored (malformed, or about another refund). */
-  ignoredMessages: IgnoredMessagesView;
-  compensations: FollowUpCompensation[];
-  reason: string | null;
-}
-
-export const followUpQuery = defineQuery<LateFailureState>('followUp');
-
-/** One follow-up per operation: a redelivered or repeated failure finds it, or a new run finds the work done. */
-export function followUpWorkflowId(operationId: string): string {
-  return `follow-up:${operationId}`;
-}
 
 const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
 const LOOKUP = { startToCloseTimeout: '30s', scheduleToCloseTimeout: '10m', retry: { initialInterval: '1s', maximumInterval: '30s' } } as const;
 
-export async function lateFailureWorkflow(input: LateFailureInput): Promise<LateFailureResult> {
+export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
   // Follow-ups begun before the payments review's fixes keep their paths (see versions.ts).
   const reviewed = patched(REVIEW_FIXES);
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
@@ -74,7 +44,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
   }
   const { workflowId } = workflowInfo();
   const ignored = new IgnoredMessages();
-  const state: LateFailureState = { input, status: 'examining', providerEvents: [], ignoredMessages: ignored.view, compensations: [], reason: null };
+  const state: FollowUpState = { input, status: 'examining', providerEvents: [], ignoredMessages: ignored.view, compensations: [], reason: null };
   setHandler(followUpQuery, () => state);
   // The events are kept for operators only (nothing here acts on them): parsing them changes no command, so no patch.
   setSignalHandler(
@@ -93,14 +63,14 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
   ]);
 
-  const finish = async (status: LateFailureResult['status'], reason: string, facts: LateFailureFacts | null): Promise<LateFailureResult> => {
+  const finish = async (status: FollowUpResult['status'], reason: string, facts: FollowUpFacts | null): Promise<FollowUpResult> => {
     Object.assign(state, { status, reason });
     upsertSearchAttributes([
       { key: SEARCH_ATTRIBUTES.status, value: status },
       { key: SEARCH_ATTRIBUTES.needsAttention, value: status === 'needs_attention' },
       ...(facts ? [{ key: SEARCH_ATTRIBUTES.effect, value: facts.failed ? 'failed' : 'refunded' }] : []),
     ]);
-    const result: LateFailureResult = {
+    const result: FollowUpResult = {
       workflowId,
       operationId: input.operationId,
       originalWorkflowId: input.originalWorkflowId,
@@ -129,9 +99,9 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
     const { error } = describeFailure(err, 'stripe', 'examining the late failure', false);
     return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);
   }
-  const examined = evidenced(lateFailureFactsSchema).safeParse(raw);
+  const examined = evidenced(followUpFactsSchema).safeParse(raw);
   if (!examined.success) return finish('needs_attention', `examining refund ${input.refundId} returned a result the follow-up cannot use; a person checks it`, null);
-  const facts = examined.data as unknown as LateFailureFacts;
+  const facts = examined.data as unknown as FollowUpFacts;
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderId, value: facts.request.orderId }]);
   if (!facts.failed) {
     return finish('unchanged', `refund ${facts.refund.refundId} is ${facts.refund.status} at the provider: nothing to undo`, facts);
@@ -150,7 +120,7 @@ export async function lateFailureWorkflow(input: LateFailureInput): Promise<Late
       ...facts.request,
       reason: REFUND_REASONS.find((r) => r === facts.request.reason) ?? 'requested_by_customer',
       requestedBy: `follow-up of ${input.originalWorkflowId}`,
-      operationVersion: Number(/:v(\d+)$/.exec(input.operationId)?.[1] ?? 1),
+      operationVersion: parseOperationId(input.operationId)?.operationVersion ?? 1,
     } satisfies RefundRequest,
     operationId: input.operationId,
     refund: facts.refund,

@@ -7,21 +7,7 @@
 import { ApplicationFailure, setHandler, TemporalFailure, type SignalDefinition } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { isUndecodable } from '../codec/payload-converter';
-
-export interface IgnoredMessage {
-  at: string;
-  /** The Signal's name. */
-  message: string;
-  reason: string;
-  /** What came, as JSON, cut short. */
-  input: string;
-}
-
-/** The Signals a run ignored: how many, and the latest few. */
-export interface IgnoredMessagesView {
-  total: number;
-  latest: IgnoredMessage[];
-}
+import type { IgnoredMessagesView } from '../contract';
 
 /** Kept in the run's state: a flood of malformed Signals must not grow it without bound. */
 const KEPT = 20;

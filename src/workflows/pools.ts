@@ -5,7 +5,7 @@
 import { RetryState } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
-import { poolQueue, type ActivityPool } from '../shared';
+import { poolQueue, type ActivityPool } from '../contract';
 import { BULKHEADS, isPatched, localSteps } from './versions';
 
 export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {

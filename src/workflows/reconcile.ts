@@ -4,7 +4,7 @@
 // window, where the provider answers a resend with the first result.
 import { sleep } from '@temporalio/workflow';
 import type { ReconcileRefundInput } from '../activities/payments';
-import { evidenced, reconcileResultSchema, type ReconcileResult, type RefundReceipt } from '../receipts';
+import { evidenced, reconcileResultSchema, type ReconcileResult, type RefundReceipt } from '../contract';
 import { backoffDelay, decide, withJitter } from '../reliability/policy';
 import type { RefundRun } from './refund-run';
 import { StepFailedError } from './step-runner';

@@ -2,7 +2,7 @@
 // → update the order → notify the customer → the completion gate. Deterministic: every effect
 // happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
 // reconciled with the provider, never resent blind.
-import { ApplicationFailure, CancellationScope, condition, defineQuery, isCancellation, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, CancellationScope, condition, isCancellation, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import type { CheckCompletionInput } from '../activities/completion-gate';
@@ -10,60 +10,43 @@ import type { CreateRefundInput } from '../activities/payments';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { compensationOrder, REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../compensations/registry';
 import {
+  type AwaitingProvider,
   type BeginResult,
   beginResultSchema,
+  compensationKey,
+  type CompletedRefund,
+  decideUpdate,
+  type DecisionRecord,
+  type EndedRefund,
   evidenced,
   gateResultSchema,
   notificationReceiptSchema,
   type GateResult,
+  MAX_RESUBMISSIONS,
   orderReceiptSchema,
+  providerEventSchema,
+  providerEventSignal,
   refundReceiptSchema,
+  type RefundResult,
+  SEARCH_ATTRIBUTES,
   standingRecordsSchema,
-  type NotificationReceipt,
+  type StepError,
+  stepKey,
+  stepsQuery,
   type OrderReceipt,
   type RefundReceipt,
-} from '../receipts';
-import { compensationKey, stepKey } from '../reliability/identity';
+} from '../contract';
+import { lifecycleRank } from '../domain/order';
+import { parseRefundRequest, type RefundRequestInput } from '../domain/refund-request';
 import { backoffDelay, decide, DEFAULT_AWAIT_PROVIDER, retries, withJitter } from '../reliability/policy';
-import { parseRefundRequest, SEARCH_ATTRIBUTES, type RefundRequestInput } from '../shared';
-import { decideUpdate, type Chosen, type DecisionRecord } from './decisions';
+import type { Chosen } from './decisions';
 import { failingTheUpdateOnly, setSignalHandler } from './messages';
-import { furthestEvent, lifecycleRank, providerEventSchema, providerEventSignal } from './provider-events';
+import { furthestEvent } from './provider-events';
 import { reconcile, type ReconcileTarget } from './reconcile';
-import { RefundRun, RunStopped, type AwaitingProvider, type RefundRunState } from './refund-run';
-import { StepFailedError, stepError, type StepError } from './step-runner';
+import { RefundRun, RunStopped } from './refund-run';
+import { StepFailedError, stepError } from './step-runner';
 import { AWAIT_PROVIDER, conditionTimeout, decideVersion, isPatched, PARKING, reviewFixes } from './versions';
-import { retryCreateText } from './verdict';
-
-export type { RefundRunState, RunStatus } from './refund-run';
-
-export interface CompletedRefund {
-  workflowId: string;
-  orderId: string;
-  operationId: string;
-  status: 'completed';
-  refund: RefundReceipt;
-  order: OrderReceipt;
-  notification: NotificationReceipt;
-}
-
-/** An outcome the business expects, not a bug: the run completes with it (Failed is for incidents). */
-export interface EndedRefund {
-  workflowId: string;
-  orderId: string | null;
-  operationId: string | null;
-  status: 'rejected' | 'compensated' | 'abandoned' | 'stopped';
-  reason: string;
-  failedStep: RefundStep | null;
-}
-
-export type RefundResult = CompletedRefund | EndedRefund;
-
-export const stepsQuery = defineQuery<RefundRunState>('steps');
-export { decideUpdate };
-
-/** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
-export const MAX_RESUBMISSIONS = 3;
+import { retryCreateText } from '../reliability/verdict';
 
 /** The audit entries a run leaves: bookkeeping, outside the run's budgets. */
 const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;

@@ -2,18 +2,9 @@
 // and polling, and requests sent to providers. Every activity is scheduled to close within what is
 // left, and nothing starts that the budget cannot pay for.
 import type { ActivityOptions } from '@temporalio/workflow';
+import type { BudgetView } from '../contract';
 import { temporalRetryPolicy, type RecoveryPolicy, type RunBudget as BudgetLimits } from '../reliability/policy';
 import type { Boundary } from '../reliability/taxonomy';
-
-export interface BudgetView {
-  deadline: string;
-  remainingMs: number;
-  maxStepAttempts: number;
-  retryTimeUsedMs: number;
-  retryTimeLimitMs: number;
-  providerCallsUsed: number;
-  providerCallLimit: number;
-}
 
 /** Thrown when the run cannot afford its next move. */
 export class BudgetExhausted extends Error {}

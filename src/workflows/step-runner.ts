@@ -3,62 +3,9 @@
 // by a Query. Every result is checked against its schema before the saga may use it.
 import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
 import type { z } from 'zod';
+import type { CompensationRecord, StepError, StepRecord } from '../contract';
 import { redact, tally, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
 import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
-
-/** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
-export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
-/**
- * unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind.
- * held: not run, since what it would correct may not have happened (a notice whose hand-over is unknown): a person decides.
- */
-export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'held' | 'not_compensable';
-
-export interface StepError {
-  code: FailureCode;
-  domain: string;
-  certainty: Certainty;
-  reason: string;
-  message: string;
-  /** Whether Temporal gave up because the policy said so (true) or because attempts or time ran out. */
-  nonRetryable: boolean;
-  retryAfterMs: number | null;
-  nextDelayMs: number | null;
-  providerRequestId: string | null;
-  provider: Record<string, unknown>;
-}
-
-export interface CompensationRecord {
-  kind: 'compensation' | 'forward_repair';
-  key?: string;
-  status: CompensationStatus;
-  note?: string;
-  output?: unknown;
-  error?: StepError;
-  startedAt?: string;
-  finishedAt?: string;
-  attempts: number;
-  transportRequests: number;
-}
-
-export interface StepRecord {
-  name: string;
-  status: StepStatus;
-  idempotencyKey?: string;
-  input?: unknown;
-  output?: unknown;
-  startedAt?: string;
-  finishedAt?: string;
-  error?: StepError;
-  /** Logical attempts (Temporal activity attempts) in this run, and provider requests they sent. */
-  attempts: number;
-  transportRequests: number;
-  /** Each attempt, from the attempt ledger: when, how it ended, how long it was told to wait. */
-  ledger: AttemptSummary[];
-  /** Why it was skipped, or where its output came from when no provider was asked. */
-  note?: string;
-  compensation?: CompensationRecord;
-}
 
 /** Raised by the runner when a step has failed for good (its retry policy gave up, or its result did not fit). */
 export class StepFailedError extends Error {

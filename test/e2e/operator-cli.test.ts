@@ -2,11 +2,10 @@
 // refund command says so instead of waiting in silence, and a conflict names the next free version.
 import { newKeyEntry } from '../../src/codec/keyring';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { spawn } from 'node:child_process';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { SEARCH_ATTRIBUTES } from '../../src/shared';
+import { SEARCH_ATTRIBUTES } from '../../src/contract';
 import { findTool } from '../../src/stack/tools';
 
 const run = promisify(execFile);

@@ -17,7 +17,7 @@ import { startToxiproxy, type Proxy, type Toxiproxy } from '../../src/chaos/toxi
 import { createMailTransport } from '../../src/activities/notifications';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
-import type { RunSettings } from '../../src/receipts';
+import { SEARCH_ATTRIBUTES, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState, type RunSettings } from '../../src/contract';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import type { MailFaultSpec } from '../../src/servers/mail-faults';
@@ -26,7 +26,7 @@ import type { StripeFaultInput } from '../../src/servers/stripe/faults';
 import type { LedgerEffect, RequestRow } from '../../src/servers/stripe/store';
 import { startStripeServer, type StripeServerHooks } from '../../src/servers/stripe-server';
 import type { RefundLifecycle } from '../../src/servers/stripe/resources';
-import { SEARCH_ATTRIBUTES, type Order } from '../../src/shared';
+import type { Order } from '../../src/domain/order';
 import { findTool } from '../../src/stack/tools';
 import { openStore } from '../../src/store';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
@@ -38,7 +38,7 @@ import { startCodecServer } from '../../src/codec/codec-server';
 import { EncryptionCodec } from '../../src/codec/encryption-codec';
 import { outcomeOf } from '../../src/client/outcome';
 import type { EvidenceSources } from '../../src/inspect/evidence';
-import { refundWorkflow, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState } from '../../src/workflows';
+import { refundWorkflow } from '../../src/workflows';
 
 // Never execFileSync: the CLI asks this process's codec server, which must stay free to answer.
 const execFileAsync = promisify(execFile);

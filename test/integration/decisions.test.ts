@@ -6,13 +6,11 @@ import { temporal } from '@temporalio/proto';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { messageIdForKey } from '../../src/activities/notifications';
+import { decideUpdate, messageIdForKey, stepsQuery, TASK_QUEUE, type DecisionInput } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
-import { TASK_QUEUE } from '../../src/shared';
 import { findTool } from '../../src/stack/tools';
-import { decideUpdate, refundWorkflow, stepsQuery } from '../../src/workflows';
-import type { DecisionInput } from '../../src/workflows/decisions';
+import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 const execFileAsync = promisify(execFile);

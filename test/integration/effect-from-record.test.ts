@@ -2,8 +2,8 @@
 // any proof of absence), never from the last attempt alone: a resend that was refused after a send
 // whose outcome stayed open must not make the run say that nothing was refunded.
 import { randomUUID } from 'node:crypto';
-import { TASK_QUEUE } from '../../src/shared';
-import { refundWorkflow, type RefundRunState } from '../../src/workflows';
+import { TASK_QUEUE, type RefundRunState } from '../../src/contract';
+import { refundWorkflow } from '../../src/workflows';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;

@@ -5,7 +5,7 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { messageIdForKey } from '../../src/activities/notifications';
+import { messageIdForKey } from '../../src/contract';
 import { refund, startRefund } from '../../src/client/refunds';
 import { inspectRun, type Inspection } from '../../src/inspect/inspection';
 import { refundWorkflow } from '../../src/workflows';

@@ -9,7 +9,8 @@ import { randomUUID } from 'node:crypto';
 import type { Payload } from '@temporalio/common';
 import { ENCRYPTED_ENCODING, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { startRefund } from '../../src/client/refunds';
-import { decideUpdate, followUpQuery, lateFailureWorkflow, providerEventSignal, stepsQuery } from '../../src/workflows';
+import { followUpWorkflow } from '../../src/workflows';
+import { decideUpdate, followUpQuery, providerEventSignal, stepsQuery } from '../../src/contract';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;
@@ -104,7 +105,7 @@ test("the follow-up run ignores malformed Signals too, from its first workflow t
   };
   await h.withWorker({ examineLateFailure: slowExamine }, async (taskQueue) => {
     // Started by a malformed Signal: the handler runs in the run's very first workflow task.
-    const handle = await h.env.client.workflow.signalWithStart(lateFailureWorkflow, {
+    const handle = await h.env.client.workflow.signalWithStart(followUpWorkflow, {
       workflowId: `follow-up:${operationId}`,
       taskQueue,
       args: [{ operationId, refundId: 're_followed', originalWorkflowId: `refund-${operationId}` }],

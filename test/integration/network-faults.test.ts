@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { startRefund } from '../../src/client/refunds';
 import type { Toxic } from '../../src/chaos/toxiproxy';
-import type { RefundRunState } from '../../src/workflows';
+import type { RefundRunState } from '../../src/contract';
 import { completed, startHarness, type Harness } from '../helpers/harness';
 
 let h: Harness;

@@ -4,13 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import nodemailer, { type Transporter } from 'nodemailer';
-import {
-  createMailTransport,
-  createNotificationActivities,
-  formatAmount,
-  messageIdForKey,
-  type RefundNoticeInput,
-} from '../../src/activities/notifications';
+import { createMailTransport, createNotificationActivities, formatAmount, type RefundNoticeInput } from '../../src/activities/notifications';
+import { messageIdForKey } from '../../src/contract';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../src/reliability/policy';

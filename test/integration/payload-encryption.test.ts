@@ -9,7 +9,7 @@ import { KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { startRefund } from '../../src/client/refunds';
 import { findTool } from '../../src/stack/tools';
-import { decideUpdate } from '../../src/workflows';
+import { decideUpdate } from '../../src/contract';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 const run = promisify(execFile);

@@ -7,7 +7,7 @@ import type Stripe from 'stripe';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { inAttemptScope } from '../../src/activities/attempt-scope';
 import { createPaymentActivities, createStripeClient, SEND_CLOCK_MARGIN_MS, type CreateRefundInput } from '../../src/activities/payments';
-import type { ProviderWindows } from '../../src/receipts';
+import type { ProviderWindows } from '../../src/contract';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { StripeFaultInput } from '../../src/servers/stripe/faults';
 import type { LedgerEffect, RequestRow } from '../../src/servers/stripe/store';

@@ -4,16 +4,15 @@
 // Effects are counted where they land: the server's request log, the store, the mailbox.
 import type { WorkflowHandle } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
-import { messageIdForKey } from '../../src/activities/notifications';
+import { decideUpdate, followUpWorkflowId, messageIdForKey, SEARCH_ATTRIBUTES, stepsQuery, type FollowUpResult } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { compensationKeyOf } from '../../src/compensations/plan';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { signatureHeader } from '../../src/servers/stripe/events';
-import { SEARCH_ATTRIBUTES } from '../../src/shared';
-import { startFollowUp } from '../../src/webhooks/follow-up';
+import { startFollowUp } from '../../src/temporal/client';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
-import { decideUpdate, followUpWorkflowId, refundWorkflow, stepsQuery, type lateFailureWorkflow, type LateFailureResult } from '../../src/workflows';
+import { refundWorkflow, type followUpWorkflow } from '../../src/workflows';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 const SETTLE_MS = 4000;
@@ -48,8 +47,8 @@ const post = (body: string) =>
   fetch(receiver.url, { method: 'POST', headers: { 'content-type': 'application/json', 'stripe-signature': signatureHeader(body, deps.secret, Math.floor(Date.now() / 1000)) }, body });
 
 /** The follow-up run of an operation, once the receiver has started it. */
-async function followUp(operationId: string): Promise<WorkflowHandle<typeof lateFailureWorkflow>> {
-  const handle = h.env.client.workflow.getHandle<typeof lateFailureWorkflow>(followUpWorkflowId(operationId));
+async function followUp(operationId: string): Promise<WorkflowHandle<typeof followUpWorkflow>> {
+  const handle = h.env.client.workflow.getHandle<typeof followUpWorkflow>(followUpWorkflowId(operationId));
   await until(`the follow-up of ${operationId}`, () => handle.describe().then(() => true, () => false));
   return handle;
 }
@@ -91,7 +90,7 @@ test('a refund that fails after its run completed: a follow-up reverts the order
   expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(1250);
 
   const follow = await followUp(operationId);
-  const outcome: LateFailureResult = await follow.result();
+  const outcome: FollowUpResult = await follow.result();
   expect(outcome).toMatchObject({ status: 'compensated', originalWorkflowId: handle.workflowId, refund: { refundId, status: 'failed' } });
   expect(outcome.compensations.map((c) => [c.step, c.key, c.status])).toEqual([
     ['notify_customer', `${operationId}:notify_customer:compensate`, 'completed'],
@@ -335,7 +334,7 @@ test('the follow-up, too, undoes nothing when a second refund carries the operat
   const { operationId } = completed(await handle.result());
   // Someone else refunds under the same operation id; it succeeds (for now) when the run's own refund fails.
   const other = await h.stripe.refunds.create({ payment_intent: order.paymentIntentId, amount: 900, metadata: { operation_id: operationId } });
-  const outcome: LateFailureResult = await (await followUp(operationId)).result();
+  const outcome: FollowUpResult = await (await followUp(operationId)).result();
   expect(outcome).toMatchObject({ status: 'needs_attention', compensations: [] });
   expect(outcome.reason).toContain(other.id);
   expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(900);

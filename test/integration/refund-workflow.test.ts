@@ -2,9 +2,11 @@
 // SMTP servers and a real SQLite store behind the activities.
 import { ApplicationFailure } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
-import { ConflictingRefundError, refund, startRefund } from '../../src/client/refunds';
-import { InvalidRefundRequestError, TASK_QUEUE } from '../../src/shared';
-import { refundWorkflow, stepsQuery } from '../../src/workflows';
+import { refund, startRefund } from '../../src/client/refunds';
+import { ConflictingRefundError } from '../../src/temporal/client';
+import { InvalidRefundRequestError } from '../../src/domain/refund-request';
+import { stepsQuery, TASK_QUEUE } from '../../src/contract';
+import { refundWorkflow } from '../../src/workflows';
 import { startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;

@@ -10,9 +10,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { parseDefinitions, type ScheduleDefinitionInput } from '../../src/schedules/definitions';
 import { applySchedule, triggerSchedule } from '../../src/schedules/schedules';
-import { TASK_QUEUE } from '../../src/shared';
+import { stepsQuery, TASK_QUEUE } from '../../src/contract';
 import { findTool } from '../../src/stack/tools';
-import { refundWorkflow, stepsQuery, type BatchResult, type DigestResult } from '../../src/workflows';
+import { refundWorkflow, type BatchResult, type DigestResult } from '../../src/workflows';
 import { fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
 
 const execFileAsync = promisify(execFile);

@@ -9,7 +9,7 @@ import pg from 'pg';
 import { requestHash } from '../../src/activities/operations';
 import { outcomeOf } from '../../src/client/outcome';
 import type { StripeHook } from '../../src/servers/stripe-server';
-import { TASK_QUEUE } from '../../src/shared';
+import { TASK_QUEUE } from '../../src/contract';
 import { refundWorkflow } from '../../src/workflows';
 import { freshDatabase } from '../helpers/databases';
 import { startHarness, TEST_POLICY, type Harness } from '../helpers/harness';

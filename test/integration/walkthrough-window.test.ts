@@ -4,7 +4,7 @@
 // create a second refund, and the last test shows the server would indeed do so.
 import { randomUUID } from 'node:crypto';
 import { refund } from '../../src/client/refunds';
-import { TASK_QUEUE } from '../../src/shared';
+import { TASK_QUEUE } from '../../src/contract';
 import { refundWorkflow } from '../../src/workflows';
 import { fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
 

@@ -6,10 +6,9 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { refund, startRefund } from '../../src/client/refunds';
-import { messageIdForKey } from '../../src/activities/notifications';
-import { TASK_QUEUE } from '../../src/shared';
+import { messageIdForKey, TASK_QUEUE, type RefundRunState } from '../../src/contract';
 import { findTool } from '../../src/stack/tools';
-import { refundWorkflow, type RefundRunState } from '../../src/workflows';
+import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;

@@ -7,7 +7,8 @@ import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { signatureHeader } from '../../src/servers/stripe/events';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
-import { followUpWorkflowId, stepsQuery, type lateFailureWorkflow } from '../../src/workflows';
+import type { followUpWorkflow } from '../../src/workflows';
+import { followUpWorkflowId, stepsQuery } from '../../src/contract';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;
@@ -103,7 +104,7 @@ test('news of a finished run: a refund still standing is kept on the audit trail
   const late = event(`evt_late_${order.id}`, 'refund.failed', 'failed');
   expect(await post(late, signatureHeader(late, secret, now()))).toMatchObject({ status: 200, body: { handedTo: followUpWorkflowId(operationId) } });
   expect((await h.store.providerEvents.forOperation(operationId)).find((e) => e.eventId === `evt_late_${order.id}`)).toMatchObject({ outcome: 'signalled follow-up' });
-  const outcome = await h.env.client.workflow.getHandle<typeof lateFailureWorkflow>(followUpWorkflowId(operationId)).result();
+  const outcome = await h.env.client.workflow.getHandle<typeof followUpWorkflow>(followUpWorkflowId(operationId)).result();
   expect(outcome).toMatchObject({ status: 'unchanged', reason: expect.stringMatching(/is succeeded at the provider: nothing to undo/), compensations: [] });
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
   expect(await h.store.operations.get(operationId)).toMatchObject({ status: 'completed' });

@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { startWorkerProcess, type WorkerProcess } from '../../src/chaos/worker-process';
 import { startRefund } from '../../src/client/refunds';
 import type { StripeHook } from '../../src/servers/stripe-server';
-import { messageIdForKey } from '../../src/activities/notifications';
+import { messageIdForKey } from '../../src/contract';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;

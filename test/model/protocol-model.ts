@@ -30,12 +30,11 @@ import { createOperationActivities } from '../../src/activities/operations';
 import { createPaymentActivities, createStripeClient } from '../../src/activities/payments';
 import { loadConfig } from '../../src/config';
 import { runSettings } from '../../src/deps';
-import type { BeginResult, ReconcileResult, RefundReceipt, RunSettings } from '../../src/receipts';
+import { MAX_RESUBMISSIONS, type BeginResult, type ReconcileResult, type RefundReceipt, type RunSettings } from '../../src/contract';
 import { backoffDelay, decide, temporalRetryPolicy } from '../../src/reliability/policy';
 import type { Boundary, Certainty, FailureCode } from '../../src/reliability/taxonomy';
-import type { RefundRequest } from '../../src/shared';
+import type { RefundRequest } from '../../src/domain/refund-request';
 import { openStore, type OperationLog, type OperationRecord, type SqlOrderStore } from '../../src/store';
-import { MAX_RESUBMISSIONS } from '../../src/workflows/refund';
 import { FakeProvider, type How, type Processing, type Refund } from './fake-provider';
 import { VirtualTime } from './virtual-time';
 

@@ -2,7 +2,8 @@
 // shipped policy makes while it waits for a provider.
 import { temporal } from '@temporalio/proto';
 import { historySize, percentiles } from '../../src/bench/measure';
-import { BARE_SHAPE_MIN_EVENTS, machineCpuMsPerRun, minimumEvents } from '../../src/bench/report';
+import { machineCpuMsPerRun } from '../../src/bench/matrix';
+import { BARE_SHAPE_MIN_EVENTS, minimumEvents } from '../../src/bench/report';
 import type { CellResult } from '../../src/bench/matrix';
 import { shippedPolls } from '../../src/bench/scale';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';

@@ -1,6 +1,6 @@
 // The decide validator and the verdict, outside a workflow: which decisions fit which state.
 import { DecisionDesk, type DeskView } from '../../src/workflows/decisions';
-import { effectOfRecord, verdictFor, type VerdictFacts } from '../../src/workflows/verdict';
+import { effectOfRecord, verdictFor, type VerdictFacts } from '../../src/reliability/verdict';
 import type { DecisionPolicy } from '../../src/reliability/policy';
 
 const POLICY: DecisionPolicy = { roles: { ops: ['operator'], lead: ['operator', 'approver'] }, needApproval: ['compensate'], approvalTtlMs: 60_000 };

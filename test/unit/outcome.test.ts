@@ -4,7 +4,8 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { defaultFailureConverter, defaultPayloadConverter } from '@temporalio/common';
 import { getEventListeners } from 'node:events';
 import { outcomeOf } from '../../src/client/outcome';
-import type { refundWorkflow, RefundRunState } from '../../src/workflows';
+import type { refundWorkflow } from '../../src/workflows';
+import type { RefundRunState } from '../../src/contract';
 
 interface FakeRun {
   /** RefundStatus at each describe (the last one stays). */

@@ -1,6 +1,7 @@
 import { refundProblem, requestHash } from '../../src/activities/operations';
-import { compensationKey, operationId, stepKey } from '../../src/reliability/identity';
-import { InvalidRefundRequestError, parseRefundRequest, refundWorkflowId, type Order } from '../../src/shared';
+import { compensationKey, operationId, refundWorkflowId, stepKey } from '../../src/contract';
+import { InvalidRefundRequestError, parseRefundRequest } from '../../src/domain/refund-request';
+import type { Order } from '../../src/domain/order';
 
 const valid = { orderId: 'ord_1', amount: 1250, currency: 'usd', requestedBy: 'alice' };
 

@@ -1,5 +1,5 @@
 import { checkRegistry, compensationOrder, REFUND_SAGA, REFUND_STEPS, type DependencyGraph, type RefundStep } from '../../src/compensations/registry';
-import { compensationKey, operationId, stepKey } from '../../src/reliability/identity';
+import { compensationKey, operationId, stepKey } from '../../src/contract';
 
 const steps = Object.entries(REFUND_SAGA) as [RefundStep, (typeof REFUND_SAGA)[RefundStep]][];
 const TEXT_FIELDS = ['action', 'precondition', 'evidence', 'idempotency', 'escalation'] as const;

@@ -2,10 +2,9 @@
 // does not fit (an older worker, an activity that returned nothing) stops the run honestly instead
 // of failing its workflow task forever. Workflow code imports this module, so it stays pure.
 import { z } from 'zod';
-import type { RecoveryPolicy } from './reliability/policy';
-import type { StepEvidence } from './reliability/evidence';
-import type { Order } from './shared';
-import type { OperationRecord } from './store/types';
+import type { RecoveryPolicy } from '../reliability/policy';
+import type { Order } from '../domain/order';
+import type { StepEvidence } from '../reliability/evidence';
 
 const attemptSummarySchema = z.object({
   attempt: z.number().int(),
@@ -91,6 +90,48 @@ export interface RunSettings {
   provider: ProviderWindows;
 }
 
+/**
+ * What we know of an operation's effect at the provider:
+ * intent: recorded, and no request has been proven to take effect (none may have been sent yet);
+ * unknown: a request was sent and its outcome is not known: only reconciliation moves it on;
+ * refunded / partial / failed: the provider's refund exists, for the full amount, for less, or failed;
+ * rejected: refused before any effect; completed: the run passed its completion gate.
+ */
+export type OperationStatus = 'intent' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'rejected' | 'completed';
+
+export interface OperationRecord {
+  operationId: string;
+  orderId: string;
+  operationVersion: number;
+  scope: string;
+  /** sha256 of the canonical request: the same operation id with another hash is a changed intent. */
+  requestHash: string;
+  request: { orderId: string; amount: number; currency: string; reason: string };
+  status: OperationStatus;
+  /** The provider's refund, once known (from its answer or from reconciliation). */
+  refund: RefundReceipt | null;
+  /** When the first and last create requests for this operation were sent, and how many. */
+  firstSentAt: string | null;
+  lastSentAt: string | null;
+  /**
+   * The latest any of its sends can still be on the wire, by the store's clock, as each sender's own
+   * timeout bounds it; null if none was recorded (sends stamped before this was kept).
+   */
+  offTheWireBy: string | null;
+  requestsSent: number;
+  /** When reconciliation last proved that no refund exists for it. */
+  absenceConfirmedAt: string | null;
+  /**
+   * How many of its sends that proof covers: absence is proven for the operation as it stands only
+   * while this equals requestsSent. A count, not a time, so that clocks of different hosts never decide.
+   */
+  provenAbsentThrough: number | null;
+  reason: string | null;
+  createdAt: string;
+  createdBy: string;
+  updatedAt: string;
+}
+
 export interface BeginResult {
   order: Order;
   operation: OperationRecord;
@@ -172,7 +213,7 @@ export const gateResultSchema = z.object({
 });
 
 /** What a follow-up run learns of a refund reported failed after its run finished. */
-export interface LateFailureFacts {
+export interface FollowUpFacts {
   request: { orderId: string; amount: number; currency: string; reason: string };
   /** The refund as the provider has it now. */
   refund: RefundReceipt;
@@ -194,7 +235,7 @@ export const standingRecordsSchema = z.object({
 });
 export type StandingRecords = z.infer<typeof standingRecordsSchema>;
 
-export const lateFailureFactsSchema = z.object({
+export const followUpFactsSchema = z.object({
   request: z.object({ orderId: z.string(), amount: z.number().int(), currency: z.string(), reason: z.string() }),
   refund: refundReceiptSchema,
   failed: z.boolean(),

@@ -1,6 +1,6 @@
 // The recovery verdict for a run that stopped (seed 001): exactly one of three, with the single
 // smallest next action and who may take it. Pure: the workflow shows it, `npm run inspect` too.
-import type { DecisionPolicy } from '../reliability/policy';
+import type { DecisionPolicy } from './policy';
 
 export const VERDICTS = ['auto-retry is safe', 'compensate, then resume', 'stop and hand to a person'] as const;
 export type Verdict = (typeof VERDICTS)[number];

@@ -1,0 +1,35 @@
+// A person's (or the sweep's) decision for a parked run: what the `decide` Update takes, and the
+// record the run keeps of each decision. The run's DecisionDesk judges them (src/workflows/).
+import { z } from 'zod';
+import { DECISION_KINDS, deciderNameSchema, type DecisionKind } from '../reliability/policy';
+import { REFUND_STEPS, type RefundStep } from './steps';
+
+export const decisionInputSchema = z
+  .object({
+    decision: z.enum(DECISION_KINDS),
+    by: deciderNameSchema,
+    reason: z.string().trim().min(1, 'must say why').max(500),
+    /** For retry-step: the step (the one that failed, which is also the default). */
+    step: z.enum(REFUND_STEPS).optional(),
+  })
+  .strict();
+export type DecisionInput = z.input<typeof decisionInputSchema>;
+
+export interface DecisionRecord {
+  /** 1, 2, …: the order decisions were taken in. */
+  seq: number;
+  decision: DecisionKind;
+  by: string;
+  reason: string;
+  step: RefundStep | null;
+  at: string;
+  /** applied; waiting for approval; or, for a proposal, what became of it. */
+  outcome: 'applied' | 'awaiting_approval' | 'approved' | 'rejected' | 'expired';
+  /** For a proposal waiting for approval: when it expires into a stop. */
+  expiresAt: string | null;
+  /** For approve/reject: the proposal it answers. */
+  answers: number | null;
+}
+
+/** The scheduled sweep's name as a decider. */
+export const SWEEPER = 'sweep';

@@ -1,0 +1,45 @@
+// A follow-up run: what it takes, its state as the `followUp` Query shows it, and what it returns.
+// One per operation, for a refund the provider reported failed after the refund's own run finished.
+import type { IgnoredMessagesView, StepError } from './run-state';
+import type { ProviderEventSummary } from './provider-event';
+import type { RefundStep } from './steps';
+
+export interface FollowUpInput {
+  operationId: string;
+  /** The refund the provider's event named. */
+  refundId: string;
+  /** The run that carried the operation out and had finished when the event came. */
+  originalWorkflowId: string;
+}
+
+export interface FollowUpCompensation {
+  step: RefundStep;
+  key: string;
+  status: 'completed' | 'failed' | 'unknown';
+  output?: unknown;
+  error?: StepError;
+}
+
+export interface FollowUpResult {
+  workflowId: string;
+  operationId: string;
+  originalWorkflowId: string;
+  /** compensated: what stood was undone (or nothing stood); unchanged: the provider does not say failed; needs_attention: a person finishes it. */
+  status: 'compensated' | 'unchanged' | 'needs_attention';
+  reason: string;
+  refund: { refundId: string; status: string } | null;
+  compensations: FollowUpCompensation[];
+}
+
+export interface FollowUpState {
+  input: FollowUpInput;
+  status: 'examining' | 'compensating' | FollowUpResult['status'];
+  providerEvents: ProviderEventSummary[];
+  /** Signals it ignored (malformed, or about another refund). */
+  ignoredMessages: IgnoredMessagesView;
+  compensations: FollowUpCompensation[];
+  reason: string | null;
+}
+
+/** The follow-up workflow's type, for clients that start it by name (FOLLOW_UP_WORKFLOW); src/worker.ts checks it. */
+export type FollowUpWorkflow = (input: FollowUpInput) => Promise<FollowUpResult>;

@@ -1,0 +1,14 @@
+// What both sides of Temporal share: the workers' workflows and activities, and the clients
+// (CLI, webhooks, inspect). Imports only domain and reliability code, and nothing of Node: the
+// workflow bundle loads it.
+export * from './decision';
+export * from './follow-up';
+export * from './ids';
+export * from './messages';
+export * from './provider-event';
+export * from './queues';
+export * from './receipts';
+export * from './results';
+export * from './run-state';
+export * from './search-attributes';
+export * from './steps';

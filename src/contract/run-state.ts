@@ -1,0 +1,173 @@
+// A refund run's state as the `steps` Query shows it: the step table, the operation's identity,
+// what is known of the effect, the last failure and the move the policy chose for it,
+// reconciliation, budgets, decisions, provider events, and why the run stopped. Types only.
+import type { RefundRequest } from '../domain/refund-request';
+import type { AttemptSummary } from '../reliability/evidence';
+import type { RecoveryAction, RecoveryOwner } from '../reliability/policy';
+import type { Certainty, FailureCode } from '../reliability/taxonomy';
+import type { VerdictView } from '../reliability/verdict';
+import type { DecisionRecord } from './decision';
+import type { ProviderEventSummary } from './provider-event';
+import type { ReconcileOutcome } from './receipts';
+import type { RefundStep } from './steps';
+
+/**
+ * Live: running, reconciling, awaiting_provider, compensating. Parked, waiting for a person:
+ * needs_attention, awaiting_approval. Ended: completed, rejected (refused; nothing happened),
+ * compensated, abandoned (a person took over), stopped (an approval expired, or it was cancelled
+ * before its refund went out).
+ */
+export type RunStatus =
+  | 'running'
+  | 'reconciling'
+  | 'awaiting_provider'
+  | 'compensating'
+  | 'needs_attention'
+  | 'awaiting_approval'
+  | 'completed'
+  | 'rejected'
+  | 'compensated'
+  | 'abandoned'
+  | 'stopped';
+export type TerminalStatus = Extract<RunStatus, 'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention'>;
+
+/** What is known of the refund at the provider: `unknown` stays unknown until the provider says otherwise. */
+export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
+
+/** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
+export const MAX_RESUBMISSIONS = 3;
+
+export interface RefundRunState {
+  workflowId: string;
+  request: RefundRequest;
+  status: RunStatus;
+  operation: {
+    operationId: string;
+    operationVersion: number;
+    scope: string;
+    requestHash: string;
+    /** Whether this run recorded the intent, or found it from an earlier run of the same operation. */
+    recordedByThisRun: boolean;
+    /** After this, a resend with the same key could create a second refund: only reconciliation may precede one. */
+    dedupeWindowExpiresAt: string | null;
+    expectedReceipt: string;
+    policyVersion: string;
+  } | null;
+  effect: { status: EffectStatus; certainty: Certainty | 'none'; refundId: string | null };
+  provider: { name: 'stripe'; scope: string | null; changed: false };
+  lastFailure: (StepError & { step: string }) | null;
+  recovery: { action: RecoveryAction; owner: RecoveryOwner; note: string | null } | null;
+  reconciliation: {
+    lookups: number;
+    lastResult: ReconcileOutcome | null;
+    lastAt: string | null;
+    /** Where the last lookup got to: by refund id, or how many of the payment intent's refunds it read. */
+    cursor: { method: 'retrieve' | 'list'; scanned: number; matches: number } | null;
+    resubmissions: number;
+    history: { at: string; operationId: string; result: ReconcileOutcome; note: string }[];
+  };
+  budget: BudgetView;
+  /** Why the run stopped, or parked, when it did not complete. */
+  outcome: { status: TerminalStatus; failedStep: RefundStep | null; reason: string; quarantined: boolean } | null;
+  /** While parked: since when, the verdict, the smallest next action and who may take it. */
+  parked: ({ since: string; failedStep: RefundStep | null; reason: string } & VerdictView) | null;
+  decisions: DecisionRecord[];
+  /** Provider events (webhooks) received for this run, each once. */
+  providerEvents: ProviderEventSummary[];
+  /** Signals the run ignored (malformed, or about another refund): how many, the latest, and why. */
+  ignoredMessages: IgnoredMessagesView;
+  /** While (and after) the run waited for the provider to settle a pending refund: until when, and how it was settled. */
+  awaitingProvider: AwaitingProvider | null;
+  steps: StepRecord[];
+}
+
+export interface AwaitingProvider {
+  refundId: string;
+  since: string;
+  /** The policy's deadline: still pending then, the run parks for a person. */
+  until: string;
+  /** Polls of the provider while no webhook settled it. */
+  polls: number;
+  /** How it ended: a webhook (its event id), a poll, or the deadline; null while it waits. */
+  settledBy: { kind: 'webhook'; eventId: string } | { kind: 'poll' } | { kind: 'deadline' } | null;
+}
+
+/** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
+export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
+/**
+ * unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind.
+ * held: not run, since what it would correct may not have happened (a notice whose hand-over is unknown): a person decides.
+ */
+export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'held' | 'not_compensable';
+
+export interface StepError {
+  code: FailureCode;
+  domain: string;
+  certainty: Certainty;
+  reason: string;
+  message: string;
+  /** Whether Temporal gave up because the policy said so (true) or because attempts or time ran out. */
+  nonRetryable: boolean;
+  retryAfterMs: number | null;
+  nextDelayMs: number | null;
+  providerRequestId: string | null;
+  provider: Record<string, unknown>;
+}
+
+export interface CompensationRecord {
+  kind: 'compensation' | 'forward_repair';
+  key?: string;
+  status: CompensationStatus;
+  note?: string;
+  output?: unknown;
+  error?: StepError;
+  startedAt?: string;
+  finishedAt?: string;
+  attempts: number;
+  transportRequests: number;
+}
+
+export interface StepRecord {
+  name: string;
+  status: StepStatus;
+  idempotencyKey?: string;
+  input?: unknown;
+  output?: unknown;
+  startedAt?: string;
+  finishedAt?: string;
+  error?: StepError;
+  /** Logical attempts (Temporal activity attempts) in this run, and provider requests they sent. */
+  attempts: number;
+  transportRequests: number;
+  /** Each attempt, from the attempt ledger: when, how it ended, how long it was told to wait. */
+  ledger: AttemptSummary[];
+  /** Why it was skipped, or where its output came from when no provider was asked. */
+  note?: string;
+  compensation?: CompensationRecord;
+}
+
+/** What the run may still spend: its deadline, step attempts, retry time and provider calls. */
+export interface BudgetView {
+  deadline: string;
+  remainingMs: number;
+  maxStepAttempts: number;
+  retryTimeUsedMs: number;
+  retryTimeLimitMs: number;
+  providerCallsUsed: number;
+  providerCallLimit: number;
+}
+
+export interface IgnoredMessage {
+  at: string;
+  /** The Signal's name. */
+  message: string;
+  reason: string;
+  /** What came, as JSON, cut short. */
+  input: string;
+}
+
+/** The Signals a run ignored: how many, and the latest few. */
+export interface IgnoredMessagesView {
+  total: number;
+  latest: IgnoredMessage[];
+}

@@ -1,0 +1,120 @@
+// What the product asks of Temporal from outside a workflow: what a run was started with, the
+// task queues' backlogs and pollers, the namespace's search attributes, and starting an
+// operation's follow-up. Used by the clients, the CLI, inspect, the webhook receiver and the
+// activities alike; it loads no workflow code (workflows are named by type, typed by `typeof`).
+import type { Client, Connection } from '@temporalio/client';
+import { SearchAttributeType } from '@temporalio/common';
+import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
+import { temporal } from '@temporalio/proto';
+import { FOLLOW_UP_WORKFLOW, followUpWorkflowId, poolQueue, providerEventSignal, SEARCH_ATTRIBUTES, TASK_QUEUE, type FollowUpWorkflow, type ProviderEventSummary } from '../contract';
+import { parseRefundRequest, type RefundRequest } from '../domain/refund-request';
+
+const { TASK_QUEUE_TYPE_WORKFLOW, TASK_QUEUE_TYPE_ACTIVITY } = temporal.api.enums.v1.TaskQueueType;
+
+/** A refund that asks for what an existing run under its business key does not do. */
+export class ConflictingRefundError extends Error {
+  override name = 'ConflictingRefundError';
+}
+
+/** The request a refund run was started with, from the first event of its history: needs no worker, unlike a Query. */
+export async function startedWith(client: Client, workflowId: string): Promise<RefundRequest> {
+  const { history } = await client.workflowService.getWorkflowExecutionHistory({
+    namespace: client.options.namespace,
+    execution: { workflowId },
+    maximumPageSize: 1,
+  });
+  const payloads = history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads;
+  const [input] = await decodeArrayFromPayloads(client.options.loadedDataConverter, payloads);
+  try {
+    return parseRefundRequest(input);
+  } catch {
+    throw new ConflictingRefundError(`${workflowId} already exists and was started with an invalid request`);
+  }
+}
+
+export interface Backlog {
+  taskQueue: string;
+  /** Tasks waiting for a worker, as the server estimates them (its figure lags by a few seconds). */
+  tasks: number;
+  ageSeconds: number;
+}
+
+/** The backlogs new refunds add to: workflow tasks on the task queue, activities in the effects pool. */
+export async function backlogs(client: Client, taskQueue: string): Promise<Backlog[]> {
+  const queues = [
+    { name: taskQueue, type: TASK_QUEUE_TYPE_WORKFLOW },
+    { name: poolQueue(taskQueue, 'effects'), type: TASK_QUEUE_TYPE_ACTIVITY },
+  ];
+  return Promise.all(
+    queues.map(async ({ name, type }) => {
+      const { stats } = await client.workflowService.describeTaskQueue({ namespace: client.options.namespace, taskQueue: { name }, taskQueueType: type, reportStats: true });
+      // No figure is not "no backlog": admission would admit everything without a word.
+      if (!stats) throw new Error(`Temporal reported no backlog for task queue ${name} (a server too old for DescribeTaskQueue stats?); ADMISSION_MAX_BACKLOG=0 starts refunds without admission control`);
+      return { taskQueue: name, tasks: Number(stats?.approximateBacklogCount ?? 0), ageSeconds: Number(stats?.approximateBacklogAge?.seconds ?? 0) };
+    }),
+  );
+}
+
+/**
+ * Whether a worker polled the workflow task queue lately (Temporal keeps pollers seen in the last
+ * minutes); with `pid`, only a worker of that process (the SDK's identity is `<pid>@<host>`).
+ */
+export async function workerPolling(client: Client, taskQueue = TASK_QUEUE, pid?: number): Promise<boolean> {
+  const { pollers } = await client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace,
+    taskQueue: { name: taskQueue },
+    taskQueueType: TASK_QUEUE_TYPE_WORKFLOW,
+  });
+  return (pollers ?? []).some((p) => pid === undefined || p.identity?.startsWith(`${pid}@`));
+}
+
+/** How the `temporal` CLI names a search attribute's type. */
+export const cliType = (type: SearchAttributeType) => (type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword');
+const indexedType = (type: SearchAttributeType) =>
+  type === SearchAttributeType.BOOL ? temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_BOOL : temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+
+/** Our search attributes the namespace does not have. */
+export async function missingSearchAttributes(connection: Connection, namespace: string) {
+  const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+  return Object.values(SEARCH_ATTRIBUTES).filter((key) => !(key.name in (customAttributes ?? {})));
+}
+
+/**
+ * Registers our search attributes the namespace lacks (a no-op when it has them all) and waits
+ * until the server lists them; returns the names it added.
+ */
+export async function registerSearchAttributes(connection: Connection, namespace: string, log: (line: string) => void = () => undefined): Promise<string[]> {
+  const missing = await missingSearchAttributes(connection, namespace);
+  if (missing.length === 0) return [];
+  log(`registering search attributes ${missing.map((k) => k.name).join(', ')}`);
+  await connection.operatorService.addSearchAttributes({
+    namespace,
+    searchAttributes: Object.fromEntries(missing.map((k) => [k.name, indexedType(k.type)])),
+  });
+  const deadline = Date.now() + 30_000;
+  while ((await missingSearchAttributes(connection, namespace)).length > 0) {
+    if (Date.now() >= deadline) throw new Error('the search attributes did not become ready within 30s');
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return missing.map((k) => k.name);
+}
+
+/**
+ * Starts (or signals) an operation's follow-up run: a refund that failed after the run that made
+ * it finished. Used by the webhook receiver, and by a run that ends while it holds such news.
+ */
+export async function startFollowUp(
+  client: Client,
+  handover: { operationId: string; originalWorkflowId: string; event: ProviderEventSummary; taskQueue?: string },
+): Promise<{ workflowId: string; runId: string }> {
+  const workflowId = followUpWorkflowId(handover.operationId);
+  const handle = await client.workflow.signalWithStart<FollowUpWorkflow, [ProviderEventSummary]>(FOLLOW_UP_WORKFLOW, {
+    workflowId,
+    taskQueue: handover.taskQueue ?? TASK_QUEUE,
+    args: [{ operationId: handover.operationId, refundId: handover.event.refundId, originalWorkflowId: handover.originalWorkflowId }],
+    signal: providerEventSignal,
+    signalArgs: [handover.event],
+    typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.followUpOf, value: handover.originalWorkflowId }],
+  });
+  return { workflowId, runId: handle.signaledRunId };
+}
