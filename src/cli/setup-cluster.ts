@@ -5,7 +5,7 @@ import { Connection } from '@temporalio/client';
 import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { SEARCH_ATTRIBUTES } from '../shared';
-import { cliType, missingSearchAttributes, registerSearchAttributes } from '../stack/stack';
+import { cliType, missingSearchAttributes, registerSearchAttributes } from '../client/search-attributes';
 
 /** gRPC status codes a server answers with when it will not add search attributes this way. */
 const PERMISSION_DENIED = 7;

@@ -10,7 +10,7 @@ import { messageIdForKey } from '../../src/activities/notifications';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { TASK_QUEUE } from '../../src/shared';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 import { decideUpdate, refundWorkflow, stepsQuery } from '../../src/workflows';
 import type { DecisionInput } from '../../src/workflows/decisions';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';

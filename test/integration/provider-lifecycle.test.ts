@@ -9,7 +9,7 @@ import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { compensationKeyOf } from '../../src/compensations/plan';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
-import { signatureHeader } from '../../src/servers/stripe/events';
+import { signatureHeader } from '../../tools/src/servers/stripe/events';
 import { SEARCH_ATTRIBUTES } from '../../src/shared';
 import { startFollowUp } from '../../src/webhooks/follow-up';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { parseDefinitions, type ScheduleDefinitionInput } from '../../src/schedules/definitions';
 import { applySchedule, triggerSchedule } from '../../src/schedules/schedules';
 import { TASK_QUEUE } from '../../src/shared';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 import { refundWorkflow, stepsQuery, type BatchResult, type DigestResult } from '../../src/workflows';
 import { fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
 

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { refund, startRefund } from '../../src/client/refunds';
 import { messageIdForKey } from '../../src/activities/notifications';
 import { TASK_QUEUE } from '../../src/shared';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 import { refundWorkflow, type RefundRunState } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 

@@ -2,7 +2,7 @@
 // report a result or close a connection, as a crashed host would.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../config';
+import { PROJECT_ROOT } from '../../../src/config';
 
 export interface WorkerProcess {
   pid: number;

@@ -3,24 +3,24 @@
 // server that lets the Web UI show the encrypted payloads decoded.
 import fs from 'node:fs';
 import path from 'node:path';
-import { loadConfig } from '../config';
+import { loadToolsConfig } from '../config';
 import { startMailServer } from './mail-server';
 import { startStripeServer } from './stripe-server';
-import { configuredCodecServer, startCodecServer } from '../codec/codec-server';
-import { EncryptionCodec } from '../codec/encryption-codec';
-import { payloadKeyring } from '../codec/data-converter';
+import { configuredCodecServer, startCodecServer } from '../../../src/codec/codec-server';
+import { EncryptionCodec } from '../../../src/codec/encryption-codec';
+import { payloadKeyring } from '../../../src/codec/data-converter';
 
 async function main() {
-  const config = loadConfig();
+  const config = loadToolsConfig();
   fs.mkdirSync(config.dataDir, { recursive: true });
   const closers: (() => Promise<void>)[] = [];
   if (config.stripe.local) {
     const stripe = await startStripeServer({
-      port: config.stripe.port,
+      port: config.local.stripePort,
       dbPath: path.join(config.dataDir, 'stripe.db'),
       idempotencyTtlMs: config.stripe.idempotencyTtlMs,
       faults: config.faultInjection,
-      lifecycle: config.stripe.lifecycle,
+      lifecycle: config.local.lifecycle,
       // The worker's receiver, with its secret: events are delivered there unless WEBHOOKS=off.
       webhookEndpoint: { url: config.webhooks.url, secret: config.webhooks.secret ?? null },
     });
@@ -28,8 +28,8 @@ async function main() {
     console.log(`Stripe-compatible API on ${stripe.url}; ${config.webhooks.secret ? `webhooks to ${config.webhooks.url}` : 'webhooks off'}`);
   }
   const mail = await startMailServer({
-    smtpPort: config.mail.smtpPort,
-    apiPort: config.mail.mailboxPort,
+    smtpPort: config.local.smtpPort,
+    apiPort: config.local.mailboxPort,
     dbPath: path.join(config.dataDir, 'mail.db'),
     faultApi: config.faultInjection,
   });

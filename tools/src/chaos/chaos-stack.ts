@@ -1,28 +1,28 @@
 // The stack a chaos run drives, all on 127.0.0.1 in a directory of its own: a Temporal dev server,
 // the Stripe-compatible and SMTP servers with their fault APIs, Toxiproxy in front of Stripe, SMTP
 // and the Temporal frontend, and a pool of worker processes that can be SIGKILLed and replaced.
-import { refundDataConverter } from '../codec/data-converter';
-import { newKeyEntry, parseKeyring } from '../codec/keyring';
+import { refundDataConverter } from '../../../src/codec/data-converter';
+import { newKeyEntry, parseKeyring } from '../../../src/codec/keyring';
 import { Client, Connection } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type Stripe from 'stripe';
-import { createStripeClient } from '../activities/payments';
-import { DEFAULT_POLICY } from '../reliability/default-policy';
-import type { RecoveryPolicy } from '../reliability/policy';
+import { createStripeClient } from '../../../src/activities/payments';
+import { DEFAULT_POLICY } from '../../../src/reliability/default-policy';
+import type { RecoveryPolicy } from '../../../src/reliability/policy';
 import { startMailServer, type FaultInjector, type MailServer } from '../servers/mail-server';
 import type { RefundLifecycle } from '../servers/stripe/resources';
 import { startStripeServer, type StripeServer } from '../servers/stripe-server';
-import { SEARCH_ATTRIBUTES } from '../shared';
+import { SEARCH_ATTRIBUTES } from '../../../src/shared';
 import { startPostgres, createDatabase, type PostgresServer } from '../stack/postgres';
 import { freePort, portOpen } from '../stack/processes';
-import { cliType } from '../stack/stack';
+import { cliType } from '../../../src/client/search-attributes';
 import { findTool } from '../stack/tools';
-import { openStore, type Dialect, type OrderStore } from '../store';
+import { openStore, type Dialect, type OrderStore } from '../../../src/store';
 import { startToxiproxy, type Proxy, type Toxiproxy } from './toxiproxy';
-import { bundleRefundWorkflows } from '../worker';
+import { bundleRefundWorkflows } from '../../../src/worker';
 import { startWorkerProcess, type WorkerProcess } from './worker-process';
 
 /** Short timeouts and backoffs, so that a run under faults settles in seconds, not minutes. */

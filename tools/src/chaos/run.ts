@@ -2,18 +2,18 @@
 // and restarted and starts are duplicated; then the invariants are checked from the evidence (the
 // Stripe server's ledger and request log, the mailbox, the store, the runs' own state).
 import { WorkflowHandle } from '@temporalio/client';
-import { outcomeOf, type RunOutcome } from '../client/outcome';
-import { startRefund } from '../client/refunds';
-import { seedPaidOrder } from '../client/seed';
-import { messageIdForKey } from '../activities/notifications';
-import { compensationKeyOf } from '../compensations/plan';
-import { operationId as operationIdOf, stepKey } from '../reliability/identity';
-import { refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE } from '../shared';
-import { followUpWorkflowId, MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type lateFailureWorkflow, type RefundRunState } from '../workflows';
+import { outcomeOf, type RunOutcome } from '../../../src/client/outcome';
+import { startRefund } from '../../../src/client/refunds';
+import { seedPaidOrder } from '../../../src/client/seed';
+import { messageIdForKey } from '../../../src/activities/notifications';
+import { compensationKeyOf } from '../../../src/compensations/plan';
+import { operationId as operationIdOf, stepKey } from '../../../src/reliability/identity';
+import { refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE } from '../../../src/shared';
+import { followUpWorkflowId, MAX_RESUBMISSIONS, refundWorkflow, stepsQuery, type lateFailureWorkflow, type RefundRunState } from '../../../src/workflows';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
 import type { ToxiproxyCrash } from './toxiproxy';
-import type { Dialect } from '../store';
+import type { Dialect } from '../../../src/store';
 
 export interface ChaosOptions {
   runs: number;

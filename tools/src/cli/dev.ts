@@ -1,11 +1,11 @@
 // The stack in the background and a worker in the foreground, until Ctrl-C.
-import { loadConfig } from '../config';
+import { loadToolsConfig } from '../config';
 import { registerSelf, runningPid } from '../stack/processes';
 import { ensureStack, urls } from '../stack/stack';
-import { runWorker } from '../worker';
+import { runWorker } from '../../../src/worker';
 
 async function main() {
-  const config = loadConfig();
+  const config = loadToolsConfig();
   const running = runningPid(config.dataDir, 'worker');
   if (running !== undefined) {
     throw new Error(`a worker of this stack is already running (pid ${running}); \`npm run stop\` stops it, then run \`npm run dev\` again`);
