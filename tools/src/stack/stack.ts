@@ -5,8 +5,8 @@ import { temporal } from '@temporalio/proto';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../../src/config';
 import type { ToolsConfig } from '../config';
-import { SEARCH_ATTRIBUTES } from '../../../src/shared';
-import { cliType, registerSearchAttributes } from '../../../src/client/search-attributes';
+import { registerSearchAttributes } from '../../../src/client/search-attributes';
+import { devServerArgs } from './assembly';
 import { logFile, portOpen, runningPid, startDetached, stopProcess, waitFor } from './processes';
 import { findTool } from './tools';
 
@@ -26,12 +26,15 @@ export async function ensureTemporal(config: ToolsConfig): Promise<void> {
   if (local && !(await portOpen(local.port))) {
     const cli = findTool('temporal');
     log(`starting Temporal dev server (${cli}) on ${config.temporal.address}, Web UI on ${config.local.temporalUiPort}`);
-    const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(local.port), '--ui-port', String(config.local.temporalUiPort)];
-    args.push('--namespace', config.temporal.namespace, '--log-level', 'warn');
-    // The Web UI asks the stack's codec server to decode what the workers encrypted.
-    if (config.encryption.enabled) args.push('--ui-codec-endpoint', config.codec.endpoint);
-    for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${cliType(key.type)}`);
-    args.push('--db-filename', path.join(config.dataDir, 'temporal.db'));
+    const args = devServerArgs({
+      port: local.port,
+      uiPort: config.local.temporalUiPort,
+      namespace: config.temporal.namespace,
+      logLevel: 'warn',
+      // The Web UI asks the stack's codec server to decode what the workers encrypted.
+      codecEndpoint: config.encryption.enabled ? config.codec.endpoint : undefined,
+      dbFile: path.join(config.dataDir, 'temporal.db'),
+    });
     startDetached(config.dataDir, { name: 'temporal', command: cli, args });
     await waitFor('Temporal', () => portOpen(local.port), 60_000, logFile(config.dataDir, 'temporal'));
   }
@@ -57,7 +60,7 @@ export async function ensureServers(config: ToolsConfig): Promise<void> {
   log(`starting local servers: SMTP on ${config.local.smtpPort}, mailbox API on ${config.local.mailboxPort}` +
     (config.stripe.local ? `, Stripe-compatible API on ${config.local.stripePort}` : '') +
     (config.encryption.enabled ? `, codec server on ${config.codec.port}` : ''));
-  startDetached(config.dataDir, { name: 'servers', ...tsx('src/servers/main.ts') });
+  startDetached(config.dataDir, { name: 'servers', ...tsx('tools/src/servers/main.ts') });
   const all = async () => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean);
   await waitFor('local servers', all, 30_000, logFile(config.dataDir, 'servers'));
 }
