@@ -27,6 +27,8 @@ export function loadToolsConfig(env: NodeJS.ProcessEnv = process.env) {
   const e = parsed.data;
   return {
     ...product,
+    /** The environment this was read from: the processes the stack starts read the same. */
+    env,
     /** Where the stack's processes listen. */
     local: {
       temporalUiPort: e.TEMPORAL_UI_PORT,

@@ -20,7 +20,7 @@ Mailbox       ${u.mailbox}${u.codec ? `\nCodec server  ${u.codec} (the Web UI de
 Logs          ${config.dataDir}/logs
 The worker runs here; Ctrl-C (or \`npm run stop\`) stops it. \`npm run stop\` stops the rest too.`);
   // Known to `npm run stop` and `npm run demo` like a worker the stack started.
-  const unregister = registerSelf(config.dataDir, 'worker', 'src/cli/dev.ts');
+  const unregister = registerSelf(config.dataDir, 'worker', 'tools/src/cli/dev.ts');
   try {
     await runWorker();
   } finally {

@@ -35,7 +35,7 @@ export async function ensureTemporal(config: ToolsConfig): Promise<void> {
       codecEndpoint: config.encryption.enabled ? config.codec.endpoint : undefined,
       dbFile: path.join(config.dataDir, 'temporal.db'),
     });
-    startDetached(config.dataDir, { name: 'temporal', command: cli, args });
+    startDetached(config.dataDir, { name: 'temporal', command: cli, args, env: config.env });
     await waitFor('Temporal', () => portOpen(local.port), 60_000, logFile(config.dataDir, 'temporal'));
   }
   const connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
@@ -60,7 +60,7 @@ export async function ensureServers(config: ToolsConfig): Promise<void> {
   log(`starting local servers: SMTP on ${config.local.smtpPort}, mailbox API on ${config.local.mailboxPort}` +
     (config.stripe.local ? `, Stripe-compatible API on ${config.local.stripePort}` : '') +
     (config.encryption.enabled ? `, codec server on ${config.codec.port}` : ''));
-  startDetached(config.dataDir, { name: 'servers', ...tsx('tools/src/servers/main.ts') });
+  startDetached(config.dataDir, { name: 'servers', ...tsx('tools/src/servers/main.ts'), env: config.env });
   const all = async () => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean);
   await waitFor('local servers', all, 30_000, logFile(config.dataDir, 'servers'));
 }
@@ -68,7 +68,7 @@ export async function ensureServers(config: ToolsConfig): Promise<void> {
 export async function ensureWorker(config: ToolsConfig): Promise<void> {
   if (runningPid(config.dataDir, 'worker') !== undefined) return;
   log('starting a worker');
-  const pid = startDetached(config.dataDir, { name: 'worker', ...tsx('src/worker.ts') });
+  const pid = startDetached(config.dataDir, { name: 'worker', ...tsx('src/worker.ts'), env: config.env });
   const connection = await Connection.connect(config.temporal.connection);
   const client = new Client({ connection, namespace: config.temporal.namespace });
   try {
