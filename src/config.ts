@@ -17,16 +17,23 @@ export type LogLevelName = (typeof LOG_LEVELS)[number];
 export const TRACE_EXPORTERS = ['none', 'console', 'otlp'] as const;
 export type TraceExporter = (typeof TRACE_EXPORTERS)[number];
 
+/**
+ * Where the local stack (tools/) runs its Temporal Web UI and its Stripe and SMTP stand-ins. The
+ * product reads them only for defaults: the stand-ins' URLs when no provider is configured, and the
+ * local Web UI as the codec server's origin. The stand-ins' own settings are tools/src/config.ts's.
+ */
+export const LOCAL_PORTS = { temporalUi: 8233, stripe: 4242, smtp: 2525, mailbox: 8025 } as const;
+
 const envSchema = z.object({
   DATA_DIR: z.string().min(1).default(path.join(PROJECT_ROOT, '.data')),
-  TEMPORAL_UI_PORT: port.default(8233),
+  TEMPORAL_UI_PORT: port.default(LOCAL_PORTS.temporalUi),
   DATABASE_URL: z.string().min(1).optional(),
   STRIPE_SECRET_KEY: z.string().min(1).optional(),
   STRIPE_API_BASE: z.string().url().optional(),
-  STRIPE_PORT: port.default(4242),
+  STRIPE_PORT: port.default(LOCAL_PORTS.stripe),
   STRIPE_IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().default(24),
-  SMTP_PORT: port.default(2525),
-  MAILBOX_PORT: port.default(8025),
+  SMTP_PORT: port.default(LOCAL_PORTS.smtp),
+  MAILBOX_PORT: port.default(LOCAL_PORTS.mailbox),
   SMTP_URL: z.string().min(1).optional(),
   SMTP_USER: z.string().min(1).optional(),
   SMTP_PASSWORD: z.string().min(1).optional(),
@@ -51,8 +58,6 @@ const envSchema = z.object({
   WORKFLOW_BUNDLE: z.string().min(1).optional(),
   WEBHOOK_PORT: port.default(4343),
   WEBHOOK_HOST: z.string().min(1).default('127.0.0.1'),
-  STRIPE_REFUND_SETTLE_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(30_000),
-  STRIPE_REFUND_FAIL_MS: z.coerce.number().int().min(0).max(7 * 86_400_000).default(0),
   DIGEST_TO: z.string().email().default('refund-ops@durable-refunds.test'),
   SCHEDULE_TIME_ZONE: z.string().min(1).default('UTC'),
   SCHEDULES_FILE: z.string().min(1).optional(),
@@ -245,18 +250,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     schedules: { timeZone: e.SCHEDULE_TIME_ZONE, file: e.SCHEDULES_FILE },
     dataDir: e.DATA_DIR,
-    temporal: { ...temporalTarget(env), uiPort: e.TEMPORAL_UI_PORT },
+    temporal: temporalTarget(env),
     databaseUrl: e.DATABASE_URL ?? `sqlite:${path.join(e.DATA_DIR, 'orders.db')}`,
     stripe: {
       secretKey: e.STRIPE_SECRET_KEY ?? 'sk_test_local',
       apiBase: e.STRIPE_API_BASE ?? (stripeLocal ? `http://127.0.0.1:${e.STRIPE_PORT}` : undefined),
       local: stripeLocal,
-      port: e.STRIPE_PORT,
       idempotencyTtlMs: e.STRIPE_IDEMPOTENCY_TTL_HOURS * 3600_000,
       requestTimeoutMs: e.STRIPE_TIMEOUT_MS,
       listConsistencyMs: e.STRIPE_LIST_CONSISTENCY_MS,
-      /** When the local server settles pm_card_refundPending refunds and fails pm_card_refundFail ones. */
-      lifecycle: { settleDelayMs: e.STRIPE_REFUND_SETTLE_MS, failDelayMs: e.STRIPE_REFUND_FAIL_MS },
     },
     taskQueue: e.TASK_QUEUE,
     worker: {
@@ -275,8 +277,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         tls: smtpTls,
         rejectUnauthorized: e.SMTP_TLS_REJECT_UNAUTHORIZED === 'true',
       },
-      smtpPort: e.SMTP_PORT,
-      mailboxPort: e.MAILBOX_PORT,
+      /** The local SMTP stand-in's mailbox API, where inspect and the demo read what it received. */
       mailboxUrl: `http://127.0.0.1:${e.MAILBOX_PORT}`,
       from: e.MAIL_FROM,
     },

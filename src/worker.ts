@@ -2,8 +2,8 @@ import fs from 'node:fs';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { RefundActivities } from './activities';
 import { Client, Connection } from '@temporalio/client';
-import { loadConfig, type Config } from './config';
-import { missingSearchAttributes } from './temporal/client';
+import { loadConfig } from './config';
+import { requireSearchAttributes } from './temporal/client';
 import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
@@ -124,31 +124,6 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
   return new RefundWorker(workers);
 }
 
-/**
- * Workflow tasks that upsert a search attribute the namespace lacks fail, over and over: a worker
- * says so at start-up instead, and names the fix.
- */
-async function checkSearchAttributes(config: Config): Promise<void> {
-  let connection: Connection;
-  try {
-    connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
-  } catch (err) {
-    throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS or TEMPORAL_PROFILE`, { cause: err });
-  }
-  try {
-    const missing = await missingSearchAttributes(connection, config.temporal.namespace);
-    if (missing.length > 0) {
-      const names = missing.map((k) => k.name).join(', ');
-      throw new Error(
-        `namespace ${config.temporal.namespace} on ${config.temporal.address} lacks the search attributes ${names}; ` +
-          `\`npm run setup-cluster\` registers them (\`npm run dev\` does on a local server), or: ${missing.map((k) => `temporal operator search-attribute create --name ${k.name} --type ${k.type === 'BOOL' ? 'Bool' : 'Keyword'}`).join('; ')}`,
-      );
-    }
-  } finally {
-    await connection.close();
-  }
-}
-
 export async function runWorker(): Promise<void> {
   const config = loadConfig();
   if (config.workflowBundle && !fs.existsSync(config.workflowBundle)) {
@@ -157,7 +132,7 @@ export async function runWorker(): Promise<void> {
   // Every log line of this process is JSON from here on: the SDK's, the activities', ours.
   const logger = createLogger(config.logLevel);
   Runtime.install({ logger });
-  await checkSearchAttributes(config);
+  await requireSearchAttributes(config);
   const keyring = payloadKeyring(config);
   const dataConverter = refundDataConverter(keyring);
   const tracing = startTracing(config.tracing.exporter, config.tracing.serviceName);

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startPostgres, type PostgresServer } from '../src/stack/postgres';
+import { startPostgres, type PostgresServer } from '../tools/src/stack/postgres';
 import { bundleRefundWorkflows } from '../src/worker';
 
 declare global {

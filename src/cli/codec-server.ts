@@ -2,9 +2,7 @@
 // Temporal Cloud's): it decodes with the same keys as the workers. `--new-key` prints a key.
 import { Command } from 'commander';
 import { loadConfig } from '../config';
-import { configuredCodecServer, startCodecServer } from '../codec/codec-server';
-import { payloadKeyring } from '../codec/data-converter';
-import { EncryptionCodec } from '../codec/encryption-codec';
+import { startConfiguredCodecServer } from '../codec/codec-server';
 import { newKeyEntry } from '../codec/keyring';
 
 const options = new Command('codec-server')
@@ -19,15 +17,10 @@ async function main() {
     console.log(newKeyEntry());
     return;
   }
-  const config = loadConfig();
-  const keyring = payloadKeyring(config);
-  if (!keyring) throw new Error('PAYLOAD_ENCRYPTION=off: there is nothing to decode');
-  const server = await startCodecServer(configuredCodecServer(config, new EncryptionCodec(keyring)));
-  const c = config.codec;
-  console.log(
-    `codec server on ${server.url} for namespace ${config.temporal.namespace}, keys ${[...keyring.keys.keys()].join(', ')} (encrypting with ${keyring.current}); ` +
-      `answers ${c.origins.join(', ')}${c.authToken ? ', bearer token required' : ''}`,
-  );
+  const started = await startConfiguredCodecServer(loadConfig());
+  if (!started) throw new Error('PAYLOAD_ENCRYPTION=off: there is nothing to decode');
+  const { server, summary } = started;
+  console.log(summary);
   const stop = () => void server.close().then(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);

@@ -8,6 +8,8 @@ import { timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { HttpError, readBody } from '../http/read-body';
 import { urlHost, type Config } from '../config';
+import { payloadKeyring } from './data-converter';
+import { EncryptionCodec } from './encryption-codec';
 
 export interface CodecServerOptions {
   codec: PayloadCodec;
@@ -24,6 +26,21 @@ export interface CodecServerOptions {
 export function configuredCodecServer(config: Config, codec: PayloadCodec): CodecServerOptions {
   const { origins, authToken, port, host } = config.codec;
   return { codec, namespace: config.temporal.namespace, origins, authToken, port, host };
+}
+
+/**
+ * The one way a codec server is started from the configuration, with the workers' keys: by
+ * `npm run codec-server` and by the local stack. Undefined with PAYLOAD_ENCRYPTION=off.
+ */
+export async function startConfiguredCodecServer(config: Config): Promise<{ server: CodecServer; summary: string } | undefined> {
+  const keyring = payloadKeyring(config);
+  if (!keyring) return undefined;
+  const server = await startCodecServer(configuredCodecServer(config, new EncryptionCodec(keyring)));
+  const c = config.codec;
+  const summary =
+    `codec server on ${server.url} for namespace ${config.temporal.namespace}, keys ${[...keyring.keys.keys()].join(', ')} (encrypting with ${keyring.current}); ` +
+    `answers ${c.origins.join(', ')}${c.authToken ? ', bearer token required' : ''}`;
+  return { server, summary };
 }
 
 export interface CodecServer {

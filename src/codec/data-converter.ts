@@ -6,7 +6,7 @@ import { EncryptionCodec } from './encryption-codec';
 import { localKeyring, parseKeyring, type Keyring } from './keyring';
 import { UNDECODABLE_ENCODING } from './payload-converter';
 import fs from 'node:fs';
-import { runningPid } from '../stack/processes';
+import { runningPid } from '../local-stack';
 
 /**
  * The keyring this process encrypts with: PAYLOAD_KEYS, else PAYLOAD_KEYS_FILE, else, while the

@@ -2,11 +2,12 @@
 // task queues' backlogs and pollers, the namespace's search attributes, and starting an
 // operation's follow-up. Used by the clients, the CLI, inspect, the webhook receiver and the
 // activities alike; it loads no workflow code (workflows are named by type, typed by `typeof`).
-import type { Client, Connection } from '@temporalio/client';
+import { Connection, type Client } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
 import { FOLLOW_UP_WORKFLOW, followUpWorkflowId, poolQueue, providerEventSignal, SEARCH_ATTRIBUTES, TASK_QUEUE, type FollowUpWorkflow, type ProviderEventSummary } from '../contract';
+import type { Config } from '../config';
 import { parseRefundRequest, type RefundRequest } from '../domain/refund-request';
 
 const { TASK_QUEUE_TYPE_WORKFLOW, TASK_QUEUE_TYPE_ACTIVITY } = temporal.api.enums.v1.TaskQueueType;
@@ -97,6 +98,31 @@ export async function registerSearchAttributes(connection: Connection, namespace
     await new Promise((r) => setTimeout(r, 250));
   }
   return missing.map((k) => k.name);
+}
+
+/**
+ * Workflow tasks that upsert a search attribute the namespace lacks fail, over and over: a worker
+ * says so at start-up instead, and names the fix.
+ */
+export async function requireSearchAttributes(config: Config): Promise<void> {
+  let connection: Connection;
+  try {
+    connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
+  } catch (err) {
+    throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS or TEMPORAL_PROFILE`, { cause: err });
+  }
+  try {
+    const missing = await missingSearchAttributes(connection, config.temporal.namespace);
+    if (missing.length > 0) {
+      const names = missing.map((k) => k.name).join(', ');
+      throw new Error(
+        `namespace ${config.temporal.namespace} on ${config.temporal.address} lacks the search attributes ${names}; ` +
+          `\`npm run setup-cluster\` registers them (\`npm run dev\` does on a local server), or: ${missing.map((k) => `temporal operator search-attribute create --name ${k.name} --type ${cliType(k.type)}`).join('; ')}`,
+      );
+    }
+  } finally {
+    await connection.close();
+  }
 }
 
 /**

@@ -5,8 +5,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { portOpen } from '../../src/stack/processes';
-import { findTool } from '../../src/stack/tools';
+import { portOpen } from '../../tools/src/stack/processes';
+import { findTool } from '../../tools/src/stack/tools';
 import { chromium } from 'playwright-core';
 
 const run = promisify(execFile);

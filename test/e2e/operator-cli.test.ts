@@ -6,7 +6,7 @@ import { execFile, spawn } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { SEARCH_ATTRIBUTES } from '../../src/contract';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 
 const run = promisify(execFile);
 const root = path.join(__dirname, '..', '..');

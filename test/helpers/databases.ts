@@ -1,7 +1,7 @@
 // The databases the store suite runs against: each test gets a fresh one of either kind.
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
-import { createDatabase } from '../../src/stack/postgres';
+import { createDatabase } from '../../tools/src/stack/postgres';
 import type { Dialect } from '../../src/store';
 
 export const DIALECTS: Dialect[] = ['sqlite', 'postgres'];

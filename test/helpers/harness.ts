@@ -13,21 +13,22 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { createActivities, type RefundActivities } from '../../src/activities';
-import { startToxiproxy, type Proxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
+import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy';
 import { createMailTransport } from '../../src/activities/notifications';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
 import { SEARCH_ATTRIBUTES, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState, type RunSettings } from '../../src/contract';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
-import type { MailFaultSpec } from '../../src/servers/mail-faults';
-import { startMailServer, type MailServer } from '../../src/servers/mail-server';
-import type { StripeFaultInput } from '../../src/servers/stripe/faults';
-import type { LedgerEffect, RequestRow } from '../../src/servers/stripe/store';
-import { startStripeServer, type StripeServerHooks } from '../../src/servers/stripe-server';
-import type { RefundLifecycle } from '../../src/servers/stripe/resources';
+import type { MailFaultSpec } from '../../tools/src/servers/mail-faults';
+import type { MailServer } from '../../tools/src/servers/mail-server';
+import type { StripeFaultInput } from '../../tools/src/servers/stripe/faults';
+import type { LedgerEffect, RequestRow } from '../../tools/src/servers/stripe/store';
+import type { StripeServerHooks } from '../../tools/src/servers/stripe-server';
+import { proxyDependencies, startStandIns, type DependencyProxies } from '../../tools/src/stack/assembly';
+import type { RefundLifecycle } from '../../tools/src/servers/stripe/resources';
 import type { Order } from '../../src/domain/order';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 import { openStore } from '../../src/store';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import type { WorkerTracing } from '../../src/observability/tracing';
@@ -103,7 +104,7 @@ export interface Harness {
   messages(filter?: { messageId?: string; to?: string }): Promise<{ messageId: string; to: string[]; subject: string; receivedAt: string }[]>;
   /** With `network`: the proxies the workers reach their dependencies through. */
   toxiproxy?: Toxiproxy;
-  proxies?: { stripe: Proxy; smtp: Proxy; temporal: Proxy };
+  proxies?: DependencyProxies;
   stripeFault(fault: StripeFaultInput): Promise<void>;
   mailFault(fault: Partial<MailFaultSpec> & Pick<MailFaultSpec, 'kind'>): Promise<void>;
   storeFault(kind: StoreFaultKind, orderId: string, count?: number): Promise<void>;
@@ -182,17 +183,16 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
-  const stripeServer = await startStripeServer({ port: 0, dbPath: path.join(dir, 'stripe.db'), idempotencyTtlMs: keyTtlMs, faults: true, lifecycle: options.lifecycle, hooks: options.stripeHooks });
-  const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true });
+  const standIns = await startStandIns(dir, {
+    stripe: { port: 0, idempotencyTtlMs: keyTtlMs, faults: true, lifecycle: options.lifecycle, hooks: options.stripeHooks },
+    mail: { smtpPort: 0, apiPort: 0, faultApi: true },
+  });
+  const { stripe: stripeServer, mail } = standIns;
   const databaseUrl = options.databaseUrl ?? `sqlite:${path.join(dir, 'orders.db')}`;
   const store = await openStore(databaseUrl, { faults: true, busyTimeoutMs: options.busyTimeoutMs ?? 200 });
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });
   const toxiproxy = options.network ? await startToxiproxy() : undefined;
-  const proxied = toxiproxy && {
-    stripe: await toxiproxy.proxy('stripe', new URL(stripeServer.url).host),
-    smtp: await toxiproxy.proxy('smtp', `127.0.0.1:${mail.smtpPort}`),
-    temporal: await toxiproxy.proxy('temporal', env.address),
-  };
+  const proxied = toxiproxy && (await proxyDependencies(toxiproxy, { stripeUrl: stripeServer.url, smtpPort: mail.smtpPort, temporalAddress: env.address }));
   const workerStripe = proxied ? createStripeClient({ secretKey: 'sk_test_harness', apiBase: `http://${proxied.stripe.listen}`, requestTimeoutMs }) : stripe;
   const transport = createMailTransport(proxied ? `smtp://${proxied.smtp.listen}` : mail.smtpUrl);
   const connection = proxied ? await NativeConnection.connect({ address: proxied.temporal.listen }) : env.nativeConnection;
@@ -303,8 +303,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       await running;
       transport.close();
       await store.close();
-      await mail.close();
-      await stripeServer.close();
+      await standIns.close();
       if (proxied) await connection.close();
       await toxiproxy?.close();
       await codecServer.close();

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runChaos } from '../../src/chaos/run';
+import { runChaos } from '../../tools/src/chaos/run';
 import type { Dialect } from '../../src/store';
 
 jest.setTimeout(480_000);

@@ -8,11 +8,11 @@ import path from 'node:path';
 import type Stripe from 'stripe';
 import { Classified, createAttemptRunner } from '../../src/activities/attempt';
 import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
-import { startToxiproxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
+import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy';
 import { Breakers, CircuitBreaker } from '../../src/reliability/circuit-breaker';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import type { RequestRow } from '../../src/servers/stripe/store';
-import { startStripeServer, type StripeServer } from '../../src/servers/stripe-server';
+import type { RequestRow } from '../../tools/src/servers/stripe/store';
+import { startStripeServer, type StripeServer } from '../../tools/src/servers/stripe-server';
 import { openStore, type SqlOrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { decideUpdate, messageIdForKey, stepsQuery, TASK_QUEUE, type DecisionInput } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 

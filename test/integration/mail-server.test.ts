@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
 import { createMailTransport } from '../../src/activities/notifications';
-import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
+import { startMailServer, type MailServer, type StoredMessage } from '../../tools/src/servers/mail-server';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mail-server-'));
 const dbPath = path.join(dir, 'mailbox.db');

@@ -4,7 +4,7 @@
 // Stripe server's ledger and request log, the mailbox, the store).
 import { randomUUID } from 'node:crypto';
 import { startRefund } from '../../src/client/refunds';
-import type { Toxic } from '../../src/chaos/toxiproxy';
+import type { Toxic } from '../../tools/src/chaos/toxiproxy';
 import type { RefundRunState } from '../../src/contract';
 import { completed, startHarness, type Harness } from '../helpers/harness';
 

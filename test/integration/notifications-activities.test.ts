@@ -10,7 +10,7 @@ import { createAttemptRunner } from '../../src/activities/attempt';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { parsePolicy } from '../../src/reliability/policy-schema';
-import { startMailServer, type MailServer, type StoredMessage } from '../../src/servers/mail-server';
+import { startMailServer, type MailServer, type StoredMessage } from '../../tools/src/servers/mail-server';
 import { openStore, type OrderStore, type SqlOrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 import { DIALECTS, freshDatabase } from '../helpers/databases';

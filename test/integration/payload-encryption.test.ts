@@ -8,7 +8,7 @@ import { refundDataConverter } from '../../src/codec/data-converter';
 import { KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { startRefund } from '../../src/client/refunds';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 import { decideUpdate } from '../../src/contract';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 

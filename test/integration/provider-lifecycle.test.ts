@@ -9,7 +9,7 @@ import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { compensationKeyOf } from '../../src/compensations/plan';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
-import { signatureHeader } from '../../src/servers/stripe/events';
+import { signatureHeader } from '../../tools/src/servers/stripe/events';
 import { startFollowUp } from '../../src/temporal/client';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import { refundWorkflow, type followUpWorkflow } from '../../src/workflows';

@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { parseDefinitions, type ScheduleDefinitionInput } from '../../src/schedules/definitions';
 import { applySchedule, triggerSchedule } from '../../src/schedules/schedules';
 import { stepsQuery, TASK_QUEUE } from '../../src/contract';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 import { refundWorkflow, type BatchResult, type DigestResult } from '../../src/workflows';
 import { fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
 

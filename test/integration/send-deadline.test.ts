@@ -8,7 +8,7 @@ import path from 'node:path';
 import pg from 'pg';
 import { requestHash } from '../../src/activities/operations';
 import { outcomeOf } from '../../src/client/outcome';
-import type { StripeHook } from '../../src/servers/stripe-server';
+import type { StripeHook } from '../../tools/src/servers/stripe-server';
 import { TASK_QUEUE } from '../../src/contract';
 import { refundWorkflow } from '../../src/workflows';
 import { freshDatabase } from '../helpers/databases';

@@ -9,8 +9,8 @@ import { createAttemptRunner } from '../../src/activities/attempt';
 import { createCompletionGate } from '../../src/activities/completion-gate';
 import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import { startStripeServer, type StripeServer } from '../../src/servers/stripe-server';
-import { findTool } from '../../src/stack/tools';
+import { startStripeServer, type StripeServer } from '../../tools/src/servers/stripe-server';
+import { findTool } from '../../tools/src/stack/tools';
 import { openStore } from '../../src/store';
 import { activityEnv } from '../helpers/activity-env';
 

@@ -4,8 +4,8 @@ import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
 import { createStripeClient } from '../../src/activities/payments';
-import { startStripeServer, type StripeHook, type StripeServer } from '../../src/servers/stripe-server';
-import type { LedgerEffect } from '../../src/servers/stripe/store';
+import { startStripeServer, type StripeHook, type StripeServer } from '../../tools/src/servers/stripe-server';
+import type { LedgerEffect } from '../../tools/src/servers/stripe/store';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stripe-server-'));
 const KEY = 'sk_test_local';

@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Stripe from 'stripe';
 import { createStripeClient } from '../../src/activities/payments';
-import { startStripeServer, type StripeServer } from '../../src/servers/stripe-server';
+import { startStripeServer, type StripeServer } from '../../tools/src/servers/stripe-server';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stripe-webhooks-'));
 let server: StripeServer;

@@ -1,7 +1,7 @@
 // The chaos stack's Toxiproxy keeps working when toxiproxy-server itself dies: it is started
 // again on the same port with the same proxies, and the crash is recorded.
 import net from 'node:net';
-import { startToxiproxy, type Toxiproxy } from '../../src/chaos/toxiproxy';
+import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy';
 
 let echo: net.Server;
 let toxiproxy: Toxiproxy;

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { refund, startRefund } from '../../src/client/refunds';
 import { messageIdForKey, TASK_QUEUE, type RefundRunState } from '../../src/contract';
-import { findTool } from '../../src/stack/tools';
+import { findTool } from '../../tools/src/stack/tools';
 import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 

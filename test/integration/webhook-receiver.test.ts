@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
-import { signatureHeader } from '../../src/servers/stripe/events';
+import { signatureHeader } from '../../tools/src/servers/stripe/events';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import type { followUpWorkflow } from '../../src/workflows';
 import { followUpWorkflowId, stepsQuery } from '../../src/contract';

@@ -5,9 +5,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
-import { startWorkerProcess, type WorkerProcess } from '../../src/chaos/worker-process';
+import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/worker-process';
 import { startRefund } from '../../src/client/refunds';
-import type { StripeHook } from '../../src/servers/stripe-server';
+import type { StripeHook } from '../../tools/src/servers/stripe-server';
 import { messageIdForKey } from '../../src/contract';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 

@@ -1,11 +1,11 @@
 // The benchmark's own arithmetic: percentiles, history sizes, the minimum history, the polls the
 // shipped policy makes while it waits for a provider.
 import { temporal } from '@temporalio/proto';
-import { historySize, percentiles } from '../../src/bench/measure';
-import { machineCpuMsPerRun } from '../../src/bench/matrix';
-import { BARE_SHAPE_MIN_EVENTS, minimumEvents } from '../../src/bench/report';
-import type { CellResult } from '../../src/bench/matrix';
-import { shippedPolls } from '../../src/bench/scale';
+import { historySize, percentiles } from '../../tools/src/bench/measure';
+import { machineCpuMsPerRun } from '../../tools/src/bench/matrix';
+import { BARE_SHAPE_MIN_EVENTS, minimumEvents } from '../../tools/src/bench/report';
+import type { CellResult } from '../../tools/src/bench/matrix';
+import { shippedPolls } from '../../tools/src/bench/scale';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 
 test('percentiles are nearest-rank, and an empty sample gives zeros', () => {

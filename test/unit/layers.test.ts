@@ -15,7 +15,8 @@ interface Violation {
   rule: { name: string };
 }
 
-const run = (cwd: string, ...extra: string[]) => spawnSync(process.execPath, [BIN, 'src', '--config', CONFIG, ...extra], { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+const run = (cwd: string, ...extra: string[]) =>
+  spawnSync(process.execPath, [BIN, 'src', 'tools/src', '--config', CONFIG, ...extra], { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
 
 /** The checker's violations, from its JSON report. */
 function violations(cwd: string): Violation[] {
@@ -31,14 +32,15 @@ const FILES: Record<string, string> = {
   'src/client/start.ts': "import type { refundWorkflow } from '../workflows/refund';\nexport type Started = ReturnType<typeof refundWorkflow>;\n",
   'src/domain/order.ts': 'export interface Order {\n  id: string;\n}\n',
   'src/contract/ids.ts': "import type { Order } from '../domain/order';\nexport const orderKey = (o: Order) => `order-${o.id}`;\n",
-  'src/stack/stack.ts': "export const startStack = () => 'started';\n",
+  'tools/src/stack/stack.ts': "export const startStack = () => 'started';\n",
+  'tools/src/cli/dev.ts': "import { startStack } from '../stack/stack';\nimport { orderKey } from '../../../src/contract/ids';\nexport const dev = [startStack, orderKey];\n",
   'src/activities/good.ts': "import { orderKey } from '../contract/ids';\nexport const key = orderKey;\n",
 };
 const BAD: Record<string, { code: string; rule: string }> = {
   'src/activities/bad.ts': { code: "import { refundWorkflow } from '../workflows/refund';\nexport const run = refundWorkflow;\n", rule: 'workflows-only-from-worker' },
   'src/activities/client.ts': { code: "import type { Started } from '../client/start';\nexport type S = Started;\n", rule: 'activities-not-to-client' },
   'src/contract/bad.ts': { code: "import { key } from '../activities/good';\nexport const k = key;\n", rule: 'contract-imports-only-domain-and-reliability' },
-  'src/codec/bad.ts': { code: "import { startStack } from '../stack/stack';\nexport const s = startStack;\n", rule: 'product-not-to-tooling' },
+  'src/codec/bad.ts': { code: "import { startStack } from '../../tools/src/stack/stack';\nexport const s = startStack;\n", rule: 'product-not-to-tooling' },
   'src/domain/a.ts': { code: "import type { B } from './b';\nexport interface A {\n  b?: B;\n}\n", rule: 'no-circular' },
   'src/domain/b.ts': { code: "import type { A } from './a';\nexport interface B {\n  a?: A;\n}\n", rule: 'no-circular' },
 };

@@ -9,7 +9,7 @@ import { startCodecServer, type CodecServer } from '../../src/codec/codec-server
 import { payloadKeyring } from '../../src/codec/data-converter';
 import { EncryptionCodec, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
-import { registerSelf } from '../../src/stack/processes';
+import { registerSelf } from '../../tools/src/stack/processes';
 
 const customer = { email: 'alice@example.test', amount: 4321, note: 'box arrived crushed' };
 const plain = () => defaultPayloadConverter.toPayload(customer);

@@ -1,8 +1,8 @@
-import { loadConfig } from '../config';
+import { loadToolsConfig } from '../config';
 import { stopStack } from '../stack/stack';
 
 async function main() {
-  const stopped = await stopStack(loadConfig());
+  const stopped = await stopStack(loadToolsConfig());
   console.log(stopped.length ? `stopped: ${stopped.join(', ')}` : 'nothing of this stack was running');
 }
 

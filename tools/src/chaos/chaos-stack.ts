@@ -1,28 +1,26 @@
 // The stack a chaos run drives, all on 127.0.0.1 in a directory of its own: a Temporal dev server,
 // the Stripe-compatible and SMTP servers with their fault APIs, Toxiproxy in front of Stripe, SMTP
 // and the Temporal frontend, and a pool of worker processes that can be SIGKILLed and replaced.
-import { refundDataConverter } from '../codec/data-converter';
-import { newKeyEntry, parseKeyring } from '../codec/keyring';
+import { refundDataConverter } from '../../../src/codec/data-converter';
+import { newKeyEntry, parseKeyring } from '../../../src/codec/keyring';
 import { Client, Connection } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type Stripe from 'stripe';
-import { createStripeClient } from '../activities/payments';
-import { DEFAULT_POLICY } from '../reliability/default-policy';
-import type { RecoveryPolicy } from '../reliability/policy';
-import { startMailServer, type FaultInjector, type MailServer } from '../servers/mail-server';
+import { createStripeClient } from '../../../src/activities/payments';
+import { DEFAULT_POLICY } from '../../../src/reliability/default-policy';
+import type { RecoveryPolicy } from '../../../src/reliability/policy';
+import type { FaultInjector, MailServer } from '../servers/mail-server';
 import type { RefundLifecycle } from '../servers/stripe/resources';
-import { startStripeServer, type StripeServer } from '../servers/stripe-server';
-import { SEARCH_ATTRIBUTES } from '../contract';
+import { devServerArgs, proxyDependencies, startStandIns, type DependencyProxies } from '../stack/assembly';
 import { startPostgres, createDatabase, type PostgresServer } from '../stack/postgres';
 import { freePort, portOpen } from '../stack/processes';
-import { cliType } from '../temporal/client';
 import { findTool } from '../stack/tools';
-import { openStore, type Dialect, type OrderStore } from '../store';
-import { startToxiproxy, type Proxy, type Toxiproxy } from './toxiproxy';
-import { bundleRefundWorkflows } from '../worker';
+import { openStore, type Dialect, type OrderStore } from '../../../src/store';
+import { startToxiproxy, type Toxiproxy } from './toxiproxy';
+import { bundleRefundWorkflows } from '../../../src/worker';
 import { startWorkerProcess, type WorkerProcess } from './worker-process';
 
 /** Short timeouts and backoffs, so that a run under faults settles in seconds, not minutes. */
@@ -59,7 +57,7 @@ export interface ChaosStack {
   mail: MailServer;
   store: OrderStore;
   toxiproxy: Toxiproxy;
-  proxies: { stripe: Proxy; smtp: Proxy; temporal: Proxy };
+  proxies: DependencyProxies;
   workers: WorkerProcess[];
   /** The Temporal dev server's and Toxiproxy's processes (what the benchmark reads CPU time from). */
   pids: { temporal: number | undefined; toxiproxy: number | undefined };
@@ -74,9 +72,7 @@ export interface ChaosStack {
 
 async function startTemporal(dir: string, inMemory: boolean): Promise<{ address: string; child: ChildProcess }> {
   const [port, uiPort] = [await freePort(), await freePort()];
-  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(port), '--ui-port', String(uiPort), '--headless', '--log-level', 'error'];
-  for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${cliType(key.type)}`);
-  if (!inMemory) args.push('--db-filename', path.join(dir, 'temporal.db'));
+  const args = devServerArgs({ port, uiPort, headless: true, logLevel: 'error', dbFile: inMemory ? undefined : path.join(dir, 'temporal.db') });
   const child = spawn(findTool('temporal'), args, { stdio: 'ignore' });
   for (const end = Date.now() + 60_000; !(await portOpen(port)); await new Promise((r) => setTimeout(r, 200))) {
     if (child.exitCode !== null || Date.now() > end) throw new Error(`the Temporal dev server did not start on 127.0.0.1:${port}`);
@@ -123,31 +119,29 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
   let armed = false;
   let killedAfterRefund = 0;
   let afterRefund: () => Promise<void> = async () => undefined;
-  const stripeServer: StripeServer = await startStripeServer({
-    port: 0,
-    dbPath: path.join(dir, 'stripe.db'),
-    faults: true,
-    idempotencyTtlMs: ttlMs,
-    lifecycle: opts.lifecycle,
-    hooks: {
-      afterEffect: async (ctx) => {
-        if (!armed || ctx.method !== 'POST' || ctx.path !== '/v1/refunds' || (ctx.response?.status ?? 500) >= 300) return;
-        armed = false;
-        await afterRefund();
+  const standIns = await startStandIns(dir, {
+    stripe: {
+      port: 0,
+      faults: true,
+      idempotencyTtlMs: ttlMs,
+      lifecycle: opts.lifecycle,
+      hooks: {
+        afterEffect: async (ctx) => {
+          if (!armed || ctx.method !== 'POST' || ctx.path !== '/v1/refunds' || (ctx.response?.status ?? 500) >= 300) return;
+          armed = false;
+          await afterRefund();
+        },
       },
     },
+    mail: { smtpPort: 0, apiPort: 0, faultApi: true, faults: opts.mailFaults },
   });
-  const mail = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'mail.db'), faultApi: true, faults: opts.mailFaults });
+  const { stripe: stripeServer, mail } = standIns;
   const database = await startDatabase(dir, opts.database ?? 'sqlite');
   const databaseUrl = database.url;
   const store = await openStore(databaseUrl);
   const stripe = createStripeClient({ secretKey: 'sk_test_chaos', apiBase: stripeServer.url });
   const toxiproxy = await startToxiproxy();
-  const proxies = {
-    stripe: await toxiproxy.proxy('stripe', new URL(stripeServer.url).host),
-    smtp: await toxiproxy.proxy('smtp', `127.0.0.1:${mail.smtpPort}`),
-    temporal: await toxiproxy.proxy('temporal', temporal.address),
-  };
+  const proxies = await proxyDependencies(toxiproxy, { stripeUrl: stripeServer.url, smtpPort: mail.smtpPort, temporalAddress: temporal.address });
   fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(opts.policy ?? CHAOS_POLICY));
   const code = opts.workflowBundle ?? (await bundleRefundWorkflows());
   fs.writeFileSync(path.join(dir, 'workflows.js'), code);
@@ -226,8 +220,7 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
       await connection.close();
       await store.close();
       await database.server?.stop();
-      await mail.close();
-      await stripeServer.close();
+      await standIns.close();
       const exited = new Promise((r) => temporal.child.once('exit', r));
       temporal.child.kill('SIGTERM');
       await exited;

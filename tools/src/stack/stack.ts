@@ -2,9 +2,10 @@
 // servers, a worker) as background processes, and stops what we started.
 import { Client, Connection } from '@temporalio/client';
 import path from 'node:path';
-import { PROJECT_ROOT, type Config } from '../config';
-import { SEARCH_ATTRIBUTES } from '../contract';
-import { cliType, registerSearchAttributes, workerPolling } from '../temporal/client';
+import { PROJECT_ROOT } from '../../../src/config';
+import type { ToolsConfig } from '../config';
+import { registerSearchAttributes, workerPolling } from '../../../src/temporal/client';
+import { devServerArgs } from './assembly';
 import { logFile, portOpen, runningPid, startDetached, stopProcess, waitFor } from './processes';
 import { findTool } from './tools';
 
@@ -13,24 +14,27 @@ export const SERVICES = ['worker', 'servers', 'temporal'] as const;
 const log = (msg: string) => console.log(`[stack] ${msg}`);
 const tsx = (file: string) => ({ command: process.execPath, args: ['--import', 'tsx', path.join(PROJECT_ROOT, file)] });
 
-function temporalEndpoint(config: Config): { host: string; port: number } | undefined {
+function temporalEndpoint(config: ToolsConfig): { host: string; port: number } | undefined {
   const [host, port] = config.temporal.address.split(':');
   // Only a server on this machine is ours to start; any other address must already be up.
   return ['127.0.0.1', 'localhost'].includes(host) ? { host: '127.0.0.1', port: Number(port ?? 7233) } : undefined;
 }
 
-export async function ensureTemporal(config: Config): Promise<void> {
+export async function ensureTemporal(config: ToolsConfig): Promise<void> {
   const local = temporalEndpoint(config);
   if (local && !(await portOpen(local.port))) {
     const cli = findTool('temporal');
-    log(`starting Temporal dev server (${cli}) on ${config.temporal.address}, Web UI on ${config.temporal.uiPort}`);
-    const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(local.port), '--ui-port', String(config.temporal.uiPort)];
-    args.push('--namespace', config.temporal.namespace, '--log-level', 'warn');
-    // The Web UI asks the stack's codec server to decode what the workers encrypted.
-    if (config.encryption.enabled) args.push('--ui-codec-endpoint', config.codec.endpoint);
-    for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${cliType(key.type)}`);
-    args.push('--db-filename', path.join(config.dataDir, 'temporal.db'));
-    startDetached(config.dataDir, { name: 'temporal', command: cli, args });
+    log(`starting Temporal dev server (${cli}) on ${config.temporal.address}, Web UI on ${config.local.temporalUiPort}`);
+    const args = devServerArgs({
+      port: local.port,
+      uiPort: config.local.temporalUiPort,
+      namespace: config.temporal.namespace,
+      logLevel: 'warn',
+      // The Web UI asks the stack's codec server to decode what the workers encrypted.
+      codecEndpoint: config.encryption.enabled ? config.codec.endpoint : undefined,
+      dbFile: path.join(config.dataDir, 'temporal.db'),
+    });
+    startDetached(config.dataDir, { name: 'temporal', command: cli, args, env: config.env });
     await waitFor('Temporal', () => portOpen(local.port), 60_000, logFile(config.dataDir, 'temporal'));
   }
   const connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
@@ -41,29 +45,29 @@ export async function ensureTemporal(config: Config): Promise<void> {
   }
 }
 
-export async function ensureServers(config: Config): Promise<void> {
+export async function ensureServers(config: ToolsConfig): Promise<void> {
   const ports = [
-    config.mail.smtpPort,
-    config.mail.mailboxPort,
-    ...(config.stripe.local ? [config.stripe.port] : []),
+    config.local.smtpPort,
+    config.local.mailboxPort,
+    ...(config.stripe.local ? [config.local.stripePort] : []),
     ...(config.encryption.enabled ? [config.codec.port] : []),
   ];
   if (runningPid(config.dataDir, 'servers') !== undefined) return;
   if ((await Promise.all(ports.map((p) => portOpen(p)))).some(Boolean)) {
     throw new Error(`ports ${ports.join(', ')} are in use by something this stack did not start; stop it or change STRIPE_PORT / SMTP_PORT / MAILBOX_PORT / CODEC_PORT`);
   }
-  log(`starting local servers: SMTP on ${config.mail.smtpPort}, mailbox API on ${config.mail.mailboxPort}` +
-    (config.stripe.local ? `, Stripe-compatible API on ${config.stripe.port}` : '') +
+  log(`starting local servers: SMTP on ${config.local.smtpPort}, mailbox API on ${config.local.mailboxPort}` +
+    (config.stripe.local ? `, Stripe-compatible API on ${config.local.stripePort}` : '') +
     (config.encryption.enabled ? `, codec server on ${config.codec.port}` : ''));
-  startDetached(config.dataDir, { name: 'servers', ...tsx('src/servers/main.ts') });
+  startDetached(config.dataDir, { name: 'servers', ...tsx('tools/src/servers/main.ts'), env: config.env });
   const all = async () => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean);
   await waitFor('local servers', all, 30_000, logFile(config.dataDir, 'servers'));
 }
 
-export async function ensureWorker(config: Config): Promise<void> {
+export async function ensureWorker(config: ToolsConfig): Promise<void> {
   if (runningPid(config.dataDir, 'worker') !== undefined) return;
   log('starting a worker');
-  const pid = startDetached(config.dataDir, { name: 'worker', ...tsx('src/worker.ts') });
+  const pid = startDetached(config.dataDir, { name: 'worker', ...tsx('src/worker.ts'), env: config.env });
   const connection = await Connection.connect(config.temporal.connection);
   const client = new Client({ connection, namespace: config.temporal.namespace });
   try {
@@ -79,23 +83,23 @@ export async function ensureWorker(config: Config): Promise<void> {
   }
 }
 
-export async function ensureStack(config: Config, options: { worker: boolean }): Promise<void> {
+export async function ensureStack(config: ToolsConfig, options: { worker: boolean }): Promise<void> {
   await ensureTemporal(config);
   await ensureServers(config);
   if (options.worker) await ensureWorker(config);
 }
 
 /** Stops every process this stack started, newest layer first; returns the names stopped. */
-export async function stopStack(config: Config): Promise<string[]> {
+export async function stopStack(config: ToolsConfig): Promise<string[]> {
   const stopped: string[] = [];
   for (const name of SERVICES) if (await stopProcess(config.dataDir, name)) stopped.push(name);
   return stopped;
 }
 
-export function urls(config: Config) {
+export function urls(config: ToolsConfig) {
   return {
     temporal: config.temporal.address,
-    webUi: `http://localhost:${config.temporal.uiPort}/namespaces/${config.temporal.namespace}/workflows`,
+    webUi: `http://localhost:${config.local.temporalUiPort}/namespaces/${config.temporal.namespace}/workflows`,
     stripe: config.stripe.apiBase ?? 'https://api.stripe.com',
     smtp: config.mail.smtpUrl,
     mailbox: `${config.mail.mailboxUrl}/messages`,

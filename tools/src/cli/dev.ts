@@ -1,11 +1,11 @@
 // The stack in the background and a worker in the foreground, until Ctrl-C.
-import { loadConfig } from '../config';
+import { loadToolsConfig } from '../config';
 import { registerSelf, runningPid } from '../stack/processes';
 import { ensureStack, urls } from '../stack/stack';
-import { runWorker } from '../worker';
+import { runWorker } from '../../../src/worker';
 
 async function main() {
-  const config = loadConfig();
+  const config = loadToolsConfig();
   const running = runningPid(config.dataDir, 'worker');
   if (running !== undefined) {
     throw new Error(`a worker of this stack is already running (pid ${running}); \`npm run stop\` stops it, then run \`npm run dev\` again`);
@@ -20,7 +20,7 @@ Mailbox       ${u.mailbox}${u.codec ? `\nCodec server  ${u.codec} (the Web UI de
 Logs          ${config.dataDir}/logs
 The worker runs here; Ctrl-C (or \`npm run stop\`) stops it. \`npm run stop\` stops the rest too.`);
   // Known to `npm run stop` and `npm run demo` like a worker the stack started.
-  const unregister = registerSelf(config.dataDir, 'worker', 'src/cli/dev.ts');
+  const unregister = registerSelf(config.dataDir, 'worker', 'tools/src/cli/dev.ts');
   try {
     await runWorker();
   } finally {

@@ -2,15 +2,15 @@
 // and restarted and starts are duplicated; then the invariants are checked from the evidence (the
 // Stripe server's ledger and request log, the mailbox, the store, the runs' own state).
 import { WorkflowHandle } from '@temporalio/client';
-import { outcomeOf, type RunOutcome } from '../client/outcome';
-import { startRefund } from '../client/refunds';
-import { seedPaidOrder } from '../client/seed';
-import { followUpWorkflowId, MAX_RESUBMISSIONS, messageIdForKey, operationId as operationIdOf, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, stepKey, stepsQuery, TASK_QUEUE, type FollowUpWorkflow, type RefundRunState, type RefundWorkflow } from '../contract';
-import { compensationKeyOf } from '../compensations/plan';
+import { outcomeOf, type RunOutcome } from '../../../src/client/outcome';
+import { startRefund } from '../../../src/client/refunds';
+import { seedPaidOrder } from '../../../src/client/seed';
+import { followUpWorkflowId, MAX_RESUBMISSIONS, messageIdForKey, operationId as operationIdOf, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, stepKey, stepsQuery, TASK_QUEUE, type FollowUpWorkflow, type RefundRunState, type RefundWorkflow } from '../../../src/contract';
+import { compensationKeyOf } from '../../../src/compensations/plan';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
 import type { ToxiproxyCrash } from './toxiproxy';
-import type { Dialect } from '../store';
+import type { Dialect } from '../../../src/store';
 
 export interface ChaosOptions {
   runs: number;

@@ -2,7 +2,7 @@
 // report a result or close a connection, as a crashed host would.
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../config';
+import { PROJECT_ROOT } from '../../../src/config';
 
 export interface WorkerProcess {
   pid: number;
@@ -14,11 +14,15 @@ export interface WorkerProcess {
   stop(): Promise<void>;
 }
 
-/** Starts `script` (the refund worker unless given) with `env` and resolves once it says it polls its task queue. */
+/**
+ * Starts `script` (the refund worker's source unless given; compiled JavaScript runs on plain Node,
+ * without tsx) with `env` and resolves once it says it polls its task queue.
+ */
 export async function startWorkerProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000, script = path.join(PROJECT_ROOT, 'src', 'worker.ts')): Promise<WorkerProcess> {
   // WORKER_CPU_PROFILE_DIR: each worker writes V8 CPU profiles there (one per thread) when it stops (docs/bench/README.md).
   const profile = env.WORKER_CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${env.WORKER_CPU_PROFILE_DIR}`] : [];
-  const child: ChildProcess = spawn(process.execPath, [...profile, '--import', 'tsx', script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
+  const child: ChildProcess = spawn(process.execPath, [...profile, ...loader, script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   const keep = (d: Buffer) => (output = (output + d.toString()).slice(-20_000));
   child.stdout?.on('data', keep);

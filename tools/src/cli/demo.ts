@@ -1,15 +1,15 @@
 // One refund end to end on the embedded stack. Safe to run again: the same order is refunded once.
 import { Command } from 'commander';
-import { createStripeClient } from '../activities/payments';
-import { startRefund } from '../client/refunds';
-import { outcomeOf } from '../client/outcome';
-import { seedPaidOrder } from '../client/seed';
+import { createStripeClient } from '../../../src/activities/payments';
+import { startRefund } from '../../../src/client/refunds';
+import { outcomeOf } from '../../../src/client/outcome';
+import { seedPaidOrder } from '../../../src/client/seed';
 import path from 'node:path';
-import { loadConfig, type Config } from '../config';
+import { loadToolsConfig, type ToolsConfig } from '../config';
 import { ensureStack, urls } from '../stack/stack';
 import { findTool } from '../stack/tools';
-import { openStore } from '../store';
-import { connectClient, errorMessage } from './common';
+import { openStore } from '../../../src/store';
+import { connectClient, errorMessage } from '../../../src/cli/common';
 
 const program = new Command('demo')
   .description('Bring up the stack, seed a paid order and refund part of it through the refund workflow.')
@@ -18,7 +18,7 @@ const program = new Command('demo')
 
 async function main() {
   const { order: orderId } = program.parse().opts<{ order: string }>();
-  const config = loadConfig();
+  const config = loadToolsConfig();
   await ensureStack(config, { worker: true });
 
   const store = await openStore(config.databaseUrl);
@@ -64,7 +64,7 @@ The stack keeps running in the background; \`npm run stop\` stops it.`);
 }
 
 /** The CLI invocation a reader can paste: the binary we used, pointed at our server. */
-function temporalCommand(config: Config): string {
+function temporalCommand(config: ToolsConfig): string {
   const cli = findTool('temporal');
   const bin = cli === 'temporal' || process.env.PATH?.split(':').some((dir) => path.join(dir, 'temporal') === cli) ? 'temporal' : cli;
   const address = config.temporal.address === '127.0.0.1:7233' ? '' : ` --address ${config.temporal.address}`;

@@ -6,8 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { runChaos, type ChaosReport } from '../chaos/run';
-import { PROJECT_ROOT } from '../config';
-import type { Dialect } from '../store';
+import { PROJECT_ROOT } from '../../../src/config';
+import type { Dialect } from '../../../src/store';
 import { wholeNumber } from './options';
 
 const share = (v: string) => {

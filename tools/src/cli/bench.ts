@@ -6,7 +6,7 @@ import { SingleBar, Presets } from 'cli-progress';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../config';
+import { PROJECT_ROOT } from '../../../src/config';
 import type { FaultMode } from '../bench/matrix';
 import { renderReport } from '../bench/report';
 import { runBench, type BenchReport } from '../bench/run';

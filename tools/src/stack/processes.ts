@@ -5,6 +5,9 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { pidFile, runDir, runningPid } from '../../../src/local-stack';
+
+export { runningPid };
 
 export interface ProcessSpec {
   name: string;
@@ -13,26 +16,7 @@ export interface ProcessSpec {
   env?: NodeJS.ProcessEnv;
 }
 
-const runDir = (dataDir: string) => path.join(dataDir, 'run');
-const pidFile = (dataDir: string, name: string) => path.join(runDir(dataDir), `${name}.pid`);
 export const logFile = (dataDir: string, name: string) => path.join(dataDir, 'logs', `${name}.log`);
-
-/** The pid of a process we started and that is still alive, or undefined. */
-export function runningPid(dataDir: string, name: string): number | undefined {
-  let record: { pid: number; command: string };
-  try {
-    record = JSON.parse(fs.readFileSync(pidFile(dataDir, name), 'utf8'));
-  } catch {
-    return undefined;
-  }
-  try {
-    // A recycled pid belongs to someone else: check it still runs our command.
-    const cmdline = fs.readFileSync(`/proc/${record.pid}/cmdline`, 'utf8').split('\0').join(' ');
-    return cmdline.includes(record.command) ? record.pid : undefined;
-  } catch {
-    return undefined;
-  }
-}
 
 export function startDetached(dataDir: string, spec: ProcessSpec): number {
   fs.mkdirSync(runDir(dataDir), { recursive: true });

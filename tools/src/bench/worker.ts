@@ -2,9 +2,9 @@
 // memory are its own, and it can be SIGKILLed): `BENCH_TASK_QUEUE`, the refund workers'
 // Temporal, Stripe, SMTP and database settings, and `BENCH_WORKFLOW_BUNDLE`.
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { createMailTransport } from '../activities/notifications';
-import { createStripeClient } from '../activities/payments';
-import { openStore } from '../store';
+import { createMailTransport } from '../../../src/activities/notifications';
+import { createStripeClient } from '../../../src/activities/payments';
+import { openStore } from '../../../src/store';
 import { createBareActivities } from './activities';
 
 async function main(): Promise<void> {

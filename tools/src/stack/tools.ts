@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
-import { PROJECT_ROOT } from '../config';
+import { PROJECT_ROOT } from '../../../src/config';
 
 export type ToolName = 'temporal' | 'stripe-mock' | 'toxiproxy-server' | 'postgres' | 'chromium';
 

@@ -8,13 +8,13 @@ import { setMaxListeners } from 'node:events';
 import path from 'node:path';
 import fs from 'node:fs';
 import type { temporal } from '@temporalio/proto';
-import { outcomeOf } from '../client/outcome';
-import { startRefund } from '../client/refunds';
-import { seedPaidOrder } from '../client/seed';
-import { PROJECT_ROOT } from '../config';
+import { outcomeOf } from '../../../src/client/outcome';
+import { startRefund } from '../../../src/client/refunds';
+import { seedPaidOrder } from '../../../src/client/seed';
+import { PROJECT_ROOT } from '../../../src/config';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
 import type { ChaosStack } from '../chaos/chaos-stack';
-import { TASK_QUEUE, type RefundWorkflow } from '../contract';
+import { TASK_QUEUE, type RefundWorkflow } from '../../../src/contract';
 import type { BareRefundInput } from './activities';
 import { historySize, mean, percentiles, sampleProcess, type Percentiles } from './measure';
 
@@ -146,7 +146,7 @@ export async function bundleBenchWorkflows(): Promise<string> {
 export async function startVariantWorkers(stack: ChaosStack, smtpTries: Map<string, number>): Promise<BenchStackWorkers> {
   const bundle = path.join(stack.dir, 'bench-workflows.js');
   fs.writeFileSync(bundle, await bundleBenchWorkflows());
-  const script = path.join(PROJECT_ROOT, 'src', 'bench', 'worker.ts');
+  const script = path.join(PROJECT_ROOT, 'tools', 'src', 'bench', 'worker.ts');
   const project = () => startWorkerProcess(stack.env);
   const plain = (queue: string) => () => startWorkerProcess({ ...stack.env, BENCH_TASK_QUEUE: queue, BENCH_WORKFLOW_BUNDLE: bundle }, 60_000, script);
   const starts = { bare: plain(BENCH_QUEUES.bare), project, naive: plain(BENCH_QUEUES.naive) };
