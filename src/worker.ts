@@ -102,7 +102,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
       workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
       maxConcurrentWorkflowTaskExecutions: n.workflows,
       workflowTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS },
-      // Runs from before the bulkheads schedule every activity here: a trickle, two pollers enough.
+      // No activity is scheduled on this queue (each has its pool); the store steps run here as local activities.
       maxConcurrentActivityTaskExecutions: n.effects,
       activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 2 },
     });

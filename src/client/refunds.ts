@@ -39,7 +39,7 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
       args: [request],
       workflowIdConflictPolicy: 'FAIL',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
-      // Findable by order, and running, from the start: the run's first workflow task need not say so (refund-run.ts).
+      // Findable by order, and running, from the start: the run's first workflow task need not say so (refund/visibility.ts).
       typedSearchAttributes: [
         { key: SEARCH_ATTRIBUTES.orderId, value: request.orderId },
         { key: SEARCH_ATTRIBUTES.status, value: 'running' },

@@ -6,7 +6,7 @@ import { decodeFromPayloadsAtIndex, decodeOptionalFailureToOptionalError } from 
 import { workerPolling } from '../temporal/client';
 import { REFUND_SAGA } from '../compensations/registry';
 import { FOLLOW_UP_WORKFLOW, operationId as operationIdOf, parseFollowUpWorkflowId, parseRefundWorkflowId, SEARCH_ATTRIBUTES, stepsQuery, type RefundResult, type RefundRunState, type RefundWorkflow, type StepRecord } from '../contract';
-import { effectOfRecord, type Verdict } from '../reliability/verdict';
+import { effectOfRecord, inspectedVerdict, type Verdict } from '../reliability/verdict';
 import type { OperationRecord } from '../store/types';
 import { gatherEvidence, type Evidence, type EvidenceSources, type Fact } from './evidence';
 
@@ -81,7 +81,7 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
   const lastFollowUp = ev?.audit.filter((a) => a.event === 'follow_up').at(-1);
   const followUp = lastFollowUp ? { workflowId: String(lastFollowUp.detail.followUp ?? lastFollowUp.actor), status: String(lastFollowUp.detail.status), reason: String(lastFollowUp.detail.reason ?? '') } : null;
   const failedLater = !followUpRun && ev?.operation?.status === 'failed' && result?.status === 'completed';
-  const verdict = decideVerdict({
+  const verdict = inspectedVerdict({
     execution,
     state,
     result,
@@ -227,80 +227,4 @@ function emailInference(what: string, entry: Evidence['notice'], messageId: stri
 /** What the operation's record says of the refund, the way the run decides it (effectOfRecord). */
 function beliefOf(operation: OperationRecord | null | undefined): string {
   return operation ? effectOfRecord(operation).status : 'none';
-}
-
-interface VerdictInput {
-  execution: string;
-  state: RefundRunState | null;
-  result: RefundResult | null;
-  failure: string | null;
-  inferences: Inference[];
-  parkedVerdict: string | null;
-  orderId: string | null;
-  version: number | undefined;
-  /** The run completed, and the provider failed its refund afterwards: what its follow-up did, if one ran. */
-  failedLater?: { followUp: { workflowId: string; status: string; reason: string } | null };
-}
-
-type VerdictPart = Pick<Inspection, 'verdict' | 'nextAction' | 'decision' | 'decidedBy' | 'approvedBy'>;
-
-/** Exactly one verdict: what the evidence contradicts comes first, then what the run itself says. */
-export function decideVerdict(v: VerdictInput): VerdictPart {
-  const none = { decision: null, decidedBy: [], approvedBy: [] };
-  const person = (nextAction: string): VerdictPart => ({ verdict: 'stop and hand to a person', nextAction, ...none });
-  const contradicted = v.inferences.find((i) => i.status === 'contradicted');
-  if (contradicted) return person(`investigate before anything else: the evidence contradicts "${contradicted.claim}" (${contradicted.basis.join(', ')})`);
-
-  const parked = v.state?.parked;
-  if (v.execution === 'RUNNING' && parked) {
-    const pending = v.state!.decisions.find((d) => d.outcome === 'awaiting_approval');
-    if (pending) {
-      return {
-        verdict: parked.verdict,
-        nextAction: `approve or reject ${pending.decision}${pending.step ? ` ${pending.step}` : ''} proposed by ${pending.by} ("${pending.reason}"); unanswered, it expires at ${pending.expiresAt} and the run stops`,
-        decision: 'approve',
-        decidedBy: parked.approvedBy,
-        approvedBy: [],
-      };
-    }
-    return { verdict: parked.verdict, nextAction: parked.nextAction, decision: parked.decision, decidedBy: parked.decidedBy, approvedBy: parked.approvedBy };
-  }
-  if (v.execution === 'RUNNING' && !v.state && v.parkedVerdict) {
-    return { verdict: v.parkedVerdict as Verdict, nextAction: 'start a worker (`npm start`) to read the step table and the next action', ...none };
-  }
-  if (v.execution === 'RUNNING' && !v.state) {
-    return { verdict: 'auto-retry is safe', nextAction: 'start a worker (`npm start`): no worker polls, and the run continues where it stopped once one does; it reconciles before it resends anything', ...none };
-  }
-  if (v.execution === 'RUNNING') {
-    const at = v.state?.steps.find((s) => s.status === 'running')?.name;
-    return { verdict: 'auto-retry is safe', nextAction: `none: the run is ${v.state?.status ?? 'running'}${at ? ` at ${at}` : ''}, retrying and reconciling on its own within its budget`, ...none };
-  }
-  if (v.failedLater) {
-    const f = v.failedLater.followUp;
-    if (!f) return person('the provider failed this refund after the run completed, and no follow-up has undone the order update and the email: check the receiver and the operation\'s audit trail');
-    if (f.status === 'compensated') return { verdict: 'compensate, then resume', nextAction: `none left to compensate: the provider failed the refund after this run completed, and ${f.workflowId} compensated it (${f.reason}); to refund again, start a new operation version`, ...none };
-    return person(`the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`);
-  }
-  const r = v.result;
-  const nextVersion = v.version ? v.version + 1 : null;
-  const newVersion = v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
-  // A run cancelled after its compensations all completed ended as compensated too, though Temporal says Cancelled.
-  // A follow-up's result (compensated, unchanged, needs_attention) reads the same way.
-  const ended: string | undefined = v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
-  if (ended) {
-    switch (ended) {
-      case 'completed':
-        return { verdict: 'auto-retry is safe', nextAction: 'none: every effect is confirmed; the same request again returns this result and repeats no effect', ...none };
-      case 'rejected':
-        return { verdict: 'auto-retry is safe', nextAction: `none: nothing was done (${r && 'reason' in r ? r.reason : 'refused'}); a corrected request is a new operation version${newVersion}`, ...none };
-      case 'unchanged':
-        return { verdict: 'auto-retry is safe', nextAction: `none: ${r && 'reason' in r ? r.reason : 'the provider says the refund stands'}`, ...none };
-      case 'compensated':
-        return { verdict: 'compensate, then resume', nextAction: `none left to compensate: every finished step was compensated under its own key; to refund again, start a new operation version${newVersion}`, ...none };
-      default:
-        return person(`a person has it: the run ${ended} (${v.state?.outcome?.reason ?? (r && 'reason' in r ? r.reason : '')}); confirm the inferences above by hand`);
-    }
-  }
-  const why = v.state?.outcome?.reason ?? v.failure ?? 'no reason recorded';
-  return person(`the run ended ${v.execution} (${why}): settle what the inferences leave to be confirmed by hand; a remainder is a new operation version${newVersion}`);
 }

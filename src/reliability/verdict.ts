@@ -1,5 +1,7 @@
-// The recovery verdict for a run that stopped (seed 001): exactly one of three, with the single
-// smallest next action and who may take it. Pure: the workflow shows it, `npm run inspect` too.
+// The recovery verdict (seed 001): exactly one of three, with the single smallest next action and
+// who may take it. Pure, over the evidence: the refund run gives itself one when it parks
+// (verdictFor), and `npm run inspect` gives one to any run (inspectedVerdict), reading a parked
+// run's own. Shared by workflow and client code, so it imports nothing but types.
 import type { DecisionPolicy } from './policy';
 
 export const VERDICTS = ['auto-retry is safe', 'compensate, then resume', 'stop and hand to a person'] as const;
@@ -51,8 +53,6 @@ export interface VerdictFacts {
   earlierAttemptMayHaveTakenEffect?: boolean;
   /** The notice's correction is held: its hand-over is unknown, so the customer may or may not have it. */
   noticeHeld?: boolean;
-  /** This run's retry-step on create_refund looks the refund up before any send (runs begun with the review's fixes). */
-  retryLooksFirst: boolean;
 }
 
 export interface VerdictView {
@@ -67,11 +67,9 @@ export interface VerdictView {
 /** Failures that leave nothing behind and that a later attempt can fix (a decision gives the run a fresh budget). */
 const RETRYABLE = new Set(['RATE_LIMIT', 'TRANSIENT_DEPENDENCY', 'CAPACITY', 'STATE_CONFLICT', 'BUDGET_EXCEEDED']);
 
-/** What a retry-step of the refund does in a run, as its texts tell a person: it depends on the version the run began with. */
-export function retryCreateText(looksFirst: boolean, step = 'create_refund'): string {
-  return looksFirst
-    ? `retry-step ${step}, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it`
-    : `retry-step ${step}, which resends with the same key while the provider still deduplicates it, and otherwise looks the refund up first`;
+/** What a retry-step of the refund does, as its texts tell a person. */
+export function retryCreateText(step = 'create_refund'): string {
+  return `retry-step ${step}, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it`;
 }
 
 export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): VerdictView {
@@ -101,7 +99,7 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
   if (facts.effect.status === 'unknown') {
     return stop(
       `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider: the reconcile decision looks the refund up and sends nothing (the scheduled sweep asks for it too); ` +
-        `found, the run finishes on its own. Still unknown after that: ${retryCreateText(facts.retryLooksFirst, step ?? 'create_refund')}, or abandon`,
+        `found, the run finishes on its own. Still unknown after that: ${retryCreateText(step ?? 'create_refund')}, or abandon`,
       step === 'create_refund' || !step ? 'reconcile' : `retry-step:${step}`,
     );
   }
@@ -121,4 +119,100 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
   }
   if (facts.effect.status === 'failed') return stop('nothing was refunded: tell the customer, and abandon');
   return stop(step ? `fix what stopped ${step} (see its error), then retry-step ${step}; or abandon` : 'look at the evidence and abandon', step ? `retry-step:${step}` : 'abandon');
+}
+
+/**
+ * What `inspect` knows of a run, for its verdict: Temporal's view, the run's own state and result
+ * (shaped as RefundRunState and RefundResult), and the inferences drawn from the evidence.
+ */
+export interface InspectedRun {
+  execution: string;
+  state: {
+    status: string;
+    parked: VerdictView | null;
+    decisions: { outcome: string; decision: string; step: string | null; by: string; reason: string; expiresAt: string | null }[];
+    steps: { name: string; status: string }[];
+    outcome: { reason: string } | null;
+  } | null;
+  result: { status: string; reason?: string; orderId?: string | null; operationId?: string | null } | null;
+  failure: string | null;
+  inferences: { claim: string; status: 'confirmed' | 'to be confirmed' | 'contradicted'; basis: string[] }[];
+  parkedVerdict: string | null;
+  orderId: string | null;
+  version: number | undefined;
+  /** The run completed, and the provider failed its refund afterwards: what its follow-up did, if one ran. */
+  failedLater?: { followUp: { workflowId: string; status: string; reason: string } | null };
+}
+
+export interface InspectedVerdict {
+  verdict: Verdict;
+  nextAction: string;
+  /** The decision that takes the next action; null when no decision is needed. */
+  decision: string | null;
+  decidedBy: string[];
+  approvedBy: string[];
+}
+
+/**
+ * `inspect`'s one verdict for a run: what the evidence contradicts comes first, then what the run
+ * itself says; for a parked run that is its own verdict, which verdictFor gave it when it parked.
+ */
+export function inspectedVerdict(v: InspectedRun): InspectedVerdict {
+  const none = { decision: null, decidedBy: [], approvedBy: [] };
+  const person = (nextAction: string): InspectedVerdict => ({ verdict: 'stop and hand to a person', nextAction, ...none });
+  const contradicted = v.inferences.find((i) => i.status === 'contradicted');
+  if (contradicted) return person(`investigate before anything else: the evidence contradicts "${contradicted.claim}" (${contradicted.basis.join(', ')})`);
+
+  const parked = v.state?.parked;
+  if (v.execution === 'RUNNING' && parked) {
+    const pending = v.state!.decisions.find((d) => d.outcome === 'awaiting_approval');
+    if (pending) {
+      return {
+        verdict: parked.verdict,
+        nextAction: `approve or reject ${pending.decision}${pending.step ? ` ${pending.step}` : ''} proposed by ${pending.by} ("${pending.reason}"); unanswered, it expires at ${pending.expiresAt} and the run stops`,
+        decision: 'approve',
+        decidedBy: parked.approvedBy,
+        approvedBy: [],
+      };
+    }
+    return { verdict: parked.verdict, nextAction: parked.nextAction, decision: parked.decision, decidedBy: parked.decidedBy, approvedBy: parked.approvedBy };
+  }
+  if (v.execution === 'RUNNING' && !v.state && v.parkedVerdict) {
+    return { verdict: v.parkedVerdict as Verdict, nextAction: 'start a worker (`npm start`) to read the step table and the next action', ...none };
+  }
+  if (v.execution === 'RUNNING' && !v.state) {
+    return { verdict: 'auto-retry is safe', nextAction: 'start a worker (`npm start`): no worker polls, and the run continues where it stopped once one does; it reconciles before it resends anything', ...none };
+  }
+  if (v.execution === 'RUNNING') {
+    const at = v.state?.steps.find((s) => s.status === 'running')?.name;
+    return { verdict: 'auto-retry is safe', nextAction: `none: the run is ${v.state?.status ?? 'running'}${at ? ` at ${at}` : ''}, retrying and reconciling on its own within its budget`, ...none };
+  }
+  if (v.failedLater) {
+    const f = v.failedLater.followUp;
+    if (!f) return person('the provider failed this refund after the run completed, and no follow-up has undone the order update and the email: check the receiver and the operation\'s audit trail');
+    if (f.status === 'compensated') return { verdict: 'compensate, then resume', nextAction: `none left to compensate: the provider failed the refund after this run completed, and ${f.workflowId} compensated it (${f.reason}); to refund again, start a new operation version`, ...none };
+    return person(`the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`);
+  }
+  const r = v.result;
+  const nextVersion = v.version ? v.version + 1 : null;
+  const newVersion = v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
+  // A run cancelled after its compensations all completed ended as compensated too, though Temporal says Cancelled.
+  // A follow-up's result (compensated, unchanged, needs_attention) reads the same way.
+  const ended: string | undefined = v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
+  if (ended) {
+    switch (ended) {
+      case 'completed':
+        return { verdict: 'auto-retry is safe', nextAction: 'none: every effect is confirmed; the same request again returns this result and repeats no effect', ...none };
+      case 'rejected':
+        return { verdict: 'auto-retry is safe', nextAction: `none: nothing was done (${r && 'reason' in r ? r.reason : 'refused'}); a corrected request is a new operation version${newVersion}`, ...none };
+      case 'unchanged':
+        return { verdict: 'auto-retry is safe', nextAction: `none: ${r && 'reason' in r ? r.reason : 'the provider says the refund stands'}`, ...none };
+      case 'compensated':
+        return { verdict: 'compensate, then resume', nextAction: `none left to compensate: every finished step was compensated under its own key; to refund again, start a new operation version${newVersion}`, ...none };
+      default:
+        return person(`a person has it: the run ${ended} (${v.state?.outcome?.reason ?? (r && 'reason' in r ? r.reason : '')}); confirm the inferences above by hand`);
+    }
+  }
+  const why = v.state?.outcome?.reason ?? v.failure ?? 'no reason recorded';
+  return person(`the run ended ${v.execution} (${why}): settle what the inferences leave to be confirmed by hand; a remainder is a new operation version${newVersion}`);
 }

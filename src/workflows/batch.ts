@@ -9,7 +9,7 @@ import { pooledActivities } from './pools';
 import type { QueueActivities, StartRecord } from '../activities/queue';
 import { refundWorkflowId, SEARCH_ATTRIBUTES } from '../contract';
 import { currentOccurrence } from './occurrence';
-import { refundWorkflow } from './refund';
+import { refundWorkflow } from './refund/workflow';
 
 export interface BatchInput {
   /** At most this many requests per occurrence (1-1000). */

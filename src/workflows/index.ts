@@ -1,6 +1,8 @@
-export * from './refund';
+// The one entry the worker and the bundler load: every workflow function. What callers share with
+// the workflows (messages, run state, results) is the contract's (src/contract/).
+export * from './refund/workflow';
 export * from './batch';
 export * from './digest';
 export * from './sweep';
 export * from './provider-events';
-export * from './late-failure';
+export * from './follow-up';

@@ -31,15 +31,14 @@ export function describeIssues(error: z.ZodError): string {
 }
 
 /**
- * Sets a Signal's handler that takes only what `schema` accepts (null: the value as it came, for
- * runs begun before the schema, which replay as they ran). `handle` returns why it ignored a value
+ * Sets a Signal's handler that takes only what `schema` accepts. `handle` returns why it ignored a value
  * that fits, if it did. Whatever is ignored, or makes the handler throw, is noted, never thrown.
  */
-export function setSignalHandler<T>(signal: SignalDefinition<[T]>, schema: z.ZodType<T> | null, handle: (value: T) => string | undefined, ignored: IgnoredMessages): void {
+export function setSignalHandler<T>(signal: SignalDefinition<[T]>, schema: z.ZodType<T>, handle: (value: T) => string | undefined, ignored: IgnoredMessages): void {
   setHandler(signal, (raw: unknown) => {
-    // Before any schema: a run begun without one must not take an undecodable payload for an event either.
+    // Before the schema: an undecodable payload is never taken for an event.
     if (isUndecodable(raw)) return ignored.note(signal.name, `undecodable: ${raw.$undecodable}`, raw);
-    const parsed = schema ? schema.safeParse(raw) : { success: true as const, data: raw as T };
+    const parsed = schema.safeParse(raw);
     if (!parsed.success) return ignored.note(signal.name, `malformed: ${describeIssues(parsed.error)}`, raw);
     try {
       const why = handle(parsed.data);

@@ -1,12 +1,10 @@
 // Which pool each activity runs in (see ACTIVITY_POOLS): side effects on the providers, the order
-// or the queue in one, reconciliation, reads and bookkeeping in the other. Runs whose history
-// predates the bulkheads keep scheduling on the workflow's own task queue (patched()). A refund run
-// on the local-steps epoch runs its store steps as local activities.
+// or the queue in one, reconciliation, reads and bookkeeping in the other. The store steps run as
+// local activities.
 import { RetryState } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { poolQueue, type ActivityPool } from '../contract';
-import { BULKHEADS, isPatched, localSteps } from './versions';
 
 export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   beginOperation: 'effects',
@@ -31,8 +29,7 @@ export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
 };
 
 /**
- * Run on the workflow worker, inside the workflow task that needs them, by a refund run on the
- * local-steps epoch: committing the intent and applying the refund to the order (our own store,
+ * Run on the workflow worker, inside the workflow task that needs them: committing the intent and applying the refund to the order (our own store,
  * one transaction each, idempotent by operation id). Each leaves one marker in the history instead
  * of an activity's three events and the workflow task after it, and costs no trip through a task
  * queue; their timeouts and retries are the policy's. A local activity's attempts are counted by
@@ -44,7 +41,7 @@ export const LOCAL_STEPS: ReadonlySet<string> = new Set<keyof RefundActivities>(
 
 function queueOf(name: string): string | undefined {
   const pool = POOL_OF[name as keyof RefundActivities];
-  if (!pool || !isPatched(BULKHEADS)) return undefined;
+  if (!pool) return undefined;
   return poolQueue(workflowInfo().taskQueue, pool);
 }
 
@@ -64,7 +61,7 @@ export function pooledActivities<T extends object = RefundActivities>(options: A
     get(_, name) {
       if (typeof name !== 'string') return undefined;
       return (...args: unknown[]) => {
-        if (LOCAL_STEPS.has(name) && localSteps()) return runLocally(name, options, args);
+        if (LOCAL_STEPS.has(name)) return runLocally(name, options, args);
         const taskQueue = queueOf(name);
         const proxy = proxyActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>(taskQueue ? { ...options, taskQueue } : options);
         return proxy[name]!(...args);

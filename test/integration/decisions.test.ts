@@ -87,7 +87,7 @@ describe('a run that needs a person parks', () => {
     expect((await handle.describe()).searchAttributes).toMatchObject({ RefundNeedsAttention: [false], RefundStatus: ['completed'] });
     const trail = (await h.store.operations.auditTrail(opId(order.id))).map((e) => e.event);
     expect(trail).toEqual(expect.arrayContaining(['run_parked', 'decision', 'completion_gate_passed']));
-    await h.recordHistory(handle.workflowId, 'refund-parked-then-retried');
+    await h.recordHistory(handle.workflowId, 'refund-parked-then-decided');
   });
 
   test('a decision sent twice under one update id is applied once', async () => {
@@ -194,7 +194,9 @@ describe('a run that needs a person parks', () => {
         expect(proposal).toMatchObject({ outcome: 'awaiting_approval', expiresAt: expect.any(String) });
         // The proposer cannot approve it.
         await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'ops', reason: 'me' }] })).rejects.toThrow(WorkflowUpdateFailedError);
-        return { result: await handle.result(), state: await handle.query(stepsQuery), described: await handle.describe() };
+        const result = await handle.result();
+        await h.recordHistory(handle.workflowId, 'refund-approval-expired');
+        return { result, state: await handle.query(stepsQuery), described: await handle.describe() };
       },
       { policy: quick },
     );
@@ -245,7 +247,6 @@ describe('retry-step on create_refund', () => {
         expect(after.filter((r) => r.method === 'POST')).toEqual([]);
         const done = await handle.query(stepsQuery);
         expect(done.reconciliation).toMatchObject({ lookups: lookups + 1, lastResult: 'completed' });
-        await h.recordHistory(handle.workflowId, 'refund-review-retry-create-looked-up');
       },
       { policy: fewLookups(2) },
     );
@@ -412,7 +413,6 @@ describe('a notice whose hand-over is unknown', () => {
       ]),
     );
     expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['completed'], RefundNeedsAttention: [false] });
-    await h.recordHistory(handle.workflowId, 'refund-review-confirmed-delivered');
   });
 
   test("a confirmation whose own write did nothing leaves the hand-over unknown: confirm-delivered is taken again, and completes the run", async () => {

@@ -99,6 +99,7 @@ test('a refund that fails after its run completed: a follow-up reverts the order
   const desc = await follow.describe();
   expect(desc.typedSearchAttributes.get(SEARCH_ATTRIBUTES.followUpOf)).toBe(handle.workflowId);
   expect(desc.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status)).toBe('compensated');
+  await h.recordHistory(follow.workflowId, 'follow-up-compensated');
 
   const settled = async () => {
     const orderNow = (await h.store.getOrder(order.id))!;
@@ -218,7 +219,6 @@ test('a notice whose hand-over is unknown is never compensated silently: the run
   await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
   expect(await corrections()).toHaveLength(1);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
-  await h.recordHistory(handle.workflowId, 'refund-review-notice-held');
 });
 
 test('a correction whose outcome is unknown is never held over by a cancellation: the run stays quarantined and says a correction may have gone out', async () => {

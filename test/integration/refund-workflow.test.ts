@@ -149,10 +149,12 @@ test('a refund for an unknown order is rejected before anything happens', async 
 
 test('more than is refundable is rejected in the workflow and never reaches the provider', async () => {
   const order = await h.seedOrder(newOrderId(), { amount: 1000 });
-  const { status, state } = await stopped(startRefund(h.env.client, request(order.id, 1001)));
+  const started = await startRefund(h.env.client, request(order.id, 1001));
+  const { status, state } = await stopped(started);
   expect(status).toBe('rejected');
   expect(state.outcome?.reason).toMatch(/exceeds the 1000 still refundable/);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(0);
+  await h.recordHistory(started.handle.workflowId, 'refund-rejected');
 });
 
 test('a permanently rejected notification leaves the refund standing and asks for forward repair', async () => {

@@ -414,7 +414,7 @@ export class System {
     }
   }
 
-  // ---- the refund workflow's protocol, mirrored from src/workflows/refund.ts and reconcile.ts -----
+  // ---- the refund workflow's protocol, mirrored from src/workflows/refund/ (saga, refund-effect, reconcile) -----
 
   private end(run: Run, status: Claim['status'], refundId: string | null, why: string): never {
     run.ended = { status, refundId, why };

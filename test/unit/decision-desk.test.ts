@@ -1,5 +1,5 @@
 // The decide validator and the verdict, outside a workflow: which decisions fit which state.
-import { DecisionDesk, type DeskView } from '../../src/workflows/decisions';
+import { DecisionDesk, type DeskView } from '../../src/workflows/refund/decision-desk';
 import { effectOfRecord, verdictFor, type VerdictFacts } from '../../src/reliability/verdict';
 import type { DecisionPolicy } from '../../src/reliability/policy';
 
@@ -74,7 +74,6 @@ describe('the verdict', () => {
     compensationPending: false,
     operationId: 'refund:test:o:v1',
     noticeMessageId: null,
-    retryLooksFirst: true,
     ...over,
   });
 
@@ -83,13 +82,9 @@ describe('the verdict', () => {
     expect(verdictFor(facts({ effect: { status: 'partial', certainty: 'partial' } }), POLICY).verdict).toBe('stop and hand to a person');
   });
 
-  test("an unknown refund's next action says what retry-step create_refund does in this run's version", () => {
+  test("an unknown refund's next action says what retry-step create_refund does", () => {
     const unknown = { effect: { status: 'unknown', certainty: 'may_have_executed' }, failedStep: 'create_refund' as const };
-    expect(verdictFor(facts({ ...unknown, retryLooksFirst: true }), POLICY).nextAction).toMatch(/retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there/);
-    // A run begun before the review's fixes resends inside the key window without looking.
-    const old = verdictFor(facts({ ...unknown, retryLooksFirst: false }), POLICY).nextAction;
-    expect(old).toMatch(/retry-step create_refund, which resends with the same key while the provider still deduplicates it, and otherwise looks the refund up first/);
-    expect(old).not.toMatch(/looks the refund up at the provider first/);
+    expect(verdictFor(facts(unknown), POLICY).nextAction).toMatch(/retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there/);
   });
 
   test('a notice whose hand-over is unknown: look in the mailbox, then confirm-delivered or retry-step, never abandon', () => {

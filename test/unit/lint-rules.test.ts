@@ -5,7 +5,7 @@ import path from 'node:path';
 const NODE_IMPORTS = "import fs from 'node:fs';\nimport { randomUUID } from 'crypto';\nexport const x = [fs, randomUUID];\n";
 const FLOATING = 'async function send(): Promise<void> {}\nexport function go(): void {\n  send();\n}\n';
 const cases = [
-  { code: NODE_IMPORTS, file: 'src/workflows/refund.ts' },
+  { code: NODE_IMPORTS, file: 'src/workflows/refund/workflow.ts' },
   { code: NODE_IMPORTS, file: 'src/activities/payments.ts' },
   { code: FLOATING, file: 'src/worker.ts' },
 ];

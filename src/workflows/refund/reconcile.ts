@@ -3,11 +3,11 @@
 // a resend happens only once the provider proved no refund exists, or inside the key's dedupe
 // window, where the provider answers a resend with the first result.
 import { sleep } from '@temporalio/workflow';
-import type { ReconcileRefundInput } from '../activities/payments';
-import { evidenced, reconcileResultSchema, type ReconcileResult, type RefundReceipt } from '../contract';
-import { backoffDelay, decide, withJitter } from '../reliability/policy';
-import type { RefundRun } from './refund-run';
-import { StepFailedError } from './step-runner';
+import type { ReconcileRefundInput } from '../../activities/payments';
+import { evidenced, type ReconcileOutcome, type ReconcileResult, reconcileResultSchema, type RefundReceipt, type RefundRunState } from '../../contract';
+import { backoffDelay, decide, withJitter } from '../../reliability/policy';
+import { StepFailedError } from '../step-failure';
+import type { RefundRun } from './run';
 
 /** What is looked up: the operation, the payment intent, what it asked for, and a refund id when one is known. */
 export type ReconcileTarget = ReconcileRefundInput;
@@ -33,14 +33,14 @@ export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResu
       let r: ReconcileResult | undefined;
       let note: string;
       try {
-        r = await run.call('reconcile', 'stripe', evidenced(reconcileResultSchema), (a) => a.reconcileRefund(target));
+        r = await run.calls.call('reconcile', 'stripe', evidenced(reconcileResultSchema), (a) => a.reconcileRefund(target));
         note = r.note;
-        run.recordLookup(target.operationId, r.result, note, { method: r.method, scanned: r.scanned, matches: r.matches });
+        noteLookup(run.reconciliation, target.operationId, r.result, note, { method: r.method, scanned: r.scanned, matches: r.matches });
       } catch (err) {
         if (!(err instanceof StepFailedError)) throw err;
         // The lookup itself failed (provider down, budget gone): this round says nothing.
         note = err.error.message;
-        run.recordLookup(target.operationId, 'unknown', note, null);
+        noteLookup(run.reconciliation, target.operationId, 'unknown', note, null);
         if (err.error.code === 'BUDGET_EXCEEDED') return { kind: 'unknown', note };
       }
       if (r?.refund && (r.result === 'completed' || r.result === 'partial' || r.result === 'failed')) return { kind: r.result, refund: r.refund, note };
@@ -58,4 +58,13 @@ export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResu
   } finally {
     run.budget.spend({ provider: false, retryTimeMs: Date.now() - started });
   }
+}
+
+/** A lookup's result in the run's reconciliation log (the steps Query shows it). */
+function noteLookup(log: RefundRunState['reconciliation'], operationId: string, result: ReconcileOutcome, note: string, cursor: RefundRunState['reconciliation']['cursor']): void {
+  log.lookups += 1;
+  log.lastResult = result;
+  log.lastAt = new Date().toISOString();
+  if (cursor) log.cursor = cursor;
+  log.history.push({ at: log.lastAt, operationId, result, note });
 }

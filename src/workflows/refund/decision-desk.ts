@@ -2,9 +2,9 @@
 // it and a decision that does not fit the run's state before anything is written to history; a
 // decision that needs a second person waits for its approval, and expires into a stop.
 import { condition } from '@temporalio/workflow';
-import { decisionInputSchema, SWEEPER, type DecisionInput, type DecisionRecord, type RefundStep } from '../contract';
-import type { DecisionKind, DecisionPolicy, Role } from '../reliability/policy';
-import { conditionTimeout } from './versions';
+import { decisionInputSchema, SWEEPER, type DecisionInput, type DecisionRecord, type RefundStep } from '../../contract';
+import type { DecisionKind, DecisionPolicy, Role } from '../../reliability/policy';
+import { conditionTimeout } from '../wait';
 
 /** The decision taken: what the saga does next. */
 export type Chosen =

@@ -2,9 +2,10 @@
 // and polling, and requests sent to providers. Every activity is scheduled to close within what is
 // left, and nothing starts that the budget cannot pay for.
 import type { ActivityOptions } from '@temporalio/workflow';
-import type { BudgetView } from '../contract';
-import { temporalRetryPolicy, type RecoveryPolicy, type RunBudget as BudgetLimits } from '../reliability/policy';
-import type { Boundary } from '../reliability/taxonomy';
+import type { BudgetView } from '../../contract';
+import type { RecoveryPolicy, RunBudget as BudgetLimits } from '../../reliability/policy';
+import type { Boundary } from '../../reliability/taxonomy';
+import { activityOptions } from '../activity-options';
 
 /** Thrown when the run cannot afford its next move. */
 export class BudgetExhausted extends Error {}
@@ -52,12 +53,12 @@ export class RunBudget {
     this.retryTimeMs += Math.max(0, use.retryTimeMs ?? 0);
   }
 
-  /** Why the run may not spend more (on a call to a provider, when `provider`), or undefined while it may. */
   /** Provider requests the run may still send. */
   providerCallsLeft(): number {
     return this.limits.providerCalls - this.providerCalls;
   }
 
+  /** Why the run may not spend more (on a call to a provider, when `provider`), or undefined while it may. */
   exhausted(provider = true): string | undefined {
     if (this.remainingMs() <= 0) return `the run's deadline ${new Date(this.deadlineMs).toISOString()} has passed`;
     if (this.retryTimeMs >= this.limits.retryTimeMs) return `${this.retryTimeMs} ms spent retrying and reconciling, of ${this.limits.retryTimeMs} allowed`;
@@ -88,12 +89,7 @@ export class RunBudget {
     // An attempt that sends several requests (the completion gate: a retrieve and a list) gets fewer attempts.
     const callsLeft = provider && !essential ? Math.floor(this.providerCallsLeft() / requestsPerAttempt) : Infinity;
     if (callsLeft < 1) throw new BudgetExhausted(`${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`);
-    const retry = temporalRetryPolicy(policy, boundary, Math.min(this.limits.maxStepAttempts, callsLeft));
-    return {
-      startToCloseTimeout: t.startToCloseMs,
-      scheduleToCloseTimeout: Math.min(t.scheduleToCloseMs, remaining),
-      retry,
-    };
+    return activityOptions(policy, boundary, { remainingMs: remaining, maxAttempts: Math.min(this.limits.maxStepAttempts, callsLeft) });
   }
 
   view(): BudgetView {

@@ -1,21 +1,12 @@
 // The per-step state table of a run: what each step was given, what it returned, when, how many
 // attempts and provider requests it took, and how it failed. Held in workflow state and returned
 // by a Query. Every result is checked against its schema before the saga may use it.
-import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
 import type { z } from 'zod';
-import type { CompensationRecord, StepError, StepRecord } from '../contract';
-import { redact, tally, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
-import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
-
-/** Raised by the runner when a step has failed for good (its retry policy gave up, or its result did not fit). */
-export class StepFailedError extends Error {
-  constructor(
-    readonly step: string,
-    readonly error: StepError,
-  ) {
-    super(`step ${step} failed: ${error.code}: ${error.message}`);
-  }
-}
+import { redact, tally, type AttemptSummary, type StepEvidence } from '../../reliability/evidence';
+import type { Boundary } from '../../reliability/taxonomy';
+import type { CompensationOutcome } from '../compensate';
+import type { CompensationRecord, StepError, StepRecord } from '../../contract';
+import { describeFailure, stepError, StepFailedError } from '../step-failure';
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
@@ -82,26 +73,11 @@ export class StepRunner<Name extends string> {
     return output as T;
   }
 
-  /** Runs a completed step's registered compensation under its own key and records its receipt; `byCertainty`: see compensationFailure. */
-  async compensate(name: Name, key: string, boundary: Boundary, sends: boolean, call: () => Promise<unknown>, byCertainty = false): Promise<boolean> {
+  /** Runs a completed step's registered compensation under its own key and records what came of it. */
+  async compensate(name: Name, key: string, run: () => Promise<CompensationOutcome>): Promise<void> {
     const compensation: CompensationRecord = { kind: 'compensation', key, status: 'running', startedAt: now(), attempts: 0, transportRequests: 0 };
     this.get(name).compensation = compensation;
-    try {
-      const result = (await call()) as Partial<WithEvidence> & Record<string, unknown>;
-      const { evidence, ...output } = result ?? {};
-      Object.assign(compensation, { status: 'completed', output, finishedAt: now(), ...tally(evidence) });
-      return true;
-    } catch (err) {
-      if (err instanceof StepFailedError) {
-        // It could not even be scheduled (the run's deadline has passed): a person must finish it.
-        Object.assign(compensation, { status: 'failed', error: err.error, finishedAt: now() });
-        return false;
-      }
-      const { error, ledger } = describeFailure(err, boundary, `${name} compensation`, sends);
-      const status = compensationFailure(error, byCertainty);
-      Object.assign(compensation, { status, error, finishedAt: now(), ...tally({ attempt: ledger.length, ledger }) });
-      return false;
-    }
+    Object.assign(compensation, await run(), { finishedAt: now() });
   }
 
   /** Marks a step failed after a check in workflow code (e.g. the order cannot take this refund). */
@@ -146,67 +122,4 @@ export class StepRunner<Name extends string> {
     const { attempts, transportRequests } = tally({ attempt: evidence?.attempt ?? record.ledger.length, ledger: record.ledger });
     Object.assign(record, { attempts, transportRequests });
   }
-}
-
-/**
- * How a compensation that did not complete is recorded: `unknown` (quarantined) when its outcome is
- * unknown or, `byCertainty`, when it may have taken effect (another attempt is sending the
- * correction right now); otherwise `failed`. Runs from before the review's fixes pass false.
- */
-export function compensationFailure(error: StepError, byCertainty: boolean): 'unknown' | 'failed' {
-  return error.code === 'UNKNOWN_OUTCOME' || (byCertainty && error.certainty === 'may_have_executed') ? 'unknown' : 'failed';
-}
-
-export function stepError(code: FailureCode, certainty: Certainty, reason: string, message: string, extra: Partial<StepError> = {}): StepError {
-  return {
-    code,
-    domain: DOMAIN_OF[code],
-    certainty,
-    reason,
-    message,
-    nonRetryable: true,
-    retryAfterMs: null,
-    nextDelayMs: null,
-    providerRequestId: null,
-    provider: {},
-    ...extra,
-  };
-}
-
-/**
- * A failed activity as a step error. Our activities put the classification in the failure's details;
- * a Temporal timeout carries none, so it is classified here: an effect may have happened when the
- * step `sends` one (a refund, an email), while a read or a store write (one transaction, replayed
- * by a retry) changed nothing it could not repeat.
- */
-export function describeFailure(err: unknown, boundary: Boundary, what: string, sends: boolean): { error: StepError; ledger: AttemptSummary[] } {
-  // A cancelled run, or a bug in workflow code (let the workflow task fail and retry): not a step failure.
-  if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
-  const cause = err.cause;
-  if (cause instanceof ApplicationFailure) {
-    const details = readFailureDetails(cause.details) as (ReturnType<typeof readFailureDetails> & { ledger?: AttemptSummary[] }) | undefined;
-    if (details) {
-      return {
-        error: stepError(details.code, details.certainty, details.reason, cause.message, {
-          nonRetryable: cause.nonRetryable ?? false,
-          retryAfterMs: details.retryAfterMs,
-          nextDelayMs: details.nextDelayMs,
-          providerRequestId: details.providerRequestId,
-          provider: details.provider,
-        }),
-        ledger: details.ledger ?? [],
-      };
-    }
-    return { error: stepError('POISON', 'undeterminable', cause.type ?? 'unclassified', `${what}: ${cause.message}`, { nonRetryable: cause.nonRetryable ?? false }), ledger: [] };
-  }
-  if (cause instanceof TimeoutFailure) {
-    const message = `${what} timed out at ${boundary} (${cause.timeoutType}); ${sends ? 'its request may have reached the provider' : 'it changed nothing a new attempt would not repeat'}`;
-    return {
-      error: sends
-        ? stepError('UNKNOWN_OUTCOME', 'may_have_executed', 'activity_timeout', message, { nonRetryable: false })
-        : stepError('TRANSIENT_DEPENDENCY', 'not_executed', 'activity_timeout', message, { nonRetryable: false }),
-      ledger: [],
-    };
-  }
-  return { error: stepError('POISON', 'undeterminable', cause?.name ?? 'unknown', `${what}: ${cause?.message ?? err.message}`, { nonRetryable: false }), ledger: [] };
 }

@@ -4,8 +4,7 @@
 // stands (the order's refund taken off, a correction email), each under the same key the saga
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
-import { ApplicationFailure, patched, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { pooledActivities } from './pools';
+import { ApplicationFailure, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
@@ -13,8 +12,6 @@ import {
   evidenced,
   followUpFactsSchema,
   followUpQuery,
-  notificationReceiptSchema,
-  orderReceiptSchema,
   parseOperationId,
   providerEventSchema,
   providerEventSignal,
@@ -26,18 +23,15 @@ import {
   type FollowUpState,
 } from '../contract';
 import { REFUND_REASONS, type RefundRequest } from '../domain/refund-request';
-import { temporalRetryPolicy, type RecoveryPolicy } from '../reliability/policy';
-import type { Boundary } from '../reliability/taxonomy';
+import { activityOptions, BOOKKEEPING } from './activity-options';
+import { runCompensation } from './compensate';
 import { IgnoredMessages, setSignalHandler } from './messages';
-import { compensationFailure, describeFailure, stepError } from './step-runner';
-import { REVIEW_FIXES } from './versions';
+import { pooledActivities } from './pools';
+import { describeFailure } from './step-failure';
 
-const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;
 const LOOKUP = { startToCloseTimeout: '30s', scheduleToCloseTimeout: '10m', retry: { initialInterval: '1s', maximumInterval: '30s' } } as const;
 
 export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
-  // Follow-ups begun before the payments review's fixes keep their paths (see versions.ts).
-  const reviewed = patched(REVIEW_FIXES);
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
   if (!input || !valid(input.operationId, 200) || !valid(input.refundId, 255) || !valid(input.originalWorkflowId, 1000)) {
     throw ApplicationFailure.nonRetryable('a follow-up needs an operationId, a refundId and the originalWorkflowId', 'INVALID_ARGUMENTS');
@@ -59,7 +53,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   );
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.status, value: 'examining' },
-    { key: SEARCH_ATTRIBUTES.step, value: 'late_failure' },
+    { key: SEARCH_ATTRIBUTES.step, value: 'follow_up' },
     { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
   ]);
 
@@ -96,7 +90,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   try {
     raw = await pooledActivities<RefundActivities>(LOOKUP).examineLateFailure({ operationId: input.operationId, refundId: input.refundId });
   } catch (err) {
-    const { error } = describeFailure(err, 'stripe', 'examining the late failure', false);
+    const { error } = describeFailure(err, 'stripe', 'examining the failure the provider reported', false);
     return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);
   }
   const examined = evidenced(followUpFactsSchema).safeParse(raw);
@@ -110,11 +104,8 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   state.status = 'compensating';
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
   const policy = facts.policy;
-  // The run's own plan: what the store shows standing. Before the review's fixes, a notice whose hand-over is unknown was never
-  // corrected, and a correction already begun was not looked at. The follow-up takes no decisions: a person sends a correction.
-  const plan = reviewed
-    ? compensationPlan(input.operationId, facts, correctsUnknownNotice(policy, false), 'a person sends the customer a correction')
-    : compensationPlan(input.operationId, { ...facts, correction: null }, false);
+  // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
+  const plan = compensationPlan(input.operationId, facts, correctsUnknownNotice(policy, false), 'a person sends the customer a correction');
   const ctx: SagaContext = {
     request: {
       ...facts.request,
@@ -131,17 +122,9 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     if (undo.kind !== 'compensation') continue;
     const record: FollowUpCompensation = { step, key, status: 'completed' };
     state.compensations.push(record);
-    try {
-      const acts = pooledActivities<RefundActivities>(optionsFor(policy, undo.boundary)) as unknown as Record<typeof undo.activity, (i: unknown) => Promise<unknown>>;
-      const schema = evidenced(undo.activity === 'revertRefund' ? orderReceiptSchema : notificationReceiptSchema);
-      const parsed = schema.safeParse(await acts[undo.activity](undo.input(ctx, key)));
-      // It finished, so whatever it did happened; what it returned cannot be used as its receipt.
-      if (!parsed.success) Object.assign(record, { status: 'unknown', error: stepError('POISON', 'undeterminable', 'result_unusable', `${step}'s compensation returned a result that is not its receipt`) });
-      else record.output = { ...parsed.data, evidence: undefined };
-    } catch (err) {
-      const { error } = describeFailure(err, undo.boundary, `${step} compensation`, undo.boundary !== 'store');
-      Object.assign(record, { status: compensationFailure(error, reviewed), error });
-    }
+    // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
+    const { status, output, error } = await runCompensation(step, key, ctx, () => pooledActivities<RefundActivities>(activityOptions(policy, undo.boundary)));
+    Object.assign(record, { status }, output !== undefined && { output }, error && { error });
   }
 
   const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
@@ -154,10 +137,4 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   if (unsure) return finish('needs_attention', `${what}.${unsure}`, facts);
   const done = state.compensations.map((c) => `${c.step} (key ${c.key})`).join(', ');
   return finish('compensated', `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`, facts);
-}
-
-/** A compensation's activity options under the worker's policy: it is held to nothing but its own timeouts and retries. */
-function optionsFor(policy: RecoveryPolicy, boundary: Boundary) {
-  const t = policy.timeouts[boundary];
-  return { startToCloseTimeout: t.startToCloseMs, scheduleToCloseTimeout: t.scheduleToCloseMs, retry: temporalRetryPolicy(policy, boundary) };
 }

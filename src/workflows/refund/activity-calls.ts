@@ -1,0 +1,96 @@
+// A refund run's activity calls, paid for from its budget: each scheduled with options derived from
+// the policy and what is left of the budget, each result checked against its schema, each attempt's
+// provider requests and retry time charged once.
+import type { z } from 'zod';
+import type { RefundActivities } from '../../activities';
+import type { RefundStep } from '../../compensations/registry';
+import type { Evidenced, StepRecord } from '../../contract';
+import { tally } from '../../reliability/evidence';
+import type { RecoveryPolicy } from '../../reliability/policy';
+import type { Boundary } from '../../reliability/taxonomy';
+import { pooledActivities } from '../pools';
+import { describeFailure, stepError, StepFailedError, type StepError } from '../step-failure';
+import { BudgetExhausted, type RunBudget } from './run-budget';
+import type { StepRunner } from './step-runner';
+
+export interface CallOptions {
+  /** Held only to the deadline (a compensation, recording a refund that happened): spent retry time or calls never stop it. */
+  essential?: boolean;
+  /** It sends an effect (a refund, an email): a timeout then means it may have happened. */
+  sends?: boolean;
+  /** Provider requests one attempt sends (the completion gate: two): an attempt is paid for whole. */
+  requestsPerAttempt?: number;
+}
+
+export class ActivityCalls {
+  /** How much of each step's ledger the budget has already been charged for. */
+  private readonly paid = new Map<string, number>();
+
+  constructor(
+    private readonly budget: RunBudget,
+    private readonly steps: StepRunner<RefundStep>,
+    private readonly policy: () => RecoveryPolicy,
+    /** Keeps a failure and the move the policy prescribes for it. */
+    private readonly remember: (step: string, boundary: Boundary, error: StepError) => void,
+  ) {}
+
+  /** The activities at one boundary, with options derived from the policy and what is left of the budget. */
+  activities(boundary: Boundary, essential = false, requestsPerAttempt = 1): RefundActivities {
+    try {
+      return pooledActivities<RefundActivities>(this.budget.options(this.policy(), boundary, essential, requestsPerAttempt));
+    } catch (err) {
+      if (err instanceof BudgetExhausted) throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
+      throw err;
+    }
+  }
+
+  /** Runs a saga step, paying for it from the budget and remembering how it failed. */
+  async step<T>(
+    name: RefundStep,
+    input: unknown,
+    key: string | undefined,
+    boundary: Boundary,
+    schema: z.ZodType,
+    call: (a: RefundActivities) => Promise<Evidenced<T>>,
+    options: CallOptions = {},
+  ): Promise<T> {
+    try {
+      const acts = this.activities(boundary, options.essential, options.requestsPerAttempt);
+      return await this.steps.run(name, input, key, boundary, schema, () => call(acts), options.sends ?? false);
+    } catch (err) {
+      if (!(err instanceof StepFailedError)) throw err;
+      this.remember(name, boundary, err.error);
+      if (err.step === 'budget') this.steps.fail(name, err.error);
+      throw err;
+    } finally {
+      this.pay(this.steps.get(name), boundary);
+    }
+  }
+
+  /** A call outside the step table (a reconciliation lookup), paid for and validated the same way. */
+  async call<T>(what: string, boundary: Boundary, schema: z.ZodType, fn: (a: RefundActivities) => Promise<Evidenced<T>>, options: { essential?: boolean } = {}): Promise<T> {
+    const acts = this.activities(boundary, options.essential);
+    let raw: unknown;
+    try {
+      raw = await fn(acts);
+    } catch (err) {
+      const { error, ledger } = describeFailure(err, boundary, what, false);
+      this.budget.spend({ provider: boundary !== 'store', ...tally({ attempt: ledger.length, ledger }) });
+      throw new StepFailedError(what, error);
+    }
+    const parsed = schema.safeParse(raw);
+    if (!parsed.success) throw new StepFailedError(what, stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`));
+    // The parsed result: a field an older worker did not send gets its schema's default.
+    const { evidence, ...result } = parsed.data as Evidenced<T>;
+    this.budget.spend({ provider: boundary !== 'store', ...tally(evidence) });
+    return result as T;
+  }
+
+  /** A step's provider requests and time spent retrying count against the run's budgets, each attempt once. */
+  private pay(record: StepRecord, boundary: Boundary): void {
+    const fresh = record.ledger.slice(this.paid.get(record.name) ?? 0);
+    this.paid.set(record.name, record.ledger.length);
+    const retryTimeMs = fresh.length > 1 ? Date.parse(fresh[fresh.length - 1]!.startedAt) - Date.parse(fresh[0]!.startedAt) : 0;
+    this.budget.spend({ provider: boundary !== 'store', transportRequests: fresh.reduce((n, a) => n + a.transportRequests, 0), retryTimeMs });
+  }
+}

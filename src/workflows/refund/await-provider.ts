@@ -1,0 +1,93 @@
+// The completion gate, and awaiting the provider. A refund the provider has not settled yet
+// (pending) is awaited: the run waits for the provider's webhook, polls with the policy's backoff
+// in case none comes, and parks for a person once the policy's deadline passes. A signed webhook
+// that says the refund succeeded stands for the provider's receipt (no poll); one that says it
+// failed is confirmed with the provider before anything is undone. Events count by how far along
+// they put the refund, so duplicates and events out of order change nothing twice.
+import { condition } from '@temporalio/workflow';
+import type { CheckCompletionInput } from '../../activities/completion-gate';
+import { type AwaitingProvider, evidenced, type GateResult, gateResultSchema } from '../../contract';
+import { backoffDelay, DEFAULT_AWAIT_PROVIDER, withJitter } from '../../reliability/policy';
+import { lifecycleRank } from '../../domain/order';
+import { furthestEvent } from '../provider-events';
+import { conditionTimeout } from '../wait';
+import { compensate } from './compensation';
+import type { RefundRun } from './run';
+import { attempt } from './step-stop';
+import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
+
+/** Provider requests one completion-gate attempt sends: the refund retrieved, the payment intent's refunds listed. */
+const GATE_REQUESTS = 2;
+
+export async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
+  const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
+  // A person's retry-step after the deadline waits afresh.
+  run.awaitingProvider = null;
+  /** Events already acted on: each wakes the run once. */
+  const seen = new Set<string>();
+  const news = () => {
+    const e = furthestEvent(run.news.events, input.refundId);
+    return e && lifecycleRank(e.refundStatus) > 0 && !seen.has(e.id) ? e : undefined;
+  };
+  let gate = await checkGate(run, input, undefined);
+  for (;;) {
+    const waited = run.awaitingProvider;
+    if (gate.verdict === 'pass') {
+      // A failure reported while the gate looked is the provider's word against its own receipt: asked once more.
+      const failure = news();
+      if (failure && lifecycleRank(failure.refundStatus) === 2) {
+        seen.add(failure.id);
+        gate = await checkGate(run, input, undefined);
+        continue;
+      }
+      if (waited) run.budget.renew(Date.now());
+      return;
+    }
+    if (gate.verdict === 'refund_failed') {
+      if (waited) run.budget.renew(Date.now());
+      return compensate(run, { refund: gate.refund });
+    }
+    if (gate.verdict === 'mismatch') run.stop('needs_attention', gateMismatch(gate), 'completion_gate');
+    const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);
+    const until = Date.parse(awaiting.until);
+    if (Date.now() >= until) {
+      awaiting.settledBy = { kind: 'deadline' };
+      run.stop('needs_attention', providerDeadline(gate.refund, awaiting.since, awaiting.until, awaiting.polls), 'completion_gate');
+    }
+    const backoff = backoffDelay({ backoff: settings.poll }, awaiting.polls + 1);
+    const wait = conditionTimeout(Math.min(until - Date.now(), withJitter(backoff, settings.jitter, Math.random())));
+    run.steps.await('completion_gate', awaitingWebhook({ refundId: input.refundId, status: gate.refund.status }, awaiting.until, wait));
+    await condition(() => news() !== undefined, wait);
+    const event = news();
+    if (event) seen.add(event.id);
+    else awaiting.polls += 1;
+    gate = await checkGate(run, input, event?.refundStatus === 'succeeded' ? event.id : undefined);
+    if (gate.verdict !== 'pending') awaiting.settledBy = event ? { kind: 'webhook', eventId: event.id } : { kind: 'poll' };
+  }
+}
+
+/** From the first pending answer: visible as awaiting_provider, held to the policy's deadline rather than the run's. */
+function startAwaiting(run: RefundRun, refundId: string, deadlineMs: number): AwaitingProvider {
+  const since = Date.now();
+  const awaiting: AwaitingProvider = { refundId, since: new Date(since).toISOString(), until: new Date(since + deadlineMs).toISOString(), polls: 0, settledBy: null };
+  run.awaitingProvider = awaiting;
+  run.budget.holdUntil(since + deadlineMs + run.policy.timeouts.stripe.scheduleToCloseMs);
+  run.setStatus('awaiting_provider', 'completion_gate');
+  return awaiting;
+}
+
+/**
+ * One look by the gate. The first is held to the run's budget like any provider call (a run that
+ * spent it asks a person); while the run awaits the provider, its reads are held only to the wait's deadline.
+ */
+async function checkGate(run: RefundRun, input: CheckCompletionInput, providerEventId: string | undefined): Promise<GateResult> {
+  const checked = { ...input, ...(providerEventId && { providerEventId }) };
+  const gate = await attempt(run, 'completion_gate', () =>
+    run.calls.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), {
+      essential: run.awaitingProvider !== null,
+      requestsPerAttempt: GATE_REQUESTS,
+    }),
+  );
+  if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');
+  return gate;
+}

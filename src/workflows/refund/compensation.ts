@@ -1,0 +1,68 @@
+// Compensation: when the provider failed the refund after accepting it, on a person's compensate
+// decision, or on cancellation, the run undoes what the store shows standing, as the compensation
+// plan decides from its records (the same plan and the same runCompensation as the follow-up's).
+import { CancellationScope, isCancellation } from '@temporalio/workflow';
+import type { RefundActivities } from '../../activities';
+import { compensationPlan, correctsUnknownNotice } from '../../compensations/plan';
+import { REFUND_SAGA, type RefundStep } from '../../compensations/registry';
+import { standingRecordsSchema, type RefundReceipt } from '../../contract';
+import { PERSISTENT_BOOKKEEPING } from '../activity-options';
+import { runCompensation } from '../compensate';
+import { pooledActivities } from '../pools';
+import type { RefundRun } from './run';
+import * as reasons from './stop-reasons';
+
+/**
+ * Undoes what stands, each under its own key, and stops the run: compensated, or for a person. A
+ * compensation that already completed is not run again; one whose outcome was unknown is resent
+ * only on a person's decision (`resendApprovedAt`). A notice whose hand-over is unknown is corrected
+ * only when the policy or a person's decision allows it; otherwise it is held and the run goes to a
+ * person, never ends compensated while the customer may hold an email saying money is coming.
+ * Compensations never stop for a cancellation.
+ */
+export async function compensate(run: RefundRun, options: { refund?: RefundReceipt; resendApprovedAt?: string }): Promise<never> {
+  if (options.refund) {
+    run.effect = { status: 'failed', certainty: 'completed', refundId: options.refund.refundId };
+    // A decision or a cancellation keeps the failed refund's receipt and reason: the run's own receipt is the one from creation.
+    run.ctx.failedRefund = options.refund;
+    run.ctx.correctionReason = options.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
+  }
+  run.setStatus('compensating', 'completion_gate');
+  return CancellationScope.nonCancellable(() => compensateStanding(run, run.ctx.failedRefund, options.resendApprovedAt));
+}
+
+async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefined, resendApprovedAt: string | undefined): Promise<never> {
+  const { operationId } = run.ctx;
+  for (const step of run.steps.completed()) {
+    const { undo } = REFUND_SAGA[step];
+    if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
+  }
+  const what = reasons.undoneBecause(refund);
+  const records = await pooledActivities<RefundActivities>(PERSISTENT_BOOKKEEPING)
+    .standingRecords({ operationId, refundId: refund?.refundId ?? null })
+    .then((raw) => standingRecordsSchema.parse(raw))
+    .catch((err: unknown) => {
+      if (isCancellation(err)) throw err;
+      return run.stop('needs_attention', reasons.storeUnreadable(what, (err as Error).message), 'completion_gate');
+    });
+  const plan = compensationPlan(operationId, records, correctsUnknownNotice(run.policy, resendApprovedAt !== undefined));
+  for (const { step, key } of plan.undo) await compensateStep(run, step, key, resendApprovedAt);
+  // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
+  const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
+
+  const left = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed' && s.compensation.status !== 'held');
+  if (left.length === 0 && !held) run.stop('compensated', reasons.compensated(what), 'completion_gate');
+  const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
+  run.stop('needs_attention', reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null), 'completion_gate', unknown.length > 0);
+}
+
+/** One step's compensation, unless it already completed; a correction of unknown outcome is resent only on a person's approval. */
+async function compensateStep(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined): Promise<void> {
+  const { undo } = REFUND_SAGA[step];
+  if (undo.kind !== 'compensation') return;
+  const previous = run.steps.get(step).compensation;
+  if (previous?.status === 'completed') return;
+  const resend = resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
+  await run.steps.compensate(step, key, () => runCompensation(step, key, run.ctx, () => run.calls.activities(undo.boundary, true), resend ? resendApprovedAt : undefined));
+  run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
+}

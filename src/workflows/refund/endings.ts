@@ -1,0 +1,89 @@
+// How a refund run ends: with an outcome that is a result (rejected, compensated, abandoned,
+// stopped), cancelled by an operator, and in each case with its word on the operation's audit
+// trail and the provider's unacted news handed to the follow-up.
+import { CancellationScope, isCancellation, workflowInfo } from '@temporalio/workflow';
+import type { RefundActivities } from '../../activities';
+import type { RefundStep } from '../../compensations/registry';
+import { BOOKKEEPING, PERSISTENT_BOOKKEEPING } from '../activity-options';
+import { pooledActivities } from '../pools';
+import { compensate } from './compensation';
+import { RunStopped, type RefundRun } from './run';
+import type { EndedRefund } from '../../contract';
+import { cancelledWhile } from './stop-reasons';
+
+/** Ends the run with an outcome that is a result, not a failure. */
+export async function ended(run: RefundRun, status: EndedRefund['status'], reason: string, failedStep: RefundStep | null): Promise<EndedRefund> {
+  run.end(status, reason, failedStep);
+  await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
+  await handOverToFollowUp(run);
+  return { workflowId: run.workflowId, orderId: run.request.orderId, operationId: run.ctx.operationId || null, status, reason, failedStep };
+}
+
+/**
+ * A run ending while it holds the provider's word that its refund failed, not acted on (it was
+ * parked or abandoned meanwhile, or the provider's API still said succeeded), hands it to the
+ * operation's follow-up run, which asks the provider again and compensates what it confirms.
+ */
+export async function handOverToFollowUp(run: RefundRun): Promise<void> {
+  const event = run.unactedFailure();
+  if (!event) return;
+  await CancellationScope.nonCancellable(() =>
+    pooledActivities<RefundActivities>(PERSISTENT_BOOKKEEPING)
+      .handToFollowUp({ operationId: run.ctx.operationId, event, workflowTaskQueue: workflowInfo().taskQueue })
+      .catch((err: unknown) => {
+        // The event stays in the store, the run's state and inspect, for a person.
+        if (isCancellation(err)) throw err;
+      }),
+  );
+}
+
+/**
+ * Cancelled by an operator: what was started is finished honestly. A refund that did not go
+ * through has what stands compensated (compensations never stop for a cancellation), and the
+ * plan's verdict is the cancellation's; one that stands or may stand is left to a person.
+ */
+export async function cancelled(run: RefundRun): Promise<void> {
+  const was = run.status;
+  let compensation: RunStopped | undefined;
+  if (run.effect.status === 'failed') {
+    compensation = await compensate(run, {}).catch((err: unknown) => {
+      if (!(err instanceof RunStopped)) throw err;
+      return err;
+    });
+  }
+  // A create that had started may be going on at the provider: then it is unknown, never "not sent".
+  const sentOrSending = run.steps.get('create_refund').status !== 'pending';
+  const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
+  if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
+  const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed');
+  // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
+  const settled = compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind();
+  const reason = cancelledWhile(was, effect, compensated, settled, compensation && !settled ? compensation.reason : undefined);
+  if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
+  else {
+    run.finish('needs_attention', reason, null);
+    run.flagForAttention();
+  }
+  await audit(run, 'cancelled', reason, null);
+  // The provider's word that the refund failed, received while the run waited, is the follow-up's to act on, as when a run ends.
+  await handOverToFollowUp(run);
+}
+
+/** Leaves the run's status, or a decision, beside the operation's evidence in the store; a run that cannot do so still goes on. */
+export async function audit(
+  run: RefundRun,
+  status: string,
+  reason: string,
+  failedStep: RefundStep | null,
+  event?: 'run_stopped' | 'run_parked' | 'decision',
+  detail?: Record<string, unknown>,
+): Promise<void> {
+  if (!run.ctx.operationId) return;
+  const { recordOutcome } = pooledActivities<RefundActivities>(BOOKKEEPING);
+  try {
+    await recordOutcome({ operationId: run.ctx.operationId, status, reason, failedStep, ...(event && { event }), ...(detail && { detail }) });
+  } catch (err) {
+    // The run's own state keeps the verdict; the audit entry is a convenience. A cancellation still propagates.
+    if (isCancellation(err)) throw err;
+  }
+}

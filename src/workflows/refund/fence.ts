@@ -1,0 +1,37 @@
+// The fence for earlier operations: an earlier operation on this order whose effect the order may
+// not show comes first, since this one could refund on top of it. This run never sends another
+// operation's request, and once this later version exists the store never lets an earlier one send.
+import { type BeginResult, evidenced, orderReceiptSchema, type RefundReceipt, stepKey } from '../../contract';
+import { StepFailedError } from '../step-failure';
+import { reconcile } from './reconcile';
+import { targetOf } from './refund-effect';
+import type { RefundRun } from './run';
+import { earlierRefunded, earlierUnknown } from './stop-reasons';
+
+/**
+ * Each earlier operation is asked about at the provider: proven absent or failed, it is settled; if
+ * its refund exists, it is recorded on the order and this run stops for a person, since it was asked
+ * for while that refund looked lost or pending; still unknown, this run waits within its budget, then stops.
+ */
+export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise<void> {
+  for (const other of begin.blockers) {
+    run.setStatus('reconciling', 'load_order');
+    const settled = await reconcile(run, targetOf(other.operationId, other.request, begin.order.paymentIntentId), false);
+    if (settled.kind === 'completed' || settled.kind === 'partial') return recordEarlier(run, other.operationId, settled.refund);
+    if (settled.kind === 'unknown') run.stop('needs_attention', earlierUnknown(other.operationId, run.request.orderId, settled.note), 'load_order');
+  }
+  run.setStatus('running');
+}
+
+/** An earlier operation's refund exists: put it on the order (its own forward repair, idempotent by its id) and stop this run. */
+async function recordEarlier(run: RefundRun, operationId: string, refund: RefundReceipt): Promise<never> {
+  const earlier = { key: stepKey(operationId, 'update_order'), orderId: run.request.orderId, operationId, refundId: refund.refundId, amount: refund.amount };
+  const recorded = await run.calls.call('record earlier refund', 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(earlier), { essential: true }).then(
+    () => 'it is now recorded on the order',
+    (err: unknown) => {
+      if (!(err instanceof StepFailedError)) throw err;
+      return `recording it on the order failed (${err.error.message})`;
+    },
+  );
+  return run.stop('needs_attention', earlierRefunded(operationId, refund, recorded), 'load_order');
+}

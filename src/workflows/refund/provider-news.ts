@@ -1,0 +1,41 @@
+// The provider's events (webhooks) a refund run received, each once: what a run awaiting the
+// provider wakes on, and the provider's word that its refund failed, which the run acts on or
+// hands to the follow-up.
+import type { ProviderEventSummary } from '../../contract';
+import { lifecycleRank } from '../../domain/order';
+import { furthestEvent, MAX_PROVIDER_EVENTS } from '../provider-events';
+
+export class ProviderNews {
+  /** In arrival order, each once. */
+  readonly events: ProviderEventSummary[] = [];
+  /** Failure events the run already took to the provider while parked: each is looked into once. */
+  readonly checkedFailures = new Set<string>();
+
+  /** Keeps an event once; returns why it ignored one about another refund than `mine`, once the run knows its own. */
+  record(e: ProviderEventSummary, mine: string | null | undefined): string | undefined {
+    if (mine && e.refundId !== mine) return `names refund ${e.refundId}, not this run's refund ${mine}`;
+    if (this.events.some((x) => x.id === e.id)) return;
+    // Past the cap, only an event that moves its refund further along is kept: a failure that comes late is never dropped.
+    const further = lifecycleRank(e.refundStatus) > lifecycleRank(furthestEvent(this.events, e.refundId)?.refundStatus ?? 'pending');
+    if (this.events.length >= MAX_PROVIDER_EVENTS && !further) return;
+    this.events.push(e);
+    return undefined;
+  }
+
+  /**
+   * The provider's signed word that the run's refund failed (or was canceled), while the run still
+   * holds it as standing (`effect`): news the run must act on, or hand to the follow-up when it ends.
+   */
+  unactedFailure(effect: { status: string; refundId: string | null }): ProviderEventSummary | undefined {
+    const refundId = effect.refundId;
+    if (!refundId || (effect.status !== 'refunded' && effect.status !== 'partial')) return undefined;
+    const e = furthestEvent(this.events, refundId);
+    return e && lifecycleRank(e.refundStatus) === 2 ? e : undefined;
+  }
+
+  /** A failure not yet taken to the provider while parked. */
+  uncheckedFailure(effect: { status: string; refundId: string | null }): ProviderEventSummary | undefined {
+    const e = this.unactedFailure(effect);
+    return e && !this.checkedFailures.has(e.id) ? e : undefined;
+  }
+}

@@ -1,0 +1,129 @@
+// The refund itself: sent, or (when its outcome is unknown) reconciled with the provider, and what
+// each answer means for the run. Resent with the same key only when reconciliation proved no
+// refund exists, or inside the key's dedupe window; never blind.
+import type { CreateRefundInput } from '../../activities/payments';
+import { evidenced, MAX_RESUBMISSIONS, type RefundReceipt, refundReceiptSchema, stepKey } from '../../contract';
+import { StepFailedError } from '../step-failure';
+import { reconcile, type ReconcileTarget } from './reconcile';
+import type { RefundRun } from './run';
+import { stopForFailure } from './step-stop';
+import { updateOrder } from './steps';
+import * as reasons from './stop-reasons';
+
+export function targetOf(operationId: string, request: { amount: number; currency: string }, paymentIntentId: string): ReconcileTarget {
+  return { operationId, paymentIntentId, amount: request.amount, currency: request.currency, idempotencyKey: stepKey(operationId, 'create_refund') };
+}
+
+/** Sends the refund; an unknown outcome is reconciled, and resent only as reconciliation allows. */
+export async function createRefund(run: RefundRun, input: CreateRefundInput, target: ReconcileTarget): Promise<RefundReceipt> {
+  for (;;) {
+    try {
+      const receipt = await run.calls.step('create_refund', input, input.idempotencyKey, 'stripe', evidenced(refundReceiptSchema), (a) => a.createRefund(input), { sends: true });
+      return checkReceipt(run, receipt);
+    } catch (err) {
+      run.operation.noteFirstSend(run.steps.get('create_refund'));
+      if (!(err instanceof StepFailedError)) throw err;
+      // A retry that ran out while the effect was uncertain (a 5xx, a key still in flight), or a refund
+      // made whose receipt could not be kept, falls to reconciliation too: the provider says what happened.
+      const action = run.recovery?.action;
+      const uncertain = err.error.certainty !== 'not_executed' && (action === 'retry' || action === 'repair' || err.error.certainty === 'completed');
+      if (action !== 'reconcile' && !uncertain) stopForFailure(run, 'create_refund', err.error);
+    }
+    // A refund made whose receipt could not be kept is looked up by its id.
+    const madeId = run.lastFailure?.provider.refundId;
+    run.effect = { status: 'unknown', certainty: run.lastFailure?.certainty ?? 'undeterminable', refundId: typeof madeId === 'string' ? madeId : null };
+    run.setStatus('reconciling', 'create_refund');
+    const settled = await reconcile(run, typeof madeId === 'string' ? { ...target, refundId: madeId } : target, true);
+    switch (settled.kind) {
+      case 'completed':
+        run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
+        run.setStatus('running');
+        return checkReceipt(run, settled.refund);
+      case 'partial':
+        return partialRefund(run, settled.refund, settled.note);
+      case 'failed':
+        run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
+        return run.stop('needs_attention', reasons.providerFailed(settled.refund.refundId, settled.note, '; a person decides what happens next'), 'create_refund');
+      case 'absent':
+      case 'resubmit':
+        if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS) run.stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, settled.note), 'create_refund');
+        run.reconciliation.resubmissions += 1;
+        run.steps.note('create_refund', settled.note);
+        run.setStatus('running');
+        continue;
+      case 'unknown':
+        return run.stop('needs_attention', reasons.refundUnknown(settled.note, target.operationId), 'create_refund');
+    }
+  }
+}
+
+/**
+ * A parked run whose refund is unknown, asked to look again (by a person or the scheduled sweep):
+ * lookups only. Found, the saga goes on from the order update (the step it returns), as it would
+ * have had the answer arrived; still unknown or proven absent, it parks again for a person. A
+ * person's retry-step (`send`) looks the same way, and goes on to send only what the provider
+ * proved absent, or resends with the same key while the provider still deduplicates it.
+ */
+export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_order' | 'create_refund'> {
+  const begin = run.begin!;
+  const target = targetOf(begin.operation.operationId, run.request, begin.order.paymentIntentId);
+  const known = run.effect.refundId;
+  run.setStatus('reconciling', 'create_refund');
+  const settled = await reconcile(run, known ? { ...target, refundId: known } : target, send);
+  switch (settled.kind) {
+    case 'completed': {
+      run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
+      run.setStatus('running');
+      run.ctx.refund = await checkReceipt(run, settled.refund);
+      run.effect = { status: 'refunded', certainty: 'completed', refundId: run.ctx.refund.refundId };
+      return 'update_order';
+    }
+    case 'partial':
+      return partialRefund(run, settled.refund, settled.note);
+    case 'failed':
+      run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
+      return run.stop('needs_attention', reasons.providerFailed(settled.refund.refundId, settled.note), 'create_refund');
+    case 'absent':
+    case 'resubmit':
+      // Proven absent: nothing was refunded. Sending it now is a person's decision, not the sweep's.
+      if (settled.kind === 'absent') run.effect = { status: 'none', certainty: 'not_executed', refundId: null };
+      if (!send) return run.stop('needs_attention', reasons.stillAbsent(settled.note), 'create_refund');
+      run.steps.note('create_refund', settled.note);
+      run.setStatus('running');
+      return 'create_refund';
+    default:
+      return run.stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
+  }
+}
+
+/**
+ * What the provider's receipt says against what was asked: a refund for less is partial, one
+ * already failed (a receipt on record from an earlier run) ends the run; only a full one goes on.
+ */
+async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<RefundReceipt> {
+  const { request } = run;
+  if (refund.status === 'failed' || refund.status === 'canceled') {
+    run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
+    return run.stop('needs_attention', reasons.receiptFailed(refund), 'create_refund');
+  }
+  if (refund.currency !== request.currency || refund.amount < request.amount) return partialRefund(run, refund, reasons.partialOf(refund, request));
+  if (refund.amount > request.amount) {
+    run.effect = { status: 'refunded', certainty: 'completed', refundId: refund.refundId };
+    return run.stop('needs_attention', reasons.moreThanAsked(refund, request), 'create_refund');
+  }
+  return refund;
+}
+
+/**
+ * The provider refunded less than asked. The order is repaired forward to what was really refunded;
+ * the customer email is frozen, since it would tell them something untrue; a person decides the rest.
+ */
+export async function partialRefund(run: RefundRun, refund: RefundReceipt, note: string): Promise<never> {
+  run.effect = { status: 'partial', certainty: 'partial', refundId: refund.refundId };
+  run.ctx.refund = refund;
+  run.ctx.partialNote = note;
+  run.steps.resolve('create_refund', refund, `partial: ${note}`);
+  await updateOrder(run, refund.refundId, refund.amount);
+  run.steps.skip('notify_customer', 'frozen: the refund is partial, and an email now would tell the customer something untrue');
+  return run.stop('needs_attention', reasons.partialRefund(note, refund), 'create_refund');
+}

@@ -1,0 +1,219 @@
+// One refund run's state and its moves between states: what it knows (the step table, the
+// operation, the effect, the last failure), parking for a person and moving on, and ending. Its
+// activity calls, provider events, decisions and visibility are each a piece of their own.
+import { workflowInfo } from '@temporalio/workflow';
+import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
+import type { AwaitingProvider, BeginResult, RefundRunState, RunSettings, RunStatus, TerminalStatus } from '../../contract';
+import { DEFAULT_POLICY } from '../../reliability/default-policy';
+import { mayHaveTakenEffect, redact } from '../../reliability/evidence';
+import { decide, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
+import type { Boundary, Certainty } from '../../reliability/taxonomy';
+import { verdictFor } from '../../reliability/verdict';
+import type { RefundRequest } from '../../domain/refund-request';
+import { IgnoredMessages } from '../messages';
+import type { StepError } from '../step-failure';
+import { ActivityCalls } from './activity-calls';
+import { DecisionDesk, type DeskView } from './decision-desk';
+import { OperationView } from './operation';
+import { ProviderNews } from './provider-news';
+import { RunBudget } from './run-budget';
+import { StepRunner } from './step-runner';
+import { flagForAttention, showEnded, showParked, showStarted, showStatus, showUnparked } from './visibility';
+
+/** Thrown inside the saga to end the run with a verdict; caught once, at the top. */
+export class RunStopped extends Error {
+  constructor(
+    readonly status: Exclude<TerminalStatus, 'completed'>,
+    readonly reason: string,
+    readonly failedStep: RefundStep | null,
+    readonly quarantined = false,
+  ) {
+    super(reason);
+  }
+}
+
+const now = () => new Date().toISOString();
+
+/** A failed step's effect nobody knows: it may have happened, or what came back cannot tell. */
+const UNKNOWN_CERTAINTIES: ReadonlySet<string> = new Set<Certainty>(['may_have_executed', 'undeterminable']);
+
+export class RefundRun {
+  readonly workflowId = workflowInfo().workflowId;
+  readonly steps = new StepRunner(REFUND_STEPS);
+  readonly budget = new RunBudget(DEFAULT_POLICY.budget, workflowInfo().runStartTime.getTime());
+  readonly calls = new ActivityCalls(this.budget, this.steps, () => this.policy, (step, boundary, error) => this.remember(step, boundary, error));
+  readonly ctx: SagaContext;
+  readonly operation = new OperationView();
+  readonly news = new ProviderNews();
+  /** Signals it did not take, for operators. */
+  readonly ignored = new IgnoredMessages();
+  settings: RunSettings | null = null;
+  /** What loading the order returned: the operation, the order (masked), earlier operations, the settings. */
+  begin: BeginResult | null = null;
+  status: RunStatus = 'running';
+  effect: RefundRunState['effect'] = { status: 'none', certainty: 'none', refundId: null };
+  lastFailure: RefundRunState['lastFailure'] = null;
+  recovery: RefundRunState['recovery'] = null;
+  reconciliation: RefundRunState['reconciliation'] = { lookups: 0, lastResult: null, lastAt: null, cursor: null, resubmissions: 0, history: [] };
+  outcome: RefundRunState['outcome'] = null;
+  awaitingProvider: AwaitingProvider | null = null;
+  parked: RefundRunState['parked'] = null;
+  private readonly deskView: DeskView = {
+    parked: null,
+    effect: () => this.effect.status,
+    cannotCompensate: () => this.cannotCompensate(),
+    outcomeUnknown: (step) => UNKNOWN_CERTAINTIES.has(this.steps.get(step).error?.certainty ?? 'none'),
+    policy: () => this.decisionPolicy,
+  };
+  /** Who may decide, read from the workers when the run parks; until then, the run's policy. */
+  private workerDecisions: DecisionPolicy | undefined;
+  readonly desk = new DecisionDesk(this.deskView);
+
+  constructor(readonly request: RefundRequest) {
+    this.ctx = { request, operationId: '' };
+    showStarted(request.orderId);
+  }
+
+  get policy(): RecoveryPolicy {
+    return this.settings?.policy ?? DEFAULT_POLICY;
+  }
+
+  get decisionPolicy(): DecisionPolicy {
+    return this.workerDecisions ?? this.policy.decisions;
+  }
+
+  useDecisionPolicy(decisions: DecisionPolicy): void {
+    this.workerDecisions = decisions;
+  }
+
+  view(): RefundRunState {
+    return redact({
+      workflowId: this.workflowId,
+      request: this.request,
+      status: this.status,
+      operation: this.operation.identity,
+      effect: this.effect,
+      provider: { name: 'stripe' as const, scope: this.settings?.scope ?? null, changed: false as const },
+      lastFailure: this.lastFailure,
+      recovery: this.recovery,
+      reconciliation: this.reconciliation,
+      budget: this.budget.view(),
+      outcome: this.outcome,
+      parked: this.parked,
+      decisions: this.desk.records,
+      providerEvents: this.news.events,
+      ignoredMessages: this.ignored.view,
+      awaitingProvider: this.awaitingProvider,
+      steps: this.steps.table(),
+    });
+  }
+
+  /** Parks the run: it stays Running, with its finished steps and their outputs, waiting for a decision, with its verdict and next action. */
+  park(stopped: RunStopped): void {
+    const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
+    const notice = this.steps.get('notify_customer');
+    const messageId = notice.error?.provider.messageId ?? (notice.output as { messageId?: unknown } | undefined)?.messageId;
+    const view = verdictFor(
+      {
+        effect: this.effect,
+        failedStep: stopped.failedStep,
+        failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
+        quarantined: stopped.quarantined,
+        compensationPending: this.cannotCompensate() === null,
+        operationId: this.ctx.operationId || null,
+        noticeMessageId: typeof messageId === 'string' ? messageId : null,
+        noticeHeld: notice.compensation?.status === 'held',
+        ...(stopped.failedStep && { earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect) }),
+      },
+      this.decisionPolicy,
+    );
+    this.outcome = { status: 'needs_attention', failedStep: stopped.failedStep, reason: stopped.reason, quarantined: stopped.quarantined };
+    this.parked = { since: now(), failedStep: stopped.failedStep, reason: stopped.reason, ...view };
+    this.deskView.parked = { failedStep: stopped.failedStep };
+    this.desk.reopen();
+    this.status = 'needs_attention';
+    showParked(stopped.failedStep, this.effect.status, view.verdict);
+  }
+
+  /** While parked, a proposal waiting for a second person shows as awaiting_approval; answered, the run is back to needs_attention until it moves on. */
+  noteDecision(): void {
+    if (!this.parked) return;
+    this.setStatus(this.desk.awaitingApproval ? 'awaiting_approval' : 'needs_attention');
+  }
+
+  /** A decision was taken: the run moves on with a fresh budget, no longer among those that need a person. */
+  unpark(): void {
+    this.parked = null;
+    this.deskView.parked = null;
+    this.outcome = null;
+    this.status = 'running';
+    showUnparked();
+    this.budget.renew(Date.now());
+  }
+
+  /** The run's final word, with what is known of the refund; nothing about it needs a person any more. */
+  end(status: Exclude<TerminalStatus, 'needs_attention' | 'completed'>, reason: string, failedStep: RefundStep | null): void {
+    this.outcome = { status, failedStep, reason, quarantined: false };
+    this.status = status;
+    showEnded(status, failedStep, this.effect.status);
+  }
+
+  finish(status: TerminalStatus, reason: string, failedStep: RefundStep | null, quarantined = false): void {
+    this.outcome = { status, failedStep, reason, quarantined };
+    this.setStatus(status, failedStep ?? 'completion_gate');
+  }
+
+  /** A run that ended with work left for a person (cancelled mid-saga) is still among the runs that need one. */
+  flagForAttention(): void {
+    flagForAttention(this.effect.status);
+  }
+
+  stop(status: RunStopped['status'], reason: string, failedStep: RefundStep | null, quarantined = false): never {
+    throw new RunStopped(status, reason, failedStep, quarantined);
+  }
+
+  /** Moves the run to a new status; a transition an operator may search for is mirrored to the search attributes. */
+  setStatus(status: RunStatus, step?: string): void {
+    if (status === this.status) return;
+    this.status = status;
+    showStatus(status, step);
+  }
+
+  /** Whether the run, ending now, leaves a person something to settle: a refund that stands or may stand with its saga unfinished, or an open compensation. */
+  leavesWorkBehind(): boolean {
+    const sent = this.effect.status !== 'none' || this.steps.get('create_refund').status !== 'pending';
+    if (!sent) return false;
+    return !(this.effect.status === 'failed' && this.cannotCompensate() !== null);
+  }
+
+  /**
+   * Why compensating now would be wrong, or null when it is what the run needs: only when the refund
+   * did not go through (or never left) and a finished step's registered compensation has not completed.
+   */
+  cannotCompensate(): string | null {
+    if (this.effect.status !== 'failed' && this.effect.status !== 'none') {
+      return `the refund is ${this.effect.status}: it stands or may stand, so the order and the email tell the truth`;
+    }
+    const open = this.steps.completed().filter((step) => REFUND_SAGA[step].undo.kind === 'compensation' && this.steps.get(step).compensation?.status !== 'completed');
+    // A correction held back (a notice whose hand-over is unknown) is one a person's compensate decision sends.
+    const held = REFUND_STEPS.filter((step) => this.steps.get(step).compensation?.status === 'held');
+    return open.length || held.length ? null : 'no finished step has a compensation left to run';
+  }
+
+  /** Keeps a failure and the move the policy prescribes for it. */
+  remember(step: string, boundary: Boundary, error: StepError): void {
+    this.lastFailure = { step, ...error };
+    // Facts from a failure a test or an older worker shaped may be missing: the record then stays as last read.
+    const { operationStatus, requestsSent, provenAbsentThrough } = error.provider ?? {};
+    if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
+      this.operation.note({ status: operationStatus, requestsSent, provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null });
+    }
+    const rule = decide(this.policy, error.code, error.certainty, boundary);
+    this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
+  }
+
+  /** The provider's word that the refund failed, not acted on (see ProviderNews). */
+  unactedFailure() {
+    return this.news.unactedFailure(this.effect);
+  }
+}

@@ -1,0 +1,82 @@
+// A step's failure as the workflows see it: its classification (code, certainty, reason) from the
+// activity's failure details, or from the Temporal failure when it carries none. Shared by the
+// refund run and the follow-up.
+import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
+import type { StepError } from '../contract';
+import type { AttemptSummary } from '../reliability/evidence';
+import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
+
+export type { StepError };
+
+/** Raised when a step has failed for good (its retry policy gave up, or its result did not fit). */
+export class StepFailedError extends Error {
+  constructor(
+    readonly step: string,
+    readonly error: StepError,
+  ) {
+    super(`step ${step} failed: ${error.code}: ${error.message}`);
+  }
+}
+
+/**
+ * How a compensation that did not complete is recorded: `unknown` (quarantined) when its outcome is
+ * unknown or it may have taken effect (another attempt is sending the correction right now);
+ * otherwise `failed`.
+ */
+export function compensationFailure(error: StepError): 'unknown' | 'failed' {
+  return error.code === 'UNKNOWN_OUTCOME' || error.certainty === 'may_have_executed' ? 'unknown' : 'failed';
+}
+
+export function stepError(code: FailureCode, certainty: Certainty, reason: string, message: string, extra: Partial<StepError> = {}): StepError {
+  return {
+    code,
+    domain: DOMAIN_OF[code],
+    certainty,
+    reason,
+    message,
+    nonRetryable: true,
+    retryAfterMs: null,
+    nextDelayMs: null,
+    providerRequestId: null,
+    provider: {},
+    ...extra,
+  };
+}
+
+/**
+ * A failed activity as a step error. Our activities put the classification in the failure's details;
+ * a Temporal timeout carries none, so it is classified here: an effect may have happened when the
+ * step `sends` one (a refund, an email), while a read or a store write (one transaction, replayed
+ * by a retry) changed nothing it could not repeat.
+ */
+export function describeFailure(err: unknown, boundary: Boundary, what: string, sends: boolean): { error: StepError; ledger: AttemptSummary[] } {
+  // A cancelled run, or a bug in workflow code (let the workflow task fail and retry): not a step failure.
+  if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
+  const cause = err.cause;
+  if (cause instanceof ApplicationFailure) {
+    const details = readFailureDetails(cause.details) as (ReturnType<typeof readFailureDetails> & { ledger?: AttemptSummary[] }) | undefined;
+    if (details) {
+      return {
+        error: stepError(details.code, details.certainty, details.reason, cause.message, {
+          nonRetryable: cause.nonRetryable ?? false,
+          retryAfterMs: details.retryAfterMs,
+          nextDelayMs: details.nextDelayMs,
+          providerRequestId: details.providerRequestId,
+          provider: details.provider,
+        }),
+        ledger: details.ledger ?? [],
+      };
+    }
+    return { error: stepError('POISON', 'undeterminable', cause.type ?? 'unclassified', `${what}: ${cause.message}`, { nonRetryable: cause.nonRetryable ?? false }), ledger: [] };
+  }
+  if (cause instanceof TimeoutFailure) {
+    const message = `${what} timed out at ${boundary} (${cause.timeoutType}); ${sends ? 'its request may have reached the provider' : 'it changed nothing a new attempt would not repeat'}`;
+    return {
+      error: sends
+        ? stepError('UNKNOWN_OUTCOME', 'may_have_executed', 'activity_timeout', message, { nonRetryable: false })
+        : stepError('TRANSIENT_DEPENDENCY', 'not_executed', 'activity_timeout', message, { nonRetryable: false }),
+      ledger: [],
+    };
+  }
+  return { error: stepError('POISON', 'undeterminable', cause?.name ?? 'unknown', `${what}: ${cause?.message ?? err.message}`, { nonRetryable: false }), ledger: [] };
+}
