@@ -2,7 +2,7 @@
 import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
 import { createActivities, SMTP_DEADLINE_MARGIN_MS, type RefundActivities } from './activities';
-import { createMailTransport } from './activities/notifications';
+import { createMailTransport } from './activities/mail-transport';
 import { createStripeClient } from './activities/payments';
 import type { Config } from './config';
 import type { RecoveryPolicy } from './reliability/policy';

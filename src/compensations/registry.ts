@@ -2,7 +2,7 @@
 // it safe to repeat, how its effect is undone (or repaired forward) when a later step requires it,
 // what it depends on and who is asked when it fails for good. The saga, the docs' table and the
 // tests read it from here. Imported by workflow code, so it stays pure.
-import type { CorrectionReason, RefundCorrectionInput } from '../activities/notifications';
+import type { CorrectionReason, RefundCorrectionInput } from '../activities/refund-correction';
 import { REFUND_STEPS, type NotificationReceipt, type OrderReceipt, type RefundReceipt, type RefundStep } from '../contract';
 import type { Boundary } from '../reliability/taxonomy';
 import type { Order } from '../domain/order';

@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { createActivities, type RefundActivities } from '../../src/activities';
 import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy';
-import { createMailTransport } from '../../src/activities/notifications';
+import { createMailTransport } from '../../src/activities/mail-transport';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
 import { SEARCH_ATTRIBUTES, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState, type RunSettings } from '../../src/contract';

@@ -3,7 +3,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import nodemailer, { type NodemailerError, type Transporter } from 'nodemailer';
-import { createMailTransport } from '../../src/activities/notifications';
+import { createMailTransport } from '../../src/activities/mail-transport';
 import { startMailServer, type MailServer, type StoredMessage } from '../../tools/src/servers/mail-server';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'mail-server-'));

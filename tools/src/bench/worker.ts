@@ -2,7 +2,7 @@
 // memory are its own, and it can be SIGKILLed): `BENCH_TASK_QUEUE`, the refund workers'
 // Temporal, Stripe, SMTP and database settings, and `BENCH_WORKFLOW_BUNDLE`.
 import { NativeConnection, Worker } from '@temporalio/worker';
-import { createMailTransport } from '../../../src/activities/notifications';
+import { createMailTransport } from '../../../src/activities/mail-transport';
 import { createStripeClient } from '../../../src/activities/payments';
 import { openStore } from '../../../src/store';
 import { createBareActivities } from './activities';

@@ -1,0 +1,37 @@
+// The SMTP client the notification activities hand their mail to, built from the configured URL.
+import nodemailer, { type Transporter } from 'nodemailer';
+import { smtpTlsFor } from '../config';
+
+/**
+ * One SMTP connection per send and no pooling, so an activity attempt is exactly one delivery attempt.
+ * Connecting and the greeting share the 5 s connection deadline, then each reply may take up to 15 s:
+ * a server that stalls once fails the attempt within about 20 s, inside the 30 s startToClose.
+ */
+export interface SmtpSettings {
+  /** Credentials kept out of the URL; a URL's own user:password is used when these are not given. */
+  auth?: { user: string; pass: string };
+  /** off: plain (the local server); starttls: STARTTLS required before anything is sent; implicit: TLS from the first byte. */
+  tls: 'off' | 'starttls' | 'implicit';
+  /** false only for a relay with a certificate this host cannot verify (a test relay); never for a real one. */
+  rejectUnauthorized: boolean;
+}
+
+export function createMailTransport(smtpUrl: string, settings?: SmtpSettings): Transporter {
+  const url = new URL(smtpUrl);
+  const tls = settings?.tls ?? smtpTlsFor(smtpUrl);
+  const fromUrl = url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined;
+  return nodemailer.createTransport({
+    host: url.hostname.replace(/^\[|\]$/g, ''),
+    port: Number(url.port || (tls === 'implicit' ? 465 : 587)),
+    secure: tls === 'implicit',
+    requireTLS: tls === 'starttls',
+    ignoreTLS: tls === 'off',
+    tls: { rejectUnauthorized: settings?.rejectUnauthorized ?? true },
+    auth: settings?.auth ?? fromUrl,
+    pool: false,
+    connectionTimeout: 5_000,
+    greetingTimeout: 5_000,
+    socketTimeout: 15_000,
+    dnsTimeout: 5_000,
+  });
+}

@@ -1,0 +1,147 @@
+// Hands one email to the mail server, at most once per claim on its outbox entry (outbox-claim.ts), and records the
+// outcome: the server's answer, or a person's word that a hand-over whose outcome is unknown was delivered.
+import { Context } from '@temporalio/activity';
+import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
+import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
+import { maskEmails } from '../reliability/evidence';
+import type { RecoveryPolicy } from '../reliability/policy';
+import { messageIdForKey, type NotificationReceipt } from '../contract';
+import type { OrderStore, OutboxEntry } from '../store';
+import { Classified } from './attempt';
+import { currentAttemptScope, recordTransportRequest } from './attempt-scope';
+import { createOutboxClaim, outcomeUnknown } from './outbox-claim';
+import { classifySmtpError } from './smtp-failures';
+import { storeFailure } from './store-failures';
+
+export interface HandOverDeps {
+  transport: Transporter;
+  store: OrderStore;
+  from: string;
+  policy: RecoveryPolicy;
+  /** One sendMail, all of it; must end inside the smtp activity's start-to-close. */
+  sendDeadlineMs: number;
+}
+
+/** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
+export interface OutboxMail {
+  key: string;
+  operationId: string;
+  orderId: string;
+  kind: OutboxEntry['kind'];
+  resendApprovedAt?: string;
+  approvedHandOver?: string;
+  to?: string;
+}
+
+/** A person's word that a notice whose hand-over is unknown was delivered (the confirm-delivered decision). */
+export interface ConfirmDeliveredInput {
+  key: string;
+  operationId: string;
+  /** Who confirmed it, and their evidence. */
+  by: string;
+  reason: string;
+}
+
+export interface MailText {
+  subject: string;
+  text: string;
+}
+
+export function createOutboxHandOver(deps: HandOverDeps) {
+  const { store, sendDeadlineMs } = deps;
+  const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
+  const { claimHandOver, inFlightFor } = createOutboxClaim(deps);
+  // The stamp of this attempt's own hand-over, for the failure a person judges (best effort: the failure stands without it).
+  const ownStamp = async (key: string) => (await store.getNotification(key).catch(() => undefined))?.sendingSince ?? null;
+
+  const deliver = async (entry: OutboxMail, { subject, text }: MailText): Promise<NotificationReceipt> => {
+    let to = entry.to;
+    if (to === undefined) {
+      // A customer is mailed at the address the order holds, never one passed along.
+      const order = await store.getOrder(entry.orderId);
+      if (!order) throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', `order ${entry.orderId} does not exist; nothing was sent`);
+      to = order.customerEmail;
+    }
+    const ctx = { key: entry.key, messageId: messageIdForKey(entry.key), recipient: maskEmails(to) };
+    // Sent already: its receipt. Otherwise this attempt now holds the hand-over, or the claim said why not.
+    const claim = { key: entry.key, orderId: entry.orderId, kind: entry.kind, recipient: to, subject, messageId: ctx.messageId };
+    const earlier = await claimHandOver(claim, entry, ctx);
+    if (earlier) return earlier;
+
+    let info: SentMessageInfo;
+    const scope = currentAttemptScope();
+    const handedOver = () => recordTransportRequest(scope, { method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
+    try {
+      info = await deps.transport.sendMail({
+        from: deps.from,
+        to,
+        subject,
+        text,
+        messageId: ctx.messageId,
+        headers: { 'X-Operation-Key': entry.key },
+        signal: AbortSignal.timeout(sendDeadlineMs),
+      });
+      handedOver();
+    } catch (err) {
+      const c = classifySmtpError(err as NodemailerError);
+      // A session that never began reached no server; any other counts as a request it received.
+      if (!NO_SESSION.has(c.reason)) handedOver();
+      if (c.certainty !== 'not_executed') throw outcomeUnknown({ ...ctx, sendingSince: await ownStamp(entry.key) }, 'this attempt', err as NodemailerError);
+      await store.releaseNotification(entry.key);
+      throw new Classified(c.code, c.certainty, c.reason, `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`, {
+        retryAfterMs: c.retryAfterMs,
+        provider: { ...ctx, ...c.facts },
+        cause: err,
+        health: HEALTH_FAILURES.has(c.code),
+      });
+    }
+    if (info.rejected?.length) {
+      if (info.accepted?.length) {
+        // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
+        throw new Classified('PARTIAL_OUTCOME', 'partial', 'some_recipients_rejected', `the mail server accepted ${ctx.messageId} for some recipients only`, { provider: ctx });
+      }
+      await store.releaseNotification(entry.key);
+      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected', `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`, { provider: ctx });
+    }
+    const response = info.response ?? '';
+    try {
+      await store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() });
+    } catch (err) {
+      // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
+      // of resending. The step took effect, whatever the store said: never "not executed".
+      const c = storeFailure(err);
+      throw new Classified(c.code, 'completed', 'delivery_not_recorded', `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`, {
+        provider: { ...ctx, providerResponse: response },
+        cause: err,
+      });
+    }
+    return { ...ctx, providerResponse: response, alreadySent: false };
+  };
+
+  /** Records a person's word that a hand-over whose outcome is unknown was delivered: the entry becomes sent, naming them. */
+  const confirmDelivered = async (input: ConfirmDeliveredInput): Promise<NotificationReceipt> => {
+    // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
+    const current = await store.getNotification(input.key);
+    const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
+    if (current && live > 0) {
+      // The retry comes once that hand-over's deadline has passed.
+      throw new Classified('STATE_CONFLICT', 'not_executed', 'send_in_progress', `${current.messageId} is being handed over right now; confirm its delivery once that attempt is done`, {
+        provider: { key: input.key, messageId: current.messageId },
+        retryAfterMs: live,
+      });
+    }
+    const entry = await store.confirmNotificationDelivered(input.key, { by: input.by, reason: input.reason, operationId: input.operationId, actor: actor() });
+    if (entry.status !== 'sent') {
+      // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
+      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'no_unknown_handover', `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`, {
+        provider: { key: input.key, messageId: entry.messageId },
+      });
+    }
+    return { key: input.key, messageId: entry.messageId, recipient: maskEmails(entry.recipient), providerResponse: entry.providerResponse ?? '', alreadySent: true };
+  };
+
+  return { deliver, confirmDelivered };
+}
+
+/** Failures that happen before any SMTP session with the server exists. */
+const NO_SESSION = new Set(['connection_refused', 'dns_failed', 'connect_timeout', 'client_refused', 'envelope_invalid']);
