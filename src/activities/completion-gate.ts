@@ -6,7 +6,8 @@ import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { listRefunds, paymentFailure, refundIdsOf, toReceipt } from './payments';
+import { paymentFailure } from './payment-failures';
+import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 import { requestTimeout } from './request-deadline';
 
 export interface CheckCompletionInput {

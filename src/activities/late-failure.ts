@@ -9,7 +9,8 @@ import { compensationKeyOf } from '../compensations/plan';
 import { lookupKey, stepKey, type Evidenced, type FollowUpFacts, type ProviderEventSummary, type RunSettings, type StandingRecords } from '../contract';
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
-import { listRefunds, paymentFailure, refundIdsOf, toReceipt } from './payments';
+import { paymentFailure } from './payment-failures';
+import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 import { requestTimeout } from './request-deadline';
 import { startFollowUp } from '../temporal/client';
 
