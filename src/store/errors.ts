@@ -33,3 +33,10 @@ export class LaterVersionError extends Error {
 export class OperationInFlightError extends Error {
   override name = 'OperationInFlightError';
 }
+
+/** What an IntentConflictError names: each field whose stored value differs from the one asked for. */
+export function differences<T extends object>(stored: T, wanted: T, fields: (keyof T)[]): string[] {
+  return fields
+    .filter((f) => stored[f] !== wanted[f])
+    .map((f) => `${String(f)}: stored ${JSON.stringify(stored[f])}, got ${JSON.stringify(wanted[f])}`);
+}

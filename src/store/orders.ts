@@ -1,0 +1,210 @@
+// The orders and the refunds applied to them: each refund is recorded by its operation id, so
+// applying or reverting it twice changes the order once; every write is at the version read.
+import { sql } from 'kysely';
+import type { Order, OrderStatus } from '../domain/order';
+import type { OrderReceipt } from '../contract';
+import type { Database, Queryable } from './database';
+import { differences, IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, VersionConflictError } from './errors';
+import type { SqlOperationLog } from './operation-log';
+import type { AppliedRefund, ApplyRefundInput, NewOrder, OrderStore, RevertRefundInput } from './types';
+
+/** Runs inside an order write's transaction, between reading the order and the conditional update. */
+export type BeforeOrderWrite = (orderId: string, tx: Queryable) => Promise<void>;
+
+interface OrderRow {
+  id: string;
+  payment_intent_id: string;
+  customer_email: string;
+  currency: string;
+  amount: number;
+  refunded_amount: number;
+  status: OrderStatus;
+  version: number;
+}
+
+interface RefundRow {
+  operation_id: string;
+  order_id: string;
+  refund_id: string;
+  amount: number;
+  prior_refunded_amount: number;
+  prior_status: OrderStatus;
+  applied_version: number;
+  reverted_by_key: string | null;
+}
+
+function toOrder(row: OrderRow): Order {
+  return {
+    id: row.id,
+    paymentIntentId: row.payment_intent_id,
+    customerEmail: row.customer_email,
+    currency: row.currency,
+    amount: row.amount,
+    refundedAmount: row.refunded_amount,
+    status: row.status,
+    version: row.version,
+  };
+}
+
+function receipt(row: OrderRow, changed: boolean): OrderReceipt {
+  return { orderId: row.id, status: row.status, refundedAmount: row.refunded_amount, version: row.version, changed };
+}
+
+function statusFor(refundedAmount: number, amount: number): OrderStatus {
+  if (refundedAmount === 0) return 'paid';
+  return refundedAmount < amount ? 'partially_refunded' : 'refunded';
+}
+
+function requireMinorUnits(what: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidOperationError(`${what} must be a positive whole number of minor units, got ${value}`);
+  }
+}
+
+/** The order half of the OrderStore; each call is one transaction, its audit entry written in it. */
+export class SqlOrders implements Pick<OrderStore, 'seedOrder' | 'getOrder' | 'applyRefund' | 'revertRefund' | 'appliedRefund'> {
+  constructor(
+    private readonly db: Database,
+    private readonly operations: SqlOperationLog,
+    private readonly beforeOrderWrite: BeforeOrderWrite,
+  ) {}
+
+  async seedOrder(order: NewOrder): Promise<Order> {
+    requireMinorUnits('order amount', order.amount);
+    return this.db.transaction(async (tx) => {
+      const existing = await orderRow(tx, order.id);
+      if (existing) {
+        const problems = differences(toOrder(existing), { ...toOrder(existing), ...order }, ['paymentIntentId', 'customerEmail', 'currency', 'amount']);
+        if (problems.length > 0) {
+          throw new IntentConflictError(`order ${order.id} already exists with different fields (${problems.join('; ')}); it was not overwritten`);
+        }
+        return toOrder(existing);
+      }
+      await tx.run(sql`
+        INSERT INTO orders (id, payment_intent_id, customer_email, currency, amount, refunded_amount, status, version, updated_at)
+        VALUES (${order.id}, ${order.paymentIntentId}, ${order.customerEmail}, ${order.currency}, ${order.amount}, 0, 'paid', 1, ${now()})`);
+      return toOrder(await requireOrder(tx, order.id));
+    });
+  }
+
+  async getOrder(id: string): Promise<Order | undefined> {
+    const row = await orderRow(this.db, id);
+    return row && toOrder(row);
+  }
+
+  async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
+    requireMinorUnits('refund amount', input.amount);
+    return this.db.transaction(
+      async (tx) => {
+        const applied = await refundRow(tx, input.operationId);
+        if (applied) {
+          const problems = differences(
+            { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
+            { orderId: input.orderId, refundId: input.refundId, amount: input.amount },
+            ['orderId', 'refundId', 'amount'],
+          );
+          if (problems.length > 0) {
+            throw new IntentConflictError(`operation ${input.operationId} was already applied with different parameters (${problems.join('; ')})`);
+          }
+          return receipt(await requireOrder(tx, input.orderId), false);
+        }
+        const order = await requireOrder(tx, input.orderId);
+        const refunded = order.refunded_amount + input.amount;
+        if (refunded > order.amount) {
+          throw new RefundExceedsOrderError(
+            `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
+              `(${order.amount - order.refunded_amount} of ${order.amount}); nothing was changed`,
+          );
+        }
+        const updated = await this.updateOrder(tx, order, refunded);
+        await tx.run(sql`
+          INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
+          VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refunded_amount}, ${order.status}, ${updated.version}, ${now()})`);
+        await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_updated', {
+          refundId: input.refundId,
+          amount: input.amount,
+          refundedAmount: updated.refunded_amount,
+          version: updated.version,
+        });
+        return receipt(updated, true);
+      },
+      { optimistic: true },
+    );
+  }
+
+  async revertRefund(input: RevertRefundInput): Promise<OrderReceipt> {
+    return this.db.transaction(
+      async (tx) => {
+        const applied = await refundRow(tx, input.operationId);
+        if (!applied || applied.order_id !== input.orderId) {
+          throw new InvalidOperationError(`operation ${input.operationId} was never applied to order ${input.orderId}, so there is nothing to revert`);
+        }
+        const other = await tx.one(sql<{ operation_id: string }>`SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`);
+        if (other && other.operation_id !== input.operationId) {
+          throw new IntentConflictError(`compensation key ${input.compensationKey} already reverted operation ${other.operation_id}, not ${input.operationId}`);
+        }
+        // Already reverted (by this key or another): reverting twice would take the money off twice.
+        if (applied.reverted_by_key !== null) return receipt(await requireOrder(tx, input.orderId), false);
+
+        const order = await requireOrder(tx, input.orderId);
+        // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
+        const refunded = order.version === applied.applied_version ? applied.prior_refunded_amount : order.refunded_amount - applied.amount;
+        if (refunded < 0) {
+          throw new InvalidOperationError(`reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`);
+        }
+        const status = order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
+        const updated = await this.updateOrder(tx, order, refunded, status);
+        await tx.run(sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`);
+        await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_reverted', {
+          compensationKey: input.compensationKey,
+          refundedAmount: updated.refunded_amount,
+          version: updated.version,
+        });
+        return receipt(updated, true);
+      },
+      { optimistic: true },
+    );
+  }
+
+  async appliedRefund(operationId: string): Promise<AppliedRefund | undefined> {
+    const row = await refundRow(this.db, operationId);
+    return (
+      row && {
+        operationId: row.operation_id,
+        orderId: row.order_id,
+        refundId: row.refund_id,
+        amount: row.amount,
+        revertedByKey: row.reverted_by_key,
+      }
+    );
+  }
+
+  private async updateOrder(tx: Queryable, order: OrderRow, refundedAmount: number, status = statusFor(refundedAmount, order.amount)): Promise<OrderRow> {
+    await this.beforeOrderWrite(order.id, tx);
+    const changed = await tx.run(
+      sql`UPDATE orders SET refunded_amount = ${refundedAmount}, status = ${status}, version = version + 1, updated_at = ${now()} WHERE id = ${order.id} AND version = ${order.version}`,
+    );
+    if (changed === 0) {
+      throw new VersionConflictError(`order ${order.id} changed after it was read at version ${order.version}; reload and try again`);
+    }
+    return { ...order, refunded_amount: refundedAmount, status, version: order.version + 1 };
+  }
+}
+
+function orderRow(on: Queryable, id: string): Promise<OrderRow | undefined> {
+  return on.one(sql<OrderRow>`SELECT * FROM orders WHERE id = ${id}`);
+}
+
+async function requireOrder(on: Queryable, id: string): Promise<OrderRow> {
+  const row = await orderRow(on, id);
+  if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
+  return row;
+}
+
+function refundRow(on: Queryable, operationId: string): Promise<RefundRow | undefined> {
+  return on.one(sql<RefundRow>`SELECT * FROM order_refunds WHERE operation_id = ${operationId}`);
+}
+
+function now(): string {
+  return new Date().toISOString();
+}
