@@ -3,7 +3,7 @@ import { Context } from '@temporalio/activity';
 import nodemailer, { type NodemailerError, type SentMessageInfo, type Transporter } from 'nodemailer';
 import { smtpTlsFor } from '../config';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
-import { maskEmails } from '../reliability/evidence';
+import { maskEmails } from '../reliability/redaction';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import type { FailureDetails } from '../reliability/taxonomy';
 import { messageIdForKey, type Evidenced, type NotificationReceipt } from '../contract';
