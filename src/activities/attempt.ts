@@ -5,9 +5,10 @@
 // activity's failure is shaped, so the workflow's view of every failure is the same.
 import { Context, log, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { mayHaveTakenEffect, redact, maskEmails, type AttemptSummary, type StepEvidence } from '../reliability/evidence';
+import { mayHaveTakenEffect, type AttemptSummary, type StepEvidence } from '../reliability/attempt-ledger';
+import { redact, maskEmails } from '../reliability/redaction';
 import type { Breakers } from '../reliability/circuit-breaker';
-import { backoffDelay, decide, retries, withJitter, type RecoveryPolicy } from '../reliability/policy';
+import { backoffDelay, ruleFor, retries, withJitter, type RecoveryPolicy } from '../reliability/policy';
 import { DOMAIN_OF, type Boundary, type Certainty, type FailureCode, type FailureDetails } from '../reliability/taxonomy';
 import type { AttemptRecord, OperationLog } from '../store/types';
 import { inAttemptScope, type AttemptScope } from './attempt-scope';
@@ -154,7 +155,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
    * fit in what is left of the activity's schedule-to-close: if not, the failure is BUDGET_EXCEEDED.
    */
   function retryDecision(c: Classified, boundary: Boundary, info: Info) {
-    const rule = decide(deps.policy, c.code, c.certainty, boundary);
+    const rule = ruleFor(deps.policy, c.code, c.certainty, boundary);
     const maxAttempts = Math.min(rule.maxAttempts, info.retryPolicy?.maximumAttempts || Infinity);
     // Refused while an earlier attempt may have taken effect, with no retry left: the step ends as it always
     // did, its outcome unknown (reconciled at Stripe, checked by a person at SMTP), never as a capacity problem.

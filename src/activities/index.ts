@@ -6,9 +6,9 @@ import type { DecisionPolicy } from '../reliability/policy';
 import type { OrderStore } from '../store/types';
 import { Breakers } from '../reliability/circuit-breaker';
 import { createAttemptRunner } from './attempt';
-import { createAttentionActivities } from './attention';
+import { createSweepActivities } from './sweep';
 import { createCompletionGate } from './completion-gate';
-import { createLateFailureActivities } from './late-failure';
+import { createFollowUpActivities } from './follow-up';
 import { createNotificationActivities } from './notifications';
 import { createOperationActivities } from './operations';
 import { createOrderActivities } from './orders';
@@ -42,7 +42,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createOperationActivities({ store, attempt, settings }),
     ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),
     ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
-    ...createLateFailureActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
+    ...createFollowUpActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),
     ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog }),
     ...createNotificationActivities({
@@ -54,7 +54,7 @@ export function createActivities(deps: ActivityDeps) {
       sendDeadlineMs: settings.policy.timeouts.smtp.startToCloseMs - SMTP_DEADLINE_MARGIN_MS,
       digestTo: deps.digestTo,
     }),
-    ...createAttentionActivities({ temporal: deps.temporal }),
+    ...createSweepActivities({ temporal: deps.temporal }),
     /** Who may decide parked runs, as this worker is configured now (the policy's roles, or DECIDERS). */
     async decisionPolicy(): Promise<DecisionPolicy> {
       return settings.policy.decisions;

@@ -2,7 +2,7 @@
 // before anything is sent, and a run that stops leaves its verdict in the audit trail.
 import { Context } from '@temporalio/activity';
 import { createHash } from 'node:crypto';
-import { maskEmails } from '../reliability/evidence';
+import { maskEmails } from '../reliability/redaction';
 import { operationId as deriveOperationId, stepKey, type BeginResult, type Evidenced, type RunSettings } from '../contract';
 import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';

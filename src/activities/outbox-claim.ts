@@ -1,7 +1,7 @@
 // Which attempt may hand an outbox entry to the mail server: the one that moves it from pending to sending, or one
 // that takes over a hand-over whose outcome is unknown, once the policy or a person says it is resent.
 import type { NodemailerError } from 'nodemailer';
-import { maskEmails } from '../reliability/evidence';
+import { maskEmails } from '../reliability/redaction';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import type { FailureDetails } from '../reliability/taxonomy';
 import type { NotificationReceipt } from '../contract';

@@ -3,7 +3,7 @@
 import { Context } from '@temporalio/activity';
 import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
-import { maskEmails } from '../reliability/evidence';
+import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type NotificationReceipt } from '../contract';
 import type { OrderStore, OutboxEntry } from '../store';

@@ -7,7 +7,7 @@ import { workerPolling } from '../temporal/client';
 import { REFUND_STEPS } from '../compensations/registry';
 import { loadConfig } from '../config';
 import { DECISION_KINDS } from '../reliability/policy';
-import { decideUpdate, decisionUpdateId, stepsQuery, type DecisionInput, type RefundWorkflow } from '../contract';
+import { decisionUpdate, decisionUpdateId, stepsQuery, type DecisionInput, type RefundWorkflow } from '../contract';
 import { connectClient, errorMessage } from './common';
 
 const program = new Command('decide')
@@ -38,7 +38,7 @@ async function main() {
     const state = await handle.query(stepsQuery);
     const input: DecisionInput = { decision, by: opts.by, reason: opts.reason, ...(opts.step && { step: opts.step }) };
     const updateId = opts.updateId ?? decisionUpdateId(input, state);
-    const record = await handle.executeUpdate(decideUpdate, { args: [input], updateId }).catch((err: unknown) => {
+    const record = await handle.executeUpdate(decisionUpdate, { args: [input], updateId }).catch((err: unknown) => {
       if (err instanceof WorkflowUpdateFailedError) throw new Refused(err.cause?.message ?? err.message);
       throw err;
     });

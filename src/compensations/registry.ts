@@ -1,4 +1,4 @@
-// The refund saga's steps as data: what each does and needs, what it keeps as evidence, what makes
+// The refund saga's steps as data: what each does and needs, what records it leaves, what makes
 // it safe to repeat, how its effect is undone (or repaired forward) when a later step requires it,
 // what it depends on and who is asked when it fails for good. The saga, the docs' table and the
 // tests read it from here. Imported by workflow code, so it stays pure.
@@ -54,8 +54,8 @@ export interface StepRegistration {
   action: string;
   /** What must hold before it runs; the step refuses, or is never reached, otherwise. */
   precondition: string;
-  /** What it leaves behind that proves what happened, for the completion gate and for a person. */
-  evidence: string;
+  /** The records it leaves behind that prove what happened, for the completion gate and for a person. */
+  record: string;
   /** Why running it again (a retry, a rerun, a reset) does not do it twice. */
   idempotency: string;
   /** The dependency the step's activity talks to: its timeouts and retry policy come from the recovery policy for it. */
@@ -96,7 +96,7 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
   load_order: {
     action: "read the order and commit the operation's intent (operation id, request hash) before anything is sent; name earlier operations not yet settled",
     precondition: 'a valid request; the order exists, is paid in the currency asked and has the amount left to refund; no later operation version exists',
-    evidence: 'the operation record (status, request hash) with its intent_committed audit entry; the attempt ledger under <operation>:load_order',
+    record: 'the operation record (status, request hash) with its intent_committed audit entry; the attempt ledger under <operation>:load_order',
     idempotency: 'store commitIntent by operation id + request hash: the same intent returns the record already there, another hash under the same id is refused (INVALID_ARGUMENTS)',
     boundary: 'store',
     onFailure: 'stop',
@@ -110,7 +110,7 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
     action: 'create one Stripe refund of the amount on the payment intent, with metadata.operation_id',
     precondition:
       "the intent is committed; no earlier operation of the order is unsettled; the operation has no refund on record; a resend is inside the key's dedupe window or after reconciliation proved no refund exists",
-    evidence:
+    record:
       "the Stripe refund id and receipt on the operation record (refund_confirmed audit entry with the provider request id); the attempt ledger with each request and its provider request id; the record's requests_sent, first/last_sent_at and proven_absent_through",
     idempotency:
       'Stripe Idempotency-Key <operation>:create_refund on every send, resent only inside its dedupe window; an unknown outcome is reconciled by metadata.operation_id (or the refund id), never resent blind; a receipt on record is replayed without a request',
@@ -124,7 +124,7 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
   update_order: {
     action: 'record the refund on the order (refunded amount, status) with an order_updated audit entry',
     precondition: 'the refund exists at the provider with a receipt (the full amount, or the partial amount being repaired forward)',
-    evidence: "the order's order_refunds row (refund id, amount, prior amount and status, applied version) and its order_updated audit entry; the attempt ledger under <operation>:update_order",
+    record: "the order's order_refunds row (refund id, amount, prior amount and status, applied version) and its order_updated audit entry; the attempt ledger under <operation>:update_order",
     idempotency:
       "store applyRefund idempotent by operation id (a second apply returns the first receipt, one with other parameters is refused) and optimistic on the order's version (a conflict reloads and applies again)",
     boundary: 'store',
@@ -142,7 +142,7 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
   notify_customer: {
     action: 'email the customer that the refund was issued (the address is read from the order, never from history)',
     precondition: 'a full refund exists (a partial one freezes the email); the order exists',
-    evidence:
+    record:
       "the outbox entry under <operation>:notify_customer (pending → sending → sent) with its deterministic Message-ID and the SMTP server's acceptance response, and its notification_sent audit entry; the attempt ledger",
     idempotency:
       'email outbox keyed by <operation>:notify_customer, pending → sending as the hand-over lock; the Message-ID is derived from the key, so any resend carries the same one; a notice already sent is replayed',
@@ -167,7 +167,7 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
   completion_gate: {
     action: "check that the provider's receipt, the order, the outbox and the audit trail agree before the run says completed; poll while the refund is pending",
     precondition: 'every earlier step completed: a refund receipt, the order updated, the notice sent',
-    evidence: 'its findings per check (provider_receipt, single_refund, order_refund_state, notification_state, audit_trail); the operation record settled completed (or failed); provider reads in the ledger under <operation>:create_refund#gate',
+    record: 'its findings per check (provider_receipt, single_refund, order_refund_state, notification_state, audit_trail); the operation record settled completed (or failed); provider reads in the ledger under <operation>:create_refund#gate',
     idempotency: 'a read of the provider, the order, the outbox and the audit trail; the operation record it settles (completed or failed) only moves forward, so a repeat changes nothing',
     boundary: 'stripe',
     onFailure: 'forward_repair',

@@ -3,7 +3,7 @@
 // (which order, which operation version, in which provider scope), never the workflow id: a run
 // started under another workflow id is still the same operation, so it derives the same keys. Keys
 // are derived in workflow code, never minted inside an activity, where a retry would mint another.
-import { MESSAGE_ID_DOMAIN } from '../reliability/evidence';
+import { MESSAGE_ID_DOMAIN } from '../reliability/redaction';
 import type { DecisionInput } from './decision';
 import type { RefundRunState } from './run-state';
 import { sha256Hex } from './sha256';
@@ -60,7 +60,7 @@ export function parseCompensationKey(key: string): { forwardKey: string } | unde
  * Lookups at the provider that record attempts of their own beside a step's: reconciliation and the
  * completion gate under the step's key, the follow-up's look at a refund that failed later.
  */
-export const LOOKUPS = ['reconcile', 'gate', 'late'] as const;
+export const LOOKUPS = ['reconcile', 'gate', 'follow-up'] as const;
 export type Lookup = (typeof LOOKUPS)[number];
 
 /** The attempt-ledger key of a lookup for the step keyed `forwardKey`: `<key>#reconcile`. */

@@ -10,4 +10,4 @@ import type { RefundRunState } from './run-state';
 export const stepsQuery = defineQuery<RefundRunState>('steps');
 export const followUpQuery = defineQuery<FollowUpState>('followUp');
 export const providerEventSignal = defineSignal<[ProviderEventSummary]>('providerEvent');
-export const decideUpdate = defineUpdate<DecisionRecord, [DecisionInput]>('decide');
+export const decisionUpdate = defineUpdate<DecisionRecord, [DecisionInput]>('decide');

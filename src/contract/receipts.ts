@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { RecoveryPolicy } from '../reliability/policy';
 import type { Order } from '../domain/order';
-import type { StepEvidence } from '../reliability/evidence';
+import type { StepEvidence } from '../reliability/attempt-ledger';
 
 const attemptSummarySchema = z.object({
   attempt: z.number().int(),

@@ -2,7 +2,7 @@
 // what is known of the effect, the last failure and the move the policy chose for it,
 // reconciliation, budgets, decisions, provider events, and why the run stopped. Types only.
 import type { RefundRequest } from '../domain/refund-request';
-import type { AttemptSummary } from '../reliability/evidence';
+import type { AttemptSummary } from '../reliability/attempt-ledger';
 import type { RecoveryAction, RecoveryOwner } from '../reliability/policy';
 import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import type { VerdictView } from '../reliability/verdict';

@@ -8,7 +8,7 @@ import { REFUND_SAGA } from '../compensations/registry';
 import { FOLLOW_UP_WORKFLOW, operationId as operationIdOf, parseFollowUpWorkflowId, parseRefundWorkflowId, SEARCH_ATTRIBUTES, stepsQuery, type RefundResult, type RefundRunState, type RefundWorkflow, type StepRecord } from '../contract';
 import { effectOfRecord, inspectedVerdict, type Verdict } from '../reliability/verdict';
 import type { OperationRecord } from '../store/types';
-import { gatherEvidence, type Evidence, type EvidenceSources, type Fact } from './evidence';
+import { gatherEvidence, type Evidence, type EvidenceSources, type Fact } from './facts';
 
 export interface Inference {
   claim: string;

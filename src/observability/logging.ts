@@ -4,7 +4,7 @@
 import type { Logger, LogLevel, LogMetadata } from '@temporalio/common';
 import pino from 'pino';
 import type { LogLevelName } from '../config';
-import { maskEmails } from '../reliability/evidence';
+import { maskEmails } from '../reliability/redaction';
 
 
 /** A Temporal Logger that writes through pino. */

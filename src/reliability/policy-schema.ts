@@ -146,7 +146,7 @@ export const policySchema = z
 
 export type RecoveryRule = z.output<typeof ruleSchema>;
 export type RecoveryPolicy = z.output<typeof policySchema>;
-export type RunBudget = z.output<typeof budgetSchema>;
+export type BudgetLimits = z.output<typeof budgetSchema>;
 export type ActivityTimeouts = z.output<typeof timeoutsSchema>;
 
 /** Validates a policy, throwing one error that names every problem. */

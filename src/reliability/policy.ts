@@ -6,7 +6,7 @@ import type { RecoveryPolicy, RecoveryRule } from './policy-schema';
 import { findRule } from './policy-terms';
 import { CERTAINTIES, FAILURE_CODES, type Boundary, type Certainty, type FailureCode } from './taxonomy';
 
-export type { ActivityTimeouts, AwaitProvider, BreakerSettings, DecisionPolicy, RecoveryPolicy, RecoveryRule, RunBudget } from './policy-schema';
+export type { ActivityTimeouts, AwaitProvider, BreakerSettings, DecisionPolicy, RecoveryPolicy, RecoveryRule, BudgetLimits } from './policy-schema';
 // The policy's terms live apart so that its schema can use them without importing this module.
 export {
   ACTIONS,
@@ -25,7 +25,7 @@ export {
 } from './policy-terms';
 
 /** The rule that decides a failure. A validated policy always has one. */
-export function decide(policy: RecoveryPolicy, code: FailureCode, certainty: Certainty, boundary: Boundary): RecoveryRule {
+export function ruleFor(policy: RecoveryPolicy, code: FailureCode, certainty: Certainty, boundary: Boundary): RecoveryRule {
   const rule = findRule(policy.rules, code, certainty, boundary);
   if (!rule) throw new Error(`recovery policy ${policy.version} has no rule for ${code} / ${certainty} at ${boundary}`);
   return rule;
@@ -34,7 +34,7 @@ export function decide(policy: RecoveryPolicy, code: FailureCode, certainty: Cer
 export const retries = (rule: RecoveryRule) => rule.action === 'retry' || rule.action === 'repair';
 
 /** Whether the policy resends an email whose hand-over is unknown (accepting that the customer may get it twice). */
-export const resendsUnknownEmail = (policy: RecoveryPolicy) => retries(decide(policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
+export const resendsUnknownEmail = (policy: RecoveryPolicy) => retries(ruleFor(policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
 
 /** The delay before attempt `attempt + 1` under the rule's backoff, without jitter. */
 export function backoffDelay(rule: Pick<RecoveryRule, 'backoff'>, attempt: number): number {
@@ -54,11 +54,11 @@ export function withJitter(delayMs: number, jitter: number, random: number, floo
  * nextRetryDelay of its own (a timeout, a worker that died).
  */
 export function temporalRetryPolicy(policy: RecoveryPolicy, boundary: Boundary, maxAttempts = policy.budget.maxStepAttempts) {
-  const atBoundary = (code: FailureCode) => CERTAINTIES.map((c) => decide(policy, code, c, boundary));
+  const atBoundary = (code: FailureCode) => CERTAINTIES.map((c) => ruleFor(policy, code, c, boundary));
   const nonRetryableErrorTypes = FAILURE_CODES.filter((code) => !atBoundary(code).some(retries));
   const retryRules = FAILURE_CODES.flatMap(atBoundary).filter(retries);
   const attempts = Math.min(maxAttempts, Math.max(1, ...retryRules.map((r) => r.maxAttempts)));
-  const transient = decide(policy, 'TRANSIENT_DEPENDENCY', 'not_executed', boundary);
+  const transient = ruleFor(policy, 'TRANSIENT_DEPENDENCY', 'not_executed', boundary);
   const backoff = transient.backoff ?? { initialMs: 1000, coefficient: 2, maxMs: 60_000 };
   return {
     initialInterval: backoff.initialMs,

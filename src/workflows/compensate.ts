@@ -4,7 +4,7 @@
 import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, type CompensationActivity, type RefundStep, type SagaContext } from '../compensations/registry';
 import { evidenced, notificationReceiptSchema, orderReceiptSchema } from '../contract';
-import { tally, type StepEvidence } from '../reliability/evidence';
+import { tally, type StepEvidence } from '../reliability/attempt-ledger';
 import { compensationFailure, describeFailure, stepError, StepFailedError, type StepError } from './step-failure';
 
 export interface CompensationOutcome {

@@ -88,7 +88,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
 
   let raw: unknown;
   try {
-    raw = await pooledActivities<RefundActivities>(LOOKUP).examineLateFailure({ operationId: input.operationId, refundId: input.refundId });
+    raw = await pooledActivities<RefundActivities>(LOOKUP).examineFollowUp({ operationId: input.operationId, refundId: input.refundId });
   } catch (err) {
     const { error } = describeFailure(err, 'stripe', 'examining the failure the provider reported', false);
     return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);

@@ -19,7 +19,7 @@ export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   recordStarts: 'effects',
   reconcileRefund: 'reconcile',
   checkCompletion: 'reconcile',
-  examineLateFailure: 'reconcile',
+  examineFollowUp: 'reconcile',
   standingRecords: 'reconcile',
   handToFollowUp: 'reconcile',
   recordOutcome: 'reconcile',

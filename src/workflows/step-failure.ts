@@ -3,7 +3,7 @@
 // refund run and the follow-up.
 import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
 import type { StepError } from '../contract';
-import type { AttemptSummary } from '../reliability/evidence';
+import type { AttemptSummary } from '../reliability/attempt-ledger';
 import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
 
 export type { StepError };

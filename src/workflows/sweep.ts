@@ -4,7 +4,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
-import type { SweepReport } from '../activities/attention';
+import type { SweepReport } from '../activities/sweep';
 import { currentOccurrence } from './occurrence';
 import { isUndecodable } from '../codec/payload-converter';
 

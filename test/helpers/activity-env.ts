@@ -3,7 +3,7 @@ import type { Info } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import type { AttemptSummary } from '../../src/reliability/evidence';
+import type { AttemptSummary } from '../../src/reliability/attempt-ledger';
 import type { FailureDetails } from '../../src/reliability/taxonomy';
 
 export interface ActivityEnv {

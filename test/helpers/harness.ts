@@ -38,7 +38,7 @@ import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { startCodecServer } from '../../src/codec/codec-server';
 import { EncryptionCodec } from '../../src/codec/encryption-codec';
 import { outcomeOf } from '../../src/client/outcome';
-import type { EvidenceSources } from '../../src/inspect/evidence';
+import type { EvidenceSources } from '../../src/inspect/facts';
 import { refundWorkflow } from '../../src/workflows';
 
 // Never execFileSync: the CLI asks this process's codec server, which must stay free to answer.

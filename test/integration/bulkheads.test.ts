@@ -10,7 +10,7 @@ import { AdmissionRejectedError } from '../../src/client/admission';
 import { backlogs } from '../../src/temporal/client';
 import { outcomeOf } from '../../src/client/outcome';
 import { startRefund } from '../../src/client/refunds';
-import { decideUpdate, refundWorkflowId, stepsQuery, type WorkerPool } from '../../src/contract';
+import { decisionUpdate, refundWorkflowId, stepsQuery, type WorkerPool } from '../../src/contract';
 import { createRefundWorker } from '../../src/worker';
 import { Worker } from '@temporalio/worker';
 import type { temporal } from '@temporalio/proto';
@@ -183,7 +183,7 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
 
         // The decision runs in the workflow and reconciliation pools, which the backlog does not touch.
         await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
-        await parked.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+        await parked.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
         expect(await parked.result()).toMatchObject({ status: 'completed' });
       })(),
     );

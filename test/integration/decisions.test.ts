@@ -6,7 +6,7 @@ import { temporal } from '@temporalio/proto';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { decideUpdate, messageIdForKey, stepsQuery, TASK_QUEUE, type DecisionInput } from '../../src/contract';
+import { decisionUpdate, messageIdForKey, stepsQuery, TASK_QUEUE, type DecisionInput } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { findTool } from '../../tools/src/stack/tools';
@@ -73,7 +73,7 @@ describe('a run that needs a person parks', () => {
     expect(listed).toContain(handle.workflowId);
 
     await clearFaults();
-    const decision = await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }], updateId: 'retry-1' });
+    const decision = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }], updateId: 'retry-1' });
     expect(decision).toMatchObject({ seq: 1, decision: 'retry-step', step: 'completion_gate', outcome: 'applied' });
     const result = await handle.result();
     expect(result.status).toBe('completed');
@@ -94,7 +94,7 @@ describe('a run that needs a person parks', () => {
     const { handle } = await parkedAtGate();
     await clearFaults();
     const input = { args: [{ decision: 'retry-step' as const, by: 'ops', reason: 'once' }] as [DecisionInput], updateId: 'retry-once' };
-    const [a, b] = await Promise.all([handle.executeUpdate(decideUpdate, input), handle.executeUpdate(decideUpdate, input)]);
+    const [a, b] = await Promise.all([handle.executeUpdate(decisionUpdate, input), handle.executeUpdate(decisionUpdate, input)]);
     expect(b).toEqual(a);
     await handle.result();
     expect((await handle.query(stepsQuery)).decisions).toHaveLength(1);
@@ -103,7 +103,7 @@ describe('a run that needs a person parks', () => {
   test('an unauthorized decider and an ill-timed decision are refused before anything is written to history', async () => {
     const { handle } = await parkedAtGate();
     const before = await idleHistoryLength(handle.workflowId);
-    const refused = (input: object) => handle.executeUpdate(decideUpdate, { args: [input as never] }).then(() => undefined, (e: unknown) => e);
+    const refused = (input: object) => handle.executeUpdate(decisionUpdate, { args: [input as never] }).then(() => undefined, (e: unknown) => e);
 
     const mallory = await refused({ decision: 'abandon', by: 'mallory', reason: 'why not' });
     expect(mallory).toBeInstanceOf(WorkflowUpdateFailedError);
@@ -120,10 +120,10 @@ describe('a run that needs a person parks', () => {
 
     // Once a decision moved it on, the same decision no longer fits.
     await clearFaults();
-    await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'back' }] });
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'back' }] });
     await handle.result();
     // A finished run takes no Update at all.
-    await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'late' }] })).rejects.toThrow();
+    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'late' }] })).rejects.toThrow();
   });
 
   test('a decision gives the run a fresh budget: a run parked for its spent provider calls completes on retry-step', async () => {
@@ -137,7 +137,7 @@ describe('a run that needs a person parks', () => {
         const { state } = await stopped(handle);
         expect(state.parked).toMatchObject({ failedStep: 'completion_gate', verdict: 'auto-retry is safe' });
         expect(state.steps.find((s) => s.name === 'completion_gate')?.error).toMatchObject({ code: 'BUDGET_EXCEEDED' });
-        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'budget reviewed' }] });
+        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'budget reviewed' }] });
         return handle.result();
       },
       { policy: tight },
@@ -171,10 +171,10 @@ describe('a run that needs a person parks', () => {
         const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
         const { state } = await stopped(handle);
         expect(state.parked).toMatchObject({ failedStep: 'load_order', decidedBy: ['alice'] });
-        await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'shipped name' }] })).rejects.toMatchObject({
+        await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'shipped name' }] })).rejects.toMatchObject({
           cause: { message: expect.stringMatching(/ops may not abandon/) },
         });
-        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'alice', reason: 'store access is being fixed' }] });
+        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'alice', reason: 'store access is being fixed' }] });
         await expect(handle.result()).resolves.toMatchObject({ status: 'abandoned' });
       },
       { policy: onlyAlice },
@@ -190,10 +190,10 @@ describe('a run that needs a person parks', () => {
       async (taskQueue) => {
         const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
         await stopped(handle);
-        const proposal = await handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'handled by support' }] });
+        const proposal = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'handled by support' }] });
         expect(proposal).toMatchObject({ outcome: 'awaiting_approval', expiresAt: expect.any(String) });
         // The proposer cannot approve it.
-        await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'ops', reason: 'me' }] })).rejects.toThrow(WorkflowUpdateFailedError);
+        await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'ops', reason: 'me' }] })).rejects.toThrow(WorkflowUpdateFailedError);
         const result = await handle.result();
         await h.recordHistory(handle.workflowId, 'refund-approval-expired');
         return { result, state: await handle.query(stepsQuery), described: await handle.describe() };
@@ -238,8 +238,8 @@ describe('retry-step on create_refund', () => {
         const seen = Math.max(...(await h.requests({ paymentIntent: order.paymentIntentId })).map((r) => r.seq));
         const lookups = state.reconciliation.lookups;
 
-        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe reads are back' }] });
-        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
+        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe reads are back' }] });
+        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
         completed(await handle.result());
 
         const after = (await h.requests({ paymentIntent: order.paymentIntentId })).filter((r) => r.seq > seen);
@@ -268,8 +268,8 @@ describe('retry-step on create_refund', () => {
         await clearFaults();
         const seen = Math.max(...(await h.requests({ paymentIntent: order.paymentIntentId })).map((r) => r.seq));
 
-        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe is back' }] });
-        await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
+        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe is back' }] });
+        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
         completed(await handle.result());
         const after = (await h.requests({ paymentIntent: order.paymentIntentId })).filter((r) => r.seq > seen);
         expect(after.slice(0, 2)).toMatchObject([
@@ -303,11 +303,11 @@ describe('compensations', () => {
     expect(await h.messages({ messageId: correction })).toHaveLength(1);
 
     // A person checks, proposes to resend, a second approves: resent once, same Message-ID.
-    await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'not in the mailbox log' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
+    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'not in the mailbox log' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
     // Still parked, and still among the runs that need a person: now for a second person's approval.
     expect((await handle.query(stepsQuery)).status).toBe('awaiting_approval');
     expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['awaiting_approval'], RefundNeedsAttention: [true] });
-    await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'ok to resend' }] });
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'ok to resend' }] });
     await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
     expect(await h.messages({ messageId: correction })).toHaveLength(2);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
@@ -392,7 +392,7 @@ describe('a notice whose hand-over is unknown', () => {
     expect(state.parked).toMatchObject({ failedStep: 'notify_customer', verdict: 'stop and hand to a person', nextAction: expect.stringMatching(new RegExp(`look for ${notice.replace(/[.<>]/g, '\\$&')} in the mailbox: if it is there, confirm-delivered`)) });
 
     const evidence = `found ${notice} in the mail provider's delivery log, ticket 4711`;
-    const record = await handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: evidence }] });
+    const record = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: evidence }] });
     expect(record).toMatchObject({ decision: 'confirm-delivered', by: 'ops', outcome: 'applied' });
     await expect(handle.result()).resolves.toMatchObject({ status: 'completed', notification: { messageId: notice } });
 
@@ -442,18 +442,18 @@ describe('a notice whose hand-over is unknown', () => {
 
   async function confirmedTwice(handle: WorkflowHandle<typeof refundWorkflow>): Promise<void> {
       await stopped(handle);
-      await handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }] });
+      await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }] });
       const { state } = await stopped(handle);
       // The hand-over is as unknown as before: its error stays the step's, and the verdict still offers both ways out.
       expect(state.steps.find((s) => s.name === 'notify_customer')?.error).toMatchObject({ code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' });
       expect(state.parked).toMatchObject({ failedStep: 'notify_customer', nextAction: expect.stringMatching(/confirm-delivered .*; if not, retry-step notify_customer/) });
-      await handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log, again' }] });
+      await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log, again' }] });
       await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   }
 
   test('confirm-delivered is refused for a step whose outcome is known', async () => {
     const { handle } = await parkedAtGate();
-    await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'it is there' }] })).rejects.toMatchObject({
+    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'it is there' }] })).rejects.toMatchObject({
       cause: { message: expect.stringMatching(/nothing to confirm: confirm-delivered settles notify_customer when its outcome is unknown; the run stopped at completion_gate/) },
     });
     await clearFaults();

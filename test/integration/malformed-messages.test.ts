@@ -10,7 +10,7 @@ import type { Payload } from '@temporalio/common';
 import { ENCRYPTED_ENCODING, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { startRefund } from '../../src/client/refunds';
 import { followUpWorkflow } from '../../src/workflows';
-import { decideUpdate, followUpQuery, providerEventSignal, stepsQuery } from '../../src/contract';
+import { decisionUpdate, followUpQuery, providerEventSignal, stepsQuery } from '../../src/contract';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;
@@ -64,7 +64,7 @@ test('malformed Signals and Updates sent to a parked run are ignored or refused,
   await signalsTaken(handle);
   expect(await taskFailures(handle)).toEqual([]);
 
-  const refused = (input: unknown) => handle.executeUpdate(decideUpdate, { args: [input as never] }).then(() => 'accepted', (e: unknown) => e);
+  const refused = (input: unknown) => handle.executeUpdate(decisionUpdate, { args: [input as never] }).then(() => 'accepted', (e: unknown) => e);
   for (const input of [null, 7, 'retry-step', {}, { decision: 'retry-step', by: 5, reason: [] }, { decision: 'nuke', by: 'ops', reason: 'x' }, { decision: 'abandon', by: 'ops', reason: 'x', extra: true }]) {
     const outcome = await refused(input);
     expect(outcome).toBeInstanceOf(WorkflowUpdateFailedError);
@@ -87,7 +87,7 @@ test('malformed Signals and Updates sent to a parked run are ignored or refused,
   ]);
 
   await clearFaults();
-  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
   await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   expect(await taskFailures(handle)).toEqual([]);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
@@ -98,11 +98,11 @@ test("the follow-up run ignores malformed Signals too, from its first workflow t
   const operationId = `refund:test:${newOrderId()}:v1`;
   const valid = { id: `evt_${randomUUID().slice(0, 8)}`, type: 'refund.failed', refundId: 're_followed', refundStatus: 'failed', created: 1_700_000_000, receivedAt: '2026-01-01T00:00:00.000Z' };
   // Its look at the provider is held back a moment, so that the Signals reach a running follow-up.
-  const slowExamine = async (input: Parameters<Harness['activities']['examineLateFailure']>[0]) => {
+  const slowExamine = async (input: Parameters<Harness['activities']['examineFollowUp']>[0]) => {
     await new Promise((r) => setTimeout(r, 2000));
-    return h.activities.examineLateFailure(input);
+    return h.activities.examineFollowUp(input);
   };
-  await h.withWorker({ examineLateFailure: slowExamine }, async (taskQueue) => {
+  await h.withWorker({ examineFollowUp: slowExamine }, async (taskQueue) => {
     // Started by a malformed Signal: the handler runs in the run's very first workflow task.
     const handle = await h.env.client.workflow.signalWithStart(followUpWorkflow, {
       workflowId: `follow-up:${operationId}`,
@@ -157,7 +157,7 @@ test('Signals and Updates whose payload cannot be decoded are ignored or refused
       namespace: 'default',
       workflowExecution: execution,
       waitPolicy: { lifecycleStage: UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED },
-      request: { meta: { updateId: randomUUID(), identity: 'test' }, input: { name: decideUpdate.name, args: { payloads: [payload] } } },
+      request: { meta: { updateId: randomUUID(), identity: 'test' }, input: { name: decisionUpdate.name, args: { payloads: [payload] } } },
     });
     const refusal = await decodeOptionalFailureToOptionalError(h.env.client.options.loadedDataConverter, outcome?.failure);
     expect(refusal?.message).toMatch(/^invalid decision: /);
@@ -170,7 +170,7 @@ test('Signals and Updates whose payload cannot be decoded are ignored or refused
   expect(parked.ignoredMessages.latest.map((m) => m.input)).toEqual(UNDECODABLE.map(() => expect.stringMatching(/^\{"\$undecodable":/)));
 
   await clearFaults();
-  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
   await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   expect(await taskFailures(handle)).toEqual([]);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);

@@ -9,7 +9,7 @@ import { KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { startRefund } from '../../src/client/refunds';
 import { findTool } from '../../tools/src/stack/tools';
-import { decideUpdate } from '../../src/contract';
+import { decisionUpdate } from '../../src/contract';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 const run = promisify(execFile);
@@ -58,7 +58,7 @@ test('the raw history holds no plaintext customer email, amount or decision note
   const note = `customer called ${randomUUID().slice(0, 8)}`;
   const { email, handle } = await parkedRefund(h.env.client, undefined);
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
-  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: note }] });
+  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: note }] });
   expect((await handle.result()).status).toBe('completed');
 
   const raw = texts(await show(handle.workflowId)).join('\n');
@@ -84,7 +84,7 @@ test('a run begun under the old key finishes after a rotation: its old payloads 
   const result = await h.withWorker(
     {},
     async () => {
-      await after.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'after the rotation' }] });
+      await after.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'after the rotation' }] });
       return after.result();
     },
     undefined,

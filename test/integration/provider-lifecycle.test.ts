@@ -4,7 +4,7 @@
 // Effects are counted where they land: the server's request log, the store, the mailbox.
 import type { WorkflowHandle } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
-import { decideUpdate, followUpWorkflowId, messageIdForKey, SEARCH_ATTRIBUTES, stepsQuery, type FollowUpResult } from '../../src/contract';
+import { decisionUpdate, followUpWorkflowId, messageIdForKey, SEARCH_ATTRIBUTES, stepsQuery, type FollowUpResult } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { compensationKeyOf } from '../../src/compensations/plan';
@@ -214,8 +214,8 @@ test('a notice whose hand-over is unknown is never compensated silently: the run
   expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention)).toBe(true);
 
   // A person finds the notice in the mailbox and decides to compensate; a lead approves: one correction, then compensated.
-  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: `${notice} is in the mailbox` }] });
-  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'correct it' }] });
+  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: `${notice} is in the mailbox` }] });
+  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'correct it' }] });
   await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
   expect(await corrections()).toHaveLength(1);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
@@ -235,8 +235,8 @@ test('a correction whose outcome is unknown is never held over by a cancellation
   await until('the notice held', async () => (await handle.query(stepsQuery)).steps.find((s) => s.name === 'notify_customer')!.compensation?.status === 'held', 30_000);
 
   // A person decides to compensate, a lead approves: the correction goes out and its answer is lost too.
-  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: `${notice} is in the mailbox` }] });
-  await handle.executeUpdate(decideUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'correct it' }] });
+  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: `${notice} is in the mailbox` }] });
+  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'correct it' }] });
   const correctionOf = async () => (await handle.query(stepsQuery)).steps.find((s) => s.name === 'notify_customer')!.compensation;
   await until('the correction unknown', async () => (await correctionOf())?.status === 'unknown', 30_000);
   expect(await h.messages({ messageId: correction })).toHaveLength(1);
@@ -281,7 +281,7 @@ test('a run cancelled while it holds an unacted refund failure hands it to the f
       // The provider answers again (the follow-up reads the refund); the parked run does not look meanwhile.
       await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
       // A proposal waits for a second person: the provider's failure does not wake the run meanwhile.
-      await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'support handles it' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
+      await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'support handles it' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
       await until('refund.failed reached the run', async () => (await handle.query(stepsQuery)).providerEvents.some((e) => e.refundStatus === 'failed'), 30_000);
       expect((await handle.query(stepsQuery)).status).toBe('awaiting_approval');
       await handle.cancel();
@@ -367,7 +367,7 @@ test('with webhooks off, polling completes a pending refund within the policy\'s
     const took = Date.now() - started;
     // Once the provider has settled it, a person's retry-step looks again, waiting afresh.
     await new Promise((r) => setTimeout(r, Math.max(0, SETTLE_MS + 500 - took)));
-    await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'the bank says it is through' }] });
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'the bank says it is through' }] });
     return { ...run, took, result: await handle.result() };
   }, { policy: fastPolls(1000) });
   expect(parked.status).toBe('needs_attention');

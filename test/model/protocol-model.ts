@@ -31,7 +31,7 @@ import { createPaymentActivities, createStripeClient } from '../../src/activitie
 import { loadConfig } from '../../src/config';
 import { runSettings } from '../../src/deps';
 import { MAX_RESUBMISSIONS, type BeginResult, type ReconcileResult, type RefundReceipt, type RunSettings } from '../../src/contract';
-import { backoffDelay, decide, temporalRetryPolicy } from '../../src/reliability/policy';
+import { backoffDelay, ruleFor, temporalRetryPolicy } from '../../src/reliability/policy';
 import type { Boundary, Certainty, FailureCode } from '../../src/reliability/taxonomy';
 import type { RefundRequest } from '../../src/domain/refund-request';
 import { openStore, type OperationLog, type OperationRecord, type SqlOrderStore } from '../../src/store';
@@ -470,7 +470,7 @@ export class System {
       } catch (err) {
         if (!(err instanceof Failed)) throw err;
         const { code, certainty, reason } = err.failure;
-        const action = decide(POLICY, code, certainty, 'stripe').action;
+        const action = ruleFor(POLICY, code, certainty, 'stripe').action;
         const uncertain = certainty !== 'not_executed' && (action === 'retry' || action === 'repair' || certainty === 'completed');
         if (action !== 'reconcile' && !uncertain) {
           // decideStop: "Whether it took effect is unknown", or "Nothing was refunded".
@@ -495,7 +495,7 @@ export class System {
     startedAt: number,
     mayResubmit: boolean,
   ): Promise<{ kind: 'completed' | 'partial' | 'failed' | 'absent' | 'resubmit' | 'unknown'; refund?: RefundReceipt }> {
-    const rule = decide(POLICY, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
+    const rule = ruleFor(POLICY, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
     const target = { operationId, paymentIntentId: `pi_${this.caseNo}`, amount, currency: 'usd', idempotencyKey: `${operationId}:create_refund` };
     for (let lookup = 1; ; lookup++) {
       let r: ReconcileResult | undefined;

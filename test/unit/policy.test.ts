@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import policyJson from '../../src/reliability/default-policy.json';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import { backoffDelay, decide, temporalRetryPolicy, withJitter } from '../../src/reliability/policy';
+import { backoffDelay, ruleFor, temporalRetryPolicy, withJitter } from '../../src/reliability/policy';
 import { parsePolicy } from '../../src/reliability/policy-schema';
 import { checkWrittenOut, loadPolicy } from '../../src/reliability/policy-file';
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from '../../src/reliability/taxonomy';
@@ -31,17 +31,17 @@ const table: [string, string, string, string, string, number][] = [
 ];
 
 it.each(table)('%s / %s at %s → %s by %s', (code, certainty, boundary, action, owner, maxAttempts) => {
-  const rule = decide(DEFAULT_POLICY, code as never, certainty as never, boundary as never);
+  const rule = ruleFor(DEFAULT_POLICY, code as never, certainty as never, boundary as never);
   expect(rule).toMatchObject({ action, owner, maxAttempts });
 });
 
 it('covers every rule of the shipped policy in the table above', () => {
-  const used = new Set(table.map(([code, certainty, boundary]) => decide(DEFAULT_POLICY, code as never, certainty as never, boundary as never)));
+  const used = new Set(table.map(([code, certainty, boundary]) => ruleFor(DEFAULT_POLICY, code as never, certainty as never, boundary as never)));
   expect(DEFAULT_POLICY.rules.filter((r) => !used.has(r))).toEqual([]);
 });
 
 it('decides every code × certainty × boundary', () => {
-  for (const code of FAILURE_CODES) for (const c of CERTAINTIES) for (const b of BOUNDARIES) expect(decide(DEFAULT_POLICY, code, c, b)).toBeDefined();
+  for (const code of FAILURE_CODES) for (const c of CERTAINTIES) for (const b of BOUNDARIES) expect(ruleFor(DEFAULT_POLICY, code, c, b)).toBeDefined();
 });
 
 describe('validation', () => {
@@ -102,7 +102,7 @@ describe('what is derived from the table', () => {
   });
 
   it('backs off exponentially up to the cap, and spreads delays by the jitter', () => {
-    const rule = decide(DEFAULT_POLICY, 'RATE_LIMIT', 'not_executed', 'stripe');
+    const rule = ruleFor(DEFAULT_POLICY, 'RATE_LIMIT', 'not_executed', 'stripe');
     expect([1, 2, 3, 6, 10].map((a) => backoffDelay(rule, a))).toEqual([1000, 2000, 4000, 30000, 30000]);
     expect(withJitter(1000, 0.2, 0)).toBe(800);
     expect(withJitter(1000, 0.2, 0.5)).toBe(1000);

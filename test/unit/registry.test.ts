@@ -2,7 +2,7 @@ import { checkRegistry, compensationOrder, REFUND_SAGA, REFUND_STEPS, type Depen
 import { compensationKey, operationId, stepKey } from '../../src/contract';
 
 const steps = Object.entries(REFUND_SAGA) as [RefundStep, (typeof REFUND_SAGA)[RefundStep]][];
-const TEXT_FIELDS = ['action', 'precondition', 'evidence', 'idempotency', 'escalation'] as const;
+const TEXT_FIELDS = ['action', 'precondition', 'record', 'idempotency', 'escalation'] as const;
 
 /** True when every step comes before each step it depends on, directly or not. */
 function dependentsFirst<S extends string>(order: S[], registry: DependencyGraph<S>): boolean {

@@ -5,7 +5,7 @@ import type { z } from 'zod';
 import type { RefundActivities } from '../../activities';
 import type { RefundStep } from '../../compensations/registry';
 import type { Evidenced, StepRecord } from '../../contract';
-import { tally } from '../../reliability/evidence';
+import { tally } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import { pooledActivities } from '../pools';

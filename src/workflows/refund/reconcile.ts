@@ -5,7 +5,7 @@
 import { sleep } from '@temporalio/workflow';
 import type { ReconcileRefundInput } from '../../activities/payments';
 import { evidenced, type ReconcileOutcome, type ReconcileResult, reconcileResultSchema, type RefundReceipt, type RefundRunState } from '../../contract';
-import { backoffDelay, decide, withJitter } from '../../reliability/policy';
+import { backoffDelay, ruleFor, withJitter } from '../../reliability/policy';
 import { StepFailedError } from '../step-failure';
 import type { RefundRun } from './run';
 
@@ -26,7 +26,7 @@ export type Settlement =
  * operation this run only waits for: this run never sends another operation's request.
  */
 export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResubmit: boolean): Promise<Settlement> {
-  const rule = decide(run.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
+  const rule = ruleFor(run.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
   const started = Date.now();
   try {
     for (let lookup = 1; ; lookup++) {

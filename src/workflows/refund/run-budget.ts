@@ -3,7 +3,7 @@
 // left, and nothing starts that the budget cannot pay for.
 import type { ActivityOptions } from '@temporalio/workflow';
 import type { BudgetView } from '../../contract';
-import type { RecoveryPolicy, RunBudget as BudgetLimits } from '../../reliability/policy';
+import type { BudgetLimits, RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import { activityOptions } from '../activity-options';
 

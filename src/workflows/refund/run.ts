@@ -5,8 +5,9 @@ import { workflowInfo } from '@temporalio/workflow';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
 import type { AwaitingProvider, BeginResult, RefundRunState, RunSettings, RunStatus, TerminalStatus } from '../../contract';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
-import { mayHaveTakenEffect, redact } from '../../reliability/evidence';
-import { decide, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
+import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
+import { redact } from '../../reliability/redaction';
+import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary, Certainty } from '../../reliability/taxonomy';
 import { verdictFor } from '../../reliability/verdict';
 import type { RefundRequest } from '../../domain/refund-request';
@@ -208,7 +209,7 @@ export class RefundRun {
     if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
       this.operation.note({ status: operationStatus, requestsSent, provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null });
     }
-    const rule = decide(this.policy, error.code, error.certainty, boundary);
+    const rule = ruleFor(this.policy, error.code, error.certainty, boundary);
     this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
   }
 

@@ -2,7 +2,8 @@
 // attempts and provider requests it took, and how it failed. Held in workflow state and returned
 // by a Query. Every result is checked against its schema before the saga may use it.
 import type { z } from 'zod';
-import { redact, tally, type AttemptSummary, type StepEvidence } from '../../reliability/evidence';
+import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
+import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { CompensationOutcome } from '../compensate';
 import type { CompensationRecord, StepError, StepRecord } from '../../contract';

@@ -2,7 +2,7 @@
 // before the point of no return a refusal the business expects is `rejected` (nothing happened);
 // anything else needs a person, and says what is known of the effect.
 import { REFUND_SAGA, type RefundStep } from '../../compensations/registry';
-import { decide, retries } from '../../reliability/policy';
+import { ruleFor, retries } from '../../reliability/policy';
 import { StepFailedError, type StepError } from '../step-failure';
 import type { RefundRun } from './run';
 import { stepFailed } from './stop-reasons';
@@ -18,7 +18,7 @@ export async function attempt<T>(run: RefundRun, step: RefundStep, fn: () => Pro
 }
 
 export function stopForFailure(run: RefundRun, step: RefundStep, error: StepError): never {
-  const rule = decide(run.policy, error.code, error.certainty, REFUND_SAGA[step].boundary);
+  const rule = ruleFor(run.policy, error.code, error.certainty, REFUND_SAGA[step].boundary);
   const reasons = stepFailed(step, error, retries(rule) ? run.steps.get(step).attempts : null);
   const quarantined = rule.action === 'quarantine';
   const { operationId } = run.ctx;

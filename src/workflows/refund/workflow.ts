@@ -5,7 +5,7 @@
 // reconciled with the provider, never resent blind.
 import { CancellationScope, condition, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
-import { type CompletedRefund, decideUpdate, providerEventSchema, providerEventSignal, type RefundResult, stepsQuery } from '../../contract';
+import { type CompletedRefund, decisionUpdate, providerEventSchema, providerEventSignal, type RefundResult, stepsQuery } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
 import { BOOKKEEPING } from '../activity-options';
 import { failingTheUpdateOnly, setSignalHandler } from '../messages';
@@ -32,7 +32,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
   // A malformed message is ignored or refused, never a failed workflow task.
   setSignalHandler(providerEventSignal, providerEventSchema, (event) => run.news.record(event, run.ctx.refund?.refundId ?? run.effect.refundId), run.ignored);
   setHandler(
-    decideUpdate,
+    decisionUpdate,
     (decision) =>
       failingTheUpdateOnly('the decision', () => {
         const record = run.desk.apply(decision);

@@ -9,7 +9,7 @@ import { outcomeOf } from '../../../src/client/outcome';
 import { CHAOS_POLICY, type ChaosStack } from '../chaos/chaos-stack';
 import { startWorkerProcess } from '../chaos/worker-process';
 import { PROJECT_ROOT } from '../../../src/config';
-import { UNKNOWN_QUERY } from '../../../src/activities/attention';
+import { UNKNOWN_QUERY } from '../../../src/activities/sweep';
 import { DEFAULT_POLICY } from '../../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../../src/reliability/policy';
 import { REFUND_PENDING_PAYMENT_METHOD } from '../servers/stripe/resources';

@@ -1,5 +1,6 @@
 // Evidence as operators see it: attempts tallied from the ledger, customer addresses masked.
-import { maskEmails, redact, tally } from '../../src/reliability/evidence';
+import { tally } from '../../src/reliability/attempt-ledger';
+import { maskEmails, redact } from '../../src/reliability/redaction';
 
 it('masks customer addresses but keeps our Message-IDs whole', () => {
   expect(maskEmails('refused dana.smith@example.test and bob@mail.example.org')).toBe('refused d***@example.test and b***@mail.example.org');

@@ -4,7 +4,7 @@
 // comes from; a source that cannot be read is said so, never filled in.
 import type Stripe from 'stripe';
 import { compensationKey, messageIdForKey, stepKey } from '../contract';
-import { maskEmails } from '../reliability/evidence';
+import { maskEmails } from '../reliability/redaction';
 import type { AppliedRefund, AuditEntry, OperationRecord, OrderStore, OutboxEntry, ProviderEventRecord } from '../store';
 import type { Order } from '../domain/order';
 

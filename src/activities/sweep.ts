@@ -3,7 +3,7 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { ATTENTION_QUERY, runsNeedingAttention, type AttentionRun } from '../inspect/attention';
-import { decideUpdate, stepsQuery, SWEEPER, sweepUpdateId } from '../contract';
+import { decisionUpdate, stepsQuery, SWEEPER, sweepUpdateId } from '../contract';
 
 /** Parked runs whose refund is unknown: what the sweep asks to reconcile. */
 export const UNKNOWN_QUERY = `${ATTENTION_QUERY} AND RefundEffect = 'unknown' AND RefundStep = 'create_refund' AND RefundStatus = 'needs_attention' AND ExecutionStatus = 'Running'`;
@@ -23,7 +23,7 @@ export interface SweepReport {
   more: boolean;
 }
 
-export function createAttentionActivities(deps: { temporal?: Client }) {
+export function createSweepActivities(deps: { temporal?: Client }) {
   const client = () => deps.temporal ?? ((): never => {
     throw ApplicationFailure.nonRetryable('this worker has no Temporal client for visibility queries', 'CONFIGURATION');
   })();
@@ -58,7 +58,7 @@ export function createAttentionActivities(deps: { temporal?: Client }) {
         }
         Context.current().heartbeat(w.workflowId);
         try {
-          const record = await c.workflow.getHandle(w.workflowId).executeUpdate(decideUpdate, {
+          const record = await c.workflow.getHandle(w.workflowId).executeUpdate(decisionUpdate, {
             args: [{ decision: 'reconcile', by: SWEEPER, reason: `scheduled sweep ${input.occurrenceId}` }],
             updateId: sweepUpdateId(input.occurrenceId),
           });

@@ -14,21 +14,21 @@ import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 import { requestTimeout } from './request-deadline';
 import { startFollowUp } from '../temporal/client';
 
-export interface ExamineLateFailureInput {
+export interface ExamineFollowUpInput {
   operationId: string;
   /** The refund the provider's event named. */
   refundId: string;
 }
 
-export function createLateFailureActivities(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner; settings: RunSettings; temporal?: Client }) {
+export function createFollowUpActivities(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner; settings: RunSettings; temporal?: Client }) {
   const { stripe, store } = deps;
 
   /**
    * Reads the refund at the provider and, when it failed (or was canceled), settles the operation
    * as failed; then reports what of the saga stands: the refund on the order, the customer notice.
    */
-  async function examineLateFailure(input: ExamineLateFailureInput): Promise<Evidenced<FollowUpFacts>> {
-    const call = { step: 'late_failure', key: lookupKey(stepKey(input.operationId, 'create_refund'), 'late'), operationId: input.operationId, boundary: 'stripe' as const };
+  async function examineFollowUp(input: ExamineFollowUpInput): Promise<Evidenced<FollowUpFacts>> {
+    const call = { step: 'follow_up', key: lookupKey(stepKey(input.operationId, 'create_refund'), 'follow-up'), operationId: input.operationId, boundary: 'stripe' as const };
     return deps.attempt(call, paymentFailure(false), async () => {
       const op = await store.operations.get(input.operationId);
       if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `operation ${input.operationId} is not in this store`);
@@ -104,5 +104,5 @@ export function createLateFailureActivities(deps: { stripe: Stripe; store: Order
     return started;
   }
 
-  return { examineLateFailure, standingRecords, handToFollowUp };
+  return { examineFollowUp, standingRecords, handToFollowUp };
 }
