@@ -8,7 +8,7 @@ import { compensationOrder, type RefundStep } from './registry';
 
 export interface PlannedCompensation {
   step: RefundStep;
-  /** The compensation's own key, derived from the key the forward step recorded, as the saga derives it. */
+  /** The compensation's own key (compensationKeyOf). */
   key: string;
 }
 
@@ -19,16 +19,9 @@ export interface CompensationPlan {
   held: (PlannedCompensation & { reason: string }) | null;
 }
 
-/** The key each forward step records: the order's update under the operation id, the notice under its step key. */
-const FORWARD_KEY: Partial<Record<RefundStep, (operationId: string) => string>> = {
-  update_order: (operationId) => operationId,
-  notify_customer: (operationId) => stepKey(operationId, 'notify_customer'),
-};
-
+/** A compensation's own key: derived from the key its forward step recorded, which is the step's key (stepKey). */
 export function compensationKeyOf(step: RefundStep, operationId: string): string {
-  const forward = FORWARD_KEY[step];
-  if (!forward) throw new Error(`step ${step} has no compensation key`);
-  return compensationKey(forward(operationId));
+  return compensationKey(stepKey(operationId, step));
 }
 
 /**

@@ -132,7 +132,7 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
     undo: compensation(
       'revertRefund',
       'store',
-      "compensationKey(the step's recorded key) = <operation>:compensate, since update_order records the operation id as its key; the store keeps it as reverted_by_key",
+      'compensationKey(stepKey(operation, update_order)) = <operation>:update_order:compensate; the store keeps it as reverted_by_key',
       (ctx, key) => ({ orderId: ctx.request.orderId, operationId: ctx.operationId, compensationKey: key }),
     ),
     pointOfNoReturn: false,

@@ -69,7 +69,7 @@ export function lookupKey(forwardKey: string, lookup: Lookup): string {
 }
 
 export function parseLookupKey(key: string): { forwardKey: string; lookup: Lookup } | undefined {
-  const m = /^(.+)#([a-z]+)$/.exec(key);
+  const m = /^(.+)#([a-z-]+)$/.exec(key);
   const lookup = LOOKUPS.find((l) => l === m?.[2]);
   return m && lookup ? { forwardKey: m[1], lookup } : undefined;
 }

@@ -94,7 +94,7 @@ test('a refund that fails after its run completed: a follow-up reverts the order
   expect(outcome).toMatchObject({ status: 'compensated', originalWorkflowId: handle.workflowId, refund: { refundId, status: 'failed' } });
   expect(outcome.compensations.map((c) => [c.step, c.key, c.status])).toEqual([
     ['notify_customer', `${operationId}:notify_customer:compensate`, 'completed'],
-    ['update_order', `${operationId}:compensate`, 'completed'],
+    ['update_order', `${operationId}:update_order:compensate`, 'completed'],
   ]);
   const desc = await follow.describe();
   expect(desc.typedSearchAttributes.get(SEARCH_ATTRIBUTES.followUpOf)).toBe(handle.workflowId);
@@ -104,7 +104,7 @@ test('a refund that fails after its run completed: a follow-up reverts the order
   const settled = async () => {
     const orderNow = (await h.store.getOrder(order.id))!;
     expect(orderNow).toMatchObject({ refundedAmount: 0, status: 'paid' });
-    expect(await h.store.appliedRefund(operationId)).toMatchObject({ revertedByKey: `${operationId}:compensate` });
+    expect(await h.store.appliedRefund(operationId)).toMatchObject({ revertedByKey: `${operationId}:update_order:compensate` });
     expect(await h.store.operations.get(operationId)).toMatchObject({ status: 'failed' });
     const mail = await h.messages({ to: order.customerEmail });
     expect(mail).toHaveLength(2);
@@ -186,7 +186,7 @@ test('a run parked for a person when its refund fails is not left waiting: the p
   expect(result).toMatchObject({ status: 'compensated', failedStep: 'completion_gate' });
   const state = await handle.query(stepsQuery);
   expect(state.effect).toMatchObject({ status: 'failed' });
-  expect(state.steps.find((s) => s.name === 'update_order')!.compensation).toMatchObject({ status: 'completed', key: `${result.operationId}:compensate` });
+  expect(state.steps.find((s) => s.name === 'update_order')!.compensation).toMatchObject({ status: 'completed', key: `${result.operationId}:update_order:compensate` });
   expect((await h.store.getOrder(order.id))!).toMatchObject({ refundedAmount: 0, status: 'paid' });
   // The customer was never told of the refund, so no correction either.
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
@@ -293,7 +293,7 @@ test('a run cancelled while it holds an unacted refund failure hands it to the f
   );
   expect(outcome.followUp).toMatchObject({ status: 'compensated', refund: { status: 'failed' } });
   expect((await h.store.getOrder(order.id))!).toMatchObject({ refundedAmount: 0, status: 'paid' });
-  expect(await h.store.appliedRefund(outcome.operationId)).toMatchObject({ revertedByKey: `${outcome.operationId}:compensate` });
+  expect(await h.store.appliedRefund(outcome.operationId)).toMatchObject({ revertedByKey: `${outcome.operationId}:update_order:compensate` });
   const mail = await h.messages({ to: order.customerEmail });
   expect(mail).toHaveLength(2);
   expect(mail.filter((m) => /^Correction: /.test(m.subject))).toHaveLength(1);

@@ -185,6 +185,9 @@ test('a refund the provider later fails is compensated in reverse order, each un
   expect(byName.update_order.compensation).toMatchObject({ kind: 'compensation', status: 'completed' });
   expect(byName.create_refund.compensation).toMatchObject({ kind: 'forward_repair', status: 'not_compensable' });
   expect(byName.notify_customer.compensation?.key).toBe(`${byName.notify_customer.idempotencyKey}:compensate`);
+  // One key per step: the order update's step table, attempt ledger and compensation all use its step key.
+  expect(byName.update_order.idempotencyKey).toBe(`${state.operation.operationId}:update_order`);
+  expect(byName.update_order.compensation?.key).toBe(`${byName.update_order.idempotencyKey}:compensate`);
   // Reverse order: the correction went out before the order was restored.
   expect(Date.parse(byName.notify_customer.compensation!.finishedAt!)).toBeLessThanOrEqual(
     Date.parse(byName.update_order.compensation!.startedAt!),

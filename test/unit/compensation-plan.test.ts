@@ -12,20 +12,20 @@ test('what stands is undone under the saga\'s keys, the email before the order',
   expect(compensationPlan(op, { order, notice: notice('sent') }, false)).toEqual({
     undo: [
       { step: 'notify_customer', key: `${op}:notify_customer:compensate` },
-      { step: 'update_order', key: `${op}:compensate` },
+      { step: 'update_order', key: `${op}:update_order:compensate` },
     ],
     held: null,
   });
 });
 
 test('a notice never handed over told the customer nothing; nothing stands, nothing is undone', () => {
-  expect(compensationPlan(op, { order, notice: notice('pending') }, false)).toEqual({ undo: [{ step: 'update_order', key: `${op}:compensate` }], held: null });
+  expect(compensationPlan(op, { order, notice: notice('pending') }, false)).toEqual({ undo: [{ step: 'update_order', key: `${op}:update_order:compensate` }], held: null });
   expect(compensationPlan(op, { order: null, notice: null }, false)).toEqual({ undo: [], held: null });
 });
 
 test('a notice whose hand-over is unknown is held for a person with its Message-ID, or corrected when allowed', () => {
   const held = compensationPlan(op, { order, notice: notice('sending') }, false);
-  expect(held.undo).toEqual([{ step: 'update_order', key: `${op}:compensate` }]);
+  expect(held.undo).toEqual([{ step: 'update_order', key: `${op}:update_order:compensate` }]);
   expect(held.held).toMatchObject({ step: 'notify_customer', key: `${op}:notify_customer:compensate`, reason: expect.stringContaining(notice('sending').messageId) });
   expect(compensationPlan(op, { order, notice: notice('sending') }, true)).toMatchObject({ undo: [{ step: 'notify_customer' }, { step: 'update_order' }], held: null });
 });
@@ -46,7 +46,7 @@ test('a correction already begun is never held: its key replays it, whatever the
     expect(compensationPlan(op, { order, notice: notice('sending'), correction: correction(status) }, false)).toEqual({
       undo: [
         { step: 'notify_customer', key: `${op}:notify_customer:compensate` },
-        { step: 'update_order', key: `${op}:compensate` },
+        { step: 'update_order', key: `${op}:update_order:compensate` },
       ],
       held: null,
     });

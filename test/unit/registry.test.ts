@@ -41,7 +41,7 @@ describe('the refund saga registry', () => {
     const compensationKeys = [compensationKey(op), compensationKey(stepKey(op, 'notify_customer'))];
     for (const key of compensationKeys) expect(forwardKeys).not.toContain(key);
     expect(new Set(compensationKeys).size).toBe(compensationKeys.length);
-    expect(REFUND_SAGA.update_order.undo).toMatchObject({ kind: 'compensation', key: expect.stringContaining('<operation>:compensate') });
+    expect(REFUND_SAGA.update_order.undo).toMatchObject({ kind: 'compensation', key: expect.stringContaining('<operation>:update_order:compensate') });
     expect(REFUND_SAGA.notify_customer.undo).toMatchObject({ kind: 'compensation', key: expect.stringContaining('<operation>:notify_customer:compensate') });
   });
 

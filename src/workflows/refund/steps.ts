@@ -36,7 +36,7 @@ export async function updateOrder(run: RefundRun, refundId: string, amount: numb
   const input = { key: stepKey(run.ctx.operationId, 'update_order'), orderId: run.request.orderId, operationId: run.ctx.operationId, refundId, amount };
   return attempt(run, 'update_order', () =>
     // Recording a refund that happened is never refused for spent retry time or provider calls.
-    run.calls.step('update_order', input, run.ctx.operationId, 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(input), { essential: true }),
+    run.calls.step('update_order', input, input.key, 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(input), { essential: true }),
   );
 }
 
