@@ -221,6 +221,24 @@ describe('a notice whose hand-over is unknown', () => {
     expect(after.steps.find((s) => s.name === 'notify_customer')).toMatchObject({ status: 'completed', note: expect.stringMatching(/^delivered, as ops confirmed: in the delivery log/) });
   });
 
+  test('a resend a second person rejects is not sent: the run waits again, and a confirmation completes it', async () => {
+    const { world, handle } = await t.start({ over: { sendRefundNotice: unknownNotice } });
+    await stopped(handle);
+    const proposal = await handle.executeUpdate(decideUpdate, { args: [{ decision: 'retry-step', step: 'notify_customer', by: 'ops', reason: 'resend it' }] });
+    expect(proposal).toMatchObject({ outcome: 'awaiting_approval' });
+    expect((await handle.query(stepsQuery)).status).toBe('awaiting_approval');
+    await expect(handle.executeUpdate(decideUpdate, { args: [{ decision: 'reject', by: 'lead', reason: 'check the mailbox first' }] })).resolves.toMatchObject({ decision: 'reject', answers: proposal.seq });
+    const state = await handle.query(stepsQuery);
+    expect(state.status).toBe('needs_attention');
+    expect(state.decisions.map((d) => [d.decision, d.outcome])).toEqual([
+      ['retry-step', 'rejected'],
+      ['reject', 'applied'],
+    ]);
+    await handle.executeUpdate(decideUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }] });
+    await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
+    expect(callNames(world, ['sendRefundNotice'])).toHaveLength(1);
+  });
+
   // Moved from test/integration/decisions.test.ts: the Update's validator.
   test('confirm-delivered is refused for a step whose outcome is known', async () => {
     const { handle } = await parkedAtGate();
