@@ -1,6 +1,6 @@
-// One real stack per test file: a Temporal dev server (the binary scripts/ensure-tools.sh
-// provides), the local Stripe-compatible and SMTP servers with their fault APIs on, a SQLite
-// store with store faults on, and a worker.
+// One real stack per test file: a namespace of its own on the suite's Temporal dev server (or a
+// server of its own when the file runs alone: test/helpers/temporal.ts), the local Stripe-compatible
+// and SMTP servers with their fault APIs on, a SQLite store with store faults on, and a worker.
 import type { DataConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NativeConnection } from '@temporalio/worker';
