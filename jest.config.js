@@ -1,3 +1,6 @@
+// Every tier (`npm test`): unit, workflow logic (test/workflow, stubbed activities), the stack
+// (test/integration: real servers, store, faults, kills) and end to end (test/e2e). One Temporal
+// dev server and one PostgreSQL server for the whole run (test/global-setup.ts). docs/testing.md.
 /** @type {import('jest').Config} */
 module.exports = {
   preset: 'ts-jest',
@@ -8,4 +11,6 @@ module.exports = {
   setupFiles: ['<rootDir>/test/setup.ts'],
   globalSetup: '<rootDir>/test/global-setup.ts',
   globalTeardown: '<rootDir>/test/global-teardown.ts',
+  // The slowest files first on a fresh clone too, so that none runs alone at the end.
+  testSequencer: '<rootDir>/jest.sequencer.js',
 };

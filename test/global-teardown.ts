@@ -1,6 +1,6 @@
-import fs from 'node:fs';
+import quickTeardown from './global-teardown-quick';
 
 export default async function globalTeardown(): Promise<void> {
   await globalThis.testPostgres?.stop();
-  if (globalThis.testBundleDir) fs.rmSync(globalThis.testBundleDir, { recursive: true, force: true });
+  await quickTeardown();
 }

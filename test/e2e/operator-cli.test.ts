@@ -1,24 +1,22 @@
 // The refund and operations commands against a Temporal server with no worker at first: the
 // refund command says so instead of waiting in silence, and a conflict names the next free version.
 import { newKeyEntry } from '../../src/codec/keyring';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { execFile, spawn } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { SEARCH_ATTRIBUTES } from '../../src/contract';
-import { findTool } from '../../tools/src/stack/tools';
+import { testEnvironment } from '../helpers/temporal';
 
 const run = promisify(execFile);
 const root = path.join(__dirname, '..', '..');
 let env: TestWorkflowEnvironment;
 const payloadKeys = newKeyEntry();
-const cliEnv = () => ({ ...process.env, TEMPORAL_ADDRESS: env.address, USER: 'tester', PAYLOAD_KEYS: payloadKeys });
+const cliEnv = () => ({ ...process.env, TEMPORAL_ADDRESS: env.address, TEMPORAL_NAMESPACE: env.namespace, USER: 'tester', PAYLOAD_KEYS: payloadKeys });
 const tsx = (script: string, args: string[]) => run(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], { env: cliEnv() });
 
 beforeAll(async () => {
-  env = await TestWorkflowEnvironment.createLocal({
-    server: { executable: { type: 'existing-path', path: findTool('temporal') }, searchAttributes: Object.values(SEARCH_ATTRIBUTES) },
-  });
+  // The suite's dev server, in a namespace of this file's own, where no worker polls.
+  env = await testEnvironment();
 });
 afterAll(async () => {
   await env?.teardown();

@@ -1,9 +1,8 @@
-// One real stack per test file: a Temporal dev server (the binary scripts/ensure-tools.sh
-// provides), the local Stripe-compatible and SMTP servers with their fault APIs on, a SQLite
-// store with store faults on, and a worker.
-import type { WorkflowHandle } from '@temporalio/client';
+// One real stack per test file: a namespace of its own on the suite's Temporal dev server (or a
+// server of its own when the file runs alone: test/helpers/temporal.ts), the local Stripe-compatible
+// and SMTP servers with their fault APIs on, a SQLite store with store faults on, and a worker.
 import type { DataConverter } from '@temporalio/common';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
+import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { NativeConnection } from '@temporalio/worker';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -17,8 +16,7 @@ import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy'
 import { createMailTransport } from '../../src/activities/mail-transport';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
-import { SEARCH_ATTRIBUTES, stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState, type RunSettings } from '../../src/contract';
-import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
+import { stepsQuery, type RefundRunState, type RunSettings } from '../../src/contract';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import type { MailFaultSpec } from '../../tools/src/servers/mail-faults';
 import type { MailServer } from '../../tools/src/servers/mail-server';
@@ -30,6 +28,7 @@ import type { RefundLifecycle } from '../../tools/src/servers/stripe/resources';
 import type { Order } from '../../src/domain/order';
 import { findTool } from '../../tools/src/stack/tools';
 import { openStore } from '../../src/store';
+import { testEnvironment } from './temporal';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import type { WorkerTracing } from '../../src/observability/tracing';
 import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
@@ -37,9 +36,8 @@ import { refundDataConverter } from '../../src/codec/data-converter';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { startCodecServer } from '../../src/codec/codec-server';
 import { EncryptionCodec } from '../../src/codec/encryption-codec';
-import { outcomeOf } from '../../src/client/outcome';
 import type { EvidenceSources } from '../../src/inspect/facts';
-import { refundWorkflow } from '../../src/workflows';
+import { TEST_POLICY } from './runs';
 
 // Never execFileSync: the CLI asks this process's codec server, which must stay free to answer.
 const execFileAsync = promisify(execFile);
@@ -70,6 +68,8 @@ export interface HarnessOptions {
 
 export interface Harness {
   env: TestWorkflowEnvironment;
+  /** The file's own namespace on the suite's dev server: give it to every `temporal` CLI call. */
+  namespace: string;
   stripe: Stripe;
   stripeUrl: string;
   mail: MailServer;
@@ -119,53 +119,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-/** Small timeouts and windows, so that the fault paths run in seconds. */
-export const TEST_POLICY: RecoveryPolicy = {
-  ...DEFAULT_POLICY,
-  rules: DEFAULT_POLICY.rules.map((r) => (r.backoff ? { ...r, backoff: { initialMs: 200, coefficient: 2, maxMs: 2000 } } : r)),
-  timeouts: {
-    stripe: { startToCloseMs: 5000, scheduleToCloseMs: 60_000 },
-    smtp: { startToCloseMs: 15_000, scheduleToCloseMs: 60_000 },
-    store: { startToCloseMs: 5000, scheduleToCloseMs: 30_000 },
-  },
-  // Off here: a test's faults are counted attempt by attempt, and a breaker opened by an earlier
-  // test of the file would change them. The breaker has tests of its own (circuit-breaker.test.ts),
-  // and the chaos runs keep it on.
-  breaker: { ...DEFAULT_POLICY.breaker, enabled: false },
-};
-
-/**
- * How a run that did not complete ended, or where it parked: its status (rejected, compensated,
- * abandoned, stopped; needs_attention or awaiting_approval while it waits for a person) and its
- * state as the workflow reports it. Give it the run's handle; a worker must be polling to answer.
- */
-type Started = WorkflowHandle<typeof refundWorkflow> | { handle: WorkflowHandle<typeof refundWorkflow> };
-export async function stopped(started: Started | Promise<Started>): Promise<{ status: string; state: RefundRunState }> {
-  const given = await started;
-  const handle = 'handle' in given ? given.handle : given;
-  const outcome = await outcomeOf(handle, 100);
-  if (outcome.kind === 'result') expect(outcome.result.status).not.toBe('completed');
-  const state = outcome.kind === 'parked' ? outcome.state : await handle.query(stepsQuery);
-  return { status: outcome.kind === 'parked' ? state.status : outcome.result.status, state };
-}
-
-/** The result of a run that must have completed. */
-export function completed(result: RefundResult): CompletedRefund {
-  expect(result).toMatchObject({ status: 'completed' });
-  return result as CompletedRefund;
-}
-
-/** TEST_POLICY with lookups that give up sooner, so that the unknown paths end in seconds. */
-export function fewLookups(lookups: number): RecoveryPolicy {
-  return {
-    ...TEST_POLICY,
-    rules: TEST_POLICY.rules.map((r) => {
-      if (r.code === 'UNKNOWN_OUTCOME' && r.boundary === 'stripe') return { ...r, maxAttempts: lookups };
-      if (r.code === 'TRANSIENT_DEPENDENCY') return { ...r, maxAttempts: 2 };
-      return r;
-    }),
-  };
-}
+export { completed, fewLookups, stopped, TEST_POLICY } from './runs';
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-test-'));
@@ -173,14 +127,10 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const payloadKeys = newKeyEntry();
   const keyring = parseKeyring(payloadKeys, 'harness');
   const dataConverter = refundDataConverter(keyring);
-  const codecServer = await startCodecServer({ codec: new EncryptionCodec(keyring), namespace: 'default', origins: [], port: 0 });
-  const env = await TestWorkflowEnvironment.createLocal({
-    client: { dataConverter },
-    server: {
-      executable: { type: 'existing-path', path: findTool('temporal') },
-      searchAttributes: Object.values(SEARCH_ATTRIBUTES),
-    },
-  });
+  // The suite's shared dev server, in a namespace of this file's own (a file run alone starts its own server).
+  const env = await testEnvironment({ dataConverter });
+  const namespace = env.namespace ?? 'default';
+  const codecServer = await startCodecServer({ codec: new EncryptionCodec(keyring), namespace, origins: [], port: 0 });
   const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
   const standIns = await startStandIns(dir, {
@@ -203,7 +153,6 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   };
   const build = (s: RunSettings) => createActivities({ stripe: workerStripe, store, mail: transport, mailFrom: 'refunds@test.local', settings: s, temporal: env.client, digestTo: 'ops@test.local' });
   const activities = build(settings);
-  const namespace = env.namespace ?? 'default';
   // Bundled once per file: every worker of the file runs the same workflow code.
   // (test/global-setup.ts bundles it once per `npm test`; a file run alone bundles its own.)
   const bundled = process.env.TEST_WORKFLOW_BUNDLE;
@@ -223,6 +172,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
 
   return {
     env,
+    namespace,
     stripe,
     stripeUrl: stripeServer.url,
     mail,
@@ -295,7 +245,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async recordHistory(workflowId, name) {
       if (!process.env.RECORD_HISTORY) return;
       // Decoded through the codec server: a recording replays without the file's key.
-      const args = ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--codec-endpoint', codecServer.url, '--output', 'json'];
+      const args = ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--namespace', namespace, '--codec-endpoint', codecServer.url, '--output', 'json'];
       fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), (await execFileAsync(findTool('temporal'), args, { maxBuffer: 64 << 20 })).stdout);
     },
     async close() {

@@ -27,7 +27,7 @@ afterAll(() => h?.close());
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
 const workers = (taskQueue: string, pools?: WorkerPool[]) =>
-  createRefundWorker({ connection: h.env.nativeConnection, namespace: 'default', taskQueue, activities: h.activities, workflowBundle: h.workflowBundle, dataConverter: h.dataConverter, pools });
+  createRefundWorker({ connection: h.env.nativeConnection, namespace: h.namespace, taskQueue, activities: h.activities, workflowBundle: h.workflowBundle, dataConverter: h.dataConverter, pools });
 
 test('the provider effects are scheduled in the effects pool, the completion gate in the reconcile pool; the store steps run as local activities', async () => {
   const order = await h.seedOrder(newOrderId());

@@ -147,14 +147,14 @@ test('Signals and Updates whose payload cannot be decoded are ignored or refused
   UNDECODABLE.push(['encrypted with a key the workers have, then altered', { ...sealed, data: altered }]);
 
   for (const [, payload] of UNDECODABLE) {
-    await workflowService.signalWorkflowExecution({ namespace: 'default', workflowExecution: execution, signalName: providerEventSignal.name, input: { payloads: [payload] }, identity: 'test', requestId: randomUUID() });
+    await workflowService.signalWorkflowExecution({ namespace: h.namespace, workflowExecution: execution, signalName: providerEventSignal.name, input: { payloads: [payload] }, identity: 'test', requestId: randomUUID() });
   }
   await signalsTaken(handle);
   expect(await taskFailures(handle)).toEqual([]);
 
   for (const [, payload] of UNDECODABLE) {
     const { outcome } = await workflowService.updateWorkflowExecution({
-      namespace: 'default',
+      namespace: h.namespace,
       workflowExecution: execution,
       waitPolicy: { lifecycleStage: UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED },
       request: { meta: { updateId: randomUUID(), identity: 'test' }, input: { name: decisionUpdate.name, args: { payloads: [payload] } } },

@@ -22,7 +22,7 @@ afterAll(() => h?.close());
 
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const show = async (workflowId: string, ...extra: string[]) =>
-  (await run(findTool('temporal'), ['workflow', 'show', '--workflow-id', workflowId, '--address', h.env.address, '--output', 'json', ...extra], { maxBuffer: 64 << 20 })).stdout;
+  (await run(findTool('temporal'), ['workflow', 'show', '--workflow-id', workflowId, '--address', h.env.address, '--namespace', h.namespace, '--output', 'json', ...extra], { maxBuffer: 64 << 20 })).stdout;
 
 /** Every string in the CLI's JSON, and the text of every one that is base64: where a payload's bytes would show. */
 function texts(json: string): string[] {

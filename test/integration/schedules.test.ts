@@ -72,7 +72,7 @@ async function result<T>(workflowId: string): Promise<T> {
 async function rerun(workflowId: string): Promise<string> {
   const { stdout } = await execFileAsync(
     findTool('temporal'),
-    ['workflow', 'reset', '--workflow-id', workflowId, '--type', 'FirstWorkflowTask', '--reason', 'redeliver the occurrence', '--address', h.env.address, '-o', 'json'],
+    ['workflow', 'reset', '--workflow-id', workflowId, '--type', 'FirstWorkflowTask', '--reason', 'redeliver the occurrence', '--address', h.env.address, '--namespace', h.namespace, '-o', 'json'],
     { encoding: 'utf8' },
   );
   const runId = (JSON.parse(stdout) as { runId?: string }).runId;

@@ -281,7 +281,7 @@ describe('the same operation under another workflow id', () => {
     const first = await refund(h.env.client, request(order.id));
     const workflowId = `cli-${randomUUID()}`;
     // Asynchronously: the worker answering the CLI's query runs in this process.
-    const cli = async (...args: string[]) => (await execFileAsync(findTool('temporal'), [...args, '--address', h.env.address, '--codec-endpoint', h.codecUrl], { encoding: 'utf8' })).stdout;
+    const cli = async (...args: string[]) => (await execFileAsync(findTool('temporal'), [...args, '--address', h.env.address, '--namespace', h.namespace, '--codec-endpoint', h.codecUrl], { encoding: 'utf8' })).stdout;
     await cli('workflow', 'start', '--type', 'refundWorkflow', '--task-queue', TASK_QUEUE, '--workflow-id', workflowId, '--input', JSON.stringify(request(order.id)));
     const result = await h.env.client.workflow.getHandle(workflowId).result();
 

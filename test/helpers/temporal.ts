@@ -1,0 +1,94 @@
+// The suite's Temporal: one dev server for the whole run (test/global-setup.ts starts it), each
+// test file in a namespace of its own, so that visibility queries (the sweep, the digest, lists)
+// and default task queues never see another file's runs. A file run alone starts its own server.
+import { Connection } from '@temporalio/client';
+import { SearchAttributeType, type DataConverter } from '@temporalio/common';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { SEARCH_ATTRIBUTES } from '../../src/contract';
+import { findTool } from '../../tools/src/stack/tools';
+
+/** Namespaces the shared server creates at start, with the search attributes; a file claims one. */
+const POOL = 48;
+const poolName = (i: number) => `test-${i}`;
+
+export interface SharedServer {
+  address: string;
+  /** Where files claim namespaces: one empty directory per claimed name. */
+  claims: string;
+  stop(): Promise<void>;
+}
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+
+/** Starts the dev server the whole run shares, with every pooled namespace and our search attributes. */
+export async function startSharedServer(claims: string): Promise<SharedServer> {
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'error'];
+  for (let i = 1; i <= POOL; i++) args.push('--namespace', poolName(i));
+  for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${key.type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword'}`);
+  const child: ChildProcess = spawn(findTool('temporal'), args, { stdio: 'ignore' });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  for (const end = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 200))) {
+    if (child.exitCode !== null) throw new Error(`the shared Temporal dev server exited (${child.exitCode})`);
+    if (Date.now() > end) throw new Error('the shared Temporal dev server did not start in 60 s');
+    const ready = await Connection.connect({ address, connectTimeout: '1s' })
+      .then(async (c) => {
+        try {
+          await c.workflowService.describeNamespace({ namespace: poolName(POOL) });
+          return true;
+        } finally {
+          await c.close();
+        }
+      })
+      .catch(() => false);
+    if (ready) break;
+  }
+  fs.mkdirSync(claims, { recursive: true });
+  return {
+    address,
+    claims,
+    async stop() {
+      if (child.exitCode === null) child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/** A namespace no other file of this run has: the first free one of the pool (mkdir is atomic across jest workers). */
+function claimNamespace(claims: string): string {
+  for (let i = 1; i <= POOL; i++) {
+    try {
+      fs.mkdirSync(path.join(claims, poolName(i)));
+      return poolName(i);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+  }
+  throw new Error(`all ${POOL} test namespaces are taken: raise POOL in test/helpers/temporal.ts`);
+}
+
+/**
+ * A test environment for one file: on the shared server (TEST_TEMPORAL_ADDRESS) in a namespace of
+ * its own, or, when the file runs without the global setup, on a dev server of its own.
+ */
+export async function testEnvironment(client: { dataConverter?: DataConverter } = {}): Promise<TestWorkflowEnvironment> {
+  const address = process.env.TEST_TEMPORAL_ADDRESS;
+  const claims = process.env.TEST_TEMPORAL_CLAIMS;
+  if (address && claims) return TestWorkflowEnvironment.createFromExistingServer({ address, namespace: claimNamespace(claims), client });
+  return TestWorkflowEnvironment.createLocal({
+    client,
+    server: { executable: { type: 'existing-path', path: findTool('temporal') }, searchAttributes: Object.values(SEARCH_ATTRIBUTES) },
+  });
+}

@@ -1,0 +1,114 @@
+// A run's life around its saga, with stubbed activities: cancellation at each stage, provider
+// events (webhooks) as Signals, malformed ones ignored, and awaiting a refund the provider has not
+// settled. The signed webhooks at a real receiver are the stack's (test/integration/webhook-receiver,
+// provider-lifecycle, malformed-messages).
+import { temporal } from '@temporalio/proto';
+import { decisionUpdate, stepsQuery } from '../../src/contract';
+import { completed, stopped } from '../helpers/runs';
+import { callNames, failure, type Override } from './fake-activities';
+import { startWorkflowTier, type WorkflowTier } from './tier';
+
+let t: WorkflowTier;
+beforeAll(async () => {
+  t = await startWorkflowTier();
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const event = (refundId: string, refundStatus: string, id = `evt_${refundStatus}`) => ({ id, type: `refund.${refundStatus === 'succeeded' ? 'updated' : refundStatus}`, refundId, refundStatus, created: 1_700_000_000, receivedAt: new Date().toISOString() });
+
+describe('cancellation', () => {
+  test('before its refund was sent: the run stops with nothing left for a person', async () => {
+    // Loading the order takes a while (and then fails): the cancellation lands before anything is sent.
+    const slowBegin: Override = () => new Promise((_, reject) => setTimeout(() => reject(new Error('too slow')), 1000));
+    const { world, handle } = await t.start({ over: { beginOperation: slowBegin } });
+    await sleep(300);
+    await handle.cancel();
+    await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
+    expect(await handle.query(stepsQuery)).toMatchObject({ status: 'stopped', outcome: { reason: expect.stringMatching(/the refund is not sent: nothing is left to do/) } });
+    const described = await handle.describe();
+    expect(described.status.name).toBe('CANCELLED');
+    expect(described.searchAttributes).toMatchObject({ RefundStatus: ['stopped'], RefundNeedsAttention: [false] });
+    expect(callNames(world, ['createRefund'])).toEqual([]);
+  });
+
+  test('while it compensates: the compensations are finished, not cut short, and the run ends compensated', async () => {
+    let slowOnce = true;
+    const slowCorrection: Override = async (_, next) => {
+      if (!slowOnce) return next();
+      slowOnce = false;
+      await sleep(1500);
+      throw failure('TRANSIENT_DEPENDENCY', 'not_executed', 'try_again', { retryable: true });
+    };
+    const { world, handle } = await t.start({ world: (w) => (w.settlesAs = 'failed'), over: { sendRefundCorrection: slowCorrection } });
+    for (let i = 0; i < 200 && (await handle.query(stepsQuery)).status !== 'compensating'; i++) await sleep(25);
+    await handle.cancel();
+    await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
+    const state = await handle.query(stepsQuery);
+    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'completed', attempts: 2 });
+    expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toMatchObject({ status: 'completed' });
+    expect(state.status).toBe('compensated');
+    expect(world.orderUpdate?.revertedByKey).toEqual(expect.any(String));
+    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['compensated'], RefundNeedsAttention: [false] });
+  });
+});
+
+describe('provider events', () => {
+  test('malformed Signals are ignored and noted, never a failed workflow task; the run still takes a decision and completes', async () => {
+    let down = true;
+    const { handle } = await t.start({ over: { checkCompletion: (_, next) => (down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next()) } });
+    const { state } = await stopped(handle);
+    const refundId = state.effect.refundId!;
+    for (const bad of [null, 42, {}, { id: 7, type: null, refundId: ['re_1'], refundStatus: 1, created: 'yesterday', receivedAt: {} }, event('re_not_this_runs', 'failed', 'evt_forged')]) {
+      await handle.signal('providerEvent', bad as never);
+    }
+    for (let i = 0; i < 100 && (await handle.query(stepsQuery)).ignoredMessages.total < 5; i++) await sleep(25);
+    const after = await handle.query(stepsQuery);
+    expect(after.ignoredMessages.total).toBe(5);
+    expect(after.ignoredMessages.latest.map((m) => m.reason)).toEqual([
+      expect.stringMatching(/^malformed/),
+      expect.stringMatching(/^malformed/),
+      expect.stringMatching(/^malformed/),
+      expect.stringMatching(/^malformed/),
+      `names refund re_not_this_runs, not this run's refund ${refundId}`,
+    ]);
+    expect(after.providerEvents).toEqual([]);
+    expect(after.status).toBe('needs_attention');
+    const failedTasks = ((await handle.fetchHistory()).events ?? []).filter((e) => e.eventType === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED);
+    expect(failedTasks).toEqual([]);
+
+    down = false;
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'reads are back' }] });
+    completed(await handle.result());
+  });
+
+  test('a refund the provider has not settled is awaited; its webhook settles it without waiting for a poll', async () => {
+    const { world, handle } = await t.start({ world: (w) => (w.refundStatus = 'pending') });
+    for (let i = 0; i < 200 && (await handle.query(stepsQuery)).status !== 'awaiting_provider'; i++) await sleep(25);
+    const waiting = await handle.query(stepsQuery);
+    expect(waiting.awaitingProvider).toMatchObject({ refundId: world.refunds[0]!.refundId, polls: 0, settledBy: null });
+    expect(waiting.steps.find((s) => s.name === 'completion_gate')).toMatchObject({ status: 'awaiting_provider' });
+
+    world.refunds[0]!.status = 'succeeded';
+    await handle.signal('providerEvent', event(world.refunds[0]!.refundId, 'succeeded'));
+    completed(await handle.result());
+    const done = await handle.query(stepsQuery);
+    expect(done.awaitingProvider).toMatchObject({ polls: 0, settledBy: { kind: 'webhook', eventId: 'evt_succeeded' } });
+    expect(done.providerEvents).toEqual([expect.objectContaining({ id: 'evt_succeeded', refundStatus: 'succeeded' })]);
+    expect(callNames(world, ['checkCompletion'])).toHaveLength(2);
+  });
+
+  test("the provider's word that a parked run's refund failed is taken to the provider, and what it confirms is compensated", async () => {
+    let down = true;
+    const { world, handle } = await t.start({ over: { checkCompletion: (_, next) => (down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next()) } });
+    const { state } = await stopped(handle);
+    down = false;
+    world.settlesAs = 'failed';
+    await handle.signal('providerEvent', event(state.effect.refundId!, 'failed'));
+    await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
+    expect(callNames(world, ['sendRefundCorrection', 'revertRefund'])).toEqual(['sendRefundCorrection', 'revertRefund']);
+    expect(world.audit.some((a) => a.event === 'decision' && /refund\.failed .* says refund/.test(a.reason))).toBe(true);
+  });
+});
