@@ -31,7 +31,7 @@ test('a refund runs every step once, in order, with keys derived from the operat
     ['completion_gate', 'completed', 1],
   ]);
   expect(state.steps.map((s) => s.transportRequests)).toEqual([0, 1, 0, 1, 2]);
-  expect(state.steps.map((s) => s.idempotencyKey)).toEqual([undefined, `${op}:create_refund`, op, `${op}:notify_customer`, undefined]);
+  expect(state.steps.map((s) => s.idempotencyKey)).toEqual([undefined, `${op}:create_refund`, `${op}:update_order`, `${op}:notify_customer`, undefined]);
   expect(world.calls.find((c) => c.name === 'createRefund')?.input).toMatchObject({ amount: 1250, currency: 'usd', idempotencyKey: `${op}:create_refund` });
   expect(state.effect).toEqual({ status: 'refunded', certainty: 'completed', refundId: result.refund.refundId });
   expect(state.budget).toMatchObject({ providerCallsUsed: 4, retryTimeUsedMs: 0 });
@@ -157,9 +157,9 @@ test('a refund the provider fails after accepting it is compensated newest first
   expect(callNames(world, ['revertRefund', 'sendRefundCorrection'])).toEqual(['sendRefundCorrection', 'revertRefund']);
   const byName = Object.fromEntries(state.steps.map((s) => [s.name, s]));
   expect(byName.notify_customer!.compensation).toMatchObject({ kind: 'compensation', status: 'completed', key: `${op}:notify_customer:compensate` });
-  expect(byName.update_order!.compensation).toMatchObject({ kind: 'compensation', status: 'completed', key: `${op}:compensate` });
+  expect(byName.update_order!.compensation).toMatchObject({ kind: 'compensation', status: 'completed', key: `${op}:update_order:compensate` });
   expect(byName.create_refund!.compensation).toMatchObject({ kind: 'forward_repair', status: 'not_compensable' });
-  expect(world.orderUpdate?.revertedByKey).toBe(`${op}:compensate`);
+  expect(world.orderUpdate?.revertedByKey).toBe(`${op}:update_order:compensate`);
   expect(world.correction?.key).toBe(`${op}:notify_customer:compensate`);
   expect(world.correction?.messageId).not.toBe(world.notice?.messageId);
   expect(world.refunds).toHaveLength(1);
