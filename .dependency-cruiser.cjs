@@ -24,7 +24,8 @@ module.exports = {
     {
       name: 'contract-imports-only-domain-and-reliability',
       severity: 'error',
-      comment: 'The contract is loaded by workflow code and clients alike: it imports only contract, domain and reliability code, zod and the Temporal SDK common parts.',
+      comment:
+        'The contract is loaded by workflow code and clients alike: it imports only contract, domain and reliability code, zod and the Temporal SDK common parts.',
       from: { path: '^src/contract/' },
       to: { pathNot: ['^src/(contract|domain|reliability)/', '^node_modules/(zod|@temporalio/(workflow|common))/'] },
     },
@@ -46,7 +47,7 @@ module.exports = {
       name: 'product-not-to-tooling',
       severity: 'error',
       comment: 'The product never imports tooling (tools/), so a production install needs none of it.',
-      from: { path: '^src/', },
+      from: { path: '^src/' },
       to: { path: TOOLING },
     },
   ],

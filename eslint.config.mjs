@@ -25,10 +25,7 @@ export default tseslint.config(
       'src/reliability/{taxonomy,policy,policy-terms,attempt-ledger,redaction,default-policy,verdict}.ts',
     ],
     rules: {
-      'no-restricted-imports': [
-        'error',
-        { paths: [...builtinModules, ...builtinModules.map((m) => `node:${m}`)] },
-      ],
+      'no-restricted-imports': ['error', { paths: [...builtinModules, ...builtinModules.map((m) => `node:${m}`)] }],
     },
   },
 );

@@ -46,14 +46,20 @@ const envSchema = z.object({
   /** The standard OpenTelemetry variable: where the worker's traces go (otlp: to OTEL_EXPORTER_OTLP_ENDPOINT). */
   OTEL_TRACES_EXPORTER: z.enum(TRACE_EXPORTERS).default('none'),
   OTEL_SERVICE_NAME: z.string().min(1).default('durable-refunds-worker'),
-  TASK_QUEUE: z.string().regex(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"').default(TASK_QUEUE),
+  TASK_QUEUE: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"')
+    .default(TASK_QUEUE),
   MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
   OPERATION_SCOPE: z.string().regex(SCOPE_PATTERN, 'must be 1-32 lowercase letters, digits, "_" or "-"').optional(),
   RECOVERY_POLICY_FILE: z.string().min(1).optional(),
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
-  STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\S+$/, 'must be the endpoint\'s signing secret, whsec_…').optional(),
+  STRIPE_WEBHOOK_SECRET: z
+    .string()
+    .regex(/^whsec_\S+$/, "must be the endpoint's signing secret, whsec_…")
+    .optional(),
   WEBHOOKS: z.enum(['on', 'off']).default('on'),
   WORKFLOW_BUNDLE: z.string().min(1).optional(),
   WEBHOOK_PORT: port.default(4343),
@@ -79,10 +85,20 @@ const envSchema = z.object({
   WORKER_POOLS: z
     .string()
     .transform((text, ctx) => {
-      const pools = [...new Set(text.split(',').map((p) => p.trim()).filter(Boolean))];
+      const pools = [
+        ...new Set(
+          text
+            .split(',')
+            .map((p) => p.trim())
+            .filter(Boolean),
+        ),
+      ];
       const unknown = pools.filter((p) => !(WORKER_POOLS as readonly string[]).includes(p));
       if (pools.length === 0 || unknown.length > 0) {
-        ctx.addIssue({ code: 'custom', message: `must list pools among ${WORKER_POOLS.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `must list pools among ${WORKER_POOLS.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}`,
+        });
         return z.NEVER;
       }
       return pools as WorkerPool[];
@@ -97,9 +113,15 @@ const envSchema = z.object({
     .string()
     .transform((text, ctx) => {
       const entries = text.split(',').map((entry) => entry.trim().split('='));
-      const roles = decisionsSchema.shape.roles.safeParse(Object.fromEntries(entries.map(([name, list]) => [name, (list ?? '').split('+')])));
+      const roles = decisionsSchema.shape.roles.safeParse(
+        Object.fromEntries(entries.map(([name, list]) => [name, (list ?? '').split('+')])),
+      );
       if (!roles.success || entries.some((e) => e.length !== 2)) {
-        ctx.addIssue({ code: 'custom', message: 'must be name=role[+role],… with roles operator and approver, e.g. alice=operator,bob=operator+approver' });
+        ctx.addIssue({
+          code: 'custom',
+          message:
+            'must be name=role[+role],… with roles operator and approver, e.g. alice=operator,bob=operator+approver',
+        });
         return z.NEVER;
       }
       return roles.data;
@@ -125,9 +147,15 @@ function temporalTarget(env: NodeJS.ProcessEnv) {
   try {
     loaded = loadClientConnectConfig({ profile: env.TEMPORAL_PROFILE, overrideEnvVars: env as Record<string, string> });
   } catch (err) {
-    throw new Error(`invalid environment: Temporal client configuration (TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE): ${(err as Error).message}`, { cause: err });
+    throw new Error(
+      `invalid environment: Temporal client configuration (TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE): ${(err as Error).message}`,
+      { cause: err },
+    );
   }
-  const connection: NativeConnectionOptions = { ...loaded.connectionOptions, address: loaded.connectionOptions.address ?? LOCAL_TEMPORAL };
+  const connection: NativeConnectionOptions = {
+    ...loaded.connectionOptions,
+    address: loaded.connectionOptions.address ?? LOCAL_TEMPORAL,
+  };
   const host = connection.address!.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
   return {
     address: connection.address!,
@@ -165,7 +193,9 @@ export function smtpTlsFor(url: string): 'off' | 'starttls' | 'implicit' {
 function smtpHostOf(url: string): string {
   const parsed = URL.canParse(url) ? new URL(url) : undefined;
   if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname) {
-    throw new Error(`invalid environment: SMTP_URL: "${url.replace(/\/\/[^@/]*@/, '//***@')}" is not a URL of the form smtp://host:port or smtps://host:465`);
+    throw new Error(
+      `invalid environment: SMTP_URL: "${url.replace(/\/\/[^@/]*@/, '//***@')}" is not a URL of the form smtp://host:port or smtps://host:465`,
+    );
   }
   return parsed.hostname.replace(/^\[|\]$/g, '');
 }
@@ -187,13 +217,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const smtpUrl = e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`;
   smtpHostOf(smtpUrl); // refuses a URL that is not smtp(s)://host, whatever SMTP_TLS says
   const smtpTls = e.SMTP_TLS ?? smtpTlsFor(smtpUrl);
-  if (e.SMTP_PASSWORD !== undefined && e.SMTP_USER === undefined) throw new Error('invalid environment: SMTP_PASSWORD: set SMTP_USER with it');
+  if (e.SMTP_PASSWORD !== undefined && e.SMTP_USER === undefined)
+    throw new Error('invalid environment: SMTP_PASSWORD: set SMTP_USER with it');
   // The local Stripe-compatible server is what runs with no key, or on loopback with a key that is not live.
   // A base off this machine (an egress proxy) leads to real Stripe: its scope and key-window rules apply.
-  const stripeLocal = !e.STRIPE_SECRET_KEY || (e.STRIPE_API_BASE !== undefined && isLoopback(new URL(e.STRIPE_API_BASE).hostname) && !liveKey);
+  const stripeLocal =
+    !e.STRIPE_SECRET_KEY ||
+    (e.STRIPE_API_BASE !== undefined && isLoopback(new URL(e.STRIPE_API_BASE).hostname) && !liveKey);
   if (!stripeLocal && e.OPERATION_SCOPE === undefined) {
     // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
-    throw new Error('invalid environment: OPERATION_SCOPE: must name this environment (e.g. "staging") when refunds go to real Stripe');
+    throw new Error(
+      'invalid environment: OPERATION_SCOPE: must name this environment (e.g. "staging") when refunds go to real Stripe',
+    );
   }
   if (!stripeLocal && e.STRIPE_IDEMPOTENCY_TTL_HOURS > STRIPE_KEY_TTL_HOURS) {
     // A longer window would resend with the same key after Stripe forgot it, without reconciling first: a second refund.
@@ -227,7 +262,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       port: e.CODEC_PORT,
       host: e.CODEC_HOST,
       endpoint: `http://${urlHost(e.CODEC_HOST)}:${e.CODEC_PORT}`,
-      origins: e.CODEC_CORS_ORIGINS?.split(',').map((o) => o.trim()).filter(Boolean) ?? uiOrigins,
+      origins:
+        e.CODEC_CORS_ORIGINS?.split(',')
+          .map((o) => o.trim())
+          .filter(Boolean) ?? uiOrigins,
       authToken: e.CODEC_AUTH_TOKEN,
     },
     policyFile: e.RECOVERY_POLICY_FILE,
@@ -242,7 +280,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
      */
     webhooks: {
       // The fixed local secret only for the local server on loopback: anywhere else it would let anyone sign.
-      secret: e.WEBHOOKS === 'off' ? undefined : (e.STRIPE_WEBHOOK_SECRET ?? (!e.STRIPE_SECRET_KEY && LOOPBACK.includes(e.WEBHOOK_HOST) ? LOCAL_WEBHOOK_SECRET : undefined)),
+      secret:
+        e.WEBHOOKS === 'off'
+          ? undefined
+          : (e.STRIPE_WEBHOOK_SECRET ??
+            (!e.STRIPE_SECRET_KEY && LOOPBACK.includes(e.WEBHOOK_HOST) ? LOCAL_WEBHOOK_SECRET : undefined)),
       port: e.WEBHOOK_PORT,
       host: e.WEBHOOK_HOST,
       /** Where the local Stripe server delivers: the worker's receiver, reached on loopback when it listens on every address. */
@@ -263,7 +305,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     taskQueue: e.TASK_QUEUE,
     worker: {
       pools: e.WORKER_POOLS ?? [...WORKER_POOLS],
-      slots: { workflows: e.WORKER_WORKFLOW_SLOTS, effects: e.WORKER_EFFECT_SLOTS, reconcile: e.WORKER_RECONCILE_SLOTS },
+      slots: {
+        workflows: e.WORKER_WORKFLOW_SLOTS,
+        effects: e.WORKER_EFFECT_SLOTS,
+        reconcile: e.WORKER_RECONCILE_SLOTS,
+      },
     },
     admission: { maxBacklog: e.ADMISSION_MAX_BACKLOG },
     logLevel: e.LOG_LEVEL,

@@ -36,7 +36,9 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
     );
   }
   if (policy.timeouts.smtp.startToCloseMs < 2 * SMTP_DEADLINE_MARGIN_MS) {
-    throw new Error(`the policy's smtp startToCloseMs must be at least ${2 * SMTP_DEADLINE_MARGIN_MS} ms, to leave a send its own deadline inside it`);
+    throw new Error(
+      `the policy's smtp startToCloseMs must be at least ${2 * SMTP_DEADLINE_MARGIN_MS} ms, to leave a send its own deadline inside it`,
+    );
   }
   // Treat the provider's key window as ending early: a resend must be provably inside it.
   const margin = Math.min(idempotencyTtlMs / 10, 3600_000);
@@ -53,7 +55,16 @@ export async function openDeps(config: Config, temporal?: Client): Promise<Deps>
   const mail = createMailTransport(config.mail.smtpUrl, config.mail.smtp);
   const stripe = createStripeClient({ ...config.stripe, requestTimeoutMs: config.stripe.requestTimeoutMs });
   return {
-    activities: createActivities({ stripe, store, mail, mailFrom: config.mail.from, settings, temporal, digestTo: config.digestTo, maxBacklog: config.admission.maxBacklog }),
+    activities: createActivities({
+      stripe,
+      store,
+      mail,
+      mailFrom: config.mail.from,
+      settings,
+      temporal,
+      digestTo: config.digestTo,
+      maxBacklog: config.admission.maxBacklog,
+    }),
     store,
     stripe,
     settings,

@@ -1,5 +1,12 @@
 import fs from 'node:fs';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type WorkerOptions,
+} from '@temporalio/worker';
 import type { RefundActivities } from './activities';
 import { Client, Connection } from '@temporalio/client';
 import { loadConfig } from './config';
@@ -8,9 +15,22 @@ import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startTracing, type WorkerTracing } from './observability/tracing';
-import { ACTIVITY_POOLS, TASK_QUEUE, WORKER_POOLS, poolQueue, type FollowUpWorkflow, type RefundWorkflow, type WorkerPool } from './contract';
+import {
+  ACTIVITY_POOLS,
+  TASK_QUEUE,
+  WORKER_POOLS,
+  poolQueue,
+  type FollowUpWorkflow,
+  type RefundWorkflow,
+  type WorkerPool,
+} from './contract';
 import type { followUpWorkflow, refundWorkflow } from './workflows';
-import { FAILURE_CONVERTER_PATH, PAYLOAD_CONVERTER_PATH, payloadKeyring, refundDataConverter } from './codec/data-converter';
+import {
+  FAILURE_CONVERTER_PATH,
+  PAYLOAD_CONVERTER_PATH,
+  payloadKeyring,
+  refundDataConverter,
+} from './codec/data-converter';
 
 /** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
 export type PoolSlots = Record<WorkerPool, number>;
@@ -61,7 +81,10 @@ export class RefundWorker {
   async runUntil<T>(work: Promise<T>): Promise<T> {
     const running = this.run();
     try {
-      return await Promise.race([work, running.then(() => Promise.reject(new Error('the workers stopped before the work was done')))]);
+      return await Promise.race([
+        work,
+        running.then(() => Promise.reject(new Error('the workers stopped before the work was done'))),
+      ]);
     } finally {
       this.shutdown();
       await running.catch(() => undefined);
@@ -71,7 +94,10 @@ export class RefundWorker {
 
 /** Clients start and type runs by the contract's workflow types: tsc fails here if a workflow's own type drifts from them. */
 type Is<Actual extends Expected, Expected> = [Actual, Expected];
-export type RegisteredWorkflows = [Is<typeof refundWorkflow, RefundWorkflow>, Is<typeof followUpWorkflow, FollowUpWorkflow>];
+export type RegisteredWorkflows = [
+  Is<typeof refundWorkflow, RefundWorkflow>,
+  Is<typeof followUpWorkflow, FollowUpWorkflow>,
+];
 
 /** The workflow code as a worker runs it; `npm run bundle` writes the same ahead of time. */
 export async function bundleRefundWorkflows(): Promise<string> {
@@ -91,7 +117,15 @@ export async function bundleRefundWorkflows(): Promise<string> {
  * reads and writes plaintext payloads.
  */
 export async function createRefundWorker(options: RefundWorkerOptions): Promise<RefundWorker> {
-  const { workflowBundle, tracing = startTracing('none', ''), dataConverter = refundDataConverter(undefined), taskQueue = TASK_QUEUE, pools = WORKER_POOLS, slots, ...rest } = options;
+  const {
+    workflowBundle,
+    tracing = startTracing('none', ''),
+    dataConverter = refundDataConverter(undefined),
+    taskQueue = TASK_QUEUE,
+    pools = WORKER_POOLS,
+    slots,
+    ...rest
+  } = options;
   const n = { ...DEFAULT_SLOTS, ...slots };
   const common = { ...rest, dataConverter, interceptors: { activity: tracing.activityInterceptors } };
   const specs: WorkerOptions[] = [];
@@ -109,7 +143,12 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
   }
   for (const pool of ACTIVITY_POOLS) {
     if (pools.includes(pool)) {
-      specs.push({ ...common, taskQueue: poolQueue(taskQueue, pool), maxConcurrentActivityTaskExecutions: n[pool], activityTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS } });
+      specs.push({
+        ...common,
+        taskQueue: poolQueue(taskQueue, pool),
+        maxConcurrentActivityTaskExecutions: n[pool],
+        activityTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS },
+      });
     }
   }
   if (specs.length === 0) throw new Error('a worker needs at least one pool (WORKER_POOLS)');
@@ -127,7 +166,9 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
 export async function runWorker(): Promise<void> {
   const config = loadConfig();
   if (config.workflowBundle && !fs.existsSync(config.workflowBundle)) {
-    throw new Error(`WORKFLOW_BUNDLE ${config.workflowBundle} does not exist: build it with \`npm run bundle\` (or unset WORKFLOW_BUNDLE to bundle at start)`);
+    throw new Error(
+      `WORKFLOW_BUNDLE ${config.workflowBundle} does not exist: build it with \`npm run bundle\` (or unset WORKFLOW_BUNDLE to bundle at start)`,
+    );
   }
   // Every log line of this process is JSON from here on: the SDK's, the activities', ours.
   const logger = createLogger(config.logLevel);
@@ -145,17 +186,32 @@ export async function runWorker(): Promise<void> {
   } catch (err) {
     throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
   }
-  const temporal = new Client({ connection: visibility, namespace: config.temporal.namespace, dataConverter, interceptors: { workflow: tracing.clientInterceptors } });
+  const temporal = new Client({
+    connection: visibility,
+    namespace: config.temporal.namespace,
+    dataConverter,
+    interceptors: { workflow: tracing.clientInterceptors },
+  });
   const deps = await openDeps(config, temporal);
   // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
   const receiver = config.webhooks.secret
-    ? await startWebhookReceiver({ stripe: deps.stripe, secret: config.webhooks.secret, store: deps.store, temporal, taskQueue: config.taskQueue }, { port: config.webhooks.port, host: config.webhooks.host }).catch(
-        (err: unknown) => {
-          // Another worker on this host holds the port: this one works without a receiver, and says so.
-          logger.error(`webhook receiver not started on ${config.webhooks.host}:${config.webhooks.port}; this worker runs without it`, { error: (err as Error).message });
-          return undefined;
+    ? await startWebhookReceiver(
+        {
+          stripe: deps.stripe,
+          secret: config.webhooks.secret,
+          store: deps.store,
+          temporal,
+          taskQueue: config.taskQueue,
         },
-      )
+        { port: config.webhooks.port, host: config.webhooks.host },
+      ).catch((err: unknown) => {
+        // Another worker on this host holds the port: this one works without a receiver, and says so.
+        logger.error(
+          `webhook receiver not started on ${config.webhooks.host}:${config.webhooks.port}; this worker runs without it`,
+          { error: (err as Error).message },
+        );
+        return undefined;
+      })
     : undefined;
   if (receiver) logger.info(`webhook receiver on ${receiver.url}`);
   try {
@@ -171,7 +227,9 @@ export async function runWorker(): Promise<void> {
       pools: config.worker.pools,
       slots: config.worker.slots,
     });
-    const queues = config.worker.pools.map((p) => (p === 'workflows' ? config.taskQueue : poolQueue(config.taskQueue, p)));
+    const queues = config.worker.pools.map((p) =>
+      p === 'workflows' ? config.taskQueue : poolQueue(config.taskQueue, p),
+    );
     logger.info(`worker polling task queue ${queues.join(', ')} on ${config.temporal.address}`, {
       namespace: config.temporal.namespace,
       scope: deps.settings.scope,

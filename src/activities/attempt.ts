@@ -9,7 +9,13 @@ import { mayHaveTakenEffect, type AttemptSummary, type StepEvidence } from '../r
 import { redact, maskEmails } from '../reliability/redaction';
 import type { Breakers } from '../reliability/circuit-breaker';
 import { backoffDelay, ruleFor, retries, withJitter, type RecoveryPolicy } from '../reliability/policy';
-import { DOMAIN_OF, type Boundary, type Certainty, type FailureCode, type FailureDetails } from '../reliability/taxonomy';
+import {
+  DOMAIN_OF,
+  type Boundary,
+  type Certainty,
+  type FailureCode,
+  type FailureDetails,
+} from '../reliability/taxonomy';
 import type { AttemptRecord, OperationLog } from '../store/types';
 import { inAttemptScope, type AttemptScope } from './attempt-scope';
 
@@ -60,11 +66,17 @@ export function createAttemptRunner(deps: AttemptDeps) {
   const now = deps.now ?? Date.now;
 
   /** Runs `fn` as one attempt of `call`; the result gains the step's evidence. */
-  return async function runAttempt<T extends object>(call: StepCall, classify: Classifier, fn: () => Promise<T>): Promise<T & { evidence: StepEvidence }> {
+  return async function runAttempt<T extends object>(
+    call: StepCall,
+    classify: Classifier,
+    fn: () => Promise<T>,
+  ): Promise<T & { evidence: StepEvidence }> {
     const info = Context.current().info;
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
     const started = now();
-    const ledgerId = await bestEffort(() => deps.log.beginAttempt({ ...call, workflowId, runId, attempt: info.attempt }));
+    const ledgerId = await bestEffort(() =>
+      deps.log.beginAttempt({ ...call, workflowId, runId, attempt: info.attempt }),
+    );
     const scope: AttemptScope = { startedAtMs: started, requests: [], providerRequestId: null };
     const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
     let admitted = false;
@@ -80,11 +92,19 @@ export function createAttemptRunner(deps: AttemptDeps) {
         const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
         const open = earlier.find((a) => a.id !== ledgerId && mayHaveTakenEffect(a));
         if (open) {
-          throw new Classified('CAPACITY', 'may_have_executed', 'circuit_open_after_uncertain_attempt', `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`, {
-            retryAfterMs: refused.retryAfterMs,
-          });
+          throw new Classified(
+            'CAPACITY',
+            'may_have_executed',
+            'circuit_open_after_uncertain_attempt',
+            `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`,
+            {
+              retryAfterMs: refused.retryAfterMs,
+            },
+          );
         }
-        throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, { retryAfterMs: refused.retryAfterMs });
+        throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, {
+          retryAfterMs: refused.retryAfterMs,
+        });
       }
       admitted = true;
       const value = await inAttemptScope(scope, fn);
@@ -92,8 +112,22 @@ export function createAttemptRunner(deps: AttemptDeps) {
       if (scope.requests.length > 0) breaker?.succeeded();
       else breaker?.abstained();
       // The SDK's activity logger adds the workflow id, the activity and its attempt.
-      log.info('step attempt succeeded', { step: call.step, operationId: call.operationId, key: call.key, transportRequests: scope.requests.length, providerRequestId: scope.providerRequestId });
-      await finish(ledgerId, { transportRequests: scope.requests.length, outcome: 'ok', certainty: 'completed', reason: null, retryAfterMs: null, nextDelayMs: null, providerRequestId: scope.providerRequestId });
+      log.info('step attempt succeeded', {
+        step: call.step,
+        operationId: call.operationId,
+        key: call.key,
+        transportRequests: scope.requests.length,
+        providerRequestId: scope.providerRequestId,
+      });
+      await finish(ledgerId, {
+        transportRequests: scope.requests.length,
+        outcome: 'ok',
+        certainty: 'completed',
+        reason: null,
+        retryAfterMs: null,
+        nextDelayMs: null,
+        providerRequestId: scope.providerRequestId,
+      });
       return { ...value, evidence: { attempt: info.attempt, ledger: await ledger(call.key, runId) } };
     } catch (err) {
       const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
@@ -219,5 +253,8 @@ function causeOf(c: Classified): Error | undefined {
   const cause = c.extra.cause;
   if (!(cause instanceof Error)) return undefined;
   // Keep the chain, minus anything that could carry a customer's address.
-  return Object.assign(new Error(maskEmails(cause.message)), { name: cause.name, stack: cause.stack && maskEmails(cause.stack) });
+  return Object.assign(new Error(maskEmails(cause.message)), {
+    name: cause.name,
+    stack: cause.stack && maskEmails(cause.stack),
+  });
 }

@@ -21,7 +21,20 @@ export function digestMail(input: DigestInput): MailText {
 
 function digestText(input: DigestInput): string {
   if (input.total === 0) return `No refund run waits for a person (${input.occurrenceId}).`;
-  const lines = input.runs.map((r) => `- ${r.workflowId} (order ${r.orderId ?? '?'}): ${r.execution}, ${r.status ?? '?'} at ${r.step ?? '?'}, refund ${r.effect ?? '?'}; ${r.verdict ?? ''}`);
-  const more = input.total > input.runs.length ? [`…and ${input.total - input.runs.length} more: npm run inspect -- --attention`] : [];
-  return [`${input.total} refund run(s) wait for a person (${input.occurrenceId}):`, '', ...lines, ...more, '', 'Inspect one with npm run inspect -- <workflow id>.'].join('\n');
+  const lines = input.runs.map(
+    (r) =>
+      `- ${r.workflowId} (order ${r.orderId ?? '?'}): ${r.execution}, ${r.status ?? '?'} at ${r.step ?? '?'}, refund ${r.effect ?? '?'}; ${r.verdict ?? ''}`,
+  );
+  const more =
+    input.total > input.runs.length
+      ? [`…and ${input.total - input.runs.length} more: npm run inspect -- --attention`]
+      : [];
+  return [
+    `${input.total} refund run(s) wait for a person (${input.occurrenceId}):`,
+    '',
+    ...lines,
+    ...more,
+    '',
+    'Inspect one with npm run inspect -- <workflow id>.',
+  ].join('\n');
 }

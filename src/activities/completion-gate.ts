@@ -31,29 +31,51 @@ export interface CheckCompletionInput {
 }
 
 /** What the gate reads of the provider's refund, from the API or from a signed event. */
-type ProviderView = Pick<Stripe.Refund, 'id' | 'status' | 'amount' | 'currency'> & { metadata: Record<string, string> | null; failure_reason?: string | null };
+type ProviderView = Pick<Stripe.Refund, 'id' | 'status' | 'amount' | 'currency'> & {
+  metadata: Record<string, string> | null;
+  failure_reason?: string | null;
+};
 
 /** Audit events a completed operation must have, in this order. */
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
 
-export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner; requestTimeoutMs: number }) {
+export function createCompletionGate(deps: {
+  stripe: Stripe;
+  store: OrderStore;
+  attempt: AttemptRunner;
+  requestTimeoutMs: number;
+}) {
   const { stripe, store } = deps;
 
   async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {
-    const call = { step: 'completion_gate', key: lookupKey(input.idempotencyKey, 'gate'), operationId: input.operationId, boundary: 'stripe' as const };
+    const call = {
+      step: 'completion_gate',
+      key: lookupKey(input.idempotencyKey, 'gate'),
+      operationId: input.operationId,
+      boundary: 'stripe' as const,
+    };
     return deps.attempt(call, paymentFailure(false), async () => {
       const findings: GateFinding[] = [];
-      const check = (name: GateFinding['check'], ok: boolean, observed: string) => findings.push({ check: name, ok, observed });
+      const check = (name: GateFinding['check'], ok: boolean, observed: string) =>
+        findings.push({ check: name, ok, observed });
 
       // The provider's two reads are one round trip, not two, with the store's (one connection, in turn) beside them.
       // Each is waited for, even once one has failed, so that no request outlives the attempt that counts it.
       const [{ event, refund }, listed, [applied, notice, trail]] = await allOrFirstError([
         providerView(input),
         listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs),
-        (async () => [await store.appliedRefund(input.operationId), await store.getNotification(input.noticeKey), await store.operations.auditTrail(input.operationId)] as const)(),
+        (async () =>
+          [
+            await store.appliedRefund(input.operationId),
+            await store.getNotification(input.noticeKey),
+            await store.operations.auditTrail(input.operationId),
+          ] as const)(),
       ] as const);
       const receipt = event ? event.receipt : toReceipt(refund as Stripe.Refund, false);
-      const fits = refund.amount === input.amount && refund.currency === input.currency && refund.metadata?.operation_id === input.operationId;
+      const fits =
+        refund.amount === input.amount &&
+        refund.currency === input.currency &&
+        refund.metadata?.operation_id === input.operationId;
       check(
         'provider_receipt',
         fits && refund.status === 'succeeded',
@@ -63,23 +85,52 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       // A lagging list may not show ours yet; more than one is never right.
       const mine = refundIdsOf(listed, input.operationId);
       const single = mine.length <= 1 && mine.every((id) => id === refund.id);
-      check('single_refund', single, `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`);
+      check(
+        'single_refund',
+        single,
+        `${mine.length} refund(s) with this operation id in the provider's list: ${mine.join(', ') || 'none listed yet'}`,
+      );
 
       check(
         'order_refund_state',
-        applied !== undefined && applied.refundId === refund.id && applied.amount === input.amount && applied.revertedByKey === null,
-        applied ? `order ${applied.orderId} records ${applied.refundId} for ${applied.amount}${applied.revertedByKey ? `, reverted by ${applied.revertedByKey}` : ''}` : 'the order records no refund for this operation',
+        applied !== undefined &&
+          applied.refundId === refund.id &&
+          applied.amount === input.amount &&
+          applied.revertedByKey === null,
+        applied
+          ? `order ${applied.orderId} records ${applied.refundId} for ${applied.amount}${applied.revertedByKey ? `, reverted by ${applied.revertedByKey}` : ''}`
+          : 'the order records no refund for this operation',
       );
 
       // Sent on a person's word (confirm-delivered) passes too, and says so: the server's answer never came.
-      const byPerson = trail.find((e) => e.event === 'notification_sent' && e.detail.key === input.noticeKey && typeof e.detail.confirmedBy === 'string');
-      const onWord = byPerson ? `: delivery confirmed by ${String(byPerson.detail.confirmedBy)} (${String(byPerson.detail.reason)})` : '';
-      check('notification_state', notice?.status === 'sent', notice ? `notice ${notice.messageId} is ${notice.status}${onWord}` : 'no notice in the outbox');
+      const byPerson = trail.find(
+        (e) =>
+          e.event === 'notification_sent' &&
+          e.detail.key === input.noticeKey &&
+          typeof e.detail.confirmedBy === 'string',
+      );
+      const onWord = byPerson
+        ? `: delivery confirmed by ${String(byPerson.detail.confirmedBy)} (${String(byPerson.detail.reason)})`
+        : '';
+      check(
+        'notification_state',
+        notice?.status === 'sent',
+        notice ? `notice ${notice.messageId} is ${notice.status}${onWord}` : 'no notice in the outbox',
+      );
 
       const events = trail.map((e) => e.event);
-      const confirmed = events.includes('refund_confirmed') || trail.some((e) => e.event === 'reconciled' && e.detail.result === 'completed');
-      const missing = [...REQUIRED_TRAIL.filter((e) => !events.includes(e)), ...(confirmed ? [] : ['refund_confirmed'])];
-      check('audit_trail', missing.length === 0, missing.length === 0 ? `${trail.length} audit entries, none missing` : `missing ${missing.join(', ')}`);
+      const confirmed =
+        events.includes('refund_confirmed') ||
+        trail.some((e) => e.event === 'reconciled' && e.detail.result === 'completed');
+      const missing = [
+        ...REQUIRED_TRAIL.filter((e) => !events.includes(e)),
+        ...(confirmed ? [] : ['refund_confirmed']),
+      ];
+      check(
+        'audit_trail',
+        missing.length === 0,
+        missing.length === 0 ? `${trail.length} audit entries, none missing` : `missing ${missing.join(', ')}`,
+      );
 
       let verdict: GateResult['verdict'] = findings.every((f) => f.ok) ? 'pass' : 'mismatch';
       // An anomaly (a refund that does not fit, another carrying the operation id) always wins: waiting or undoing on it could be wrong.
@@ -87,25 +138,49 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       if (!anomaly && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
       if (!anomaly && (refund.status === 'failed' || refund.status === 'canceled')) verdict = 'refund_failed';
       const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
-      if (verdict === 'pass') await store.operations.settle(input.operationId, { status: 'completed', refund: receipt }, who, 'completion_gate_passed');
+      if (verdict === 'pass')
+        await store.operations.settle(
+          input.operationId,
+          { status: 'completed', refund: receipt },
+          who,
+          'completion_gate_passed',
+        );
       if (verdict === 'refund_failed') {
-        await store.operations.settle(input.operationId, { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }, who, 'refund_failed_after_acceptance');
+        await store.operations.settle(
+          input.operationId,
+          { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' },
+          who,
+          'refund_failed_after_acceptance',
+        );
       }
       return { verdict, refund: receipt, findings, otherRefundIds: mine.filter((id) => id !== refund.id) };
     });
   }
 
   /** The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it. */
-  async function providerView(input: CheckCompletionInput): Promise<{ event: Awaited<ReturnType<typeof signedSuccess>>; refund: ProviderView }> {
+  async function providerView(
+    input: CheckCompletionInput,
+  ): Promise<{ event: Awaited<ReturnType<typeof signedSuccess>>; refund: ProviderView }> {
     const event = await signedSuccess(input);
-    return { event, refund: event ?? (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) })) };
+    return {
+      event,
+      refund:
+        event ??
+        (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) })),
+    };
   }
 
   /** The provider's signed word that the refund succeeded, as the receiver recorded it, when the run was handed one. */
-  async function signedSuccess(input: CheckCompletionInput): Promise<(ProviderView & { eventId: string; receipt: RefundReceipt }) | undefined> {
+  async function signedSuccess(
+    input: CheckCompletionInput,
+  ): Promise<(ProviderView & { eventId: string; receipt: RefundReceipt }) | undefined> {
     if (!input.providerEventId) return undefined;
-    const [event, op] = await Promise.all([store.providerEvents.get(input.providerEventId), store.operations.get(input.operationId)]);
-    if (!event || !op?.refund || event.operationId !== input.operationId || event.refundId !== input.refundId) return undefined;
+    const [event, op] = await Promise.all([
+      store.providerEvents.get(input.providerEventId),
+      store.operations.get(input.operationId),
+    ]);
+    if (!event || !op?.refund || event.operationId !== input.operationId || event.refundId !== input.refundId)
+      return undefined;
     if (event.refundStatus !== 'succeeded' || event.amount === null || event.currency === null) return undefined;
     return {
       eventId: event.eventId,
@@ -114,7 +189,13 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
       amount: event.amount,
       currency: event.currency,
       metadata: { operation_id: event.operationId },
-      receipt: { ...op.refund, status: event.refundStatus, amount: event.amount, currency: event.currency, replayed: false },
+      receipt: {
+        ...op.refund,
+        status: event.refundStatus,
+        amount: event.amount,
+        currency: event.currency,
+        replayed: false,
+      },
     };
   }
 
@@ -122,9 +203,13 @@ export function createCompletionGate(deps: { stripe: Stripe; store: OrderStore; 
 }
 
 /** Every promise's value once all have settled; if any failed, the first failure in the list's order. */
-async function allOrFirstError<T extends readonly unknown[]>(promises: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+async function allOrFirstError<T extends readonly unknown[]>(
+  promises: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
   const settled = await Promise.allSettled(promises);
   const failed = settled.find((r) => r.status === 'rejected');
   if (failed) throw failed.reason;
-  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
 }

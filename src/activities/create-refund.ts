@@ -39,96 +39,131 @@ export function refundCreation(deps: PaymentDeps) {
    * compares it with what was asked. Only the create may be sent, and only with the operation's key.
    */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
-    const call = { step: 'create_refund', key: input.idempotencyKey, operationId: input.operationId, boundary: 'stripe' as const, breaker: 'stripe:create_refund' };
+    const call = {
+      step: 'create_refund',
+      key: input.idempotencyKey,
+      operationId: input.operationId,
+      boundary: 'stripe' as const,
+      breaker: 'stripe:create_refund',
+    };
     // Every failure carries the operation's record as it stands after it: what the run says of the refund comes from there.
-    return attempt(call, paymentFailure(true), () => withRecord(input.operationId, async () => {
-      const op = await log.get(input.operationId);
-      if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}; nothing was sent`);
-      // The receipt is already known (an earlier run, or reconciliation): replay it, send nothing.
-      if (op.refund) return { ...op.refund, replayed: true };
-      const proven = op.provenAbsentThrough === op.requestsSent;
-      if (op.lastSentAt !== null && !insideWindow(op, await now()) && !proven) {
-        throw new Classified(
-          'UNKNOWN_OUTCOME',
-          'may_have_executed',
-          'outside_dedupe_window',
-          `not sent: operation ${input.operationId} was first sent at ${op.firstSentAt}, outside the provider's dedupe window for key ${input.idempotencyKey}; ` +
-            'reconcile with the provider before any new request',
-        );
-      }
-      // Half the timeout at most: the stamp takes its share of the deadline even when the timeout is short.
-      const enough = (ms: number) => ms >= Math.min(MIN_REQUEST_MS, deps.windows.requestTimeoutMs / 2);
-      // The send's deadline, fixed before its stamp is taken: nothing of it is on the wire after stamp + STRIPE_TIMEOUT_MS.
-      const sendBy = Date.now() + requestTimeout(deps.windows.requestTimeoutMs);
-      if (!enough(sendBy - Date.now())) throw timeSpent();
-      try {
-        await log.markSent(input.operationId, actor(), onWireForMs);
-      } catch (err) {
-        // A later version was begun: this one never goes out. If its earlier send's outcome is open, that comes first.
-        if (err instanceof LaterVersionError && op.requestsSent > (op.provenAbsentThrough ?? 0)) {
-          throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'later_version_exists', `${err.message}; an earlier send of it is not settled`, { cause: err });
+    return attempt(call, paymentFailure(true), () =>
+      withRecord(input.operationId, async () => {
+        const op = await log.get(input.operationId);
+        if (!op)
+          throw new Classified(
+            'INVALID_ARGUMENTS',
+            'not_executed',
+            'no_intent',
+            `no intent is recorded for operation ${input.operationId}; nothing was sent`,
+          );
+        // The receipt is already known (an earlier run, or reconciliation): replay it, send nothing.
+        if (op.refund) return { ...op.refund, replayed: true };
+        const proven = op.provenAbsentThrough === op.requestsSent;
+        if (op.lastSentAt !== null && !insideWindow(op, await now()) && !proven) {
+          throw new Classified(
+            'UNKNOWN_OUTCOME',
+            'may_have_executed',
+            'outside_dedupe_window',
+            `not sent: operation ${input.operationId} was first sent at ${op.firstSentAt}, outside the provider's dedupe window for key ${input.idempotencyKey}; ` +
+              'reconcile with the provider before any new request',
+          );
         }
-        throw err;
-      }
-      let refund: Stripe.Response<Stripe.Refund>;
-      try {
-        // The stamp may have waited for the database: what is left of the deadline is the request's, or it does not go out.
-        const timeout = sendBy - Date.now();
-        if (!enough(timeout)) throw timeSpent();
-        const scope = currentAttemptScope();
-        if (scope) scope.sendBy = sendBy;
-        refund = await stripe.refunds.create(
-          {
-            payment_intent: input.paymentIntentId,
-            amount: input.amount,
-            reason: input.reason,
-            metadata: { order_id: input.orderId, operation_id: input.operationId },
-          },
-          { idempotencyKey: input.idempotencyKey, timeout },
-        );
-      } catch (err) {
-        const failure = stripeFailure(err, true);
-        if (failure.certainty !== 'not_executed') {
-          // Best effort: the failure itself tells the workflow; the record makes later runs reconcile first.
-          await log.settle(input.operationId, { status: 'unknown', reason: failure.reason }, actor(), 'refund_outcome_unknown', { message: failure.message }).catch(() => undefined);
-        } else if (provesNothingSent(failure) && (op.provenAbsentThrough ?? 0) === op.requestsSent) {
-          // This send had no effect, and every earlier one is proven so: the record says so, counted in
-          // sends, unless another send went out meanwhile. Best effort, like the above: the failure stands.
-          const prove = async () => {
-            const proof = { status: 'intent' as const, reason: failure.reason, absenceConfirmedAt: new Date(await now()).toISOString(), ifRequestsSent: op.requestsSent + 1 };
-            await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message });
-          };
-          await prove().catch(() => undefined);
+        // Half the timeout at most: the stamp takes its share of the deadline even when the timeout is short.
+        const enough = (ms: number) => ms >= Math.min(MIN_REQUEST_MS, deps.windows.requestTimeoutMs / 2);
+        // The send's deadline, fixed before its stamp is taken: nothing of it is on the wire after stamp + STRIPE_TIMEOUT_MS.
+        const sendBy = Date.now() + requestTimeout(deps.windows.requestTimeoutMs);
+        if (!enough(sendBy - Date.now())) throw timeSpent();
+        try {
+          await log.markSent(input.operationId, actor(), onWireForMs);
+        } catch (err) {
+          // A later version was begun: this one never goes out. If its earlier send's outcome is open, that comes first.
+          if (err instanceof LaterVersionError && op.requestsSent > (op.provenAbsentThrough ?? 0)) {
+            throw new Classified(
+              'UNKNOWN_OUTCOME',
+              'may_have_executed',
+              'later_version_exists',
+              `${err.message}; an earlier send of it is not settled`,
+              { cause: err },
+            );
+          }
+          throw err;
         }
-        throw failure;
-      }
-      const receipt = toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true');
-      const failed = refund.status === 'failed' || refund.status === 'canceled';
-      const partial = refund.currency !== input.currency || refund.amount < input.amount;
-      const update: OperationUpdate = failed
-        ? { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }
-        : partial
-          ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
-          : { status: 'refunded', refund: receipt };
-      try {
-        await log.settle(
-          input.operationId,
-          update,
-          actor(),
-          'refund_confirmed',
-          { requestId: refund.lastResponse.requestId ?? null },
-        );
-      } catch (err) {
-        // The refund exists; only its record is missing. A retry with the same key (or reconciliation) recovers the receipt.
-        const c = storeFailure(err);
-        throw new Classified(c.code, 'completed', 'receipt_not_recorded', `refund ${refund.id} was made, but its receipt could not be recorded: ${c.message}`, {
-          providerRequestId: refund.lastResponse.requestId ?? null,
-          provider: { refundId: refund.id },
-          cause: err,
-        });
-      }
-      return receipt;
-    }));
+        let refund: Stripe.Response<Stripe.Refund>;
+        try {
+          // The stamp may have waited for the database: what is left of the deadline is the request's, or it does not go out.
+          const timeout = sendBy - Date.now();
+          if (!enough(timeout)) throw timeSpent();
+          const scope = currentAttemptScope();
+          if (scope) scope.sendBy = sendBy;
+          refund = await stripe.refunds.create(
+            {
+              payment_intent: input.paymentIntentId,
+              amount: input.amount,
+              reason: input.reason,
+              metadata: { order_id: input.orderId, operation_id: input.operationId },
+            },
+            { idempotencyKey: input.idempotencyKey, timeout },
+          );
+        } catch (err) {
+          const failure = stripeFailure(err, true);
+          if (failure.certainty !== 'not_executed') {
+            // Best effort: the failure itself tells the workflow; the record makes later runs reconcile first.
+            await log
+              .settle(
+                input.operationId,
+                { status: 'unknown', reason: failure.reason },
+                actor(),
+                'refund_outcome_unknown',
+                { message: failure.message },
+              )
+              .catch(() => undefined);
+          } else if (provesNothingSent(failure) && (op.provenAbsentThrough ?? 0) === op.requestsSent) {
+            // This send had no effect, and every earlier one is proven so: the record says so, counted in
+            // sends, unless another send went out meanwhile. Best effort, like the above: the failure stands.
+            const prove = async () => {
+              const proof = {
+                status: 'intent' as const,
+                reason: failure.reason,
+                absenceConfirmedAt: new Date(await now()).toISOString(),
+                ifRequestsSent: op.requestsSent + 1,
+              };
+              await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message });
+            };
+            await prove().catch(() => undefined);
+          }
+          throw failure;
+        }
+        const receipt = toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true');
+        const failed = refund.status === 'failed' || refund.status === 'canceled';
+        const partial = refund.currency !== input.currency || refund.amount < input.amount;
+        const update: OperationUpdate = failed
+          ? { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }
+          : partial
+            ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
+            : { status: 'refunded', refund: receipt };
+        try {
+          await log.settle(input.operationId, update, actor(), 'refund_confirmed', {
+            requestId: refund.lastResponse.requestId ?? null,
+          });
+        } catch (err) {
+          // The refund exists; only its record is missing. A retry with the same key (or reconciliation) recovers the receipt.
+          const c = storeFailure(err);
+          throw new Classified(
+            c.code,
+            'completed',
+            'receipt_not_recorded',
+            `refund ${refund.id} was made, but its receipt could not be recorded: ${c.message}`,
+            {
+              providerRequestId: refund.lastResponse.requestId ?? null,
+              provider: { refundId: refund.id },
+              cause: err,
+            },
+          );
+        }
+        return receipt;
+      }),
+    );
   }
 
   /** A failure of `work` with the operation's record after it among its facts (best effort: the failure stands without them). */
@@ -139,8 +174,15 @@ export function refundCreation(deps: PaymentDeps) {
       const c = paymentFailure(true)(err);
       const op = await log.get(operationId).catch(() => undefined);
       if (!op) throw c;
-      const record = { operationStatus: op.status, requestsSent: op.requestsSent, provenAbsentThrough: op.provenAbsentThrough };
-      throw new Classified(c.code, c.certainty, c.reason, c.message, { ...c.extra, provider: { ...c.extra.provider, ...record } });
+      const record = {
+        operationStatus: op.status,
+        requestsSent: op.requestsSent,
+        provenAbsentThrough: op.provenAbsentThrough,
+      };
+      throw new Classified(c.code, c.certainty, c.reason, c.message, {
+        ...c.extra,
+        provider: { ...c.extra.provider, ...record },
+      });
     }
   }
 
@@ -156,11 +198,21 @@ function provesNothingSent(failure: Classified): boolean {
   if (failure.certainty !== 'not_executed') return false;
   if (failure.reason === 'attempt_time_spent' || failure.reason === 'connection_failed_before_send') return true;
   const status = failure.extra.provider?.statusCode;
-  return typeof status === 'number' && status < 500 && typeof failure.extra.providerRequestId === 'string' && failure.extra.providerRequestId !== '';
+  return (
+    typeof status === 'number' &&
+    status < 500 &&
+    typeof failure.extra.providerRequestId === 'string' &&
+    failure.extra.providerRequestId !== ''
+  );
 }
 
 /** Below this, a request would likely time out by our own hand: it is not sent at all. */
 const MIN_REQUEST_MS = 1000;
 
 const timeSpent = () =>
-  new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'attempt_time_spent', 'not sent: too little of this attempt is left for the request to finish');
+  new Classified(
+    'TRANSIENT_DEPENDENCY',
+    'not_executed',
+    'attempt_time_spent',
+    'not sent: too little of this attempt is left for the request to finish',
+  );

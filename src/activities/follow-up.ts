@@ -6,7 +6,15 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
 import { compensationKeyOf } from '../compensations/plan';
-import { lookupKey, stepKey, type Evidenced, type FollowUpFacts, type ProviderEventSummary, type RunSettings, type StandingRecords } from '../contract';
+import {
+  lookupKey,
+  stepKey,
+  type Evidenced,
+  type FollowUpFacts,
+  type ProviderEventSummary,
+  type RunSettings,
+  type StandingRecords,
+} from '../contract';
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
@@ -20,7 +28,13 @@ export interface ExamineFollowUpInput {
   refundId: string;
 }
 
-export function createFollowUpActivities(deps: { stripe: Stripe; store: OrderStore; attempt: AttemptRunner; settings: RunSettings; temporal?: Client }) {
+export function createFollowUpActivities(deps: {
+  stripe: Stripe;
+  store: OrderStore;
+  attempt: AttemptRunner;
+  settings: RunSettings;
+  temporal?: Client;
+}) {
   const { stripe, store } = deps;
 
   /**
@@ -28,13 +42,33 @@ export function createFollowUpActivities(deps: { stripe: Stripe; store: OrderSto
    * as failed; then reports what of the saga stands: the refund on the order, the customer notice.
    */
   async function examineFollowUp(input: ExamineFollowUpInput): Promise<Evidenced<FollowUpFacts>> {
-    const call = { step: 'follow_up', key: lookupKey(stepKey(input.operationId, 'create_refund'), 'follow-up'), operationId: input.operationId, boundary: 'stripe' as const };
+    const call = {
+      step: 'follow_up',
+      key: lookupKey(stepKey(input.operationId, 'create_refund'), 'follow-up'),
+      operationId: input.operationId,
+      boundary: 'stripe' as const,
+    };
     return deps.attempt(call, paymentFailure(false), async () => {
       const op = await store.operations.get(input.operationId);
-      if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `operation ${input.operationId} is not in this store`);
-      const refund = await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.settings.provider.requestTimeoutMs) });
+      if (!op)
+        throw new Classified(
+          'INVALID_ARGUMENTS',
+          'not_executed',
+          'no_intent',
+          `operation ${input.operationId} is not in this store`,
+        );
+      const refund = await stripe.refunds.retrieve(
+        input.refundId,
+        {},
+        { timeout: requestTimeout(deps.settings.provider.requestTimeoutMs) },
+      );
       if (refund.metadata?.operation_id !== input.operationId) {
-        throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'not_this_operation', `refund ${refund.id} does not carry operation ${input.operationId}`);
+        throw new Classified(
+          'INVALID_ARGUMENTS',
+          'not_executed',
+          'not_this_operation',
+          `refund ${refund.id} does not carry operation ${input.operationId}`,
+        );
       }
       // Only the operation's own refund failing undoes its saga; another refund carrying its id is an anomaly for a person.
       if (op.refund?.refundId !== refund.id) {
@@ -51,9 +85,21 @@ export function createFollowUpActivities(deps: { stripe: Stripe; store: OrderSto
       if (failed) {
         const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
-        await store.operations.settle(input.operationId, { status: 'failed', refund: receipt, reason }, who, 'refund_failed_after_completion', { followUp: who });
+        await store.operations.settle(
+          input.operationId,
+          { status: 'failed', refund: receipt, reason },
+          who,
+          'refund_failed_after_completion',
+          { followUp: who },
+        );
       }
-      return { request: op.request, refund: receipt, failed, ...(await readStanding(input.operationId, refund.id)), policy: deps.settings.policy };
+      return {
+        request: op.request,
+        refund: receipt,
+        failed,
+        ...(await readStanding(input.operationId, refund.id)),
+        policy: deps.settings.policy,
+      };
     });
   }
 
@@ -61,7 +107,10 @@ export function createFollowUpActivities(deps: { stripe: Stripe; store: OrderSto
   async function refuseAnotherRefund(operationId: string, orderId: string, refundId: string): Promise<void> {
     const order = await store.getOrder(orderId);
     if (!order) return;
-    const others = refundIdsOf(await listRefunds(stripe, order.paymentIntentId, deps.settings.provider.requestTimeoutMs), operationId).filter((id) => id !== refundId);
+    const others = refundIdsOf(
+      await listRefunds(stripe, order.paymentIntentId, deps.settings.provider.requestTimeoutMs),
+      operationId,
+    ).filter((id) => id !== refundId);
     if (others.length === 0) return;
     throw new Classified(
       'INVALID_ARGUMENTS',
@@ -79,7 +128,10 @@ export function createFollowUpActivities(deps: { stripe: Stripe; store: OrderSto
       return found ? { key: found.key, status: found.status, messageId: found.messageId } : null;
     };
     return {
-      order: applied && (refundId === null || applied.refundId === refundId) ? { refundId: applied.refundId, amount: applied.amount, revertedByKey: applied.revertedByKey } : null,
+      order:
+        applied && (refundId === null || applied.refundId === refundId)
+          ? { refundId: applied.refundId, amount: applied.amount, revertedByKey: applied.revertedByKey }
+          : null,
       notice: await entry(stepKey(operationId, 'notify_customer')),
       correction: await entry(compensationKeyOf('notify_customer', operationId)),
     };
@@ -94,13 +146,29 @@ export function createFollowUpActivities(deps: { stripe: Stripe; store: OrderSto
    * A run that ends holding the provider's word that its refund failed, which it did not act on
    * (it was parked, abandoned, or the provider's API still said succeeded): the follow-up takes it.
    */
-  async function handToFollowUp(input: { operationId: string; event: ProviderEventSummary; workflowTaskQueue?: string }): Promise<{ workflowId: string; runId: string }> {
-    if (!deps.temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client for follow-ups', 'INVALID_ARGUMENTS');
+  async function handToFollowUp(input: {
+    operationId: string;
+    event: ProviderEventSummary;
+    workflowTaskQueue?: string;
+  }): Promise<{ workflowId: string; runId: string }> {
+    if (!deps.temporal)
+      throw ApplicationFailure.nonRetryable('this worker has no Temporal client for follow-ups', 'INVALID_ARGUMENTS');
     const { workflowExecution, taskQueue } = Context.current().info;
     const workflowId = workflowExecution?.workflowId ?? 'activity';
     // The follow-up runs where the handing run's workflows run: this activity's own queue may be an activity pool's, which no workflow worker polls.
-    const started = await startFollowUp(deps.temporal, { operationId: input.operationId, originalWorkflowId: workflowId, event: input.event, taskQueue: input.workflowTaskQueue ?? taskQueue });
-    await store.operations.audit(input.operationId, workflowId, 'late_provider_event', { eventId: input.event.id, type: input.event.type, refundId: input.event.refundId, refundStatus: input.event.refundStatus, followUp: started });
+    const started = await startFollowUp(deps.temporal, {
+      operationId: input.operationId,
+      originalWorkflowId: workflowId,
+      event: input.event,
+      taskQueue: input.workflowTaskQueue ?? taskQueue,
+    });
+    await store.operations.audit(input.operationId, workflowId, 'late_provider_event', {
+      eventId: input.event.id,
+      type: input.event.type,
+      refundId: input.event.refundId,
+      refundStatus: input.event.refundStatus,
+      followUp: started,
+    });
     return started;
   }
 

@@ -19,7 +19,9 @@ export interface SmtpSettings {
 export function createMailTransport(smtpUrl: string, settings?: SmtpSettings): Transporter {
   const url = new URL(smtpUrl);
   const tls = settings?.tls ?? smtpTlsFor(smtpUrl);
-  const fromUrl = url.username ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) } : undefined;
+  const fromUrl = url.username
+    ? { user: decodeURIComponent(url.username), pass: decodeURIComponent(url.password) }
+    : undefined;
   return nodemailer.createTransport({
     host: url.hostname.replace(/^\[|\]$/g, ''),
     port: Number(url.port || (tls === 'implicit' ? 465 : 587)),

@@ -23,9 +23,18 @@ export interface NotificationDeps {
 }
 
 export function createNotificationActivities(deps: NotificationDeps) {
-  const { deliver, confirmDelivered } = createOutboxHandOver({ ...deps, sendDeadlineMs: deps.sendDeadlineMs ?? 25_000 });
+  const { deliver, confirmDelivered } = createOutboxHandOver({
+    ...deps,
+    sendDeadlineMs: deps.sendDeadlineMs ?? 25_000,
+  });
 
-  const smtpCall = (step: string, key: string, operationId: string) => ({ step, key, operationId, boundary: 'smtp' as const, breaker: 'smtp:send' });
+  const smtpCall = (step: string, key: string, operationId: string) => ({
+    step,
+    key,
+    operationId,
+    boundary: 'smtp' as const,
+    breaker: 'smtp:send',
+  });
 
   return {
     async sendRefundNotice(input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> {
@@ -39,7 +48,12 @@ export function createNotificationActivities(deps: NotificationDeps) {
      * entry becomes sent, naming them, so the completion gate's notification check can pass. Sends nothing.
      */
     async confirmNoticeDelivered(input: ConfirmDeliveredInput): Promise<Evidenced<NotificationReceipt>> {
-      const call = { step: 'notify_customer', key: input.key, operationId: input.operationId, boundary: 'store' as const };
+      const call = {
+        step: 'notify_customer',
+        key: input.key,
+        operationId: input.operationId,
+        boundary: 'store' as const,
+      };
       return deps.attempt(call, storeFailure, () => confirmDelivered(input));
     },
 
@@ -47,7 +61,13 @@ export function createNotificationActivities(deps: NotificationDeps) {
     async sendDigest(input: DigestInput): Promise<Evidenced<NotificationReceipt>> {
       return deps.attempt(smtpCall('digest', input.key, input.occurrenceId), storeFailure, () =>
         deliver(
-          { key: input.key, operationId: input.occurrenceId, orderId: '', kind: 'digest', to: deps.digestTo ?? DEFAULT_DIGEST_TO },
+          {
+            key: input.key,
+            operationId: input.occurrenceId,
+            orderId: '',
+            kind: 'digest',
+            to: deps.digestTo ?? DEFAULT_DIGEST_TO,
+          },
           digestMail(input),
         ),
       );

@@ -3,7 +3,13 @@
 import { Context } from '@temporalio/activity';
 import { createHash } from 'node:crypto';
 import { maskEmails } from '../reliability/redaction';
-import { operationId as deriveOperationId, stepKey, type BeginResult, type Evidenced, type RunSettings } from '../contract';
+import {
+  operationId as deriveOperationId,
+  stepKey,
+  type BeginResult,
+  type Evidenced,
+  type RunSettings,
+} from '../contract';
 import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
 import type { OperationRecord, OrderStore } from '../store/types';
@@ -27,7 +33,12 @@ export interface RecordOutcomeInput {
 
 /** sha256 of the canonical request: what the operation asks for, keys sorted, nothing about who or when. */
 export function requestHash(request: Pick<RefundRequest, 'orderId' | 'amount' | 'currency' | 'reason'>): string {
-  const canonical = JSON.stringify({ amount: request.amount, currency: request.currency, orderId: request.orderId, reason: request.reason });
+  const canonical = JSON.stringify({
+    amount: request.amount,
+    currency: request.currency,
+    orderId: request.orderId,
+    reason: request.reason,
+  });
   return createHash('sha256').update(canonical).digest('hex');
 }
 
@@ -41,17 +52,33 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
   async function beginOperation(input: BeginOperationInput): Promise<Evidenced<BeginResult>> {
     const { request } = input;
     const operationId = deriveOperationId(settings.scope, request.orderId, request.operationVersion);
-    const call = { step: 'load_order', key: stepKey(operationId, 'load_order'), operationId, boundary: 'store' as const };
+    const call = {
+      step: 'load_order',
+      key: stepKey(operationId, 'load_order'),
+      operationId,
+      boundary: 'store' as const,
+    };
     return attempt(call, storeFailure, async () => {
       const order = await store.getOrder(request.orderId);
-      if (!order) throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', `order ${request.orderId} does not exist`);
+      if (!order)
+        throw new Classified(
+          'PERMANENT_BUSINESS',
+          'not_executed',
+          'order_not_found',
+          `order ${request.orderId} does not exist`,
+        );
       const intent = {
         operationId,
         orderId: request.orderId,
         operationVersion: request.operationVersion,
         scope: settings.scope,
         requestHash: requestHash(request),
-        request: { orderId: request.orderId, amount: request.amount, currency: request.currency, reason: request.reason },
+        request: {
+          orderId: request.orderId,
+          amount: request.amount,
+          currency: request.currency,
+          reason: request.reason,
+        },
         actor: actor(),
       };
       const { record, created } = await store.operations.commitIntent(intent);
@@ -61,7 +88,8 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       const hasRefund = applied !== undefined || HAS_REFUND.includes(record.status);
       // This operation's own refund is already on the order (or at the provider): checking it against what is left would refuse a repeat of itself.
       let problem = hasRefund ? null : refundProblem(order, request);
-      if (!hasRefund && later && !unproven(record)) problem = `order ${request.orderId} has a later operation, ${later.operationId}: this earlier one is not sent after it`;
+      if (!hasRefund && later && !unproven(record))
+        problem = `order ${request.orderId} has a later operation, ${later.operationId}: this earlier one is not sent after it`;
       let operation = record;
       if (problem && record.status === 'intent' && !unproven(record)) {
         const refused = { status: 'rejected' as const, reason: problem, ifRequestsSent: record.requestsSent };
@@ -71,7 +99,14 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       for (const op of others) {
         if (op.operationVersion < request.operationVersion && (await unsettled(op))) blockers.push(op);
       }
-      return { order: { ...order, customerEmail: maskEmails(order.customerEmail) }, operation, created, problem, blockers, settings };
+      return {
+        order: { ...order, customerEmail: maskEmails(order.customerEmail) },
+        operation,
+        created,
+        problem,
+        blockers,
+        settings,
+      };
     });
   }
 
@@ -81,12 +116,19 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
    */
   async function unsettled(op: OperationRecord): Promise<boolean> {
     if (unproven(op)) return true;
-    return (op.status === 'refunded' || op.status === 'partial') && (await store.appliedRefund(op.operationId)) === undefined;
+    return (
+      (op.status === 'refunded' || op.status === 'partial') && (await store.appliedRefund(op.operationId)) === undefined
+    );
   }
 
   /** The run's own state is the record; this leaves its verdict beside the operation's evidence. */
   async function recordOutcome(input: RecordOutcomeInput): Promise<Evidenced<{ recorded: true }>> {
-    const call = { step: 'run_stopped', key: stepKey(input.operationId, 'run_stopped'), operationId: input.operationId, boundary: 'store' as const };
+    const call = {
+      step: 'run_stopped',
+      key: stepKey(input.operationId, 'run_stopped'),
+      operationId: input.operationId,
+      boundary: 'store' as const,
+    };
     return attempt(call, storeFailure, async () => {
       const detail = { status: input.status, reason: input.reason, failedStep: input.failedStep, ...input.detail };
       await store.operations.audit(input.operationId, actor(), input.event ?? 'run_stopped', detail);

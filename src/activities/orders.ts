@@ -15,14 +15,23 @@ export function createOrderActivities(deps: { store: OrderStore; attempt: Attemp
     /** `key` is the step's key (the operation id's update_order key), for the attempt ledger. */
     async applyRefund(input: ApplyRefundInput & { key: string }): Promise<Evidenced<OrderReceipt>> {
       const { key, ...apply } = input;
-      return attempt({ step: 'update_order', key, operationId: input.operationId, boundary: 'store' }, storeFailure, () =>
-        store.applyRefund({ ...apply, actor: actor() }),
+      return attempt(
+        { step: 'update_order', key, operationId: input.operationId, boundary: 'store' },
+        storeFailure,
+        () => store.applyRefund({ ...apply, actor: actor() }),
       );
     },
 
     async revertRefund(input: RevertRefundInput): Promise<Evidenced<OrderReceipt>> {
-      return attempt({ step: 'update_order:compensate', key: input.compensationKey, operationId: input.operationId, boundary: 'store' }, storeFailure, () =>
-        store.revertRefund({ ...input, actor: actor() }),
+      return attempt(
+        {
+          step: 'update_order:compensate',
+          key: input.compensationKey,
+          operationId: input.operationId,
+          boundary: 'store',
+        },
+        storeFailure,
+        () => store.revertRefund({ ...input, actor: actor() }),
       );
     },
   };

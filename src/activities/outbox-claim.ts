@@ -30,7 +30,9 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
   const handOverMs = deps.sendDeadlineMs + 1000;
   /** How long the entry's hand-over may still be running (0: it ended, or never began). */
   const inFlightFor = async (entry: OutboxEntry) =>
-    entry.sendingSince === null ? 0 : Math.max(0, Date.parse(entry.sendingSince) + handOverMs - (await store.operations.clock()));
+    entry.sendingSince === null
+      ? 0
+      : Math.max(0, Date.parse(entry.sendingSince) + handOverMs - (await store.operations.clock()));
   const inFlight = async (entry: OutboxEntry) => (await inFlightFor(entry)) > 0;
 
   /** The receipt of an earlier send of the email; undefined when this attempt now holds its hand-over. Throws why not. */
@@ -44,25 +46,41 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     const ours = claimed.status === 'pending' && (await store.markNotificationSending(request.key));
     if (!ours) {
       const current = (await store.getNotification(request.key)) ?? claimed;
-      if (current.status === 'sent') return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
+      if (current.status === 'sent')
+        return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
       if (current.status === 'sending') {
         const facts = { ...ctx, sendingSince: current.sendingSince };
         // A person's approval covers the hand-over they judged, however young; otherwise only the policy's row resends
         // one whose outcome is unknown, once it has ended.
         const approved = approvedResend(current, approval);
         // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
-        if (!approved && (await inFlight(current))) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
+        if (!approved && (await inFlight(current)))
+          throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
         if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
         // Resending takes the hand-over over, re-stamped: of two attempts only one resends, and a retry of
         // ours sees a hand-over of its own, which no approval covers, so it never resends again.
-        const notBefore = approved && !approval.approvedHandOver ? new Date(Date.parse(approval.resendApprovedAt!) + 1).toISOString() : undefined;
-        if (!(await store.takeOverNotification(request.key, current.sendingSince!, { endedAfterMs: approved ? 0 : handOverMs, ...(notBefore && { notBefore }) }))) {
+        const notBefore =
+          approved && !approval.approvedHandOver
+            ? new Date(Date.parse(approval.resendApprovedAt!) + 1).toISOString()
+            : undefined;
+        if (
+          !(await store.takeOverNotification(request.key, current.sendingSince!, {
+            endedAfterMs: approved ? 0 : handOverMs,
+            ...(notBefore && { notBefore }),
+          }))
+        ) {
           throw sendInProgress(facts, `another attempt took over ${ctx.messageId} just now`);
         }
       }
       if (current.status === 'pending') {
         // Another attempt held the entry and was refused by the server between our two reads: a retry sends cleanly.
-        throw new Classified('STATE_CONFLICT', 'not_executed', 'concurrent_attempt', `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`, { provider: ctx });
+        throw new Classified(
+          'STATE_CONFLICT',
+          'not_executed',
+          'concurrent_attempt',
+          `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`,
+          { provider: ctx },
+        );
       }
       // The policy, or a person's approved decision, says a send of unknown outcome is resent, with the same Message-ID so that receivers can deduplicate it.
     }
@@ -84,7 +102,13 @@ function approvedResend(current: OutboxEntry, approval: ResendApproval): boolean
 }
 
 function sendInProgress(facts: FailureDetails['provider'], what: string): Classified {
-  return new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', `${what}; look again when it is done`, { provider: facts });
+  return new Classified(
+    'STATE_CONFLICT',
+    'may_have_executed',
+    'send_in_progress',
+    `${what}; look again when it is done`,
+    { provider: facts },
+  );
 }
 
 async function claim(store: OrderStore, entry: Parameters<OrderStore['claimNotification']>[0]): Promise<OutboxEntry> {
@@ -92,14 +116,20 @@ async function claim(store: OrderStore, entry: Parameters<OrderStore['claimNotif
     return await store.claimNotification(entry);
   } catch (err) {
     if (err instanceof IntentConflictError) {
-      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), { provider: { key: entry.key } });
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {
+        provider: { key: entry.key },
+      });
     }
     throw err;
   }
 }
 
 /** A hand-over whose outcome is unknown, by this attempt (its connection lost) or a previous one. */
-export function outcomeUnknown(ctx: MailFacts & { sendingSince: string | null }, who: string, cause?: NodemailerError): Classified {
+export function outcomeUnknown(
+  ctx: MailFacts & { sendingSince: string | null },
+  who: string,
+  cause?: NodemailerError,
+): Classified {
   const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : '';
   return new Classified(
     'UNKNOWN_OUTCOME',
@@ -108,6 +138,10 @@ export function outcomeUnknown(ctx: MailFacts & { sendingSince: string | null },
     `${who} handed the message ${ctx.messageId} for ${ctx.recipient} to the mail server and its outcome is unknown${why}; ` +
       'check the mailbox for that Message-ID before any resend',
     // A connection lost after the hand-over says something about the server; an earlier attempt's open outcome does not.
-    { provider: { ...ctx, code: cause?.code ?? null, command: cause?.command ?? null }, cause, health: cause !== undefined },
+    {
+      provider: { ...ctx, code: cause?.code ?? null, command: cause?.command ?? null },
+      cause,
+      health: cause !== undefined,
+    },
   );
 }

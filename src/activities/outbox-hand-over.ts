@@ -52,25 +52,40 @@ export function createOutboxHandOver(deps: HandOverDeps) {
   const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
   const { claimHandOver, inFlightFor } = createOutboxClaim(deps);
   // The stamp of this attempt's own hand-over, for the failure a person judges (best effort: the failure stands without it).
-  const ownStamp = async (key: string) => (await store.getNotification(key).catch(() => undefined))?.sendingSince ?? null;
+  const ownStamp = async (key: string) =>
+    (await store.getNotification(key).catch(() => undefined))?.sendingSince ?? null;
 
   const deliver = async (entry: OutboxMail, { subject, text }: MailText): Promise<NotificationReceipt> => {
     let to = entry.to;
     if (to === undefined) {
       // A customer is mailed at the address the order holds, never one passed along.
       const order = await store.getOrder(entry.orderId);
-      if (!order) throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', `order ${entry.orderId} does not exist; nothing was sent`);
+      if (!order)
+        throw new Classified(
+          'PERMANENT_BUSINESS',
+          'not_executed',
+          'order_not_found',
+          `order ${entry.orderId} does not exist; nothing was sent`,
+        );
       to = order.customerEmail;
     }
     const ctx = { key: entry.key, messageId: messageIdForKey(entry.key), recipient: maskEmails(to) };
     // Sent already: its receipt. Otherwise this attempt now holds the hand-over, or the claim said why not.
-    const claim = { key: entry.key, orderId: entry.orderId, kind: entry.kind, recipient: to, subject, messageId: ctx.messageId };
+    const claim = {
+      key: entry.key,
+      orderId: entry.orderId,
+      kind: entry.kind,
+      recipient: to,
+      subject,
+      messageId: ctx.messageId,
+    };
     const earlier = await claimHandOver(claim, entry, ctx);
     if (earlier) return earlier;
 
     let info: SentMessageInfo;
     const scope = currentAttemptScope();
-    const handedOver = () => recordTransportRequest(scope, { method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
+    const handedOver = () =>
+      recordTransportRequest(scope, { method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
     try {
       info = await deps.transport.sendMail({
         from: deps.from,
@@ -86,22 +101,45 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       const c = classifySmtpError(err as NodemailerError);
       // A session that never began reached no server; any other counts as a request it received.
       if (!NO_SESSION.has(c.reason)) handedOver();
-      if (c.certainty !== 'not_executed') throw outcomeUnknown({ ...ctx, sendingSince: await ownStamp(entry.key) }, 'this attempt', err as NodemailerError);
+      if (c.certainty !== 'not_executed')
+        throw outcomeUnknown(
+          { ...ctx, sendingSince: await ownStamp(entry.key) },
+          'this attempt',
+          err as NodemailerError,
+        );
       await store.releaseNotification(entry.key);
-      throw new Classified(c.code, c.certainty, c.reason, `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`, {
-        retryAfterMs: c.retryAfterMs,
-        provider: { ...ctx, ...c.facts },
-        cause: err,
-        health: HEALTH_FAILURES.has(c.code),
-      });
+      throw new Classified(
+        c.code,
+        c.certainty,
+        c.reason,
+        `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`,
+        {
+          retryAfterMs: c.retryAfterMs,
+          provider: { ...ctx, ...c.facts },
+          cause: err,
+          health: HEALTH_FAILURES.has(c.code),
+        },
+      );
     }
     if (info.rejected?.length) {
       if (info.accepted?.length) {
         // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
-        throw new Classified('PARTIAL_OUTCOME', 'partial', 'some_recipients_rejected', `the mail server accepted ${ctx.messageId} for some recipients only`, { provider: ctx });
+        throw new Classified(
+          'PARTIAL_OUTCOME',
+          'partial',
+          'some_recipients_rejected',
+          `the mail server accepted ${ctx.messageId} for some recipients only`,
+          { provider: ctx },
+        );
       }
       await store.releaseNotification(entry.key);
-      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected', `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`, { provider: ctx });
+      throw new Classified(
+        'PERMANENT_BUSINESS',
+        'not_executed',
+        'recipient_rejected',
+        `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`,
+        { provider: ctx },
+      );
     }
     const response = info.response ?? '';
     try {
@@ -110,10 +148,16 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
       // of resending. The step took effect, whatever the store said: never "not executed".
       const c = storeFailure(err);
-      throw new Classified(c.code, 'completed', 'delivery_not_recorded', `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`, {
-        provider: { ...ctx, providerResponse: response },
-        cause: err,
-      });
+      throw new Classified(
+        c.code,
+        'completed',
+        'delivery_not_recorded',
+        `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`,
+        {
+          provider: { ...ctx, providerResponse: response },
+          cause: err,
+        },
+      );
     }
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
@@ -125,23 +169,52 @@ export function createOutboxHandOver(deps: HandOverDeps) {
     const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
     if (current && live > 0) {
       // The retry comes once that hand-over's deadline has passed.
-      throw new Classified('STATE_CONFLICT', 'not_executed', 'send_in_progress', `${current.messageId} is being handed over right now; confirm its delivery once that attempt is done`, {
-        provider: { key: input.key, messageId: current.messageId },
-        retryAfterMs: live,
-      });
+      throw new Classified(
+        'STATE_CONFLICT',
+        'not_executed',
+        'send_in_progress',
+        `${current.messageId} is being handed over right now; confirm its delivery once that attempt is done`,
+        {
+          provider: { key: input.key, messageId: current.messageId },
+          retryAfterMs: live,
+        },
+      );
     }
-    const entry = await store.confirmNotificationDelivered(input.key, { by: input.by, reason: input.reason, operationId: input.operationId, actor: actor() });
+    const entry = await store.confirmNotificationDelivered(input.key, {
+      by: input.by,
+      reason: input.reason,
+      operationId: input.operationId,
+      actor: actor(),
+    });
     if (entry.status !== 'sent') {
       // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
-      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'no_unknown_handover', `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`, {
-        provider: { key: input.key, messageId: entry.messageId },
-      });
+      throw new Classified(
+        'PERMANENT_BUSINESS',
+        'not_executed',
+        'no_unknown_handover',
+        `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`,
+        {
+          provider: { key: input.key, messageId: entry.messageId },
+        },
+      );
     }
-    return { key: input.key, messageId: entry.messageId, recipient: maskEmails(entry.recipient), providerResponse: entry.providerResponse ?? '', alreadySent: true };
+    return {
+      key: input.key,
+      messageId: entry.messageId,
+      recipient: maskEmails(entry.recipient),
+      providerResponse: entry.providerResponse ?? '',
+      alreadySent: true,
+    };
   };
 
   return { deliver, confirmDelivered };
 }
 
 /** Failures that happen before any SMTP session with the server exists. */
-const NO_SESSION = new Set(['connection_refused', 'dns_failed', 'connect_timeout', 'client_refused', 'envelope_invalid']);
+const NO_SESSION = new Set([
+  'connection_refused',
+  'dns_failed',
+  'connect_timeout',
+  'client_refused',
+  'envelope_invalid',
+]);

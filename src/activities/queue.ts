@@ -27,7 +27,9 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
       return Math.max(0, deps.maxBacklog - worst);
     } catch (err) {
       // Not knowing the backlog, this occurrence starts nothing: the requests wait, queued, for the next.
-      log.warn(`admission: the backlog of ${taskQueue} could not be read (${(err as Error).message}); no queued request is taken this time`);
+      log.warn(
+        `admission: the backlog of ${taskQueue} could not be read (${(err as Error).message}); no queued request is taken this time`,
+      );
       return 0;
     }
   };
@@ -49,19 +51,26 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
     /** Takes the oldest queued requests, as many as the admission limit leaves room for: the rest wait, queued, for a later occurrence. */
     async takeQueued(input: { limit: number; taskQueue?: string }): Promise<QueuedRequest[]> {
       const limit = Math.min(input.limit, await room(input.taskQueue));
-      if (limit < input.limit) log.warn(`admission: taking ${limit} of up to ${input.limit} queued requests; task queue ${input.taskQueue} is over ADMISSION_MAX_BACKLOG ${deps.maxBacklog}, the rest stay queued`);
+      if (limit < input.limit)
+        log.warn(
+          `admission: taking ${limit} of up to ${input.limit} queued requests; task queue ${input.taskQueue} is over ADMISSION_MAX_BACKLOG ${deps.maxBacklog}, the rest stay queued`,
+        );
       return limit > 0 ? deps.queue.next(limit) : [];
     },
 
     /** Records each start; a request whose key is held by a run with another intent is refused for good, and returned. */
-    async recordStarts(input: { occurrenceId: string; records: StartRecord[] }): Promise<{ conflicts: { id: number; workflowId: string; reason: string }[] }> {
+    async recordStarts(input: {
+      occurrenceId: string;
+      records: StartRecord[];
+    }): Promise<{ conflicts: { id: number; workflowId: string; reason: string }[] }> {
       const conflicts: { id: number; workflowId: string; reason: string }[] = [];
       for (const r of input.records) {
         const conflict = r.outcome === 'already' && r.request ? await otherIntent(r, r.request) : undefined;
         if (conflict) conflicts.push({ id: r.id, workflowId: r.workflowId, reason: conflict });
         // Another run holds its business key: it can never start as it is, and must not block the queue.
         if (conflict) await deps.queue.markRefused(r.id, `${input.occurrenceId}: ${conflict}`);
-        else if (r.outcome === 'failed') await deps.queue.markNotStarted(r.id, `${input.occurrenceId}: ${r.reason ?? 'not started'}`);
+        else if (r.outcome === 'failed')
+          await deps.queue.markNotStarted(r.id, `${input.occurrenceId}: ${r.reason ?? 'not started'}`);
         else await deps.queue.markStarted(r.id, r.workflowId, input.occurrenceId);
       }
       return { conflicts };

@@ -32,10 +32,21 @@ export function refundReconciliation(deps: PaymentDeps) {
    * last send's request was off the wire, and only if nothing was sent since the lookup began.
    */
   async function reconcileRefund(input: ReconcileRefundInput): Promise<Evidenced<ReconcileResult>> {
-    const call = { step: 'reconcile', key: lookupKey(input.idempotencyKey, 'reconcile'), operationId: input.operationId, boundary: 'stripe' as const };
+    const call = {
+      step: 'reconcile',
+      key: lookupKey(input.idempotencyKey, 'reconcile'),
+      operationId: input.operationId,
+      boundary: 'stripe' as const,
+    };
     return attempt(call, paymentFailure(false), async () => {
       const op = await log.get(input.operationId);
-      if (!op) throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', `no intent is recorded for operation ${input.operationId}`);
+      if (!op)
+        throw new Classified(
+          'INVALID_ARGUMENTS',
+          'not_executed',
+          'no_intent',
+          `no intent is recorded for operation ${input.operationId}`,
+        );
       const known = op.refund?.refundId ?? input.refundId;
       // The provider's answer is as of when we asked, not when it arrived.
       const askedAt = await now();
@@ -52,41 +63,98 @@ export function refundReconciliation(deps: PaymentDeps) {
         requestsSent: op.requestsSent,
       };
       const who = actor();
-      const settle = (update: OperationUpdate, detail: Record<string, unknown>) => log.settle(input.operationId, update, who, 'reconciled', detail);
+      const settle = (update: OperationUpdate, detail: Record<string, unknown>) =>
+        log.settle(input.operationId, update, who, 'reconciled', detail);
       if (found.length === 0 && known) {
         // A refund looked up by id that does not carry this operation proves nothing either way.
-        return { ...base, result: 'unknown', refund: null, conclusiveAt: null, note: `refund ${known} does not carry operation ${input.operationId}` };
+        return {
+          ...base,
+          result: 'unknown',
+          refund: null,
+          conclusiveAt: null,
+          note: `refund ${known} does not carry operation ${input.operationId}`,
+        };
       }
       if (found.length === 0) {
         const offWire = sendsOffTheWireBy(op);
         const conclusive = offWire === null ? 0 : offWire + deps.windows.consistencyMs;
         const conclusiveAt = offWire === null ? null : new Date(conclusive).toISOString();
         if (askedAt >= conclusive) {
-          const proof = { status: 'intent' as const, absenceConfirmedAt: new Date(askedAt).toISOString(), ifRequestsSent: op.requestsSent };
+          const proof = {
+            status: 'intent' as const,
+            absenceConfirmedAt: new Date(askedAt).toISOString(),
+            ifRequestsSent: op.requestsSent,
+          };
           const { applied, record } = await settle(proof, { result: 'not_started_confirmed', scanned });
           if (applied) {
-            const why = op.lastSentAt === null ? 'no request for this operation was ever sent' : `no refund carries operation ${input.operationId}, and the consistency window since the last send has passed`;
+            const why =
+              op.lastSentAt === null
+                ? 'no request for this operation was ever sent'
+                : `no refund carries operation ${input.operationId}, and the consistency window since the last send has passed`;
             return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt, note: why };
           }
-          const why = record.requestsSent !== op.requestsSent ? 'it was sent again while it was looked up' : `it became ${record.status} meanwhile`;
-          return { ...base, result: 'not_found_inconclusive', refund: null, conclusiveAt, note: `operation ${input.operationId}: ${why}; look again` };
+          const why =
+            record.requestsSent !== op.requestsSent
+              ? 'it was sent again while it was looked up'
+              : `it became ${record.status} meanwhile`;
+          return {
+            ...base,
+            result: 'not_found_inconclusive',
+            refund: null,
+            conclusiveAt,
+            note: `operation ${input.operationId}: ${why}; look again`,
+          };
         }
-        await log.audit(input.operationId, who, 'reconciled', { result: 'not_found_inconclusive', scanned, conclusiveAt });
-        return { ...base, result: 'not_found_inconclusive', refund: null, conclusiveAt, note: `no refund carries operation ${input.operationId} yet; the provider's list may lag until ${conclusiveAt}` };
+        await log.audit(input.operationId, who, 'reconciled', {
+          result: 'not_found_inconclusive',
+          scanned,
+          conclusiveAt,
+        });
+        return {
+          ...base,
+          result: 'not_found_inconclusive',
+          refund: null,
+          conclusiveAt,
+          note: `no refund carries operation ${input.operationId} yet; the provider's list may lag until ${conclusiveAt}`,
+        };
       }
       const refund = found[found.length - 1]!; // the oldest, since Stripe lists newest first
       const receipt = toReceipt(refund, false);
-      const extra = found.length > 1 ? `; ${found.length} refunds carry this operation id (${found.map((r) => r.id).join(', ')})` : '';
+      const extra =
+        found.length > 1
+          ? `; ${found.length} refunds carry this operation id (${found.map((r) => r.id).join(', ')})`
+          : '';
       if (refund.status === 'failed' || refund.status === 'canceled') {
-        await settle({ status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status }, { result: 'failed' });
-        return { ...base, result: 'failed', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} ${refund.status} (${refund.failure_reason ?? 'no reason given'})${extra}` };
+        await settle(
+          { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status },
+          { result: 'failed' },
+        );
+        return {
+          ...base,
+          result: 'failed',
+          refund: receipt,
+          conclusiveAt: null,
+          note: `refund ${refund.id} ${refund.status} (${refund.failure_reason ?? 'no reason given'})${extra}`,
+        };
       }
       if (refund.amount < input.amount || refund.currency !== input.currency) {
         await settle({ status: 'partial', refund: receipt, reason: 'refund_differs' }, { result: 'partial' });
-        return { ...base, result: 'partial', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${input.amount} ${input.currency} asked${extra}` };
+        return {
+          ...base,
+          result: 'partial',
+          refund: receipt,
+          conclusiveAt: null,
+          note: `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${input.amount} ${input.currency} asked${extra}`,
+        };
       }
       await settle({ status: 'refunded', refund: receipt }, { result: 'completed', refundId: refund.id });
-      return { ...base, result: 'completed', refund: receipt, conclusiveAt: null, note: `refund ${refund.id} exists (${refund.status})${extra}` };
+      return {
+        ...base,
+        result: 'completed',
+        refund: receipt,
+        conclusiveAt: null,
+        note: `refund ${refund.id} exists (${refund.status})${extra}`,
+      };
     });
   }
 

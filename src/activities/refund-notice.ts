@@ -28,7 +28,12 @@ export function formatAmount(amount: number, currency: string): string {
     try {
       format = new Intl.NumberFormat('en-US', { style: 'currency', currency: code });
     } catch {
-      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'unknown_currency', `cannot format an amount in unknown currency "${currency}"`);
+      throw new Classified(
+        'INVALID_ARGUMENTS',
+        'not_executed',
+        'unknown_currency',
+        `cannot format an amount in unknown currency "${currency}"`,
+      );
     }
     formats.set(code, (known = { format, decimals: format.resolvedOptions().maximumFractionDigits ?? 2 }));
   }

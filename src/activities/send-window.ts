@@ -25,10 +25,13 @@ export function sendWindow(windows: ProviderWindows) {
    * bounds were recorded. Null if nothing was sent.
    */
   const sendsOffTheWireBy = (op: OperationRecord) =>
-    op.lastSentAt === null ? null : Math.max(offTheWireBy(Date.parse(op.lastSentAt)), op.offTheWireBy === null ? 0 : Date.parse(op.offTheWireBy));
+    op.lastSentAt === null
+      ? null
+      : Math.max(offTheWireBy(Date.parse(op.lastSentAt)), op.offTheWireBy === null ? 0 : Date.parse(op.offTheWireBy));
 
   /** Whether a request sent now would still reach the provider inside the key's dedupe window. */
-  const insideWindow = (op: OperationRecord, at: number) => op.firstSentAt === null || offTheWireBy(at) < Date.parse(op.firstSentAt) + windows.dedupeWindowMs;
+  const insideWindow = (op: OperationRecord, at: number) =>
+    op.firstSentAt === null || offTheWireBy(at) < Date.parse(op.firstSentAt) + windows.dedupeWindowMs;
 
   return { onWireForMs, sendsOffTheWireBy, insideWindow };
 }

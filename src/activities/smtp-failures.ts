@@ -30,22 +30,83 @@ const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHO
 
 export const SMTP_RULES: SmtpRule[] = [
   // 5xx: refused for good. Bad address syntax is our input; anything else is the recipient's side.
-  { when: (f) => replied(f, (c) => [501, 553, 555].includes(c)), code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'address_invalid' },
+  {
+    when: (f) => replied(f, (c) => [501, 553, 555].includes(c)),
+    code: 'INVALID_ARGUMENTS',
+    certainty: 'not_executed',
+    reason: 'address_invalid',
+  },
   // 503 is "bad sequence of commands": a session problem that a new connection fixes.
-  { when: (f) => replied(f, (c) => c === 503), code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'bad_sequence' },
-  { when: (f) => replied(f, (c) => c >= 500), code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'recipient_rejected' },
-  { when: (f) => replied(f, (c) => c === 452), code: 'CAPACITY', certainty: 'not_executed', reason: 'server_storage_full' },
-  { when: (f) => replied(f, (c) => c >= 400) && RATE_TEXT.test(f.response ?? ''), code: 'RATE_LIMIT', certainty: 'not_executed', reason: 'rate_limited' },
-  { when: (f) => replied(f, (c) => c === 421 || c === 450), code: 'RATE_LIMIT', certainty: 'not_executed', reason: 'service_busy' },
-  { when: (f) => replied(f, (c) => c >= 400), code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'temporary_failure' },
+  {
+    when: (f) => replied(f, (c) => c === 503),
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'not_executed',
+    reason: 'bad_sequence',
+  },
+  {
+    when: (f) => replied(f, (c) => c >= 500),
+    code: 'PERMANENT_BUSINESS',
+    certainty: 'not_executed',
+    reason: 'recipient_rejected',
+  },
+  {
+    when: (f) => replied(f, (c) => c === 452),
+    code: 'CAPACITY',
+    certainty: 'not_executed',
+    reason: 'server_storage_full',
+  },
+  {
+    when: (f) => replied(f, (c) => c >= 400) && RATE_TEXT.test(f.response ?? ''),
+    code: 'RATE_LIMIT',
+    certainty: 'not_executed',
+    reason: 'rate_limited',
+  },
+  {
+    when: (f) => replied(f, (c) => c === 421 || c === 450),
+    code: 'RATE_LIMIT',
+    certainty: 'not_executed',
+    reason: 'service_busy',
+  },
+  {
+    when: (f) => replied(f, (c) => c >= 400),
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'not_executed',
+    reason: 'temporary_failure',
+  },
   // Refused before anything reached the server.
-  { when: (f) => f.code === 'EENVELOPE' || f.code === 'ECONFIG', code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'envelope_invalid' },
-  { when: (f) => f.command === 'API' && f.code !== 'ESTREAM', code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'client_refused' },
+  {
+    when: (f) => f.code === 'EENVELOPE' || f.code === 'ECONFIG',
+    code: 'INVALID_ARGUMENTS',
+    certainty: 'not_executed',
+    reason: 'envelope_invalid',
+  },
+  {
+    when: (f) => f.command === 'API' && f.code !== 'ESTREAM',
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'not_executed',
+    reason: 'client_refused',
+  },
   { when: (f) => f.code === 'EDNS', code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'dns_failed' },
-  { when: (f) => f.code === 'ETIMEDOUT' && (f.timeoutType === 'CONNECT_TIMEOUT' || f.timeoutType === 'GREETING_TIMEOUT'), code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'connect_timeout' },
-  { when: (f) => f.originalCode !== null && CONNECT_FAILURES.has(f.originalCode), code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'connection_refused' },
+  {
+    when: (f) =>
+      f.code === 'ETIMEDOUT' && (f.timeoutType === 'CONNECT_TIMEOUT' || f.timeoutType === 'GREETING_TIMEOUT'),
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'not_executed',
+    reason: 'connect_timeout',
+  },
+  {
+    when: (f) => f.originalCode !== null && CONNECT_FAILURES.has(f.originalCode),
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'not_executed',
+    reason: 'connection_refused',
+  },
   // Anything else came after the session began: the message may have been accepted.
-  { when: (f) => f.code === 'ETIMEDOUT', code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'reply_timeout' },
+  {
+    when: (f) => f.code === 'ETIMEDOUT',
+    code: 'UNKNOWN_OUTCOME',
+    certainty: 'may_have_executed',
+    reason: 'reply_timeout',
+  },
   { when: () => true, code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'connection_lost' },
 ];
 
@@ -71,12 +132,20 @@ export function smtpFacts(err: NodemailerError): SmtpErrorFacts {
 export function classifySmtpError(err: NodemailerError): SmtpClassification {
   const facts = smtpFacts(err);
   const rule = SMTP_RULES.find((r) => r.when(facts))!;
-  return { code: rule.code, certainty: rule.certainty, reason: rule.reason, facts, retryAfterMs: smtpRetryAfterMs(facts.response) };
+  return {
+    code: rule.code,
+    certainty: rule.certainty,
+    reason: rule.reason,
+    facts,
+    retryAfterMs: smtpRetryAfterMs(facts.response),
+  };
 }
 
 /** SMTP has no Retry-After header; servers that rate-limit say it in words ("retry after 30s", "try again in 2 seconds"). */
 export function smtpRetryAfterMs(response: string | null): number | null {
-  const match = /(?:retry after|try again in)\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds?|m|min|minutes?)?\b/i.exec(response ?? '');
+  const match = /(?:retry after|try again in)\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds?|m|min|minutes?)?\b/i.exec(
+    response ?? '',
+  );
   if (!match) return null;
   const value = Number(match[1]);
   const unit = (match[2] ?? 's').toLowerCase();

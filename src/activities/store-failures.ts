@@ -35,32 +35,105 @@ const neverConnected = (e: unknown) =>
   /timeout exceeded when trying to connect|Connection terminated due to connection timeout/.test(message(e));
 /** A connection that broke while a call was out: its COMMIT may or may not have reached the server. */
 const connectionLost = (e: unknown) =>
-  pgClass(e) === '08' || /^57P0[12]$/.test(pgCode(e) ?? '') || ['ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(socketCode(e) ?? '') || /Connection terminated/.test(message(e));
+  pgClass(e) === '08' ||
+  /^57P0[12]$/.test(pgCode(e) ?? '') ||
+  ['ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(socketCode(e) ?? '') ||
+  /Connection terminated/.test(message(e));
 
 export const STORE_RULES: StoreRule[] = [
-  { when: (e) => e instanceof OrderNotFoundError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'order_not_found' },
-  { when: (e) => e instanceof RefundExceedsOrderError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'refund_exceeds_order' },
+  {
+    when: (e) => e instanceof OrderNotFoundError,
+    code: 'PERMANENT_BUSINESS',
+    certainty: 'not_executed',
+    reason: 'order_not_found',
+  },
+  {
+    when: (e) => e instanceof RefundExceedsOrderError,
+    code: 'PERMANENT_BUSINESS',
+    certainty: 'not_executed',
+    reason: 'refund_exceeds_order',
+  },
   // Another writer changed the order after we read it: the next attempt reloads and applies again.
-  { when: (e) => e instanceof VersionConflictError, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'version_conflict' },
-  { when: (e) => e instanceof IntentConflictError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'intent_conflict' },
+  {
+    when: (e) => e instanceof VersionConflictError,
+    code: 'STATE_CONFLICT',
+    certainty: 'not_executed',
+    reason: 'version_conflict',
+  },
+  {
+    when: (e) => e instanceof IntentConflictError,
+    code: 'INVALID_ARGUMENTS',
+    certainty: 'not_executed',
+    reason: 'intent_conflict',
+  },
   // A later version of the order exists: an earlier one is never sent after it (it could refund twice).
-  { when: (e) => e instanceof LaterVersionError, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: 'later_version_exists' },
+  {
+    when: (e) => e instanceof LaterVersionError,
+    code: 'PERMANENT_BUSINESS',
+    certainty: 'not_executed',
+    reason: 'later_version_exists',
+  },
   // Another version of the order has a request out: wait for it to settle; nothing was sent.
-  { when: (e) => e instanceof OperationInFlightError, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: 'another_operation_in_flight' },
-  { when: (e) => e instanceof InvalidOperationError, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'invalid_operation' },
+  {
+    when: (e) => e instanceof OperationInFlightError,
+    code: 'STATE_CONFLICT',
+    certainty: 'not_executed',
+    reason: 'another_operation_in_flight',
+  },
+  {
+    when: (e) => e instanceof InvalidOperationError,
+    code: 'INVALID_ARGUMENTS',
+    certainty: 'not_executed',
+    reason: 'invalid_operation',
+  },
   // Another connection held the write lock past busy_timeout: the database is overloaded, our transaction rolled back.
-  { when: (e) => sqliteCode(e)?.startsWith('SQLITE_BUSY') === true, code: 'CAPACITY', certainty: 'not_executed', reason: 'database_busy' },
-  { when: (e) => sqliteCode(e)?.startsWith('SQLITE_LOCKED') === true, code: 'CAPACITY', certainty: 'not_executed', reason: 'database_locked' },
-  { when: (e) => sqliteCode(e) === 'SQLITE_FULL' || pgCode(e) === '53100', code: 'CAPACITY', certainty: 'not_executed', reason: 'disk_full' },
+  {
+    when: (e) => sqliteCode(e)?.startsWith('SQLITE_BUSY') === true,
+    code: 'CAPACITY',
+    certainty: 'not_executed',
+    reason: 'database_busy',
+  },
+  {
+    when: (e) => sqliteCode(e)?.startsWith('SQLITE_LOCKED') === true,
+    code: 'CAPACITY',
+    certainty: 'not_executed',
+    reason: 'database_locked',
+  },
+  {
+    when: (e) => sqliteCode(e) === 'SQLITE_FULL' || pgCode(e) === '53100',
+    code: 'CAPACITY',
+    certainty: 'not_executed',
+    reason: 'disk_full',
+  },
   // PostgreSQL: another transaction held the row past lock_timeout, or kept aborting ours for serializability.
   { when: (e) => pgCode(e) === '55P03', code: 'CAPACITY', certainty: 'not_executed', reason: 'database_busy' },
-  { when: (e) => pgCode(e) === '40001' || pgCode(e) === '40P01', code: 'CAPACITY', certainty: 'not_executed', reason: 'database_contention' },
+  {
+    when: (e) => pgCode(e) === '40001' || pgCode(e) === '40P01',
+    code: 'CAPACITY',
+    certainty: 'not_executed',
+    reason: 'database_contention',
+  },
   { when: (e) => pgClass(e) === '53', code: 'CAPACITY', certainty: 'not_executed', reason: 'database_resources' },
   { when: neverConnected, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'database_unreachable' },
-  { when: connectionLost, code: 'TRANSIENT_DEPENDENCY', certainty: 'may_have_executed', reason: 'database_connection_lost' },
+  {
+    when: connectionLost,
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'may_have_executed',
+    reason: 'database_connection_lost',
+  },
   // A statement the server refused as written (bad data, a broken constraint, SQL it cannot run) is a bug, not a passing fault.
-  { when: (e) => ['22', '23', '42'].includes(pgClass(e) ?? ''), code: 'POISON', certainty: 'not_executed', reason: 'database_refused_statement' },
-  { when: (e) => sqliteCode(e) !== undefined || pgCode(e) !== undefined, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'database_error' },
+  {
+    when: (e) => ['22', '23', '42'].includes(pgClass(e) ?? ''),
+    code: 'POISON',
+    certainty: 'not_executed',
+    reason: 'database_refused_statement',
+  },
+  {
+    when: (e) => sqliteCode(e) !== undefined || pgCode(e) !== undefined,
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'not_executed',
+    reason: 'database_error',
+  },
   { when: () => true, code: 'POISON', certainty: 'undeterminable', reason: 'unclassified_error' },
 ];
 

@@ -50,31 +50,111 @@ const serverError = (f: StripeErrorFacts) => f.statusCode !== null && f.statusCo
 
 export const STRIPE_RULES: StripeRule[] = [
   // The request never fully left: nothing can have happened.
-  { when: (f) => connection(f) && f.stage === 'not_sent', code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'connection_failed_before_send' },
+  {
+    when: (f) => connection(f) && f.stage === 'not_sent',
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'not_executed',
+    reason: 'connection_failed_before_send',
+  },
   // A read that got no answer changed nothing.
-  { when: (f) => connection(f) && !f.write, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'read_failed' },
+  {
+    when: (f) => connection(f) && !f.write,
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'not_executed',
+    reason: 'read_failed',
+  },
   // Sent, and the answer never came: the refund may exist. Reconcile; never a blind resend.
-  { when: (f) => connection(f) && f.stage === 'sent' && f.timedOut, code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'client_timeout' },
-  { when: (f) => connection(f) && f.stage === 'sent', code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'response_lost' },
+  {
+    when: (f) => connection(f) && f.stage === 'sent' && f.timedOut,
+    code: 'UNKNOWN_OUTCOME',
+    certainty: 'may_have_executed',
+    reason: 'client_timeout',
+  },
+  {
+    when: (f) => connection(f) && f.stage === 'sent',
+    code: 'UNKNOWN_OUTCOME',
+    certainty: 'may_have_executed',
+    reason: 'response_lost',
+  },
   // A connection error from a transport that could not say how far it got.
   { when: connection, code: 'UNKNOWN_OUTCOME', certainty: 'undeterminable', reason: 'connection_error' },
-  { when: (f) => f.statusCode === 429 || f.errorType === 'StripeRateLimitError', code: 'RATE_LIMIT', certainty: 'not_executed', reason: (f) => f.code ?? 'rate_limited' },
+  {
+    when: (f) => f.statusCode === 429 || f.errorType === 'StripeRateLimitError',
+    code: 'RATE_LIMIT',
+    certainty: 'not_executed',
+    reason: (f) => f.code ?? 'rate_limited',
+  },
   // Another request with this key is still executing: it may yet succeed. Resend the same key later.
-  { when: (f) => f.statusCode === 409 && f.rawType === 'idempotency_error', code: 'STATE_CONFLICT', certainty: 'may_have_executed', reason: 'idempotency_key_in_use' },
-  { when: (f) => f.statusCode === 409, code: 'STATE_CONFLICT', certainty: 'not_executed', reason: (f) => f.code ?? 'conflict' },
+  {
+    when: (f) => f.statusCode === 409 && f.rawType === 'idempotency_error',
+    code: 'STATE_CONFLICT',
+    certainty: 'may_have_executed',
+    reason: 'idempotency_key_in_use',
+  },
+  {
+    when: (f) => f.statusCode === 409,
+    code: 'STATE_CONFLICT',
+    certainty: 'not_executed',
+    reason: (f) => f.code ?? 'conflict',
+  },
   // The key was used with other parameters: Stripe refused this request outright.
-  { when: (f) => f.rawType === 'idempotency_error', code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: 'idempotency_key_reused' },
-  { when: (f) => f.statusCode === 401, code: 'PERMISSION_DENIED', certainty: 'not_executed', reason: 'authentication_failed' },
-  { when: (f) => f.statusCode === 403, code: 'PERMISSION_DENIED', certainty: 'not_executed', reason: 'permission_denied' },
+  {
+    when: (f) => f.rawType === 'idempotency_error',
+    code: 'INVALID_ARGUMENTS',
+    certainty: 'not_executed',
+    reason: 'idempotency_key_reused',
+  },
+  {
+    when: (f) => f.statusCode === 401,
+    code: 'PERMISSION_DENIED',
+    certainty: 'not_executed',
+    reason: 'authentication_failed',
+  },
+  {
+    when: (f) => f.statusCode === 403,
+    code: 'PERMISSION_DENIED',
+    certainty: 'not_executed',
+    reason: 'permission_denied',
+  },
   // Stripe stored this 5xx against the key and says a resend would only replay it.
-  { when: (f) => serverError(f) && f.write && f.shouldRetry === 'false', code: 'UNKNOWN_OUTCOME', certainty: 'undeterminable', reason: 'provider_error_stored' },
+  {
+    when: (f) => serverError(f) && f.write && f.shouldRetry === 'false',
+    code: 'UNKNOWN_OUTCOME',
+    certainty: 'undeterminable',
+    reason: 'provider_error_stored',
+  },
   { when: (f) => f.statusCode === 503, code: 'CAPACITY', certainty: 'not_executed', reason: 'provider_unavailable' },
-  { when: (f) => serverError(f) && f.write, code: 'TRANSIENT_DEPENDENCY', certainty: 'may_have_executed', reason: 'provider_error' },
+  {
+    when: (f) => serverError(f) && f.write,
+    code: 'TRANSIENT_DEPENDENCY',
+    certainty: 'may_have_executed',
+    reason: 'provider_error',
+  },
   { when: serverError, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'provider_error' },
-  { when: (f) => f.errorType === 'StripeCardError', code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: (f) => f.code ?? 'card_error' },
-  { when: (f) => f.statusCode === 404, code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: (f) => f.code ?? 'resource_missing' },
-  { when: (f) => f.code !== null && STRIPE_BUSINESS_CODES.has(f.code), code: 'PERMANENT_BUSINESS', certainty: 'not_executed', reason: (f) => f.code! },
-  { when: (f) => f.statusCode !== null && f.statusCode >= 400, code: 'INVALID_ARGUMENTS', certainty: 'not_executed', reason: (f) => f.code ?? 'invalid_request' },
+  {
+    when: (f) => f.errorType === 'StripeCardError',
+    code: 'PERMANENT_BUSINESS',
+    certainty: 'not_executed',
+    reason: (f) => f.code ?? 'card_error',
+  },
+  {
+    when: (f) => f.statusCode === 404,
+    code: 'PERMANENT_BUSINESS',
+    certainty: 'not_executed',
+    reason: (f) => f.code ?? 'resource_missing',
+  },
+  {
+    when: (f) => f.code !== null && STRIPE_BUSINESS_CODES.has(f.code),
+    code: 'PERMANENT_BUSINESS',
+    certainty: 'not_executed',
+    reason: (f) => f.code!,
+  },
+  {
+    when: (f) => f.statusCode !== null && f.statusCode >= 400,
+    code: 'INVALID_ARGUMENTS',
+    certainty: 'not_executed',
+    reason: (f) => f.code ?? 'invalid_request',
+  },
   // An SDK error with no status and no connection problem (e.g. an unparseable answer): nobody knows.
   { when: (f) => f.write, code: 'POISON', certainty: 'undeterminable', reason: (f) => `unclassified_${f.errorType}` },
   { when: () => true, code: 'POISON', certainty: 'not_executed', reason: (f) => `unclassified_${f.errorType}` },
@@ -91,7 +171,11 @@ export interface StripeClassification {
 }
 
 /** Classifies an error the SDK threw; undefined when it is not a Stripe error (a bug, rethrown as such). */
-export function classifyStripeError(err: unknown, write: boolean, nowMs: number = Date.now()): StripeClassification | undefined {
+export function classifyStripeError(
+  err: unknown,
+  write: boolean,
+  nowMs: number = Date.now(),
+): StripeClassification | undefined {
   if (!(err instanceof Stripe.errors.StripeError)) return undefined;
   const headers = (err.headers ?? {}) as Record<string, string | undefined>;
   const transport = transportErrorOf(err.detail);
@@ -142,13 +226,27 @@ export function stripeFailure(err: unknown, write: boolean): Classified {
   if (err instanceof Classified) return err;
   const c = classifyStripeError(err, write);
   if (!c) {
-    return new Classified('POISON', write ? 'undeterminable' : 'not_executed', 'unclassified_error', `unexpected error talking to Stripe: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    return new Classified(
+      'POISON',
+      write ? 'undeterminable' : 'not_executed',
+      'unclassified_error',
+      `unexpected error talking to Stripe: ${(err as Error)?.message ?? String(err)}`,
+      { cause: err },
+    );
   }
   const f = c.facts;
   return new Classified(c.code, c.certainty, c.reason, c.message, {
     retryAfterMs: c.retryAfterMs,
     providerRequestId: c.requestId,
-    provider: { errorType: f.errorType, statusCode: f.statusCode, rawType: f.rawType, code: f.code, stage: f.stage, timedOut: f.timedOut, shouldRetry: f.shouldRetry },
+    provider: {
+      errorType: f.errorType,
+      statusCode: f.statusCode,
+      rawType: f.rawType,
+      code: f.code,
+      stage: f.stage,
+      timedOut: f.timedOut,
+      shouldRetry: f.shouldRetry,
+    },
     cause: err,
     health: HEALTH_FAILURES.has(c.code) && !refusedLocally(err),
   });

@@ -22,9 +22,13 @@ export function toReceipt(refund: Stripe.Refund, replayed: boolean): RefundRecei
  * All of a payment intent's refunds, newest first, a page at a time: each page's timeout is cut
  * to what is left of the attempt (the SDK's auto-paging would reuse the first page's).
  */
-export async function listRefunds(stripe: Stripe, paymentIntentId: string, maxRequestMs: number): Promise<Stripe.Refund[]> {
+export async function listRefunds(
+  stripe: Stripe,
+  paymentIntentId: string,
+  maxRequestMs: number,
+): Promise<Stripe.Refund[]> {
   const all: Stripe.Refund[] = [];
-  for (let startingAfter: string | undefined; ; ) {
+  for (let startingAfter: string | undefined; ;) {
     const page = await stripe.refunds.list(
       { payment_intent: paymentIntentId, limit: 100, ...(startingAfter && { starting_after: startingAfter }) },
       { timeout: requestTimeout(maxRequestMs) },

@@ -64,7 +64,14 @@ export class StripeTransport extends Stripe.HttpClient {
     /** Once the send's deadline has passed (the worker stalled before the request went out), the error that keeps it from going out under that stamp. */
     const tooLate = () => {
       const past = scope?.sendBy === undefined ? -1 : Date.now() - scope.sendBy;
-      return past < 0 ? undefined : new TransportError('not_sent', false, null, `${method} ${path}: not sent, ${past} ms past the deadline its send was stamped for`);
+      return past < 0
+        ? undefined
+        : new TransportError(
+            'not_sent',
+            false,
+            null,
+            `${method} ${path}: not sent, ${past} ms past the deadline its send was stamped for`,
+          );
     };
     if (left <= 0) return Promise.reject(tooLate());
     const limit = left < timeoutMs ? `by its send's deadline (${left} ms)` : `within ${timeoutMs} ms`;
@@ -75,7 +82,14 @@ export class StripeTransport extends Stripe.HttpClient {
         if (err instanceof TransportError) return reject(err);
         const stage: TransportStage = written ? 'sent' : 'not_sent';
         const what = timedOut ? `no answer ${limit}` : `${err.code ?? err.name}: ${err.message}`;
-        reject(new TransportError(stage, timedOut, err.code ?? null, `${method} ${path}: ${what} (${stage === 'sent' ? 'after the request was sent' : 'before it was sent'})`));
+        reject(
+          new TransportError(
+            stage,
+            timedOut,
+            err.code ?? null,
+            `${method} ${path}: ${what} (${stage === 'sent' ? 'after the request was sent' : 'before it was sent'})`,
+          ),
+        );
       };
       const agent = method === 'GET' ? READ_AGENTS[protocol === 'http' ? 'http' : 'https'] : false;
       const req = (protocol === 'http' ? http : https).request({ host, port, path, method, headers, agent });

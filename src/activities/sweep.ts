@@ -24,9 +24,14 @@ export interface SweepReport {
 }
 
 export function createSweepActivities(deps: { temporal?: Client }) {
-  const client = () => deps.temporal ?? ((): never => {
-    throw ApplicationFailure.nonRetryable('this worker has no Temporal client for visibility queries', 'CONFIGURATION');
-  })();
+  const client = () =>
+    deps.temporal ??
+    ((): never => {
+      throw ApplicationFailure.nonRetryable(
+        'this worker has no Temporal client for visibility queries',
+        'CONFIGURATION',
+      );
+    })();
   return {
     /** How many runs need a person, and the first `max` of them in the order visibility returns them (newest first). */
     async listAttention(input: { max: number }): Promise<{ total: number; runs: AttentionRun[] }> {
@@ -48,7 +53,14 @@ export function createSweepActivities(deps: { temporal?: Client }) {
      */
     async sweepUnknown(input: { occurrenceId: string; maxRuns: number; waitMs: number }): Promise<SweepReport> {
       const c = client();
-      const report: SweepReport = { reconciled: [], stillUnknown: [], pending: [], refused: [], closed: [], more: false };
+      const report: SweepReport = {
+        reconciled: [],
+        stillUnknown: [],
+        pending: [],
+        refused: [],
+        closed: [],
+        more: false,
+      };
       let scanned = 0;
       const asked: { workflowId: string; at: string }[] = [];
       for await (const w of c.workflow.list({ query: UNKNOWN_QUERY, pageSize: Math.min(input.maxRuns + 1, 500) })) {
@@ -65,7 +77,12 @@ export function createSweepActivities(deps: { temporal?: Client }) {
           asked.push({ workflowId: w.workflowId, at: record.at });
         } catch (err) {
           // Visibility lags: a run listed may have closed since.
-          if (err instanceof WorkflowNotFoundError || (err instanceof Error && /already completed|not found/i.test(err.message) && !(err instanceof WorkflowUpdateFailedError))) {
+          if (
+            err instanceof WorkflowNotFoundError ||
+            (err instanceof Error &&
+              /already completed|not found/i.test(err.message) &&
+              !(err instanceof WorkflowUpdateFailedError))
+          ) {
             report.closed.push(w.workflowId);
             continue;
           }
@@ -86,7 +103,8 @@ export function createSweepActivities(deps: { temporal?: Client }) {
           const state = await handle.query(stepsQuery);
           if (state.effect.status !== 'unknown') report.reconciled.push(workflowId);
           // Parked again after the request: the lookups ended without an answer.
-          else if (state.parked && Date.parse(state.parked.since) >= Date.parse(at)) report.stillUnknown.push(workflowId);
+          else if (state.parked && Date.parse(state.parked.since) >= Date.parse(at))
+            report.stillUnknown.push(workflowId);
           else if (Date.now() >= until) report.pending.push(workflowId);
           else {
             Context.current().heartbeat(workflowId);

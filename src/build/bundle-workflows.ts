@@ -18,7 +18,9 @@ async function main() {
   const code = await bundleRefundWorkflows();
   fs.mkdirSync(path.dirname(out), { recursive: true });
   fs.writeFileSync(out, code);
-  console.log(`workflow bundle: ${out} (${Math.round(code.length / 1024)} KiB, ${Date.now() - started} ms); start workers with WORKFLOW_BUNDLE=${out}`);
+  console.log(
+    `workflow bundle: ${out} (${Math.round(code.length / 1024)} KiB, ${Date.now() - started} ms); start workers with WORKFLOW_BUNDLE=${out}`,
+  );
 }
 
 main().catch((err: unknown) => {

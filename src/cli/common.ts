@@ -14,7 +14,11 @@ export async function connectClient(config: Config): Promise<Client> {
     );
   }
   try {
-    return new Client({ connection, namespace: config.temporal.namespace, dataConverter: refundDataConverter(payloadKeyring(config)) });
+    return new Client({
+      connection,
+      namespace: config.temporal.namespace,
+      dataConverter: refundDataConverter(payloadKeyring(config)),
+    });
   } catch (err) {
     await connection.close();
     throw err;

@@ -15,8 +15,13 @@ const program = new Command('decide')
   .argument('<workflow-id>', 'the parked run, e.g. refund-ord_1-v1')
   .addArgument(new Command().createArgument('<decision>', 'the decision').choices(DECISION_KINDS))
   .requiredOption('--by <name>', 'who decides: a name the policy gives a role (DECIDERS)')
-  .requiredOption('--reason <why>', 'why, for the record (for confirm-delivered: your evidence, e.g. where you found the message)')
-  .addOption(new Option('--step <step>', 'for retry-step: the step (default: the one that failed)').choices(REFUND_STEPS))
+  .requiredOption(
+    '--reason <why>',
+    'why, for the record (for confirm-delivered: your evidence, e.g. where you found the message)',
+  )
+  .addOption(
+    new Option('--step <step>', 'for retry-step: the step (default: the one that failed)').choices(REFUND_STEPS),
+  )
   .option('--update-id <id>', 'the Update id (default: derived from the decision and the parking it answers)')
   .option('--json', 'print the decision record as JSON')
   .showHelpAfterError();
@@ -26,13 +31,21 @@ class Refused extends Error {}
 async function main() {
   program.parse();
   const [workflowId, decision] = program.args as [string, DecisionInput['decision']];
-  const opts = program.opts<{ by: string; reason: string; step?: DecisionInput['step']; updateId?: string; json?: boolean }>();
+  const opts = program.opts<{
+    by: string;
+    reason: string;
+    step?: DecisionInput['step'];
+    updateId?: string;
+    json?: boolean;
+  }>();
   const config = loadConfig();
   const client = await connectClient(config);
   try {
     // An Update waits for a worker to take it: without one the command would hang.
     if (!(await workerPolling(client, config.taskQueue))) {
-      throw new Error(`no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`);
+      throw new Error(
+        `no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`,
+      );
     }
     const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
     const state = await handle.query(stepsQuery);
@@ -43,7 +56,9 @@ async function main() {
       throw err;
     });
     if (opts.json) return console.log(JSON.stringify({ workflowId, updateId, record }, null, 2));
-    console.log(`${workflowId}: decision #${record.seq} ${record.decision}${record.step ? ` ${record.step}` : ''} by ${record.by} (update id ${updateId})`);
+    console.log(
+      `${workflowId}: decision #${record.seq} ${record.decision}${record.step ? ` ${record.step}` : ''} by ${record.by} (update id ${updateId})`,
+    );
     if (record.outcome === 'awaiting_approval') {
       const approvers = state.parked?.approvedBy.filter((name) => name !== record.by) ?? [];
       console.log(
@@ -64,7 +79,9 @@ main().catch((err) => {
     process.exit(2);
   }
   if (err instanceof WorkflowNotFoundError) {
-    console.error(`decide: no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that wait for a decision)`);
+    console.error(
+      `decide: no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that wait for a decision)`,
+    );
     process.exit(1);
   }
   console.error(`decide: ${errorMessage(err)}`);

@@ -13,12 +13,15 @@ import { columns } from './columns';
 import { connectClient, errorMessage } from './common';
 
 const positive = (name: string) => (value: string) => {
-  if (!/^[1-9]\d*$/.test(value)) throw new InvalidArgumentError(`${name} must be a positive whole number, got "${value}"`);
+  if (!/^[1-9]\d*$/.test(value))
+    throw new InvalidArgumentError(`${name} must be a positive whole number, got "${value}"`);
   return Number(value);
 };
 
 const program = new Command('inspect')
-  .description('Inspect a refund run (step table, observed facts, inferences, verdict, next action), or list the runs that need a person.')
+  .description(
+    'Inspect a refund run (step table, observed facts, inferences, verdict, next action), or list the runs that need a person.',
+  )
   .argument('[workflow-id]', 'the run to inspect, e.g. refund-ord_1-v1')
   .option('--attention', `list every run that needs a person (${ATTENTION_QUERY})`)
   .option('--page-size <n>', 'runs per visibility page, with --attention', positive('--page-size'), 500)
@@ -29,7 +32,8 @@ async function main() {
   program.parse();
   const [workflowId] = program.args as [string | undefined];
   const opts = program.opts<{ attention?: boolean; pageSize: number; json?: boolean }>();
-  if (Boolean(opts.attention) === (workflowId !== undefined)) program.error('inspect: give a workflow id, or --attention', { exitCode: 2 });
+  if (Boolean(opts.attention) === (workflowId !== undefined))
+    program.error('inspect: give a workflow id, or --attention', { exitCode: 2 });
   const config = loadConfig();
   const client = await connectClient(config);
   try {
@@ -41,7 +45,9 @@ async function main() {
         stripe: createStripeClient(config.stripe),
         ledgerUrl: config.stripe.local ? config.stripe.apiBase : undefined,
         // The local SMTP server's mailbox is readable; a mail provider's is not, and inspect says so.
-        mailboxUrl: /^smtps?:\/\/(127\.0\.0\.1|localhost)[:/]/.test(config.mail.smtpUrl) ? config.mail.mailboxUrl : undefined,
+        mailboxUrl: /^smtps?:\/\/(127\.0\.0\.1|localhost)[:/]/.test(config.mail.smtpUrl)
+          ? config.mail.mailboxUrl
+          : undefined,
       };
       const inspection = await inspectRun(client, sources, config.scope, workflowId!);
       console.log(opts.json ? JSON.stringify(inspection, null, 2) : render(inspection));
@@ -53,7 +59,11 @@ async function main() {
   }
 }
 
-async function listAttention(client: Awaited<ReturnType<typeof connectClient>>, pageSize: number, json: boolean): Promise<void> {
+async function listAttention(
+  client: Awaited<ReturnType<typeof connectClient>>,
+  pageSize: number,
+  json: boolean,
+): Promise<void> {
   const widths = [34, 10, 18, 16, 9];
   const line = (cells: string[]) => cells.map((c, i) => (i < widths.length ? c.padEnd(widths[i]!) : c)).join('  ');
   let count = 0;
@@ -61,25 +71,53 @@ async function listAttention(client: Awaited<ReturnType<typeof connectClient>>, 
     if (json) console.log(JSON.stringify(run));
     else {
       if (count === 0) console.log(line(['workflow id', 'execution', 'status', 'step', 'effect', 'verdict']));
-      console.log(line([run.workflowId, run.execution, run.status ?? '-', run.step ?? '-', run.effect ?? '-', run.verdict ?? '-']));
+      console.log(
+        line([
+          run.workflowId,
+          run.execution,
+          run.status ?? '-',
+          run.step ?? '-',
+          run.effect ?? '-',
+          run.verdict ?? '-',
+        ]),
+      );
     }
     count += 1;
   }
-  if (!json) console.log(count === 0 ? 'no run needs a person' : `${count} run(s) need a person; \`npm run inspect -- <workflow id>\` shows one`);
+  if (!json)
+    console.log(
+      count === 0
+        ? 'no run needs a person'
+        : `${count} run(s) need a person; \`npm run inspect -- <workflow id>\` shows one`,
+    );
 }
 
 function render(i: Inspection): string {
   const out: string[] = [];
   out.push(`${i.workflowId}  ${i.execution}${i.refundStatus ? ` · ${i.refundStatus}` : ''}`);
-  out.push(`  order ${i.orderId ?? '-'} · operation ${i.operationId ?? '-'} · started ${i.startedAt}${i.closedAt ? ` · closed ${i.closedAt}` : ''}`);
-  if (i.outcome) out.push(`  ${i.outcome.status}${i.outcome.failedStep ? ` at ${i.outcome.failedStep}` : ''}: ${i.outcome.reason}`);
+  out.push(
+    `  order ${i.orderId ?? '-'} · operation ${i.operationId ?? '-'} · started ${i.startedAt}${i.closedAt ? ` · closed ${i.closedAt}` : ''}`,
+  );
+  if (i.outcome)
+    out.push(`  ${i.outcome.status}${i.outcome.failedStep ? ` at ${i.outcome.failedStep}` : ''}: ${i.outcome.reason}`);
 
   out.push('', 'Steps');
-  if (i.steps) out.push(columns(['step', 'status', 'attempts', 'requests', 'detail'], i.steps.map((s) => [s.name, s.status, String(s.attempts), String(s.transportRequests), stepDetail(s)])));
+  if (i.steps)
+    out.push(
+      columns(
+        ['step', 'status', 'attempts', 'requests', 'detail'],
+        i.steps.map((s) => [s.name, s.status, String(s.attempts), String(s.transportRequests), stepDetail(s)]),
+      ),
+    );
   else out.push(`  (${i.stateUnavailable})`);
 
   out.push('', 'Observed facts');
-  out.push(columns(['from', 'says'], i.facts.map((f) => [f.id, f.says])));
+  out.push(
+    columns(
+      ['from', 'says'],
+      i.facts.map((f) => [f.id, f.says]),
+    ),
+  );
 
   out.push('', 'Inferences');
   if (i.inferences.length === 0) out.push('  (none: there is no evidence to infer from)');
@@ -93,13 +131,18 @@ function render(i: Inspection): string {
     out.push('', 'Decisions');
     for (const d of i.decisions) {
       const answers = d.answers ? ` (answers #${d.answers})` : '';
-      out.push(`  #${d.seq} ${d.decision}${d.step ? ` ${d.step}` : ''} by ${d.by} at ${d.at}${answers}: ${d.outcome}${d.expiresAt && d.outcome === 'awaiting_approval' ? ` until ${d.expiresAt}` : ''}; "${d.reason}"`);
+      out.push(
+        `  #${d.seq} ${d.decision}${d.step ? ` ${d.step}` : ''} by ${d.by} at ${d.at}${answers}: ${d.outcome}${d.expiresAt && d.outcome === 'awaiting_approval' ? ` until ${d.expiresAt}` : ''}; "${d.reason}"`,
+      );
     }
   }
 
   out.push('', `Verdict      ${i.verdict}`, `Next action  ${i.nextAction}`);
   if (i.escalation && i.decision) out.push(`Escalation   ${i.escalation}`);
-  if (i.decidedBy.length) out.push(`Who          ${i.decidedBy.join(', ')}${i.approvedBy.length ? `; approved by ${i.approvedBy.join(', ')}` : ''}`);
+  if (i.decidedBy.length)
+    out.push(
+      `Who          ${i.decidedBy.join(', ')}${i.approvedBy.length ? `; approved by ${i.approvedBy.join(', ')}` : ''}`,
+    );
   if (i.execution === 'RUNNING' && i.decision) {
     const decision = i.decision.split(':')[0]!;
     out.push(
@@ -114,19 +157,28 @@ function stepDetail(s: StepRecord): string {
   const parts: string[] = [];
   const output = s.output as Record<string, unknown> | undefined;
   if (s.status === 'completed' && output) {
-    const ids = ['refundId', 'messageId', 'status', 'verdict'].filter((k) => typeof output[k] === 'string').map((k) => `${k} ${String(output[k])}`);
+    const ids = ['refundId', 'messageId', 'status', 'verdict']
+      .filter((k) => typeof output[k] === 'string')
+      .map((k) => `${k} ${String(output[k])}`);
     parts.push(ids.join(', '));
   }
   if (s.error) parts.push(`${s.error.code} (${s.error.certainty}): ${s.error.message}`);
   if (s.note) parts.push(s.note);
   const c = s.compensation;
-  if (c) parts.push(c.kind === 'compensation' ? `compensation ${c.status} under ${c.key}${c.error ? ` (${c.error.code})` : ''}` : `forward repair: ${c.note ?? c.status}`);
+  if (c)
+    parts.push(
+      c.kind === 'compensation'
+        ? `compensation ${c.status} under ${c.key}${c.error ? ` (${c.error.code})` : ''}`
+        : `forward repair: ${c.note ?? c.status}`,
+    );
   return parts.filter(Boolean).join('; ') || (s.idempotencyKey ? `key ${s.idempotencyKey}` : '');
 }
 
 main().catch((err) => {
   if (err instanceof WorkflowNotFoundError) {
-    console.error(`inspect: no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that need a person)`);
+    console.error(
+      `inspect: no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that need a person)`,
+    );
     process.exit(1);
   }
   console.error(`inspect: ${errorMessage(err)}`);

@@ -35,7 +35,9 @@ async function main() {
         })),
       );
     }
-    console.log(`next free operation version: ${next} (npm run refund -- --order ${orderId} --operation-version ${next} …)`);
+    console.log(
+      `next free operation version: ${next} (npm run refund -- --order ${orderId} --operation-version ${next} …)`,
+    );
   } finally {
     await client.connection.close();
   }

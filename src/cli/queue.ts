@@ -17,7 +17,9 @@ async function withStore<T>(fn: (store: OrderStore) => Promise<T>): Promise<T> {
   }
 }
 
-const program = new Command('queue').description('Refund requests waiting for the batch schedule (npm run schedule -- describe refund-batch).').showHelpAfterError();
+const program = new Command('queue')
+  .description('Refund requests waiting for the batch schedule (npm run schedule -- describe refund-batch).')
+  .showHelpAfterError();
 
 program
   .command('import')
@@ -33,15 +35,25 @@ program
       } catch (err) {
         throw new CsvFileError(`cannot read ${file}: ${(err as Error).message}`);
       }
-      const report = await importCsv(store, text, { source: path.basename(file), requestedBy: opts.requestedBy ?? process.env.USER });
+      const report = await importCsv(store, text, {
+        source: path.basename(file),
+        requestedBy: opts.requestedBy ?? process.env.USER,
+      });
       const refused = report.filter((r) => r.status === 'refused').length;
-      if (opts.json) console.log(JSON.stringify({ file, accepted: report.length - refused, refused, rows: report }, null, 2));
+      if (opts.json)
+        console.log(JSON.stringify({ file, accepted: report.length - refused, refused, rows: report }, null, 2));
       else {
         for (const r of report) {
-          if (r.status === 'refused') console.log(`line ${r.line}: refused: ${r.problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`);
-          else console.log(`line ${r.line}: ${r.status}: order ${r.orderId} v${r.operationVersion} (request #${r.requestId})`);
+          if (r.status === 'refused')
+            console.log(`line ${r.line}: refused: ${r.problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`);
+          else
+            console.log(
+              `line ${r.line}: ${r.status}: order ${r.orderId} v${r.operationVersion} (request #${r.requestId})`,
+            );
         }
-        console.log(`${report.length - refused} row(s) accepted, ${refused} refused; the refund-batch schedule starts queued requests`);
+        console.log(
+          `${report.length - refused} row(s) accepted, ${refused} refused; the refund-batch schedule starts queued requests`,
+        );
       }
       if (refused) process.exitCode = 3;
     }),
@@ -60,7 +72,11 @@ program
       for (const q of all) {
         const { orderId, amount, currency, operationVersion } = q.request;
         const where =
-          q.status === 'started' ? `started ${q.workflowId} by ${q.startedBy}` : q.status === 'refused' ? `refused: ${q.lastError}` : `queued${q.lastError ? `; last try: ${q.lastError}` : ''}`;
+          q.status === 'started'
+            ? `started ${q.workflowId} by ${q.startedBy}`
+            : q.status === 'refused'
+              ? `refused: ${q.lastError}`
+              : `queued${q.lastError ? `; last try: ${q.lastError}` : ''}`;
         console.log(`#${q.id} order ${orderId} v${operationVersion} ${amount} ${currency} (${q.source}): ${where}`);
       }
     }),

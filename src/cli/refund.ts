@@ -15,13 +15,20 @@ const integer = (name: string) => (value: string) => {
 };
 
 const program = new Command('refund')
-  .description('Refund an order through the refund workflow and wait for its result. Needs a running stack (npm run dev).')
+  .description(
+    'Refund an order through the refund workflow and wait for its result. Needs a running stack (npm run dev).',
+  )
   .requiredOption('--order <id>', 'order id')
   .requiredOption('--amount <minor-units>', 'amount in minor units, e.g. 1250 for $12.50', integer('--amount'))
   .option('--currency <code>', 'three-letter currency code (any case)', 'usd')
   .option('--reason <reason>', `one of ${REFUND_REASONS.join(', ')}`, 'requested_by_customer')
   .option('--requested-by <who>', 'who asked for the refund (default: $USER)')
-  .option('--operation-version <n>', 'a changed intent for the same order needs a new version', integer('--operation-version'), 1)
+  .option(
+    '--operation-version <n>',
+    'a changed intent for the same order needs a new version',
+    integer('--operation-version'),
+    1,
+  )
   .option('--no-wait', 'print the workflow id and return without waiting')
   .option('--queue', 'queue the request for the refund-batch schedule instead of starting it now')
   .showHelpAfterError();
@@ -34,7 +41,10 @@ async function main() {
     amount: opts.amount,
     currency: opts.currency,
     reason: opts.reason,
-    requestedBy: opts.requestedBy ?? process.env.USER ?? program.error('refund: --requested-by is required when $USER is not set', { exitCode: 2 }),
+    requestedBy:
+      opts.requestedBy ??
+      process.env.USER ??
+      program.error('refund: --requested-by is required when $USER is not set', { exitCode: 2 }),
     operationVersion: opts.operationVersion,
   });
   const config = loadConfig();
@@ -42,10 +52,19 @@ async function main() {
     const store = await openStore(config.databaseUrl);
     try {
       const problems = await refusalsAgainstOrder(store, request);
-      if (problems.length) throw new InvalidRefundRequestError(`not queued: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`);
+      if (problems.length)
+        throw new InvalidRefundRequestError(
+          `not queued: ${problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`,
+        );
       const { queued, created } = await store.queue.enqueue(request, 'cli');
-      const was = created ? 'queued' : queued.status === 'queued' ? 'already queued' : `already ${queued.status}${queued.workflowId ? ` as ${queued.workflowId}` : ''}`;
-      console.log(`${was}: request #${queued.id}, order ${request.orderId} v${request.operationVersion}; the refund-batch schedule starts queued requests (npm run queue -- list)`);
+      const was = created
+        ? 'queued'
+        : queued.status === 'queued'
+          ? 'already queued'
+          : `already ${queued.status}${queued.workflowId ? ` as ${queued.workflowId}` : ''}`;
+      console.log(
+        `${was}: request #${queued.id}, order ${request.orderId} v${request.operationVersion}; the refund-batch schedule starts queued requests (npm run queue -- list)`,
+      );
     } finally {
       await store.close();
     }
@@ -53,7 +72,10 @@ async function main() {
   }
   const client = await connectClient(config);
   try {
-    const { workflowId, handle } = await startRefund(client, request, config.taskQueue, { taskQueue: config.taskQueue, ...config.admission });
+    const { workflowId, handle } = await startRefund(client, request, config.taskQueue, {
+      taskQueue: config.taskQueue,
+      ...config.admission,
+    });
     console.log(`workflow ${workflowId}`);
     if (!opts.wait) return;
     if (!(await workerPolling(client, config.taskQueue))) {
@@ -85,7 +107,11 @@ main().catch((err) => {
     console.error(`refund: ${err.message}`);
     process.exit(75);
   }
-  if (err instanceof InvalidRefundRequestError || err instanceof ConflictingRefundError || err instanceof IntentConflictError) {
+  if (
+    err instanceof InvalidRefundRequestError ||
+    err instanceof ConflictingRefundError ||
+    err instanceof IntentConflictError
+  ) {
     console.error(`refund: ${err.message}`);
     process.exit(2);
   }

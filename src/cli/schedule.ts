@@ -29,12 +29,16 @@ function known(id: string): string {
 
 const instant = (name: string) => (value: string) => {
   const t = new Date(value);
-  if (Number.isNaN(t.getTime()) || !/\d{4}-\d{2}-\d{2}T/.test(value)) throw new InvalidArgumentError(`${name} must be an ISO instant such as 2026-12-01T08:00:00Z, got "${value}"`);
+  if (Number.isNaN(t.getTime()) || !/\d{4}-\d{2}-\d{2}T/.test(value))
+    throw new InvalidArgumentError(`${name} must be an ISO instant such as 2026-12-01T08:00:00Z, got "${value}"`);
   return t;
 };
 
 const overlapOption = (what: string, fallback?: string) =>
-  new Option('--overlap <policy>', `overlap policy for this ${what}${fallback ? ` (default ${fallback})` : " (default: the schedule's)"}`).choices(['SKIP', 'BUFFER_ONE', 'BUFFER_ALL', 'ALLOW_ALL']);
+  new Option(
+    '--overlap <policy>',
+    `overlap policy for this ${what}${fallback ? ` (default ${fallback})` : " (default: the schedule's)"}`,
+  ).choices(['SKIP', 'BUFFER_ONE', 'BUFFER_ALL', 'ALLOW_ALL']);
 
 function render(v: ScheduleView): string {
   const lines = [
@@ -50,14 +54,19 @@ function render(v: ScheduleView): string {
   return lines.join('\n');
 }
 
-const program = new Command('schedule').description('Temporal Schedules for the batch, the sweep and the digest, from the definitions in code.').showHelpAfterError();
+const program = new Command('schedule')
+  .description('Temporal Schedules for the batch, the sweep and the digest, from the definitions in code.')
+  .showHelpAfterError();
 
 program
   .command('apply')
   .description('create each schedule, or update it to its definition (idempotent)')
   .action(() =>
     withClient(async (client) => {
-      for (const d of definitions()) console.log(`${d.id}: ${await applySchedule(client, d)} (v${d.version}, ${d.workflow}, ${d.timeZone}, overlap ${d.overlap})`);
+      for (const d of definitions())
+        console.log(
+          `${d.id}: ${await applySchedule(client, d)} (v${d.version}, ${d.workflow}, ${d.timeZone}, overlap ${d.overlap})`,
+        );
     }),
   );
 
@@ -69,7 +78,8 @@ program
   .action((id: string, opts: { json?: boolean }) =>
     withClient(async (client) => {
       const described = await describeSchedule(client, id);
-      if (!described) throw new Error(`schedule ${id} does not exist on Temporal yet; \`npm run schedule -- apply\` creates it`);
+      if (!described)
+        throw new Error(`schedule ${id} does not exist on Temporal yet; \`npm run schedule -- apply\` creates it`);
       const view = viewOf(id, described);
       console.log(opts.json ? JSON.stringify(view, null, 2) : render(view));
     }),
@@ -89,7 +99,10 @@ program
       if (opts.json) return console.log(JSON.stringify(rows, null, 2));
       for (const r of rows) {
         if ('missing' in r) console.log(`${r.id.padEnd(16)} not on Temporal (npm run schedule -- apply)`);
-        else console.log(`${r.id.padEnd(16)} ${(r.paused ? 'PAUSED' : 'active').padEnd(7)} ${r.definition ?? '?'}  next ${r.next[0] ?? 'none'}`);
+        else
+          console.log(
+            `${r.id.padEnd(16)} ${(r.paused ? 'PAUSED' : 'active').padEnd(7)} ${r.definition ?? '?'}  next ${r.next[0] ?? 'none'}`,
+          );
       }
     }),
   );
@@ -131,7 +144,9 @@ program
   .action((id: string, opts: { from: Date; to: Date; overlap?: ScheduleOverlapPolicy }) =>
     withClient(async (client) => {
       if (opts.to <= opts.from) throw new InvalidArgumentError('--to must be after --from');
-      await client.schedule.getHandle(id).backfill({ start: opts.from, end: opts.to, overlap: opts.overlap ?? 'BUFFER_ALL' });
+      await client.schedule
+        .getHandle(id)
+        .backfill({ start: opts.from, end: opts.to, overlap: opts.overlap ?? 'BUFFER_ALL' });
       console.log(`${id}: backfilling ${opts.from.toISOString()} to ${opts.to.toISOString()}`);
     }),
   );

@@ -22,14 +22,19 @@ async function main() {
   try {
     connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
   } catch (err) {
-    throw new Error(`cannot reach Temporal at ${address} (${(err as Error).message}); check TEMPORAL_ADDRESS, TEMPORAL_PROFILE and the TLS / API key settings`, { cause: err });
+    throw new Error(
+      `cannot reach Temporal at ${address} (${(err as Error).message}); check TEMPORAL_ADDRESS, TEMPORAL_PROFILE and the TLS / API key settings`,
+      { cause: err },
+    );
   }
   try {
     const added = await registerSearchAttributes(connection, namespace).catch((err: unknown) => {
       const code = (err as { code?: number }).code;
       if (code !== PERMISSION_DENIED && code !== UNIMPLEMENTED) throw err;
       // Temporal Cloud manages a namespace's search attributes through its own API, not the operator service.
-      const flags = Object.values(SEARCH_ATTRIBUTES).map((k) => `--search-attribute ${k.name}=${cliType(k.type)}`).join(' ');
+      const flags = Object.values(SEARCH_ATTRIBUTES)
+        .map((k) => `--search-attribute ${k.name}=${cliType(k.type)}`)
+        .join(' ');
       throw new Error(
         `${address} refused to add search attributes (${(err as Error).message}). On Temporal Cloud, add them with ` +
           `\`tcld namespace search-attributes add --namespace ${namespace} ${flags}\` or in the Cloud UI, then run this again to check`,
@@ -37,7 +42,8 @@ async function main() {
       );
     });
     const all = Object.values(SEARCH_ATTRIBUTES).map((k) => k.name);
-    if ((await missingSearchAttributes(connection, namespace)).length > 0) throw new Error(`namespace ${namespace} on ${address} still lacks search attributes`);
+    if ((await missingSearchAttributes(connection, namespace)).length > 0)
+      throw new Error(`namespace ${namespace} on ${address} still lacks search attributes`);
     console.log(
       added.length > 0
         ? `namespace ${namespace} on ${address}: registered ${added.join(', ')}; all ${all.length} search attributes are in place`

@@ -3,7 +3,13 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
-import { SEARCH_ATTRIBUTES, stepsQuery, type RefundResult, type RefundRunState, type RefundWorkflow } from '../contract';
+import {
+  SEARCH_ATTRIBUTES,
+  stepsQuery,
+  type RefundResult,
+  type RefundRunState,
+  type RefundWorkflow,
+} from '../contract';
 
 export type RunOutcome = { kind: 'result'; result: RefundResult } | { kind: 'parked'; state: RefundRunState };
 
@@ -16,7 +22,11 @@ const PARKED = new Set(['needs_attention', 'awaiting_approval']);
  * for its step table (a Query, which needs a worker: until one answers, it just waits). With
  * `signal`, stops waiting when it is aborted (and rejects).
  */
-export async function outcomeOf(handle: WorkflowHandle<RefundWorkflow>, pollMs = 1000, signal?: AbortSignal): Promise<RunOutcome> {
+export async function outcomeOf(
+  handle: WorkflowHandle<RefundWorkflow>,
+  pollMs = 1000,
+  signal?: AbortSignal,
+): Promise<RunOutcome> {
   // Aborted once the wait is over: every call is cancelled, and none begins; nothing is left waiting on the connection.
   const waiting = new AbortController();
   let stop = () => undefined as void;
@@ -33,7 +43,9 @@ export async function outcomeOf(handle: WorkflowHandle<RefundWorkflow>, pollMs =
     const own = new AbortController();
     const abort = () => own.abort();
     waiting.signal.addEventListener('abort', abort, { once: true });
-    return handle.client.connection.withAbortSignal(own.signal, fn).finally(() => waiting.signal.removeEventListener('abort', abort));
+    return handle.client.connection
+      .withAbortSignal(own.signal, fn)
+      .finally(() => waiting.signal.removeEventListener('abort', abort));
   };
   /** The run's close event, once it has closed: one long poll at a time, each a call of its own (handle.result() makes them all on one signal). */
   const closed = async (): Promise<temporal.api.history.v1.IHistoryEvent> => {
@@ -61,7 +73,10 @@ export async function outcomeOf(handle: WorkflowHandle<RefundWorkflow>, pollMs =
     // ending (failed, terminated, continued as new …) is left to the SDK, which throws its typed error.
     const completed = event?.workflowExecutionCompletedEventAttributes;
     if (completed) {
-      const [value] = await decodeArrayFromPayloads(handle.client.options.loadedDataConverter, completed.result?.payloads);
+      const [value] = await decodeArrayFromPayloads(
+        handle.client.options.loadedDataConverter,
+        completed.result?.payloads,
+      );
       return { kind: 'result', result: value as RefundResult };
     }
     return { kind: 'result', result: await call(() => handle.result()) };

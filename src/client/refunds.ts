@@ -1,8 +1,21 @@
 // Starting a refund from outside Temporal: validate first, then start the workflow under its
 // business key, or attach to the run that already holds that key.
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowNotFoundError,
+  type Client,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { AdmissionRejectedError, checkAdmission, type Admission } from './admission';
-import { parseRefundWorkflowId, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, TASK_QUEUE, type CompletedRefund, type RefundWorkflow } from '../contract';
+import {
+  parseRefundWorkflowId,
+  REFUND_WORKFLOW,
+  refundWorkflowId,
+  SEARCH_ATTRIBUTES,
+  TASK_QUEUE,
+  type CompletedRefund,
+  type RefundWorkflow,
+} from '../contract';
 import { changedIntent, parseRefundRequest, type RefundRequest } from '../domain/refund-request';
 import { ConflictingRefundError, startedWith } from '../temporal/client';
 import { outcomeOf, type RunOutcome } from './outcome';
@@ -19,7 +32,12 @@ export interface StartedRefund {
  * run's is a changed intent and is refused: it needs a new operation version. With `admission`,
  * a new run is refused (AdmissionRejectedError) while the workers are too far behind.
  */
-export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, admission?: Admission): Promise<StartedRefund> {
+export async function startRefund(
+  client: Client,
+  input: unknown,
+  taskQueue = TASK_QUEUE,
+  admission?: Admission,
+): Promise<StartedRefund> {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
   let handle: WorkflowHandle<RefundWorkflow>;
@@ -53,7 +71,11 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
   const existing = await startedWith(client, workflowId);
   const was = changedIntent(existing, request);
   if (was) {
-    const next = (await orderRuns(client, request.orderId)).reduce((max, r) => Math.max(max, r.operationVersion ?? 0), request.operationVersion) + 1;
+    const next =
+      (await orderRuns(client, request.orderId)).reduce(
+        (max, r) => Math.max(max, r.operationVersion ?? 0),
+        request.operationVersion,
+      ) + 1;
     throw new ConflictingRefundError(
       `${workflowId} already exists with ${was}; a changed refund for order ${request.orderId} needs a new operation version: the next free one is ${next} (--operation-version ${next}); \`npm run operations -- ${request.orderId}\` lists them`,
     );
@@ -113,7 +135,8 @@ export class RefundNotCompletedError extends Error {
 export async function refund(client: Client, input: unknown, taskQueue = TASK_QUEUE): Promise<CompletedRefund> {
   const { workflowId, handle } = await startRefund(client, input, taskQueue);
   const outcome = await outcomeOf(handle);
-  if (outcome.kind === 'parked') throw new RefundNotCompletedError(`${workflowId} needs a person: ${outcome.state.outcome?.reason}`, outcome);
+  if (outcome.kind === 'parked')
+    throw new RefundNotCompletedError(`${workflowId} needs a person: ${outcome.state.outcome?.reason}`, outcome);
   const { result } = outcome;
   if (result.status === 'completed') return result;
   const why = `ended ${result.status}: ${result.reason}`;

@@ -10,7 +10,12 @@ export interface DemoOrder {
 }
 
 /** A paid order (paid with a Stripe test payment method): a succeeded payment intent at the provider and the order row that points at it. Idempotent. */
-export async function seedPaidOrder(stripe: Stripe, store: OrderStore, o: DemoOrder, paymentMethod = 'pm_card_visa'): Promise<Order> {
+export async function seedPaidOrder(
+  stripe: Stripe,
+  store: OrderStore,
+  o: DemoOrder,
+  paymentMethod = 'pm_card_visa',
+): Promise<Order> {
   const existing = await store.getOrder(o.orderId);
   if (existing) return existing;
   const intent = await stripe.paymentIntents.create(

@@ -32,7 +32,9 @@ export function configuredCodecServer(config: Config, codec: PayloadCodec): Code
  * The one way a codec server is started from the configuration, with the workers' keys: by
  * `npm run codec-server` and by the local stack. Undefined with PAYLOAD_ENCRYPTION=off.
  */
-export async function startConfiguredCodecServer(config: Config): Promise<{ server: CodecServer; summary: string } | undefined> {
+export async function startConfiguredCodecServer(
+  config: Config,
+): Promise<{ server: CodecServer; summary: string } | undefined> {
   const keyring = payloadKeyring(config);
   if (!keyring) return undefined;
   const server = await startCodecServer(configuredCodecServer(config, new EncryptionCodec(keyring)));
@@ -62,13 +64,17 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
 
   async function answer(req: http.IncomingMessage): Promise<unknown> {
     const action = new URL(req.url ?? '/', 'http://codec').pathname.split('/').at(-1);
-    if (req.method !== 'POST' || (action !== 'encode' && action !== 'decode')) throw new HttpError(404, 'POST …/encode or …/decode');
+    if (req.method !== 'POST' || (action !== 'encode' && action !== 'decode'))
+      throw new HttpError(404, 'POST …/encode or …/decode');
     const origin = req.headers.origin;
-    if (origin !== undefined && !origins.includes(origin)) throw new HttpError(403, `origin ${origin} is not allowed (CODEC_CORS_ORIGINS)`);
-    if (authToken && !bearerMatches(req.headers.authorization, authToken)) throw new HttpError(401, 'a bearer token is required');
+    if (origin !== undefined && !origins.includes(origin))
+      throw new HttpError(403, `origin ${origin} is not allowed (CODEC_CORS_ORIGINS)`);
+    if (authToken && !bearerMatches(req.headers.authorization, authToken))
+      throw new HttpError(401, 'a bearer token is required');
     // The `temporal` CLI sends the header empty: only a namespace it names is checked.
     const asked = req.headers['x-namespace'];
-    if (asked && asked !== namespace) throw new HttpError(403, `this codec server holds the keys of namespace ${namespace}, not ${String(asked)}`);
+    if (asked && asked !== namespace)
+      throw new HttpError(403, `this codec server holds the keys of namespace ${namespace}, not ${String(asked)}`);
     let payloads;
     try {
       payloads = Payloads.fromObject(JSON.parse(await readBody(req, MAX_BODY))).payloads;

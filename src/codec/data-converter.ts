@@ -22,11 +22,12 @@ export function payloadKeyring(config: Config): Keyring | undefined {
     if (!fs.existsSync(encryption.keysFile)) throw new Error(`PAYLOAD_KEYS_FILE ${encryption.keysFile} does not exist`);
     return parseKeyring(fs.readFileSync(encryption.keysFile, 'utf8'), `PAYLOAD_KEYS_FILE ${encryption.keysFile}`);
   }
-  if (config.temporal.local && runningPid(config.dataDir, 'temporal') !== undefined) return localKeyring(encryption.localKeysFile);
+  if (config.temporal.local && runningPid(config.dataDir, 'temporal') !== undefined)
+    return localKeyring(encryption.localKeysFile);
   throw new Error(
     `no payload keys are set, and Temporal at ${config.temporal.address} is not the dev server this stack runs under ${config.dataDir} ` +
       '(start that with `npm run dev` or `npm run demo`). For any other server set PAYLOAD_KEYS (or PAYLOAD_KEYS_FILE), the same on every worker and client, ' +
-      'or PAYLOAD_ENCRYPTION=off to store customers\' data there in plaintext',
+      "or PAYLOAD_ENCRYPTION=off to store customers' data there in plaintext",
   );
 }
 
@@ -35,7 +36,11 @@ export const PAYLOAD_CONVERTER_PATH = require.resolve('./payload-converter');
 
 /** The data converter for a keyring (none: plaintext payloads); workers and clients must share it. */
 export function refundDataConverter(keyring: Keyring | undefined): DataConverter {
-  return { failureConverterPath: FAILURE_CONVERTER_PATH, payloadConverterPath: PAYLOAD_CONVERTER_PATH, payloadCodecs: keyring ? [new UndecodableMarked(new EncryptionCodec(keyring))] : [] };
+  return {
+    failureConverterPath: FAILURE_CONVERTER_PATH,
+    payloadConverterPath: PAYLOAD_CONVERTER_PATH,
+    payloadCodecs: keyring ? [new UndecodableMarked(new EncryptionCodec(keyring))] : [],
+  };
 }
 
 /**
@@ -55,7 +60,10 @@ class UndecodableMarked implements PayloadCodec {
       payloads.map((payload) =>
         this.codec.decode([payload]).then(
           ([decoded]) => decoded,
-          (err: unknown) => ({ metadata: { [METADATA_ENCODING_KEY]: utf8.encode(UNDECODABLE_ENCODING) }, data: utf8.encode(err instanceof Error ? err.message : String(err)) }),
+          (err: unknown) => ({
+            metadata: { [METADATA_ENCODING_KEY]: utf8.encode(UNDECODABLE_ENCODING) },
+            data: utf8.encode(err instanceof Error ? err.message : String(err)),
+          }),
         ),
       ),
     );

@@ -25,7 +25,10 @@ export class EncryptionCodec implements PayloadCodec {
       const cipher = createCipheriv('aes-256-gcm', key, iv);
       // The key id is authenticated too: a payload relabelled with another id does not decode.
       cipher.setAAD(Buffer.from(id));
-      const sealed = Buffer.concat([cipher.update(temporal.api.common.v1.Payload.encode(payload).finish()), cipher.final()]);
+      const sealed = Buffer.concat([
+        cipher.update(temporal.api.common.v1.Payload.encode(payload).finish()),
+        cipher.final(),
+      ]);
       return {
         metadata: { [METADATA_ENCODING_KEY]: utf8(ENCRYPTED_ENCODING), [KEY_ID_METADATA]: utf8(id) },
         data: Buffer.concat([iv, sealed, cipher.getAuthTag()]),
@@ -39,9 +42,13 @@ export class EncryptionCodec implements PayloadCodec {
       if (text(payload.metadata?.[METADATA_ENCODING_KEY]) !== ENCRYPTED_ENCODING) return payload;
       const id = text(payload.metadata?.[KEY_ID_METADATA]) ?? '(none)';
       const key = this.keyring.keys.get(id);
-      if (!key) throw new Error(`payload encrypted with key ${id}, which this process does not have (it has ${[...this.keyring.keys.keys()].join(', ')}); add it to PAYLOAD_KEYS after the newest`);
+      if (!key)
+        throw new Error(
+          `payload encrypted with key ${id}, which this process does not have (it has ${[...this.keyring.keys.keys()].join(', ')}); add it to PAYLOAD_KEYS after the newest`,
+        );
       const data = Buffer.from(payload.data ?? []);
-      if (data.length < IV_BYTES + TAG_BYTES) throw new Error(`payload encrypted with key ${id} is truncated (${data.length} bytes)`);
+      if (data.length < IV_BYTES + TAG_BYTES)
+        throw new Error(`payload encrypted with key ${id} is truncated (${data.length} bytes)`);
       const decipher = createDecipheriv('aes-256-gcm', key, data.subarray(0, IV_BYTES));
       decipher.setAAD(Buffer.from(id));
       decipher.setAuthTag(data.subarray(data.length - TAG_BYTES));
@@ -49,7 +56,9 @@ export class EncryptionCodec implements PayloadCodec {
       try {
         plain = Buffer.concat([decipher.update(data.subarray(IV_BYTES, data.length - TAG_BYTES)), decipher.final()]);
       } catch {
-        throw new Error(`payload encrypted with key ${id} failed authentication: it was altered, or key ${id} is not the key it was written with`);
+        throw new Error(
+          `payload encrypted with key ${id} failed authentication: it was altered, or key ${id} is not the key it was written with`,
+        );
       }
       return temporal.api.common.v1.Payload.decode(plain) as Payload;
     });

@@ -18,17 +18,26 @@ const KEY_ID = /^[A-Za-z0-9_.-]{1,64}$/;
  */
 export function parseKeyring(text: string, source: string): Keyring {
   const lines = text.split('\n').filter((line) => !line.trim().startsWith('#'));
-  const entries = lines.flatMap((line) => line.split(',')).map((e) => e.trim()).filter(Boolean);
-  if (entries.length === 0) throw new Error(`${source}: no keys; expected id:base64key entries, newest first (\`npm run codec-server -- --new-key\` makes one)`);
+  const entries = lines
+    .flatMap((line) => line.split(','))
+    .map((e) => e.trim())
+    .filter(Boolean);
+  if (entries.length === 0)
+    throw new Error(
+      `${source}: no keys; expected id:base64key entries, newest first (\`npm run codec-server -- --new-key\` makes one)`,
+    );
   const keys = new Map<string, Buffer>();
   for (const [index, entry] of entries.entries()) {
     const [id, encoded, ...rest] = entry.split(':');
     if (!id || !KEY_ID.test(id) || encoded === undefined || rest.length > 0) {
       // Never echoed: the entry may hold key material.
-      throw new Error(`${source}: entry ${index + 1} is not id:base64key (ids are 1-64 letters, digits, ".", "_" or "-")`);
+      throw new Error(
+        `${source}: entry ${index + 1} is not id:base64key (ids are 1-64 letters, digits, ".", "_" or "-")`,
+      );
     }
     const key = Buffer.from(encoded, 'base64');
-    if (key.length !== 32 || key.toString('base64') !== encoded) throw new Error(`${source}: key ${id} is not 32 bytes of base64 (AES-256 needs exactly 32)`);
+    if (key.length !== 32 || key.toString('base64') !== encoded)
+      throw new Error(`${source}: key ${id} is not 32 bytes of base64 (AES-256 needs exactly 32)`);
     if (keys.has(id)) throw new Error(`${source}: key id ${id} appears twice`);
     keys.set(id, key);
   }
@@ -47,7 +56,9 @@ export function localKeyring(file: string): Keyring {
   if (!fs.existsSync(file)) {
     // Written whole, then linked into place: a process starting at the same moment reads either no file or this one.
     const draft = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`;
-    fs.writeFileSync(draft, `# payload encryption keys for the local stack, newest first\n${newKeyEntry()}\n`, { mode: 0o600 });
+    fs.writeFileSync(draft, `# payload encryption keys for the local stack, newest first\n${newKeyEntry()}\n`, {
+      mode: 0o600,
+    });
     try {
       fs.linkSync(draft, file);
     } catch (err) {

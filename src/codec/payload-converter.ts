@@ -9,7 +9,14 @@
 // every workflow refuses as input. Anywhere else (an activity's input, a client reading a result) and
 // for an activity's result inside a workflow, it still throws: those payloads come from our own
 // workers, a failure there is a misconfigured key, and a retry on a worker that has it is the cure.
-import { DefaultPayloadConverter, METADATA_ENCODING_KEY, type ConverterHint, type Payload, type PayloadConverter, type SerializationContext } from '@temporalio/common';
+import {
+  DefaultPayloadConverter,
+  METADATA_ENCODING_KEY,
+  type ConverterHint,
+  type Payload,
+  type PayloadConverter,
+  type SerializationContext,
+} from '@temporalio/common';
 import { inWorkflowContext } from '@temporalio/workflow';
 
 /** The encoding the payload codec gives a payload it could not decrypt; its data is why. */
@@ -21,7 +28,9 @@ export interface UndecodableValue {
 }
 
 export function isUndecodable(value: unknown): value is UndecodableValue {
-  return typeof value === 'object' && value !== null && typeof (value as Partial<UndecodableValue>).$undecodable === 'string';
+  return (
+    typeof value === 'object' && value !== null && typeof (value as Partial<UndecodableValue>).$undecodable === 'string'
+  );
 }
 
 const text = (bytes: Uint8Array | null | undefined) => (bytes ? new TextDecoder().decode(bytes) : '');

@@ -53,7 +53,8 @@ export function compensationPlan(
   let held: CompensationPlan['held'] = null;
   if (records.order) stands.push('update_order');
   const notice = records.notice;
-  if (notice?.status === 'sent' || (notice?.status === 'sending' && (correctUnknown || records.correction))) stands.push('notify_customer');
+  if (notice?.status === 'sent' || (notice?.status === 'sending' && (correctUnknown || records.correction)))
+    stands.push('notify_customer');
   else if (notice?.status === 'sending') {
     held = {
       step: 'notify_customer',

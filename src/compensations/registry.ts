@@ -3,7 +3,13 @@
 // what it depends on and who is asked when it fails for good. The saga, the docs' table and the
 // tests read it from here. Imported by workflow code, so it stays pure.
 import type { CorrectionReason, RefundCorrectionInput } from '../activities/refund-correction';
-import { REFUND_STEPS, type NotificationReceipt, type OrderReceipt, type RefundReceipt, type RefundStep } from '../contract';
+import {
+  REFUND_STEPS,
+  type NotificationReceipt,
+  type OrderReceipt,
+  type RefundReceipt,
+  type RefundStep,
+} from '../contract';
 import type { Boundary } from '../reliability/taxonomy';
 import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
@@ -94,10 +100,14 @@ const APPROVED = "needs a lead's approval (a second person with the approver rol
 
 export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
   load_order: {
-    action: "read the order and commit the operation's intent (operation id, request hash) before anything is sent; name earlier operations not yet settled",
-    precondition: 'a valid request; the order exists, is paid in the currency asked and has the amount left to refund; no later operation version exists',
-    record: 'the operation record (status, request hash) with its intent_committed audit entry; the attempt ledger under <operation>:load_order',
-    idempotency: 'store commitIntent by operation id + request hash: the same intent returns the record already there, another hash under the same id is refused (INVALID_ARGUMENTS)',
+    action:
+      "read the order and commit the operation's intent (operation id, request hash) before anything is sent; name earlier operations not yet settled",
+    precondition:
+      'a valid request; the order exists, is paid in the currency asked and has the amount left to refund; no later operation version exists',
+    record:
+      'the operation record (status, request hash) with its intent_committed audit entry; the attempt ledger under <operation>:load_order',
+    idempotency:
+      'store commitIntent by operation id + request hash: the same intent returns the record already there, another hash under the same id is refused (INVALID_ARGUMENTS)',
     boundary: 'store',
     onFailure: 'stop',
     undo: { kind: 'none' },
@@ -116,15 +126,20 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
       'Stripe Idempotency-Key <operation>:create_refund on every send, resent only inside its dedupe window; an unknown outcome is reconciled by metadata.operation_id (or the refund id), never resent blind; a receipt on record is replayed without a request',
     boundary: 'stripe',
     onFailure: 'stop',
-    undo: { kind: 'forward_repair', note: 'a refund cannot be undone: later steps are repaired forward, and a refund is never sent again' },
+    undo: {
+      kind: 'forward_repair',
+      note: 'a refund cannot be undone: later steps are repaired forward, and a refund is never sent again',
+    },
     pointOfNoReturn: true,
     dependsOn: ['load_order'],
     escalation: `an unknown outcome is reconciled with the provider first; then ${PARKED}: retry-step (it looks the refund up before it sends) ${APPROVED}, or abandon`,
   },
   update_order: {
     action: 'record the refund on the order (refunded amount, status) with an order_updated audit entry',
-    precondition: 'the refund exists at the provider with a receipt (the full amount, or the partial amount being repaired forward)',
-    record: "the order's order_refunds row (refund id, amount, prior amount and status, applied version) and its order_updated audit entry; the attempt ledger under <operation>:update_order",
+    precondition:
+      'the refund exists at the provider with a receipt (the full amount, or the partial amount being repaired forward)',
+    record:
+      "the order's order_refunds row (refund id, amount, prior amount and status, applied version) and its order_updated audit entry; the attempt ledger under <operation>:update_order",
     idempotency:
       "store applyRefund idempotent by operation id (a second apply returns the first receipt, one with other parameters is refused) and optimistic on the order's version (a conflict reloads and applies again)",
     boundary: 'store',
@@ -165,10 +180,13 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
     escalation: `the refund stands; ${PARKED}: an unknown hand-over is quarantined until a person looks for its Message-ID in the mailbox; retry-step (resends it with the same Message-ID) ${APPROVED}, or abandon`,
   },
   completion_gate: {
-    action: "check that the provider's receipt, the order, the outbox and the audit trail agree before the run says completed; poll while the refund is pending",
+    action:
+      "check that the provider's receipt, the order, the outbox and the audit trail agree before the run says completed; poll while the refund is pending",
     precondition: 'every earlier step completed: a refund receipt, the order updated, the notice sent',
-    record: 'its findings per check (provider_receipt, single_refund, order_refund_state, notification_state, audit_trail); the operation record settled completed (or failed); provider reads in the ledger under <operation>:create_refund#gate',
-    idempotency: 'a read of the provider, the order, the outbox and the audit trail; the operation record it settles (completed or failed) only moves forward, so a repeat changes nothing',
+    record:
+      'its findings per check (provider_receipt, single_refund, order_refund_state, notification_state, audit_trail); the operation record settled completed (or failed); provider reads in the ledger under <operation>:create_refund#gate',
+    idempotency:
+      'a read of the provider, the order, the outbox and the audit trail; the operation record it settles (completed or failed) only moves forward, so a repeat changes nothing',
     boundary: 'stripe',
     onFailure: 'forward_repair',
     undo: { kind: 'none' },
@@ -199,7 +217,10 @@ export function checkRegistry(registry: DependencyGraph): void {
   }
   for (const [position, step] of declared.entries()) {
     for (const dependency of registry[step]!.dependsOn) {
-      if (declared.indexOf(dependency) >= position) throw new Error(`step ${step} depends on ${dependency}, which is declared after it: a step may depend only on earlier steps`);
+      if (declared.indexOf(dependency) >= position)
+        throw new Error(
+          `step ${step} depends on ${dependency}, which is declared after it: a step may depend only on earlier steps`,
+        );
     }
   }
 }

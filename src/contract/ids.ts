@@ -112,7 +112,9 @@ export function followUpWorkflowId(operationId: string): string {
 
 /** The operation a follow-up workflow id follows up; undefined for any other workflow id. */
 export function parseFollowUpWorkflowId(workflowId: string): { operationId: string } | undefined {
-  return workflowId.startsWith(FOLLOW_UP_PREFIX) && workflowId.length > FOLLOW_UP_PREFIX.length ? { operationId: workflowId.slice(FOLLOW_UP_PREFIX.length) } : undefined;
+  return workflowId.startsWith(FOLLOW_UP_PREFIX) && workflowId.length > FOLLOW_UP_PREFIX.length
+    ? { operationId: workflowId.slice(FOLLOW_UP_PREFIX.length) }
+    : undefined;
 }
 
 /** The `decide` Update's id for the scheduled sweep's reconcile request: one per occurrence, so a re-run asks no run twice. */

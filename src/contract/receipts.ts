@@ -13,7 +13,10 @@ const attemptSummarySchema = z.object({
   outcome: z.string().nullable(),
   transportRequests: z.number().int(),
 });
-const evidenceSchema = z.object({ attempt: z.number().int().min(1), ledger: z.array(attemptSummarySchema.passthrough()) });
+const evidenceSchema = z.object({
+  attempt: z.number().int().min(1),
+  ledger: z.array(attemptSummarySchema.passthrough()),
+});
 
 export interface RefundReceipt {
   refundId: string;
@@ -144,18 +147,33 @@ export interface BeginResult {
   settings: RunSettings;
 }
 
-const operationSchema = z.object({ operationId: z.string(), status: z.string(), requestHash: z.string() }).passthrough();
+const operationSchema = z
+  .object({ operationId: z.string(), status: z.string(), requestHash: z.string() })
+  .passthrough();
 
 export const beginResultSchema = z.object({
-  order: z.object({ id: z.string(), paymentIntentId: z.string(), currency: z.string(), amount: z.number().int() }).passthrough(),
+  order: z
+    .object({ id: z.string(), paymentIntentId: z.string(), currency: z.string(), amount: z.number().int() })
+    .passthrough(),
   operation: operationSchema,
   created: z.boolean(),
   problem: z.string().nullable(),
   blockers: z.array(operationSchema),
-  settings: z.object({ scope: z.string(), policy: z.object({ version: z.string() }).passthrough(), provider: z.object({ dedupeWindowMs: z.number() }).passthrough() }),
+  settings: z.object({
+    scope: z.string(),
+    policy: z.object({ version: z.string() }).passthrough(),
+    provider: z.object({ dedupeWindowMs: z.number() }).passthrough(),
+  }),
 });
 
-export const RECONCILE_OUTCOMES = ['completed', 'not_started_confirmed', 'not_found_inconclusive', 'partial', 'failed', 'unknown'] as const;
+export const RECONCILE_OUTCOMES = [
+  'completed',
+  'not_started_confirmed',
+  'not_found_inconclusive',
+  'partial',
+  'failed',
+  'unknown',
+] as const;
 export type ReconcileOutcome = (typeof RECONCILE_OUTCOMES)[number];
 
 export interface ReconcileResult {

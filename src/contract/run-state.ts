@@ -29,7 +29,10 @@ export type RunStatus =
   | 'compensated'
   | 'abandoned'
   | 'stopped';
-export type TerminalStatus = Extract<RunStatus, 'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention'>;
+export type TerminalStatus = Extract<
+  RunStatus,
+  'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention'
+>;
 
 /** What is known of the refund at the provider: `unknown` stays unknown until the provider says otherwise. */
 export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';

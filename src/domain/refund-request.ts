@@ -9,9 +9,17 @@ const idPattern = /^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/;
 export const refundRequestSchema = z
   .object({
     orderId: z.string().regex(idPattern, 'must be 1-64 letters, digits, "_" or "-", starting with a letter or digit'),
-    amount: z.number().int('must be a whole number of minor units (e.g. cents)').positive('must be greater than 0').max(99_999_999),
+    amount: z
+      .number()
+      .int('must be a whole number of minor units (e.g. cents)')
+      .positive('must be greater than 0')
+      .max(99_999_999),
     // "EUR" and "eur" are one currency: normalized, never refused for its case.
-    currency: z.string().trim().toLowerCase().regex(/^[a-z]{3}$/, 'must be a three-letter ISO code such as "usd"'),
+    currency: z
+      .string()
+      .trim()
+      .toLowerCase()
+      .regex(/^[a-z]{3}$/, 'must be a three-letter ISO code such as "usd"'),
     reason: z.enum(REFUND_REASONS).default('requested_by_customer'),
     requestedBy: z.string().trim().min(1, 'must name who asked for the refund').max(200),
     /** A changed intent for the same order is a new operation version, never a disguised retry. */

@@ -5,7 +5,14 @@
 import type Stripe from 'stripe';
 import { compensationKey, messageIdForKey, stepKey } from '../contract';
 import { maskEmails } from '../reliability/redaction';
-import type { AppliedRefund, AuditEntry, OperationRecord, OrderStore, OutboxEntry, ProviderEventRecord } from '../store';
+import type {
+  AppliedRefund,
+  AuditEntry,
+  OperationRecord,
+  OrderStore,
+  OutboxEntry,
+  ProviderEventRecord,
+} from '../store';
 import type { Order } from '../domain/order';
 
 export interface Fact {
@@ -56,7 +63,11 @@ export interface EvidenceSources {
 
 const short = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
-export async function gatherEvidence(sources: EvidenceSources, operationId: string, orderId: string): Promise<Evidence> {
+export async function gatherEvidence(
+  sources: EvidenceSources,
+  operationId: string,
+  orderId: string,
+): Promise<Evidence> {
   const { store } = sources;
   const noticeKey = stepKey(operationId, 'notify_customer');
   const correctionKey = compensationKey(noticeKey);
@@ -94,32 +105,54 @@ export async function gatherEvidence(sources: EvidenceSources, operationId: stri
     await providerFacts(ev, sources, pi, stepKey(operationId, 'create_refund'));
   }
   if (sources.mailboxUrl) await mailboxFacts(ev, sources.mailboxUrl);
-  else ev.unavailable.push(`mailbox: mail goes to a server whose mailbox cannot be read from here; look for ${ev.noticeMessageId} there`);
+  else
+    ev.unavailable.push(
+      `mailbox: mail goes to a server whose mailbox cannot be read from here; look for ${ev.noticeMessageId} there`,
+    );
   return ev;
 }
 
 function storeFacts(ev: Evidence, orderId: string): void {
   const { operation: op, order, applied, notice, correction } = ev;
   const id = `store:operation:${ev.operationId}`;
-  if (!op) ev.facts.push({ id, says: 'no operation record: no run of this operation got as far as recording its intent' });
+  if (!op)
+    ev.facts.push({ id, says: 'no operation record: no run of this operation got as far as recording its intent' });
   else {
-    const absence = op.provenAbsentThrough === null ? 'no absence proof' : `absence proven through send ${op.provenAbsentThrough}`;
-    const refund = op.refund ? `; refund ${op.refund.refundId} (${op.refund.amount} ${op.refund.currency}, ${op.refund.status})` : '';
+    const absence =
+      op.provenAbsentThrough === null ? 'no absence proof' : `absence proven through send ${op.provenAbsentThrough}`;
+    const refund = op.refund
+      ? `; refund ${op.refund.refundId} (${op.refund.amount} ${op.refund.currency}, ${op.refund.status})`
+      : '';
     ev.facts.push({ id, says: `status ${op.status}; ${op.requestsSent} create request(s) sent; ${absence}${refund}` });
   }
   if (!order) ev.facts.push({ id: `store:order:${orderId}`, says: 'no such order' });
-  else ev.facts.push({ id: `store:order:${orderId}`, says: `${order.status}; ${order.refundedAmount} of ${order.amount} ${order.currency} refunded (version ${order.version})` });
+  else
+    ev.facts.push({
+      id: `store:order:${orderId}`,
+      says: `${order.status}; ${order.refundedAmount} of ${order.amount} ${order.currency} refunded (version ${order.version})`,
+    });
   if (applied) {
     const reverted = applied.revertedByKey ? `, taken off again by ${applied.revertedByKey}` : '';
-    ev.facts.push({ id: `store:applied:${ev.operationId}`, says: `the order recorded refund ${applied.refundId} of ${applied.amount} for this operation${reverted}` });
+    ev.facts.push({
+      id: `store:applied:${ev.operationId}`,
+      says: `the order recorded refund ${applied.refundId} of ${applied.amount} for this operation${reverted}`,
+    });
   }
   for (const entry of [notice, correction]) {
     if (!entry) continue;
-    const sent = entry.status === 'sent' ? `accepted by the mail server at ${entry.sentAt} (${entry.providerResponse})` : entry.status;
-    ev.facts.push({ id: `store:outbox:${entry.key}`, says: `${entry.kind} ${entry.messageId} to ${maskEmails(entry.recipient)}: ${sent}; ${entry.attempts} hand-over attempt(s)` });
+    const sent =
+      entry.status === 'sent'
+        ? `accepted by the mail server at ${entry.sentAt} (${entry.providerResponse})`
+        : entry.status;
+    ev.facts.push({
+      id: `store:outbox:${entry.key}`,
+      says: `${entry.kind} ${entry.messageId} to ${maskEmails(entry.recipient)}: ${sent}; ${entry.attempts} hand-over attempt(s)`,
+    });
   }
   for (const e of ev.events) {
-    const handed = e.outcome?.startsWith('signalled') ? `handed to ${e.handedTo} at ${e.handedAt}` : (e.outcome ?? 'not handed on yet');
+    const handed = e.outcome?.startsWith('signalled')
+      ? `handed to ${e.handedTo} at ${e.handedAt}`
+      : (e.outcome ?? 'not handed on yet');
     ev.facts.push({
       id: `event:${e.eventId}`,
       says: `${e.type}: refund ${e.refundId} ${e.refundStatus}, sent ${new Date(e.created * 1000).toISOString()}, received ${e.receivedAt} (${e.deliveries} deliver${e.deliveries === 1 ? 'y' : 'ies'}); ${handed}`,
@@ -128,11 +161,17 @@ function storeFacts(ev: Evidence, orderId: string): void {
   // A refund that failed after its run finished is followed up by another run, tied to the same operation.
   for (const a of ev.audit.filter((e) => e.event === 'follow_up')) {
     const d = a.detail as { followUp?: string; runId?: string; status?: string; reason?: string };
-    ev.facts.push({ id: `temporal:${d.followUp ?? a.actor}`, says: `follow-up run ${d.runId ?? ''} of this operation: ${d.status ?? '?'} at ${a.at}: ${d.reason ?? ''}` });
+    ev.facts.push({
+      id: `temporal:${d.followUp ?? a.actor}`,
+      says: `follow-up run ${d.runId ?? ''} of this operation: ${d.status ?? '?'} at ${a.at}: ${d.reason ?? ''}`,
+    });
   }
   for (const a of ev.audit.filter((e) => e.event === 'decision')) {
     const d = a.detail as { decision?: string; by?: string };
-    ev.facts.push({ id: `store:audit:${a.seq}`, says: `decision ${d.decision ?? '?'} by ${d.by ?? a.actor} at ${a.at}` });
+    ev.facts.push({
+      id: `store:audit:${a.seq}`,
+      says: `decision ${d.decision ?? '?'} by ${d.by ?? a.actor} at ${a.at}`,
+    });
   }
 }
 
@@ -141,9 +180,23 @@ async function providerFacts(ev: Evidence, sources: EvidenceSources, pi: string,
     const all: Stripe.Refund[] = [];
     for await (const r of sources.stripe.refunds.list({ payment_intent: pi, limit: 100 })) all.push(r);
     const mine = all.filter((r) => r.metadata?.operation_id === ev.operationId);
-    ev.refunds = mine.map((r) => ({ id: r.id, amount: r.amount, currency: r.currency, status: r.status, created: new Date(r.created * 1000).toISOString() }));
-    for (const r of ev.refunds) ev.facts.push({ id: `stripe:${r.id}`, says: `refund of ${r.amount} ${r.currency}, ${r.status}, created ${r.created}, metadata.operation_id ${ev.operationId}` });
-    if (mine.length === 0) ev.facts.push({ id: `stripe:${pi}`, says: `none of the payment intent's ${all.length} refund(s) carries metadata.operation_id ${ev.operationId}` });
+    ev.refunds = mine.map((r) => ({
+      id: r.id,
+      amount: r.amount,
+      currency: r.currency,
+      status: r.status,
+      created: new Date(r.created * 1000).toISOString(),
+    }));
+    for (const r of ev.refunds)
+      ev.facts.push({
+        id: `stripe:${r.id}`,
+        says: `refund of ${r.amount} ${r.currency}, ${r.status}, created ${r.created}, metadata.operation_id ${ev.operationId}`,
+      });
+    if (mine.length === 0)
+      ev.facts.push({
+        id: `stripe:${pi}`,
+        says: `none of the payment intent's ${all.length} refund(s) carries metadata.operation_id ${ev.operationId}`,
+      });
   } catch (err) {
     ev.unavailable.push(`stripe: listing the refunds of ${pi} failed: ${short(err)}`);
   }
@@ -151,11 +204,16 @@ async function providerFacts(ev: Evidence, sources: EvidenceSources, pi: string,
   try {
     const res = await fetch(`${sources.ledgerUrl}/_ledger?payment_intent=${encodeURIComponent(pi)}`);
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
-    const { effects } = (await res.json()) as { effects: { type: string; idempotencyKey: string | null; requestsWithKey: number }[] };
+    const { effects } = (await res.json()) as {
+      effects: { type: string; idempotencyKey: string | null; requestsWithKey: number }[];
+    };
     const made = effects.filter((e) => e.type === 'refund.created' && e.idempotencyKey === createKey);
     ev.ledgerRefunds = made.length;
     const requests = made.reduce((n, e) => n + e.requestsWithKey, 0);
-    ev.facts.push({ id: `ledger:${createKey}`, says: `the Stripe server's ledger has ${made.length} refund(s) made under this key${made.length ? `, from ${requests} request(s) carrying it` : ''}` });
+    ev.facts.push({
+      id: `ledger:${createKey}`,
+      says: `the Stripe server's ledger has ${made.length} refund(s) made under this key${made.length ? `, from ${requests} request(s) carrying it` : ''}`,
+    });
   } catch (err) {
     ev.unavailable.push(`ledger: reading the Stripe server's ledger failed: ${short(err)}`);
   }
@@ -167,12 +225,18 @@ async function mailboxFacts(ev: Evidence, mailboxUrl: string): Promise<void> {
     if (!res.ok) throw new Error(`HTTP ${res.status}`);
     const { messages } = (await res.json()) as { messages: { to: string[]; receivedAt: string }[] };
     const when = messages.map((m) => m.receivedAt).join(', ');
-    ev.facts.push({ id: `mailbox:${messageId}`, says: messages.length ? `${messages.length} message(s) received (${when})` : 'no message with this Message-ID' });
+    ev.facts.push({
+      id: `mailbox:${messageId}`,
+      says: messages.length ? `${messages.length} message(s) received (${when})` : 'no message with this Message-ID',
+    });
     return messages.length;
   };
   try {
     // A correction is looked for only once one was meant to go out.
-    ev.mailbox = { notice: await count(ev.noticeMessageId), correction: ev.correction ? await count(ev.correctionMessageId) : 0 };
+    ev.mailbox = {
+      notice: await count(ev.noticeMessageId),
+      correction: ev.correction ? await count(ev.correctionMessageId) : 0,
+    };
   } catch (err) {
     ev.unavailable.push(`mailbox: reading ${mailboxUrl} failed: ${short(err)}; look for ${ev.noticeMessageId} by hand`);
   }

@@ -6,7 +6,6 @@ import pino from 'pino';
 import type { LogLevelName } from '../config';
 import { maskEmails } from '../reliability/redaction';
 
-
 /** A Temporal Logger that writes through pino. */
 export class PinoLogger implements Logger {
   constructor(readonly pino: pino.Logger) {}
@@ -44,12 +43,17 @@ export function createLogger(level: LogLevelName, destination?: pino.Destination
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },
     // The SDK logs failures under `error`; pino's own serializer keeps their message and stack, with addresses masked.
-    serializers: { error: (err: unknown) => (err instanceof Error ? JSON.parse(maskEmails(JSON.stringify(pino.stdSerializers.err(err)))) : err) },
+    serializers: {
+      error: (err: unknown) =>
+        err instanceof Error ? JSON.parse(maskEmails(JSON.stringify(pino.stdSerializers.err(err)))) : err,
+    },
   };
   return new PinoLogger(destination ? pino(options, destination) : pino(options));
 }
 
 /** The SDK passes bigints (e.g. event ids) in metadata, which JSON cannot hold: they are written as strings. */
 function jsonSafe(meta: LogMetadata): LogMetadata {
-  return Object.values(meta).some((v) => typeof v === 'bigint') ? Object.fromEntries(Object.entries(meta).map(([k, v]) => [k, typeof v === 'bigint' ? v.toString() : v])) : meta;
+  return Object.values(meta).some((v) => typeof v === 'bigint')
+    ? Object.fromEntries(Object.entries(meta).map(([k, v]) => [k, typeof v === 'bigint' ? v.toString() : v]))
+    : meta;
 }

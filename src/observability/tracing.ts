@@ -12,7 +12,14 @@ import { context, propagation } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
 import { Resource } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  ConsoleSpanExporter,
+  SimpleSpanProcessor,
+  type SpanExporter,
+  type SpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import {
   OpenTelemetryActivityInboundInterceptor,
@@ -22,7 +29,6 @@ import {
 import type { WorkflowClientInterceptor } from '@temporalio/client';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import type { TraceExporter } from '../config';
-
 
 export interface WorkerTracing {
   activityInterceptors: ActivityInterceptorsFactory[];
@@ -41,16 +47,27 @@ const OFF: WorkerTracing = {
 export function startTracing(exporter: TraceExporter | SpanExporter, serviceName: string): WorkerTracing {
   if (exporter === 'none') return OFF;
   const processor: SpanProcessor =
-    exporter === 'console' ? new SimpleSpanProcessor(new ConsoleSpanExporter()) : exporter === 'otlp' ? new BatchSpanProcessor(new OTLPTraceExporter()) : new SimpleSpanProcessor(exporter);
+    exporter === 'console'
+      ? new SimpleSpanProcessor(new ConsoleSpanExporter())
+      : exporter === 'otlp'
+        ? new BatchSpanProcessor(new OTLPTraceExporter())
+        : new SimpleSpanProcessor(exporter);
   const resource = new Resource({ 'service.name': serviceName });
   const provider = new BasicTracerProvider({ resource, spanProcessors: [processor] });
   const tracer = provider.getTracer('durable-refunds');
   // Activities read their run's trace context from the task's headers through the global propagator
   // (W3C, as the workflow side writes it) and make it current through the global context manager.
-  propagation.setGlobalPropagator(new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }));
+  propagation.setGlobalPropagator(
+    new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }),
+  );
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   return {
-    activityInterceptors: [(ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer }), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) })],
+    activityInterceptors: [
+      (ctx) => ({
+        inbound: new OpenTelemetryActivityInboundInterceptor(ctx, { tracer }),
+        outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+      }),
+    ],
     clientInterceptors: [new OpenTelemetryWorkflowClientInterceptor({ tracer })],
     shutdown: () => provider.shutdown(),
   };

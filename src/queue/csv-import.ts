@@ -11,7 +11,14 @@ import { refundRequestSchema, type RefundRequest } from '../domain/refund-reques
 import type { Order } from '../domain/order';
 import { IntentConflictError, type OrderStore } from '../store';
 
-const COLUMNS = { order_id: 'orderId', amount: 'amount', currency: 'currency', reason: 'reason', requested_by: 'requestedBy', operation_version: 'operationVersion' } as const;
+const COLUMNS = {
+  order_id: 'orderId',
+  amount: 'amount',
+  currency: 'currency',
+  reason: 'reason',
+  requested_by: 'requestedBy',
+  operation_version: 'operationVersion',
+} as const;
 type Column = keyof typeof COLUMNS;
 const FIELD_TO_COLUMN = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) => [f, c])) as Record<string, Column>;
 
@@ -21,7 +28,8 @@ export type RowReport =
 
 export class CsvFileError extends Error {}
 
-const wholeNumber = (v: string | undefined) => (v === undefined || v === '' ? undefined : /^\d+$/.test(v) ? Number(v) : Number.NaN);
+const wholeNumber = (v: string | undefined) =>
+  v === undefined || v === '' ? undefined : /^\d+$/.test(v) ? Number(v) : Number.NaN;
 
 type Row = { line: number; record: Record<string, string> } | { line: number; fields: number; expected: number };
 
@@ -29,15 +37,25 @@ type Row = { line: number; record: Record<string, string> } | { line: number; fi
 function rows(text: string): Row[] {
   let parsed: { record: string[]; info: { lines: number } }[];
   try {
-    parsed = parse(text, { skip_empty_lines: true, trim: true, bom: true, info: true, relax_column_count: true }) as unknown as typeof parsed;
+    parsed = parse(text, {
+      skip_empty_lines: true,
+      trim: true,
+      bom: true,
+      info: true,
+      relax_column_count: true,
+    }) as unknown as typeof parsed;
   } catch (err) {
     throw new CsvFileError(`not readable as CSV: ${(err as Error).message}`);
   }
   const [head, ...body] = parsed;
   const header = (head?.record ?? []).map((h) => h.toLowerCase());
   const unknown = header.filter((h) => !(h in COLUMNS));
-  if (unknown.length) throw new CsvFileError(`unknown column(s) ${unknown.join(', ')}; the columns are ${Object.keys(COLUMNS).join(', ')}`);
-  if (!header.includes('order_id') || !header.includes('amount')) throw new CsvFileError('the header must name order_id and amount');
+  if (unknown.length)
+    throw new CsvFileError(
+      `unknown column(s) ${unknown.join(', ')}; the columns are ${Object.keys(COLUMNS).join(', ')}`,
+    );
+  if (!header.includes('order_id') || !header.includes('amount'))
+    throw new CsvFileError('the header must name order_id and amount');
   return body.map(({ record, info }) =>
     record.length === header.length
       ? { line: info.lines, record: Object.fromEntries(header.map((h, i) => [h, record[i] ?? ''])) }
@@ -46,7 +64,11 @@ function rows(text: string): Row[] {
 }
 
 /** Why a request cannot be refunded from its order: no such order, another currency, more than is left once what is already queued for it is counted. */
-export async function refusalsAgainstOrder(store: OrderStore, request: RefundRequest, known?: Order): Promise<{ field: string; message: string }[]> {
+export async function refusalsAgainstOrder(
+  store: OrderStore,
+  request: RefundRequest,
+  known?: Order,
+): Promise<{ field: string; message: string }[]> {
   const order = known ?? (await store.getOrder(request.orderId));
   if (!order) return [{ field: 'order_id', message: `no order ${request.orderId} in the store` }];
   const waiting = (await store.queue.list({ status: 'queued', orderId: order.id }))
@@ -54,9 +76,16 @@ export async function refusalsAgainstOrder(store: OrderStore, request: RefundReq
     .reduce((sum, q) => sum + q.request.amount, 0);
   const left = order.amount - order.refundedAmount - waiting;
   return [
-    ...(request.currency !== order.currency ? [{ field: 'currency', message: `the order is in ${order.currency}` }] : []),
+    ...(request.currency !== order.currency
+      ? [{ field: 'currency', message: `the order is in ${order.currency}` }]
+      : []),
     ...(request.amount > left
-      ? [{ field: 'amount', message: `more than the ${left} ${order.currency} left to refund on order ${order.id}${waiting ? ` once the ${waiting} already queued is counted` : ''}` }]
+      ? [
+          {
+            field: 'amount',
+            message: `more than the ${left} ${order.currency} left to refund on order ${order.id}${waiting ? ` once the ${waiting} already queued is counted` : ''}`,
+          },
+        ]
       : []),
   ];
 }
@@ -66,12 +95,22 @@ async function importRow(
   record: Record<string, string>,
   line: number,
   opts: { source: string; requestedBy?: string },
-): Promise<{ problems: { field: string; message: string }[] } | { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number }> {
+): Promise<
+  | { problems: { field: string; message: string }[] }
+  | { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number }
+> {
   const amount = wholeNumber(record.amount);
   const operationVersion = wholeNumber(record.operation_version);
-  const notWhole = (['amount', 'operation_version'] as const).filter((c) => Number.isNaN(c === 'amount' ? amount : operationVersion));
+  const notWhole = (['amount', 'operation_version'] as const).filter((c) =>
+    Number.isNaN(c === 'amount' ? amount : operationVersion),
+  );
   if (notWhole.length) {
-    return { problems: notWhole.map((c) => ({ field: c, message: `must be a whole number${c === 'amount' ? ' of minor units (1250 for 12.50)' : ''}, got "${record[c]}"` })) };
+    return {
+      problems: notWhole.map((c) => ({
+        field: c,
+        message: `must be a whole number${c === 'amount' ? ' of minor units (1250 for 12.50)' : ''}, got "${record[c]}"`,
+      })),
+    };
   }
   const order = record.order_id ? await store.getOrder(record.order_id) : undefined;
   const parsed = refundRequestSchema.safeParse({
@@ -83,25 +122,40 @@ async function importRow(
     ...(operationVersion !== undefined && { operationVersion }),
   });
   if (!parsed.success) {
-    return { problems: parsed.error.issues.map((i) => ({ field: FIELD_TO_COLUMN[String(i.path[0])] ?? String(i.path[0]), message: i.message })) };
+    return {
+      problems: parsed.error.issues.map((i) => ({
+        field: FIELD_TO_COLUMN[String(i.path[0])] ?? String(i.path[0]),
+        message: i.message,
+      })),
+    };
   }
   const request: RefundRequest = parsed.data;
   const problems = await refusalsAgainstOrder(store, request, order);
   if (problems.length) return { problems };
   try {
     const { queued, created } = await store.queue.enqueue(request, `${opts.source}:${line}`);
-    return { status: created ? 'queued' : 'already queued', orderId: request.orderId, operationVersion: request.operationVersion, requestId: queued.id };
+    return {
+      status: created ? 'queued' : 'already queued',
+      orderId: request.orderId,
+      operationVersion: request.operationVersion,
+      requestId: queued.id,
+    };
   } catch (err) {
     if (!(err instanceof IntentConflictError)) throw err;
     return { problems: [{ field: 'operation_version', message: err.message }] };
   }
 }
 
-export async function importCsv(store: OrderStore, text: string, opts: { source: string; requestedBy?: string }): Promise<RowReport[]> {
+export async function importCsv(
+  store: OrderStore,
+  text: string,
+  opts: { source: string; requestedBy?: string },
+): Promise<RowReport[]> {
   const report: RowReport[] = [];
   for (const row of rows(text)) {
     const { line } = row;
-    const refuse = (problems: { field: string; message: string }[]) => report.push({ line, status: 'refused', problems });
+    const refuse = (problems: { field: string; message: string }[]) =>
+      report.push({ line, status: 'refused', problems });
     if (!('record' in row)) {
       refuse([{ field: '(row)', message: `has ${row.fields} field(s); the header has ${row.expected}` }]);
       continue;

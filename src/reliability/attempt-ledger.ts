@@ -29,7 +29,9 @@ const UNCERTAIN: ReadonlySet<string> = new Set(['may_have_executed', 'undetermin
 
 /** Whether an attempt may have taken effect: it said so, it took effect but failed after (its record not kept), or it never finished (its worker gone). */
 export function mayHaveTakenEffect(a: Pick<AttemptSummary, 'certainty' | 'outcome' | 'finishedAt'>): boolean {
-  return UNCERTAIN.has(a.certainty ?? '') || (a.certainty === 'completed' && a.outcome !== 'ok') || a.finishedAt === null;
+  return (
+    UNCERTAIN.has(a.certainty ?? '') || (a.certainty === 'completed' && a.outcome !== 'ok') || a.finishedAt === null
+  );
 }
 
 /** Logical attempts and provider requests of a step, summed from its ledger. */

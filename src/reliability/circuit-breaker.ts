@@ -11,7 +11,12 @@ import type { BreakerSettings } from './policy';
 export type BreakerState = 'closed' | 'open' | 'half_open';
 
 /** The provider's health, not the request's merit: these count toward opening the breaker. */
-export const HEALTH_FAILURES: ReadonlySet<FailureCode> = new Set(['TRANSIENT_DEPENDENCY', 'RATE_LIMIT', 'CAPACITY', 'UNKNOWN_OUTCOME']);
+export const HEALTH_FAILURES: ReadonlySet<FailureCode> = new Set([
+  'TRANSIENT_DEPENDENCY',
+  'RATE_LIMIT',
+  'CAPACITY',
+  'UNKNOWN_OUTCOME',
+]);
 
 export interface BreakerRefusal {
   state: BreakerState;
@@ -114,7 +119,15 @@ export class CircuitBreaker {
   snapshot(): BreakerSnapshot {
     const now = this.now();
     const count = (times: number[]) => this.recent(times, now).length;
-    return { name: this.name, state: this.state, failures: count(this.failures), successes: count(this.successes), inFlight: count(this.out), openedAt: this.openedAt, opened: this.timesOpened };
+    return {
+      name: this.name,
+      state: this.state,
+      failures: count(this.failures),
+      successes: count(this.successes),
+      inFlight: count(this.out),
+      openedAt: this.openedAt,
+      opened: this.timesOpened,
+    };
   }
 
   /** One call's verdict is in; calls out longer than the window (their worker stuck) are given up. */
@@ -141,7 +154,11 @@ export class CircuitBreaker {
       this.state === 'open'
         ? `open since ${new Date(this.openedAt!).toISOString()}, after ${this.settings.failureThreshold} or more health failures that were at least half of its calls`
         : 'half-open, its probe already out';
-    return { state: this.state, retryAfterMs, message: `circuit breaker ${this.name} is ${what}; nothing was sent (next probe in ${retryAfterMs} ms)` };
+    return {
+      state: this.state,
+      retryAfterMs,
+      message: `circuit breaker ${this.name} is ${what}; nothing was sent (next probe in ${retryAfterMs} ms)`,
+    };
   }
 }
 

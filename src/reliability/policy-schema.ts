@@ -2,10 +2,23 @@
 // worker starts, a POLICY_FILE, the CLIs. Workflow code never imports this module (its zod schemas
 // would be built again in every run); it gets policies already checked, and policy.ts decides with them.
 import { z } from 'zod';
-import { ACTIONS, DEFAULT_AWAIT_PROVIDER, DEFAULT_BREAKER, deciderNameSchema, findRule, OWNER_OF, OWNERS, ROLES } from './policy-terms';
+import {
+  ACTIONS,
+  DEFAULT_AWAIT_PROVIDER,
+  DEFAULT_BREAKER,
+  deciderNameSchema,
+  findRule,
+  OWNER_OF,
+  OWNERS,
+  ROLES,
+} from './policy-terms';
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from './taxonomy';
 
-const ms = z.number().int().min(0).max(7 * 24 * 3600_000);
+const ms = z
+  .number()
+  .int()
+  .min(0)
+  .max(7 * 24 * 3600_000);
 
 const backoffSchema = z
   .object({
@@ -33,7 +46,11 @@ const ruleSchema = z
   .strict()
   .superRefine((rule, ctx) => {
     if (!OWNER_OF[rule.action].includes(rule.owner)) {
-      ctx.addIssue({ code: 'custom', path: ['owner'], message: `${rule.action} is owned by ${OWNER_OF[rule.action].join(' or ')}, not ${rule.owner}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['owner'],
+        message: `${rule.action} is owned by ${OWNER_OF[rule.action].join(' or ')}, not ${rule.owner}`,
+      });
     }
     if (['retry', 'repair', 'reconcile'].includes(rule.action) && !rule.backoff) {
       ctx.addIssue({ code: 'custom', path: ['backoff'], message: `a ${rule.action} rule needs a backoff` });
@@ -48,7 +65,9 @@ const timeoutsSchema = z
     scheduleToCloseMs: ms.min(1000),
   })
   .strict()
-  .refine((t) => t.scheduleToCloseMs >= t.startToCloseMs, { message: 'scheduleToCloseMs must be at least startToCloseMs' });
+  .refine((t) => t.scheduleToCloseMs >= t.startToCloseMs, {
+    message: 'scheduleToCloseMs must be at least startToCloseMs',
+  });
 
 export const budgetSchema = z
   .object({
@@ -64,7 +83,12 @@ export const budgetSchema = z
   .strict();
 
 /** A decision that needs a second person: `compensate`, `abandon`, `confirm-delivered`, or `retry-step:<step>`. */
-const approvalSchema = z.string().regex(/^(compensate|abandon|confirm-delivered|retry-step:[a-z_]+)$/, 'must be compensate, abandon, confirm-delivered or retry-step:<step>');
+const approvalSchema = z
+  .string()
+  .regex(
+    /^(compensate|abandon|confirm-delivered|retry-step:[a-z_]+)$/,
+    'must be compensate, abandon, confirm-delivered or retry-step:<step>',
+  );
 
 export const decisionsSchema = z
   .object({
@@ -89,12 +113,16 @@ export const awaitProviderSchema = z
     /** From the first time the refund was seen pending. */
     deadlineMs: ms.min(1000),
     /** Between polls while no webhook has settled it. */
-    poll: backoffSchema.refine((b) => b.initialMs >= 1000, { message: 'initialMs must be at least 1000: polls are reads of the provider' }),
+    poll: backoffSchema.refine((b) => b.initialMs >= 1000, {
+      message: 'initialMs must be at least 1000: polls are reads of the provider',
+    }),
     jitter: z.number().min(0).max(1).default(0.2),
   })
   .strict()
   // Every poll is in the run's history: a wait that could need thousands of them is refused.
-  .refine((a) => a.deadlineMs <= MAX_POLLS * a.poll.maxMs, { message: `deadlineMs may be at most ${MAX_POLLS} × poll.maxMs` });
+  .refine((a) => a.deadlineMs <= MAX_POLLS * a.poll.maxMs, {
+    message: `deadlineMs may be at most ${MAX_POLLS} × poll.maxMs`,
+  });
 export type AwaitProvider = z.output<typeof awaitProviderSchema>;
 
 /**
@@ -136,7 +164,11 @@ export const policySchema = z
       for (const certainty of CERTAINTIES) {
         for (const boundary of BOUNDARIES) {
           if (!findRule(policy.rules, code, certainty, boundary)) {
-            ctx.addIssue({ code: 'custom', path: ['rules'], message: `no rule decides ${code} / ${certainty} at ${boundary}` });
+            ctx.addIssue({
+              code: 'custom',
+              path: ['rules'],
+              message: `no rule decides ${code} / ${certainty} at ${boundary}`,
+            });
             return;
           }
         }

@@ -4,7 +4,16 @@
 import { z } from 'zod';
 import type { Boundary, Certainty, FailureCode } from './taxonomy';
 
-export const ACTIONS = ['retry', 'reconcile', 'repair', 'compensate', 'forward_repair', 'quarantine', 'ask_human', 'stop'] as const;
+export const ACTIONS = [
+  'retry',
+  'reconcile',
+  'repair',
+  'compensate',
+  'forward_repair',
+  'quarantine',
+  'ask_human',
+  'stop',
+] as const;
 export type RecoveryAction = (typeof ACTIONS)[number];
 
 /** Who carries out the action: the activity's own Temporal retry policy, the workflow, or a person. */
@@ -25,20 +34,45 @@ export const OWNER_OF: Record<RecoveryAction, RecoveryOwner[]> = {
 /** What a parked run's decisions may be: retry-step (of the step that failed), compensate, abandon; approve or reject one that waits for approval. */
 /** `reconcile` only looks the refund up and sends nothing: anyone may ask for it (the scheduled sweep does). */
 /** `confirm-delivered` records a person's word that a notice whose hand-over is unknown was delivered: the run completes on it. */
-export const DECISION_KINDS = ['retry-step', 'compensate', 'abandon', 'approve', 'reject', 'reconcile', 'confirm-delivered'] as const;
+export const DECISION_KINDS = [
+  'retry-step',
+  'compensate',
+  'abandon',
+  'approve',
+  'reject',
+  'reconcile',
+  'confirm-delivered',
+] as const;
 export type DecisionKind = (typeof DECISION_KINDS)[number];
 export const ROLES = ['operator', 'approver'] as const;
 export type Role = (typeof ROLES)[number];
 
-export const deciderNameSchema = z.string().regex(/^[A-Za-z0-9._@-]{1,64}$/, 'must be 1-64 letters, digits, ".", "_", "@" or "-"');
+export const deciderNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9._@-]{1,64}$/, 'must be 1-64 letters, digits, ".", "_", "@" or "-"');
 
 /** Stripe settles most refunds in minutes, some payment methods in days: three days, polled hourly at most. */
-export const DEFAULT_AWAIT_PROVIDER = { deadlineMs: 3 * 86_400_000, poll: { initialMs: 60_000, coefficient: 2, maxMs: 3600_000 }, jitter: 0.2 };
+export const DEFAULT_AWAIT_PROVIDER = {
+  deadlineMs: 3 * 86_400_000,
+  poll: { initialMs: 60_000, coefficient: 2, maxMs: 3600_000 },
+  jitter: 0.2,
+};
 
-export const DEFAULT_BREAKER = { enabled: true, failureThreshold: 5, windowMs: 60_000, cooldownMs: 15_000, halfOpenProbes: 1 };
+export const DEFAULT_BREAKER = {
+  enabled: true,
+  failureThreshold: 5,
+  windowMs: 60_000,
+  cooldownMs: 15_000,
+  halfOpenProbes: 1,
+};
 
 /** The most specific rule for a failure, if any (RecoveryRule, or a rule of a policy file being checked). */
-export function findRule<R extends { code: string; certainty: string; boundary: string }>(rules: readonly R[], code: FailureCode, certainty: Certainty, boundary: Boundary): R | undefined {
+export function findRule<R extends { code: string; certainty: string; boundary: string }>(
+  rules: readonly R[],
+  code: FailureCode,
+  certainty: Certainty,
+  boundary: Boundary,
+): R | undefined {
   let best: R | undefined;
   let bestScore = -1;
   for (const rule of rules) {

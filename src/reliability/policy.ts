@@ -6,7 +6,15 @@ import type { RecoveryPolicy, RecoveryRule } from './policy-schema';
 import { findRule } from './policy-terms';
 import { CERTAINTIES, FAILURE_CODES, type Boundary, type Certainty, type FailureCode } from './taxonomy';
 
-export type { ActivityTimeouts, AwaitProvider, BreakerSettings, DecisionPolicy, RecoveryPolicy, RecoveryRule, BudgetLimits } from './policy-schema';
+export type {
+  ActivityTimeouts,
+  AwaitProvider,
+  BreakerSettings,
+  DecisionPolicy,
+  RecoveryPolicy,
+  RecoveryRule,
+  BudgetLimits,
+} from './policy-schema';
 // The policy's terms live apart so that its schema can use them without importing this module.
 export {
   ACTIONS,
@@ -25,7 +33,12 @@ export {
 } from './policy-terms';
 
 /** The rule that decides a failure. A validated policy always has one. */
-export function ruleFor(policy: RecoveryPolicy, code: FailureCode, certainty: Certainty, boundary: Boundary): RecoveryRule {
+export function ruleFor(
+  policy: RecoveryPolicy,
+  code: FailureCode,
+  certainty: Certainty,
+  boundary: Boundary,
+): RecoveryRule {
   const rule = findRule(policy.rules, code, certainty, boundary);
   if (!rule) throw new Error(`recovery policy ${policy.version} has no rule for ${code} / ${certainty} at ${boundary}`);
   return rule;
@@ -34,7 +47,8 @@ export function ruleFor(policy: RecoveryPolicy, code: FailureCode, certainty: Ce
 export const retries = (rule: RecoveryRule) => rule.action === 'retry' || rule.action === 'repair';
 
 /** Whether the policy resends an email whose hand-over is unknown (accepting that the customer may get it twice). */
-export const resendsUnknownEmail = (policy: RecoveryPolicy) => retries(ruleFor(policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
+export const resendsUnknownEmail = (policy: RecoveryPolicy) =>
+  retries(ruleFor(policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'smtp'));
 
 /** The delay before attempt `attempt + 1` under the rule's backoff, without jitter. */
 export function backoffDelay(rule: Pick<RecoveryRule, 'backoff'>, attempt: number): number {
@@ -53,7 +67,11 @@ export function withJitter(delayMs: number, jitter: number, random: number, floo
  * budget), and the intervals are those of a transient failure, used only when a failure carries no
  * nextRetryDelay of its own (a timeout, a worker that died).
  */
-export function temporalRetryPolicy(policy: RecoveryPolicy, boundary: Boundary, maxAttempts = policy.budget.maxStepAttempts) {
+export function temporalRetryPolicy(
+  policy: RecoveryPolicy,
+  boundary: Boundary,
+  maxAttempts = policy.budget.maxStepAttempts,
+) {
   const atBoundary = (code: FailureCode) => CERTAINTIES.map((c) => ruleFor(policy, code, c, boundary));
   const nonRetryableErrorTypes = FAILURE_CODES.filter((code) => !atBoundary(code).some(retries));
   const retryRules = FAILURE_CODES.flatMap(atBoundary).filter(retries);

@@ -8,7 +8,9 @@ const EMAIL = /([A-Za-z0-9._%+-])[A-Za-z0-9._%+-]*@([A-Za-z0-9.-]+\.[A-Za-z]{2,}
 
 /** "customer@example.test" → "c***@example.test": enough for an operator to tell two customers apart, not to mail one. */
 export function maskEmails(text: string): string {
-  return text.replace(EMAIL, (whole, first: string, domain: string) => (domain === MESSAGE_ID_DOMAIN ? whole : `${first}***@${domain}`));
+  return text.replace(EMAIL, (whole, first: string, domain: string) =>
+    domain === MESSAGE_ID_DOMAIN ? whole : `${first}***@${domain}`,
+  );
 }
 
 /** A copy of a value with every email address in its strings masked, for query results and failure details. */

@@ -33,9 +33,17 @@ export function effectOfRecord(op: SendRecord): RecordedEffect {
   }
   const open = op.requestsSent - (op.provenAbsentThrough ?? 0);
   if (op.status === 'unknown' || open > 0) {
-    return { status: 'unknown', why: `its record holds ${op.requestsSent} send(s), ${Math.max(open, 1)} not proven to have had no effect (status ${op.status}): a refund may exist` };
+    return {
+      status: 'unknown',
+      why: `its record holds ${op.requestsSent} send(s), ${Math.max(open, 1)} not proven to have had no effect (status ${op.status}): a refund may exist`,
+    };
   }
-  return { status: 'none', why: op.requestsSent ? `each of its ${op.requestsSent} send(s) is proven to have had no effect` : 'it was never sent' };
+  return {
+    status: 'none',
+    why: op.requestsSent
+      ? `each of its ${op.requestsSent} send(s) is proven to have had no effect`
+      : 'it was never sent',
+  };
 }
 
 export interface VerdictFacts {
@@ -73,12 +81,20 @@ export function retryCreateText(step = 'create_refund'): string {
 }
 
 export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): VerdictView {
-  const holders = (role: 'operator' | 'approver') => Object.entries(policy.roles).filter(([, roles]) => roles.includes(role)).map(([name]) => name);
-  const who = (decision: string) => ({ decision, decidedBy: holders('operator'), approvedBy: policy.needApproval.includes(decision) ? holders('approver') : [] });
+  const holders = (role: 'operator' | 'approver') =>
+    Object.entries(policy.roles)
+      .filter(([, roles]) => roles.includes(role))
+      .map(([name]) => name);
+  const who = (decision: string) => ({
+    decision,
+    decidedBy: holders('operator'),
+    approvedBy: policy.needApproval.includes(decision) ? holders('approver') : [],
+  });
   if (facts.quarantined && facts.compensationPending) {
     return {
       verdict: 'stop and hand to a person',
-      nextAction: "a compensation's outcome is unknown: check it (the step table has its key; for an email, look for its Message-ID in the mailbox), then compensate, which resends it with the same key, or abandon",
+      nextAction:
+        "a compensation's outcome is unknown: check it (the step table has its key; for an email, look for its Message-ID in the mailbox), then compensate, which resends it with the same key, or abandon",
       ...who('compensate'),
     };
   }
@@ -92,10 +108,18 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
     };
   }
   if (facts.compensationPending) {
-    return { verdict: 'compensate, then resume', nextAction: 'compensate: undo the finished steps, each under its own key, since the refund did not go through', ...who('compensate') };
+    return {
+      verdict: 'compensate, then resume',
+      nextAction: 'compensate: undo the finished steps, each under its own key, since the refund did not go through',
+      ...who('compensate'),
+    };
   }
   const step = facts.failedStep;
-  const stop = (nextAction: string, decision = 'abandon') => ({ verdict: 'stop and hand to a person' as const, nextAction, ...who(decision) });
+  const stop = (nextAction: string, decision = 'abandon') => ({
+    verdict: 'stop and hand to a person' as const,
+    nextAction,
+    ...who(decision),
+  });
   if (facts.effect.status === 'unknown') {
     return stop(
       `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider: the reconcile decision looks the refund up and sends nothing (the scheduled sweep asks for it too); ` +
@@ -103,12 +127,26 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
       step === 'create_refund' || !step ? 'reconcile' : `retry-step:${step}`,
     );
   }
-  if (facts.effect.status === 'partial') return stop('tell the customer what was refunded and abandon, or refund the rest under a new operation version');
+  if (facts.effect.status === 'partial')
+    return stop('tell the customer what was refunded and abandon, or refund the rest under a new operation version');
   // Whatever failed last, a refund that may or may not stand is settled first: only then is a retry safe.
   // A notice any attempt of which may have been delivered (its record lost included) is looked for first.
-  const noticeMayBeOut = step === 'notify_customer' && (facts.earlierAttemptMayHaveTakenEffect === true || facts.failure?.certainty === 'may_have_executed');
-  if (step && facts.failure && facts.failure.certainty === 'not_executed' && RETRYABLE.has(facts.failure.code) && !facts.quarantined && !noticeMayBeOut) {
-    return { verdict: 'auto-retry is safe', nextAction: `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`, ...who(`retry-step:${step}`) };
+  const noticeMayBeOut =
+    step === 'notify_customer' &&
+    (facts.earlierAttemptMayHaveTakenEffect === true || facts.failure?.certainty === 'may_have_executed');
+  if (
+    step &&
+    facts.failure &&
+    facts.failure.certainty === 'not_executed' &&
+    RETRYABLE.has(facts.failure.code) &&
+    !facts.quarantined &&
+    !noticeMayBeOut
+  ) {
+    return {
+      verdict: 'auto-retry is safe',
+      nextAction: `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`,
+      ...who(`retry-step:${step}`),
+    };
   }
   if (noticeMayBeOut) {
     return stop(
@@ -118,7 +156,12 @@ export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): Verdict
     );
   }
   if (facts.effect.status === 'failed') return stop('nothing was refunded: tell the customer, and abandon');
-  return stop(step ? `fix what stopped ${step} (see its error), then retry-step ${step}; or abandon` : 'look at the evidence and abandon', step ? `retry-step:${step}` : 'abandon');
+  return stop(
+    step
+      ? `fix what stopped ${step} (see its error), then retry-step ${step}; or abandon`
+      : 'look at the evidence and abandon',
+    step ? `retry-step:${step}` : 'abandon',
+  );
 }
 
 /**
@@ -130,7 +173,14 @@ export interface InspectedRun {
   state: {
     status: string;
     parked: VerdictView | null;
-    decisions: { outcome: string; decision: string; step: string | null; by: string; reason: string; expiresAt: string | null }[];
+    decisions: {
+      outcome: string;
+      decision: string;
+      step: string | null;
+      by: string;
+      reason: string;
+      expiresAt: string | null;
+    }[];
     steps: { name: string; status: string }[];
     outcome: { reason: string } | null;
   } | null;
@@ -159,9 +209,16 @@ export interface InspectedVerdict {
  */
 export function inspectedVerdict(v: InspectedRun): InspectedVerdict {
   const none = { decision: null, decidedBy: [], approvedBy: [] };
-  const person = (nextAction: string): InspectedVerdict => ({ verdict: 'stop and hand to a person', nextAction, ...none });
+  const person = (nextAction: string): InspectedVerdict => ({
+    verdict: 'stop and hand to a person',
+    nextAction,
+    ...none,
+  });
   const contradicted = v.inferences.find((i) => i.status === 'contradicted');
-  if (contradicted) return person(`investigate before anything else: the evidence contradicts "${contradicted.claim}" (${contradicted.basis.join(', ')})`);
+  if (contradicted)
+    return person(
+      `investigate before anything else: the evidence contradicts "${contradicted.claim}" (${contradicted.basis.join(', ')})`,
+    );
 
   const parked = v.state?.parked;
   if (v.execution === 'RUNNING' && parked) {
@@ -175,44 +232,96 @@ export function inspectedVerdict(v: InspectedRun): InspectedVerdict {
         approvedBy: [],
       };
     }
-    return { verdict: parked.verdict, nextAction: parked.nextAction, decision: parked.decision, decidedBy: parked.decidedBy, approvedBy: parked.approvedBy };
+    return {
+      verdict: parked.verdict,
+      nextAction: parked.nextAction,
+      decision: parked.decision,
+      decidedBy: parked.decidedBy,
+      approvedBy: parked.approvedBy,
+    };
   }
   if (v.execution === 'RUNNING' && !v.state && v.parkedVerdict) {
-    return { verdict: v.parkedVerdict as Verdict, nextAction: 'start a worker (`npm start`) to read the step table and the next action', ...none };
+    return {
+      verdict: v.parkedVerdict as Verdict,
+      nextAction: 'start a worker (`npm start`) to read the step table and the next action',
+      ...none,
+    };
   }
   if (v.execution === 'RUNNING' && !v.state) {
-    return { verdict: 'auto-retry is safe', nextAction: 'start a worker (`npm start`): no worker polls, and the run continues where it stopped once one does; it reconciles before it resends anything', ...none };
+    return {
+      verdict: 'auto-retry is safe',
+      nextAction:
+        'start a worker (`npm start`): no worker polls, and the run continues where it stopped once one does; it reconciles before it resends anything',
+      ...none,
+    };
   }
   if (v.execution === 'RUNNING') {
     const at = v.state?.steps.find((s) => s.status === 'running')?.name;
-    return { verdict: 'auto-retry is safe', nextAction: `none: the run is ${v.state?.status ?? 'running'}${at ? ` at ${at}` : ''}, retrying and reconciling on its own within its budget`, ...none };
+    return {
+      verdict: 'auto-retry is safe',
+      nextAction: `none: the run is ${v.state?.status ?? 'running'}${at ? ` at ${at}` : ''}, retrying and reconciling on its own within its budget`,
+      ...none,
+    };
   }
   if (v.failedLater) {
     const f = v.failedLater.followUp;
-    if (!f) return person('the provider failed this refund after the run completed, and no follow-up has undone the order update and the email: check the receiver and the operation\'s audit trail');
-    if (f.status === 'compensated') return { verdict: 'compensate, then resume', nextAction: `none left to compensate: the provider failed the refund after this run completed, and ${f.workflowId} compensated it (${f.reason}); to refund again, start a new operation version`, ...none };
-    return person(`the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`);
+    if (!f)
+      return person(
+        "the provider failed this refund after the run completed, and no follow-up has undone the order update and the email: check the receiver and the operation's audit trail",
+      );
+    if (f.status === 'compensated')
+      return {
+        verdict: 'compensate, then resume',
+        nextAction: `none left to compensate: the provider failed the refund after this run completed, and ${f.workflowId} compensated it (${f.reason}); to refund again, start a new operation version`,
+        ...none,
+      };
+    return person(
+      `the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`,
+    );
   }
   const r = v.result;
   const nextVersion = v.version ? v.version + 1 : null;
-  const newVersion = v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
+  const newVersion =
+    v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
   // A run cancelled after its compensations all completed ended as compensated too, though Temporal says Cancelled.
   // A follow-up's result (compensated, unchanged, needs_attention) reads the same way.
-  const ended: string | undefined = v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
+  const ended: string | undefined =
+    v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
   if (ended) {
     switch (ended) {
       case 'completed':
-        return { verdict: 'auto-retry is safe', nextAction: 'none: every effect is confirmed; the same request again returns this result and repeats no effect', ...none };
+        return {
+          verdict: 'auto-retry is safe',
+          nextAction:
+            'none: every effect is confirmed; the same request again returns this result and repeats no effect',
+          ...none,
+        };
       case 'rejected':
-        return { verdict: 'auto-retry is safe', nextAction: `none: nothing was done (${r && 'reason' in r ? r.reason : 'refused'}); a corrected request is a new operation version${newVersion}`, ...none };
+        return {
+          verdict: 'auto-retry is safe',
+          nextAction: `none: nothing was done (${r && 'reason' in r ? r.reason : 'refused'}); a corrected request is a new operation version${newVersion}`,
+          ...none,
+        };
       case 'unchanged':
-        return { verdict: 'auto-retry is safe', nextAction: `none: ${r && 'reason' in r ? r.reason : 'the provider says the refund stands'}`, ...none };
+        return {
+          verdict: 'auto-retry is safe',
+          nextAction: `none: ${r && 'reason' in r ? r.reason : 'the provider says the refund stands'}`,
+          ...none,
+        };
       case 'compensated':
-        return { verdict: 'compensate, then resume', nextAction: `none left to compensate: every finished step was compensated under its own key; to refund again, start a new operation version${newVersion}`, ...none };
+        return {
+          verdict: 'compensate, then resume',
+          nextAction: `none left to compensate: every finished step was compensated under its own key; to refund again, start a new operation version${newVersion}`,
+          ...none,
+        };
       default:
-        return person(`a person has it: the run ${ended} (${v.state?.outcome?.reason ?? (r && 'reason' in r ? r.reason : '')}); confirm the inferences above by hand`);
+        return person(
+          `a person has it: the run ${ended} (${v.state?.outcome?.reason ?? (r && 'reason' in r ? r.reason : '')}); confirm the inferences above by hand`,
+        );
     }
   }
   const why = v.state?.outcome?.reason ?? v.failure ?? 'no reason recorded';
-  return person(`the run ended ${v.execution} (${why}): settle what the inferences leave to be confirmed by hand; a remainder is a new operation version${newVersion}`);
+  return person(
+    `the run ended ${v.execution} (${why}): settle what the inferences leave to be confirmed by hand; a remainder is a new operation version${newVersion}`,
+  );
 }

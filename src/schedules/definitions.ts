@@ -11,7 +11,8 @@ const OVERLAP = ['SKIP', 'BUFFER_ONE', 'BUFFER_ALL', 'ALLOW_ALL', 'CANCEL_OTHER'
 /** Cancelling or terminating a running occurrence can cut it between a provider's answer and our record of it. */
 const WRONG_FOR_MONEY = new Set(['CANCEL_OTHER', 'TERMINATE_OTHER']);
 
-const field = (max: number) => z.union([z.literal('*'), z.number().int().min(0).max(max), z.array(z.number().int().min(0).max(max)).min(1)]);
+const field = (max: number) =>
+  z.union([z.literal('*'), z.number().int().min(0).max(max), z.array(z.number().int().min(0).max(max)).min(1)]);
 const DAYS = ['SUNDAY', 'MONDAY', 'TUESDAY', 'WEDNESDAY', 'THURSDAY', 'FRIDAY', 'SATURDAY'] as const;
 
 const timeZone = z.string().refine((tz) => {
@@ -32,7 +33,12 @@ export const scheduleDefinitionSchema = z
     workflow: z.enum(SCHEDULED_WORKFLOWS),
     args: z.record(z.string(), z.unknown()).default({}),
     calendar: z
-      .object({ minute: field(59).default(0), hour: field(23).default('*'), dayOfMonth: field(31).optional(), dayOfWeek: z.array(z.enum(DAYS)).min(1).optional() })
+      .object({
+        minute: field(59).default(0),
+        hour: field(23).default('*'),
+        dayOfMonth: field(31).optional(),
+        dayOfWeek: z.array(z.enum(DAYS)).min(1).optional(),
+      })
       .strict(),
     timeZone,
     overlap: z.enum(OVERLAP).default('SKIP'),
@@ -104,7 +110,9 @@ export function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] 
 export function parseDefinitions(raw: unknown, source: string): ScheduleDefinition[] {
   const parsed = z.array(scheduleDefinitionSchema).min(1).safeParse(raw);
   if (!parsed.success) {
-    throw new Error(`${source}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(top)'}: ${i.message}`).join('; ')}`);
+    throw new Error(
+      `${source}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(top)'}: ${i.message}`).join('; ')}`,
+    );
   }
   const seen = new Set<string>();
   for (const d of parsed.data) {
@@ -115,7 +123,11 @@ export function parseDefinitions(raw: unknown, source: string): ScheduleDefiniti
 }
 
 export function loadDefinitions(opts: { file?: string; timeZone: string; taskQueue?: string }): ScheduleDefinition[] {
-  if (!opts.file) return parseDefinitions(defaultDefinitions(opts.timeZone).map((d) => ({ ...d, taskQueue: opts.taskQueue })), 'the shipped schedules');
+  if (!opts.file)
+    return parseDefinitions(
+      defaultDefinitions(opts.timeZone).map((d) => ({ ...d, taskQueue: opts.taskQueue })),
+      'the shipped schedules',
+    );
   let raw: unknown;
   try {
     raw = JSON.parse(fs.readFileSync(opts.file, 'utf8'));
@@ -123,7 +135,12 @@ export function loadDefinitions(opts: { file?: string; timeZone: string; taskQue
     throw new Error(`SCHEDULES_FILE ${opts.file}: ${(err as Error).message}`, { cause: err });
   }
   // Entries that name no task queue go to the one the workers poll (TASK_QUEUE).
-  const withQueue = Array.isArray(raw) && opts.taskQueue ? raw.map((d: unknown) => (d && typeof d === 'object' && !('taskQueue' in d) ? { ...d, taskQueue: opts.taskQueue } : d)) : raw;
+  const withQueue =
+    Array.isArray(raw) && opts.taskQueue
+      ? raw.map((d: unknown) =>
+          d && typeof d === 'object' && !('taskQueue' in d) ? { ...d, taskQueue: opts.taskQueue } : d,
+        )
+      : raw;
   return parseDefinitions(withQueue, `SCHEDULES_FILE ${opts.file}`);
 }
 

@@ -2,7 +2,14 @@
 // definition in code (idempotent: an up-to-date schedule is left alone), and the other verbs
 // read and steer them. They are ordinary Temporal Schedules: `temporal schedule …` and the Web
 // UI's Schedules page see and control the same ones.
-import { ScheduleAlreadyRunning, ScheduleNotFoundError, type Client, type ScheduleDescription, type ScheduleOptions, type ScheduleOverlapPolicy } from '@temporalio/client';
+import {
+  ScheduleAlreadyRunning,
+  ScheduleNotFoundError,
+  type Client,
+  type ScheduleDescription,
+  type ScheduleOptions,
+  type ScheduleOverlapPolicy,
+} from '@temporalio/client';
 import { fingerprint, type ScheduleDefinition } from './definitions';
 
 export type ApplyOutcome = 'created' | 'updated' | 'unchanged';
@@ -12,7 +19,15 @@ function optionsFor(d: ScheduleDefinition): ScheduleOptions {
   return {
     scheduleId: d.id,
     spec: {
-      calendars: [{ minute, hour, ...(dayOfMonth !== undefined && { dayOfMonth }), ...(dayOfWeek && { dayOfWeek }), comment: d.description }],
+      calendars: [
+        {
+          minute,
+          hour,
+          ...(dayOfMonth !== undefined && { dayOfMonth }),
+          ...(dayOfWeek && { dayOfWeek }),
+          comment: d.description,
+        },
+      ],
       timezone: d.timeZone,
       ...(d.startAt && { startAt: new Date(d.startAt) }),
       ...(d.endAt && { endAt: new Date(d.endAt) }),
@@ -33,7 +48,12 @@ function optionsFor(d: ScheduleDefinition): ScheduleOptions {
 
 /** The fingerprint a schedule was applied with, and whether its live policies still match it (someone may have changed them by hand). */
 function upToDate(described: ScheduleDescription, d: ScheduleDefinition): boolean {
-  const action = described.action as { memo?: Record<string, unknown>; workflowType?: string; args?: unknown[]; taskQueue?: string };
+  const action = described.action as {
+    memo?: Record<string, unknown>;
+    workflowType?: string;
+    args?: unknown[];
+    taskQueue?: string;
+  };
   return (
     action.memo?.scheduleDefinition === fingerprint(d) &&
     action.workflowType === d.workflow &&
@@ -75,7 +95,9 @@ export async function applySchedule(client: Client, d: ScheduleDefinition): Prom
     action: options.action,
     policies: options.policies,
     // A paused schedule stays paused, with the note that says why.
-    state: previous.state.paused ? { paused: true, note: previous.state.note } : { paused: false, note: options.state?.note },
+    state: previous.state.paused
+      ? { paused: true, note: previous.state.note }
+      : { paused: false, note: options.state?.note },
   }));
   return 'updated';
 }
@@ -84,7 +106,11 @@ export async function applySchedule(client: Client, d: ScheduleDefinition): Prom
  * Takes one action now under the schedule's own overlap policy, unless told otherwise (the SDK's
  * trigger would otherwise default to ALLOW_ALL, and start beside a running occurrence).
  */
-export async function triggerSchedule(client: Client, id: string, overlap?: ScheduleOverlapPolicy): Promise<ScheduleOverlapPolicy> {
+export async function triggerSchedule(
+  client: Client,
+  id: string,
+  overlap?: ScheduleOverlapPolicy,
+): Promise<ScheduleOverlapPolicy> {
   const handle = client.schedule.getHandle(id);
   const policy = overlap ?? (await handle.describe()).policies.overlap;
   await handle.trigger(policy);
@@ -94,7 +120,16 @@ export async function triggerSchedule(client: Client, id: string, overlap?: Sche
 /** A time as people in the schedule's zone read it, with the instant. */
 export function inZone(at: Date, timeZone: string): string {
   const parts = Object.fromEntries(
-    new Intl.DateTimeFormat('en-US', { timeZone, year: 'numeric', month: '2-digit', day: '2-digit', hour: '2-digit', minute: '2-digit', hourCycle: 'h23', timeZoneName: 'short' })
+    new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      hourCycle: 'h23',
+      timeZoneName: 'short',
+    })
       .formatToParts(at)
       .map((p) => [p.type, p.value]),
   );
@@ -102,7 +137,12 @@ export function inZone(at: Date, timeZone: string): string {
 }
 
 type Range = { start: number | string; end: number | string; step?: number };
-const FULL: Record<string, string> = { second: '0', dayOfMonth: '1-31', month: 'JANUARY-DECEMBER', dayOfWeek: 'SUNDAY-SATURDAY' };
+const FULL: Record<string, string> = {
+  second: '0',
+  dayOfMonth: '1-31',
+  month: 'JANUARY-DECEMBER',
+  dayOfWeek: 'SUNDAY-SATURDAY',
+};
 
 /** A described calendar as people write it: `minute 0,30 hour 2`, leaving out what every day has. */
 function calendarText(calendars: unknown): string {
@@ -110,7 +150,14 @@ function calendarText(calendars: unknown): string {
     .map((cal) =>
       Object.entries(cal)
         .filter(([, v]) => Array.isArray(v) && v.length > 0)
-        .map(([field, v]) => [field, (v as Range[]).map((r) => (r.start === r.end ? `${r.start}` : `${r.start}-${r.end}${(r.step ?? 1) > 1 ? `/${r.step}` : ''}`)).join(',')])
+        .map(([field, v]) => [
+          field,
+          (v as Range[])
+            .map((r) =>
+              r.start === r.end ? `${r.start}` : `${r.start}-${r.end}${(r.step ?? 1) > 1 ? `/${r.step}` : ''}`,
+            )
+            .join(','),
+        ])
         .filter(([field, text]) => FULL[field!] !== text)
         .map(([field, text]) => `${field} ${text}`)
         .join(' '),

@@ -110,7 +110,8 @@ class KyselyDatabase extends Runner implements Database {
         }
         const code = pgCode(err);
         if (code === undefined || !RETRYABLE_PG.has(code)) throw err;
-        if (options.optimistic) throw new VersionConflictError('another writer changed the order after it was read; reload and try again');
+        if (options.optimistic)
+          throw new VersionConflictError('another writer changed the order after it was read; reload and try again');
         if (attempt >= PG_RETRIES) throw err;
         await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * attempt));
       }
@@ -133,7 +134,12 @@ class KyselyDatabase extends Runner implements Database {
 
   /** One try, on one connection: the SQLite driver lends its only connection to one caller at a time. */
   private once<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
-    const begin = this.dialect === 'postgres' ? 'BEGIN ISOLATION LEVEL SERIALIZABLE' : options.optimistic ? 'BEGIN DEFERRED' : 'BEGIN IMMEDIATE';
+    const begin =
+      this.dialect === 'postgres'
+        ? 'BEGIN ISOLATION LEVEL SERIALIZABLE'
+        : options.optimistic
+          ? 'BEGIN DEFERRED'
+          : 'BEGIN IMMEDIATE';
     return this.kysely.connection().execute(async (connection) => {
       await sql.raw(begin).execute(connection);
       try {
@@ -237,7 +243,10 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     client.release();
   } catch (err) {
     await pool.end().catch(() => undefined);
-    throw new Error(`cannot reach PostgreSQL at ${redactUrl(url)} within ${connectTimeoutMs} ms: ${(err as Error).message}`, { cause: err });
+    throw new Error(
+      `cannot reach PostgreSQL at ${redactUrl(url)} within ${connectTimeoutMs} ms: ${(err as Error).message}`,
+      { cause: err },
+    );
   }
   return new KyselyDatabase('postgres', new Kysely({ dialect: new PostgresDialect({ pool }) }));
 }
@@ -245,7 +254,9 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
 /** The SQLSTATE of an error the PostgreSQL server raised, if it is one. */
 export function pgCode(err: unknown): string | undefined {
   const e = err as { code?: unknown; severity?: unknown } | null;
-  return typeof e?.code === 'string' && typeof e.severity === 'string' && /^[0-9A-Z]{5}$/.test(e.code) ? e.code : undefined;
+  return typeof e?.code === 'string' && typeof e.severity === 'string' && /^[0-9A-Z]{5}$/.test(e.code)
+    ? e.code
+    : undefined;
 }
 
 // Checked by code, not instanceof: the native addon keeps the SqliteError class (and realm) of its first load, which jest's per-file sandboxes do not share.

@@ -9,7 +9,8 @@ export * from './errors';
 export { SqlOrderStore, type OrderStoreOptions } from './order-store';
 export { pgCode, sqliteCode, type Dialect } from './database';
 
-const ACCEPTED_FORMS = '"sqlite:/absolute/path.db", "sqlite:relative/path.db", "sqlite::memory:" or "postgres://user:password@host:5432/database"';
+const ACCEPTED_FORMS =
+  '"sqlite:/absolute/path.db", "sqlite:relative/path.db", "sqlite::memory:" or "postgres://user:password@host:5432/database"';
 
 export interface OpenStoreOptions extends Pick<OrderStoreOptions, 'beforeOrderWrite' | 'busyTimeoutMs'> {
   /** Reads armed store faults (tests and chaos runs); needs a database a second connection can reach. */
@@ -48,7 +49,8 @@ function connector(databaseUrl: string, options: OpenStoreOptions): (asAnotherPr
   }
   const location = databaseUrl.slice('sqlite:'.length);
   if (location === ':memory:') {
-    if (options.faults) throw new Error('store faults need a database file: an in-memory database has no second connection');
+    if (options.faults)
+      throw new Error('store faults need a database file: an in-memory database has no second connection');
     return async () => openSqlite(':memory:', { busyTimeoutMs: lockTimeoutMs });
   }
   // "sqlite://host/..." would be read as a path starting with "//", which is never what was meant.

@@ -163,14 +163,20 @@ async function upgradeUnversionedSqlite(db: Kysely<unknown>): Promise<void> {
   ];
   for (const [table, column, type] of added) {
     const { rows } = await sql<{ name: string }>`SELECT name FROM pragma_table_info(${table})`.execute(db);
-    if (!rows.some((c) => c.name === column)) await sql.raw(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`).execute(db);
+    if (!rows.some((c) => c.name === column))
+      await sql.raw(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`).execute(db);
   }
-  const { rows } = await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE name = 'notification_outbox'`.execute(db);
+  const { rows } = await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE name = 'notification_outbox'`.execute(
+    db,
+  );
   if (rows[0].sql.includes("'digest'")) return;
-  const columns = 'key, order_id, kind, recipient, subject, message_id, status, sending_since, attempts, provider_response, created_at, sent_at';
+  const columns =
+    'key, order_id, kind, recipient, subject, message_id, status, sending_since, attempts, provider_response, created_at, sent_at';
   await sql.raw('ALTER TABLE notification_outbox RENAME TO notification_outbox_old').execute(db);
   await execute(db, 'sqlite', INITIAL);
-  await sql.raw(`INSERT INTO notification_outbox (${columns}) SELECT ${columns} FROM notification_outbox_old`).execute(db);
+  await sql
+    .raw(`INSERT INTO notification_outbox (${columns}) SELECT ${columns} FROM notification_outbox_old`)
+    .execute(db);
   await sql.raw('DROP TABLE notification_outbox_old').execute(db);
 }
 
@@ -205,7 +211,10 @@ export async function migrate(db: Database): Promise<void> {
       await migrateOn(conn, dialect);
       await sql.raw('COMMIT').execute(conn);
     } catch (err) {
-      await sql.raw('ROLLBACK').execute(conn).catch(() => undefined);
+      await sql
+        .raw('ROLLBACK')
+        .execute(conn)
+        .catch(() => undefined);
       throw err;
     }
   });
@@ -216,6 +225,8 @@ async function migrateOn(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
-    throw new Error(`migrating the store's schema failed at ${failed}: ${(error as Error).message ?? String(error)}`, { cause: error });
+    throw new Error(`migrating the store's schema failed at ${failed}: ${(error as Error).message ?? String(error)}`, {
+      cause: error,
+    });
   }
 }

@@ -58,9 +58,17 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return this.db.transaction(async (tx) => {
       const existing = await outboxRow(tx, entry.key);
       if (existing) {
-        const problems = differences(toOutboxEntry(existing), { ...toOutboxEntry(existing), ...entry }, ['orderId', 'kind', 'recipient', 'subject', 'messageId']);
+        const problems = differences(toOutboxEntry(existing), { ...toOutboxEntry(existing), ...entry }, [
+          'orderId',
+          'kind',
+          'recipient',
+          'subject',
+          'messageId',
+        ]);
         if (problems.length > 0) {
-          throw new IntentConflictError(`notification ${entry.key} was already claimed with different content (${problems.join('; ')})`);
+          throw new IntentConflictError(
+            `notification ${entry.key} was already claimed with different content (${problems.join('; ')})`,
+          );
         }
         await tx.run(sql`UPDATE notification_outbox SET attempts = attempts + 1 WHERE key = ${entry.key}`);
       } else {
@@ -76,30 +84,52 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
       // The conditional update is the lock: of two attempts racing here, exactly one changes the row.
-      return (await tx.run(sql`UPDATE notification_outbox SET status = 'sending', sending_since = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'pending'`)) === 1;
+      return (
+        (await tx.run(
+          sql`UPDATE notification_outbox SET status = 'sending', sending_since = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'pending'`,
+        )) === 1
+      );
     });
   }
 
-  async takeOverNotification(key: string, since: string, rule: { endedAfterMs: number; notBefore?: string }): Promise<boolean> {
+  async takeOverNotification(
+    key: string,
+    since: string,
+    rule: { endedAfterMs: number; notBefore?: string },
+  ): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
       // Its age by the clock that stamped it, read in the transaction that re-stamps it: no host's clock decides.
       const at = await this.operations.clock(tx);
       if (at - Date.parse(since) < rule.endedAfterMs) return false;
       // A new stamp, never equal to the one taken over: what was judged of that hand-over never covers this one.
-      const stamp = new Date(Math.max(at, Date.parse(since) + 1, rule.notBefore ? Date.parse(rule.notBefore) : 0)).toISOString();
-      return (await tx.run(sql`UPDATE notification_outbox SET sending_since = ${stamp} WHERE key = ${key} AND status = 'sending' AND sending_since = ${since}`)) === 1;
+      const stamp = new Date(
+        Math.max(at, Date.parse(since) + 1, rule.notBefore ? Date.parse(rule.notBefore) : 0),
+      ).toISOString();
+      return (
+        (await tx.run(
+          sql`UPDATE notification_outbox SET sending_since = ${stamp} WHERE key = ${key} AND status = 'sending' AND sending_since = ${since}`,
+        )) === 1
+      );
     });
   }
 
   async releaseNotification(key: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
-      return (await tx.run(sql`UPDATE notification_outbox SET status = 'pending', sending_since = NULL WHERE key = ${key} AND status = 'sending'`)) === 1;
+      return (
+        (await tx.run(
+          sql`UPDATE notification_outbox SET status = 'pending', sending_since = NULL WHERE key = ${key} AND status = 'sending'`,
+        )) === 1
+      );
     });
   }
 
-  async markNotificationSent(key: string, providerResponse: string, audit?: { operationId: string; actor: string }): Promise<OutboxEntry> {
+  async markNotificationSent(
+    key: string,
+    providerResponse: string,
+    audit?: { operationId: string; actor: string },
+  ): Promise<OutboxEntry> {
     return this.db.transaction(async (tx) => {
       // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
       // A pending entry is taken too: the acceptance is proof enough, whatever the row said.
@@ -108,7 +138,11 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
       );
       const entry = await requireOutbox(tx, key);
       if (changes === 1 && audit) {
-        await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', { key, kind: entry.kind, messageId: entry.messageId });
+        await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', {
+          key,
+          kind: entry.kind,
+          messageId: entry.messageId,
+        });
       }
       return entry;
     });
@@ -124,7 +158,13 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
       const entry = await requireOutbox(tx, key);
       if (changes === 1) {
         const { by: confirmedBy, reason, operationId, actor } = confirmation;
-        await this.operations.insertAudit(tx, operationId, actor, 'notification_sent', { key, kind: entry.kind, messageId: entry.messageId, confirmedBy, reason });
+        await this.operations.insertAudit(tx, operationId, actor, 'notification_sent', {
+          key,
+          kind: entry.kind,
+          messageId: entry.messageId,
+          confirmedBy,
+          reason,
+        });
       }
       return entry;
     });

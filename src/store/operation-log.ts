@@ -136,13 +136,18 @@ export class SqlOperationLog implements OperationLog {
       }
       const later = await this.laterVersion(tx, op.orderId, op.scope, op.operationVersion);
       if (later) {
-        throw new LaterVersionError(`order ${op.orderId} already has operation ${later}; a new operation needs a version above it`);
+        throw new LaterVersionError(
+          `order ${op.orderId} already has operation ${later}; a new operation needs a version above it`,
+        );
       }
       const at = this.now();
       await tx.run(sql`
         INSERT INTO operations (operation_id, order_id, operation_version, scope, request_hash, request_json, status, created_at, created_by, updated_at)
         VALUES (${op.operationId}, ${op.orderId}, ${op.operationVersion}, ${op.scope}, ${op.requestHash}, ${JSON.stringify(op.request)}, 'intent', ${at}, ${op.actor}, ${at})`);
-      await this.insertAudit(tx, op.operationId, op.actor, 'intent_committed', { requestHash: op.requestHash, request: op.request });
+      await this.insertAudit(tx, op.operationId, op.actor, 'intent_committed', {
+        requestHash: op.requestHash,
+        request: op.request,
+      });
       return { record: toOperation((await this.row(tx, op.operationId))!), created: true };
     });
   }
@@ -159,7 +164,9 @@ export class SqlOperationLog implements OperationLog {
   }
 
   async forOrder(orderId: string): Promise<OperationRecord[]> {
-    const rows = await this.db.all(sql<OperationRow>`SELECT * FROM operations WHERE order_id = ${orderId} ORDER BY created_at, operation_version`);
+    const rows = await this.db.all(
+      sql<OperationRow>`SELECT * FROM operations WHERE order_id = ${orderId} ORDER BY created_at, operation_version`,
+    );
     return rows.map(toOperation);
   }
 
@@ -169,17 +176,27 @@ export class SqlOperationLog implements OperationLog {
       const current = await this.row(tx, operationId);
       if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
       const later = await this.laterVersion(tx, current.order_id, current.scope, current.operation_version);
-      if (later) throw new LaterVersionError(`order ${current.order_id} has a later operation, ${later}: ${operationId} is never sent after it`);
+      if (later)
+        throw new LaterVersionError(
+          `order ${current.order_id} has a later operation, ${later}: ${operationId} is never sent after it`,
+        );
       const other = await tx.one(
-        sql<{ operation_id: string }>`SELECT operation_id FROM operations WHERE order_id = ${current.order_id} AND operation_id != ${operationId} AND ${IN_FLIGHT} LIMIT 1`,
+        sql<{
+          operation_id: string;
+        }>`SELECT operation_id FROM operations WHERE order_id = ${current.order_id} AND operation_id != ${operationId} AND ${IN_FLIGHT} LIMIT 1`,
       );
       if (other) {
-        throw new OperationInFlightError(`operation ${other.operation_id} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`);
+        throw new OperationInFlightError(
+          `operation ${other.operation_id} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`,
+        );
       }
       const stamp = await this.clock(tx);
       const at = new Date(stamp).toISOString();
       // The latest over all sends: a later send with a shorter timeout does not shorten an earlier one still out.
-      const bound = Math.max(stamp + onWireForMs, current.off_the_wire_by === null ? 0 : Date.parse(current.off_the_wire_by));
+      const bound = Math.max(
+        stamp + onWireForMs,
+        current.off_the_wire_by === null ? 0 : Date.parse(current.off_the_wire_by),
+      );
       // A refused operation asked again becomes an intent again: from here on its send counts like any other.
       await tx.run(sql`
         UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ${at}), last_sent_at = ${at}, requests_sent = requests_sent + 1,
@@ -190,7 +207,13 @@ export class SqlOperationLog implements OperationLog {
     });
   }
 
-  async settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<{ record: OperationRecord; applied: boolean }> {
+  async settle(
+    operationId: string,
+    update: OperationUpdate,
+    actor: string,
+    event: string,
+    detail: Record<string, unknown> = {},
+  ): Promise<{ record: OperationRecord; applied: boolean }> {
     return this.db.transaction(async (tx) => {
       const current = await this.row(tx, operationId);
       if (!current) throw new Error(`no operation ${operationId}`);
@@ -205,8 +228,15 @@ export class SqlOperationLog implements OperationLog {
             proven_absent_through = ${absence === null ? sql`proven_absent_through` : sql`requests_sent`}, updated_at = ${this.now()}
           WHERE operation_id = ${operationId}`);
       }
-      const outcome = applied ? {} : { ignored: sentSince ? 'sent again since it was looked up' : `status stays ${current.status}` };
-      await this.insertAudit(tx, operationId, actor, event, { status: update.status, ...(update.reason && { reason: update.reason }), ...detail, ...outcome });
+      const outcome = applied
+        ? {}
+        : { ignored: sentSince ? 'sent again since it was looked up' : `status stays ${current.status}` };
+      await this.insertAudit(tx, operationId, actor, event, {
+        status: update.status,
+        ...(update.reason && { reason: update.reason }),
+        ...detail,
+        ...outcome,
+      });
       return { record: toOperation((await this.row(tx, operationId))!), applied };
     });
   }
@@ -226,7 +256,9 @@ export class SqlOperationLog implements OperationLog {
   }
 
   async attempts(key: string, runId: string): Promise<AttemptRecord[]> {
-    const rows = await this.db.all(sql<AttemptRow>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY id`);
+    const rows = await this.db.all(
+      sql<AttemptRow>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY id`,
+    );
     return rows.map(toAttempt);
   }
 
@@ -236,20 +268,49 @@ export class SqlOperationLog implements OperationLog {
 
   async auditTrail(operationId: string): Promise<AuditEntry[]> {
     const rows = await this.db.all(
-      sql<{ seq: number; operation_id: string; at: string; actor: string; event: string; detail: string }>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`,
+      sql<{
+        seq: number;
+        operation_id: string;
+        at: string;
+        actor: string;
+        event: string;
+        detail: string;
+      }>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`,
     );
-    return rows.map((r) => ({ seq: r.seq, operationId: r.operation_id, at: r.at, actor: r.actor, event: r.event, detail: JSON.parse(r.detail) }));
+    return rows.map((r) => ({
+      seq: r.seq,
+      operationId: r.operation_id,
+      at: r.at,
+      actor: r.actor,
+      event: r.event,
+      detail: JSON.parse(r.detail),
+    }));
   }
 
   /** Writes an audit entry; inside a caller's transaction it commits or rolls back with it. */
-  async insertAudit(on: Queryable, operationId: string, actor: string, event: string, detail: Record<string, unknown>): Promise<void> {
-    await on.run(sql`INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (${operationId}, ${this.now()}, ${actor}, ${event}, ${JSON.stringify(detail)})`);
+  async insertAudit(
+    on: Queryable,
+    operationId: string,
+    actor: string,
+    event: string,
+    detail: Record<string, unknown>,
+  ): Promise<void> {
+    await on.run(
+      sql`INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (${operationId}, ${this.now()}, ${actor}, ${event}, ${JSON.stringify(detail)})`,
+    );
   }
 
   /** The order's operation with the highest version above `version`, if any. */
-  private async laterVersion(on: Queryable, orderId: string, scope: string, version: number): Promise<string | undefined> {
+  private async laterVersion(
+    on: Queryable,
+    orderId: string,
+    scope: string,
+    version: number,
+  ): Promise<string | undefined> {
     const row = await on.one(
-      sql<{ operation_id: string }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`,
+      sql<{
+        operation_id: string;
+      }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`,
     );
     return row?.operation_id;
   }

@@ -81,7 +81,11 @@ export class SqlOrderStore implements OrderStore {
     return this.outbox.markNotificationSending(key);
   }
 
-  takeOverNotification(key: string, since: string, rule: { endedAfterMs: number; notBefore?: string }): Promise<boolean> {
+  takeOverNotification(
+    key: string,
+    since: string,
+    rule: { endedAfterMs: number; notBefore?: string },
+  ): Promise<boolean> {
     return this.outbox.takeOverNotification(key, since, rule);
   }
 
@@ -89,7 +93,11 @@ export class SqlOrderStore implements OrderStore {
     return this.outbox.releaseNotification(key);
   }
 
-  markNotificationSent(key: string, providerResponse: string, audit?: { operationId: string; actor: string }): Promise<OutboxEntry> {
+  markNotificationSent(
+    key: string,
+    providerResponse: string,
+    audit?: { operationId: string; actor: string },
+  ): Promise<OutboxEntry> {
     return this.outbox.markNotificationSent(key, providerResponse, audit);
   }
 

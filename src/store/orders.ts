@@ -4,7 +4,14 @@ import { sql } from 'kysely';
 import type { Order, OrderStatus } from '../domain/order';
 import type { OrderReceipt } from '../contract';
 import type { Database, Queryable } from './database';
-import { differences, IntentConflictError, InvalidOperationError, OrderNotFoundError, RefundExceedsOrderError, VersionConflictError } from './errors';
+import {
+  differences,
+  IntentConflictError,
+  InvalidOperationError,
+  OrderNotFoundError,
+  RefundExceedsOrderError,
+  VersionConflictError,
+} from './errors';
 import type { SqlOperationLog } from './operation-log';
 import type { AppliedRefund, ApplyRefundInput, NewOrder, OrderStore, RevertRefundInput } from './types';
 
@@ -62,7 +69,10 @@ function requireMinorUnits(what: string, value: number): void {
 }
 
 /** The order half of the OrderStore; each call is one transaction, its audit entry written in it. */
-export class SqlOrders implements Pick<OrderStore, 'seedOrder' | 'getOrder' | 'applyRefund' | 'revertRefund' | 'appliedRefund'> {
+export class SqlOrders implements Pick<
+  OrderStore,
+  'seedOrder' | 'getOrder' | 'applyRefund' | 'revertRefund' | 'appliedRefund'
+> {
   constructor(
     private readonly db: Database,
     private readonly operations: SqlOperationLog,
@@ -74,9 +84,16 @@ export class SqlOrders implements Pick<OrderStore, 'seedOrder' | 'getOrder' | 'a
     return this.db.transaction(async (tx) => {
       const existing = await orderRow(tx, order.id);
       if (existing) {
-        const problems = differences(toOrder(existing), { ...toOrder(existing), ...order }, ['paymentIntentId', 'customerEmail', 'currency', 'amount']);
+        const problems = differences(toOrder(existing), { ...toOrder(existing), ...order }, [
+          'paymentIntentId',
+          'customerEmail',
+          'currency',
+          'amount',
+        ]);
         if (problems.length > 0) {
-          throw new IntentConflictError(`order ${order.id} already exists with different fields (${problems.join('; ')}); it was not overwritten`);
+          throw new IntentConflictError(
+            `order ${order.id} already exists with different fields (${problems.join('; ')}); it was not overwritten`,
+          );
         }
         return toOrder(existing);
       }
@@ -104,7 +121,9 @@ export class SqlOrders implements Pick<OrderStore, 'seedOrder' | 'getOrder' | 'a
             ['orderId', 'refundId', 'amount'],
           );
           if (problems.length > 0) {
-            throw new IntentConflictError(`operation ${input.operationId} was already applied with different parameters (${problems.join('; ')})`);
+            throw new IntentConflictError(
+              `operation ${input.operationId} was already applied with different parameters (${problems.join('; ')})`,
+            );
           }
           return receipt(await requireOrder(tx, input.orderId), false);
         }
@@ -137,24 +156,40 @@ export class SqlOrders implements Pick<OrderStore, 'seedOrder' | 'getOrder' | 'a
       async (tx) => {
         const applied = await refundRow(tx, input.operationId);
         if (!applied || applied.order_id !== input.orderId) {
-          throw new InvalidOperationError(`operation ${input.operationId} was never applied to order ${input.orderId}, so there is nothing to revert`);
+          throw new InvalidOperationError(
+            `operation ${input.operationId} was never applied to order ${input.orderId}, so there is nothing to revert`,
+          );
         }
-        const other = await tx.one(sql<{ operation_id: string }>`SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`);
+        const other = await tx.one(
+          sql<{
+            operation_id: string;
+          }>`SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`,
+        );
         if (other && other.operation_id !== input.operationId) {
-          throw new IntentConflictError(`compensation key ${input.compensationKey} already reverted operation ${other.operation_id}, not ${input.operationId}`);
+          throw new IntentConflictError(
+            `compensation key ${input.compensationKey} already reverted operation ${other.operation_id}, not ${input.operationId}`,
+          );
         }
         // Already reverted (by this key or another): reverting twice would take the money off twice.
         if (applied.reverted_by_key !== null) return receipt(await requireOrder(tx, input.orderId), false);
 
         const order = await requireOrder(tx, input.orderId);
         // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
-        const refunded = order.version === applied.applied_version ? applied.prior_refunded_amount : order.refunded_amount - applied.amount;
+        const refunded =
+          order.version === applied.applied_version
+            ? applied.prior_refunded_amount
+            : order.refunded_amount - applied.amount;
         if (refunded < 0) {
-          throw new InvalidOperationError(`reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`);
+          throw new InvalidOperationError(
+            `reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`,
+          );
         }
-        const status = order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
+        const status =
+          order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
         const updated = await this.updateOrder(tx, order, refunded, status);
-        await tx.run(sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`);
+        await tx.run(
+          sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`,
+        );
         await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_reverted', {
           compensationKey: input.compensationKey,
           refundedAmount: updated.refunded_amount,
@@ -179,13 +214,20 @@ export class SqlOrders implements Pick<OrderStore, 'seedOrder' | 'getOrder' | 'a
     );
   }
 
-  private async updateOrder(tx: Queryable, order: OrderRow, refundedAmount: number, status = statusFor(refundedAmount, order.amount)): Promise<OrderRow> {
+  private async updateOrder(
+    tx: Queryable,
+    order: OrderRow,
+    refundedAmount: number,
+    status = statusFor(refundedAmount, order.amount),
+  ): Promise<OrderRow> {
     await this.beforeOrderWrite(order.id, tx);
     const changed = await tx.run(
       sql`UPDATE orders SET refunded_amount = ${refundedAmount}, status = ${status}, version = version + 1, updated_at = ${now()} WHERE id = ${order.id} AND version = ${order.version}`,
     );
     if (changed === 0) {
-      throw new VersionConflictError(`order ${order.id} changed after it was read at version ${order.version}; reload and try again`);
+      throw new VersionConflictError(
+        `order ${order.id} changed after it was read at version ${order.version}; reload and try again`,
+      );
     }
     return { ...order, refunded_amount: refundedAmount, status, version: order.version + 1 };
   }

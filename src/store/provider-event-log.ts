@@ -45,13 +45,16 @@ export class SqlProviderEventLog implements ProviderEventLog {
         INSERT INTO provider_events (event_id, type, operation_id, refund_id, refund_status, amount, currency, created, received_at)
         VALUES (${e.eventId}, ${e.type}, ${e.operationId}, ${e.refundId}, ${e.refundStatus}, ${e.amount}, ${e.currency}, ${e.created}, ${new Date().toISOString()})
         ON CONFLICT (event_id) DO NOTHING`);
-      if (inserted === 0) await tx.run(sql`UPDATE provider_events SET deliveries = deliveries + 1 WHERE event_id = ${e.eventId}`);
+      if (inserted === 0)
+        await tx.run(sql`UPDATE provider_events SET deliveries = deliveries + 1 WHERE event_id = ${e.eventId}`);
       return { record: (await this.find(tx, e.eventId))!, first: inserted === 1 };
     });
   }
 
   async handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord> {
-    await this.db.run(sql`UPDATE provider_events SET handed_to = ${to}, handed_at = ${new Date().toISOString()}, outcome = ${outcome} WHERE event_id = ${eventId}`);
+    await this.db.run(
+      sql`UPDATE provider_events SET handed_to = ${to}, handed_at = ${new Date().toISOString()}, outcome = ${outcome} WHERE event_id = ${eventId}`,
+    );
     const record = await this.find(this.db, eventId);
     if (!record) throw new Error(`no provider event ${eventId}`);
     return record;
@@ -62,7 +65,9 @@ export class SqlProviderEventLog implements ProviderEventLog {
   }
 
   async forOperation(operationId: string): Promise<ProviderEventRecord[]> {
-    const rows = await this.db.all(sql<Row>`SELECT * FROM provider_events WHERE operation_id = ${operationId} ORDER BY created, received_at`);
+    const rows = await this.db.all(
+      sql<Row>`SELECT * FROM provider_events WHERE operation_id = ${operationId} ORDER BY created, received_at`,
+    );
     return rows.map(toRecord);
   }
 

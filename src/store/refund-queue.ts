@@ -27,7 +27,14 @@ interface Row {
 
 const toQueued = (r: Row): QueuedRequest => ({
   id: r.id,
-  request: { orderId: r.order_id, amount: r.amount, currency: r.currency, reason: r.reason, requestedBy: r.requested_by, operationVersion: r.operation_version },
+  request: {
+    orderId: r.order_id,
+    amount: r.amount,
+    currency: r.currency,
+    reason: r.reason,
+    requestedBy: r.requested_by,
+    operationVersion: r.operation_version,
+  },
   source: r.source,
   status: r.status,
   queuedAt: r.queued_at,
@@ -46,7 +53,10 @@ export class SqlRefundQueue implements RefundQueue {
       const existing = await this.byKey(tx, request.orderId, request.operationVersion);
       if (existing) {
         const was = changedIntent(existing.request, request);
-        if (was) throw new IntentConflictError(`order ${request.orderId} version ${request.operationVersion} is already queued with ${was}; a changed refund needs a new operation version`);
+        if (was)
+          throw new IntentConflictError(
+            `order ${request.orderId} version ${request.operationVersion} is already queued with ${was}; a changed refund needs a new operation version`,
+          );
         return { queued: existing, created: false };
       }
       const row = await tx.one(sql<Row>`
@@ -59,7 +69,9 @@ export class SqlRefundQueue implements RefundQueue {
 
   /** The oldest queued requests, at most `limit`: what one batch occurrence takes. */
   async next(limit: number): Promise<QueuedRequest[]> {
-    const rows = await this.db.all(sql<Row>`SELECT * FROM refund_requests WHERE status = 'queued' ORDER BY id LIMIT ${limit}`);
+    const rows = await this.db.all(
+      sql<Row>`SELECT * FROM refund_requests WHERE status = 'queued' ORDER BY id LIMIT ${limit}`,
+    );
     return rows.map(toQueued);
   }
 
@@ -74,13 +86,17 @@ export class SqlRefundQueue implements RefundQueue {
 
   /** Takes a request out of the queue for good, with why: it can never be started as it is. */
   async markRefused(id: number, reason: string): Promise<QueuedRequest> {
-    await this.db.run(sql`UPDATE refund_requests SET status = 'refused', last_error = ${reason.slice(0, 1000)}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`);
+    await this.db.run(
+      sql`UPDATE refund_requests SET status = 'refused', last_error = ${reason.slice(0, 1000)}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`,
+    );
     return this.require(id);
   }
 
   /** Keeps a request queued with the reason an occurrence could not start it. */
   async markNotStarted(id: number, reason: string): Promise<QueuedRequest> {
-    await this.db.run(sql`UPDATE refund_requests SET last_error = ${reason.slice(0, 1000)}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`);
+    await this.db.run(
+      sql`UPDATE refund_requests SET last_error = ${reason.slice(0, 1000)}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`,
+    );
     return this.require(id);
   }
 
@@ -88,7 +104,9 @@ export class SqlRefundQueue implements RefundQueue {
     const conditions = [sql`1 = 1`];
     if (filter.status !== undefined) conditions.push(sql`status = ${filter.status}`);
     if (filter.orderId !== undefined) conditions.push(sql`order_id = ${filter.orderId}`);
-    const rows = await this.db.all(sql<Row>`SELECT * FROM refund_requests WHERE ${sql.join(conditions, sql` AND `)} ORDER BY id`);
+    const rows = await this.db.all(
+      sql<Row>`SELECT * FROM refund_requests WHERE ${sql.join(conditions, sql` AND `)} ORDER BY id`,
+    );
     return rows.map(toQueued);
   }
 
@@ -99,7 +117,9 @@ export class SqlRefundQueue implements RefundQueue {
   }
 
   private async byKey(on: Queryable, orderId: string, version: number): Promise<QueuedRequest | undefined> {
-    const row = await on.one(sql<Row>`SELECT * FROM refund_requests WHERE order_id = ${orderId} AND operation_version = ${version}`);
+    const row = await on.one(
+      sql<Row>`SELECT * FROM refund_requests WHERE order_id = ${orderId} AND operation_version = ${version}`,
+    );
     return row && toQueued(row);
   }
 }

@@ -13,7 +13,13 @@ interface FaultRow {
   hits: number;
 }
 
-const toFault = (r: FaultRow): StoreFault => ({ id: r.id, kind: r.kind, orderId: r.order_id, remaining: r.remaining, hits: r.hits });
+const toFault = (r: FaultRow): StoreFault => ({
+  id: r.id,
+  kind: r.kind,
+  orderId: r.order_id,
+  remaining: r.remaining,
+  hits: r.hits,
+});
 
 export class SqlStoreFaults implements StoreFaults {
   /** The other writer: its own connection, so that what it commits is a real concurrent write. */
@@ -28,8 +34,11 @@ export class SqlStoreFaults implements StoreFaults {
 
   async add(fault: { kind: StoreFaultKind; orderId?: string; count?: number }): Promise<StoreFault> {
     const count = fault.count ?? 1;
-    if (!Number.isInteger(count) || count < 1 || count > 1000) throw new Error(`a store fault's count must be 1-1000, got ${count}`);
-    const row = await this.db.one(sql<FaultRow>`INSERT INTO store_faults (kind, order_id, remaining) VALUES (${fault.kind}, ${fault.orderId ?? null}, ${count}) RETURNING *`);
+    if (!Number.isInteger(count) || count < 1 || count > 1000)
+      throw new Error(`a store fault's count must be 1-1000, got ${count}`);
+    const row = await this.db.one(
+      sql<FaultRow>`INSERT INTO store_faults (kind, order_id, remaining) VALUES (${fault.kind}, ${fault.orderId ?? null}, ${count}) RETURNING *`,
+    );
     return toFault(row!);
   }
 
@@ -52,25 +61,30 @@ export class SqlStoreFaults implements StoreFaults {
       const row = await tx.one(
         sql<FaultRow>`SELECT * FROM store_faults WHERE remaining > 0 AND (order_id IS NULL OR order_id = ${orderId}) ORDER BY id LIMIT 1`,
       );
-      if (row) await tx.run(sql`UPDATE store_faults SET remaining = remaining - 1, hits = hits + 1 WHERE id = ${row.id}`);
+      if (row)
+        await tx.run(sql`UPDATE store_faults SET remaining = remaining - 1, hits = hits + 1 WHERE id = ${row.id}`);
       return row;
     });
     if (!fault) return;
     if (fault.kind === 'conflict') {
       // Committed after our read: our conditional write now fails on the stale snapshot.
-      await other.run(sql`UPDATE orders SET version = version + 1, updated_at = ${new Date().toISOString()} WHERE id = ${orderId}`);
+      await other.run(
+        sql`UPDATE orders SET version = version + 1, updated_at = ${new Date().toISOString()} WHERE id = ${orderId}`,
+      );
       return;
     }
     // Hold the order's lock until our write has waited it out and failed, then let go.
     let locked!: () => void;
     let failed!: (err: unknown) => void;
     const held = new Promise<void>((resolve, reject) => ((locked = resolve), (failed = reject)));
-    other.transaction(async (tx) => {
-      // SQLite's BEGIN IMMEDIATE already holds the database's write lock; PostgreSQL locks the row.
-      if (tx.dialect === 'postgres') await tx.all(sql`SELECT id FROM orders WHERE id = ${orderId} FOR UPDATE`);
-      locked();
-      await new Promise((resolve) => setTimeout(resolve, this.lockWaitMs + 500));
-    }).catch((err: unknown) => failed(err));
+    other
+      .transaction(async (tx) => {
+        // SQLite's BEGIN IMMEDIATE already holds the database's write lock; PostgreSQL locks the row.
+        if (tx.dialect === 'postgres') await tx.all(sql`SELECT id FROM orders WHERE id = ${orderId} FOR UPDATE`);
+        locked();
+        await new Promise((resolve) => setTimeout(resolve, this.lockWaitMs + 500));
+      })
+      .catch((err: unknown) => failed(err));
     // A lock the other connection could not take is no fault: our write goes on.
     await held.catch(() => undefined);
   }

@@ -115,7 +115,10 @@ export interface AttemptRecord {
 }
 
 export type NewAttempt = Pick<AttemptRecord, 'key' | 'step' | 'operationId' | 'workflowId' | 'runId' | 'attempt'>;
-export type AttemptEnd = Pick<AttemptRecord, 'transportRequests' | 'outcome' | 'certainty' | 'reason' | 'retryAfterMs' | 'nextDelayMs' | 'providerRequestId'>;
+export type AttemptEnd = Pick<
+  AttemptRecord,
+  'transportRequests' | 'outcome' | 'certainty' | 'reason' | 'retryAfterMs' | 'nextDelayMs' | 'providerRequestId'
+>;
 
 export interface AuditEntry {
   seq: number;
@@ -155,7 +158,13 @@ export interface OperationLog {
    * operation's current status does not allow (a late writer going backwards, a send since the
    * caller looked) changes nothing and says so.
    */
-  settle(operationId: string, update: OperationUpdate, actor: string, event: string, detail?: Record<string, unknown>): Promise<{ record: OperationRecord; applied: boolean }>;
+  settle(
+    operationId: string,
+    update: OperationUpdate,
+    actor: string,
+    event: string,
+    detail?: Record<string, unknown>,
+  ): Promise<{ record: OperationRecord; applied: boolean }>;
   beginAttempt(attempt: NewAttempt): Promise<number>;
   finishAttempt(id: number, end: AttemptEnd): Promise<void>;
   /** A step's attempts in one run, oldest first. */
@@ -197,7 +206,10 @@ export interface QueuedRequest {
 }
 
 /** A provider event (Stripe webhook) as the receiver took it. */
-export type NewProviderEvent = Pick<ProviderEventRecord, 'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'amount' | 'currency' | 'created'>;
+export type NewProviderEvent = Pick<
+  ProviderEventRecord,
+  'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'amount' | 'currency' | 'created'
+>;
 
 export interface ProviderEventRecord {
   eventId: string;
@@ -265,11 +277,19 @@ export interface OrderStore {
    * store's clock, no earlier than `notBefore`) only if it is still `since` and, by that clock, at least
    * `endedAfterMs` old; false, changing nothing, otherwise. Of two attempts, only one takes it over.
    */
-  takeOverNotification(key: string, since: string, rule: { endedAfterMs: number; notBefore?: string }): Promise<boolean>;
+  takeOverNotification(
+    key: string,
+    since: string,
+    rule: { endedAfterMs: number; notBefore?: string },
+  ): Promise<boolean>;
   /** Moves sending → pending after a failure that proves the server did not accept the message; false when not sending. */
   releaseNotification(key: string): Promise<boolean>;
   /** Records the server's acceptance (sending → sent); an entry already sent keeps its first acceptance. With `audit`, the first acceptance is in the operation's audit trail. */
-  markNotificationSent(key: string, providerResponse: string, audit?: { operationId: string; actor: string }): Promise<OutboxEntry>;
+  markNotificationSent(
+    key: string,
+    providerResponse: string,
+    audit?: { operationId: string; actor: string },
+  ): Promise<OutboxEntry>;
   /**
    * Records a person's word that a message whose hand-over is unknown (sending) was delivered: sent, the
    * response naming who confirmed it, and a notification_sent audit entry with `confirmedBy`. An entry

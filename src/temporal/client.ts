@@ -6,7 +6,16 @@ import { Connection, type Client } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
-import { FOLLOW_UP_WORKFLOW, followUpWorkflowId, poolQueue, providerEventSignal, SEARCH_ATTRIBUTES, TASK_QUEUE, type FollowUpWorkflow, type ProviderEventSummary } from '../contract';
+import {
+  FOLLOW_UP_WORKFLOW,
+  followUpWorkflowId,
+  poolQueue,
+  providerEventSignal,
+  SEARCH_ATTRIBUTES,
+  TASK_QUEUE,
+  type FollowUpWorkflow,
+  type ProviderEventSummary,
+} from '../contract';
 import type { Config } from '../config';
 import { parseRefundRequest, type RefundRequest } from '../domain/refund-request';
 
@@ -48,10 +57,22 @@ export async function backlogs(client: Client, taskQueue: string): Promise<Backl
   ];
   return Promise.all(
     queues.map(async ({ name, type }) => {
-      const { stats } = await client.workflowService.describeTaskQueue({ namespace: client.options.namespace, taskQueue: { name }, taskQueueType: type, reportStats: true });
+      const { stats } = await client.workflowService.describeTaskQueue({
+        namespace: client.options.namespace,
+        taskQueue: { name },
+        taskQueueType: type,
+        reportStats: true,
+      });
       // No figure is not "no backlog": admission would admit everything without a word.
-      if (!stats) throw new Error(`Temporal reported no backlog for task queue ${name} (a server too old for DescribeTaskQueue stats?); ADMISSION_MAX_BACKLOG=0 starts refunds without admission control`);
-      return { taskQueue: name, tasks: Number(stats?.approximateBacklogCount ?? 0), ageSeconds: Number(stats?.approximateBacklogAge?.seconds ?? 0) };
+      if (!stats)
+        throw new Error(
+          `Temporal reported no backlog for task queue ${name} (a server too old for DescribeTaskQueue stats?); ADMISSION_MAX_BACKLOG=0 starts refunds without admission control`,
+        );
+      return {
+        taskQueue: name,
+        tasks: Number(stats?.approximateBacklogCount ?? 0),
+        ageSeconds: Number(stats?.approximateBacklogAge?.seconds ?? 0),
+      };
     }),
   );
 }
@@ -72,7 +93,9 @@ export async function workerPolling(client: Client, taskQueue = TASK_QUEUE, pid?
 /** How the `temporal` CLI names a search attribute's type. */
 export const cliType = (type: SearchAttributeType) => (type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword');
 const indexedType = (type: SearchAttributeType) =>
-  type === SearchAttributeType.BOOL ? temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_BOOL : temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
+  type === SearchAttributeType.BOOL
+    ? temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_BOOL
+    : temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
 
 /** Our search attributes the namespace does not have. */
 export async function missingSearchAttributes(connection: Connection, namespace: string) {
@@ -84,7 +107,11 @@ export async function missingSearchAttributes(connection: Connection, namespace:
  * Registers our search attributes the namespace lacks (a no-op when it has them all) and waits
  * until the server lists them; returns the names it added.
  */
-export async function registerSearchAttributes(connection: Connection, namespace: string, log: (line: string) => void = () => undefined): Promise<string[]> {
+export async function registerSearchAttributes(
+  connection: Connection,
+  namespace: string,
+  log: (line: string) => void = () => undefined,
+): Promise<string[]> {
   const missing = await missingSearchAttributes(connection, namespace);
   if (missing.length === 0) return [];
   log(`registering search attributes ${missing.map((k) => k.name).join(', ')}`);
@@ -109,7 +136,10 @@ export async function requireSearchAttributes(config: Config): Promise<void> {
   try {
     connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
   } catch (err) {
-    throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS or TEMPORAL_PROFILE`, { cause: err });
+    throw new Error(
+      `cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS or TEMPORAL_PROFILE`,
+      { cause: err },
+    );
   }
   try {
     const missing = await missingSearchAttributes(connection, config.temporal.namespace);
@@ -137,7 +167,13 @@ export async function startFollowUp(
   const handle = await client.workflow.signalWithStart<FollowUpWorkflow, [ProviderEventSummary]>(FOLLOW_UP_WORKFLOW, {
     workflowId,
     taskQueue: handover.taskQueue ?? TASK_QUEUE,
-    args: [{ operationId: handover.operationId, refundId: handover.event.refundId, originalWorkflowId: handover.originalWorkflowId }],
+    args: [
+      {
+        operationId: handover.operationId,
+        refundId: handover.event.refundId,
+        originalWorkflowId: handover.originalWorkflowId,
+      },
+    ],
     signal: providerEventSignal,
     signalArgs: [handover.event],
     typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.followUpOf, value: handover.originalWorkflowId }],

@@ -47,11 +47,19 @@ export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: 
     throw new HttpError(400, `refused: ${(err as Error).message}`);
   }
   const object = event?.data?.object as Partial<Stripe.Refund> | undefined;
-  if (typeof event?.id !== 'string' || typeof event.type !== 'string' || typeof event.created !== 'number' || !object || typeof object !== 'object') {
+  if (
+    typeof event?.id !== 'string' ||
+    typeof event.type !== 'string' ||
+    typeof event.created !== 'number' ||
+    !object ||
+    typeof object !== 'object'
+  ) {
     throw new HttpError(400, 'malformed: an event needs an id, a type, a created time and data.object');
   }
-  if (!REFUND_EVENTS.has(event.type)) return { status: 200, body: { received: event.id, handled: false, why: `${event.type} is not a refund event` } };
-  if (typeof object.id !== 'string' || typeof object.status !== 'string') throw new HttpError(400, 'malformed: a refund event needs data.object.id and data.object.status');
+  if (!REFUND_EVENTS.has(event.type))
+    return { status: 200, body: { received: event.id, handled: false, why: `${event.type} is not a refund event` } };
+  if (typeof object.id !== 'string' || typeof object.status !== 'string')
+    throw new HttpError(400, 'malformed: a refund event needs data.object.id and data.object.status');
   const operationId = typeof object.metadata?.operation_id === 'string' ? object.metadata.operation_id : null;
   const { record, first } = await deps.store.providerEvents.receive({
     eventId: event.id,
@@ -64,16 +72,23 @@ export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: 
     created: event.created,
   });
   // Handed on already (to a run, a follow-up, or kept with nothing to do): a redelivery changes nothing.
-  if (!first && record.handedAt !== null) return { status: 200, body: { received: event.id, duplicate: true, handedTo: record.handedTo } };
+  if (!first && record.handedAt !== null)
+    return { status: 200, body: { received: event.id, duplicate: true, handedTo: record.handedTo } };
   if (!operationId) {
     await deps.store.providerEvents.handed(event.id, null, 'no operation: the refund carries no metadata.operation_id');
-    return { status: 200, body: { received: event.id, handled: false, why: 'the refund carries no metadata.operation_id' } };
+    return {
+      status: 200,
+      body: { received: event.id, handled: false, why: 'the refund carries no metadata.operation_id' },
+    };
   }
   const workflowId = await runFor(deps.store, operationId);
   if (!workflowId) {
     // Another environment's refund, or one this store never committed: nothing here to hand it to.
     await deps.store.providerEvents.handed(event.id, null, `no run: operation ${operationId} is not in this store`);
-    return { status: 200, body: { received: event.id, handled: false, why: `operation ${operationId} is not in this store` } };
+    return {
+      status: 200,
+      body: { received: event.id, handled: false, why: `operation ${operationId} is not in this store` },
+    };
   }
   const summary: ProviderEventSummary = {
     id: event.id,
@@ -102,34 +117,75 @@ export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: 
  * it is handed to the operation's follow-up run, started if need be (signalWithStart); any other
  * news changes nothing and is kept on the operation's audit trail.
  */
-async function lateEvent(deps: ReceiverDeps, summary: ProviderEventSummary, operationId: string, workflowId: string): Promise<Handled> {
-  const late = { eventId: summary.id, type: summary.type, refundId: summary.refundId, refundStatus: summary.refundStatus };
+async function lateEvent(
+  deps: ReceiverDeps,
+  summary: ProviderEventSummary,
+  operationId: string,
+  workflowId: string,
+): Promise<Handled> {
+  const late = {
+    eventId: summary.id,
+    type: summary.type,
+    refundId: summary.refundId,
+    refundStatus: summary.refundStatus,
+  };
   if (lifecycleRank(summary.refundStatus) < 2) {
     await deps.store.providerEvents.handed(summary.id, workflowId, 'run closed: kept, nothing to do');
-    await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { ...late, followUp: null });
-    return { status: 200, body: { received: summary.id, handedTo: null, why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept` } };
+    await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
+      ...late,
+      followUp: null,
+    });
+    return {
+      status: 200,
+      body: {
+        received: summary.id,
+        handedTo: null,
+        why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept`,
+      },
+    };
   }
   const followUp = followUpWorkflowId(operationId);
   // Another of the failure's events (refund.failed, refund.updated, charge.refund.updated) after the run or its follow-up compensated: nothing more to do.
-  const done = (await deps.store.operations.auditTrail(operationId)).find((a) => ['follow_up', 'run_stopped'].includes(a.event) && a.detail.status === 'compensated');
+  const done = (await deps.store.operations.auditTrail(operationId)).find(
+    (a) => ['follow_up', 'run_stopped'].includes(a.event) && a.detail.status === 'compensated',
+  );
   if (done) {
-    await deps.store.providerEvents.handed(summary.id, done.actor, 'run closed: the failed refund was already compensated');
-    return { status: 200, body: { received: summary.id, handedTo: null, why: `${done.actor} already compensated the failed refund` } };
+    await deps.store.providerEvents.handed(
+      summary.id,
+      done.actor,
+      'run closed: the failed refund was already compensated',
+    );
+    return {
+      status: 200,
+      body: { received: summary.id, handedTo: null, why: `${done.actor} already compensated the failed refund` },
+    };
   }
-  const started = await startFollowUp(deps.temporal, { operationId, originalWorkflowId: workflowId, event: summary, taskQueue: deps.taskQueue });
+  const started = await startFollowUp(deps.temporal, {
+    operationId,
+    originalWorkflowId: workflowId,
+    event: summary,
+    taskQueue: deps.taskQueue,
+  });
   await deps.store.providerEvents.handed(summary.id, followUp, 'signalled follow-up');
-  await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { ...late, followUp: started });
+  await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
+    ...late,
+    followUp: started,
+  });
   return { status: 200, body: { received: summary.id, handedTo: followUp } };
 }
 
-export async function startWebhookReceiver(deps: ReceiverDeps, opts: { port: number; host?: string }): Promise<{ url: string; close(): Promise<void> }> {
+export async function startWebhookReceiver(
+  deps: ReceiverDeps,
+  opts: { port: number; host?: string },
+): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const answer = (status: number, body: Record<string, unknown>) => {
       res.writeHead(status, { 'Content-Type': 'application/json' });
       res.end(JSON.stringify(body));
     };
     (async () => {
-      if (new URL(req.url ?? '/', 'http://x').pathname !== WEBHOOK_PATH) throw new HttpError(404, `no such path; Stripe webhooks go to POST ${WEBHOOK_PATH}`);
+      if (new URL(req.url ?? '/', 'http://x').pathname !== WEBHOOK_PATH)
+        throw new HttpError(404, `no such path; Stripe webhooks go to POST ${WEBHOOK_PATH}`);
       if (req.method !== 'POST') throw new HttpError(405, `${req.method} is not allowed; Stripe webhooks are POSTed`);
       const header = req.headers['stripe-signature'];
       if (!header) throw new HttpError(400, 'unsigned: the request has no Stripe-Signature header');

@@ -10,7 +10,11 @@ export const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempt
 export const PERSISTENT_BOOKKEEPING = { ...BOOKKEEPING, retry: { maximumAttempts: 10 } } as const;
 
 /** Options for one activity at `boundary`; `within` cuts its schedule-to-close and attempts to a run's budget. */
-export function activityOptions(policy: RecoveryPolicy, boundary: Boundary, within?: { remainingMs: number; maxAttempts: number }): ActivityOptions {
+export function activityOptions(
+  policy: RecoveryPolicy,
+  boundary: Boundary,
+  within?: { remainingMs: number; maxAttempts: number },
+): ActivityOptions {
   const t = policy.timeouts[boundary];
   return {
     startToCloseTimeout: t.startToCloseMs,

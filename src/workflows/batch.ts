@@ -24,11 +24,17 @@ export interface BatchResult {
   notStarted: { workflowId: string; reason: string }[];
 }
 
-const { takeQueued, recordStarts } = pooledActivities<QueueActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 10 } });
+const { takeQueued, recordStarts } = pooledActivities<QueueActivities>({
+  startToCloseTimeout: '30s',
+  retry: { maximumAttempts: 10 },
+});
 
 export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResult> {
   const limit = Math.trunc(Number(input?.limit));
-  if (!(limit >= 1 && limit <= 1000)) throw ApplicationFailure.nonRetryable(`limit must be a whole number from 1 to 1000, got ${JSON.stringify(input?.limit)}`);
+  if (!(limit >= 1 && limit <= 1000))
+    throw ApplicationFailure.nonRetryable(
+      `limit must be a whole number from 1 to 1000, got ${JSON.stringify(input?.limit)}`,
+    );
   const occurrence = currentOccurrence();
   // The activity takes fewer when the workers are behind (admission control): the rest wait, queued.
   const taken = await takeQueued({ limit, taskQueue: workflowInfo().taskQueue });
@@ -45,8 +51,10 @@ export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResu
       });
       records.push({ id, workflowId, outcome: 'started' });
     } catch (err) {
-      if (err instanceof WorkflowExecutionAlreadyStartedError) records.push({ id, workflowId, outcome: 'already', request });
-      else records.push({ id, workflowId, outcome: 'failed', reason: err instanceof Error ? err.message : String(err) });
+      if (err instanceof WorkflowExecutionAlreadyStartedError)
+        records.push({ id, workflowId, outcome: 'already', request });
+      else
+        records.push({ id, workflowId, outcome: 'failed', reason: err instanceof Error ? err.message : String(err) });
     }
   }
   const { conflicts } = await recordStarts({ occurrenceId: occurrence.id, records });
@@ -57,7 +65,9 @@ export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResu
     started: records.filter((r) => r.outcome === 'started').map((r) => r.workflowId),
     alreadyStarted: records.filter((r) => r.outcome === 'already' && !conflicting.has(r.id)).map((r) => r.workflowId),
     notStarted: [
-      ...records.filter((r) => r.outcome === 'failed').map((r) => ({ workflowId: r.workflowId, reason: r.reason ?? '' })),
+      ...records
+        .filter((r) => r.outcome === 'failed')
+        .map((r) => ({ workflowId: r.workflowId, reason: r.reason ?? '' })),
       ...conflicts.map((c) => ({ workflowId: c.workflowId, reason: c.reason })),
     ],
   };

@@ -41,14 +41,25 @@ export async function runCompensation(
     raw = await acts[undo.activity]({ ...undo.input(ctx, key), ...(resendApprovedAt && { resendApprovedAt }) });
   } catch (err) {
     // It could not even be scheduled (the run's deadline has passed): a person must finish it.
-    if (err instanceof StepFailedError) return { status: 'failed', error: err.error, attempts: 0, transportRequests: 0 };
+    if (err instanceof StepFailedError)
+      return { status: 'failed', error: err.error, attempts: 0, transportRequests: 0 };
     const { error, ledger } = describeFailure(err, undo.boundary, `${step} compensation`, undo.boundary !== 'store');
     return { status: compensationFailure(error), error, ...tally({ attempt: ledger.length, ledger }) };
   }
   const parsed = evidenced(RECEIPT[undo.activity]).safeParse(raw);
   // It finished, so whatever it did happened; what it returned cannot be used as its receipt.
   if (!parsed.success) {
-    return { status: 'unknown', error: stepError('POISON', 'undeterminable', 'result_unusable', `${step}'s compensation returned a result that is not its receipt`), attempts: 0, transportRequests: 0 };
+    return {
+      status: 'unknown',
+      error: stepError(
+        'POISON',
+        'undeterminable',
+        'result_unusable',
+        `${step}'s compensation returned a result that is not its receipt`,
+      ),
+      attempts: 0,
+      transportRequests: 0,
+    };
   }
   const { evidence, ...output } = parsed.data as Record<string, unknown> & { evidence: StepEvidence };
   return { status: 'completed', output, ...tally(evidence) };

@@ -20,17 +20,36 @@ export interface DigestResult {
   alreadySent: boolean;
 }
 
-const { listAttention } = pooledActivities<RefundActivities>({ startToCloseTimeout: '60s', retry: { maximumAttempts: 5 } });
-const { sendDigest } = pooledActivities<RefundActivities>({ startToCloseTimeout: '30s', retry: { maximumAttempts: 5 } });
+const { listAttention } = pooledActivities<RefundActivities>({
+  startToCloseTimeout: '60s',
+  retry: { maximumAttempts: 5 },
+});
+const { sendDigest } = pooledActivities<RefundActivities>({
+  startToCloseTimeout: '30s',
+  retry: { maximumAttempts: 5 },
+});
 
 export async function digestWorkflow(options: DigestOptions = {}): Promise<DigestResult> {
   // Defaults are no answer to options nobody could decode (payload-converter.ts); an older history never holds such input.
-  if (isUndecodable(options)) throw ApplicationFailure.nonRetryable(`its options could not be decoded: ${options.$undecodable}`, 'INVALID_ARGUMENTS');
+  if (isUndecodable(options))
+    throw ApplicationFailure.nonRetryable(
+      `its options could not be decoded: ${options.$undecodable}`,
+      'INVALID_ARGUMENTS',
+    );
   const max = Math.trunc(Number(options?.max ?? 100));
-  if (!(max >= 0 && max <= 1000)) throw ApplicationFailure.nonRetryable(`max must be a whole number from 0 to 1000, got ${JSON.stringify(options?.max)}`);
+  if (!(max >= 0 && max <= 1000))
+    throw ApplicationFailure.nonRetryable(
+      `max must be a whole number from 0 to 1000, got ${JSON.stringify(options?.max)}`,
+    );
   const occurrence = currentOccurrence();
   const key = `digest:${occurrence.id}`;
   const { total, runs } = await listAttention({ max });
-  const sent = await sendDigest({ key, occurrenceId: occurrence.id, label: occurrence.scheduledAt ?? occurrence.id, total, runs });
+  const sent = await sendDigest({
+    key,
+    occurrenceId: occurrence.id,
+    label: occurrence.scheduledAt ?? occurrence.id,
+    total,
+    runs,
+  });
   return { occurrenceId: occurrence.id, key, waiting: total, messageId: sent.messageId, alreadySent: sent.alreadySent };
 }

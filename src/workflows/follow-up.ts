@@ -29,16 +29,35 @@ import { IgnoredMessages, setSignalHandler } from './messages';
 import { pooledActivities } from './pools';
 import { describeFailure } from './step-failure';
 
-const LOOKUP = { startToCloseTimeout: '30s', scheduleToCloseTimeout: '10m', retry: { initialInterval: '1s', maximumInterval: '30s' } } as const;
+const LOOKUP = {
+  startToCloseTimeout: '30s',
+  scheduleToCloseTimeout: '10m',
+  retry: { initialInterval: '1s', maximumInterval: '30s' },
+} as const;
 
 export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
-  if (!input || !valid(input.operationId, 200) || !valid(input.refundId, 255) || !valid(input.originalWorkflowId, 1000)) {
-    throw ApplicationFailure.nonRetryable('a follow-up needs an operationId, a refundId and the originalWorkflowId', 'INVALID_ARGUMENTS');
+  if (
+    !input ||
+    !valid(input.operationId, 200) ||
+    !valid(input.refundId, 255) ||
+    !valid(input.originalWorkflowId, 1000)
+  ) {
+    throw ApplicationFailure.nonRetryable(
+      'a follow-up needs an operationId, a refundId and the originalWorkflowId',
+      'INVALID_ARGUMENTS',
+    );
   }
   const { workflowId } = workflowInfo();
   const ignored = new IgnoredMessages();
-  const state: FollowUpState = { input, status: 'examining', providerEvents: [], ignoredMessages: ignored.view, compensations: [], reason: null };
+  const state: FollowUpState = {
+    input,
+    status: 'examining',
+    providerEvents: [],
+    ignoredMessages: ignored.view,
+    compensations: [],
+    reason: null,
+  };
   setHandler(followUpQuery, () => state);
   // The events are kept for operators only (nothing here acts on them): parsing them changes no command, so no patch.
   setSignalHandler(
@@ -46,7 +65,8 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     providerEventSchema,
     (e) => {
       if (e.refundId !== input.refundId) return `names refund ${e.refundId}, not this run's refund ${input.refundId}`;
-      if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < 100) state.providerEvents.push(e);
+      if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < 100)
+        state.providerEvents.push(e);
       return undefined;
     },
     ignored,
@@ -57,7 +77,11 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
   ]);
 
-  const finish = async (status: FollowUpResult['status'], reason: string, facts: FollowUpFacts | null): Promise<FollowUpResult> => {
+  const finish = async (
+    status: FollowUpResult['status'],
+    reason: string,
+    facts: FollowUpFacts | null,
+  ): Promise<FollowUpResult> => {
     Object.assign(state, { status, reason });
     upsertSearchAttributes([
       { key: SEARCH_ATTRIBUTES.status, value: status },
@@ -80,7 +104,12 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
         reason,
         failedStep: null,
         event: 'follow_up',
-        detail: { followUp: workflowId, runId: workflowInfo().runId, originalWorkflowId: input.originalWorkflowId, compensations: state.compensations.map(({ step, key, status: s }) => ({ step, key, status: s })) },
+        detail: {
+          followUp: workflowId,
+          runId: workflowInfo().runId,
+          originalWorkflowId: input.originalWorkflowId,
+          compensations: state.compensations.map(({ step, key, status: s }) => ({ step, key, status: s })),
+        },
       })
       .catch(() => undefined);
     return result;
@@ -88,24 +117,45 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
 
   let raw: unknown;
   try {
-    raw = await pooledActivities<RefundActivities>(LOOKUP).examineFollowUp({ operationId: input.operationId, refundId: input.refundId });
+    raw = await pooledActivities<RefundActivities>(LOOKUP).examineFollowUp({
+      operationId: input.operationId,
+      refundId: input.refundId,
+    });
   } catch (err) {
     const { error } = describeFailure(err, 'stripe', 'examining the failure the provider reported', false);
-    return finish('needs_attention', `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`, null);
+    return finish(
+      'needs_attention',
+      `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`,
+      null,
+    );
   }
   const examined = evidenced(followUpFactsSchema).safeParse(raw);
-  if (!examined.success) return finish('needs_attention', `examining refund ${input.refundId} returned a result the follow-up cannot use; a person checks it`, null);
+  if (!examined.success)
+    return finish(
+      'needs_attention',
+      `examining refund ${input.refundId} returned a result the follow-up cannot use; a person checks it`,
+      null,
+    );
   const facts = examined.data as unknown as FollowUpFacts;
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderId, value: facts.request.orderId }]);
   if (!facts.failed) {
-    return finish('unchanged', `refund ${facts.refund.refundId} is ${facts.refund.status} at the provider: nothing to undo`, facts);
+    return finish(
+      'unchanged',
+      `refund ${facts.refund.refundId} is ${facts.refund.status} at the provider: nothing to undo`,
+      facts,
+    );
   }
 
   state.status = 'compensating';
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
   const policy = facts.policy;
   // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
-  const plan = compensationPlan(input.operationId, facts, correctsUnknownNotice(policy, false), 'a person sends the customer a correction');
+  const plan = compensationPlan(
+    input.operationId,
+    facts,
+    correctsUnknownNotice(policy, false),
+    'a person sends the customer a correction',
+  );
   const ctx: SagaContext = {
     request: {
       ...facts.request,
@@ -123,7 +173,9 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     const record: FollowUpCompensation = { step, key, status: 'completed' };
     state.compensations.push(record);
     // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
-    const { status, output, error } = await runCompensation(step, key, ctx, () => pooledActivities<RefundActivities>(activityOptions(policy, undo.boundary)));
+    const { status, output, error } = await runCompensation(step, key, ctx, () =>
+      pooledActivities<RefundActivities>(activityOptions(policy, undo.boundary)),
+    );
     Object.assign(record, { status }, output !== undefined && { output }, error && { error });
   }
 
@@ -132,9 +184,17 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   // A notice never handed over (pending) told the customer nothing; one whose hand-over is unknown (sending) may have.
   const unsure = plan.held ? ` ${plan.held.reason}.` : '';
   if (open.length > 0) {
-    return finish('needs_attention', `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`, facts);
+    return finish(
+      'needs_attention',
+      `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`,
+      facts,
+    );
   }
   if (unsure) return finish('needs_attention', `${what}.${unsure}`, facts);
   const done = state.compensations.map((c) => `${c.step} (key ${c.key})`).join(', ');
-  return finish('compensated', `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`, facts);
+  return finish(
+    'compensated',
+    `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`,
+    facts,
+  );
 }

@@ -34,7 +34,12 @@ export function describeIssues(error: z.ZodError): string {
  * Sets a Signal's handler that takes only what `schema` accepts. `handle` returns why it ignored a value
  * that fits, if it did. Whatever is ignored, or makes the handler throw, is noted, never thrown.
  */
-export function setSignalHandler<T>(signal: SignalDefinition<[T]>, schema: z.ZodType<T>, handle: (value: T) => string | undefined, ignored: IgnoredMessages): void {
+export function setSignalHandler<T>(
+  signal: SignalDefinition<[T]>,
+  schema: z.ZodType<T>,
+  handle: (value: T) => string | undefined,
+  ignored: IgnoredMessages,
+): void {
   setHandler(signal, (raw: unknown) => {
     // Before the schema: an undecodable payload is never taken for an event.
     if (isUndecodable(raw)) return ignored.note(signal.name, `undecodable: ${raw.$undecodable}`, raw);
@@ -58,7 +63,10 @@ export function failingTheUpdateOnly<T>(name: string, fn: () => T): T {
     return fn();
   } catch (err) {
     if (err instanceof TemporalFailure) throw err;
-    throw ApplicationFailure.nonRetryable(`${name} could not be carried out: ${err instanceof Error ? err.message : String(err)}`, 'UPDATE_HANDLER_FAILED');
+    throw ApplicationFailure.nonRetryable(
+      `${name} could not be carried out: ${err instanceof Error ? err.message : String(err)}`,
+      'UPDATE_HANDLER_FAILED',
+    );
   }
 }
 

@@ -2,7 +2,15 @@
 // or the queue in one, reconciliation, reads and bookkeeping in the other. The store steps run as
 // local activities.
 import { RetryState } from '@temporalio/common';
-import { ActivityFailure, ApplicationFailure, proxyActivities, proxyLocalActivities, TimeoutFailure, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  proxyActivities,
+  proxyLocalActivities,
+  TimeoutFailure,
+  workflowInfo,
+  type ActivityOptions,
+} from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { poolQueue, type ActivityPool } from '../contract';
 
@@ -47,10 +55,22 @@ function queueOf(name: string): string | undefined {
 
 function runLocally(name: string, options: ActivityOptions, args: unknown[]): Promise<unknown> {
   const { startToCloseTimeout, scheduleToCloseTimeout, retry } = options;
-  const local = proxyLocalActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>({ startToCloseTimeout, scheduleToCloseTimeout, retry });
+  const local = proxyLocalActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>({
+    startToCloseTimeout,
+    scheduleToCloseTimeout,
+    retry,
+  });
   return local[name]!(...args).catch((err: unknown) => {
     // A local activity's failure arrives bare, not in the ActivityFailure a scheduled one comes in: the step runner reads both alike.
-    if (err instanceof ApplicationFailure || err instanceof TimeoutFailure) throw new ActivityFailure(`local activity ${name} failed`, name, undefined, RetryState.RETRY_STATE_UNSPECIFIED, 'local', err);
+    if (err instanceof ApplicationFailure || err instanceof TimeoutFailure)
+      throw new ActivityFailure(
+        `local activity ${name} failed`,
+        name,
+        undefined,
+        RetryState.RETRY_STATE_UNSPECIFIED,
+        'local',
+        err,
+      );
     throw err;
   });
 }
@@ -63,7 +83,9 @@ export function pooledActivities<T extends object = RefundActivities>(options: A
       return (...args: unknown[]) => {
         if (LOCAL_STEPS.has(name)) return runLocally(name, options, args);
         const taskQueue = queueOf(name);
-        const proxy = proxyActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>(taskQueue ? { ...options, taskQueue } : options);
+        const proxy = proxyActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>(
+          taskQueue ? { ...options, taskQueue } : options,
+        );
         return proxy[name]!(...args);
       };
     },

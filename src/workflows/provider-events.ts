@@ -8,7 +8,10 @@ import { lifecycleRank } from '../domain/order';
 export const MAX_PROVIDER_EVENTS = 100;
 
 /** The furthest event for a refund, or undefined when none was received. */
-export function furthestEvent(events: readonly ProviderEventSummary[], refundId: string): ProviderEventSummary | undefined {
+export function furthestEvent(
+  events: readonly ProviderEventSummary[],
+  refundId: string,
+): ProviderEventSummary | undefined {
   let furthest: ProviderEventSummary | undefined;
   for (const e of events) {
     if (e.refundId !== refundId) continue;

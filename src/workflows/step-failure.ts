@@ -4,7 +4,13 @@
 import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
 import type { StepError } from '../contract';
 import type { AttemptSummary } from '../reliability/attempt-ledger';
-import { DOMAIN_OF, readFailureDetails, type Boundary, type Certainty, type FailureCode } from '../reliability/taxonomy';
+import {
+  DOMAIN_OF,
+  readFailureDetails,
+  type Boundary,
+  type Certainty,
+  type FailureCode,
+} from '../reliability/taxonomy';
 
 export type { StepError };
 
@@ -27,7 +33,13 @@ export function compensationFailure(error: StepError): 'unknown' | 'failed' {
   return error.code === 'UNKNOWN_OUTCOME' || error.certainty === 'may_have_executed' ? 'unknown' : 'failed';
 }
 
-export function stepError(code: FailureCode, certainty: Certainty, reason: string, message: string, extra: Partial<StepError> = {}): StepError {
+export function stepError(
+  code: FailureCode,
+  certainty: Certainty,
+  reason: string,
+  message: string,
+  extra: Partial<StepError> = {},
+): StepError {
   return {
     code,
     domain: DOMAIN_OF[code],
@@ -49,12 +61,18 @@ export function stepError(code: FailureCode, certainty: Certainty, reason: strin
  * step `sends` one (a refund, an email), while a read or a store write (one transaction, replayed
  * by a retry) changed nothing it could not repeat.
  */
-export function describeFailure(err: unknown, boundary: Boundary, what: string, sends: boolean): { error: StepError; ledger: AttemptSummary[] } {
+export function describeFailure(
+  err: unknown,
+  boundary: Boundary,
+  what: string,
+  sends: boolean,
+): { error: StepError; ledger: AttemptSummary[] } {
   // A cancelled run, or a bug in workflow code (let the workflow task fail and retry): not a step failure.
   if (isCancellation(err) || !(err instanceof ActivityFailure)) throw err;
   const cause = err.cause;
   if (cause instanceof ApplicationFailure) {
-    const details = readFailureDetails(cause.details) as (ReturnType<typeof readFailureDetails> & { ledger?: AttemptSummary[] }) | undefined;
+    const details = readFailureDetails(cause.details) as
+      (ReturnType<typeof readFailureDetails> & { ledger?: AttemptSummary[] }) | undefined;
     if (details) {
       return {
         error: stepError(details.code, details.certainty, details.reason, cause.message, {
@@ -67,7 +85,12 @@ export function describeFailure(err: unknown, boundary: Boundary, what: string, 
         ledger: details.ledger ?? [],
       };
     }
-    return { error: stepError('POISON', 'undeterminable', cause.type ?? 'unclassified', `${what}: ${cause.message}`, { nonRetryable: cause.nonRetryable ?? false }), ledger: [] };
+    return {
+      error: stepError('POISON', 'undeterminable', cause.type ?? 'unclassified', `${what}: ${cause.message}`, {
+        nonRetryable: cause.nonRetryable ?? false,
+      }),
+      ledger: [],
+    };
   }
   if (cause instanceof TimeoutFailure) {
     const message = `${what} timed out at ${boundary} (${cause.timeoutType}); ${sends ? 'its request may have reached the provider' : 'it changed nothing a new attempt would not repeat'}`;
@@ -78,5 +101,14 @@ export function describeFailure(err: unknown, boundary: Boundary, what: string, 
       ledger: [],
     };
   }
-  return { error: stepError('POISON', 'undeterminable', cause?.name ?? 'unknown', `${what}: ${cause?.message ?? err.message}`, { nonRetryable: false }), ledger: [] };
+  return {
+    error: stepError(
+      'POISON',
+      'undeterminable',
+      cause?.name ?? 'unknown',
+      `${what}: ${cause?.message ?? err.message}`,
+      { nonRetryable: false },
+    ),
+    ledger: [],
+  };
 }

@@ -15,15 +15,27 @@ export interface SweepOptions {
   waitMs?: number;
 }
 
-const { sweepUnknown } = pooledActivities<RefundActivities>({ startToCloseTimeout: '15m', heartbeatTimeout: '60s', retry: { maximumAttempts: 3 } });
+const { sweepUnknown } = pooledActivities<RefundActivities>({
+  startToCloseTimeout: '15m',
+  heartbeatTimeout: '60s',
+  retry: { maximumAttempts: 3 },
+});
 
 export async function sweepWorkflow(options: SweepOptions = {}): Promise<SweepReport & { occurrenceId: string }> {
   // Defaults are no answer to options nobody could decode (payload-converter.ts); an older history never holds such input.
-  if (isUndecodable(options)) throw ApplicationFailure.nonRetryable(`its options could not be decoded: ${options.$undecodable}`, 'INVALID_ARGUMENTS');
+  if (isUndecodable(options))
+    throw ApplicationFailure.nonRetryable(
+      `its options could not be decoded: ${options.$undecodable}`,
+      'INVALID_ARGUMENTS',
+    );
   const maxRuns = Math.trunc(Number(options?.maxRuns ?? 200));
   const waitMs = Math.trunc(Number(options?.waitMs ?? 120_000));
-  if (!(maxRuns >= 1 && maxRuns <= 1000)) throw ApplicationFailure.nonRetryable(`maxRuns must be a whole number from 1 to 1000, got ${JSON.stringify(options?.maxRuns)}`);
-  if (!(waitMs >= 0 && waitMs <= 600_000)) throw ApplicationFailure.nonRetryable(`waitMs must be 0-600000, got ${JSON.stringify(options?.waitMs)}`);
+  if (!(maxRuns >= 1 && maxRuns <= 1000))
+    throw ApplicationFailure.nonRetryable(
+      `maxRuns must be a whole number from 1 to 1000, got ${JSON.stringify(options?.maxRuns)}`,
+    );
+  if (!(waitMs >= 0 && waitMs <= 600_000))
+    throw ApplicationFailure.nonRetryable(`waitMs must be 0-600000, got ${JSON.stringify(options?.waitMs)}`);
   const occurrence = currentOccurrence();
   const report = await sweepUnknown({ occurrenceId: occurrence.id, maxRuns, waitMs });
   return { occurrenceId: occurrence.id, ...report };

@@ -41,8 +41,23 @@ const allClosed = async () => (await Promise.all(Object.values(ports).map((p) =>
  * Chromium), shows its input decoded: through the stack's codec server, with CORS for its origin.
  */
 async function expectDecodedInWebUi(workflowId: string) {
-  const raw = JSON.parse((await run(findTool('temporal'), ['workflow', 'show', '--workflow-id', workflowId, '--address', env.TEMPORAL_ADDRESS, '--output', 'json'])).stdout) as {
-    events: { workflowExecutionStartedEventAttributes?: { input: { payloads: { metadata: { encoding: string } }[] } } }[];
+  const raw = JSON.parse(
+    (
+      await run(findTool('temporal'), [
+        'workflow',
+        'show',
+        '--workflow-id',
+        workflowId,
+        '--address',
+        env.TEMPORAL_ADDRESS,
+        '--output',
+        'json',
+      ])
+    ).stdout,
+  ) as {
+    events: {
+      workflowExecutionStartedEventAttributes?: { input: { payloads: { metadata: { encoding: string } }[] } };
+    }[];
   };
   const input = raw.events[0]!.workflowExecutionStartedEventAttributes!.input.payloads[0]!;
   expect(Buffer.from(input.metadata.encoding, 'base64').toString()).toBe('binary/encrypted');
@@ -88,16 +103,29 @@ test('the demo refunds once however often it runs, across restarts, and stop sto
   expect(field(third.stdout, 'refund id')).toBe(refundId);
   expect(third.stdout).toMatch(/1 refund\(s\) on pi_\w+ in the Stripe server's ledger; 1 message\(s\)/);
 
-  const ledger = (await (await fetch(`http://127.0.0.1:${ports.stripe}/_ledger`)).json()) as { effects: { type: string }[] };
+  const ledger = (await (await fetch(`http://127.0.0.1:${ports.stripe}/_ledger`)).json()) as {
+    effects: { type: string }[];
+  };
   expect(ledger.effects.filter((e) => e.type === 'refund.created')).toHaveLength(1);
-  const mail = (await (await fetch(`http://127.0.0.1:${ports.mailbox}/messages?message_id=${encodeURIComponent(messageId!)}`)).json()) as {
+  const mail = (await (
+    await fetch(`http://127.0.0.1:${ports.mailbox}/messages?message_id=${encodeURIComponent(messageId!)}`)
+  ).json()) as {
     messages: unknown[];
   };
   expect(mail.messages).toHaveLength(1);
 
-  const shown = await run(findTool('temporal'), ['workflow', 'show', '--workflow-id', workflowId!, '--address', env.TEMPORAL_ADDRESS]);
+  const shown = await run(findTool('temporal'), [
+    'workflow',
+    'show',
+    '--workflow-id',
+    workflowId!,
+    '--address',
+    env.TEMPORAL_ADDRESS,
+  ]);
   expect(shown.stdout).toMatch(/WorkflowExecutionCompleted/);
-  const ui = (await (await fetch(`http://127.0.0.1:${ports.ui}/api/v1/namespaces/default/workflows/${workflowId}`)).json()) as {
+  const ui = (await (
+    await fetch(`http://127.0.0.1:${ports.ui}/api/v1/namespaces/default/workflows/${workflowId}`)
+  ).json()) as {
     workflowExecutionInfo: { status: string };
   };
   expect(ui.workflowExecutionInfo.status).toBe('WORKFLOW_EXECUTION_STATUS_COMPLETED');
@@ -115,7 +143,8 @@ test('npm run dev runs the worker in the foreground, quietly; demo uses it inste
   dev.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => dev.once('exit', resolve));
   try {
-    for (let i = 0; i < 600 && !/worker polling task queue/.test(out); i++) await new Promise((r) => setTimeout(r, 200));
+    for (let i = 0; i < 600 && !/worker polling task queue/.test(out); i++)
+      await new Promise((r) => setTimeout(r, 200));
     expect(out).toMatch(/worker polling task queue refunds/);
     expect(out).not.toMatch(/webpack|asset workflow-bundle|modules by path/i);
 

@@ -11,8 +11,15 @@ const run = promisify(execFile);
 const root = path.join(__dirname, '..', '..');
 let env: TestWorkflowEnvironment;
 const payloadKeys = newKeyEntry();
-const cliEnv = () => ({ ...process.env, TEMPORAL_ADDRESS: env.address, TEMPORAL_NAMESPACE: env.namespace, USER: 'tester', PAYLOAD_KEYS: payloadKeys });
-const tsx = (script: string, args: string[]) => run(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], { env: cliEnv() });
+const cliEnv = () => ({
+  ...process.env,
+  TEMPORAL_ADDRESS: env.address,
+  TEMPORAL_NAMESPACE: env.namespace,
+  USER: 'tester',
+  PAYLOAD_KEYS: payloadKeys,
+});
+const tsx = (script: string, args: string[]) =>
+  run(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], { env: cliEnv() });
 
 beforeAll(async () => {
   // The suite's dev server, in a namespace of this file's own, where no worker polls.
@@ -23,10 +30,14 @@ afterAll(async () => {
 });
 
 test('with no worker polling, the refund command says so and how to start one', async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', 'refund.ts'), '--order', 'cli-1', '--amount', '100'], {
-    env: cliEnv(),
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(root, 'src', 'cli', 'refund.ts'), '--order', 'cli-1', '--amount', '100'],
+    {
+      env: cliEnv(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   try {
@@ -40,7 +51,9 @@ test('with no worker polling, the refund command says so and how to start one', 
 test('a changed refund under a used version names the next free one, and operations lists the runs', async () => {
   await tsx('refund.ts', ['--order', 'cli-2', '--amount', '100', '--no-wait']);
   await tsx('refund.ts', ['--order', 'cli-2', '--amount', '100', '--operation-version', '3', '--no-wait']);
-  const conflict = await tsx('refund.ts', ['--order', 'cli-2', '--amount', '200', '--no-wait']).catch((e: { code: number; stderr: string }) => e);
+  const conflict = await tsx('refund.ts', ['--order', 'cli-2', '--amount', '200', '--no-wait']).catch(
+    (e: { code: number; stderr: string }) => e,
+  );
   expect(conflict).toMatchObject({ code: 2 });
   expect((conflict as { stderr: string }).stderr).toMatch(/the next free one is 4 \(--operation-version 4\)/);
 
@@ -65,10 +78,14 @@ test('currency is taken in any case', async () => {
 });
 
 test('TASK_QUEUE routes the refund to that queue, and the command looks for a worker there', async () => {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', 'refund.ts'), '--order', 'cli-eu', '--amount', '100'], {
-    env: { ...cliEnv(), TASK_QUEUE: 'refunds-eu' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(root, 'src', 'cli', 'refund.ts'), '--order', 'cli-eu', '--amount', '100'],
+    {
+      env: { ...cliEnv(), TASK_QUEUE: 'refunds-eu' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   try {

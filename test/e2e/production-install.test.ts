@@ -43,7 +43,13 @@ function installedPackages(dir: string): string[] {
   return fs.readdirSync(dir).flatMap((name) => {
     if (name.startsWith('.')) return [];
     const at = path.join(dir, name);
-    if (name.startsWith('@')) return [name, ...fs.readdirSync(at).flatMap((sub) => [`${name}/${sub}`, ...installedPackages(path.join(at, sub, 'node_modules'))])];
+    if (name.startsWith('@'))
+      return [
+        name,
+        ...fs
+          .readdirSync(at)
+          .flatMap((sub) => [`${name}/${sub}`, ...installedPackages(path.join(at, sub, 'node_modules'))]),
+      ];
     return [name, ...installedPackages(path.join(at, 'node_modules'))];
   });
 }
@@ -59,13 +65,19 @@ test('the product installs without the tooling, and its built worker carries a r
 
   await lap('build', () => run('npm', ['run', '--silent', 'build'], { cwd: root, timeout: 600_000 }));
   fs.mkdirSync(app);
-  for (const file of ['package.json', 'package-lock.json']) fs.copyFileSync(path.join(root, file), path.join(app, file));
+  for (const file of ['package.json', 'package-lock.json'])
+    fs.copyFileSync(path.join(root, file), path.join(app, file));
   fs.cpSync(path.join(root, 'lib'), path.join(app, 'lib'), { recursive: true });
   // The workspace is left out: the product's dependencies alone, from the lock file, as a deployment installs them.
   // Install scripts are skipped only to save time: better-sqlite3's would compile SQLite from source here (its
   // prebuilt download is unreachable), about 3 minutes; its native module, built for this Node by `npm ci` at the
   // root from the same locked version, is copied in instead.
-  await lap('npm ci --omit=dev', () => run('npm', ['ci', '--omit=dev', '--workspaces=false', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: app, timeout: 900_000 }));
+  await lap('npm ci --omit=dev', () =>
+    run('npm', ['ci', '--omit=dev', '--workspaces=false', '--ignore-scripts', '--no-audit', '--no-fund'], {
+      cwd: app,
+      timeout: 900_000,
+    }),
+  );
   const sqliteBuild = path.join('node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
   fs.mkdirSync(path.dirname(path.join(app, sqliteBuild)), { recursive: true });
   fs.copyFileSync(path.join(root, sqliteBuild), path.join(app, sqliteBuild));
@@ -74,7 +86,15 @@ test('the product installs without the tooling, and its built worker carries a r
   expect(installed.filter((name) => TOOLING.some((t) => name === t || name.startsWith(`${t}/`)))).toEqual([]);
   expect(fs.existsSync(path.join(app, 'tools'))).toBe(false);
 
-  const ports = { temporal: await freePort(), ui: await freePort(), stripe: await freePort(), smtp: await freePort(), mailbox: await freePort(), webhooks: await freePort(), codec: await freePort() };
+  const ports = {
+    temporal: await freePort(),
+    ui: await freePort(),
+    stripe: await freePort(),
+    smtp: await freePort(),
+    mailbox: await freePort(),
+    webhooks: await freePort(),
+    codec: await freePort(),
+  };
   env = {
     ...process.env,
     DATA_DIR: dataDir,
@@ -89,12 +109,35 @@ test('the product installs without the tooling, and its built worker carries a r
   const config = loadToolsConfig(env);
   // The Temporal dev server and the stand-ins as `npm run dev` starts them; the worker is the installed one.
   await lap('stack', () => ensureStack(config, { worker: false }));
-  worker = await lap('worker start', () => startWorkerProcess({ ...env, WORKFLOW_BUNDLE: path.join(app, 'lib', 'workflow-bundle.js') }, 120_000, path.join(app, 'lib', 'worker.js')));
+  worker = await lap('worker start', () =>
+    startWorkerProcess(
+      { ...env, WORKFLOW_BUNDLE: path.join(app, 'lib', 'workflow-bundle.js') },
+      120_000,
+      path.join(app, 'lib', 'worker.js'),
+    ),
+  );
 
   const store = await openStore(config.databaseUrl);
-  const order = await seedPaidOrder(createStripeClient(config.stripe), store, { orderId: 'production-1', amount: 5000, currency: 'usd', customerEmail: 'customer@example.test' }).finally(() => store.close());
+  const order = await seedPaidOrder(createStripeClient(config.stripe), store, {
+    orderId: 'production-1',
+    amount: 5000,
+    currency: 'usd',
+    customerEmail: 'customer@example.test',
+  }).finally(() => store.close());
   const cli = await lap('refund', () =>
-    run(process.execPath, [path.join(app, 'lib', 'cli', 'refund.js'), '--order', order.id, '--amount', '1250', '--requested-by', 'production-install'], { cwd: app, env, timeout: 120_000 }),
+    run(
+      process.execPath,
+      [
+        path.join(app, 'lib', 'cli', 'refund.js'),
+        '--order',
+        order.id,
+        '--amount',
+        '1250',
+        '--requested-by',
+        'production-install',
+      ],
+      { cwd: app, env, timeout: 120_000 },
+    ),
   );
   const workflowId = cli.stdout.match(/^workflow (\S+)/m)?.[1];
   expect(workflowId).toBeDefined();
@@ -105,9 +148,13 @@ test('the product installs without the tooling, and its built worker carries a r
     expect(outcome).toMatchObject({ kind: 'result', result: { status: 'completed', refund: { amount: 1250 } } });
     if (outcome.kind !== 'result' || outcome.result.status !== 'completed') return;
     // The effects where they land: one refund in the Stripe stand-in's ledger, one email in the mailbox.
-    const ledger = (await (await fetch(`${config.stripe.apiBase}/_ledger?payment_intent=${order.paymentIntentId}`)).json()) as { effects: { type: string }[] };
+    const ledger = (await (
+      await fetch(`${config.stripe.apiBase}/_ledger?payment_intent=${order.paymentIntentId}`)
+    ).json()) as { effects: { type: string }[] };
     expect(ledger.effects.filter((e) => e.type === 'refund.created')).toHaveLength(1);
-    const mailbox = (await (await fetch(`${config.mail.mailboxUrl}/messages?to=${encodeURIComponent(order.customerEmail)}`)).json()) as { messages: { messageId: string }[] };
+    const mailbox = (await (
+      await fetch(`${config.mail.mailboxUrl}/messages?to=${encodeURIComponent(order.customerEmail)}`)
+    ).json()) as { messages: { messageId: string }[] };
     expect(mailbox.messages.map((m) => m.messageId)).toEqual([outcome.result.notification.messageId]);
   } finally {
     await client.connection.close();

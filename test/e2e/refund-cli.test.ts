@@ -8,9 +8,14 @@ const cli = path.join(__dirname, '..', '..', 'src', 'cli', 'refund.ts');
 // Nothing listens here: a request that got as far as connecting would fail differently.
 const env = { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1', USER: 'tester' };
 
-async function refundCli(args: string[], extraEnv: NodeJS.ProcessEnv = {}): Promise<{ code: number; stderr: string; stdout: string }> {
+async function refundCli(
+  args: string[],
+  extraEnv: NodeJS.ProcessEnv = {},
+): Promise<{ code: number; stderr: string; stdout: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', cli, ...args], { env: { ...env, ...extraEnv } });
+    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', cli, ...args], {
+      env: { ...env, ...extraEnv },
+    });
     return { code: 0, stdout, stderr };
   } catch (err) {
     const e = err as { code: number; stdout: string; stderr: string };

@@ -16,7 +16,13 @@ export interface ActivityEnv {
 export function activityEnv(info: Partial<Info> = {}): ActivityEnv {
   // The tests expect failures; keep the SDK's "Activity failed" warnings out of the test output.
   const env = new MockActivityEnvironment(
-    { scheduledTimestampMs: Date.now(), currentAttemptScheduledTimestampMs: Date.now(), startToCloseTimeoutMs: 30_000, scheduleToCloseTimeoutMs: 60_000, ...info },
+    {
+      scheduledTimestampMs: Date.now(),
+      currentAttemptScheduledTimestampMs: Date.now(),
+      startToCloseTimeoutMs: 30_000,
+      scheduleToCloseTimeoutMs: 60_000,
+      ...info,
+    },
     { logger: new DefaultLogger('ERROR') },
   );
   return { env, run: (fn, ...args) => env.run(fn, ...args) };

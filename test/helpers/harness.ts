@@ -95,13 +95,19 @@ export interface Harness {
     taskQueue?: string,
     dataConverter?: DataConverter,
   ): Promise<T>;
-  seedOrder(orderId: string, opts?: { paymentMethod?: string; customerEmail?: string; amount?: number }): Promise<Order>;
+  seedOrder(
+    orderId: string,
+    opts?: { paymentMethod?: string; customerEmail?: string; amount?: number },
+  ): Promise<Order>;
   /** Effects the Stripe server really performed for a payment intent (its refunds). */
   ledger(paymentIntentId: string): Promise<LedgerEffect[]>;
   /** Every request the Stripe server received, as it answered it. */
   requests(filter: { idempotencyKey?: string; paymentIntent?: string; path?: string }): Promise<RequestRow[]>;
   /** Messages the SMTP server really received, optionally for one Message-ID or recipient. */
-  messages(filter?: { messageId?: string; to?: string }): Promise<{ messageId: string; to: string[]; subject: string; receivedAt: string }[]>;
+  messages(filter?: {
+    messageId?: string;
+    to?: string;
+  }): Promise<{ messageId: string; to: string[]; subject: string; receivedAt: string }[]>;
   /** With `network`: the proxies the workers reach their dependencies through. */
   toxiproxy?: Toxiproxy;
   proxies?: DependencyProxies;
@@ -134,7 +140,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
   const standIns = await startStandIns(dir, {
-    stripe: { port: 0, idempotencyTtlMs: keyTtlMs, faults: true, lifecycle: options.lifecycle, hooks: options.stripeHooks },
+    stripe: {
+      port: 0,
+      idempotencyTtlMs: keyTtlMs,
+      faults: true,
+      lifecycle: options.lifecycle,
+      hooks: options.stripeHooks,
+    },
     mail: { smtpPort: 0, apiPort: 0, faultApi: true },
   });
   const { stripe: stripeServer, mail } = standIns;
@@ -142,22 +154,51 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const store = await openStore(databaseUrl, { faults: true, busyTimeoutMs: options.busyTimeoutMs ?? 200 });
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });
   const toxiproxy = options.network ? await startToxiproxy() : undefined;
-  const proxied = toxiproxy && (await proxyDependencies(toxiproxy, { stripeUrl: stripeServer.url, smtpPort: mail.smtpPort, temporalAddress: env.address }));
-  const workerStripe = proxied ? createStripeClient({ secretKey: 'sk_test_harness', apiBase: `http://${proxied.stripe.listen}`, requestTimeoutMs }) : stripe;
+  const proxied =
+    toxiproxy &&
+    (await proxyDependencies(toxiproxy, {
+      stripeUrl: stripeServer.url,
+      smtpPort: mail.smtpPort,
+      temporalAddress: env.address,
+    }));
+  const workerStripe = proxied
+    ? createStripeClient({ secretKey: 'sk_test_harness', apiBase: `http://${proxied.stripe.listen}`, requestTimeoutMs })
+    : stripe;
   const transport = createMailTransport(proxied ? `smtp://${proxied.smtp.listen}` : mail.smtpUrl);
-  const connection = proxied ? await NativeConnection.connect({ address: proxied.temporal.listen }) : env.nativeConnection;
+  const connection = proxied
+    ? await NativeConnection.connect({ address: proxied.temporal.listen })
+    : env.nativeConnection;
   const settings: RunSettings = {
     scope: 'test',
     policy: options.policy ?? TEST_POLICY,
     provider: { dedupeWindowMs: keyTtlMs, consistencyMs: options.consistencyMs ?? 300, requestTimeoutMs },
   };
-  const build = (s: RunSettings) => createActivities({ stripe: workerStripe, store, mail: transport, mailFrom: 'refunds@test.local', settings: s, temporal: env.client, digestTo: 'ops@test.local' });
+  const build = (s: RunSettings) =>
+    createActivities({
+      stripe: workerStripe,
+      store,
+      mail: transport,
+      mailFrom: 'refunds@test.local',
+      settings: s,
+      temporal: env.client,
+      digestTo: 'ops@test.local',
+    });
   const activities = build(settings);
   // Bundled once per file: every worker of the file runs the same workflow code.
   // (test/global-setup.ts bundles it once per `npm test`; a file run alone bundles its own.)
   const bundled = process.env.TEST_WORKFLOW_BUNDLE;
   const workflowBundle = { code: bundled ? fs.readFileSync(bundled, 'utf8') : await bundleRefundWorkflows() };
-  const worker = options.inProcessWorker === false ? undefined : await createRefundWorker({ connection, namespace, activities, workflowBundle, dataConverter, tracing: options.tracing });
+  const worker =
+    options.inProcessWorker === false
+      ? undefined
+      : await createRefundWorker({
+          connection,
+          namespace,
+          activities,
+          workflowBundle,
+          dataConverter,
+          tracing: options.tracing,
+        });
   const running = worker?.run();
 
   const getJson = async <T>(url: string): Promise<T> => {
@@ -166,7 +207,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     return (await res.json()) as T;
   };
   const post = async (url: string, body: unknown) => {
-    const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
   };
 
@@ -198,15 +243,22 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       return w.runUntil(fn(taskQueue));
     },
     async seedOrder(orderId, opts = {}) {
-      return seedPaidOrder(stripe, store, {
-        orderId,
-        amount: opts.amount ?? 5000,
-        currency: 'usd',
-        customerEmail: opts.customerEmail ?? `${orderId}@example.test`,
-      }, opts.paymentMethod);
+      return seedPaidOrder(
+        stripe,
+        store,
+        {
+          orderId,
+          amount: opts.amount ?? 5000,
+          currency: 'usd',
+          customerEmail: opts.customerEmail ?? `${orderId}@example.test`,
+        },
+        opts.paymentMethod,
+      );
     },
     async ledger(paymentIntentId) {
-      const body = await getJson<{ effects: LedgerEffect[] }>(`${stripeServer.url}/_ledger?payment_intent=${paymentIntentId}`);
+      const body = await getJson<{ effects: LedgerEffect[] }>(
+        `${stripeServer.url}/_ledger?payment_intent=${paymentIntentId}`,
+      );
       return body.effects.filter((e) => e.type === 'refund.created');
     },
     async requests(filter) {
@@ -220,7 +272,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       const q = new URLSearchParams();
       if (filter.messageId) q.set('message_id', filter.messageId);
       if (filter.to) q.set('to', filter.to);
-      return (await getJson<{ messages: Awaited<ReturnType<Harness['messages']>> }>(`${mail.apiUrl}/messages?${q}`)).messages;
+      return (await getJson<{ messages: Awaited<ReturnType<Harness['messages']>> }>(`${mail.apiUrl}/messages?${q}`))
+        .messages;
     },
     toxiproxy,
     ...(proxied && { proxies: proxied }),
@@ -245,8 +298,24 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     async recordHistory(workflowId, name) {
       if (!process.env.RECORD_HISTORY) return;
       // Decoded through the codec server: a recording replays without the file's key.
-      const args = ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address, '--namespace', namespace, '--codec-endpoint', codecServer.url, '--output', 'json'];
-      fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), (await execFileAsync(findTool('temporal'), args, { maxBuffer: 64 << 20 })).stdout);
+      const args = [
+        'workflow',
+        'show',
+        '--workflow-id',
+        workflowId,
+        '--address',
+        env.address,
+        '--namespace',
+        namespace,
+        '--codec-endpoint',
+        codecServer.url,
+        '--output',
+        'json',
+      ];
+      fs.writeFileSync(
+        path.join(__dirname, '..', 'histories', `${name}.json`),
+        (await execFileAsync(findTool('temporal'), args, { maxBuffer: 64 << 20 })).stdout,
+      );
     },
     async close() {
       worker?.shutdown();

@@ -10,7 +10,9 @@ import type { refundWorkflow } from '../../src/workflows';
 /** Small timeouts and windows, so that the fault paths run in seconds. */
 export const TEST_POLICY: RecoveryPolicy = {
   ...DEFAULT_POLICY,
-  rules: DEFAULT_POLICY.rules.map((r) => (r.backoff ? { ...r, backoff: { initialMs: 200, coefficient: 2, maxMs: 2000 } } : r)),
+  rules: DEFAULT_POLICY.rules.map((r) =>
+    r.backoff ? { ...r, backoff: { initialMs: 200, coefficient: 2, maxMs: 2000 } } : r,
+  ),
   timeouts: {
     stripe: { startToCloseMs: 5000, scheduleToCloseMs: 60_000 },
     smtp: { startToCloseMs: 15_000, scheduleToCloseMs: 60_000 },

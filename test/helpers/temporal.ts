@@ -35,9 +35,20 @@ const freePort = () =>
 export async function startSharedServer(claims: string): Promise<SharedServer> {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
-  const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port), '--log-level', 'error'];
+  const args = [
+    'server',
+    'start-dev',
+    '--headless',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--log-level',
+    'error',
+  ];
   for (let i = 1; i <= POOL; i++) args.push('--namespace', poolName(i));
-  for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${key.type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword'}`);
+  for (const key of Object.values(SEARCH_ATTRIBUTES))
+    args.push('--search-attribute', `${key.name}=${key.type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword'}`);
   const child: ChildProcess = spawn(findTool('temporal'), args, { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   for (const end = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 200))) {
@@ -83,12 +94,18 @@ function claimNamespace(claims: string): string {
  * A test environment for one file: on the shared server (TEST_TEMPORAL_ADDRESS) in a namespace of
  * its own, or, when the file runs without the global setup, on a dev server of its own.
  */
-export async function testEnvironment(client: { dataConverter?: DataConverter } = {}): Promise<TestWorkflowEnvironment> {
+export async function testEnvironment(
+  client: { dataConverter?: DataConverter } = {},
+): Promise<TestWorkflowEnvironment> {
   const address = process.env.TEST_TEMPORAL_ADDRESS;
   const claims = process.env.TEST_TEMPORAL_CLAIMS;
-  if (address && claims) return TestWorkflowEnvironment.createFromExistingServer({ address, namespace: claimNamespace(claims), client });
+  if (address && claims)
+    return TestWorkflowEnvironment.createFromExistingServer({ address, namespace: claimNamespace(claims), client });
   return TestWorkflowEnvironment.createLocal({
     client,
-    server: { executable: { type: 'existing-path', path: findTool('temporal') }, searchAttributes: Object.values(SEARCH_ATTRIBUTES) },
+    server: {
+      executable: { type: 'existing-path', path: findTool('temporal') },
+      searchAttributes: Object.values(SEARCH_ATTRIBUTES),
+    },
   });
 }

@@ -20,7 +20,8 @@ const failing = (c: Classified) => async () => {
 };
 
 it('spreads a backoff by the rule’s jitter, through nextRetryDelay', async () => {
-  const at = (random: number) => createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations, random: () => random });
+  const at = (random: number) =>
+    createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations, random: () => random });
   const transient = new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'provider_error', '502');
   const { run } = activityEnv({ attempt: 2 });
   const low = await failureOf(run(() => at(0)(call, never, failing(transient))));
@@ -38,24 +39,38 @@ it('never waits less than Retry-After, and stops with BUDGET_EXCEEDED when the w
   const tight = activityEnv({ scheduledTimestampMs: Date.now(), scheduleToCloseTimeoutMs: 4000 });
   const out = await failureOf(tight.run(() => runner(call, never, failing(limited))));
   expect(out).toMatchObject({ type: 'BUDGET_EXCEEDED', nonRetryable: true });
-  expect(detailsOf(out)).toMatchObject({ certainty: 'not_executed', reason: 'rate_limit_retry_exceeds_budget', retryAfterMs: 5000 });
+  expect(detailsOf(out)).toMatchObject({
+    certainty: 'not_executed',
+    reason: 'rate_limit_retry_exceeds_budget',
+    retryAfterMs: 5000,
+  });
 });
 
 it('does not retry what the policy does not retry, nor past the rule’s attempts', async () => {
   const runner = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
   const unknown = new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'response_lost', 'reset');
-  await expect(failureOf(activityEnv().run(() => runner(call, never, failing(unknown))))).resolves.toMatchObject({ nonRetryable: true, nextRetryDelay: undefined });
+  await expect(failureOf(activityEnv().run(() => runner(call, never, failing(unknown))))).resolves.toMatchObject({
+    nonRetryable: true,
+    nextRetryDelay: undefined,
+  });
   const transient = new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'provider_error', '502');
-  await expect(failureOf(activityEnv({ attempt: 5 }).run(() => runner(call, never, failing(transient))))).resolves.toMatchObject({ nonRetryable: true });
+  await expect(
+    failureOf(activityEnv({ attempt: 5 }).run(() => runner(call, never, failing(transient)))),
+  ).resolves.toMatchObject({ nonRetryable: true });
 });
 
 it('classifies what the activity did not, and keeps the cause', async () => {
   const runner = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
   const failure = await failureOf(
     activityEnv().run(() =>
-      runner(call, (err) => new Classified('POISON', 'undeterminable', 'unclassified_error', (err as Error).message, { cause: err }), async () => {
-        throw new TypeError('cannot read properties of undefined (customer@example.test)');
-      }),
+      runner(
+        call,
+        (err) =>
+          new Classified('POISON', 'undeterminable', 'unclassified_error', (err as Error).message, { cause: err }),
+        async () => {
+          throw new TypeError('cannot read properties of undefined (customer@example.test)');
+        },
+      ),
     ),
   );
   expect(failure).toMatchObject({ type: 'POISON', nonRetryable: true });
@@ -68,7 +83,20 @@ it('returns the result with the step’s ledger for this run', async () => {
   const runner = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
   const key = { ...call, key: 'op2:create_refund' };
   const env = activityEnv({ attempt: 1, workflowExecution: { workflowId: 'wf', runId: 'run-a' } });
-  await failureOf(env.run(() => runner(key, never, failing(new Classified('RATE_LIMIT', 'not_executed', 'rate_limited', '429')))));
-  const ok = await activityEnv({ attempt: 2, workflowExecution: { workflowId: 'wf', runId: 'run-a' } }).run(() => runner(key, never, async () => ({ done: true })));
-  expect(ok).toMatchObject({ done: true, evidence: { attempt: 2, ledger: [expect.objectContaining({ attempt: 1, outcome: 'RATE_LIMIT' }), expect.objectContaining({ attempt: 2, outcome: 'ok' })] } });
+  await failureOf(
+    env.run(() => runner(key, never, failing(new Classified('RATE_LIMIT', 'not_executed', 'rate_limited', '429')))),
+  );
+  const ok = await activityEnv({ attempt: 2, workflowExecution: { workflowId: 'wf', runId: 'run-a' } }).run(() =>
+    runner(key, never, async () => ({ done: true })),
+  );
+  expect(ok).toMatchObject({
+    done: true,
+    evidence: {
+      attempt: 2,
+      ledger: [
+        expect.objectContaining({ attempt: 1, outcome: 'RATE_LIMIT' }),
+        expect.objectContaining({ attempt: 2, outcome: 'ok' }),
+      ],
+    },
+  });
 });

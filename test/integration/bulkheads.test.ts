@@ -27,7 +27,15 @@ afterAll(() => h?.close());
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
 const workers = (taskQueue: string, pools?: WorkerPool[]) =>
-  createRefundWorker({ connection: h.env.nativeConnection, namespace: h.namespace, taskQueue, activities: h.activities, workflowBundle: h.workflowBundle, dataConverter: h.dataConverter, pools });
+  createRefundWorker({
+    connection: h.env.nativeConnection,
+    namespace: h.namespace,
+    taskQueue,
+    activities: h.activities,
+    workflowBundle: h.workflowBundle,
+    dataConverter: h.dataConverter,
+    pools,
+  });
 
 test('the provider effects are scheduled in the effects pool, the completion gate in the reconcile pool; the store steps run as local activities', async () => {
   const order = await h.seedOrder(newOrderId());
@@ -38,15 +46,25 @@ test('the provider effects are scheduled in the effects pool, the completion gat
     const a = e.activityTaskScheduledEventAttributes;
     return a ? [[a.activityType!.name!, a.taskQueue!.name!]] : [];
   });
-  expect(Object.fromEntries(scheduled)).toEqual({ createRefund: 'refunds-effects', sendRefundNotice: 'refunds-effects', checkCompletion: 'refunds-reconcile' });
+  expect(Object.fromEntries(scheduled)).toEqual({
+    createRefund: 'refunds-effects',
+    sendRefundNotice: 'refunds-effects',
+    checkCompletion: 'refunds-reconcile',
+  });
   expect(localActivities(events)).toEqual(['beginOperation', 'applyRefund']);
   // The 1.0 baseline asks no patch: a run leaves no patch marker.
   expect(patchMarkers(events)).toEqual([]);
   // The whole run: 5 for any workflow, 6 for each of the 3 activities, 2 local activity markers, and 1 upsert of the run's
   // status (completed): startRefund started it running, so its first workflow task does not say so again (a run started
   // another way does: the next test, 27 events).
-  expect(events[0]!.workflowExecutionStartedEventAttributes?.searchAttributes?.indexedFields?.RefundStatus).toBeDefined();
-  expect(events.filter((e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.RefundStatus)).toHaveLength(1);
+  expect(
+    events[0]!.workflowExecutionStartedEventAttributes?.searchAttributes?.indexedFields?.RefundStatus,
+  ).toBeDefined();
+  expect(
+    events.filter(
+      (e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.RefundStatus,
+    ),
+  ).toHaveLength(1);
   expect(events).toHaveLength(5 + 6 * 3 + 2 + 1);
 });
 
@@ -56,7 +74,11 @@ test('a caller waiting for a run (outcomeOf) leaves its history as short as no c
   const waits = await Promise.all(
     [1, 2].map(async () => {
       const order = await h.seedOrder(newOrderId());
-      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: refundWorkflowId(order.id, 1), args: [request(order.id)] });
+      const handle = await h.env.client.workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: refundWorkflowId(order.id, 1),
+        args: [request(order.id)],
+      });
       return { handle, outcome: outcomeOf(handle, 100) };
     }),
   );
@@ -86,7 +108,10 @@ test('runs whose local steps are queried while they run, or outlive their workfl
       await new Promise((r) => setTimeout(r, ms));
       return fn(input);
     };
-  const slowSteps = (ms: number) => ({ beginOperation: slow(ms, h.activities.beginOperation), applyRefund: slow(ms, h.activities.applyRefund) });
+  const slowSteps = (ms: number) => ({
+    beginOperation: slow(ms, h.activities.beginOperation),
+    applyRefund: slow(ms, h.activities.applyRefund),
+  });
   // Several at once, each queried all along (as `npm run refund` and the bench wait for a run: each query is an
   // activation of its own), the way a worker under load sees them.
   const runMany = (n: number, ms: number, workflowTaskTimeout: string, name: string) =>
@@ -94,7 +119,12 @@ test('runs whose local steps are queried while they run, or outlive their workfl
       Promise.all(
         Array.from({ length: n }, async (_, i) => {
           const order = await h.seedOrder(newOrderId());
-          const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: refundWorkflowId(order.id, 1), args: [request(order.id)], workflowTaskTimeout });
+          const handle = await h.env.client.workflow.start(refundWorkflow, {
+            taskQueue,
+            workflowId: refundWorkflowId(order.id, 1),
+            args: [request(order.id)],
+            workflowTaskTimeout,
+          });
           let done = false;
           const querying = (async () => {
             while (!done) await handle.query(stepsQuery).catch(() => undefined);
@@ -110,10 +140,15 @@ test('runs whose local steps are queried while they run, or outlive their workfl
   const queried = await runMany(6, 200, '10s', 'refund-local-steps-queried');
   // A 1 s workflow task: each 1.5 s local activity outlives it, and the worker completes the task to keep it alive.
   const heartbeat = await runMany(6, 1500, '1s', 'refund-local-steps-heartbeat');
-  for (const { history } of [...queried, ...heartbeat]) expect(localActivities(history.events ?? [])).toEqual(['beginOperation', 'applyRefund']);
+  for (const { history } of [...queried, ...heartbeat])
+    expect(localActivities(history.events ?? [])).toEqual(['beginOperation', 'applyRefund']);
   // More workflow tasks than the run needs: the heartbeats.
-  for (const { history } of heartbeat) expect((history.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length).toBeGreaterThan(4);
-  const replayed = Worker.runReplayHistories({ workflowBundle: h.workflowBundle, dataConverter: h.dataConverter }, [...queried, ...heartbeat]);
+  for (const { history } of heartbeat)
+    expect((history.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length).toBeGreaterThan(4);
+  const replayed = Worker.runReplayHistories({ workflowBundle: h.workflowBundle, dataConverter: h.dataConverter }, [
+    ...queried,
+    ...heartbeat,
+  ]);
   const failed: string[] = [];
   for await (const r of replayed) if (r.error) failed.push(`${r.workflowId}: ${r.error.message}`);
   expect(failed).toEqual([]);
@@ -143,8 +178,15 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
   const admission = { taskQueue, maxBacklog: 3 };
   // A run parks at its completion gate (the provider's refund list fails), with every pool up.
   const parkedOrder = await h.seedOrder(newOrderId());
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: parkedOrder.paymentIntentId }, count: 1000 });
-  const parked = await (await workers(taskQueue)).runUntil(
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: parkedOrder.paymentIntentId },
+    count: 1000,
+  });
+  const parked = await (
+    await workers(taskQueue)
+  ).runUntil(
     (async () => {
       const { handle } = await startRefund(h.env.client, request(parkedOrder.id), taskQueue, admission);
       expect((await stopped(handle)).status).toBe('needs_attention');
@@ -155,35 +197,78 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
   // Now the side-effect pool is gone (or swamped): new refunds pile up in its queue.
   const waiting: string[] = [];
   try {
-    await (await workers(taskQueue, ['workflows', 'reconcile'])).runUntil(
+    await (
+      await workers(taskQueue, ['workflows', 'reconcile'])
+    ).runUntil(
       (async () => {
         for (let i = 0; i < 5; i++) {
           const order = await h.seedOrder(newOrderId());
-          waiting.push((await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: refundWorkflowId(order.id, 1), args: [request(order.id)] })).workflowId);
+          waiting.push(
+            (
+              await h.env.client.workflow.start(refundWorkflow, {
+                taskQueue,
+                workflowId: refundWorkflowId(order.id, 1),
+                args: [request(order.id)],
+              })
+            ).workflowId,
+          );
         }
         // The server's backlog figure lags by a few seconds.
-        for (let i = 0; i < 100 && !(await backlogs(h.env.client, taskQueue)).some((b) => b.tasks > 3); i++) await new Promise((r) => setTimeout(r, 200));
+        for (let i = 0; i < 100 && !(await backlogs(h.env.client, taskQueue)).some((b) => b.tasks > 3); i++)
+          await new Promise((r) => setTimeout(r, 200));
 
         const refused = await h.seedOrder(newOrderId());
-        const error = await startRefund(h.env.client, request(refused.id), taskQueue, admission).catch((e: unknown) => e);
+        const error = await startRefund(h.env.client, request(refused.id), taskQueue, admission).catch(
+          (e: unknown) => e,
+        );
         expect(error).toBeInstanceOf(AdmissionRejectedError);
         expect((error as Error).message).toMatch(
-          new RegExp(`^refund refund-${refused.id}-v1 not started: task queue ${taskQueue}-effects has [4-9] tasks waiting \\(the oldest for \\d+ s\\), over the limit of 3 \\(ADMISSION_MAX_BACKLOG\\); the workers are behind\\. Nothing was done`),
+          new RegExp(
+            `^refund refund-${refused.id}-v1 not started: task queue ${taskQueue}-effects has [4-9] tasks waiting \\(the oldest for \\d+ s\\), over the limit of 3 \\(ADMISSION_MAX_BACKLOG\\); the workers are behind\\. Nothing was done`,
+          ),
         );
-        await expect(h.env.client.workflow.getHandle(refundWorkflowId(refused.id, 1)).describe()).rejects.toBeInstanceOf(WorkflowNotFoundError);
+        await expect(
+          h.env.client.workflow.getHandle(refundWorkflowId(refused.id, 1)).describe(),
+        ).rejects.toBeInstanceOf(WorkflowNotFoundError);
         // The same refusal from the CLI, with its exit status (75: try again later).
-        const cli = await run(process.execPath, ['--import', 'tsx', path.join(__dirname, '../../src/cli/refund.ts'), '--order', refused.id, '--amount', '1250', '--requested-by', 'test'], {
-          env: { ...h.cliEnv(), TASK_QUEUE: taskQueue, ADMISSION_MAX_BACKLOG: '3' },
-        }).catch((e: { code: number; stderr: string }) => e);
-        expect(cli).toMatchObject({ code: 75, stderr: expect.stringContaining(`refund: refund refund-${refused.id}-v1 not started: task queue ${taskQueue}-effects has`) });
+        const cli = await run(
+          process.execPath,
+          [
+            '--import',
+            'tsx',
+            path.join(__dirname, '../../src/cli/refund.ts'),
+            '--order',
+            refused.id,
+            '--amount',
+            '1250',
+            '--requested-by',
+            'test',
+          ],
+          {
+            env: { ...h.cliEnv(), TASK_QUEUE: taskQueue, ADMISSION_MAX_BACKLOG: '3' },
+          },
+        ).catch((e: { code: number; stderr: string }) => e);
+        expect(cli).toMatchObject({
+          code: 75,
+          stderr: expect.stringContaining(
+            `refund: refund refund-${refused.id}-v1 not started: task queue ${taskQueue}-effects has`,
+          ),
+        });
 
         // A repeated request finds its run, whatever the backlog: it starts nothing new.
-        const again = await startRefund(h.env.client, request(waiting[0]!.replace(/^refund-|-v1$/g, '')), taskQueue, admission);
+        const again = await startRefund(
+          h.env.client,
+          request(waiting[0]!.replace(/^refund-|-v1$/g, '')),
+          taskQueue,
+          admission,
+        );
         expect(again.workflowId).toBe(waiting[0]);
 
         // The decision runs in the workflow and reconciliation pools, which the backlog does not touch.
         await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
-        await parked.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+        await parked.executeUpdate(decisionUpdate, {
+          args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
+        });
         expect(await parked.result()).toMatchObject({ status: 'completed' });
       })(),
     );

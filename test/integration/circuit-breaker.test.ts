@@ -32,11 +32,20 @@ beforeAll(async () => {
   toxiproxy = await startToxiproxy();
   const proxy = await toxiproxy.proxy('stripe', new URL(server.url).host);
   direct = createStripeClient({ secretKey: 'sk_test_local', apiBase: server.url, requestTimeoutMs: 1000 });
-  const viaProxy = createStripeClient({ secretKey: 'sk_test_local', apiBase: `http://${proxy.listen}`, requestTimeoutMs: 1000 });
+  const viaProxy = createStripeClient({
+    secretKey: 'sk_test_local',
+    apiBase: `http://${proxy.listen}`,
+    requestTimeoutMs: 1000,
+  });
   store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   breakers = new Breakers(settings);
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations, breakers });
-  activities = createPaymentActivities({ stripe: viaProxy, log: store.operations, attempt, windows: { dedupeWindowMs: 24 * 3600_000, consistencyMs: 0, requestTimeoutMs: 1000 } });
+  activities = createPaymentActivities({
+    stripe: viaProxy,
+    log: store.operations,
+    attempt,
+    windows: { dedupeWindowMs: 24 * 3600_000, consistencyMs: 0, requestTimeoutMs: 1000 },
+  });
 });
 
 afterAll(async () => {
@@ -47,10 +56,32 @@ afterAll(async () => {
 });
 
 async function intended(amount = 400): Promise<CreateRefundInput> {
-  const pi = await direct.paymentIntents.create({ amount: 1000, currency: 'usd', payment_method: 'pm_card_visa', confirm: true, automatic_payment_methods: { enabled: true, allow_redirects: 'never' } });
+  const pi = await direct.paymentIntents.create({
+    amount: 1000,
+    currency: 'usd',
+    payment_method: 'pm_card_visa',
+    confirm: true,
+    automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+  });
   const operationId = `refund:test:breaker_${++seq}:v1`;
-  const input = { orderId: `breaker_${seq}`, operationId, paymentIntentId: pi.id, amount, currency: 'usd', reason: 'requested_by_customer' as const, idempotencyKey: `${operationId}:create_refund` };
-  await store.operations.commitIntent({ operationId, orderId: input.orderId, operationVersion: 1, scope: 'test', requestHash: `h-${operationId}`, request: { orderId: input.orderId, amount, currency: 'usd', reason: input.reason }, actor: 'test' });
+  const input = {
+    orderId: `breaker_${seq}`,
+    operationId,
+    paymentIntentId: pi.id,
+    amount,
+    currency: 'usd',
+    reason: 'requested_by_customer' as const,
+    idempotencyKey: `${operationId}:create_refund`,
+  };
+  await store.operations.commitIntent({
+    operationId,
+    orderId: input.orderId,
+    operationVersion: 1,
+    scope: 'test',
+    requestHash: `h-${operationId}`,
+    request: { orderId: input.orderId, amount, currency: 'usd', reason: input.reason },
+    actor: 'test',
+  });
   return input;
 }
 
@@ -85,14 +116,24 @@ test('an outage opens it; while open, refunds fail fast with CAPACITY and nothin
   const started = Date.now();
   const fast = await failureOf(run(activities.createRefund, input));
   expect(Date.now() - started).toBeLessThan(500);
-  expect(fast).toMatchObject({ type: 'CAPACITY', nonRetryable: false, message: expect.stringMatching(/circuit breaker stripe:create_refund is open .* nothing was sent/) });
+  expect(fast).toMatchObject({
+    type: 'CAPACITY',
+    nonRetryable: false,
+    message: expect.stringMatching(/circuit breaker stripe:create_refund is open .* nothing was sent/),
+  });
   expect(detailsOf(fast)).toMatchObject({ reason: 'circuit_open', certainty: 'not_executed' });
   expect(detailsOf(fast).retryAfterMs).toBeGreaterThan(0);
   expect(fast.nextRetryDelay).toBeGreaterThanOrEqual(detailsOf(fast).retryAfterMs!);
   expect(await refundRequests()).toHaveLength(before);
 
   // Reconciling an effect that may already exist is a read: it never waits on the breaker.
-  const looked = await run(activities.reconcileRefund, { operationId: input.operationId, paymentIntentId: input.paymentIntentId, amount: input.amount, currency: input.currency, idempotencyKey: input.idempotencyKey });
+  const looked = await run(activities.reconcileRefund, {
+    operationId: input.operationId,
+    paymentIntentId: input.paymentIntentId,
+    amount: input.amount,
+    currency: input.currency,
+    idempotencyKey: input.idempotencyKey,
+  });
   // (Inconclusive or proven absent depending on how long ago the refused sends were stamped: either way Stripe was asked.)
   expect(looked.result).toMatch(/^not_(found_inconclusive|started_confirmed)$/);
   expect((await refundRequests()).length).toBeGreaterThan(before);
@@ -102,7 +143,9 @@ test('an outage opens it; while open, refunds fail fast with CAPACITY and nothin
   const probe = await run(activities.createRefund, input);
   expect(probe).toMatchObject({ status: 'succeeded', replayed: false });
   expect(state()).toBe('closed');
-  const ledger = await (await fetch(`${server.url}/_ledger?payment_intent=${input.paymentIntentId}`)).json() as { effects: { type: string }[] };
+  const ledger = (await (await fetch(`${server.url}/_ledger?payment_intent=${input.paymentIntentId}`)).json()) as {
+    effects: { type: string }[];
+  };
   expect(ledger.effects.filter((e) => e.type === 'refund.created')).toHaveLength(1);
 });
 
@@ -187,45 +230,144 @@ test('a probe that never settles (its worker stuck) is given up after the window
 test('an open breaker never calls a step "not executed" when an earlier attempt of it may have taken effect', async () => {
   const strict = new Breakers({ ...settings, failureThreshold: 1 });
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations, breakers: strict });
-  const call = { step: 'create_refund', key: 'refund:test:uncertain:v1:create_refund', operationId: 'refund:test:uncertain:v1', boundary: 'stripe' as const, breaker: 'stripe:create_refund' };
-  const lost = () => {
-    throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'response_lost', 'the answer never came', { health: true, provider: {}, cause: new Error('socket hang up') });
+  const call = {
+    step: 'create_refund',
+    key: 'refund:test:uncertain:v1:create_refund',
+    operationId: 'refund:test:uncertain:v1',
+    boundary: 'stripe' as const,
+    breaker: 'stripe:create_refund',
   };
-  const run1 = { workflowExecution: { workflowId: 'wf-uncertain', runId: 'run-uncertain' }, scheduledTimestampMs: Date.now(), scheduleToCloseTimeoutMs: 600_000 };
-  await failureOf(activityEnv({ ...run1, attempt: 1 }).run(() => attempt(call, (e) => e as Classified, async () => lost())));
+  const lost = () => {
+    throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'response_lost', 'the answer never came', {
+      health: true,
+      provider: {},
+      cause: new Error('socket hang up'),
+    });
+  };
+  const run1 = {
+    workflowExecution: { workflowId: 'wf-uncertain', runId: 'run-uncertain' },
+    scheduledTimestampMs: Date.now(),
+    scheduleToCloseTimeoutMs: 600_000,
+  };
+  await failureOf(
+    activityEnv({ ...run1, attempt: 1 }).run(() =>
+      attempt(
+        call,
+        (e) => e as Classified,
+        async () => lost(),
+      ),
+    ),
+  );
   expect(strict.get('stripe:create_refund').snapshot().state).toBe('open');
 
   // Refused, it is retried after the breaker's wait like any refusal (the send it delays was already safe to make),
   // but should the step's budget run out while refused, its failure says the refund may exist.
-  const second = await failureOf(activityEnv({ ...run1, attempt: 2 }).run(() => attempt(call, (e) => e as Classified, async () => ({ sent: true }))));
+  const second = await failureOf(
+    activityEnv({ ...run1, attempt: 2 }).run(() =>
+      attempt(
+        call,
+        (e) => e as Classified,
+        async () => ({ sent: true }),
+      ),
+    ),
+  );
   expect(second).toMatchObject({ type: 'CAPACITY', nonRetryable: false });
   expect(second.nextRetryDelay).toBeGreaterThanOrEqual(detailsOf(second).retryAfterMs!);
-  expect(detailsOf(second)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
+  expect(detailsOf(second)).toMatchObject({
+    certainty: 'may_have_executed',
+    reason: 'circuit_open_after_uncertain_attempt',
+  });
   const late = { ...run1, attempt: 3, scheduledTimestampMs: Date.now() - 599_000 };
-  const outOfBudget = await failureOf(activityEnv(late).run(() => attempt(call, (e) => e as Classified, async () => ({ sent: true }))));
+  const outOfBudget = await failureOf(
+    activityEnv(late).run(() =>
+      attempt(
+        call,
+        (e) => e as Classified,
+        async () => ({ sent: true }),
+      ),
+    ),
+  );
   // Out of budget while refused, the step ends as it always did after an uncertain attempt: unknown, to be reconciled.
-  expect(outOfBudget).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true, message: expect.stringMatching(/only \d+ ms of this step's budget are left/) });
-  expect(detailsOf(outOfBudget)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
-  const lastAttempt = await failureOf(activityEnv({ ...run1, attempt: 8 }).run(() => attempt(call, (e) => e as Classified, async () => ({ sent: true }))));
+  expect(outOfBudget).toMatchObject({
+    type: 'UNKNOWN_OUTCOME',
+    nonRetryable: true,
+    message: expect.stringMatching(/only \d+ ms of this step's budget are left/),
+  });
+  expect(detailsOf(outOfBudget)).toMatchObject({
+    certainty: 'may_have_executed',
+    reason: 'circuit_open_after_uncertain_attempt',
+  });
+  const lastAttempt = await failureOf(
+    activityEnv({ ...run1, attempt: 8 }).run(() =>
+      attempt(
+        call,
+        (e) => e as Classified,
+        async () => ({ sent: true }),
+      ),
+    ),
+  );
   expect(lastAttempt).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
 
   // An attempt whose worker died before it finished may have sent its request too.
   const died = { ...call, key: 'refund:test:died:v1:create_refund', operationId: 'refund:test:died:v1' };
   await store.operations.beginAttempt({ ...died, workflowId: 'wf-uncertain', runId: 'run-uncertain', attempt: 1 });
-  const afterDeath = await failureOf(activityEnv({ ...run1, attempt: 2 }).run(() => attempt(died, (e) => e as Classified, async () => ({ sent: true }))));
-  expect(detailsOf(afterDeath)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
+  const afterDeath = await failureOf(
+    activityEnv({ ...run1, attempt: 2 }).run(() =>
+      attempt(
+        died,
+        (e) => e as Classified,
+        async () => ({ sent: true }),
+      ),
+    ),
+  );
+  expect(detailsOf(afterDeath)).toMatchObject({
+    certainty: 'may_have_executed',
+    reason: 'circuit_open_after_uncertain_attempt',
+  });
   expect(afterDeath.message).toMatch(/attempt 1 of this step may have taken effect \(it never finished\)/);
 
   // So may one that made the refund and failed after (its receipt not kept).
   const unkept = { ...call, key: 'refund:test:unkept:v1:create_refund', operationId: 'refund:test:unkept:v1' };
-  const row = await store.operations.beginAttempt({ ...unkept, workflowId: 'wf-uncertain', runId: 'run-uncertain', attempt: 1 });
-  await store.operations.finishAttempt(row, { transportRequests: 1, outcome: 'STATE_CONFLICT', certainty: 'completed', reason: 'receipt_not_recorded', retryAfterMs: null, nextDelayMs: 200, providerRequestId: 'req_1' });
-  const afterUnkept = await failureOf(activityEnv({ ...run1, attempt: 2 }).run(() => attempt(unkept, (e) => e as Classified, async () => ({ sent: true }))));
-  expect(detailsOf(afterUnkept)).toMatchObject({ certainty: 'may_have_executed', reason: 'circuit_open_after_uncertain_attempt' });
+  const row = await store.operations.beginAttempt({
+    ...unkept,
+    workflowId: 'wf-uncertain',
+    runId: 'run-uncertain',
+    attempt: 1,
+  });
+  await store.operations.finishAttempt(row, {
+    transportRequests: 1,
+    outcome: 'STATE_CONFLICT',
+    certainty: 'completed',
+    reason: 'receipt_not_recorded',
+    retryAfterMs: null,
+    nextDelayMs: 200,
+    providerRequestId: 'req_1',
+  });
+  const afterUnkept = await failureOf(
+    activityEnv({ ...run1, attempt: 2 }).run(() =>
+      attempt(
+        unkept,
+        (e) => e as Classified,
+        async () => ({ sent: true }),
+      ),
+    ),
+  );
+  expect(detailsOf(afterUnkept)).toMatchObject({
+    certainty: 'may_have_executed',
+    reason: 'circuit_open_after_uncertain_attempt',
+  });
 
   // Another operation, never attempted: nothing can have happened, and the refusal says so.
   const other = { ...call, key: 'refund:test:fresh:v1:create_refund', operationId: 'refund:test:fresh:v1' };
-  const fresh = await failureOf(activityEnv({ ...run1, attempt: 1 }).run(() => attempt(other, (e) => e as Classified, async () => ({ sent: true }))));
+  const fresh = await failureOf(
+    activityEnv({ ...run1, attempt: 1 }).run(() =>
+      attempt(
+        other,
+        (e) => e as Classified,
+        async () => ({ sent: true }),
+      ),
+    ),
+  );
   expect(fresh).toMatchObject({ type: 'CAPACITY' });
   expect(detailsOf(fresh)).toMatchObject({ certainty: 'not_executed', reason: 'circuit_open' });
 });

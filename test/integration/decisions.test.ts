@@ -5,7 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { decisionUpdate, messageIdForKey, stepsQuery, TASK_QUEUE} from '../../src/contract';
+import { decisionUpdate, messageIdForKey, stepsQuery, TASK_QUEUE } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { findTool } from '../../tools/src/stack/tools';
@@ -31,7 +31,12 @@ const clearFaults = () => fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 async function parkedAtGate() {
   const order = await h.seedOrder(newOrderId());
   // Listing the payment intent's refunds fails: only the gate lists them on this path.
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
   const { handle } = await startRefund(h.env.client, request(order.id));
   const { status, state } = await stopped(handle);
   expect(status).toBe('needs_attention');
@@ -45,20 +50,36 @@ describe('a run that needs a person parks', () => {
     const status = state.status;
 
     expect(status).toBe('needs_attention');
-    expect(state.parked).toMatchObject({ failedStep: 'completion_gate', verdict: 'auto-retry is safe', nextAction: expect.stringMatching(/^retry-step completion_gate/), decidedBy: expect.arrayContaining(['ops']) });
+    expect(state.parked).toMatchObject({
+      failedStep: 'completion_gate',
+      verdict: 'auto-retry is safe',
+      nextAction: expect.stringMatching(/^retry-step completion_gate/),
+      decidedBy: expect.arrayContaining(['ops']),
+    });
     expect(state.steps.slice(0, 4).map((s) => s.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
     const described = await handle.describe();
     expect(described.status.name).toBe('RUNNING');
-    expect(described.searchAttributes).toMatchObject({ RefundNeedsAttention: [true], RefundStatus: ['needs_attention'], RefundVerdict: ['auto-retry is safe'], RefundStep: ['completion_gate'] });
+    expect(described.searchAttributes).toMatchObject({
+      RefundNeedsAttention: [true],
+      RefundStatus: ['needs_attention'],
+      RefundVerdict: ['auto-retry is safe'],
+      RefundStep: ['completion_gate'],
+    });
     const listed: string[] = [];
     for (let i = 0; i < 50 && !listed.includes(handle.workflowId); i++) {
-      for await (const w of h.env.client.workflow.list({ query: `RefundNeedsAttention = true AND RefundOrderId = '${order.id}'` })) listed.push(w.workflowId);
+      for await (const w of h.env.client.workflow.list({
+        query: `RefundNeedsAttention = true AND RefundOrderId = '${order.id}'`,
+      }))
+        listed.push(w.workflowId);
       if (!listed.includes(handle.workflowId)) await new Promise((r) => setTimeout(r, 200));
     }
     expect(listed).toContain(handle.workflowId);
 
     await clearFaults();
-    const decision = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }], updateId: 'retry-1' });
+    const decision = await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
+      updateId: 'retry-1',
+    });
     expect(decision).toMatchObject({ seq: 1, decision: 'retry-step', step: 'completion_gate', outcome: 'applied' });
     const result = await handle.result();
     expect(result.status).toBe('completed');
@@ -67,9 +88,19 @@ describe('a run that needs a person parks', () => {
     expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
     expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250, version: 2 });
     const after = await handle.query(stepsQuery);
-    expect(after.decisions).toEqual([expect.objectContaining({ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back', at: expect.any(String) })]);
+    expect(after.decisions).toEqual([
+      expect.objectContaining({
+        decision: 'retry-step',
+        by: 'ops',
+        reason: 'Stripe reads are back',
+        at: expect.any(String),
+      }),
+    ]);
     expect(after.steps.slice(0, 4).map((s) => s.attempts)).toEqual([1, 1, 1, 1]);
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundNeedsAttention: [false], RefundStatus: ['completed'] });
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundNeedsAttention: [false],
+      RefundStatus: ['completed'],
+    });
     const trail = (await h.store.operations.auditTrail(opId(order.id))).map((e) => e.event);
     expect(trail).toEqual(expect.arrayContaining(['run_parked', 'decision', 'completion_gate_passed']));
     await h.recordHistory(handle.workflowId, 'refund-parked-then-decided');
@@ -82,11 +113,17 @@ describe('a run that needs a person parks', () => {
     const result = await h.withWorker(
       {},
       async (taskQueue) => {
-        const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+        const handle = await h.env.client.workflow.start(refundWorkflow, {
+          taskQueue,
+          workflowId: `refund-${order.id}-v1`,
+          args: [request(order.id)],
+        });
         const { state } = await stopped(handle);
         expect(state.parked).toMatchObject({ failedStep: 'completion_gate', verdict: 'auto-retry is safe' });
         expect(state.steps.find((s) => s.name === 'completion_gate')?.error).toMatchObject({ code: 'BUDGET_EXCEEDED' });
-        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'budget reviewed' }] });
+        await handle.executeUpdate(decisionUpdate, {
+          args: [{ decision: 'retry-step', by: 'ops', reason: 'budget reviewed' }],
+        });
         return handle.result();
       },
       { policy: tight },
@@ -101,21 +138,50 @@ describe('a run that needs a person parks', () => {
     await handle.cancel();
     await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
     const state = await handle.query(stepsQuery);
-    expect(state.outcome?.reason).toMatch(/cancelled while needs_attention; the refund is refunded: a person finishes what was started/);
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundNeedsAttention: [true], RefundVerdict: ['stop and hand to a person'], RefundEffect: ['refunded'] });
+    expect(state.outcome?.reason).toMatch(
+      /cancelled while needs_attention; the refund is refunded: a person finishes what was started/,
+    );
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundNeedsAttention: [true],
+      RefundVerdict: ['stop and hand to a person'],
+      RefundEffect: ['refunded'],
+    });
     const trail = await h.store.operations.auditTrail(opId(order.id));
-    expect(trail.at(-1)).toMatchObject({ event: 'run_stopped', detail: { reason: expect.stringMatching(/cancelled while needs_attention/) } });
+    expect(trail.at(-1)).toMatchObject({
+      event: 'run_stopped',
+      detail: { reason: expect.stringMatching(/cancelled while needs_attention/) },
+    });
     await clearFaults();
   });
 
   test('approved by a second person, a decision is applied; decisions also work from the temporal CLI', async () => {
     const { handle, order } = await parkedAtGate();
     // As operators run it: through the codec server, so the decision and its note are sent encrypted.
-    const cli = (...args: string[]) => execFileAsync(findTool('temporal'), [...args, '--address', h.env.address, '--namespace', h.namespace, '--codec-endpoint', h.codecUrl], { encoding: 'utf8' });
-    await cli('workflow', 'update', 'execute', '--workflow-id', handle.workflowId, '--name', 'decide', '--update-id', 'abandon-1', '--input', JSON.stringify({ decision: 'abandon', by: 'ops', reason: 'the customer was refunded by hand' }));
+    const cli = (...args: string[]) =>
+      execFileAsync(
+        findTool('temporal'),
+        [...args, '--address', h.env.address, '--namespace', h.namespace, '--codec-endpoint', h.codecUrl],
+        { encoding: 'utf8' },
+      );
+    await cli(
+      'workflow',
+      'update',
+      'execute',
+      '--workflow-id',
+      handle.workflowId,
+      '--name',
+      'decide',
+      '--update-id',
+      'abandon-1',
+      '--input',
+      JSON.stringify({ decision: 'abandon', by: 'ops', reason: 'the customer was refunded by hand' }),
+    );
     // The shipped policy lets one operator abandon; the run ends at once.
     const result = await handle.result();
-    expect(result).toMatchObject({ status: 'abandoned', reason: 'abandoned by ops: the customer was refunded by hand' });
+    expect(result).toMatchObject({
+      status: 'abandoned',
+      reason: 'abandoned by ops: the customer was refunded by hand',
+    });
     expect((await handle.describe()).status.name).toBe('COMPLETED');
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
     await clearFaults();
@@ -128,18 +194,33 @@ describe('retry-step on create_refund', () => {
     const createKey = `${opId(order.id)}:create_refund`;
     await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey } });
     // The provider cannot be read: the run parks with its refund unknown.
-    await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+    await h.stripeFault({
+      kind: 'server_error',
+      status: 500,
+      match: { method: 'GET', paymentIntent: order.paymentIntentId },
+      count: 1000,
+    });
     await h.withWorker(
       {},
       async (taskQueue) => {
-        const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+        const handle = await h.env.client.workflow.start(refundWorkflow, {
+          taskQueue,
+          workflowId: `refund-${order.id}-v1`,
+          args: [request(order.id)],
+        });
         const { state } = await stopped(handle);
-        expect(state).toMatchObject({ status: 'needs_attention', effect: { status: 'unknown' }, parked: { failedStep: 'create_refund' } });
+        expect(state).toMatchObject({
+          status: 'needs_attention',
+          effect: { status: 'unknown' },
+          parked: { failedStep: 'create_refund' },
+        });
         await clearFaults();
         const seen = Math.max(...(await h.requests({ paymentIntent: order.paymentIntentId })).map((r) => r.seq));
         const lookups = state.reconciliation.lookups;
 
-        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe reads are back' }] });
+        await handle.executeUpdate(decisionUpdate, {
+          args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe reads are back' }],
+        });
         await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
         completed(await handle.result());
 
@@ -159,17 +240,28 @@ describe('retry-step on create_refund', () => {
     const order = await h.seedOrder(newOrderId());
     const createKey = `${opId(order.id)}:create_refund`;
     await h.stripeFault({ kind: 'fail_before_commit', match: { idempotencyKey: createKey }, count: 1000 });
-    await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+    await h.stripeFault({
+      kind: 'server_error',
+      status: 500,
+      match: { method: 'GET', paymentIntent: order.paymentIntentId },
+      count: 1000,
+    });
     await h.withWorker(
       {},
       async (taskQueue) => {
-        const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+        const handle = await h.env.client.workflow.start(refundWorkflow, {
+          taskQueue,
+          workflowId: `refund-${order.id}-v1`,
+          args: [request(order.id)],
+        });
         const { state } = await stopped(handle);
         expect(state).toMatchObject({ status: 'needs_attention', parked: { failedStep: 'create_refund' } });
         await clearFaults();
         const seen = Math.max(...(await h.requests({ paymentIntent: order.paymentIntentId })).map((r) => r.seq));
 
-        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe is back' }] });
+        await handle.executeUpdate(decisionUpdate, {
+          args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe is back' }],
+        });
         await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
         completed(await handle.result());
         const after = (await h.requests({ paymentIntent: order.paymentIntentId })).filter((r) => r.seq > seen);
@@ -194,20 +286,37 @@ describe('compensations', () => {
     const { status, state } = await stopped(handle);
 
     expect(status).toBe('needs_attention');
-    expect(state.outcome).toMatchObject({ quarantined: true, reason: expect.stringMatching(/notify_customer's compensation is unknown: it is quarantined/) });
-    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'unknown', error: { code: 'UNKNOWN_OUTCOME' } });
+    expect(state.outcome).toMatchObject({
+      quarantined: true,
+      reason: expect.stringMatching(/notify_customer's compensation is unknown: it is quarantined/),
+    });
+    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({
+      status: 'unknown',
+      error: { code: 'UNKNOWN_OUTCOME' },
+    });
     expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toMatchObject({ status: 'completed' });
-    expect(state.parked).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/compensation's outcome is unknown/), approvedBy: ['lead'] });
+    expect(state.parked).toMatchObject({
+      verdict: 'stop and hand to a person',
+      nextAction: expect.stringMatching(/compensation's outcome is unknown/),
+      approvedBy: ['lead'],
+    });
     expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 0 });
     // Nothing is sent again while it waits.
     await new Promise((r) => setTimeout(r, 1500));
     expect(await h.messages({ messageId: correction })).toHaveLength(1);
 
     // A person checks, proposes to resend, a second approves: resent once, same Message-ID.
-    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'not in the mailbox log' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
+    await expect(
+      handle.executeUpdate(decisionUpdate, {
+        args: [{ decision: 'compensate', by: 'ops', reason: 'not in the mailbox log' }],
+      }),
+    ).resolves.toMatchObject({ outcome: 'awaiting_approval' });
     // Still parked, and still among the runs that need a person: now for a second person's approval.
     expect((await handle.query(stepsQuery)).status).toBe('awaiting_approval');
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['awaiting_approval'], RefundNeedsAttention: [true] });
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundStatus: ['awaiting_approval'],
+      RefundNeedsAttention: [true],
+    });
     await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'ok to resend' }] });
     await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
     expect(await h.messages({ messageId: correction })).toHaveLength(2);
@@ -219,11 +328,18 @@ describe('compensations', () => {
     // Loading the order takes a while: the cancellation lands before anything is sent.
     const slowBegin = () => new Promise<never>((_, reject) => setTimeout(() => reject(new Error('too slow')), 3000));
     const described = await h.withWorker({ beginOperation: slowBegin }, async (taskQueue) => {
-      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+      const handle = await h.env.client.workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: `refund-${order.id}-v1`,
+        args: [request(order.id)],
+      });
       await new Promise((r) => setTimeout(r, 500));
       await handle.cancel();
       await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
-      expect(await handle.query(stepsQuery)).toMatchObject({ status: 'stopped', outcome: { reason: expect.stringMatching(/the refund is not sent: nothing is left to do/) } });
+      expect(await handle.query(stepsQuery)).toMatchObject({
+        status: 'stopped',
+        outcome: { reason: expect.stringMatching(/the refund is not sent: nothing is left to do/) },
+      });
       return handle.describe();
     });
     expect(described.status.name).toBe('CANCELLED');
@@ -235,9 +351,21 @@ describe('compensations', () => {
     const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
     // The correction email is refused once, slowly: the run is compensating when it is cancelled.
     const correction = messageIdForKey(`${opId(order.id)}:notify_customer:compensate`);
-    await h.mailFault({ kind: 'reply', stage: 'data', code: 451, message: '4.3.0 try again', delayMs: 1500, match: { messageId: correction } });
-    const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
-    for (let i = 0; i < 200 && (await handle.query(stepsQuery)).status !== 'compensating'; i++) await new Promise((r) => setTimeout(r, 50));
+    await h.mailFault({
+      kind: 'reply',
+      stage: 'data',
+      code: 451,
+      message: '4.3.0 try again',
+      delayMs: 1500,
+      match: { messageId: correction },
+    });
+    const handle = await h.env.client.workflow.start(refundWorkflow, {
+      taskQueue: TASK_QUEUE,
+      workflowId: `refund-${order.id}-v1`,
+      args: [request(order.id)],
+    });
+    for (let i = 0; i < 200 && (await handle.query(stepsQuery)).status !== 'compensating'; i++)
+      await new Promise((r) => setTimeout(r, 50));
     await handle.cancel();
     // Compensations are not cut short: the run finishes them and completes with that outcome.
     await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
@@ -252,8 +380,14 @@ describe('compensations', () => {
     expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'completed' });
     // Every compensation completed: nothing is left for a person.
     expect(state.status).toBe('compensated');
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['compensated'], RefundNeedsAttention: [false] });
-    await expect(inspectRun(h.env.client, h.sources, 'test', handle.workflowId)).resolves.toMatchObject({ execution: 'COMPLETED', verdict: 'compensate, then resume' });
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundStatus: ['compensated'],
+      RefundNeedsAttention: [false],
+    });
+    await expect(inspectRun(h.env.client, h.sources, 'test', handle.workflowId)).resolves.toMatchObject({
+      execution: 'COMPLETED',
+      verdict: 'compensate, then resume',
+    });
   });
 });
 
@@ -266,15 +400,33 @@ test('temporal workflow reset to before create_refund of a completed run repeats
   const scheduled = events.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'createRefund');
   const resetTo = Number(scheduled!.activityTaskScheduledEventAttributes!.workflowTaskCompletedEventId);
 
-  const cli = (...args: string[]) => execFileAsync(findTool('temporal'), [...args, '--address', h.env.address, '--namespace', h.namespace], { encoding: 'utf8' });
-  await cli('workflow', 'reset', '--workflow-id', handle.workflowId, '--event-id', String(resetTo), '--reason', 'replay the refund from its create step');
+  const cli = (...args: string[]) =>
+    execFileAsync(findTool('temporal'), [...args, '--address', h.env.address, '--namespace', h.namespace], {
+      encoding: 'utf8',
+    });
+  await cli(
+    'workflow',
+    'reset',
+    '--workflow-id',
+    handle.workflowId,
+    '--event-id',
+    String(resetTo),
+    '--reason',
+    'replay the refund from its create step',
+  );
   const latest = h.env.client.workflow.getHandle(handle.workflowId);
-  for (let i = 0; i < 50 && (await latest.describe()).runId === firstRun; i++) await new Promise((r) => setTimeout(r, 100));
+  for (let i = 0; i < 50 && (await latest.describe()).runId === firstRun; i++)
+    await new Promise((r) => setTimeout(r, 100));
   expect((await latest.describe()).runId).not.toBe(firstRun);
   const again = await latest.result();
 
   // The reset run executed create_refund and everything after it again: each replayed its receipt.
-  expect(again).toMatchObject({ status: 'completed', refund: { refundId: first.refund.refundId, replayed: true }, order: { changed: false }, notification: { alreadySent: true } });
+  expect(again).toMatchObject({
+    status: 'completed',
+    refund: { refundId: first.refund.refundId, replayed: true },
+    order: { changed: false },
+    notification: { alreadySent: true },
+  });
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250, version: 2 });
@@ -290,33 +442,61 @@ describe('a notice whose hand-over is unknown', () => {
     const { handle } = await startRefund(h.env.client, request(order.id));
     const { status, state } = await stopped(handle);
     expect(status).toBe('needs_attention');
-    expect(state.parked).toMatchObject({ failedStep: 'notify_customer', verdict: 'stop and hand to a person', nextAction: expect.stringMatching(new RegExp(`look for ${notice.replace(/[.<>]/g, '\\$&')} in the mailbox: if it is there, confirm-delivered`)) });
+    expect(state.parked).toMatchObject({
+      failedStep: 'notify_customer',
+      verdict: 'stop and hand to a person',
+      nextAction: expect.stringMatching(
+        new RegExp(`look for ${notice.replace(/[.<>]/g, '\\$&')} in the mailbox: if it is there, confirm-delivered`),
+      ),
+    });
 
     const evidence = `found ${notice} in the mail provider's delivery log, ticket 4711`;
-    const record = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: evidence }] });
+    const record = await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'confirm-delivered', by: 'ops', reason: evidence }],
+    });
     expect(record).toMatchObject({ decision: 'confirm-delivered', by: 'ops', outcome: 'applied' });
     await expect(handle.result()).resolves.toMatchObject({ status: 'completed', notification: { messageId: notice } });
 
     expect(await h.messages({ messageId: notice })).toHaveLength(1);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
     const after = await handle.query(stepsQuery);
-    expect(after.steps.find((s) => s.name === 'notify_customer')).toMatchObject({ status: 'completed', note: expect.stringMatching(/^delivered, as ops confirmed: found/) });
-    const gate = after.steps.find((s) => s.name === 'completion_gate')?.output as { findings: { check: string; ok: boolean; observed: string }[] };
-    expect(gate.findings.find((f) => f.check === 'notification_state')).toMatchObject({ ok: true, observed: expect.stringMatching(/is sent: delivery confirmed by ops/) });
+    expect(after.steps.find((s) => s.name === 'notify_customer')).toMatchObject({
+      status: 'completed',
+      note: expect.stringMatching(/^delivered, as ops confirmed: found/),
+    });
+    const gate = after.steps.find((s) => s.name === 'completion_gate')?.output as {
+      findings: { check: string; ok: boolean; observed: string }[];
+    };
+    expect(gate.findings.find((f) => f.check === 'notification_state')).toMatchObject({
+      ok: true,
+      observed: expect.stringMatching(/is sent: delivery confirmed by ops/),
+    });
     // The outbox says who confirmed it, where the mail server's answer would be.
-    expect(await h.store.getNotification(noticeKey)).toMatchObject({ status: 'sent', providerResponse: expect.stringMatching(/^delivery confirmed by ops: found/) });
+    expect(await h.store.getNotification(noticeKey)).toMatchObject({
+      status: 'sent',
+      providerResponse: expect.stringMatching(/^delivery confirmed by ops: found/),
+    });
     const trail = await h.store.operations.auditTrail(opId(order.id));
     expect(trail).toEqual(
       expect.arrayContaining([
-        expect.objectContaining({ event: 'decision', detail: expect.objectContaining({ decision: 'confirm-delivered', by: 'ops' }) }),
-        expect.objectContaining({ event: 'notification_sent', detail: expect.objectContaining({ key: noticeKey, confirmedBy: 'ops', reason: evidence }) }),
+        expect.objectContaining({
+          event: 'decision',
+          detail: expect.objectContaining({ decision: 'confirm-delivered', by: 'ops' }),
+        }),
+        expect.objectContaining({
+          event: 'notification_sent',
+          detail: expect.objectContaining({ key: noticeKey, confirmedBy: 'ops', reason: evidence }),
+        }),
         expect.objectContaining({ event: 'completion_gate_passed' }),
       ]),
     );
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['completed'], RefundNeedsAttention: [false] });
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundStatus: ['completed'],
+      RefundNeedsAttention: [false],
+    });
   });
 
-  test("a confirmation whose own write did nothing leaves the hand-over unknown: confirm-delivered is taken again, and completes the run", async () => {
+  test('a confirmation whose own write did nothing leaves the hand-over unknown: confirm-delivered is taken again, and completes the run', async () => {
     const order = await h.seedOrder(newOrderId());
     const noticeKey = `${opId(order.id)}:notify_customer`;
     const notice = messageIdForKey(noticeKey);
@@ -325,10 +505,19 @@ describe('a notice whose hand-over is unknown', () => {
     let calls = 0;
     const refusedOnce = async (input: Parameters<Harness['activities']['confirmNoticeDelivered']>[0]) => {
       if (calls++ > 0) return h.activities.confirmNoticeDelivered(input);
-      throw ApplicationFailure.create({ type: 'PERMISSION_DENIED', message: 'store credentials revoked', nonRetryable: true, details: [{ code: 'PERMISSION_DENIED', certainty: 'not_executed', reason: 'injected', ledger: [] }] });
+      throw ApplicationFailure.create({
+        type: 'PERMISSION_DENIED',
+        message: 'store credentials revoked',
+        nonRetryable: true,
+        details: [{ code: 'PERMISSION_DENIED', certainty: 'not_executed', reason: 'injected', ledger: [] }],
+      });
     };
     await h.withWorker({ confirmNoticeDelivered: refusedOnce }, async (taskQueue) => {
-      const handle = await h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] });
+      const handle = await h.env.client.workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: `refund-${order.id}-v1`,
+        args: [request(order.id)],
+      });
       // A run left parked by a failed expectation would hold the worker's shutdown.
       try {
         await confirmedTwice(handle);
@@ -342,14 +531,23 @@ describe('a notice whose hand-over is unknown', () => {
   });
 
   async function confirmedTwice(handle: WorkflowHandle<typeof refundWorkflow>): Promise<void> {
-      await stopped(handle);
-      await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }] });
-      const { state } = await stopped(handle);
-      // The hand-over is as unknown as before: its error stays the step's, and the verdict still offers both ways out.
-      expect(state.steps.find((s) => s.name === 'notify_customer')?.error).toMatchObject({ code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' });
-      expect(state.parked).toMatchObject({ failedStep: 'notify_customer', nextAction: expect.stringMatching(/confirm-delivered .*; if not, retry-step notify_customer/) });
-      await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log, again' }] });
-      await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
+    await stopped(handle);
+    await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }],
+    });
+    const { state } = await stopped(handle);
+    // The hand-over is as unknown as before: its error stays the step's, and the verdict still offers both ways out.
+    expect(state.steps.find((s) => s.name === 'notify_customer')?.error).toMatchObject({
+      code: 'UNKNOWN_OUTCOME',
+      certainty: 'may_have_executed',
+    });
+    expect(state.parked).toMatchObject({
+      failedStep: 'notify_customer',
+      nextAction: expect.stringMatching(/confirm-delivered .*; if not, retry-step notify_customer/),
+    });
+    await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log, again' }],
+    });
+    await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   }
-
 });

@@ -16,12 +16,26 @@ afterAll(async () => {
 });
 
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
-const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test', operationVersion: 1 });
+const request = (orderId: string) => ({
+  orderId,
+  amount: 1250,
+  currency: 'usd',
+  requestedBy: 'test',
+  operationVersion: 1,
+});
 const opId = (orderId: string) => `refund:test:${orderId}:v1`;
 const createKey = (orderId: string) => `${opId(orderId)}:create_refund`;
-const start = (orderId: string) => stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${orderId}-v1`, args: [request(orderId)] }));
+const start = (orderId: string) =>
+  stopped(
+    h.env.client.workflow.start(refundWorkflow, {
+      taskQueue: TASK_QUEUE,
+      workflowId: `refund-${orderId}-v1`,
+      args: [request(orderId)],
+    }),
+  );
 
-const posts = async (orderId: string) => (await h.requests({ idempotencyKey: createKey(orderId) })).filter((r) => r.method === 'POST');
+const posts = async (orderId: string) =>
+  (await h.requests({ idempotencyKey: createKey(orderId) })).filter((r) => r.method === 'POST');
 async function firstSend(orderId: string): Promise<void> {
   for (let i = 0; i < 600 && (await posts(orderId)).length === 0; i++) await new Promise((r) => setTimeout(r, 25));
 }
@@ -31,7 +45,10 @@ function saysRefundMayExist(state: RefundRunState): void {
   expect(state.effect.status).toBe('unknown');
   expect(state.outcome?.reason).not.toMatch(/[Nn]othing was refunded/);
   expect(state.outcome?.reason).toMatch(/may exist/);
-  expect(state.parked).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/^reconcile operation/) });
+  expect(state.parked).toMatchObject({
+    verdict: 'stop and hand to a person',
+    nextAction: expect.stringMatching(/^reconcile operation/),
+  });
 }
 
 test('a resend refused with 429s after a lost answer and a lagging list: one refund, and the run says it may exist', async () => {
@@ -42,7 +59,12 @@ test('a resend refused with 429s after a lost answer and a lagging list: one ref
   await h.stripeFault({ kind: 'slow', match: { method: 'GET', paymentIntent: order.paymentIntentId }, delayMs: 500 });
   const parked = start(order.id);
   await firstSend(order.id);
-  await h.stripeFault({ kind: 'rate_limit', match: { idempotencyKey: createKey(order.id) }, retryAfterSeconds: 0, count: 5 });
+  await h.stripeFault({
+    kind: 'rate_limit',
+    match: { idempotencyKey: createKey(order.id) },
+    retryAfterSeconds: 0,
+    count: 5,
+  });
   const { status, state } = await parked;
   expect((await posts(order.id)).map((r) => r.status)).toEqual([null, 429, 429, 429, 429, 429]);
 
@@ -54,7 +76,12 @@ test('a resend refused with 429s after a lost answer and a lagging list: one ref
 
   // A second run of the same operation, whose open send came from the first run, says the same.
   await h.env.client.workflow.getHandle(`refund-${order.id}-v1`).terminate('a second run of the same operation');
-  await h.stripeFault({ kind: 'rate_limit', match: { idempotencyKey: createKey(order.id) }, retryAfterSeconds: 0, count: 5 });
+  await h.stripeFault({
+    kind: 'rate_limit',
+    match: { idempotencyKey: createKey(order.id) },
+    retryAfterSeconds: 0,
+    count: 5,
+  });
   const again = await start(order.id);
   expect(again.status).toBe('needs_attention');
   saysRefundMayExist(again.state);
@@ -63,7 +90,12 @@ test('a resend refused with 429s after a lost answer and a lagging list: one ref
 
 test('429s alone (every send refused): nothing was refunded, and a retry is safe', async () => {
   const order = await h.seedOrder(newOrderId());
-  await h.stripeFault({ kind: 'rate_limit', match: { idempotencyKey: createKey(order.id) }, retryAfterSeconds: 0, count: 5 });
+  await h.stripeFault({
+    kind: 'rate_limit',
+    match: { idempotencyKey: createKey(order.id) },
+    retryAfterSeconds: 0,
+    count: 5,
+  });
   const { status, state } = await start(order.id);
 
   expect(status).toBe('needs_attention');

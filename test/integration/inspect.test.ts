@@ -30,7 +30,10 @@ const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', 
 const opId = (orderId: string) => `refund:test:${orderId}:v1`;
 const inspect = (workflowId: string, sources = h.sources) => inspectRun(h.env.client, sources, 'test', workflowId);
 const cli = (script: string, args: string[]) =>
-  execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], { env: h.cliEnv(), encoding: 'utf8' });
+  execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], {
+    env: h.cliEnv(),
+    encoding: 'utf8',
+  });
 const claim = (i: Inspection, pattern: RegExp) => i.inferences.find((x) => pattern.test(x.claim));
 
 test('completed: every effect confirmed where it landed; auto-retry is safe', async () => {
@@ -38,14 +41,28 @@ test('completed: every effect confirmed where it landed; auto-retry is safe', as
   const result = completed(await refund(h.env.client, request(order.id)));
   const i = await inspect(result.workflowId);
 
-  expect(i).toMatchObject({ execution: 'COMPLETED', refundStatus: 'completed', operationId: opId(order.id), verdict: 'auto-retry is safe', nextAction: expect.stringMatching(/^none: every effect is confirmed/) });
+  expect(i).toMatchObject({
+    execution: 'COMPLETED',
+    refundStatus: 'completed',
+    operationId: opId(order.id),
+    verdict: 'auto-retry is safe',
+    nextAction: expect.stringMatching(/^none: every effect is confirmed/),
+  });
   expect(i.steps?.map((s) => s.status)).toEqual(['completed', 'completed', 'completed', 'completed', 'completed']);
   const refundId = result.refund.refundId;
   expect(i.facts.map((f) => f.id)).toEqual(
-    expect.arrayContaining([`temporal:${result.workflowId}`, `stripe:${refundId}`, `store:operation:${opId(order.id)}`, `mailbox:${result.notification.messageId}`, `ledger:${opId(order.id)}:create_refund`]),
+    expect.arrayContaining([
+      `temporal:${result.workflowId}`,
+      `stripe:${refundId}`,
+      `store:operation:${opId(order.id)}`,
+      `mailbox:${result.notification.messageId}`,
+      `ledger:${opId(order.id)}:create_refund`,
+    ]),
   );
   expect(i.inferences.map((x) => x.status)).toEqual(['confirmed', 'confirmed', 'confirmed']);
-  expect(claim(i, /exists at the provider, once/)).toMatchObject({ basis: expect.arrayContaining([`stripe:${refundId}`]) });
+  expect(claim(i, /exists at the provider, once/)).toMatchObject({
+    basis: expect.arrayContaining([`stripe:${refundId}`]),
+  });
   expect(i.unavailable).toEqual([]);
 });
 
@@ -53,10 +70,19 @@ test('the evidence overrules the run: a second refund under the operation id han
   const order = await h.seedOrder(newOrderId());
   const result = completed(await refund(h.env.client, request(order.id)));
   // Someone refunds by hand and tags it with the operation: the provider now holds two.
-  await h.stripe.refunds.create({ payment_intent: order.paymentIntentId, amount: 100, metadata: { operation_id: opId(order.id) } });
+  await h.stripe.refunds.create({
+    payment_intent: order.paymentIntentId,
+    amount: 100,
+    metadata: { operation_id: opId(order.id) },
+  });
   const i = await inspect(result.workflowId);
   expect(claim(i, /exactly one refund exists/)).toMatchObject({ status: 'contradicted' });
-  expect(i).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/^investigate before anything else: the evidence contradicts "exactly one refund exists/) });
+  expect(i).toMatchObject({
+    verdict: 'stop and hand to a person',
+    nextAction: expect.stringMatching(
+      /^investigate before anything else: the evidence contradicts "exactly one refund exists/,
+    ),
+  });
 });
 
 test('compensated: the refund failed, the order was restored and the correction sent; compensate, then resume', async () => {
@@ -65,7 +91,12 @@ test('compensated: the refund failed, the order was restored and the correction 
   expect((await stopped(handle)).status).toBe('compensated');
   const i = await inspect(handle.workflowId);
 
-  expect(i).toMatchObject({ execution: 'COMPLETED', refundStatus: 'compensated', verdict: 'compensate, then resume', nextAction: expect.stringMatching(/operation-version 2/) });
+  expect(i).toMatchObject({
+    execution: 'COMPLETED',
+    refundStatus: 'compensated',
+    verdict: 'compensate, then resume',
+    nextAction: expect.stringMatching(/operation-version 2/),
+  });
   expect(claim(i, /^nothing was refunded$/)).toMatchObject({ status: 'confirmed' });
   expect(claim(i, /the order was restored/)).toMatchObject({ status: 'confirmed' });
   expect(claim(i, /^the correction .* reached the mailbox, once/)).toMatchObject({ status: 'confirmed' });
@@ -75,24 +106,43 @@ test('compensated: the refund failed, the order was restored and the correction 
 test('parked with the outcome unknown: stop and hand to a person; without the provider, the refund is to be confirmed', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: `${opId(order.id)}:create_refund` } });
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
   const workflowId = `refund-${order.id}-v1`;
-  await h.withWorker({}, async (taskQueue) => {
-    await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId, args: [request(order.id)] }));
-    // The provider still cannot be read, and this inspect has no local ledger (as with real Stripe).
-    const blind = await inspect(workflowId, { ...h.sources, ledgerUrl: undefined });
-    expect(blind).toMatchObject({ execution: 'RUNNING', refundStatus: 'needs_attention', verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/^reconcile operation/) });
-    expect(claim(blind, /^the refund is unknown$/)).toMatchObject({ status: 'to be confirmed', check: expect.stringMatching(/metadata.operation_id/) });
-    expect(blind.unavailable).toEqual(expect.arrayContaining([expect.stringMatching(/^stripe: listing the refunds of pi_/)]));
-    expect(claim(blind, /customer notice was not sent/)).toMatchObject({ status: 'confirmed' });
+  await h.withWorker(
+    {},
+    async (taskQueue) => {
+      await stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId, args: [request(order.id)] }));
+      // The provider still cannot be read, and this inspect has no local ledger (as with real Stripe).
+      const blind = await inspect(workflowId, { ...h.sources, ledgerUrl: undefined });
+      expect(blind).toMatchObject({
+        execution: 'RUNNING',
+        refundStatus: 'needs_attention',
+        verdict: 'stop and hand to a person',
+        nextAction: expect.stringMatching(/^reconcile operation/),
+      });
+      expect(claim(blind, /^the refund is unknown$/)).toMatchObject({
+        status: 'to be confirmed',
+        check: expect.stringMatching(/metadata.operation_id/),
+      });
+      expect(blind.unavailable).toEqual(
+        expect.arrayContaining([expect.stringMatching(/^stripe: listing the refunds of pi_/)]),
+      );
+      expect(claim(blind, /customer notice was not sent/)).toMatchObject({ status: 'confirmed' });
 
-    // Once the provider answers, the refund it made is observed, which the run has not yet recorded.
-    await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
-    const seen = await inspect(workflowId);
-    expect(claim(seen, /a refund exists for this operation \(re_/)).toMatchObject({ status: 'confirmed' });
-    expect(seen.verdict).toBe('stop and hand to a person');
-    await h.env.client.workflow.getHandle(workflowId).terminate('test done');
-  }, { policy: fewLookups(2) });
+      // Once the provider answers, the refund it made is observed, which the run has not yet recorded.
+      await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+      const seen = await inspect(workflowId);
+      expect(claim(seen, /a refund exists for this operation \(re_/)).toMatchObject({ status: 'confirmed' });
+      expect(seen.verdict).toBe('stop and hand to a person');
+      await h.env.client.workflow.getHandle(workflowId).terminate('test done');
+    },
+    { policy: fewLookups(2) },
+  );
 });
 
 test('parked after a version conflict: auto-retry is safe; decide retry-step from the CLI finishes it', async () => {
@@ -103,8 +153,18 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   expect((await stopped(handle)).status).toBe('needs_attention');
 
   const i = await inspect(handle.workflowId);
-  expect(i).toMatchObject({ refundStatus: 'needs_attention', verdict: 'auto-retry is safe', nextAction: expect.stringMatching(/^retry-step update_order/), decision: 'retry-step:update_order', decidedBy: expect.arrayContaining(['ops']), approvedBy: [] });
-  expect(i.steps?.find((s) => s.name === 'update_order')).toMatchObject({ status: 'failed', error: { code: 'STATE_CONFLICT', certainty: 'not_executed' } });
+  expect(i).toMatchObject({
+    refundStatus: 'needs_attention',
+    verdict: 'auto-retry is safe',
+    nextAction: expect.stringMatching(/^retry-step update_order/),
+    decision: 'retry-step:update_order',
+    decidedBy: expect.arrayContaining(['ops']),
+    approvedBy: [],
+  });
+  expect(i.steps?.find((s) => s.name === 'update_order')).toMatchObject({
+    status: 'failed',
+    error: { code: 'STATE_CONFLICT', certainty: 'not_executed' },
+  });
   expect(claim(i, /exists at the provider, once/)).toMatchObject({ status: 'confirmed' });
   expect(claim(i, /the order does not show a refund/)).toMatchObject({ status: 'confirmed' });
 
@@ -115,17 +175,49 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   expect(text).toMatch(/^Verdict {6}auto-retry is safe$/m);
   expect(text).toMatch(/^Escalation {3}the refund stands; the run parks as needs_attention/m);
   expect(text).toContain(`Decide       npm run decide -- ${handle.workflowId} retry-step --by <name> --reason "<why>"`);
-  expect(text).toContain(`temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input '{"decision":"retry-step","by":"<name>","reason":"<why>"}'`);
+  expect(text).toContain(
+    `temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input '{"decision":"retry-step","by":"<name>","reason":"<why>"}'`,
+  );
 
-  const refused = await cli('decide.ts', [handle.workflowId, 'retry-step', '--by', 'mallory', '--reason', 'why not']).catch((e: { code: number; stderr: string }) => e);
-  expect(refused).toMatchObject({ code: 2, stderr: expect.stringMatching(/refused, nothing was recorded: mallory may not retry-step/) });
-  const decided = await cli('decide.ts', [handle.workflowId, 'retry-step', '--by', 'ops', '--reason', 'the competing writer is gone', '--json']);
-  expect(JSON.parse(decided.stdout)).toMatchObject({ record: { seq: 1, decision: 'retry-step', step: 'update_order', outcome: 'applied' }, updateId: expect.stringMatching(/^retry-step:parked-/) });
+  const refused = await cli('decide.ts', [
+    handle.workflowId,
+    'retry-step',
+    '--by',
+    'mallory',
+    '--reason',
+    'why not',
+  ]).catch((e: { code: number; stderr: string }) => e);
+  expect(refused).toMatchObject({
+    code: 2,
+    stderr: expect.stringMatching(/refused, nothing was recorded: mallory may not retry-step/),
+  });
+  const decided = await cli('decide.ts', [
+    handle.workflowId,
+    'retry-step',
+    '--by',
+    'ops',
+    '--reason',
+    'the competing writer is gone',
+    '--json',
+  ]);
+  expect(JSON.parse(decided.stdout)).toMatchObject({
+    record: { seq: 1, decision: 'retry-step', step: 'update_order', outcome: 'applied' },
+    updateId: expect.stringMatching(/^retry-step:parked-/),
+  });
 
   expect(await handle.result()).toMatchObject({ status: 'completed' });
   const after = await inspect(handle.workflowId);
-  expect(after).toMatchObject({ verdict: 'auto-retry is safe', decisions: [expect.objectContaining({ by: 'ops', reason: 'the competing writer is gone' })] });
-  expect(after.facts).toEqual(expect.arrayContaining([expect.objectContaining({ says: expect.stringMatching(/^update decide retry-step:parked-.* accepted: retry-step by ops/) })]));
+  expect(after).toMatchObject({
+    verdict: 'auto-retry is safe',
+    decisions: [expect.objectContaining({ by: 'ops', reason: 'the competing writer is gone' })],
+  });
+  expect(after.facts).toEqual(
+    expect.arrayContaining([
+      expect.objectContaining({
+        says: expect.stringMatching(/^update decide retry-step:parked-.* accepted: retry-step by ops/),
+      }),
+    ]),
+  );
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
 });
@@ -138,16 +230,29 @@ test('a quarantined compensation: stop and hand to a person, with the mailbox sa
   expect((await stopped(handle)).status).toBe('needs_attention');
 
   const i = await inspect(handle.workflowId);
-  expect(i).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/compensation's outcome is unknown/), approvedBy: ['lead'] });
+  expect(i).toMatchObject({
+    verdict: 'stop and hand to a person',
+    nextAction: expect.stringMatching(/compensation's outcome is unknown/),
+    approvedBy: ['lead'],
+  });
   expect(i.steps?.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'unknown' });
   // The run cannot tell; the mailbox can.
-  expect(claim(i, /^the correction .* reached the mailbox, once/)).toMatchObject({ status: 'confirmed', basis: expect.arrayContaining([`mailbox:${correction}`]) });
+  expect(claim(i, /^the correction .* reached the mailbox, once/)).toMatchObject({
+    status: 'confirmed',
+    basis: expect.arrayContaining([`mailbox:${correction}`]),
+  });
 
   // A proposal waits for its approver, and inspect says so.
   await cli('decide.ts', [handle.workflowId, 'compensate', '--by', 'ops', '--reason', 'resend the correction']);
   const waiting = await inspect(handle.workflowId);
-  expect(waiting).toMatchObject({ refundStatus: 'awaiting_approval', nextAction: expect.stringMatching(/^approve or reject compensate proposed by ops/), decidedBy: ['lead'] });
-  await cli('decide.ts', [handle.workflowId, 'abandon', '--by', 'lead', '--reason', 'x']).catch((e: { code: number; stderr: string }) => expect(e.stderr).toMatch(/waiting for approval/));
+  expect(waiting).toMatchObject({
+    refundStatus: 'awaiting_approval',
+    nextAction: expect.stringMatching(/^approve or reject compensate proposed by ops/),
+    decidedBy: ['lead'],
+  });
+  await cli('decide.ts', [handle.workflowId, 'abandon', '--by', 'lead', '--reason', 'x']).catch(
+    (e: { code: number; stderr: string }) => expect(e.stderr).toMatch(/waiting for approval/),
+  );
   await cli('decide.ts', [handle.workflowId, 'reject', '--by', 'lead', '--reason', 'the mailbox has it']);
   await cli('decide.ts', [handle.workflowId, 'abandon', '--by', 'lead', '--reason', 'the customer has the correction']);
   expect(await handle.result()).toMatchObject({ status: 'abandoned' });
@@ -158,7 +263,12 @@ test('inspect --attention lists every run that needs a person, page by page', as
   const parked = await Promise.all(
     [1, 2, 3].map(async () => {
       const order = await h.seedOrder(newOrderId());
-      await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+      await h.stripeFault({
+        kind: 'server_error',
+        status: 500,
+        match: { method: 'GET', paymentIntent: order.paymentIntentId },
+        count: 1000,
+      });
       const { handle } = await startRefund(h.env.client, request(order.id));
       await stopped(handle);
       return handle.workflowId;
@@ -167,10 +277,17 @@ test('inspect --attention lists every run that needs a person, page by page', as
   let listed: { workflowId: string; execution: string; verdict: string }[] = [];
   for (let i = 0; i < 50 && !parked.every((id) => listed.some((r) => r.workflowId === id)); i++) {
     const { stdout } = await cli('inspect.ts', ['--attention', '--page-size', '2', '--json']);
-    listed = stdout.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line));
+    listed = stdout
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line));
     await new Promise((r) => setTimeout(r, 200));
   }
-  for (const id of parked) expect(listed).toContainEqual(expect.objectContaining({ workflowId: id, execution: 'RUNNING', verdict: 'auto-retry is safe' }));
+  for (const id of parked)
+    expect(listed).toContainEqual(
+      expect.objectContaining({ workflowId: id, execution: 'RUNNING', verdict: 'auto-retry is safe' }),
+    );
   const table = (await cli('inspect.ts', ['--attention'])).stdout;
   expect(table).toMatch(/^workflow id\s+execution\s+status\s+step\s+effect\s+verdict$/m);
   expect(table).toMatch(/\d+ run\(s\) need a person/);
@@ -178,8 +295,20 @@ test('inspect --attention lists every run that needs a person, page by page', as
 });
 
 test('bad input changes nothing: no such run, no decision, both a workflow id and --attention', async () => {
-  await expect(cli('inspect.ts', ['refund-nope-v1'])).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/inspect: no workflow refund-nope-v1/) });
-  await expect(cli('inspect.ts', [])).rejects.toMatchObject({ code: 2, stderr: expect.stringMatching(/give a workflow id, or --attention/) });
-  await expect(cli('decide.ts', ['refund-nope-v1', 'retry-step', '--by', 'ops', '--reason', 'x'])).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/no workflow refund-nope-v1/) });
-  await expect(cli('decide.ts', ['refund-nope-v1', 'shrug', '--by', 'ops', '--reason', 'x'])).rejects.toMatchObject({ stderr: expect.stringMatching(/value 'shrug' is invalid for argument 'decision'. Allowed choices are retry-step, compensate, abandon, approve, reject/) });
+  await expect(cli('inspect.ts', ['refund-nope-v1'])).rejects.toMatchObject({
+    code: 1,
+    stderr: expect.stringMatching(/inspect: no workflow refund-nope-v1/),
+  });
+  await expect(cli('inspect.ts', [])).rejects.toMatchObject({
+    code: 2,
+    stderr: expect.stringMatching(/give a workflow id, or --attention/),
+  });
+  await expect(
+    cli('decide.ts', ['refund-nope-v1', 'retry-step', '--by', 'ops', '--reason', 'x']),
+  ).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/no workflow refund-nope-v1/) });
+  await expect(cli('decide.ts', ['refund-nope-v1', 'shrug', '--by', 'ops', '--reason', 'x'])).rejects.toMatchObject({
+    stderr: expect.stringMatching(
+      /value 'shrug' is invalid for argument 'decision'. Allowed choices are retry-step, compensate, abandon, approve, reject/,
+    ),
+  });
 });

@@ -18,7 +18,12 @@ async function messages(query = ''): Promise<StoredMessage[]> {
 }
 
 function transportFor(smtpUrl: string): Transporter {
-  return nodemailer.createTransport({ url: smtpUrl, connectionTimeout: 5000, greetingTimeout: 5000, socketTimeout: 5000 });
+  return nodemailer.createTransport({
+    url: smtpUrl,
+    connectionTimeout: 5000,
+    greetingTimeout: 5000,
+    socketTimeout: 5000,
+  });
 }
 
 beforeAll(async () => {
@@ -68,13 +73,24 @@ it('stores what it receives and finds it by Message-ID and recipient', async () 
 it('counts every delivery, so a duplicate send shows up as two messages', async () => {
   const messageId = '<mail-test-dup@durable-refunds.local>';
   for (let i = 0; i < 2; i++) {
-    await transport.sendMail({ from: 'refunds@durable-refunds.test', to: 'dup@example.test', subject: 'dup', text: 'x', messageId });
+    await transport.sendMail({
+      from: 'refunds@durable-refunds.test',
+      to: 'dup@example.test',
+      subject: 'dup',
+      text: 'x',
+      messageId,
+    });
   }
   await expect(messages(`?message_id=${encodeURIComponent(messageId)}`)).resolves.toHaveLength(2);
 });
 
 it('refuses reject- recipients with a permanent 550 at RCPT TO', async () => {
-  const sent = transport.sendMail({ from: 'refunds@durable-refunds.test', to: 'reject-carol@example.test', subject: 'no', text: 'x' });
+  const sent = transport.sendMail({
+    from: 'refunds@durable-refunds.test',
+    to: 'reject-carol@example.test',
+    subject: 'no',
+    text: 'x',
+  });
   await expect(sent).rejects.toMatchObject({ code: 'EENVELOPE', responseCode: 550, command: 'RCPT TO' });
   const err = (await sent.catch((e: unknown) => e)) as NodemailerError;
   expect(err.response).toMatch(/^550 5\.1\.1 <reject-carol@example\.test>: recipient rejected/);
@@ -83,12 +99,16 @@ it('refuses reject- recipients with a permanent 550 at RCPT TO', async () => {
 
 it('answers with injected faults, including a delayed 421', async () => {
   server.setFaults((stage) => (stage === 'data' ? { code: 451, message: '4.3.0 try again' } : undefined));
-  await expect(transport.sendMail({ from: 'a@example.test', to: 'faulty@example.test', subject: 's', text: 'x' })).rejects.toMatchObject({
+  await expect(
+    transport.sendMail({ from: 'a@example.test', to: 'faulty@example.test', subject: 's', text: 'x' }),
+  ).rejects.toMatchObject({
     responseCode: 451,
   });
   server.setFaults((stage) => (stage === 'mail' ? { code: 421, message: '4.7.0 slow down', delayMs: 200 } : undefined));
   const started = Date.now();
-  await expect(transport.sendMail({ from: 'a@example.test', to: 'faulty@example.test', subject: 's', text: 'x' })).rejects.toMatchObject({
+  await expect(
+    transport.sendMail({ from: 'a@example.test', to: 'faulty@example.test', subject: 's', text: 'x' }),
+  ).rejects.toMatchObject({
     responseCode: 421,
   });
   expect(Date.now() - started).toBeGreaterThanOrEqual(190);
@@ -113,7 +133,9 @@ it('answers 400 to an unparseable request URL and keeps serving', async () => {
   const reply = await new Promise<string>((resolve, reject) => {
     let text = '';
     // fetch would normalise the URL; a raw socket sends it as a broken client would.
-    const socket = net.connect(server.apiPort, '127.0.0.1', () => socket.write('GET //a:b HTTP/1.0\r\nHost: localhost\r\n\r\n'));
+    const socket = net.connect(server.apiPort, '127.0.0.1', () =>
+      socket.write('GET //a:b HTTP/1.0\r\nHost: localhost\r\n\r\n'),
+    );
     socket.setEncoding('utf8');
     socket.on('data', (chunk: string) => (text += chunk));
     socket.on('close', () => resolve(text));
@@ -125,7 +147,8 @@ it('answers 400 to an unparseable request URL and keeps serving', async () => {
 });
 
 describe('the fault API', () => {
-  const post = (base: string, body: unknown) => fetch(`${base}/_faults`, { method: 'POST', body: JSON.stringify(body) });
+  const post = (base: string, body: unknown) =>
+    fetch(`${base}/_faults`, { method: 'POST', body: JSON.stringify(body) });
 
   it('is off unless the server was started with it', async () => {
     const res = await post(server.apiUrl, { kind: 'reply' });
@@ -134,18 +157,43 @@ describe('the fault API', () => {
   });
 
   it('arms scoped replies and lost acceptances, counts them down, and refuses a malformed fault', async () => {
-    const faulty = await startMailServer({ smtpPort: 0, apiPort: 0, dbPath: path.join(dir, 'faulty.db'), faultApi: true });
+    const faulty = await startMailServer({
+      smtpPort: 0,
+      apiPort: 0,
+      dbPath: path.join(dir, 'faulty.db'),
+      faultApi: true,
+    });
     const client = transportFor(faulty.smtpUrl);
-    const send = (to: string) => client.sendMail({ from: 'a@example.test', to, subject: 's', text: 'x', messageId: `<${to}.${Date.now()}@durable-refunds.local>` });
+    const send = (to: string) =>
+      client.sendMail({
+        from: 'a@example.test',
+        to,
+        subject: 's',
+        text: 'x',
+        messageId: `<${to}.${Date.now()}@durable-refunds.local>`,
+      });
     try {
       const bad = await post(faulty.apiUrl, { kind: 'reply', code: 250 });
       expect(bad.status).toBe(400);
       expect(await bad.json()).toMatchObject({ error: expect.stringMatching(/code/) });
 
-      expect((await post(faulty.apiUrl, { kind: 'reply', stage: 'rcpt', code: 450, message: '4.7.0 rate limited, retry after 2s', match: { recipient: 'limited@example.test' } })).status).toBe(200);
+      expect(
+        (
+          await post(faulty.apiUrl, {
+            kind: 'reply',
+            stage: 'rcpt',
+            code: 450,
+            message: '4.7.0 rate limited, retry after 2s',
+            match: { recipient: 'limited@example.test' },
+          })
+        ).status,
+      ).toBe(200);
       // Another recipient is not touched; the fault fires once for its own.
       await expect(send('other@example.test')).resolves.toBeDefined();
-      await expect(send('limited@example.test')).rejects.toMatchObject({ responseCode: 450, response: expect.stringMatching(/retry after 2s/) });
+      await expect(send('limited@example.test')).rejects.toMatchObject({
+        responseCode: 450,
+        response: expect.stringMatching(/retry after 2s/),
+      });
       await expect(send('limited@example.test')).resolves.toBeDefined();
 
       await post(faulty.apiUrl, { kind: 'drop_after_accept', match: { recipient: 'lost@example.test' } });
@@ -156,7 +204,9 @@ describe('the fault API', () => {
       const res = await fetch(`${faulty.apiUrl}/messages?to=lost@example.test`);
       expect(((await res.json()) as { messages: StoredMessage[] }).messages).toHaveLength(1);
 
-      const listed = (await (await fetch(`${faulty.apiUrl}/_faults`)).json()) as { faults: { kind: string; remaining: number; hits: number }[] };
+      const listed = (await (await fetch(`${faulty.apiUrl}/_faults`)).json()) as {
+        faults: { kind: string; remaining: number; hits: number }[];
+      };
       expect(listed.faults.map((f) => [f.kind, f.remaining, f.hits])).toEqual([
         ['reply', 0, 1],
         ['drop_after_accept', 0, 1],
@@ -164,9 +214,22 @@ describe('the fault API', () => {
       expect(await (await fetch(`${faulty.apiUrl}/_faults`, { method: 'DELETE' })).json()).toEqual({ cleared: 2 });
 
       // Spread through traffic: every second message for the recipient, twice.
-      await post(faulty.apiUrl, { kind: 'reply', stage: 'rcpt', code: 451, every: 2, count: 2, match: { recipient: 'spread@example.test' } });
+      await post(faulty.apiUrl, {
+        kind: 'reply',
+        stage: 'rcpt',
+        code: 451,
+        every: 2,
+        count: 2,
+        match: { recipient: 'spread@example.test' },
+      });
       const outcomes = [];
-      for (let i = 0; i < 6; i++) outcomes.push(await send('spread@example.test').then(() => 250, (e: NodemailerError) => e.responseCode));
+      for (let i = 0; i < 6; i++)
+        outcomes.push(
+          await send('spread@example.test').then(
+            () => 250,
+            (e: NodemailerError) => e.responseCode,
+          ),
+        );
       expect(outcomes).toEqual([250, 451, 250, 451, 250, 250]);
     } finally {
       client.close();
@@ -176,7 +239,8 @@ describe('the fault API', () => {
 });
 
 describe('the transport the worker builds from its settings', () => {
-  const send = (t: Transporter, to: string) => t.sendMail({ from: 'refunds@durable-refunds.test', to, subject: 'tls', text: 'x', messageId: `<${to}>` });
+  const send = (t: Transporter, to: string) =>
+    t.sendMail({ from: 'refunds@durable-refunds.test', to, subject: 'tls', text: 'x', messageId: `<${to}>` });
 
   it('sends in the clear to the local server when TLS is off', async () => {
     const plain = createMailTransport(server.smtpUrl, { tls: 'off', rejectUnauthorized: true });
@@ -186,7 +250,11 @@ describe('the transport the worker builds from its settings', () => {
   });
 
   it('with STARTTLS required, refuses a server that does not offer it, before any message is handed over', async () => {
-    const strict = createMailTransport(server.smtpUrl, { tls: 'starttls', rejectUnauthorized: true, auth: { user: 'relay', pass: 'secret' } });
+    const strict = createMailTransport(server.smtpUrl, {
+      tls: 'starttls',
+      rejectUnauthorized: true,
+      auth: { user: 'relay', pass: 'secret' },
+    });
     await expect(send(strict, 'strict@example.test')).rejects.toThrow(/STARTTLS/);
     strict.close();
     expect(await messages('?to=strict@example.test')).toHaveLength(0);

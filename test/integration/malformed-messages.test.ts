@@ -30,15 +30,35 @@ const MALFORMED_EVENTS: [string, unknown][] = [
   ['null', null],
   ['a number', 42],
   ['an empty object', {}],
-  ['wrong field types', { id: 7, type: null, refundId: ['re_1'], refundStatus: 1, created: 'yesterday', receivedAt: {} }],
-  ['an unknown refund id', { id: 'evt_forged', type: 'refund.failed', refundId: 're_not_this_runs', refundStatus: 'failed', created: 1_700_000_000, receivedAt: '2026-01-01T00:00:00.000Z' }],
+  [
+    'wrong field types',
+    { id: 7, type: null, refundId: ['re_1'], refundStatus: 1, created: 'yesterday', receivedAt: {} },
+  ],
+  [
+    'an unknown refund id',
+    {
+      id: 'evt_forged',
+      type: 'refund.failed',
+      refundId: 're_not_this_runs',
+      refundStatus: 'failed',
+      created: 1_700_000_000,
+      receivedAt: '2026-01-01T00:00:00.000Z',
+    },
+  ],
 ];
 
 /** Why each workflow task in the run's history failed (none is the answer a run can live with), decoded. */
 async function taskFailures(handle: WorkflowHandle): Promise<string[]> {
   const events = (await handle.fetchHistory()).events ?? [];
-  const failures = events.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED).map((e) => e.workflowTaskFailedEventAttributes?.failure);
-  return Promise.all(failures.map(async (f) => (await decodeOptionalFailureToOptionalError(h.env.client.options.loadedDataConverter, f))?.message ?? '?'));
+  const failures = events
+    .filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    .map((e) => e.workflowTaskFailedEventAttributes?.failure);
+  return Promise.all(
+    failures.map(
+      async (f) =>
+        (await decodeOptionalFailureToOptionalError(h.env.client.options.loadedDataConverter, f))?.message ?? '?',
+    ),
+  );
 }
 
 /** Waits until the worker has taken the run's last Signal: a workflow task after it completed, or one failed. */
@@ -47,7 +67,11 @@ async function signalsTaken(handle: WorkflowHandle): Promise<void> {
     const events = (await handle.fetchHistory()).events ?? [];
     const types = events.map((e) => e.eventType);
     const after = types.slice(types.lastIndexOf(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED) + 1);
-    if (after.includes(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) || after.includes(EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)) return;
+    if (
+      after.includes(EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) ||
+      after.includes(EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
+    )
+      return;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${handle.workflowId} took no workflow task after its Signals`);
@@ -56,16 +80,38 @@ async function signalsTaken(handle: WorkflowHandle): Promise<void> {
 test('malformed Signals and Updates sent to a parked run are ignored or refused, and it still takes a valid decision and completes', async () => {
   const order = await h.seedOrder(newOrderId());
   // Listing the payment intent's refunds fails: the run parks at the completion gate.
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
   expect((await stopped(handle)).status).toBe('needs_attention');
 
   for (const [, event] of MALFORMED_EVENTS) await handle.signal(providerEventSignal, event as never);
   await signalsTaken(handle);
   expect(await taskFailures(handle)).toEqual([]);
 
-  const refused = (input: unknown) => handle.executeUpdate(decisionUpdate, { args: [input as never] }).then(() => 'accepted', (e: unknown) => e);
-  for (const input of [null, 7, 'retry-step', {}, { decision: 'retry-step', by: 5, reason: [] }, { decision: 'nuke', by: 'ops', reason: 'x' }, { decision: 'abandon', by: 'ops', reason: 'x', extra: true }]) {
+  const refused = (input: unknown) =>
+    handle.executeUpdate(decisionUpdate, { args: [input as never] }).then(
+      () => 'accepted',
+      (e: unknown) => e,
+    );
+  for (const input of [
+    null,
+    7,
+    'retry-step',
+    {},
+    { decision: 'retry-step', by: 5, reason: [] },
+    { decision: 'nuke', by: 'ops', reason: 'x' },
+    { decision: 'abandon', by: 'ops', reason: 'x', extra: true },
+  ]) {
     const outcome = await refused(input);
     expect(outcome).toBeInstanceOf(WorkflowUpdateFailedError);
     expect((outcome as WorkflowUpdateFailedError).cause?.message).toMatch(/^invalid decision: /);
@@ -77,7 +123,16 @@ test('malformed Signals and Updates sent to a parked run are ignored or refused,
   expect(parked.decisions).toEqual([]);
   // What was ignored is in the run's state, for an operator: what came, and why it was not taken.
   expect(parked.ignoredMessages.total).toBe(MALFORMED_EVENTS.length);
-  expect(parked.ignoredMessages.latest).toEqual(MALFORMED_EVENTS.map(() => expect.objectContaining({ message: 'providerEvent', at: expect.any(String), reason: expect.any(String), input: expect.any(String) })));
+  expect(parked.ignoredMessages.latest).toEqual(
+    MALFORMED_EVENTS.map(() =>
+      expect.objectContaining({
+        message: 'providerEvent',
+        at: expect.any(String),
+        reason: expect.any(String),
+        input: expect.any(String),
+      }),
+    ),
+  );
   expect(parked.ignoredMessages.latest.map((m) => m.reason)).toEqual([
     expect.stringMatching(/^malformed: /),
     expect.stringMatching(/^malformed: /),
@@ -87,16 +142,25 @@ test('malformed Signals and Updates sent to a parked run are ignored or refused,
   ]);
 
   await clearFaults();
-  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+  await handle.executeUpdate(decisionUpdate, {
+    args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
+  });
   await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   expect(await taskFailures(handle)).toEqual([]);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
 });
 
-test("the follow-up run ignores malformed Signals too, from its first workflow task on, and finishes", async () => {
+test('the follow-up run ignores malformed Signals too, from its first workflow task on, and finishes', async () => {
   const operationId = `refund:test:${newOrderId()}:v1`;
-  const valid = { id: `evt_${randomUUID().slice(0, 8)}`, type: 'refund.failed', refundId: 're_followed', refundStatus: 'failed', created: 1_700_000_000, receivedAt: '2026-01-01T00:00:00.000Z' };
+  const valid = {
+    id: `evt_${randomUUID().slice(0, 8)}`,
+    type: 'refund.failed',
+    refundId: 're_followed',
+    refundStatus: 'failed',
+    created: 1_700_000_000,
+    receivedAt: '2026-01-01T00:00:00.000Z',
+  };
   // Its look at the provider is held back a moment, so that the Signals reach a running follow-up.
   const slowExamine = async (input: Parameters<Harness['activities']['examineFollowUp']>[0]) => {
     await new Promise((r) => setTimeout(r, 2000));
@@ -121,33 +185,57 @@ test("the follow-up run ignores malformed Signals too, from its first workflow t
     const state = await handle.query(followUpQuery);
     expect(state.providerEvents).toEqual([valid]);
     expect(state.ignoredMessages.total).toBe(MALFORMED_EVENTS.length);
-    expect(state.ignoredMessages.latest.at(-1)?.reason).toMatch(/names refund re_not_this_runs, not this run's refund re_followed/);
+    expect(state.ignoredMessages.latest.at(-1)?.reason).toMatch(
+      /names refund re_not_this_runs, not this run's refund re_followed/,
+    );
   });
 });
 
 /** Payloads no worker can decode, as anyone may send them past the client's codec. */
 const utf8 = (text: string) => new TextEncoder().encode(text);
 const UNDECODABLE: [string, Payload][] = [
-  ['encrypted with a key no worker has', { metadata: { encoding: utf8(ENCRYPTED_ENCODING), [KEY_ID_METADATA]: utf8('k-forged') }, data: utf8('x') }],
+  [
+    'encrypted with a key no worker has',
+    { metadata: { encoding: utf8(ENCRYPTED_ENCODING), [KEY_ID_METADATA]: utf8('k-forged') }, data: utf8('x') },
+  ],
   ['json/plain that is not JSON', { metadata: { encoding: utf8('json/plain') }, data: utf8('{not json') }],
   ['an encoding nobody knows', { metadata: { encoding: utf8('binary/forged') }, data: utf8('x') }],
 ];
 
 test('Signals and Updates whose payload cannot be decoded are ignored or refused, and the run still takes a valid decision and completes', async () => {
   const order = await h.seedOrder(newOrderId());
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
   expect((await stopped(handle)).status).toBe('needs_attention');
   const { workflowService } = h.env.client;
   const execution = { workflowId: handle.workflowId };
   // Sealed with the workers' own key, then altered: it fails authentication.
-  const [sealed] = await h.env.client.options.loadedDataConverter.payloadCodecs[0].encode([{ metadata: { encoding: utf8('json/plain') }, data: utf8('{}') }]);
+  const [sealed] = await h.env.client.options.loadedDataConverter.payloadCodecs[0].encode([
+    { metadata: { encoding: utf8('json/plain') }, data: utf8('{}') },
+  ]);
   const altered = Uint8Array.from(sealed.data!);
   altered[20] ^= 1;
   UNDECODABLE.push(['encrypted with a key the workers have, then altered', { ...sealed, data: altered }]);
 
   for (const [, payload] of UNDECODABLE) {
-    await workflowService.signalWorkflowExecution({ namespace: h.namespace, workflowExecution: execution, signalName: providerEventSignal.name, input: { payloads: [payload] }, identity: 'test', requestId: randomUUID() });
+    await workflowService.signalWorkflowExecution({
+      namespace: h.namespace,
+      workflowExecution: execution,
+      signalName: providerEventSignal.name,
+      input: { payloads: [payload] },
+      identity: 'test',
+      requestId: randomUUID(),
+    });
   }
   await signalsTaken(handle);
   expect(await taskFailures(handle)).toEqual([]);
@@ -156,21 +244,35 @@ test('Signals and Updates whose payload cannot be decoded are ignored or refused
     const { outcome } = await workflowService.updateWorkflowExecution({
       namespace: h.namespace,
       workflowExecution: execution,
-      waitPolicy: { lifecycleStage: UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED },
-      request: { meta: { updateId: randomUUID(), identity: 'test' }, input: { name: decisionUpdate.name, args: { payloads: [payload] } } },
+      waitPolicy: {
+        lifecycleStage: UpdateWorkflowExecutionLifecycleStage.UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_COMPLETED,
+      },
+      request: {
+        meta: { updateId: randomUUID(), identity: 'test' },
+        input: { name: decisionUpdate.name, args: { payloads: [payload] } },
+      },
     });
-    const refusal = await decodeOptionalFailureToOptionalError(h.env.client.options.loadedDataConverter, outcome?.failure);
+    const refusal = await decodeOptionalFailureToOptionalError(
+      h.env.client.options.loadedDataConverter,
+      outcome?.failure,
+    );
     expect(refusal?.message).toMatch(/^invalid decision: /);
   }
   expect(await taskFailures(handle)).toEqual([]);
 
   const parked = await handle.query(stepsQuery);
   expect(parked.decisions).toEqual([]);
-  expect(parked.ignoredMessages.latest.map((m) => m.reason)).toEqual(UNDECODABLE.map(() => expect.stringMatching(/^undecodable: /)));
-  expect(parked.ignoredMessages.latest.map((m) => m.input)).toEqual(UNDECODABLE.map(() => expect.stringMatching(/^\{"\$undecodable":/)));
+  expect(parked.ignoredMessages.latest.map((m) => m.reason)).toEqual(
+    UNDECODABLE.map(() => expect.stringMatching(/^undecodable: /)),
+  );
+  expect(parked.ignoredMessages.latest.map((m) => m.input)).toEqual(
+    UNDECODABLE.map(() => expect.stringMatching(/^\{"\$undecodable":/)),
+  );
 
   await clearFaults();
-  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }] });
+  await handle.executeUpdate(decisionUpdate, {
+    args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
+  });
   await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   expect(await taskFailures(handle)).toEqual([]);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);

@@ -16,7 +16,8 @@ afterAll(() => h?.close());
 afterEach(() => h.toxiproxy!.reset());
 
 const until = async (what: string, check: () => Promise<boolean>, ms = 20_000) => {
-  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 25))) if (await check()) return;
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 25)))
+    if (await check()) return;
   throw new Error(`timed out waiting for ${what}`);
 };
 
@@ -45,7 +46,10 @@ const toxic = (proxy: string, t: Toxic) => async () => {
 const untilCreateArrived = (proxy: string, t: Toxic) => async (ctx: { createKey: string }) => {
   await h.toxiproxy!.addToxic(proxy, t);
   return async () => {
-    await until('the create to reach the Stripe server', async () => (await h.requests({ idempotencyKey: ctx.createKey })).length > 0);
+    await until(
+      'the create to reach the Stripe server',
+      async () => (await h.requests({ idempotencyKey: ctx.createKey })).length > 0,
+    );
     await h.toxiproxy!.removeToxic(proxy, t.name);
   };
 };
@@ -60,9 +64,16 @@ const downFor = (proxy: string, ms: number) => async () => {
 const rows: Row[] = [
   {
     boundary: 'after the request is sent (Stripe)',
-    hypothesis: 'a refund whose answer is lost is made once: the run reconciles or resends the same key, never a second refund',
-    fault: 'reset_peer downstream on the Stripe proxy until the create has arrived (the request lands, the answer never does)',
-    inject: untilCreateArrived('stripe', { name: 'lost-answer', type: 'reset_peer', stream: 'downstream', attributes: { timeout: 0 } }),
+    hypothesis:
+      'a refund whose answer is lost is made once: the run reconciles or resends the same key, never a second refund',
+    fault:
+      'reset_peer downstream on the Stripe proxy until the create has arrived (the request lands, the answer never does)',
+    inject: untilCreateArrived('stripe', {
+      name: 'lost-answer',
+      type: 'reset_peer',
+      stream: 'downstream',
+      attributes: { timeout: 0 },
+    }),
     expected: 'create_refund fails with an unknown outcome, then completes from the provider; the run completes',
     transition: lostAnswer,
     forbidden: 'two refunds, a second email, or a run that says "not refunded"',
@@ -71,7 +82,12 @@ const rows: Row[] = [
     boundary: 'after the request is sent (Stripe)',
     hypothesis: 'an answer that stalls past the request timeout is an unknown outcome, settled with the provider',
     fault: 'timeout downstream on the Stripe proxy (answers held) until the create has arrived',
-    inject: untilCreateArrived('stripe', { name: 'stalled-answer', type: 'timeout', stream: 'downstream', attributes: { timeout: 0 } }),
+    inject: untilCreateArrived('stripe', {
+      name: 'stalled-answer',
+      type: 'timeout',
+      stream: 'downstream',
+      attributes: { timeout: 0 },
+    }),
     expected: 'create_refund times out, the outcome is reconciled, the run completes',
     transition: lostAnswer,
     forbidden: 'two refunds or two emails',
@@ -80,7 +96,12 @@ const rows: Row[] = [
     boundary: 'after the request is sent (Stripe)',
     hypothesis: 'an answer cut off part way is not trusted: the outcome is settled with the provider',
     fault: 'limit_data downstream (64 bytes) on the Stripe proxy until the create has arrived',
-    inject: untilCreateArrived('stripe', { name: 'cut-answer', type: 'limit_data', stream: 'downstream', attributes: { bytes: 64 } }),
+    inject: untilCreateArrived('stripe', {
+      name: 'cut-answer',
+      type: 'limit_data',
+      stream: 'downstream',
+      attributes: { bytes: 64 },
+    }),
     expected: 'create_refund fails with an unknown outcome, then completes from the provider',
     transition: lostAnswer,
     forbidden: 'two refunds or two emails',
@@ -103,14 +124,20 @@ const rows: Row[] = [
     boundary: 'every Stripe call',
     hypothesis: 'slow answers within the timeouts change nothing',
     fault: 'latency 300 ms ± 200 ms downstream on the Stripe proxy',
-    inject: toxic('stripe', { name: 'slow', type: 'latency', stream: 'downstream', attributes: { latency: 300, jitter: 200 } }),
+    inject: toxic('stripe', {
+      name: 'slow',
+      type: 'latency',
+      stream: 'downstream',
+      attributes: { latency: 300, jitter: 200 },
+    }),
     expected: 'the run completes',
     transition: ({ create }) => expect(create).toEqual(['ok/1']),
     forbidden: 'a retry storm (more than one create request) or a duplicate',
   },
   {
     boundary: 'before the outbox hand-over (SMTP)',
-    hypothesis: 'a mail server that is down refuses the connection before any session: the notice is sent once when it is back',
+    hypothesis:
+      'a mail server that is down refuses the connection before any session: the notice is sent once when it is back',
     fault: 'the SMTP proxy disabled for 1.5 s from the start',
     inject: downFor('smtp', 1500),
     expected: 'notify_customer retries and the notice is sent',
@@ -118,7 +145,7 @@ const rows: Row[] = [
       expect(notify.length).toBeGreaterThanOrEqual(2);
       expect(notify.at(-1)).toMatch(/^ok\//);
     },
-    forbidden: 'two messages with the notice\'s Message-ID',
+    forbidden: "two messages with the notice's Message-ID",
   },
   {
     boundary: 'the Temporal frontend',
@@ -139,7 +166,12 @@ test.each(rows.map((r) => [r.fault, r] as const))('%s', async (_fault, row) => {
   const operationId = `refund:test:${order.id}:v1`;
   const createKey = `${operationId}:create_refund`;
   const lift = await row.inject({ orderId: order.id, paymentIntentId: order.paymentIntentId, createKey });
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
   await lift();
   // Expected: the run completes, its receipts confirmed by the completion gate.
   const result = completed(await handle.result());
@@ -154,7 +186,8 @@ test.each(rows.map((r) => [r.fault, r] as const))('%s', async (_fault, row) => {
   expect(await h.store.operations.get(operationId)).toMatchObject({ status: 'completed' });
   // The fault bit where it was meant to: the run's own ledger shows the transition.
   const state = await h.state(handle.workflowId);
-  const ledgerOf = (step: string) => state.steps.find((x) => x.name === step)!.ledger.map((a) => `${a.outcome}/${a.transportRequests}`);
+  const ledgerOf = (step: string) =>
+    state.steps.find((x) => x.name === step)!.ledger.map((a) => `${a.outcome}/${a.transportRequests}`);
   row.transition({ state, create: ledgerOf('create_refund'), notify: ledgerOf('notify_customer') });
   if (row.fault.startsWith('latency')) expect(await h.requests({ idempotencyKey: createKey })).toHaveLength(1);
 });

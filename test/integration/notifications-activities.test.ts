@@ -34,7 +34,13 @@ let orders = 0;
 async function notice(key: string, to = 'dana@example.test', amount = 1250): Promise<RefundNoticeInput> {
   orders += 1;
   const orderId = `ord_${orders}`;
-  await store.seedOrder({ id: orderId, paymentIntentId: `pi_${orders}`, customerEmail: to, currency: 'usd', amount: 5000 });
+  await store.seedOrder({
+    id: orderId,
+    paymentIntentId: `pi_${orders}`,
+    customerEmail: to,
+    currency: 'usd',
+    amount: 5000,
+  });
   return { key, operationId: `refund:test:${orderId}:v1`, orderId, amount, currency: 'usd', refundId: 're_1' };
 }
 
@@ -100,7 +106,9 @@ afterAll(async () => {
 });
 
 it('derives the Message-ID from the key, never at random', () => {
-  expect(messageIdForKey('refund-ord_1-v1:notify_customer:v1')).toBe('<refund-ord_1-v1.notify_customer.v1@durable-refunds.local>');
+  expect(messageIdForKey('refund-ord_1-v1:notify_customer:v1')).toBe(
+    '<refund-ord_1-v1.notify_customer.v1@durable-refunds.local>',
+  );
   expect(messageIdForKey('a b/c')).toBe(messageIdForKey('a b/c'));
   expect(messageIdForKey('a b/c')).not.toBe(messageIdForKey('a-b-c'));
   expect(messageIdForKey('a b/c')).toMatch(/^<a-b-c=[0-9a-f]{16}@durable-refunds\.local>$/);
@@ -128,16 +136,31 @@ it('delivers exactly one message for two calls with the same key, to the address
 
   const messages = await delivered(first.messageId);
   expect(messages).toHaveLength(1);
-  expect(messages[0]).toMatchObject({ to: ['dana@example.test'], subject: `Your refund of $12.50 for order ${input.orderId}` });
+  expect(messages[0]).toMatchObject({
+    to: ['dana@example.test'],
+    subject: `Your refund of $12.50 for order ${input.orderId}`,
+  });
   const raw = await (await fetch(`${server.apiUrl}/messages/${messages[0].id}/raw`)).text();
   expect(raw).toContain(`X-Operation-Key: ${input.key}`);
-  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', attempts: 2, providerResponse: first.providerResponse });
-  await expect(store.operations.auditTrail(input.operationId)).resolves.toEqual([expect.objectContaining({ event: 'notification_sent' })]);
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({
+    status: 'sent',
+    attempts: 2,
+    providerResponse: first.providerResponse,
+  });
+  await expect(store.operations.auditTrail(input.operationId)).resolves.toEqual([
+    expect.objectContaining({ event: 'notification_sent' }),
+  ]);
 });
 
 it('sends a correction under its own key, in words meant for the customer', async () => {
   const { orderId, operationId } = await notice('unused');
-  const input = { key: `${operationId}:notify_customer:compensate`, operationId, orderId, refundId: 're_1', reason: 'refund_failed' as const };
+  const input = {
+    key: `${operationId}:notify_customer:compensate`,
+    operationId,
+    orderId,
+    refundId: 're_1',
+    reason: 'refund_failed' as const,
+  };
   const receipt = await run(activities.sendRefundCorrection, input);
   const messages = await delivered(receipt.messageId);
   expect(messages).toHaveLength(1);
@@ -161,7 +184,10 @@ it('maps a permanent rejection to PERMANENT_BUSINESS, masks the address, and doe
   const input = await notice('rejected:v1', 'reject-frank@example.test');
   const failure = await failureOf(run(activities.sendRefundNotice, input));
   expect(failure).toMatchObject({ type: 'PERMANENT_BUSINESS', nonRetryable: true });
-  expect(detailsOf(failure)).toMatchObject({ certainty: 'not_executed', provider: { responseCode: 550, recipient: 'r***@example.test' } });
+  expect(detailsOf(failure)).toMatchObject({
+    certainty: 'not_executed',
+    provider: { responseCode: 550, recipient: 'r***@example.test' },
+  });
   expect(JSON.stringify(failure.details)).not.toContain('reject-frank@');
   expect(failure.message).not.toContain('reject-frank@');
   // A 550 at RCPT TO proves the message was not accepted, so the entry goes back to pending.
@@ -171,12 +197,17 @@ it('maps a permanent rejection to PERMANENT_BUSINESS, masks the address, and doe
 
 it('maps a rate limit to RATE_LIMIT with the wait the server asked for, and another 4xx to TRANSIENT_DEPENDENCY; the retry then sends once', async () => {
   const input = await notice('throttled:v1');
-  server.setFaults((stage) => (stage === 'mail' ? { code: 421, message: '4.7.0 too many messages, retry after 3s' } : undefined));
+  server.setFaults((stage) =>
+    stage === 'mail' ? { code: 421, message: '4.7.0 too many messages, retry after 3s' } : undefined,
+  );
   const limited = await failureOf(run(activities.sendRefundNotice, input));
   expect(limited).toMatchObject({ type: 'RATE_LIMIT', nonRetryable: false });
   expect(limited.nextRetryDelay).toBeGreaterThanOrEqual(3000);
   server.setFaults((stage) => (stage === 'data' ? { code: 451, message: '4.3.0 local error' } : undefined));
-  await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({ type: 'TRANSIENT_DEPENDENCY', nonRetryable: false });
+  await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({
+    type: 'TRANSIENT_DEPENDENCY',
+    nonRetryable: false,
+  });
   server.setFaults(undefined);
   await expect(run(activities.sendRefundNotice, input)).resolves.toMatchObject({ alreadySent: false });
   await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(1);
@@ -212,7 +243,10 @@ it('never resends after the message was handed over but not recorded: the retry 
   const flaky = notifications({ store: failingMarkSentOnce(store) });
   const input = await notice('record-lost:v1');
   const messageId = messageIdForKey(input.key);
-  await expect(failureOf(run(flaky.sendRefundNotice, input))).resolves.toMatchObject({ type: 'TRANSIENT_DEPENDENCY', message: expect.stringMatching(/disk I\/O error/) });
+  await expect(failureOf(run(flaky.sendRefundNotice, input))).resolves.toMatchObject({
+    type: 'TRANSIENT_DEPENDENCY',
+    message: expect.stringMatching(/disk I\/O error/),
+  });
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
 
   // While the hand-over could still be running somewhere, a retry waits for it rather than calling it lost.
@@ -224,26 +258,38 @@ it('never resends after the message was handed over but not recorded: the retry 
   expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
   expect(failure.message).toContain(`a previous attempt handed the message ${messageId}`);
   expect(failure.message).toMatch(/check the mailbox for that Message-ID before any resend/);
-  expect(detailsOf(failure)).toMatchObject({ certainty: 'may_have_executed', reason: 'previous_attempt_unconfirmed', provider: { key: input.key, messageId } });
+  expect(detailsOf(failure)).toMatchObject({
+    certainty: 'may_have_executed',
+    reason: 'previous_attempt_unconfirmed',
+    provider: { key: input.key, messageId },
+  });
   await expect(delivered(messageId)).resolves.toHaveLength(1);
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending', attempts: 3 });
 });
 
-it("resends a hand-over a person approved once: a retry of that resend whose record was lost does not send again", async () => {
+it('resends a hand-over a person approved once: a retry of that resend whose record was lost does not send again', async () => {
   const input = await notice('approved-resend:v1');
   const messageId = messageIdForKey(input.key);
   // The first hand-over's record is lost: its outcome is unknown, and a person looks.
-  await expect(failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, input))).resolves.toBeDefined();
+  await expect(
+    failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, input)),
+  ).resolves.toBeDefined();
   await handOverExpired();
   const approved = { ...input, resendApprovedAt: new Date().toISOString() };
 
   // The approved resend goes out, and its own record is lost too.
-  await expect(failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, approved))).resolves.toMatchObject({ type: 'TRANSIENT_DEPENDENCY' });
+  await expect(
+    failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, approved)),
+  ).resolves.toMatchObject({ type: 'TRANSIENT_DEPENDENCY' });
   await expect(delivered(messageId)).resolves.toHaveLength(2);
   // Temporal retries the same activity with the same input: the approval is spent, so it waits, then reports the unknown outcome.
-  await expect(failureOf(run(activities.sendRefundNotice, approved))).resolves.toMatchObject({ type: 'STATE_CONFLICT' });
+  await expect(failureOf(run(activities.sendRefundNotice, approved))).resolves.toMatchObject({
+    type: 'STATE_CONFLICT',
+  });
   await handOverExpired();
-  await expect(failureOf(run(activities.sendRefundNotice, approved))).resolves.toMatchObject({ type: 'UNKNOWN_OUTCOME' });
+  await expect(failureOf(run(activities.sendRefundNotice, approved))).resolves.toMatchObject({
+    type: 'UNKNOWN_OUTCOME',
+  });
   await expect(delivered(messageId)).resolves.toHaveLength(2);
 });
 
@@ -252,8 +298,21 @@ it('classifies a store failure right after the server’s 250 as delivered, not 
   const locking = await openStore(`sqlite:${file}`, { busyTimeoutMs: 200 });
   const locker = new Database(file);
   try {
-    await locking.seedOrder({ id: 'ord_locked', paymentIntentId: 'pi_locked', customerEmail: 'dana@example.test', currency: 'usd', amount: 5000 });
-    const input: RefundNoticeInput = { key: 'locked-after-250:v1', operationId: 'refund:test:ord_locked:v1', orderId: 'ord_locked', amount: 1250, currency: 'usd', refundId: 're_1' };
+    await locking.seedOrder({
+      id: 'ord_locked',
+      paymentIntentId: 'pi_locked',
+      customerEmail: 'dana@example.test',
+      currency: 'usd',
+      amount: 5000,
+    });
+    const input: RefundNoticeInput = {
+      key: 'locked-after-250:v1',
+      operationId: 'refund:test:ord_locked:v1',
+      orderId: 'ord_locked',
+      amount: 1250,
+      currency: 'usd',
+      refundId: 're_1',
+    };
     // The message is in; before the server answers 250, another connection takes the store's write lock and holds it past busy_timeout.
     server.setFaults((stage) => {
       if (stage === 'data') {
@@ -262,10 +321,21 @@ it('classifies a store failure right after the server’s 250 as delivered, not 
       }
       return undefined;
     });
-    const patient = createNotificationActivities({ transport, store: locking, from: 'refunds@durable-refunds.test', attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: locking.operations }), policy: DEFAULT_POLICY, sendDeadlineMs: 10_000 });
+    const patient = createNotificationActivities({
+      transport,
+      store: locking,
+      from: 'refunds@durable-refunds.test',
+      attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: locking.operations }),
+      policy: DEFAULT_POLICY,
+      sendDeadlineMs: 10_000,
+    });
     const failure = await failureOf(run(patient.sendRefundNotice, input));
     server.setFaults(undefined);
-    expect(detailsOf(failure)).toMatchObject({ certainty: 'completed', reason: 'delivery_not_recorded', provider: { providerResponse: expect.stringMatching(/^250 /) } });
+    expect(detailsOf(failure)).toMatchObject({
+      certainty: 'completed',
+      reason: 'delivery_not_recorded',
+      provider: { providerResponse: expect.stringMatching(/^250 /) },
+    });
     expect(detailsOf(failure).certainty).not.toBe('not_executed');
     await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(1);
   } finally {
@@ -279,14 +349,20 @@ it('classifies a store failure right after the server’s 250 as delivered, not 
 it('resends, on approval, only the hand-over the person judged, named by its stamp in the failure they saw', async () => {
   const input = await notice('judged-resend:v1');
   const messageId = messageIdForKey(input.key);
-  await expect(failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, input))).resolves.toBeDefined();
+  await expect(
+    failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, input)),
+  ).resolves.toBeDefined();
   await handOverExpired();
   const unknown = await failureOf(run(activities.sendRefundNotice, input));
   const judged = detailsOf(unknown).provider.sendingSince;
   expect(judged).toBe((await store.getNotification(input.key))!.sendingSince);
 
   // An approval of another hand-over covers not this one, however late the approver's clock put it.
-  const other = { ...input, resendApprovedAt: new Date(Date.now() + 3600_000).toISOString(), approvedHandOver: '2000-01-01T00:00:00.000Z' };
+  const other = {
+    ...input,
+    resendApprovedAt: new Date(Date.now() + 3600_000).toISOString(),
+    approvedHandOver: '2000-01-01T00:00:00.000Z',
+  };
   await expect(failureOf(run(activities.sendRefundNotice, other))).resolves.toMatchObject({ type: 'UNKNOWN_OUTCOME' });
   await expect(delivered(messageId)).resolves.toHaveLength(1);
 
@@ -300,11 +376,20 @@ it('resends an unknown send with the same Message-ID when the policy says so', a
     ...DEFAULT_POLICY,
     rules: [
       ...DEFAULT_POLICY.rules,
-      { code: 'UNKNOWN_OUTCOME', boundary: 'smtp', action: 'retry', owner: 'dependency_adapter', maxAttempts: 3, backoff: { initialMs: 100, coefficient: 2, maxMs: 1000 } },
+      {
+        code: 'UNKNOWN_OUTCOME',
+        boundary: 'smtp',
+        action: 'retry',
+        owner: 'dependency_adapter',
+        maxAttempts: 3,
+        backoff: { initialMs: 100, coefficient: 2, maxMs: 1000 },
+      },
     ],
   });
   const input = await notice('resend-unknown:v1');
-  await expect(failureOf(run(notifications({ store: failingMarkSentOnce(store), policy: resend }).sendRefundNotice, input))).resolves.toBeDefined();
+  await expect(
+    failureOf(run(notifications({ store: failingMarkSentOnce(store), policy: resend }).sendRefundNotice, input)),
+  ).resolves.toBeDefined();
   await handOverExpired();
   const receipt = await run(notifications({ policy: resend }).sendRefundNotice, input);
   expect(receipt).toMatchObject({ alreadySent: false, messageId: messageIdForKey(input.key) });
@@ -320,10 +405,15 @@ it('reports UNKNOWN_OUTCOME when the reply to the message never comes, and the r
   try {
     const failure = await failureOf(run(stalled.sendRefundNotice, input));
     expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
-    expect(detailsOf(failure)).toMatchObject({ reason: 'connection_lost_after_handover', provider: { key: input.key, code: 'ETIMEDOUT' } });
+    expect(detailsOf(failure)).toMatchObject({
+      reason: 'connection_lost_after_handover',
+      provider: { key: input.key, code: 'ETIMEDOUT' },
+    });
     server.setFaults(undefined);
     await handOverExpired();
-    await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({ type: 'UNKNOWN_OUTCOME' });
+    await expect(failureOf(run(activities.sendRefundNotice, input))).resolves.toMatchObject({
+      type: 'UNKNOWN_OUTCOME',
+    });
     await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
   } finally {
     server.setFaults(undefined);
@@ -333,7 +423,10 @@ it('reports UNKNOWN_OUTCOME when the reply to the message never comes, and the r
 
 it('lets only one of two concurrent attempts send', async () => {
   const input = await notice('concurrent:v1');
-  const results = await Promise.allSettled([run(activities.sendRefundNotice, input), run(activities.sendRefundNotice, input)]);
+  const results = await Promise.allSettled([
+    run(activities.sendRefundNotice, input),
+    run(activities.sendRefundNotice, input),
+  ]);
   const sent = results.filter((r) => r.status === 'fulfilled' && !r.value.alreadySent);
   expect(sent).toHaveLength(1);
   for (const other of results.filter((r) => !sent.includes(r))) {
@@ -346,8 +439,20 @@ it('lets only one of two concurrent attempts send', async () => {
 
 it("settles a notice whose hand-over is unknown on a person's word, once, naming them, and sends nothing; a notice not handed over, or being handed over, is refused", async () => {
   const input = await notice('confirmed:v1');
-  const entry = { key: input.key, orderId: input.orderId, kind: 'refund_notice' as const, recipient: 'dana@example.test', subject: 'Your refund', messageId: messageIdForKey(input.key) };
-  const confirmation = { key: input.key, operationId: input.operationId, by: 'ops', reason: 'found it in the provider log' };
+  const entry = {
+    key: input.key,
+    orderId: input.orderId,
+    kind: 'refund_notice' as const,
+    recipient: 'dana@example.test',
+    subject: 'Your refund',
+    messageId: messageIdForKey(input.key),
+  };
+  const confirmation = {
+    key: input.key,
+    operationId: input.operationId,
+    by: 'ops',
+    reason: 'found it in the provider log',
+  };
 
   // Claimed but never handed over: nobody can have found it delivered.
   await store.claimNotification(entry);
@@ -359,7 +464,11 @@ it("settles a notice whose hand-over is unknown on a person's word, once, naming
   // Being handed over right now: a live send may still be refused (5xx) and released, so nobody can confirm it yet.
   await store.markNotificationSending(input.key);
   const live = await failureOf(run(activities.confirmNoticeDelivered, confirmation));
-  expect(live).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false, message: expect.stringMatching(/is being handed over right now/) });
+  expect(live).toMatchObject({
+    type: 'STATE_CONFLICT',
+    nonRetryable: false,
+    message: expect.stringMatching(/is being handed over right now/),
+  });
   expect(detailsOf(live)).toMatchObject({ certainty: 'not_executed', reason: 'send_in_progress' });
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
   await expect(store.operations.auditTrail(input.operationId)).resolves.toEqual([]);
@@ -367,11 +476,26 @@ it("settles a notice whose hand-over is unknown on a person's word, once, naming
   // Handed over, and its answer lost: no attempt is sending it any more.
   await handOverExpired();
   const receipt = await run(activities.confirmNoticeDelivered, confirmation);
-  expect(receipt).toMatchObject({ key: input.key, messageId: entry.messageId, recipient: 'd***@example.test', providerResponse: 'delivery confirmed by ops: found it in the provider log', alreadySent: true });
-  await expect(run(activities.confirmNoticeDelivered, confirmation)).resolves.toMatchObject({ providerResponse: receipt.providerResponse });
-  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent', providerResponse: receipt.providerResponse, sentAt: expect.any(String) });
+  expect(receipt).toMatchObject({
+    key: input.key,
+    messageId: entry.messageId,
+    recipient: 'd***@example.test',
+    providerResponse: 'delivery confirmed by ops: found it in the provider log',
+    alreadySent: true,
+  });
+  await expect(run(activities.confirmNoticeDelivered, confirmation)).resolves.toMatchObject({
+    providerResponse: receipt.providerResponse,
+  });
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({
+    status: 'sent',
+    providerResponse: receipt.providerResponse,
+    sentAt: expect.any(String),
+  });
   await expect(store.operations.auditTrail(input.operationId)).resolves.toEqual([
-    expect.objectContaining({ event: 'notification_sent', detail: expect.objectContaining({ key: input.key, confirmedBy: 'ops', reason: 'found it in the provider log' }) }),
+    expect.objectContaining({
+      event: 'notification_sent',
+      detail: expect.objectContaining({ key: input.key, confirmedBy: 'ops', reason: 'found it in the provider log' }),
+    }),
   ]);
   await expect(delivered(entry.messageId)).resolves.toHaveLength(0);
 });
@@ -381,10 +505,27 @@ describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
   /** The deployment's own deadline: a hand-over younger than it (plus a second) may still be running. */
   const deadlineMs = 25_000;
   const worker = (policy: RecoveryPolicy = DEFAULT_POLICY) =>
-    createNotificationActivities({ transport, store: shared, from: 'refunds@durable-refunds.test', attempt: createAttemptRunner({ policy, log: shared.operations }), policy, sendDeadlineMs: deadlineMs });
+    createNotificationActivities({
+      transport,
+      store: shared,
+      from: 'refunds@durable-refunds.test',
+      attempt: createAttemptRunner({ policy, log: shared.operations }),
+      policy,
+      sendDeadlineMs: deadlineMs,
+    });
   const resendPolicy = parsePolicy({
     ...DEFAULT_POLICY,
-    rules: [...DEFAULT_POLICY.rules, { code: 'UNKNOWN_OUTCOME', boundary: 'smtp', action: 'retry', owner: 'dependency_adapter', maxAttempts: 3, backoff: { initialMs: 100, coefficient: 2, maxMs: 1000 } }],
+    rules: [
+      ...DEFAULT_POLICY.rules,
+      {
+        code: 'UNKNOWN_OUTCOME',
+        boundary: 'smtp',
+        action: 'retry',
+        owner: 'dependency_adapter',
+        maxAttempts: 3,
+        backoff: { initialMs: 100, coefficient: 2, maxMs: 1000 },
+      },
+    ],
   });
 
   beforeAll(async () => {
@@ -396,10 +537,30 @@ describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
   /** A notice whose hand-over another host began just now (stamped in the store) and has not finished. */
   async function handOverOpenElsewhere(key: string): Promise<RefundNoticeInput> {
     const orderId = `ord_clock_${key}`;
-    await shared.seedOrder({ id: orderId, paymentIntentId: `pi_${orderId}`, customerEmail: 'dana@example.test', currency: 'usd', amount: 5000 });
-    const input: RefundNoticeInput = { key, operationId: `refund:test:${orderId}:v1`, orderId, amount: 1250, currency: 'usd', refundId: 're_1' };
+    await shared.seedOrder({
+      id: orderId,
+      paymentIntentId: `pi_${orderId}`,
+      customerEmail: 'dana@example.test',
+      currency: 'usd',
+      amount: 5000,
+    });
+    const input: RefundNoticeInput = {
+      key,
+      operationId: `refund:test:${orderId}:v1`,
+      orderId,
+      amount: 1250,
+      currency: 'usd',
+      refundId: 're_1',
+    };
     const subject = `Your refund of ${formatAmount(1250, 'usd')} for order ${orderId}`;
-    await shared.claimNotification({ key, orderId, kind: 'refund_notice', recipient: 'dana@example.test', subject, messageId: messageIdForKey(key) });
+    await shared.claimNotification({
+      key,
+      orderId,
+      kind: 'refund_notice',
+      recipient: 'dana@example.test',
+      subject,
+      messageId: messageIdForKey(key),
+    });
     await expect(shared.markNotificationSending(key)).resolves.toBe(true);
     return input;
   }
@@ -425,7 +586,11 @@ describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
   it('never lets an approval cover a hand-over that began after it, whatever the approver’s clock said', async () => {
     const input = await handOverOpenElsewhere(`approval-${dialect}:v1`);
     // The person judged an earlier hand-over (named by its stamp); by the workflow's clock, they approved 30 s after this one began.
-    const approved = { ...input, resendApprovedAt: new Date(Date.now() + 30_000).toISOString(), approvedHandOver: new Date(Date.now() - 60_000).toISOString() };
+    const approved = {
+      ...input,
+      resendApprovedAt: new Date(Date.now() + 30_000).toISOString(),
+      approvedHandOver: new Date(Date.now() - 60_000).toISOString(),
+    };
     const failure = await failureOf(run(worker().sendRefundNotice, approved));
     expect(detailsOf(failure)).toMatchObject({ reason: 'send_in_progress' });
     await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);

@@ -28,17 +28,61 @@ describe('JSON logs', () => {
       },
     });
     const logger = createLogger('info', sink);
-    const env = new MockActivityEnvironment({ attempt: 3, workflowExecution: { workflowId: 'refund-ord_9-v1', runId: 'run-1' }, scheduledTimestampMs: Date.now(), scheduleToCloseTimeoutMs: 60_000 }, { logger });
+    const env = new MockActivityEnvironment(
+      {
+        attempt: 3,
+        workflowExecution: { workflowId: 'refund-ord_9-v1', runId: 'run-1' },
+        scheduledTimestampMs: Date.now(),
+        scheduleToCloseTimeoutMs: 60_000,
+      },
+      { logger },
+    );
     const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
-    const call = { step: 'update_order', key: 'refund:test:ord_9:v1:update_order', operationId: 'refund:test:ord_9:v1', boundary: 'store' as const };
-    await env.run(() => attempt(call, (e) => e as Classified, async () => ({ ok: true })));
-    await env.run(() => attempt(call, (e) => e as Classified, async () => { throw new Classified('STATE_CONFLICT', 'not_executed', 'version_conflict', 'the order moved on'); })).catch(() => undefined);
+    const call = {
+      step: 'update_order',
+      key: 'refund:test:ord_9:v1:update_order',
+      operationId: 'refund:test:ord_9:v1',
+      boundary: 'store' as const,
+    };
+    await env.run(() =>
+      attempt(
+        call,
+        (e) => e as Classified,
+        async () => ({ ok: true }),
+      ),
+    );
+    await env
+      .run(() =>
+        attempt(
+          call,
+          (e) => e as Classified,
+          async () => {
+            throw new Classified('STATE_CONFLICT', 'not_executed', 'version_conflict', 'the order moved on');
+          },
+        ),
+      )
+      .catch(() => undefined);
 
     const records = lines.map((l) => JSON.parse(l) as Record<string, unknown>);
     const ours = records.filter((r) => typeof r.msg === 'string' && (r.msg as string).startsWith('step attempt'));
     expect(ours).toEqual([
-      expect.objectContaining({ level: 'info', msg: 'step attempt succeeded', workflowId: 'refund-ord_9-v1', operationId: 'refund:test:ord_9:v1', step: 'update_order', attempt: 3 }),
-      expect.objectContaining({ level: 'warn', msg: 'step attempt failed', workflowId: 'refund-ord_9-v1', operationId: 'refund:test:ord_9:v1', attempt: 3, code: 'STATE_CONFLICT', reason: 'version_conflict' }),
+      expect.objectContaining({
+        level: 'info',
+        msg: 'step attempt succeeded',
+        workflowId: 'refund-ord_9-v1',
+        operationId: 'refund:test:ord_9:v1',
+        step: 'update_order',
+        attempt: 3,
+      }),
+      expect.objectContaining({
+        level: 'warn',
+        msg: 'step attempt failed',
+        workflowId: 'refund-ord_9-v1',
+        operationId: 'refund:test:ord_9:v1',
+        attempt: 3,
+        code: 'STATE_CONFLICT',
+        reason: 'version_conflict',
+      }),
     ]);
     expect(typeof records[0].time).toBe('string');
   });
@@ -59,10 +103,24 @@ describe('traces', () => {
 
   it('has a span for each activity attempt of the run, naming the run', async () => {
     const order = await h.seedOrder('traced-1');
-    const { handle, workflowId } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', reason: 'requested_by_customer', requestedBy: 'test' });
+    const { handle, workflowId } = await startRefund(h.env.client, {
+      orderId: order.id,
+      amount: 1250,
+      currency: 'usd',
+      reason: 'requested_by_customer',
+      requestedBy: 'test',
+    });
     completed(await handle.result());
     const spans = exporter.getFinishedSpans().filter((s) => s.attributes.temporalWorkflowId === workflowId);
-    expect(spans.map((s) => s.name)).toEqual(expect.arrayContaining(['RunActivity:beginOperation', 'RunActivity:createRefund', 'RunActivity:applyRefund', 'RunActivity:sendRefundNotice', 'RunActivity:checkCompletion']));
+    expect(spans.map((s) => s.name)).toEqual(
+      expect.arrayContaining([
+        'RunActivity:beginOperation',
+        'RunActivity:createRefund',
+        'RunActivity:applyRefund',
+        'RunActivity:sendRefundNotice',
+        'RunActivity:checkCompletion',
+      ]),
+    );
     expect(spans[0]!.resource.attributes['service.name']).toBe('refunds-test');
     expect(spans[0]!.attributes.run_id).toBe((await handle.describe()).runId);
   });

@@ -66,7 +66,6 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await expect(store.seedOrder(order('seed-2', 2000))).rejects.toThrow(/amount: stored 1000, got 2000/);
       expect((await store.getOrder('seed-2'))?.amount).toBe(1000);
     });
-
   });
 
   describe('applyRefund', () => {
@@ -74,12 +73,20 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await store.seedOrder(order('apply-1'));
       const input = { orderId: 'apply-1', operationId: 'op-a1', refundId: 're_1', amount: 400 };
       const first = await store.applyRefund(input);
-      expect(first).toEqual({ orderId: 'apply-1', status: 'partially_refunded', refundedAmount: 400, version: 2, changed: true });
+      expect(first).toEqual({
+        orderId: 'apply-1',
+        status: 'partially_refunded',
+        refundedAmount: 400,
+        version: 2,
+        changed: true,
+      });
       await expect(store.applyRefund(input)).resolves.toEqual({ ...first, changed: false });
     });
 
     it('refuses the same operation id with different parameters', async () => {
-      await expect(store.applyRefund({ orderId: 'apply-1', operationId: 'op-a1', refundId: 're_1', amount: 401 })).rejects.toThrow(IntentConflictError);
+      await expect(
+        store.applyRefund({ orderId: 'apply-1', operationId: 'op-a1', refundId: 're_1', amount: 401 }),
+      ).rejects.toThrow(IntentConflictError);
     });
 
     it('accumulates different operations and moves paid → partially_refunded → refunded', async () => {
@@ -99,12 +106,18 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await expect(store.applyRefund(over)).rejects.toThrow(/exceeds what is left to refund \(400 of 1000\)/);
       expect(await store.getOrder('apply-3')).toEqual(before);
       // Nothing was recorded for the refused operation, so reverting it is refused too.
-      await expect(store.revertRefund({ orderId: 'apply-3', operationId: 'op-c2', compensationKey: 'comp-c2' })).rejects.toThrow(InvalidOperationError);
+      await expect(
+        store.revertRefund({ orderId: 'apply-3', operationId: 'op-c2', compensationKey: 'comp-c2' }),
+      ).rejects.toThrow(InvalidOperationError);
     });
 
     it('rejects an unknown order and a non-positive amount', async () => {
-      await expect(store.applyRefund({ orderId: 'nope', operationId: 'op-n', refundId: 're_n', amount: 1 })).rejects.toThrow(OrderNotFoundError);
-      await expect(store.applyRefund({ orderId: 'apply-3', operationId: 'op-z', refundId: 're_z', amount: 0 })).rejects.toThrow(InvalidOperationError);
+      await expect(
+        store.applyRefund({ orderId: 'nope', operationId: 'op-n', refundId: 're_n', amount: 1 }),
+      ).rejects.toThrow(OrderNotFoundError);
+      await expect(
+        store.applyRefund({ orderId: 'apply-3', operationId: 'op-z', refundId: 're_z', amount: 0 }),
+      ).rejects.toThrow(InvalidOperationError);
     });
   });
 
@@ -116,10 +129,20 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       const racing = await open({
         beforeOrderWrite: async () => {
           // The other connection commits inside our transaction, after our read.
-          committed ??= await other.applyRefund({ orderId: 'race-1', operationId: 'op-r-other', refundId: 're_o', amount: 100 });
+          committed ??= await other.applyRefund({
+            orderId: 'race-1',
+            operationId: 'op-r-other',
+            refundId: 're_o',
+            amount: 100,
+          });
         },
       });
-      const attempt = racing.applyRefund({ orderId: 'race-1', operationId: 'op-r-mine', refundId: 're_m', amount: 200 });
+      const attempt = racing.applyRefund({
+        orderId: 'race-1',
+        operationId: 'op-r-mine',
+        refundId: 're_m',
+        amount: 200,
+      });
       // SQLite refuses to upgrade a stale read snapshot (SQLITE_BUSY_SNAPSHOT), PostgreSQL a serializable
       // transaction's write over a concurrent one (40001); the store reports either as a version conflict.
       await expect(attempt).rejects.toThrow(VersionConflictError);
@@ -128,7 +151,9 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       expect((await store.getOrder('race-1'))?.refundedAmount).toBe(100);
 
       // The retry reads the canonical state and succeeds on top of the other write.
-      await expect(racing.applyRefund({ orderId: 'race-1', operationId: 'op-r-mine', refundId: 're_m', amount: 200 })).resolves.toMatchObject({
+      await expect(
+        racing.applyRefund({ orderId: 'race-1', operationId: 'op-r-mine', refundId: 're_m', amount: 200 }),
+      ).resolves.toMatchObject({
         refundedAmount: 300,
         version: 3,
         changed: true,
@@ -146,9 +171,9 @@ describe.each(DIALECTS)('on %s', (dialect) => {
           await tx.run(sql`UPDATE orders SET version = version + 1 WHERE id = ${orderId}`);
         },
       });
-      await expect(racing.applyRefund({ orderId: 'race-2', operationId: 'op-s-mine', refundId: 're_m', amount: 200 })).rejects.toThrow(
-        /changed after it was read at version 1/,
-      );
+      await expect(
+        racing.applyRefund({ orderId: 'race-2', operationId: 'op-s-mine', refundId: 're_m', amount: 200 }),
+      ).rejects.toThrow(/changed after it was read at version 1/);
       // Both writes were in the rolled-back transaction.
       expect(await store.getOrder('race-2')).toMatchObject({ refundedAmount: 0, version: 1 });
     });
@@ -163,7 +188,9 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       expect(first).toEqual({ orderId: 'revert-1', status: 'paid', refundedAmount: 0, version: 3, changed: true });
       await expect(store.revertRefund(revert)).resolves.toEqual({ ...first, changed: false });
       // Re-applying the reverted operation is not a new refund.
-      await expect(store.applyRefund({ orderId: 'revert-1', operationId: 'op-d1', refundId: 're_d1', amount: 1000 })).resolves.toMatchObject({
+      await expect(
+        store.applyRefund({ orderId: 'revert-1', operationId: 'op-d1', refundId: 're_d1', amount: 1000 }),
+      ).resolves.toMatchObject({
         refundedAmount: 0,
         changed: false,
       });
@@ -173,23 +200,31 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await store.seedOrder(order('revert-2'));
       await store.applyRefund({ orderId: 'revert-2', operationId: 'op-e1', refundId: 're_e1', amount: 300 });
       await store.applyRefund({ orderId: 'revert-2', operationId: 'op-e2', refundId: 're_e2', amount: 200 });
-      await expect(store.revertRefund({ orderId: 'revert-2', operationId: 'op-e1', compensationKey: 'comp-e1' })).resolves.toEqual({
+      await expect(
+        store.revertRefund({ orderId: 'revert-2', operationId: 'op-e1', compensationKey: 'comp-e1' }),
+      ).resolves.toEqual({
         orderId: 'revert-2',
         status: 'partially_refunded',
         refundedAmount: 200,
         version: 4,
         changed: true,
       });
-      await expect(store.revertRefund({ orderId: 'revert-2', operationId: 'op-e2', compensationKey: 'comp-e2' })).resolves.toMatchObject({
+      await expect(
+        store.revertRefund({ orderId: 'revert-2', operationId: 'op-e2', compensationKey: 'comp-e2' }),
+      ).resolves.toMatchObject({
         status: 'paid',
         refundedAmount: 0,
       });
     });
 
     it('refuses an operation never applied and a compensation key reused for another operation', async () => {
-      await expect(store.revertRefund({ orderId: 'revert-2', operationId: 'op-never', compensationKey: 'comp-x' })).rejects.toThrow(/was never applied/);
+      await expect(
+        store.revertRefund({ orderId: 'revert-2', operationId: 'op-never', compensationKey: 'comp-x' }),
+      ).rejects.toThrow(/was never applied/);
       await store.applyRefund({ orderId: 'revert-1', operationId: 'op-d2', refundId: 're_d2', amount: 10 });
-      await expect(store.revertRefund({ orderId: 'revert-1', operationId: 'op-d2', compensationKey: 'op-d1:compensate' })).rejects.toThrow(IntentConflictError);
+      await expect(
+        store.revertRefund({ orderId: 'revert-1', operationId: 'op-d2', compensationKey: 'op-d1:compensate' }),
+      ).rejects.toThrow(IntentConflictError);
     });
   });
 
@@ -218,7 +253,9 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     });
 
     it('refuses a changed intent under the same key', async () => {
-      await expect(store.claimNotification({ ...entry, recipient: 'someone-else@example.test' })).rejects.toThrow(IntentConflictError);
+      await expect(store.claimNotification({ ...entry, recipient: 'someone-else@example.test' })).rejects.toThrow(
+        IntentConflictError,
+      );
       await expect(store.claimNotification({ ...entry, subject: 'Other' })).rejects.toThrow(/subject/);
       await expect(store.claimNotification({ ...entry, messageId: '<other@x>' })).rejects.toThrow(/messageId/);
       await expect(store.markNotificationSent('missing', '250')).rejects.toThrow(/no notification/);
@@ -234,7 +271,9 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       // A second connection stands in for a second worker.
       const other = await open();
       // Exactly one of two racing callers takes it (which one is up to the database).
-      expect((await Promise.all([store.markNotificationSending(key), other.markNotificationSending(key)])).sort()).toEqual([false, true]);
+      expect(
+        (await Promise.all([store.markNotificationSending(key), other.markNotificationSending(key)])).sort(),
+      ).toEqual([false, true]);
       await expect(other.markNotificationSending(key)).resolves.toBe(false);
       await expect(other.getNotification(key)).resolves.toMatchObject({ status: 'sending' });
 
@@ -259,7 +298,9 @@ describe.each(DIALECTS)('on %s', (dialect) => {
 
       const second = await open();
       await expect(second.getNotification(key)).resolves.toMatchObject({ status: 'sending', attempts: 1 });
-      await expect(second.claimNotification({ ...entry, key, messageId: '<refund-o3-v1.notify.v1@durable-refunds.local>' })).resolves.toMatchObject({
+      await expect(
+        second.claimNotification({ ...entry, key, messageId: '<refund-o3-v1.notify.v1@durable-refunds.local>' }),
+      ).resolves.toMatchObject({
         status: 'sending',
         attempts: 2,
       });
@@ -276,8 +317,14 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await first.close();
 
       const second = await open();
-      await expect(second.getOrder('persist-1')).resolves.toMatchObject({ refundedAmount: 250, status: 'partially_refunded', version: 2 });
-      await expect(second.applyRefund({ orderId: 'persist-1', operationId: 'op-p1', refundId: 're_p1', amount: 250 })).resolves.toMatchObject({ changed: false });
+      await expect(second.getOrder('persist-1')).resolves.toMatchObject({
+        refundedAmount: 250,
+        status: 'partially_refunded',
+        version: 2,
+      });
+      await expect(
+        second.applyRefund({ orderId: 'persist-1', operationId: 'op-p1', refundId: 're_p1', amount: 250 }),
+      ).resolves.toMatchObject({ changed: false });
     });
   });
 
@@ -294,11 +341,22 @@ describe.each(DIALECTS)('on %s', (dialect) => {
 
     it('commits an intent once, returns it again for the same request, and refuses a changed one without writing', async () => {
       const first = await store.operations.commitIntent(intent('op:v1'));
-      expect(first).toMatchObject({ created: true, record: { status: 'intent', requestHash: 'h-500', requestsSent: 0, firstSentAt: null, createdBy: 'wf-1' } });
-      await expect(store.operations.commitIntent({ ...intent('op:v1'), actor: 'wf-2' })).resolves.toMatchObject({ created: false, record: { createdBy: 'wf-1' } });
+      expect(first).toMatchObject({
+        created: true,
+        record: { status: 'intent', requestHash: 'h-500', requestsSent: 0, firstSentAt: null, createdBy: 'wf-1' },
+      });
+      await expect(store.operations.commitIntent({ ...intent('op:v1'), actor: 'wf-2' })).resolves.toMatchObject({
+        created: false,
+        record: { createdBy: 'wf-1' },
+      });
       await expect(store.operations.commitIntent(intent('op:v1', 700))).rejects.toThrow(IntentConflictError);
-      await expect(store.operations.commitIntent(intent('op:v1', 700))).rejects.toThrow(/first requested as 500 usd .* needs a new operation version/);
-      await expect(store.operations.get('op:v1')).resolves.toMatchObject({ requestHash: 'h-500', request: { amount: 500 } });
+      await expect(store.operations.commitIntent(intent('op:v1', 700))).rejects.toThrow(
+        /first requested as 500 usd .* needs a new operation version/,
+      );
+      await expect(store.operations.get('op:v1')).resolves.toMatchObject({
+        requestHash: 'h-500',
+        request: { amount: 500 },
+      });
     });
 
     it('stamps each send and settles with an audit entry in the same transaction', async () => {
@@ -307,19 +365,48 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       const again = await store.operations.markSent('op:v2', 'wf-1', 11_000);
       expect(again).toMatchObject({ requestsSent: 2, firstSentAt: sent.firstSentAt });
       expect(again.lastSentAt! >= sent.lastSentAt!).toBe(true);
-      const receipt = { refundId: 're_1', paymentIntentId: 'pi_1', amount: 500, currency: 'usd', status: 'succeeded', created: 1, operationId: 'op:v2', replayed: false };
-      await store.operations.settle('op:v2', { status: 'unknown', reason: 'response_lost' }, 'wf-1', 'refund_outcome_unknown');
-      await expect(store.operations.settle('op:v2', { status: 'refunded', refund: receipt }, 'wf-1', 'reconciled', { result: 'completed' })).resolves.toMatchObject({
+      const receipt = {
+        refundId: 're_1',
+        paymentIntentId: 'pi_1',
+        amount: 500,
+        currency: 'usd',
+        status: 'succeeded',
+        created: 1,
+        operationId: 'op:v2',
+        replayed: false,
+      };
+      await store.operations.settle(
+        'op:v2',
+        { status: 'unknown', reason: 'response_lost' },
+        'wf-1',
+        'refund_outcome_unknown',
+      );
+      await expect(
+        store.operations.settle('op:v2', { status: 'refunded', refund: receipt }, 'wf-1', 'reconciled', {
+          result: 'completed',
+        }),
+      ).resolves.toMatchObject({
         applied: true,
         record: { status: 'refunded', refund: receipt },
       });
       await store.operations.settle('op:v2', { status: 'completed' }, 'wf-1', 'completion_gate_passed');
       // A late writer never moves it backwards: a timed-out attempt's "unknown", a stale absence proof.
-      await expect(store.operations.settle('op:v2', { status: 'unknown' }, 'wf-2', 'refund_outcome_unknown')).resolves.toMatchObject({ applied: false, record: { status: 'completed' } });
-      await expect(store.operations.settle('op:v2', { status: 'intent', absenceConfirmedAt: 'x' }, 'wf-2', 'reconciled')).resolves.toMatchObject({ applied: false, record: { absenceConfirmedAt: null } });
+      await expect(
+        store.operations.settle('op:v2', { status: 'unknown' }, 'wf-2', 'refund_outcome_unknown'),
+      ).resolves.toMatchObject({ applied: false, record: { status: 'completed' } });
+      await expect(
+        store.operations.settle('op:v2', { status: 'intent', absenceConfirmedAt: 'x' }, 'wf-2', 'reconciled'),
+      ).resolves.toMatchObject({ applied: false, record: { absenceConfirmedAt: null } });
       const trail = await store.operations.auditTrail('op:v2');
       expect(trail.map((e) => e.event)).toEqual([
-        'intent_committed', 'refund_request_sent', 'refund_request_sent', 'refund_outcome_unknown', 'reconciled', 'completion_gate_passed', 'refund_outcome_unknown', 'reconciled',
+        'intent_committed',
+        'refund_request_sent',
+        'refund_request_sent',
+        'refund_outcome_unknown',
+        'reconciled',
+        'completion_gate_passed',
+        'refund_outcome_unknown',
+        'reconciled',
       ]);
       expect(trail[4].detail).toEqual({ status: 'refunded', result: 'completed' });
       expect(trail[6].detail).toEqual({ status: 'unknown', ignored: 'status stays completed' });
@@ -340,17 +427,36 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await store.operations.commitIntent(intent('op:v3'));
       const seen = (await store.operations.markSent('op:v3', 'wf-3', 11_000)).requestsSent;
       await store.operations.settle('op:v3', { status: 'unknown' }, 'wf-3', 'refund_outcome_unknown');
-      await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
-      await expect(store.operations.get('op:v3')).resolves.toMatchObject({ status: 'intent', requestsSent: 1, provenAbsentThrough: 1 });
+      await store.operations.settle(
+        'op:v3',
+        { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen },
+        'wf-4',
+        'reconciled',
+      );
+      await expect(store.operations.get('op:v3')).resolves.toMatchObject({
+        status: 'intent',
+        requestsSent: 1,
+        provenAbsentThrough: 1,
+      });
       await store.operations.markSent('op:v3', 'wf-3', 11_000);
       // A proof taken before that send covers it no longer, and none can be set on its strength.
       await expect(store.operations.get('op:v3')).resolves.toMatchObject({ requestsSent: 2, provenAbsentThrough: 1 });
-      const stale = await store.operations.settle('op:v3', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen }, 'wf-4', 'reconciled');
+      const stale = await store.operations.settle(
+        'op:v3',
+        { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: seen },
+        'wf-4',
+        'reconciled',
+      );
       expect(stale).toMatchObject({ applied: false, record: { provenAbsentThrough: 1 } });
     });
 
     it('lets only the highest version of an order send, and only while no other has a send not proven absent', async () => {
-      const on = (id: string, version: number) => ({ ...intent(id), orderId: 'ops-2', operationVersion: version, request: { ...intent(id).request, orderId: 'ops-2' } });
+      const on = (id: string, version: number) => ({
+        ...intent(id),
+        orderId: 'ops-2',
+        operationVersion: version,
+        request: { ...intent(id).request, orderId: 'ops-2' },
+      });
       await store.operations.commitIntent(on('o2:v1', 1));
       await store.operations.markSent('o2:v1', 'wf-1', 11_000);
       await store.operations.commitIntent(on('o2:v2', 2));
@@ -358,7 +464,9 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await expect(store.operations.markSent('o2:v2', 'wf-2', 11_000)).rejects.toThrow(OperationInFlightError);
       // v2 exists: v1 never sends again, and no new operation may come in below v2.
       await expect(store.operations.markSent('o2:v1', 'wf-1', 11_000)).rejects.toThrow(LaterVersionError);
-      await expect(store.operations.commitIntent(on('o2:v0', 0))).rejects.toThrow(/already has operation o2:v2; a new operation needs a version above it/);
+      await expect(store.operations.commitIntent(on('o2:v0', 0))).rejects.toThrow(
+        /already has operation o2:v2; a new operation needs a version above it/,
+      );
       await store.operations.settle('o2:v1', { status: 'refunded' }, 'wf-1', 'refund_confirmed');
       await expect(store.operations.markSent('o2:v2', 'wf-2', 11_000)).resolves.toMatchObject({ requestsSent: 1 });
 
@@ -366,15 +474,49 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await store.operations.settle('o2:v2', { status: 'rejected', reason: 'no' }, 'wf-2', 'rejected');
       await store.operations.commitIntent(on('o2:v3', 3));
       await expect(store.operations.markSent('o2:v3', 'wf-3', 11_000)).rejects.toThrow(OperationInFlightError);
-      await store.operations.settle('o2:v2', { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: 1 }, 'wf-3', 'reconciled');
+      await store.operations.settle(
+        'o2:v2',
+        { status: 'intent', absenceConfirmedAt: new Date().toISOString(), ifRequestsSent: 1 },
+        'wf-3',
+        'reconciled',
+      );
       await expect(store.operations.markSent('o2:v3', 'wf-3', 11_000)).resolves.toMatchObject({ requestsSent: 1 });
     });
 
     it('keeps each attempt of a step per run, including one that never finished', async () => {
-      const a = await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r1', attempt: 1 });
-      await store.operations.finishAttempt(a, { transportRequests: 1, outcome: 'RATE_LIMIT', certainty: 'not_executed', reason: 'rate_limited', retryAfterMs: 1000, nextDelayMs: 1100, providerRequestId: 'req_1' });
-      await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r1', attempt: 2 });
-      await store.operations.beginAttempt({ key: 'k', step: 'create_refund', operationId: 'op:v2', workflowId: 'wf', runId: 'r2', attempt: 1 });
+      const a = await store.operations.beginAttempt({
+        key: 'k',
+        step: 'create_refund',
+        operationId: 'op:v2',
+        workflowId: 'wf',
+        runId: 'r1',
+        attempt: 1,
+      });
+      await store.operations.finishAttempt(a, {
+        transportRequests: 1,
+        outcome: 'RATE_LIMIT',
+        certainty: 'not_executed',
+        reason: 'rate_limited',
+        retryAfterMs: 1000,
+        nextDelayMs: 1100,
+        providerRequestId: 'req_1',
+      });
+      await store.operations.beginAttempt({
+        key: 'k',
+        step: 'create_refund',
+        operationId: 'op:v2',
+        workflowId: 'wf',
+        runId: 'r1',
+        attempt: 2,
+      });
+      await store.operations.beginAttempt({
+        key: 'k',
+        step: 'create_refund',
+        operationId: 'op:v2',
+        workflowId: 'wf',
+        runId: 'r2',
+        attempt: 1,
+      });
       const ledger = await store.operations.attempts('k', 'r1');
       expect(ledger.map((r) => [r.attempt, r.outcome, r.transportRequests, r.finishedAt === null])).toEqual([
         [1, 'RATE_LIMIT', 1, false],
@@ -414,27 +556,60 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     it('applies one operation once and different operations each once', async () => {
       await store.seedOrder(order('many-1', 6000));
       const same = await Promise.all(
-        connections.map((c) => untilApplied(() => c.applyRefund({ orderId: 'many-1', operationId: 'op-many-same', refundId: 're_same', amount: 1000 }))),
+        connections.map((c) =>
+          untilApplied(() =>
+            c.applyRefund({ orderId: 'many-1', operationId: 'op-many-same', refundId: 're_same', amount: 1000 }),
+          ),
+        ),
       );
       expect(same.filter((r) => r.changed)).toHaveLength(1);
       await Promise.all(
-        connections.map((c, i) => untilApplied(() => c.applyRefund({ orderId: 'many-1', operationId: `op-many-${i}`, refundId: `re_${i}`, amount: 500 }))),
+        connections.map((c, i) =>
+          untilApplied(() =>
+            c.applyRefund({ orderId: 'many-1', operationId: `op-many-${i}`, refundId: `re_${i}`, amount: 500 }),
+          ),
+        ),
       );
       // 1000 once, and 500 from each connection: no write lost, none doubled.
-      await expect(store.getOrder('many-1')).resolves.toMatchObject({ refundedAmount: 1000 + workers * 500, version: 2 + workers });
+      await expect(store.getOrder('many-1')).resolves.toMatchObject({
+        refundedAmount: 1000 + workers * 500,
+        version: 2 + workers,
+      });
     });
 
     it('commits an intent once, queues a request once and hands one notification over once', async () => {
-      const intent = { operationId: 'many:v1', orderId: 'many-2', operationVersion: 1, scope: 'test', requestHash: 'h', request: { orderId: 'many-2', amount: 5, currency: 'usd', reason: 'duplicate' }, actor: 'wf' };
+      const intent = {
+        operationId: 'many:v1',
+        orderId: 'many-2',
+        operationVersion: 1,
+        scope: 'test',
+        requestHash: 'h',
+        request: { orderId: 'many-2', amount: 5, currency: 'usd', reason: 'duplicate' },
+        actor: 'wf',
+      };
       const intents = await Promise.all(connections.map((c) => c.operations.commitIntent(intent)));
       expect(intents.filter((r) => r.created)).toHaveLength(1);
 
-      const request = { orderId: 'many-2', amount: 5, currency: 'usd', reason: 'duplicate' as const, requestedBy: 'ops', operationVersion: 1 };
+      const request = {
+        orderId: 'many-2',
+        amount: 5,
+        currency: 'usd',
+        reason: 'duplicate' as const,
+        requestedBy: 'ops',
+        operationVersion: 1,
+      };
       const queued = await Promise.all(connections.map((c) => c.queue.enqueue(request, 'cli')));
       expect(queued.filter((q) => q.created)).toHaveLength(1);
       expect(new Set(queued.map((q) => q.queued.id)).size).toBe(1);
 
-      const entry = { key: 'many-2:notify', orderId: 'many-2', kind: 'refund_notice' as const, recipient: 'a@example.test', subject: 's', messageId: '<m@x>' };
+      const entry = {
+        key: 'many-2:notify',
+        orderId: 'many-2',
+        kind: 'refund_notice' as const,
+        recipient: 'a@example.test',
+        subject: 's',
+        messageId: '<m@x>',
+      };
       await Promise.all(connections.map((c) => c.claimNotification(entry)));
       await expect(store.getNotification(entry.key)).resolves.toMatchObject({ attempts: workers, status: 'pending' });
       const takers = await Promise.all(connections.map((c) => c.markNotificationSending(entry.key)));
@@ -442,10 +617,22 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     });
 
     it('never lets two versions of one order both send', async () => {
-      const on = (version: number) => ({ operationId: `many-3:v${version}`, orderId: 'many-3', operationVersion: version, scope: 'test', requestHash: `h${version}`, request: { orderId: 'many-3', amount: 5, currency: 'usd', reason: 'duplicate' }, actor: 'wf' });
+      const on = (version: number) => ({
+        operationId: `many-3:v${version}`,
+        orderId: 'many-3',
+        operationVersion: version,
+        scope: 'test',
+        requestHash: `h${version}`,
+        request: { orderId: 'many-3', amount: 5, currency: 'usd', reason: 'duplicate' },
+        actor: 'wf',
+      });
       for (const v of [1, 2, 3]) await store.operations.commitIntent(on(v));
-      const sends = await Promise.allSettled(connections.map((c, i) => c.operations.markSent(`many-3:v${(i % 3) + 1}`, 'wf', 11_000)));
-      const sent = sends.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ operationId: string }>).value.operationId);
+      const sends = await Promise.allSettled(
+        connections.map((c, i) => c.operations.markSent(`many-3:v${(i % 3) + 1}`, 'wf', 11_000)),
+      );
+      const sent = sends
+        .filter((r) => r.status === 'fulfilled')
+        .map((r) => (r as PromiseFulfilledResult<{ operationId: string }>).value.operationId);
       // Only the highest version may send; whichever connection got there, no other version followed.
       expect(new Set(sent)).toEqual(new Set(['many-3:v3']));
       for (const r of sends) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(LaterVersionError);
@@ -499,25 +686,49 @@ describe('SQLite files and DATABASE_URL', () => {
       kind TEXT NOT NULL CHECK (kind IN ('refund_notice', 'refund_correction')), recipient TEXT NOT NULL, subject TEXT NOT NULL,
       message_id TEXT NOT NULL, status TEXT NOT NULL CHECK (status IN ('pending', 'sending', 'sent')), attempts INTEGER NOT NULL,
       provider_response TEXT, created_at TEXT NOT NULL, sent_at TEXT) STRICT`);
-    legacy.prepare(`INSERT INTO notification_outbox VALUES ('k1', 'o1', 'refund_notice', 'a@example.test', 's', '<m1@x>', 'sent', 1, '250 OK', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:01.000Z')`).run();
+    legacy
+      .prepare(
+        `INSERT INTO notification_outbox VALUES ('k1', 'o1', 'refund_notice', 'a@example.test', 's', '<m1@x>', 'sent', 1, '250 OK', '2026-01-01T00:00:00.000Z', '2026-01-01T00:00:01.000Z')`,
+      )
+      .run();
     legacy.close();
 
     const upgraded = await openStore(`sqlite:${file}`);
-    await expect(upgraded.getNotification('k1')).resolves.toMatchObject({ status: 'sent', providerResponse: '250 OK', sendingSince: null });
-    await expect(upgraded.claimNotification({ key: 'digest-1', orderId: '', kind: 'digest', recipient: 'ops@example.test', subject: 'd', messageId: '<d1@x>' })).resolves.toMatchObject({ status: 'pending' });
+    await expect(upgraded.getNotification('k1')).resolves.toMatchObject({
+      status: 'sent',
+      providerResponse: '250 OK',
+      sendingSince: null,
+    });
+    await expect(
+      upgraded.claimNotification({
+        key: 'digest-1',
+        orderId: '',
+        kind: 'digest',
+        recipient: 'ops@example.test',
+        subject: 'd',
+        messageId: '<d1@x>',
+      }),
+    ).resolves.toMatchObject({ status: 'pending' });
     await upgraded.close();
     // Opening again finds the schema current and changes nothing.
     const again = await openStore(`sqlite:${file}`);
     await expect(again.getNotification('k1')).resolves.toMatchObject({ status: 'sent' });
     await again.close();
     const check = new Database(file, { readonly: true });
-    expect(check.prepare("SELECT name FROM sqlite_master WHERE name = 'notification_outbox_old'").get()).toBeUndefined();
-    expect(check.prepare('SELECT name FROM kysely_migration').all()).toEqual([{ name: '001_initial' }, { name: '002_off_the_wire_by' }]);
+    expect(
+      check.prepare("SELECT name FROM sqlite_master WHERE name = 'notification_outbox_old'").get(),
+    ).toBeUndefined();
+    expect(check.prepare('SELECT name FROM kysely_migration').all()).toEqual([
+      { name: '001_initial' },
+      { name: '002_off_the_wire_by' },
+    ]);
     check.close();
   });
 
   it('names what is accepted when the URL is not usable', async () => {
-    await expect(openStore('mysql://user:secret@db/orders')).rejects.toThrow(/unsupported DATABASE_URL "mysql:\/\/\*\*\*@db\/orders": expected "sqlite:\/absolute\/path.db"/);
+    await expect(openStore('mysql://user:secret@db/orders')).rejects.toThrow(
+      /unsupported DATABASE_URL "mysql:\/\/\*\*\*@db\/orders": expected "sqlite:\/absolute\/path.db"/,
+    );
     await expect(openStore('sqlite:')).rejects.toThrow(/names no usable SQLite file/);
     await expect(openStore('sqlite://host/orders.db')).rejects.toThrow(/names no usable SQLite file/);
   });
@@ -526,7 +737,9 @@ describe('SQLite files and DATABASE_URL', () => {
 describe('PostgreSQL URLs', () => {
   it('fails fast, without the password, when nothing listens', async () => {
     const started = Date.now();
-    await expect(openStore('postgres://refunds:secret@127.0.0.1:1/orders')).rejects.toThrow(/cannot reach PostgreSQL at postgres:\/\/\*\*\*@127.0.0.1:1\/orders within 5000 ms: .*ECONNREFUSED/);
+    await expect(openStore('postgres://refunds:secret@127.0.0.1:1/orders')).rejects.toThrow(
+      /cannot reach PostgreSQL at postgres:\/\/\*\*\*@127.0.0.1:1\/orders within 5000 ms: .*ECONNREFUSED/,
+    );
     expect(Date.now() - started).toBeLessThan(5000);
   });
 
@@ -535,7 +748,9 @@ describe('PostgreSQL URLs', () => {
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
     const { port } = silent.address() as net.AddressInfo;
     try {
-      await expect(openStore(`postgresql://refunds:secret@127.0.0.1:${port}/orders`)).rejects.toThrow(/cannot reach PostgreSQL at postgresql:\/\/\*\*\*@127.0.0.1:\d+\/orders within 5000 ms/);
+      await expect(openStore(`postgresql://refunds:secret@127.0.0.1:${port}/orders`)).rejects.toThrow(
+        /cannot reach PostgreSQL at postgresql:\/\/\*\*\*@127.0.0.1:\d+\/orders within 5000 ms/,
+      );
     } finally {
       silent.close();
     }
@@ -544,7 +759,9 @@ describe('PostgreSQL URLs', () => {
   it('names a database that does not exist', async () => {
     const missing = new URL(process.env.TEST_POSTGRES_URL!);
     missing.pathname = '/no_such_database';
-    await expect(openStore(missing.toString())).rejects.toThrow(/cannot reach PostgreSQL .* database "no_such_database" does not exist/);
+    await expect(openStore(missing.toString())).rejects.toThrow(
+      /cannot reach PostgreSQL .* database "no_such_database" does not exist/,
+    );
   });
 
   it('migrates a new database once, even when stores open it together', async () => {
@@ -564,7 +781,15 @@ describe('one clock for send stamps', () => {
     // A worker whose clock is an hour behind: its stamps would make a send look older than it is.
     const skewed = new SqlOperationLog(db, () => new Date(Date.now() - 3600_000).toISOString());
     try {
-      await skewed.commitIntent({ operationId: 'clock:v1', orderId: 'clock', operationVersion: 1, scope: 'test', requestHash: 'h', request: { orderId: 'clock', amount: 5, currency: 'usd', reason: 'duplicate' }, actor: 'wf' });
+      await skewed.commitIntent({
+        operationId: 'clock:v1',
+        orderId: 'clock',
+        operationVersion: 1,
+        scope: 'test',
+        requestHash: 'h',
+        request: { orderId: 'clock', amount: 5, currency: 'usd', reason: 'duplicate' },
+        actor: 'wf',
+      });
       const before = await store.operations.clock();
       const sent = await skewed.markSent('clock:v1', 'wf', 11_000);
       const after = await store.operations.clock();

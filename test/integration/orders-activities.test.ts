@@ -15,10 +15,19 @@ const { run } = activityEnv();
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 function orderActivities(store: SqlOrderStore) {
-  return createOrderActivities({ store, attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations }) });
+  return createOrderActivities({
+    store,
+    attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations }),
+  });
 }
 
-const apply = (operationId: string, amount: number, orderId = 'ord_1') => ({ key: `${operationId}:update_order`, orderId, operationId, refundId: `re_${operationId}`, amount });
+const apply = (operationId: string, amount: number, orderId = 'ord_1') => ({
+  key: `${operationId}:update_order`,
+  orderId,
+  operationId,
+  refundId: `re_${operationId}`,
+  amount,
+});
 
 describe.each(DIALECTS)('on %s', (dialect) => {
   let url: string;
@@ -35,7 +44,13 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     url = await freshDatabase(dialect, dir);
     const store = await open({ faults: true, busyTimeoutMs: 100 });
     for (const id of ['ord_1', 'ord_2', 'ord_3']) {
-      await store.seedOrder({ id, paymentIntentId: `pi_${id}`, customerEmail: 'a@example.test', currency: 'usd', amount: 1000 });
+      await store.seedOrder({
+        id,
+        paymentIntentId: `pi_${id}`,
+        customerEmail: 'a@example.test',
+        currency: 'usd',
+        amount: 1000,
+      });
     }
     activities = orderActivities(store);
   });
@@ -47,10 +62,18 @@ describe.each(DIALECTS)('on %s', (dialect) => {
   it('applies, reapplies and reverts through the store, leaving an audit trail', async () => {
     const input = apply('op-1', 400);
     const first = await run(activities.applyRefund, input);
-    expect(first).toMatchObject({ refundedAmount: 400, changed: true, evidence: { attempt: 1, ledger: [expect.objectContaining({ outcome: 'ok', transportRequests: 0 })] } });
+    expect(first).toMatchObject({
+      refundedAmount: 400,
+      changed: true,
+      evidence: { attempt: 1, ledger: [expect.objectContaining({ outcome: 'ok', transportRequests: 0 })] },
+    });
     await expect(run(activities.applyRefund, input)).resolves.toMatchObject({ refundedAmount: 400, changed: false });
     const revert = { orderId: 'ord_1', operationId: 'op-1', compensationKey: 'op-1:compensate' };
-    await expect(run(activities.revertRefund, revert)).resolves.toMatchObject({ refundedAmount: 0, status: 'paid', changed: true });
+    await expect(run(activities.revertRefund, revert)).resolves.toMatchObject({
+      refundedAmount: 0,
+      status: 'paid',
+      changed: true,
+    });
     await expect(run(activities.revertRefund, revert)).resolves.toMatchObject({ changed: false });
     const trail = await stores[0].operations.auditTrail('op-1');
     expect(trail.map((e) => e.event)).toEqual(['order_updated', 'order_reverted']);
@@ -59,13 +82,23 @@ describe.each(DIALECTS)('on %s', (dialect) => {
   it('maps an unknown order to PERMANENT_BUSINESS, non-retryable', async () => {
     const failure = await failureOf(run(activities.applyRefund, apply('op-x', 1, 'ord_missing')));
     expect(failure).toMatchObject({ type: 'PERMANENT_BUSINESS', nonRetryable: true });
-    expect(detailsOf(failure)).toMatchObject({ reason: 'order_not_found', certainty: 'not_executed', operationId: 'op-x' });
+    expect(detailsOf(failure)).toMatchObject({
+      reason: 'order_not_found',
+      certainty: 'not_executed',
+      operationId: 'op-x',
+    });
   });
 
   it('maps an over-refund and a revert of an operation never applied to refusals, non-retryable', async () => {
     const over = await failureOf(run(activities.applyRefund, apply('op-2', 1001)));
-    expect(over).toMatchObject({ type: 'PERMANENT_BUSINESS', nonRetryable: true, message: expect.stringMatching(/exceeds what is left to refund/) });
-    const never = await failureOf(run(activities.revertRefund, { orderId: 'ord_1', operationId: 'op-never', compensationKey: 'c' }));
+    expect(over).toMatchObject({
+      type: 'PERMANENT_BUSINESS',
+      nonRetryable: true,
+      message: expect.stringMatching(/exceeds what is left to refund/),
+    });
+    const never = await failureOf(
+      run(activities.revertRefund, { orderId: 'ord_1', operationId: 'op-never', compensationKey: 'c' }),
+    );
     expect(never).toMatchObject({ type: 'INVALID_ARGUMENTS', nonRetryable: true });
   });
 
@@ -83,8 +116,14 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     expect(failure.nextRetryDelay).toBeGreaterThan(0);
     // The other writer's change is kept; ours is applied on top of it, once.
     const before = await stores[0].getOrder('ord_2');
-    await expect(run(activities.applyRefund, input)).resolves.toMatchObject({ refundedAmount: 200, version: before!.version + 1, changed: true });
-    await expect(stores[0].faults.list()).resolves.toEqual([expect.objectContaining({ kind: 'conflict', remaining: 0, hits: 1 })]);
+    await expect(run(activities.applyRefund, input)).resolves.toMatchObject({
+      refundedAmount: 200,
+      version: before!.version + 1,
+      changed: true,
+    });
+    await expect(stores[0].faults.list()).resolves.toEqual([
+      expect.objectContaining({ kind: 'conflict', remaining: 0, hits: 1 }),
+    ]);
   });
 
   it('maps a write lock held past busy_timeout to a retryable CAPACITY, and nothing is half-written', async () => {

@@ -22,7 +22,25 @@ afterAll(() => h?.close());
 
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const show = async (workflowId: string, ...extra: string[]) =>
-  (await run(findTool('temporal'), ['workflow', 'show', '--workflow-id', workflowId, '--address', h.env.address, '--namespace', h.namespace, '--output', 'json', ...extra], { maxBuffer: 64 << 20 })).stdout;
+  (
+    await run(
+      findTool('temporal'),
+      [
+        'workflow',
+        'show',
+        '--workflow-id',
+        workflowId,
+        '--address',
+        h.env.address,
+        '--namespace',
+        h.namespace,
+        '--output',
+        'json',
+        ...extra,
+      ],
+      { maxBuffer: 64 << 20 },
+    )
+  ).stdout;
 
 /** Every string in the CLI's JSON, and the text of every one that is base64: where a payload's bytes would show. */
 function texts(json: string): string[] {
@@ -48,8 +66,17 @@ function keyIds(value: unknown): string[] {
 async function parkedRefund(client: Client, taskQueue: string | undefined) {
   const email = `enc-${randomUUID().slice(0, 6)}@customer.test`;
   const order = await h.seedOrder(newOrderId(), { customerEmail: email, amount: 98_765 });
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
-  const { handle } = await startRefund(client, { orderId: order.id, amount: 87_654, currency: 'usd', requestedBy: 'ops' }, taskQueue);
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
+  const { handle } = await startRefund(
+    client,
+    { orderId: order.id, amount: 87_654, currency: 'usd', requestedBy: 'ops' },
+    taskQueue,
+  );
   expect((await stopped(handle)).status).toBe('needs_attention');
   return { order, email, handle };
 }
@@ -74,17 +101,30 @@ test('a run begun under the old key finishes after a rotation: its old payloads 
   const rotated = `${newKeyEntry()},${oldKeys}`;
   const [oldId, newId] = [oldKeys.split(':')[0], rotated.split(':')[0]];
   const converter = (keys: string) => refundDataConverter(parseKeyring(keys, 'test'));
-  const clientWith = (keys: string) => new Client({ connection: h.env.client.connection, namespace: h.env.namespace ?? 'default', dataConverter: converter(keys) });
+  const clientWith = (keys: string) =>
+    new Client({
+      connection: h.env.client.connection,
+      namespace: h.env.namespace ?? 'default',
+      dataConverter: converter(keys),
+    });
   const taskQueue = `rotation-${randomUUID()}`;
 
-  const { order, handle } = await h.withWorker({}, () => parkedRefund(clientWith(oldKeys), taskQueue), undefined, taskQueue, converter(oldKeys));
+  const { order, handle } = await h.withWorker(
+    {},
+    () => parkedRefund(clientWith(oldKeys), taskQueue),
+    undefined,
+    taskQueue,
+    converter(oldKeys),
+  );
   // The workers and clients restart with the new key first and the old one kept.
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
   const after = clientWith(rotated).workflow.getHandle(handle.workflowId);
   const result = await h.withWorker(
     {},
     async () => {
-      await after.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'after the rotation' }] });
+      await after.executeUpdate(decisionUpdate, {
+        args: [{ decision: 'retry-step', by: 'ops', reason: 'after the rotation' }],
+      });
       return after.result();
     },
     undefined,
@@ -98,5 +138,7 @@ test('a run begun under the old key finishes after a rotation: its old payloads 
   expect(keyIds(events[0])).toEqual([oldId]);
   expect(keyIds(events.at(-1))).toEqual([newId]);
   // A process that only has the old key cannot read what was written after the rotation, and says which key it lacks.
-  await expect(clientWith(oldKeys).workflow.getHandle(handle.workflowId).result()).rejects.toThrow(`encrypted with key ${newId}`);
+  await expect(clientWith(oldKeys).workflow.getHandle(handle.workflowId).result()).rejects.toThrow(
+    `encrypted with key ${newId}`,
+  );
 });

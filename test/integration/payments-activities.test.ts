@@ -6,7 +6,12 @@ import path from 'node:path';
 import type Stripe from 'stripe';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { inAttemptScope } from '../../src/activities/attempt-scope';
-import { createPaymentActivities, createStripeClient, SEND_CLOCK_MARGIN_MS, type CreateRefundInput } from '../../src/activities/payments';
+import {
+  createPaymentActivities,
+  createStripeClient,
+  SEND_CLOCK_MARGIN_MS,
+  type CreateRefundInput,
+} from '../../src/activities/payments';
 import type { ProviderWindows } from '../../src/contract';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { StripeFaultInput } from '../../tools/src/servers/stripe/faults';
@@ -26,7 +31,12 @@ const windows: ProviderWindows = { dedupeWindowMs: 24 * 3600_000, consistencyMs:
 
 function activities(overrides: { stripe?: Stripe; windows?: Partial<ProviderWindows> } = {}) {
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
-  return createPaymentActivities({ stripe: overrides.stripe ?? stripe, log: store.operations, attempt, windows: { ...windows, ...overrides.windows } });
+  return createPaymentActivities({
+    stripe: overrides.stripe ?? stripe,
+    log: store.operations,
+    attempt,
+    windows: { ...windows, ...overrides.windows },
+  });
 }
 
 let seq = 0;
@@ -42,7 +52,10 @@ async function paidIntent(amount: number, paymentMethod = 'pm_card_visa'): Promi
 }
 
 /** A refund input whose intent is committed, as beginOperation would have done. */
-async function intended(paymentIntentId: string, overrides: Partial<CreateRefundInput> = {}): Promise<CreateRefundInput> {
+async function intended(
+  paymentIntentId: string,
+  overrides: Partial<CreateRefundInput> = {},
+): Promise<CreateRefundInput> {
   seq += 1;
   const operationId = overrides.operationId ?? `refund:test:ord_${seq}:v1`;
   const input: CreateRefundInput = {
@@ -107,20 +120,35 @@ describe('createRefund', () => {
     const pi = await paidIntent(1000);
     const input = await intended(pi);
     const first = await run(activities().createRefund, input);
-    expect(first).toMatchObject({ paymentIntentId: pi, amount: 400, status: 'succeeded', operationId: input.operationId, replayed: false });
+    expect(first).toMatchObject({
+      paymentIntentId: pi,
+      amount: 400,
+      status: 'succeeded',
+      operationId: input.operationId,
+      replayed: false,
+    });
     expect(first.evidence).toMatchObject({ attempt: 1, ledger: [{ attempt: 1, outcome: 'ok', transportRequests: 1 }] });
-    await expect(store.operations.get(input.operationId)).resolves.toMatchObject({ status: 'refunded', refund: { refundId: first.refundId }, requestsSent: 1 });
+    await expect(store.operations.get(input.operationId)).resolves.toMatchObject({
+      status: 'refunded',
+      refund: { refundId: first.refundId },
+      requestsSent: 1,
+    });
 
     const again = await run(activities().createRefund, input);
     expect(again).toMatchObject({ refundId: first.refundId, replayed: true });
     expect(await requestsWith(input.idempotencyKey)).toHaveLength(1);
     expect(await refundEffects(pi)).toHaveLength(1);
-    expect((await stripe.refunds.retrieve(first.refundId)).metadata).toEqual({ order_id: input.orderId, operation_id: input.operationId });
+    expect((await stripe.refunds.retrieve(first.refundId)).metadata).toEqual({
+      order_id: input.orderId,
+      operation_id: input.operationId,
+    });
   });
 
   it('sends nothing for an operation whose intent was never committed', async () => {
     const pi = await paidIntent(1000);
-    const failure = await failureOf(run(activities().createRefund, { ...(await intended(pi)), operationId: 'refund:test:nobody:v1' }));
+    const failure = await failureOf(
+      run(activities().createRefund, { ...(await intended(pi)), operationId: 'refund:test:nobody:v1' }),
+    );
     expect(failure).toMatchObject({ type: 'INVALID_ARGUMENTS', nonRetryable: true });
     expect(await refundEffects(pi)).toHaveLength(0);
   });
@@ -129,7 +157,12 @@ describe('createRefund', () => {
     const pi = await paidIntent(300);
     const failure = await failureOf(run(activities().createRefund, await intended(pi, { amount: 301 })));
     expect(failure).toMatchObject({ type: 'PERMANENT_BUSINESS', nonRetryable: true });
-    expect(detailsOf(failure)).toMatchObject({ certainty: 'not_executed', reason: 'amount_too_large', providerRequestId: expect.stringMatching(/^req_/), provider: { statusCode: 400 } });
+    expect(detailsOf(failure)).toMatchObject({
+      certainty: 'not_executed',
+      reason: 'amount_too_large',
+      providerRequestId: expect.stringMatching(/^req_/),
+      provider: { statusCode: 400 },
+    });
     expect(await refundEffects(pi)).toEqual([]);
   });
 
@@ -139,11 +172,22 @@ describe('createRefund', () => {
     await fault({ kind: 'fail_before_commit', match: { idempotencyKey: input.idempotencyKey } });
     const failure = await failureOf(run(activities().createRefund, input));
     expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
-    expect(detailsOf(failure)).toMatchObject({ certainty: 'may_have_executed', reason: 'response_lost', operationId: input.operationId });
-    expect(detailsOf(failure).ledger).toEqual([expect.objectContaining({ attempt: 1, outcome: 'UNKNOWN_OUTCOME', transportRequests: 1 })]);
+    expect(detailsOf(failure)).toMatchObject({
+      certainty: 'may_have_executed',
+      reason: 'response_lost',
+      operationId: input.operationId,
+    });
+    expect(detailsOf(failure).ledger).toEqual([
+      expect.objectContaining({ attempt: 1, outcome: 'UNKNOWN_OUTCOME', transportRequests: 1 }),
+    ]);
     // stripe-node resends once after ECONNRESET even with maxNetworkRetries 0; our transport gives it no reason to.
-    expect(await requestsWith(input.idempotencyKey)).toEqual([expect.objectContaining({ status: null, fault: 'fail_before_commit' })]);
-    await expect(store.operations.get(input.operationId)).resolves.toMatchObject({ status: 'unknown', requestsSent: 1 });
+    expect(await requestsWith(input.idempotencyKey)).toEqual([
+      expect.objectContaining({ status: null, fault: 'fail_before_commit' }),
+    ]);
+    await expect(store.operations.get(input.operationId)).resolves.toMatchObject({
+      status: 'unknown',
+      requestsSent: 1,
+    });
   });
 
   it('reports a request that outlives its timeout as an unknown outcome, though the refund was made', async () => {
@@ -151,7 +195,11 @@ describe('createRefund', () => {
     const input = await intended(pi);
     await fault({ kind: 'stall', match: { idempotencyKey: input.idempotencyKey }, delayMs: 3000 });
     const failure = await failureOf(run(activities().createRefund, input));
-    expect(detailsOf(failure)).toMatchObject({ code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'client_timeout' });
+    expect(detailsOf(failure)).toMatchObject({
+      code: 'UNKNOWN_OUTCOME',
+      certainty: 'may_have_executed',
+      reason: 'client_timeout',
+    });
     expect(await refundEffects(pi)).toHaveLength(1);
   });
 
@@ -174,25 +222,40 @@ describe('createRefund', () => {
     expect(detailsOf(refused).ledger.at(-1)).toMatchObject({ outcome: 'TRANSIENT_DEPENDENCY', transportRequests: 0 });
   });
 
-  it("counts a send proven to have made no refund only when Stripe itself refused it below 500, or it never left: a 503 proves nothing", async () => {
+  it('counts a send proven to have made no refund only when Stripe itself refused it below 500, or it never left: a 503 proves nothing', async () => {
     const pi = await paidIntent(1000);
     const limited = await intended(pi);
     await fault({ kind: 'rate_limit', match: { idempotencyKey: limited.idempotencyKey }, retryAfterSeconds: 0 });
-    expect(detailsOf(await failureOf(run(activities().createRefund, limited)))).toMatchObject({ certainty: 'not_executed', providerRequestId: expect.any(String) });
-    await expect(store.operations.get(limited.operationId)).resolves.toMatchObject({ requestsSent: 1, provenAbsentThrough: 1 });
+    expect(detailsOf(await failureOf(run(activities().createRefund, limited)))).toMatchObject({
+      certainty: 'not_executed',
+      providerRequestId: expect.any(String),
+    });
+    await expect(store.operations.get(limited.operationId)).resolves.toMatchObject({
+      requestsSent: 1,
+      provenAbsentThrough: 1,
+    });
 
     // A 503 may come from a proxy in front of Stripe that had already forwarded the request: the send stays open.
     const unavailable = await intended(await paidIntent(1000));
     await fault({ kind: 'server_error', status: 503, match: { idempotencyKey: unavailable.idempotencyKey } });
-    expect(detailsOf(await failureOf(run(activities().createRefund, unavailable)))).toMatchObject({ certainty: 'not_executed', reason: 'provider_unavailable' });
-    await expect(store.operations.get(unavailable.operationId)).resolves.toMatchObject({ requestsSent: 1, provenAbsentThrough: null });
+    expect(detailsOf(await failureOf(run(activities().createRefund, unavailable)))).toMatchObject({
+      certainty: 'not_executed',
+      reason: 'provider_unavailable',
+    });
+    await expect(store.operations.get(unavailable.operationId)).resolves.toMatchObject({
+      requestsSent: 1,
+      provenAbsentThrough: null,
+    });
   });
 
   it("cuts each request's timeout to what is left of the attempt, so an attempt never outlives its start-to-close", async () => {
     const pi = await paidIntent(1000);
     const input = await intended(pi);
     await fault({ kind: 'stall', match: { idempotencyKey: input.idempotencyKey }, delayMs: 3000 });
-    const patient = activities({ stripe: createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: 10_000 }), windows: { requestTimeoutMs: 10_000 } });
+    const patient = activities({
+      stripe: createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: 10_000 }),
+      windows: { requestTimeoutMs: 10_000 },
+    });
     const short = activityEnv({ startToCloseTimeoutMs: 2500 });
     const started = Date.now();
     const failure = await failureOf(short.run(patient.createRefund, input));
@@ -203,7 +266,11 @@ describe('createRefund', () => {
     const other = await intended(pi);
     const tooShort = activityEnv({ startToCloseTimeoutMs: 1500 });
     const refused = await failureOf(tooShort.run(patient.createRefund, other));
-    expect(detailsOf(refused)).toMatchObject({ code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'attempt_time_spent' });
+    expect(detailsOf(refused)).toMatchObject({
+      code: 'TRANSIENT_DEPENDENCY',
+      certainty: 'not_executed',
+      reason: 'attempt_time_spent',
+    });
     expect(await requestsWith(other.idempotencyKey)).toHaveLength(0);
     await expect(store.operations.get(other.operationId)).resolves.toMatchObject({ requestsSent: 0 });
   });
@@ -239,7 +306,9 @@ describe('createRefund', () => {
     expect(await requestsWith(input.idempotencyKey)).toHaveLength(1);
 
     await new Promise((r) => setTimeout(r, windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS + windows.consistencyMs));
-    await expect(run(narrow.reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'not_started_confirmed' });
+    await expect(run(narrow.reconcileRefund, reconcileInput(input))).resolves.toMatchObject({
+      result: 'not_started_confirmed',
+    });
     await expect(run(narrow.createRefund, input)).resolves.toMatchObject({ replayed: false });
     expect(await refundEffects(pi)).toHaveLength(1);
   });
@@ -248,13 +317,20 @@ describe('createRefund', () => {
     const input = await intended(pi);
     const log = store.operations;
     const failingSettle = new Proxy(log, {
-      get: (target, prop) => (prop === 'settle' ? async () => Promise.reject(Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' })) : Reflect.get(target, prop).bind(target)),
+      get: (target, prop) =>
+        prop === 'settle'
+          ? async () => Promise.reject(Object.assign(new Error('database is locked'), { code: 'SQLITE_BUSY' }))
+          : Reflect.get(target, prop).bind(target),
     });
     const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log });
     const flaky = createPaymentActivities({ stripe, log: failingSettle, attempt, windows });
     const failure = await failureOf(run(flaky.createRefund, input));
     expect(failure).toMatchObject({ type: 'CAPACITY', nonRetryable: false });
-    expect(detailsOf(failure)).toMatchObject({ certainty: 'completed', reason: 'receipt_not_recorded', provider: { refundId: expect.stringMatching(/^re_/) } });
+    expect(detailsOf(failure)).toMatchObject({
+      certainty: 'completed',
+      reason: 'receipt_not_recorded',
+      provider: { refundId: expect.stringMatching(/^re_/) },
+    });
     // The retry, with the same key inside the window, recovers the receipt without a second refund.
     await expect(run(activities().createRefund, input)).resolves.toMatchObject({ replayed: true });
     expect(await refundEffects(pi)).toHaveLength(1);
@@ -264,7 +340,9 @@ describe('createRefund', () => {
 it('never sends a request whose stamped time has passed (a worker that stalled between the stamp and the send)', async () => {
   const pi = await paidIntent(1000);
   const scope = { startedAtMs: Date.now(), requests: [], providerRequestId: null, sendBy: Date.now() - 1 };
-  const err = await inAttemptScope(scope, () => stripe.refunds.create({ payment_intent: pi, amount: 100 }, { idempotencyKey: `late-${pi}` })).catch((e: unknown) => e);
+  const err = await inAttemptScope(scope, () =>
+    stripe.refunds.create({ payment_intent: pi, amount: 100 }, { idempotencyKey: `late-${pi}` }),
+  ).catch((e: unknown) => e);
   expect(err).toMatchObject({ type: 'StripeConnectionError', detail: { stage: 'not_sent' } });
   expect(scope.requests).toHaveLength(0);
   expect(await requestsWith(`late-${pi}`)).toHaveLength(0);
@@ -277,10 +355,18 @@ describe('reconcileRefund', () => {
     await fault({ kind: 'drop_after_commit', match: { idempotencyKey: input.idempotencyKey } });
     await failureOf(run(activities().createRefund, input));
     const result = await run(activities().reconcileRefund, reconcileInput(input));
-    expect(result).toMatchObject({ result: 'completed', method: 'list', matches: 1, refund: { operationId: input.operationId, amount: 400 } });
+    expect(result).toMatchObject({
+      result: 'completed',
+      method: 'list',
+      matches: 1,
+      refund: { operationId: input.operationId, amount: 400 },
+    });
     await expect(store.operations.get(input.operationId)).resolves.toMatchObject({ status: 'refunded' });
     // Known now: the next look is by id.
-    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'completed', method: 'retrieve' });
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({
+      result: 'completed',
+      method: 'retrieve',
+    });
   });
 
   it('calls a not-found inconclusive while the list may lag, and conclusive after the consistency window', async () => {
@@ -289,9 +375,15 @@ describe('reconcileRefund', () => {
     await fault({ kind: 'fail_before_commit', match: { idempotencyKey: input.idempotencyKey } });
     await failureOf(run(activities().createRefund, input));
     const early = await run(activities().reconcileRefund, reconcileInput(input));
-    expect(early).toMatchObject({ result: 'not_found_inconclusive', insideDedupeWindow: true, conclusiveAt: expect.any(String) });
+    expect(early).toMatchObject({
+      result: 'not_found_inconclusive',
+      insideDedupeWindow: true,
+      conclusiveAt: expect.any(String),
+    });
     await new Promise((r) => setTimeout(r, Date.parse(early.conclusiveAt!) - Date.now() + 50));
-    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'not_started_confirmed' });
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({
+      result: 'not_started_confirmed',
+    });
     const op = await store.operations.get(input.operationId);
     expect(op).toMatchObject({ status: 'intent', absenceConfirmedAt: expect.any(String) });
   });
@@ -301,15 +393,25 @@ describe('reconcileRefund', () => {
     const input = await intended(pi);
     await fault({ kind: 'fail_before_commit', match: { idempotencyKey: input.idempotencyKey } });
     const longTimeoutMs = 5000;
-    const sender = activities({ stripe: createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: longTimeoutMs }), windows: { requestTimeoutMs: longTimeoutMs } });
+    const sender = activities({
+      stripe: createStripeClient({ secretKey: KEY, apiBase: server.url, requestTimeoutMs: longTimeoutMs }),
+      windows: { requestTimeoutMs: longTimeoutMs },
+    });
     await failureOf(run(sender.createRefund, input));
     const stampedAt = Date.parse((await store.operations.get(input.operationId))!.lastSentAt!);
 
     // Past the checker's own bound (its 1 s timeout), well inside the sender's: that request may still be out.
-    await new Promise((r) => setTimeout(r, stampedAt + windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS + windows.consistencyMs + 200 - Date.now()));
+    await new Promise((r) =>
+      setTimeout(
+        r,
+        stampedAt + windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS + windows.consistencyMs + 200 - Date.now(),
+      ),
+    );
     const early = await run(activities().reconcileRefund, reconcileInput(input));
     expect(early).toMatchObject({ result: 'not_found_inconclusive' });
-    expect(Date.parse(early.conclusiveAt!)).toBe(stampedAt + longTimeoutMs + SEND_CLOCK_MARGIN_MS + windows.consistencyMs);
+    expect(Date.parse(early.conclusiveAt!)).toBe(
+      stampedAt + longTimeoutMs + SEND_CLOCK_MARGIN_MS + windows.consistencyMs,
+    );
     await expect(store.operations.get(input.operationId)).resolves.toMatchObject({ provenAbsentThrough: null });
   });
 
@@ -319,9 +421,13 @@ describe('reconcileRefund', () => {
     await fault({ kind: 'drop_after_commit', match: { idempotencyKey: input.idempotencyKey } });
     await fault({ kind: 'lagging_list', match: { idempotencyKey: input.idempotencyKey }, lagMs: 1500 });
     await failureOf(run(activities().createRefund, input));
-    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'not_found_inconclusive' });
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({
+      result: 'not_found_inconclusive',
+    });
     await new Promise((r) => setTimeout(r, 1600));
-    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'completed' });
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({
+      result: 'completed',
+    });
   });
 
   it('reports a refund for less than asked as partial, and a refund the provider failed as failed', async () => {
@@ -329,13 +435,19 @@ describe('reconcileRefund', () => {
     const input = await intended(pi);
     await fault({ kind: 'partial', match: { idempotencyKey: input.idempotencyKey } });
     await failureOf(run(activities().createRefund, input));
-    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({ result: 'partial', refund: { amount: 200 } });
+    await expect(run(activities().reconcileRefund, reconcileInput(input))).resolves.toMatchObject({
+      result: 'partial',
+      refund: { amount: 200 },
+    });
 
     const failing = await paidIntent(1000, 'pm_card_refundFail');
     const lost = await intended(failing);
     await fault({ kind: 'drop_after_commit', match: { idempotencyKey: lost.idempotencyKey } });
     await failureOf(run(activities().createRefund, lost));
-    await expect(run(activities().reconcileRefund, reconcileInput(lost))).resolves.toMatchObject({ result: 'failed', refund: { status: 'failed' } });
+    await expect(run(activities().reconcileRefund, reconcileInput(lost))).resolves.toMatchObject({
+      result: 'failed',
+      refund: { status: 'failed' },
+    });
     await expect(store.operations.get(lost.operationId)).resolves.toMatchObject({ status: 'failed' });
   });
 

@@ -15,7 +15,14 @@ let store: OrderStore;
 
 beforeAll(async () => {
   store = await openStore(databaseUrl);
-  for (const id of ['ord_a', 'ord_b', 'ord_c']) await store.seedOrder({ id, paymentIntentId: `pi_${id}`, customerEmail: `${id}@example.test`, currency: 'usd', amount: 5000 });
+  for (const id of ['ord_a', 'ord_b', 'ord_c'])
+    await store.seedOrder({
+      id,
+      paymentIntentId: `pi_${id}`,
+      customerEmail: `${id}@example.test`,
+      currency: 'usd',
+      amount: 5000,
+    });
 });
 afterAll(() => store.close());
 
@@ -40,16 +47,42 @@ test('a CSV with bad rows imports the good ones and reports each bad one by line
   const byLine = Object.fromEntries(report.map((r) => [r.line, r]));
   expect(report.map((r) => r.line)).toEqual([2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13]);
   expect(byLine[2]).toMatchObject({ status: 'queued', orderId: 'ord_a', operationVersion: 1 });
-  expect(byLine[3]).toMatchObject({ status: 'refused', problems: [{ field: 'amount', message: 'must be a whole number of minor units (1250 for 12.50), got "12.50"' }] });
-  expect(byLine[4]).toMatchObject({ status: 'refused', problems: [{ field: 'order_id', message: 'no order ord_nope in the store' }] });
-  expect(byLine[5]).toMatchObject({ status: 'refused', problems: [{ field: 'currency', message: 'the order is in usd' }] });
-  expect(byLine[6]).toMatchObject({ status: 'refused', problems: [{ field: 'amount', message: expect.stringMatching(/more than the 5000 usd left/) }] });
+  expect(byLine[3]).toMatchObject({
+    status: 'refused',
+    problems: [{ field: 'amount', message: 'must be a whole number of minor units (1250 for 12.50), got "12.50"' }],
+  });
+  expect(byLine[4]).toMatchObject({
+    status: 'refused',
+    problems: [{ field: 'order_id', message: 'no order ord_nope in the store' }],
+  });
+  expect(byLine[5]).toMatchObject({
+    status: 'refused',
+    problems: [{ field: 'currency', message: 'the order is in usd' }],
+  });
+  expect(byLine[6]).toMatchObject({
+    status: 'refused',
+    problems: [{ field: 'amount', message: expect.stringMatching(/more than the 5000 usd left/) }],
+  });
   expect(byLine[7]).toMatchObject({ status: 'refused', problems: [{ field: 'reason' }] });
   expect(byLine[9]).toMatchObject({ status: 'already queued', orderId: 'ord_a' });
-  expect(byLine[10]).toMatchObject({ status: 'refused', problems: [{ field: 'operation_version', message: expect.stringMatching(/already queued with amount 1250/) }] });
+  expect(byLine[10]).toMatchObject({
+    status: 'refused',
+    problems: [{ field: 'operation_version', message: expect.stringMatching(/already queued with amount 1250/) }],
+  });
   expect(byLine[11]).toMatchObject({ status: 'queued', orderId: 'ord_b', operationVersion: 2 });
-  expect(byLine[12]).toMatchObject({ status: 'refused', problems: [{ field: '(row)', message: 'has 7 field(s); the header has 6' }] });
-  expect(byLine[13]).toMatchObject({ status: 'refused', problems: [{ field: 'amount', message: 'more than the 3750 usd left to refund on order ord_a once the 1250 already queued is counted' }] });
+  expect(byLine[12]).toMatchObject({
+    status: 'refused',
+    problems: [{ field: '(row)', message: 'has 7 field(s); the header has 6' }],
+  });
+  expect(byLine[13]).toMatchObject({
+    status: 'refused',
+    problems: [
+      {
+        field: 'amount',
+        message: 'more than the 3750 usd left to refund on order ord_a once the 1250 already queued is counted',
+      },
+    ],
+  });
 
   const queued = await store.queue.list();
   expect(queued.map((q) => [q.request.orderId, q.request.amount, q.request.requestedBy, q.source])).toEqual([
@@ -62,14 +95,17 @@ test('the queue CLI reports each row, exits 3 when any was refused, and refuses 
   const file = path.join(dir, 'more.csv');
   fs.writeFileSync(file, 'order_id,amount\nord_c,300\nord_c,-1\n');
   const env = { ...process.env, DATABASE_URL: databaseUrl, USER: 'cli-user' };
-  const run = (...args: string[]) => execFileAsync('npx', ['tsx', 'src/cli/queue.ts', ...args], { encoding: 'utf8', env }).then(
-    (r) => ({ code: 0, ...r }),
-    (e: { code: number; stdout: string; stderr: string }) => e,
-  );
+  const run = (...args: string[]) =>
+    execFileAsync('npx', ['tsx', 'src/cli/queue.ts', ...args], { encoding: 'utf8', env }).then(
+      (r) => ({ code: 0, ...r }),
+      (e: { code: number; stdout: string; stderr: string }) => e,
+    );
   const imported = await run('import', file);
   expect(imported.code).toBe(3);
   expect(imported.stdout).toMatch(/line 2: queued: order ord_c v1/);
-  expect(imported.stdout).toMatch(/line 3: refused: amount: must be a whole number of minor units \(1250 for 12.50\), got "-1"/);
+  expect(imported.stdout).toMatch(
+    /line 3: refused: amount: must be a whole number of minor units \(1250 for 12.50\), got "-1"/,
+  );
 
   const wrong = path.join(dir, 'wrong.csv');
   fs.writeFileSync(wrong, 'order,amount\nord_c,1\n');
@@ -80,6 +116,10 @@ test('the queue CLI reports each row, exits 3 when any was refused, and refuses 
   const listed = await run('list', '--status', 'queued');
   expect(listed.stdout).toMatch(/order ord_c v1 300 usd \(more.csv:2\): queued/);
 
-  const queued = await execFileAsync('npx', ['tsx', 'src/cli/refund.ts', '--order', 'ord_c', '--amount', '200', '--operation-version', '2', '--queue'], { encoding: 'utf8', env });
+  const queued = await execFileAsync(
+    'npx',
+    ['tsx', 'src/cli/refund.ts', '--order', 'ord_c', '--amount', '200', '--operation-version', '2', '--queue'],
+    { encoding: 'utf8', env },
+  );
   expect(queued.stdout).toMatch(/^queued: request #\d+, order ord_c v2/);
 });

@@ -67,12 +67,25 @@ test('a refund runs every step once and reports them in the step table', async (
   // Customer addresses never leave the store: not in the query, not in the result.
   expect(JSON.stringify(state)).not.toContain(order.customerEmail);
   expect(JSON.stringify(result)).not.toContain(order.customerEmail);
-  expect(state.steps[0].output).toMatchObject({ order: { customerEmail: expect.stringMatching(/^o\*\*\*@example\.test$/) } });
+  expect(state.steps[0].output).toMatchObject({
+    order: { customerEmail: expect.stringMatching(/^o\*\*\*@example\.test$/) },
+  });
   const trail = await h.store.operations.auditTrail(result.operationId);
-  expect(trail.map((e) => e.event)).toEqual(['intent_committed', 'refund_request_sent', 'refund_confirmed', 'order_updated', 'notification_sent', 'completion_gate_passed']);
+  expect(trail.map((e) => e.event)).toEqual([
+    'intent_committed',
+    'refund_request_sent',
+    'refund_confirmed',
+    'order_updated',
+    'notification_sent',
+    'completion_gate_passed',
+  ]);
 
   const described = await h.env.client.workflow.getHandle(result.workflowId).describe();
-  expect(described.searchAttributes).toMatchObject({ RefundOrderId: [order.id], RefundStatus: ['completed'], RefundStep: ['completion_gate'] });
+  expect(described.searchAttributes).toMatchObject({
+    RefundOrderId: [order.id],
+    RefundStatus: ['completed'],
+    RefundStep: ['completion_gate'],
+  });
 
   await h.recordHistory(result.workflowId, 'refund-completed');
 });
@@ -96,7 +109,10 @@ test('a start that creates the run reads nothing back; attaching to an existing 
     const first = await startRefund(h.env.client, request(order.id));
     expect(reads).not.toHaveBeenCalled();
     // Started running: the run's first workflow task need not upsert its status (bulkheads.test.ts counts the events).
-    expect((await first.handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['running'], RefundOrderId: [order.id] });
+    expect((await first.handle.describe()).searchAttributes).toMatchObject({
+      RefundStatus: ['running'],
+      RefundOrderId: [order.id],
+    });
     const again = await startRefund(h.env.client, request(order.id));
     expect(reads).toHaveBeenCalledTimes(1);
     expect((await again.handle.result()).status).toBe('completed');
@@ -129,7 +145,11 @@ test('a refund for an unknown order is rejected before anything happens', async 
   const { status, state } = await stopped(startRefund(h.env.client, request(newOrderId())));
   expect(status).toBe('rejected');
   expect(state.outcome).toMatchObject({ status: 'rejected', failedStep: 'load_order' });
-  expect(state.steps[0].error).toMatchObject({ code: 'PERMANENT_BUSINESS', reason: 'order_not_found', certainty: 'not_executed' });
+  expect(state.steps[0].error).toMatchObject({
+    code: 'PERMANENT_BUSINESS',
+    reason: 'order_not_found',
+    certainty: 'not_executed',
+  });
   expect(state.steps.slice(1).every((s) => s.status === 'pending')).toBe(true);
 });
 
@@ -149,7 +169,12 @@ test('a permanently rejected notification leaves the refund standing and asks fo
 
   expect(status).toBe('needs_attention');
   expect(state.outcome).toMatchObject({ failedStep: 'notify_customer' });
-  expect(state.lastFailure).toMatchObject({ step: 'notify_customer', code: 'PERMANENT_BUSINESS', reason: 'recipient_rejected', certainty: 'not_executed' });
+  expect(state.lastFailure).toMatchObject({
+    step: 'notify_customer',
+    code: 'PERMANENT_BUSINESS',
+    reason: 'recipient_rejected',
+    certainty: 'not_executed',
+  });
   expect(state.recovery).toMatchObject({ action: 'stop' });
   expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
   expect(JSON.stringify(state)).not.toContain('reject-me@');
@@ -189,15 +214,29 @@ test('a refund the provider later fails is compensated in reverse order, each un
 
 describe('failures decided by the recovery policy', () => {
   const failing = (code: string, certainty: string, message: string) => async () => {
-    throw ApplicationFailure.create({ type: code, message, nonRetryable: true, details: [{ code, certainty, reason: 'injected', ledger: [] }] });
+    throw ApplicationFailure.create({
+      type: code,
+      message,
+      nonRetryable: true,
+      details: [{ code, certainty, reason: 'injected', ledger: [] }],
+    });
   };
   /** Starts the run on the test worker's queue and waits, while that worker polls, until it ends or parks. */
   const start = (taskQueue: string, orderId: string) =>
-    stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${orderId}-v1`, args: [request(orderId)] }));
+    stopped(
+      h.env.client.workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: `refund-${orderId}-v1`,
+        args: [request(orderId)],
+      }),
+    );
 
   test('an unverifiable refund is left standing, not compensated', async () => {
     const order = await h.seedOrder(newOrderId());
-    const { status, state } = await h.withWorker({ checkCompletion: failing('PERMISSION_DENIED', 'not_executed', 'key revoked') }, (q) => start(q, order.id));
+    const { status, state } = await h.withWorker(
+      { checkCompletion: failing('PERMISSION_DENIED', 'not_executed', 'key revoked') },
+      (q) => start(q, order.id),
+    );
 
     expect(status).toBe('needs_attention');
     expect(state.outcome?.reason).toMatch(/stands and is never sent again; a person must finish completion_gate/);
@@ -220,7 +259,8 @@ describe('failures decided by the recovery policy', () => {
 
   test('an activity that returns nothing stops the run honestly instead of failing its workflow task forever', async () => {
     const order = await h.seedOrder(newOrderId());
-    const parkedEntry = async () => (await h.store.operations.auditTrail(`refund:test:${order.id}:v1`)).find((e) => e.event === 'run_parked');
+    const parkedEntry = async () =>
+      (await h.store.operations.auditTrail(`refund:test:${order.id}:v1`)).find((e) => e.event === 'run_parked');
     const { status, state } = await h.withWorker({ applyRefund: (async () => undefined) as never }, async (q) => {
       const parked = await start(q, order.id);
       // The parking's audit is an activity on this worker's queue: wait for it before the worker stops.
@@ -228,9 +268,14 @@ describe('failures decided by the recovery policy', () => {
       return parked;
     });
     expect(status).toBe('needs_attention');
-    expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({ status: 'failed', error: { code: 'POISON', reason: 'result_unusable' } });
+    expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({
+      status: 'failed',
+      error: { code: 'POISON', reason: 'result_unusable' },
+    });
     expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
     // The parked run's verdict reaches the audit trail.
-    expect(await parkedEntry()).toMatchObject({ detail: { status: 'needs_attention', failedStep: 'update_order', verdict: 'stop and hand to a person' } });
+    expect(await parkedEntry()).toMatchObject({
+      detail: { status: 'needs_attention', failedStep: 'update_order', verdict: 'stop and hand to a person' },
+    });
   });
 });

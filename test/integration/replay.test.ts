@@ -36,7 +36,9 @@ test('the recordings cover every way a refund run ends or waits, and a compensat
     'refund-unknown.json',
   ]);
   // The follow-up's histories replay too: the replay worker runs every workflow the worker does.
-  const types = recorded.map(({ history }) => history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name);
+  const types = recorded.map(
+    ({ history }) => history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name,
+  );
   expect(new Set(types)).toEqual(new Set(['refundWorkflow', 'followUpWorkflow']));
 });
 
@@ -47,7 +49,11 @@ test('every recorded history replays against the current workflow code', async (
 test('the bundle `npm run bundle` writes for production workers replays every recorded history', async () => {
   const out = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'bundle-')), 'workflow-bundle.js');
   const root = path.join(__dirname, '..', '..');
-  const { stdout } = await promisify(execFile)(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'build', 'bundle-workflows.ts'), '--out', out], { timeout: 120_000 });
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ['--import', 'tsx', path.join(root, 'src', 'build', 'bundle-workflows.ts'), '--out', out],
+    { timeout: 120_000 },
+  );
   expect(stdout).toMatch(/start workers with WORKFLOW_BUNDLE=/);
   expect(await replayAll({ workflowBundle: { codePath: out } })).toEqual([]);
   // Runs share one zod, evaluated once (preload.ts), and none builds the policy file's schemas.
@@ -59,7 +65,8 @@ test('the bundle `npm run bundle` writes for production workers replays every re
   expect(preload).toContain('__webpack_require__(/*! zod */ "./node_modules/zod/v4/classic/external.js")');
   expect(code).not.toContain('./src/reliability/policy-schema.ts');
   // Activity-side modules (the breaker, the policy file's loader) are not workflow code: changing them cannot break a replay.
-  for (const activitySide of ['circuit-breaker', 'policy-file', 'attempt', 'completion-gate']) expect(code).not.toMatch(new RegExp(`/\\*\\*\\*/ "\\./src/[a-z/-]+/${activitySide}\\.ts"`));
+  for (const activitySide of ['circuit-breaker', 'policy-file', 'attempt', 'completion-gate'])
+    expect(code).not.toMatch(new RegExp(`/\\*\\*\\*/ "\\./src/[a-z/-]+/${activitySide}\\.ts"`));
   expect(code).toMatch(/\/\*\*\*\/ "\.\/src\/workflows\/refund\/workflow\.ts"/);
   fs.rmSync(path.dirname(out), { recursive: true, force: true });
 });
@@ -69,9 +76,14 @@ async function replayAll(workflows: string | Pick<ReplayWorkerOptions, 'workflow
   return (await replayErrors(workflows)).map(([file]) => file);
 }
 
-async function replayErrors(workflows: string | Pick<ReplayWorkerOptions, 'workflowBundle'>): Promise<[string, string][]> {
+async function replayErrors(
+  workflows: string | Pick<ReplayWorkerOptions, 'workflowBundle'>,
+): Promise<[string, string][]> {
   const options = typeof workflows === 'string' ? { workflowsPath: workflows } : workflows;
-  const results = Worker.runReplayHistories(options, recorded.map(({ file, history }) => ({ workflowId: file, history })));
+  const results = Worker.runReplayHistories(
+    options,
+    recorded.map(({ file, history }) => ({ workflowId: file, history })),
+  );
   const failed: [string, string][] = [];
   for await (const result of results) if (result.error) failed.push([result.workflowId, result.error.name]);
   return failed;
@@ -79,11 +91,16 @@ async function replayErrors(workflows: string | Pick<ReplayWorkerOptions, 'workf
 
 test('the replay fails for a workflow that changed incompatibly', async () => {
   await expect(
-    Worker.runReplayHistory({ workflowsPath: require.resolve('../fixtures/reordered-workflow') }, recorded.find((r) => r.file === 'refund-completed.json')!.history),
+    Worker.runReplayHistory(
+      { workflowsPath: require.resolve('../fixtures/reordered-workflow') },
+      recorded.find((r) => r.file === 'refund-completed.json')!.history,
+    ),
   ).rejects.toThrow(DeterminismViolationError);
 });
 
 test('a new step added without patched() breaks every recorded run, as nondeterminism; the same step behind patched() breaks none', async () => {
-  expect(await replayErrors(require.resolve('../fixtures/unpatched-change'))).toEqual(recorded.map((r) => [r.file, 'DeterminismViolationError']));
+  expect(await replayErrors(require.resolve('../fixtures/unpatched-change'))).toEqual(
+    recorded.map((r) => [r.file, 'DeterminismViolationError']),
+  );
   expect(await replayAll(require.resolve('../fixtures/patched-change'))).toEqual([]);
 });

@@ -29,7 +29,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const client = (): Client => h.env.client;
 
 /** A definition that never fires on its own in a test's lifetime: its occurrences come from triggers and backfills. */
-function definition(over: Partial<ScheduleDefinitionInput> & Pick<ScheduleDefinitionInput, 'workflow'>): ScheduleDefinitionInput {
+function definition(
+  over: Partial<ScheduleDefinitionInput> & Pick<ScheduleDefinitionInput, 'workflow'>,
+): ScheduleDefinitionInput {
   return {
     id: `t-${randomUUID().slice(0, 8)}`,
     version: 1,
@@ -52,11 +54,16 @@ async function apply(def: ScheduleDefinitionInput): Promise<string> {
 }
 
 /** The occurrences a schedule has started, as visibility lists them, once there are `expected` (or after a while). */
-async function occurrences(scheduleId: string, expected: number, settleMs = 0): Promise<{ workflowId: string; start: Date; close?: Date }[]> {
+async function occurrences(
+  scheduleId: string,
+  expected: number,
+  settleMs = 0,
+): Promise<{ workflowId: string; start: Date; close?: Date }[]> {
   let found: { workflowId: string; start: Date; close?: Date }[] = [];
   for (let i = 0; i < 150; i++) {
     found = [];
-    for await (const w of client().workflow.list({ query: `TemporalScheduledById = '${scheduleId}'` })) found.push({ workflowId: w.workflowId, start: w.startTime, close: w.closeTime });
+    for await (const w of client().workflow.list({ query: `TemporalScheduledById = '${scheduleId}'` }))
+      found.push({ workflowId: w.workflowId, start: w.startTime, close: w.closeTime });
     if (found.length >= expected && found.every((f) => f.close)) break;
     await sleep(200);
   }
@@ -72,7 +79,22 @@ async function result<T>(workflowId: string): Promise<T> {
 async function rerun(workflowId: string): Promise<string> {
   const { stdout } = await execFileAsync(
     findTool('temporal'),
-    ['workflow', 'reset', '--workflow-id', workflowId, '--type', 'FirstWorkflowTask', '--reason', 'redeliver the occurrence', '--address', h.env.address, '--namespace', h.namespace, '-o', 'json'],
+    [
+      'workflow',
+      'reset',
+      '--workflow-id',
+      workflowId,
+      '--type',
+      'FirstWorkflowTask',
+      '--reason',
+      'redeliver the occurrence',
+      '--address',
+      h.env.address,
+      '--namespace',
+      h.namespace,
+      '-o',
+      'json',
+    ],
     { encoding: 'utf8' },
   );
   const runId = (JSON.parse(stdout) as { runId?: string }).runId;
@@ -129,39 +151,85 @@ test('with no worker across several fire times, SKIP leaves one occurrence waiti
   const described = await client().schedule.getHandle(id).describe();
   expect(described.info.runningActions).toHaveLength(1);
   const [waiting] = described.info.runningActions;
-  const report = await h.withWorker({}, () => result<{ occurrenceId: string }>(waiting!.workflow.workflowId), {}, taskQueue);
+  const report = await h.withWorker(
+    {},
+    () => result<{ occurrenceId: string }>(waiting!.workflow.workflowId),
+    {},
+    taskQueue,
+  );
   expect(report.occurrenceId).toMatch(new RegExp(`^${id}@`));
   expect(await occurrences(id, 1, 500)).toHaveLength(1);
 });
 
 test('a backfill over a window yields exactly its occurrences, each with its own id', async () => {
-  const id = await apply(definition({ workflow: 'sweepWorkflow', args: { maxRuns: 1, waitMs: 0 }, calendar: { minute: 0, hour: '*' } }));
-  await client().schedule.getHandle(id).backfill({ start: new Date('2026-11-01T00:00:00Z'), end: new Date('2026-11-01T03:30:00Z'), overlap: 'BUFFER_ALL' });
+  const id = await apply(
+    definition({ workflow: 'sweepWorkflow', args: { maxRuns: 1, waitMs: 0 }, calendar: { minute: 0, hour: '*' } }),
+  );
+  await client()
+    .schedule.getHandle(id)
+    .backfill({
+      start: new Date('2026-11-01T00:00:00Z'),
+      end: new Date('2026-11-01T03:30:00Z'),
+      overlap: 'BUFFER_ALL',
+    });
   const runs = await occurrences(id, 4, 1000);
   expect(runs.map((r) => r.workflowId)).toEqual(['00', '01', '02', '03'].map((hh) => `${id}-2026-11-01T${hh}:00:00Z`));
-  const ids = await Promise.all(runs.map((r) => result<{ occurrenceId: string }>(r.workflowId).then((x) => x.occurrenceId)));
+  const ids = await Promise.all(
+    runs.map((r) => result<{ occurrenceId: string }>(r.workflowId).then((x) => x.occurrenceId)),
+  );
   expect(ids).toEqual(['00', '01', '02', '03'].map((hh) => `${id}@2026-11-01T${hh}:00:00.000Z`));
 });
 
 test('a batch occurrence starts each queued refund once; re-run, it starts and refunds nothing twice, whatever the ids', async () => {
-  const [a, b, c, d] = await Promise.all([h.seedOrder(newOrderId()), h.seedOrder(newOrderId()), h.seedOrder(newOrderId()), h.seedOrder(newOrderId())]);
-  const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', reason: 'requested_by_customer' as const, requestedBy: 'test', operationVersion: 1 });
+  const [a, b, c, d] = await Promise.all([
+    h.seedOrder(newOrderId()),
+    h.seedOrder(newOrderId()),
+    h.seedOrder(newOrderId()),
+    h.seedOrder(newOrderId()),
+  ]);
+  const request = (orderId: string) => ({
+    orderId,
+    amount: 1250,
+    currency: 'usd',
+    reason: 'requested_by_customer' as const,
+    requestedBy: 'test',
+    operationVersion: 1,
+  });
   for (const o of [a!, b!, c!, d!]) await h.store.queue.enqueue(request(o.id), 'test');
   // c's refund already ran, started by hand under another workflow id: the operation is the same.
-  await client().workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `by-hand-${c!.id}`, args: [request(c!.id)] });
+  await client().workflow.execute(refundWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: `by-hand-${c!.id}`,
+    args: [request(c!.id)],
+  });
   // d's business key is held by a run for another amount: the queued request is not that run, and stays queued.
-  await client().workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${d!.id}-v1`, args: [{ ...request(d!.id), amount: 900 }] });
+  await client().workflow.execute(refundWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: `refund-${d!.id}-v1`,
+    args: [{ ...request(d!.id), amount: 900 }],
+  });
 
   const id = await apply(definition({ workflow: 'batchRefundsWorkflow', args: { limit: 10 } }));
   await triggerSchedule(client(), id);
   const [occurrence] = await occurrences(id, 1);
   const first = await result<BatchResult>(occurrence!.workflowId);
   expect(first.started.sort()).toEqual([a!, b!, c!].map((o) => `refund-${o.id}-v1`).sort());
-  expect(first.notStarted).toEqual([{ workflowId: `refund-${d!.id}-v1`, reason: expect.stringMatching(/already exists with amount 900: this request needs a new operation version/) }]);
+  expect(first.notStarted).toEqual([
+    {
+      workflowId: `refund-${d!.id}-v1`,
+      reason: expect.stringMatching(/already exists with amount 900: this request needs a new operation version/),
+    },
+  ]);
   // It can never start as it is: refused for good, so that it does not hold up the queue.
   const dRefused = (await h.store.queue.list({ orderId: d!.id }))[0];
-  expect(dRefused).toMatchObject({ status: 'refused', lastError: expect.stringMatching(/already exists with amount 900/) });
-  for (const o of [a!, b!, c!]) await expect(client().workflow.getHandle(`refund-${o.id}-v1`).result()).resolves.toMatchObject({ status: 'completed' });
+  expect(dRefused).toMatchObject({
+    status: 'refused',
+    lastError: expect.stringMatching(/already exists with amount 900/),
+  });
+  for (const o of [a!, b!, c!])
+    await expect(client().workflow.getHandle(`refund-${o.id}-v1`).result()).resolves.toMatchObject({
+      status: 'completed',
+    });
 
   await rerun(occurrence!.workflowId);
   const again = await result<BatchResult>(occurrence!.workflowId);
@@ -171,7 +239,9 @@ test('a batch occurrence starts each queued refund once; re-run, it starts and r
     expect(await h.ledger(o.paymentIntentId)).toHaveLength(1);
     expect(await h.messages({ to: o.customerEmail })).toHaveLength(1);
   }
-  expect((await h.store.queue.list({ status: 'started' })).filter((q) => [a!.id, b!.id, c!.id].includes(q.request.orderId))).toHaveLength(3);
+  expect(
+    (await h.store.queue.list({ status: 'started' })).filter((q) => [a!.id, b!.id, c!.id].includes(q.request.orderId)),
+  ).toHaveLength(3);
 });
 
 test('a digest occurrence sends one email; re-run, it sends no second', async () => {
@@ -189,12 +259,24 @@ test('a digest occurrence sends one email; re-run, it sends no second', async ()
 
 test('the sweep reconciles a parked run whose unknown refund the provider had in fact completed', async () => {
   const order = await h.seedOrder(newOrderId());
-  await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: `refund:test:${order.id}:v1:create_refund` } });
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
+  await h.stripeFault({
+    kind: 'drop_after_commit',
+    match: { idempotencyKey: `refund:test:${order.id}:v1:create_refund` },
+  });
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
   await h.withWorker(
     {},
     async (taskQueue) => {
-      const handle = await client().workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [{ orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' }] });
+      const handle = await client().workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: `refund-${order.id}-v1`,
+        args: [{ orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' }],
+      });
       const { state } = await stopped(handle);
       expect(state).toMatchObject({ status: 'needs_attention', effect: { status: 'unknown' } });
       await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
@@ -205,7 +287,9 @@ test('the sweep reconciles a parked run whose unknown refund the provider had in
       const report = await result<{ reconciled: string[] }>(occurrence!.workflowId);
       expect(report.reconciled).toContain(handle.workflowId);
       await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
-      expect((await handle.query(stepsQuery)).decisions).toEqual([expect.objectContaining({ decision: 'reconcile', by: 'sweep' })]);
+      expect((await handle.query(stepsQuery)).decisions).toEqual([
+        expect.objectContaining({ decision: 'reconcile', by: 'sweep' }),
+      ]);
     },
     { policy: fewLookups(2) },
   );
@@ -217,9 +301,17 @@ test('a 02:30 America/New_York schedule across both DST changes, as describe rep
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'schedules-'));
   const file = path.join(dir, 'schedules.json');
   const id = `dst-${randomUUID().slice(0, 8)}`;
-  const daily = (startAt: string) => definition({ id, workflow: 'digestWorkflow', calendar: { minute: 30, hour: 2 }, timeZone: 'America/New_York', startAt });
+  const daily = (startAt: string) =>
+    definition({
+      id,
+      workflow: 'digestWorkflow',
+      calendar: { minute: 30, hour: 2 },
+      timeZone: 'America/New_York',
+      startAt,
+    });
   const env = { ...process.env, ...h.cliEnv(), SCHEDULES_FILE: file };
-  const cli = (...args: string[]) => execFileAsync('npx', ['tsx', 'src/cli/schedule.ts', ...args], { encoding: 'utf8', env });
+  const cli = (...args: string[]) =>
+    execFileAsync('npx', ['tsx', 'src/cli/schedule.ts', ...args], { encoding: 'utf8', env });
   const nextTimes = async (startAt: string) => {
     fs.writeFileSync(file, JSON.stringify([daily(startAt)]));
     await cli('apply');

@@ -27,16 +27,32 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'send-deadline-'));
 
 beforeAll(async () => {
   databaseUrl = await freshDatabase('postgres', dir);
-  const policy = { ...TEST_POLICY, timeouts: { ...TEST_POLICY.timeouts, stripe: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 } } };
+  const policy = {
+    ...TEST_POLICY,
+    timeouts: { ...TEST_POLICY.timeouts, stripe: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 } },
+  };
   // The stamp may wait for a lock longer than the harness's usual 200 ms.
-  h = await startHarness({ databaseUrl, busyTimeoutMs: 5000, requestTimeoutMs: T, consistencyMs: C, policy, stripeHooks: { beforeEffect: (ctx) => beforeEffect?.(ctx) } });
+  h = await startHarness({
+    databaseUrl,
+    busyTimeoutMs: 5000,
+    requestTimeoutMs: T,
+    consistencyMs: C,
+    policy,
+    stripeHooks: { beforeEffect: (ctx) => beforeEffect?.(ctx) },
+  });
 });
 afterAll(async () => {
   await h?.close();
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const request = (orderId: string, operationVersion: number) => ({ orderId, amount: 1000, currency: 'usd', requestedBy: 'test', operationVersion });
+const request = (orderId: string, operationVersion: number) => ({
+  orderId,
+  amount: 1000,
+  currency: 'usd',
+  requestedBy: 'test',
+  operationVersion,
+});
 const opId = (orderId: string, version: number) => `refund:test:${orderId}:v${version}`;
 const createKey = (orderId: string, version: number) => `${opId(orderId, version)}:create_refund`;
 
@@ -57,7 +73,9 @@ async function lockRow(operationId: string) {
         if (Number(rows[0]!.n) > 0) return;
         await new Promise((r) => setTimeout(r, 20));
       }
-      const { rows } = await client.query(`SELECT state, wait_event_type, wait_event, left(query, 120) AS q FROM pg_stat_activity WHERE datname = current_database()`);
+      const { rows } = await client.query(
+        `SELECT state, wait_event_type, wait_event, left(query, 120) AS q FROM pg_stat_activity WHERE datname = current_database()`,
+      );
       throw new Error(`no stamp of ${operationId} waited for the lock: ${JSON.stringify(rows)}`);
     },
     async release(): Promise<void> {
@@ -97,7 +115,11 @@ test("v1's request held by the provider past the list window, v2 fenced behind i
     setImmediate(committed);
   };
 
-  await h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${orderId}-v1`, args: [v1] });
+  await h.env.client.workflow.start(refundWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: `refund-${orderId}-v1`,
+    args: [v1],
+  });
   try {
     await lock.waiter();
     await new Promise((r) => setTimeout(r, STAMP_WAIT_MS));
@@ -107,7 +129,11 @@ test("v1's request held by the provider past the list window, v2 fenced behind i
   await v1Arrived;
 
   // v2 comes in while v1's request is out: its fence reconciles v1 and, proven absent, sends.
-  const v2 = await h.env.client.workflow.start(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `refund-${orderId}-v2`, args: [request(orderId, 2)] });
+  const v2 = await h.env.client.workflow.start(refundWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: `refund-${orderId}-v2`,
+    args: [request(orderId, 2)],
+  });
   const v2Outcome = await outcomeOf(v2, 100);
   await v1Committed;
   beforeEffect = undefined;
@@ -116,6 +142,10 @@ test("v1's request held by the provider past the list window, v2 fenced behind i
   expect(refunds.map((e) => e.idempotencyKey)).toEqual([createKey(orderId, 1)]);
   // v2 found v1's refund instead of a proof of its absence, and sent nothing.
   const v2State = v2Outcome.kind === 'parked' ? v2Outcome.state : undefined;
-  expect(v2State?.outcome?.reason).toMatch(new RegExp(`earlier operation ${opId(orderId, 1)} turned out to have refunded 1000 usd`));
-  expect((await h.requests({ idempotencyKey: createKey(orderId, 2) })).filter((r) => r.method === 'POST')).toHaveLength(0);
+  expect(v2State?.outcome?.reason).toMatch(
+    new RegExp(`earlier operation ${opId(orderId, 1)} turned out to have refunded 1000 usd`),
+  );
+  expect((await h.requests({ idempotencyKey: createKey(orderId, 2) })).filter((r) => r.method === 'POST')).toHaveLength(
+    0,
+  );
 });

@@ -24,7 +24,9 @@ let localStripe: Stripe;
 /** Starts stripe-mock on free loopback ports and resolves with its HTTP base URL once it listens. */
 function startStripeMock(bin: string): Promise<{ child: ChildProcess; url: string }> {
   // Both listeners get ephemeral loopback ports; with only -http-addr, HTTPS still binds :12112 on all interfaces.
-  const child = spawn(bin, ['-http-addr', '127.0.0.1:', '-https-addr', '127.0.0.1:'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(bin, ['-http-addr', '127.0.0.1:', '-https-addr', '127.0.0.1:'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   return new Promise((resolve, reject) => {
     let output = '';
     let settled = false;
@@ -108,11 +110,23 @@ it('accepts the payment intent the demo seeds', async () => {
 it('accepts every request the refund, the reconciliation and the completion gate send', async () => {
   const store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
-  const payments = createPaymentActivities({ stripe: mockStripe, log: store.operations, attempt, windows: { dedupeWindowMs: 3600_000, consistencyMs: 0, requestTimeoutMs: 5000 } });
+  const payments = createPaymentActivities({
+    stripe: mockStripe,
+    log: store.operations,
+    attempt,
+    windows: { dedupeWindowMs: 3600_000, consistencyMs: 0, requestTimeoutMs: 5000 },
+  });
   const { checkCompletion } = createCompletionGate({ stripe: mockStripe, store, attempt, requestTimeoutMs: 5000 });
   const { run } = activityEnv();
   const input = refundInput('pi_123');
-  await store.operations.commitIntent({ ...input, operationVersion: 1, scope: 'test', requestHash: 'h', request: { ...input }, actor: 'test' });
+  await store.operations.commitIntent({
+    ...input,
+    operationVersion: 1,
+    scope: 'test',
+    requestHash: 'h',
+    request: { ...input },
+    actor: 'test',
+  });
   try {
     // Whatever stripe-mock answers (its fixtures), a request it refuses would throw here.
     const receipt = await run(payments.createRefund, input).catch((err: { details?: { reason?: string }[] }) => {

@@ -37,7 +37,13 @@ interface RawResponse {
   body: Record<string, unknown> & { error?: Record<string, unknown> };
 }
 
-async function raw(base: string, method: string, urlPath: string, form?: string, headers: Record<string, string> = {}): Promise<RawResponse> {
+async function raw(
+  base: string,
+  method: string,
+  urlPath: string,
+  form?: string,
+  headers: Record<string, string> = {},
+): Promise<RawResponse> {
   const res = await fetch(`${base}${urlPath}`, {
     method,
     headers: { Authorization: `Bearer ${KEY}`, 'Content-Type': 'application/x-www-form-urlencoded', ...headers },
@@ -67,7 +73,11 @@ async function refundEffects(base: string, paymentIntentId: string): Promise<Led
   return (await ledger(base, paymentIntentId)).filter((e) => e.type === 'refund.created');
 }
 
-async function paidIntent(client: Stripe, amount = 1000, paymentMethod = 'pm_card_visa'): Promise<Stripe.Response<Stripe.PaymentIntent>> {
+async function paidIntent(
+  client: Stripe,
+  amount = 1000,
+  paymentMethod = 'pm_card_visa',
+): Promise<Stripe.Response<Stripe.PaymentIntent>> {
   return client.paymentIntents.create({
     amount,
     currency: 'usd',
@@ -113,12 +123,22 @@ describe('payment intents', () => {
     expect(again).toEqual(pi);
     // stripe-node keys every POST itself (stripe-node-retry-<uuid>) even with retries off.
     expect(await ledger(server.url, pi.id)).toEqual([
-      expect.objectContaining({ type: 'payment_intent.created', objectId: pi.id, amount: 1500, idempotencyKey: expect.stringMatching(/^stripe-node-retry-/) }),
+      expect.objectContaining({
+        type: 'payment_intent.created',
+        objectId: pi.id,
+        amount: 1500,
+        idempotencyKey: expect.stringMatching(/^stripe-node-retry-/),
+      }),
     ]);
   });
 
   it('refuses to confirm without a way to avoid redirects, as Stripe does', async () => {
-    const res = await raw(server.url, 'POST', '/v1/payment_intents', 'amount=100&currency=usd&payment_method=pm_card_visa&confirm=true');
+    const res = await raw(
+      server.url,
+      'POST',
+      '/v1/payment_intents',
+      'amount=100&currency=usd&payment_method=pm_card_visa&confirm=true',
+    );
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ type: 'invalid_request_error', param: 'return_url' });
   });
@@ -192,7 +212,11 @@ describe('refunds', () => {
     });
     const missing = await raw(server.url, 'POST', '/v1/refunds', 'amount=100');
     expect(missing.status).toBe(400);
-    expect(missing.body.error).toMatchObject({ type: 'invalid_request_error', code: 'parameter_missing', param: 'payment_intent' });
+    expect(missing.body.error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'parameter_missing',
+      param: 'payment_intent',
+    });
     const notInt = await raw(server.url, 'POST', '/v1/refunds', 'payment_intent=pi_x&amount=12.5');
     expect(notInt.body.error).toMatchObject({ code: 'parameter_invalid_integer', param: 'amount' });
     const badReason = await raw(server.url, 'POST', '/v1/refunds', 'payment_intent=pi_x&reason=because');
@@ -230,8 +254,20 @@ describe('idempotency', () => {
 
   it('matches parameters regardless of their order', async () => {
     const pi = await paidIntent(stripe);
-    const a = await raw(server.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=10&metadata[b]=2&metadata[a]=1`, { 'Idempotency-Key': 'order-1' });
-    const b = await raw(server.url, 'POST', '/v1/refunds', `metadata[a]=1&amount=10&metadata[b]=2&payment_intent=${pi.id}`, { 'Idempotency-Key': 'order-1' });
+    const a = await raw(
+      server.url,
+      'POST',
+      '/v1/refunds',
+      `payment_intent=${pi.id}&amount=10&metadata[b]=2&metadata[a]=1`,
+      { 'Idempotency-Key': 'order-1' },
+    );
+    const b = await raw(
+      server.url,
+      'POST',
+      '/v1/refunds',
+      `metadata[a]=1&amount=10&metadata[b]=2&payment_intent=${pi.id}`,
+      { 'Idempotency-Key': 'order-1' },
+    );
     expect(a.status).toBe(200);
     expect(b.headers.get('idempotent-replayed')).toBe('true');
     expect(b.body.id).toBe(a.body.id);
@@ -240,10 +276,14 @@ describe('idempotency', () => {
   it('refuses the same key with different parameters as an idempotency_error', async () => {
     const pi = await paidIntent(stripe);
     await stripe.refunds.create({ payment_intent: pi.id, amount: 100 }, { idempotencyKey: 'changed-1' });
-    const err = await stripe.refunds.create({ payment_intent: pi.id, amount: 200 }, { idempotencyKey: 'changed-1' }).catch((e: unknown) => e);
+    const err = await stripe.refunds
+      .create({ payment_intent: pi.id, amount: 200 }, { idempotencyKey: 'changed-1' })
+      .catch((e: unknown) => e);
     expect(err).toMatchObject({ type: 'StripeIdempotencyError', rawType: 'idempotency_error', statusCode: 400 });
     expect((err as Error).message).toMatch(/same parameters/);
-    const otherEndpoint = await raw(server.url, 'POST', '/v1/payment_intents', 'amount=100&currency=usd', { 'Idempotency-Key': 'changed-1' });
+    const otherEndpoint = await raw(server.url, 'POST', '/v1/payment_intents', 'amount=100&currency=usd', {
+      'Idempotency-Key': 'changed-1',
+    });
     expect(otherEndpoint.status).toBe(400);
     expect(otherEndpoint.body.error).toMatchObject({ type: 'idempotency_error' });
     expect(await refundEffects(server.url, pi.id)).toHaveLength(1);
@@ -265,18 +305,26 @@ describe('idempotency', () => {
     const retry = await raw(server.url, 'POST', '/v1/refunds', form, { 'Idempotency-Key': 'race-1' });
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
     expect(retry.body.id).toBe(done.body.id);
-    expect(await refundEffects(server.url, pi.id)).toEqual([expect.objectContaining({ objectId: done.body.id, requestsWithKey: 3 })]);
+    expect(await refundEffects(server.url, pi.id)).toEqual([
+      expect.objectContaining({ objectId: done.body.id, requestsWithKey: 3 }),
+    ]);
   });
 
   it('does not store a validation failure, so a corrected request may reuse the key', async () => {
     const pi = await paidIntent(stripe);
-    const bad = await raw(server.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=ten`, { 'Idempotency-Key': 'fix-1' });
+    const bad = await raw(server.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=ten`, {
+      'Idempotency-Key': 'fix-1',
+    });
     expect(bad.status).toBe(400);
     expect(bad.body.error).toMatchObject({ code: 'parameter_invalid_integer', param: 'amount' });
-    const fixed = await raw(server.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=10`, { 'Idempotency-Key': 'fix-1' });
+    const fixed = await raw(server.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=10`, {
+      'Idempotency-Key': 'fix-1',
+    });
     expect(fixed.status).toBe(200);
     expect(fixed.headers.get('idempotent-replayed')).toBeNull();
-    expect(await refundEffects(server.url, pi.id)).toEqual([expect.objectContaining({ idempotencyKey: 'fix-1', requestsWithKey: 1 })]);
+    expect(await refundEffects(server.url, pi.id)).toEqual([
+      expect.objectContaining({ idempotencyKey: 'fix-1', requestsWithKey: 1 }),
+    ]);
   });
 
   it('stores and replays a business error such as amount_too_large', async () => {
@@ -329,7 +377,10 @@ describe('the server', () => {
       const again = createStripeClient({ secretKey: KEY, apiBase: after.url });
       expect(await again.paymentIntents.retrieve(pi.id)).toEqual(pi);
       expect(await again.refunds.retrieve(refund.id)).toEqual(refund);
-      const replay = await again.refunds.create({ payment_intent: pi.id, amount: 100 }, { idempotencyKey: 'restart-1' });
+      const replay = await again.refunds.create(
+        { payment_intent: pi.id, amount: 100 },
+        { idempotencyKey: 'restart-1' },
+      );
       expect(replay.lastResponse.headers['idempotent-replayed']).toBe('true');
       expect(replay.id).toBe(refund.id);
       expect(await refundEffects(after.url, pi.id)).toEqual([expect.objectContaining({ requestsWithKey: 2 })]);
@@ -344,7 +395,9 @@ describe('the server', () => {
     const pi = await paidIntent(createStripeClient({ secretKey: KEY, apiBase: before.url }));
     const form = `payment_intent=${pi.id}&amount=100`;
     const held = gate('cut-1');
-    const cutOff = raw(before.url, 'POST', '/v1/refunds', form, { 'Idempotency-Key': 'cut-1' }).catch((e: unknown) => e);
+    const cutOff = raw(before.url, 'POST', '/v1/refunds', form, { 'Idempotency-Key': 'cut-1' }).catch(
+      (e: unknown) => e,
+    );
     await held.entered;
     await before.close();
     // fetch's TypeError comes from Node's realm, not jest's, so match on the text.
@@ -368,9 +421,13 @@ describe('the server', () => {
     expect(none.status).toBe(401);
     expect(((await none.json()) as RawResponse['body']).error).toMatchObject({ type: 'authentication_error' });
     expect(none.headers.get('request-id')).toMatch(/^req_/);
-    const live = await raw(server.url, 'GET', '/v1/refunds/re_x', undefined, { Authorization: 'Bearer sk_live_abcdefghijkl' });
+    const live = await raw(server.url, 'GET', '/v1/refunds/re_x', undefined, {
+      Authorization: 'Bearer sk_live_abcdefghijkl',
+    });
     expect(live.status).toBe(401);
-    const publishable = await raw(server.url, 'GET', '/v1/refunds/re_x', undefined, { Authorization: 'Bearer pk_test_abc' });
+    const publishable = await raw(server.url, 'GET', '/v1/refunds/re_x', undefined, {
+      Authorization: 'Bearer pk_test_abc',
+    });
     expect(publishable.status).toBe(401);
     const basic = await raw(server.url, 'GET', '/v1/refunds/re_x', undefined, {
       Authorization: `Basic ${Buffer.from(`${KEY}:`).toString('base64')}`,
@@ -393,7 +450,9 @@ describe('the server', () => {
       'amount=100&currency=USD&payment_method_types[]=card&expand[0]=latest_charge&metadata[order_id]=o%5B1%5D&metadata[note]=a%26b',
     );
     expect(res.status).toBe(200);
-    expect(await ledger(server.url, String(res.body.id))).toEqual([expect.objectContaining({ idempotencyKey: null, requestsWithKey: 0 })]);
+    expect(await ledger(server.url, String(res.body.id))).toEqual([
+      expect.objectContaining({ idempotencyKey: null, requestsWithKey: 0 }),
+    ]);
     expect(res.body).toMatchObject({
       currency: 'usd',
       status: 'requires_payment_method',
@@ -433,8 +492,13 @@ describe('the fault API and the request log', () => {
   let client: Stripe;
   const arm = (body: unknown) => fetch(`${faulty.url}/_faults`, { method: 'POST', body: JSON.stringify(body) });
   const requests = async (key: string) =>
-    ((await (await fetch(`${faulty.url}/_requests?idempotency_key=${key}`)).json()) as { requests: { status: number | null; fault: string | null; replayed: boolean }[] }).requests;
-  const create = (pi: string, key: string, amount = 100) => client.refunds.create({ payment_intent: pi, amount }, { idempotencyKey: key });
+    (
+      (await (await fetch(`${faulty.url}/_requests?idempotency_key=${key}`)).json()) as {
+        requests: { status: number | null; fault: string | null; replayed: boolean }[];
+      }
+    ).requests;
+  const create = (pi: string, key: string, amount = 100) =>
+    client.refunds.create({ payment_intent: pi, amount }, { idempotencyKey: key });
 
   beforeAll(async () => {
     faulty = await startStripeServer({ port: 0, dbPath: path.join(dir, 'faulty.db'), faults: true });
@@ -455,10 +519,16 @@ describe('the fault API and the request log', () => {
     expect(bad.status).toBe(400);
     expect(await bad.json()).toMatchObject({ error: { message: expect.stringMatching(/invalid fault: status/) } });
     expect((await arm('not json' as unknown as object)).status).toBe(400);
-    const armed = (await (await arm({ kind: 'slow', delayMs: 1, match: { idempotencyKey: 'nobody' }, count: 3 })).json()) as { fault: { id: string } };
-    const listed = (await (await fetch(`${faulty.url}/_faults`)).json()) as { faults: { id: string; remaining: number }[] };
+    const armed = (await (
+      await arm({ kind: 'slow', delayMs: 1, match: { idempotencyKey: 'nobody' }, count: 3 })
+    ).json()) as { fault: { id: string } };
+    const listed = (await (await fetch(`${faulty.url}/_faults`)).json()) as {
+      faults: { id: string; remaining: number }[];
+    };
     expect(listed.faults).toEqual([expect.objectContaining({ id: armed.fault.id, remaining: 3 })]);
-    expect(await (await fetch(`${faulty.url}/_faults/${armed.fault.id}`, { method: 'DELETE' })).json()).toEqual({ cleared: 1 });
+    expect(await (await fetch(`${faulty.url}/_faults/${armed.fault.id}`, { method: 'DELETE' })).json()).toEqual({
+      cleared: 1,
+    });
   });
 
   it('fails before commit: the connection is cut and nothing is stored against the key', async () => {
@@ -467,7 +537,10 @@ describe('the fault API and the request log', () => {
     await expect(create(pi.id, 'fbc-1')).rejects.toMatchObject({ type: 'StripeConnectionError' });
     expect(await refundEffects(faulty.url, pi.id)).toHaveLength(0);
     await expect(create(pi.id, 'fbc-1')).resolves.toMatchObject({ amount: 100 });
-    expect((await requests('fbc-1')).map((r) => [r.status, r.fault])).toEqual([[null, 'fail_before_commit'], [200, null]]);
+    expect((await requests('fbc-1')).map((r) => [r.status, r.fault])).toEqual([
+      [null, 'fail_before_commit'],
+      [200, null],
+    ]);
   });
 
   it('commits, then drops the answer: a resend with the key replays the refund that was made', async () => {
@@ -490,15 +563,25 @@ describe('the fault API and the request log', () => {
     const pi = await paidIntent(client, 1000);
     await arm({ kind: 'rate_limit', match: { paymentIntent: pi.id }, retryAfterSeconds: 7 });
     await arm({ kind: 'server_error', status: 503, match: { paymentIntent: pi.id } });
-    const limited = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, { 'Idempotency-Key': 'rl-1' });
+    const limited = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, {
+      'Idempotency-Key': 'rl-1',
+    });
     expect(limited.status).toBe(429);
     expect(limited.headers.get('retry-after')).toBe('7');
-    const unavailable = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, { 'Idempotency-Key': 'rl-1' });
+    const unavailable = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, {
+      'Idempotency-Key': 'rl-1',
+    });
     expect(unavailable.status).toBe(503);
     expect(await refundEffects(faulty.url, pi.id)).toHaveLength(0);
-    const ok = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, { 'Idempotency-Key': 'rl-1' });
+    const ok = await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, {
+      'Idempotency-Key': 'rl-1',
+    });
     expect(ok.status).toBe(200);
-    expect((await requests('rl-1')).map((r) => [r.status, r.fault])).toEqual([[429, 'rate_limit'], [503, 'server_error'], [200, null]]);
+    expect((await requests('rl-1')).map((r) => [r.status, r.fault])).toEqual([
+      [429, 'rate_limit'],
+      [503, 'server_error'],
+      [200, null],
+    ]);
   });
 
   it('spreads a fault through traffic with every: it fires on each every-th request it matches, and one due with another waits a request', async () => {
@@ -506,7 +589,14 @@ describe('the fault API and the request log', () => {
     await arm({ kind: 'rate_limit', match: { paymentIntent: pi.id }, every: 3, count: 2 });
     await arm({ kind: 'server_error', status: 503, match: { paymentIntent: pi.id }, every: 3, count: 1 });
     const statuses: number[] = [];
-    for (let i = 1; i <= 8; i++) statuses.push((await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, { 'Idempotency-Key': `every-${i}` })).status);
+    for (let i = 1; i <= 8; i++)
+      statuses.push(
+        (
+          await raw(faulty.url, 'POST', '/v1/refunds', `payment_intent=${pi.id}&amount=100`, {
+            'Idempotency-Key': `every-${i}`,
+          })
+        ).status,
+      );
     expect(statuses).toEqual([200, 200, 429, 503, 200, 429, 200, 200]);
     expect(await refundEffects(faulty.url, pi.id)).toHaveLength(5);
     expect((await arm({ kind: 'rate_limit', every: 0 })).status).toBe(400);

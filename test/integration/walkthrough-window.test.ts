@@ -19,7 +19,8 @@ afterAll(async () => {
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
 const createKey = (orderId: string) => `refund:test:${orderId}:v1:create_refund`;
-const posts = async (orderId: string) => (await h.requests({ idempotencyKey: createKey(orderId) })).filter((r) => r.method === 'POST');
+const posts = async (orderId: string) =>
+  (await h.requests({ idempotencyKey: createKey(orderId) })).filter((r) => r.method === 'POST');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('committed, answer lost past the client timeout, list lagging: reconciliation waits out the lag and finds it; nothing is resent', async () => {
@@ -46,7 +47,10 @@ test('confirmed not started: after the consistency window, absence is proven and
   expect(sent.map((r) => r.status)).toEqual([null, 200]);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   const state = await h.state(result.workflowId);
-  expect(state.reconciliation.history.map((l) => l.result)).toEqual(['not_found_inconclusive', 'not_started_confirmed']);
+  expect(state.reconciliation.history.map((l) => l.result)).toEqual([
+    'not_found_inconclusive',
+    'not_started_confirmed',
+  ]);
   expect(state.reconciliation.resubmissions).toBe(1);
   // The second send came only after the proof, never inside the uncertain stretch.
   const proof = await h.store.operations.get(`refund:test:${order.id}:v1`);
@@ -57,7 +61,11 @@ test('the same refund asked again long after its key expired, under another work
   const order = await h.seedOrder(newOrderId());
   const first = await refund(h.env.client, request(order.id));
   await sleep(1500);
-  const again = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `retention-${randomUUID()}`, args: [request(order.id)] });
+  const again = await h.env.client.workflow.execute(refundWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: `retention-${randomUUID()}`,
+    args: [request(order.id)],
+  });
 
   expect(again).toMatchObject({ status: 'completed', refund: { refundId: first.refund.refundId, replayed: true } });
   expect(await posts(order.id)).toHaveLength(1);
@@ -66,7 +74,12 @@ test('the same refund asked again long after its key expired, under another work
 
   // What the store's check prevents: the provider itself no longer deduplicates this key.
   const blind = await h.stripe.refunds.create(
-    { payment_intent: order.paymentIntentId, amount: 1250, reason: 'requested_by_customer', metadata: { order_id: order.id, operation_id: `refund:test:${order.id}:v1` } },
+    {
+      payment_intent: order.paymentIntentId,
+      amount: 1250,
+      reason: 'requested_by_customer',
+      metadata: { order_id: order.id, operation_id: `refund:test:${order.id}:v1` },
+    },
     { idempotencyKey: createKey(order.id) },
   );
   expect(blind.id).not.toBe(first.refund.refundId);
@@ -76,17 +89,39 @@ test('the same refund asked again long after its key expired, under another work
 test('an operation whose receipt was lost and whose key expired is never resent blind by a later run', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
-  const first = (taskQueue: string) => stopped(h.env.client.workflow.start(refundWorkflow, { taskQueue, workflowId: `refund-${order.id}-v1`, args: [request(order.id)] }));
-  await expect(h.withWorker({}, first, { policy: fewLookups(2) })).resolves.toMatchObject({ status: 'needs_attention' });
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
+  const first = (taskQueue: string) =>
+    stopped(
+      h.env.client.workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: `refund-${order.id}-v1`,
+        args: [request(order.id)],
+      }),
+    );
+  await expect(h.withWorker({}, first, { policy: fewLookups(2) })).resolves.toMatchObject({
+    status: 'needs_attention',
+  });
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
   await sleep(1200);
 
-  const again = await h.env.client.workflow.execute(refundWorkflow, { taskQueue: TASK_QUEUE, workflowId: `later-${randomUUID()}`, args: [request(order.id)] });
+  const again = await h.env.client.workflow.execute(refundWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: `later-${randomUUID()}`,
+    args: [request(order.id)],
+  });
   expect(again.status).toBe('completed');
   expect(await posts(order.id)).toHaveLength(1);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   const state = await h.state(again.workflowId);
-  expect(state.steps[1].ledger[0]).toMatchObject({ outcome: 'UNKNOWN_OUTCOME', reason: 'outside_dedupe_window', transportRequests: 0 });
+  expect(state.steps[1].ledger[0]).toMatchObject({
+    outcome: 'UNKNOWN_OUTCOME',
+    reason: 'outside_dedupe_window',
+    transportRequests: 0,
+  });
   expect(state.reconciliation.lastResult).toBe('completed');
 });

@@ -30,7 +30,11 @@ afterAll(async () => {
 
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const post = (body: string, signature?: string) =>
-  fetch(receiver.url, { method: 'POST', headers: { 'content-type': 'application/json', ...(signature && { 'stripe-signature': signature }) }, body }).then(async (r) => ({
+  fetch(receiver.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(signature && { 'stripe-signature': signature }) },
+    body,
+  }).then(async (r) => ({
     status: r.status,
     body: (await r.json()) as Record<string, unknown>,
   }));
@@ -39,8 +43,18 @@ const now = () => Math.floor(Date.now() / 1000);
 test('a refund event reaches its run as a Signal, once, however often it is delivered; bad requests change nothing', async () => {
   const order = await h.seedOrder(newOrderId());
   // The gate cannot read the provider: the run parks after the refund, and waits there.
-  await h.stripeFault({ kind: 'server_error', status: 500, match: { method: 'GET', paymentIntent: order.paymentIntentId }, count: 1000 });
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
   await stopped(handle);
   const operationId = `refund:test:${order.id}:v1`;
   let state = await handle.query(stepsQuery);
@@ -49,14 +63,27 @@ test('a refund event reaches its run as a Signal, once, however often it is deli
     state = await handle.query(stepsQuery);
   }
   const refundId = state.effect.refundId!;
-  expect(state.providerEvents).toEqual([expect.objectContaining({ type: 'refund.created', refundId, refundStatus: 'succeeded' })]);
+  expect(state.providerEvents).toEqual([
+    expect.objectContaining({ type: 'refund.created', refundId, refundStatus: 'succeeded' }),
+  ]);
   const [recorded] = await h.store.providerEvents.forOperation(operationId);
-  expect(recorded).toMatchObject({ type: 'refund.created', handedTo: handle.workflowId, outcome: 'signalled', deliveries: 1 });
+  expect(recorded).toMatchObject({
+    type: 'refund.created',
+    handedTo: handle.workflowId,
+    outcome: 'signalled',
+    deliveries: 1,
+  });
 
   // The same event twice more, freshly signed: recorded once, signalled once.
-  const events = (await (await fetch(`${h.stripeUrl}/_events?object=${refundId}`)).json()) as { events: { id: string }[] };
+  const events = (await (await fetch(`${h.stripeUrl}/_events?object=${refundId}`)).json()) as {
+    events: { id: string }[];
+  };
   const body = JSON.stringify(events.events[0]);
-  for (let i = 0; i < 2; i++) expect(await post(body, signatureHeader(body, secret, now()))).toMatchObject({ status: 200, body: { duplicate: true } });
+  for (let i = 0; i < 2; i++)
+    expect(await post(body, signatureHeader(body, secret, now()))).toMatchObject({
+      status: 200,
+      body: { duplicate: true },
+    });
   expect((await h.store.providerEvents.forOperation(operationId))[0]).toMatchObject({ deliveries: 3 });
   expect((await handle.query(stepsQuery)).providerEvents).toHaveLength(1);
 
@@ -81,7 +108,14 @@ test('a refund event reaches its run as a Signal, once, however often it is deli
   const inspected = await inspectRun(h.env.client, h.sources, 'test', handle.workflowId);
   expect(inspected.facts).toEqual(
     expect.arrayContaining([
-      expect.objectContaining({ id: `event:${recorded!.eventId}`, says: expect.stringMatching(new RegExp(`^refund.created: refund ${refundId} succeeded, sent .*\\(3 deliveries\\); handed to ${handle.workflowId}`)) }),
+      expect.objectContaining({
+        id: `event:${recorded!.eventId}`,
+        says: expect.stringMatching(
+          new RegExp(
+            `^refund.created: refund ${refundId} succeeded, sent .*\\(3 deliveries\\); handed to ${handle.workflowId}`,
+          ),
+        ),
+      }),
     ]),
   );
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
@@ -89,27 +123,69 @@ test('a refund event reaches its run as a Signal, once, however often it is deli
 
 test('news of a finished run: a refund still standing is kept on the audit trail; a failure, even signed, is only a reason to ask the provider', async () => {
   const order = await h.seedOrder(newOrderId());
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
   await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   const operationId = `refund:test:${order.id}:v1`;
   const refundId = (await handle.query(stepsQuery)).effect.refundId!;
   const event = (id: string, type: string, status: string) =>
-    JSON.stringify({ id, object: 'event', type, created: now(), data: { object: { id: refundId, object: 'refund', status, amount: 1250, currency: 'usd', metadata: { operation_id: operationId } } } });
+    JSON.stringify({
+      id,
+      object: 'event',
+      type,
+      created: now(),
+      data: {
+        object: {
+          id: refundId,
+          object: 'refund',
+          status,
+          amount: 1250,
+          currency: 'usd',
+          metadata: { operation_id: operationId },
+        },
+      },
+    });
 
   const standing = event(`evt_late_ok_${order.id}`, 'refund.updated', 'succeeded');
-  expect(await post(standing, signatureHeader(standing, secret, now()))).toMatchObject({ status: 200, body: { handedTo: null, why: expect.stringMatching(/has finished and the refund is succeeded; the event is kept/) } });
-  expect((await h.store.operations.auditTrail(operationId)).at(-1)).toMatchObject({ event: 'late_provider_event', detail: { type: 'refund.updated', refundStatus: 'succeeded', followUp: null } });
+  expect(await post(standing, signatureHeader(standing, secret, now()))).toMatchObject({
+    status: 200,
+    body: { handedTo: null, why: expect.stringMatching(/has finished and the refund is succeeded; the event is kept/) },
+  });
+  expect((await h.store.operations.auditTrail(operationId)).at(-1)).toMatchObject({
+    event: 'late_provider_event',
+    detail: { type: 'refund.updated', refundStatus: 'succeeded', followUp: null },
+  });
 
   // Correctly signed, but the provider says otherwise: the follow-up asks it, and undoes nothing.
   const late = event(`evt_late_${order.id}`, 'refund.failed', 'failed');
-  expect(await post(late, signatureHeader(late, secret, now()))).toMatchObject({ status: 200, body: { handedTo: followUpWorkflowId(operationId) } });
-  expect((await h.store.providerEvents.forOperation(operationId)).find((e) => e.eventId === `evt_late_${order.id}`)).toMatchObject({ outcome: 'signalled follow-up' });
-  const outcome = await h.env.client.workflow.getHandle<typeof followUpWorkflow>(followUpWorkflowId(operationId)).result();
-  expect(outcome).toMatchObject({ status: 'unchanged', reason: expect.stringMatching(/is succeeded at the provider: nothing to undo/), compensations: [] });
+  expect(await post(late, signatureHeader(late, secret, now()))).toMatchObject({
+    status: 200,
+    body: { handedTo: followUpWorkflowId(operationId) },
+  });
+  expect(
+    (await h.store.providerEvents.forOperation(operationId)).find((e) => e.eventId === `evt_late_${order.id}`),
+  ).toMatchObject({ outcome: 'signalled follow-up' });
+  const outcome = await h.env.client.workflow
+    .getHandle<typeof followUpWorkflow>(followUpWorkflowId(operationId))
+    .result();
+  expect(outcome).toMatchObject({
+    status: 'unchanged',
+    reason: expect.stringMatching(/is succeeded at the provider: nothing to undo/),
+    compensations: [],
+  });
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
   expect(await h.store.operations.get(operationId)).toMatchObject({ status: 'completed' });
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   const trail = await h.store.operations.auditTrail(operationId);
-  expect(trail.find((a) => a.event === 'late_provider_event' && a.detail.eventId === `evt_late_${order.id}`)).toMatchObject({ detail: { followUp: { workflowId: followUpWorkflowId(operationId) } } });
-  expect(trail.at(-1)).toMatchObject({ event: 'follow_up', detail: { status: 'unchanged', originalWorkflowId: handle.workflowId } });
+  expect(
+    trail.find((a) => a.event === 'late_provider_event' && a.detail.eventId === `evt_late_${order.id}`),
+  ).toMatchObject({ detail: { followUp: { workflowId: followUpWorkflowId(operationId) } } });
+  expect(trail.at(-1)).toMatchObject({
+    event: 'follow_up',
+    detail: { status: 'unchanged', originalWorkflowId: handle.workflowId },
+  });
 });

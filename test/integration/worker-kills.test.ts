@@ -18,9 +18,19 @@ let afterEffect: StripeHook | undefined;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-kills-'));
 
 beforeAll(async () => {
-  h = await startHarness({ network: true, inProcessWorker: false, stripeHooks: { afterEffect: (ctx) => afterEffect?.(ctx) } });
+  h = await startHarness({
+    network: true,
+    inProcessWorker: false,
+    stripeHooks: { afterEffect: (ctx) => afterEffect?.(ctx) },
+  });
   // The shortest SMTP attempt a worker accepts: a dead worker's attempt times out soon.
-  fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify({ ...TEST_POLICY, timeouts: { ...TEST_POLICY.timeouts, smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 } } }));
+  fs.writeFileSync(
+    path.join(dir, 'policy.json'),
+    JSON.stringify({
+      ...TEST_POLICY,
+      timeouts: { ...TEST_POLICY.timeouts, smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 } },
+    }),
+  );
   // Built once: each worker process loads it instead of bundling for seconds.
   fs.writeFileSync(path.join(dir, 'workflows.js'), h.workflowBundle.code);
 });
@@ -47,10 +57,12 @@ const spawnWorker = () =>
     STRIPE_LIST_CONSISTENCY_MS: '300',
   });
 const until = async (what: string, check: () => Promise<boolean>, ms = 30_000) => {
-  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) if (await check()) return;
+  for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50)))
+    if (await check()) return;
   throw new Error(`timed out waiting for ${what}`);
 };
-const isCreate = (ctx: Parameters<StripeHook>[0], paymentIntentId: string) => ctx.method === 'POST' && ctx.path === '/v1/refunds' && ctx.params.payment_intent === paymentIntentId;
+const isCreate = (ctx: Parameters<StripeHook>[0], paymentIntentId: string) =>
+  ctx.method === 'POST' && ctx.path === '/v1/refunds' && ctx.params.payment_intent === paymentIntentId;
 
 test('the worker is SIGKILLed after Stripe made the refund, before the answer reached it: the retry replays the same key, one refund', async () => {
   worker = await spawnWorker();
@@ -61,11 +73,20 @@ test('the worker is SIGKILLed after Stripe made the refund, before the answer re
     // Answered only once the worker is dead (the hook is awaited): it never sees the answer.
     if (isCreate(ctx, order.paymentIntentId) && !killed) return (killed = worker!.kill());
   };
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
   await until('the kill', async () => killed !== undefined);
   await killed;
   // The receipt was never saved: the store knows a request went out, not what became of it.
-  expect(await h.store.operations.get(`refund:test:${order.id}:v1`)).toMatchObject({ status: 'intent', requestsSent: 1, refund: null });
+  expect(await h.store.operations.get(`refund:test:${order.id}:v1`)).toMatchObject({
+    status: 'intent',
+    requestsSent: 1,
+    refund: null,
+  });
   worker = await spawnWorker();
 
   const result = completed(await handle.result());
@@ -88,7 +109,12 @@ test('the worker saved the receipt but died before Temporal heard the activity c
     // The server answers only once it is gone (the hook is awaited): otherwise a quick worker reports the result first.
     if (isCreate(ctx, order.paymentIntentId) && !cut) return (cut = h.toxiproxy!.setEnabled('temporal', false));
   };
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
   await until('the receipt saved', async () => (await h.store.operations.get(operationId))?.status === 'refunded');
   await cut;
   await worker.kill();
@@ -109,9 +135,24 @@ test('the worker dies mid-compensation, while the correction email is being hand
   const operationId = `refund:test:${order.id}:v1`;
   const correctionKey = `${operationId}:notify_customer:compensate`;
   // The mail server holds the correction's DATA for a while (then refuses it): the worker dies while it waits.
-  await h.mailFault({ kind: 'reply', stage: 'data', code: 451, message: '4.3.0 held', delayMs: 5000, match: { messageId: messageIdForKey(correctionKey) } });
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
-  await until('the correction handed over', async () => (await h.store.getNotification(correctionKey))?.status === 'sending');
+  await h.mailFault({
+    kind: 'reply',
+    stage: 'data',
+    code: 451,
+    message: '4.3.0 held',
+    delayMs: 5000,
+    match: { messageId: messageIdForKey(correctionKey) },
+  });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
+  await until(
+    'the correction handed over',
+    async () => (await h.store.getNotification(correctionKey))?.status === 'sending',
+  );
   await worker.kill();
   worker = await spawnWorker();
 
@@ -134,7 +175,12 @@ test('the worker dies right after the intent is committed, before anything is se
   const operationId = `refund:test:${order.id}:v1`;
   // Stripe is unreachable until the worker is dead, so the kill lands between the commit and any request reaching it.
   await h.toxiproxy!.setEnabled('stripe', false);
-  const { handle } = await startRefund(h.env.client, { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
   await until('the intent committed', async () => (await h.store.operations.get(operationId)) !== undefined);
   await worker.kill();
   expect(await h.store.operations.get(operationId)).toMatchObject({ status: 'intent', refund: null });

@@ -105,7 +105,8 @@ export class FakeProvider {
   /** Routes http.request to this provider until the returned function is called. */
   install(): () => void {
     const original = http.request;
-    (http as { request: unknown }).request = (opts: http.RequestOptions) => new FakeClientRequest(this, opts, this.attemptHere());
+    (http as { request: unknown }).request = (opts: http.RequestOptions) =>
+      new FakeClientRequest(this, opts, this.attemptHere());
     return () => {
       (http as { request: unknown }).request = original;
     };
@@ -191,14 +192,30 @@ export class FakeProvider {
   private receiveCreate(wire: WireRequest, body: string): void {
     const entry = wire.key ? this.keys.get(wire.key) : undefined;
     if (entry && this.time.now < entry.firstAt + this.keyWindowMs) {
-      if (entry.body !== body) return this.respond(wire, 400, stripeError('idempotency_error', 'Keys for idempotent requests can only be used with the same parameters they were first used with.'), {});
-      if (entry.response === null) return this.respond(wire, 409, stripeError('idempotency_error', 'There is currently another in-progress request using this Idempotent Key.'), {});
+      if (entry.body !== body)
+        return this.respond(
+          wire,
+          400,
+          stripeError(
+            'idempotency_error',
+            'Keys for idempotent requests can only be used with the same parameters they were first used with.',
+          ),
+          {},
+        );
+      if (entry.response === null)
+        return this.respond(
+          wire,
+          409,
+          stripeError('idempotency_error', 'There is currently another in-progress request using this Idempotent Key.'),
+          {},
+        );
       return this.respond(wire, entry.response.status, entry.response.body, { 'idempotent-replayed': 'true' });
     }
     // A new key, or one past its window (Stripe forgot it): processed as a new request.
     if (wire.key) this.keys.set(wire.key, { firstAt: this.time.now, body, response: null });
     const processing = this.plan.shift() ?? 'hold';
-    if (processing !== 'hold') this.time.setTimer(() => this.act(wire, processing.how, processing.listLagMs), processing.delayMs);
+    if (processing !== 'hold')
+      this.time.setTimer(() => this.act(wire, processing.how, processing.listLagMs), processing.delayMs);
   }
 
   private commit(wire: WireRequest, listLagMs: number): Refund {
@@ -223,19 +240,35 @@ export class FakeProvider {
     const id = /^\/v1\/refunds\/([^/]+)$/.exec(wire.path)?.[1];
     if (id) {
       const refund = this.refunds.find((r) => r.id === id);
-      if (!refund) return this.respond(wire, 404, stripeError('invalid_request_error', `No such refund: '${id}'`, 'resource_missing'), {});
+      if (!refund)
+        return this.respond(
+          wire,
+          404,
+          stripeError('invalid_request_error', `No such refund: '${id}'`, 'resource_missing'),
+          {},
+        );
       return this.respond(wire, 200, this.refundObject(refund), {});
     }
     const data = this.visible(wire.params.get('payment_intent') ?? '').map((r) => this.refundObject(r));
     this.respond(wire, 200, { object: 'list', data, has_more: false, url: '/v1/refunds' }, {});
   }
 
-  private respond(wire: WireRequest, status: number, body: unknown, headers: Record<string, string>, fromProvider = true): void {
+  private respond(
+    wire: WireRequest,
+    status: number,
+    body: unknown,
+    headers: Record<string, string>,
+    fromProvider = true,
+  ): void {
     if (wire.state !== 'held') return;
     wire.state = 'answered';
     const res = Object.assign(new Readable({ read() {} }), {
       statusCode: status,
-      headers: { 'content-type': 'application/json', ...(fromProvider && { 'request-id': `req_${wire.id}` }), ...headers },
+      headers: {
+        'content-type': 'application/json',
+        ...(fromProvider && { 'request-id': `req_${wire.id}` }),
+        ...headers,
+      },
       complete: false,
     });
     wire.req.emit('response', res);

@@ -30,7 +30,13 @@ import { createOperationActivities } from '../../src/activities/operations';
 import { createPaymentActivities, createStripeClient } from '../../src/activities/payments';
 import { loadConfig } from '../../src/config';
 import { runSettings } from '../../src/deps';
-import { MAX_RESUBMISSIONS, type BeginResult, type ReconcileResult, type RefundReceipt, type RunSettings } from '../../src/contract';
+import {
+  MAX_RESUBMISSIONS,
+  type BeginResult,
+  type ReconcileResult,
+  type RefundReceipt,
+  type RunSettings,
+} from '../../src/contract';
 import { backoffDelay, ruleFor, temporalRetryPolicy } from '../../src/reliability/policy';
 import type { Boundary, Certainty, FailureCode } from '../../src/reliability/taxonomy';
 import type { RefundRequest } from '../../src/domain/refund-request';
@@ -135,7 +141,9 @@ export class System {
     this.time = new VirtualTime(Date.UTC(2026, 0, 1) + caseNo * 7 * 86_400_000);
     this.startedAt = this.time.now;
     for (const [host, skew] of Object.entries(skews)) this.time.setSkew(host, skew);
-    this.provider = new FakeProvider(this.time, KEY_WINDOW_MS, () => attemptHere.getStore()?.label ?? '(none)', [...plan]);
+    this.provider = new FakeProvider(this.time, KEY_WINDOW_MS, () => attemptHere.getStore()?.label ?? '(none)', [
+      ...plan,
+    ]);
     this.provider.onCommit = (r) => this.atCommit(r);
     this.log = this.pausing(store.operations);
   }
@@ -145,13 +153,27 @@ export class System {
     this.uninstall.push(() => this.time.uninstall(), this.provider.install());
     // Built once this case's clock is in place: the attempt runner keeps the Date.now it finds.
     const attempt = createAttemptRunner({ policy: POLICY, log: this.log });
-    const stripe = this.pausingStripe(createStripeClient({ secretKey: 'sk_test_model', apiBase: 'http://stripe.model', requestTimeoutMs: SETTINGS.provider.requestTimeoutMs }));
-    const orderStore = new Proxy(this.store, { get: (target, p) => (p === 'operations' ? this.log : Reflect.get(target, p)) });
+    const stripe = this.pausingStripe(
+      createStripeClient({
+        secretKey: 'sk_test_model',
+        apiBase: 'http://stripe.model',
+        requestTimeoutMs: SETTINGS.provider.requestTimeoutMs,
+      }),
+    );
+    const orderStore = new Proxy(this.store, {
+      get: (target, p) => (p === 'operations' ? this.log : Reflect.get(target, p)),
+    });
     this.acts = {
       ...createPaymentActivities({ stripe, log: this.log, attempt, windows: SETTINGS.provider }),
       ...createOperationActivities({ store: orderStore, attempt, settings: SETTINGS }),
     };
-    await this.store.seedOrder({ id: this.orderId, paymentIntentId: `pi_${this.caseNo}`, customerEmail: 'model@example.com', currency: 'usd', amount: 1000 });
+    await this.store.seedOrder({
+      id: this.orderId,
+      paymentIntentId: `pi_${this.caseNo}`,
+      customerEmail: 'model@example.com',
+      currency: 'usd',
+      amount: 1000,
+    });
     // Version 1 was asked for first; the commands start version 2, and more runs of either (a repeated request, a person's retry).
     this.startRun(1);
     await this.settle();
@@ -168,7 +190,11 @@ export class System {
   // ---- commands -------------------------------------------------------------------------------
 
   startRun(version: 1 | 2): void {
-    const run = new Run(`v${version}.r${this.runs.filter((r) => r.version === version).length + 1}`, version, this.runs.length);
+    const run = new Run(
+      `v${version}.r${this.runs.filter((r) => r.version === version).length + 1}`,
+      version,
+      this.runs.length,
+    );
     this.runs.push(run);
     this.note(`${run.label} starts`);
     this.progress += 1;
@@ -194,13 +220,16 @@ export class System {
     a.dead = true;
     a.pause = null;
     this.note(`${a.label}@${a.host} dies (its worker is gone)`);
-    for (const w of this.provider.requests.filter((r) => r.attempt === a.label && r.state === 'held')) this.provider.clientGone(w.req);
+    for (const w of this.provider.requests.filter((r) => r.attempt === a.label && r.state === 'held'))
+      this.provider.clientGone(w.req);
   }
 
   act(i: number, how: How, lagMs: number): void {
     const held = this.provider.held().filter((w) => w.method === 'POST');
     const w = held[i % held.length]!;
-    this.note(`provider: request #${w.id} (${w.attempt}) ${how === 'cut' ? 'cut without commit' : `commits (list lag ${lagMs / 1000} s), ${how === 'commit_answer' ? 'answered' : how === 'commit_cut' ? 'answer cut' : `a proxy answered ${how.slice(-3)}`}`}`);
+    this.note(
+      `provider: request #${w.id} (${w.attempt}) ${how === 'cut' ? 'cut without commit' : `commits (list lag ${lagMs / 1000} s), ${how === 'commit_answer' ? 'answered' : how === 'commit_cut' ? 'answer cut' : `a proxy answered ${how.slice(-3)}`}`}`,
+    );
     this.provider.act(w, how, lagMs);
   }
 
@@ -211,7 +240,9 @@ export class System {
    * boundary cases that fixed steps of time would rarely hit.
    */
   edges(): number[] {
-    const sendBys = this.paused().flatMap((a) => (a.scope?.sendBy === undefined ? [] : [a.scope.sendBy - this.time.skew(a.host)]));
+    const sendBys = this.paused().flatMap((a) =>
+      a.scope?.sendBy === undefined ? [] : [a.scope.sendBy - this.time.skew(a.host)],
+    );
     const all = [...this.time.dueTimes(), ...sendBys];
     return [...new Set(all.filter((t) => t > this.time.now))].sort((a, b) => a - b);
   }
@@ -224,7 +255,7 @@ export class System {
   /** Lets everything that can run without a command run: until nothing moved for a few event-loop turns. */
   async settle(): Promise<void> {
     let last = -1;
-    for (let quiet = 0; quiet < 3; ) {
+    for (let quiet = 0; quiet < 3;) {
       await new Promise((resolve) => setImmediate(resolve));
       await this.time.fireDue(this.time.now, () => new Promise((resolve) => setImmediate(resolve)));
       const now = this.progress + this.time.activity + this.provider.requests.length;
@@ -247,7 +278,11 @@ export class System {
     const version = Number(/:v(\d+)$/.exec(refund.operationId)?.[1]);
     for (const earlier of this.operationIds().filter((id) => Number(/:v(\d+)$/.exec(id)?.[1]) < version)) {
       const live = this.provider.live(earlier);
-      if (live.length > 0) this.violate('refunds', `${refund.id} of ${refund.operationId} committed while request #${live[0]!.id} of earlier ${earlier} was still on the wire`);
+      if (live.length > 0)
+        this.violate(
+          'refunds',
+          `${refund.id} of ${refund.operationId} committed while request #${live[0]!.id} of earlier ${earlier} was still on the wire`,
+        );
     }
   }
 
@@ -260,33 +295,59 @@ export class System {
     const refunds = this.provider.refunds;
     for (const op of ops) {
       const mine = this.provider.refundsOf(op.operationId);
-      if (mine.length > 1) this.violate('refunds', `${mine.length} refunds for ${op.operationId}: ${mine.map((r) => `${r.id} (${r.by})`).join(', ')}`);
-      const proven = op.status === 'intent' && op.absenceConfirmedAt !== null && op.provenAbsentThrough === op.requestsSent;
+      if (mine.length > 1)
+        this.violate(
+          'refunds',
+          `${mine.length} refunds for ${op.operationId}: ${mine.map((r) => `${r.id} (${r.by})`).join(', ')}`,
+        );
+      const proven =
+        op.status === 'intent' && op.absenceConfirmedAt !== null && op.provenAbsentThrough === op.requestsSent;
       if (proven) {
         const live = this.provider.live(op.operationId);
         if (live.length > 0) {
-          this.violate('proof', `${op.operationId} is proven absent (through send ${op.provenAbsentThrough}, at ${op.absenceConfirmedAt}) while its request #${live[0]!.id} (${live[0]!.attempt}, written ${this.ago(live[0]!.writtenAt)}) may still commit`);
+          this.violate(
+            'proof',
+            `${op.operationId} is proven absent (through send ${op.provenAbsentThrough}, at ${op.absenceConfirmedAt}) while its request #${live[0]!.id} (${live[0]!.attempt}, written ${this.ago(live[0]!.writtenAt)}) may still commit`,
+          );
         }
-        if (mine.length > 0) this.violate('proof', `${op.operationId} is proven absent while ${mine[0]!.id} (${mine[0]!.by}) exists`);
+        if (mine.length > 0)
+          this.violate('proof', `${op.operationId} is proven absent while ${mine[0]!.id} (${mine[0]!.by}) exists`);
       }
       if (op.refund && !refunds.some((r) => r.id === op.refund!.refundId && r.operationId === op.operationId)) {
-        this.violate('claims', `the store records ${op.refund.refundId} for ${op.operationId}, which the provider does not have`);
+        this.violate(
+          'claims',
+          `the store records ${op.refund.refundId} for ${op.operationId}, which the provider does not have`,
+        );
       }
     }
     const versions = new Set(refunds.filter((r) => r.orderId === this.orderId).map((r) => r.operationId));
-    if (versions.size > 1) this.violate('refunds', `the order was refunded by ${versions.size} operation versions: ${refunds.map((r) => `${r.id} for ${r.operationId} (${r.by})`).join('; ')}`);
+    if (versions.size > 1)
+      this.violate(
+        'refunds',
+        `the order was refunded by ${versions.size} operation versions: ${refunds.map((r) => `${r.id} for ${r.operationId} (${r.by})`).join('; ')}`,
+      );
     for (const run of this.runs.filter((r) => r.ended)) {
       const claim = run.ended!;
       const mine = run.operationId ? this.provider.refundsOf(run.operationId) : [];
-      if (claim.status === 'refunded' && !mine.some((r) => r.id === claim.refundId)) this.violate('claims', `${run.label} reports refund ${claim.refundId}, which the provider does not have for ${run.operationId}`);
+      if (claim.status === 'refunded' && !mine.some((r) => r.id === claim.refundId))
+        this.violate(
+          'claims',
+          `${run.label} reports refund ${claim.refundId}, which the provider does not have for ${run.operationId}`,
+        );
       if (claim.status === 'none') {
         const own = mine.filter((r) => r.by.includes(` of ${run.label}/`));
-        if (own.length > 0) this.violate('claims', `${run.label} reports that nothing was refunded (${claim.why}), but its own request made ${own[0]!.id}`);
+        if (own.length > 0)
+          this.violate(
+            'claims',
+            `${run.label} reports that nothing was refunded (${claim.why}), but its own request made ${own[0]!.id}`,
+          );
       }
     }
     if (this.violations.length > 0) {
       const found = this.violations.splice(0);
-      throw new Error(`${found.join('\n')}\n\nWhat happened (true time since the first command):\n${this.trace.join('\n')}`);
+      throw new Error(
+        `${found.join('\n')}\n\nWhat happened (true time since the first command):\n${this.trace.join('\n')}`,
+      );
     }
   }
 
@@ -305,10 +366,12 @@ export class System {
         return async (...args: unknown[]) => {
           const a = attemptHere.getStore();
           if (a?.dead) return never;
-          const result = await this.time.onHost('store', () => (method as (...x: unknown[]) => Promise<unknown>).apply(target, args)).then(
-            (value) => ({ value }),
-            (error: unknown) => ({ error }),
-          );
+          const result = await this.time
+            .onHost('store', () => (method as (...x: unknown[]) => Promise<unknown>).apply(target, args))
+            .then(
+              (value) => ({ value }),
+              (error: unknown) => ({ error }),
+            );
           if (a) this.noteStore(a, String(p), args, result);
           if (a?.step === PAUSING_STEP && PAUSING.has(String(p))) await this.pauseHere(a, `${String(p)}`);
           if ('error' in result) throw result.error;
@@ -330,7 +393,9 @@ export class System {
     }
     if (method === 'settle' && op.applied) {
       const u = args[1] as { status: string; absenceConfirmedAt?: string };
-      this.note(`${a.label}: ${args[0] as string} settled ${u.status}${u.absenceConfirmedAt ? ` (absence proven as of ${u.absenceConfirmedAt}, through send ${op.record!.provenAbsentThrough})` : ''}`);
+      this.note(
+        `${a.label}: ${args[0] as string} settled ${u.status}${u.absenceConfirmedAt ? ` (absence proven as of ${u.absenceConfirmedAt}, through send ${op.record!.provenAbsentThrough})` : ''}`,
+      );
     }
   }
 
@@ -353,9 +418,12 @@ export class System {
       return send();
     };
     const refunds = {
-      create: (...args: Parameters<Stripe['refunds']['create']>) => before('send the create', () => stripe.refunds.create(...args)),
-      list: (...args: Parameters<Stripe['refunds']['list']>) => before('list refunds', () => stripe.refunds.list(...args)),
-      retrieve: (...args: Parameters<Stripe['refunds']['retrieve']>) => before('retrieve a refund', () => stripe.refunds.retrieve(...args)),
+      create: (...args: Parameters<Stripe['refunds']['create']>) =>
+        before('send the create', () => stripe.refunds.create(...args)),
+      list: (...args: Parameters<Stripe['refunds']['list']>) =>
+        before('list refunds', () => stripe.refunds.list(...args)),
+      retrieve: (...args: Parameters<Stripe['refunds']['retrieve']>) =>
+        before('retrieve a refund', () => stripe.refunds.retrieve(...args)),
     };
     return { refunds } as unknown as Stripe;
   }
@@ -367,7 +435,13 @@ export class System {
   }
 
   /** One activity, with Temporal's retries: attempts on alternating hosts, each bounded by start-to-close. */
-  private async activity<T>(run: Run, step: string, boundary: Boundary, sends: boolean, call: () => Promise<T>): Promise<T> {
+  private async activity<T>(
+    run: Run,
+    step: string,
+    boundary: Boundary,
+    sends: boolean,
+    call: () => Promise<T>,
+  ): Promise<T> {
     const timeouts = POLICY.timeouts[boundary === 'stripe' ? 'stripe' : 'store'];
     const retry = temporalRetryPolicy(POLICY, boundary);
     const scheduledAt = this.time.now;
@@ -386,11 +460,16 @@ export class System {
         workflowExecution: { workflowId: run.label, runId: `${run.label}-run` },
       };
       const env = new MockActivityEnvironment(info, { logger: new DefaultLogger('ERROR') });
-      const done = this.time.onHost(a.host, () => attemptHere.run(a, () => env.run(call) as Promise<T>)).then(
-        (value) => ({ value }),
-        (error: unknown) => ({ error }),
-      );
-      const outcome = await Promise.race([done, this.sleep(timeouts.startToCloseMs).then(() => ({ timeout: true as const }))]);
+      const done = this.time
+        .onHost(a.host, () => attemptHere.run(a, () => env.run(call) as Promise<T>))
+        .then(
+          (value) => ({ value }),
+          (error: unknown) => ({ error }),
+        );
+      const outcome = await Promise.race([
+        done,
+        this.sleep(timeouts.startToCloseMs).then(() => ({ timeout: true as const })),
+      ]);
       let failure: StepFailure;
       let delay: number;
       if ('value' in outcome) return outcome.value;
@@ -401,15 +480,39 @@ export class System {
         failure = { code: d.code, certainty: d.certainty, reason: d.reason };
         this.note(`${a.label} failed: ${failure.code}/${failure.certainty} ${failure.reason}`);
         if (err.nonRetryable) throw new Failed(failure);
-        delay = Number(err.nextRetryDelay ?? backoffDelay({ backoff: { initialMs: retry.initialInterval, coefficient: retry.backoffCoefficient, maxMs: retry.maximumInterval } }, n));
+        delay = Number(
+          err.nextRetryDelay ??
+            backoffDelay(
+              {
+                backoff: {
+                  initialMs: retry.initialInterval,
+                  coefficient: retry.backoffCoefficient,
+                  maxMs: retry.maximumInterval,
+                },
+              },
+              n,
+            ),
+        );
       } else {
         a.zombie = true;
         this.note(`${a.label}@${a.host} timed out (start-to-close)${a.dead ? '' : '; it may still be running'}`);
         // As the workflow's step runner classifies a Temporal timeout (describeFailure).
-        failure = sends ? { code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'activity_timeout' } : { code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'activity_timeout' };
-        delay = backoffDelay({ backoff: { initialMs: retry.initialInterval, coefficient: retry.backoffCoefficient, maxMs: retry.maximumInterval } }, n);
+        failure = sends
+          ? { code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed', reason: 'activity_timeout' }
+          : { code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'activity_timeout' };
+        delay = backoffDelay(
+          {
+            backoff: {
+              initialMs: retry.initialInterval,
+              coefficient: retry.backoffCoefficient,
+              maxMs: retry.maximumInterval,
+            },
+          },
+          n,
+        );
       }
-      if (n >= retry.maximumAttempts || this.time.now + delay >= scheduledAt + timeouts.scheduleToCloseMs) throw new Failed(failure);
+      if (n >= retry.maximumAttempts || this.time.now + delay >= scheduledAt + timeouts.scheduleToCloseMs)
+        throw new Failed(failure);
       await this.sleep(delay);
     }
   }
@@ -424,7 +527,14 @@ export class System {
   }
 
   private async workflow(run: Run): Promise<void> {
-    const request: RefundRequest = { orderId: this.orderId, amount: AMOUNTS[run.version], currency: 'usd', reason: 'requested_by_customer', requestedBy: 'model', operationVersion: run.version };
+    const request: RefundRequest = {
+      orderId: this.orderId,
+      amount: AMOUNTS[run.version],
+      currency: 'usd',
+      reason: 'requested_by_customer',
+      requestedBy: 'model',
+      operationVersion: run.version,
+    };
     const startedAt = this.time.now;
     try {
       let begin: BeginResult;
@@ -441,8 +551,10 @@ export class System {
       // settleEarlier: an earlier version that may have refunded comes first; this run never sends its request.
       for (const other of begin.blockers) {
         const settled = await this.reconcile(run, other.operationId, other.request.amount, startedAt, false);
-        if (settled.kind === 'completed' || settled.kind === 'partial') this.end(run, 'none', null, `earlier ${other.operationId} refunded; nothing sent for this one`);
-        if (settled.kind === 'unknown') this.end(run, 'none', null, `earlier ${other.operationId} unknown; nothing sent for this one`);
+        if (settled.kind === 'completed' || settled.kind === 'partial')
+          this.end(run, 'none', null, `earlier ${other.operationId} refunded; nothing sent for this one`);
+        if (settled.kind === 'unknown')
+          this.end(run, 'none', null, `earlier ${other.operationId} unknown; nothing sent for this one`);
       }
       await this.createRefund(run, op.operationId, request.amount, begin.order.paymentIntentId, startedAt);
     } catch (err) {
@@ -453,7 +565,13 @@ export class System {
     }
   }
 
-  private async createRefund(run: Run, operationId: string, amount: number, paymentIntentId: string, startedAt: number): Promise<void> {
+  private async createRefund(
+    run: Run,
+    operationId: string,
+    amount: number,
+    paymentIntentId: string,
+    startedAt: number,
+  ): Promise<void> {
     const input = {
       orderId: this.orderId,
       operationId,
@@ -463,15 +581,18 @@ export class System {
       reason: 'requested_by_customer' as const,
       idempotencyKey: `${operationId}:create_refund`,
     };
-    for (let resubmissions = 0; ; ) {
+    for (let resubmissions = 0; ;) {
       try {
-        const receipt: RefundReceipt = await this.activity(run, 'create_refund', 'stripe', true, () => this.acts.createRefund(input));
+        const receipt: RefundReceipt = await this.activity(run, 'create_refund', 'stripe', true, () =>
+          this.acts.createRefund(input),
+        );
         this.end(run, 'refunded', receipt.refundId, receipt.replayed ? 'receipt replayed' : 'created');
       } catch (err) {
         if (!(err instanceof Failed)) throw err;
         const { code, certainty, reason } = err.failure;
         const action = ruleFor(POLICY, code, certainty, 'stripe').action;
-        const uncertain = certainty !== 'not_executed' && (action === 'retry' || action === 'repair' || certainty === 'completed');
+        const uncertain =
+          certainty !== 'not_executed' && (action === 'retry' || action === 'repair' || certainty === 'completed');
         if (action !== 'reconcile' && !uncertain) {
           // decideStop: "Whether it took effect is unknown", or "Nothing was refunded".
           if (certainty !== 'not_executed') this.end(run, 'unknown', null, `create_refund ${code} (${reason})`);
@@ -480,9 +601,12 @@ export class System {
       }
       run.effect = 'unknown';
       const settled = await this.reconcile(run, operationId, amount, startedAt, true);
-      if (settled.kind === 'completed' || settled.kind === 'partial') this.end(run, 'refunded', settled.refund!.refundId, 'receipt from reconciliation');
-      if (settled.kind === 'unknown' || settled.kind === 'failed') this.end(run, 'unknown', null, `reconciliation: ${settled.kind}`);
-      if (resubmissions >= MAX_RESUBMISSIONS) this.end(run, 'unknown', null, `unknown through ${MAX_RESUBMISSIONS} resubmissions`);
+      if (settled.kind === 'completed' || settled.kind === 'partial')
+        this.end(run, 'refunded', settled.refund!.refundId, 'receipt from reconciliation');
+      if (settled.kind === 'unknown' || settled.kind === 'failed')
+        this.end(run, 'unknown', null, `reconciliation: ${settled.kind}`);
+      if (resubmissions >= MAX_RESUBMISSIONS)
+        this.end(run, 'unknown', null, `unknown through ${MAX_RESUBMISSIONS} resubmissions`);
       resubmissions += 1;
       this.note(`${run.label}: ${settled.kind}, sends again`);
     }
@@ -496,7 +620,13 @@ export class System {
     mayResubmit: boolean,
   ): Promise<{ kind: 'completed' | 'partial' | 'failed' | 'absent' | 'resubmit' | 'unknown'; refund?: RefundReceipt }> {
     const rule = ruleFor(POLICY, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
-    const target = { operationId, paymentIntentId: `pi_${this.caseNo}`, amount, currency: 'usd', idempotencyKey: `${operationId}:create_refund` };
+    const target = {
+      operationId,
+      paymentIntentId: `pi_${this.caseNo}`,
+      amount,
+      currency: 'usd',
+      idempotencyKey: `${operationId}:create_refund`,
+    };
     for (let lookup = 1; ; lookup++) {
       let r: ReconcileResult | undefined;
       try {
@@ -506,7 +636,8 @@ export class System {
         if (!(err instanceof Failed)) throw err;
         if (err.failure.code === 'BUDGET_EXCEEDED') return { kind: 'unknown' };
       }
-      if (r?.refund && (r.result === 'completed' || r.result === 'partial' || r.result === 'failed')) return { kind: r.result, refund: r.refund };
+      if (r?.refund && (r.result === 'completed' || r.result === 'partial' || r.result === 'failed'))
+        return { kind: r.result, refund: r.refund };
       if (r?.result === 'not_started_confirmed') return { kind: 'absent' };
       if (r?.result === 'not_found_inconclusive' && r.insideDedupeWindow && mayResubmit) return { kind: 'resubmit' };
       if (lookup >= rule.maxAttempts) return { kind: 'unknown' };
@@ -531,7 +662,8 @@ const after = async (s: System, action: () => void | Promise<void>) => {
 
 export class StartRun implements Cmd {
   constructor(readonly version: 1 | 2) {}
-  check = (s: Readonly<System>) => s.runs.filter((r) => r.version === this.version).length < (this.version === 1 ? 2 : 2);
+  check = (s: Readonly<System>) =>
+    s.runs.filter((r) => r.version === this.version).length < (this.version === 1 ? 2 : 2);
   run = (_: System, s: System) => after(s, () => s.startRun(this.version));
   toString = () => `start(v${this.version})`;
 }
@@ -560,7 +692,8 @@ export class Step implements Cmd {
       if (a.pause && STALL_POINTS.has(a.pause.what)) break;
     }
   };
-  toString = () => `step(${this.i}${this.times > 1 ? ` ×${this.times}` : ''}${this.stall === 0 ? '' : `, stalled ${this.stall === 'to_deadline' ? 'to its send deadline' : `${this.stall} ms`} first`})`;
+  toString = () =>
+    `step(${this.i}${this.times > 1 ? ` ×${this.times}` : ''}${this.stall === 0 ? '' : `, stalled ${this.stall === 'to_deadline' ? 'to its send deadline' : `${this.stall} ms`} first`})`;
 }
 
 export class Kill implements Cmd {
@@ -619,13 +752,28 @@ export const commands = fc.commands(
           .map(([i, n, stall]) => new Step(i, n, stall)),
       },
       // Small moves (a stalled worker, a slow store) up to the windows' edges, and long ones past the key window.
-      { weight: 3, arbitrary: fc.constantFrom(500, 1000, 2000, 3000, 4000, 5000, 8000, T).map((ms) => new Advance(ms)) },
-      { weight: 4, arbitrary: fc.tuple(fc.nat(2), fc.constantFrom<-1 | 1>(-1, 1)).map(([k, side]) => new AdvanceToEdge(k, side)) },
-      { weight: 1, arbitrary: fc.constantFrom(T + C, 60_000, 3600_000, SETTINGS.provider.dedupeWindowMs, KEY_WINDOW_MS + 3600_000).map((ms) => new Advance(ms)) },
+      {
+        weight: 3,
+        arbitrary: fc.constantFrom(500, 1000, 2000, 3000, 4000, 5000, 8000, T).map((ms) => new Advance(ms)),
+      },
+      {
+        weight: 4,
+        arbitrary: fc.tuple(fc.nat(2), fc.constantFrom<-1 | 1>(-1, 1)).map(([k, side]) => new AdvanceToEdge(k, side)),
+      },
+      {
+        weight: 1,
+        arbitrary: fc
+          .constantFrom(T + C, 60_000, 3600_000, SETTINGS.provider.dedupeWindowMs, KEY_WINDOW_MS + 3600_000)
+          .map((ms) => new Advance(ms)),
+      },
       {
         weight: 2,
         arbitrary: fc
-          .tuple(fc.nat(2), fc.constantFrom<How>('commit_answer', 'commit_cut', 'cut', 'commit_proxy_503', 'commit_proxy_429'), fc.constantFrom(C, C / 2, 0))
+          .tuple(
+            fc.nat(2),
+            fc.constantFrom<How>('commit_answer', 'commit_cut', 'cut', 'commit_proxy_503', 'commit_proxy_429'),
+            fc.constantFrom(C, C / 2, 0),
+          )
           .map(([i, how, lag]) => new Act(i, how, lag)),
       },
       { weight: 1, arbitrary: fc.nat(3).map((i) => new Kill(i)) },
@@ -652,7 +800,10 @@ export const plan = fc.array(
 );
 
 /** Each worker host's clock against true time (the database's clock is true time). */
-export const skews = fc.record({ w1: fc.integer({ min: -30_000, max: 30_000 }), w2: fc.integer({ min: -30_000, max: 30_000 }) });
+export const skews = fc.record({
+  w1: fc.integer({ min: -30_000, max: 30_000 }),
+  w2: fc.integer({ min: -30_000, max: 30_000 }),
+});
 
 export interface ModelOptions {
   runs: number;
@@ -666,7 +817,8 @@ export interface ModelOptions {
 /** Runs the property; throws fast-check's report (seed, path, shrunk counterexample, what happened) on a failure. */
 export async function checkProtocol(options: ModelOptions): Promise<{ seed: number; cases: number }> {
   // In memory where the system has a tmpfs: the store syncs every commit, and its durability is not what is tested here.
-  const dir = options.dir ?? fs.mkdtempSync(path.join(fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'protocol-model-'));
+  const dir =
+    options.dir ?? fs.mkdtempSync(path.join(fs.existsSync('/dev/shm') ? '/dev/shm' : os.tmpdir(), 'protocol-model-'));
   const store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   const checks = new Set(options.checks ?? INVARIANTS);
   const seed = options.seed ?? Date.now() ^ (Math.random() * 0x100000000);
@@ -683,7 +835,10 @@ export async function checkProtocol(options: ModelOptions): Promise<{ seed: numb
     });
     const report = await fc.check(property, { numRuns: options.runs, seed, verbose: options.verbose ?? false });
     // fast-check's report (seed, replay path, shrunk counterexample), then what the invariant saw and the story of that case.
-    if (report.failed) throw new Error(`${fc.defaultReportMessage(report)}\n\n${(report.errorInstance as Error | undefined)?.message ?? String(report.errorInstance)}`);
+    if (report.failed)
+      throw new Error(
+        `${fc.defaultReportMessage(report)}\n\n${(report.errorInstance as Error | undefined)?.message ?? String(report.errorInstance)}`,
+      );
     return { seed, cases };
   } finally {
     await store.close();

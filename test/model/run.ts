@@ -7,7 +7,12 @@ import { checkProtocol, INVARIANTS, type Invariant } from './protocol-model';
 const program = new Command('model')
   .option('--runs <n>', 'cases to generate', (v) => Number(v), 1000)
   .option('--seed <n>', 'the seed (printed by a failure) to replay', (v) => Number(v))
-  .option('--check <list>', `invariants to check, of ${INVARIANTS.join(', ')}`, (v) => v.split(',') as Invariant[], INVARIANTS)
+  .option(
+    '--check <list>',
+    `invariants to check, of ${INVARIANTS.join(', ')}`,
+    (v) => v.split(',') as Invariant[],
+    INVARIANTS,
+  )
   .option('--verbose', 'print every case fast-check tried while shrinking')
   .parse();
 const opts = program.opts<{ runs: number; seed?: number; check: Invariant[]; verbose?: boolean }>();

@@ -98,7 +98,8 @@ export class VirtualTime {
     }
     globalThis.Date = ModelDate as DateConstructor;
     globalThis.setTimeout = Object.assign(
-      (fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => new ModelTimeout(this, this.setTimer(fn, ms ?? 0, args)),
+      (fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) =>
+        new ModelTimeout(this, this.setTimer(fn, ms ?? 0, args)),
       { __promisify__: realSetTimeout.__promisify__ },
     ) as unknown as typeof setTimeout;
     globalThis.clearTimeout = ((t: ModelTimeout | undefined) => {

@@ -17,9 +17,15 @@ test('percentiles are nearest-rank, and an empty sample gives zeros', () => {
 
 test('a history is counted in events and in the bytes of its protobuf encoding', () => {
   const history = temporal.api.history.v1.History.create({
-    events: [{ eventType: temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED }, { eventType: temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED }],
+    events: [
+      { eventType: temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED },
+      { eventType: temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED },
+    ],
   });
-  expect(historySize(history)).toEqual({ events: 2, bytes: temporal.api.history.v1.History.encode(history).finish().byteLength });
+  expect(historySize(history)).toEqual({
+    events: 2,
+    bytes: temporal.api.history.v1.History.encode(history).finish().byteLength,
+  });
   expect(historySize(history).bytes).toBeGreaterThan(0);
 });
 
@@ -38,6 +44,9 @@ test('the shipped policy polls a pending refund on its backoff until its deadlin
 });
 
 test("a run's CPU on the machine is its worker's plus Temporal's, the proxy's and the bench process's", () => {
-  const cell = { worker: { cpuMs: 500, cpuMsPerRun: 50, peakRssBytes: 0 }, stackCpuMsPerRun: { temporal: 30, toxiproxy: 4, benchProcess: 8 } } as CellResult;
+  const cell = {
+    worker: { cpuMs: 500, cpuMsPerRun: 50, peakRssBytes: 0 },
+    stackCpuMsPerRun: { temporal: 30, toxiproxy: 4, benchProcess: 8 },
+  } as CellResult;
   expect(machineCpuMsPerRun(cell)).toBe(92);
 });

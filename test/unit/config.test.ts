@@ -16,7 +16,9 @@ test('a real Stripe key without an API base talks to real Stripe, and then needs
   const real = loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123', OPERATION_SCOPE: 'staging' });
   expect(real.stripe).toMatchObject({ local: false, apiBase: undefined });
   expect(real.scope).toBe('staging');
-  expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123', STRIPE_API_BASE: 'http://127.0.0.1:9' }).stripe.local).toBe(true);
+  expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123', STRIPE_API_BASE: 'http://127.0.0.1:9' }).stripe.local).toBe(
+    true,
+  );
   expect(loadConfig({}).scope).toBe('local');
 });
 
@@ -35,26 +37,40 @@ test.each([
 });
 
 test('the timeouts nest: a Stripe request ends inside its attempt, and the key window is trusted only up to a margin', () => {
-  expect(() => runSettings(loadConfig({ STRIPE_TIMEOUT_MS: '14000' }))).toThrow(/STRIPE_TIMEOUT_MS \(14000\) must end at least 2000 ms inside the policy's stripe startToCloseMs \(15000\)/);
+  expect(() => runSettings(loadConfig({ STRIPE_TIMEOUT_MS: '14000' }))).toThrow(
+    /STRIPE_TIMEOUT_MS \(14000\) must end at least 2000 ms inside the policy's stripe startToCloseMs \(15000\)/,
+  );
   const settings = runSettings(loadConfig({}));
   expect(settings.provider).toEqual({ dedupeWindowMs: 23 * 3600_000, consistencyMs: 10_000, requestTimeoutMs: 10_000 });
   expect(settings).toMatchObject({ scope: 'local', policy: { version: expect.any(String) } });
   expect(runSettings(loadConfig({ STRIPE_IDEMPOTENCY_TTL_HOURS: '1' })).provider.dedupeWindowMs).toBe(54 * 60_000);
 });
 
-test('DECIDERS names who may decide, replacing the policy\'s roles', () => {
+test("DECIDERS names who may decide, replacing the policy's roles", () => {
   const config = loadConfig({ DECIDERS: 'alice=operator, bob=operator+approver' });
   expect(config.deciders).toEqual({ alice: ['operator'], bob: ['operator', 'approver'] });
   expect(runSettings(config).policy.decisions.roles).toEqual({ alice: ['operator'], bob: ['operator', 'approver'] });
-  expect(runSettings(loadConfig({})).policy.decisions.roles).toMatchObject({ ops: ['operator'], lead: ['operator', 'approver'] });
+  expect(runSettings(loadConfig({})).policy.decisions.roles).toMatchObject({
+    ops: ['operator'],
+    lead: ['operator', 'approver'],
+  });
 });
 
 test('webhooks: the local Stripe server and receiver share a fixed secret on loopback only; a real key, another host or WEBHOOKS=off needs its own or has none', () => {
-  expect(loadConfig({}).webhooks).toMatchObject({ secret: LOCAL_WEBHOOK_SECRET, url: 'http://127.0.0.1:4343/webhooks/stripe' });
+  expect(loadConfig({}).webhooks).toMatchObject({
+    secret: LOCAL_WEBHOOK_SECRET,
+    url: 'http://127.0.0.1:4343/webhooks/stripe',
+  });
   expect(loadConfig({ WEBHOOKS: 'off' }).webhooks.secret).toBeUndefined();
-  expect(loadConfig({ WEBHOOK_HOST: '0.0.0.0' }).webhooks).toMatchObject({ secret: undefined, url: 'http://127.0.0.1:4343/webhooks/stripe' });
+  expect(loadConfig({ WEBHOOK_HOST: '0.0.0.0' }).webhooks).toMatchObject({
+    secret: undefined,
+    url: 'http://127.0.0.1:4343/webhooks/stripe',
+  });
   expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_1', OPERATION_SCOPE: 'dev' }).webhooks.secret).toBeUndefined();
-  expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_1', OPERATION_SCOPE: 'dev', STRIPE_WEBHOOK_SECRET: 'whsec_abc' }).webhooks.secret).toBe('whsec_abc');
+  expect(
+    loadConfig({ STRIPE_SECRET_KEY: 'sk_test_1', OPERATION_SCOPE: 'dev', STRIPE_WEBHOOK_SECRET: 'whsec_abc' }).webhooks
+      .secret,
+  ).toBe('whsec_abc');
   expect(() => loadConfig({ WEBHOOKS: 'maybe' })).toThrow(/WEBHOOKS/);
 });
 
@@ -78,29 +94,52 @@ describe('the Temporal target, read as the temporal CLI reads it', () => {
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   test('nothing set: the local dev server, no TLS', () => {
-    expect(loadConfig({}).temporal).toMatchObject({ address: '127.0.0.1:7233', namespace: 'default', connection: { address: '127.0.0.1:7233' } });
+    expect(loadConfig({}).temporal).toMatchObject({
+      address: '127.0.0.1:7233',
+      namespace: 'default',
+      connection: { address: '127.0.0.1:7233' },
+    });
     expect(loadConfig({}).temporal.connection.tls).toBeUndefined();
   });
 
   test('a profile from temporal.toml, and the environment over it', () => {
-    expect(loadConfig({ TEMPORAL_CONFIG_FILE: file }).temporal).toMatchObject({ address: '10.0.0.5:7233', namespace: 'refunds-dev' });
+    expect(loadConfig({ TEMPORAL_CONFIG_FILE: file }).temporal).toMatchObject({
+      address: '10.0.0.5:7233',
+      namespace: 'refunds-dev',
+    });
     const cloud = loadConfig({ TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'cloud' }).temporal;
     // An API key implies TLS, as Temporal Cloud needs.
-    expect(cloud).toMatchObject({ address: 'refunds.a1b2c.tmprl.cloud:7233', namespace: 'refunds.a1b2c', profile: 'cloud', connection: { apiKey: 'key-from-file', tls: true } });
-    const overridden = loadConfig({ TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'cloud', TEMPORAL_API_KEY: 'key-from-env', TEMPORAL_NAMESPACE: 'other.a1b2c' }).temporal;
+    expect(cloud).toMatchObject({
+      address: 'refunds.a1b2c.tmprl.cloud:7233',
+      namespace: 'refunds.a1b2c',
+      profile: 'cloud',
+      connection: { apiKey: 'key-from-file', tls: true },
+    });
+    const overridden = loadConfig({
+      TEMPORAL_CONFIG_FILE: file,
+      TEMPORAL_PROFILE: 'cloud',
+      TEMPORAL_API_KEY: 'key-from-env',
+      TEMPORAL_NAMESPACE: 'other.a1b2c',
+    }).temporal;
     expect(overridden).toMatchObject({ namespace: 'other.a1b2c', connection: { apiKey: 'key-from-env' } });
-    expect(loadConfig({ TEMPORAL_ADDRESS: 'temporal.internal:7233', TEMPORAL_TLS: 'true' }).temporal.connection).toMatchObject({ address: 'temporal.internal:7233', tls: {} });
+    expect(
+      loadConfig({ TEMPORAL_ADDRESS: 'temporal.internal:7233', TEMPORAL_TLS: 'true' }).temporal.connection,
+    ).toMatchObject({ address: 'temporal.internal:7233', tls: {} });
   });
 
   test('a profile that does not exist is refused, naming where it was looked for', () => {
-    expect(() => loadConfig({ TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'staging' })).toThrow(/Temporal client configuration .*Profile 'staging' not found/);
+    expect(() => loadConfig({ TEMPORAL_CONFIG_FILE: file, TEMPORAL_PROFILE: 'staging' })).toThrow(
+      /Temporal client configuration .*Profile 'staging' not found/,
+    );
   });
 });
 
 describe('settings for real money', () => {
   test('a live-mode Stripe key is refused unless STRIPE_LIVE_MODE=allow', () => {
     for (const key of ['sk_live_abc', 'rk_live_abc']) {
-      expect(() => loadConfig({ STRIPE_SECRET_KEY: key, OPERATION_SCOPE: 'prod' })).toThrow(/STRIPE_SECRET_KEY: a live-mode key refunds real money; .*STRIPE_LIVE_MODE=allow/);
+      expect(() => loadConfig({ STRIPE_SECRET_KEY: key, OPERATION_SCOPE: 'prod' })).toThrow(
+        /STRIPE_SECRET_KEY: a live-mode key refunds real money; .*STRIPE_LIVE_MODE=allow/,
+      );
     }
     const live = loadConfig({ STRIPE_SECRET_KEY: 'sk_live_abc', OPERATION_SCOPE: 'prod', STRIPE_LIVE_MODE: 'allow' });
     expect(live).toMatchObject({ stripeLiveMode: true, stripe: { local: false } });
@@ -113,29 +152,49 @@ describe('settings for real money', () => {
       /invalid environment: STRIPE_IDEMPOTENCY_TTL_HOURS: Stripe keeps an idempotency key's response for 24 hours; with real Stripe this must be at most 24 \(48 given\)/,
     );
     expect(() => loadConfig({ ...real, STRIPE_IDEMPOTENCY_TTL_HOURS: '24.5' })).toThrow(/STRIPE_IDEMPOTENCY_TTL_HOURS/);
-    expect(runSettings(loadConfig({ ...real, STRIPE_IDEMPOTENCY_TTL_HOURS: '24' })).provider.dedupeWindowMs).toBe(23 * 3600_000);
+    expect(runSettings(loadConfig({ ...real, STRIPE_IDEMPOTENCY_TTL_HOURS: '24' })).provider.dedupeWindowMs).toBe(
+      23 * 3600_000,
+    );
     // The local Stripe-compatible server keeps a key's response as long as it is told to.
     expect(loadConfig({ STRIPE_IDEMPOTENCY_TTL_HOURS: '48' }).stripe.idempotencyTtlMs).toBe(48 * 3600_000);
-    expect(loadConfig({ ...real, STRIPE_API_BASE: 'http://127.0.0.1:9', STRIPE_IDEMPOTENCY_TTL_HOURS: '48' }).stripe.local).toBe(true);
+    expect(
+      loadConfig({ ...real, STRIPE_API_BASE: 'http://127.0.0.1:9', STRIPE_IDEMPOTENCY_TTL_HOURS: '48' }).stripe.local,
+    ).toBe(true);
   });
 
   test('a real key through an API base off this machine (an egress proxy) is real Stripe: scope required, key window capped', () => {
-    const proxied = { STRIPE_SECRET_KEY: 'sk_live_abc', STRIPE_LIVE_MODE: 'allow', STRIPE_API_BASE: 'https://stripe-proxy.internal' };
+    const proxied = {
+      STRIPE_SECRET_KEY: 'sk_live_abc',
+      STRIPE_LIVE_MODE: 'allow',
+      STRIPE_API_BASE: 'https://stripe-proxy.internal',
+    };
     expect(() => loadConfig(proxied)).toThrow(/OPERATION_SCOPE: must name this environment/);
-    expect(() => loadConfig({ ...proxied, OPERATION_SCOPE: 'prod', STRIPE_IDEMPOTENCY_TTL_HOURS: '48' })).toThrow(/STRIPE_IDEMPOTENCY_TTL_HOURS: .* at most 24 \(48 given\)/);
+    expect(() => loadConfig({ ...proxied, OPERATION_SCOPE: 'prod', STRIPE_IDEMPOTENCY_TTL_HOURS: '48' })).toThrow(
+      /STRIPE_IDEMPOTENCY_TTL_HOURS: .* at most 24 \(48 given\)/,
+    );
     // Its requests still go through the proxy; no local server is started for it.
-    expect(loadConfig({ ...proxied, OPERATION_SCOPE: 'prod' }).stripe).toMatchObject({ local: false, apiBase: 'https://stripe-proxy.internal' });
+    expect(loadConfig({ ...proxied, OPERATION_SCOPE: 'prod' }).stripe).toMatchObject({
+      local: false,
+      apiBase: 'https://stripe-proxy.internal',
+    });
     // A live key is never the local stand-in's, wherever it is sent.
-    expect(() => loadConfig({ ...proxied, STRIPE_API_BASE: 'http://127.0.0.1:9' })).toThrow(/OPERATION_SCOPE: must name this environment/);
+    expect(() => loadConfig({ ...proxied, STRIPE_API_BASE: 'http://127.0.0.1:9' })).toThrow(
+      /OPERATION_SCOPE: must name this environment/,
+    );
     // Loopback, however written, is the local stand-in.
     for (const base of ['http://127.0.0.2:9', 'http://localhost:9', 'http://[::1]:9']) {
-      expect(loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123', STRIPE_API_BASE: base, STRIPE_IDEMPOTENCY_TTL_HOURS: '48' }).stripe).toMatchObject({ local: true, apiBase: base });
+      expect(
+        loadConfig({ STRIPE_SECRET_KEY: 'sk_test_123', STRIPE_API_BASE: base, STRIPE_IDEMPOTENCY_TTL_HOURS: '48' })
+          .stripe,
+      ).toMatchObject({ local: true, apiBase: base });
     }
   });
 
   test('a relay off this machine gets STARTTLS unless told otherwise; credentials stay out of the URL', () => {
     expect(loadConfig({}).mail.smtp).toEqual({ auth: undefined, tls: 'off', rejectUnauthorized: true });
-    expect(loadConfig({ SMTP_URL: 'smtp://relay.example.com:587', SMTP_USER: 'refunds', SMTP_PASSWORD: 's3cret' }).mail.smtp).toEqual({
+    expect(
+      loadConfig({ SMTP_URL: 'smtp://relay.example.com:587', SMTP_USER: 'refunds', SMTP_PASSWORD: 's3cret' }).mail.smtp,
+    ).toEqual({
       auth: { user: 'refunds', pass: 's3cret' },
       tls: 'starttls',
       rejectUnauthorized: true,

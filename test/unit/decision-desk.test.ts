@@ -3,10 +3,21 @@ import { DecisionDesk, type DeskView } from '../../src/workflows/refund/decision
 import { effectOfRecord, verdictFor, type VerdictFacts } from '../../src/reliability/verdict';
 import type { DecisionPolicy } from '../../src/reliability/policy';
 
-const POLICY: DecisionPolicy = { roles: { ops: ['operator'], lead: ['operator', 'approver'] }, needApproval: ['compensate'], approvalTtlMs: 60_000 };
+const POLICY: DecisionPolicy = {
+  roles: { ops: ['operator'], lead: ['operator', 'approver'] },
+  needApproval: ['compensate'],
+  approvalTtlMs: 60_000,
+};
 
 function desk(over: Partial<DeskView> = {}, policy = POLICY) {
-  const view: DeskView = { parked: { failedStep: 'update_order' }, effect: () => 'refunded', cannotCompensate: () => 'the refund is refunded', outcomeUnknown: () => false, policy: () => policy, ...over };
+  const view: DeskView = {
+    parked: { failedStep: 'update_order' },
+    effect: () => 'refunded',
+    cannotCompensate: () => 'the refund is refunded',
+    outcomeUnknown: () => false,
+    policy: () => policy,
+    ...over,
+  };
   return new DecisionDesk(view);
 }
 
@@ -14,7 +25,9 @@ test('a decision taken holds until the run parks again: a second one is refused'
   const d = desk();
   d.validate({ decision: 'retry-step', by: 'ops', reason: 'writer gone' });
   d.apply({ decision: 'retry-step', by: 'ops', reason: 'writer gone' });
-  expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'too late' })).toThrow(/retry-step by ops was already taken; the run is carrying it out/);
+  expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'too late' })).toThrow(
+    /retry-step by ops was already taken; the run is carrying it out/,
+  );
   d.reopen();
   expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'parked again' })).not.toThrow();
 });
@@ -23,14 +36,20 @@ test("a decision taken in the same workflow task as the provider's failure is ca
   const d = desk();
   expect(d.firstOf('provider_failed')).toBe('provider_failed');
   d.apply({ decision: 'retry-step', by: 'ops', reason: 'writer back' });
-  expect(d.firstOf('provider_failed')).toMatchObject({ kind: 'retry-step', step: 'update_order', record: { decision: 'retry-step', by: 'ops', outcome: 'applied' } });
+  expect(d.firstOf('provider_failed')).toMatchObject({
+    kind: 'retry-step',
+    step: 'update_order',
+    record: { decision: 'retry-step', by: 'ops', outcome: 'applied' },
+  });
   d.reopen();
   expect(d.firstOf('provider_failed')).toBe('provider_failed');
 });
 
 test('retry-step is refused while the refund failed and compensations are open: that is compensate, with its approval', () => {
   const d = desk({ parked: { failedStep: 'completion_gate' }, cannotCompensate: () => null });
-  expect(() => d.validate({ decision: 'retry-step', by: 'ops', reason: 'again' })).toThrow(/compensate, not retry-step/);
+  expect(() => d.validate({ decision: 'retry-step', by: 'ops', reason: 'again' })).toThrow(
+    /compensate, not retry-step/,
+  );
   expect(() => d.validate({ decision: 'compensate', by: 'ops', reason: 'undo' })).not.toThrow();
 });
 
@@ -41,7 +60,9 @@ test('a proposal past its expiry can no longer be approved', () => {
   expect(() => d.validate({ decision: 'approve', by: 'lead', reason: 'ok' })).not.toThrow();
   const later = jest.spyOn(Date, 'now').mockReturnValue(Date.parse(proposal.expiresAt!));
   try {
-    expect(() => d.validate({ decision: 'approve', by: 'lead', reason: 'ok' })).toThrow(/compensate by ops expired at .*; it can no longer be answered/);
+    expect(() => d.validate({ decision: 'approve', by: 'lead', reason: 'ok' })).toThrow(
+      /compensate by ops expired at .*; it can no longer be answered/,
+    );
   } finally {
     later.mockRestore();
   }
@@ -51,18 +72,39 @@ test('the sweep asks a run to reconcile at most once in six hours; a person may 
   const d = desk({ parked: { failedStep: 'create_refund' }, effect: () => 'unknown' });
   d.apply({ decision: 'reconcile', by: 'sweep', reason: 'scheduled sweep' });
   d.reopen();
-  expect(() => d.validate({ decision: 'reconcile', by: 'sweep', reason: 'next sweep' })).toThrow(/the sweep asked at .*; it asks again after/);
+  expect(() => d.validate({ decision: 'reconcile', by: 'sweep', reason: 'next sweep' })).toThrow(
+    /the sweep asked at .*; it asks again after/,
+  );
   expect(() => d.validate({ decision: 'reconcile', by: 'anyone', reason: 'look again' })).not.toThrow();
-  expect(() => desk().validate({ decision: 'reconcile', by: 'sweep', reason: 'x' })).toThrow(/nothing to reconcile: the refund is refunded/);
+  expect(() => desk().validate({ decision: 'reconcile', by: 'sweep', reason: 'x' })).toThrow(
+    /nothing to reconcile: the refund is refunded/,
+  );
 });
 
 test('confirm-delivered fits only a notice whose outcome is unknown; taken, it is what the run carries out', () => {
-  const unknownNotice = desk({ parked: { failedStep: 'notify_customer' }, outcomeUnknown: (step) => step === 'notify_customer' });
+  const unknownNotice = desk({
+    parked: { failedStep: 'notify_customer' },
+    outcomeUnknown: (step) => step === 'notify_customer',
+  });
   unknownNotice.validate({ decision: 'confirm-delivered', by: 'ops', reason: 'in the mailbox' });
-  expect(() => desk({ parked: { failedStep: 'notify_customer' } }).validate({ decision: 'confirm-delivered', by: 'ops', reason: 'x' })).toThrow(/nothing to confirm: .*; its outcome is known/);
-  expect(() => desk().validate({ decision: 'confirm-delivered', by: 'ops', reason: 'x' })).toThrow(/nothing to confirm: .*; the run stopped at update_order/);
-  expect(() => unknownNotice.validate({ decision: 'confirm-delivered', by: 'mallory', reason: 'x' })).toThrow(/mallory may not confirm-delivered: it takes the operator role/);
-  expect(unknownNotice.apply({ decision: 'confirm-delivered', by: 'ops', reason: 'in the mailbox' })).toMatchObject({ decision: 'confirm-delivered', outcome: 'applied', step: null });
+  expect(() =>
+    desk({ parked: { failedStep: 'notify_customer' } }).validate({
+      decision: 'confirm-delivered',
+      by: 'ops',
+      reason: 'x',
+    }),
+  ).toThrow(/nothing to confirm: .*; its outcome is known/);
+  expect(() => desk().validate({ decision: 'confirm-delivered', by: 'ops', reason: 'x' })).toThrow(
+    /nothing to confirm: .*; the run stopped at update_order/,
+  );
+  expect(() => unknownNotice.validate({ decision: 'confirm-delivered', by: 'mallory', reason: 'x' })).toThrow(
+    /mallory may not confirm-delivered: it takes the operator role/,
+  );
+  expect(unknownNotice.apply({ decision: 'confirm-delivered', by: 'ops', reason: 'in the mailbox' })).toMatchObject({
+    decision: 'confirm-delivered',
+    outcome: 'applied',
+    step: null,
+  });
 });
 
 describe('the verdict', () => {
@@ -78,43 +120,91 @@ describe('the verdict', () => {
   });
 
   test('an unknown refund is never "auto-retry is safe", whatever failed last', () => {
-    expect(verdictFor(facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } }), POLICY).verdict).toBe('stop and hand to a person');
-    expect(verdictFor(facts({ effect: { status: 'partial', certainty: 'partial' } }), POLICY).verdict).toBe('stop and hand to a person');
+    expect(verdictFor(facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } }), POLICY).verdict).toBe(
+      'stop and hand to a person',
+    );
+    expect(verdictFor(facts({ effect: { status: 'partial', certainty: 'partial' } }), POLICY).verdict).toBe(
+      'stop and hand to a person',
+    );
   });
 
   test("an unknown refund's next action says what retry-step create_refund does", () => {
-    const unknown = { effect: { status: 'unknown', certainty: 'may_have_executed' }, failedStep: 'create_refund' as const };
-    expect(verdictFor(facts(unknown), POLICY).nextAction).toMatch(/retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there/);
+    const unknown = {
+      effect: { status: 'unknown', certainty: 'may_have_executed' },
+      failedStep: 'create_refund' as const,
+    };
+    expect(verdictFor(facts(unknown), POLICY).nextAction).toMatch(
+      /retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there/,
+    );
   });
 
   test('a notice whose hand-over is unknown: look in the mailbox, then confirm-delivered or retry-step, never abandon', () => {
-    const view = verdictFor(facts({ failedStep: 'notify_customer', failure: { code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' }, noticeMessageId: '<n@x>' }), POLICY);
-    expect(view.nextAction).toMatch(/^look for <n@x> in the mailbox: if it is there, confirm-delivered .*; if not, retry-step notify_customer/);
+    const view = verdictFor(
+      facts({
+        failedStep: 'notify_customer',
+        failure: { code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' },
+        noticeMessageId: '<n@x>',
+      }),
+      POLICY,
+    );
+    expect(view.nextAction).toMatch(
+      /^look for <n@x> in the mailbox: if it is there, confirm-delivered .*; if not, retry-step notify_customer/,
+    );
     expect(view.nextAction).not.toMatch(/abandon/);
   });
 
   test('a notice an earlier attempt may have delivered is looked for in the mailbox, whatever the last attempt said', () => {
-    const stuck = facts({ failedStep: 'notify_customer', failure: { code: 'CAPACITY', certainty: 'not_executed' }, noticeMessageId: '<n@x>' });
+    const stuck = facts({
+      failedStep: 'notify_customer',
+      failure: { code: 'CAPACITY', certainty: 'not_executed' },
+      noticeMessageId: '<n@x>',
+    });
     expect(verdictFor(stuck, POLICY).verdict).toBe('auto-retry is safe');
-    expect(verdictFor({ ...stuck, earlierAttemptMayHaveTakenEffect: true }, POLICY)).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/^look for <n@x> in the mailbox/) });
+    expect(verdictFor({ ...stuck, earlierAttemptMayHaveTakenEffect: true }, POLICY)).toMatchObject({
+      verdict: 'stop and hand to a person',
+      nextAction: expect.stringMatching(/^look for <n@x> in the mailbox/),
+    });
   });
 
   test('the effect from the operation’s record: a send of open outcome means a refund may exist; refused sends, proven, mean none', () => {
-    expect(effectOfRecord({ status: 'unknown', requestsSent: 6, provenAbsentThrough: null })).toMatchObject({ status: 'unknown', why: expect.stringMatching(/may exist/) });
+    expect(effectOfRecord({ status: 'unknown', requestsSent: 6, provenAbsentThrough: null })).toMatchObject({
+      status: 'unknown',
+      why: expect.stringMatching(/may exist/),
+    });
     expect(effectOfRecord({ status: 'intent', requestsSent: 2, provenAbsentThrough: 1 }).status).toBe('unknown');
     expect(effectOfRecord({ status: 'intent', requestsSent: 5, provenAbsentThrough: 5 }).status).toBe('none');
     expect(effectOfRecord({ status: 'intent', requestsSent: 0, provenAbsentThrough: null }).status).toBe('none');
-    expect(effectOfRecord({ status: 'refunded', requestsSent: 2, provenAbsentThrough: null, refund: { refundId: 're_1' } }).status).toBe('refunded');
+    expect(
+      effectOfRecord({ status: 'refunded', requestsSent: 2, provenAbsentThrough: null, refund: { refundId: 're_1' } })
+        .status,
+    ).toBe('refunded');
   });
 
   test('a held notice: look for its Message-ID in the mailbox before a compensate decision sends a correction', () => {
-    const view = verdictFor(facts({ effect: { status: 'failed', certainty: 'completed' }, failedStep: 'completion_gate', failure: null, compensationPending: true, noticeMessageId: '<n@x>', noticeHeld: true }), POLICY);
+    const view = verdictFor(
+      facts({
+        effect: { status: 'failed', certainty: 'completed' },
+        failedStep: 'completion_gate',
+        failure: null,
+        compensationPending: true,
+        noticeMessageId: '<n@x>',
+        noticeHeld: true,
+      }),
+      POLICY,
+    );
     expect(view).toMatchObject({ verdict: 'compensate, then resume', decision: 'compensate' });
-    expect(view.nextAction).toMatch(/^look for <n@x> in the mailbox first: if it is there, compensate sends the correction/);
+    expect(view.nextAction).toMatch(
+      /^look for <n@x> in the mailbox first: if it is there, compensate sends the correction/,
+    );
   });
 
   test('a failure that left nothing behind, with the refund known, is safe to retry', () => {
-    expect(verdictFor(facts({ failedStep: 'update_order', failure: { code: 'STATE_CONFLICT', certainty: 'not_executed' } }), POLICY)).toMatchObject({
+    expect(
+      verdictFor(
+        facts({ failedStep: 'update_order', failure: { code: 'STATE_CONFLICT', certainty: 'not_executed' } }),
+        POLICY,
+      ),
+    ).toMatchObject({
       verdict: 'auto-retry is safe',
       decision: 'retry-step:update_order',
     });

@@ -16,7 +16,11 @@ interface Violation {
 }
 
 const run = (cwd: string, ...extra: string[]) =>
-  spawnSync(process.execPath, [BIN, 'src', 'tools/src', '--config', CONFIG, ...extra], { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  spawnSync(process.execPath, [BIN, 'src', 'tools/src', '--config', CONFIG, ...extra], {
+    cwd,
+    encoding: 'utf8',
+    maxBuffer: 64 * 1024 * 1024,
+  });
 
 /** The checker's violations, from its JSON report. */
 function violations(cwd: string): Violation[] {
@@ -28,21 +32,43 @@ function violations(cwd: string): Violation[] {
 /** A src-like tree: every import in it is allowed, but for the wrong-way ones named in `bad`. */
 const FILES: Record<string, string> = {
   'src/workflows/refund.ts': "export async function refundWorkflow(): Promise<string> {\n  return 'done';\n}\n",
-  'src/worker.ts': "import { refundWorkflow } from './workflows/refund';\nexport const registered = [refundWorkflow];\n",
-  'src/client/start.ts': "import type { refundWorkflow } from '../workflows/refund';\nexport type Started = ReturnType<typeof refundWorkflow>;\n",
+  'src/worker.ts':
+    "import { refundWorkflow } from './workflows/refund';\nexport const registered = [refundWorkflow];\n",
+  'src/client/start.ts':
+    "import type { refundWorkflow } from '../workflows/refund';\nexport type Started = ReturnType<typeof refundWorkflow>;\n",
   'src/domain/order.ts': 'export interface Order {\n  id: string;\n}\n',
-  'src/contract/ids.ts': "import type { Order } from '../domain/order';\nexport const orderKey = (o: Order) => `order-${o.id}`;\n",
+  'src/contract/ids.ts':
+    "import type { Order } from '../domain/order';\nexport const orderKey = (o: Order) => `order-${o.id}`;\n",
   'tools/src/stack/stack.ts': "export const startStack = () => 'started';\n",
-  'tools/src/cli/dev.ts': "import { startStack } from '../stack/stack';\nimport { orderKey } from '../../../src/contract/ids';\nexport const dev = [startStack, orderKey];\n",
+  'tools/src/cli/dev.ts':
+    "import { startStack } from '../stack/stack';\nimport { orderKey } from '../../../src/contract/ids';\nexport const dev = [startStack, orderKey];\n",
   'src/activities/good.ts': "import { orderKey } from '../contract/ids';\nexport const key = orderKey;\n",
 };
 const BAD: Record<string, { code: string; rule: string }> = {
-  'src/activities/bad.ts': { code: "import { refundWorkflow } from '../workflows/refund';\nexport const run = refundWorkflow;\n", rule: 'workflows-only-from-worker' },
-  'src/activities/client.ts': { code: "import type { Started } from '../client/start';\nexport type S = Started;\n", rule: 'activities-not-to-client' },
-  'src/contract/bad.ts': { code: "import { key } from '../activities/good';\nexport const k = key;\n", rule: 'contract-imports-only-domain-and-reliability' },
-  'src/codec/bad.ts': { code: "import { startStack } from '../../tools/src/stack/stack';\nexport const s = startStack;\n", rule: 'product-not-to-tooling' },
-  'src/domain/a.ts': { code: "import type { B } from './b';\nexport interface A {\n  b?: B;\n}\n", rule: 'no-circular' },
-  'src/domain/b.ts': { code: "import type { A } from './a';\nexport interface B {\n  a?: A;\n}\n", rule: 'no-circular' },
+  'src/activities/bad.ts': {
+    code: "import { refundWorkflow } from '../workflows/refund';\nexport const run = refundWorkflow;\n",
+    rule: 'workflows-only-from-worker',
+  },
+  'src/activities/client.ts': {
+    code: "import type { Started } from '../client/start';\nexport type S = Started;\n",
+    rule: 'activities-not-to-client',
+  },
+  'src/contract/bad.ts': {
+    code: "import { key } from '../activities/good';\nexport const k = key;\n",
+    rule: 'contract-imports-only-domain-and-reliability',
+  },
+  'src/codec/bad.ts': {
+    code: "import { startStack } from '../../tools/src/stack/stack';\nexport const s = startStack;\n",
+    rule: 'product-not-to-tooling',
+  },
+  'src/domain/a.ts': {
+    code: "import type { B } from './b';\nexport interface A {\n  b?: B;\n}\n",
+    rule: 'no-circular',
+  },
+  'src/domain/b.ts': {
+    code: "import type { A } from './a';\nexport interface B {\n  a?: A;\n}\n",
+    rule: 'no-circular',
+  },
 };
 
 function tree(files: Record<string, string>): string {
@@ -74,7 +100,8 @@ test('each wrong-way import fails the checker, naming its rule', () => {
   // A cycle is reported once, from its first module.
   expect(found).toHaveLength(Object.keys(BAD).length - 1);
   const named = new Set(found.map((v) => `${v.rule.name} ${v.from}`));
-  for (const [file, { rule }] of Object.entries(BAD)) if (file !== 'src/domain/b.ts') expect(named).toContain(`${rule} ${file}`);
+  for (const [file, { rule }] of Object.entries(BAD))
+    if (file !== 'src/domain/b.ts') expect(named).toContain(`${rule} ${file}`);
   // As `npm run layers` runs it: it fails, and says which rule each import breaks.
   const plain = run(dir);
   expect(plain.status).not.toBe(0);

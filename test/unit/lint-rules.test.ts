@@ -2,7 +2,8 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 
-const NODE_IMPORTS = "import fs from 'node:fs';\nimport { randomUUID } from 'crypto';\nexport const x = [fs, randomUUID];\n";
+const NODE_IMPORTS =
+  "import fs from 'node:fs';\nimport { randomUUID } from 'crypto';\nexport const x = [fs, randomUUID];\n";
 const FLOATING = 'async function send(): Promise<void> {}\nexport function go(): void {\n  send();\n}\n';
 const cases = [
   { code: NODE_IMPORTS, file: 'src/workflows/refund/workflow.ts' },
@@ -26,7 +27,11 @@ process.stdin.on('data', (d) => (input += d)).on('end', async () => {
 
 let hits: string[][];
 beforeAll(() => {
-  const out = spawnSync(process.execPath, ['-e', LINT], { cwd: path.join(__dirname, '..', '..'), input: JSON.stringify(cases), encoding: 'utf8' });
+  const out = spawnSync(process.execPath, ['-e', LINT], {
+    cwd: path.join(__dirname, '..', '..'),
+    input: JSON.stringify(cases),
+    encoding: 'utf8',
+  });
   if (out.status !== 0) throw new Error(`eslint failed: ${out.stderr}`);
   hits = JSON.parse(out.stdout) as string[][];
 });

@@ -18,7 +18,13 @@ interface FakeRun {
   completedWith?: unknown;
 }
 
-function fakeRun({ statuses, closesAfter, execution = 'RUNNING', result = { status: 'completed' }, completedWith }: FakeRun) {
+function fakeRun({
+  statuses,
+  closesAfter,
+  execution = 'RUNNING',
+  result = { status: 'completed' },
+  completedWith,
+}: FakeRun) {
   const signals = new Set<AbortSignal>();
   const calls: string[] = [];
   const state = { status: 'needs_attention' } as RefundRunState;
@@ -27,7 +33,14 @@ function fakeRun({ statuses, closesAfter, execution = 'RUNNING', result = { stat
   const handle = {
     workflowId: 'refund-ord_1-v1',
     client: {
-      options: { namespace: 'default', loadedDataConverter: { payloadConverter: defaultPayloadConverter, failureConverter: defaultFailureConverter, payloadCodecs: [] } },
+      options: {
+        namespace: 'default',
+        loadedDataConverter: {
+          payloadConverter: defaultPayloadConverter,
+          failureConverter: defaultFailureConverter,
+          payloadCodecs: [],
+        },
+      },
       connection: {
         withAbortSignal<T>(signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
           signals.add(signal);
@@ -39,8 +52,16 @@ function fakeRun({ statuses, closesAfter, execution = 'RUNNING', result = { stat
         getWorkflowExecutionHistory: async () => {
           calls.push('long poll');
           await new Promise((r) => setTimeout(r, 2));
-          if (closesAfter === undefined || polls++ < closesAfter) return { history: { events: [] }, nextPageToken: new Uint8Array([polls]) };
-          const completed = completedWith === undefined ? {} : { workflowExecutionCompletedEventAttributes: { result: { payloads: [defaultPayloadConverter.toPayload(completedWith)] } } };
+          if (closesAfter === undefined || polls++ < closesAfter)
+            return { history: { events: [] }, nextPageToken: new Uint8Array([polls]) };
+          const completed =
+            completedWith === undefined
+              ? {}
+              : {
+                  workflowExecutionCompletedEventAttributes: {
+                    result: { payloads: [defaultPayloadConverter.toPayload(completedWith)] },
+                  },
+                };
           return { history: { events: [{ eventId: 30, ...completed }] } };
         },
       },
@@ -89,7 +110,12 @@ test('returns the result once the run closes, and stops watching; a caller signa
 });
 
 test('a closed run whose last status says parked (cancelled while it waited) is not reported parked', async () => {
-  const run = fakeRun({ statuses: ['needs_attention'], execution: 'CANCELED', closesAfter: 3, result: { status: 'stopped' } });
+  const run = fakeRun({
+    statuses: ['needs_attention'],
+    execution: 'CANCELED',
+    closesAfter: 3,
+    result: { status: 'stopped' },
+  });
   expect(await outcomeOf(run.handle, 1)).toEqual({ kind: 'result', result: { status: 'stopped' } });
   expect(run.calls).not.toContain('query');
 });
@@ -104,8 +130,15 @@ test('stops when the caller gives up, and begins no call after that', async () =
   expect(run.calls.length).toBe(after);
 });
 
-test('a completed run\'s result is read from its close event: no second call for it, and a run that ends before the first poll is never described', async () => {
-  const run = fakeRun({ statuses: ['running'], closesAfter: 1, completedWith: { status: 'completed', refundId: 're_1' } });
-  expect(await outcomeOf(run.handle, 1000)).toEqual({ kind: 'result', result: { status: 'completed', refundId: 're_1' } });
+test("a completed run's result is read from its close event: no second call for it, and a run that ends before the first poll is never described", async () => {
+  const run = fakeRun({
+    statuses: ['running'],
+    closesAfter: 1,
+    completedWith: { status: 'completed', refundId: 're_1' },
+  });
+  expect(await outcomeOf(run.handle, 1000)).toEqual({
+    kind: 'result',
+    result: { status: 'completed', refundId: 're_1' },
+  });
   expect(run.calls).toEqual(['long poll', 'long poll']);
 });

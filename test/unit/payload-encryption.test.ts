@@ -33,7 +33,9 @@ test('after a rotation, a payload written with the old key still decodes; withou
   const rotated = new EncryptionCodec(parseKeyring(`${newKey}\n${oldKey}`, 'after'));
   expect(defaultPayloadConverter.fromPayload((await rotated.decode([written!]))[0]!)).toEqual(customer);
   expect(keyId((await rotated.encode([plain()]))[0]!)).toBe(newKey.split(':')[0]);
-  await expect(new EncryptionCodec(parseKeyring(newKey, 'retired')).decode([written!])).rejects.toThrow(`encrypted with key ${oldKey.split(':')[0]}, which this process does not have`);
+  await expect(new EncryptionCodec(parseKeyring(newKey, 'retired')).decode([written!])).rejects.toThrow(
+    `encrypted with key ${oldKey.split(':')[0]}, which this process does not have`,
+  );
 });
 
 test('a tampered payload or a relabelled key id fails authentication; a plaintext payload passes through', async () => {
@@ -42,7 +44,10 @@ test('a tampered payload or a relabelled key id fails authentication; a plaintex
   const flipped = Buffer.from(sealed!.data!);
   flipped[20] = flipped[20]! ^ 1;
   await expect(codec.decode([{ ...sealed!, data: flipped }])).rejects.toThrow(/failed authentication/);
-  const relabelled = { ...sealed!, metadata: { ...sealed!.metadata, [KEY_ID_METADATA]: Buffer.from(oldKey.split(':')[0]!) } };
+  const relabelled = {
+    ...sealed!,
+    metadata: { ...sealed!.metadata, [KEY_ID_METADATA]: Buffer.from(oldKey.split(':')[0]!) },
+  };
   await expect(codec.decode([relabelled])).rejects.toThrow(/failed authentication/);
   expect(await codec.decode([plain()])).toEqual([plain()]);
 });
@@ -57,25 +62,39 @@ test.each([
   expect(() => loadConfig({ PAYLOAD_KEYS: keys || ' ' })).toThrow(error);
 });
 
-test('without keys, the stack\'s own dev server gets a key file of the stack\'s own; any other server is refused unless encryption is off', () => {
+test("without keys, the stack's own dev server gets a key file of the stack's own; any other server is refused unless encryption is off", () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'keys-'));
   // A server on loopback the stack did not start (a tunnel or a port forward to production) gets no made-up key.
-  expect(() => payloadKeyring(loadConfig({ DATA_DIR: dir }))).toThrow(/no payload keys are set, and Temporal at 127.0.0.1:7233 is not the dev server this stack runs under/);
+  expect(() => payloadKeyring(loadConfig({ DATA_DIR: dir }))).toThrow(
+    /no payload keys are set, and Temporal at 127.0.0.1:7233 is not the dev server this stack runs under/,
+  );
   expect(fs.existsSync(path.join(dir, 'payload-keys'))).toBe(false);
   const unregister = registerSelf(dir, 'temporal', process.argv[1]!);
   const local = payloadKeyring(loadConfig({ DATA_DIR: dir }))!;
   expect(fs.statSync(path.join(dir, 'payload-keys')).mode & 0o777).toBe(0o600);
   expect(payloadKeyring(loadConfig({ DATA_DIR: dir }))!.current).toBe(local.current);
-  expect(() => payloadKeyring(loadConfig({ DATA_DIR: dir, TEMPORAL_ADDRESS: 'temporal.example.com:7233' }))).toThrow(/set PAYLOAD_KEYS \(or PAYLOAD_KEYS_FILE\)/);
+  expect(() => payloadKeyring(loadConfig({ DATA_DIR: dir, TEMPORAL_ADDRESS: 'temporal.example.com:7233' }))).toThrow(
+    /set PAYLOAD_KEYS \(or PAYLOAD_KEYS_FILE\)/,
+  );
   unregister();
-  expect(payloadKeyring(loadConfig({ TEMPORAL_ADDRESS: 'temporal.example.com:7233', PAYLOAD_ENCRYPTION: 'off' }))).toBeUndefined();
-  expect(payloadKeyring(loadConfig({ TEMPORAL_ADDRESS: 'temporal.example.com:7233', PAYLOAD_KEYS: newKey }))!.current).toBe(newKey.split(':')[0]);
-  expect(() => payloadKeyring(loadConfig({ PAYLOAD_KEYS_FILE: path.join(dir, 'missing') }))).toThrow(/PAYLOAD_KEYS_FILE .* does not exist/);
+  expect(
+    payloadKeyring(loadConfig({ TEMPORAL_ADDRESS: 'temporal.example.com:7233', PAYLOAD_ENCRYPTION: 'off' })),
+  ).toBeUndefined();
+  expect(
+    payloadKeyring(loadConfig({ TEMPORAL_ADDRESS: 'temporal.example.com:7233', PAYLOAD_KEYS: newKey }))!.current,
+  ).toBe(newKey.split(':')[0]);
+  expect(() => payloadKeyring(loadConfig({ PAYLOAD_KEYS_FILE: path.join(dir, 'missing') }))).toThrow(
+    /PAYLOAD_KEYS_FILE .* does not exist/,
+  );
 });
 
 test('a codec server off loopback needs a token, or an authenticating proxy said to be in front of it', () => {
-  expect(() => loadConfig({ CODEC_HOST: '0.0.0.0' })).toThrow(/CODEC_HOST: the codec server decrypts for anyone who reaches it/);
-  expect(loadConfig({ CODEC_HOST: '0.0.0.0', CODEC_AUTH_TOKEN: 'a-token-of-16-chars' }).codec.authToken).toBe('a-token-of-16-chars');
+  expect(() => loadConfig({ CODEC_HOST: '0.0.0.0' })).toThrow(
+    /CODEC_HOST: the codec server decrypts for anyone who reaches it/,
+  );
+  expect(loadConfig({ CODEC_HOST: '0.0.0.0', CODEC_AUTH_TOKEN: 'a-token-of-16-chars' }).codec.authToken).toBe(
+    'a-token-of-16-chars',
+  );
   expect(loadConfig({ CODEC_HOST: '0.0.0.0', CODEC_AUTH: 'proxy' }).codec.endpoint).toBe('http://127.0.0.1:8888');
   expect(loadConfig({ CODEC_HOST: '::1' }).codec.endpoint).toBe('http://[::1]:8888');
 });
@@ -85,15 +104,36 @@ describe('the codec server', () => {
   let server: CodecServer;
   const codec = new EncryptionCodec(parseKeyring(newKey, 'test'));
   beforeAll(async () => {
-    server = await startCodecServer({ codec, namespace: 'payments', origins: [ui], authToken: 'a-token-of-16-chars', port: 0 });
+    server = await startCodecServer({
+      codec,
+      namespace: 'payments',
+      origins: [ui],
+      authToken: 'a-token-of-16-chars',
+      port: 0,
+    });
   });
   afterAll(() => server.close());
 
-  const body = async (payloads: Payload[]) => ({ payloads: payloads.map((p) => ({ metadata: Object.fromEntries(Object.entries(p.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])), data: Buffer.from(p.data!).toString('base64') })) });
+  const body = async (payloads: Payload[]) => ({
+    payloads: payloads.map((p) => ({
+      metadata: Object.fromEntries(Object.entries(p.metadata!).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+      data: Buffer.from(p.data!).toString('base64'),
+    })),
+  });
   const post = (action: string, payload: unknown, headers: Record<string, string> = {}) =>
-    fetch(`${server.url}/some/prefix/${action}`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer a-token-of-16-chars', 'x-namespace': 'payments', origin: ui, ...headers }, body: JSON.stringify(payload) });
+    fetch(`${server.url}/some/prefix/${action}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        authorization: 'Bearer a-token-of-16-chars',
+        'x-namespace': 'payments',
+        origin: ui,
+        ...headers,
+      },
+      body: JSON.stringify(payload),
+    });
 
-  test('decodes for the Web UI\'s origin, with CORS headers, and encodes', async () => {
+  test("decodes for the Web UI's origin, with CORS headers, and encodes", async () => {
     const res = await post('decode', await body(await codec.encode([plain()])));
     expect(res.status).toBe(200);
     expect(res.headers.get('access-control-allow-origin')).toBe(ui);
@@ -101,7 +141,14 @@ describe('the codec server', () => {
     expect(JSON.parse(Buffer.from(payloads[0]!.data, 'base64').toString())).toEqual(customer);
     const encoded = (await (await post('encode', await body([plain()]))).json()) as { payloads: { data: string }[] };
     expect(Buffer.from(encoded.payloads[0]!.data, 'base64').toString('latin1')).not.toMatch(/alice/);
-    const preflight = await fetch(`${server.url}/decode`, { method: 'OPTIONS', headers: { origin: ui, 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type,x-namespace' } });
+    const preflight = await fetch(`${server.url}/decode`, {
+      method: 'OPTIONS',
+      headers: {
+        origin: ui,
+        'access-control-request-method': 'POST',
+        'access-control-request-headers': 'content-type,x-namespace',
+      },
+    });
     expect(preflight.status).toBe(204);
     expect(preflight.headers.get('access-control-allow-headers')).toMatch(/X-Namespace/);
   });

@@ -36,12 +36,17 @@ it.each(table)('%s / %s at %s → %s by %s', (code, certainty, boundary, action,
 });
 
 it('covers every rule of the shipped policy in the table above', () => {
-  const used = new Set(table.map(([code, certainty, boundary]) => ruleFor(DEFAULT_POLICY, code as never, certainty as never, boundary as never)));
+  const used = new Set(
+    table.map(([code, certainty, boundary]) =>
+      ruleFor(DEFAULT_POLICY, code as never, certainty as never, boundary as never),
+    ),
+  );
   expect(DEFAULT_POLICY.rules.filter((r) => !used.has(r))).toEqual([]);
 });
 
 it('decides every code × certainty × boundary', () => {
-  for (const code of FAILURE_CODES) for (const c of CERTAINTIES) for (const b of BOUNDARIES) expect(ruleFor(DEFAULT_POLICY, code, c, b)).toBeDefined();
+  for (const code of FAILURE_CODES)
+    for (const c of CERTAINTIES) for (const b of BOUNDARIES) expect(ruleFor(DEFAULT_POLICY, code, c, b)).toBeDefined();
 });
 
 describe('validation', () => {
@@ -50,12 +55,24 @@ describe('validation', () => {
 
   it.each([
     ['a code with no rule', withRules(base.rules.filter((r) => r.code !== 'POISON')), /no rule decides POISON/],
-    ['a retry owned by a person', withRules([...base.rules.slice(1), { ...base.rules[0], owner: 'operator' }]), /retry is owned by dependency_adapter/],
-    ['a retry without backoff', withRules([...base.rules.slice(1), { code: 'RATE_LIMIT', action: 'retry', owner: 'dependency_adapter' }]), /needs a backoff/],
+    [
+      'a retry owned by a person',
+      withRules([...base.rules.slice(1), { ...base.rules[0], owner: 'operator' }]),
+      /retry is owned by dependency_adapter/,
+    ],
+    [
+      'a retry without backoff',
+      withRules([...base.rules.slice(1), { code: 'RATE_LIMIT', action: 'retry', owner: 'dependency_adapter' }]),
+      /needs a backoff/,
+    ],
     ['two rules for one case', withRules([...base.rules, base.rules[0]]), /a second rule for RATE_LIMIT/],
     ['an unknown action', withRules([...base.rules.slice(1), { ...base.rules[0], action: 'pray' }]), /action/],
     ['an unknown field', { ...base, extra: 1 }, /extra/],
-    ['timeouts that do not nest', { ...base, timeouts: { ...(base.timeouts as object), store: { startToCloseMs: 5000, scheduleToCloseMs: 1000 } } }, /scheduleToCloseMs must be at least/],
+    [
+      'timeouts that do not nest',
+      { ...base, timeouts: { ...(base.timeouts as object), store: { startToCloseMs: 5000, scheduleToCloseMs: 1000 } } },
+      /scheduleToCloseMs must be at least/,
+    ],
     ['no budget', { ...base, budget: undefined }, /budget/],
   ])('refuses %s, naming the problem', (_label, input, message) => {
     expect(() => parsePolicy(input)).toThrow(message);
@@ -83,7 +100,9 @@ describe('validation', () => {
     // Every worker checks it at start; one that leaves a field to its default is refused.
     expect(() => checkWrittenOut(DEFAULT_POLICY, 'default policy')).not.toThrow();
     const incomplete = Object.fromEntries(Object.entries(policyJson.rules[0]).filter(([key]) => key !== 'certainty'));
-    expect(() => checkWrittenOut(withRules([incomplete, ...base.rules.slice(1)]) as never, 'default policy')).toThrow(/default policy leaves fields to their defaults/);
+    expect(() => checkWrittenOut(withRules([incomplete, ...base.rules.slice(1)]) as never, 'default policy')).toThrow(
+      /default policy leaves fields to their defaults/,
+    );
     expect(() => checkWrittenOut(withRules([]) as never, 'default policy')).toThrow(/invalid default policy: rules/);
   });
 });
@@ -92,12 +111,30 @@ describe('what is derived from the table', () => {
   it("derives each boundary's Temporal retry policy: non-retryable codes, attempts, intervals", () => {
     const stripe = temporalRetryPolicy(DEFAULT_POLICY, 'stripe');
     expect(stripe.nonRetryableErrorTypes.sort()).toEqual(
-      ['BUDGET_EXCEEDED', 'INVALID_ARGUMENTS', 'PARTIAL_OUTCOME', 'PERMANENT_BUSINESS', 'PERMISSION_DENIED', 'POISON', 'UNKNOWN_OUTCOME'].sort(),
+      [
+        'BUDGET_EXCEEDED',
+        'INVALID_ARGUMENTS',
+        'PARTIAL_OUTCOME',
+        'PERMANENT_BUSINESS',
+        'PERMISSION_DENIED',
+        'POISON',
+        'UNKNOWN_OUTCOME',
+      ].sort(),
     );
-    expect(stripe).toMatchObject({ maximumAttempts: 5, initialInterval: 1000, backoffCoefficient: 2, maximumInterval: 30000 });
+    expect(stripe).toMatchObject({
+      maximumAttempts: 5,
+      initialInterval: 1000,
+      backoffCoefficient: 2,
+      maximumInterval: 30000,
+    });
     expect(temporalRetryPolicy(DEFAULT_POLICY, 'stripe', 2).maximumAttempts).toBe(2);
     // Changing the table changes the derived policy: nothing is written twice.
-    const strict = parsePolicy({ ...DEFAULT_POLICY, rules: DEFAULT_POLICY.rules.map((r) => (r.code === 'RATE_LIMIT' ? { ...r, action: 'stop', owner: 'workflow' } : r)) });
+    const strict = parsePolicy({
+      ...DEFAULT_POLICY,
+      rules: DEFAULT_POLICY.rules.map((r) =>
+        r.code === 'RATE_LIMIT' ? { ...r, action: 'stop', owner: 'workflow' } : r,
+      ),
+    });
     expect(temporalRetryPolicy(strict, 'smtp').nonRetryableErrorTypes).toContain('RATE_LIMIT');
   });
 
@@ -117,14 +154,25 @@ describe('awaiting the provider', () => {
   const withAwait = (awaitProvider: unknown) => ({ ...withoutAwait, awaitProvider });
 
   it('gives a policy written before it existed the default wait: three days, polled hourly at most', () => {
-    expect(parsePolicy(withoutAwait).awaitProvider).toEqual({ deadlineMs: 259_200_000, poll: { initialMs: 60_000, coefficient: 2, maxMs: 3_600_000 }, jitter: 0.2 });
+    expect(parsePolicy(withoutAwait).awaitProvider).toEqual({
+      deadlineMs: 259_200_000,
+      poll: { initialMs: 60_000, coefficient: 2, maxMs: 3_600_000 },
+      jitter: 0.2,
+    });
     expect(DEFAULT_POLICY.awaitProvider.deadlineMs).toBe(259_200_000);
   });
 
   it('refuses polls faster than a second, and a deadline that would need more than 200 polls', () => {
-    expect(() => parsePolicy(withAwait({ deadlineMs: 60_000, poll: { initialMs: 10, coefficient: 2, maxMs: 1000 } }))).toThrow(/awaitProvider.poll: initialMs must be at least 1000/);
-    expect(() => parsePolicy(withAwait({ deadlineMs: 7 * 86_400_000, poll: { initialMs: 1000, coefficient: 2, maxMs: 60_000 } }))).toThrow(/deadlineMs may be at most 200 × poll.maxMs/);
-    expect(parsePolicy(withAwait({ deadlineMs: 3600_000, poll: { initialMs: 5000, coefficient: 2, maxMs: 60_000 } })).awaitProvider.jitter).toBe(0.2);
+    expect(() =>
+      parsePolicy(withAwait({ deadlineMs: 60_000, poll: { initialMs: 10, coefficient: 2, maxMs: 1000 } })),
+    ).toThrow(/awaitProvider.poll: initialMs must be at least 1000/);
+    expect(() =>
+      parsePolicy(withAwait({ deadlineMs: 7 * 86_400_000, poll: { initialMs: 1000, coefficient: 2, maxMs: 60_000 } })),
+    ).toThrow(/deadlineMs may be at most 200 × poll.maxMs/);
+    expect(
+      parsePolicy(withAwait({ deadlineMs: 3600_000, poll: { initialMs: 5000, coefficient: 2, maxMs: 60_000 } }))
+        .awaitProvider.jitter,
+    ).toBe(0.2);
   });
 });
 
@@ -132,13 +180,23 @@ describe('the circuit breaker settings', () => {
   const withoutBreaker = Object.fromEntries(Object.entries(policyJson).filter(([key]) => key !== 'breaker'));
 
   it('gives a policy written before it existed the default breaker', () => {
-    expect(parsePolicy(withoutBreaker).breaker).toEqual({ enabled: true, failureThreshold: 5, windowMs: 60_000, cooldownMs: 15_000, halfOpenProbes: 1 });
+    expect(parsePolicy(withoutBreaker).breaker).toEqual({
+      enabled: true,
+      failureThreshold: 5,
+      windowMs: 60_000,
+      cooldownMs: 15_000,
+      halfOpenProbes: 1,
+    });
   });
 
   it('refuses a breaker that could never open or never probe', () => {
     const breaker = { failureThreshold: 5, windowMs: 60_000, cooldownMs: 15_000, halfOpenProbes: 1 };
-    expect(() => parsePolicy({ ...withoutBreaker, breaker: { ...breaker, failureThreshold: 0 } })).toThrow(/breaker.failureThreshold/);
-    expect(() => parsePolicy({ ...withoutBreaker, breaker: { ...breaker, halfOpenProbes: 0 } })).toThrow(/breaker.halfOpenProbes/);
+    expect(() => parsePolicy({ ...withoutBreaker, breaker: { ...breaker, failureThreshold: 0 } })).toThrow(
+      /breaker.failureThreshold/,
+    );
+    expect(() => parsePolicy({ ...withoutBreaker, breaker: { ...breaker, halfOpenProbes: 0 } })).toThrow(
+      /breaker.halfOpenProbes/,
+    );
     expect(() => parsePolicy({ ...withoutBreaker, breaker: { ...breaker, cooldown: 1 } })).toThrow(/breaker/);
   });
 });

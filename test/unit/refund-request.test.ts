@@ -62,7 +62,9 @@ describe('operation identity', () => {
     const request = parseRefundRequest(valid);
     expect(requestHash(request)).toMatch(/^[0-9a-f]{64}$/);
     expect(requestHash({ ...request, requestedBy: 'bob' } as typeof request)).toBe(requestHash(request));
-    expect(requestHash({ reason: request.reason, currency: 'usd', amount: 1250, orderId: 'ord_1' })).toBe(requestHash(request));
+    expect(requestHash({ reason: request.reason, currency: 'usd', amount: 1250, orderId: 'ord_1' })).toBe(
+      requestHash(request),
+    );
     expect(requestHash({ ...request, amount: 1251 })).not.toBe(requestHash(request));
   });
 });

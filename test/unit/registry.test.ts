@@ -1,4 +1,11 @@
-import { checkRegistry, compensationOrder, REFUND_SAGA, REFUND_STEPS, type DependencyGraph, type RefundStep } from '../../src/compensations/registry';
+import {
+  checkRegistry,
+  compensationOrder,
+  REFUND_SAGA,
+  REFUND_STEPS,
+  type DependencyGraph,
+  type RefundStep,
+} from '../../src/compensations/registry';
 import { compensationKey, operationId, stepKey } from '../../src/contract';
 
 const steps = Object.entries(REFUND_SAGA) as [RefundStep, (typeof REFUND_SAGA)[RefundStep]][];
@@ -6,7 +13,8 @@ const TEXT_FIELDS = ['action', 'precondition', 'record', 'idempotency', 'escalat
 
 /** True when every step comes before each step it depends on, directly or not. */
 function dependentsFirst<S extends string>(order: S[], registry: DependencyGraph<S>): boolean {
-  const dependsOn = (step: S, other: S): boolean => registry[step].dependsOn.some((d) => d === other || dependsOn(d, other));
+  const dependsOn = (step: S, other: S): boolean =>
+    registry[step].dependsOn.some((d) => d === other || dependsOn(d, other));
   return order.every((step, i) => order.slice(0, i).every((earlier) => !dependsOn(step, earlier)));
 }
 
@@ -41,8 +49,14 @@ describe('the refund saga registry', () => {
     const compensationKeys = [compensationKey(op), compensationKey(stepKey(op, 'notify_customer'))];
     for (const key of compensationKeys) expect(forwardKeys).not.toContain(key);
     expect(new Set(compensationKeys).size).toBe(compensationKeys.length);
-    expect(REFUND_SAGA.update_order.undo).toMatchObject({ kind: 'compensation', key: expect.stringContaining('<operation>:update_order:compensate') });
-    expect(REFUND_SAGA.notify_customer.undo).toMatchObject({ kind: 'compensation', key: expect.stringContaining('<operation>:notify_customer:compensate') });
+    expect(REFUND_SAGA.update_order.undo).toMatchObject({
+      kind: 'compensation',
+      key: expect.stringContaining('<operation>:update_order:compensate'),
+    });
+    expect(REFUND_SAGA.notify_customer.undo).toMatchObject({
+      kind: 'compensation',
+      key: expect.stringContaining('<operation>:notify_customer:compensate'),
+    });
   });
 
   it('passes its own check', () => {
@@ -53,8 +67,17 @@ describe('the refund saga registry', () => {
 describe('compensationOrder', () => {
   it('is the reverse of the declaration order for the refund saga, whatever order the steps finished in', () => {
     expect(compensationOrder([...REFUND_STEPS])).toEqual([...REFUND_STEPS].reverse());
-    expect(compensationOrder(['update_order', 'load_order', 'notify_customer', 'create_refund'])).toEqual(['notify_customer', 'update_order', 'create_refund', 'load_order']);
-    expect(compensationOrder(['load_order', 'create_refund', 'update_order'])).toEqual(['update_order', 'create_refund', 'load_order']);
+    expect(compensationOrder(['update_order', 'load_order', 'notify_customer', 'create_refund'])).toEqual([
+      'notify_customer',
+      'update_order',
+      'create_refund',
+      'load_order',
+    ]);
+    expect(compensationOrder(['load_order', 'create_refund', 'update_order'])).toEqual([
+      'update_order',
+      'create_refund',
+      'load_order',
+    ]);
     expect(compensationOrder([])).toEqual([]);
   });
 
@@ -95,7 +118,9 @@ describe('compensationOrder', () => {
 
 describe('checkRegistry', () => {
   it('accepts dependencies on earlier steps', () => {
-    expect(() => checkRegistry({ a: { dependsOn: [] }, b: { dependsOn: ['a'] }, c: { dependsOn: ['a', 'b'] } })).not.toThrow();
+    expect(() =>
+      checkRegistry({ a: { dependsOn: [] }, b: { dependsOn: ['a'] }, c: { dependsOn: ['a', 'b'] } }),
+    ).not.toThrow();
   });
 
   it('rejects a cycle, naming it', () => {
@@ -105,10 +130,14 @@ describe('checkRegistry', () => {
   });
 
   it('rejects a dependency on a later step', () => {
-    expect(() => checkRegistry({ a: { dependsOn: ['b'] }, b: { dependsOn: [] } })).toThrow('step a depends on b, which is declared after it: a step may depend only on earlier steps');
+    expect(() => checkRegistry({ a: { dependsOn: ['b'] }, b: { dependsOn: [] } })).toThrow(
+      'step a depends on b, which is declared after it: a step may depend only on earlier steps',
+    );
   });
 
   it('rejects a dependency on an unknown step', () => {
-    expect(() => checkRegistry({ a: { dependsOn: [] }, b: { dependsOn: ['refund'] } })).toThrow('step b depends on unknown step refund');
+    expect(() => checkRegistry({ a: { dependsOn: [] }, b: { dependsOn: ['refund'] } })).toThrow(
+      'step b depends on unknown step refund',
+    );
   });
 });

@@ -29,14 +29,18 @@ it('gives a call that sends several requests per attempt only the attempts the p
 it('refuses a provider call once the provider calls are spent, but not a store write', () => {
   const budget = new RunBudget(limits, Date.now());
   budget.spend({ provider: true, transportRequests: 3 });
-  expect(() => budget.options(DEFAULT_POLICY, 'smtp')).toThrow(new BudgetExhausted('3 provider requests sent, of 3 allowed'));
+  expect(() => budget.options(DEFAULT_POLICY, 'smtp')).toThrow(
+    new BudgetExhausted('3 provider requests sent, of 3 allowed'),
+  );
   expect(() => budget.options(DEFAULT_POLICY, 'store')).not.toThrow();
 });
 
 it('refuses anything once retry time is spent or the deadline is near', () => {
   const spent = new RunBudget(limits, Date.now());
   spent.spend({ provider: false, retryTimeMs: 10_000 });
-  expect(() => spent.options(DEFAULT_POLICY, 'store')).toThrow(/10000 ms spent retrying and reconciling, of 10000 allowed/);
+  expect(() => spent.options(DEFAULT_POLICY, 'store')).toThrow(
+    /10000 ms spent retrying and reconciling, of 10000 allowed/,
+  );
   const late = new RunBudget(limits, Date.now() - 50_000);
   expect(() => late.options(DEFAULT_POLICY, 'stripe')).toThrow(/less than one stripe attempt may take \(15000 ms\)/);
   const over = new RunBudget(limits, Date.now() - 61_000);
@@ -49,6 +53,12 @@ it("takes the worker's policy when it arrives, its deadline counted from the run
   budget.adopt({ ...limits, deadlineMs: 3600_000, providerCalls: 10 });
   expect(budget.deadlineMs).toBe(started + 3600_000);
   budget.spend({ provider: true, transportRequests: 4, retryTimeMs: 1500 });
-  expect(budget.view()).toMatchObject({ providerCallsUsed: 4, providerCallLimit: 10, retryTimeUsedMs: 1500, retryTimeLimitMs: 10_000, maxStepAttempts: 4 });
+  expect(budget.view()).toMatchObject({
+    providerCallsUsed: 4,
+    providerCallLimit: 10,
+    retryTimeUsedMs: 1500,
+    retryTimeLimitMs: 10_000,
+    maxStepAttempts: 4,
+  });
   expect(budget.waitableMs()).toBeLessThanOrEqual(8500);
 });

@@ -5,7 +5,15 @@ import type { AddressInfo } from 'node:net';
 import { inAttemptScope, type AttemptScope } from '../../src/activities/attempt-scope';
 import { createStripeClient } from '../../src/activities/payments';
 
-const refund = { id: 're_1', object: 'refund', amount: 100, currency: 'usd', status: 'succeeded', payment_intent: 'pi_1', metadata: {} };
+const refund = {
+  id: 're_1',
+  object: 'refund',
+  amount: 100,
+  currency: 'usd',
+  status: 'succeeded',
+  payment_intent: 'pi_1',
+  metadata: {},
+};
 
 /** Listens on a loopback port: the base URL a Stripe client is given. */
 async function listen(server: http.Server): Promise<string> {
@@ -31,7 +39,13 @@ beforeAll(async () => {
     req.on('end', () => {
       res.setHeader('content-type', 'application/json');
       res.setHeader('request-id', `req_${connections}`);
-      res.end(JSON.stringify(req.url?.startsWith('/v1/refunds?') ? { object: 'list', data: [refund], has_more: false, url: '/v1/refunds' } : refund));
+      res.end(
+        JSON.stringify(
+          req.url?.startsWith('/v1/refunds?')
+            ? { object: 'list', data: [refund], has_more: false, url: '/v1/refunds' }
+            : refund,
+        ),
+      );
     });
   });
   server.on('connection', () => connections++);
@@ -43,7 +57,8 @@ afterAll(() => close(server));
 test('each create opens a connection of its own; reads, from any client, reuse a kept-alive one', async () => {
   const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase });
   const before = connections;
-  for (const key of ['k1', 'k2']) await stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: key });
+  for (const key of ['k1', 'k2'])
+    await stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: key });
   expect(connections - before).toBe(2);
 
   const reads = connections;
@@ -93,13 +108,22 @@ describe("a send's deadline", () => {
     expect(outcome).toMatchObject({ failed: expect.any(Number) });
     const { failed, err } = outcome as { failed: number; err: Error & { detail?: unknown } };
     expect(failed).toBeLessThan(T + 100);
-    expect(err.detail).toMatchObject({ stage: 'sent', timedOut: true, message: expect.stringMatching(/no answer by its send's deadline \(\d+ ms\)/) });
+    expect(err.detail).toMatchObject({
+      stage: 'sent',
+      timedOut: true,
+      message: expect.stringMatching(/no answer by its send's deadline \(\d+ ms\)/),
+    });
     expect(scope.requests).toHaveLength(1);
   });
 
   test('a worker that stalls between connecting and writing sends nothing once the deadline has passed', async () => {
     const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase, requestTimeoutMs: T });
-    const scope: AttemptScope = { startedAtMs: Date.now(), requests: [], providerRequestId: null, sendBy: Date.now() + T / 4 };
+    const scope: AttemptScope = {
+      startedAtMs: Date.now(),
+      requests: [],
+      providerRequestId: null,
+      sendBy: Date.now() + T / 4,
+    };
     // The stall: the event loop is blocked past the deadline the moment the connection is up, before anything else runs.
     const request = http.request;
     const spy = jest.spyOn(http, 'request').mockImplementation(((...args: Parameters<typeof http.request>) => {
@@ -112,7 +136,9 @@ describe("a send's deadline", () => {
       return req;
     }) as typeof http.request);
     try {
-      const err = await inAttemptScope(scope, () => stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k_stalled', timeout: T })).catch((e: unknown) => e);
+      const err = await inAttemptScope(scope, () =>
+        stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k_stalled', timeout: T }),
+      ).catch((e: unknown) => e);
       expect(err).toMatchObject({ detail: { stage: 'not_sent' } });
     } finally {
       spy.mockRestore();

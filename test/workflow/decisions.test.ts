@@ -26,7 +26,12 @@ async function idleHistoryLength(handle: Handle): Promise<number> {
     const { raw } = await handle.describe();
     const events = (await handle.fetchHistory()).events ?? [];
     const last = events.at(-1)?.eventType;
-    if (!raw.pendingActivities?.length && !raw.pendingWorkflowTask && last === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED) return events.length;
+    if (
+      !raw.pendingActivities?.length &&
+      !raw.pendingWorkflowTask &&
+      last === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED
+    )
+      return events.length;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${handle.workflowId} did not go idle`);
@@ -36,7 +41,8 @@ const historyLength = async (handle: Handle) => (await handle.fetchHistory()).ev
 /** The provider cannot be read at the completion gate until `gate.up()`: the refund, the order and the email are done before it parks. */
 function gateDown() {
   let down = true;
-  const checkCompletion: Override = (_, next) => (down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next());
+  const checkCompletion: Override = (_, next) =>
+    down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next();
   return { over: { checkCompletion }, up: () => (down = false) };
 }
 
@@ -51,21 +57,48 @@ async function parkedAtGate(world?: (w: World) => void) {
 describe('a run that needs a person parks', () => {
   test('with its verdict and who may decide; retry-step repeats no earlier effect and completes it', async () => {
     const { world, handle, state, gate } = await parkedAtGate();
-    expect(state.parked).toMatchObject({ failedStep: 'completion_gate', verdict: 'auto-retry is safe', nextAction: expect.stringMatching(/^retry-step completion_gate/), decidedBy: expect.arrayContaining(['ops']) });
+    expect(state.parked).toMatchObject({
+      failedStep: 'completion_gate',
+      verdict: 'auto-retry is safe',
+      nextAction: expect.stringMatching(/^retry-step completion_gate/),
+      decidedBy: expect.arrayContaining(['ops']),
+    });
     expect(state.steps.slice(0, 4).map((s) => s.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
     const described = await handle.describe();
     expect(described.status.name).toBe('RUNNING');
-    expect(described.searchAttributes).toMatchObject({ RefundNeedsAttention: [true], RefundStatus: ['needs_attention'], RefundVerdict: ['auto-retry is safe'], RefundStep: ['completion_gate'] });
+    expect(described.searchAttributes).toMatchObject({
+      RefundNeedsAttention: [true],
+      RefundStatus: ['needs_attention'],
+      RefundVerdict: ['auto-retry is safe'],
+      RefundStep: ['completion_gate'],
+    });
 
     gate.up();
-    const decision = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }], updateId: 'retry-1' });
+    const decision = await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
+      updateId: 'retry-1',
+    });
     expect(decision).toMatchObject({ seq: 1, decision: 'retry-step', step: 'completion_gate', outcome: 'applied' });
     completed(await handle.result());
-    expect(callNames(world, ['createRefund', 'applyRefund', 'sendRefundNotice'])).toEqual(['createRefund', 'applyRefund', 'sendRefundNotice']);
+    expect(callNames(world, ['createRefund', 'applyRefund', 'sendRefundNotice'])).toEqual([
+      'createRefund',
+      'applyRefund',
+      'sendRefundNotice',
+    ]);
     const after = await handle.query(stepsQuery);
-    expect(after.decisions).toEqual([expect.objectContaining({ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back', at: expect.any(String) })]);
+    expect(after.decisions).toEqual([
+      expect.objectContaining({
+        decision: 'retry-step',
+        by: 'ops',
+        reason: 'Stripe reads are back',
+        at: expect.any(String),
+      }),
+    ]);
     expect(after.steps.slice(0, 4).map((s) => s.attempts)).toEqual([1, 1, 1, 1]);
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundNeedsAttention: [false], RefundStatus: ['completed'] });
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundNeedsAttention: [false],
+      RefundStatus: ['completed'],
+    });
     expect(world.audit.map((a) => a.event)).toEqual(expect.arrayContaining(['run_parked', 'decision']));
   });
 
@@ -73,8 +106,14 @@ describe('a run that needs a person parks', () => {
   test('a decision sent twice under one update id is applied once', async () => {
     const { handle, gate } = await parkedAtGate();
     gate.up();
-    const input = { args: [{ decision: 'retry-step' as const, by: 'ops', reason: 'once' }] as [DecisionInput], updateId: 'retry-once' };
-    const [a, b] = await Promise.all([handle.executeUpdate(decisionUpdate, input), handle.executeUpdate(decisionUpdate, input)]);
+    const input = {
+      args: [{ decision: 'retry-step' as const, by: 'ops', reason: 'once' }] as [DecisionInput],
+      updateId: 'retry-once',
+    };
+    const [a, b] = await Promise.all([
+      handle.executeUpdate(decisionUpdate, input),
+      handle.executeUpdate(decisionUpdate, input),
+    ]);
     expect(b).toEqual(a);
     await handle.result();
     expect((await handle.query(stepsQuery)).decisions).toHaveLength(1);
@@ -84,17 +123,27 @@ describe('a run that needs a person parks', () => {
   test('an unauthorized decider and an ill-timed decision are refused before anything is written to history', async () => {
     const { handle, gate } = await parkedAtGate();
     const before = await idleHistoryLength(handle);
-    const refused = (input: object) => handle.executeUpdate(decisionUpdate, { args: [input as never] }).then(() => undefined, (e: unknown) => e);
+    const refused = (input: object) =>
+      handle.executeUpdate(decisionUpdate, { args: [input as never] }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
 
     const mallory = await refused({ decision: 'abandon', by: 'mallory', reason: 'why not' });
     expect(mallory).toBeInstanceOf(WorkflowUpdateFailedError);
-    expect((mallory as WorkflowUpdateFailedError).cause?.message).toMatch(/mallory may not abandon: it takes the operator role, and mallory has none/);
+    expect((mallory as WorkflowUpdateFailedError).cause?.message).toMatch(
+      /mallory may not abandon: it takes the operator role, and mallory has none/,
+    );
     const approveNothing = await refused({ decision: 'approve', by: 'lead', reason: 'ok' });
     expect((approveNothing as WorkflowUpdateFailedError).cause?.message).toMatch(/no decision waiting for approval/);
     const wrongStep = await refused({ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'again' });
-    expect((wrongStep as WorkflowUpdateFailedError).cause?.message).toMatch(/only the step that failed, completion_gate, can be retried/);
+    expect((wrongStep as WorkflowUpdateFailedError).cause?.message).toMatch(
+      /only the step that failed, completion_gate, can be retried/,
+    );
     const notNeeded = await refused({ decision: 'compensate', by: 'ops', reason: 'undo' });
-    expect((notNeeded as WorkflowUpdateFailedError).cause?.message).toMatch(/nothing to compensate: the refund is refunded/);
+    expect((notNeeded as WorkflowUpdateFailedError).cause?.message).toMatch(
+      /nothing to compensate: the refund is refunded/,
+    );
     const noReason = await refused({ decision: 'abandon', by: 'ops', reason: ' ' });
     expect((noReason as WorkflowUpdateFailedError).cause?.message).toMatch(/reason: must say why/);
     expect(await historyLength(handle)).toBe(before);
@@ -104,46 +153,81 @@ describe('a run that needs a person parks', () => {
     await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'back' }] });
     await handle.result();
     // A finished run takes no Update at all.
-    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'late' }] })).rejects.toThrow();
+    await expect(
+      handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'late' }] }),
+    ).rejects.toThrow();
   });
 
   // Moved from test/integration/decisions.test.ts: the decision policy comes from the decisionPolicy activity; nothing at a server.
   test("who may decide is the workers' configuration, also for a run parked before it loaded its settings", async () => {
-    const onlyAlice = { ...TEST_POLICY, decisions: { ...TEST_POLICY.decisions, roles: { alice: ['operator' as const] } } };
+    const onlyAlice = {
+      ...TEST_POLICY,
+      decisions: { ...TEST_POLICY.decisions, roles: { alice: ['operator' as const] } },
+    };
     const denied: Override = async () => Promise.reject(failure('PERMISSION_DENIED', 'not_executed', 'injected'));
-    const { handle } = await t.start({ over: { beginOperation: denied }, world: (w) => (w.settings.policy = onlyAlice) });
+    const { handle } = await t.start({
+      over: { beginOperation: denied },
+      world: (w) => (w.settings.policy = onlyAlice),
+    });
     const { state } = await stopped(handle);
     expect(state.parked).toMatchObject({ failedStep: 'load_order', decidedBy: ['alice'] });
-    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'shipped name' }] })).rejects.toMatchObject({
+    await expect(
+      handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'shipped name' }] }),
+    ).rejects.toMatchObject({
       cause: { message: expect.stringMatching(/ops may not abandon/) },
     });
-    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'alice', reason: 'store access is being fixed' }] });
+    await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'abandon', by: 'alice', reason: 'store access is being fixed' }],
+    });
     await expect(handle.result()).resolves.toMatchObject({ status: 'abandoned' });
   });
 
   // Moved from test/integration/decisions.test.ts: approvals and their expiry are workflow timers and state.
   test('a decision that needs approval waits for a second person; unapproved, it expires and the run stops', async () => {
-    const quick = { ...TEST_POLICY, decisions: { ...TEST_POLICY.decisions, needApproval: ['abandon'], approvalTtlMs: 1500 } };
+    const quick = {
+      ...TEST_POLICY,
+      decisions: { ...TEST_POLICY.decisions, needApproval: ['abandon'], approvalTtlMs: 1500 },
+    };
     const { handle } = await parkedAtGate((w) => (w.settings.policy = quick));
-    const proposal = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'handled by support' }] });
+    const proposal = await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'abandon', by: 'ops', reason: 'handled by support' }],
+    });
     expect(proposal).toMatchObject({ outcome: 'awaiting_approval', expiresAt: expect.any(String) });
     // The proposer cannot approve it.
-    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'ops', reason: 'me' }] })).rejects.toThrow(WorkflowUpdateFailedError);
+    await expect(
+      handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'ops', reason: 'me' }] }),
+    ).rejects.toThrow(WorkflowUpdateFailedError);
     const result = await handle.result();
     const state = await handle.query(stepsQuery);
     const described = await handle.describe();
-    expect(result).toMatchObject({ status: 'stopped', reason: expect.stringMatching(/abandon proposed by ops was not approved before/) });
+    expect(result).toMatchObject({
+      status: 'stopped',
+      reason: expect.stringMatching(/abandon proposed by ops was not approved before/),
+    });
     // The refund stands and the gate never confirmed it: stopped, and still among the runs a person must look at.
-    expect(described.searchAttributes).toMatchObject({ RefundStatus: ['stopped'], RefundNeedsAttention: [true], RefundVerdict: ['stop and hand to a person'] });
+    expect(described.searchAttributes).toMatchObject({
+      RefundStatus: ['stopped'],
+      RefundNeedsAttention: [true],
+      RefundVerdict: ['stop and hand to a person'],
+    });
     expect(state.decisions).toEqual([expect.objectContaining({ decision: 'abandon', outcome: 'expired' })]);
   });
 
   test('abandon ends the run as abandoned, naming who and why, and undoes nothing', async () => {
     const { world, handle } = await parkedAtGate();
-    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'the customer was refunded by hand' }] });
-    await expect(handle.result()).resolves.toMatchObject({ status: 'abandoned', reason: 'abandoned by ops: the customer was refunded by hand', failedStep: 'completion_gate' });
+    await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'abandon', by: 'ops', reason: 'the customer was refunded by hand' }],
+    });
+    await expect(handle.result()).resolves.toMatchObject({
+      status: 'abandoned',
+      reason: 'abandoned by ops: the customer was refunded by hand',
+      failedStep: 'completion_gate',
+    });
     expect(callNames(world, ['revertRefund', 'sendRefundCorrection'])).toEqual([]);
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['abandoned'], RefundNeedsAttention: [false] });
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundStatus: ['abandoned'],
+      RefundNeedsAttention: [false],
+    });
   });
 
   test('a parked run cancelled while it waits says what it leaves behind and stays among the runs that need a person', async () => {
@@ -151,15 +235,25 @@ describe('a run that needs a person parks', () => {
     await handle.cancel();
     await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
     const state = await handle.query(stepsQuery);
-    expect(state.outcome?.reason).toMatch(/cancelled while needs_attention; the refund is refunded: a person finishes what was started/);
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundNeedsAttention: [true], RefundVerdict: ['stop and hand to a person'], RefundEffect: ['refunded'] });
-    expect(world.audit.at(-1)).toMatchObject({ status: 'cancelled', reason: expect.stringMatching(/cancelled while needs_attention/) });
+    expect(state.outcome?.reason).toMatch(
+      /cancelled while needs_attention; the refund is refunded: a person finishes what was started/,
+    );
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundNeedsAttention: [true],
+      RefundVerdict: ['stop and hand to a person'],
+      RefundEffect: ['refunded'],
+    });
+    expect(world.audit.at(-1)).toMatchObject({
+      status: 'cancelled',
+      reason: expect.stringMatching(/cancelled while needs_attention/),
+    });
     expect(callNames(world, ['revertRefund', 'sendRefundCorrection'])).toEqual([]);
   });
 });
 
 describe('retry-step on create_refund (approved by a second person)', () => {
-  const unknownCreate: Override = async () => Promise.reject(failure('UNKNOWN_OUTCOME', 'may_have_executed', 'timeout'));
+  const unknownCreate: Override = async () =>
+    Promise.reject(failure('UNKNOWN_OUTCOME', 'may_have_executed', 'timeout'));
 
   test('after an unknown outcome, it looks the refund up first and, found, sends nothing', async () => {
     // The provider made the refund, the answer was lost, and no lookup could read it until the decision.
@@ -170,72 +264,124 @@ describe('retry-step on create_refund (approved by a second person)', () => {
           await next();
           throw failure('UNKNOWN_OUTCOME', 'may_have_executed', 'timeout');
         },
-        reconcileRefund: async (_, next) => (reads ? next() : Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error'))),
+        reconcileRefund: async (_, next) =>
+          reads ? next() : Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')),
       },
-      world: (w) => (w.settings.policy = { ...TEST_POLICY, rules: TEST_POLICY.rules.map((r) => (r.code === 'UNKNOWN_OUTCOME' && r.boundary === 'stripe' ? { ...r, maxAttempts: 2 } : r)) }),
+      world: (w) =>
+        (w.settings.policy = {
+          ...TEST_POLICY,
+          rules: TEST_POLICY.rules.map((r) =>
+            r.code === 'UNKNOWN_OUTCOME' && r.boundary === 'stripe' ? { ...r, maxAttempts: 2 } : r,
+          ),
+        }),
     });
     const { state } = await stopped(handle);
-    expect(state).toMatchObject({ status: 'needs_attention', effect: { status: 'unknown' }, parked: { failedStep: 'create_refund' } });
+    expect(state).toMatchObject({
+      status: 'needs_attention',
+      effect: { status: 'unknown' },
+      parked: { failedStep: 'create_refund' },
+    });
     const lookups = state.reconciliation.lookups;
     reads = true;
     world.calls.length = 0;
 
-    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe reads are back' }] });
+    await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe reads are back' }],
+    });
     await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
     completed(await handle.result());
     const after = callNames(world, ['reconcileRefund', 'createRefund', 'applyRefund']);
     expect(after).toEqual(['reconcileRefund', 'applyRefund']);
-    expect((await handle.query(stepsQuery)).reconciliation).toMatchObject({ lookups: lookups + 1, lastResult: 'completed' });
+    expect((await handle.query(stepsQuery)).reconciliation).toMatchObject({
+      lookups: lookups + 1,
+      lastResult: 'completed',
+    });
     expect(world.refunds).toHaveLength(1);
   });
 
   test('a refund proven absent is then sent once, with the same key', async () => {
     let fail = true;
     const { world, handle } = await t.start({
-      over: { createRefund: (i, next) => (fail ? unknownCreate(i, next) : next()), reconcileRefund: async (_, next) => (fail ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next()) },
-      world: (w) => (w.settings.policy = { ...TEST_POLICY, rules: TEST_POLICY.rules.map((r) => (r.code === 'UNKNOWN_OUTCOME' && r.boundary === 'stripe' ? { ...r, maxAttempts: 2 } : r)) }),
+      over: {
+        createRefund: (i, next) => (fail ? unknownCreate(i, next) : next()),
+        reconcileRefund: async (_, next) =>
+          fail ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next(),
+      },
+      world: (w) =>
+        (w.settings.policy = {
+          ...TEST_POLICY,
+          rules: TEST_POLICY.rules.map((r) =>
+            r.code === 'UNKNOWN_OUTCOME' && r.boundary === 'stripe' ? { ...r, maxAttempts: 2 } : r,
+          ),
+        }),
     });
     await stopped(handle);
     fail = false;
     world.calls.length = 0;
-    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe is back' }] });
+    await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'Stripe is back' }],
+    });
     await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
     const result = completed(await handle.result());
     expect(callNames(world, ['reconcileRefund', 'createRefund'])).toEqual(['reconcileRefund', 'createRefund']);
-    expect(world.calls.find((c) => c.name === 'createRefund')?.input).toMatchObject({ idempotencyKey: `${result.operationId}:create_refund` });
+    expect(world.calls.find((c) => c.name === 'createRefund')?.input).toMatchObject({
+      idempotencyKey: `${result.operationId}:create_refund`,
+    });
     expect(world.refunds).toHaveLength(1);
   });
 });
 
 describe('a notice whose hand-over is unknown', () => {
-  const unknownNotice: Override = async () => Promise.reject(failure('UNKNOWN_OUTCOME', 'may_have_executed', 'no_reply_after_data'));
+  const unknownNotice: Override = async () =>
+    Promise.reject(failure('UNKNOWN_OUTCOME', 'may_have_executed', 'no_reply_after_data'));
 
-  test('confirm-delivered records it as sent on a person\'s word: nothing is sent, the gate judges, the run completes', async () => {
+  test("confirm-delivered records it as sent on a person's word: nothing is sent, the gate judges, the run completes", async () => {
     const { world, handle } = await t.start({ over: { sendRefundNotice: unknownNotice } });
     const { state } = await stopped(handle);
-    expect(state.parked).toMatchObject({ failedStep: 'notify_customer', verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/confirm-delivered/) });
-    const record = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }] });
+    expect(state.parked).toMatchObject({
+      failedStep: 'notify_customer',
+      verdict: 'stop and hand to a person',
+      nextAction: expect.stringMatching(/confirm-delivered/),
+    });
+    const record = await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }],
+    });
     expect(record).toMatchObject({ decision: 'confirm-delivered', by: 'ops', outcome: 'applied' });
     await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
-    expect(callNames(world, ['sendRefundNotice', 'confirmNoticeDelivered', 'checkCompletion'])).toEqual(['sendRefundNotice', 'confirmNoticeDelivered', 'checkCompletion']);
+    expect(callNames(world, ['sendRefundNotice', 'confirmNoticeDelivered', 'checkCompletion'])).toEqual([
+      'sendRefundNotice',
+      'confirmNoticeDelivered',
+      'checkCompletion',
+    ]);
     const after = await handle.query(stepsQuery);
-    expect(after.steps.find((s) => s.name === 'notify_customer')).toMatchObject({ status: 'completed', note: expect.stringMatching(/^delivered, as ops confirmed: in the delivery log/) });
+    expect(after.steps.find((s) => s.name === 'notify_customer')).toMatchObject({
+      status: 'completed',
+      note: expect.stringMatching(/^delivered, as ops confirmed: in the delivery log/),
+    });
   });
 
   test('a resend a second person rejects is not sent: the run waits again, and a confirmation completes it', async () => {
     const { world, handle } = await t.start({ over: { sendRefundNotice: unknownNotice } });
     await stopped(handle);
-    const proposal = await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', step: 'notify_customer', by: 'ops', reason: 'resend it' }] });
+    const proposal = await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'retry-step', step: 'notify_customer', by: 'ops', reason: 'resend it' }],
+    });
     expect(proposal).toMatchObject({ outcome: 'awaiting_approval' });
     expect((await handle.query(stepsQuery)).status).toBe('awaiting_approval');
-    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'reject', by: 'lead', reason: 'check the mailbox first' }] })).resolves.toMatchObject({ decision: 'reject', answers: proposal.seq });
+    await expect(
+      handle.executeUpdate(decisionUpdate, {
+        args: [{ decision: 'reject', by: 'lead', reason: 'check the mailbox first' }],
+      }),
+    ).resolves.toMatchObject({ decision: 'reject', answers: proposal.seq });
     const state = await handle.query(stepsQuery);
     expect(state.status).toBe('needs_attention');
     expect(state.decisions.map((d) => [d.decision, d.outcome])).toEqual([
       ['retry-step', 'rejected'],
       ['reject', 'applied'],
     ]);
-    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }] });
+    await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'in the delivery log' }],
+    });
     await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
     expect(callNames(world, ['sendRefundNotice'])).toHaveLength(1);
   });
@@ -243,8 +389,16 @@ describe('a notice whose hand-over is unknown', () => {
   // Moved from test/integration/decisions.test.ts: the Update's validator.
   test('confirm-delivered is refused for a step whose outcome is known', async () => {
     const { handle } = await parkedAtGate();
-    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'it is there' }] })).rejects.toMatchObject({
-      cause: { message: expect.stringMatching(/nothing to confirm: confirm-delivered settles notify_customer when its outcome is unknown; the run stopped at completion_gate/) },
+    await expect(
+      handle.executeUpdate(decisionUpdate, {
+        args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'it is there' }],
+      }),
+    ).rejects.toMatchObject({
+      cause: {
+        message: expect.stringMatching(
+          /nothing to confirm: confirm-delivered settles notify_customer when its outcome is unknown; the run stopped at completion_gate/,
+        ),
+      },
     });
     await handle.terminate('test over');
   });
@@ -255,23 +409,45 @@ describe('compensations a person decides', () => {
     let lost = true;
     const { world, handle } = await t.start({
       world: (w) => (w.settlesAs = 'failed'),
-      over: { sendRefundCorrection: (_, next) => (lost ? Promise.reject(failure('UNKNOWN_OUTCOME', 'may_have_executed', 'no_reply_after_data')) : next()) },
+      over: {
+        sendRefundCorrection: (_, next) =>
+          lost ? Promise.reject(failure('UNKNOWN_OUTCOME', 'may_have_executed', 'no_reply_after_data')) : next(),
+      },
     });
     const { status, state } = await stopped(handle);
     expect(status).toBe('needs_attention');
-    expect(state.outcome).toMatchObject({ quarantined: true, reason: expect.stringMatching(/notify_customer's compensation is unknown: it is quarantined/) });
-    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'unknown', error: { code: 'UNKNOWN_OUTCOME' } });
+    expect(state.outcome).toMatchObject({
+      quarantined: true,
+      reason: expect.stringMatching(/notify_customer's compensation is unknown: it is quarantined/),
+    });
+    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({
+      status: 'unknown',
+      error: { code: 'UNKNOWN_OUTCOME' },
+    });
     expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toMatchObject({ status: 'completed' });
-    expect(state.parked).toMatchObject({ verdict: 'stop and hand to a person', nextAction: expect.stringMatching(/compensation's outcome is unknown/), approvedBy: ['lead'] });
+    expect(state.parked).toMatchObject({
+      verdict: 'stop and hand to a person',
+      nextAction: expect.stringMatching(/compensation's outcome is unknown/),
+      approvedBy: ['lead'],
+    });
     expect(callNames(world, ['sendRefundCorrection'])).toHaveLength(1);
 
     lost = false;
-    await expect(handle.executeUpdate(decisionUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'not in the mailbox log' }] })).resolves.toMatchObject({ outcome: 'awaiting_approval' });
+    await expect(
+      handle.executeUpdate(decisionUpdate, {
+        args: [{ decision: 'compensate', by: 'ops', reason: 'not in the mailbox log' }],
+      }),
+    ).resolves.toMatchObject({ outcome: 'awaiting_approval' });
     expect((await handle.query(stepsQuery)).status).toBe('awaiting_approval');
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['awaiting_approval'], RefundNeedsAttention: [true] });
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundStatus: ['awaiting_approval'],
+      RefundNeedsAttention: [true],
+    });
     await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'ok to resend' }] });
     await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
-    const corrections = world.calls.filter((c) => c.name === 'sendRefundCorrection').map((c) => c.input as { key: string; resendApprovedAt?: string });
+    const corrections = world.calls
+      .filter((c) => c.name === 'sendRefundCorrection')
+      .map((c) => c.input as { key: string; resendApprovedAt?: string });
     expect(corrections).toHaveLength(2);
     expect(corrections[1]!.key).toBe(corrections[0]!.key);
     expect(corrections[1]!.resendApprovedAt).toEqual(expect.any(String));

@@ -45,17 +45,47 @@ const evidence = (transportRequests: number): StepEvidence => {
   const at = new Date().toISOString();
   // Earlier attempts of this activity failed (the retry policy ran it again): the ledger lists them, as the real runner does.
   const attempt = Context.current().info.attempt;
-  const summary = (n: number) => ({ attempt: n, startedAt: at, finishedAt: at, outcome: n === attempt ? 'ok' : 'TRANSIENT_DEPENDENCY', certainty: null, reason: null, transportRequests, retryAfterMs: null, nextDelayMs: null, providerRequestId: null });
+  const summary = (n: number) => ({
+    attempt: n,
+    startedAt: at,
+    finishedAt: at,
+    outcome: n === attempt ? 'ok' : 'TRANSIENT_DEPENDENCY',
+    certainty: null,
+    reason: null,
+    transportRequests,
+    retryAfterMs: null,
+    nextDelayMs: null,
+    providerRequestId: null,
+  });
   return { attempt, ledger: Array.from({ length: attempt }, (_, i) => summary(i + 1)) };
 };
 
 /** A failure as our activities raise it: the classification in its details, final unless `retryable`. */
-export function failure(code: FailureCode, certainty: Certainty, reason: string, opts: { retryable?: boolean; provider?: Record<string, unknown> } = {}): ApplicationFailure {
+export function failure(
+  code: FailureCode,
+  certainty: Certainty,
+  reason: string,
+  opts: { retryable?: boolean; provider?: Record<string, unknown> } = {},
+): ApplicationFailure {
   return ApplicationFailure.create({
     type: code,
     message: `${code}: ${reason}`,
     nonRetryable: !opts.retryable,
-    details: [{ code, certainty, reason, boundary: 'stripe', operationId: null, attempt: 1, retryAfterMs: null, nextDelayMs: null, providerRequestId: null, provider: opts.provider ?? {}, ledger: [] }],
+    details: [
+      {
+        code,
+        certainty,
+        reason,
+        boundary: 'stripe',
+        operationId: null,
+        attempt: 1,
+        retryAfterMs: null,
+        nextDelayMs: null,
+        providerRequestId: null,
+        provider: opts.provider ?? {},
+        ledger: [],
+      },
+    ],
   });
 }
 
@@ -70,7 +100,11 @@ export function newWorld(orderId: string, policy: RecoveryPolicy = TEST_POLICY):
     notice: null,
     correction: null,
     audit: [],
-    settings: { scope: 'test', policy, provider: { dedupeWindowMs: 24 * 3600_000, consistencyMs: 300, requestTimeoutMs: 2000 } },
+    settings: {
+      scope: 'test',
+      policy,
+      provider: { dedupeWindowMs: 24 * 3600_000, consistencyMs: 300, requestTimeoutMs: 2000 },
+    },
   };
 }
 
@@ -84,7 +118,11 @@ export type Override = (input: never, next: () => Promise<unknown>) => Promise<u
 /** The activities over `world`; `over` replaces any of them (a failure, a scripted answer). */
 export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Override>> = {}): Acts {
   const order = () => world.order;
-  const receipt = (r: Omit<Refund, 'evidence'>, replayed: boolean, requests: number): Refund => ({ ...r, replayed, evidence: evidence(requests) });
+  const receipt = (r: Omit<Refund, 'evidence'>, replayed: boolean, requests: number): Refund => ({
+    ...r,
+    replayed,
+    evidence: evidence(requests),
+  });
   const real = {
     async beginOperation({ request }: In<'beginOperation'>) {
       const o = order();
@@ -94,7 +132,16 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
       const left = o.amount - o.refundedAmount;
       const now = new Date().toISOString();
       return {
-        order: { id: o.id, paymentIntentId: o.paymentIntentId, customerEmail: `c***@example.test`, currency: o.currency, amount: o.amount, refundedAmount: o.refundedAmount, status: 'paid', version: 1 },
+        order: {
+          id: o.id,
+          paymentIntentId: o.paymentIntentId,
+          customerEmail: `c***@example.test`,
+          currency: o.currency,
+          amount: o.amount,
+          refundedAmount: o.refundedAmount,
+          status: 'paid',
+          version: 1,
+        },
         operation: {
           operationId,
           orderId: o.id,
@@ -116,7 +163,8 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
           updatedAt: now,
         },
         created: world.calls.filter((c) => c.name === 'beginOperation').length === 1,
-        problem: !own && request.amount > left ? `refund of ${request.amount} exceeds the ${left} still refundable` : null,
+        problem:
+          !own && request.amount > left ? `refund of ${request.amount} exceeds the ${left} still refundable` : null,
         blockers: [],
         settings: world.settings,
         evidence: evidence(0),
@@ -125,7 +173,16 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
     async createRefund(input: In<'createRefund'>) {
       const existing = world.refunds.find((r) => r.operationId === input.operationId);
       if (existing) return receipt(existing, true, 1);
-      const r = { refundId: `re_${world.refunds.length + 1}_${input.orderId}`, paymentIntentId: input.paymentIntentId, amount: input.amount, currency: input.currency, status: world.refundStatus, created: 1, operationId: input.operationId, replayed: false };
+      const r = {
+        refundId: `re_${world.refunds.length + 1}_${input.orderId}`,
+        paymentIntentId: input.paymentIntentId,
+        amount: input.amount,
+        currency: input.currency,
+        status: world.refundStatus,
+        created: 1,
+        operationId: input.operationId,
+        replayed: false,
+      };
       world.refunds.push(r);
       return receipt(r, false, 1);
     },
@@ -151,7 +208,14 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
         world.order.refundedAmount += input.amount;
       }
       const o = order();
-      return { orderId: o.id, status: o.refundedAmount >= o.amount ? 'refunded' : 'partially_refunded', refundedAmount: o.refundedAmount, version: 2, changed, evidence: evidence(0) } as Out<'applyRefund'>;
+      return {
+        orderId: o.id,
+        status: o.refundedAmount >= o.amount ? 'refunded' : 'partially_refunded',
+        refundedAmount: o.refundedAmount,
+        version: 2,
+        changed,
+        evidence: evidence(0),
+      } as Out<'applyRefund'>;
     },
     async revertRefund(input: In<'revertRefund'>) {
       const u = world.orderUpdate;
@@ -160,27 +224,61 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
         u.revertedByKey = input.compensationKey;
         world.order.refundedAmount -= u.amount;
       }
-      return { orderId: order().id, status: 'paid', refundedAmount: order().refundedAmount, version: 3, changed, evidence: evidence(0) } as Out<'revertRefund'>;
+      return {
+        orderId: order().id,
+        status: 'paid',
+        refundedAmount: order().refundedAmount,
+        version: 3,
+        changed,
+        evidence: evidence(0),
+      } as Out<'revertRefund'>;
     },
     async sendRefundNotice(input: In<'sendRefundNotice'>) {
       const alreadySent = world.notice?.status === 'sent';
       world.notice = { key: input.key, status: 'sent', messageId: `<${input.key}@test.local>` };
-      return { key: input.key, messageId: world.notice.messageId, recipient: 'c***@example.test', providerResponse: '250 OK', alreadySent, evidence: evidence(alreadySent ? 0 : 1) };
+      return {
+        key: input.key,
+        messageId: world.notice.messageId,
+        recipient: 'c***@example.test',
+        providerResponse: '250 OK',
+        alreadySent,
+        evidence: evidence(alreadySent ? 0 : 1),
+      };
     },
     async sendRefundCorrection(input: In<'sendRefundCorrection'>) {
       world.correction = { key: input.key, status: 'sent', messageId: `<${input.key}@test.local>` };
-      return { key: input.key, messageId: world.correction.messageId, recipient: 'c***@example.test', providerResponse: '250 OK', alreadySent: false, evidence: evidence(1) };
+      return {
+        key: input.key,
+        messageId: world.correction.messageId,
+        recipient: 'c***@example.test',
+        providerResponse: '250 OK',
+        alreadySent: false,
+        evidence: evidence(1),
+      };
     },
     async confirmNoticeDelivered(input: In<'confirmNoticeDelivered'>) {
       const messageId = world.notice?.messageId ?? `<${input.key}@test.local>`;
       world.notice = { key: input.key, status: 'sent', messageId };
-      return { key: input.key, messageId, recipient: 'c***@example.test', providerResponse: `confirmed by ${input.by}`, alreadySent: true, evidence: evidence(0) };
+      return {
+        key: input.key,
+        messageId,
+        recipient: 'c***@example.test',
+        providerResponse: `confirmed by ${input.by}`,
+        alreadySent: true,
+        evidence: evidence(0),
+      };
     },
     async checkCompletion(input: In<'checkCompletion'>) {
       const r = world.refunds.find((x) => x.refundId === input.refundId)!;
       if (world.settlesAs) r.status = world.settlesAs;
       const verdict = r.status === 'succeeded' ? 'pass' : r.status === 'pending' ? 'pending' : 'refund_failed';
-      return { verdict, refund: { ...r, replayed: false }, findings: [{ check: 'provider_receipt', ok: verdict === 'pass', observed: r.status }], otherRefundIds: [], evidence: evidence(2) } as Out<'checkCompletion'>;
+      return {
+        verdict,
+        refund: { ...r, replayed: false },
+        findings: [{ check: 'provider_receipt', ok: verdict === 'pass', observed: r.status }],
+        otherRefundIds: [],
+        evidence: evidence(2),
+      } as Out<'checkCompletion'>;
     },
     async standingRecords() {
       return { order: world.orderUpdate, notice: world.notice, correction: world.correction };
@@ -206,7 +304,8 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
       name,
       (input: unknown) => {
         world.calls.push({ name: name as keyof Acts, input });
-        const replaced = over[name as keyof Acts] as ((i: unknown, next: () => Promise<unknown>) => Promise<unknown>) | undefined;
+        const replaced = over[name as keyof Acts] as
+          ((i: unknown, next: () => Promise<unknown>) => Promise<unknown>) | undefined;
         return replaced ? replaced(input, () => fn(input)) : fn(input);
       },
     ]),
@@ -215,4 +314,5 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
 }
 
 /** The names of the calls made, in order (optionally only some). */
-export const callNames = (world: World, only?: (keyof Acts)[]) => world.calls.map((c) => c.name).filter((n) => !only || only.includes(n));
+export const callNames = (world: World, only?: (keyof Acts)[]) =>
+  world.calls.map((c) => c.name).filter((n) => !only || only.includes(n));

@@ -17,7 +17,14 @@ afterAll(async () => {
 });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const event = (refundId: string, refundStatus: string, id = `evt_${refundStatus}`) => ({ id, type: `refund.${refundStatus === 'succeeded' ? 'updated' : refundStatus}`, refundId, refundStatus, created: 1_700_000_000, receivedAt: new Date().toISOString() });
+const event = (refundId: string, refundStatus: string, id = `evt_${refundStatus}`) => ({
+  id,
+  type: `refund.${refundStatus === 'succeeded' ? 'updated' : refundStatus}`,
+  refundId,
+  refundStatus,
+  created: 1_700_000_000,
+  receivedAt: new Date().toISOString(),
+});
 
 describe('cancellation', () => {
   test('before its refund was sent: the run stops with nothing left for a person', async () => {
@@ -27,7 +34,10 @@ describe('cancellation', () => {
     await sleep(300);
     await handle.cancel();
     await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
-    expect(await handle.query(stepsQuery)).toMatchObject({ status: 'stopped', outcome: { reason: expect.stringMatching(/the refund is not sent: nothing is left to do/) } });
+    expect(await handle.query(stepsQuery)).toMatchObject({
+      status: 'stopped',
+      outcome: { reason: expect.stringMatching(/the refund is not sent: nothing is left to do/) },
+    });
     const described = await handle.describe();
     expect(described.status.name).toBe('CANCELLED');
     expect(described.searchAttributes).toMatchObject({ RefundStatus: ['stopped'], RefundNeedsAttention: [false] });
@@ -42,26 +52,46 @@ describe('cancellation', () => {
       await sleep(1500);
       throw failure('TRANSIENT_DEPENDENCY', 'not_executed', 'try_again', { retryable: true });
     };
-    const { world, handle } = await t.start({ world: (w) => (w.settlesAs = 'failed'), over: { sendRefundCorrection: slowCorrection } });
+    const { world, handle } = await t.start({
+      world: (w) => (w.settlesAs = 'failed'),
+      over: { sendRefundCorrection: slowCorrection },
+    });
     for (let i = 0; i < 200 && (await handle.query(stepsQuery)).status !== 'compensating'; i++) await sleep(25);
     await handle.cancel();
     await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
     const state = await handle.query(stepsQuery);
-    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({ status: 'completed', attempts: 2 });
+    expect(state.steps.find((s) => s.name === 'notify_customer')?.compensation).toMatchObject({
+      status: 'completed',
+      attempts: 2,
+    });
     expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toMatchObject({ status: 'completed' });
     expect(state.status).toBe('compensated');
     expect(world.orderUpdate?.revertedByKey).toEqual(expect.any(String));
-    expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['compensated'], RefundNeedsAttention: [false] });
+    expect((await handle.describe()).searchAttributes).toMatchObject({
+      RefundStatus: ['compensated'],
+      RefundNeedsAttention: [false],
+    });
   });
 });
 
 describe('provider events', () => {
   test('malformed Signals are ignored and noted, never a failed workflow task; the run still takes a decision and completes', async () => {
     let down = true;
-    const { handle } = await t.start({ over: { checkCompletion: (_, next) => (down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next()) } });
+    const { handle } = await t.start({
+      over: {
+        checkCompletion: (_, next) =>
+          down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next(),
+      },
+    });
     const { state } = await stopped(handle);
     const refundId = state.effect.refundId!;
-    for (const bad of [null, 42, {}, { id: 7, type: null, refundId: ['re_1'], refundStatus: 1, created: 'yesterday', receivedAt: {} }, event('re_not_this_runs', 'failed', 'evt_forged')]) {
+    for (const bad of [
+      null,
+      42,
+      {},
+      { id: 7, type: null, refundId: ['re_1'], refundStatus: 1, created: 'yesterday', receivedAt: {} },
+      event('re_not_this_runs', 'failed', 'evt_forged'),
+    ]) {
       await handle.signal('providerEvent', bad as never);
     }
     for (let i = 0; i < 100 && (await handle.query(stepsQuery)).ignoredMessages.total < 5; i++) await sleep(25);
@@ -76,11 +106,15 @@ describe('provider events', () => {
     ]);
     expect(after.providerEvents).toEqual([]);
     expect(after.status).toBe('needs_attention');
-    const failedTasks = ((await handle.fetchHistory()).events ?? []).filter((e) => e.eventType === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED);
+    const failedTasks = ((await handle.fetchHistory()).events ?? []).filter(
+      (e) => e.eventType === temporal.api.enums.v1.EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+    );
     expect(failedTasks).toEqual([]);
 
     down = false;
-    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'reads are back' }] });
+    await handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'retry-step', by: 'ops', reason: 'reads are back' }],
+    });
     completed(await handle.result());
   });
 
@@ -102,13 +136,23 @@ describe('provider events', () => {
 
   test("the provider's word that a parked run's refund failed is taken to the provider, and what it confirms is compensated", async () => {
     let down = true;
-    const { world, handle } = await t.start({ over: { checkCompletion: (_, next) => (down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next()) } });
+    const { world, handle } = await t.start({
+      over: {
+        checkCompletion: (_, next) =>
+          down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next(),
+      },
+    });
     const { state } = await stopped(handle);
     down = false;
     world.settlesAs = 'failed';
     await handle.signal('providerEvent', event(state.effect.refundId!, 'failed'));
     await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
-    expect(callNames(world, ['sendRefundCorrection', 'revertRefund'])).toEqual(['sendRefundCorrection', 'revertRefund']);
-    expect(world.audit.some((a) => a.event === 'decision' && /refund\.failed .* says refund/.test(a.reason))).toBe(true);
+    expect(callNames(world, ['sendRefundCorrection', 'revertRefund'])).toEqual([
+      'sendRefundCorrection',
+      'revertRefund',
+    ]);
+    expect(world.audit.some((a) => a.event === 'decision' && /refund\.failed .* says refund/.test(a.reason))).toBe(
+      true,
+    );
   });
 });

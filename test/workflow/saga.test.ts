@@ -19,8 +19,18 @@ test('a refund runs every step once, in order, with keys derived from the operat
   const result = completed(await handle.result());
   const op = `refund:test:${world.order.id}:v1`;
 
-  expect(callNames(world).filter((n) => n !== 'recordOutcome')).toEqual(['beginOperation', 'createRefund', 'applyRefund', 'sendRefundNotice', 'checkCompletion']);
-  expect(result).toMatchObject({ operationId: op, refund: { refundId: world.refunds[0]!.refundId }, order: { refundedAmount: 1250, changed: true } });
+  expect(callNames(world).filter((n) => n !== 'recordOutcome')).toEqual([
+    'beginOperation',
+    'createRefund',
+    'applyRefund',
+    'sendRefundNotice',
+    'checkCompletion',
+  ]);
+  expect(result).toMatchObject({
+    operationId: op,
+    refund: { refundId: world.refunds[0]!.refundId },
+    order: { refundedAmount: 1250, changed: true },
+  });
   const state = await handle.query(stepsQuery);
   expect(state.status).toBe('completed');
   expect(state.steps.map((s) => [s.name, s.status, s.attempts])).toEqual([
@@ -31,21 +41,49 @@ test('a refund runs every step once, in order, with keys derived from the operat
     ['completion_gate', 'completed', 1],
   ]);
   expect(state.steps.map((s) => s.transportRequests)).toEqual([0, 1, 0, 1, 2]);
-  expect(state.steps.map((s) => s.idempotencyKey)).toEqual([undefined, `${op}:create_refund`, `${op}:update_order`, `${op}:notify_customer`, undefined]);
-  expect(world.calls.find((c) => c.name === 'createRefund')?.input).toMatchObject({ amount: 1250, currency: 'usd', idempotencyKey: `${op}:create_refund` });
+  expect(state.steps.map((s) => s.idempotencyKey)).toEqual([
+    undefined,
+    `${op}:create_refund`,
+    `${op}:update_order`,
+    `${op}:notify_customer`,
+    undefined,
+  ]);
+  expect(world.calls.find((c) => c.name === 'createRefund')?.input).toMatchObject({
+    amount: 1250,
+    currency: 'usd',
+    idempotencyKey: `${op}:create_refund`,
+  });
   expect(state.effect).toEqual({ status: 'refunded', certainty: 'completed', refundId: result.refund.refundId });
   expect(state.budget).toMatchObject({ providerCallsUsed: 4, retryTimeUsedMs: 0 });
-  expect(state.operation).toMatchObject({ operationId: op, recordedByThisRun: true, policyVersion: TEST_POLICY.version });
+  expect(state.operation).toMatchObject({
+    operationId: op,
+    recordedByThisRun: true,
+    policyVersion: TEST_POLICY.version,
+  });
   const described = await handle.describe();
-  expect(described.searchAttributes).toMatchObject({ RefundOrderId: [world.order.id], RefundStatus: ['completed'], RefundStep: ['completion_gate'] });
+  expect(described.searchAttributes).toMatchObject({
+    RefundOrderId: [world.order.id],
+    RefundStatus: ['completed'],
+    RefundStep: ['completion_gate'],
+  });
 });
 
 test('input the schema refuses is rejected as a result, before any activity, and findable as rejected', async () => {
   const { world, handle } = await t.start({ input: { orderId: 'ord_bad', amount: 'lots' } });
-  expect(await handle.result()).toMatchObject({ status: 'rejected', orderId: 'ord_bad', operationId: null, failedStep: null, reason: expect.stringMatching(/amount.*currency/) });
+  expect(await handle.result()).toMatchObject({
+    status: 'rejected',
+    orderId: 'ord_bad',
+    operationId: null,
+    failedStep: null,
+    reason: expect.stringMatching(/amount.*currency/),
+  });
   expect(world.calls).toEqual([]);
   expect((await handle.describe()).status.name).toBe('COMPLETED');
-  expect((await handle.describe()).searchAttributes).toMatchObject({ RefundStatus: ['rejected'], RefundStep: ['validate'], RefundOrderId: ['ord_bad'] });
+  expect((await handle.describe()).searchAttributes).toMatchObject({
+    RefundStatus: ['rejected'],
+    RefundStep: ['validate'],
+    RefundOrderId: ['ord_bad'],
+  });
 });
 
 test('an unknown order is rejected at load_order and nothing else runs', async () => {
@@ -53,7 +91,11 @@ test('an unknown order is rejected at load_order and nothing else runs', async (
   const { status, state } = await stopped(handle);
   expect(status).toBe('rejected');
   expect(state.outcome).toMatchObject({ status: 'rejected', failedStep: 'load_order' });
-  expect(state.steps[0]!.error).toMatchObject({ code: 'PERMANENT_BUSINESS', reason: 'order_not_found', certainty: 'not_executed' });
+  expect(state.steps[0]!.error).toMatchObject({
+    code: 'PERMANENT_BUSINESS',
+    reason: 'order_not_found',
+    certainty: 'not_executed',
+  });
   expect(state.steps.slice(1).every((s) => s.status === 'pending')).toBe(true);
   expect(callNames(world, ['createRefund', 'applyRefund', 'sendRefundNotice'])).toEqual([]);
 });
@@ -77,7 +119,9 @@ describe('failures, as the recovery policy decides them', () => {
     };
     const { world, handle } = await t.start({ over: { createRefund: once } });
     completed(await handle.result());
-    const creates = world.calls.filter((c) => c.name === 'createRefund').map((c) => (c.input as { idempotencyKey: string }).idempotencyKey);
+    const creates = world.calls
+      .filter((c) => c.name === 'createRefund')
+      .map((c) => (c.input as { idempotencyKey: string }).idempotencyKey);
     expect(creates).toHaveLength(2);
     expect(new Set(creates).size).toBe(1);
     expect(world.refunds).toHaveLength(1);
@@ -85,7 +129,12 @@ describe('failures, as the recovery policy decides them', () => {
   });
 
   test('a provider refusal is rejected: nothing was refunded', async () => {
-    const { handle } = await t.start({ over: { createRefund: async () => Promise.reject(failure('PERMANENT_BUSINESS', 'not_executed', 'charge_already_refunded')) } });
+    const { handle } = await t.start({
+      over: {
+        createRefund: async () =>
+          Promise.reject(failure('PERMANENT_BUSINESS', 'not_executed', 'charge_already_refunded')),
+      },
+    });
     const { status, state } = await stopped(handle);
     expect(status).toBe('rejected');
     expect(state.outcome).toMatchObject({ status: 'rejected', failedStep: 'create_refund' });
@@ -94,21 +143,36 @@ describe('failures, as the recovery policy decides them', () => {
   });
 
   test('a create_refund failure of undeterminable effect is quarantined as unknown, never reported as "nothing refunded"', async () => {
-    const { handle } = await t.start({ over: { createRefund: async () => Promise.reject(failure('POISON', 'undeterminable', 'the answer could not be read')) } });
+    const { handle } = await t.start({
+      over: {
+        createRefund: async () => Promise.reject(failure('POISON', 'undeterminable', 'the answer could not be read')),
+      },
+    });
     const { status, state } = await stopped(handle);
     expect(status).toBe('needs_attention');
     expect(state.outcome).toMatchObject({ quarantined: true, failedStep: 'create_refund' });
     expect(state.effect).toMatchObject({ status: 'unknown', certainty: 'undeterminable' });
     expect(state.recovery).toMatchObject({ action: 'quarantine', owner: 'operator' });
-    expect(state.outcome?.reason).toMatch(/Whether it took effect is unknown: reconcile operation refund:test:.*:v1 with the provider/);
+    expect(state.outcome?.reason).toMatch(
+      /Whether it took effect is unknown: reconcile operation refund:test:.*:v1 with the provider/,
+    );
     expect(state.outcome?.reason).not.toMatch(/Nothing was refunded/);
   });
 
   test('a permanently rejected notification leaves the refund standing and asks for forward repair, nothing undone', async () => {
-    const { world, handle } = await t.start({ over: { sendRefundNotice: async () => Promise.reject(failure('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected')) } });
+    const { world, handle } = await t.start({
+      over: {
+        sendRefundNotice: async () =>
+          Promise.reject(failure('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected')),
+      },
+    });
     const { status, state } = await stopped(handle);
     expect(status).toBe('needs_attention');
-    expect(state.lastFailure).toMatchObject({ step: 'notify_customer', code: 'PERMANENT_BUSINESS', reason: 'recipient_rejected' });
+    expect(state.lastFailure).toMatchObject({
+      step: 'notify_customer',
+      code: 'PERMANENT_BUSINESS',
+      reason: 'recipient_rejected',
+    });
     expect(state.recovery).toMatchObject({ action: 'stop' });
     expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
     expect(state.steps.every((s) => s.compensation === undefined)).toBe(true);
@@ -116,7 +180,11 @@ describe('failures, as the recovery policy decides them', () => {
   });
 
   test('an unverifiable refund (the gate may not read the provider) is left standing, not compensated', async () => {
-    const { world, handle } = await t.start({ over: { checkCompletion: async () => Promise.reject(failure('PERMISSION_DENIED', 'not_executed', 'key revoked')) } });
+    const { world, handle } = await t.start({
+      over: {
+        checkCompletion: async () => Promise.reject(failure('PERMISSION_DENIED', 'not_executed', 'key revoked')),
+      },
+    });
     const { status, state } = await stopped(handle);
     expect(status).toBe('needs_attention');
     expect(state.outcome?.reason).toMatch(/stands and is never sent again; a person must finish completion_gate/);
@@ -128,14 +196,20 @@ describe('failures, as the recovery policy decides them', () => {
     const { world, handle } = await t.start({ over: { applyRefund: async () => undefined } });
     const { status, state } = await stopped(handle);
     expect(status).toBe('needs_attention');
-    expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({ status: 'failed', error: { code: 'POISON', reason: 'result_unusable' } });
+    expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({
+      status: 'failed',
+      error: { code: 'POISON', reason: 'result_unusable' },
+    });
     expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
-    for (let i = 0; i < 100 && !world.audit.some((a) => a.event === 'run_parked'); i++) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 100 && !world.audit.some((a) => a.event === 'run_parked'); i++)
+      await new Promise((r) => setTimeout(r, 20));
     expect(world.audit.find((a) => a.event === 'run_parked')).toMatchObject({ status: 'needs_attention' });
   });
 
   test('with one provider call left, the completion gate (two requests an attempt) is refused for its budget, not sent', async () => {
-    const { world, handle } = await t.start({ world: (w) => (w.settings.policy = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 3 } }) });
+    const { world, handle } = await t.start({
+      world: (w) => (w.settings.policy = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 3 } }),
+    });
     const { status, state } = await stopped(handle);
     expect(status).toBe('needs_attention');
     expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
@@ -156,8 +230,16 @@ test('a refund the provider fails after accepting it is compensated newest first
   // Newest first: the correction goes out before the order is restored; the refund itself is repaired forward.
   expect(callNames(world, ['revertRefund', 'sendRefundCorrection'])).toEqual(['sendRefundCorrection', 'revertRefund']);
   const byName = Object.fromEntries(state.steps.map((s) => [s.name, s]));
-  expect(byName.notify_customer!.compensation).toMatchObject({ kind: 'compensation', status: 'completed', key: `${op}:notify_customer:compensate` });
-  expect(byName.update_order!.compensation).toMatchObject({ kind: 'compensation', status: 'completed', key: `${op}:update_order:compensate` });
+  expect(byName.notify_customer!.compensation).toMatchObject({
+    kind: 'compensation',
+    status: 'completed',
+    key: `${op}:notify_customer:compensate`,
+  });
+  expect(byName.update_order!.compensation).toMatchObject({
+    kind: 'compensation',
+    status: 'completed',
+    key: `${op}:update_order:compensate`,
+  });
   expect(byName.create_refund!.compensation).toMatchObject({ kind: 'forward_repair', status: 'not_compensable' });
   expect(world.orderUpdate?.revertedByKey).toBe(`${op}:update_order:compensate`);
   expect(world.correction?.key).toBe(`${op}:notify_customer:compensate`);

@@ -28,7 +28,12 @@ export interface WorkflowTier {
   close(): Promise<void>;
 }
 
-export const request = (orderId: string, amount = 1250): RefundRequestInput => ({ orderId, amount, currency: 'usd', requestedBy: 'test' });
+export const request = (orderId: string, amount = 1250): RefundRequestInput => ({
+  orderId,
+  amount,
+  currency: 'usd',
+  requestedBy: 'test',
+});
 
 export async function startWorkflowTier(): Promise<WorkflowTier> {
   const dataConverter = refundDataConverter(undefined);
@@ -50,7 +55,14 @@ export async function startWorkflowTier(): Promise<WorkflowTier> {
   ) as unknown as RefundActivities;
   const bundled = process.env.TEST_WORKFLOW_BUNDLE;
   const workflowBundle = { code: bundled ? fs.readFileSync(bundled, 'utf8') : await bundleRefundWorkflows() };
-  const worker: RefundWorker = await createRefundWorker({ connection: env.nativeConnection, namespace: env.namespace ?? 'default', taskQueue, workflowBundle, dataConverter, activities: dispatch });
+  const worker: RefundWorker = await createRefundWorker({
+    connection: env.nativeConnection,
+    namespace: env.namespace ?? 'default',
+    taskQueue,
+    workflowBundle,
+    dataConverter,
+    activities: dispatch,
+  });
   const running = worker.run();
   return {
     env,

@@ -5,7 +5,11 @@ import { z } from 'zod';
 import { LOCAL_PORTS, loadConfig } from '../../src/config';
 
 const port = z.coerce.number().int().min(1).max(65535);
-const delay = z.coerce.number().int().min(0).max(7 * 86_400_000);
+const delay = z.coerce
+  .number()
+  .int()
+  .min(0)
+  .max(7 * 86_400_000);
 
 const toolsSchema = z.object({
   TEMPORAL_UI_PORT: port.default(LOCAL_PORTS.temporalUi),
@@ -22,7 +26,9 @@ export function loadToolsConfig(env: NodeJS.ProcessEnv = process.env) {
   const product = loadConfig(env);
   const parsed = toolsSchema.safeParse(env);
   if (!parsed.success) {
-    throw new Error(`invalid environment: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    throw new Error(
+      `invalid environment: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
   }
   const e = parsed.data;
   return {

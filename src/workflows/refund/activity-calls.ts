@@ -37,9 +37,12 @@ export class ActivityCalls {
   /** The activities at one boundary, with options derived from the policy and what is left of the budget. */
   activities(boundary: Boundary, essential = false, requestsPerAttempt = 1): RefundActivities {
     try {
-      return pooledActivities<RefundActivities>(this.budget.options(this.policy(), boundary, essential, requestsPerAttempt));
+      return pooledActivities<RefundActivities>(
+        this.budget.options(this.policy(), boundary, essential, requestsPerAttempt),
+      );
     } catch (err) {
-      if (err instanceof BudgetExhausted) throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
+      if (err instanceof BudgetExhausted)
+        throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
       throw err;
     }
   }
@@ -68,7 +71,13 @@ export class ActivityCalls {
   }
 
   /** A call outside the step table (a reconciliation lookup), paid for and validated the same way. */
-  async call<T>(what: string, boundary: Boundary, schema: z.ZodType, fn: (a: RefundActivities) => Promise<Evidenced<T>>, options: { essential?: boolean } = {}): Promise<T> {
+  async call<T>(
+    what: string,
+    boundary: Boundary,
+    schema: z.ZodType,
+    fn: (a: RefundActivities) => Promise<Evidenced<T>>,
+    options: { essential?: boolean } = {},
+  ): Promise<T> {
     const acts = this.activities(boundary, options.essential);
     let raw: unknown;
     try {
@@ -79,7 +88,11 @@ export class ActivityCalls {
       throw new StepFailedError(what, error);
     }
     const parsed = schema.safeParse(raw);
-    if (!parsed.success) throw new StepFailedError(what, stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`));
+    if (!parsed.success)
+      throw new StepFailedError(
+        what,
+        stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`),
+      );
     // The parsed result: a field an older worker did not send gets its schema's default.
     const { evidence, ...result } = parsed.data as Evidenced<T>;
     this.budget.spend({ provider: boundary !== 'store', ...tally(evidence) });
@@ -90,7 +103,12 @@ export class ActivityCalls {
   private pay(record: StepRecord, boundary: Boundary): void {
     const fresh = record.ledger.slice(this.paid.get(record.name) ?? 0);
     this.paid.set(record.name, record.ledger.length);
-    const retryTimeMs = fresh.length > 1 ? Date.parse(fresh[fresh.length - 1]!.startedAt) - Date.parse(fresh[0]!.startedAt) : 0;
-    this.budget.spend({ provider: boundary !== 'store', transportRequests: fresh.reduce((n, a) => n + a.transportRequests, 0), retryTimeMs });
+    const retryTimeMs =
+      fresh.length > 1 ? Date.parse(fresh[fresh.length - 1]!.startedAt) - Date.parse(fresh[0]!.startedAt) : 0;
+    this.budget.spend({
+      provider: boundary !== 'store',
+      transportRequests: fresh.reduce((n, a) => n + a.transportRequests, 0),
+      retryTimeMs,
+    });
   }
 }

@@ -52,24 +52,38 @@ export async function completionGate(run: RefundRun, input: CheckCompletionInput
     const until = Date.parse(awaiting.until);
     if (Date.now() >= until) {
       awaiting.settledBy = { kind: 'deadline' };
-      run.stop('needs_attention', providerDeadline(gate.refund, awaiting.since, awaiting.until, awaiting.polls), 'completion_gate');
+      run.stop(
+        'needs_attention',
+        providerDeadline(gate.refund, awaiting.since, awaiting.until, awaiting.polls),
+        'completion_gate',
+      );
     }
     const backoff = backoffDelay({ backoff: settings.poll }, awaiting.polls + 1);
     const wait = conditionTimeout(Math.min(until - Date.now(), withJitter(backoff, settings.jitter, Math.random())));
-    run.steps.await('completion_gate', awaitingWebhook({ refundId: input.refundId, status: gate.refund.status }, awaiting.until, wait));
+    run.steps.await(
+      'completion_gate',
+      awaitingWebhook({ refundId: input.refundId, status: gate.refund.status }, awaiting.until, wait),
+    );
     await condition(() => news() !== undefined, wait);
     const event = news();
     if (event) seen.add(event.id);
     else awaiting.polls += 1;
     gate = await checkGate(run, input, event?.refundStatus === 'succeeded' ? event.id : undefined);
-    if (gate.verdict !== 'pending') awaiting.settledBy = event ? { kind: 'webhook', eventId: event.id } : { kind: 'poll' };
+    if (gate.verdict !== 'pending')
+      awaiting.settledBy = event ? { kind: 'webhook', eventId: event.id } : { kind: 'poll' };
   }
 }
 
 /** From the first pending answer: visible as awaiting_provider, held to the policy's deadline rather than the run's. */
 function startAwaiting(run: RefundRun, refundId: string, deadlineMs: number): AwaitingProvider {
   const since = Date.now();
-  const awaiting: AwaitingProvider = { refundId, since: new Date(since).toISOString(), until: new Date(since + deadlineMs).toISOString(), polls: 0, settledBy: null };
+  const awaiting: AwaitingProvider = {
+    refundId,
+    since: new Date(since).toISOString(),
+    until: new Date(since + deadlineMs).toISOString(),
+    polls: 0,
+    settledBy: null,
+  };
   run.awaitingProvider = awaiting;
   run.budget.holdUntil(since + deadlineMs + run.policy.timeouts.stripe.scheduleToCloseMs);
   run.setStatus('awaiting_provider', 'completion_gate');
@@ -80,13 +94,25 @@ function startAwaiting(run: RefundRun, refundId: string, deadlineMs: number): Aw
  * One look by the gate. The first is held to the run's budget like any provider call (a run that
  * spent it asks a person); while the run awaits the provider, its reads are held only to the wait's deadline.
  */
-async function checkGate(run: RefundRun, input: CheckCompletionInput, providerEventId: string | undefined): Promise<GateResult> {
+async function checkGate(
+  run: RefundRun,
+  input: CheckCompletionInput,
+  providerEventId: string | undefined,
+): Promise<GateResult> {
   const checked = { ...input, ...(providerEventId && { providerEventId }) };
   const gate = await attempt(run, 'completion_gate', () =>
-    run.calls.step('completion_gate', checked, undefined, 'stripe', evidenced(gateResultSchema), (a) => a.checkCompletion(checked), {
-      essential: run.awaitingProvider !== null,
-      requestsPerAttempt: GATE_REQUESTS,
-    }),
+    run.calls.step(
+      'completion_gate',
+      checked,
+      undefined,
+      'stripe',
+      evidenced(gateResultSchema),
+      (a) => a.checkCompletion(checked),
+      {
+        essential: run.awaitingProvider !== null,
+        requestsPerAttempt: GATE_REQUESTS,
+      },
+    ),
   );
   if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');
   return gate;

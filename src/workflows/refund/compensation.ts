@@ -20,7 +20,10 @@ import * as reasons from './stop-reasons';
  * person, never ends compensated while the customer may hold an email saying money is coming.
  * Compensations never stop for a cancellation.
  */
-export async function compensate(run: RefundRun, options: { refund?: RefundReceipt; resendApprovedAt?: string }): Promise<never> {
+export async function compensate(
+  run: RefundRun,
+  options: { refund?: RefundReceipt; resendApprovedAt?: string },
+): Promise<never> {
   if (options.refund) {
     run.effect = { status: 'failed', certainty: 'completed', refundId: options.refund.refundId };
     // A decision or a cancellation keeps the failed refund's receipt and reason: the run's own receipt is the one from creation.
@@ -28,10 +31,16 @@ export async function compensate(run: RefundRun, options: { refund?: RefundRecei
     run.ctx.correctionReason = options.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
   }
   run.setStatus('compensating', 'completion_gate');
-  return CancellationScope.nonCancellable(() => compensateStanding(run, run.ctx.failedRefund, options.resendApprovedAt));
+  return CancellationScope.nonCancellable(() =>
+    compensateStanding(run, run.ctx.failedRefund, options.resendApprovedAt),
+  );
 }
 
-async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefined, resendApprovedAt: string | undefined): Promise<never> {
+async function compensateStanding(
+  run: RefundRun,
+  refund: RefundReceipt | undefined,
+  resendApprovedAt: string | undefined,
+): Promise<never> {
   const { operationId } = run.ctx;
   for (const step of run.steps.completed()) {
     const { undo } = REFUND_SAGA[step];
@@ -45,24 +54,57 @@ async function compensateStanding(run: RefundRun, refund: RefundReceipt | undefi
       if (isCancellation(err)) throw err;
       return run.stop('needs_attention', reasons.storeUnreadable(what, (err as Error).message), 'completion_gate');
     });
-  const plan = compensationPlan(operationId, records, correctsUnknownNotice(run.policy, resendApprovedAt !== undefined));
+  const plan = compensationPlan(
+    operationId,
+    records,
+    correctsUnknownNotice(run.policy, resendApprovedAt !== undefined),
+  );
   for (const { step, key } of plan.undo) await compensateStep(run, step, key, resendApprovedAt);
   // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
   const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
 
-  const left = run.steps.table().filter((s) => s.compensation?.kind === 'compensation' && s.compensation.status !== 'completed' && s.compensation.status !== 'held');
+  const left = run.steps
+    .table()
+    .filter(
+      (s) =>
+        s.compensation?.kind === 'compensation' &&
+        s.compensation.status !== 'completed' &&
+        s.compensation.status !== 'held',
+    );
   if (left.length === 0 && !held) run.stop('compensated', reasons.compensated(what), 'completion_gate');
   const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
-  run.stop('needs_attention', reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null), 'completion_gate', unknown.length > 0);
+  run.stop(
+    'needs_attention',
+    reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null),
+    'completion_gate',
+    unknown.length > 0,
+  );
 }
 
 /** One step's compensation, unless it already completed; a correction of unknown outcome is resent only on a person's approval. */
-async function compensateStep(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined): Promise<void> {
+async function compensateStep(
+  run: RefundRun,
+  step: RefundStep,
+  key: string,
+  resendApprovedAt: string | undefined,
+): Promise<void> {
   const { undo } = REFUND_SAGA[step];
   if (undo.kind !== 'compensation') return;
   const previous = run.steps.get(step).compensation;
   if (previous?.status === 'completed') return;
-  const resend = resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
-  await run.steps.compensate(step, key, () => runCompensation(step, key, run.ctx, () => run.calls.activities(undo.boundary, true), resend ? resendApprovedAt : undefined));
-  run.budget.spend({ provider: undo.boundary !== 'store', transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0 });
+  const resend =
+    resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
+  await run.steps.compensate(step, key, () =>
+    runCompensation(
+      step,
+      key,
+      run.ctx,
+      () => run.calls.activities(undo.boundary, true),
+      resend ? resendApprovedAt : undefined,
+    ),
+  );
+  run.budget.spend({
+    provider: undo.boundary !== 'store',
+    transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0,
+  });
 }

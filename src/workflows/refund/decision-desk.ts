@@ -57,42 +57,65 @@ export class DecisionDesk {
   /** Throws, naming the problem, for a decision that may not be taken now; nothing reaches history then. */
   validate(raw: DecisionInput): void {
     const parsed = decisionInputSchema.safeParse(raw);
-    if (!parsed.success) throw new Error(`invalid decision: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(decision)'}: ${i.message}`).join('; ')}`);
+    if (!parsed.success)
+      throw new Error(
+        `invalid decision: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(decision)'}: ${i.message}`).join('; ')}`,
+      );
     const d = parsed.data;
     const policy = this.run.policy();
     const roles = policy.roles[d.by] ?? [];
     const role = ROLE_FOR[d.decision];
     if (role && !roles.includes(role)) {
-      throw new Error(`${d.by} may not ${d.decision}: it takes the ${role} role, and ${d.by} has ${roles.length ? roles.join(', ') : 'none'}`);
+      throw new Error(
+        `${d.by} may not ${d.decision}: it takes the ${role} role, and ${d.by} has ${roles.length ? roles.join(', ') : 'none'}`,
+      );
     }
     // A decision already taken holds until the run parks again: a second one would act on a state nobody reviewed.
     if (this.chosen) {
       const { kind, record } = this.chosen;
-      throw new Error(`${record.decision} by ${record.by} ${kind === 'expired' ? `expired at ${record.expiresAt}; the run stops` : 'was already taken; the run is carrying it out'}`);
+      throw new Error(
+        `${record.decision} by ${record.by} ${kind === 'expired' ? `expired at ${record.expiresAt}; the run stops` : 'was already taken; the run is carrying it out'}`,
+      );
     }
     if (d.decision === 'approve' || d.decision === 'reject') {
       if (!this.pending) throw new Error(`there is no decision waiting for approval`);
-      if (Date.now() >= Date.parse(this.pending.expiresAt!)) throw new Error(`${this.pending.decision} by ${this.pending.by} expired at ${this.pending.expiresAt}; it can no longer be answered`);
-      if (this.pending.by === d.by) throw new Error(`${d.by} proposed ${this.pending.decision}; a second person must ${d.decision} it`);
+      if (Date.now() >= Date.parse(this.pending.expiresAt!))
+        throw new Error(
+          `${this.pending.decision} by ${this.pending.by} expired at ${this.pending.expiresAt}; it can no longer be answered`,
+        );
+      if (this.pending.by === d.by)
+        throw new Error(`${d.by} proposed ${this.pending.decision}; a second person must ${d.decision} it`);
       return;
     }
     const parked = this.run.parked;
     if (!parked) throw new Error(`the run is not waiting for a decision`);
-    if (this.pending) throw new Error(`${this.pending.decision} by ${this.pending.by} is waiting for approval; approve or reject it first`);
+    if (this.pending)
+      throw new Error(
+        `${this.pending.decision} by ${this.pending.by} is waiting for approval; approve or reject it first`,
+      );
     if (d.decision === 'retry-step') {
       if (!parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
       // Retrying would only lead back to the compensations, without the approval they may need.
-      if (this.run.cannotCompensate() === null) throw new Error('the refund did not go through and finished steps say it did: compensate, not retry-step');
+      if (this.run.cannotCompensate() === null)
+        throw new Error('the refund did not go through and finished steps say it did: compensate, not retry-step');
       const step = d.step ?? parked.failedStep;
-      if (step !== parked.failedStep) throw new Error(`only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`);
+      if (step !== parked.failedStep)
+        throw new Error(
+          `only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`,
+        );
     }
     if (d.decision === 'reconcile' && d.by === SWEEPER) {
       // The sweep moves on to other runs: one it asked lately is left until the interval has passed.
       const last = this.records.filter((r) => r.by === SWEEPER).at(-1);
-      if (last && Date.now() - Date.parse(last.at) < SWEEP_INTERVAL_MS) throw new Error(`the sweep asked at ${last.at}; it asks again after ${new Date(Date.parse(last.at) + SWEEP_INTERVAL_MS).toISOString()}`);
+      if (last && Date.now() - Date.parse(last.at) < SWEEP_INTERVAL_MS)
+        throw new Error(
+          `the sweep asked at ${last.at}; it asks again after ${new Date(Date.parse(last.at) + SWEEP_INTERVAL_MS).toISOString()}`,
+        );
     }
     if (d.decision === 'reconcile' && (this.run.effect() !== 'unknown' || parked.failedStep !== 'create_refund')) {
-      throw new Error(`nothing to reconcile: the refund is ${this.run.effect()}${parked.failedStep !== 'create_refund' ? ` and the run stopped at ${parked.failedStep ?? 'no step'}` : ''}`);
+      throw new Error(
+        `nothing to reconcile: the refund is ${this.run.effect()}${parked.failedStep !== 'create_refund' ? ` and the run stopped at ${parked.failedStep ?? 'no step'}` : ''}`,
+      );
     }
     if (d.decision === 'compensate') {
       const why = this.run.cannotCompensate();
@@ -100,8 +123,16 @@ export class DecisionDesk {
     }
     if (d.decision === 'confirm-delivered') {
       // A person's word settles only what nobody knows: a notice the run knows was sent, or not, needs none.
-      const why = parked.failedStep !== 'notify_customer' ? `the run stopped at ${parked.failedStep ?? 'no step'}` : !this.run.outcomeUnknown('notify_customer') ? 'its outcome is known' : null;
-      if (why) throw new Error(`nothing to confirm: confirm-delivered settles notify_customer when its outcome is unknown; ${why}`);
+      const why =
+        parked.failedStep !== 'notify_customer'
+          ? `the run stopped at ${parked.failedStep ?? 'no step'}`
+          : !this.run.outcomeUnknown('notify_customer')
+            ? 'its outcome is known'
+            : null;
+      if (why)
+        throw new Error(
+          `nothing to confirm: confirm-delivered settles notify_customer when its outcome is unknown; ${why}`,
+        );
     }
   }
 
@@ -160,7 +191,10 @@ export class DecisionDesk {
       await condition(() => this.chosen !== null || this.pending !== null);
       if (this.chosen) return this.chosen;
       const proposal = this.pending!;
-      const answered = await condition(() => this.pending !== proposal, conditionTimeout(Date.parse(proposal.expiresAt!) - Date.now()));
+      const answered = await condition(
+        () => this.pending !== proposal,
+        conditionTimeout(Date.parse(proposal.expiresAt!) - Date.now()),
+      );
       if (!answered) {
         proposal.outcome = 'expired';
         this.pending = null;

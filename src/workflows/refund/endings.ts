@@ -12,11 +12,23 @@ import type { EndedRefund } from '../../contract';
 import { cancelledWhile } from './stop-reasons';
 
 /** Ends the run with an outcome that is a result, not a failure. */
-export async function ended(run: RefundRun, status: EndedRefund['status'], reason: string, failedStep: RefundStep | null): Promise<EndedRefund> {
+export async function ended(
+  run: RefundRun,
+  status: EndedRefund['status'],
+  reason: string,
+  failedStep: RefundStep | null,
+): Promise<EndedRefund> {
   run.end(status, reason, failedStep);
   await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
   await handOverToFollowUp(run);
-  return { workflowId: run.workflowId, orderId: run.request.orderId, operationId: run.ctx.operationId || null, status, reason, failedStep };
+  return {
+    workflowId: run.workflowId,
+    orderId: run.request.orderId,
+    operationId: run.ctx.operationId || null,
+    status,
+    reason,
+    failedStep,
+  };
 }
 
 /**
@@ -58,7 +70,13 @@ export async function cancelled(run: RefundRun): Promise<void> {
   const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed');
   // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
   const settled = compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind();
-  const reason = cancelledWhile(was, effect, compensated, settled, compensation && !settled ? compensation.reason : undefined);
+  const reason = cancelledWhile(
+    was,
+    effect,
+    compensated,
+    settled,
+    compensation && !settled ? compensation.reason : undefined,
+  );
   if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
   else {
     run.finish('needs_attention', reason, null);
@@ -81,7 +99,14 @@ export async function audit(
   if (!run.ctx.operationId) return;
   const { recordOutcome } = pooledActivities<RefundActivities>(BOOKKEEPING);
   try {
-    await recordOutcome({ operationId: run.ctx.operationId, status, reason, failedStep, ...(event && { event }), ...(detail && { detail }) });
+    await recordOutcome({
+      operationId: run.ctx.operationId,
+      status,
+      reason,
+      failedStep,
+      ...(event && { event }),
+      ...(detail && { detail }),
+    });
   } catch (err) {
     // The run's own state keeps the verdict; the audit entry is a convenience. A cancellation still propagates.
     if (isCancellation(err)) throw err;

@@ -16,22 +16,38 @@ import { earlierRefunded, earlierUnknown } from './stop-reasons';
 export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise<void> {
   for (const other of begin.blockers) {
     run.setStatus('reconciling', 'load_order');
-    const settled = await reconcile(run, targetOf(other.operationId, other.request, begin.order.paymentIntentId), false);
-    if (settled.kind === 'completed' || settled.kind === 'partial') return recordEarlier(run, other.operationId, settled.refund);
-    if (settled.kind === 'unknown') run.stop('needs_attention', earlierUnknown(other.operationId, run.request.orderId, settled.note), 'load_order');
+    const settled = await reconcile(
+      run,
+      targetOf(other.operationId, other.request, begin.order.paymentIntentId),
+      false,
+    );
+    if (settled.kind === 'completed' || settled.kind === 'partial')
+      return recordEarlier(run, other.operationId, settled.refund);
+    if (settled.kind === 'unknown')
+      run.stop('needs_attention', earlierUnknown(other.operationId, run.request.orderId, settled.note), 'load_order');
   }
   run.setStatus('running');
 }
 
 /** An earlier operation's refund exists: put it on the order (its own forward repair, idempotent by its id) and stop this run. */
 async function recordEarlier(run: RefundRun, operationId: string, refund: RefundReceipt): Promise<never> {
-  const earlier = { key: stepKey(operationId, 'update_order'), orderId: run.request.orderId, operationId, refundId: refund.refundId, amount: refund.amount };
-  const recorded = await run.calls.call('record earlier refund', 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(earlier), { essential: true }).then(
-    () => 'it is now recorded on the order',
-    (err: unknown) => {
-      if (!(err instanceof StepFailedError)) throw err;
-      return `recording it on the order failed (${err.error.message})`;
-    },
-  );
+  const earlier = {
+    key: stepKey(operationId, 'update_order'),
+    orderId: run.request.orderId,
+    operationId,
+    refundId: refund.refundId,
+    amount: refund.amount,
+  };
+  const recorded = await run.calls
+    .call('record earlier refund', 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(earlier), {
+      essential: true,
+    })
+    .then(
+      () => 'it is now recorded on the order',
+      (err: unknown) => {
+        if (!(err instanceof StepFailedError)) throw err;
+        return `recording it on the order failed (${err.error.message})`;
+      },
+    );
   return run.stop('needs_attention', earlierRefunded(operationId, refund, recorded), 'load_order');
 }

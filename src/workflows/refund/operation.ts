@@ -21,14 +21,21 @@ export class OperationView {
       scope: op.scope,
       requestHash: op.requestHash,
       recordedByThisRun: begin.created,
-      dedupeWindowExpiresAt: op.firstSentAt ? new Date(Date.parse(op.firstSentAt) + this.dedupeWindowMs).toISOString() : null,
+      dedupeWindowExpiresAt: op.firstSentAt
+        ? new Date(Date.parse(op.firstSentAt) + this.dedupeWindowMs).toISOString()
+        : null,
       expectedReceipt: `one Stripe refund of ${request.amount} ${request.currency} on ${begin.order.paymentIntentId} with metadata.operation_id = ${op.operationId}`,
       policyVersion: begin.settings.policy.version,
     };
   }
 
   note(op: SendRecord): void {
-    this.record = { status: op.status, requestsSent: op.requestsSent, provenAbsentThrough: op.provenAbsentThrough, refund: op.refund ?? null };
+    this.record = {
+      status: op.status,
+      requestsSent: op.requestsSent,
+      provenAbsentThrough: op.provenAbsentThrough,
+      refund: op.refund ?? null,
+    };
   }
 
   /** What the operation's record says of the refund, over every send of every run; null before it was read. */
@@ -43,6 +50,7 @@ export class OperationView {
   noteFirstSend(create: StepRecord): void {
     if (!this.identity || this.identity.dedupeWindowExpiresAt !== null || this.dedupeWindowMs === null) return;
     const first = create.ledger.find((a) => a.transportRequests > 0);
-    if (first) this.identity.dedupeWindowExpiresAt = new Date(Date.parse(first.startedAt) + this.dedupeWindowMs).toISOString();
+    if (first)
+      this.identity.dedupeWindowExpiresAt = new Date(Date.parse(first.startedAt) + this.dedupeWindowMs).toISOString();
   }
 }

@@ -16,7 +16,8 @@ export class ProviderNews {
     if (mine && e.refundId !== mine) return `names refund ${e.refundId}, not this run's refund ${mine}`;
     if (this.events.some((x) => x.id === e.id)) return;
     // Past the cap, only an event that moves its refund further along is kept: a failure that comes late is never dropped.
-    const further = lifecycleRank(e.refundStatus) > lifecycleRank(furthestEvent(this.events, e.refundId)?.refundStatus ?? 'pending');
+    const further =
+      lifecycleRank(e.refundStatus) > lifecycleRank(furthestEvent(this.events, e.refundId)?.refundStatus ?? 'pending');
     if (this.events.length >= MAX_PROVIDER_EVENTS && !further) return;
     this.events.push(e);
     return undefined;

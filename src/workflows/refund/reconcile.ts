@@ -4,7 +4,14 @@
 // window, where the provider answers a resend with the first result.
 import { sleep } from '@temporalio/workflow';
 import type { ReconcileRefundInput } from '../../activities/payments';
-import { evidenced, type ReconcileOutcome, type ReconcileResult, reconcileResultSchema, type RefundReceipt, type RefundRunState } from '../../contract';
+import {
+  evidenced,
+  type ReconcileOutcome,
+  type ReconcileResult,
+  reconcileResultSchema,
+  type RefundReceipt,
+  type RefundRunState,
+} from '../../contract';
 import { backoffDelay, ruleFor, withJitter } from '../../reliability/policy';
 import { StepFailedError } from '../step-failure';
 import type { RefundRun } from './run';
@@ -33,9 +40,15 @@ export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResu
       let r: ReconcileResult | undefined;
       let note: string;
       try {
-        r = await run.calls.call('reconcile', 'stripe', evidenced(reconcileResultSchema), (a) => a.reconcileRefund(target));
+        r = await run.calls.call('reconcile', 'stripe', evidenced(reconcileResultSchema), (a) =>
+          a.reconcileRefund(target),
+        );
         note = r.note;
-        noteLookup(run.reconciliation, target.operationId, r.result, note, { method: r.method, scanned: r.scanned, matches: r.matches });
+        noteLookup(run.reconciliation, target.operationId, r.result, note, {
+          method: r.method,
+          scanned: r.scanned,
+          matches: r.matches,
+        });
       } catch (err) {
         if (!(err instanceof StepFailedError)) throw err;
         // The lookup itself failed (provider down, budget gone): this round says nothing.
@@ -43,16 +56,22 @@ export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResu
         noteLookup(run.reconciliation, target.operationId, 'unknown', note, null);
         if (err.error.code === 'BUDGET_EXCEEDED') return { kind: 'unknown', note };
       }
-      if (r?.refund && (r.result === 'completed' || r.result === 'partial' || r.result === 'failed')) return { kind: r.result, refund: r.refund, note };
+      if (r?.refund && (r.result === 'completed' || r.result === 'partial' || r.result === 'failed'))
+        return { kind: r.result, refund: r.refund, note };
       if (r?.result === 'not_started_confirmed') return { kind: 'absent', note };
       if (r?.result === 'not_found_inconclusive' && r.insideDedupeWindow && mayResubmit) {
-        return { kind: 'resubmit', note: `not found yet, and the provider still deduplicates the key, so a resend returns the first result (${note})` };
+        return {
+          kind: 'resubmit',
+          note: `not found yet, and the provider still deduplicates the key, so a resend returns the first result (${note})`,
+        };
       }
-      if (lookup >= rule.maxAttempts) return { kind: 'unknown', note: `still unknown after ${lookup} lookups: ${note}` };
+      if (lookup >= rule.maxAttempts)
+        return { kind: 'unknown', note: `still unknown after ${lookup} lookups: ${note}` };
       const backoff = withJitter(backoffDelay(rule, lookup), rule.jitter, Math.random());
       const untilConclusive = r?.conclusiveAt ? Date.parse(r.conclusiveAt) - Date.now() : 0;
       const wait = Math.max(backoff, untilConclusive);
-      if (wait > run.budget.waitableMs()) return { kind: 'unknown', note: `still unknown; the run's budget allows no further lookup (${note})` };
+      if (wait > run.budget.waitableMs())
+        return { kind: 'unknown', note: `still unknown; the run's budget allows no further lookup (${note})` };
       await sleep(wait);
     }
   } finally {
@@ -61,7 +80,13 @@ export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResu
 }
 
 /** A lookup's result in the run's reconciliation log (the steps Query shows it). */
-function noteLookup(log: RefundRunState['reconciliation'], operationId: string, result: ReconcileOutcome, note: string, cursor: RefundRunState['reconciliation']['cursor']): void {
+function noteLookup(
+  log: RefundRunState['reconciliation'],
+  operationId: string,
+  result: ReconcileOutcome,
+  note: string,
+  cursor: RefundRunState['reconciliation']['cursor'],
+): void {
   log.lookups += 1;
   log.lastResult = result;
   log.lastAt = new Date().toISOString();

@@ -10,15 +10,37 @@ import { stopForFailure } from './step-stop';
 import { updateOrder } from './steps';
 import * as reasons from './stop-reasons';
 
-export function targetOf(operationId: string, request: { amount: number; currency: string }, paymentIntentId: string): ReconcileTarget {
-  return { operationId, paymentIntentId, amount: request.amount, currency: request.currency, idempotencyKey: stepKey(operationId, 'create_refund') };
+export function targetOf(
+  operationId: string,
+  request: { amount: number; currency: string },
+  paymentIntentId: string,
+): ReconcileTarget {
+  return {
+    operationId,
+    paymentIntentId,
+    amount: request.amount,
+    currency: request.currency,
+    idempotencyKey: stepKey(operationId, 'create_refund'),
+  };
 }
 
 /** Sends the refund; an unknown outcome is reconciled, and resent only as reconciliation allows. */
-export async function createRefund(run: RefundRun, input: CreateRefundInput, target: ReconcileTarget): Promise<RefundReceipt> {
+export async function createRefund(
+  run: RefundRun,
+  input: CreateRefundInput,
+  target: ReconcileTarget,
+): Promise<RefundReceipt> {
   for (;;) {
     try {
-      const receipt = await run.calls.step('create_refund', input, input.idempotencyKey, 'stripe', evidenced(refundReceiptSchema), (a) => a.createRefund(input), { sends: true });
+      const receipt = await run.calls.step(
+        'create_refund',
+        input,
+        input.idempotencyKey,
+        'stripe',
+        evidenced(refundReceiptSchema),
+        (a) => a.createRefund(input),
+        { sends: true },
+      );
       return checkReceipt(run, receipt);
     } catch (err) {
       run.operation.noteFirstSend(run.steps.get('create_refund'));
@@ -26,12 +48,18 @@ export async function createRefund(run: RefundRun, input: CreateRefundInput, tar
       // A retry that ran out while the effect was uncertain (a 5xx, a key still in flight), or a refund
       // made whose receipt could not be kept, falls to reconciliation too: the provider says what happened.
       const action = run.recovery?.action;
-      const uncertain = err.error.certainty !== 'not_executed' && (action === 'retry' || action === 'repair' || err.error.certainty === 'completed');
+      const uncertain =
+        err.error.certainty !== 'not_executed' &&
+        (action === 'retry' || action === 'repair' || err.error.certainty === 'completed');
       if (action !== 'reconcile' && !uncertain) stopForFailure(run, 'create_refund', err.error);
     }
     // A refund made whose receipt could not be kept is looked up by its id.
     const madeId = run.lastFailure?.provider.refundId;
-    run.effect = { status: 'unknown', certainty: run.lastFailure?.certainty ?? 'undeterminable', refundId: typeof madeId === 'string' ? madeId : null };
+    run.effect = {
+      status: 'unknown',
+      certainty: run.lastFailure?.certainty ?? 'undeterminable',
+      refundId: typeof madeId === 'string' ? madeId : null,
+    };
     run.setStatus('reconciling', 'create_refund');
     const settled = await reconcile(run, typeof madeId === 'string' ? { ...target, refundId: madeId } : target, true);
     switch (settled.kind) {
@@ -43,10 +71,15 @@ export async function createRefund(run: RefundRun, input: CreateRefundInput, tar
         return partialRefund(run, settled.refund, settled.note);
       case 'failed':
         run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
-        return run.stop('needs_attention', reasons.providerFailed(settled.refund.refundId, settled.note, '; a person decides what happens next'), 'create_refund');
+        return run.stop(
+          'needs_attention',
+          reasons.providerFailed(settled.refund.refundId, settled.note, '; a person decides what happens next'),
+          'create_refund',
+        );
       case 'absent':
       case 'resubmit':
-        if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS) run.stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, settled.note), 'create_refund');
+        if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
+          run.stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, settled.note), 'create_refund');
         run.reconciliation.resubmissions += 1;
         run.steps.note('create_refund', settled.note);
         run.setStatus('running');
@@ -82,7 +115,11 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
       return partialRefund(run, settled.refund, settled.note);
     case 'failed':
       run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
-      return run.stop('needs_attention', reasons.providerFailed(settled.refund.refundId, settled.note), 'create_refund');
+      return run.stop(
+        'needs_attention',
+        reasons.providerFailed(settled.refund.refundId, settled.note),
+        'create_refund',
+      );
     case 'absent':
     case 'resubmit':
       // Proven absent: nothing was refunded. Sending it now is a person's decision, not the sweep's.
@@ -106,7 +143,8 @@ async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<Refu
     run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
     return run.stop('needs_attention', reasons.receiptFailed(refund), 'create_refund');
   }
-  if (refund.currency !== request.currency || refund.amount < request.amount) return partialRefund(run, refund, reasons.partialOf(refund, request));
+  if (refund.currency !== request.currency || refund.amount < request.amount)
+    return partialRefund(run, refund, reasons.partialOf(refund, request));
   if (refund.amount > request.amount) {
     run.effect = { status: 'refunded', certainty: 'completed', refundId: refund.refundId };
     return run.stop('needs_attention', reasons.moreThanAsked(refund, request), 'create_refund');
@@ -124,6 +162,9 @@ export async function partialRefund(run: RefundRun, refund: RefundReceipt, note:
   run.ctx.partialNote = note;
   run.steps.resolve('create_refund', refund, `partial: ${note}`);
   await updateOrder(run, refund.refundId, refund.amount);
-  run.steps.skip('notify_customer', 'frozen: the refund is partial, and an email now would tell the customer something untrue');
+  run.steps.skip(
+    'notify_customer',
+    'frozen: the refund is partial, and an email now would tell the customer something untrue',
+  );
   return run.stop('needs_attention', reasons.partialRefund(note, refund), 'create_refund');
 }

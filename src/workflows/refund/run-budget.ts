@@ -61,8 +61,10 @@ export class RunBudget {
   /** Why the run may not spend more (on a call to a provider, when `provider`), or undefined while it may. */
   exhausted(provider = true): string | undefined {
     if (this.remainingMs() <= 0) return `the run's deadline ${new Date(this.deadlineMs).toISOString()} has passed`;
-    if (this.retryTimeMs >= this.limits.retryTimeMs) return `${this.retryTimeMs} ms spent retrying and reconciling, of ${this.limits.retryTimeMs} allowed`;
-    if (provider && this.providerCalls >= this.limits.providerCalls) return `${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed`;
+    if (this.retryTimeMs >= this.limits.retryTimeMs)
+      return `${this.retryTimeMs} ms spent retrying and reconciling, of ${this.limits.retryTimeMs} allowed`;
+    if (provider && this.providerCalls >= this.limits.providerCalls)
+      return `${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed`;
     return undefined;
   }
 
@@ -84,12 +86,20 @@ export class RunBudget {
     const t = policy.timeouts[boundary];
     const remaining = this.remainingMs();
     if (remaining < t.startToCloseMs) {
-      throw new BudgetExhausted(`${remaining} ms left before the run's deadline, less than one ${boundary} attempt may take (${t.startToCloseMs} ms)`);
+      throw new BudgetExhausted(
+        `${remaining} ms left before the run's deadline, less than one ${boundary} attempt may take (${t.startToCloseMs} ms)`,
+      );
     }
     // An attempt that sends several requests (the completion gate: a retrieve and a list) gets fewer attempts.
     const callsLeft = provider && !essential ? Math.floor(this.providerCallsLeft() / requestsPerAttempt) : Infinity;
-    if (callsLeft < 1) throw new BudgetExhausted(`${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`);
-    return activityOptions(policy, boundary, { remainingMs: remaining, maxAttempts: Math.min(this.limits.maxStepAttempts, callsLeft) });
+    if (callsLeft < 1)
+      throw new BudgetExhausted(
+        `${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`,
+      );
+    return activityOptions(policy, boundary, {
+      remainingMs: remaining,
+      maxAttempts: Math.min(this.limits.maxStepAttempts, callsLeft),
+    });
   }
 
   view(): BudgetView {

@@ -3,7 +3,14 @@
 // activity calls, provider events, decisions and visibility are each a piece of their own.
 import { workflowInfo } from '@temporalio/workflow';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
-import type { AwaitingProvider, BeginResult, RefundRunState, RunSettings, RunStatus, TerminalStatus } from '../../contract';
+import type {
+  AwaitingProvider,
+  BeginResult,
+  RefundRunState,
+  RunSettings,
+  RunStatus,
+  TerminalStatus,
+} from '../../contract';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { redact } from '../../reliability/redaction';
@@ -42,7 +49,12 @@ export class RefundRun {
   readonly workflowId = workflowInfo().workflowId;
   readonly steps = new StepRunner(REFUND_STEPS);
   readonly budget = new RunBudget(DEFAULT_POLICY.budget, workflowInfo().runStartTime.getTime());
-  readonly calls = new ActivityCalls(this.budget, this.steps, () => this.policy, (step, boundary, error) => this.remember(step, boundary, error));
+  readonly calls = new ActivityCalls(
+    this.budget,
+    this.steps,
+    () => this.policy,
+    (step, boundary, error) => this.remember(step, boundary, error),
+  );
   readonly ctx: SagaContext;
   readonly operation = new OperationView();
   readonly news = new ProviderNews();
@@ -55,7 +67,14 @@ export class RefundRun {
   effect: RefundRunState['effect'] = { status: 'none', certainty: 'none', refundId: null };
   lastFailure: RefundRunState['lastFailure'] = null;
   recovery: RefundRunState['recovery'] = null;
-  reconciliation: RefundRunState['reconciliation'] = { lookups: 0, lastResult: null, lastAt: null, cursor: null, resubmissions: 0, history: [] };
+  reconciliation: RefundRunState['reconciliation'] = {
+    lookups: 0,
+    lastResult: null,
+    lastAt: null,
+    cursor: null,
+    resubmissions: 0,
+    history: [],
+  };
   outcome: RefundRunState['outcome'] = null;
   awaitingProvider: AwaitingProvider | null = null;
   parked: RefundRunState['parked'] = null;
@@ -113,7 +132,8 @@ export class RefundRun {
   park(stopped: RunStopped): void {
     const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
     const notice = this.steps.get('notify_customer');
-    const messageId = notice.error?.provider.messageId ?? (notice.output as { messageId?: unknown } | undefined)?.messageId;
+    const messageId =
+      notice.error?.provider.messageId ?? (notice.output as { messageId?: unknown } | undefined)?.messageId;
     const view = verdictFor(
       {
         effect: this.effect,
@@ -124,11 +144,18 @@ export class RefundRun {
         operationId: this.ctx.operationId || null,
         noticeMessageId: typeof messageId === 'string' ? messageId : null,
         noticeHeld: notice.compensation?.status === 'held',
-        ...(stopped.failedStep && { earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect) }),
+        ...(stopped.failedStep && {
+          earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect),
+        }),
       },
       this.decisionPolicy,
     );
-    this.outcome = { status: 'needs_attention', failedStep: stopped.failedStep, reason: stopped.reason, quarantined: stopped.quarantined };
+    this.outcome = {
+      status: 'needs_attention',
+      failedStep: stopped.failedStep,
+      reason: stopped.reason,
+      quarantined: stopped.quarantined,
+    };
     this.parked = { since: now(), failedStep: stopped.failedStep, reason: stopped.reason, ...view };
     this.deskView.parked = { failedStep: stopped.failedStep };
     this.desk.reopen();
@@ -153,7 +180,11 @@ export class RefundRun {
   }
 
   /** The run's final word, with what is known of the refund; nothing about it needs a person any more. */
-  end(status: Exclude<TerminalStatus, 'needs_attention' | 'completed'>, reason: string, failedStep: RefundStep | null): void {
+  end(
+    status: Exclude<TerminalStatus, 'needs_attention' | 'completed'>,
+    reason: string,
+    failedStep: RefundStep | null,
+  ): void {
     this.outcome = { status, failedStep, reason, quarantined: false };
     this.status = status;
     showEnded(status, failedStep, this.effect.status);
@@ -195,7 +226,12 @@ export class RefundRun {
     if (this.effect.status !== 'failed' && this.effect.status !== 'none') {
       return `the refund is ${this.effect.status}: it stands or may stand, so the order and the email tell the truth`;
     }
-    const open = this.steps.completed().filter((step) => REFUND_SAGA[step].undo.kind === 'compensation' && this.steps.get(step).compensation?.status !== 'completed');
+    const open = this.steps
+      .completed()
+      .filter(
+        (step) =>
+          REFUND_SAGA[step].undo.kind === 'compensation' && this.steps.get(step).compensation?.status !== 'completed',
+      );
     // A correction held back (a notice whose hand-over is unknown) is one a person's compensate decision sends.
     const held = REFUND_STEPS.filter((step) => this.steps.get(step).compensation?.status === 'held');
     return open.length || held.length ? null : 'no finished step has a compensation left to run';
@@ -207,7 +243,11 @@ export class RefundRun {
     // Facts from a failure a test or an older worker shaped may be missing: the record then stays as last read.
     const { operationStatus, requestsSent, provenAbsentThrough } = error.provider ?? {};
     if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
-      this.operation.note({ status: operationStatus, requestsSent, provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null });
+      this.operation.note({
+        status: operationStatus,
+        requestsSent,
+        provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null,
+      });
     }
     const rule = ruleFor(this.policy, error.code, error.certainty, boundary);
     this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };

@@ -10,7 +10,11 @@ import { createRefund, targetOf } from './refund-effect';
 import type { RefundRun } from './run';
 import { loadOrder, notifyCustomer, updateOrder } from './steps';
 
-export async function carryOut(run: RefundRun, from: RefundStep, retry: { resendApprovedAt?: string } = {}): Promise<CompletedRefund> {
+export async function carryOut(
+  run: RefundRun,
+  from: RefundStep,
+  retry: { resendApprovedAt?: string } = {},
+): Promise<CompletedRefund> {
   const { request, ctx } = run;
   const due = (step: RefundStep) => REFUND_STEPS.indexOf(step) >= REFUND_STEPS.indexOf(from);
   if (due('load_order') || !run.begin) await loadOrder(run);
@@ -48,5 +52,13 @@ export async function carryOut(run: RefundRun, from: RefundStep, retry: { resend
     noticeKey: key('notify_customer'),
     idempotencyKey: key('create_refund'),
   });
-  return { workflowId: run.workflowId, orderId: request.orderId, operationId: op.operationId, status: 'completed', refund, order: ctx.orderReceipt!, notification: ctx.notice! };
+  return {
+    workflowId: run.workflowId,
+    orderId: request.orderId,
+    operationId: op.operationId,
+    status: 'completed',
+    refund,
+    order: ctx.orderReceipt!,
+    notification: ctx.notice!,
+  };
 }

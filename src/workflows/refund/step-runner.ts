@@ -17,7 +17,9 @@ export class StepRunner<Name extends string> {
   private readonly records: Map<Name, StepRecord>;
 
   constructor(names: readonly Name[]) {
-    this.records = new Map(names.map((name) => [name, { name, status: 'pending', attempts: 0, transportRequests: 0, ledger: [] }]));
+    this.records = new Map(
+      names.map((name) => [name, { name, status: 'pending', attempts: 0, transportRequests: 0, ledger: [] }]),
+    );
   }
 
   get(name: Name): StepRecord {
@@ -50,7 +52,14 @@ export class StepRunner<Name extends string> {
     sends: boolean,
   ): Promise<T> {
     const record = this.get(name);
-    Object.assign(record, { status: 'running', input, idempotencyKey, startedAt: now(), error: undefined, finishedAt: undefined });
+    Object.assign(record, {
+      status: 'running',
+      input,
+      idempotencyKey,
+      startedAt: now(),
+      error: undefined,
+      finishedAt: undefined,
+    });
     let raw: unknown;
     try {
       raw = await call();
@@ -64,7 +73,12 @@ export class StepRunner<Name extends string> {
     if (!parsed.success) {
       // The activity finished, so whatever it did happened; what it returned cannot be used.
       const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(result)'}: ${i.message}`).join('; ');
-      const error = stepError('POISON', 'undeterminable', 'result_unusable', `${name} returned a result the workflow cannot use (${problems})`);
+      const error = stepError(
+        'POISON',
+        'undeterminable',
+        'result_unusable',
+        `${name} returned a result the workflow cannot use (${problems})`,
+      );
       Object.assign(record, { status: 'failed', error, output: raw === undefined ? null : raw, finishedAt: now() });
       throw new StepFailedError(name, error);
     }
@@ -76,7 +90,14 @@ export class StepRunner<Name extends string> {
 
   /** Runs a completed step's registered compensation under its own key and records what came of it. */
   async compensate(name: Name, key: string, run: () => Promise<CompensationOutcome>): Promise<void> {
-    const compensation: CompensationRecord = { kind: 'compensation', key, status: 'running', startedAt: now(), attempts: 0, transportRequests: 0 };
+    const compensation: CompensationRecord = {
+      kind: 'compensation',
+      key,
+      status: 'running',
+      startedAt: now(),
+      attempts: 0,
+      transportRequests: 0,
+    };
     this.get(name).compensation = compensation;
     Object.assign(compensation, await run(), { finishedAt: now() });
   }
@@ -108,19 +129,35 @@ export class StepRunner<Name extends string> {
   hold(name: Name, key: string, note: string): boolean {
     const previous = this.get(name).compensation;
     if (previous?.kind === 'compensation' && previous.status !== 'held') return false;
-    this.get(name).compensation = { kind: 'compensation', key, status: 'held', note, attempts: 0, transportRequests: 0 };
+    this.get(name).compensation = {
+      kind: 'compensation',
+      key,
+      status: 'held',
+      note,
+      attempts: 0,
+      transportRequests: 0,
+    };
     return true;
   }
 
   markNotCompensable(name: Name, note: string): void {
-    this.get(name).compensation = { kind: 'forward_repair', status: 'not_compensable', note, attempts: 0, transportRequests: 0 };
+    this.get(name).compensation = {
+      kind: 'forward_repair',
+      status: 'not_compensable',
+      note,
+      attempts: 0,
+      transportRequests: 0,
+    };
   }
 
   /** Adds a run of attempts to the step's ledger (a step can be run again, e.g. a resubmission after reconciliation). */
   private absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvidence): void {
     const known = new Set(record.ledger.map((a) => `${a.attempt}@${a.startedAt}`));
     record.ledger = [...record.ledger, ...ledger.filter((a) => !known.has(`${a.attempt}@${a.startedAt}`))];
-    const { attempts, transportRequests } = tally({ attempt: evidence?.attempt ?? record.ledger.length, ledger: record.ledger });
+    const { attempts, transportRequests } = tally({
+      attempt: evidence?.attempt ?? record.ledger.length,
+      ledger: record.ledger,
+    });
     Object.assign(record, { attempts, transportRequests });
   }
 }

@@ -22,7 +22,8 @@ export function stopForFailure(run: RefundRun, step: RefundStep, error: StepErro
   const reasons = stepFailed(step, error, retries(rule) ? run.steps.get(step).attempts : null);
   const quarantined = rule.action === 'quarantine';
   const { operationId } = run.ctx;
-  if (REFUND_SAGA[step].onFailure === 'forward_repair') run.stop('needs_attention', reasons.refundStands(run.ctx.refund?.refundId), step, quarantined);
+  if (REFUND_SAGA[step].onFailure === 'forward_repair')
+    run.stop('needs_attention', reasons.refundStands(run.ctx.refund?.refundId), step, quarantined);
   if (error.certainty !== 'not_executed') {
     run.effect = { status: 'unknown', certainty: error.certainty, refundId: null };
     run.stop('needs_attention', reasons.effectUnknown(operationId), step, quarantined);

@@ -1,7 +1,17 @@
 // The saga's steps on our side of the refund: loading the order (which commits the operation's
 // intent), recording the refund on the order, the customer notice, and a person's confirmation that
 // a notice whose hand-over ended unknown was delivered.
-import { beginResultSchema, type DecisionRecord, evidenced, type NotificationReceipt, notificationReceiptSchema, type OrderReceipt, orderReceiptSchema, type RefundReceipt, stepKey } from '../../contract';
+import {
+  beginResultSchema,
+  type DecisionRecord,
+  evidenced,
+  type NotificationReceipt,
+  notificationReceiptSchema,
+  type OrderReceipt,
+  orderReceiptSchema,
+  type RefundReceipt,
+  stepKey,
+} from '../../contract';
 import { stepError, StepFailedError } from '../step-failure';
 import type { RefundRun } from './run';
 import { attempt, stopForFailure } from './step-stop';
@@ -10,8 +20,13 @@ import { attempt, stopForFailure } from './step-stop';
 export async function loadOrder(run: RefundRun): Promise<void> {
   const { request, ctx, steps } = run;
   const begin = await attempt(run, 'load_order', () =>
-    run.calls.step('load_order', { orderId: request.orderId, operationVersion: request.operationVersion }, undefined, 'store', evidenced(beginResultSchema), (a) =>
-      a.beginOperation({ request }),
+    run.calls.step(
+      'load_order',
+      { orderId: request.orderId, operationVersion: request.operationVersion },
+      undefined,
+      'store',
+      evidenced(beginResultSchema),
+      (a) => a.beginOperation({ request }),
     ),
   );
   run.begin = begin;
@@ -19,11 +34,23 @@ export async function loadOrder(run: RefundRun): Promise<void> {
   run.settings = begin.settings;
   run.budget.adopt(begin.settings.policy.budget);
   // The step table names the policy; the whole table is in the activity's result in history.
-  steps.get('load_order').output = { ...begin, settings: { scope: begin.settings.scope, policyVersion: begin.settings.policy.version, provider: begin.settings.provider } };
+  steps.get('load_order').output = {
+    ...begin,
+    settings: {
+      scope: begin.settings.scope,
+      policyVersion: begin.settings.policy.version,
+      provider: begin.settings.provider,
+    },
+  };
   const op = begin.operation;
   ctx.operationId = op.operationId;
   ctx.order = begin.order;
-  if (op.refund) run.effect = { status: op.status === 'partial' ? 'partial' : 'refunded', certainty: 'completed', refundId: op.refund.refundId };
+  if (op.refund)
+    run.effect = {
+      status: op.status === 'partial' ? 'partial' : 'refunded',
+      certainty: 'completed',
+      refundId: op.refund.refundId,
+    };
   if (begin.problem) {
     const error = stepError('PERMANENT_BUSINESS', 'not_executed', 'refund_not_possible', begin.problem);
     steps.fail('load_order', error);
@@ -33,15 +60,33 @@ export async function loadOrder(run: RefundRun): Promise<void> {
 }
 
 export async function updateOrder(run: RefundRun, refundId: string, amount: number): Promise<OrderReceipt> {
-  const input = { key: stepKey(run.ctx.operationId, 'update_order'), orderId: run.request.orderId, operationId: run.ctx.operationId, refundId, amount };
+  const input = {
+    key: stepKey(run.ctx.operationId, 'update_order'),
+    orderId: run.request.orderId,
+    operationId: run.ctx.operationId,
+    refundId,
+    amount,
+  };
   return attempt(run, 'update_order', () =>
     // Recording a refund that happened is never refused for spent retry time or provider calls.
-    run.calls.step('update_order', input, input.key, 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(input), { essential: true }),
+    run.calls.step(
+      'update_order',
+      input,
+      input.key,
+      'store',
+      evidenced(orderReceiptSchema),
+      (a) => a.applyRefund(input),
+      { essential: true },
+    ),
   );
 }
 
 /** The customer notice; a resend a person approved (`resendApprovedAt`) carries the hand-over they judged. */
-export async function notifyCustomer(run: RefundRun, refund: RefundReceipt, resendApprovedAt?: string): Promise<NotificationReceipt> {
+export async function notifyCustomer(
+  run: RefundRun,
+  refund: RefundReceipt,
+  resendApprovedAt?: string,
+): Promise<NotificationReceipt> {
   const { operationId } = run.ctx;
   const input = {
     key: stepKey(operationId, 'notify_customer'),
@@ -53,7 +98,15 @@ export async function notifyCustomer(run: RefundRun, refund: RefundReceipt, rese
     ...(resendApprovedAt && { resendApprovedAt, ...judgedHandOver(run) }),
   };
   return attempt(run, 'notify_customer', () =>
-    run.calls.step('notify_customer', input, input.key, 'smtp', evidenced(notificationReceiptSchema), (a) => a.sendRefundNotice(input), { sends: true }),
+    run.calls.step(
+      'notify_customer',
+      input,
+      input.key,
+      'smtp',
+      evidenced(notificationReceiptSchema),
+      (a) => a.sendRefundNotice(input),
+      { sends: true },
+    ),
   );
 }
 
@@ -73,13 +126,24 @@ export async function confirmDelivered(run: RefundRun, record: DecisionRecord): 
   const unknown = run.steps.get('notify_customer').error;
   run.ctx.notice = await attempt(run, 'notify_customer', async () => {
     try {
-      return await run.calls.step('notify_customer', input, key, 'store', evidenced(notificationReceiptSchema), (a) => a.confirmNoticeDelivered(input), { essential: true });
+      return await run.calls.step(
+        'notify_customer',
+        input,
+        key,
+        'store',
+        evidenced(notificationReceiptSchema),
+        (a) => a.confirmNoticeDelivered(input),
+        { essential: true },
+      );
     } catch (err) {
       // A confirmation that recorded nothing leaves the hand-over as unknown as before: that stays the step's
       // error, so the run parks as it was and confirm-delivered or a resend can still settle it.
       if (!(err instanceof StepFailedError) || err.error.certainty !== 'not_executed' || !unknown) throw err;
       run.steps.fail('notify_customer', unknown);
-      run.steps.note('notify_customer', `confirm-delivered by ${record.by} was not recorded: ${err.error.code}: ${err.error.message}`);
+      run.steps.note(
+        'notify_customer',
+        `confirm-delivered by ${record.by} was not recorded: ${err.error.code}: ${err.error.message}`,
+      );
       throw new StepFailedError('notify_customer', unknown);
     }
   });

@@ -12,8 +12,10 @@ export function stepFailed(step: RefundStep, error: StepError, attempts: number 
   const what = `${step} failed with ${error.code} (${error.reason}): ${error.message}`;
   const exhausted = attempts !== null ? ` Retries ran out (${attempts} attempts).` : '';
   return {
-    refundStands: (refundId: string | undefined) => `${what}.${exhausted} Refund ${refundId} stands and is never sent again; a person must finish ${step}`,
-    effectUnknown: (operationId: string) => `${what}. Whether it took effect is unknown: reconcile operation ${operationId} with the provider before any new attempt`,
+    refundStands: (refundId: string | undefined) =>
+      `${what}.${exhausted} Refund ${refundId} stands and is never sent again; a person must finish ${step}`,
+    effectUnknown: (operationId: string) =>
+      `${what}. Whether it took effect is unknown: reconcile operation ${operationId} with the provider before any new attempt`,
     earlierSendOpen: (why: string, operationId: string) =>
       `${what}.${exhausted} This attempt had no effect, but ${why}. Reconcile operation ${operationId} with the provider before any new attempt`,
     refused: () => `${what}. Nothing was refunded`,
@@ -33,7 +35,13 @@ export const providerSaysFailed = (e: { type: string; id: string; refundId: stri
   `${e.type} ${e.id} says refund ${e.refundId} is ${e.refundStatus}: the provider is asked, and what it confirms is compensated`;
 
 /** Cancelled by an operator: what it was doing, what the refund is, and whether anything is left. */
-export function cancelledWhile(was: string, effect: string, compensated: boolean, settled: boolean, leftBecause?: string): string {
+export function cancelledWhile(
+  was: string,
+  effect: string,
+  compensated: boolean,
+  settled: boolean,
+  leftBecause?: string,
+): string {
   const done = compensated ? ', its finished steps compensated' : '';
   if (settled) return `cancelled while ${was}; the refund is ${effect}${done}: nothing is left to do`;
   return `cancelled while ${was}; the refund is ${effect}${done}: a person finishes what was started${leftBecause ? ` (${leftBecause})` : ''}`;
@@ -50,19 +58,23 @@ export const earlierRefunded = (operationId: string, refund: RefundReceipt, reco
 export const providerFailed = (refundId: string, note: string, next = '') =>
   `the provider failed refund ${refundId}: ${note}. Nothing was refunded and the customer was not emailed${next}`;
 
-export const resubmissionsSpent = (max: number, note: string) => `the refund's outcome stayed unknown through ${max} resubmissions (${note}); nothing more is sent`;
+export const resubmissionsSpent = (max: number, note: string) =>
+  `the refund's outcome stayed unknown through ${max} resubmissions (${note}); nothing more is sent`;
 
 export const refundUnknown = (note: string, operationId: string) =>
   `the refund's outcome is unknown: ${note}. Nothing more is sent and nothing is claimed: reconcile operation ${operationId} with the provider before any new attempt`;
 
-export const stillAbsent = (note: string) => `reconciled again: ${note}. Nothing was sent; a person decides whether to send it (${retryCreate}) or abandon`;
+export const stillAbsent = (note: string) =>
+  `reconciled again: ${note}. Nothing was sent; a person decides whether to send it (${retryCreate}) or abandon`;
 
-export const stillUnsettled = (note: string) => `reconciled again, and the refund is still not settled: ${note}. Nothing was sent; a person decides (${retryCreate})`;
+export const stillUnsettled = (note: string) =>
+  `reconciled again, and the refund is still not settled: ${note}. Nothing was sent; a person decides (${retryCreate})`;
 
 export const receiptFailed = (refund: RefundReceipt) =>
   `the provider's refund ${refund.refundId} for this operation is ${refund.status}: nothing was refunded, the order and the customer are left as they are; a person decides what happens next`;
 
-export const partialOf = (refund: RefundReceipt, asked: Money) => `refund ${refund.refundId} is ${refund.amount} ${refund.currency} of the ${asked.amount} ${asked.currency} asked`;
+export const partialOf = (refund: RefundReceipt, asked: Money) =>
+  `refund ${refund.refundId} is ${refund.amount} ${refund.currency} of the ${asked.amount} ${asked.currency} asked`;
 
 export const moreThanAsked = (refund: RefundReceipt, asked: Money) =>
   `refund ${refund.refundId} is ${refund.amount} ${refund.currency}, more than the ${asked.amount} asked; it stands, and a person reconciles the difference`;
@@ -87,18 +99,26 @@ export function gateMismatch(gate: GateResult): string {
 export const awaitingWebhook = (refund: { refundId: string; status: string }, until: string, waitMs: number) =>
   `refund ${refund.refundId} is ${refund.status} at the provider: awaiting its webhook until ${until}; next poll in ${Math.round(waitMs / 1000)} s`;
 
-export const providerDeadline = (refund: { refundId: string; status: string }, since: string, until: string, polls: number) =>
+export const providerDeadline = (
+  refund: { refundId: string; status: string },
+  since: string,
+  until: string,
+  polls: number,
+) =>
   `refund ${refund.refundId} is still ${refund.status} at the provider ${since} → ${until} (the policy's awaitProvider deadline), ` +
   `after ${polls} polls and no webhook that settled it; it stands, and a person follows it up`;
 
 /** What a compensation undoes, and why. */
 export const undoneBecause = (refund: RefundReceipt | undefined) =>
-  refund ? `the provider failed refund ${refund.refundId} after accepting it (${refund.status})` : 'the refund did not go through';
+  refund
+    ? `the provider failed refund ${refund.refundId} after accepting it (${refund.status})`
+    : 'the refund did not go through';
 
 export const storeUnreadable = (what: string, message: string) =>
   `${what}. What stands could not be read from the store (${message}), so nothing was undone; a person compensates it`;
 
-export const compensated = (what: string) => `${what}. The finished steps were compensated in reverse order, each under its own key`;
+export const compensated = (what: string) =>
+  `${what}. The finished steps were compensated in reverse order, each under its own key`;
 
 /** Compensations left open (`unknown`: quarantined ones), and a held notice's reason. */
 export function compensationsOpen(what: string, unknown: string[], failed: boolean, held: string | null): string {

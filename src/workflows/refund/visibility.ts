@@ -23,7 +23,10 @@ export function showRejectedInput(orderId: string | null): void {
 }
 
 export function showStatus(status: string, step?: string): void {
-  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: status }, ...(step ? [{ key: SEARCH_ATTRIBUTES.step, value: step }] : [])]);
+  upsertSearchAttributes([
+    { key: SEARCH_ATTRIBUTES.status, value: status },
+    ...(step ? [{ key: SEARCH_ATTRIBUTES.step, value: step }] : []),
+  ]);
 }
 
 /** Parked: findable by RefundNeedsAttention = true, with its verdict. */

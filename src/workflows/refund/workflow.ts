@@ -5,7 +5,14 @@
 // reconciled with the provider, never resent blind.
 import { CancellationScope, condition, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
-import { type CompletedRefund, decisionUpdate, providerEventSchema, providerEventSignal, type RefundResult, stepsQuery } from '../../contract';
+import {
+  type CompletedRefund,
+  decisionUpdate,
+  providerEventSchema,
+  providerEventSignal,
+  type RefundResult,
+  stepsQuery,
+} from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
 import { BOOKKEEPING } from '../activity-options';
 import { failingTheUpdateOnly, setSignalHandler } from '../messages';
@@ -30,7 +37,12 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
   }
   setHandler(stepsQuery, () => run.view());
   // A malformed message is ignored or refused, never a failed workflow task.
-  setSignalHandler(providerEventSignal, providerEventSchema, (event) => run.news.record(event, run.ctx.refund?.refundId ?? run.effect.refundId), run.ignored);
+  setSignalHandler(
+    providerEventSignal,
+    providerEventSchema,
+    (event) => run.news.record(event, run.ctx.refund?.refundId ?? run.effect.refundId),
+    run.ignored,
+  );
   setHandler(
     decisionUpdate,
     (decision) =>
@@ -56,7 +68,10 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
         throw err;
       }
       // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
-      stopped = err instanceof StepFailedError ? new RunStopped('needs_attention', reasons.undecidedFailure(err.step, err.error), null) : (err as RunStopped);
+      stopped =
+        err instanceof StepFailedError
+          ? new RunStopped('needs_attention', reasons.undecidedFailure(err.step, err.error), null)
+          : (err as RunStopped);
       if (!(stopped instanceof RunStopped)) throw err;
     }
     if (stopped.status !== 'needs_attention') return ended(run, stopped.status, stopped.reason, stopped.failedStep);
@@ -65,7 +80,11 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     if (chosen === 'provider_failed') {
       const event = run.unactedFailure()!;
       run.news.checkedFailures.add(event.id);
-      await audit(run, 'running', reasons.providerSaysFailed(event), stopped.failedStep, 'decision', { decision: 'provider_event', by: 'provider', eventId: event.id });
+      await audit(run, 'running', reasons.providerSaysFailed(event), stopped.failedStep, 'decision', {
+        decision: 'provider_event',
+        by: 'provider',
+        eventId: event.id,
+      });
       run.unpark();
       next = () => carryOut(run, 'completion_gate');
       continue;
@@ -78,10 +97,16 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       seq: record.seq,
       ...(approval && { approvedBy: approval.by, approvalReason: approval.reason }),
     });
-    if (chosen.kind === 'abandon') return ended(run, 'abandoned', reasons.abandoned(record.by, record.reason), stopped.failedStep);
+    if (chosen.kind === 'abandon')
+      return ended(run, 'abandoned', reasons.abandoned(record.by, record.reason), stopped.failedStep);
     if (chosen.kind === 'expired') {
       // Stopped is the safe default, never proceeding; what the run leaves unsettled still waits for a person.
-      const result = await ended(run, 'stopped', reasons.approvalExpired(record.decision, record.by, record.expiresAt), stopped.failedStep);
+      const result = await ended(
+        run,
+        'stopped',
+        reasons.approvalExpired(record.decision, record.by, record.expiresAt),
+        stopped.failedStep,
+      );
       if (run.leavesWorkBehind()) run.flagForAttention();
       return result;
     }
@@ -95,7 +120,14 @@ function rejectedInput(input: RefundRequestInput, reason: string): RefundResult 
   const orderId = (input as { orderId?: unknown } | null)?.orderId;
   const validOrderId = typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
   showRejectedInput(validOrderId);
-  return { workflowId: workflowInfo().workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
+  return {
+    workflowId: workflowInfo().workflowId,
+    orderId: validOrderId,
+    operationId: null,
+    status: 'rejected',
+    reason,
+    failedStep: null,
+  };
 }
 
 /**
@@ -106,11 +138,17 @@ async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Ch
   // Who may decide is read as the workers are configured now, also for a run that never loaded its settings.
   await pooledActivities<RefundActivities>(BOOKKEEPING)
     .decisionPolicy()
-    .then((decisions) => run.useDecisionPolicy(decisions), () => undefined);
+    .then(
+      (decisions) => run.useDecisionPolicy(decisions),
+      () => undefined,
+    );
   run.park(stopped);
-  await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', { verdict: run.parked?.verdict });
+  await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', {
+    verdict: run.parked?.verdict,
+  });
   try {
-    const news = () => !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.news.uncheckedFailure(run.effect) !== undefined;
+    const news = () =>
+      !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.news.uncheckedFailure(run.effect) !== undefined;
     const chosen = await Promise.race([run.desk.next(), condition(news).then(() => 'provider_failed' as const)]);
     // A decide Update and the failure in one workflow task: the race may pick either, the decision must win.
     return run.desk.firstOf(chosen);
@@ -122,7 +160,10 @@ async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Ch
 }
 
 /** What the run carries out for a person's decision. */
-function resumeAsDecided(run: RefundRun, chosen: Exclude<Chosen, { kind: 'abandon' | 'expired' }>): () => Promise<CompletedRefund> {
+function resumeAsDecided(
+  run: RefundRun,
+  chosen: Exclude<Chosen, { kind: 'abandon' | 'expired' }>,
+): () => Promise<CompletedRefund> {
   // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
   const resendApprovedAt = chosen.record.at;
   switch (chosen.kind) {
@@ -136,7 +177,8 @@ function resumeAsDecided(run: RefundRun, chosen: Exclude<Chosen, { kind: 'abando
       const { step } = chosen;
       const { refund, partialNote } = run.ctx;
       // A partial refund keeps its email frozen: retrying only repairs the order to what was refunded.
-      if (run.effect.status === 'partial' && refund && partialNote !== undefined) return () => partialRefund(run, refund, partialNote);
+      if (run.effect.status === 'partial' && refund && partialNote !== undefined)
+        return () => partialRefund(run, refund, partialNote);
       // A person's retry of the refund looks it up at the provider first: one that exists is never sent again.
       if (step === 'create_refund') return () => lookAgain(run, true).then((from) => carryOut(run, from));
       // A notice whose hand-over ended unknown is sent again only on a person's decision, with the same Message-ID.

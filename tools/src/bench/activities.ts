@@ -15,7 +15,11 @@ export interface BareRefundInput {
 export function createBareActivities(deps: { stripe: Stripe; store: OrderStore; mail: Transporter; from: string }) {
   return {
     async refund(input: BareRefundInput): Promise<string> {
-      const refund = await deps.stripe.refunds.create({ payment_intent: input.paymentIntentId, amount: input.amount, metadata: { order_id: input.orderId } });
+      const refund = await deps.stripe.refunds.create({
+        payment_intent: input.paymentIntentId,
+        amount: input.amount,
+        metadata: { order_id: input.orderId },
+      });
       return refund.id;
     },
     /** Keyed by nothing but the refund it records: a second refund is recorded as a second refund. */

@@ -92,13 +92,18 @@ export interface CellResult {
 }
 
 /** CPU time per run of every process the variant kept busy: its worker and the rest of the stack. */
-export const machineCpuMsPerRun = (c: CellResult) => c.worker.cpuMsPerRun + c.stackCpuMsPerRun.temporal + c.stackCpuMsPerRun.toxiproxy + c.stackCpuMsPerRun.benchProcess;
+export const machineCpuMsPerRun = (c: CellResult) =>
+  c.worker.cpuMsPerRun + c.stackCpuMsPerRun.temporal + c.stackCpuMsPerRun.toxiproxy + c.stackCpuMsPerRun.benchProcess;
 
 /** CPU time so far of the processes around the workers: a segment's share is the difference. */
 function stackCpu(stack: ChaosStack) {
   const of = (pid: number | undefined) => (pid === undefined ? 0 : (sampleProcess(pid)?.cpuMs ?? 0));
   const own = process.cpuUsage();
-  return { temporal: of(stack.pids.temporal), toxiproxy: of(stack.pids.toxiproxy), benchProcess: (own.user + own.system) / 1000 };
+  return {
+    temporal: of(stack.pids.temporal),
+    toxiproxy: of(stack.pids.toxiproxy),
+    benchProcess: (own.user + own.system) / 1000,
+  };
 }
 
 /** One variant's worker process, replaced when killed, with the CPU time of every process it had. */
@@ -138,17 +143,24 @@ export interface BenchStackWorkers {
 
 /** The bare and naive workflows, bundled apart from the refund workflows. */
 export async function bundleBenchWorkflows(): Promise<string> {
-  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('./workflows'), logger: new DefaultLogger('WARN') });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: require.resolve('./workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
   return code;
 }
 
 /** Starts one worker process per variant on the stack, each on its own task queue. */
-export async function startVariantWorkers(stack: ChaosStack, smtpTries: Map<string, number>): Promise<BenchStackWorkers> {
+export async function startVariantWorkers(
+  stack: ChaosStack,
+  smtpTries: Map<string, number>,
+): Promise<BenchStackWorkers> {
   const bundle = path.join(stack.dir, 'bench-workflows.js');
   fs.writeFileSync(bundle, await bundleBenchWorkflows());
   const script = path.join(PROJECT_ROOT, 'tools', 'src', 'bench', 'worker.ts');
   const project = () => startWorkerProcess(stack.env);
-  const plain = (queue: string) => () => startWorkerProcess({ ...stack.env, BENCH_TASK_QUEUE: queue, BENCH_WORKFLOW_BUNDLE: bundle }, 60_000, script);
+  const plain = (queue: string) => () =>
+    startWorkerProcess({ ...stack.env, BENCH_TASK_QUEUE: queue, BENCH_WORKFLOW_BUNDLE: bundle }, 60_000, script);
   const starts = { bare: plain(BENCH_QUEUES.bare), project, naive: plain(BENCH_QUEUES.naive) };
   const workers = {} as Record<Variant, VariantWorker>;
   for (const v of VARIANTS) workers[v] = new VariantWorker(await starts[v](), starts[v]);
@@ -179,7 +191,8 @@ async function getJson<T>(url: string, init?: RequestInit): Promise<T> {
   return (await res.json()) as T;
 }
 
-const post = (url: string, body: unknown) => getJson(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+const post = (url: string, body: unknown) =>
+  getJson(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 
 /**
  * Arms a segment's faults at the servers, sized to its runs and spread through them: each kind fires on
@@ -194,10 +207,29 @@ async function armFaults(stack: ChaosStack, runs: number): Promise<void> {
     return { count, every: Math.max(1, Math.floor(runs / count)) };
   };
   const creates = { method: 'POST', path: '/v1/refunds' };
-  await post(`${stack.stripeUrl}/_faults`, { kind: 'drop_after_commit', match: creates, ...spread(FAULT_SCHEDULE.lostAnswers) });
-  await post(`${stack.stripeUrl}/_faults`, { kind: 'rate_limit', retryAfterSeconds: 1, match: creates, ...spread(FAULT_SCHEDULE.rateLimits) });
-  await post(`${stack.stripeUrl}/_faults`, { kind: 'fail_before_commit', match: creates, ...spread(FAULT_SCHEDULE.resets) });
-  await post(`${stack.mail.apiUrl}/_faults`, { kind: 'reply', stage: 'rcpt', code: 451, message: '4.3.0 try again (bench)', ...spread(FAULT_SCHEDULE.smtpTransient) });
+  await post(`${stack.stripeUrl}/_faults`, {
+    kind: 'drop_after_commit',
+    match: creates,
+    ...spread(FAULT_SCHEDULE.lostAnswers),
+  });
+  await post(`${stack.stripeUrl}/_faults`, {
+    kind: 'rate_limit',
+    retryAfterSeconds: 1,
+    match: creates,
+    ...spread(FAULT_SCHEDULE.rateLimits),
+  });
+  await post(`${stack.stripeUrl}/_faults`, {
+    kind: 'fail_before_commit',
+    match: creates,
+    ...spread(FAULT_SCHEDULE.resets),
+  });
+  await post(`${stack.mail.apiUrl}/_faults`, {
+    kind: 'reply',
+    stage: 'rcpt',
+    code: 451,
+    message: '4.3.0 try again (bench)',
+    ...spread(FAULT_SCHEDULE.smtpTransient),
+  });
 }
 
 /** What fired of the armed faults; then clears them. */
@@ -207,44 +239,83 @@ async function disarmFaults(stack: ChaosStack): Promise<Omit<CellResult['injecte
   const hits = (kind: string) => stripe.filter((f) => f.kind === kind).reduce((a, f) => a + f.hits, 0);
   await fetch(`${stack.stripeUrl}/_faults`, { method: 'DELETE' });
   await fetch(`${stack.mail.apiUrl}/_faults`, { method: 'DELETE' });
-  return { lostAnswers: hits('drop_after_commit'), rateLimits: hits('rate_limit'), resets: hits('fail_before_commit'), smtpTransient: mail.reduce((a, f) => a + f.hits, 0) };
+  return {
+    lostAnswers: hits('drop_after_commit'),
+    rateLimits: hits('rate_limit'),
+    resets: hits('fail_before_commit'),
+    smtpTransient: mail.reduce((a, f) => a + f.hits, 0),
+  };
 }
 
 const plainClients = new WeakMap<ChaosStack, Client>();
 /** A client on the stack's connection with the default data converter, as bare Temporal has it. */
 function plainClient(stack: ChaosStack): Client {
   let client = plainClients.get(stack);
-  if (!client) plainClients.set(stack, (client = new Client({ connection: stack.client.connection, namespace: 'default' })));
+  if (!client)
+    plainClients.set(stack, (client = new Client({ connection: stack.client.connection, namespace: 'default' })));
   return client;
 }
 
 /** Starts the run the variant's way and waits for its end: a result, a parked run, a failure. */
-async function driveRun(stack: ChaosStack, variant: Variant, order: Omit<RunRecord, 'workflowId' | 'outcome' | 'latencyMs'>, until: number): Promise<RunRecord> {
+async function driveRun(
+  stack: ChaosStack,
+  variant: Variant,
+  order: Omit<RunRecord, 'workflowId' | 'outcome' | 'latencyMs'>,
+  until: number,
+): Promise<RunRecord> {
   const started = Date.now();
   const give = AbortSignal.timeout(Math.max(1, until - started));
   // Every long poll for the result listens on it.
   setMaxListeners(100, give);
-  const done = (workflowId: string, outcome: string): RunRecord => ({ ...order, workflowId, outcome, latencyMs: Date.now() - started });
+  const done = (workflowId: string, outcome: string): RunRecord => ({
+    ...order,
+    workflowId,
+    outcome,
+    latencyMs: Date.now() - started,
+  });
   if (variant === 'project') {
-    const { handle, workflowId } = await startRefund(stack.client, { orderId: order.orderId, amount: order.amount, currency: 'usd', requestedBy: 'bench' }, TASK_QUEUE);
-    const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
+    const { handle, workflowId } = await startRefund(
+      stack.client,
+      { orderId: order.orderId, amount: order.amount, currency: 'usd', requestedBy: 'bench' },
+      TASK_QUEUE,
+    );
+    const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) =>
+      give.aborted ? null : (err as Error),
+    );
     if (!outcome) return done(workflowId, 'not settled');
     if (outcome instanceof Error) return done(workflowId, 'failed');
     if (outcome.kind === 'result') return done(workflowId, outcome.result.status);
     // Why it parked, in the report: what is known of the refund, and the step and failure it stopped at.
     const { effect, lastFailure } = outcome.state;
-    return done(workflowId, `parked (${effect.status}${lastFailure ? `; ${lastFailure.step}: ${lastFailure.reason}` : ''})`);
+    return done(
+      workflowId,
+      `parked (${effect.status}${lastFailure ? `; ${lastFailure.step}: ${lastFailure.reason}` : ''})`,
+    );
   }
-  const input: BareRefundInput = { orderId: order.orderId, paymentIntentId: order.paymentIntentId, amount: order.amount, currency: 'usd', email: order.email };
+  const input: BareRefundInput = {
+    orderId: order.orderId,
+    paymentIntentId: order.paymentIntentId,
+    amount: order.amount,
+    currency: 'usd',
+    email: order.email,
+  };
   const workflowId = `bench-${variant}-${order.orderId}`;
   // Plain Temporal: payloads as the default converter writes them, no codec.
-  const handle = await plainClient(stack).workflow.start(`${variant}RefundWorkflow`, { taskQueue: BENCH_QUEUES[variant], workflowId, args: [input] });
-  const gaveUp = new Promise<string>((resolve) => give.addEventListener('abort', () => resolve('not settled'), { once: true }));
+  const handle = await plainClient(stack).workflow.start(`${variant}RefundWorkflow`, {
+    taskQueue: BENCH_QUEUES[variant],
+    workflowId,
+    args: [input],
+  });
+  const gaveUp = new Promise<string>((resolve) =>
+    give.addEventListener('abort', () => resolve('not settled'), { once: true }),
+  );
   const outcome = await Promise.race([
-    stack.client.connection.withAbortSignal(give, () => handle.result()).then(
-      () => 'completed',
-      () => (give.aborted ? 'not settled' : 'failed'),
-    ),
+    stack.client.connection
+      .withAbortSignal(give, () => handle.result())
+      .then(
+        () => 'completed',
+        () => (give.aborted ? 'not settled' : 'failed'),
+      ),
     gaveUp,
   ]);
   return done(workflowId, outcome);
@@ -271,8 +342,16 @@ async function runSegment(
   const drive = async () => {
     while (next < orders.length) {
       const order = orders[next++]!;
-      if (faults && !kill && next > orders.length / 2) kill = workers.workers[variant].kill().then(() => void (killed += 1));
-      records.push(await driveRun(stack, variant, order, until).catch((err: unknown) => ({ ...order, workflowId: '', outcome: `not started: ${(err as Error).message}`, latencyMs: 0 })));
+      if (faults && !kill && next > orders.length / 2)
+        kill = workers.workers[variant].kill().then(() => void (killed += 1));
+      records.push(
+        await driveRun(stack, variant, order, until).catch((err: unknown) => ({
+          ...order,
+          workflowId: '',
+          outcome: `not started: ${(err as Error).message}`,
+          latencyMs: 0,
+        })),
+      );
       onRun();
     }
   };
@@ -285,7 +364,11 @@ async function runSegment(
 
 /** Counts each run's effects where they landed, and its history. */
 async function evidence(stack: ChaosStack, smtpTries: Map<string, number>, records: RunRecord[]) {
-  const requests = (await getJson<{ requests: { method: string; path: string; paymentIntent: string | null; at: string }[] }>(`${stack.stripeUrl}/_requests`)).requests;
+  const requests = (
+    await getJson<{ requests: { method: string; path: string; paymentIntent: string | null; at: string }[] }>(
+      `${stack.stripeUrl}/_requests`,
+    )
+  ).requests;
   const pis = new Set(records.map((r) => r.paymentIntentId));
   const refundIds = new Set<string>();
   let duplicateRefunds = 0;
@@ -293,11 +376,15 @@ async function evidence(stack: ChaosStack, smtpTries: Map<string, number>, recor
   let wrongOrders = 0;
   let smtp = 0;
   for (const r of records) {
-    const { effects } = await getJson<{ effects: { type: string; objectId: string }[] }>(`${stack.stripeUrl}/_ledger?payment_intent=${r.paymentIntentId}`);
+    const { effects } = await getJson<{ effects: { type: string; objectId: string }[] }>(
+      `${stack.stripeUrl}/_ledger?payment_intent=${r.paymentIntentId}`,
+    );
     const refunds = effects.filter((e) => e.type === 'refund.created');
     for (const e of refunds) refundIds.add(e.objectId);
     duplicateRefunds += Math.max(0, refunds.length - 1);
-    const { messages } = await getJson<{ messages: unknown[] }>(`${stack.mail.apiUrl}/messages?to=${encodeURIComponent(r.email)}`);
+    const { messages } = await getJson<{ messages: unknown[] }>(
+      `${stack.mail.apiUrl}/messages?to=${encodeURIComponent(r.email)}`,
+    );
     duplicateEmails += Math.max(0, messages.length - 1);
     smtp += smtpTries.get(r.email) ?? 0;
     const order = await stack.store.getOrder(r.orderId);
@@ -305,7 +392,9 @@ async function evidence(stack: ChaosStack, smtpTries: Map<string, number>, recor
     else if (r.outcome !== 'completed' && (order?.refundedAmount ?? 0) > r.amount) wrongOrders += 1;
   }
   // Creates carry the payment intent; lookups by id (retrieve) are matched by the refunds these runs made.
-  const ours = requests.filter((q) => (q.paymentIntent && pis.has(q.paymentIntent)) || refundIds.has(q.path.split('/').pop() ?? ''));
+  const ours = requests.filter(
+    (q) => (q.paymentIntent && pis.has(q.paymentIntent)) || refundIds.has(q.path.split('/').pop() ?? ''),
+  );
   const creates = ours.filter((q) => q.method === 'POST' && q.path === '/v1/refunds').length;
   const reads = ours.filter((q) => q.method === 'GET' && q.path.startsWith('/v1/refunds')).length;
   const sizes: { events: number; bytes: number }[] = [];
@@ -327,7 +416,12 @@ export interface MatrixResult {
 const rotated = <T>(items: readonly T[], by: number): T[] => items.map((_, i) => items[(i + by) % items.length]!);
 
 /** Every cell of the matrix, the variants in turns within each cell. */
-export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, opts: MatrixOptions, onRun: () => void): Promise<MatrixResult> {
+export async function runMatrix(
+  stack: ChaosStack,
+  workers: BenchStackWorkers,
+  opts: MatrixOptions,
+  onRun: () => void,
+): Promise<MatrixResult> {
   const cells: CellResult[] = [];
   const projectHistories: MatrixResult['projectHistories'] = [];
   for (const mode of opts.faultModes) {
@@ -341,13 +435,35 @@ export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, o
           const orderId = `bench-${mode}-c${concurrency}-${v}-${i}`;
           const email = `${orderId}@example.test`;
           const amount = 1000 + (i % 20) * 100;
-          const order = await seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: email });
+          const order = await seedPaidOrder(stack.stripe, stack.store, {
+            orderId,
+            amount: 5000,
+            currency: 'usd',
+            customerEmail: email,
+          });
           orders[v].push({ orderId, paymentIntentId: order.paymentIntentId, email, amount });
         }
       }
-      const acc = Object.fromEntries(VARIANTS.map((v) => [v, { records: [] as RunRecord[], durationMs: 0, cpuMs: 0, stackCpuMs: { temporal: 0, toxiproxy: 0, benchProcess: 0 }, injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 } }])) as Record<
+      const acc = Object.fromEntries(
+        VARIANTS.map((v) => [
+          v,
+          {
+            records: [] as RunRecord[],
+            durationMs: 0,
+            cpuMs: 0,
+            stackCpuMs: { temporal: 0, toxiproxy: 0, benchProcess: 0 },
+            injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 },
+          },
+        ]),
+      ) as Record<
         Variant,
-        { records: RunRecord[]; durationMs: number; cpuMs: number; stackCpuMs: CellResult['stackCpuMsPerRun']; injected: CellResult['injected'] }
+        {
+          records: RunRecord[];
+          durationMs: number;
+          cpuMs: number;
+          stackCpuMs: CellResult['stackCpuMsPerRun'];
+          injected: CellResult['injected'];
+        }
       >;
       const rounds = mode === 'none' ? opts.rounds : 1;
       const perRound = Math.ceil(runs / rounds);
@@ -359,13 +475,23 @@ export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, o
           if (!slice.length) continue;
           const cpuBefore = workers.workers[v].cpuMs();
           const stackBefore = stackCpu(stack);
-          const seg = await runSegment(stack, workers, v, slice, concurrency, mode === 'faults', opts.segmentTimeoutMs, onRun);
+          const seg = await runSegment(
+            stack,
+            workers,
+            v,
+            slice,
+            concurrency,
+            mode === 'faults',
+            opts.segmentTimeoutMs,
+            onRun,
+          );
           // Let the worker finish what the results do not wait for (a last activity's completion) before its CPU is read.
           await sleep(200);
           const a = acc[v];
           a.cpuMs += workers.workers[v].cpuMs() - cpuBefore;
           const stackAfter = stackCpu(stack);
-          for (const k of Object.keys(a.stackCpuMs) as (keyof CellResult['stackCpuMsPerRun'])[]) a.stackCpuMs[k] += stackAfter[k] - stackBefore[k];
+          for (const k of Object.keys(a.stackCpuMs) as (keyof CellResult['stackCpuMsPerRun'])[])
+            a.stackCpuMs[k] += stackAfter[k] - stackBefore[k];
           a.records.push(...seg.records);
           a.durationMs += seg.durationMs;
           for (const k of Object.keys(a.injected) as (keyof CellResult['injected'])[]) a.injected[k] += seg.injected[k];
@@ -388,7 +514,11 @@ export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, o
           durationMs: a.durationMs,
           throughput: completed.length / (a.durationMs / 1000),
           latencyMs: percentiles(completed.map((r) => r.latencyMs)),
-          history: { eventsPerRun: mean(ev.sizes.map((s) => s.events)), bytesPerRun: mean(ev.sizes.map((s) => s.bytes)), maxEvents: Math.max(0, ...ev.sizes.map((s) => s.events)) },
+          history: {
+            eventsPerRun: mean(ev.sizes.map((s) => s.events)),
+            bytesPerRun: mean(ev.sizes.map((s) => s.bytes)),
+            maxEvents: Math.max(0, ...ev.sizes.map((s) => s.events)),
+          },
           requests: {
             stripeCreates: ev.creates,
             stripeReads: ev.reads,
@@ -399,7 +529,11 @@ export async function runMatrix(stack: ChaosStack, workers: BenchStackWorkers, o
           duplicates: { refunds: ev.duplicateRefunds, emails: ev.duplicateEmails },
           wrongOrders: ev.wrongOrders,
           injected: a.injected,
-          worker: { cpuMs: a.cpuMs, cpuMsPerRun: a.cpuMs / a.records.length, peakRssBytes: workers.workers[v].peakRssBytes },
+          worker: {
+            cpuMs: a.cpuMs,
+            cpuMsPerRun: a.cpuMs / a.records.length,
+            peakRssBytes: workers.workers[v].peakRssBytes,
+          },
           stackCpuMsPerRun: {
             temporal: a.stackCpuMs.temporal / a.records.length,
             toxiproxy: a.stackCpuMs.toxiproxy / a.records.length,

@@ -63,7 +63,8 @@ export interface Percentiles {
 /** Nearest-rank percentiles; zeros for an empty sample. */
 export function percentiles(values: number[]): Percentiles {
   const sorted = [...values].sort((a, b) => a - b);
-  const at = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : 0);
+  const at = (p: number) =>
+    sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]! : 0;
   return { p50: at(50), p95: at(95), p99: at(99) };
 }
 
@@ -71,5 +72,8 @@ export const mean = (values: number[]) => (values.length ? values.reduce((a, b) 
 
 /** Events, and bytes as the history's protobuf encoding (what the server stores and sends). */
 export function historySize(history: temporal.api.history.v1.IHistory): { events: number; bytes: number } {
-  return { events: history.events?.length ?? 0, bytes: temporal.api.history.v1.History.encode(history).finish().byteLength };
+  return {
+    events: history.events?.length ?? 0,
+    bytes: temporal.api.history.v1.History.encode(history).finish().byteLength,
+  };
 }

@@ -17,7 +17,8 @@ const f = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : '
 const mb = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
 const ms = (n: number) => `${Math.round(n)} ms`;
 const row = (cells: (string | number)[]) => `| ${cells.join(' | ')} |`;
-const table = (head: string[], rows: (string | number)[][]) => [row(head), row(head.map(() => '---')), ...rows.map(row)].join('\n');
+const table = (head: string[], rows: (string | number)[][]) =>
+  [row(head), row(head.map(() => '---')), ...rows.map(row)].join('\n');
 
 function cellRows(cells: CellResult[]): (string | number)[][] {
   return cells.map((c) => [
@@ -39,7 +40,23 @@ function cellRows(cells: CellResult[]): (string | number)[][] {
   ]);
 }
 
-const CELL_HEAD = ['variant', 'conc.', 'completed', 'runs/s', 'p50 / p95 / p99', 'events/run', 'bytes/run', 'effect req./effect', 'all req./effect', 'dup. refunds / emails', 'wrong orders', 'worker CPU ms/run', 'worker peak RSS', 'Temporal / proxy / bench process CPU ms/run', 'all CPU ms/run'];
+const CELL_HEAD = [
+  'variant',
+  'conc.',
+  'completed',
+  'runs/s',
+  'p50 / p95 / p99',
+  'events/run',
+  'bytes/run',
+  'effect req./effect',
+  'all req./effect',
+  'dup. refunds / emails',
+  'wrong orders',
+  'worker CPU ms/run',
+  'worker peak RSS',
+  'Temporal / proxy / bench process CPU ms/run',
+  'all CPU ms/run',
+];
 
 export function renderReport(r: BenchReport): string {
   const out: string[] = [];
@@ -49,10 +66,18 @@ export function renderReport(r: BenchReport): string {
   out.push(`- Command: \`${r.command}\``);
   out.push(`- Date: ${r.date}; took ${Math.round(r.durationMs / 1000)} s`);
   const { matrix: m, scale: sc } = r.options;
-  out.push(`- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant at concurrency 1 (at c: at least 4c), without faults in ${m.rounds} round(s), each starting with the next variant, with faults in one; faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`);
+  out.push(
+    `- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant at concurrency 1 (at c: at least 4c), without faults in ${m.rounds} round(s), each starting with the next variant, with faults in one; faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`,
+  );
   out.push(`- Machine: ${machine.cpus} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ${machine.platform}`);
-  out.push(`- Versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v.replace(/\n/g, '; ')}`).join(', ')}`);
-  out.push('- Variants: **bare** (Temporal alone: three plain activities), **project** (the refund workflow as shipped), **naive** (retry the whole run, no keys). What each is, how it is counted and the minimum history: [README.md](README.md).');
+  out.push(
+    `- Versions: ${Object.entries(versions)
+      .map(([k, v]) => `${k} ${v.replace(/\n/g, '; ')}`)
+      .join(', ')}`,
+  );
+  out.push(
+    '- Variants: **bare** (Temporal alone: three plain activities), **project** (the refund workflow as shipped), **naive** (retry the whole run, no keys). What each is, how it is counted and the minimum history: [README.md](README.md).',
+  );
   out.push('');
   for (const mode of ['none', 'faults'] as const) {
     const cells = r.cells.filter((c) => c.faults === mode);
@@ -60,66 +85,161 @@ export function renderReport(r: BenchReport): string {
     out.push(mode === 'none' ? '## No faults' : '## With faults');
     out.push('');
     if (mode === 'faults') {
-      out.push('Each segment gets the same schedule, sized to its runs: lost answers after commit (10%), 429s with Retry-After (5%), connection resets before commit (5%), SMTP 451s (5%), and its worker SIGKILLed halfway. What fired, as the servers counted it:');
+      out.push(
+        'Each segment gets the same schedule, sized to its runs: lost answers after commit (10%), 429s with Retry-After (5%), connection resets before commit (5%), SMTP 451s (5%), and its worker SIGKILLed halfway. What fired, as the servers counted it:',
+      );
       out.push('');
-      out.push(table(['variant', 'conc.', 'lost answers', '429s', 'resets', 'SMTP 451s', 'worker kills', 'bound: 1 + faults/effect'], cells.map((c) => {
-        const transient = c.injected.lostAnswers + c.injected.rateLimits + c.injected.resets + c.injected.smtpTransient;
-        return [c.variant, c.concurrency, c.injected.lostAnswers, c.injected.rateLimits, c.injected.resets, c.injected.smtpTransient, c.injected.workerKills, f(1 + transient / (2 * c.runs), 2)];
-      })));
+      out.push(
+        table(
+          [
+            'variant',
+            'conc.',
+            'lost answers',
+            '429s',
+            'resets',
+            'SMTP 451s',
+            'worker kills',
+            'bound: 1 + faults/effect',
+          ],
+          cells.map((c) => {
+            const transient =
+              c.injected.lostAnswers + c.injected.rateLimits + c.injected.resets + c.injected.smtpTransient;
+            return [
+              c.variant,
+              c.concurrency,
+              c.injected.lostAnswers,
+              c.injected.rateLimits,
+              c.injected.resets,
+              c.injected.smtpTransient,
+              c.injected.workerKills,
+              f(1 + transient / (2 * c.runs), 2),
+            ];
+          }),
+        ),
+      );
       out.push('');
     }
     out.push(table(CELL_HEAD, cellRows(cells)));
     out.push('');
     const others = cells.filter((c) => Object.keys(c.other).length);
     if (others.length) {
-      out.push('Runs that did not complete: ' + others.map((c) => `${c.variant} at ${c.concurrency}: ${Object.entries(c.other).map(([k, n]) => `${n} ${k}`).join(', ')}`).join('; ') + '.');
+      out.push(
+        'Runs that did not complete: ' +
+          others
+            .map(
+              (c) =>
+                `${c.variant} at ${c.concurrency}: ${Object.entries(c.other)
+                  .map(([k, n]) => `${n} ${k}`)
+                  .join(', ')}`,
+            )
+            .join('; ') +
+          '.',
+      );
       out.push('');
     }
   }
   out.push('## Project against bare');
   out.push('');
-  out.push(`Targets without faults: throughput at least ${TARGETS.throughput}×, p50 at most ${TARGETS.p50}×, events at most ${TARGETS.eventsOverBareMinimum}× the bare shape's minimum (${BARE_SHAPE_MIN_EVENTS}).`);
+  out.push(
+    `Targets without faults: throughput at least ${TARGETS.throughput}×, p50 at most ${TARGETS.p50}×, events at most ${TARGETS.eventsOverBareMinimum}× the bare shape's minimum (${BARE_SHAPE_MIN_EVENTS}).`,
+  );
   out.push('');
-  out.push(`CPU × is the project's CPU time per run over bare's: its worker alone, and every process together (worker, Temporal, proxy, the bench process with the Stripe and SMTP servers). Once the machine's ${r.machine.cpus} cores are busy, throughput × falls towards 1 / (CPU × of every process).`);
+  out.push(
+    `CPU × is the project's CPU time per run over bare's: its worker alone, and every process together (worker, Temporal, proxy, the bench process with the Stripe and SMTP servers). Once the machine's ${r.machine.cpus} cores are busy, throughput × falls towards 1 / (CPU × of every process).`,
+  );
   out.push('');
-  out.push(table(['faults', 'conc.', 'throughput ×', 'p50 ×', 'events ×bare', 'events ×bare minimum', 'worker CPU ×', 'all CPU ×'], r.ratios.map((x) => {
-    const project = r.cells.find((c) => c.variant === 'project' && c.faults === x.faults && c.concurrency === x.concurrency)!;
-    const mark = (ok: boolean) => (x.faults === 'none' ? (ok ? ' ✓' : ' ✗') : '');
-    const overMin = project.history.eventsPerRun / BARE_SHAPE_MIN_EVENTS;
-    return [x.faults, x.concurrency, f(x.throughput, 2) + mark(x.throughput >= TARGETS.throughput), f(x.p50, 2) + mark(x.p50 <= TARGETS.p50), f(x.events, 2), f(overMin, 2) + mark(overMin <= TARGETS.eventsOverBareMinimum), f(x.workerCpu, 2), f(x.machineCpu, 2)];
-  })));
+  out.push(
+    table(
+      ['faults', 'conc.', 'throughput ×', 'p50 ×', 'events ×bare', 'events ×bare minimum', 'worker CPU ×', 'all CPU ×'],
+      r.ratios.map((x) => {
+        const project = r.cells.find(
+          (c) => c.variant === 'project' && c.faults === x.faults && c.concurrency === x.concurrency,
+        )!;
+        const mark = (ok: boolean) => (x.faults === 'none' ? (ok ? ' ✓' : ' ✗') : '');
+        const overMin = project.history.eventsPerRun / BARE_SHAPE_MIN_EVENTS;
+        return [
+          x.faults,
+          x.concurrency,
+          f(x.throughput, 2) + mark(x.throughput >= TARGETS.throughput),
+          f(x.p50, 2) + mark(x.p50 <= TARGETS.p50),
+          f(x.events, 2),
+          f(overMin, 2) + mark(overMin <= TARGETS.eventsOverBareMinimum),
+          f(x.workerCpu, 2),
+          f(x.machineCpu, 2),
+        ];
+      }),
+    ),
+  );
   out.push('');
   const s = r.scale;
   out.push('## As the work grows');
   out.push('');
   if (s.replay.length) {
-    out.push('Replaying recorded project histories with `Worker.runReplayHistories` (the recorded runs replayed in turn):');
+    out.push(
+      'Replaying recorded project histories with `Worker.runReplayHistories` (the recorded runs replayed in turn):',
+    );
     out.push('');
-    out.push(table(['histories', 'distinct', 'time', 'histories/s', 'failures'], s.replay.map((x) => [x.histories, x.distinct, ms(x.ms), f(x.perSecond), x.failures])));
+    out.push(
+      table(
+        ['histories', 'distinct', 'time', 'histories/s', 'failures'],
+        s.replay.map((x) => [x.histories, x.distinct, ms(x.ms), f(x.perSecond), x.failures]),
+      ),
+    );
     out.push('');
-    for (const x of s.replay.filter((r) => r.firstFailure)) out.push(`- **Replay failed** (${x.failures} of ${x.histories}), first: ${x.firstFailure}`);
+    for (const x of s.replay.filter((r) => r.firstFailure))
+      out.push(`- **Replay failed** (${x.failures} of ${x.histories}), first: ${x.firstFailure}`);
     if (s.replay.some((r) => r.firstFailure)) out.push('');
   }
   if (s.parked.length) {
-    out.push('Parked runs (refund unknown, waiting for a person): `npm run inspect -- --attention --json` as its own process, and one occurrence of the reconciliation sweep:');
+    out.push(
+      'Parked runs (refund unknown, waiting for a person): `npm run inspect -- --attention --json` as its own process, and one occurrence of the reconciliation sweep:',
+    );
     out.push('');
     const failed = ['failed', '', '', ''];
-    out.push(table(['parked runs', 'inspect: listed', 'inspect: time', 'inspect: ms/run', 'inspect: peak RSS', 'sweep: asked', 'sweep: time', 'sweep: ms/run', 'worker RSS during sweep'], s.parked.map((p) => [
-      p.runs,
-      ...(p.attention ? [p.attention.listed, ms(p.attention.ms), f(p.attention.msPerRun, 2), mb(p.attention.peakRssBytes)] : failed),
-      ...(p.sweep ? [`${p.sweep.asked} (${p.sweep.stillUnknown} still unknown)`, ms(p.sweep.ms), f(p.sweep.msPerRun, 1), mb(p.sweep.workerMaxRssBytes)] : failed),
-    ])));
+    out.push(
+      table(
+        [
+          'parked runs',
+          'inspect: listed',
+          'inspect: time',
+          'inspect: ms/run',
+          'inspect: peak RSS',
+          'sweep: asked',
+          'sweep: time',
+          'sweep: ms/run',
+          'worker RSS during sweep',
+        ],
+        s.parked.map((p) => [
+          p.runs,
+          ...(p.attention
+            ? [p.attention.listed, ms(p.attention.ms), f(p.attention.msPerRun, 2), mb(p.attention.peakRssBytes)]
+            : failed),
+          ...(p.sweep
+            ? [
+                `${p.sweep.asked} (${p.sweep.stillUnknown} still unknown)`,
+                ms(p.sweep.ms),
+                f(p.sweep.msPerRun, 1),
+                mb(p.sweep.workerMaxRssBytes),
+              ]
+            : failed),
+        ]),
+      ),
+    );
     out.push('');
   }
   for (const e of s.errors) out.push(`- **Failed:** ${e}`);
   if (s.errors.length) out.push('');
   const w = s.longWait;
-  out.push(`A run whose refund stayed pending at the provider for ${Math.round(w.waitedMs / 1000)} s polled ${w.polls} times: ${w.events} events (${w.bytes} bytes) against ${w.baselineEvents} for the same run without the wait, ${f(w.eventsPerPoll)} events per poll. ` +
-    `The shipped policy polls ${w.shippedPolicy.polls} times over its ${w.shippedPolicy.deadlineHours} h deadline: about ${w.shippedPolicy.events} events in all, ${f((100 * w.shippedPolicy.events) / HISTORY_EVENT_LIMIT)}% of Temporal's ${HISTORY_EVENT_LIMIT}-event limit.`);
+  out.push(
+    `A run whose refund stayed pending at the provider for ${Math.round(w.waitedMs / 1000)} s polled ${w.polls} times: ${w.events} events (${w.bytes} bytes) against ${w.baselineEvents} for the same run without the wait, ${f(w.eventsPerPoll)} events per poll. ` +
+      `The shipped policy polls ${w.shippedPolicy.polls} times over its ${w.shippedPolicy.deadlineHours} h deadline: about ${w.shippedPolicy.events} events in all, ${f((100 * w.shippedPolicy.events) / HISTORY_EVENT_LIMIT)}% of Temporal's ${HISTORY_EVENT_LIMIT}-event limit.`,
+  );
   out.push('');
   const d = w.parkedDecision;
-  out.push(`A run parked for a decision nobody made had ${d.eventsAtPark} events when it parked and ${d.eventsLater} after waiting ${Math.round(d.waitedMs / 1000)} s more` +
-    (d.added.length ? ` (added: ${d.added.join(', ')}).` : ': waiting for a person adds nothing to the history.'));
+  out.push(
+    `A run parked for a decision nobody made had ${d.eventsAtPark} events when it parked and ${d.eventsLater} after waiting ${Math.round(d.waitedMs / 1000)} s more` +
+      (d.added.length ? ` (added: ${d.added.join(', ')}).` : ': waiting for a person adds nothing to the history.'),
+  );
   out.push('');
   return out.join('\n');
 }

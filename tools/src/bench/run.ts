@@ -9,14 +9,26 @@ import { CHAOS_POLICY, startChaosStack } from '../chaos/chaos-stack';
 import { DEFAULT_POLICY } from '../../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../../src/reliability/policy';
 import { findTool } from '../stack/tools';
-import { machineCpuMsPerRun, runMatrix, startVariantWorkers, type MatrixOptions, type CellResult, VARIANTS, runsAt } from './matrix';
+import {
+  machineCpuMsPerRun,
+  runMatrix,
+  startVariantWorkers,
+  type MatrixOptions,
+  type CellResult,
+  VARIANTS,
+  runsAt,
+} from './matrix';
 import { measureScale, type ScaleOptions, type ScaleResult } from './scale';
 
 /**
  * The refund workers' policy in the bench: the shipped policy, with the bare shape's activity
  * timeouts (a killed worker's activity is retried after the same wait in every variant).
  */
-export const BENCH_POLICY: RecoveryPolicy = { ...DEFAULT_POLICY, version: `${DEFAULT_POLICY.version}-bench`, timeouts: CHAOS_POLICY.timeouts };
+export const BENCH_POLICY: RecoveryPolicy = {
+  ...DEFAULT_POLICY,
+  version: `${DEFAULT_POLICY.version}-bench`,
+  timeouts: CHAOS_POLICY.timeouts,
+};
 
 /** Stripe's own key window: the project runs as shipped. */
 const KEY_TTL_MS = 24 * 3600_000;
@@ -38,22 +50,44 @@ export interface BenchReport {
   versions: Record<string, string>;
   options: { matrix: MatrixOptions; scale: ScaleOptions };
   cells: CellResult[];
-  ratios: { faults: string; concurrency: number; throughput: number; p50: number; events: number; workerCpu: number; machineCpu: number }[];
+  ratios: {
+    faults: string;
+    concurrency: number;
+    throughput: number;
+    p50: number;
+    events: number;
+    workerCpu: number;
+    machineCpu: number;
+  }[];
   scale: ScaleResult;
 }
 
 function versions(): Record<string, string> {
-  const pkg = (name: string) => (JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version;
+  const pkg = (name: string) =>
+    (
+      JSON.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'node_modules', name, 'package.json'), 'utf8')) as {
+        version: string;
+      }
+    ).version;
   let temporalCli = 'unknown';
   try {
     temporalCli = execFileSync(findTool('temporal'), ['--version'], { encoding: 'utf8' }).trim();
   } catch {
     // The report says unknown.
   }
-  return { node: process.version, '@temporalio/worker': pkg('@temporalio/worker'), stripe: pkg('stripe'), nodemailer: pkg('nodemailer'), temporal: temporalCli };
+  return {
+    node: process.version,
+    '@temporalio/worker': pkg('@temporalio/worker'),
+    stripe: pkg('stripe'),
+    nodemailer: pkg('nodemailer'),
+    temporal: temporalCli,
+  };
 }
 
-export async function runBench(opts: BenchOptions, progress: { total(n: number): void; tick(): void; phase(name: string): void }): Promise<BenchReport> {
+export async function runBench(
+  opts: BenchOptions,
+  progress: { total(n: number): void; tick(): void; phase(name: string): void },
+): Promise<BenchReport> {
   const started = Date.now();
   const versionsUsed = versions();
   const smtpTries = new Map<string, number>();
@@ -83,7 +117,8 @@ export async function runBench(opts: BenchOptions, progress: { total(n: number):
       const scale = await measureScale(stack, matrix.projectHistories, opts.scale, progress.phase);
       const ratios = m.faultModes.flatMap((faults) =>
         m.concurrency.map((concurrency) => {
-          const cell = (v: string) => matrix.cells.find((c) => c.variant === v && c.faults === faults && c.concurrency === concurrency)!;
+          const cell = (v: string) =>
+            matrix.cells.find((c) => c.variant === v && c.faults === faults && c.concurrency === concurrency)!;
           const [a, b] = [cell('bare'), cell('project')];
           return {
             faults,
@@ -100,7 +135,12 @@ export async function runBench(opts: BenchOptions, progress: { total(n: number):
         command: opts.command,
         date: new Date(started).toISOString(),
         durationMs: Date.now() - started,
-        machine: { cpus: os.cpus().length, cpuModel: os.cpus()[0]?.model ?? 'unknown', memoryGiB: Math.round(os.totalmem() / 2 ** 30), platform: `${os.platform()} ${os.release()}` },
+        machine: {
+          cpus: os.cpus().length,
+          cpuModel: os.cpus()[0]?.model ?? 'unknown',
+          memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+          platform: `${os.platform()} ${os.release()}`,
+        },
         versions: versionsUsed,
         options: { matrix: m, scale: opts.scale },
         cells: matrix.cells,

@@ -29,13 +29,27 @@ export interface ScaleOptions {
 }
 
 export interface ScaleResult {
-  replay: { histories: number; distinct: number; ms: number; perSecond: number; failures: number; firstFailure?: string }[];
+  replay: {
+    histories: number;
+    distinct: number;
+    ms: number;
+    perSecond: number;
+    failures: number;
+    firstFailure?: string;
+  }[];
   parked: {
     runs: number;
     /** Time to bring the population to this size (not part of what is measured). */
     populateMs: number;
     attention: { listed: number; ms: number; msPerRun: number; peakRssBytes: number } | null;
-    sweep: { asked: number; stillUnknown: number; reconciled: number; ms: number; msPerRun: number; workerMaxRssBytes: number } | null;
+    sweep: {
+      asked: number;
+      stillUnknown: number;
+      reconciled: number;
+      ms: number;
+      msPerRun: number;
+      workerMaxRssBytes: number;
+    } | null;
   }[];
   /** Measurements that failed, with why: the rest of the report stands. */
   errors: string[];
@@ -51,7 +65,13 @@ export interface ScaleResult {
     /** The shipped policy's polls over its whole awaitProvider deadline, and the history that would leave. */
     shippedPolicy: { deadlineHours: number; polls: number; events: number };
     /** A parked run's events when it parked, and again after it waited for a decision through the parked-run measurements. */
-    parkedDecision: { workflowId: string; eventsAtPark: number; eventsLater: number; waitedMs: number; added: string[] };
+    parkedDecision: {
+      workflowId: string;
+      eventsAtPark: number;
+      eventsLater: number;
+      waitedMs: number;
+      added: string[];
+    };
   };
 }
 
@@ -61,7 +81,9 @@ const PARK_POLICY: RecoveryPolicy = {
   ...CHAOS_POLICY,
   version: `${DEFAULT_POLICY.version}-bench-park`,
   // One lookup, then the run parks: the population is built quickly; the sweep asks again.
-  rules: CHAOS_POLICY.rules.map((r) => (r.code === 'UNKNOWN_OUTCOME' && r.action === 'reconcile' ? { ...r, maxAttempts: 1 } : r)),
+  rules: CHAOS_POLICY.rules.map((r) =>
+    r.code === 'UNKNOWN_OUTCOME' && r.action === 'reconcile' ? { ...r, maxAttempts: 1 } : r,
+  ),
   awaitProvider: { deadlineMs: 300_000, poll: { initialMs: 1000, coefficient: 2, maxMs: 2000 }, jitter: 0 },
   // Every create loses its answer on purpose: the breaker would only slow the population down.
   breaker: { ...CHAOS_POLICY.breaker, enabled: false },
@@ -76,30 +98,55 @@ const PARK_ENV = { STRIPE_IDEMPOTENCY_TTL_HOURS: String(1 / 3600_000), STRIPE_LI
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function post(url: string, body: unknown): Promise<void> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   if (!res.ok) throw new Error(`POST ${url}: ${res.status} ${await res.text()}`);
 }
 
 /** Replays `n` histories through a replay worker (the recorded ones in turn): histories per second. */
-async function measureReplay(stack: ChaosStack, recorded: { workflowId: string; history: temporal.api.history.v1.IHistory }[], n: number): Promise<ScaleResult['replay'][number]> {
+async function measureReplay(
+  stack: ChaosStack,
+  recorded: { workflowId: string; history: temporal.api.history.v1.IHistory }[],
+  n: number,
+): Promise<ScaleResult['replay'][number]> {
   if (recorded.length === 0) throw new Error('no recorded histories to replay');
-  const histories = Array.from({ length: n }, (_, i) => ({ workflowId: `${recorded[i % recorded.length]!.workflowId}#${i}`, history: recorded[i % recorded.length]!.history }));
+  const histories = Array.from({ length: n }, (_, i) => ({
+    workflowId: `${recorded[i % recorded.length]!.workflowId}#${i}`,
+    history: recorded[i % recorded.length]!.history,
+  }));
   const started = Date.now();
   let failures = 0;
   let firstFailure: string | undefined;
-  for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: path.join(stack.dir, 'workflows.js') }, dataConverter: stack.dataConverter }, histories)) {
+  for await (const result of Worker.runReplayHistories(
+    { workflowBundle: { codePath: path.join(stack.dir, 'workflows.js') }, dataConverter: stack.dataConverter },
+    histories,
+  )) {
     if (!result.error) continue;
     failures += 1;
     firstFailure ??= `${result.workflowId}: ${explain(result.error)}`;
   }
   const ms = Date.now() - started;
-  return { histories: n, distinct: Math.min(n, recorded.length), ms, perSecond: n / (ms / 1000), failures, ...(firstFailure && { firstFailure }) };
+  return {
+    histories: n,
+    distinct: Math.min(n, recorded.length),
+    ms,
+    perSecond: n / (ms / 1000),
+    failures,
+    ...(firstFailure && { firstFailure }),
+  };
 }
 
 /** `npm run inspect -- --attention --json` as its own process: how long it takes, how much memory, how many runs it lists. */
 async function measureAttention(stack: ChaosStack): Promise<ScaleResult['parked'][number]['attention']> {
   const started = Date.now();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'cli', 'inspect.ts'), '--attention', '--json'], { env: stack.env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', path.join(PROJECT_ROOT, 'src', 'cli', 'inspect.ts'), '--attention', '--json'],
+    { env: stack.env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   const watch = watchProcess(child.pid!, 20);
   let listed = 0;
   let stderr = '';
@@ -115,15 +162,31 @@ async function measureAttention(stack: ChaosStack): Promise<ScaleResult['parked'
 }
 
 /** The reconciliation sweep, as a schedule would start it: one occurrence asking up to `maxRuns` parked unknown runs. */
-async function measureSweep(stack: ChaosStack, workerPid: number, maxRuns: number, label: string): Promise<ScaleResult['parked'][number]['sweep']> {
+async function measureSweep(
+  stack: ChaosStack,
+  workerPid: number,
+  maxRuns: number,
+  label: string,
+): Promise<ScaleResult['parked'][number]['sweep']> {
   const watch = watchProcess(workerPid);
   const started = Date.now();
-  const report = await stack.client.workflow.execute('sweepWorkflow', { taskQueue: PARK_QUEUE, workflowId: `bench-sweep-${label}`, args: [{ maxRuns, waitMs: 300_000 }] });
+  const report = await stack.client.workflow.execute('sweepWorkflow', {
+    taskQueue: PARK_QUEUE,
+    workflowId: `bench-sweep-${label}`,
+    args: [{ maxRuns, waitMs: 300_000 }],
+  });
   const ms = Date.now() - started;
   const { maxRssBytes } = watch.stop();
   const r = report as { reconciled: string[]; stillUnknown: string[]; pending: string[] };
   const asked = r.reconciled.length + r.stillUnknown.length + r.pending.length;
-  return { asked, stillUnknown: r.stillUnknown.length, reconciled: r.reconciled.length, ms, msPerRun: ms / Math.max(1, asked), workerMaxRssBytes: maxRssBytes };
+  return {
+    asked,
+    stillUnknown: r.stillUnknown.length,
+    reconciled: r.reconciled.length,
+    ms,
+    msPerRun: ms / Math.max(1, asked),
+    workerMaxRssBytes: maxRssBytes,
+  };
 }
 
 /** How long the parked count must stand still before the runs it lacks are started again. */
@@ -136,12 +199,26 @@ const SETTLED_MS = 10_000;
  * and leave it, so once the count stands still short of `size`, the runs it lacks are started.
  * `started` numbers their orders.
  */
-async function populate(stack: ChaosStack, started: { runs: number }, size: number, onProgress: (n: number) => void): Promise<void> {
+async function populate(
+  stack: ChaosStack,
+  started: { runs: number },
+  size: number,
+  onProgress: (n: number) => void,
+): Promise<void> {
   const creates = { method: 'POST', path: '/v1/refunds', idempotencyKeyPrefix: 'refund:bench-park:' };
   const startOne = async (i: number) => {
     const orderId = `park-${i}`;
-    await seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: `${orderId}@example.test` });
-    await stack.client.workflow.start('refundWorkflow', { taskQueue: PARK_QUEUE, workflowId: refundWorkflowId(orderId, 1), args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }] });
+    await seedPaidOrder(stack.stripe, stack.store, {
+      orderId,
+      amount: 5000,
+      currency: 'usd',
+      customerEmail: `${orderId}@example.test`,
+    });
+    await stack.client.workflow.start('refundWorkflow', {
+      taskQueue: PARK_QUEUE,
+      workflowId: refundWorkflowId(orderId, 1),
+      args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }],
+    });
   };
   let last = -1;
   let changedAt = 0;
@@ -154,7 +231,12 @@ async function populate(stack: ChaosStack, started: { runs: number }, size: numb
     if (changedAt === 0 || Date.now() - changedAt >= SETTLED_MS) {
       const missing = size - parked;
       await post(`${stack.stripeUrl}/_faults`, { kind: 'drop_after_commit', match: creates, count: missing });
-      await post(`${stack.stripeUrl}/_faults`, { kind: 'lagging_list', lagMs: 600_000, match: creates, count: missing });
+      await post(`${stack.stripeUrl}/_faults`, {
+        kind: 'lagging_list',
+        lagMs: 600_000,
+        match: creates,
+        count: missing,
+      });
       const until = started.runs + missing;
       await Promise.all(
         Array.from({ length: 8 }, async () => {
@@ -175,7 +257,12 @@ function explain(err: unknown): string {
   return parts.join(': ') || String(err);
 }
 
-export async function measureScale(stack: ChaosStack, recorded: { workflowId: string; history: temporal.api.history.v1.IHistory }[], opts: ScaleOptions, phase: (name: string) => void): Promise<ScaleResult> {
+export async function measureScale(
+  stack: ChaosStack,
+  recorded: { workflowId: string; history: temporal.api.history.v1.IHistory }[],
+  opts: ScaleOptions,
+  phase: (name: string) => void,
+): Promise<ScaleResult> {
   const errors: string[] = [];
   const measured = async <T>(what: string, fn: () => Promise<T>): Promise<T | null> => {
     try {
@@ -216,12 +303,30 @@ export async function measureScale(stack: ChaosStack, recorded: { workflowId: st
       phase(`inspect --attention over ${target} parked runs`);
       const attention = await measured(`inspect --attention over ${target} parked runs`, () => measureAttention(stack));
       phase(`the sweep over ${target} parked runs`);
-      const sweep = await measured(`the sweep over ${target} parked runs`, () => measureSweep(stack, park.pid, Math.min(opts.sweepMaxRuns, target), String(target)));
+      const sweep = await measured(`the sweep over ${target} parked runs`, () =>
+        measureSweep(stack, park.pid, Math.min(opts.sweepMaxRuns, target), String(target)),
+      );
       parked.push({ runs: target, populateMs, attention, sweep });
     }
     const later = (await stack.client.workflow.getHandle(decision.workflowId).fetchHistory()).events ?? [];
-    const added = later.slice(decision.events).map((e) => temporal.api.enums.v1.EventType[e.eventType ?? 0]!.replace(/^EVENT_TYPE_/, ''));
-    return { replay, parked, errors, longWait: { ...longWait, parkedDecision: { workflowId: decision.workflowId, eventsAtPark: decision.events, eventsLater: later.length, waitedMs: Date.now() - decision.at, added } } };
+    const added = later
+      .slice(decision.events)
+      .map((e) => temporal.api.enums.v1.EventType[e.eventType ?? 0]!.replace(/^EVENT_TYPE_/, ''));
+    return {
+      replay,
+      parked,
+      errors,
+      longWait: {
+        ...longWait,
+        parkedDecision: {
+          workflowId: decision.workflowId,
+          eventsAtPark: decision.events,
+          eventsLater: later.length,
+          waitedMs: Date.now() - decision.at,
+          added,
+        },
+      },
+    };
   } finally {
     await park.stop().catch(() => park.kill());
   }
@@ -230,29 +335,71 @@ export async function measureScale(stack: ChaosStack, recorded: { workflowId: st
 /** Starts a run that parks for a decision (its email is refused for good) and waits until it has parked. */
 async function parkForDecision(stack: ChaosStack): Promise<{ workflowId: string; events: number; at: number }> {
   const orderId = 'wait-decision';
-  await seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: `reject-${orderId}@example.test` });
+  await seedPaidOrder(stack.stripe, stack.store, {
+    orderId,
+    amount: 5000,
+    currency: 'usd',
+    customerEmail: `reject-${orderId}@example.test`,
+  });
   const workflowId = refundWorkflowId(orderId, 1);
-  await stack.client.workflow.start('refundWorkflow', { taskQueue: PARK_QUEUE, workflowId, args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }] });
-  const outcome = await outcomeOf(stack.client.workflow.getHandle<RefundWorkflow>(workflowId), 500, AbortSignal.timeout(120_000));
-  if (outcome.kind !== 'parked') throw new Error(`${workflowId} was to park for a decision; it ended ${JSON.stringify(outcome.result)}`);
-  return { workflowId, events: historySize(await stack.client.workflow.getHandle(workflowId).fetchHistory()).events, at: Date.now() };
+  await stack.client.workflow.start('refundWorkflow', {
+    taskQueue: PARK_QUEUE,
+    workflowId,
+    args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }],
+  });
+  const outcome = await outcomeOf(
+    stack.client.workflow.getHandle<RefundWorkflow>(workflowId),
+    500,
+    AbortSignal.timeout(120_000),
+  );
+  if (outcome.kind !== 'parked')
+    throw new Error(`${workflowId} was to park for a decision; it ended ${JSON.stringify(outcome.result)}`);
+  return {
+    workflowId,
+    events: historySize(await stack.client.workflow.getHandle(workflowId).fetchHistory()).events,
+    at: Date.now(),
+  };
 }
 
 /** Polls the shipped policy makes within its awaitProvider deadline. */
 export function shippedPolls(): { deadlineHours: number; polls: number } {
   const { deadlineMs, poll } = DEFAULT_POLICY.awaitProvider;
   let polls = 0;
-  for (let t = 0, wait = poll.initialMs; t + wait <= deadlineMs; t += wait, wait = Math.min(poll.maxMs, wait * poll.coefficient)) polls += 1;
+  for (
+    let t = 0, wait = poll.initialMs;
+    t + wait <= deadlineMs;
+    t += wait, wait = Math.min(poll.maxMs, wait * poll.coefficient)
+  )
+    polls += 1;
   return { deadlineHours: deadlineMs / 3600_000, polls };
 }
 
-async function measureLongWait(stack: ChaosStack, waitMs: number): Promise<Omit<ScaleResult['longWait'], 'parkedDecision'>> {
+async function measureLongWait(
+  stack: ChaosStack,
+  waitMs: number,
+): Promise<Omit<ScaleResult['longWait'], 'parkedDecision'>> {
   const run = async (orderId: string, paymentMethod?: string) => {
-    await seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: `${orderId}@example.test` }, paymentMethod);
-    const handle = await stack.client.workflow.start('refundWorkflow', { taskQueue: PARK_QUEUE, workflowId: refundWorkflowId(orderId, 1), args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }] });
+    await seedPaidOrder(
+      stack.stripe,
+      stack.store,
+      { orderId, amount: 5000, currency: 'usd', customerEmail: `${orderId}@example.test` },
+      paymentMethod,
+    );
+    const handle = await stack.client.workflow.start('refundWorkflow', {
+      taskQueue: PARK_QUEUE,
+      workflowId: refundWorkflowId(orderId, 1),
+      args: [{ orderId, amount: 1000, currency: 'usd', requestedBy: 'bench' }],
+    });
     const began = Date.now();
-    const outcome = await outcomeOf(stack.client.workflow.getHandle<RefundWorkflow>(handle.workflowId), 1000, AbortSignal.timeout(waitMs + 120_000));
-    if (outcome.kind !== 'result' || outcome.result.status !== 'completed') throw new Error(`${orderId} did not complete: ${JSON.stringify(outcome.kind === 'result' ? outcome.result : outcome.state.outcome)}`);
+    const outcome = await outcomeOf(
+      stack.client.workflow.getHandle<RefundWorkflow>(handle.workflowId),
+      1000,
+      AbortSignal.timeout(waitMs + 120_000),
+    );
+    if (outcome.kind !== 'result' || outcome.result.status !== 'completed')
+      throw new Error(
+        `${orderId} did not complete: ${JSON.stringify(outcome.kind === 'result' ? outcome.result : outcome.state.outcome)}`,
+      );
     const history = await handle.fetchHistory();
     const timers = history.events?.filter((e) => e.timerStartedEventAttributes).length ?? 0;
     return { ms: Date.now() - began, size: historySize(history), timers };

@@ -8,13 +8,19 @@ import { openStore } from '../../../src/store';
 import { createBareActivities } from './activities';
 
 async function main(): Promise<void> {
-  const env = (name: string): string => process.env[name] ?? ((): never => {
-    throw new Error(`${name} is not set`);
-  })();
+  const env = (name: string): string =>
+    process.env[name] ??
+    ((): never => {
+      throw new Error(`${name} is not set`);
+    })();
   const taskQueue = env('BENCH_TASK_QUEUE');
   const store = await openStore(env('DATABASE_URL'));
   const mail = createMailTransport(env('SMTP_URL'));
-  const stripe = createStripeClient({ secretKey: env('STRIPE_SECRET_KEY'), apiBase: env('STRIPE_API_BASE'), requestTimeoutMs: Number(env('STRIPE_TIMEOUT_MS')) });
+  const stripe = createStripeClient({
+    secretKey: env('STRIPE_SECRET_KEY'),
+    apiBase: env('STRIPE_API_BASE'),
+    requestTimeoutMs: Number(env('STRIPE_TIMEOUT_MS')),
+  });
   const connection = await NativeConnection.connect({ address: env('TEMPORAL_ADDRESS') });
   const worker = await Worker.create({
     connection,

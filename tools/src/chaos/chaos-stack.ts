@@ -27,7 +27,9 @@ import { startWorkerProcess, type WorkerProcess } from './worker-process';
 export const CHAOS_POLICY: RecoveryPolicy = {
   ...DEFAULT_POLICY,
   version: `${DEFAULT_POLICY.version}-chaos`,
-  rules: DEFAULT_POLICY.rules.map((r) => (r.backoff ? { ...r, backoff: { initialMs: 200, coefficient: 2, maxMs: 2000 } } : r)),
+  rules: DEFAULT_POLICY.rules.map((r) =>
+    r.backoff ? { ...r, backoff: { initialMs: 200, coefficient: 2, maxMs: 2000 } } : r,
+  ),
   timeouts: {
     stripe: { startToCloseMs: 5000, scheduleToCloseMs: 60_000 },
     smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 },
@@ -72,10 +74,17 @@ export interface ChaosStack {
 
 async function startTemporal(dir: string, inMemory: boolean): Promise<{ address: string; child: ChildProcess }> {
   const [port, uiPort] = [await freePort(), await freePort()];
-  const args = devServerArgs({ port, uiPort, headless: true, logLevel: 'error', dbFile: inMemory ? undefined : path.join(dir, 'temporal.db') });
+  const args = devServerArgs({
+    port,
+    uiPort,
+    headless: true,
+    logLevel: 'error',
+    dbFile: inMemory ? undefined : path.join(dir, 'temporal.db'),
+  });
   const child = spawn(findTool('temporal'), args, { stdio: 'ignore' });
   for (const end = Date.now() + 60_000; !(await portOpen(port)); await new Promise((r) => setTimeout(r, 200))) {
-    if (child.exitCode !== null || Date.now() > end) throw new Error(`the Temporal dev server did not start on 127.0.0.1:${port}`);
+    if (child.exitCode !== null || Date.now() > end)
+      throw new Error(`the Temporal dev server did not start on 127.0.0.1:${port}`);
   }
   return { address: `127.0.0.1:${port}`, child };
 }
@@ -127,7 +136,8 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
       lifecycle: opts.lifecycle,
       hooks: {
         afterEffect: async (ctx) => {
-          if (!armed || ctx.method !== 'POST' || ctx.path !== '/v1/refunds' || (ctx.response?.status ?? 500) >= 300) return;
+          if (!armed || ctx.method !== 'POST' || ctx.path !== '/v1/refunds' || (ctx.response?.status ?? 500) >= 300)
+            return;
           armed = false;
           await afterRefund();
         },
@@ -141,7 +151,11 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
   const store = await openStore(databaseUrl);
   const stripe = createStripeClient({ secretKey: 'sk_test_chaos', apiBase: stripeServer.url });
   const toxiproxy = await startToxiproxy();
-  const proxies = await proxyDependencies(toxiproxy, { stripeUrl: stripeServer.url, smtpPort: mail.smtpPort, temporalAddress: temporal.address });
+  const proxies = await proxyDependencies(toxiproxy, {
+    stripeUrl: stripeServer.url,
+    smtpPort: mail.smtpPort,
+    temporalAddress: temporal.address,
+  });
   fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(opts.policy ?? CHAOS_POLICY));
   const code = opts.workflowBundle ?? (await bundleRefundWorkflows());
   fs.writeFileSync(path.join(dir, 'workflows.js'), code);

@@ -5,7 +5,21 @@ import { WorkflowHandle } from '@temporalio/client';
 import { outcomeOf, type RunOutcome } from '../../../src/client/outcome';
 import { startRefund } from '../../../src/client/refunds';
 import { seedPaidOrder } from '../../../src/client/seed';
-import { followUpWorkflowId, MAX_RESUBMISSIONS, messageIdForKey, operationId as operationIdOf, REFUND_WORKFLOW, refundWorkflowId, SEARCH_ATTRIBUTES, stepKey, stepsQuery, TASK_QUEUE, type FollowUpWorkflow, type RefundRunState, type RefundWorkflow } from '../../../src/contract';
+import {
+  followUpWorkflowId,
+  MAX_RESUBMISSIONS,
+  messageIdForKey,
+  operationId as operationIdOf,
+  REFUND_WORKFLOW,
+  refundWorkflowId,
+  SEARCH_ATTRIBUTES,
+  stepKey,
+  stepsQuery,
+  TASK_QUEUE,
+  type FollowUpWorkflow,
+  type RefundRunState,
+  type RefundWorkflow,
+} from '../../../src/contract';
 import { compensationKeyOf } from '../../../src/compensations/plan';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { seededRandom, startFaultInjector } from './faults';
@@ -87,13 +101,25 @@ async function retried<T>(fn: () => Promise<T>, tries = 5): Promise<T> {
 }
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function runChaos(opts: ChaosOptions, onProgress: (settled: number, total: number) => void = () => undefined): Promise<ChaosReport> {
+export async function runChaos(
+  opts: ChaosOptions,
+  onProgress: (settled: number, total: number) => void = () => undefined,
+): Promise<ChaosReport> {
   const startedAt = new Date();
   const random = seededRandom(opts.seed);
-  const stack = await startChaosStack({ dir: opts.dir, workers: opts.workers, database: opts.database, workflowBundle: opts.workflowBundle });
+  const stack = await startChaosStack({
+    dir: opts.dir,
+    workers: opts.workers,
+    database: opts.database,
+    workflowBundle: opts.workflowBundle,
+  });
   try {
     const deadline = Date.now() + opts.timeLimitMs;
-    const faults = startFaultInjector(stack, { rate: opts.faultRate, everyMs: 250, random: seededRandom(opts.seed + 1) });
+    const faults = startFaultInjector(stack, {
+      rate: opts.faultRate,
+      everyMs: 250,
+      random: seededRandom(opts.seed + 1),
+    });
     let kills = 0;
     let killing = opts.killEveryMs > 0;
     let killFailure: Error | undefined;
@@ -115,7 +141,10 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
     let settled = 0;
     let next = 0;
     /** The run's outcome, or null if it has none by `until`: nothing is left polling after that. A failed run is an outcome too. */
-    const settle = async (handle: WorkflowHandle<RefundWorkflow>, until: number): Promise<RunOutcome | Error | null> => {
+    const settle = async (
+      handle: WorkflowHandle<RefundWorkflow>,
+      until: number,
+    ): Promise<RunOutcome | Error | null> => {
       const give = AbortSignal.timeout(Math.max(1, until - Date.now()));
       return outcomeOf(handle, 500, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
     };
@@ -133,7 +162,17 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
           const seeded = records.find((r) => r.index === index);
           if (seeded && !seeded.workflowIds.length) seeded.workflowIds.push(refundWorkflowId(orderId, 1));
           if (seeded) seeded.outcomes = seeded.workflowIds.map(() => lost);
-          else records.push({ index, orderId, paymentIntentId: '', email: `${orderId}@example.test`, amount: 0, paymentMethod: '', workflowIds: [refundWorkflowId(orderId, 1)], outcomes: [lost] });
+          else
+            records.push({
+              index,
+              orderId,
+              paymentIntentId: '',
+              email: `${orderId}@example.test`,
+              amount: 0,
+              paymentMethod: '',
+              workflowIds: [refundWorkflowId(orderId, 1)],
+              outcomes: [lost],
+            });
         }
         settled += 1;
         onProgress(settled, opts.runs);
@@ -146,8 +185,24 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
       const otherId = random() < opts.duplicateRate / 2;
       const amount = 500 + Math.floor(random() * 40) * 100;
       const email = `${orderId}@example.test`;
-      const order = await retried(() => seedPaidOrder(stack.stripe, stack.store, { orderId, amount: 5000, currency: 'usd', customerEmail: email }, paymentMethod));
-      const record: RunRecord = { index, orderId, paymentIntentId: order.paymentIntentId, email, amount, paymentMethod, workflowIds: [], outcomes: [] };
+      const order = await retried(() =>
+        seedPaidOrder(
+          stack.stripe,
+          stack.store,
+          { orderId, amount: 5000, currency: 'usd', customerEmail: email },
+          paymentMethod,
+        ),
+      );
+      const record: RunRecord = {
+        index,
+        orderId,
+        paymentIntentId: order.paymentIntentId,
+        email,
+        amount,
+        paymentMethod,
+        workflowIds: [],
+        outcomes: [],
+      };
       records.push(record);
       const request = { orderId, amount, currency: 'usd', requestedBy: 'chaos' };
       const starts = [retried(() => startRefund(stack.client, request))];
@@ -157,7 +212,13 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
       const handles = [first!.handle];
       if (sameId) duplicates.sameId += 1;
       if (otherId) {
-        const again = await retried(() => stack.client.workflow.start<RefundWorkflow>(REFUND_WORKFLOW, { taskQueue: TASK_QUEUE, workflowId: `${first!.workflowId}-again`, args: [request] }));
+        const again = await retried(() =>
+          stack.client.workflow.start<RefundWorkflow>(REFUND_WORKFLOW, {
+            taskQueue: TASK_QUEUE,
+            workflowId: `${first!.workflowId}-again`,
+            args: [request],
+          }),
+        );
         record.workflowIds.push(again.workflowId);
         handles.push(again);
         duplicates.otherId += 1;
@@ -176,17 +237,29 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
     await faults.stop();
     if (killFailure) throw new Error(`a killed worker could not be replaced: ${killFailure.message}`);
     const graceEnd = Date.now() + opts.graceMs;
-    await Promise.all(pending.map(async (p) => (p.record.outcomes[p.slot] = summarize(await settle(p.handle, graceEnd)))));
+    await Promise.all(
+      pending.map(async (p) => (p.record.outcomes[p.slot] = summarize(await settle(p.handle, graceEnd)))),
+    );
 
     const invariants = await checkInvariants(stack, records);
     const outcomes: Record<string, number> = {};
-    for (const r of records) for (const o of r.outcomes) {
-      const key = o ? (o.kind === 'parked' ? `parked (${o.status})` : o.status) : 'not settled';
-      outcomes[key] = (outcomes[key] ?? 0) + 1;
-    }
+    for (const r of records)
+      for (const o of r.outcomes) {
+        const key = o ? (o.kind === 'parked' ? `parked (${o.status})` : o.status) : 'not settled';
+        outcomes[key] = (outcomes[key] ?? 0) + 1;
+      }
     const notCompleted = records.flatMap((r) =>
       r.outcomes.flatMap((o, slot) =>
-        o?.status === 'completed' ? [] : [{ workflowId: r.workflowIds[slot]!, status: o ? o.status : 'not settled', ...(o?.kind === 'parked' && { effect: o.effect }), reason: o?.reason ?? '' }],
+        o?.status === 'completed'
+          ? []
+          : [
+              {
+                workflowId: r.workflowIds[slot]!,
+                status: o ? o.status : 'not settled',
+                ...(o?.kind === 'parked' && { effect: o.effect }),
+                reason: o?.reason ?? '',
+              },
+            ],
       ),
     );
     return {
@@ -210,9 +283,20 @@ export async function runChaos(opts: ChaosOptions, onProgress: (settled: number,
 function summarize(outcome: RunOutcome | Error | null): RunOutcomeSummary | null {
   if (!outcome) return null;
   if (outcome instanceof Error) return { kind: 'error', status: 'error', reason: outcome.message };
-  if (outcome.kind === 'result') return { kind: 'result', status: outcome.result.status, ...('reason' in outcome.result && { reason: outcome.result.reason }) };
+  if (outcome.kind === 'result')
+    return {
+      kind: 'result',
+      status: outcome.result.status,
+      ...('reason' in outcome.result && { reason: outcome.result.reason }),
+    };
   const { state } = outcome;
-  return { kind: 'parked', status: state.status, verdict: state.parked?.verdict ?? null, effect: state.effect.status, reason: state.parked?.reason ?? state.outcome?.reason ?? '' };
+  return {
+    kind: 'parked',
+    status: state.status,
+    verdict: state.parked?.verdict ?? null,
+    effect: state.effect.status,
+    reason: state.parked?.reason ?? state.outcome?.reason ?? '',
+  };
 }
 
 async function getJson<T>(url: string): Promise<T> {
@@ -230,7 +314,9 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
   const budget = inv('attempts within budget (run state)');
   const storm = inv('no retry storm: requests per create key within the policy bound');
   const honest = inv('run state matches the evidence');
-  const corrected = inv('no silent compensation: a run or follow-up that ends compensated corrected each notice the mailbox holds for it, or is on the attention list');
+  const corrected = inv(
+    'no silent compensation: a run or follow-up that ends compensated corrected each notice the mailbox holds for it, or is on the attention list',
+  );
   const fail = (i: Invariant, why: string) => {
     i.holds = false;
     if (i.violations.length < 50) i.violations.push(why);
@@ -247,12 +333,16 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
     }
     const operationId = operationIdOf('chaos', r.orderId, 1);
     const createKey = stepKey(operationId, 'create_refund');
-    const { effects } = await getJson<{ effects: { type: string; idempotencyKey: string | null }[] }>(`${stack.stripeUrl}/_ledger?payment_intent=${r.paymentIntentId}`);
+    const { effects } = await getJson<{ effects: { type: string; idempotencyKey: string | null }[] }>(
+      `${stack.stripeUrl}/_ledger?payment_intent=${r.paymentIntentId}`,
+    );
     const refunds = effects.filter((e) => e.type === 'refund.created');
     duplicateRefunds.checked += 1;
     if (refunds.length > 1) fail(duplicateRefunds, `${r.orderId}: ${refunds.length} refunds`);
 
-    const { messages } = await getJson<{ messages: { messageId: string; subject: string }[] }>(`${stack.mail.apiUrl}/messages?to=${encodeURIComponent(r.email)}`);
+    const { messages } = await getJson<{ messages: { messageId: string; subject: string }[] }>(
+      `${stack.mail.apiUrl}/messages?to=${encodeURIComponent(r.email)}`,
+    );
     const corrections = messages.filter((m) => /^Correction: /.test(m.subject)).length;
     const notices = messages.length - corrections;
     duplicateEmails.checked += 1;
@@ -260,18 +350,28 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
       fail(duplicateEmails, `${r.orderId}: ${notices} notices, ${corrections} corrections`);
     }
 
-    const requests = (await getJson<{ requests: unknown[] }>(`${stack.stripeUrl}/_requests?idempotency_key=${encodeURIComponent(createKey)}`)).requests.length;
+    const requests = (
+      await getJson<{ requests: unknown[] }>(
+        `${stack.stripeUrl}/_requests?idempotency_key=${encodeURIComponent(createKey)}`,
+      )
+    ).requests.length;
     storm.checked += 1;
-    if (requests > requestBound) fail(storm, `${r.orderId}: ${requests} requests with ${createKey} (bound ${requestBound})`);
+    if (requests > requestBound)
+      fail(storm, `${r.orderId}: ${requests} requests with ${createKey} (bound ${requestBound})`);
 
     const [order, op] = await Promise.all([stack.store.getOrder(r.orderId), stack.store.operations.get(operationId)]);
     // The notice and its correction by Message-ID: a notice the mailbox holds without its correction was never put right.
-    const uncorrected = messages.some((m) => m.messageId === messageIdForKey(stepKey(operationId, 'notify_customer'))) &&
+    const uncorrected =
+      messages.some((m) => m.messageId === messageIdForKey(stepKey(operationId, 'notify_customer'))) &&
       !messages.some((m) => m.messageId === messageIdForKey(compensationKeyOf('notify_customer', operationId)));
     const followUp = await followUpOutcome(stack, operationId);
     if (followUp) {
       corrected.checked += 1;
-      if (followUp.status === 'compensated' && uncorrected && !followUp.flagged) fail(corrected, `${followUpWorkflowId(operationId)}: compensated, and the notice in the mailbox has no correction`);
+      if (followUp.status === 'compensated' && uncorrected && !followUp.flagged)
+        fail(
+          corrected,
+          `${followUpWorkflowId(operationId)}: compensated, and the notice in the mailbox has no correction`,
+        );
     }
     for (const [slot, workflowId] of r.workflowIds.entries()) {
       const outcome = r.outcomes[slot] ?? null;
@@ -285,7 +385,10 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
         fail(lost, `${workflowId}: ${outcome.reason}`);
         continue;
       }
-      const state = await stack.client.workflow.getHandle(workflowId).query(stepsQuery).catch(() => null);
+      const state = await stack.client.workflow
+        .getHandle(workflowId)
+        .query(stepsQuery)
+        .catch(() => null);
       budget.checked += 1;
       if (!state) fail(budget, `${workflowId}: its state could not be queried`);
       else budgetProblems(state, providerCalls, maxStepAttempts).forEach((p) => fail(budget, `${workflowId}: ${p}`));
@@ -301,16 +404,27 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
         if (op?.status !== 'completed') problems.push(`completed, but the operation is ${op?.status}`);
       } else if (status === 'compensated') {
         corrected.checked += 1;
-        const flagged = (await stack.client.workflow.getHandle(workflowId).describe().catch(() => null))?.typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention) === true;
-        if (uncorrected && !flagged) fail(corrected, `${workflowId}: compensated, and the notice in the mailbox has no correction`);
+        const flagged =
+          (
+            await stack.client.workflow
+              .getHandle(workflowId)
+              .describe()
+              .catch(() => null)
+          )?.typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention) === true;
+        if (uncorrected && !flagged)
+          fail(corrected, `${workflowId}: compensated, and the notice in the mailbox has no correction`);
         if (refunded !== 0) problems.push(`compensated, but the order shows ${refunded} refunded`);
-        if (corrections !== notices) problems.push(`compensated with ${notices} notices and ${corrections} corrections`);
+        if (corrections !== notices)
+          problems.push(`compensated with ${notices} notices and ${corrections} corrections`);
       } else if (status === 'rejected') {
         if (refunds.length !== 0) problems.push(`rejected with ${refunds.length} refunds in the ledger`);
       } else if (outcome.kind === 'parked') {
-        if (outcome.effect === 'unknown' && op?.refund) problems.push(`parked as unknown, but the store holds receipt ${op.refund.refundId}`);
-        if (outcome.effect === 'refunded' && refunds.length !== 1) problems.push(`parked as refunded with ${refunds.length} refunds in the ledger`);
-        if (outcome.effect === 'none' && refunds.length !== 0) problems.push(`parked saying nothing was refunded, with ${refunds.length} refunds in the ledger`);
+        if (outcome.effect === 'unknown' && op?.refund)
+          problems.push(`parked as unknown, but the store holds receipt ${op.refund.refundId}`);
+        if (outcome.effect === 'refunded' && refunds.length !== 1)
+          problems.push(`parked as refunded with ${refunds.length} refunds in the ledger`);
+        if (outcome.effect === 'none' && refunds.length !== 0)
+          problems.push(`parked saying nothing was refunded, with ${refunds.length} refunds in the ledger`);
       }
       problems.forEach((p) => fail(honest, `${workflowId}: ${p}`));
     }
@@ -319,7 +433,10 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
 }
 
 /** How the operation's follow-up run ended, when one ran and has ended: its status, and whether it is on the attention list. */
-async function followUpOutcome(stack: ChaosStack, operationId: string): Promise<{ status: string; flagged: boolean } | null> {
+async function followUpOutcome(
+  stack: ChaosStack,
+  operationId: string,
+): Promise<{ status: string; flagged: boolean } | null> {
   const handle = stack.client.workflow.getHandle<FollowUpWorkflow>(followUpWorkflowId(operationId));
   const described = await handle.describe().catch(() => null);
   if (!described || described.status.name !== 'COMPLETED') return null;
@@ -332,8 +449,13 @@ function budgetProblems(state: RefundRunState, providerCalls: number, maxStepAtt
   const out: string[] = [];
   if (state.budget.providerCallsUsed > Math.max(providerCalls, state.budget.providerCallLimit)) {
     // Which steps spent them, and whether the run waited for its provider (its polls are essential, outside the call budget).
-    const spent = state.steps.filter((s) => s.attempts > 0).map((s) => `${s.name} ×${s.attempts}`).join(', ');
-    out.push(`${state.budget.providerCallsUsed} provider calls of ${state.budget.providerCallLimit} (steps: ${spent}; status ${state.status}, effect ${state.effect.status})`);
+    const spent = state.steps
+      .filter((s) => s.attempts > 0)
+      .map((s) => `${s.name} ×${s.attempts}`)
+      .join(', ');
+    out.push(
+      `${state.budget.providerCallsUsed} provider calls of ${state.budget.providerCallLimit} (steps: ${spent}; status ${state.status}, effect ${state.effect.status})`,
+    );
   }
   for (const step of state.steps) {
     const bound = step.name === 'create_refund' ? maxStepAttempts * (MAX_RESUBMISSIONS + 1) : maxStepAttempts;

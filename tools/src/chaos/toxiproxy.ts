@@ -65,7 +65,10 @@ export async function startToxiproxy(): Promise<Toxiproxy> {
   let restarting: Promise<void> | undefined;
 
   const request = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${apiUrl}${path}`, { method, ...(body !== undefined && { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }) });
+    const res = await fetch(`${apiUrl}${path}`, {
+      method,
+      ...(body !== undefined && { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }),
+    });
     const text = await res.text();
     if (!res.ok) throw new Error(`toxiproxy ${method} ${path}: ${res.status} ${text}`);
     return text ? (JSON.parse(text) as Record<string, unknown>) : {};
@@ -73,7 +76,9 @@ export async function startToxiproxy(): Promise<Toxiproxy> {
 
   const launch = async (): Promise<void> => {
     let stderr = '';
-    child = spawn(findTool('toxiproxy-server'), ['-host', '127.0.0.1', '-port', String(port)], { stdio: ['ignore', 'ignore', 'pipe'] });
+    child = spawn(findTool('toxiproxy-server'), ['-host', '127.0.0.1', '-port', String(port)], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-4000)));
     const started = child;
     started.once('exit', (code, signal) => {
@@ -83,7 +88,13 @@ export async function startToxiproxy(): Promise<Toxiproxy> {
     });
     for (const end = Date.now() + 10_000; ; await new Promise((r) => setTimeout(r, 50))) {
       if (started.exitCode !== null) throw new Error(`toxiproxy-server exited (${started.exitCode}): ${stderr}`);
-      if (await fetch(`${apiUrl}/version`).then((r) => r.ok, () => false)) return;
+      if (
+        await fetch(`${apiUrl}/version`).then(
+          (r) => r.ok,
+          () => false,
+        )
+      )
+        return;
       if (Date.now() > end) throw new Error(`toxiproxy-server did not answer on ${apiUrl}: ${stderr}`);
     }
   };
@@ -92,7 +103,8 @@ export async function startToxiproxy(): Promise<Toxiproxy> {
     for (let attempt = 1; ; attempt++) {
       try {
         await launch();
-        for (const p of proxies.values()) await request('POST', '/proxies', { name: p.name, listen: p.listen, upstream: p.upstream, enabled: true });
+        for (const p of proxies.values())
+          await request('POST', '/proxies', { name: p.name, listen: p.listen, upstream: p.upstream, enabled: true });
         return;
       } catch (err) {
         if (closing || attempt >= 5) throw err;

@@ -18,11 +18,18 @@ export interface WorkerProcess {
  * Starts `script` (the refund worker's source unless given; compiled JavaScript runs on plain Node,
  * without tsx) with `env` and resolves once it says it polls its task queue.
  */
-export async function startWorkerProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_000, script = path.join(PROJECT_ROOT, 'src', 'worker.ts')): Promise<WorkerProcess> {
+export async function startWorkerProcess(
+  env: NodeJS.ProcessEnv,
+  timeoutMs = 60_000,
+  script = path.join(PROJECT_ROOT, 'src', 'worker.ts'),
+): Promise<WorkerProcess> {
   // WORKER_CPU_PROFILE_DIR: each worker writes V8 CPU profiles there (one per thread) when it stops (docs/bench/README.md).
   const profile = env.WORKER_CPU_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${env.WORKER_CPU_PROFILE_DIR}`] : [];
   const loader = script.endsWith('.ts') ? ['--import', 'tsx'] : [];
-  const child: ChildProcess = spawn(process.execPath, [...profile, ...loader, script], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child: ChildProcess = spawn(process.execPath, [...profile, ...loader, script], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   const keep = (d: Buffer) => (output = (output + d.toString()).slice(-20_000));
   child.stdout?.on('data', keep);
@@ -32,7 +39,11 @@ export async function startWorkerProcess(env: NodeJS.ProcessEnv, timeoutMs = 60_
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     await exited;
   };
-  for (const end = Date.now() + timeoutMs; !/worker polling task queue/.test(output); await new Promise((r) => setTimeout(r, 50))) {
+  for (
+    const end = Date.now() + timeoutMs;
+    !/worker polling task queue/.test(output);
+    await new Promise((r) => setTimeout(r, 50))
+  ) {
     if (child.exitCode !== null) throw new Error(`the worker exited (${child.exitCode}) before it polled:\n${output}`);
     if (Date.now() > end) {
       child.kill('SIGKILL');

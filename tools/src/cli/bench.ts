@@ -13,16 +13,47 @@ import { runBench, type BenchReport } from '../bench/run';
 import { wholeNumber, wholeNumbers } from './options';
 
 const program = new Command('bench')
-  .description('Measure the refund workflow against a bare Temporal workflow of the same shape and a naive retry-everything design, side by side.')
+  .description(
+    'Measure the refund workflow against a bare Temporal workflow of the same shape and a naive retry-everything design, side by side.',
+  )
   .option('--concurrency <list>', 'runs in flight at once, for each cell', wholeNumbers(1, 200), [1, 10, 50])
-  .option('--runs <n>', 'runs per variant and cell at concurrency 1 (at concurrency c: at least 4c, so that most of a cell runs with every slot busy)', wholeNumber(1, 10_000), 20)
-  .option('--rounds <n>', 'turns each cell without faults is split into, each starting with the next variant (ABC, BCA, CAB…); cells with faults run in one', wholeNumber(1, 100), 3)
-  .addOption(new Option('--faults <mode>', 'without faults, with them, or both').choices(['both', 'none', 'faults']).default('both'))
+  .option(
+    '--runs <n>',
+    'runs per variant and cell at concurrency 1 (at concurrency c: at least 4c, so that most of a cell runs with every slot busy)',
+    wholeNumber(1, 10_000),
+    20,
+  )
+  .option(
+    '--rounds <n>',
+    'turns each cell without faults is split into, each starting with the next variant (ABC, BCA, CAB…); cells with faults run in one',
+    wholeNumber(1, 100),
+    3,
+  )
+  .addOption(
+    new Option('--faults <mode>', 'without faults, with them, or both')
+      .choices(['both', 'none', 'faults'])
+      .default('both'),
+  )
   .option('--replay <list>', 'histories replayed, for each size', wholeNumbers(0, 100_000), [100, 1000])
-  .option('--parked <list>', 'parked runs listed and swept, for each size (ascending)', wholeNumbers(0, 100_000), [100, 300])
+  .option(
+    '--parked <list>',
+    'parked runs listed and swept, for each size (ascending)',
+    wholeNumbers(0, 100_000),
+    [100, 300],
+  )
   .option('--sweep-max-runs <n>', 'runs one sweep occurrence asks at most', wholeNumber(1, 1000), 1000)
-  .option('--long-wait <seconds>', 'how long the long-waiting run\'s refund stays pending at the provider', wholeNumber(1, 3600), 15)
-  .option('--segment-timeout <seconds>', 'a run not settled this long after its segment began counts as not settled', wholeNumber(10, 3600), 180)
+  .option(
+    '--long-wait <seconds>',
+    "how long the long-waiting run's refund stays pending at the provider",
+    wholeNumber(1, 3600),
+    15,
+  )
+  .option(
+    '--segment-timeout <seconds>',
+    'a run not settled this long after its segment began counts as not settled',
+    wholeNumber(10, 3600),
+    180,
+  )
   .option('--smoke', 'a few runs of everything, to check that the command works (figures mean little)')
   .option('--out <dir>', 'where report.json and report.md go', path.join(PROJECT_ROOT, 'docs', 'bench'))
   .showHelpAfterError();
@@ -45,21 +76,44 @@ async function main() {
   const o = program.parse().opts<Opts>();
   // The replay workers' lifecycle lines would bury the progress bar.
   Runtime.install({ logger: new DefaultLogger('WARN') });
-  if (o.smoke) Object.assign(o, { concurrency: [2], runs: 2, rounds: 1, replay: [5], parked: [3], longWait: 3, sweepMaxRuns: 3 });
-  if (o.parked.some((n, i) => i > 0 && n < o.parked[i - 1]!)) program.error('bench: --parked sizes must ascend', { exitCode: 2 });
+  if (o.smoke)
+    Object.assign(o, { concurrency: [2], runs: 2, rounds: 1, replay: [5], parked: [3], longWait: 3, sweepMaxRuns: 3 });
+  if (o.parked.some((n, i) => i > 0 && n < o.parked[i - 1]!))
+    program.error('bench: --parked sizes must ascend', { exitCode: 2 });
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-bench-'));
-  const bar = new SingleBar({ format: 'bench [{bar}] {value}/{total} runs | {phase} | {duration_formatted}', hideCursor: true, noTTYOutput: true, notTTYSchedule: 10_000 }, Presets.shades_classic);
+  const bar = new SingleBar(
+    {
+      format: 'bench [{bar}] {value}/{total} runs | {phase} | {duration_formatted}',
+      hideCursor: true,
+      noTTYOutput: true,
+      notTTYSchedule: 10_000,
+    },
+    Presets.shades_classic,
+  );
   let phase = 'starting';
   bar.start(1, 0, { phase });
   let report: BenchReport;
   try {
     report = await runBench(
       {
-        matrix: { concurrency: o.concurrency, runs: o.runs, rounds: o.rounds, faultModes: o.faults === 'both' ? ['none', 'faults'] : [o.faults], segmentTimeoutMs: o.segmentTimeout * 1000 },
-        scale: { replay: o.replay.filter((n) => n > 0), parked: o.parked.filter((n) => n > 0), sweepMaxRuns: o.sweepMaxRuns, longWaitMs: o.longWait * 1000 },
+        matrix: {
+          concurrency: o.concurrency,
+          runs: o.runs,
+          rounds: o.rounds,
+          faultModes: o.faults === 'both' ? ['none', 'faults'] : [o.faults],
+          segmentTimeoutMs: o.segmentTimeout * 1000,
+        },
+        scale: {
+          replay: o.replay.filter((n) => n > 0),
+          parked: o.parked.filter((n) => n > 0),
+          sweepMaxRuns: o.sweepMaxRuns,
+          longWaitMs: o.longWait * 1000,
+        },
         dir,
         command: ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
-        workflowBundle: process.env.TEST_WORKFLOW_BUNDLE ? fs.readFileSync(process.env.TEST_WORKFLOW_BUNDLE, 'utf8') : undefined,
+        workflowBundle: process.env.TEST_WORKFLOW_BUNDLE
+          ? fs.readFileSync(process.env.TEST_WORKFLOW_BUNDLE, 'utf8')
+          : undefined,
       },
       {
         total: (n) => bar.setTotal(n),

@@ -23,23 +23,34 @@ async function main() {
 
   const store = await openStore(config.databaseUrl);
   const stripe = createStripeClient(config.stripe);
-  const order = await seedPaidOrder(stripe, store, { orderId, amount: 5000, currency: 'usd', customerEmail: 'customer@example.test' });
+  const order = await seedPaidOrder(stripe, store, {
+    orderId,
+    amount: 5000,
+    currency: 'usd',
+    customerEmail: 'customer@example.test',
+  });
   await store.close();
   console.log(`order ${order.id}: ${order.amount} ${order.currency} paid by ${order.paymentIntentId}`);
 
   const client = await connectClient(config);
   try {
-    const { workflowId, handle } = await startRefund(client, {
-      orderId,
-      amount: 1250,
-      currency: 'usd',
-      reason: 'requested_by_customer',
-      requestedBy: 'demo',
-    }, config.taskQueue);
+    const { workflowId, handle } = await startRefund(
+      client,
+      {
+        orderId,
+        amount: 1250,
+        currency: 'usd',
+        reason: 'requested_by_customer',
+        requestedBy: 'demo',
+      },
+      config.taskQueue,
+    );
     console.log(`refund workflow ${workflowId} running...`);
     const outcome = await outcomeOf(handle);
     if (outcome.kind === 'parked') {
-      throw new Error(`${workflowId} needs a person (${outcome.state.parked?.verdict}): ${outcome.state.outcome?.reason}; see \`npm run inspect -- ${workflowId}\``);
+      throw new Error(
+        `${workflowId} needs a person (${outcome.state.parked?.verdict}): ${outcome.state.outcome?.reason}; see \`npm run inspect -- ${workflowId}\``,
+      );
     }
     const result = outcome.result;
     if (result.status !== 'completed') throw new Error(`${workflowId} ended ${result.status}: ${result.reason}`);
@@ -51,7 +62,15 @@ operation     ${result.operationId}
 refund id     ${result.refund.refundId} (${result.refund.amount} ${result.refund.currency}, ${result.refund.status})
 order status  ${result.order.status} (refunded ${result.order.refundedAmount} of ${order.amount})
 message id    ${result.notification.messageId} to ${result.notification.recipient}`);
-    if (config.stripe.local) console.log(await effectCounts(config.stripe.apiBase!, config.mail.mailboxUrl, order.paymentIntentId, result.notification.messageId));
+    if (config.stripe.local)
+      console.log(
+        await effectCounts(
+          config.stripe.apiBase!,
+          config.mail.mailboxUrl,
+          order.paymentIntentId,
+          result.notification.messageId,
+        ),
+      );
     console.log(`
 Look at the run:
   Web UI        ${u.webUi}/${result.workflowId}
@@ -66,14 +85,22 @@ The stack keeps running in the background; \`npm run stop\` stops it.`);
 /** The CLI invocation a reader can paste: the binary we used, pointed at our server. */
 function temporalCommand(config: ToolsConfig): string {
   const cli = findTool('temporal');
-  const bin = cli === 'temporal' || process.env.PATH?.split(':').some((dir) => path.join(dir, 'temporal') === cli) ? 'temporal' : cli;
+  const bin =
+    cli === 'temporal' || process.env.PATH?.split(':').some((dir) => path.join(dir, 'temporal') === cli)
+      ? 'temporal'
+      : cli;
   const address = config.temporal.address === '127.0.0.1:7233' ? '' : ` --address ${config.temporal.address}`;
   // Payloads are encrypted: the CLI shows them through the codec server, as the Web UI does.
   return `${bin}${address}${config.encryption.enabled ? ` --codec-endpoint ${config.codec.endpoint}` : ''}`;
 }
 
 /** What the providers really did for this order, read from their own records. */
-async function effectCounts(stripeBase: string, mailboxUrl: string, paymentIntentId: string, messageId: string): Promise<string> {
+async function effectCounts(
+  stripeBase: string,
+  mailboxUrl: string,
+  paymentIntentId: string,
+  messageId: string,
+): Promise<string> {
   const ledger = (await (await fetch(`${stripeBase}/_ledger?payment_intent=${paymentIntentId}`)).json()) as {
     effects: { type: string }[];
   };

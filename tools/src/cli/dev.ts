@@ -8,7 +8,9 @@ async function main() {
   const config = loadToolsConfig();
   const running = runningPid(config.dataDir, 'worker');
   if (running !== undefined) {
-    throw new Error(`a worker of this stack is already running (pid ${running}); \`npm run stop\` stops it, then run \`npm run dev\` again`);
+    throw new Error(
+      `a worker of this stack is already running (pid ${running}); \`npm run stop\` stops it, then run \`npm run dev\` again`,
+    );
   }
   await ensureStack(config, { worker: false });
   const u = urls(config);

@@ -19,7 +19,10 @@ export const mailFaultSchema = z
     message: z.string().min(1).max(300).default('4.3.0 temporary failure (injected)'),
     delayMs: z.number().int().min(0).max(600_000).optional(),
     /** recipient: any stage; messageId: the data stage and drop_after_accept, where the message is known. */
-    match: z.object({ recipient: z.string().min(1).optional(), messageId: z.string().min(1).optional() }).strict().default({}),
+    match: z
+      .object({ recipient: z.string().min(1).optional(), messageId: z.string().min(1).optional() })
+      .strict()
+      .default({}),
     ...spacing,
   })
   .strict();

@@ -73,7 +73,9 @@ interface MessageRow {
 
 /** A permanent 550 for recipients whose local part starts with "reject-", so tests can exercise a hard bounce. */
 export const rejectPrefixRule: FaultInjector = (stage, address) =>
-  stage === 'rcpt' && address?.toLowerCase().startsWith('reject-') ? { code: 550, message: `5.1.1 <${address}>: recipient rejected` } : undefined;
+  stage === 'rcpt' && address?.toLowerCase().startsWith('reject-')
+    ? { code: 550, message: `5.1.1 <${address}>: recipient rejected` }
+    : undefined;
 
 export async function startMailServer(opts: MailServerOptions): Promise<MailServer> {
   const host = opts.host ?? '127.0.0.1';
@@ -88,8 +90,15 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
   const delayed = new Set<{ timer: NodeJS.Timeout; fire: () => void }>();
   const recipientsOf = (session: SMTPServerSession) => session.envelope.rcptTo.map((r) => r.address);
 
-  const decide = (stage: SmtpStage, address: string | undefined, callback: (err?: Error | null) => void, recipients: string[] = [], messageId?: string): void => {
-    const fault = rejectPrefixRule(stage, address) ?? faults?.(stage, address) ?? armed?.reply(stage, recipients, messageId);
+  const decide = (
+    stage: SmtpStage,
+    address: string | undefined,
+    callback: (err?: Error | null) => void,
+    recipients: string[] = [],
+    messageId?: string,
+  ): void => {
+    const fault =
+      rejectPrefixRule(stage, address) ?? faults?.(stage, address) ?? armed?.reply(stage, recipients, messageId);
     if (!fault) return callback();
     const err: SMTPServerError = new Error(fault.message);
     err.responseCode = fault.code;
@@ -114,7 +123,8 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
     closeTimeout: 1000,
     onConnect: (session, callback) => decide('connect', session.remoteAddress, callback),
     onMailFrom: (address, _session, callback) => decide('mail', address.address, callback),
-    onRcptTo: (address, session, callback) => decide('rcpt', address.address, callback, [...recipientsOf(session), address.address]),
+    onRcptTo: (address, session, callback) =>
+      decide('rcpt', address.address, callback, [...recipientsOf(session), address.address]),
     onData: (stream, session, callback) => {
       const chunks: Buffer[] = [];
       stream.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -123,36 +133,45 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
         const raw = Buffer.concat(chunks);
         const headers = parseHeaders(raw);
         const recipients = recipientsOf(session);
-        decide('data', undefined, (fault) => {
-          if (fault) return callback(fault);
-          try {
-            const envelope = session.envelope;
-            const result = insert.run(
-              headers.get('message-id') ?? null,
-              envelope.mailFrom ? envelope.mailFrom.address : '',
-              JSON.stringify(envelope.rcptTo.map((r) => r.address)),
-              headers.has('subject') ? decodeEncodedWords(headers.get('subject') ?? '') : null,
-              new Date().toISOString(),
-              raw,
-            );
-            if (armed?.dropAfterAccept(recipients, headers.get('message-id'))) {
-              // Stored, and the 250 never sent: the client cannot tell whether we took it.
-              connectionOf(session)?.destroy();
-              return;
+        decide(
+          'data',
+          undefined,
+          (fault) => {
+            if (fault) return callback(fault);
+            try {
+              const envelope = session.envelope;
+              const result = insert.run(
+                headers.get('message-id') ?? null,
+                envelope.mailFrom ? envelope.mailFrom.address : '',
+                JSON.stringify(envelope.rcptTo.map((r) => r.address)),
+                headers.has('subject') ? decodeEncodedWords(headers.get('subject') ?? '') : null,
+                new Date().toISOString(),
+                raw,
+              );
+              if (armed?.dropAfterAccept(recipients, headers.get('message-id'))) {
+                // Stored, and the 250 never sent: the client cannot tell whether we took it.
+                connectionOf(session)?.destroy();
+                return;
+              }
+              callback(null, `OK: stored as message ${result.lastInsertRowid}`);
+            } catch (err) {
+              const failure: SMTPServerError = new Error(
+                `4.3.0 mailbox could not store the message: ${(err as Error).message}`,
+              );
+              failure.responseCode = 451;
+              callback(failure);
             }
-            callback(null, `OK: stored as message ${result.lastInsertRowid}`);
-          } catch (err) {
-            const failure: SMTPServerError = new Error(`4.3.0 mailbox could not store the message: ${(err as Error).message}`);
-            failure.responseCode = 451;
-            callback(failure);
-          }
-        }, recipients, headers.get('message-id'));
+          },
+          recipients,
+          headers.get('message-id'),
+        );
       });
     },
   });
   /** The socket of the SMTP connection a session belongs to (smtp-server keeps it on the connection object). */
   const connectionOf = (session: SMTPServerSession): net.Socket | undefined => {
-    const connections = (smtp as unknown as { connections: Set<{ session: SMTPServerSession; _socket: net.Socket }> }).connections;
+    const connections = (smtp as unknown as { connections: Set<{ session: SMTPServerSession; _socket: net.Socket }> })
+      .connections;
     return [...connections].find((c) => c.session === session)?._socket;
   };
 
@@ -226,25 +245,37 @@ function listen(server: net.Server, port: number, host: string): Promise<void> {
 }
 
 /** The fault API: GET lists, POST arms (JSON), DELETE clears (all, or /_faults/<id>). */
-async function handleFaultApi(faults: MailFaults | undefined, req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
-  if (!faults) return send(res, 404, { error: 'fault injection is off; start the server with it enabled (FAULT_INJECTION=on)' });
+async function handleFaultApi(
+  faults: MailFaults | undefined,
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+): Promise<void> {
+  if (!faults)
+    return send(res, 404, { error: 'fault injection is off; start the server with it enabled (FAULT_INJECTION=on)' });
   const address = req.socket.remoteAddress;
-  if (address !== '127.0.0.1' && address !== '::1' && address !== '::ffff:127.0.0.1') return send(res, 403, { error: 'the fault API answers only on loopback' });
+  if (address !== '127.0.0.1' && address !== '::1' && address !== '::ffff:127.0.0.1')
+    return send(res, 403, { error: 'the fault API answers only on loopback' });
   const id = /^\/_faults\/([A-Za-z0-9_]+)$/.exec(req.url ?? '')?.[1];
   if (req.method === 'GET') return send(res, 200, { faults: faults.list() });
   if (req.method === 'DELETE') return send(res, 200, { cleared: faults.clear(id) });
-  if (req.method !== 'POST' || id !== undefined) return send(res, 405, { error: `${req.method} is not allowed on ${req.url}` });
+  if (req.method !== 'POST' || id !== undefined)
+    return send(res, 405, { error: `${req.method} is not allowed on ${req.url}` });
   const chunks: Buffer[] = [];
   for await (const chunk of req as AsyncIterable<Buffer>) chunks.push(chunk);
   let body: unknown;
   try {
     body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
   } catch {
-    return send(res, 400, { error: 'the body must be a JSON fault, e.g. {"kind":"reply","stage":"rcpt","code":450,"message":"4.7.0 rate limited, retry after 2s"}' });
+    return send(res, 400, {
+      error:
+        'the body must be a JSON fault, e.g. {"kind":"reply","stage":"rcpt","code":450,"message":"4.7.0 rate limited, retry after 2s"}',
+    });
   }
   const parsed = mailFaultSchema.safeParse(body);
   if (!parsed.success) {
-    return send(res, 400, { error: `invalid fault: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(fault)'}: ${i.message}`).join('; ')}` });
+    return send(res, 400, {
+      error: `invalid fault: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(fault)'}: ${i.message}`).join('; ')}`,
+    });
   }
   send(res, 200, { fault: faults.arm(parsed.data) });
 }
@@ -266,7 +297,9 @@ function handleApi(db: Database.Database, req: http.IncomingMessage, res: http.S
       res.writeHead(200, { 'content-type': 'message/rfc822' }).end(row.raw);
       return;
     }
-    send(res, 404, { error: 'try GET /messages, /messages?message_id=<id@host>, /messages?to=<address> or /messages/:id/raw' });
+    send(res, 404, {
+      error: 'try GET /messages, /messages?message_id=<id@host>, /messages?to=<address> or /messages/:id/raw',
+    });
   } catch (err) {
     if (!res.headersSent) send(res, 500, { error: (err as Error).message });
   }
@@ -323,15 +356,23 @@ export function parseHeaders(raw: Buffer): Map<string, string> {
 export function decodeEncodedWords(value: string): string {
   return value
     .replace(/(=\?[^?]+\?[bBqQ]\?[^?]*\?=)\s+(?==\?)/g, '$1')
-    .replace(/=\?([^?*]+)(?:\*[^?]*)?\?([bBqQ])\?([^?]*)\?=/g, (word, charset: string, encoding: string, text: string) => {
-      try {
-        const bytes =
-          encoding.toUpperCase() === 'B'
-            ? Buffer.from(text, 'base64')
-            : Buffer.from(text.replace(/_/g, ' ').replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))), 'latin1');
-        return new TextDecoder(charset).decode(bytes);
-      } catch {
-        return word;
-      }
-    });
+    .replace(
+      /=\?([^?*]+)(?:\*[^?]*)?\?([bBqQ])\?([^?]*)\?=/g,
+      (word, charset: string, encoding: string, text: string) => {
+        try {
+          const bytes =
+            encoding.toUpperCase() === 'B'
+              ? Buffer.from(text, 'base64')
+              : Buffer.from(
+                  text
+                    .replace(/_/g, ' ')
+                    .replace(/=([0-9A-Fa-f]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16))),
+                  'latin1',
+                );
+          return new TextDecoder(charset).decode(bytes);
+        } catch {
+          return word;
+        }
+      },
+    );
 }

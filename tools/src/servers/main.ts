@@ -25,14 +25,18 @@ async function main() {
   });
   closers.push(standIns.close);
   const { stripe, mail } = standIns;
-  if (stripe) console.log(`Stripe-compatible API on ${stripe.url}; ${config.webhooks.secret ? `webhooks to ${config.webhooks.url}` : 'webhooks off'}`);
+  if (stripe)
+    console.log(
+      `Stripe-compatible API on ${stripe.url}; ${config.webhooks.secret ? `webhooks to ${config.webhooks.url}` : 'webhooks off'}`,
+    );
   console.log(`SMTP on ${mail.smtpUrl}, mailbox API on ${mail.apiUrl}`);
   const codec = await startConfiguredCodecServer(config);
   if (codec) {
     closers.push(codec.server.close);
     console.log(codec.summary);
   }
-  if (config.faultInjection) console.log('fault injection is on: POST /_faults on the Stripe and mailbox ports (loopback only)');
+  if (config.faultInjection)
+    console.log('fault injection is on: POST /_faults on the Stripe and mailbox ports (loopback only)');
 
   const shutdown = () => {
     Promise.all(closers.map((close) => close())).then(

@@ -105,7 +105,8 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
     if (stripeVersion !== undefined) headers['Stripe-Version'] = stripeVersion;
     let logged: Omit<RequestRow, 'seq' | 'status' | 'replayed' | 'fault'> | undefined;
     const log = (status: number | null, extra: { replayed?: boolean; fault?: string } = {}) => {
-      if (logged && !closed) store.recordRequest({ ...logged, status, replayed: extra.replayed ?? false, fault: extra.fault ?? null });
+      if (logged && !closed)
+        store.recordRequest({ ...logged, status, replayed: extra.replayed ?? false, fault: extra.fault ?? null });
     };
     const send = (status: number, body: string, extra: Record<string, string> = {}) => {
       res.writeHead(status, { 'Content-Type': 'application/json', ...headers, ...extra });
@@ -134,7 +135,14 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       const params = parseParams(method === 'POST' ? await readBody(req) : url.search.slice(1));
       if (closed) return;
       const paymentIntent = typeof params.payment_intent === 'string' ? params.payment_intent : null;
-      logged = { at: new Date().toISOString(), requestId, method, path: url.pathname, idempotencyKey: key ?? null, paymentIntent };
+      logged = {
+        at: new Date().toISOString(),
+        requestId,
+        method,
+        path: url.pathname,
+        idempotencyKey: key ?? null,
+        paymentIntent,
+      };
       const print = fingerprint(method, url.pathname, params);
       const limited = faults?.edge({ method, path: url.pathname, idempotencyKey: key ?? null, params });
       if (limited) {
@@ -147,7 +155,10 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
         const replay = idempotency.lookup(key, print);
         if (replay) {
           log(replay.status, { replayed: true });
-          send(replay.status, replay.body, { 'Idempotent-Replayed': 'true', 'Original-Request': replay.originalRequestId });
+          send(replay.status, replay.body, {
+            'Idempotent-Replayed': 'true',
+            'Original-Request': replay.originalRequestId,
+          });
           return;
         }
       }
@@ -204,7 +215,8 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       if (closed) return;
       const lagMs = faults?.lag(facts);
       const created = (response.body as { id?: unknown }).id;
-      if (lagMs !== undefined && typeof created === 'string' && created.startsWith('re_')) store.hideFromList(created, Date.now() + lagMs);
+      if (lagMs !== undefined && typeof created === 'string' && created.startsWith('re_'))
+        store.hideFromList(created, Date.now() + lagMs);
       const after = late ? undefined : faults?.after(facts);
       if (dropAfterCommit !== undefined || after?.kind === 'drop') {
         log(null, { fault: dropAfterCommit ?? after?.fault.kind });
@@ -234,26 +246,59 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
   }
 
   /** The server's own endpoints: the ledger and request log (read-only), and the fault API (loopback, when enabled). */
-  async function admin(req: http.IncomingMessage, url: URL, reply: (status: number, body: unknown) => void): Promise<void> {
+  async function admin(
+    req: http.IncomingMessage,
+    url: URL,
+    reply: (status: number, body: unknown) => void,
+  ): Promise<void> {
     const method = req.method ?? 'GET';
     const q = (name: string) => url.searchParams.get(name) ?? undefined;
-    if (method === 'GET' && url.pathname === '/_ledger') return reply(200, { effects: store.ledger(q('payment_intent')) });
+    if (method === 'GET' && url.pathname === '/_ledger')
+      return reply(200, { effects: store.ledger(q('payment_intent')) });
     if (method === 'GET' && url.pathname === '/_requests') {
-      return reply(200, { requests: store.requests({ idempotencyKey: q('idempotency_key'), paymentIntent: q('payment_intent'), path: q('path') }) });
+      return reply(200, {
+        requests: store.requests({
+          idempotencyKey: q('idempotency_key'),
+          paymentIntent: q('payment_intent'),
+          path: q('path'),
+        }),
+      });
     }
     if (method === 'GET' && url.pathname === '/_webhooks') {
-      return reply(200, { endpoints: store.events.endpoints().map(({ secret: _s, ...e }) => e), deliveries: store.events.deliveries({ eventId: q('event'), endpointId: q('endpoint') }) });
+      return reply(200, {
+        endpoints: store.events.endpoints().map(({ secret: _s, ...e }) => e),
+        deliveries: store.events.deliveries({ eventId: q('event'), endpointId: q('endpoint') }),
+      });
     }
-    if (method === 'GET' && url.pathname === '/_events') return reply(200, { events: store.events.events({ objectId: q('object') }) });
+    if (method === 'GET' && url.pathname === '/_events')
+      return reply(200, { events: store.events.events({ objectId: q('object') }) });
     if (method === 'POST' && url.pathname === '/_webhooks/resend') {
       const event = q('event');
-      if (!event) return reply(400, { error: { type: 'invalid_request_error', message: 'name the event: /_webhooks/resend?event=evt_…' } });
+      if (!event)
+        return reply(400, {
+          error: { type: 'invalid_request_error', message: 'name the event: /_webhooks/resend?event=evt_…' },
+        });
       return reply(200, { resent: store.events.resend(event) });
     }
     const faultPath = /^\/_faults(?:\/([A-Za-z0-9_]+))?$/.exec(url.pathname);
-    if (!faultPath) return reply(404, { error: { type: 'invalid_request_error', message: `no admin endpoint ${method} ${url.pathname}; try /_ledger, /_requests, /_webhooks, /_events or /_faults` } });
-    if (!faults) return reply(404, { error: { type: 'invalid_request_error', message: 'fault injection is off; start the server with it enabled (FAULT_INJECTION=on)' } });
-    if (!isLoopback(req.socket.remoteAddress)) return reply(403, { error: { type: 'invalid_request_error', message: 'the fault API answers only on loopback' } });
+    if (!faultPath)
+      return reply(404, {
+        error: {
+          type: 'invalid_request_error',
+          message: `no admin endpoint ${method} ${url.pathname}; try /_ledger, /_requests, /_webhooks, /_events or /_faults`,
+        },
+      });
+    if (!faults)
+      return reply(404, {
+        error: {
+          type: 'invalid_request_error',
+          message: 'fault injection is off; start the server with it enabled (FAULT_INJECTION=on)',
+        },
+      });
+    if (!isLoopback(req.socket.remoteAddress))
+      return reply(403, {
+        error: { type: 'invalid_request_error', message: 'the fault API answers only on loopback' },
+      });
     const [, id] = faultPath;
     if (method === 'GET' && id === undefined) return reply(200, { faults: faults.list() });
     if (method === 'DELETE') return reply(200, { cleared: faults.clear(id) });
@@ -262,7 +307,12 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       try {
         body = JSON.parse(await readBody(req));
       } catch {
-        return reply(400, { error: { type: 'invalid_request_error', message: 'the body must be a JSON fault, e.g. {"kind":"drop_after_commit","match":{"path":"/v1/refunds"}}' } });
+        return reply(400, {
+          error: {
+            type: 'invalid_request_error',
+            message: 'the body must be a JSON fault, e.g. {"kind":"drop_after_commit","match":{"path":"/v1/refunds"}}',
+          },
+        });
       }
       const parsed = stripeFaultSchema.safeParse(body);
       if (!parsed.success) {
@@ -271,7 +321,9 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
       }
       return reply(200, { fault: faults.arm(parsed.data) });
     }
-    return reply(405, { error: { type: 'invalid_request_error', message: `${method} is not allowed on ${url.pathname}` } });
+    return reply(405, {
+      error: { type: 'invalid_request_error', message: `${method} is not allowed on ${url.pathname}` },
+    });
   }
 
   /**
@@ -303,7 +355,11 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
           try {
             const res = await fetch(d.url, {
               method: 'POST',
-              headers: { 'Content-Type': 'application/json; charset=utf-8', 'Stripe-Signature': signatureHeader(d.payload, d.secret, Math.floor(Date.now() / 1000)), 'User-Agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)' },
+              headers: {
+                'Content-Type': 'application/json; charset=utf-8',
+                'Stripe-Signature': signatureHeader(d.payload, d.secret, Math.floor(Date.now() / 1000)),
+                'User-Agent': 'Stripe/1.0 (+https://stripe.com/docs/webhooks)',
+              },
               body: d.payload,
               signal: AbortSignal.timeout(10_000),
             });
@@ -315,7 +371,10 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
           if (closed) return;
           const delivered = status !== null && status >= 200 && status < 300;
           const attempt = d.attempts + 1;
-          const retryAtMs = delivered || attempt >= retry.maxAttempts ? null : Date.now() + Math.min(retry.maxMs, retry.initialMs * 2 ** (attempt - 1));
+          const retryAtMs =
+            delivered || attempt >= retry.maxAttempts
+              ? null
+              : Date.now() + Math.min(retry.maxMs, retry.initialMs * 2 ** (attempt - 1));
           store.events.attempted(d.eventId, d.endpointId, { status, error, delivered, retryAtMs });
         }),
       );
@@ -389,7 +448,8 @@ function authenticate(req: http.IncomingMessage): void {
   const [scheme = '', credentials = ''] = header.split(/\s+/, 2);
   let apiKey = '';
   if (scheme.toLowerCase() === 'bearer') apiKey = credentials;
-  if (scheme.toLowerCase() === 'basic') apiKey = Buffer.from(credentials, 'base64').toString('utf8').split(':')[0] ?? '';
+  if (scheme.toLowerCase() === 'basic')
+    apiKey = Buffer.from(credentials, 'base64').toString('utf8').split(':')[0] ?? '';
   if (apiKey === '') {
     throw new ApiError(401, {
       type: 'authentication_error',
@@ -419,7 +479,8 @@ function parseParams(encoded: string): FormParams {
   try {
     return parseForm(encoded);
   } catch (err) {
-    if (err instanceof FormError) throw new ApiError(400, { type: 'invalid_request_error', message: err.message, param: err.param });
+    if (err instanceof FormError)
+      throw new ApiError(400, { type: 'invalid_request_error', message: err.message, param: err.param });
     throw err;
   }
 }
@@ -429,7 +490,8 @@ async function readBody(req: http.IncomingMessage): Promise<string> {
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {
     size += chunk.length;
-    if (size > MAX_BODY_BYTES) throw new ApiError(413, { type: 'invalid_request_error', message: 'Request body too large.' });
+    if (size > MAX_BODY_BYTES)
+      throw new ApiError(413, { type: 'invalid_request_error', message: 'Request body too large.' });
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');

@@ -22,7 +22,10 @@ export interface StandIns {
 }
 
 /** The Stripe and SMTP stand-ins, their records in `dir`. */
-export async function startStandIns(dir: string, opts: StandInOptions & { stripe: StandInOptions['stripe'] & object }): Promise<StandIns & { stripe: StripeServer }>;
+export async function startStandIns(
+  dir: string,
+  opts: StandInOptions & { stripe: StandInOptions['stripe'] & object },
+): Promise<StandIns & { stripe: StripeServer }>;
 export async function startStandIns(dir: string, opts: StandInOptions): Promise<StandIns>;
 export async function startStandIns(dir: string, opts: StandInOptions): Promise<StandIns> {
   const stripe = opts.stripe && (await startStripeServer({ ...opts.stripe, dbPath: path.join(dir, 'stripe.db') }));
@@ -45,7 +48,10 @@ export async function startStandIns(dir: string, opts: StandInOptions): Promise<
 export type DependencyProxies = { stripe: Proxy; smtp: Proxy; temporal: Proxy };
 
 /** Toxiproxy in front of what workers reach over the network: Stripe, SMTP and the Temporal frontend. */
-export async function proxyDependencies(toxiproxy: Toxiproxy, to: { stripeUrl: string; smtpPort: number; temporalAddress: string }): Promise<DependencyProxies> {
+export async function proxyDependencies(
+  toxiproxy: Toxiproxy,
+  to: { stripeUrl: string; smtpPort: number; temporalAddress: string },
+): Promise<DependencyProxies> {
   return {
     stripe: await toxiproxy.proxy('stripe', new URL(to.stripeUrl).host),
     smtp: await toxiproxy.proxy('smtp', `127.0.0.1:${to.smtpPort}`),
@@ -68,12 +74,22 @@ export interface DevServerOptions {
 
 /** `temporal server start-dev`'s arguments, on 127.0.0.1, with our search attributes registered at start. */
 export function devServerArgs(opts: DevServerOptions): string[] {
-  const args = ['server', 'start-dev', '--ip', '127.0.0.1', '--port', String(opts.port), '--ui-port', String(opts.uiPort)];
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(opts.port),
+    '--ui-port',
+    String(opts.uiPort),
+  ];
   if (opts.headless) args.push('--headless');
   if (opts.namespace) args.push('--namespace', opts.namespace);
   args.push('--log-level', opts.logLevel);
   if (opts.codecEndpoint) args.push('--ui-codec-endpoint', opts.codecEndpoint);
-  for (const key of Object.values(SEARCH_ATTRIBUTES)) args.push('--search-attribute', `${key.name}=${cliType(key.type)}`);
+  for (const key of Object.values(SEARCH_ATTRIBUTES))
+    args.push('--search-attribute', `${key.name}=${cliType(key.type)}`);
   // Last: the stack's pid file knows the process by its last argument, the run's own database file.
   if (opts.dbFile) args.push('--db-filename', opts.dbFile);
   return args;

@@ -41,9 +41,31 @@ export async function startPostgres(options: { port?: number } = {}): Promise<Po
   if (process.getuid?.() === 0) await run('chown', ['postgres:', dir]);
   const data = path.join(dir, 'data');
   const port = options.port ?? (await freePort());
-  await pgCommand(binDir, 'initdb', ['-D', data, '-U', 'postgres', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--no-instructions']);
+  await pgCommand(binDir, 'initdb', [
+    '-D',
+    data,
+    '-U',
+    'postgres',
+    '-A',
+    'trust',
+    '-E',
+    'UTF8',
+    '--no-sync',
+    '--no-instructions',
+  ]);
   const settings = `-c listen_addresses=127.0.0.1 -p ${port} -k ${dir} -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300`;
-  await pgCommand(binDir, 'pg_ctl', ['-D', data, '-l', path.join(dir, 'server.log'), '-o', settings, '-w', '-t', '60', 'start']);
+  await pgCommand(binDir, 'pg_ctl', [
+    '-D',
+    data,
+    '-l',
+    path.join(dir, 'server.log'),
+    '-o',
+    settings,
+    '-w',
+    '-t',
+    '60',
+    'start',
+  ]);
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
   return {
     url,
@@ -57,7 +79,8 @@ export async function startPostgres(options: { port?: number } = {}): Promise<Po
 
 /** Creates a database of its own on the server `adminUrl` names (a test's, a chaos run's) and returns its URL. */
 export async function createDatabase(adminUrl: string, name: string): Promise<string> {
-  if (!/^[a-z_][a-z0-9_]*$/.test(name)) throw new Error(`"${name}" is not a plain database name (lower-case letters, digits, _)`);
+  if (!/^[a-z_][a-z0-9_]*$/.test(name))
+    throw new Error(`"${name}" is not a plain database name (lower-case letters, digits, _)`);
   const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 5000 });
   await client.connect();
   try {

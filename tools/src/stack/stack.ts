@@ -24,7 +24,9 @@ export async function ensureTemporal(config: ToolsConfig): Promise<void> {
   const local = temporalEndpoint(config);
   if (local && !(await portOpen(local.port))) {
     const cli = findTool('temporal');
-    log(`starting Temporal dev server (${cli}) on ${config.temporal.address}, Web UI on ${config.local.temporalUiPort}`);
+    log(
+      `starting Temporal dev server (${cli}) on ${config.temporal.address}, Web UI on ${config.local.temporalUiPort}`,
+    );
     const args = devServerArgs({
       port: local.port,
       uiPort: config.local.temporalUiPort,
@@ -54,11 +56,15 @@ export async function ensureServers(config: ToolsConfig): Promise<void> {
   ];
   if (runningPid(config.dataDir, 'servers') !== undefined) return;
   if ((await Promise.all(ports.map((p) => portOpen(p)))).some(Boolean)) {
-    throw new Error(`ports ${ports.join(', ')} are in use by something this stack did not start; stop it or change STRIPE_PORT / SMTP_PORT / MAILBOX_PORT / CODEC_PORT`);
+    throw new Error(
+      `ports ${ports.join(', ')} are in use by something this stack did not start; stop it or change STRIPE_PORT / SMTP_PORT / MAILBOX_PORT / CODEC_PORT`,
+    );
   }
-  log(`starting local servers: SMTP on ${config.local.smtpPort}, mailbox API on ${config.local.mailboxPort}` +
-    (config.stripe.local ? `, Stripe-compatible API on ${config.local.stripePort}` : '') +
-    (config.encryption.enabled ? `, codec server on ${config.codec.port}` : ''));
+  log(
+    `starting local servers: SMTP on ${config.local.smtpPort}, mailbox API on ${config.local.mailboxPort}` +
+      (config.stripe.local ? `, Stripe-compatible API on ${config.local.stripePort}` : '') +
+      (config.encryption.enabled ? `, codec server on ${config.codec.port}` : ''),
+  );
   startDetached(config.dataDir, { name: 'servers', ...tsx('tools/src/servers/main.ts'), env: config.env });
   const all = async () => (await Promise.all(ports.map((p) => portOpen(p)))).every(Boolean);
   await waitFor('local servers', all, 30_000, logFile(config.dataDir, 'servers'));

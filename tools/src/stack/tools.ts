@@ -14,7 +14,9 @@ export function findTool(name: ToolName): string {
   try {
     out = execFileSync('bash', [script, name], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   } catch {
-    throw new Error(`could not find or build ${name}: see the messages above, or run \`bash scripts/ensure-tools.sh ${name}\``);
+    throw new Error(
+      `could not find or build ${name}: see the messages above, or run \`bash scripts/ensure-tools.sh ${name}\``,
+    );
   }
   const line = out.split('\n').find((l) => l.startsWith(`${name}=`));
   if (!line) throw new Error(`scripts/ensure-tools.sh printed no path for ${name}`);

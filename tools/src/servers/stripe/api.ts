@@ -28,7 +28,10 @@ export class ApiError extends Error {
   }
 }
 
-export function invalidRequest(message: string, extra: { code?: string; param?: string; status?: number } = {}): ApiError {
+export function invalidRequest(
+  message: string,
+  extra: { code?: string; param?: string; status?: number } = {},
+): ApiError {
   const { status = 400, ...rest } = extra;
   const docUrl = rest.code ? `https://stripe.com/docs/error-codes/${rest.code.replaceAll('_', '-')}` : undefined;
   return new ApiError(status, { type: 'invalid_request_error', message, ...rest, ...(docUrl && { doc_url: docUrl }) });

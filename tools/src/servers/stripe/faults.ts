@@ -98,7 +98,8 @@ export function createStripeFaults() {
   };
 
   /** The armed fault of these kinds whose turn it is on this request, consumed. */
-  const take = (kinds: StripeFaultKind[], r: RequestFacts): ArmedFault | undefined => takeDue(armed, (f) => kinds.includes(f.kind) && matches(f, r));
+  const take = (kinds: StripeFaultKind[], r: RequestFacts): ArmedFault | undefined =>
+    takeDue(armed, (f) => kinds.includes(f.kind) && matches(f, r));
 
   return {
     arm(input: unknown): ArmedFault {
@@ -124,7 +125,16 @@ export function createStripeFaults() {
       return {
         kind: 'respond',
         fault,
-        response: { status: 429, body: { error: { type: 'invalid_request_error', code: 'rate_limit', message: 'Too many requests hit the API too quickly.' } } },
+        response: {
+          status: 429,
+          body: {
+            error: {
+              type: 'invalid_request_error',
+              code: 'rate_limit',
+              message: 'Too many requests hit the API too quickly.',
+            },
+          },
+        },
         headers: { 'Retry-After': String(fault.retryAfterSeconds) },
       };
     },
@@ -136,7 +146,14 @@ export function createStripeFaults() {
         case 'fail_before_commit':
           return { kind: 'drop', fault };
         case 'server_error':
-          return { kind: 'respond', fault, response: { status: fault.status, body: { error: { type: 'api_error', message: 'An unknown error occurred (injected)' } } } };
+          return {
+            kind: 'respond',
+            fault,
+            response: {
+              status: fault.status,
+              body: { error: { type: 'api_error', message: 'An unknown error occurred (injected)' } },
+            },
+          };
         case 'slow':
           return { kind: 'delay', fault, ms: fault.delayMs ?? 1000 };
         case 'partial': {

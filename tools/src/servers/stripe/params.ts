@@ -19,7 +19,8 @@ function scalar(params: FormParams, name: string): string | undefined {
 
 export function requiredString(params: FormParams, name: string): string {
   const value = scalar(params, name);
-  if (value === undefined) throw invalidRequest(`Missing required param: ${name}.`, { code: 'parameter_missing', param: name });
+  if (value === undefined)
+    throw invalidRequest(`Missing required param: ${name}.`, { code: 'parameter_missing', param: name });
   if (value === '') {
     throw invalidRequest(
       `You passed an empty string for '${name}'. We assume empty values are an attempt to unset a parameter; ` +
@@ -38,7 +39,8 @@ export function optionalString(params: FormParams, name: string): string | undef
 export function optionalInteger(params: FormParams, name: string): number | undefined {
   const value = optionalString(params, name);
   if (value === undefined) return undefined;
-  if (!/^-?\d{1,15}$/.test(value)) throw invalidRequest(`Invalid integer: ${value}`, { code: 'parameter_invalid_integer', param: name });
+  if (!/^-?\d{1,15}$/.test(value))
+    throw invalidRequest(`Invalid integer: ${value}`, { code: 'parameter_invalid_integer', param: name });
   return Number(value);
 }
 
@@ -61,7 +63,8 @@ export function optionalEnum<T extends string>(params: FormParams, name: string,
 export function optionalHash(params: FormParams, name: string): FormParams | undefined {
   const value: FormValue | undefined = params[name];
   if (value === undefined || value === '') return undefined;
-  if (typeof value === 'string' || Array.isArray(value)) throw invalidRequest(`Invalid ${name}: must be a hash`, { param: name });
+  if (typeof value === 'string' || Array.isArray(value))
+    throw invalidRequest(`Invalid ${name}: must be a hash`, { param: name });
   return value;
 }
 
@@ -79,7 +82,8 @@ export function metadataParam(params: FormParams): Record<string, string> {
   const hash = optionalHash(params, 'metadata') ?? {};
   const out: Record<string, string> = {};
   const keys = Object.keys(hash);
-  if (keys.length > 50) throw invalidRequest('Invalid metadata: metadata can have at most 50 keys', { param: 'metadata' });
+  if (keys.length > 50)
+    throw invalidRequest('Invalid metadata: metadata can have at most 50 keys', { param: 'metadata' });
   for (const key of keys) {
     const value = hash[key];
     const param = `metadata[${key}]`;

@@ -51,17 +51,29 @@ const REFUND_REASONS = ['duplicate', 'fraudulent', 'requested_by_customer'] as c
 
 const createPaymentIntent: Endpoint = (params) => {
   rejectUnknown(params, [
-    'amount', 'currency', 'payment_method', 'payment_method_types', 'confirm',
-    'automatic_payment_methods', 'return_url', 'metadata', 'description', 'expand',
+    'amount',
+    'currency',
+    'payment_method',
+    'payment_method_types',
+    'confirm',
+    'automatic_payment_methods',
+    'return_url',
+    'metadata',
+    'description',
+    'expand',
   ]);
   const amount = optionalInteger(params, 'amount');
-  if (amount === undefined) throw invalidRequest('Missing required param: amount.', { code: 'parameter_missing', param: 'amount' });
+  if (amount === undefined)
+    throw invalidRequest('Missing required param: amount.', { code: 'parameter_missing', param: 'amount' });
   if (amount < 1) throw invalidRequest('Amount must be at least 1', { code: 'amount_too_small', param: 'amount' });
   const currency = requiredString(params, 'currency').toLowerCase();
   if (!/^[a-z]{3}$/.test(currency)) throw invalidRequest(`Invalid currency: ${currency}`, { param: 'currency' });
   const paymentMethod = optionalString(params, 'payment_method');
   if (paymentMethod !== undefined && !paymentMethod.startsWith('pm_')) {
-    throw invalidRequest(`No such PaymentMethod: '${paymentMethod}'`, { code: 'resource_missing', param: 'payment_method' });
+    throw invalidRequest(`No such PaymentMethod: '${paymentMethod}'`, {
+      code: 'resource_missing',
+      param: 'payment_method',
+    });
   }
   const paymentMethodTypes = optionalStringList(params, 'payment_method_types');
   const apmHash = optionalHash(params, 'automatic_payment_methods');
@@ -159,7 +171,9 @@ const createRefund: Endpoint = (params) => {
       .reduce((sum, r) => sum + r.amount, 0);
     const remaining = pi.amount - refunded;
     if (remaining <= 0) {
-      throw invalidRequest(`Charge ${pi.latest_charge} has already been refunded.`, { code: 'charge_already_refunded' });
+      throw invalidRequest(`Charge ${pi.latest_charge} has already been refunded.`, {
+        code: 'charge_already_refunded',
+      });
     }
     const refundAmount = amount ?? remaining;
     if (refundAmount > remaining) {
@@ -183,13 +197,26 @@ const createRefund: Endpoint = (params) => {
       status: pi.payment_method === REFUND_PENDING_PAYMENT_METHOD ? 'pending' : 'succeeded',
     };
     store.insertRefund(refund);
-    store.recordEffect({ type: 'refund.created', objectId: refund.id, paymentIntentId: pi.id, amount: refundAmount, idempotencyKey });
+    store.recordEffect({
+      type: 'refund.created',
+      objectId: refund.id,
+      paymentIntentId: pi.id,
+      amount: refundAmount,
+      idempotencyKey,
+    });
     const request = { id: requestId, idempotencyKey };
     store.events.emit('refund.created', refund, request);
-    if (pi.payment_method === REFUND_PENDING_PAYMENT_METHOD) store.events.scheduleTransition(refund.id, 'succeeded', Date.now() + lifecycle.settleDelayMs, null);
+    if (pi.payment_method === REFUND_PENDING_PAYMENT_METHOD)
+      store.events.scheduleTransition(refund.id, 'succeeded', Date.now() + lifecycle.settleDelayMs, null);
     if (pi.payment_method === REFUND_FAIL_PAYMENT_METHOD) {
       // The creating response still says succeeded; every read after the delay sees the failure, as on Stripe.
-      if (lifecycle.failDelayMs > 0) store.events.scheduleTransition(refund.id, 'failed', Date.now() + lifecycle.failDelayMs, 'expired_or_canceled_card');
+      if (lifecycle.failDelayMs > 0)
+        store.events.scheduleTransition(
+          refund.id,
+          'failed',
+          Date.now() + lifecycle.failDelayMs,
+          'expired_or_canceled_card',
+        );
       else changeRefund(store, refund.id, 'failed', 'expired_or_canceled_card', request);
     }
     return { status: 200, body: refund };
@@ -226,7 +253,13 @@ const listRefunds: Endpoint = (params) => {
 };
 
 /** A refund's later change, with the events Stripe sends for it. */
-export function changeRefund(store: Store, refundId: string, status: 'succeeded' | 'failed', failureReason: string | null, request = { id: null as string | null, idempotencyKey: null as string | null }): void {
+export function changeRefund(
+  store: Store,
+  refundId: string,
+  status: 'succeeded' | 'failed',
+  failureReason: string | null,
+  request = { id: null as string | null, idempotencyKey: null as string | null },
+): void {
   const before = store.getRefund(refundId);
   if (!before || before.status === status || before.status === 'failed' || before.status === 'canceled') return;
   const after: RefundObject = { ...before, status, ...(failureReason && { failure_reason: failureReason }) };
@@ -246,11 +279,19 @@ const createWebhookEndpoint: Endpoint = (params) => {
   } catch {
     throw invalidRequest(`Invalid URL: ${url}`, { param: 'url' });
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw invalidRequest(`Invalid URL: ${url} must be http or https`, { param: 'url' });
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:')
+    throw invalidRequest(`Invalid URL: ${url} must be http or https`, { param: 'url' });
   const enabled = optionalStringList(params, 'enabled_events');
-  if (!enabled || enabled.length === 0) throw invalidRequest('Missing required param: enabled_events.', { code: 'parameter_missing', param: 'enabled_events' });
+  if (!enabled || enabled.length === 0)
+    throw invalidRequest('Missing required param: enabled_events.', {
+      code: 'parameter_missing',
+      param: 'enabled_events',
+    });
   const unknown = enabled.filter((e) => e !== '*' && !(EVENT_TYPES as readonly string[]).includes(e));
-  if (unknown.length) throw invalidRequest(`Invalid enabled_events: ${unknown.join(', ')}; this server emits ${EVENT_TYPES.join(', ')}`, { param: 'enabled_events' });
+  if (unknown.length)
+    throw invalidRequest(`Invalid enabled_events: ${unknown.join(', ')}; this server emits ${EVENT_TYPES.join(', ')}`, {
+      param: 'enabled_events',
+    });
   return ({ store }) => ({ status: 200, body: store.events.addEndpoint(url, enabled) });
 };
 

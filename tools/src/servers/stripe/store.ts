@@ -132,8 +132,12 @@ export function openStore(dbPath: string) {
   `);
   db.exec(EVENTS_SCHEMA);
   // Databases made before the lagging-list fault existed lack its column.
-  const refundColumns = db.prepare<[], { name: string }>('PRAGMA table_info(refunds)').all().map((c) => c.name);
-  if (!refundColumns.includes('listed_after_ms')) db.exec('ALTER TABLE refunds ADD COLUMN listed_after_ms INTEGER NOT NULL DEFAULT 0');
+  const refundColumns = db
+    .prepare<[], { name: string }>('PRAGMA table_info(refunds)')
+    .all()
+    .map((c) => c.name);
+  if (!refundColumns.includes('listed_after_ms'))
+    db.exec('ALTER TABLE refunds ADD COLUMN listed_after_ms INTEGER NOT NULL DEFAULT 0');
   // A request still in flight when the process stopped committed nothing (effect and stored
   // response are written in one transaction), so its key must not stay locked after a restart.
   db.prepare('DELETE FROM idempotency_keys WHERE status IS NULL').run();
@@ -149,7 +153,9 @@ export function openStore(dbPath: string) {
       `SELECT json FROM refunds WHERE (@pi IS NULL OR payment_intent = @pi) AND seq < @before AND listed_after_ms <= @now
        ORDER BY seq DESC LIMIT @limit`,
     ),
-    allRefunds: db.prepare<[string], { json: string }>('SELECT json FROM refunds WHERE payment_intent = ? ORDER BY seq DESC'),
+    allRefunds: db.prepare<[string], { json: string }>(
+      'SELECT json FROM refunds WHERE payment_intent = ? ORDER BY seq DESC',
+    ),
     hideRefund: db.prepare('UPDATE refunds SET listed_after_ms = ? WHERE id = ?'),
     insertRequest: db.prepare(
       `INSERT INTO requests (at, request_id, method, path, idempotency_key, payment_intent, status, replayed, fault)
@@ -210,17 +216,24 @@ export function openStore(dbPath: string) {
       q.updateRefund.run(JSON.stringify(refund), refund.id);
     },
     /** Newest first, as Stripe lists; fetches one extra row to answer has_more. */
-    listRefunds(opts: { paymentIntent?: string; limit: number; startingAfter?: string }): {
-      data: RefundObject[];
-      hasMore: boolean;
-    } | undefined {
+    listRefunds(opts: { paymentIntent?: string; limit: number; startingAfter?: string }):
+      | {
+          data: RefundObject[];
+          hasMore: boolean;
+        }
+      | undefined {
       let before = Number.MAX_SAFE_INTEGER;
       if (opts.startingAfter !== undefined) {
         const row = q.refundSeq.get(opts.startingAfter);
         if (!row) return undefined;
         before = row.seq;
       }
-      const rows = q.listRefunds.all({ pi: opts.paymentIntent ?? null, before, limit: opts.limit + 1, now: Date.now() });
+      const rows = q.listRefunds.all({
+        pi: opts.paymentIntent ?? null,
+        before,
+        limit: opts.limit + 1,
+        now: Date.now(),
+      });
       const data = rows.slice(0, opts.limit).map((r) => JSON.parse(r.json) as RefundObject);
       return { data, hasMore: rows.length > opts.limit };
     },
@@ -265,7 +278,13 @@ export function openStore(dbPath: string) {
     recordEffect(e: Omit<LedgerEffect, 'seq' | 'requestsWithKey' | 'createdAt'>): void {
       const requests = e.idempotencyKey === null ? 0 : (q.keyRequests.get(e.idempotencyKey)?.requests ?? 1);
       const { lastInsertRowid } = q.insertEffect.run(
-        e.type, e.objectId, e.paymentIntentId, e.amount, e.idempotencyKey, requests, new Date().toISOString(),
+        e.type,
+        e.objectId,
+        e.paymentIntentId,
+        e.amount,
+        e.idempotencyKey,
+        requests,
+        new Date().toISOString(),
       );
       if (e.idempotencyKey !== null) q.linkEffect.run(lastInsertRowid, e.idempotencyKey);
     },
