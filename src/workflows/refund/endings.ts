@@ -7,7 +7,8 @@ import type { RefundStep } from '../../compensations/registry';
 import { BOOKKEEPING, PERSISTENT_BOOKKEEPING } from '../activity-options';
 import { pooledActivities } from '../pools';
 import { compensate } from './compensation';
-import { RunStopped, type RefundRun } from './run';
+import type { RefundRun } from './run';
+import { RunStopped } from './run-stopped';
 import type { EndedRefund } from '../../contract';
 import { cancelledWhile } from './stop-reasons';
 

@@ -25,20 +25,9 @@ import { DecisionDesk, type DeskView } from './decision-desk';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
 import { RunBudget } from './run-budget';
+import { RunStopped } from './run-stopped';
 import { StepRunner } from './step-runner';
 import { flagForAttention, showEnded, showParked, showStarted, showStatus, showUnparked } from './visibility';
-
-/** Thrown inside the saga to end the run with a verdict; caught once, at the top. */
-export class RunStopped extends Error {
-  constructor(
-    readonly status: Exclude<TerminalStatus, 'completed'>,
-    readonly reason: string,
-    readonly failedStep: RefundStep | null,
-    readonly quarantined = false,
-  ) {
-    super(reason);
-  }
-}
 
 const now = () => new Date().toISOString();
 
