@@ -1,4 +1,4 @@
-// Every tier (`npm test`): unit, workflow logic (test/workflow, stubbed activities), the stack
+// Every tier (`npm test`) but the short chaos run: unit, workflow logic (test/workflow, stubbed activities), the stack
 // (test/integration: real servers, store, faults, kills) and end to end (test/e2e). One Temporal
 // dev server and one PostgreSQL server for the whole run (test/global-setup.ts). docs/testing.md.
 /** @type {import('jest').Config} */
@@ -13,4 +13,6 @@ module.exports = {
   globalTeardown: '<rootDir>/test/global-teardown.ts',
   // The slowest files first on a fresh clone too, so that none runs alone at the end.
   testSequencer: '<rootDir>/jest.sequencer.js',
+  // The short chaos run is a long run's short version: `npm run test:chaos`, which .ci/run runs after this.
+  testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/integration/chaos.test.ts'],
 };

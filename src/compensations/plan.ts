@@ -4,7 +4,7 @@
 // Imported by workflow code, so it stays pure.
 import { compensationKey, stepKey, type StandingRecords } from '../contract';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
-import { compensationOrder, type RefundStep } from './registry';
+import { compensationOrder, REFUND_SAGA, type RefundStep } from './registry';
 
 export interface PlannedCompensation {
   step: RefundStep;
@@ -21,6 +21,8 @@ export interface CompensationPlan {
 
 /** A compensation's own key: derived from the key its forward step recorded, which is the step's key (stepKey). */
 export function compensationKeyOf(step: RefundStep, operationId: string): string {
+  if (REFUND_SAGA[step].undo.kind !== 'compensation')
+    throw new Error(`step ${step} has no compensation, so no compensation key`);
   return compensationKey(stepKey(operationId, step));
 }
 

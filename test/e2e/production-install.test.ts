@@ -73,10 +73,14 @@ test('the product installs without the tooling, and its built worker carries a r
   // prebuilt download is unreachable), about 3 minutes; its native module, built for this Node by `npm ci` at the
   // root from the same locked version, is copied in instead.
   await lap('npm ci --omit=dev', () =>
-    run('npm', ['ci', '--omit=dev', '--workspaces=false', '--ignore-scripts', '--no-audit', '--no-fund'], {
-      cwd: app,
-      timeout: 900_000,
-    }),
+    run(
+      'npm',
+      ['ci', '--omit=dev', '--workspaces=false', '--ignore-scripts', '--prefer-offline', '--no-audit', '--no-fund'],
+      {
+        cwd: app,
+        timeout: 900_000,
+      },
+    ),
   );
   const sqliteBuild = path.join('node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
   fs.mkdirSync(path.dirname(path.join(app, sqliteBuild)), { recursive: true });
@@ -156,6 +160,17 @@ test('the product installs without the tooling, and its built worker carries a r
       await fetch(`${config.mail.mailboxUrl}/messages?to=${encodeURIComponent(order.customerEmail)}`)
     ).json()) as { messages: { messageId: string }[] };
     expect(mailbox.messages.map((m) => m.messageId)).toEqual([outcome.result.notification.messageId]);
+    // The operator commands run from the install too, built: inspect reads the run and its evidence.
+    const inspected = await run(process.execPath, [path.join(app, 'lib', 'cli', 'inspect.js'), workflowId!, '--json'], {
+      cwd: app,
+      env,
+      timeout: 120_000,
+    });
+    expect(JSON.parse(inspected.stdout)).toMatchObject({
+      workflowId,
+      execution: 'COMPLETED',
+      verdict: 'auto-retry is safe',
+    });
   } finally {
     await client.connection.close();
   }

@@ -7,6 +7,7 @@
 // on, a change to workflow logic is guarded with patched() and keeps these recordings replaying; add a
 // recording for a new way a run ends (docs/reliability.md, "Versioning"):
 //   RECORD_HISTORY=1 npx jest test/integration/<file>.test.ts -t '<case>' --maxWorkers=1
+// (refund-approval-expired comes from the workflow tier: test/workflow/decisions.test.ts)
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';

@@ -198,6 +198,7 @@ describe('a run that needs a person parks', () => {
       handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'ops', reason: 'me' }] }),
     ).rejects.toThrow(WorkflowUpdateFailedError);
     const result = await handle.result();
+    await t.recordHistory(handle.workflowId, 'refund-approval-expired');
     const state = await handle.query(stepsQuery);
     const described = await handle.describe();
     expect(result).toMatchObject({

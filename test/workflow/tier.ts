@@ -5,12 +5,16 @@ import { Context } from '@temporalio/activity';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { randomUUID } from 'node:crypto';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import type { RefundActivities } from '../../src/activities';
 import { refundDataConverter } from '../../src/codec/data-converter';
 import type { RefundRequestInput } from '../../src/domain/refund-request';
 import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
 import type { refundWorkflow } from '../../src/workflows';
+import { findTool } from '../../tools/src/stack/tools';
 import { testEnvironment } from '../helpers/temporal';
 import { fakeActivities, newWorld, type World } from './fake-activities';
 
@@ -25,6 +29,8 @@ export interface WorkflowTier {
   env: TestWorkflowEnvironment;
   /** Starts a refund run of `amount` (1250 unless given) on a new order, its activities faked over a world of its own. */
   start(opts?: { amount?: number; over?: Overrides; world?: (w: World) => void; input?: unknown }): Promise<Started>;
+  /** With RECORD_HISTORY set, writes the run's history to test/histories/<name>.json for the replay suite (payloads here are plaintext). */
+  recordHistory(workflowId: string, name: string): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -78,6 +84,23 @@ export async function startWorkflowTier(): Promise<WorkflowTier> {
         args: [(opts.input ?? request(orderId, opts.amount)) as RefundRequestInput],
       });
       return { world, handle };
+    },
+    async recordHistory(workflowId, name) {
+      if (!process.env.RECORD_HISTORY) return;
+      const args = [
+        'workflow',
+        'show',
+        '--workflow-id',
+        workflowId,
+        '--address',
+        env.address,
+        '--namespace',
+        env.namespace ?? 'default',
+        '--output',
+        'json',
+      ];
+      const { stdout } = await promisify(execFile)(findTool('temporal'), args, { maxBuffer: 64 << 20 });
+      fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), stdout);
     },
     async close() {
       worker.shutdown();
