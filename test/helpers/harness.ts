@@ -8,8 +8,6 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { createActivities, type RefundActivities } from '../../src/activities';
 import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy';
@@ -26,9 +24,8 @@ import type { StripeServerHooks } from '../../tools/src/servers/stripe-server';
 import { proxyDependencies, startStandIns, type DependencyProxies } from '../../tools/src/stack/assembly';
 import type { RefundLifecycle } from '../../tools/src/servers/stripe/resources';
 import type { Order } from '../../src/domain/order';
-import { findTool } from '../../tools/src/stack/tools';
 import { openStore } from '../../src/store';
-import { testEnvironment } from './temporal';
+import { recordHistory, testEnvironment } from './temporal';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import type { WorkerTracing } from '../../src/observability/tracing';
 import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
@@ -38,9 +35,6 @@ import { startCodecServer } from '../../src/codec/codec-server';
 import { EncryptionCodec } from '../../src/codec/encryption-codec';
 import type { EvidenceSources } from '../../src/inspect/facts';
 import { TEST_POLICY } from './runs';
-
-// Never execFileSync: the CLI asks this process's codec server, which must stay free to answer.
-const execFileAsync = promisify(execFile);
 
 export interface HarnessOptions {
   /** How long the Stripe server keeps a key's response; the worker's dedupe window follows it. */
@@ -295,28 +289,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       SMTP_PORT: String(mail.smtpPort),
       MAILBOX_PORT: String(new URL(mail.apiUrl).port),
     }),
-    async recordHistory(workflowId, name) {
-      if (!process.env.RECORD_HISTORY) return;
-      // Decoded through the codec server: a recording replays without the file's key.
-      const args = [
-        'workflow',
-        'show',
-        '--workflow-id',
-        workflowId,
-        '--address',
-        env.address,
-        '--namespace',
-        namespace,
-        '--codec-endpoint',
-        codecServer.url,
-        '--output',
-        'json',
-      ];
-      fs.writeFileSync(
-        path.join(__dirname, '..', 'histories', `${name}.json`),
-        (await execFileAsync(findTool('temporal'), args, { maxBuffer: 64 << 20 })).stdout,
-      );
-    },
+    recordHistory: (workflowId, name) => recordHistory(env, workflowId, name, codecServer.url),
     async close() {
       worker?.shutdown();
       await running;

@@ -4,10 +4,11 @@
 import { Connection } from '@temporalio/client';
 import { SearchAttributeType, type DataConverter } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { SEARCH_ATTRIBUTES } from '../../src/contract';
 import { findTool } from '../../tools/src/stack/tools';
 
@@ -108,4 +109,23 @@ export async function testEnvironment(
       searchAttributes: Object.values(SEARCH_ATTRIBUTES),
     },
   });
+}
+
+/**
+ * With RECORD_HISTORY set, writes a run's history to test/histories/<name>.json for the replay suite;
+ * through the codec server when payloads are encrypted, so that a recording replays without the key
+ * (never execFileSync: the CLI asks this process's codec server, which must stay free to answer).
+ */
+export async function recordHistory(
+  env: TestWorkflowEnvironment,
+  workflowId: string,
+  name: string,
+  codecEndpoint?: string,
+): Promise<void> {
+  if (!process.env.RECORD_HISTORY) return;
+  const args = ['workflow', 'show', '--workflow-id', workflowId, '--address', env.address];
+  args.push('--namespace', env.namespace ?? 'default', '--output', 'json');
+  if (codecEndpoint) args.push('--codec-endpoint', codecEndpoint);
+  const { stdout } = await promisify(execFile)(findTool('temporal'), args, { maxBuffer: 64 << 20 });
+  fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), stdout);
 }

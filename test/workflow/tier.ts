@@ -5,17 +5,13 @@ import { Context } from '@temporalio/activity';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { randomUUID } from 'node:crypto';
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
-import { promisify } from 'node:util';
 import type { RefundActivities } from '../../src/activities';
 import { refundDataConverter } from '../../src/codec/data-converter';
 import type { RefundRequestInput } from '../../src/domain/refund-request';
 import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
 import type { refundWorkflow } from '../../src/workflows';
-import { findTool } from '../../tools/src/stack/tools';
-import { testEnvironment } from '../helpers/temporal';
+import { recordHistory, testEnvironment } from '../helpers/temporal';
 import { fakeActivities, newWorld, type World } from './fake-activities';
 
 type Overrides = Parameters<typeof fakeActivities>[1];
@@ -85,23 +81,7 @@ export async function startWorkflowTier(): Promise<WorkflowTier> {
       });
       return { world, handle };
     },
-    async recordHistory(workflowId, name) {
-      if (!process.env.RECORD_HISTORY) return;
-      const args = [
-        'workflow',
-        'show',
-        '--workflow-id',
-        workflowId,
-        '--address',
-        env.address,
-        '--namespace',
-        env.namespace ?? 'default',
-        '--output',
-        'json',
-      ];
-      const { stdout } = await promisify(execFile)(findTool('temporal'), args, { maxBuffer: 64 << 20 });
-      fs.writeFileSync(path.join(__dirname, '..', 'histories', `${name}.json`), stdout);
-    },
+    recordHistory: (workflowId, name) => recordHistory(env, workflowId, name),
     async close() {
       worker.shutdown();
       await running;
