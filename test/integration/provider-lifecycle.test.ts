@@ -370,10 +370,14 @@ test('a correction whose outcome is unknown is never held over by a cancellation
     async () => (await h.store.getOrder(order.id))!.refundedAmount === 0,
     30_000,
   );
+  // Held, and parked again: the step table shows the hold a moment before the run parks for the decision.
   await until(
-    'the notice held',
-    async () =>
-      (await handle.query(stepsQuery)).steps.find((s) => s.name === 'notify_customer')!.compensation?.status === 'held',
+    'the notice held and the run parked',
+    async () => {
+      const state = await handle.query(stepsQuery);
+      const held = state.steps.find((s) => s.name === 'notify_customer')!.compensation?.status === 'held';
+      return held && state.status === 'needs_attention' && state.parked !== null;
+    },
     30_000,
   );
 
