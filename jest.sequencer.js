@@ -1,27 +1,19 @@
 // Jest runs the longest files first once it has their durations from an earlier run (its cache).
-// A fresh clone has none, and jest then orders by file size: the chaos run, a short file and the
-// longest by far, would start last and run alone at the end. Until jest has timings of its own,
-// these weights (seconds under load, relative only; see docs/testing.md) order the slow files first.
+// A fresh clone has none, and jest then orders by file size: a short file that runs long would start
+// last and run alone at the end. Until jest has timings of its own, these weights (seconds each file
+// took in a fresh-clone `npm test`, docs/testing.md) order the slow files first.
 const Sequencer = require('@jest/test-sequencer').default;
 
 const WEIGHTS = {
-  'integration/chaos.test.ts': 880,
-  'integration/inspect.test.ts': 280,
-  'e2e/demo.test.ts': 250,
-  'integration/walkthrough.test.ts': 230,
-  'integration/decisions.test.ts': 150,
-  'integration/worker-kills.test.ts': 135,
-  'integration/replay.test.ts': 126,
-  'integration/provider-lifecycle.test.ts': 106,
-  'e2e/operator-cli.test.ts': 100,
-  'unit/lint-rules.test.ts': 93,
-  'unit/operation-protocol-model.test.ts': 88,
-  'e2e/refund-cli.test.ts': 80,
-  'integration/refund-workflow.test.ts': 75,
-  'integration/queue-import.test.ts': 67,
-  'integration/schedules.test.ts': 64,
-  'e2e/setup-cluster.test.ts': 62,
-  'integration/bulkheads.test.ts': 57,
+  'integration/provider-lifecycle.test.ts': 87,
+  'e2e/demo.test.ts': 83,
+  'integration/worker-kills.test.ts': 78,
+  'integration/decisions.test.ts': 73,
+  'integration/walkthrough.test.ts': 59,
+  'integration/inspect.test.ts': 52,
+  'integration/schedules.test.ts': 46,
+  'e2e/production-install.test.ts': 46,
+  'integration/bulkheads.test.ts': 32,
 };
 
 const weight = (test) => {

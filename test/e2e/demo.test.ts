@@ -8,22 +8,13 @@ import { promisify } from 'node:util';
 import { portOpen } from '../../tools/src/stack/processes';
 import { findTool } from '../../tools/src/stack/tools';
 import { chromium } from 'playwright-core';
+import { localStackEnv } from '../helpers/stack-env';
 
 const run = promisify(execFile);
 const root = path.join(__dirname, '..', '..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-demo-'));
 const ports = { temporal: 17233, ui: 18233, stripe: 14242, smtp: 12525, mailbox: 18025, webhooks: 14343, codec: 18888 };
-const env = {
-  ...process.env,
-  DATA_DIR: dataDir,
-  TEMPORAL_ADDRESS: `127.0.0.1:${ports.temporal}`,
-  TEMPORAL_UI_PORT: String(ports.ui),
-  STRIPE_PORT: String(ports.stripe),
-  SMTP_PORT: String(ports.smtp),
-  MAILBOX_PORT: String(ports.mailbox),
-  WEBHOOK_PORT: String(ports.webhooks),
-  CODEC_PORT: String(ports.codec),
-};
+const env = localStackEnv(dataDir, ports);
 const npm = (script: string) => run('npm', ['run', '--silent', script], { cwd: root, env, timeout: 240_000 });
 const field = (out: string, name: string) => out.match(new RegExp(`^${name}\\s+(\\S+)`, 'm'))?.[1];
 

@@ -17,6 +17,7 @@ import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/wo
 import { loadToolsConfig } from '../../tools/src/config';
 import { freePort } from '../../tools/src/stack/processes';
 import { ensureStack, stopStack } from '../../tools/src/stack/stack';
+import { localStackEnv } from '../helpers/stack-env';
 
 const run = promisify(execFile);
 const root = path.join(__dirname, '..', '..');
@@ -99,17 +100,7 @@ test('the product installs without the tooling, and its built worker carries a r
     webhooks: await freePort(),
     codec: await freePort(),
   };
-  env = {
-    ...process.env,
-    DATA_DIR: dataDir,
-    TEMPORAL_ADDRESS: `127.0.0.1:${ports.temporal}`,
-    TEMPORAL_UI_PORT: String(ports.ui),
-    STRIPE_PORT: String(ports.stripe),
-    SMTP_PORT: String(ports.smtp),
-    MAILBOX_PORT: String(ports.mailbox),
-    WEBHOOK_PORT: String(ports.webhooks),
-    CODEC_PORT: String(ports.codec),
-  };
+  env = localStackEnv(dataDir, ports);
   const config = loadToolsConfig(env);
   // The Temporal dev server and the stand-ins as `npm run dev` starts them; the worker is the installed one.
   await lap('stack', () => ensureStack(config, { worker: false }));

@@ -64,18 +64,11 @@ export async function createRefund(
     const settled = await reconcile(run, typeof madeId === 'string' ? { ...target, refundId: madeId } : target, true);
     switch (settled.kind) {
       case 'completed':
-        run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
-        run.setStatus('running');
-        return checkReceipt(run, settled.refund);
+        return found(run, settled.refund, settled.note);
       case 'partial':
         return partialRefund(run, settled.refund, settled.note);
       case 'failed':
-        run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
-        return run.stop(
-          'needs_attention',
-          reasons.providerFailed(settled.refund.refundId, settled.note, '; a person decides what happens next'),
-          'create_refund',
-        );
+        return providerFailed(run, settled.refund, settled.note, '; a person decides what happens next');
       case 'absent':
       case 'resubmit':
         if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
@@ -105,21 +98,14 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
   const settled = await reconcile(run, known ? { ...target, refundId: known } : target, send);
   switch (settled.kind) {
     case 'completed': {
-      run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
-      run.setStatus('running');
-      run.ctx.refund = await checkReceipt(run, settled.refund);
+      run.ctx.refund = await found(run, settled.refund, settled.note);
       run.effect = { status: 'refunded', certainty: 'completed', refundId: run.ctx.refund.refundId };
       return 'update_order';
     }
     case 'partial':
       return partialRefund(run, settled.refund, settled.note);
     case 'failed':
-      run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
-      return run.stop(
-        'needs_attention',
-        reasons.providerFailed(settled.refund.refundId, settled.note),
-        'create_refund',
-      );
+      return providerFailed(run, settled.refund, settled.note);
     case 'absent':
     case 'resubmit':
       // Proven absent: nothing was refunded. Sending it now is a person's decision, not the sweep's.
@@ -131,6 +117,19 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
     default:
       return run.stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
   }
+}
+
+/** Reconciliation found the refund: its receipt is the step's result, checked like a receipt the create returned. */
+function found(run: RefundRun, refund: RefundReceipt, note: string): Promise<RefundReceipt> {
+  run.steps.resolve('create_refund', refund, `receipt from reconciliation: ${note}`);
+  run.setStatus('running');
+  return checkReceipt(run, refund);
+}
+
+/** Reconciliation found the refund failed at the provider: nothing was refunded, and a person decides. */
+function providerFailed(run: RefundRun, refund: RefundReceipt, note: string, next = ''): never {
+  run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
+  return run.stop('needs_attention', reasons.providerFailed(refund.refundId, note, next), 'create_refund');
 }
 
 /**
