@@ -15,31 +15,33 @@ TOXIPROXY_VERSION=v2.12.0     # pinned: the proxy's @latest resolves to an old o
 
 say() { echo "[ensure-tools] $*" >&2; }
 
+# One run at a time per cache: parallel callers (test setups, a second checkout) wait for the first
+# build instead of compiling the same tool again beside it.
+mkdir -p "$TOOLS_DIR"
+exec 9>"$TOOLS_DIR/.ensure-tools.lock"
+flock 9
+
 find_go() {
   if command -v go >/dev/null 2>&1; then command -v go
   elif [ -x /usr/local/go/bin/go ]; then echo /usr/local/go/bin/go
   else return 1; fi
 }
 
-# Builds into TOOLS_DIR with the Go module proxy. $1 = binary name, $2 = module@version.
+# Builds into TOOLS_DIR with the Go module proxy. $1 = the binary's name there, $2 = module@version
+# (its command directory's name may differ: toxiproxy's is `server`).
 go_build() {
   local go
   go=$(find_go) || return 1
   mkdir -p "$TOOLS_DIR"
   say "building $1 from $2 with $($go version | cut -d' ' -f3) into $TOOLS_DIR (the first build takes minutes)..."
   local start=$SECONDS
-  GOBIN="$TOOLS_DIR" "$go" install -ldflags="-s -w" "$2" >&2 || return 1
+  # Built beside the cache and moved in whole, so no caller ever sees a half-written binary.
+  local out
+  out=$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")
+  GOBIN="$out" "$go" install -ldflags="-s -w" "$2" >&2 || { rm -rf "$out"; return 1; }
+  mv "$out/$(basename "${2%%@*}")" "$TOOLS_DIR/$1"
+  rm -rf "$out"
   say "built $1 in $((SECONDS - start))s ($(du -h "$TOOLS_DIR/$1" | cut -f1))"
-}
-
-# Like go_build, for a module whose command directory is not the binary's name. $1 = name, $2 = module@version.
-go_build_as() {
-  local tmp
-  tmp=$(mktemp -d)
-  TOOLS_DIR="$tmp" go_build "$(basename "${2%%@*}")" "$2" || { rm -rf "$tmp"; return 1; }
-  mkdir -p "$TOOLS_DIR"
-  mv "$tmp/$(basename "${2%%@*}")" "$TOOLS_DIR/$1"
-  rm -rf "$tmp"
 }
 
 # Without Go: the official release archive, when the internet is reachable.
@@ -115,7 +117,7 @@ ensure() {
         go_build stripe-mock "github.com/stripe/stripe-mock@$STRIPE_MOCK_VERSION" \
           || { say "could not build stripe-mock: install Go, or put stripe-mock on PATH (or set STRIPE_MOCK_BIN)."; exit 1; } ;;
       toxiproxy-server)
-        go_build_as toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
+        go_build toxiproxy-server "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" \
           || { say "could not build toxiproxy-server: install Go, or put toxiproxy-server on PATH (or set TOXIPROXY_BIN)."; exit 1; } ;;
       *) say "unknown tool: $name"; exit 2 ;;
     esac
