@@ -1,6 +1,7 @@
 // The decide validator and the verdict, outside a workflow: which decisions fit which state.
 import { DecisionDesk, type DeskView } from '../../src/workflows/refund/decision-desk';
-import { effectOfRecord, verdictFor, type VerdictFacts } from '../../src/reliability/verdict';
+import { effectOfRecord } from '../../src/reliability/effect-of-record';
+import { verdictFor, type VerdictFacts } from '../../src/reliability/verdict';
 import type { DecisionPolicy } from '../../src/reliability/policy';
 
 const POLICY: DecisionPolicy = {
