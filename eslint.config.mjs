@@ -22,7 +22,7 @@ export default tseslint.config(
       'src/compensations/**/*.ts',
       'src/contract/**/*.ts',
       'src/domain/**/*.ts',
-      'src/reliability/{taxonomy,policy,policy-terms,attempt-ledger,redaction,default-policy,verdict}.ts',
+      'src/reliability/{taxonomy,policy,policy-terms,attempt-ledger,redaction,default-policy,effect-of-record,verdict}.ts',
     ],
     rules: {
       'no-restricted-imports': ['error', { paths: [...builtinModules, ...builtinModules.map((m) => `node:${m}`)] }],

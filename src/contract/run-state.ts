@@ -5,7 +5,7 @@ import type { RefundRequest } from '../domain/refund-request';
 import type { AttemptSummary } from '../reliability/attempt-ledger';
 import type { RecoveryAction, RecoveryOwner } from '../reliability/policy';
 import type { Certainty, FailureCode } from '../reliability/taxonomy';
-import type { VerdictView } from '../reliability/verdict';
+import type { ParkedEvidence, VerdictView } from '../reliability/verdict';
 import type { DecisionRecord } from './decision';
 import type { ProviderEventSummary } from './provider-event';
 import type { ReconcileOutcome } from './receipts';
@@ -72,8 +72,11 @@ export interface RefundRunState {
   budget: BudgetView;
   /** Why the run stopped, or parked, when it did not complete. */
   outcome: { status: TerminalStatus; failedStep: RefundStep | null; reason: string; quarantined: boolean } | null;
-  /** While parked: since when, the verdict, the smallest next action and who may take it. */
-  parked: ({ since: string; failedStep: RefundStep | null; reason: string } & VerdictView) | null;
+  /**
+   * While parked: since when, the verdict, the smallest next action and who may take it, and the
+   * evidence the verdict was drawn from (its facts, who may decide), from which `inspect` draws it again.
+   */
+  parked: ({ since: string; failedStep: RefundStep | null; reason: string } & VerdictView & ParkedEvidence) | null;
   decisions: DecisionRecord[];
   /** Provider events (webhooks) received for this run, each once. */
   providerEvents: ProviderEventSummary[];

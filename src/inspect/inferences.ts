@@ -1,7 +1,7 @@
 // What the facts say about a run's three effects (the refund, the order, the customer's email and its
 // correction): inferences, each confirmed, to be confirmed, or contradicted by the facts it names.
 import type { RefundResult, RefundRunState } from '../contract';
-import { effectOfRecord } from '../reliability/verdict';
+import { effectOfRecord } from '../reliability/effect-of-record';
 import type { OperationRecord } from '../store/types';
 import type { Evidence } from './facts';
 

@@ -20,7 +20,7 @@ import {
   type RefundWorkflow,
   type StepRecord,
 } from '../contract';
-import { inspectedVerdict, type Verdict } from '../reliability/verdict';
+import { verdict, type Verdict } from '../reliability/verdict';
 import { gatherEvidence, type EvidenceSources, type Fact } from './facts';
 import { infer, type Inference } from './inferences';
 
@@ -114,7 +114,7 @@ export async function inspectRun(
       }
     : null;
   const failedLater = !followUpRun && ev?.operation?.status === 'failed' && result?.status === 'completed';
-  const verdict = inspectedVerdict({
+  const judged = verdict({
     execution,
     state,
     result,
@@ -142,7 +142,7 @@ export async function inspectRun(
     facts,
     inferences,
     unavailable,
-    ...verdict,
+    ...judged,
   };
 }
 

@@ -1,50 +1,11 @@
 // The recovery verdict (seed 001): exactly one of three, with the single smallest next action and
-// who may take it. Pure, over the evidence: the refund run gives itself one when it parks
-// (verdictFor), and `npm run inspect` gives one to any run (inspectedVerdict), reading a parked
-// run's own. Shared by workflow and client code, so it imports nothing but types.
+// who may take it. One pure function over the evidence, `verdict`: the refund run gives itself one
+// from its facts when it parks, and `npm run inspect` gives one to any run, to a parked one from the
+// same facts, which the run's state shows. Shared by workflow and client code: it imports only types.
 import type { DecisionPolicy } from './policy';
 
 export const VERDICTS = ['auto-retry is safe', 'compensate, then resume', 'stop and hand to a person'] as const;
 export type Verdict = (typeof VERDICTS)[number];
-
-/** What the operation's record holds of its sends: how many went out, how many are proven to have had no effect, and any receipt. */
-export interface SendRecord {
-  status: string;
-  requestsSent: number;
-  provenAbsentThrough: number | null;
-  refund?: { refundId: string } | null;
-}
-
-export interface RecordedEffect {
-  status: 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
-  /** Why, in words for the run's reason and for `inspect`. */
-  why: string;
-}
-
-/**
- * The refund's effect as the operation's record states it, over every send of every run: a receipt
- * says what it is; a send whose outcome is open (not proven to have had no effect) means a refund
- * may exist, whatever the last attempt said; only with every send settled was nothing refunded.
- */
-export function effectOfRecord(op: SendRecord): RecordedEffect {
-  if (op.refund) {
-    const status = op.status === 'partial' || op.status === 'failed' ? op.status : 'refunded';
-    return { status, why: `refund ${op.refund.refundId} is on the operation's record (${op.status})` };
-  }
-  const open = op.requestsSent - (op.provenAbsentThrough ?? 0);
-  if (op.status === 'unknown' || open > 0) {
-    return {
-      status: 'unknown',
-      why: `its record holds ${op.requestsSent} send(s), ${Math.max(open, 1)} not proven to have had no effect (status ${op.status}): a refund may exist`,
-    };
-  }
-  return {
-    status: 'none',
-    why: op.requestsSent
-      ? `each of its ${op.requestsSent} send(s) is proven to have had no effect`
-      : 'it was never sent',
-  };
-}
 
 export interface VerdictFacts {
   effect: { status: string; certainty: string };
@@ -80,15 +41,44 @@ export function retryCreateText(step = 'create_refund'): string {
   return `retry-step ${step}, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it`;
 }
 
-export function verdictFor(facts: VerdictFacts, policy: DecisionPolicy): VerdictView {
+/** Who may decide, by name, as the run parked: the policy's operators and approvers, and the decisions that need a second person. */
+export interface Deciders {
+  operators: string[];
+  approvers: string[];
+  needApproval: string[];
+}
+
+/** A parked run's evidence for its verdict: its facts, and who may decide. Its state shows both, so `inspect` draws the same verdict. */
+export interface ParkedEvidence {
+  facts: VerdictFacts;
+  deciders: Deciders;
+}
+
+/** Who may decide under a decision policy, by name (names as values, so the run's state masks them as it masks its verdict). */
+export function decidersOf(policy: Pick<DecisionPolicy, 'roles' | 'needApproval'>): Deciders {
   const holders = (role: 'operator' | 'approver') =>
     Object.entries(policy.roles)
       .filter(([, roles]) => roles.includes(role))
       .map(([name]) => name);
+  return { operators: holders('operator'), approvers: holders('approver'), needApproval: [...policy.needApproval] };
+}
+
+/**
+ * The one verdict, over the evidence. A parked run's facts and who may decide give the verdict of those
+ * facts (the refund run's own, as it parks); a run as `inspect` sees it gives what the evidence
+ * contradicts first, then what the run says: for a parked run, the verdict of the facts it parked with.
+ */
+export function verdict(evidence: ParkedEvidence): VerdictView;
+export function verdict(evidence: InspectedRun): InspectedVerdict;
+export function verdict(evidence: ParkedEvidence | InspectedRun): InspectedVerdict {
+  return 'execution' in evidence ? ofRun(evidence) : ofFacts(evidence);
+}
+
+function ofFacts({ facts, deciders }: ParkedEvidence): VerdictView {
   const who = (decision: string) => ({
     decision,
-    decidedBy: holders('operator'),
-    approvedBy: policy.needApproval.includes(decision) ? holders('approver') : [],
+    decidedBy: deciders.operators,
+    approvedBy: deciders.needApproval.includes(decision) ? deciders.approvers : [],
   });
   if (facts.quarantined && facts.compensationPending) {
     return {
@@ -172,7 +162,8 @@ export interface InspectedRun {
   execution: string;
   state: {
     status: string;
-    parked: VerdictView | null;
+    /** The run's own verdict, and the evidence it drew it from (a worker of earlier code shows only the verdict). */
+    parked: (VerdictView & Partial<ParkedEvidence>) | null;
     decisions: {
       outcome: string;
       decision: string;
@@ -203,11 +194,7 @@ export interface InspectedVerdict {
   approvedBy: string[];
 }
 
-/**
- * `inspect`'s one verdict for a run: what the evidence contradicts comes first, then what the run
- * itself says; for a parked run that is its own verdict, which verdictFor gave it when it parked.
- */
-export function inspectedVerdict(v: InspectedRun): InspectedVerdict {
+function ofRun(v: InspectedRun): InspectedVerdict {
   const none = { decision: null, decidedBy: [], approvedBy: [] };
   const person = (nextAction: string): InspectedVerdict => ({
     verdict: 'stop and hand to a person',
@@ -220,8 +207,9 @@ export function inspectedVerdict(v: InspectedRun): InspectedVerdict {
       `investigate before anything else: the evidence contradicts "${contradicted.claim}" (${contradicted.basis.join(', ')})`,
     );
 
-  const parked = v.state?.parked;
-  if (v.execution === 'RUNNING' && parked) {
+  const shown = v.state?.parked;
+  if (v.execution === 'RUNNING' && shown) {
+    const parked = shown.facts && shown.deciders ? ofFacts({ facts: shown.facts, deciders: shown.deciders }) : shown;
     const pending = v.state!.decisions.find((d) => d.outcome === 'awaiting_approval');
     if (pending) {
       return {

@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { messageIdForKey } from '../../src/contract';
 import { refund, startRefund } from '../../src/client/refunds';
 import { inspectRun, type Inspection } from '../../src/inspect/inspection';
+import { verdict } from '../../src/reliability/verdict';
 import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
 
@@ -150,7 +151,8 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   // Every attempt the policy allows meets a competing writer (5 for a conflict that changed nothing).
   await h.storeFault('conflict', order.id, 5);
   const { handle } = await startRefund(h.env.client, request(order.id));
-  expect((await stopped(handle)).status).toBe('needs_attention');
+  const { status, state } = await stopped(handle);
+  expect(status).toBe('needs_attention');
 
   const i = await inspect(handle.workflowId);
   expect(i).toMatchObject({
@@ -161,6 +163,11 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
     decidedBy: expect.arrayContaining(['ops']),
     approvedBy: [],
   });
+  // One verdict function: inspect's is the run's own, and both are the function's over the facts the run shows.
+  const { facts, deciders, ...own } = state.parked!;
+  const drawn = verdict({ facts, deciders });
+  expect(own).toMatchObject(drawn);
+  expect(i).toMatchObject(drawn);
   expect(i.steps?.find((s) => s.name === 'update_order')).toMatchObject({
     status: 'failed',
     error: { code: 'STATE_CONFLICT', certainty: 'not_executed' },

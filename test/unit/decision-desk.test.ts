@@ -1,6 +1,14 @@
 // The decide validator and the verdict, outside a workflow: which decisions fit which state.
 import { DecisionDesk, type DeskView } from '../../src/workflows/refund/decision-desk';
-import { effectOfRecord, verdictFor, type VerdictFacts } from '../../src/reliability/verdict';
+import { effectOfRecord } from '../../src/reliability/effect-of-record';
+import { redact } from '../../src/reliability/redaction';
+import {
+  decidersOf,
+  verdict,
+  type InspectedRun,
+  type ParkedEvidence,
+  type VerdictFacts,
+} from '../../src/reliability/verdict';
 import type { DecisionPolicy } from '../../src/reliability/policy';
 
 const POLICY: DecisionPolicy = {
@@ -118,12 +126,14 @@ describe('the verdict', () => {
     noticeMessageId: null,
     ...over,
   });
+  /** A parked run's evidence: the facts, and who may decide under POLICY. */
+  const parked = (facts: VerdictFacts): ParkedEvidence => ({ facts, deciders: decidersOf(POLICY) });
 
   test('an unknown refund is never "auto-retry is safe", whatever failed last', () => {
-    expect(verdictFor(facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } }), POLICY).verdict).toBe(
+    expect(verdict(parked(facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } }))).verdict).toBe(
       'stop and hand to a person',
     );
-    expect(verdictFor(facts({ effect: { status: 'partial', certainty: 'partial' } }), POLICY).verdict).toBe(
+    expect(verdict(parked(facts({ effect: { status: 'partial', certainty: 'partial' } }))).verdict).toBe(
       'stop and hand to a person',
     );
   });
@@ -133,19 +143,20 @@ describe('the verdict', () => {
       effect: { status: 'unknown', certainty: 'may_have_executed' },
       failedStep: 'create_refund' as const,
     };
-    expect(verdictFor(facts(unknown), POLICY).nextAction).toMatch(
+    expect(verdict(parked(facts(unknown))).nextAction).toMatch(
       /retry-step create_refund, which looks the refund up at the provider first and sends only if it is not there/,
     );
   });
 
   test('a notice whose hand-over is unknown: look in the mailbox, then confirm-delivered or retry-step, never abandon', () => {
-    const view = verdictFor(
-      facts({
-        failedStep: 'notify_customer',
-        failure: { code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' },
-        noticeMessageId: '<n@x>',
-      }),
-      POLICY,
+    const view = verdict(
+      parked(
+        facts({
+          failedStep: 'notify_customer',
+          failure: { code: 'UNKNOWN_OUTCOME', certainty: 'may_have_executed' },
+          noticeMessageId: '<n@x>',
+        }),
+      ),
     );
     expect(view.nextAction).toMatch(
       /^look for <n@x> in the mailbox: if it is there, confirm-delivered .*; if not, retry-step notify_customer/,
@@ -159,8 +170,8 @@ describe('the verdict', () => {
       failure: { code: 'CAPACITY', certainty: 'not_executed' },
       noticeMessageId: '<n@x>',
     });
-    expect(verdictFor(stuck, POLICY).verdict).toBe('auto-retry is safe');
-    expect(verdictFor({ ...stuck, earlierAttemptMayHaveTakenEffect: true }, POLICY)).toMatchObject({
+    expect(verdict(parked(stuck)).verdict).toBe('auto-retry is safe');
+    expect(verdict(parked({ ...stuck, earlierAttemptMayHaveTakenEffect: true }))).toMatchObject({
       verdict: 'stop and hand to a person',
       nextAction: expect.stringMatching(/^look for <n@x> in the mailbox/),
     });
@@ -181,16 +192,17 @@ describe('the verdict', () => {
   });
 
   test('a held notice: look for its Message-ID in the mailbox before a compensate decision sends a correction', () => {
-    const view = verdictFor(
-      facts({
-        effect: { status: 'failed', certainty: 'completed' },
-        failedStep: 'completion_gate',
-        failure: null,
-        compensationPending: true,
-        noticeMessageId: '<n@x>',
-        noticeHeld: true,
-      }),
-      POLICY,
+    const view = verdict(
+      parked(
+        facts({
+          effect: { status: 'failed', certainty: 'completed' },
+          failedStep: 'completion_gate',
+          failure: null,
+          compensationPending: true,
+          noticeMessageId: '<n@x>',
+          noticeHeld: true,
+        }),
+      ),
     );
     expect(view).toMatchObject({ verdict: 'compensate, then resume', decision: 'compensate' });
     expect(view.nextAction).toMatch(
@@ -200,13 +212,113 @@ describe('the verdict', () => {
 
   test('a failure that left nothing behind, with the refund known, is safe to retry', () => {
     expect(
-      verdictFor(
-        facts({ failedStep: 'update_order', failure: { code: 'STATE_CONFLICT', certainty: 'not_executed' } }),
-        POLICY,
+      verdict(
+        parked(facts({ failedStep: 'update_order', failure: { code: 'STATE_CONFLICT', certainty: 'not_executed' } })),
       ),
     ).toMatchObject({
       verdict: 'auto-retry is safe',
       decision: 'retry-step:update_order',
+    });
+  });
+
+  describe('one function for the run and for inspect', () => {
+    type Proposal = NonNullable<InspectedRun['state']>['decisions'][number];
+    /** A parked run as `inspect` sees it: its state shows its own verdict and the evidence it drew it from (redacted, as the steps Query shows it). */
+    const inspected = (shown: ParkedEvidence, decisions: Proposal[] = []): InspectedRun => ({
+      execution: 'RUNNING',
+      state: {
+        status: 'needs_attention',
+        parked: redact({ ...verdict(shown), ...shown }),
+        decisions,
+        steps: [],
+        outcome: { reason: 'parked' },
+      },
+      result: null,
+      failure: null,
+      inferences: [],
+      parkedVerdict: null,
+      orderId: 'o',
+      version: 1,
+    });
+    const cases: [string, VerdictFacts][] = [
+      [
+        'a retryable conflict',
+        facts({ failedStep: 'update_order', failure: { code: 'STATE_CONFLICT', certainty: 'not_executed' } }),
+      ],
+      ['an unknown refund', facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } })],
+      [
+        'a held notice',
+        facts({
+          effect: { status: 'failed', certainty: 'completed' },
+          failedStep: 'completion_gate',
+          failure: null,
+          compensationPending: true,
+          noticeMessageId: '<n@durable-refunds.local>',
+          noticeHeld: true,
+        }),
+      ],
+    ];
+
+    test.each(cases)("inspect's verdict of a parked run is the run's own, drawn from its facts: %s", (_, f) => {
+      const own = verdict(parked(f));
+      expect(verdict(inspected(parked(f)))).toEqual(own);
+    });
+
+    test('inspect draws it from the facts the run shows, not from a verdict copied beside them', () => {
+      const f = facts({ effect: { status: 'unknown', certainty: 'may_have_executed' } });
+      const run = inspected(parked(f));
+      run.state!.parked = { ...run.state!.parked!, verdict: 'auto-retry is safe', nextAction: 'stale' };
+      expect(verdict(run)).toMatchObject({
+        verdict: 'stop and hand to a person',
+        nextAction: expect.stringMatching(/^reconcile operation/),
+      });
+    });
+
+    test("deciders named like addresses are masked alike in the run's verdict and in the one inspect draws", () => {
+      const shown: ParkedEvidence = {
+        facts: facts({
+          effect: { status: 'failed', certainty: 'completed' },
+          failure: null,
+          compensationPending: true,
+        }),
+        deciders: decidersOf({
+          roles: { 'ops@example.test': ['operator'], 'lead@example.test': ['approver'] },
+          needApproval: ['compensate'],
+        }),
+      };
+      const drawn = verdict(inspected(shown));
+      expect(drawn).toEqual(redact(verdict(shown)));
+      expect(drawn).toMatchObject({ decidedBy: ['o***@example.test'], approvedBy: ['l***@example.test'] });
+    });
+
+    test('a proposal awaiting approval: inspect asks the approvers of the verdict drawn from the facts', () => {
+      const f = facts({
+        effect: { status: 'failed', certainty: 'completed' },
+        failure: null,
+        compensationPending: true,
+      });
+      const pending = {
+        outcome: 'awaiting_approval',
+        decision: 'compensate',
+        step: null,
+        by: 'ops',
+        reason: 'undo',
+        expiresAt: 'soon',
+      };
+      expect(verdict(inspected(parked(f), [pending]))).toEqual({
+        verdict: 'compensate, then resume',
+        nextAction: expect.stringMatching(/^approve or reject compensate proposed by ops \("undo"\)/),
+        decision: 'approve',
+        decidedBy: ['lead'],
+        approvedBy: [],
+      });
+    });
+
+    test('a state without the evidence (a worker of earlier code answered) shows the verdict the run gave itself', () => {
+      const f = facts({ failedStep: 'update_order', failure: { code: 'STATE_CONFLICT', certainty: 'not_executed' } });
+      const run = inspected(parked(f));
+      run.state!.parked = { ...verdict(parked(f)) };
+      expect(verdict(run)).toEqual(verdict(parked(f)));
     });
   });
 });

@@ -3,8 +3,9 @@
 // history. Cases that count effects at the providers stay in test/integration/decisions.test.ts.
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import type { DecisionInput } from '../../src/contract';
+import type { DecisionInput, RefundRunState } from '../../src/contract';
 import { decisionUpdate, stepsQuery } from '../../src/contract';
+import { decidersOf, verdict, type InspectedRun } from '../../src/reliability/verdict';
 import type { refundWorkflow } from '../../src/workflows';
 import { completed, stopped, TEST_POLICY } from '../helpers/runs';
 import { callNames, failure, type Override, type World } from './fake-activities';
@@ -38,6 +39,18 @@ async function idleHistoryLength(handle: Handle): Promise<number> {
 }
 const historyLength = async (handle: Handle) => (await handle.fetchHistory()).events?.length ?? 0;
 
+/** A parked run as `inspect` reads it: Running, its state by the steps Query, no evidence contradicting it. */
+const asInspected = (state: RefundRunState): InspectedRun => ({
+  execution: 'RUNNING',
+  state,
+  result: null,
+  failure: null,
+  inferences: [],
+  parkedVerdict: null,
+  orderId: state.request.orderId,
+  version: 1,
+});
+
 /** The provider cannot be read at the completion gate until `gate.up()`: the refund, the order and the email are done before it parks. */
 function gateDown() {
   let down = true;
@@ -63,6 +76,13 @@ describe('a run that needs a person parks', () => {
       nextAction: expect.stringMatching(/^retry-step completion_gate/),
       decidedBy: expect.arrayContaining(['ops']),
     });
+    // One verdict function: the run's is the function's over the facts its state shows, and so is inspect's.
+    const { facts, deciders, ...own } = state.parked!;
+    const drawn = verdict({ facts, deciders });
+    expect(own).toMatchObject(drawn);
+    expect(facts).toMatchObject({ failedStep: 'completion_gate', effect: { status: 'refunded' }, quarantined: false });
+    expect(deciders).toEqual(decidersOf(world.settings.policy.decisions));
+    expect(verdict(asInspected(state))).toEqual(drawn);
     expect(state.steps.slice(0, 4).map((s) => s.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
     const described = await handle.describe();
     expect(described.status.name).toBe('RUNNING');

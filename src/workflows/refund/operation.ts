@@ -1,7 +1,7 @@
 // The operation a refund run carries out, as the run knows it: its identity (shown by the steps
 // Query), and what the operation's record in the store says of its sends, over every run.
 import type { BeginResult, RefundRunState, StepRecord } from '../../contract';
-import { effectOfRecord, type RecordedEffect, type SendRecord } from '../../reliability/verdict';
+import { effectOfRecord, type RecordedEffect, type SendRecord } from '../../reliability/effect-of-record';
 import type { RefundRequest } from '../../domain/refund-request';
 
 export class OperationView {

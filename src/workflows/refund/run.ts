@@ -16,7 +16,7 @@ import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { redact } from '../../reliability/redaction';
 import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary, Certainty } from '../../reliability/taxonomy';
-import { verdictFor } from '../../reliability/verdict';
+import { decidersOf, verdict, type ParkedEvidence } from '../../reliability/verdict';
 import type { RefundRequest } from '../../domain/refund-request';
 import { IgnoredMessages } from '../messages';
 import type { StepError } from '../step-failure';
@@ -117,14 +117,14 @@ export class RefundRun {
     });
   }
 
-  /** Parks the run: it stays Running, with its finished steps and their outputs, waiting for a decision, with its verdict and next action. */
+  /** Parks the run: it stays Running, with its finished steps and their outputs, waiting for a decision, with its verdict and next action and what they are drawn from (so `inspect` draws the same). */
   park(stopped: RunStopped): void {
     const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
     const notice = this.steps.get('notify_customer');
     const messageId =
       notice.error?.provider.messageId ?? (notice.output as { messageId?: unknown } | undefined)?.messageId;
-    const view = verdictFor(
-      {
+    const evidence: ParkedEvidence = {
+      facts: {
         effect: this.effect,
         failedStep: stopped.failedStep,
         failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
@@ -137,15 +137,16 @@ export class RefundRun {
           earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect),
         }),
       },
-      this.decisionPolicy,
-    );
+      deciders: decidersOf(this.decisionPolicy),
+    };
+    const view = verdict(evidence);
     this.outcome = {
       status: 'needs_attention',
       failedStep: stopped.failedStep,
       reason: stopped.reason,
       quarantined: stopped.quarantined,
     };
-    this.parked = { since: now(), failedStep: stopped.failedStep, reason: stopped.reason, ...view };
+    this.parked = { since: now(), failedStep: stopped.failedStep, reason: stopped.reason, ...view, ...evidence };
     this.deskView.parked = { failedStep: stopped.failedStep };
     this.desk.reopen();
     this.status = 'needs_attention';
