@@ -1,5 +1,5 @@
 // Messages from outside a run (Signals, Updates) are input like any other: anyone who may signal
-// the namespace can send one, and plaintext payloads pass the codec. A malformed one is ignored
+// the namespace can send one; a plaintext one is refused (PAYLOAD_PLAINTEXT=reject). A malformed one is ignored
 // (Signal) or refused (Update) and never fails a workflow task, which would freeze the run for
 // good: it could no longer reconcile, park, take a decision or compensate.
 import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
