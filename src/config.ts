@@ -73,6 +73,8 @@ const envSchema = z.object({
   /** `id:base64key,…`, newest first: the newest encrypts, every one decrypts. */
   PAYLOAD_KEYS: z.string().min(1).optional(),
   PAYLOAD_KEYS_FILE: z.string().min(1).optional(),
+  /** reject (the default with encryption on): workers refuse a workflow's input, Signal, Update or Query sent in plaintext; allow: for a migration. */
+  PAYLOAD_PLAINTEXT: z.enum(['reject', 'allow']).optional(),
   CODEC_PORT: port.default(8888),
   CODEC_HOST: z.string().min(1).default('127.0.0.1'),
   /** The Web UI origins the codec server answers (CORS); the local UI's by default. */
@@ -249,6 +251,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         'or CODEC_AUTH=proxy when an authenticating proxy in front of it checks every caller',
     );
   }
+  // With encryption off every payload is plaintext: refusing it would refuse everything.
+  if (e.PAYLOAD_ENCRYPTION === 'off' && e.PAYLOAD_PLAINTEXT === 'reject')
+    throw new Error(
+      'invalid environment: PAYLOAD_PLAINTEXT: reject needs PAYLOAD_ENCRYPTION=on (with encryption off every payload is plaintext)',
+    );
   const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',
@@ -257,6 +264,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       keys,
       keysFile: e.PAYLOAD_KEYS_FILE,
       localKeysFile: path.join(e.DATA_DIR, 'payload-keys'),
+      /** Whether workers take a workflow's own payload sent in plaintext: never by default, always when nothing is encrypted. */
+      plaintext: e.PAYLOAD_PLAINTEXT ?? (e.PAYLOAD_ENCRYPTION === 'on' ? 'reject' : 'allow'),
     },
     codec: {
       port: e.CODEC_PORT,

@@ -30,6 +30,7 @@ import {
   PAYLOAD_CONVERTER_PATH,
   payloadKeyring,
   refundDataConverter,
+  workerDataConverter,
 } from './codec/data-converter';
 
 /** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
@@ -175,6 +176,7 @@ export async function runWorker(): Promise<void> {
   Runtime.install({ logger });
   await requireSearchAttributes(config);
   const keyring = payloadKeyring(config);
+  // The worker refuses plaintext (PAYLOAD_PLAINTEXT); its client, which activities read through, reads any history.
   const dataConverter = refundDataConverter(keyring);
   const tracing = startTracing(config.tracing.exporter, config.tracing.serviceName);
   let connection: NativeConnection;
@@ -221,7 +223,7 @@ export async function runWorker(): Promise<void> {
       taskQueue: config.taskQueue,
       activities: deps.activities,
       tracing,
-      dataConverter,
+      dataConverter: workerDataConverter(config, keyring),
       // A bundle built ahead of time (`npm run build`) starts the worker in a second instead of bundling here.
       ...(config.workflowBundle && { workflowBundle: { codePath: config.workflowBundle } }),
       pools: config.worker.pools,
@@ -236,7 +238,9 @@ export async function runWorker(): Promise<void> {
       policy: deps.settings.policy.version,
       database: config.databaseUrl.split(':')[0],
       tracing: config.tracing.exporter,
-      payloads: keyring ? `encrypted with key ${keyring.current}` : 'plaintext (PAYLOAD_ENCRYPTION=off)',
+      payloads: keyring
+        ? `encrypted with key ${keyring.current}; plaintext ${config.encryption.plaintext === 'reject' ? 'refused' : 'allowed (PAYLOAD_PLAINTEXT=allow)'}`
+        : 'plaintext (PAYLOAD_ENCRYPTION=off)',
       storeFaults: config.faultInjection,
       slots: config.worker.slots,
     });

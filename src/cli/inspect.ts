@@ -50,7 +50,9 @@ async function main() {
           : undefined,
       };
       const inspection = await inspectRun(client, sources, config.scope, workflowId!);
-      console.log(opts.json ? JSON.stringify(inspection, null, 2) : render(inspection));
+      // Through the codec endpoint: a decision sent in plaintext is refused (PAYLOAD_PLAINTEXT).
+      const codec = config.encryption.enabled ? ` --codec-endpoint ${config.codec.endpoint}` : '';
+      console.log(opts.json ? JSON.stringify(inspection, null, 2) : render(inspection, codec));
     } finally {
       await store.close();
     }
@@ -92,7 +94,7 @@ async function listAttention(
     );
 }
 
-function render(i: Inspection): string {
+function render(i: Inspection, codecFlag: string): string {
   const out: string[] = [];
   out.push(`${i.workflowId}  ${i.execution}${i.refundStatus ? ` · ${i.refundStatus}` : ''}`);
   out.push(
@@ -147,7 +149,7 @@ function render(i: Inspection): string {
     const decision = i.decision.split(':')[0]!;
     out.push(
       `Decide       npm run decide -- ${i.workflowId} ${decision} --by <name> --reason "<why>"`,
-      `  or         temporal workflow update execute --workflow-id ${i.workflowId} --name decide --input '${JSON.stringify({ decision, by: '<name>', reason: '<why>' })}'`,
+      `  or         temporal workflow update execute --workflow-id ${i.workflowId} --name decide --input '${JSON.stringify({ decision, by: '<name>', reason: '<why>' })}'${codecFlag}`,
     );
   }
   return out.join('\n');

@@ -1,10 +1,17 @@
 // How payloads cross to Temporal for every worker and client of this project: encrypted with
 // the configured keyring, failures' messages included.
-import { METADATA_ENCODING_KEY, type DataConverter, type Payload, type PayloadCodec } from '@temporalio/common';
+import {
+  METADATA_ENCODING_KEY,
+  type DataConverter,
+  type Payload,
+  type PayloadCodec,
+  type SerializationContext,
+} from '@temporalio/common';
 import type { Config } from '../config';
-import { EncryptionCodec } from './encryption-codec';
+import { ENCRYPTED_ENCODING, EncryptionCodec } from './encryption-codec';
 import { localKeyring, parseKeyring, type Keyring } from './keyring';
 import { UNDECODABLE_ENCODING } from './payload-converter';
+import { PLAINTEXT_REFUSED_ENCODING, plaintextRefusal } from './plaintext';
 import fs from 'node:fs';
 import { runningPid } from '../local-stack';
 
@@ -34,40 +41,66 @@ export function payloadKeyring(config: Config): Keyring | undefined {
 export const FAILURE_CONVERTER_PATH = require.resolve('./failure-converter');
 export const PAYLOAD_CONVERTER_PATH = require.resolve('./payload-converter');
 
-/** The data converter for a keyring (none: plaintext payloads); workers and clients must share it. */
-export function refundDataConverter(keyring: Keyring | undefined): DataConverter {
+export interface ConverterOptions {
+  /**
+   * A worker's, with PAYLOAD_PLAINTEXT=reject: a workflow's own payload (input, Signal, Update, Query
+   * argument) that is not encrypted is refused, and the refusal names this codec endpoint. Clients read
+   * whatever a history holds; only what a workflow would act on is refused.
+   */
+  refusePlaintext?: { codecEndpoint: string };
+}
+
+/** The data converter for a keyring (none: plaintext payloads); workers and clients must share the keyring. */
+export function refundDataConverter(keyring: Keyring | undefined, options: ConverterOptions = {}): DataConverter {
+  const refusal = keyring && options.refusePlaintext && plaintextRefusal(options.refusePlaintext.codecEndpoint);
   return {
     failureConverterPath: FAILURE_CONVERTER_PATH,
     payloadConverterPath: PAYLOAD_CONVERTER_PATH,
-    payloadCodecs: keyring ? [new UndecodableMarked(new EncryptionCodec(keyring))] : [],
+    payloadCodecs: keyring ? [new UndecodableMarked(new EncryptionCodec(keyring), refusal || undefined)] : [],
   };
+}
+
+/** The data converter of this configuration's workers: it refuses plaintext unless PAYLOAD_PLAINTEXT=allow. */
+export function workerDataConverter(config: Config, keyring: Keyring | undefined): DataConverter {
+  const refuse = config.encryption.plaintext === 'reject';
+  return refundDataConverter(keyring, refuse ? { refusePlaintext: { codecEndpoint: config.codec.endpoint } } : {});
 }
 
 /**
  * A payload the codec cannot decode is marked, not thrown: the worker decodes a whole activation
  * at once, before any handler runs, and one forged Signal would fail its workflow task for good.
- * The payload converter decides what a marked payload becomes (payload-converter.ts).
+ * So is a workflow's own payload sent in plaintext, when this worker refuses plaintext. The payload
+ * converter decides what a marked payload becomes (payload-converter.ts).
  */
 class UndecodableMarked implements PayloadCodec {
-  constructor(private readonly codec: PayloadCodec) {}
+  constructor(
+    private readonly codec: PayloadCodec,
+    private readonly plaintextRefusal?: string,
+  ) {}
 
-  encode(payloads: Payload[]): Promise<Payload[]> {
-    return this.codec.encode(payloads);
+  encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
+    return this.codec.encode(payloads, context);
   }
 
-  decode(payloads: Payload[]): Promise<Payload[]> {
+  decode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
     return Promise.all(
-      payloads.map((payload) =>
-        this.codec.decode([payload]).then(
-          ([decoded]) => decoded,
-          (err: unknown) => ({
-            metadata: { [METADATA_ENCODING_KEY]: utf8.encode(UNDECODABLE_ENCODING) },
-            data: utf8.encode(err instanceof Error ? err.message : String(err)),
-          }),
-        ),
-      ),
+      payloads.map((payload) => {
+        // Activities' payloads come from our own workers only; a workflow's own come from anyone with namespace access.
+        if (this.plaintextRefusal && context?.type === 'workflow' && !encrypted(payload))
+          return marked(PLAINTEXT_REFUSED_ENCODING, this.plaintextRefusal);
+        return this.codec.decode([payload], context).then(
+          ([decoded]) => decoded!,
+          (err: unknown) => marked(UNDECODABLE_ENCODING, err instanceof Error ? err.message : String(err)),
+        );
+      }),
     );
   }
 }
 
 const utf8 = new TextEncoder();
+const encrypted = (payload: Payload) =>
+  new TextDecoder().decode(payload.metadata?.[METADATA_ENCODING_KEY] ?? new Uint8Array()) === ENCRYPTED_ENCODING;
+const marked = (encoding: string, why: string): Payload => ({
+  metadata: { [METADATA_ENCODING_KEY]: utf8.encode(encoding) },
+  data: utf8.encode(why),
+});

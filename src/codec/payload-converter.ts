@@ -6,7 +6,7 @@
 // before any handler runs, it would fail the workflow task on every retry and freeze the run. Inside
 // a workflow, a payload of the workflow itself (its input, a Signal's, an Update's) that cannot be
 // decoded therefore becomes an UndecodableValue, which every handler's schema ignores or refuses and
-// every workflow refuses as input. Anywhere else (an activity's input, a client reading a result) and
+// every workflow refuses as input; so does one a worker refuses for being plaintext. Anywhere else (an activity's input, a client reading a result) and
 // for an activity's result inside a workflow, it still throws: those payloads come from our own
 // workers, a failure there is a misconfigured key, and a retry on a worker that has it is the cure.
 import {
@@ -18,6 +18,7 @@ import {
   type SerializationContext,
 } from '@temporalio/common';
 import { inWorkflowContext } from '@temporalio/workflow';
+import { PLAINTEXT_REFUSED_ENCODING } from './plaintext';
 
 /** The encoding the payload codec gives a payload it could not decrypt; its data is why. */
 export const UNDECODABLE_ENCODING = 'binary/undecodable';
@@ -25,12 +26,19 @@ export const UNDECODABLE_ENCODING = 'binary/undecodable';
 /** What a workflow receives in place of a message it cannot decode. */
 export interface UndecodableValue {
   $undecodable: string;
+  /** Sent in plaintext to a worker that refuses plaintext (plaintext.ts); `$undecodable` says to use the codec endpoint. */
+  $plaintext?: true;
 }
 
 export function isUndecodable(value: unknown): value is UndecodableValue {
   return (
     typeof value === 'object' && value !== null && typeof (value as Partial<UndecodableValue>).$undecodable === 'string'
   );
+}
+
+/** A value sent in plaintext that this worker refuses (PAYLOAD_PLAINTEXT=reject). */
+export function isRefusedPlaintext(value: unknown): value is UndecodableValue & { $plaintext: true } {
+  return isUndecodable(value) && value.$plaintext === true;
 }
 
 const text = (bytes: Uint8Array | null | undefined) => (bytes ? new TextDecoder().decode(bytes) : '');
@@ -43,12 +51,17 @@ class RefundPayloadConverter implements PayloadConverter {
   }
 
   fromPayload<T>(payload: Payload, context?: SerializationContext, hint?: ConverterHint<T>): T {
+    const encoding = text(payload.metadata?.[METADATA_ENCODING_KEY]);
+    const plaintext = encoding === PLAINTEXT_REFUSED_ENCODING;
     try {
-      if (text(payload.metadata?.[METADATA_ENCODING_KEY]) === UNDECODABLE_ENCODING) throw new Error(text(payload.data));
+      if (encoding === UNDECODABLE_ENCODING || plaintext) throw new Error(text(payload.data));
       return this.inner.fromPayload<T>(payload, context, hint);
     } catch (err) {
       if (context?.type !== 'workflow' || !inWorkflowContext()) throw err;
-      return { $undecodable: err instanceof Error ? err.message : String(err) } satisfies UndecodableValue as T;
+      const why = err instanceof Error ? err.message : String(err);
+      return (plaintext
+        ? { $undecodable: why, $plaintext: true }
+        : { $undecodable: why }) satisfies UndecodableValue as T;
     }
   }
 }

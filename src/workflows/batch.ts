@@ -9,6 +9,7 @@ import { pooledActivities } from './pools';
 import type { QueueActivities, StartRecord } from '../activities/queue';
 import { refundWorkflowId, SEARCH_ATTRIBUTES } from '../contract';
 import { currentOccurrence } from './occurrence';
+import { refusePlaintext } from './messages';
 import { refundWorkflow } from './refund/workflow';
 
 export interface BatchInput {
@@ -30,6 +31,7 @@ const { takeQueued, recordStarts } = pooledActivities<QueueActivities>({
 });
 
 export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResult> {
+  refusePlaintext(input);
   const limit = Math.trunc(Number(input?.limit));
   if (!(limit >= 1 && limit <= 1000))
     throw ApplicationFailure.nonRetryable(

@@ -6,6 +6,7 @@ import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { currentOccurrence } from './occurrence';
 import { isUndecodable } from '../codec/payload-converter';
+import { refusePlaintext } from './messages';
 
 export interface DigestOptions {
   /** At most this many runs are listed (0-1000); the digest always says how many wait. */
@@ -31,6 +32,7 @@ const { sendDigest } = pooledActivities<RefundActivities>({
 
 export async function digestWorkflow(options: DigestOptions = {}): Promise<DigestResult> {
   // Defaults are no answer to options nobody could decode (payload-converter.ts); an older history never holds such input.
+  refusePlaintext(options);
   if (isUndecodable(options))
     throw ApplicationFailure.nonRetryable(
       `its options could not be decoded: ${options.$undecodable}`,

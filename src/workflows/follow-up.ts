@@ -4,7 +4,7 @@
 // stands (the order's refund taken off, a correction email), each under the same key the saga
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
-import { ApplicationFailure, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
@@ -25,7 +25,7 @@ import {
 import { REFUND_REASONS, type RefundRequest } from '../domain/refund-request';
 import { activityOptions, BOOKKEEPING } from './activity-options';
 import { runCompensation } from './compensate';
-import { IgnoredMessages, setSignalHandler } from './messages';
+import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from './messages';
 import { pooledActivities } from './pools';
 import { describeFailure } from './step-failure';
 
@@ -36,6 +36,7 @@ const LOOKUP = {
 } as const;
 
 export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
+  refusePlaintext(input);
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
   if (
     !input ||
@@ -58,7 +59,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     compensations: [],
     reason: null,
   };
-  setHandler(followUpQuery, () => state);
+  setQueryHandler(followUpQuery, () => state);
   // The events are kept for operators only (nothing here acts on them): parsing them changes no command, so no patch.
   setSignalHandler(
     providerEventSignal,

@@ -1,12 +1,20 @@
 // Messages from outside a run are input like any other: anyone allowed to signal the namespace can
-// send one, and a plaintext payload passes the codec. A Signal's handler parses its input first and
+// send one (refused when it is plaintext, PAYLOAD_PLAINTEXT=reject). A Signal's handler parses its input first and
 // ignores what does not fit, noting it in the run's state; no error of a handler reaches the SDK,
 // which would fail the workflow task again on every retry and freeze the run (a Signal handler's
 // ApplicationFailure would even fail the run). Why catching, not workflowFailureErrorTypes:
 // docs/reliability.md, "Messages".
-import { ApplicationFailure, setHandler, TemporalFailure, type SignalDefinition } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  log,
+  setHandler,
+  TemporalFailure,
+  type QueryDefinition,
+  type SignalDefinition,
+} from '@temporalio/workflow';
 import type { z } from 'zod';
-import { isUndecodable } from '../codec/payload-converter';
+import { isRefusedPlaintext, isUndecodable } from '../codec/payload-converter';
+import { PLAINTEXT_REFUSED } from '../codec/plaintext';
 import type { IgnoredMessagesView } from '../contract';
 
 /** Kept in the run's state: a flood of malformed Signals must not grow it without bound. */
@@ -42,7 +50,10 @@ export function setSignalHandler<T>(
 ): void {
   setHandler(signal, (raw: unknown) => {
     // Before the schema: an undecodable payload is never taken for an event.
-    if (isUndecodable(raw)) return ignored.note(signal.name, `undecodable: ${raw.$undecodable}`, raw);
+    if (isUndecodable(raw)) {
+      if (raw.$plaintext) log.warn(`Signal ${signal.name} ignored: ${raw.$undecodable}`);
+      return ignored.note(signal.name, `${raw.$plaintext ? 'refused' : 'undecodable'}: ${raw.$undecodable}`, raw);
+    }
     const parsed = schema.safeParse(raw);
     if (!parsed.success) return ignored.note(signal.name, `malformed: ${describeIssues(parsed.error)}`, raw);
     try {
@@ -51,6 +62,24 @@ export function setSignalHandler<T>(
     } catch (err) {
       ignored.note(signal.name, `its handler failed: ${err instanceof Error ? err.message : String(err)}`, raw);
     }
+  });
+}
+
+/**
+ * Throws, for a workflow's input, an Update's validator or a Query, when a value was sent in plaintext
+ * to a worker that refuses it: the caller reads why in the clear (failure-converter.ts). As a run's
+ * input it fails the run before anything ran, never its workflow task.
+ */
+export function refusePlaintext(...values: unknown[]): void {
+  const refused = values.find(isRefusedPlaintext);
+  if (refused) throw ApplicationFailure.nonRetryable(refused.$undecodable, PLAINTEXT_REFUSED);
+}
+
+/** Sets a Query's handler; one asked with an argument sent in plaintext gets the refusal as its answer. */
+export function setQueryHandler<R>(query: QueryDefinition<R, []>, answer: () => R): void {
+  setHandler(query, (...args: unknown[]) => {
+    refusePlaintext(...args);
+    return answer();
   });
 }
 

@@ -7,6 +7,7 @@ import type { RefundActivities } from '../activities';
 import type { SweepReport } from '../activities/sweep';
 import { currentOccurrence } from './occurrence';
 import { isUndecodable } from '../codec/payload-converter';
+import { refusePlaintext } from './messages';
 
 export interface SweepOptions {
   /** Runs asked per occurrence (1-1000). */
@@ -22,6 +23,7 @@ const { sweepUnknown } = pooledActivities<RefundActivities>({
 });
 
 export async function sweepWorkflow(options: SweepOptions = {}): Promise<SweepReport & { occurrenceId: string }> {
+  refusePlaintext(options);
   // Defaults are no answer to options nobody could decode (payload-converter.ts); an older history never holds such input.
   if (isUndecodable(options))
     throw ApplicationFailure.nonRetryable(

@@ -72,8 +72,10 @@ export interface Harness {
   worker: RefundWorker | undefined;
   /** The worker's activities, for workers a test builds itself. */
   activities: RefundActivities;
-  /** The file's data converter (payloads encrypted with payloadKeys). */
+  /** The file's clients' data converter (payloads encrypted with payloadKeys). */
   dataConverter: DataConverter;
+  /** Its workers': the same keys, and a workflow's own payloads sent in plaintext refused. */
+  workerConverter: DataConverter;
   /** The workflow bundle every worker of the file runs. */
   workflowBundle: { code: string };
   settings: RunSettings;
@@ -131,6 +133,8 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const env = await testEnvironment({ dataConverter });
   const namespace = env.namespace ?? 'default';
   const codecServer = await startCodecServer({ codec: new EncryptionCodec(keyring), namespace, origins: [], port: 0 });
+  // Its workers refuse a workflow's own payloads sent in plaintext, as production's do (PAYLOAD_PLAINTEXT=reject).
+  const workerConverter = refundDataConverter(keyring, { refusePlaintext: { codecEndpoint: codecServer.url } });
   const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
   const standIns = await startStandIns(dir, {
@@ -190,7 +194,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
           namespace,
           activities,
           workflowBundle,
-          dataConverter,
+          dataConverter: workerConverter,
           tracing: options.tracing,
         });
   const running = worker?.run();
@@ -219,6 +223,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     worker,
     activities,
     dataConverter,
+    workerConverter,
     workflowBundle,
     settings,
     payloadKeys,
@@ -230,7 +235,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         namespace,
         taskQueue,
         workflowBundle,
-        dataConverter: converter ?? dataConverter,
+        dataConverter: converter ?? workerConverter,
         tracing: options.tracing,
         activities: { ...(other ? build({ ...settings, ...other }) : activities), ...overrides },
       });

@@ -183,7 +183,7 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   expect(text).toMatch(/^Escalation {3}the refund stands; the run parks as needs_attention/m);
   expect(text).toContain(`Decide       npm run decide -- ${handle.workflowId} retry-step --by <name> --reason "<why>"`);
   expect(text).toContain(
-    `temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input '{"decision":"retry-step","by":"<name>","reason":"<why>"}'`,
+    `temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input '{"decision":"retry-step","by":"<name>","reason":"<why>"}' --codec-endpoint http://127.0.0.1:8888`,
   );
 
   const refused = await cli('decide.ts', [

@@ -1,16 +1,30 @@
 // Messages from outside a run (Signals, Updates) are input like any other: anyone who may signal
-// the namespace can send one, and plaintext payloads pass the codec. A malformed one is ignored
+// the namespace can send one; a plaintext one is refused (PAYLOAD_PLAINTEXT=reject). A malformed one is ignored
 // (Signal) or refused (Update) and never fails a workflow task, which would freeze the run for
 // good: it could no longer reconcile, park, take a decision or compensate.
-import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { decodeOptionalFailureToOptionalError } from '@temporalio/common/lib/internal-non-workflow';
 import { temporal } from '@temporalio/proto';
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import type { Payload } from '@temporalio/common';
+import { promisify } from 'node:util';
+import { ApplicationFailure, type Payload } from '@temporalio/common';
+import { workerDataConverter } from '../../src/codec/data-converter';
 import { ENCRYPTED_ENCODING, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
+import { parseKeyring } from '../../src/codec/keyring';
+import { PLAINTEXT_REFUSED } from '../../src/codec/plaintext';
+import { loadConfig } from '../../src/config';
 import { startRefund } from '../../src/client/refunds';
 import { followUpWorkflow } from '../../src/workflows';
-import { decisionUpdate, followUpQuery, providerEventSignal, stepsQuery } from '../../src/contract';
+import {
+  decisionUpdate,
+  followUpQuery,
+  providerEventSignal,
+  REFUND_WORKFLOW,
+  stepsQuery,
+  TASK_QUEUE,
+} from '../../src/contract';
+import { findTool } from '../../tools/src/stack/tools';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;
@@ -193,6 +207,7 @@ test('the follow-up run ignores malformed Signals too, from its first workflow t
 
 /** Payloads no worker can decode, as anyone may send them past the client's codec. */
 const utf8 = (text: string) => new TextEncoder().encode(text);
+const isSealed = (p: Payload) => new TextDecoder().decode(p.metadata?.encoding ?? undefined) === ENCRYPTED_ENCODING;
 const UNDECODABLE: [string, Payload][] = [
   [
     'encrypted with a key no worker has',
@@ -256,14 +271,17 @@ test('Signals and Updates whose payload cannot be decoded are ignored or refused
       h.env.client.options.loadedDataConverter,
       outcome?.failure,
     );
-    expect(refusal?.message).toMatch(/^invalid decision: /);
+    expect(refusal?.message).toMatch(isSealed(payload) ? /^invalid decision: / : /^plaintext payload refused/);
   }
   expect(await taskFailures(handle)).toEqual([]);
 
   const parked = await handle.query(stepsQuery);
   expect(parked.decisions).toEqual([]);
+  // The workers refuse plaintext (PAYLOAD_PLAINTEXT=reject): what is not sealed is refused before any decoding.
   expect(parked.ignoredMessages.latest.map((m) => m.reason)).toEqual(
-    UNDECODABLE.map(() => expect.stringMatching(/^undecodable: /)),
+    UNDECODABLE.map(([, p]) =>
+      expect.stringMatching(isSealed(p) ? /^undecodable: / : /^refused: plaintext payload refused/),
+    ),
   );
   expect(parked.ignoredMessages.latest.map((m) => m.input)).toEqual(
     UNDECODABLE.map(() => expect.stringMatching(/^\{"\$undecodable":/)),
@@ -276,4 +294,146 @@ test('Signals and Updates whose payload cannot be decoded are ignored or refused
   await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   expect(await taskFailures(handle)).toEqual([]);
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
+
+/** The `temporal` CLI as a user without the codec endpoint runs it: it sends its input in plaintext. */
+async function plainCli(...args: string[]): Promise<{ ok: boolean; out: string }> {
+  return promisify(execFile)(findTool('temporal'), [...args, '--address', h.env.address, '--namespace', h.namespace], {
+    encoding: 'utf8',
+  }).then(
+    ({ stdout, stderr }) => ({ ok: true, out: stdout + stderr }),
+    (e: { stdout?: string; stderr?: string }) => ({ ok: false, out: `${e.stdout ?? ''}${e.stderr ?? ''}` }),
+  );
+}
+
+const plainStart = (workflowId: string, orderId: string, taskQueue = TASK_QUEUE) =>
+  plainCli(
+    'workflow',
+    'start',
+    '--type',
+    REFUND_WORKFLOW,
+    '--task-queue',
+    taskQueue,
+    '--workflow-id',
+    workflowId,
+    '--input',
+    JSON.stringify({ orderId, amount: 1250, currency: 'usd', requestedBy: 'cli' }),
+  );
+
+test('plaintext from the temporal CLI is refused: a start fails naming the codec endpoint and does nothing; a Signal, an Update and a Query to a parked run are refused and leave it as it was', async () => {
+  const refusal = new RegExp(`plaintext payload refused.*--codec-endpoint ${h.codecUrl.replace(/\./g, '\\.')}`);
+  const plain = await h.seedOrder(newOrderId());
+  const started = await plainStart(`plain-${plain.id}`, plain.id);
+  expect(started.ok).toBe(true);
+  const plainRun = h.env.client.workflow.getHandle(`plain-${plain.id}`);
+  const failed = await plainRun.result().then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(failed).toBeInstanceOf(WorkflowFailedError);
+  const cause = (failed as WorkflowFailedError).cause;
+  expect(cause).toBeInstanceOf(ApplicationFailure);
+  expect((cause as ApplicationFailure).type).toBe(PLAINTEXT_REFUSED);
+  expect(cause?.message).toMatch(refusal);
+  // Readable without the codec, by whoever sent the plaintext.
+  expect((await plainCli('workflow', 'describe', '--workflow-id', plainRun.workflowId)).out).toMatch(refusal);
+  const plainEvents = ((await plainRun.fetchHistory()).events ?? []).map((e) => e.eventType);
+  expect(plainEvents).not.toContain(EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED);
+  expect(plainEvents).not.toContain(EventType.EVENT_TYPE_MARKER_RECORDED);
+  expect(await taskFailures(plainRun)).toEqual([]);
+  expect(await h.ledger(plain.paymentIntentId)).toEqual([]);
+  expect(await h.messages({ to: plain.customerEmail })).toEqual([]);
+
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({
+    kind: 'server_error',
+    status: 500,
+    match: { method: 'GET', paymentIntent: order.paymentIntentId },
+    count: 1000,
+  });
+  const { handle } = await startRefund(h.env.client, {
+    orderId: order.id,
+    amount: 1250,
+    currency: 'usd',
+    requestedBy: 'test',
+  });
+  expect((await stopped(handle)).status).toBe('needs_attention');
+  const before = await handle.query(stepsQuery);
+  const target = ['--workflow-id', handle.workflowId];
+
+  // The provider's word that the refund failed, as the run would act on it (it would compensate), but in plaintext.
+  const event = {
+    id: `evt_${randomUUID().slice(0, 8)}`,
+    type: 'refund.failed',
+    refundId: before.effect.refundId,
+    refundStatus: 'failed',
+    created: 1_700_000_000,
+    receivedAt: new Date().toISOString(),
+  };
+  expect(
+    (
+      await plainCli(
+        'workflow',
+        'signal',
+        ...target,
+        '--name',
+        providerEventSignal.name,
+        '--input',
+        JSON.stringify(event),
+      )
+    ).ok,
+  ).toBe(true);
+  await signalsTaken(handle);
+  const decision = JSON.stringify({ decision: 'abandon', by: 'ops', reason: 'sent in plaintext' });
+  const update = await plainCli(
+    'workflow',
+    'update',
+    'execute',
+    ...target,
+    '--name',
+    decisionUpdate.name,
+    '--input',
+    decision,
+  );
+  expect(update).toMatchObject({ ok: false, out: expect.stringMatching(refusal) });
+  const query = await plainCli('workflow', 'query', ...target, '--type', stepsQuery.name, '--input', '{}');
+  expect(query).toMatchObject({ ok: false, out: expect.stringMatching(refusal) });
+
+  const after = await handle.query(stepsQuery);
+  expect(after).toMatchObject({ status: 'needs_attention', providerEvents: [], decisions: [] });
+  expect(after.steps).toEqual(before.steps);
+  expect(after.ignoredMessages.latest.at(-1)).toMatchObject({
+    message: providerEventSignal.name,
+    reason: expect.stringMatching(/^refused: plaintext payload refused/),
+  });
+  const types = ((await handle.fetchHistory()).events ?? []).map((e) => e.eventType);
+  expect(types).not.toContain(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED);
+  expect(types).not.toContain(EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED);
+  expect(await taskFailures(handle)).toEqual([]);
+
+  await clearFaults();
+  await handle.executeUpdate(decisionUpdate, {
+    args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
+  });
+  await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+});
+
+test('with PAYLOAD_PLAINTEXT=allow (a migration) a worker takes a plaintext start and carries the refund out', async () => {
+  const config = loadConfig({ PAYLOAD_KEYS: h.payloadKeys, PAYLOAD_PLAINTEXT: 'allow' });
+  const allowing = workerDataConverter(config, parseKeyring(h.payloadKeys, 'test'));
+  const order = await h.seedOrder(newOrderId());
+  await h.withWorker(
+    {},
+    async (taskQueue) => {
+      expect((await plainStart(`plain-${order.id}`, order.id, taskQueue)).ok).toBe(true);
+      const result = await h.env.client.workflow.getHandle(`plain-${order.id}`).result();
+      expect(result).toMatchObject({ status: 'completed', orderId: order.id });
+    },
+    undefined,
+    undefined,
+    allowing,
+  );
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
 });

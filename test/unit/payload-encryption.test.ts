@@ -1,13 +1,15 @@
 // The payload codec, its keyring and its HTTP server, without Temporal: what an old key still
 // decodes after a rotation, what a tampered or unknown payload does, and who the server answers.
-import { defaultPayloadConverter, type Payload } from '@temporalio/common';
+import { ApplicationFailure, defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config';
 import { startCodecServer, type CodecServer } from '../../src/codec/codec-server';
-import { payloadKeyring } from '../../src/codec/data-converter';
+import { payloadKeyring, workerDataConverter } from '../../src/codec/data-converter';
 import { EncryptionCodec, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
+import { failureConverter } from '../../src/codec/failure-converter';
+import { PLAINTEXT_REFUSED, PLAINTEXT_REFUSED_ENCODING } from '../../src/codec/plaintext';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { registerSelf } from '../../tools/src/stack/processes';
 
@@ -50,6 +52,47 @@ test('a tampered payload or a relabelled key id fails authentication; a plaintex
   };
   await expect(codec.decode([relabelled])).rejects.toThrow(/failed authentication/);
   expect(await codec.decode([plain()])).toEqual([plain()]);
+});
+
+test("PAYLOAD_PLAINTEXT: a worker refuses a workflow's own plaintext payload, naming the codec endpoint; activities' payloads, clients and allow are untouched", async () => {
+  const codecOf = (env: NodeJS.ProcessEnv) => {
+    const config = loadConfig({ PAYLOAD_KEYS: newKey, CODEC_PORT: '9999', ...env });
+    expect(config.encryption.plaintext).toBe(env.PAYLOAD_PLAINTEXT ?? 'reject');
+    return workerDataConverter(config, config.encryption.keys).payloadCodecs![0] as PayloadCodec;
+  };
+  const workflow = { type: 'workflow', namespace: 'default', workflowId: 'w' } as const;
+  const encoding = (p: Payload | undefined) => Buffer.from(p!.metadata!.encoding!).toString();
+  const refuser = codecOf({});
+  const [refused] = await refuser.decode([plain()], workflow);
+  expect(encoding(refused)).toBe(PLAINTEXT_REFUSED_ENCODING);
+  expect(Buffer.from(refused!.data!).toString()).toMatch(
+    /^plaintext payload refused .*--codec-endpoint http:\/\/127\.0\.0\.1:9999/,
+  );
+  // What the workers sealed decodes; an activity's payload comes from our own workers only.
+  const [sealed] = await refuser.encode([plain()], workflow);
+  expect(defaultPayloadConverter.fromPayload((await refuser.decode([sealed!], workflow))[0]!)).toEqual(customer);
+  expect(await refuser.decode([plain()], { type: 'activity', namespace: 'default', isLocal: false })).toEqual([
+    plain(),
+  ]);
+  expect(await codecOf({ PAYLOAD_PLAINTEXT: 'allow' }).decode([plain()], workflow)).toEqual([plain()]);
+
+  // Encryption off: everything is plaintext, so allow is implied and reject is a configuration error.
+  expect(loadConfig({ PAYLOAD_ENCRYPTION: 'off' }).encryption.plaintext).toBe('allow');
+  expect(() => loadConfig({ PAYLOAD_ENCRYPTION: 'off', PAYLOAD_PLAINTEXT: 'reject' })).toThrow(
+    /PAYLOAD_PLAINTEXT: reject needs PAYLOAD_ENCRYPTION=on/,
+  );
+  expect(() => loadConfig({ PAYLOAD_PLAINTEXT: 'refuse' })).toThrow(/PAYLOAD_PLAINTEXT/);
+
+  // The refusal's failure keeps its message in the clear for a caller without the codec; any other is encoded.
+  const pc = defaultPayloadConverter;
+  const clear = failureConverter.errorToFailure(
+    ApplicationFailure.nonRetryable('plaintext payload refused', PLAINTEXT_REFUSED),
+    pc,
+  );
+  expect(clear).toMatchObject({ message: 'plaintext payload refused', stackTrace: '' });
+  expect(clear.encodedAttributes).toBeFalsy();
+  const other = failureConverter.errorToFailure(ApplicationFailure.nonRetryable('c***@example.test bounced', 'X'), pc);
+  expect(other.message).toBe('Encoded failure');
 });
 
 test.each([

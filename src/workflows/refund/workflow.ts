@@ -15,7 +15,7 @@ import {
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
 import { BOOKKEEPING } from '../activity-options';
-import { failingTheUpdateOnly, setSignalHandler } from '../messages';
+import { failingTheUpdateOnly, refusePlaintext, setQueryHandler, setSignalHandler } from '../messages';
 import { pooledActivities } from '../pools';
 import { StepFailedError } from '../step-failure';
 import { compensate } from './compensation';
@@ -30,13 +30,15 @@ import * as reasons from './stop-reasons';
 import { showRejectedInput } from './visibility';
 
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
+  // Not a rejected request but a caller to redirect: Failed, its reason readable without the codec, nothing ran.
+  refusePlaintext(input);
   let run: RefundRun;
   try {
     run = new RefundRun(parseRefundRequest(input));
   } catch (err) {
     return rejectedInput(input, (err as Error).message);
   }
-  setHandler(stepsQuery, () => run.view());
+  setQueryHandler(stepsQuery, () => run.view());
   // A malformed message is ignored or refused, never a failed workflow task.
   setSignalHandler(
     providerEventSignal,
@@ -52,7 +54,12 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
         run.noteDecision();
         return record;
       }),
-    { validator: (decision) => run.desk.validate(decision) },
+    {
+      validator: (decision) => {
+        refusePlaintext(decision);
+        run.desk.validate(decision);
+      },
+    },
   );
 
   let next = () => carryOut(run, 'load_order');
