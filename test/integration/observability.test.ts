@@ -13,7 +13,7 @@ import { createLogger } from '../../src/observability/logging';
 import { startTracing } from '../../src/observability/tracing';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { openStore, type SqlOrderStore } from '../../src/store';
-import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { completed, fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
 import { startRefund } from '../../src/client/refunds';
 import { METRICS } from '../../src/observability/metrics';
 import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/worker-process';
@@ -144,7 +144,8 @@ describe('metrics', () => {
   let metricsUrl: string;
 
   beforeAll(async () => {
-    fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(TEST_POLICY));
+    // Two attempts at a transient failure: the parked case parks in a second or two.
+    fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(fewLookups(3)));
     fs.writeFileSync(path.join(dir, 'workflows.js'), h.workflowBundle.code);
     const address = `127.0.0.1:${await freePort()}`;
     metricsUrl = `http://${address}/metrics`;
