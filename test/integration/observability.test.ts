@@ -15,6 +15,7 @@ import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { openStore, type SqlOrderStore } from '../../src/store';
 import { completed, fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
 import { startRefund } from '../../src/client/refunds';
+import { stepsQuery } from '../../src/contract';
 import { METRICS } from '../../src/observability/metrics';
 import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/worker-process';
 import { freePort } from '../../tools/src/stack/processes';
@@ -193,14 +194,20 @@ describe('metrics', () => {
   const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
   const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 
-  it('count a completed run, its attempts, provider requests and hand-over; the SDK exports its own beside them', async () => {
+  it('count a completed run once, replayed or not, its attempts, provider requests and hand-over; the SDK exports its own beside them', async () => {
     const before = await scrape();
     const order = await h.seedOrder(newOrderId());
-    completed(await (await startRefund(h.env.client, request(order.id), taskQueue)).handle.result());
+    const { handle } = await startRefund(h.env.client, request(order.id), taskQueue);
+    completed(await handle.result());
+    // A Query to a closed run replays its whole history on the worker: the workflow's meter records nothing then.
+    expect((await handle.query(stepsQuery)).status).toBe('completed');
+    expect(worker.output()).not.toMatch(/nondetermin/i);
     const after = await scrapeUntil((s) => total(s, METRICS.ended.name) > total(before, METRICS.ended.name));
     const delta = (name: string, labels?: Record<string, string>) =>
       total(after, name, labels) - total(before, name, labels);
 
+    // It was replayed (the SDK times each replay), and still counted once.
+    expect(delta('temporal_workflow_task_replay_latency_count')).toBeGreaterThan(0);
     expect(delta(METRICS.started.name)).toBe(1);
     expect(delta(METRICS.ended.name, { outcome: 'completed' })).toBe(1);
     expect(delta(METRICS.ended.name)).toBe(1);
