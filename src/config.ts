@@ -46,6 +46,16 @@ const envSchema = z.object({
   /** The standard OpenTelemetry variable: where the worker's traces go (otlp: to OTEL_EXPORTER_OTLP_ENDPOINT). */
   OTEL_TRACES_EXPORTER: z.enum(TRACE_EXPORTERS).default('none'),
   OTEL_SERVICE_NAME: z.string().min(1).default('durable-refunds-worker'),
+  /** Where the worker serves its metrics for Prometheus to scrape (`/metrics`), host:port; unset: not served. */
+  METRICS_PROMETHEUS_ADDRESS: z
+    .string()
+    .regex(/^\S+:\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464')
+    .optional(),
+  /** An OpenTelemetry collector the worker pushes its metrics to: OTLP/HTTP when the URL ends in /v1/metrics, else OTLP/gRPC. */
+  METRICS_OTLP_URL: z
+    .string()
+    .regex(/^(grpc|http)s?:\/\/\S+$/, 'must be a grpc(s):// or http(s):// URL')
+    .optional(),
   TASK_QUEUE: z
     .string()
     .regex(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"')
@@ -256,6 +266,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throw new Error(
       'invalid environment: PAYLOAD_PLAINTEXT: reject needs PAYLOAD_ENCRYPTION=on (with encryption off every payload is plaintext)',
     );
+  if (e.METRICS_PROMETHEUS_ADDRESS && e.METRICS_OTLP_URL) {
+    throw new Error(
+      'invalid environment: METRICS_OTLP_URL: the worker exports its metrics one way; set METRICS_PROMETHEUS_ADDRESS or METRICS_OTLP_URL, not both',
+    );
+  }
   const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',
@@ -323,6 +338,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     admission: { maxBacklog: e.ADMISSION_MAX_BACKLOG },
     logLevel: e.LOG_LEVEL,
     tracing: { exporter: e.OTEL_TRACES_EXPORTER, serviceName: e.OTEL_SERVICE_NAME },
+    metrics: {
+      prometheusAddress: e.METRICS_PROMETHEUS_ADDRESS,
+      otlpUrl: e.METRICS_OTLP_URL,
+    },
     stripeLiveMode: e.STRIPE_LIVE_MODE === 'allow',
     mail: {
       smtpUrl,

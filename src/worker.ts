@@ -15,6 +15,7 @@ import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startTracing, type WorkerTracing } from './observability/tracing';
+import { telemetryOptions } from './observability/telemetry';
 import {
   ACTIVITY_POOLS,
   TASK_QUEUE,
@@ -171,9 +172,9 @@ export async function runWorker(): Promise<void> {
       `WORKFLOW_BUNDLE ${config.workflowBundle} does not exist: build it with \`npm run bundle\` (or unset WORKFLOW_BUNDLE to bundle at start)`,
     );
   }
-  // Every log line of this process is JSON from here on: the SDK's, the activities', ours.
+  // Every log line of this process is JSON from here on: the SDK's, the Core's, the activities', ours.
   const logger = createLogger(config.logLevel);
-  Runtime.install({ logger });
+  Runtime.install({ logger, telemetryOptions: telemetryOptions(config) });
   await requireSearchAttributes(config);
   const keyring = payloadKeyring(config);
   // The worker refuses plaintext (PAYLOAD_PLAINTEXT); its client, which activities read through, reads any history.
@@ -238,6 +239,9 @@ export async function runWorker(): Promise<void> {
       policy: deps.settings.policy.version,
       database: config.databaseUrl.split(':')[0],
       tracing: config.tracing.exporter,
+      metrics: config.metrics.prometheusAddress
+        ? `prometheus on http://${config.metrics.prometheusAddress}/metrics`
+        : (config.metrics.otlpUrl ?? 'off'),
       payloads: keyring
         ? `encrypted with key ${keyring.current}; plaintext ${config.encryption.plaintext === 'reject' ? 'refused' : 'allowed (PAYLOAD_PLAINTEXT=allow)'}`
         : 'plaintext (PAYLOAD_ENCRYPTION=off)',

@@ -16,6 +16,7 @@ import {
   type FailureCode,
   type FailureDetails,
 } from '../reliability/taxonomy';
+import { refundMetrics } from '../observability/metrics';
 import type { AttemptRecord, OperationLog } from '../store/types';
 import { inAttemptScope, type AttemptScope } from './attempt-scope';
 
@@ -71,7 +72,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
     classify: Classifier,
     fn: () => Promise<T>,
   ): Promise<T & { evidence: StepEvidence }> {
-    const info = Context.current().info;
+    const { info, metricMeter } = Context.current();
+    const metrics = refundMetrics(metricMeter);
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
     const started = now();
     const ledgerId = await bestEffort(() =>
@@ -111,6 +113,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
       admitted = false;
       if (scope.requests.length > 0) breaker?.succeeded();
       else breaker?.abstained();
+      if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
+      metrics.attempted(call.step, call.boundary, null, scope.requests.length);
       // The SDK's activity logger adds the workflow id, the activity and its attempt.
       log.info('step attempt succeeded', {
         step: call.step,
@@ -135,8 +139,10 @@ export function createAttemptRunner(deps: AttemptDeps) {
         if (c) breaker?.failed(c.code, c.extra.health === true);
         else breaker?.abstained();
       }
+      if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
       if (!c) throw err;
       const decision = retryDecision(c, call.boundary, info);
+      metrics.attempted(call.step, call.boundary, decision.code, scope.requests.length);
       const providerRequestId = c.extra.providerRequestId ?? scope.providerRequestId;
       log.warn('step attempt failed', {
         step: call.step,

@@ -3,6 +3,7 @@
 import { Context } from '@temporalio/activity';
 import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
+import { refundMetrics } from '../observability/metrics';
 import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type NotificationReceipt } from '../contract';
@@ -55,7 +56,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
   const ownStamp = async (key: string) =>
     (await store.getNotification(key).catch(() => undefined))?.sendingSince ?? null;
 
-  const deliver = async (entry: OutboxMail, { subject, text }: MailText): Promise<NotificationReceipt> => {
+  const handOver = async (entry: OutboxMail, { subject, text }: MailText): Promise<NotificationReceipt> => {
     let to = entry.to;
     if (to === undefined) {
       // A customer is mailed at the address the order holds, never one passed along.
@@ -160,6 +161,19 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       );
     }
     return { ...ctx, providerResponse: response, alreadySent: false };
+  };
+
+  /** Each hand-over counted by outcome: sent, already sent, refused, partial or unknown. */
+  const deliver = async (entry: OutboxMail, mail: MailText): Promise<NotificationReceipt> => {
+    const metrics = refundMetrics(Context.current().metricMeter);
+    try {
+      const receipt = await handOver(entry, mail);
+      metrics.handedOver(receipt.alreadySent ? 'already_sent' : 'completed');
+      return receipt;
+    } catch (err) {
+      if (err instanceof Classified) metrics.handedOver(err.certainty);
+      throw err;
+    }
   };
 
   /** Records a person's word that a hand-over whose outcome is unknown was delivered: the entry becomes sent, naming them. */

@@ -1,9 +1,10 @@
 // What a batch occurrence does to the refund queue: take the oldest queued requests, then record
 // per request the run it started or why it could not start one (the request then stays queued).
 import type { Client } from '@temporalio/client';
-import { log } from '@temporalio/activity';
+import { Context, log } from '@temporalio/activity';
 import { backlogs, startedWith } from '../temporal/client';
 import { changedIntent } from '../domain/refund-request';
+import { refundMetrics } from '../observability/metrics';
 import type { QueuedRequest, RefundQueue } from '../store/types';
 
 export interface StartRecord {
@@ -51,10 +52,12 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
     /** Takes the oldest queued requests, as many as the admission limit leaves room for: the rest wait, queued, for a later occurrence. */
     async takeQueued(input: { limit: number; taskQueue?: string }): Promise<QueuedRequest[]> {
       const limit = Math.min(input.limit, await room(input.taskQueue));
-      if (limit < input.limit)
+      if (limit < input.limit) {
         log.warn(
           `admission: taking ${limit} of up to ${input.limit} queued requests; task queue ${input.taskQueue} is over ADMISSION_MAX_BACKLOG ${deps.maxBacklog}, the rest stay queued`,
         );
+        refundMetrics(Context.current().metricMeter).admissionRefused();
+      }
       return limit > 0 ? deps.queue.next(limit) : [];
     },
 

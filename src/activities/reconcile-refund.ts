@@ -1,6 +1,8 @@
 // The reconcileRefund activity: what became of a refund whose outcome is unknown, asked of Stripe
 // and settled in the operation's record; a "not found" proves absence only once no send can still land.
+import { Context } from '@temporalio/activity';
 import { lookupKey, type Evidenced, type ReconcileResult } from '../contract';
+import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
 import { Classified } from './attempt';
 import { actor, clockOf, type PaymentDeps } from './payment-context';
@@ -38,7 +40,7 @@ export function refundReconciliation(deps: PaymentDeps) {
       operationId: input.operationId,
       boundary: 'stripe' as const,
     };
-    return attempt(call, paymentFailure(false), async () => {
+    const answer = await attempt<ReconcileResult>(call, paymentFailure(false), async () => {
       const op = await log.get(input.operationId);
       if (!op)
         throw new Classified(
@@ -156,6 +158,8 @@ export function refundReconciliation(deps: PaymentDeps) {
         note: `refund ${refund.id} exists (${refund.status})${extra}`,
       };
     });
+    refundMetrics(Context.current().metricMeter).reconciled(answer.result);
+    return answer;
   }
 
   return { reconcileRefund };

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadConfig, LOCAL_WEBHOOK_SECRET } from '../../src/config';
 import { runSettings } from '../../src/deps';
+import { telemetryOptions } from '../../src/observability/telemetry';
 
 test('defaults point at the embedded stack on loopback', () => {
   const config = loadConfig({});
@@ -34,6 +35,29 @@ test.each([
   [{ DECIDERS: 'alice' }, /DECIDERS/],
 ])('a bad environment %j is refused naming the variable', (env, message) => {
   expect(() => loadConfig(env)).toThrow(message);
+});
+
+test("metrics are off unless an exporter is set, one at most; the Core's logs follow LOG_LEVEL into pino either way", () => {
+  expect(telemetryOptions(loadConfig({}))).toEqual({
+    logging: { forward: {}, filter: { core: 'INFO', other: 'WARN' } },
+  });
+  expect(telemetryOptions(loadConfig({ LOG_LEVEL: 'error', METRICS_PROMETHEUS_ADDRESS: '0.0.0.0:9464' }))).toEqual({
+    logging: { forward: {}, filter: { core: 'ERROR', other: 'ERROR' } },
+    metrics: { prometheus: { bindAddress: '0.0.0.0:9464' } },
+  });
+  expect(telemetryOptions(loadConfig({ METRICS_OTLP_URL: 'grpc://collector:4317' })).metrics).toEqual({
+    otel: { url: 'grpc://collector:4317', http: false },
+  });
+  expect(telemetryOptions(loadConfig({ METRICS_OTLP_URL: 'https://collector/v1/metrics' })).metrics).toEqual({
+    otel: { url: 'https://collector/v1/metrics', http: true },
+  });
+  expect(() => loadConfig({ METRICS_PROMETHEUS_ADDRESS: '9464' })).toThrow(
+    /METRICS_PROMETHEUS_ADDRESS: must be host:port/,
+  );
+  expect(() => loadConfig({ METRICS_OTLP_URL: 'collector:4317' })).toThrow(/METRICS_OTLP_URL/);
+  expect(() =>
+    loadConfig({ METRICS_PROMETHEUS_ADDRESS: '127.0.0.1:9464', METRICS_OTLP_URL: 'grpc://collector:4317' }),
+  ).toThrow(/METRICS_OTLP_URL: .*not both/);
 });
 
 test('the timeouts nest: a Stripe request ends inside its attempt, and the key window is trusted only up to a margin', () => {

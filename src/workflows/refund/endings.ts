@@ -1,11 +1,12 @@
 // How a refund run ends: with an outcome that is a result (rejected, compensated, abandoned,
 // stopped), cancelled by an operator, and in each case with its word on the operation's audit
 // trail and the provider's unacted news handed to the follow-up.
-import { CancellationScope, isCancellation, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, metricMeter, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import type { RefundStep } from '../../compensations/registry';
 import { BOOKKEEPING, PERSISTENT_BOOKKEEPING } from '../activity-options';
 import { pooledActivities } from '../pools';
+import { refundMetrics } from '../../observability/metrics';
 import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { RunStopped } from './run-stopped';
@@ -20,6 +21,7 @@ export async function ended(
   failedStep: RefundStep | null,
 ): Promise<EndedRefund> {
   run.end(status, reason, failedStep);
+  refundMetrics(metricMeter).runEnded(status);
   await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
   await handOverToFollowUp(run);
   return {
@@ -83,6 +85,7 @@ export async function cancelled(run: RefundRun): Promise<void> {
     run.finish('needs_attention', reason, null);
     run.flagForAttention();
   }
+  refundMetrics(metricMeter).runEnded('cancelled');
   await audit(run, 'cancelled', reason, null);
   // The provider's word that the refund failed, received while the run waited, is the follow-up's to act on, as when a run ends.
   await handOverToFollowUp(run);

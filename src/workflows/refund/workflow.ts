@@ -3,7 +3,14 @@
 // that its refund failed, then goes on from where the decision says. Deterministic: every effect
 // happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
 // reconciled with the provider, never resent blind.
-import { CancellationScope, condition, isCancellation, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  condition,
+  isCancellation,
+  metricMeter,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import {
   type CompletedRefund,
@@ -14,6 +21,7 @@ import {
   stepsQuery,
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
+import { refundMetrics } from '../../observability/metrics';
 import { BOOKKEEPING } from '../activity-options';
 import { failingTheUpdateOnly, refusePlaintext, setQueryHandler, setSignalHandler } from '../messages';
 import { pooledActivities } from '../pools';
@@ -33,6 +41,8 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
   // Not a rejected request but a caller to redirect: Failed, its reason readable without the codec, nothing ran.
   refusePlaintext(input);
   let run: RefundRun;
+  // The workflow's meter records nothing on replay: a run is counted once, however often it is replayed.
+  refundMetrics(metricMeter).runStarted();
   try {
     run = new RefundRun(parseRefundRequest(input));
   } catch (err) {
@@ -68,6 +78,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     try {
       const result = await next();
       run.finish('completed', 'every check of the completion gate passed', null);
+      refundMetrics(metricMeter).runEnded('completed');
       await handOverToFollowUp(run);
       return result;
     } catch (err) {
@@ -128,6 +139,7 @@ function rejectedInput(input: RefundRequestInput, reason: string): RefundResult 
   const orderId = (input as { orderId?: unknown } | null)?.orderId;
   const validOrderId = typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
   showRejectedInput(validOrderId);
+  refundMetrics(metricMeter).runEnded('rejected');
   return {
     workflowId: workflowInfo().workflowId,
     orderId: validOrderId,
@@ -151,6 +163,7 @@ async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Ch
       () => undefined,
     );
   run.park(stopped);
+  refundMetrics(metricMeter).runParked(run.parked!.verdict);
   await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', {
     verdict: run.parked?.verdict,
   });

@@ -1,0 +1,107 @@
+// The project's own metrics: each name, its type and labels written once here, and a typed
+// recorder over any SDK MetricMeter (the workflow's, replay-aware; an activity's; the Runtime's).
+// The SDK's exporter (Prometheus or OTLP, set up in worker.ts) adds the labels its meter carries
+// (namespace, task_queue, workflow_type or activity_type). Workflow code imports this module: types only.
+import type { MetricMeter, MetricTags } from '@temporalio/common';
+import type { Boundary, Certainty, FailureCode } from '../reliability/taxonomy';
+import type { BreakerState } from '../reliability/circuit-breaker';
+import type { Verdict } from '../reliability/verdict';
+
+type Kind = 'counter' | 'gauge';
+interface MetricSpec {
+  name: string;
+  kind: Kind;
+  labels: readonly string[];
+  help: string;
+}
+
+/** Counters end in _total as Prometheus expects (the exporter does not add it: countersTotalSuffix stays off for the SDK's own names). */
+export const METRICS = {
+  started: { name: 'refunds_started_total', kind: 'counter', labels: [], help: 'refund runs started' },
+  ended: {
+    name: 'refunds_ended_total',
+    kind: 'counter',
+    labels: ['outcome'],
+    help: 'refund runs ended, by outcome: completed, rejected, compensated, abandoned, stopped, cancelled',
+  },
+  parked: {
+    name: 'refunds_parked_total',
+    kind: 'counter',
+    labels: ['verdict'],
+    help: 'times a refund run parked for a person, by verdict',
+  },
+  reconciliations: {
+    name: 'refunds_reconciliation_results_total',
+    kind: 'counter',
+    labels: ['result'],
+    help: 'lookups at the provider for a refund whose outcome was unknown, by what they found',
+  },
+  providerRequests: {
+    name: 'refunds_provider_requests_total',
+    kind: 'counter',
+    labels: ['boundary', 'outcome'],
+    help: 'requests put on the wire to a provider (stripe, smtp), by the outcome of their attempt (ok or a failure code)',
+  },
+  attempts: {
+    name: 'refunds_step_attempts_total',
+    kind: 'counter',
+    labels: ['step', 'outcome'],
+    help: 'step attempts, by step and outcome (ok or a failure code)',
+  },
+  breaker: {
+    name: 'refunds_breaker_state',
+    kind: 'gauge',
+    labels: ['breaker'],
+    help: 'circuit breaker state in this worker: 0 closed, 1 half-open, 2 open',
+  },
+  handOvers: {
+    name: 'refunds_outbox_hand_overs_total',
+    kind: 'counter',
+    labels: ['outcome'],
+    help: 'emails handed to the mail server, by outcome: sent, already_sent, unknown, refused, partial',
+  },
+  admissionRefusals: {
+    name: 'refunds_admission_refusals_total',
+    kind: 'counter',
+    labels: [],
+    help: 'batch occurrences that took fewer queued refunds than asked, a task queue being over ADMISSION_MAX_BACKLOG (or its backlog unreadable)',
+  },
+} as const satisfies Record<string, MetricSpec>;
+
+const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
+const HAND_OVER_OUTCOME: Record<Certainty, string> = {
+  completed: 'sent',
+  not_executed: 'refused',
+  partial: 'partial',
+  may_have_executed: 'unknown',
+  undeterminable: 'unknown',
+};
+
+/** A label value Prometheus shows plainly: `compensate, then resume` is compensate_then_resume. */
+const snake = (text: string) => text.toLowerCase().replace(/[^a-z0-9]+/g, '_');
+/** An attempt's outcome label: ok, or its failure code in lower case. */
+const outcomeOf = (code: FailureCode | null) => (code === null ? 'ok' : code.toLowerCase());
+
+/** What the project records, by meaning; the meter decides where it goes (a no-op without an exporter). */
+export function refundMetrics(meter: MetricMeter) {
+  const add = (spec: MetricSpec, tags: MetricTags = {}, n = 1) =>
+    meter.createCounter(spec.name, '', spec.help).add(n, tags);
+  return {
+    runStarted: () => add(METRICS.started),
+    runEnded: (outcome: string) => add(METRICS.ended, { outcome }),
+    runParked: (verdict: Verdict) => add(METRICS.parked, { verdict: snake(verdict) }),
+    reconciled: (result: string) => add(METRICS.reconciliations, { result }),
+    /** One attempt of a step, and the provider requests it put on the wire. */
+    attempted: (step: string, boundary: Boundary, code: FailureCode | null, requests: number) => {
+      add(METRICS.attempts, { step, outcome: outcomeOf(code) });
+      if (requests > 0) add(METRICS.providerRequests, { boundary, outcome: outcomeOf(code) }, requests);
+    },
+    breaker: (breaker: string, state: BreakerState) =>
+      meter.createGauge(METRICS.breaker.name, 'int', '', METRICS.breaker.help).set(BREAKER_VALUE[state], { breaker }),
+    handedOver: (outcome: 'already_sent' | Certainty) =>
+      add(METRICS.handOvers, { outcome: outcome === 'already_sent' ? outcome : HAND_OVER_OUTCOME[outcome] }),
+    admissionRefused: () => add(METRICS.admissionRefusals),
+  };
+}
+
+export type RefundMetrics = ReturnType<typeof refundMetrics>;
