@@ -3,11 +3,21 @@
 // dev server and one PostgreSQL server for the whole run (test/global-setup.ts). docs/testing.md.
 /** @type {import('jest').Config} */
 module.exports = {
-  preset: 'ts-jest',
   testEnvironment: 'node',
   roots: ['<rootDir>/test'],
   testTimeout: 120_000,
-  transform: { '^.+\\.ts$': 'ts-jest' },
+  // Transpile only, with swc: `npm test` type-checks first (`tsc --noEmit`), and tsconfig's isolatedModules keeps
+  // every file compilable alone. ts-jest did the same through TypeScript at about 20 times the CPU (docs/testing.md).
+  transform: {
+    '^.+\\.ts$': [
+      '@swc/jest',
+      {
+        jsc: { parser: { syntax: 'typescript' }, target: 'es2022' },
+        module: { type: 'commonjs' },
+        sourceMaps: 'inline',
+      },
+    ],
+  },
   setupFiles: ['<rootDir>/test/setup.ts'],
   globalSetup: '<rootDir>/test/global-setup.ts',
   globalTeardown: '<rootDir>/test/global-teardown.ts',

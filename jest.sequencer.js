@@ -5,14 +5,14 @@
 const Sequencer = require('@jest/test-sequencer').default;
 
 const WEIGHTS = {
-  'integration/provider-lifecycle.test.ts': 87,
-  'e2e/demo.test.ts': 83,
-  'integration/worker-kills.test.ts': 78,
-  'integration/decisions.test.ts': 73,
+  'e2e/demo.test.ts': 104,
+  'integration/provider-lifecycle.test.ts': 85,
+  'integration/decisions.test.ts': 74,
+  'e2e/production-install.test.ts': 74,
+  'integration/worker-kills.test.ts': 73,
   'integration/walkthrough.test.ts': 59,
   'integration/inspect.test.ts': 52,
   'integration/schedules.test.ts': 46,
-  'e2e/production-install.test.ts': 46,
   'integration/bulkheads.test.ts': 32,
 };
 

@@ -15,7 +15,11 @@ const root = path.join(__dirname, '..', '..');
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-demo-'));
 const ports = { temporal: 17233, ui: 18233, stripe: 14242, smtp: 12525, mailbox: 18025, webhooks: 14343, codec: 18888 };
 const env = localStackEnv(dataDir, ports);
-const npm = (script: string) => run('npm', ['run', '--silent', script], { cwd: root, env, timeout: 240_000 });
+// The workers `npm run demo` starts load the suite's bundle (test/global-setup.ts) instead of bundling the same
+// sources at each start; `npm run dev` below bundles at start, as a newcomer's worker does, and is checked for it.
+const bundled = process.env.TEST_WORKFLOW_BUNDLE;
+const demoEnv = bundled ? { ...env, WORKFLOW_BUNDLE: bundled } : env;
+const npm = (script: string) => run('npm', ['run', '--silent', script], { cwd: root, env: demoEnv, timeout: 240_000 });
 const field = (out: string, name: string) => out.match(new RegExp(`^${name}\\s+(\\S+)`, 'm'))?.[1];
 
 jest.setTimeout(300_000);

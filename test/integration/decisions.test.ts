@@ -1,5 +1,7 @@
 // Parked runs and the decisions that move them on, on the real stack: a run that needs a person
 // stays Running with its finished steps, waits for a `decide` Update, and repeats no effect.
+// A parked run cancelled, and a run cancelled before its refund was sent, are workflow decisions
+// (test/workflow/decisions.test.ts, lifecycle.test.ts); the store's audit of a cancelled run is in walkthrough.
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { execFile } from 'node:child_process';
@@ -131,27 +133,6 @@ describe('a run that needs a person parks', () => {
     expect(result.status).toBe('completed');
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
     expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
-  });
-
-  test('a parked run cancelled while it waits says what it leaves behind and stays among the runs that need a person', async () => {
-    const { handle, order } = await parkedAtGate();
-    await handle.cancel();
-    await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
-    const state = await handle.query(stepsQuery);
-    expect(state.outcome?.reason).toMatch(
-      /cancelled while needs_attention; the refund is refunded: a person finishes what was started/,
-    );
-    expect((await handle.describe()).searchAttributes).toMatchObject({
-      RefundNeedsAttention: [true],
-      RefundVerdict: ['stop and hand to a person'],
-      RefundEffect: ['refunded'],
-    });
-    const trail = await h.store.operations.auditTrail(opId(order.id));
-    expect(trail.at(-1)).toMatchObject({
-      event: 'run_stopped',
-      detail: { reason: expect.stringMatching(/cancelled while needs_attention/) },
-    });
-    await clearFaults();
   });
 
   test('approved by a second person, a decision is applied; decisions also work from the temporal CLI', async () => {
@@ -321,30 +302,6 @@ describe('compensations', () => {
     await expect(handle.result()).resolves.toMatchObject({ status: 'compensated' });
     expect(await h.messages({ messageId: correction })).toHaveLength(2);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
-  });
-
-  test('a run cancelled before its refund was sent stops with nothing left for a person', async () => {
-    const order = await h.seedOrder(newOrderId());
-    // Loading the order takes a while: the cancellation lands before anything is sent.
-    const slowBegin = () => new Promise<never>((_, reject) => setTimeout(() => reject(new Error('too slow')), 3000));
-    const described = await h.withWorker({ beginOperation: slowBegin }, async (taskQueue) => {
-      const handle = await h.env.client.workflow.start(refundWorkflow, {
-        taskQueue,
-        workflowId: `refund-${order.id}-v1`,
-        args: [request(order.id)],
-      });
-      await new Promise((r) => setTimeout(r, 500));
-      await handle.cancel();
-      await expect(handle.result()).rejects.toMatchObject({ cause: { name: 'CancelledFailure' } });
-      expect(await handle.query(stepsQuery)).toMatchObject({
-        status: 'stopped',
-        outcome: { reason: expect.stringMatching(/the refund is not sent: nothing is left to do/) },
-      });
-      return handle.describe();
-    });
-    expect(described.status.name).toBe('CANCELLED');
-    expect(described.searchAttributes).toMatchObject({ RefundStatus: ['stopped'], RefundNeedsAttention: [false] });
-    expect(await h.ledger(order.paymentIntentId)).toHaveLength(0);
   });
 
   test('cancelling a run while it compensates finishes its compensations', async () => {
