@@ -2,7 +2,6 @@ import fs from 'node:fs';
 import {
   bundleWorkflowCode,
   DefaultLogger,
-  GracefulShutdownPeriodExpiredError,
   NativeConnection,
   Runtime,
   Worker,
@@ -277,10 +276,11 @@ export async function runWorker(): Promise<void> {
     });
     await drain.phase('pools stopped, tasks in flight finished', () =>
       running.catch((err: unknown) => {
-        if (!(err instanceof GracefulShutdownPeriodExpiredError)) throw err;
+        if (!drain.draining) throw err;
+        // The SDK gave up waiting (shutdownForceTime) on a task that did not finish.
         throw new Error(
           `the drain did not finish: tasks still ran ${FORCE_AFTER_GRACE_MS} ms past the grace time (${drain.graceMs} ms, SHUTDOWN_GRACE_MS); ` +
-            'they are left to their timeouts, and their runs retry them (a refund request whose answer was lost is reconciled)',
+            `they are left to their timeouts, and their runs retry them (a refund request whose answer was lost is reconciled) (${(err as Error).message})`,
           { cause: err },
         );
       }),

@@ -66,13 +66,13 @@ export class Drain {
     if (this.started) stop();
   }
 
-  /** Runs one phase of the stop, and logs how long it took and how long since the signal. */
+  /** Runs one phase of the stop, and logs how long it took (since the signal, if that came later) and since the signal. */
   async phase(name: string, fn: () => Promise<unknown> | unknown): Promise<void> {
-    const begun = Date.now();
+    const called = Date.now();
     try {
       await fn();
     } finally {
-      const ms = Date.now() - begun;
+      const ms = Date.now() - Math.max(called, this.started?.at ?? 0);
       const sinceSignalMs = this.started ? Date.now() - this.started.at : undefined;
       this.logger.info(`drain: ${name} in ${ms} ms`, { phase: name, ms, sinceSignalMs });
     }
