@@ -69,12 +69,18 @@ export class Drain {
   /** Runs one phase of the stop, and logs how long it took (since the signal, if that came later) and since the signal. */
   async phase(name: string, fn: () => Promise<unknown> | unknown): Promise<void> {
     const called = Date.now();
-    try {
-      await fn();
-    } finally {
+    const log = (failed: boolean) => {
       const ms = Date.now() - Math.max(called, this.started?.at ?? 0);
       const sinceSignalMs = this.started ? Date.now() - this.started.at : undefined;
-      this.logger.info(`drain: ${name} in ${ms} ms`, { phase: name, ms, sinceSignalMs });
+      const message = failed ? `drain: ${name}: failed after ${ms} ms` : `drain: ${name} in ${ms} ms`;
+      this.logger[failed ? 'error' : 'info'](message, { phase: name, ms, sinceSignalMs, failed });
+    };
+    try {
+      await fn();
+    } catch (err) {
+      log(true);
+      throw err;
     }
+    log(false);
   }
 }

@@ -264,8 +264,11 @@ const drainPhases = (output: string) =>
   output
     .split('\n')
     .filter((line) => line.includes('"phase"'))
-    .map((line) => JSON.parse(line) as { phase: string; ms?: number; sinceSignalMs?: number })
-    .map((l) => `${l.phase}${l.ms === undefined ? '' : ` ${l.ms} ms (at ${l.sinceSignalMs} ms)`}`)
+    .map((line) => JSON.parse(line) as { phase: string; ms?: number; sinceSignalMs?: number; failed?: boolean })
+    .map(
+      (l) =>
+        `${l.phase}${l.failed ? ' FAILED' : ''}${l.ms === undefined ? '' : ` ${l.ms} ms (at ${l.sinceSignalMs} ms)`}`,
+    )
     .join('; ');
 
 test('a SIGTERM while Stripe holds the refund request: the drain waits for the answer, records it and exits 0; with a grace time too short it gives up, exits 1, and the run is completed by the next worker as after a crash; one refund each', async () => {
@@ -323,6 +326,7 @@ test('a SIGTERM while Stripe holds the refund request: the drain waits for the a
   second.release();
   expect(await worker.exited).toEqual({ code: 1, signal: null });
   expect(worker.output()).toMatch(/the drain did not finish/);
+  expect(worker.output()).toMatch(/drain: pools stopped, tasks in flight finished: failed after/);
   timings.push(`grace 200 ms: gave up after ${cutAfterMs} ms: ${drainPhases(worker.output())}`);
   expect(await h.store.operations.get(second.operationId)).toMatchObject({ status: 'intent', refund: null });
   worker = await spawnWorker();
