@@ -116,6 +116,20 @@ const envSchema = z.object({
       return pools as WorkerPool[];
     })
     .optional(),
+  /** host:port of the worker's /healthz and /readyz (port 0: any free one, logged); unset: no health server. */
+  HEALTH_ADDRESS: z
+    .string()
+    .transform((text, ctx) => {
+      const m = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(text.trim());
+      if (!m || Number(m[2]) > 65535) {
+        ctx.addIssue({ code: 'custom', message: 'must be host:port, e.g. 0.0.0.0:9464 or [::]:9464 or 127.0.0.1:0' });
+        return z.NEVER;
+      }
+      return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+    })
+    .optional(),
+  /** How long a SIGTERM's drain lets tasks in flight finish; unset: the policy's longest attempt (startToCloseMs). */
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(3600_000).optional(),
   WORKER_WORKFLOW_SLOTS: z.coerce.number().int().min(1).max(10_000).default(40),
   WORKER_EFFECT_SLOTS: z.coerce.number().int().min(1).max(10_000).default(20),
   WORKER_RECONCILE_SLOTS: z.coerce.number().int().min(1).max(10_000).default(10),
@@ -334,6 +348,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         effects: e.WORKER_EFFECT_SLOTS,
         reconcile: e.WORKER_RECONCILE_SLOTS,
       },
+      health: e.HEALTH_ADDRESS,
+      /** Unset: shutdownGraceMs (src/lifecycle/drain.ts) takes the policy's longest attempt. */
+      shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     },
     admission: { maxBacklog: e.ADMISSION_MAX_BACKLOG },
     logLevel: e.LOG_LEVEL,

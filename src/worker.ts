@@ -14,6 +14,8 @@ import { requireSearchAttributes } from './temporal/client';
 import { openDeps } from './deps';
 import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
+import { startHealthServer, workerReadiness } from './observability/health';
+import { Drain, FORCE_AFTER_GRACE_MS, shutdownGraceMs } from './lifecycle/drain';
 import { startTracing, type WorkerTracing } from './observability/tracing';
 import { telemetryOptions } from './observability/telemetry';
 import {
@@ -51,6 +53,8 @@ type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
     /** The pools this process serves; all of them unless given. */
     pools?: readonly WorkerPool[];
     slots?: Partial<PoolSlots>;
+    /** How long a shutdown lets tasks in flight finish (then cancels them, and stops waiting a second later); the SDK's 0 unless given. */
+    shutdownGraceMs?: number;
   };
 
 /** The Temporal workers of one process, one per pool, run and stopped together. */
@@ -126,10 +130,19 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     taskQueue = TASK_QUEUE,
     pools = WORKER_POOLS,
     slots,
+    shutdownGraceMs,
     ...rest
   } = options;
   const n = { ...DEFAULT_SLOTS, ...slots };
-  const common = { ...rest, dataConverter, interceptors: { activity: tracing.activityInterceptors } };
+  const common = {
+    ...rest,
+    dataConverter,
+    interceptors: { activity: tracing.activityInterceptors },
+    ...(shutdownGraceMs !== undefined && {
+      shutdownGraceTime: shutdownGraceMs,
+      shutdownForceTime: shutdownGraceMs + FORCE_AFTER_GRACE_MS,
+    }),
+  };
   const specs: WorkerOptions[] = [];
   if (pools.includes('workflows')) {
     specs.push({
@@ -174,7 +187,8 @@ export async function runWorker(): Promise<void> {
   }
   // Every log line of this process is JSON from here on: the SDK's, the Core's, the activities', ours.
   const logger = createLogger(config.logLevel);
-  Runtime.install({ logger, telemetryOptions: telemetryOptions(config) });
+  // The drain owns SIGTERM and SIGINT (the SDK's own handler would only stop the pools).
+  Runtime.install({ logger, telemetryOptions: telemetryOptions(config), shutdownSignals: [] });
   await requireSearchAttributes(config);
   const keyring = payloadKeyring(config);
   // The worker refuses plaintext (PAYLOAD_PLAINTEXT); its client, which activities read through, reads any history.
@@ -196,6 +210,21 @@ export async function runWorker(): Promise<void> {
     interceptors: { workflow: tracing.clientInterceptors },
   });
   const deps = await openDeps(config, temporal);
+  const drain = new Drain(logger, shutdownGraceMs(config.worker.shutdownGraceMs, deps.settings.policy));
+  drain.listen();
+  let workers: readonly Worker[] = [];
+  const health = config.worker.health
+    ? await startHealthServer(
+        workerReadiness({ draining: drain.check, workers: () => workers, store: deps.store, keyring }),
+        config.worker.health,
+      ).catch((err: unknown) => {
+        throw new Error(
+          `HEALTH_ADDRESS ${config.worker.health!.host}:${config.worker.health!.port}: cannot listen (${(err as Error).message})`,
+          { cause: err },
+        );
+      })
+    : undefined;
+  if (health) logger.info(`health endpoints on ${health.url}/healthz and ${health.url}/readyz`);
   // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
   const receiver = config.webhooks.secret
     ? await startWebhookReceiver(
@@ -229,10 +258,14 @@ export async function runWorker(): Promise<void> {
       ...(config.workflowBundle && { workflowBundle: { codePath: config.workflowBundle } }),
       pools: config.worker.pools,
       slots: config.worker.slots,
+      shutdownGraceMs: drain.graceMs,
     });
+    workers = worker.workers;
     const queues = config.worker.pools.map((p) =>
       p === 'workflows' ? config.taskQueue : poolQueue(config.taskQueue, p),
     );
+    const running = worker.run();
+    drain.stopWith(() => worker.shutdown());
     logger.info(`worker polling task queue ${queues.join(', ')} on ${config.temporal.address}`, {
       namespace: config.temporal.namespace,
       scope: deps.settings.scope,
@@ -247,20 +280,39 @@ export async function runWorker(): Promise<void> {
         : 'plaintext (PAYLOAD_ENCRYPTION=off)',
       storeFaults: config.faultInjection,
       slots: config.worker.slots,
+      shutdownGraceMs: drain.graceMs,
     });
-    await worker.run();
+    await drain.phase('pools stopped, tasks in flight finished', () =>
+      running.catch((err: unknown) => {
+        if (!drain.draining) throw err;
+        // The SDK gave up waiting (shutdownForceTime) on a task that did not finish.
+        throw new Error(
+          `the drain did not finish: tasks still ran ${FORCE_AFTER_GRACE_MS} ms past the grace time (${drain.graceMs} ms, SHUTDOWN_GRACE_MS); ` +
+            `they are left to their timeouts, and their runs retry them (a refund request whose answer was lost is reconciled) (${(err as Error).message})`,
+          { cause: err },
+        );
+      }),
+    );
   } finally {
-    await receiver?.close();
-    await tracing.shutdown();
-    await connection.close();
-    await visibility.close();
-    await deps.close();
+    // Each closes before what it uses: the receiver's requests write to the store and signal through Temporal.
+    await drain.phase('webhook receiver closed after its requests in flight', () => receiver?.close());
+    await drain.phase('tracing flushed', () => tracing.shutdown());
+    await drain.phase('Temporal connections closed', async () => {
+      await connection.close();
+      await visibility.close();
+    });
+    await drain.phase('store closed', () => deps.close());
+    await health?.close();
   }
 }
 
 if (require.main === module) {
-  runWorker().catch((err) => {
-    console.error(`worker: ${(err as Error).message}`);
-    process.exit(1);
-  });
+  runWorker().then(
+    // Everything is closed: nothing left (a stray timer) may keep a stopped worker's process alive.
+    () => process.exit(0),
+    (err) => {
+      console.error(`worker: ${(err as Error).message}`);
+      process.exit(1);
+    },
+  );
 }

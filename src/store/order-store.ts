@@ -1,5 +1,6 @@
 // The OrderStore as one object: its parts (orders, outbox, operation log, queue, provider events,
 // faults) share one database, and the outbox and the operation log share its clock.
+import { sql } from 'kysely';
 import type { Order } from '../domain/order';
 import type { OrderReceipt } from '../contract';
 import type { Database } from './database';
@@ -107,6 +108,10 @@ export class SqlOrderStore implements OrderStore {
 
   getNotification(key: string): Promise<OutboxEntry | undefined> {
     return this.outbox.getNotification(key);
+  }
+
+  async ping(): Promise<void> {
+    await this.db.one(sql`select 1 as ok`);
   }
 
   async close(): Promise<void> {

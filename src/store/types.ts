@@ -299,5 +299,7 @@ export interface OrderStore {
   /** The order's record of an operation's refund, if it was applied. */
   appliedRefund(operationId: string): Promise<AppliedRefund | undefined>;
   getNotification(key: string): Promise<OutboxEntry | undefined>;
+  /** The cheapest round trip to the database (a readiness probe's): throws when it does not answer. */
+  ping(): Promise<void>;
   close(): Promise<void>;
 }

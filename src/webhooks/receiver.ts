@@ -27,6 +27,8 @@ export interface ReceiverDeps {
 }
 
 const MAX_BODY_BYTES = 512 * 1024;
+/** How long close() waits for requests in flight: one records an event and sends a Signal. */
+const CLOSE_WAIT_MS = 5000;
 const REFUND_EVENTS = new Set(['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated']);
 
 /** The run that holds an operation: the one that committed its intent. */
@@ -178,9 +180,11 @@ export async function startWebhookReceiver(
   deps: ReceiverDeps,
   opts: { port: number; host?: string },
 ): Promise<{ url: string; close(): Promise<void> }> {
+  let closing = false;
   const server = http.createServer((req, res) => {
     const answer = (status: number, body: Record<string, unknown>) => {
-      res.writeHead(status, { 'Content-Type': 'application/json' });
+      // While closing, a kept-alive connection ends with its answer, so close() does not wait on it.
+      res.writeHead(status, { 'Content-Type': 'application/json', ...(closing && { Connection: 'close' }) });
       res.end(JSON.stringify(body));
     };
     (async () => {
@@ -207,10 +211,17 @@ export async function startWebhookReceiver(
   const { port } = server.address() as { port: number };
   return {
     url: `http://${opts.host ?? '127.0.0.1'}:${port}${WEBHOOK_PATH}`,
+    // Takes no new request and lets those in flight answer; one still open after CLOSE_WAIT_MS is cut
+    // (unanswered, Stripe delivers it again, and a redelivery is recorded once).
     close: () =>
       new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
+        closing = true;
+        const cut = setTimeout(() => server.closeAllConnections(), CLOSE_WAIT_MS);
+        server.close(() => {
+          clearTimeout(cut);
+          resolve();
+        });
+        server.closeIdleConnections();
       }),
   };
 }

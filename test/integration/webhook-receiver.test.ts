@@ -2,6 +2,7 @@
 // events, the receiver checks them with the official SDK, records each once and hands it to the
 // refund's run as a Signal; anything unsigned, badly signed, too old or malformed gets a 400 and
 // changes nothing.
+import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
@@ -188,4 +189,35 @@ test('news of a finished run: a refund still standing is kept on the audit trail
     event: 'follow_up',
     detail: { status: 'unchanged', originalWorkflowId: handle.workflowId },
   });
+});
+
+test('closing (a drain) takes no new request and waits for the one in flight to be answered', async () => {
+  const own = await startWebhookReceiver(
+    { stripe: h.stripe, secret, store: h.store, temporal: h.env.client },
+    { port: 0 },
+  );
+  // A delivery whose body is still arriving when the close begins.
+  const req = http.request(own.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'stripe-signature': `t=${now()},v1=00` },
+  });
+  const answered = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    req.on('response', (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode!, body }));
+    });
+    req.on('error', reject);
+  });
+  req.write('{"id":');
+  await new Promise((r) => setTimeout(r, 100));
+  let closed = false;
+  const closing = own.close().then(() => (closed = true));
+  await new Promise((r) => setTimeout(r, 300));
+  expect(closed).toBe(false);
+  await expect(fetch(own.url, { method: 'POST', body: '{}' })).rejects.toThrow();
+  req.end('"evt_1"}');
+  // Answered (a signature that does not match is refused), not cut off; then the close completes.
+  expect(await answered).toMatchObject({ status: 400, body: expect.stringMatching(/refused/) });
+  await closing;
 });

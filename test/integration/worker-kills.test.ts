@@ -1,6 +1,7 @@
 // Worker deaths at the boundaries where a crash is most dangerous, with real processes: the worker
 // runs as its own OS process, is SIGKILLed at the boundary, and a new one is started. Effects are
-// counted at the Stripe server's ledger and request log, the mailbox and the store.
+// counted at the Stripe server's ledger and request log, the mailbox and the store. And the graceful
+// stop a deploy sends (SIGTERM): the drain, with the worker's readiness probe.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -10,6 +11,10 @@ import { startRefund } from '../../src/client/refunds';
 import type { StripeHook } from '../../tools/src/servers/stripe-server';
 import { messageIdForKey } from '../../src/contract';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { createRefundWorker } from '../../src/worker';
+import { openStore } from '../../src/store';
+import { parseKeyring } from '../../src/codec/keyring';
+import { startHealthServer, workerReadiness } from '../../src/observability/health';
 
 let h: Harness;
 let worker: WorkerProcess | undefined;
@@ -45,7 +50,7 @@ afterAll(async () => {
 });
 
 /** A worker process on the harness's stack, reaching Temporal through the proxy, with the test policy. */
-const spawnWorker = () =>
+const spawnWorker = (env: NodeJS.ProcessEnv = {}) =>
   startWorkerProcess({
     ...h.cliEnv(),
     TEMPORAL_ADDRESS: h.proxies!.temporal.listen,
@@ -55,6 +60,7 @@ const spawnWorker = () =>
     WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
     STRIPE_TIMEOUT_MS: '2000',
     STRIPE_LIST_CONSISTENCY_MS: '300',
+    ...env,
   });
 const until = async (what: string, check: () => Promise<boolean>, ms = 30_000) => {
   for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50)))
@@ -194,4 +200,142 @@ test('the worker dies right after the intent is committed, before anything is se
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   const trail = await h.store.operations.auditTrail(operationId);
   expect(trail.filter((a) => a.event === 'intent_committed')).toHaveLength(1);
+});
+
+/** The readiness probe's answer. */
+const readyz = async (base: string) => {
+  const res = await fetch(`${base}/readyz`);
+  return { status: res.status, body: (await res.json()) as { ready: boolean; failed: string[]; checks: object } };
+};
+
+test('readiness: 200 while every pool polls and the store answers; 503 naming the store once it is gone, and the pools once they stop', async () => {
+  const store = await openStore(h.cliEnv().DATABASE_URL!);
+  const w = await createRefundWorker({
+    connection: h.env.nativeConnection,
+    namespace: h.namespace,
+    taskQueue: `health-${randomUUID()}`,
+    activities: h.activities,
+    workflowBundle: h.workflowBundle,
+    dataConverter: h.dataConverter,
+  });
+  const checks = workerReadiness({
+    draining: () => 'not draining',
+    workers: () => w.workers,
+    store,
+    keyring: parseKeyring(h.payloadKeys, 'test'),
+  });
+  const health = await startHealthServer(checks, { host: '127.0.0.1', port: 0 });
+  try {
+    expect(await readyz(health.url)).toMatchObject({ status: 503, body: { ready: false, failed: ['pools'] } });
+    const running = w.run();
+    expect((await fetch(`${health.url}/healthz`)).status).toBe(200);
+    expect(await readyz(health.url)).toMatchObject({
+      status: 200,
+      body: { ready: true, failed: [], checks: { pools: { ok: true }, store: { ok: true }, codec: { ok: true } } },
+    });
+    await store.close();
+    expect(await readyz(health.url)).toMatchObject({
+      status: 503,
+      body: { failed: ['store'], checks: { store: { ok: false, error: expect.any(String) } } },
+    });
+    w.shutdown();
+    await running;
+    expect(await readyz(health.url)).toMatchObject({ status: 503, body: { failed: ['pools', 'store'] } });
+  } finally {
+    w.shutdown();
+    await health.close();
+  }
+});
+
+/** Holds the first create request for the payment intent, its effect made, until released. */
+const holdCreate = (paymentIntentId: string) => {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let heldAt: number | undefined;
+  afterEffect = (ctx) => {
+    if (!isCreate(ctx, paymentIntentId) || heldAt !== undefined) return;
+    heldAt = Date.now();
+    return released;
+  };
+  return { held: async () => heldAt !== undefined, release };
+};
+/** The drain's phases as the worker logged them: how long each took, and when it ended after the signal. */
+const drainPhases = (output: string) =>
+  output
+    .split('\n')
+    .filter((line) => line.includes('"phase"'))
+    .map((line) => JSON.parse(line) as { phase: string; ms?: number; sinceSignalMs?: number; failed?: boolean })
+    .map(
+      (l) =>
+        `${l.phase}${l.failed ? ' FAILED' : ''}${l.ms === undefined ? '' : ` ${l.ms} ms (at ${l.sinceSignalMs} ms)`}`,
+    )
+    .join('; ');
+
+test('a SIGTERM while Stripe holds the refund request: the drain waits for the answer, records it and exits 0; with a grace time too short it gives up, exits 1, and the run is completed by the next worker as after a crash; one refund each', async () => {
+  const refund = async () => {
+    const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`);
+    const hold = holdCreate(order.paymentIntentId);
+    const { handle } = await startRefund(h.env.client, {
+      orderId: order.id,
+      amount: 1250,
+      currency: 'usd',
+      requestedBy: 'test',
+    });
+    await until('the request held', hold.held);
+    return { order, operationId: `refund:test:${order.id}:v1`, handle, release: hold.release };
+  };
+  const timings: string[] = [];
+
+  // The default grace time (the test policy's longest attempt, 10 s) outlasts the held request.
+  worker = await spawnWorker({ HEALTH_ADDRESS: '127.0.0.1:0', STRIPE_TIMEOUT_MS: '3000' });
+  const health = /health endpoints on (http:\/\/[\d.:]+)\/healthz/.exec(worker.output())![1]!;
+  await until('ready', async () => (await readyz(health)).status === 200);
+  const first = await refund();
+  let signalled = Date.now();
+  const stopping = worker.stop();
+  await until('readiness false', async () => (await readyz(health)).status === 503);
+  // Draining, and the pools no longer poll.
+  expect((await readyz(health)).body).toMatchObject({ ready: false, failed: ['draining', 'pools'] });
+  await new Promise((r) => setTimeout(r, 1000));
+  first.release();
+  await stopping;
+  expect(Date.now() - signalled).toBeLessThan(10_000);
+  expect(await worker.exited).toEqual({ code: 0, signal: null });
+  timings.push(`held 1 s: ${drainPhases(worker.output())}`);
+  // The draining worker recorded the answer: the refund is known, not an unknown outcome to reconcile.
+  const record = await h.store.operations.get(first.operationId);
+  expect(record).toMatchObject({ status: 'refunded', requestsSent: 1 });
+  const attempts = await h.store.operations.attempts(
+    `${first.operationId}:create_refund`,
+    (await first.handle.describe()).runId,
+  );
+  expect(attempts.map((a) => a.outcome)).toEqual(['ok']);
+
+  // The next worker completes the first run, and drains with a grace time shorter than the hold.
+  worker = await spawnWorker({ SHUTDOWN_GRACE_MS: '200', STRIPE_TIMEOUT_MS: '3000' });
+  const result = completed(await first.handle.result());
+  expect(result.refund.refundId).toBe(record!.refund!.refundId);
+  expect(await h.ledger(first.order.paymentIntentId)).toHaveLength(1);
+  expect(await h.requests({ idempotencyKey: `${first.operationId}:create_refund` })).toHaveLength(1);
+  expect(await h.messages({ to: first.order.customerEmail })).toHaveLength(1);
+
+  const second = await refund();
+  signalled = Date.now();
+  await worker.stop();
+  const cutAfterMs = Date.now() - signalled;
+  second.release();
+  expect(await worker.exited).toEqual({ code: 1, signal: null });
+  expect(worker.output()).toMatch(/the drain did not finish/);
+  expect(worker.output()).toMatch(/drain: pools stopped, tasks in flight finished: failed after/);
+  timings.push(`grace 200 ms: gave up after ${cutAfterMs} ms: ${drainPhases(worker.output())}`);
+  expect(await h.store.operations.get(second.operationId)).toMatchObject({ status: 'intent', refund: null });
+  worker = await spawnWorker();
+
+  // As after a crash: the attempt times out, the retry sends the same key and gets the stored answer.
+  completed(await second.handle.result());
+  expect(await h.ledger(second.order.paymentIntentId)).toHaveLength(1);
+  const sent = await h.requests({ idempotencyKey: `${second.operationId}:create_refund` });
+  expect(sent.map((r) => Boolean(r.replayed))).toEqual([false, true]);
+  expect(await h.messages({ to: second.order.customerEmail })).toHaveLength(1);
+  console.log(`drain timings: ${timings.join(' | ')}`);
 });

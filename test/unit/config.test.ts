@@ -4,6 +4,7 @@ import path from 'node:path';
 import { loadConfig, LOCAL_WEBHOOK_SECRET } from '../../src/config';
 import { runSettings } from '../../src/deps';
 import { telemetryOptions } from '../../src/observability/telemetry';
+import { shutdownGraceMs } from '../../src/lifecycle/drain';
 
 test('defaults point at the embedded stack on loopback', () => {
   const config = loadConfig({});
@@ -33,6 +34,9 @@ test.each([
   [{ STRIPE_TIMEOUT_MS: '5' }, /STRIPE_TIMEOUT_MS/],
   [{ DECIDERS: 'alice=boss' }, /DECIDERS: must be name=role/],
   [{ DECIDERS: 'alice' }, /DECIDERS/],
+  [{ HEALTH_ADDRESS: '9464' }, /HEALTH_ADDRESS: must be host:port/],
+  [{ HEALTH_ADDRESS: 'localhost:70000' }, /HEALTH_ADDRESS/],
+  [{ SHUTDOWN_GRACE_MS: '-1' }, /SHUTDOWN_GRACE_MS/],
 ])('a bad environment %j is refused naming the variable', (env, message) => {
   expect(() => loadConfig(env)).toThrow(message);
 });
@@ -68,6 +72,20 @@ test('the timeouts nest: a Stripe request ends inside its attempt, and the key w
   expect(settings.provider).toEqual({ dedupeWindowMs: 23 * 3600_000, consistencyMs: 10_000, requestTimeoutMs: 10_000 });
   expect(settings).toMatchObject({ scope: 'local', policy: { version: expect.any(String) } });
   expect(runSettings(loadConfig({ STRIPE_IDEMPOTENCY_TTL_HOURS: '1' })).provider.dedupeWindowMs).toBe(54 * 60_000);
+});
+
+test("health is off unless HEALTH_ADDRESS names where; the drain waits the policy's longest attempt unless SHUTDOWN_GRACE_MS says", () => {
+  const defaults = loadConfig({});
+  expect(defaults.worker.health).toBeUndefined();
+  expect(loadConfig({ HEALTH_ADDRESS: '0.0.0.0:8080' }).worker.health).toEqual({ host: '0.0.0.0', port: 8080 });
+  expect(loadConfig({ HEALTH_ADDRESS: '[::]:0' }).worker.health).toEqual({ host: '::', port: 0 });
+  // The default policy's longest attempt is an SMTP hand-over (30 s); a Stripe attempt (15 s) fits in it.
+  const policy = runSettings(defaults).policy;
+  expect(shutdownGraceMs(defaults.worker.shutdownGraceMs, policy)).toBe(policy.timeouts.smtp.startToCloseMs);
+  expect(shutdownGraceMs(defaults.worker.shutdownGraceMs, policy)).toBeGreaterThanOrEqual(
+    policy.timeouts.stripe.startToCloseMs,
+  );
+  expect(shutdownGraceMs(loadConfig({ SHUTDOWN_GRACE_MS: '5000' }).worker.shutdownGraceMs, policy)).toBe(5000);
 });
 
 test("DECIDERS names who may decide, replacing the policy's roles", () => {

@@ -10,8 +10,10 @@ export interface WorkerProcess {
   output(): string;
   /** SIGKILL, and wait until it is gone. */
   kill(): Promise<void>;
-  /** SIGTERM: a graceful shutdown. */
+  /** SIGTERM: a graceful shutdown (the drain); resolves once it is gone. */
   stop(): Promise<void>;
+  /** How it ended: its exit code, or the signal that ended it. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
 /**
@@ -34,7 +36,9 @@ export async function startWorkerProcess(
   const keep = (d: Buffer) => (output = (output + d.toString()).slice(-20_000));
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   const signalled = (signal: NodeJS.Signals) => async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill(signal);
     await exited;
@@ -50,5 +54,5 @@ export async function startWorkerProcess(
       throw new Error(`the worker did not poll within ${timeoutMs} ms:\n${output}`);
     }
   }
-  return { pid: child.pid!, output: () => output, kill: signalled('SIGKILL'), stop: signalled('SIGTERM') };
+  return { pid: child.pid!, output: () => output, kill: signalled('SIGKILL'), stop: signalled('SIGTERM'), exited };
 }

@@ -1,0 +1,140 @@
+// The worker's answers to an orchestrator's probes: GET /healthz, the process is alive (its event
+// loop answers); GET /readyz, it should be given work: every readiness check passes. Each answer is
+// JSON naming every check and what it saw, so a failed probe says which check failed and why.
+import http from 'node:http';
+import type { Worker } from '@temporalio/worker';
+import type { Payload } from '@temporalio/common';
+import { EncryptionCodec } from '../codec/encryption-codec';
+import type { Keyring } from '../codec/keyring';
+import { urlHost } from '../config';
+
+/** Resolves with what it saw, or throws saying what is wrong. */
+export type ReadinessCheck = () => unknown;
+
+/** A check that has not answered in this long has failed: a probe must not hang on a stuck database. */
+const CHECK_TIMEOUT_MS = 2000;
+
+export interface HealthServer {
+  url: string;
+  close(): Promise<void>;
+}
+
+type Outcome = { ok: true; saw?: unknown } | { ok: false; error: string };
+
+async function judge(check: ReadinessCheck): Promise<Outcome> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${CHECK_TIMEOUT_MS} ms`)), CHECK_TIMEOUT_MS);
+  });
+  try {
+    const saw = await Promise.race([Promise.resolve().then(check), late]);
+    return saw === undefined ? { ok: true } : { ok: true, saw };
+  } catch (err) {
+    return { ok: false, error: err instanceof Error ? err.message : String(err) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Every check at once; ready when all pass. */
+export async function readiness(checks: Record<string, ReadinessCheck>) {
+  const names = Object.keys(checks);
+  const outcomes = await Promise.all(names.map((name) => judge(checks[name]!)));
+  const results = Object.fromEntries(names.map((name, i) => [name, outcomes[i]!]));
+  const failed = names.filter((name) => !results[name]!.ok);
+  return { ready: failed.length === 0, failed, checks: results };
+}
+
+export async function startHealthServer(
+  checks: Record<string, ReadinessCheck>,
+  at: { host: string; port: number },
+): Promise<HealthServer> {
+  const server = http.createServer((req, res) => {
+    const answer = (status: number, body: Record<string, unknown>) => {
+      res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
+      res.end(JSON.stringify(body));
+    };
+    const path = new URL(req.url ?? '/', 'http://x').pathname;
+    if (req.method !== 'GET' && req.method !== 'HEAD') return answer(405, { error: `${req.method} is not allowed` });
+    if (path === '/healthz') return answer(200, { alive: true, pid: process.pid });
+    if (path !== '/readyz') return answer(404, { error: 'no such path; probes are GET /healthz and GET /readyz' });
+    readiness(checks).then(
+      (r) => answer(r.ready ? 200 : 503, r),
+      (err: unknown) => answer(503, { ready: false, error: (err as Error).message }),
+    );
+  });
+  // Probes are short: an idle kept-alive socket must not hold the drain's close open.
+  server.keepAliveTimeout = 1000;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(at.port, at.host, () => resolve());
+  });
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://${urlHost(at.host)}:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+  };
+}
+
+/** What makes a worker process ready: not draining, every pool polling, the store answering, the codec able to encrypt. */
+export function workerReadiness(parts: {
+  draining: ReadinessCheck;
+  workers: () => readonly Worker[];
+  store: { ping(): Promise<void> };
+  keyring: Keyring | undefined;
+}): Record<string, ReadinessCheck> {
+  return {
+    draining: parts.draining,
+    pools: poolsPolling(parts.workers),
+    store: () => parts.store.ping(),
+    codec: codecWorks(parts.keyring),
+  };
+}
+
+/**
+ * Every pool polls: each of the process's Temporal workers runs, and none of its pollers has failed
+ * or stopped (a pool that runs no workflow code never polls for workflow tasks: that one is expected).
+ */
+export function poolsPolling(workers: () => readonly Worker[]): ReadinessCheck {
+  return () => {
+    if (workers().length === 0) throw new Error('the pools are not created yet');
+    const pools = workers().map((w) => {
+      const s = w.getStatus();
+      const runsWorkflows = Boolean(w.options.workflowBundle ?? w.options.workflowsPath);
+      const polling =
+        s.runState === 'RUNNING' &&
+        s.activityPollerState === 'POLLING' &&
+        (!runsWorkflows || s.workflowPollerState === 'POLLING');
+      return {
+        taskQueue: w.options.taskQueue,
+        state: s.runState,
+        ...(runsWorkflows && { workflowPoller: s.workflowPollerState }),
+        activityPoller: s.activityPollerState,
+        polling,
+      };
+    });
+    const stopped = pools.filter((p) => !p.polling);
+    if (stopped.length > 0)
+      throw new Error(
+        `not polling: ${stopped.map((p) => `${p.taskQueue} (${p.state}, activity poller ${p.activityPoller}${p.workflowPoller ? `, workflow poller ${p.workflowPoller}` : ''})`).join('; ')}`,
+      );
+    return pools.map((p) => p.taskQueue);
+  };
+}
+
+const PROBE: Payload = { metadata: { encoding: new TextEncoder().encode('binary/plain') }, data: new Uint8Array([42]) };
+
+/** The codec has its keys: a payload encrypted with the current key decrypts again. No keyring: plaintext, as configured. */
+export function codecWorks(keyring: Keyring | undefined): ReadinessCheck {
+  return async () => {
+    if (!keyring) return 'plaintext (PAYLOAD_ENCRYPTION=off)';
+    const codec = new EncryptionCodec(keyring);
+    const [back] = await codec.decode(await codec.encode([PROBE]));
+    if (back?.data?.[0] !== 42) throw new Error(`a payload encrypted with key ${keyring.current} does not decrypt`);
+    return `encrypts with key ${keyring.current}`;
+  };
+}
