@@ -239,6 +239,9 @@ export async function runWorker(): Promise<void> {
       payloads: keyring ? `encrypted with key ${keyring.current}` : 'plaintext (PAYLOAD_ENCRYPTION=off)',
       storeFaults: config.faultInjection,
       slots: config.worker.slots,
+      decisions: config.unsignedDecisions
+        ? 'unsigned ones accepted (DECISIONS_UNSIGNED=allow: local development only)'
+        : 'signed only',
     });
     await worker.run();
   } finally {
