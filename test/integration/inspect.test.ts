@@ -295,6 +295,13 @@ test('signed decisions: keygen makes a key file, decide signs a proposal with it
         approvedBy: 'lead',
         approvedByKeyId: keyIdOf(lead),
       });
+      expect((await inspect(handle.workflowId)).facts.map((f) => f.says)).toContainEqual(
+        expect.stringMatching(
+          new RegExp(
+            `^decision retry-step by ops \\(signed ${keyIdOf(ops)}\\), approved by lead \\(signed ${keyIdOf(lead)}\\)`,
+          ),
+        ),
+      );
     },
     { policy },
   );
