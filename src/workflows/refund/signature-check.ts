@@ -69,7 +69,8 @@ function verifies(
   key: string,
 ): boolean {
   try {
-    return ed25519.verify(signature, new TextEncoder().encode(decisionStatement(d, s)), key);
+    // Strict RFC 8032 verification, as node:crypto's: no non-canonical encodings (ZIP-215 would accept them).
+    return ed25519.verify(signature, new TextEncoder().encode(decisionStatement(d, s)), key, { zip215: false });
   } catch {
     return false; // a signature or key that is no curve point
   }
