@@ -243,6 +243,9 @@ export async function runWorker(): Promise<void> {
         ? 'unsigned ones accepted (DECISIONS_UNSIGNED=allow: local development only)'
         : 'signed only',
     });
+    const { keys } = deps.settings.policy.decisions;
+    if (!config.unsignedDecisions && !Object.keys(keys).length)
+      logger.warn('no decider has a public key: parked runs take no decision but reconcile until DECIDERS lists keys');
     await worker.run();
   } finally {
     await receiver?.close();

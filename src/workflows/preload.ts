@@ -27,7 +27,9 @@ z.config({ ...z.locales.en(), jitless: true, memoizer: z.memoizer() });
 export { z };
 
 // The decide Update's signatures (src/workflows/refund/signature-check.ts). Evaluating @noble/curves
-// costs tens of milliseconds, and its first verification hundreds (it builds its tables of the base
-// point): once per worker thread here, not once per run. Its state is only those tables, kept in
-// WeakMaps that freezing leaves usable, derived from constants: no run can tell it is shared.
+// costs tens of milliseconds: once per worker thread here, not once per run. Its base point's tables
+// are built here too (window 4: tens of milliseconds), not by the first verification inside a
+// validator (its default window 8 takes hundreds). Its only state is those tables, in WeakMaps
+// that freezing leaves usable, derived from constants: no run can tell it is shared.
+ed25519.ExtendedPoint.BASE.precompute(4, false);
 export { ed25519 };
