@@ -22,7 +22,9 @@ import { connectClient, errorMessage } from './common';
 import { defaultKeyFile, generateKey, readKey, signDecision, type DeciderKey } from './decider-keys';
 
 const program = new Command('decide')
-  .description('Send a decision to a refund run that waits for one (see `npm run inspect -- <workflow id>`).')
+  .description(
+    'Sign a decision with your key and send it to a refund run that waits for one (see `npm run inspect -- <workflow id>`).',
+  )
   .argument('<workflow-id>', 'the parked run, e.g. refund-ord_1-v1')
   .addArgument(new Command().createArgument('<decision>', 'the decision').choices(DECISION_KINDS))
   .requiredOption('--by <name>', 'who decides: a name the policy gives a role (DECIDERS)')
