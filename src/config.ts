@@ -138,21 +138,28 @@ const envSchema = z.object({
   DECIDERS: z
     .string()
     .transform((text, ctx) => {
-      const entries = text.split(',').map((entry) => entry.trim().split('='));
+      // name=role[+role][:public key], the key as `npm run decide -- keygen` prints it.
+      const entries = text.split(',').map((entry) => /^([^=]*)=([^:]*)(?::(.*))?$/.exec(entry.trim()));
+      const given = entries.filter((m) => m !== null);
       const roles = decisionsSchema.shape.roles.safeParse(
-        Object.fromEntries(entries.map(([name, list]) => [name, (list ?? '').split('+')])),
+        Object.fromEntries(given.map(([, name, list]) => [name, list.split('+')])),
       );
-      if (!roles.success || entries.some((e) => e.length !== 2)) {
+      const keys = decisionsSchema.shape.keys.safeParse(
+        Object.fromEntries(given.filter((m) => m[3] !== undefined).map(([, name, , key]) => [name, key])),
+      );
+      if (!roles.success || !keys.success || given.length !== entries.length) {
         ctx.addIssue({
           code: 'custom',
           message:
-            'must be name=role[+role],… with roles operator and approver, e.g. alice=operator,bob=operator+approver',
+            'must be name=role[+role][:key],… with roles operator and approver and an Ed25519 public key in hex (npm run decide -- keygen), e.g. alice=operator:3b6a…,bob=operator+approver:9f1c…',
         });
         return z.NEVER;
       }
-      return roles.data;
+      return { roles: roles.data, keys: keys.data };
     })
     .optional(),
+  /** allow: a decision without a signature is taken on its name alone. Local development only (the dev stack sets it, and says so). */
+  DECISIONS_UNSIGNED: z.enum(['refuse', 'allow']).default('refuse'),
 });
 
 export type Config = ReturnType<typeof loadConfig>;
@@ -309,6 +316,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     policyFile: e.RECOVERY_POLICY_FILE,
     faultInjection: e.FAULT_INJECTION === 'on',
     deciders: e.DECIDERS,
+    unsignedDecisions: e.DECISIONS_UNSIGNED === 'allow',
     digestTo: e.DIGEST_TO,
     /** A workflow bundle built ahead of time (bundleWorkflowCode's code, in a file); unset, the worker bundles at start. */
     workflowBundle: e.WORKFLOW_BUNDLE,

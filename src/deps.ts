@@ -27,7 +27,13 @@ const STRIPE_TIMEOUT_MARGIN_MS = 2000;
  * attempt does, so Temporal never starts the next attempt while the last request is still out.
  */
 export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(config.policyFile)): RunSettings {
-  const policy = config.deciders ? { ...loaded, decisions: { ...loaded.decisions, roles: config.deciders } } : loaded;
+  // DECIDERS replaces the policy's deciders, names and keys alike; unsigned decisions are a worker's setting only.
+  const decisions = {
+    ...loaded.decisions,
+    ...config.deciders,
+    ...(config.unsignedDecisions && { unsigned: 'allow' as const }),
+  };
+  const policy = { ...loaded, decisions };
   const { requestTimeoutMs, idempotencyTtlMs, listConsistencyMs } = config.stripe;
   const stripeAttempt = policy.timeouts.stripe.startToCloseMs;
   if (requestTimeoutMs + STRIPE_TIMEOUT_MARGIN_MS > stripeAttempt) {

@@ -280,8 +280,14 @@ export async function runWorker(): Promise<void> {
         : 'plaintext (PAYLOAD_ENCRYPTION=off)',
       storeFaults: config.faultInjection,
       slots: config.worker.slots,
+      decisions: config.unsignedDecisions
+        ? 'unsigned ones accepted (DECISIONS_UNSIGNED=allow: local development only)'
+        : 'signed only',
       shutdownGraceMs: drain.graceMs,
     });
+    const { keys } = deps.settings.policy.decisions;
+    if (!config.unsignedDecisions && !Object.keys(keys).length)
+      logger.warn('no decider has a public key: parked runs take no decision but reconcile until DECIDERS lists keys');
     await drain.phase('pools stopped, tasks in flight finished', () =>
       running.catch((err: unknown) => {
         if (!drain.draining) throw err;

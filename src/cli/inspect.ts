@@ -149,7 +149,8 @@ function render(i: Inspection, codecFlag: string): string {
     const decision = i.decision.split(':')[0]!;
     out.push(
       `Decide       npm run decide -- ${i.workflowId} ${decision} --by <name> --reason "<why>"`,
-      `  or         temporal workflow update execute --workflow-id ${i.workflowId} --name decide --input '${JSON.stringify({ decision, by: '<name>', reason: '<why>' })}'${codecFlag}`,
+      // The temporal CLI sends what decide --print signed: an unsigned decision is refused (docs/production.md).
+      `  or         temporal workflow update execute --workflow-id ${i.workflowId} --name decide --input "$(npm run -s decide -- ${i.workflowId} ${decision} --by <name> --reason '<why>' --print)"${codecFlag}`,
     );
   }
   return out.join('\n');

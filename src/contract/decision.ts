@@ -2,6 +2,7 @@
 // record the run keeps of each decision. The run's DecisionDesk judges them (src/workflows/).
 import { z } from 'zod';
 import { DECISION_KINDS, deciderNameSchema, type DecisionKind } from '../reliability/policy';
+import { signedSchema } from './decision-signature';
 import { REFUND_STEPS, type RefundStep } from './steps';
 
 export const decisionInputSchema = z
@@ -11,9 +12,12 @@ export const decisionInputSchema = z
     reason: z.string().trim().min(1, 'must say why').max(500),
     /** For retry-step: the step (the one that failed, which is also the default). */
     step: z.enum(REFUND_STEPS).optional(),
+    /** The decider's signature and what it is addressed to; only `reconcile` may go without (decision-signature.ts). */
+    signed: signedSchema.optional(),
   })
   .strict();
 export type DecisionInput = z.input<typeof decisionInputSchema>;
+export type ParsedDecision = z.output<typeof decisionInputSchema>;
 
 export interface DecisionRecord {
   /** 1, 2, …: the order decisions were taken in. */
@@ -29,6 +33,10 @@ export interface DecisionRecord {
   expiresAt: string | null;
   /** For approve/reject: the proposal it answers. */
   answers: number | null;
+  /** The key that signed it (keyIdOf), or null for an unsigned decision (reconcile, or DECISIONS_UNSIGNED=allow). Absent in records kept before signed decisions. */
+  keyId?: string | null;
+  /** The signature's nonce: a signed decision is taken once. */
+  nonce?: string | null;
 }
 
 /** The scheduled sweep's name as a decider. */

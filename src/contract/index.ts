@@ -2,6 +2,7 @@
 // (CLI, webhooks, inspect). Imports only domain and reliability code, and nothing of Node: the
 // workflow bundle loads it.
 export * from './decision';
+export * from './decision-signature';
 export * from './follow-up';
 export * from './ids';
 export * from './messages';

@@ -167,10 +167,13 @@ function storeFacts(ev: Evidence, orderId: string): void {
     });
   }
   for (const a of ev.audit.filter((e) => e.event === 'decision')) {
-    const d = a.detail as { decision?: string; by?: string };
+    const d = a.detail as { decision?: string; by?: string; keyId?: string | null; approvedBy?: string };
+    const approvedByKeyId = (a.detail as { approvedByKeyId?: string | null }).approvedByKeyId;
     ev.facts.push({
       id: `store:audit:${a.seq}`,
-      says: `decision ${d.decision ?? '?'} by ${d.by ?? a.actor} at ${a.at}`,
+      says:
+        `decision ${d.decision ?? '?'} by ${d.by ?? a.actor}${d.keyId ? ` (signed ${d.keyId})` : ''}` +
+        `${d.approvedBy ? `, approved by ${d.approvedBy}${approvedByKeyId ? ` (signed ${approvedByKeyId})` : ''}` : ''} at ${a.at}`,
     });
   }
 }

@@ -10,6 +10,7 @@ import {
   findRule,
   OWNER_OF,
   OWNERS,
+  publicKeySchema,
   ROLES,
 } from './policy-terms';
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from './taxonomy';
@@ -94,12 +95,20 @@ export const decisionsSchema = z
   .object({
     /** Who may decide, by name: an operator proposes (retry-step, compensate, abandon, confirm-delivered), an approver approves or rejects. */
     roles: z.record(deciderNameSchema, z.array(z.enum(ROLES)).min(1)),
+    /** Each decider's Ed25519 public key: a decision is taken only when signed with it (docs/production.md, "Signed decisions"). */
+    keys: z.record(deciderNameSchema, publicKeySchema).default({}),
     needApproval: z.array(approvalSchema),
     /** A decision not approved in this time expires, and the run stops: never proceeds. */
     approvalTtlMs: ms.min(1000),
   })
   .strict();
-export type DecisionPolicy = z.output<typeof decisionsSchema>;
+export type DecisionPolicy = z.output<typeof decisionsSchema> & {
+  /**
+   * DECISIONS_UNSIGNED=allow, for local development only: an unsigned decision is taken on its name
+   * alone. Never read from a policy file (the schema refuses it there): a worker's setting, said at its start.
+   */
+  unsigned?: 'allow';
+};
 
 const MAX_POLLS = 200;
 
@@ -177,7 +186,8 @@ export const policySchema = z
   });
 
 export type RecoveryRule = z.output<typeof ruleSchema>;
-export type RecoveryPolicy = z.output<typeof policySchema>;
+/** A checked policy; a worker may add its own settings to the decisions (DecisionPolicy's `unsigned`). */
+export type RecoveryPolicy = Omit<z.output<typeof policySchema>, 'decisions'> & { decisions: DecisionPolicy };
 export type BudgetLimits = z.output<typeof budgetSchema>;
 export type ActivityTimeouts = z.output<typeof timeoutsSchema>;
 

@@ -51,6 +51,11 @@ export const deciderNameSchema = z
   .string()
   .regex(/^[A-Za-z0-9._@-]{1,64}$/, 'must be 1-64 letters, digits, ".", "_", "@" or "-"');
 
+/** A decider's Ed25519 public key: its 32 bytes in lowercase hex, as `npm run decide -- keygen` prints it. */
+export const publicKeySchema = z
+  .string()
+  .regex(/^[0-9a-f]{64}$/, 'must be an Ed25519 public key: 64 lowercase hex digits');
+
 /** Stripe settles most refunds in minutes, some payment methods in days: three days, polled hourly at most. */
 export const DEFAULT_AWAIT_PROVIDER = {
   deadlineMs: 3 * 86_400_000,

@@ -20,6 +20,7 @@ export {
   ACTIONS,
   DECISION_KINDS,
   deciderNameSchema,
+  publicKeySchema,
   DEFAULT_AWAIT_PROVIDER,
   DEFAULT_BREAKER,
   findRule,

@@ -17,6 +17,7 @@
 // (z.email(), z.guid(), z.iso.date() and other built-in formats, .lowercase(), .uppercase()) throws in
 // workflow code: workflow-side schemas use .regex() with a pattern of their own. The integration
 // tests run this bundle (bundleRefundWorkflows), so a schema that breaks the rule fails there.
+import { ed25519 } from '@noble/curves/ed25519';
 import { z } from 'zod';
 
 z.config({ ...z.locales.en(), jitless: true, memoizer: z.memoizer() });
@@ -24,3 +25,11 @@ z.config({ ...z.locales.en(), jitless: true, memoizer: z.memoizer() });
 // Exported so that the bundle preloads the whole of zod: webpack otherwise resolves each import to
 // the one zod module it needs (zod has no side effects), and only those would be shared.
 export { z };
+
+// The decide Update's signatures (src/workflows/refund/signature-check.ts). Evaluating @noble/curves
+// costs tens of milliseconds: once per worker thread here, not once per run. Its base point's tables
+// are built here too (window 4: tens of milliseconds), not by the first verification inside a
+// validator (its default window 8 takes hundreds). Its only state is those tables, in WeakMaps
+// that freezing leaves usable, derived from constants: no run can tell it is shared.
+ed25519.ExtendedPoint.BASE.precompute(4, false);
+export { ed25519 };

@@ -92,6 +92,8 @@ test('the demo refunds once however often it runs, across restarts, and stop sto
   const refundId = field(first.stdout, 'refund id');
   const messageId = field(first.stdout, 'message id');
   expect(workflowId).toBe('refund-demo-order-1-v1');
+  // A local stack: its decisions go unsigned, and it says so (docs/production.md, "Signed decisions").
+  expect(first.stdout).toMatch(/\[stack\] starting a worker \(DECISIONS_UNSIGNED=allow: unsigned decisions accepted/);
   expect(refundId).toMatch(/^re_/);
   expect(field(first.stdout, 'order status')).toBe('partially_refunded');
   expect(field(second.stdout, 'refund id')).toBe(refundId);
@@ -141,6 +143,7 @@ test('npm run dev runs the worker in the foreground, quietly; demo uses it inste
     for (let i = 0; i < 600 && !/worker polling task queue/.test(out); i++)
       await new Promise((r) => setTimeout(r, 200));
     expect(out).toMatch(/worker polling task queue refunds/);
+    expect(out).toMatch(/^Decisions +unsigned ones accepted \(DECISIONS_UNSIGNED=allow: local development only\)$/m);
     expect(out).not.toMatch(/webpack|asset workflow-bundle|modules by path/i);
 
     const demo = await npm('demo');

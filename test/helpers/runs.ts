@@ -22,6 +22,9 @@ export const TEST_POLICY: RecoveryPolicy = {
   // test of the file would change them. The breaker has tests of its own (circuit-breaker.test.ts),
   // and the chaos runs keep it on.
   breaker: { ...DEFAULT_POLICY.breaker, enabled: false },
+  // Unsigned decisions, as DECISIONS_UNSIGNED=allow takes them: most cases are about what a decision
+  // does. Signatures have their own cases (SIGNED_POLICY: test/workflow/decisions.test.ts, inspect.test.ts).
+  decisions: { ...DEFAULT_POLICY.decisions, unsigned: 'allow' },
 };
 
 /**

@@ -3,14 +3,18 @@
 // Also the CLIs: inspect's text, --attention page by page, and decide.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { messageIdForKey } from '../../src/contract';
+import { generateKey } from '../../src/cli/decider-keys';
+import { keyIdOf, messageIdForKey, stepsQuery } from '../../src/contract';
+import { findTool } from '../../tools/src/stack/tools';
 import { refund, startRefund } from '../../src/client/refunds';
 import { inspectRun, type Inspection } from '../../src/inspect/inspection';
 import { verdict } from '../../src/reliability/verdict';
 import { refundWorkflow } from '../../src/workflows';
-import { completed, fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
+import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 const execFileAsync = promisify(execFile);
 const root = path.join(__dirname, '..', '..');
@@ -183,7 +187,7 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   expect(text).toMatch(/^Escalation {3}the refund stands; the run parks as needs_attention/m);
   expect(text).toContain(`Decide       npm run decide -- ${handle.workflowId} retry-step --by <name> --reason "<why>"`);
   expect(text).toContain(
-    `temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input '{"decision":"retry-step","by":"<name>","reason":"<why>"}' --codec-endpoint http://127.0.0.1:8888`,
+    `temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input "$(npm run -s decide -- ${handle.workflowId} retry-step --by <name> --reason '<why>' --print)" --codec-endpoint http://127.0.0.1:8888`,
   );
 
   const refused = await cli('decide.ts', [
@@ -227,6 +231,84 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   );
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+});
+
+test('signed decisions: keygen makes a key file (0600) and the DECIDERS entry, decide signs a proposal with it, and --print signs an approval that the temporal CLI sends', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'deciders-'));
+  // The CLI makes ops's key (its output is the DECIDERS entry); lead's is made in process, to spare a CLI start.
+  const made = await cli('decide.ts', ['keygen', '--name', 'ops', '--out', path.join(dir, 'ops.key')]);
+  const ops = /^DECIDERS +ops=operator:([0-9a-f]{64})$/m.exec(made.stdout)![1]!;
+  const lead = generateKey(path.join(dir, 'lead.key')).publicKey;
+  expect(fs.statSync(path.join(dir, 'ops.key')).mode & 0o777).toBe(0o600);
+  const policy = {
+    ...TEST_POLICY,
+    decisions: {
+      roles: { ops: ['operator' as const], lead: ['operator' as const, 'approver' as const] },
+      keys: { ops, lead },
+      needApproval: ['retry-step:update_order'],
+      approvalTtlMs: 600_000,
+    },
+  };
+  const order = await h.seedOrder(newOrderId());
+  await h.storeFault('conflict', order.id, 5);
+  await h.withWorker(
+    {},
+    async (taskQueue) => {
+      const { handle } = await startRefund(h.env.client, request(order.id), taskQueue);
+      expect((await stopped(handle)).status).toBe('needs_attention');
+      const decide = (...args: string[]) =>
+        execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', 'decide.ts'), ...args], {
+          env: { ...h.cliEnv(), TASK_QUEUE: taskQueue, HOME: dir },
+          encoding: 'utf8',
+        });
+      const proposed = await decide(
+        handle.workflowId,
+        'retry-step',
+        '--by',
+        'ops',
+        '--reason',
+        'the competing writer is gone',
+        '--key',
+        path.join(dir, 'ops.key'),
+      );
+      expect(proposed.stdout).toMatch(/decision #1 retry-step update_order by ops, signed with ed25519:[0-9a-f]{16}/);
+
+      const printed = await decide(
+        ...[handle.workflowId, 'approve', '--by', 'lead', '--reason', 'checked', '--print', '--expires-in', '10m'],
+        ...['--key', path.join(dir, 'lead.key')],
+      );
+      const input = JSON.parse(printed.stdout);
+      expect(input).toMatchObject({ decision: 'approve', by: 'lead', signed: { workflowId: handle.workflowId } });
+      expect(printed.stderr).toContain(`temporal workflow update execute --workflow-id ${handle.workflowId}`);
+      expect((await handle.query(stepsQuery)).decisions).toHaveLength(1);
+      await execFileAsync(
+        findTool('temporal'),
+        [
+          ...['workflow', 'update', 'execute', '--workflow-id', handle.workflowId, '--name', 'decide'],
+          ...['--input', printed.stdout.trim(), '--address', h.env.address, '--namespace', h.namespace],
+          ...['--codec-endpoint', h.codecUrl],
+        ],
+        { encoding: 'utf8' },
+      );
+      expect(await handle.result()).toMatchObject({ status: 'completed' });
+      const trail = await h.store.operations.auditTrail(opId(order.id));
+      expect(trail.find((e) => e.event === 'decision')?.detail).toMatchObject({
+        by: 'ops',
+        keyId: keyIdOf(ops),
+        approvedBy: 'lead',
+        approvedByKeyId: keyIdOf(lead),
+      });
+      expect((await inspect(handle.workflowId)).facts.map((f) => f.says)).toContainEqual(
+        expect.stringMatching(
+          new RegExp(
+            `^decision retry-step by ops \\(signed ${keyIdOf(ops)}\\), approved by lead \\(signed ${keyIdOf(lead)}\\)`,
+          ),
+        ),
+      );
+    },
+    { policy },
+  );
+  fs.rmSync(dir, { recursive: true, force: true });
 });
 
 test('a quarantined compensation: stop and hand to a person, with the mailbox saying whether the customer has it', async () => {

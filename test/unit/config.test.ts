@@ -88,10 +88,21 @@ test("health is off unless HEALTH_ADDRESS names where; the drain waits the polic
   expect(shutdownGraceMs(loadConfig({ SHUTDOWN_GRACE_MS: '5000' }).worker.shutdownGraceMs, policy)).toBe(5000);
 });
 
-test("DECIDERS names who may decide, replacing the policy's roles", () => {
-  const config = loadConfig({ DECIDERS: 'alice=operator, bob=operator+approver' });
-  expect(config.deciders).toEqual({ alice: ['operator'], bob: ['operator', 'approver'] });
-  expect(runSettings(config).policy.decisions.roles).toEqual({ alice: ['operator'], bob: ['operator', 'approver'] });
+test("DECIDERS names who may decide and their public keys, replacing the policy's; DECISIONS_UNSIGNED=allow only when set", () => {
+  const key = 'ab'.repeat(32);
+  const config = loadConfig({ DECIDERS: `alice=operator:${key}, bob=operator+approver` });
+  expect(config.deciders).toEqual({
+    roles: { alice: ['operator'], bob: ['operator', 'approver'] },
+    keys: { alice: key },
+  });
+  expect(runSettings(config).policy.decisions).toMatchObject({
+    roles: { alice: ['operator'], bob: ['operator', 'approver'] },
+    keys: { alice: key },
+  });
+  expect(runSettings(config).policy.decisions.unsigned).toBeUndefined();
+  expect(runSettings(loadConfig({ DECISIONS_UNSIGNED: 'allow' })).policy.decisions.unsigned).toBe('allow');
+  expect(() => loadConfig({ DECIDERS: 'alice=operator:not-a-key' })).toThrow(/DECIDERS: must be name=role/);
+  expect(() => loadConfig({ DECISIONS_UNSIGNED: 'yes' })).toThrow(/DECISIONS_UNSIGNED/);
   expect(runSettings(loadConfig({})).policy.decisions.roles).toMatchObject({
     ops: ['operator'],
     lead: ['operator', 'approver'],

@@ -11,22 +11,27 @@ import {
 } from '../../src/reliability/verdict';
 import type { DecisionPolicy } from '../../src/reliability/policy';
 
+// Which decisions fit which state, unsigned: signatures have their cases in test/workflow/decisions.test.ts.
 const POLICY: DecisionPolicy = {
   roles: { ops: ['operator'], lead: ['operator', 'approver'] },
+  keys: {},
+  unsigned: 'allow',
   needApproval: ['compensate'],
   approvalTtlMs: 60_000,
 };
 
+const SINCE = '2026-01-01T00:00:00.000Z';
+
 function desk(over: Partial<DeskView> = {}, policy = POLICY) {
   const view: DeskView = {
-    parked: { failedStep: 'update_order' },
+    parked: { failedStep: 'update_order', since: SINCE },
     effect: () => 'refunded',
     cannotCompensate: () => 'the refund is refunded',
     outcomeUnknown: () => false,
     policy: () => policy,
     ...over,
   };
-  return new DecisionDesk(view);
+  return new DecisionDesk(view, 'refund-ord_1-v1');
 }
 
 test('a decision taken holds until the run parks again: a second one is refused', () => {
@@ -54,7 +59,7 @@ test("a decision taken in the same workflow task as the provider's failure is ca
 });
 
 test('retry-step is refused while the refund failed and compensations are open: that is compensate, with its approval', () => {
-  const d = desk({ parked: { failedStep: 'completion_gate' }, cannotCompensate: () => null });
+  const d = desk({ parked: { failedStep: 'completion_gate', since: SINCE }, cannotCompensate: () => null });
   expect(() => d.validate({ decision: 'retry-step', by: 'ops', reason: 'again' })).toThrow(
     /compensate, not retry-step/,
   );
@@ -77,7 +82,7 @@ test('a proposal past its expiry can no longer be approved', () => {
 });
 
 test('the sweep asks a run to reconcile at most once in six hours; a person may ask any time', () => {
-  const d = desk({ parked: { failedStep: 'create_refund' }, effect: () => 'unknown' });
+  const d = desk({ parked: { failedStep: 'create_refund', since: SINCE }, effect: () => 'unknown' });
   d.apply({ decision: 'reconcile', by: 'sweep', reason: 'scheduled sweep' });
   d.reopen();
   expect(() => d.validate({ decision: 'reconcile', by: 'sweep', reason: 'next sweep' })).toThrow(
@@ -91,12 +96,12 @@ test('the sweep asks a run to reconcile at most once in six hours; a person may 
 
 test('confirm-delivered fits only a notice whose outcome is unknown; taken, it is what the run carries out', () => {
   const unknownNotice = desk({
-    parked: { failedStep: 'notify_customer' },
+    parked: { failedStep: 'notify_customer', since: SINCE },
     outcomeUnknown: (step) => step === 'notify_customer',
   });
   unknownNotice.validate({ decision: 'confirm-delivered', by: 'ops', reason: 'in the mailbox' });
   expect(() =>
-    desk({ parked: { failedStep: 'notify_customer' } }).validate({
+    desk({ parked: { failedStep: 'notify_customer', since: SINCE } }).validate({
       decision: 'confirm-delivered',
       by: 'ops',
       reason: 'x',

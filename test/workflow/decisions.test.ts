@@ -3,8 +3,10 @@
 // history. Cases that count effects at the providers stay in test/integration/decisions.test.ts.
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
+import { newKeyPair, signDecision } from '../../src/cli/decider-keys';
 import type { DecisionInput, RefundRunState } from '../../src/contract';
-import { decisionUpdate, stepsQuery } from '../../src/contract';
+import { decisionAddress, decisionUpdate, stepsQuery } from '../../src/contract';
+import type { DecisionPolicy } from '../../src/reliability/policy';
 import { decidersOf, verdict, type InspectedRun } from '../../src/reliability/verdict';
 import type { refundWorkflow } from '../../src/workflows';
 import { completed, stopped, TEST_POLICY } from '../helpers/runs';
@@ -472,5 +474,129 @@ describe('compensations a person decides', () => {
     expect(corrections).toHaveLength(2);
     expect(corrections[1]!.key).toBe(corrections[0]!.key);
     expect(corrections[1]!.resendApprovedAt).toEqual(expect.any(String));
+  });
+});
+
+describe('signed decisions (DECIDERS with keys, no DECISIONS_UNSIGNED)', () => {
+  const ops = newKeyPair();
+  const lead = newKeyPair();
+  // One person under two names, with one key: the key, not the name, is who decided.
+  const SIGNED_POLICY = {
+    ...TEST_POLICY,
+    decisions: {
+      roles: { ...TEST_POLICY.decisions.roles, 'ops-too': ['approver' as const] },
+      keys: { ops: ops.publicKey, lead: lead.publicKey, 'ops-too': ops.publicKey },
+      needApproval: ['abandon'],
+      approvalTtlMs: 60_000,
+    },
+  };
+  const signed = async (
+    handle: Handle,
+    fields: Parameters<typeof signDecision>[0],
+    key = ops,
+    over: { workflowId?: string; answers?: string; ttlMs?: number; now?: number } = {},
+  ) => {
+    const state = await handle.query(stepsQuery);
+    const to = { workflowId: over.workflowId ?? handle.workflowId, answers: over.answers ?? decisionAddress(state) };
+    return signDecision(fields, to, key, over.ttlMs ?? 600_000, over.now);
+  };
+  const refusal = (handle: Handle, input: DecisionInput) =>
+    handle.executeUpdate(decisionUpdate, { args: [input] }).then(
+      () => 'applied',
+      (e: WorkflowUpdateFailedError) => e.cause?.message,
+    );
+
+  test('refused unsigned, tampered, expired, replayed, mis-addressed or approved with the proposing key; taken when signed, with the key id in the audit trail', async () => {
+    const { world, handle } = await parkedAtGate((w) => (w.settings.policy = SIGNED_POLICY));
+    const before = await idleHistoryLength(handle);
+    const abandon = { decision: 'abandon' as const, by: 'ops', reason: 'refunded by hand' };
+
+    expect(await refusal(handle, abandon)).toMatch(/unsigned decision refused: abandon needs ops's signature/);
+    const tampered = await signed(handle, abandon);
+    expect(await refusal(handle, { ...tampered, reason: 'something else' })).toMatch(
+      new RegExp(`the signature does not verify with ops's key ${ops.keyId}: the decision was changed after signing`),
+    );
+    expect(await refusal(handle, { ...(await signed(handle, abandon, lead)) })).toMatch(
+      /does not verify with ops's key/,
+    );
+    expect(
+      await refusal(handle, await signed(handle, abandon, ops, { now: Date.now() - 7200_000, ttlMs: 3600_000 })),
+    ).toMatch(/the signature expired at/);
+    expect(await refusal(handle, await signed(handle, abandon, ops, { ttlMs: 48 * 3600_000 }))).toMatch(
+      /more than 24 h ahead/,
+    );
+    expect(await refusal(handle, await signed(handle, abandon, ops, { workflowId: 'refund-other-v1' }))).toMatch(
+      /addressed to refund-other-v1, not to this run/,
+    );
+    expect(
+      await refusal(handle, await signed(handle, abandon, ops, { answers: 'parked-2026-01-01T00:00:00.000Z:after-0' })),
+    ).toMatch(/answers parked-2026-01-01T00:00:00.000Z:after-0, but the run is now at parked-/);
+    expect(await historyLength(handle)).toBe(before);
+
+    const proposal = await signed(handle, abandon);
+    expect(await handle.executeUpdate(decisionUpdate, { args: [proposal], updateId: 'proposal' })).toMatchObject({
+      outcome: 'awaiting_approval',
+      keyId: ops.keyId,
+      nonce: proposal.signed!.nonce,
+    });
+    // The same signed decision again, under another Update id: taken once.
+    expect(await refusal(handle, proposal)).toMatch(
+      /replayed: this signed decision .* was already taken as decision #1/,
+    );
+    // Addressed to the parking before the proposal: an approval answers the proposal just taken.
+    const approve = { decision: 'approve' as const, by: 'lead', reason: 'checked the ledger' };
+    expect(await refusal(handle, await signed(handle, approve, lead, { answers: tampered.signed!.answers }))).toMatch(
+      /but the run is now at parked-.*:after-1/,
+    );
+    expect(await refusal(handle, await signed(handle, { ...approve, by: 'ops-too' }, ops))).toMatch(
+      new RegExp(`signed with the key that proposed abandon \\(${ops.keyId}\\); a second person's key must approve it`),
+    );
+    expect(await handle.executeUpdate(decisionUpdate, { args: [await signed(handle, approve, lead)] })).toMatchObject({
+      outcome: 'applied',
+      keyId: lead.keyId,
+    });
+    await expect(handle.result()).resolves.toMatchObject({ status: 'abandoned' });
+    expect(world.audit.find((a) => a.event === 'decision')?.detail).toMatchObject({
+      decision: 'abandon',
+      by: 'ops',
+      keyId: ops.keyId,
+      approvedBy: 'lead',
+      approvedByKeyId: lead.keyId,
+    });
+  });
+
+  test('reconcile, which only looks, needs no signature; deciders read before decisions were signed take unsigned ones', async () => {
+    let answers = false;
+    const { handle } = await t.start({
+      over: {
+        createRefund: async (_, next) => {
+          await next();
+          throw failure('UNKNOWN_OUTCOME', 'may_have_executed', 'timeout');
+        },
+        reconcileRefund: async (_, next) =>
+          answers ? next() : Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')),
+      },
+      world: (w) =>
+        (w.settings.policy = {
+          ...SIGNED_POLICY,
+          rules: TEST_POLICY.rules.map((r) =>
+            r.code === 'UNKNOWN_OUTCOME' && r.boundary === 'stripe' ? { ...r, maxAttempts: 2 } : r,
+          ),
+        }),
+    });
+    expect((await stopped(handle)).state.parked).toMatchObject({ failedStep: 'create_refund' });
+    answers = true;
+    await expect(
+      handle.executeUpdate(decisionUpdate, { args: [{ decision: 'reconcile', by: 'sweep', reason: 'sweep' }] }),
+    ).resolves.toMatchObject({ outcome: 'applied', keyId: null });
+    completed(await handle.result());
+
+    // A run parked by a worker before signed decisions read a policy with no keys at all: it keeps the rule it parked under.
+    const unsignedEra: Partial<DecisionPolicy> = { ...SIGNED_POLICY.decisions, needApproval: [] };
+    delete unsignedEra.keys;
+    const decisions = unsignedEra as DecisionPolicy;
+    const { handle: older } = await parkedAtGate((w) => (w.settings.policy = { ...TEST_POLICY, decisions }));
+    await older.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'old run' }] });
+    await expect(older.result()).resolves.toMatchObject({ status: 'abandoned' });
   });
 });

@@ -36,7 +36,7 @@ export interface World {
   orderUpdate: { refundId: string; amount: number; revertedByKey: string | null } | null;
   notice: { key: string; status: string; messageId: string } | null;
   correction: { key: string; status: string; messageId: string } | null;
-  audit: { status: string; reason: string; event?: string }[];
+  audit: { status: string; reason: string; event?: string; detail?: Record<string, unknown> }[];
   settings: RunSettings;
 }
 
@@ -284,7 +284,12 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
       return { order: world.orderUpdate, notice: world.notice, correction: world.correction };
     },
     async recordOutcome(input: In<'recordOutcome'>) {
-      world.audit.push({ status: input.status, reason: input.reason, ...(input.event && { event: input.event }) });
+      world.audit.push({
+        status: input.status,
+        reason: input.reason,
+        ...(input.event && { event: input.event }),
+        ...(input.detail && { detail: input.detail }),
+      });
     },
     async decisionPolicy() {
       return world.settings.policy.decisions;

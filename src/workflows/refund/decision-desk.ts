@@ -2,9 +2,19 @@
 // it and a decision that does not fit the run's state before anything is written to history; a
 // decision that needs a second person waits for its approval, and expires into a stop.
 import { condition } from '@temporalio/workflow';
-import { decisionInputSchema, SWEEPER, type DecisionInput, type DecisionRecord, type RefundStep } from '../../contract';
+import {
+  decisionAddress,
+  decisionInputSchema,
+  keyIdOf,
+  SWEEPER,
+  type DecisionInput,
+  type DecisionRecord,
+  type ParsedDecision,
+  type RefundStep,
+} from '../../contract';
 import type { DecisionKind, DecisionPolicy, Role } from '../../reliability/policy';
 import { conditionTimeout } from '../wait';
+import { checkSignature, refuseReplayed } from './signature-check';
 
 /** The decision taken: what the saga does next. */
 export type Chosen =
@@ -17,8 +27,8 @@ export type Chosen =
 
 /** What the desk needs to know of the run to judge a decision. */
 export interface DeskView {
-  /** Parked and waiting for a decision, and at which step it stopped (null: not known). */
-  parked: { failedStep: RefundStep | null } | null;
+  /** Parked and waiting for a decision, since when, and at which step it stopped (null: not known). */
+  parked: { failedStep: RefundStep | null; since: string } | null;
   /** What is known of the refund: only an unknown one can be reconciled. */
   effect: () => string;
   /** Why compensating now would be wrong, or null when it is possible. */
@@ -48,7 +58,10 @@ export class DecisionDesk {
   private pending: DecisionRecord | null = null;
   private chosen: Chosen | null = null;
 
-  constructor(private readonly run: DeskView) {}
+  constructor(
+    private readonly run: DeskView,
+    private readonly workflowId: string,
+  ) {}
 
   get awaitingApproval(): DecisionRecord | null {
     return this.pending;
@@ -63,6 +76,20 @@ export class DecisionDesk {
       );
     const d = parsed.data;
     const policy = this.run.policy();
+    refuseReplayed(d, this.records);
+    this.fits(d, policy);
+    // Last: what the decision may be is said first; the signature then proves who took it, once, for this parking.
+    const address = decisionAddress({ parked: this.run.parked, decisions: this.records });
+    const keyId = checkSignature(d, policy, { workflowId: this.workflowId, address });
+    const pending = this.pending;
+    if (keyId && pending?.keyId === keyId && (d.decision === 'approve' || d.decision === 'reject'))
+      throw new Error(
+        `signed with the key that proposed ${pending.decision} (${keyId}); a second person's key must ${d.decision} it`,
+      );
+  }
+
+  /** Whether the decider may take the decision, and the decision fits the run's state now. */
+  private fits(d: ParsedDecision, policy: DecisionPolicy): void {
     const roles = policy.roles[d.by] ?? [];
     const role = ROLE_FOR[d.decision];
     if (role && !roles.includes(role)) {
@@ -141,6 +168,7 @@ export class DecisionDesk {
     const d = decisionInputSchema.parse(raw);
     const policy = this.run.policy();
     const step = d.decision === 'retry-step' ? (d.step ?? this.run.parked?.failedStep ?? null) : null;
+    const key = d.signed && (policy as Partial<DecisionPolicy>).keys?.[d.by];
     const record: DecisionRecord = {
       seq: this.records.length + 1,
       decision: d.decision,
@@ -151,6 +179,8 @@ export class DecisionDesk {
       outcome: 'applied',
       expiresAt: null,
       answers: null,
+      keyId: key ? keyIdOf(key) : null,
+      nonce: d.signed?.nonce ?? null,
     };
     this.records.push(record);
     if (d.decision === 'approve' || d.decision === 'reject') {

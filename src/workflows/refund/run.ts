@@ -76,7 +76,7 @@ export class RefundRun {
   };
   /** Who may decide, read from the workers when the run parks; until then, the run's policy. */
   private workerDecisions: DecisionPolicy | undefined;
-  readonly desk = new DecisionDesk(this.deskView);
+  readonly desk = new DecisionDesk(this.deskView, this.workflowId);
 
   constructor(readonly request: RefundRequest) {
     this.ctx = { request, operationId: '' };
@@ -147,7 +147,7 @@ export class RefundRun {
       quarantined: stopped.quarantined,
     };
     this.parked = { since: now(), failedStep: stopped.failedStep, reason: stopped.reason, ...view, ...evidence };
-    this.deskView.parked = { failedStep: stopped.failedStep };
+    this.deskView.parked = { failedStep: stopped.failedStep, since: this.parked.since };
     this.desk.reopen();
     this.status = 'needs_attention';
     showParked(stopped.failedStep, this.effect.status, view.verdict);

@@ -114,7 +114,13 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       decision: record.decision,
       by: record.by,
       seq: record.seq,
-      ...(approval && { approvedBy: approval.by, approvalReason: approval.reason }),
+      // Who signed, by key: a name alone proves nothing (null: unsigned, for reconcile or DECISIONS_UNSIGNED=allow).
+      keyId: record.keyId ?? null,
+      ...(approval && {
+        approvedBy: approval.by,
+        approvalReason: approval.reason,
+        approvedByKeyId: approval.keyId ?? null,
+      }),
     });
     if (chosen.kind === 'abandon')
       return ended(run, 'abandoned', reasons.abandoned(record.by, record.reason), stopped.failedStep);

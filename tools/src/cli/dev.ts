@@ -13,6 +13,8 @@ async function main() {
     );
   }
   await ensureStack(config, { worker: false });
+  // Local development: decisions need no signature unless DECISIONS_UNSIGNED=refuse is set.
+  process.env.DECISIONS_UNSIGNED ??= 'allow';
   const u = urls(config);
   console.log(`Temporal      ${u.temporal}
 Web UI        ${u.webUi}
@@ -20,6 +22,7 @@ Stripe API    ${u.stripe}
 SMTP          ${u.smtp}
 Mailbox       ${u.mailbox}${u.codec ? `\nCodec server  ${u.codec} (the Web UI decodes payloads through it)` : ''}
 Logs          ${config.dataDir}/logs
+Decisions     ${process.env.DECISIONS_UNSIGNED === 'allow' ? 'unsigned ones accepted (DECISIONS_UNSIGNED=allow: local development only)' : 'signed only (DECIDERS with keys)'}
 The worker runs here; Ctrl-C (or \`npm run stop\`) stops it. \`npm run stop\` stops the rest too.`);
   // Known to `npm run stop` and `npm run demo` like a worker the stack started.
   const unregister = registerSelf(config.dataDir, 'worker', 'tools/src/cli/dev.ts');

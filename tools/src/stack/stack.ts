@@ -72,8 +72,12 @@ export async function ensureServers(config: ToolsConfig): Promise<void> {
 
 export async function ensureWorker(config: ToolsConfig): Promise<void> {
   if (runningPid(config.dataDir, 'worker') !== undefined) return;
-  log('starting a worker');
-  const pid = startDetached(config.dataDir, { name: 'worker', ...tsx('src/worker.ts'), env: config.env });
+  // A local stack's decisions go unsigned unless its environment says otherwise (docs/production.md, "Signed decisions").
+  const env = { DECISIONS_UNSIGNED: 'allow', ...config.env };
+  log(
+    `starting a worker${env.DECISIONS_UNSIGNED === 'allow' ? ' (DECISIONS_UNSIGNED=allow: unsigned decisions accepted, for local development only)' : ''}`,
+  );
+  const pid = startDetached(config.dataDir, { name: 'worker', ...tsx('src/worker.ts'), env });
   const connection = await Connection.connect(config.temporal.connection);
   const client = new Client({ connection, namespace: config.temporal.namespace });
   try {

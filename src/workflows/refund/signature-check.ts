@@ -1,0 +1,77 @@
+// A decision's signature, checked in the `decide` Update's validator: Ed25519 in pure JS
+// (@noble/curves, preloaded once per worker thread: src/workflows/preload.ts), against the key the
+// decision policy holds for the decider, and addressed to this run and this parking, unexpired and
+// not taken before. Deterministic: the clock is the workflow's.
+import { ed25519 } from '@noble/curves/ed25519';
+import {
+  decisionStatement,
+  keyIdOf,
+  MAX_SIGNATURE_TTL_MS,
+  type DecisionRecord,
+  type ParsedDecision,
+} from '../../contract';
+import type { DecisionPolicy } from '../../reliability/policy';
+
+export interface Addressee {
+  workflowId: string;
+  /** decisionAddress of the run now. */
+  address: string;
+}
+
+const SIGN_HOW = 'sign it with `npm run decide -- … --key <file>` (docs/production.md, "Signed decisions")';
+
+/**
+ * The key id that signed `d`, or null for an unsigned decision the policy lets through: `reconcile`
+ * (it only looks), DECISIONS_UNSIGNED=allow, or a run whose deciders were read before decisions
+ * were signed (no keys at all in its policy). Throws, naming the problem, for anything else.
+ */
+export function checkSignature(d: ParsedDecision, policy: DecisionPolicy, to: Addressee): string | null {
+  const keys = (policy as Partial<DecisionPolicy>).keys;
+  const s = d.signed;
+  if (!s) {
+    if (d.decision === 'reconcile' || policy.unsigned === 'allow' || keys === undefined) return null;
+    throw new Error(`unsigned decision refused: ${d.decision} needs ${d.by}'s signature; ${SIGN_HOW}`);
+  }
+  if (s.workflowId !== to.workflowId)
+    throw new Error(`the signed decision is addressed to ${s.workflowId}, not to this run (${to.workflowId})`);
+  if (s.answers !== to.address)
+    throw new Error(
+      `the signed decision answers ${s.answers}, but the run is now at ${to.address} (it parked again or took a decision since): look at it again and sign anew`,
+    );
+  const expiresAt = Date.parse(s.expiresAt);
+  if (Date.now() >= expiresAt) throw new Error(`the signature expired at ${s.expiresAt}; sign the decision again`);
+  if (expiresAt - Date.now() > MAX_SIGNATURE_TTL_MS)
+    throw new Error(
+      `the signature is valid until ${s.expiresAt}: more than ${MAX_SIGNATURE_TTL_MS / 3600_000} h ahead`,
+    );
+  const key = keys?.[d.by];
+  if (!key) throw new Error(`${d.by} has no public key in the decision policy (DECIDERS name=roles:key)`);
+  if (!verifies(s.signature, d, s, key))
+    throw new Error(
+      `the signature does not verify with ${d.by}'s key ${keyIdOf(key)}: the decision was changed after signing, or signed with another key`,
+    );
+  return keyIdOf(key);
+}
+
+/** A signed decision is taken once: checked first, so that a replay is named as one whatever the run's state. */
+export function refuseReplayed(d: ParsedDecision, records: readonly DecisionRecord[]): void {
+  const taken = d.signed && records.find((r) => r.nonce === d.signed!.nonce);
+  if (taken)
+    throw new Error(
+      `replayed: this signed decision (nonce ${taken.nonce}) was already taken as decision #${taken.seq}`,
+    );
+}
+
+function verifies(
+  signature: string,
+  d: ParsedDecision,
+  s: NonNullable<ParsedDecision['signed']>,
+  key: string,
+): boolean {
+  try {
+    // Strict RFC 8032 verification, as node:crypto's: no non-canonical encodings (ZIP-215 would accept them).
+    return ed25519.verify(signature, new TextEncoder().encode(decisionStatement(d, s)), key, { zip215: false });
+  } catch {
+    return false; // a signature or key that is no curve point
+  }
+}
