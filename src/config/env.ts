@@ -1,0 +1,161 @@
+// The environment's settings as the worker, the clients and the CLIs read them: each one's name, type,
+// default and what it refuses. loadConfig (index.ts) checks them together and shapes them.
+import path from 'node:path';
+import { z } from 'zod';
+import { SCOPE_PATTERN, TASK_QUEUE, WORKER_POOLS, type WorkerPool } from '../contract';
+import { decisionsSchema } from '../reliability/policy-schema';
+
+export const PROJECT_ROOT = path.resolve(__dirname, '..', '..');
+
+const port = z.coerce.number().int().min(1).max(65535);
+
+// Here, not beside the logger and the tracer: reading the configuration must not load pino or the OpenTelemetry SDK.
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
+export type LogLevelName = (typeof LOG_LEVELS)[number];
+export const TRACE_EXPORTERS = ['none', 'console', 'otlp'] as const;
+export type TraceExporter = (typeof TRACE_EXPORTERS)[number];
+
+/**
+ * Where the local stack (tools/) runs its Temporal Web UI and its Stripe and SMTP stand-ins. The
+ * product reads them only for defaults: the stand-ins' URLs when no provider is configured, and the
+ * local Web UI as the codec server's origin. The stand-ins' own settings are tools/src/config.ts's.
+ */
+export const LOCAL_PORTS = { temporalUi: 8233, stripe: 4242, smtp: 2525, mailbox: 8025 } as const;
+
+export const envSchema = z.object({
+  DATA_DIR: z.string().min(1).default(path.join(PROJECT_ROOT, '.data')),
+  TEMPORAL_UI_PORT: port.default(LOCAL_PORTS.temporalUi),
+  DATABASE_URL: z.string().min(1).optional(),
+  STRIPE_SECRET_KEY: z.string().min(1).optional(),
+  STRIPE_API_BASE: z.string().url().optional(),
+  STRIPE_PORT: port.default(LOCAL_PORTS.stripe),
+  STRIPE_IDEMPOTENCY_TTL_HOURS: z.coerce.number().positive().default(24),
+  SMTP_PORT: port.default(LOCAL_PORTS.smtp),
+  MAILBOX_PORT: port.default(LOCAL_PORTS.mailbox),
+  SMTP_URL: z.string().min(1).optional(),
+  SMTP_USER: z.string().min(1).optional(),
+  SMTP_PASSWORD: z.string().min(1).optional(),
+  /** off: plain SMTP (the local server); starttls: STARTTLS required before anything is sent; implicit: TLS from the first byte (port 465). */
+  SMTP_TLS: z.enum(['off', 'starttls', 'implicit']).optional(),
+  SMTP_TLS_REJECT_UNAUTHORIZED: z.enum(['true', 'false']).default('true'),
+  /** A live-mode Stripe key is refused unless this says allow: see the README's Production section. */
+  STRIPE_LIVE_MODE: z.enum(['refuse', 'allow']).default('refuse'),
+  LOG_LEVEL: z.enum(LOG_LEVELS).default('info'),
+  /** The standard OpenTelemetry variable: where the worker's traces go (otlp: to OTEL_EXPORTER_OTLP_ENDPOINT). */
+  OTEL_TRACES_EXPORTER: z.enum(TRACE_EXPORTERS).default('none'),
+  OTEL_SERVICE_NAME: z.string().min(1).default('durable-refunds-worker'),
+  /** Where the worker serves its metrics for Prometheus to scrape (`/metrics`), host:port; unset: not served. */
+  METRICS_PROMETHEUS_ADDRESS: z
+    .string()
+    .regex(/^\S+:\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464')
+    .optional(),
+  /** An OpenTelemetry collector the worker pushes its metrics to: OTLP/HTTP when the URL ends in /v1/metrics, else OTLP/gRPC. */
+  METRICS_OTLP_URL: z
+    .string()
+    .regex(/^(grpc|http)s?:\/\/\S+$/, 'must be a grpc(s):// or http(s):// URL')
+    .optional(),
+  TASK_QUEUE: z
+    .string()
+    .regex(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"')
+    .default(TASK_QUEUE),
+  MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
+  OPERATION_SCOPE: z.string().regex(SCOPE_PATTERN, 'must be 1-32 lowercase letters, digits, "_" or "-"').optional(),
+  RECOVERY_POLICY_FILE: z.string().min(1).optional(),
+  STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
+  FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
+  STRIPE_WEBHOOK_SECRET: z
+    .string()
+    .regex(/^whsec_\S+$/, "must be the endpoint's signing secret, whsec_…")
+    .optional(),
+  WEBHOOKS: z.enum(['on', 'off']).default('on'),
+  WORKFLOW_BUNDLE: z.string().min(1).optional(),
+  WEBHOOK_PORT: port.default(4343),
+  WEBHOOK_HOST: z.string().min(1).default('127.0.0.1'),
+  DIGEST_TO: z.string().email().default('refund-ops@durable-refunds.test'),
+  SCHEDULE_TIME_ZONE: z.string().min(1).default('UTC'),
+  SCHEDULES_FILE: z.string().min(1).optional(),
+  /** Who may decide parked runs, overriding the policy's roles: `alice=operator,bob=operator+approver`. */
+  /** off: payloads go to Temporal in plaintext. On (the default), they are encrypted with PAYLOAD_KEYS. */
+  PAYLOAD_ENCRYPTION: z.enum(['on', 'off']).default('on'),
+  /** `id:base64key,…`, newest first: the newest encrypts, every one decrypts. */
+  PAYLOAD_KEYS: z.string().min(1).optional(),
+  PAYLOAD_KEYS_FILE: z.string().min(1).optional(),
+  /** reject (the default with encryption on): workers refuse a workflow's input, Signal, Update or Query sent in plaintext; allow: for a migration. */
+  PAYLOAD_PLAINTEXT: z.enum(['reject', 'allow']).optional(),
+  CODEC_PORT: port.default(8888),
+  CODEC_HOST: z.string().min(1).default('127.0.0.1'),
+  /** The Web UI origins the codec server answers (CORS); the local UI's by default. */
+  CODEC_CORS_ORIGINS: z.string().min(1).optional(),
+  /** When set, the codec server decodes only for requests bearing `Authorization: Bearer <token>`. */
+  CODEC_AUTH_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** proxy: an authenticating proxy in front of the codec server checks who calls it (needed to listen off loopback without a token). */
+  CODEC_AUTH: z.enum(['token', 'proxy']).optional(),
+  /** The pools this worker process serves (comma-separated): workflows, effects, reconcile. */
+  WORKER_POOLS: z
+    .string()
+    .transform((text, ctx) => {
+      const pools = [
+        ...new Set(
+          text
+            .split(',')
+            .map((p) => p.trim())
+            .filter(Boolean),
+        ),
+      ];
+      const unknown = pools.filter((p) => !(WORKER_POOLS as readonly string[]).includes(p));
+      if (pools.length === 0 || unknown.length > 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `must list pools among ${WORKER_POOLS.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}`,
+        });
+        return z.NEVER;
+      }
+      return pools as WorkerPool[];
+    })
+    .optional(),
+  /** host:port of the worker's /healthz and /readyz (port 0: any free one, logged); unset: no health server. */
+  HEALTH_ADDRESS: z
+    .string()
+    .transform((text, ctx) => {
+      const m = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(text.trim());
+      if (!m || Number(m[2]) > 65535) {
+        ctx.addIssue({ code: 'custom', message: 'must be host:port, e.g. 0.0.0.0:9464 or [::]:9464 or 127.0.0.1:0' });
+        return z.NEVER;
+      }
+      return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+    })
+    .optional(),
+  /** How long a SIGTERM's drain lets tasks in flight finish; unset: the policy's longest attempt (startToCloseMs). */
+  SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(3600_000).optional(),
+  WORKER_WORKFLOW_SLOTS: z.coerce.number().int().min(1).max(10_000).default(40),
+  WORKER_EFFECT_SLOTS: z.coerce.number().int().min(1).max(10_000).default(20),
+  WORKER_RECONCILE_SLOTS: z.coerce.number().int().min(1).max(10_000).default(10),
+  /** New refunds are refused while a task queue of the refunds has more tasks waiting than this; 0: never. */
+  ADMISSION_MAX_BACKLOG: z.coerce.number().int().min(0).max(10_000_000).default(1000),
+  DECIDERS: z
+    .string()
+    .transform((text, ctx) => {
+      // name=role[+role][:public key], the key as `npm run decide -- keygen` prints it.
+      const entries = text.split(',').map((entry) => /^([^=]*)=([^:]*)(?::(.*))?$/.exec(entry.trim()));
+      const given = entries.filter((m) => m !== null);
+      const roles = decisionsSchema.shape.roles.safeParse(
+        Object.fromEntries(given.map(([, name, list]) => [name, list.split('+')])),
+      );
+      const keys = decisionsSchema.shape.keys.safeParse(
+        Object.fromEntries(given.filter((m) => m[3] !== undefined).map(([, name, , key]) => [name, key])),
+      );
+      if (!roles.success || !keys.success || given.length !== entries.length) {
+        ctx.addIssue({
+          code: 'custom',
+          message:
+            'must be name=role[+role][:key],… with roles operator and approver and an Ed25519 public key in hex (npm run decide -- keygen), e.g. alice=operator:3b6a…,bob=operator+approver:9f1c…',
+        });
+        return z.NEVER;
+      }
+      return { roles: roles.data, keys: keys.data };
+    })
+    .optional(),
+  /** allow: a decision without a signature is taken on its name alone. Local development only (the dev stack sets it, and says so). */
+  DECISIONS_UNSIGNED: z.enum(['refuse', 'allow']).default('refuse'),
+});
