@@ -108,6 +108,8 @@ export interface Harness {
   toxiproxy?: Toxiproxy;
   proxies?: DependencyProxies;
   stripeFault(fault: StripeFaultInput): Promise<void>;
+  /** Every read of the payment intent at the server fails (500): a run parks at its completion gate, the one step that lists its refunds. */
+  failProviderReads(paymentIntentId: string): Promise<void>;
   mailFault(fault: Partial<MailFaultSpec> & Pick<MailFaultSpec, 'kind'>): Promise<void>;
   storeFault(kind: StoreFaultKind, orderId: string, count?: number): Promise<void>;
   /** The run's state as its Query reports it. */
@@ -277,6 +279,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     toxiproxy,
     ...(proxied && { proxies: proxied }),
     stripeFault: (fault) => post(`${stripeServer.url}/_faults`, fault),
+    failProviderReads: (paymentIntent) =>
+      post(`${stripeServer.url}/_faults`, {
+        kind: 'server_error',
+        status: 500,
+        match: { method: 'GET', paymentIntent },
+        count: 1000,
+      }),
     mailFault: (fault) => post(`${mail.apiUrl}/_faults`, fault),
     async storeFault(kind, orderId, count = 1) {
       await store.faults.add({ kind, orderId, count });

@@ -178,12 +178,7 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
   const admission = { taskQueue, maxBacklog: 3 };
   // A run parks at its completion gate (the provider's refund list fails), with every pool up.
   const parkedOrder = await h.seedOrder(newOrderId());
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: parkedOrder.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(parkedOrder.paymentIntentId);
   const parked = await (
     await workers(taskQueue)
   ).runUntil(

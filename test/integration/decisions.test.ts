@@ -33,12 +33,7 @@ const clearFaults = () => fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
 async function parkedAtGate() {
   const order = await h.seedOrder(newOrderId());
   // Listing the payment intent's refunds fails: only the gate lists them on this path.
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const { handle } = await startRefund(h.env.client, request(order.id));
   const { status, state } = await stopped(handle);
   expect(status).toBe('needs_attention');
@@ -175,12 +170,7 @@ describe('retry-step on create_refund', () => {
     const createKey = `${opId(order.id)}:create_refund`;
     await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey } });
     // The provider cannot be read: the run parks with its refund unknown.
-    await h.stripeFault({
-      kind: 'server_error',
-      status: 500,
-      match: { method: 'GET', paymentIntent: order.paymentIntentId },
-      count: 1000,
-    });
+    await h.failProviderReads(order.paymentIntentId);
     await h.withWorker(
       {},
       async (taskQueue) => {
@@ -221,12 +211,7 @@ describe('retry-step on create_refund', () => {
     const order = await h.seedOrder(newOrderId());
     const createKey = `${opId(order.id)}:create_refund`;
     await h.stripeFault({ kind: 'fail_before_commit', match: { idempotencyKey: createKey }, count: 1000 });
-    await h.stripeFault({
-      kind: 'server_error',
-      status: 500,
-      match: { method: 'GET', paymentIntent: order.paymentIntentId },
-      count: 1000,
-    });
+    await h.failProviderReads(order.paymentIntentId);
     await h.withWorker(
       {},
       async (taskQueue) => {

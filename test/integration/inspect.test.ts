@@ -111,12 +111,7 @@ test('compensated: the refund failed, the order was restored and the correction 
 test('parked with the outcome unknown: stop and hand to a person; without the provider, the refund is to be confirmed', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: `${opId(order.id)}:create_refund` } });
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const workflowId = `refund-${order.id}-v1`;
   await h.withWorker(
     {},
@@ -352,12 +347,7 @@ test('inspect --attention lists every run that needs a person, page by page', as
   const parked = await Promise.all(
     [1, 2, 3].map(async () => {
       const order = await h.seedOrder(newOrderId());
-      await h.stripeFault({
-        kind: 'server_error',
-        status: 500,
-        match: { method: 'GET', paymentIntent: order.paymentIntentId },
-        count: 1000,
-      });
+      await h.failProviderReads(order.paymentIntentId);
       const { handle } = await startRefund(h.env.client, request(order.id));
       await stopped(handle);
       return handle.workflowId;

@@ -94,12 +94,7 @@ async function signalsTaken(handle: WorkflowHandle): Promise<void> {
 test('malformed Signals and Updates sent to a parked run are ignored or refused, and it still takes a valid decision and completes', async () => {
   const order = await h.seedOrder(newOrderId());
   // Listing the payment intent's refunds fails: the run parks at the completion gate.
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const { handle } = await startRefund(h.env.client, {
     orderId: order.id,
     amount: 1250,
@@ -219,12 +214,7 @@ const UNDECODABLE: [string, Payload][] = [
 
 test('Signals and Updates whose payload cannot be decoded are ignored or refused, and the run still takes a valid decision and completes', async () => {
   const order = await h.seedOrder(newOrderId());
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const { handle } = await startRefund(h.env.client, {
     orderId: order.id,
     amount: 1250,
@@ -345,12 +335,7 @@ test('plaintext from the temporal CLI is refused: a start fails naming the codec
   expect(await h.messages({ to: plain.customerEmail })).toEqual([]);
 
   const order = await h.seedOrder(newOrderId());
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const { handle } = await startRefund(h.env.client, {
     orderId: order.id,
     amount: 1250,

@@ -233,12 +233,7 @@ describe('metrics', () => {
     const before = await scrape();
     const order = await h.seedOrder(newOrderId());
     // The completion gate cannot read the provider: the run parks, auto-retry being safe.
-    await h.stripeFault({
-      kind: 'server_error',
-      status: 500,
-      match: { method: 'GET', paymentIntent: order.paymentIntentId },
-      count: 1000,
-    });
+    await h.failProviderReads(order.paymentIntentId);
     const { handle } = await startRefund(h.env.client, request(order.id), taskQueue);
     const { status } = await stopped(handle);
     expect(status).toBe('needs_attention');

@@ -66,12 +66,7 @@ function keyIds(value: unknown): string[] {
 async function parkedRefund(client: Client, taskQueue: string | undefined) {
   const email = `enc-${randomUUID().slice(0, 6)}@customer.test`;
   const order = await h.seedOrder(newOrderId(), { customerEmail: email, amount: 98_765 });
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const { handle } = await startRefund(
     client,
     { orderId: order.id, amount: 87_654, currency: 'usd', requestedBy: 'ops' },

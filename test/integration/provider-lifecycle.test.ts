@@ -429,12 +429,7 @@ test('a correction whose outcome is unknown is never held over by a cancellation
 test('a run cancelled while it holds an unacted refund failure hands it to the follow-up, which reverts the order and corrects the email', async () => {
   const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
   // The gate cannot read the provider: the run parks at completion_gate with the notice sent and the refund standing.
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const quick: RecoveryPolicy = {
     ...SLOW_POLLS,
     rules: SLOW_POLLS.rules.map((r) => (r.code === 'TRANSIENT_DEPENDENCY' ? { ...r, maxAttempts: 1 } : r)),

@@ -263,12 +263,7 @@ test('the sweep reconciles a parked run whose unknown refund the provider had in
     kind: 'drop_after_commit',
     match: { idempotencyKey: `refund:test:${order.id}:v1:create_refund` },
   });
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   await h.withWorker(
     {},
     async (taskQueue) => {

@@ -89,12 +89,7 @@ test('the same refund asked again long after its key expired, under another work
 test('an operation whose receipt was lost and whose key expired is never resent blind by a later run', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const first = (taskQueue: string) =>
     stopped(
       h.env.client.workflow.start(refundWorkflow, {

@@ -257,12 +257,7 @@ test('compensations still run when the provider-call budget is spent', async () 
 test('a run cancelled while it reconciles ends Cancelled and says what it leaves behind', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const handle = await h.env.client.workflow.start(refundWorkflow, {
     taskQueue: TASK_QUEUE,
     workflowId: `refund-${order.id}-v1`,
@@ -292,12 +287,7 @@ test('a run cancelled while it reconciles ends Cancelled and says what it leaves
 test('an outcome that stays unknown stays unknown: no claim, no email, no order change, polled within budget, handed to a person', async () => {
   const order = await h.seedOrder(newOrderId());
   await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: createKey(order.id) } });
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const lookups = fewLookups(3);
   const { status, state } = await h.withWorker(
     {},
@@ -521,12 +511,7 @@ describe('an earlier operation whose outcome is unknown fences the next version'
   test('v1 proven never to have happened is settled: v2 refunds, and v1 can never be sent after it', async () => {
     const order = await h.seedOrder(newOrderId());
     await h.stripeFault({ kind: 'fail_before_commit', match: { idempotencyKey: createKey(order.id) } });
-    await h.stripeFault({
-      kind: 'server_error',
-      status: 500,
-      match: { method: 'GET', paymentIntent: order.paymentIntentId },
-      count: 1000,
-    });
+    await h.failProviderReads(order.paymentIntentId);
     const start =
       (version: number, workflowId = `refund-${order.id}-v${version}`) =>
       (taskQueue: string) =>

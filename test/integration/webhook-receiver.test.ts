@@ -44,12 +44,7 @@ const now = () => Math.floor(Date.now() / 1000);
 test('a refund event reaches its run as a Signal, once, however often it is delivered; bad requests change nothing', async () => {
   const order = await h.seedOrder(newOrderId());
   // The gate cannot read the provider: the run parks after the refund, and waits there.
-  await h.stripeFault({
-    kind: 'server_error',
-    status: 500,
-    match: { method: 'GET', paymentIntent: order.paymentIntentId },
-    count: 1000,
-  });
+  await h.failProviderReads(order.paymentIntentId);
   const { handle } = await startRefund(h.env.client, {
     orderId: order.id,
     amount: 1250,
