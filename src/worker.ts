@@ -215,7 +215,13 @@ export async function runWorker(): Promise<void> {
   let workers: readonly Worker[] = [];
   const health = config.worker.health
     ? await startHealthServer(
-        workerReadiness({ draining: drain.check, workers: () => workers, store: deps.store, keyring }),
+        workerReadiness({
+          draining: drain.check,
+          temporal: visibility,
+          workers: () => workers,
+          store: deps.store,
+          keyring,
+        }),
         config.worker.health,
       ).catch((err: unknown) => {
         throw new Error(

@@ -140,7 +140,10 @@ export function createAttemptRunner(deps: AttemptDeps) {
         else breaker?.abstained();
       }
       if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
-      if (!c) throw err;
+      if (!c) {
+        metrics.attempted(call.step, call.boundary, 'cancelled', scope.requests.length);
+        throw err;
+      }
       const decision = retryDecision(c, call.boundary, info);
       metrics.attempted(call.step, call.boundary, decision.code, scope.requests.length);
       const providerRequestId = c.extra.providerRequestId ?? scope.providerRequestId;

@@ -8,6 +8,8 @@ import type { RefundStep } from './steps';
 
 /** The longest a signature may be valid for: time enough to paste it into a `temporal` call, short enough that one left lying around lapses. */
 export const MAX_SIGNATURE_TTL_MS = 24 * 3600_000;
+/** What the longest validity may exceed by: the signer's clock may run a little ahead of Temporal's. */
+export const SIGNATURE_CLOCK_SKEW_MS = 5 * 60_000;
 
 // Patterns of our own, not zod's formats: workflow code parses this (src/workflows/preload.ts).
 export const signedSchema = z
@@ -16,7 +18,11 @@ export const signedSchema = z
     workflowId: z.string().min(1).max(255),
     /** The parking it answers: decisionAddress of the run's state when it was signed. */
     answers: z.string().min(1).max(200),
-    expiresAt: z.string().regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z$/, 'must be an ISO instant in UTC'),
+    expiresAt: z
+      .string()
+      .regex(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,3})?Z$/, 'must be an ISO instant in UTC')
+      // An impossible date (month 13) parses to NaN, which no comparison with the clock would refuse.
+      .refine((v) => Number.isFinite(Date.parse(v)), 'must be a real date'),
     nonce: z.string().regex(/^[0-9a-f]{32}$/, 'must be 32 lowercase hex digits'),
     signature: z.string().regex(/^[0-9a-f]{128}$/, 'must be an Ed25519 signature: 128 lowercase hex digits'),
   })

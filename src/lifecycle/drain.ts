@@ -11,6 +11,9 @@ import type { RecoveryPolicy } from '../reliability/policy';
  */
 export const FORCE_AFTER_GRACE_MS = 1000;
 
+/** A second signal this soon after the first is the same stop delivered twice, not an operator insisting. */
+export const REPEAT_WINDOW_MS = 2000;
+
 /**
  * The grace time: as configured, else the policy's longest attempt (startToClose), which holds a
  * whole Stripe request (STRIPE_TIMEOUT_MS ends at least 2 s inside its attempt) with its
@@ -42,10 +45,18 @@ export class Drain {
 
   /**
    * Starts the drain on the first of `signals`. A second one while draining ends the process at
-   * once, as an impatient operator means it to.
+   * once, as an impatient operator means it to; but not one within REPEAT_WINDOW_MS of the first:
+   * a supervisor that signals the process group (systemd's default, npm forwarding Ctrl-C or its
+   * own SIGTERM) delivers the same stop twice.
    */
   listen(signals: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']): void {
     const on = (signal: NodeJS.Signals) => {
+      if (this.started && Date.now() - this.started.at < REPEAT_WINDOW_MS) {
+        this.logger.info(
+          `drain: ${signal} again within ${REPEAT_WINDOW_MS} ms of the first: the same stop, still draining`,
+        );
+        return;
+      }
       if (this.started) {
         this.logger.warn(`drain: second ${signal}; exiting now, tasks still in flight are left to their timeouts`);
         process.exit(1);

@@ -80,15 +80,37 @@ export async function startHealthServer(
   };
 }
 
-/** What makes a worker process ready: not draining, every pool polling, the store answering, the codec able to encrypt. */
+/** The Temporal frontend's gRPC health service, as a client Connection has it. */
+interface TemporalHealth {
+  healthService: { check(request: { service?: string }): Promise<{ status?: number | null }> };
+  withDeadline<R>(deadline: number | Date, fn: () => Promise<R>): Promise<R>;
+}
+/** A probe's call to Temporal ends by then: a client call retries an unreachable server for long, and probes come every few seconds. */
+const TEMPORAL_CHECK_MS = 1500;
+/** grpc.health.v1.HealthCheckResponse.ServingStatus.SERVING */
+const SERVING = 1;
+
+/**
+ * What makes a worker process ready: not draining, Temporal's frontend serving, every pool polling,
+ * the store answering, the codec able to encrypt. The pools' pollers alone do not say the server is
+ * reachable: the SDK's core retries a failed poll and the poller stays POLLING meanwhile.
+ */
 export function workerReadiness(parts: {
   draining: ReadinessCheck;
+  temporal: TemporalHealth;
   workers: () => readonly Worker[];
   store: { ping(): Promise<void> };
   keyring: Keyring | undefined;
 }): Record<string, ReadinessCheck> {
   return {
     draining: parts.draining,
+    temporal: async () => {
+      const { status } = await parts.temporal.withDeadline(Date.now() + TEMPORAL_CHECK_MS, () =>
+        parts.temporal.healthService.check({}),
+      );
+      if (status !== SERVING) throw new Error(`the Temporal frontend answers status ${status ?? 'none'}, not SERVING`);
+      return 'frontend serving';
+    },
     pools: poolsPolling(parts.workers),
     store: () => parts.store.ping(),
     codec: codecWorks(parts.keyring),

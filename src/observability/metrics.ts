@@ -79,8 +79,8 @@ const HAND_OVER_OUTCOME: Record<Certainty, string> = {
 
 /** A label value Prometheus shows plainly: `compensate, then resume` is compensate_then_resume. */
 const snake = (text: string) => text.toLowerCase().replace(/[^a-z0-9]+/g, '_');
-/** An attempt's outcome label: ok, or its failure code in lower case. */
-const outcomeOf = (code: FailureCode | null) => (code === null ? 'ok' : code.toLowerCase());
+/** An attempt's outcome label: ok, cancelled (the activity was cancelled mid-attempt), or its failure code in lower case. */
+const outcomeOf = (code: FailureCode | 'cancelled' | null) => (code === null ? 'ok' : code.toLowerCase());
 
 /** What the project records, by meaning; the meter decides where it goes (a no-op without an exporter). */
 export function refundMetrics(meter: MetricMeter) {
@@ -92,7 +92,7 @@ export function refundMetrics(meter: MetricMeter) {
     runParked: (verdict: Verdict) => add(METRICS.parked, { verdict: snake(verdict) }),
     reconciled: (result: string) => add(METRICS.reconciliations, { result }),
     /** One attempt of a step, and the provider requests it put on the wire. */
-    attempted: (step: string, boundary: Boundary, code: FailureCode | null, requests: number) => {
+    attempted: (step: string, boundary: Boundary, code: FailureCode | 'cancelled' | null, requests: number) => {
       add(METRICS.attempts, { step, outcome: outcomeOf(code) });
       if (requests > 0) add(METRICS.providerRequests, { boundary, outcome: outcomeOf(code) }, requests);
     },

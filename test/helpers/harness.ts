@@ -123,7 +123,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export { completed, fewLookups, stopped, TEST_POLICY } from './runs';
+export { completed, fewLookups, policyFileText, stopped, TEST_POLICY, UNSIGNED_ENV } from './runs';
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-test-'));

@@ -48,6 +48,17 @@ export function completed(result: RefundResult): CompletedRefund {
   return result as CompletedRefund;
 }
 
+/**
+ * A policy as a worker process reads it from RECOVERY_POLICY_FILE: without `unsigned`, which a file may
+ * not set (a worker's DECISIONS_UNSIGNED does; the process gets it in UNSIGNED_ENV).
+ */
+export function policyFileText(policy: RecoveryPolicy): string {
+  const { unsigned: _unsigned, ...decisions } = policy.decisions;
+  return JSON.stringify({ ...policy, decisions });
+}
+/** What a worker process needs to take the unsigned decisions TEST_POLICY's runs are sent. */
+export const UNSIGNED_ENV = { DECISIONS_UNSIGNED: 'allow' } as const;
+
 /** TEST_POLICY with lookups that give up sooner, so that the unknown paths end in seconds. */
 export function fewLookups(lookups: number): RecoveryPolicy {
   return {

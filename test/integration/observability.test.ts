@@ -13,7 +13,15 @@ import { createLogger } from '../../src/observability/logging';
 import { startTracing } from '../../src/observability/tracing';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { openStore, type SqlOrderStore } from '../../src/store';
-import { completed, fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
+import {
+  completed,
+  fewLookups,
+  policyFileText,
+  startHarness,
+  stopped,
+  UNSIGNED_ENV,
+  type Harness,
+} from '../helpers/harness';
 import { startRefund } from '../../src/client/refunds';
 import { stepsQuery } from '../../src/contract';
 import { METRICS } from '../../src/observability/metrics';
@@ -146,12 +154,13 @@ describe('metrics', () => {
 
   beforeAll(async () => {
     // Two attempts at a transient failure: the parked case parks in a second or two.
-    fs.writeFileSync(path.join(dir, 'policy.json'), JSON.stringify(fewLookups(3)));
+    fs.writeFileSync(path.join(dir, 'policy.json'), policyFileText(fewLookups(3)));
     fs.writeFileSync(path.join(dir, 'workflows.js'), h.workflowBundle.code);
     const address = `127.0.0.1:${await freePort()}`;
     metricsUrl = `http://${address}/metrics`;
     worker = await startWorkerProcess({
       ...h.cliEnv(),
+      ...UNSIGNED_ENV,
       DATA_DIR: dir,
       TASK_QUEUE: taskQueue,
       RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),

@@ -10,7 +10,16 @@ import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/wo
 import { startRefund } from '../../src/client/refunds';
 import type { StripeHook } from '../../tools/src/servers/stripe-server';
 import { messageIdForKey } from '../../src/contract';
-import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import {
+  completed,
+  policyFileText,
+  startHarness,
+  stopped,
+  TEST_POLICY,
+  UNSIGNED_ENV,
+  type Harness,
+} from '../helpers/harness';
+import { Connection } from '@temporalio/client';
 import { createRefundWorker } from '../../src/worker';
 import { openStore } from '../../src/store';
 import { parseKeyring } from '../../src/codec/keyring';
@@ -31,7 +40,7 @@ beforeAll(async () => {
   // The shortest SMTP attempt a worker accepts: a dead worker's attempt times out soon.
   fs.writeFileSync(
     path.join(dir, 'policy.json'),
-    JSON.stringify({
+    policyFileText({
       ...TEST_POLICY,
       timeouts: { ...TEST_POLICY.timeouts, smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 } },
     }),
@@ -53,6 +62,7 @@ afterAll(async () => {
 const spawnWorker = (env: NodeJS.ProcessEnv = {}) =>
   startWorkerProcess({
     ...h.cliEnv(),
+    ...UNSIGNED_ENV,
     TEMPORAL_ADDRESS: h.proxies!.temporal.listen,
     DATA_DIR: dir,
     RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
@@ -208,7 +218,7 @@ const readyz = async (base: string) => {
   return { status: res.status, body: (await res.json()) as { ready: boolean; failed: string[]; checks: object } };
 };
 
-test('readiness: 200 while every pool polls and the store answers; 503 naming the store once it is gone, and the pools once they stop', async () => {
+test('readiness: 200 while Temporal serves, every pool polls and the store answers; 503 naming the store once it is gone, the pools once they stop, and Temporal once it is unreachable', async () => {
   const store = await openStore(h.cliEnv().DATABASE_URL!);
   const w = await createRefundWorker({
     connection: h.env.nativeConnection,
@@ -218,8 +228,11 @@ test('readiness: 200 while every pool polls and the store answers; 503 naming th
     workflowBundle: h.workflowBundle,
     dataConverter: h.dataConverter,
   });
+  // Temporal through the harness's proxy, so that the case can take it away.
+  const temporal = await Connection.connect({ address: h.proxies!.temporal.listen });
   const checks = workerReadiness({
     draining: () => 'not draining',
+    temporal,
     workers: () => w.workers,
     store,
     keyring: parseKeyring(h.payloadKeys, 'test'),
@@ -231,7 +244,11 @@ test('readiness: 200 while every pool polls and the store answers; 503 naming th
     expect((await fetch(`${health.url}/healthz`)).status).toBe(200);
     expect(await readyz(health.url)).toMatchObject({
       status: 200,
-      body: { ready: true, failed: [], checks: { pools: { ok: true }, store: { ok: true }, codec: { ok: true } } },
+      body: {
+        ready: true,
+        failed: [],
+        checks: { temporal: { ok: true }, pools: { ok: true }, store: { ok: true }, codec: { ok: true } },
+      },
     });
     await store.close();
     expect(await readyz(health.url)).toMatchObject({
@@ -241,9 +258,17 @@ test('readiness: 200 while every pool polls and the store answers; 503 naming th
     w.shutdown();
     await running;
     expect(await readyz(health.url)).toMatchObject({ status: 503, body: { failed: ['pools', 'store'] } });
+    // Temporal unreachable: not ready, whatever the pollers say (the core retries a failed poll, and they stay POLLING).
+    await h.toxiproxy!.setEnabled('temporal', false);
+    expect(await readyz(health.url)).toMatchObject({
+      status: 503,
+      body: { failed: expect.arrayContaining(['temporal']), checks: { temporal: { ok: false } } },
+    });
   } finally {
     w.shutdown();
     await health.close();
+    await temporal.close();
+    await h.toxiproxy!.setEnabled('temporal', true);
   }
 });
 

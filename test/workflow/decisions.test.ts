@@ -525,6 +525,10 @@ describe('signed decisions (DECIDERS with keys, no DECISIONS_UNSIGNED)', () => {
     expect(await refusal(handle, await signed(handle, abandon, ops, { ttlMs: 48 * 3600_000 }))).toMatch(
       /more than 24 h ahead/,
     );
+    // An impossible date parses to NaN, which no comparison with the clock refuses: refused as no date.
+    expect(
+      await refusal(handle, { ...tampered, signed: { ...tampered.signed!, expiresAt: '2026-13-40T25:00:00Z' } }),
+    ).toMatch(/must be a real date/);
     expect(await refusal(handle, await signed(handle, abandon, ops, { workflowId: 'refund-other-v1' }))).toMatch(
       /addressed to refund-other-v1, not to this run/,
     );
@@ -565,7 +569,7 @@ describe('signed decisions (DECIDERS with keys, no DECISIONS_UNSIGNED)', () => {
     });
   });
 
-  test('reconcile, which only looks, needs no signature; deciders read before decisions were signed take unsigned ones', async () => {
+  test('reconcile, which only looks, needs no signature; deciders without keys take no unsigned decision', async () => {
     let answers = false;
     const { handle } = await t.start({
       over: {
@@ -591,12 +595,15 @@ describe('signed decisions (DECIDERS with keys, no DECISIONS_UNSIGNED)', () => {
     ).resolves.toMatchObject({ outcome: 'applied', keyId: null });
     completed(await handle.result());
 
-    // A run parked by a worker before signed decisions read a policy with no keys at all: it keeps the rule it parked under.
-    const unsignedEra: Partial<DecisionPolicy> = { ...SIGNED_POLICY.decisions, needApproval: [] };
-    delete unsignedEra.keys;
-    const decisions = unsignedEra as DecisionPolicy;
+    // Deciders read from a worker whose policy has no keys at all (earlier code, mid-deploy): no key is known, so a
+    // decision by name alone is refused, not taken.
+    const keyless: Partial<DecisionPolicy> = { ...SIGNED_POLICY.decisions, needApproval: [] };
+    delete keyless.keys;
+    const decisions = keyless as DecisionPolicy;
     const { handle: older } = await parkedAtGate((w) => (w.settings.policy = { ...TEST_POLICY, decisions }));
-    await older.executeUpdate(decisionUpdate, { args: [{ decision: 'abandon', by: 'ops', reason: 'old run' }] });
-    await expect(older.result()).resolves.toMatchObject({ status: 'abandoned' });
+    expect(await refusal(older, { decision: 'abandon', by: 'ops', reason: 'old run' })).toMatch(
+      /unsigned decision refused: abandon needs ops's signature/,
+    );
+    await older.terminate('the case is done');
   });
 });

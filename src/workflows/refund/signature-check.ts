@@ -7,6 +7,7 @@ import {
   decisionStatement,
   keyIdOf,
   MAX_SIGNATURE_TTL_MS,
+  SIGNATURE_CLOCK_SKEW_MS,
   type DecisionRecord,
   type ParsedDecision,
 } from '../../contract';
@@ -22,14 +23,14 @@ const SIGN_HOW = 'sign it with `npm run decide -- … --key <file>` (docs/produc
 
 /**
  * The key id that signed `d`, or null for an unsigned decision the policy lets through: `reconcile`
- * (it only looks), DECISIONS_UNSIGNED=allow, or a run whose deciders were read before decisions
- * were signed (no keys at all in its policy). Throws, naming the problem, for anything else.
+ * (it only looks) or DECISIONS_UNSIGNED=allow. A policy without keys (a worker of earlier code
+ * answering) knows no decider's key: only `reconcile` passes. Throws, naming the problem, for anything else.
  */
 export function checkSignature(d: ParsedDecision, policy: DecisionPolicy, to: Addressee): string | null {
-  const keys = (policy as Partial<DecisionPolicy>).keys;
+  const keys = (policy as Partial<DecisionPolicy>).keys ?? {};
   const s = d.signed;
   if (!s) {
-    if (d.decision === 'reconcile' || policy.unsigned === 'allow' || keys === undefined) return null;
+    if (d.decision === 'reconcile' || policy.unsigned === 'allow') return null;
     throw new Error(`unsigned decision refused: ${d.decision} needs ${d.by}'s signature; ${SIGN_HOW}`);
   }
   if (s.workflowId !== to.workflowId)
@@ -39,12 +40,13 @@ export function checkSignature(d: ParsedDecision, policy: DecisionPolicy, to: Ad
       `the signed decision answers ${s.answers}, but the run is now at ${to.address} (it parked again or took a decision since): look at it again and sign anew`,
     );
   const expiresAt = Date.parse(s.expiresAt);
+  if (!Number.isFinite(expiresAt)) throw new Error(`the signature's expiry ${s.expiresAt} is no real date`);
   if (Date.now() >= expiresAt) throw new Error(`the signature expired at ${s.expiresAt}; sign the decision again`);
-  if (expiresAt - Date.now() > MAX_SIGNATURE_TTL_MS)
+  if (expiresAt - Date.now() > MAX_SIGNATURE_TTL_MS + SIGNATURE_CLOCK_SKEW_MS)
     throw new Error(
       `the signature is valid until ${s.expiresAt}: more than ${MAX_SIGNATURE_TTL_MS / 3600_000} h ahead`,
     );
-  const key = keys?.[d.by];
+  const key = keys[d.by];
   if (!key) throw new Error(`${d.by} has no public key in the decision policy (DECIDERS name=roles:key)`);
   if (!verifies(s.signature, d, s, key))
     throw new Error(
