@@ -53,7 +53,8 @@ export function completed(result: RefundResult): CompletedRefund {
  * not set (a worker's DECISIONS_UNSIGNED does; the process gets it in UNSIGNED_ENV).
  */
 export function policyFileText(policy: RecoveryPolicy): string {
-  const { unsigned: _unsigned, ...decisions } = policy.decisions;
+  const decisions = { ...policy.decisions };
+  delete decisions.unsigned;
   return JSON.stringify({ ...policy, decisions });
 }
 /** What a worker process needs to take the unsigned decisions TEST_POLICY's runs are sent. */
