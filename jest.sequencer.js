@@ -5,15 +5,16 @@
 const Sequencer = require('@jest/test-sequencer').default;
 
 const WEIGHTS = {
-  'e2e/demo.test.ts': 104,
-  'integration/provider-lifecycle.test.ts': 85,
-  'integration/decisions.test.ts': 74,
-  'e2e/production-install.test.ts': 74,
-  'integration/worker-kills.test.ts': 73,
-  'integration/walkthrough.test.ts': 59,
-  'integration/inspect.test.ts': 52,
-  'integration/schedules.test.ts': 46,
-  'integration/bulkheads.test.ts': 32,
+  'integration/worker-kills.test.ts': 100,
+  'integration/provider-lifecycle.test.ts': 86,
+  'e2e/demo.test.ts': 84,
+  'integration/decisions.test.ts': 65,
+  'integration/inspect.test.ts': 61,
+  'integration/walkthrough.test.ts': 58,
+  'e2e/production-install.test.ts': 45,
+  'integration/schedules.test.ts': 40,
+  'integration/bulkheads.test.ts': 33,
+  'integration/malformed-messages.test.ts': 26,
 };
 
 const weight = (test) => {
