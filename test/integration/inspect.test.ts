@@ -34,9 +34,9 @@ const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', requestedBy: 'test' });
 const opId = (orderId: string) => `refund:test:${orderId}:v1`;
 const inspect = (workflowId: string, sources = h.sources) => inspectRun(h.env.client, sources, 'test', workflowId);
-const cli = (script: string, args: string[]) =>
+const cli = (script: string, args: string[], env: NodeJS.ProcessEnv = {}) =>
   execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], {
-    env: h.cliEnv(),
+    env: { ...h.cliEnv(), ...env },
     encoding: 'utf8',
   });
 const claim = (i: Inspection, pattern: RegExp) => i.inferences.find((x) => pattern.test(x.claim));
@@ -251,11 +251,7 @@ test('signed decisions: keygen makes a key file (0600) and the DECIDERS entry, d
     async (taskQueue) => {
       const { handle } = await startRefund(h.env.client, request(order.id), taskQueue);
       expect((await stopped(handle)).status).toBe('needs_attention');
-      const decide = (...args: string[]) =>
-        execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', 'decide.ts'), ...args], {
-          env: { ...h.cliEnv(), TASK_QUEUE: taskQueue, HOME: dir },
-          encoding: 'utf8',
-        });
+      const decide = (...args: string[]) => cli('decide.ts', args, { TASK_QUEUE: taskQueue, HOME: dir });
       const proposed = await decide(
         handle.workflowId,
         'retry-step',

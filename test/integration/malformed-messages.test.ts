@@ -91,9 +91,9 @@ async function signalsTaken(handle: WorkflowHandle): Promise<void> {
   throw new Error(`${handle.workflowId} took no workflow task after its Signals`);
 }
 
-test('malformed Signals and Updates sent to a parked run are ignored or refused, and it still takes a valid decision and completes', async () => {
+/** A run parked at the completion gate: listing the payment intent's refunds fails there. */
+async function parkedAtGate() {
   const order = await h.seedOrder(newOrderId());
-  // Listing the payment intent's refunds fails: the run parks at the completion gate.
   await h.failProviderReads(order.paymentIntentId);
   const { handle } = await startRefund(h.env.client, {
     orderId: order.id,
@@ -102,6 +102,11 @@ test('malformed Signals and Updates sent to a parked run are ignored or refused,
     requestedBy: 'test',
   });
   expect((await stopped(handle)).status).toBe('needs_attention');
+  return { order, handle };
+}
+
+test('malformed Signals and Updates sent to a parked run are ignored or refused, and it still takes a valid decision and completes', async () => {
+  const { order, handle } = await parkedAtGate();
 
   for (const [, event] of MALFORMED_EVENTS) await handle.signal(providerEventSignal, event as never);
   await signalsTaken(handle);
@@ -213,15 +218,7 @@ const UNDECODABLE: [string, Payload][] = [
 ];
 
 test('Signals and Updates whose payload cannot be decoded are ignored or refused, and the run still takes a valid decision and completes', async () => {
-  const order = await h.seedOrder(newOrderId());
-  await h.failProviderReads(order.paymentIntentId);
-  const { handle } = await startRefund(h.env.client, {
-    orderId: order.id,
-    amount: 1250,
-    currency: 'usd',
-    requestedBy: 'test',
-  });
-  expect((await stopped(handle)).status).toBe('needs_attention');
+  const { order, handle } = await parkedAtGate();
   const { workflowService } = h.env.client;
   const execution = { workflowId: handle.workflowId };
   // Sealed with the workers' own key, then altered: it fails authentication.
@@ -334,15 +331,7 @@ test('plaintext from the temporal CLI is refused: a start fails naming the codec
   expect(await h.ledger(plain.paymentIntentId)).toEqual([]);
   expect(await h.messages({ to: plain.customerEmail })).toEqual([]);
 
-  const order = await h.seedOrder(newOrderId());
-  await h.failProviderReads(order.paymentIntentId);
-  const { handle } = await startRefund(h.env.client, {
-    orderId: order.id,
-    amount: 1250,
-    currency: 'usd',
-    requestedBy: 'test',
-  });
-  expect((await stopped(handle)).status).toBe('needs_attention');
+  const { order, handle } = await parkedAtGate();
   const before = await handle.query(stepsQuery);
   const target = ['--workflow-id', handle.workflowId];
 
