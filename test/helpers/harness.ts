@@ -110,6 +110,8 @@ export interface Harness {
   stripeFault(fault: StripeFaultInput): Promise<void>;
   /** Every read of the payment intent at the server fails (500): a run parks at its completion gate, the one step that lists its refunds. */
   failProviderReads(paymentIntentId: string): Promise<void>;
+  /** The refund's scheduled change (a pending one settles, a pm_card_refundFail one fails) now, not at its delay. */
+  settleRefund(refundId: string): Promise<void>;
   mailFault(fault: Partial<MailFaultSpec> & Pick<MailFaultSpec, 'kind'>): Promise<void>;
   storeFault(kind: StoreFaultKind, orderId: string, count?: number): Promise<void>;
   /** The run's state as its Query reports it. */
@@ -286,6 +288,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         match: { method: 'GET', paymentIntent },
         count: 1000,
       }),
+    settleRefund: (refundId) => post(`${stripeServer.url}/_refunds/${refundId}/settle`, {}),
     mailFault: (fault) => post(`${mail.apiUrl}/_faults`, fault),
     async storeFault(kind, orderId, count = 1) {
       await store.faults.add({ kind, orderId, count });

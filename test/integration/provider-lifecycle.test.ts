@@ -22,8 +22,8 @@ import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import { refundWorkflow, type followUpWorkflow } from '../../src/workflows';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
-const SETTLE_MS = 4000;
-const FAIL_MS = 6000;
+/** Refunds change at the provider only when a test says so (h.settleRefund): nothing waits out a delay. */
+const ON_DEMAND_MS = 3_600_000;
 /** Polls far apart: a run that completes sooner completed on the webhook. */
 const SLOW_POLLS: RecoveryPolicy = {
   ...TEST_POLICY,
@@ -35,7 +35,7 @@ let receiver: { url: string; close(): Promise<void> };
 let endpointId: string;
 const deps = { secret: 'whsec_pending' } as Parameters<typeof startWebhookReceiver>[0];
 beforeAll(async () => {
-  h = await startHarness({ policy: SLOW_POLLS, lifecycle: { settleDelayMs: SETTLE_MS, failDelayMs: FAIL_MS } });
+  h = await startHarness({ policy: SLOW_POLLS, lifecycle: { settleDelayMs: ON_DEMAND_MS, failDelayMs: ON_DEMAND_MS } });
   Object.assign(deps, { stripe: h.stripe, store: h.store, temporal: h.env.client });
   receiver = await startWebhookReceiver(deps, { port: 0 });
   const endpoint = await h.stripe.webhookEndpoints.create({ url: receiver.url, enabled_events: ['*'] });
@@ -97,8 +97,9 @@ test('a pending refund waits visibly for the provider and completes on its webho
   expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.status)).toBe('awaiting_provider');
   expect(waiting.outcome).toBeNull();
 
+  await h.settleRefund(waiting.effect.refundId!);
   const result = completed(await handle.result());
-  // Settled at SETTLE_MS, long before the first poll would have been due (60 s).
+  // Settled long before the first poll would have been due (60 s).
   expect(Date.now() - started).toBeLessThan(30_000);
   const state = await handle.query(stepsQuery);
   expect(state.awaitingProvider).toMatchObject({
@@ -130,6 +131,7 @@ test('a refund that fails after its run completed: a follow-up reverts the order
   const { operationId } = result;
   const refundId = result.refund.refundId;
   expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(1250);
+  await h.settleRefund(refundId);
 
   const follow = await followUp(operationId);
   const outcome: FollowUpResult = await follow.result();
@@ -224,6 +226,7 @@ test("a receiver that is down while the refund fails gets the events later throu
       requestedBy: 'test',
     });
     const { operationId, refund } = completed(await handle.result());
+    await h.settleRefund(refund.refundId);
     // The failure's deliveries are refused while the receiver is down.
     const failedDeliveries = async () => {
       const { deliveries } = (await (await fetch(`${h.stripeUrl}/_webhooks`)).json()) as {
@@ -287,7 +290,8 @@ test("a run parked for a person when its refund fails is not left waiting: the p
   });
   expect((await h.store.getOrder(order.id))!.refundedAmount).toBe(600);
 
-  // FAIL_MS after the refund, the provider fails it; its webhook wakes the parked run.
+  // Then the provider fails the refund; its webhook wakes the parked run.
+  await h.settleRefund(parked.state.effect.refundId!);
   const result = await handle.result();
   expect(result).toMatchObject({ status: 'compensated', failedStep: 'completion_gate' });
   const state = await handle.query(stepsQuery);
@@ -322,7 +326,8 @@ test('a notice whose hand-over is unknown is never compensated silently: the run
     state: { outcome: { failedStep: 'notify_customer' }, effect: { status: 'refunded' } },
   });
 
-  // FAIL_MS after the refund, the provider fails it; its webhook wakes the parked run, which undoes what it can.
+  // Then the provider fails the refund; its webhook wakes the parked run, which undoes what it can.
+  await h.settleRefund(parked.state.effect.refundId!);
   await until(
     'the refund failed and the order reverted',
     async () => (await h.store.getOrder(order.id))!.refundedAmount === 0,
@@ -364,7 +369,7 @@ test('a correction whose outcome is unknown is never held over by a cancellation
     currency: 'usd',
     requestedBy: 'test',
   });
-  await stopped(handle);
+  await h.settleRefund((await stopped(handle)).state.effect.refundId!);
   await until(
     'the refund failed and the order reverted',
     async () => (await h.store.getOrder(order.id))!.refundedAmount === 0,
@@ -456,6 +461,7 @@ test('a run cancelled while it holds an unacted refund failure hands it to the f
           args: [{ decision: 'abandon', by: 'ops', reason: 'support handles it' }],
         }),
       ).resolves.toMatchObject({ outcome: 'awaiting_approval' });
+      await h.settleRefund(parked.state.effect.refundId!);
       await until(
         'refund.failed reached the run',
         async () => (await handle.query(stepsQuery)).providerEvents.some((e) => e.refundStatus === 'failed'),
@@ -508,7 +514,8 @@ test("a second refund carrying the operation id outweighs the failure of the run
   });
   expect(other.status).toBe('succeeded');
 
-  // FAIL_MS after the refund, the provider fails the run's own refund; its webhook wakes the run, and the gate looks.
+  // Then the provider fails the run's own refund; its webhook wakes the run, and the gate looks.
+  await h.settleRefund(own);
   await until(
     'the gate looked again',
     async () => (await handle.query(stepsQuery)).outcome?.failedStep === 'completion_gate',
@@ -541,13 +548,14 @@ test('the follow-up, too, undoes nothing when a second refund carries the operat
     currency: 'usd',
     requestedBy: 'test',
   });
-  const { operationId } = completed(await handle.result());
+  const { operationId, refund } = completed(await handle.result());
   // Someone else refunds under the same operation id; it succeeds (for now) when the run's own refund fails.
   const other = await h.stripe.refunds.create({
     payment_intent: order.paymentIntentId,
     amount: 900,
     metadata: { operation_id: operationId },
   });
+  await h.settleRefund(refund.refundId);
   const outcome: FollowUpResult = await (await followUp(operationId)).result();
   expect(outcome).toMatchObject({ status: 'needs_attention', compensations: [] });
   expect(outcome.reason).toContain(other.id);
@@ -577,6 +585,11 @@ test("with webhooks off, polling completes a pending refund within the policy's 
     {},
     async (taskQueue) => {
       const handle = await start(taskQueue);
+      await until(
+        'a poll that saw it pending',
+        async () => ((await handle.query(stepsQuery)).awaitingProvider?.polls ?? 0) >= 1,
+      );
+      await h.settleRefund((await handle.query(stepsQuery)).effect.refundId!);
       const result = completed(await handle.result());
       return { result, state: await handle.query(stepsQuery) };
     },
@@ -590,22 +603,19 @@ test("with webhooks off, polling completes a pending refund within the policy's 
   const parked = await h.withWorker(
     {},
     async (taskQueue) => {
-      const started = Date.now();
       const handle = await start(taskQueue);
       const run = await stopped(handle);
-      const took = Date.now() - started;
       // Once the provider has settled it, a person's retry-step looks again, waiting afresh.
-      await new Promise((r) => setTimeout(r, Math.max(0, SETTLE_MS + 500 - took)));
+      await h.settleRefund(run.state.effect.refundId!);
       await handle.executeUpdate(decisionUpdate, {
         args: [{ decision: 'retry-step', by: 'ops', reason: 'the bank says it is through' }],
       });
-      return { ...run, took, result: await handle.result() };
+      return { ...run, result: await handle.result() };
     },
     { policy: fastPolls(1000) },
   );
   expect(parked.status).toBe('needs_attention');
-  // Parked while pending: its last look saw the refund pending (the reason says so). Not a wall-clock bound:
-  // the run's start and the test's polling stretch under load (4,099 ms against 4,000 seen on 2 busy cores).
+  // Parked while pending: its last look saw the refund pending (the reason says so).
   expect(parked.state.awaitingProvider!.polls).toBeGreaterThanOrEqual(1);
   expect(parked.state.outcome).toMatchObject({
     failedStep: 'completion_gate',

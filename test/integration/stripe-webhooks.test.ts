@@ -53,15 +53,15 @@ const until = async (ok: () => boolean, ms = 8000) => {
   }
 };
 
-async function refundOn(paymentMethod: string): Promise<Stripe.Refund> {
-  const pi = await stripe.paymentIntents.create({
+async function refundOn(paymentMethod: string, client = stripe): Promise<Stripe.Refund> {
+  const pi = await client.paymentIntents.create({
     amount: 5000,
     currency: 'usd',
     payment_method: paymentMethod,
     confirm: true,
     automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
   });
-  return stripe.refunds.create({ payment_intent: pi.id, amount: 1250, metadata: { operation_id: `op-${pi.id}` } });
+  return client.refunds.create({ payment_intent: pi.id, amount: 1250, metadata: { operation_id: `op-${pi.id}` } });
 }
 
 beforeAll(async () => {
@@ -124,6 +124,33 @@ test('a refund on pm_card_refundFail is created succeeded and later fails: refun
     await stripe.webhookEndpoints.del(endpoint.id);
   } finally {
     r.server.close();
+  }
+});
+
+test("a refund's scheduled change can be made now (/_refunds/<id>/settle), once; a refund with none is named in a 404", async () => {
+  // A server of its own whose refunds would wait an hour.
+  const slow = await startStripeServer({
+    port: 0,
+    dbPath: path.join(dir, 'stripe-on-demand.db'),
+    lifecycle: { settleDelayMs: 3_600_000, failDelayMs: 3_600_000 },
+  });
+  try {
+    const client = createStripeClient({ secretKey: 'sk_test_local', apiBase: slow.url, requestTimeoutMs: 5000 });
+    const refund = await refundOn('pm_card_refundFail', client);
+    const settle = (id: string) => fetch(`${slow.url}/_refunds/${id}/settle`, { method: 'POST' });
+    const now = await settle(refund.id);
+    expect(now.status).toBe(200);
+    expect(((await now.json()) as { refund: Stripe.Refund }).refund).toMatchObject({
+      status: 'failed',
+      failure_reason: 'expired_or_canceled_card',
+    });
+    expect((await client.refunds.retrieve(refund.id)).status).toBe('failed');
+    const again = await settle(refund.id);
+    expect(again.status).toBe(404);
+    expect(await again.text()).toContain(`refund ${refund.id} has no scheduled change to settle`);
+    expect((await settle('re_missing')).status).toBe(404);
+  } finally {
+    await slow.close();
   }
 });
 

@@ -280,12 +280,22 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
         });
       return reply(200, { resent: store.events.resend(event) });
     }
+    const settle = /^\/_refunds\/([A-Za-z0-9_]+)\/settle$/.exec(url.pathname);
+    if (method === 'POST' && settle) {
+      // A refund's scheduled change (settling or failing) now instead of at its delay, then the webhooks as usual.
+      if (store.events.expediteTransitions(settle[1]!, Date.now()) === 0)
+        return reply(404, {
+          error: { type: 'invalid_request_error', message: `refund ${settle[1]} has no scheduled change to settle` },
+        });
+      applyDueTransitions(settle[1]);
+      return reply(200, { refund: store.getRefund(settle[1]!) });
+    }
     const faultPath = /^\/_faults(?:\/([A-Za-z0-9_]+))?$/.exec(url.pathname);
     if (!faultPath)
       return reply(404, {
         error: {
           type: 'invalid_request_error',
-          message: `no admin endpoint ${method} ${url.pathname}; try /_ledger, /_requests, /_webhooks, /_events or /_faults`,
+          message: `no admin endpoint ${method} ${url.pathname}; try /_ledger, /_requests, /_webhooks, /_events, /_refunds/<id>/settle or /_faults`,
         },
       });
     if (!faults)
@@ -331,23 +341,28 @@ export async function startStripeServer(opts: StripeServerOptions): Promise<Stri
    * endpoint's secret, and counts as delivered only on a 2xx; otherwise it is tried again later,
    * at least once in all, in no guaranteed order across events.
    */
+  function applyDueTransitions(refundId?: string): void {
+    for (const t of store.events.dueTransitions(Date.now())) {
+      if (refundId !== undefined && t.refundId !== refundId) continue;
+      try {
+        store.transaction(() => {
+          changeRefund(store, t.refundId, t.toStatus, t.failureReason);
+          store.events.transitionDone(t.seq);
+        });
+      } catch (err) {
+        // One bad row must not hold up every other change and delivery.
+        console.error(`[stripe-server] refund ${t.refundId} could not move to ${t.toStatus}`, err);
+        store.events.transitionDone(t.seq);
+      }
+    }
+  }
+
   let ticking = false;
   async function tick(): Promise<void> {
     if (ticking || closed) return;
     ticking = true;
     try {
-      for (const t of store.events.dueTransitions(Date.now())) {
-        try {
-          store.transaction(() => {
-            changeRefund(store, t.refundId, t.toStatus, t.failureReason);
-            store.events.transitionDone(t.seq);
-          });
-        } catch (err) {
-          // One bad row must not hold up every other change and delivery.
-          console.error(`[stripe-server] refund ${t.refundId} could not move to ${t.toStatus}`, err);
-          store.events.transitionDone(t.seq);
-        }
-      }
+      applyDueTransitions();
       await Promise.all(
         store.events.due(Date.now(), 20).map(async (d) => {
           let status: number | null = null;

@@ -284,6 +284,12 @@ export function createEventLog(db: Database.Database) {
         'INSERT INTO refund_transitions (refund_id, to_status, failure_reason, due_ms) VALUES (?, ?, ?, ?)',
       ).run(refundId, toStatus, failureReason, dueMs);
     },
+    /** Makes a refund's pending changes due now (the on-demand settling tests use); how many there were. */
+    expediteTransitions(refundId: string, nowMs: number): number {
+      return db
+        .prepare('UPDATE refund_transitions SET due_ms = ? WHERE refund_id = ? AND done = 0')
+        .run(nowMs, refundId).changes;
+    },
     dueTransitions(
       nowMs: number,
     ): { seq: number; refundId: string; toStatus: 'succeeded' | 'failed'; failureReason: string | null }[] {
