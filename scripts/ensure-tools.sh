@@ -2,24 +2,32 @@
 # Makes sure the external binaries the project runs exist, building them once into a cache
 # outside the checkout so that fresh clones (CI) reuse them. Progress goes to stderr;
 # stdout gets one "name=path" line per tool.
-#   usage: scripts/ensure-tools.sh [temporal] [stripe-mock] [toxiproxy-server] [postgres] [chromium]   (default: all)
-# postgres prints the directory of PostgreSQL's server binaries (initdb, pg_ctl), and chromium the
-# browser the Web UI test drives; both are installed from Debian's packages when missing and this
-# runs as root.
+#   usage: scripts/ensure-tools.sh [node] [temporal] [stripe-mock] [toxiproxy-server] [postgres] [chromium]   (default: all)
+# node prints the directory of a Node 22.12+ binary: the machine's when it is recent enough, else Node 24 from
+# the npm registry's node-linux-<arch> package, in the cache (scripts/use-node.sh puts it on PATH). postgres
+# prints the directory of PostgreSQL's server binaries (initdb, pg_ctl), and chromium the browser the Web UI
+# test drives; both are installed from Debian's packages when missing and this runs as root.
 set -euo pipefail
 
 TOOLS_DIR="${DURABLE_REFUNDS_TOOLS:-$HOME/.cache/durable-refunds/bin}"
 TEMPORAL_CLI_VERSION=v1.5.1   # newest cli tag that `go install` accepts (later tags carry a replace)
 STRIPE_MOCK_VERSION=v0.203.0
 TOXIPROXY_VERSION=v2.12.0     # pinned: the proxy's @latest resolves to an old one
+NODE_MIN=22.12                # package.json's engines: commander 15, kysely 0.29 and better-sqlite3 13 need Node 22
+NODE_VERSION=24.22.3          # Node 24 LTS, installed when the machine's Node is older
 
 say() { echo "[ensure-tools] $*" >&2; }
 
+[ $# -gt 0 ] || set -- node temporal stripe-mock toxiproxy-server postgres chromium
+
 # One run at a time per cache: parallel callers (test setups, a second checkout) wait for the first
-# build instead of compiling the same tool again beside it.
+# build instead of compiling the same tool again beside it. Node alone takes a lock of its own (below):
+# `scripts/use-node.sh` must not wait half an hour behind a Go build.
 mkdir -p "$TOOLS_DIR"
-exec 9>"$TOOLS_DIR/.ensure-tools.lock"
-flock 9
+if [ "$*" != node ]; then
+  exec 9>"$TOOLS_DIR/.ensure-tools.lock"
+  flock 9
+fi
 
 find_go() {
   if command -v go >/dev/null 2>&1; then command -v go
@@ -94,8 +102,50 @@ ensure_chromium() {
   echo "chromium=$path"
 }
 
+# Whether the node at $1 is NODE_MIN or later.
+node_supported() {
+  "$1" -e "const [a, b] = process.versions.node.split('.').map(Number), [x, y] = '$NODE_MIN'.split('.').map(Number);
+           process.exit(a > x || (a === x && b >= y) ? 0 : 1)" 2>/dev/null
+}
+
+# The npm registry's node-linux-<arch> package: bin/node and include/node (the headers native builds
+# need), no npm; the machine's npm runs under it. npm pack checks the tarball against the registry's integrity.
+install_node() {
+  local dir=$1 arch out
+  case "$(uname -m)" in x86_64) arch=x64 ;; aarch64|arm64) arch=arm64 ;; *) say "no Node package for $(uname -m)"; exit 1 ;; esac
+  command -v npm >/dev/null 2>&1 \
+    || { say "no npm to fetch Node $NODE_VERSION with: install Node $NODE_MIN or later (https://nodejs.org)"; exit 1; }
+  say "Node on PATH is $(node -v 2>/dev/null || echo missing), older than $NODE_MIN: fetching node-linux-$arch@$NODE_VERSION..."
+  out=$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")
+  if ! (cd "$out" && npm pack --silent "node-linux-$arch@$NODE_VERSION" >/dev/null && tar -xzf node-linux-*.tgz) >&2 \
+    || ! node_supported "$out/package/bin/node"; then
+    rm -rf "$out"
+    say "could not install node-linux-$arch@$NODE_VERSION: install Node $NODE_MIN or later and put it on PATH."
+    exit 1
+  fi
+  rm -rf "$dir"   # a partial copy left by hand; the lock keeps other callers out
+  mv "$out/package" "$dir"
+  rm -rf "$out"
+  say "installed Node $NODE_VERSION in $dir"
+}
+
+ensure_node() {
+  local dir="$TOOLS_DIR/node-$NODE_VERSION"
+  if command -v node >/dev/null 2>&1 && node_supported node; then
+    echo "node=$(dirname "$(command -v node)")"
+    return
+  fi
+  if [ ! -x "$dir/bin/node" ]; then
+    exec 8>"$TOOLS_DIR/.node.lock"
+    flock 8
+    [ -x "$dir/bin/node" ] || install_node "$dir"
+  fi
+  echo "node=$dir/bin"
+}
+
 ensure() {
   local name=$1 path=""
+  if [ "$name" = node ]; then ensure_node; return; fi
   if [ "$name" = postgres ]; then ensure_postgres; return; fi
   if [ "$name" = chromium ]; then ensure_chromium; return; fi
   if [ "$name" = temporal ] && [ -n "${TEMPORAL_CLI:-}" ]; then path=$TEMPORAL_CLI
@@ -127,5 +177,4 @@ ensure() {
   echo "$name=$path"
 }
 
-[ $# -gt 0 ] || set -- temporal stripe-mock toxiproxy-server postgres chromium
 for tool in "$@"; do ensure "$tool"; done

@@ -2,7 +2,8 @@
 // takes a lock, so workers starting together migrate once). Each migration is written once for
 // both databases: {int} and {id} become SQLite's or PostgreSQL's types, {strict} SQLite's STRICT.
 // New schema changes are new entries here, never edits of an applied one.
-import { Migrator, sql, type Kysely, type Migration } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import { Migrator, type Migration } from 'kysely/migration';
 import type { Database, Dialect } from './database';
 
 const INITIAL = `

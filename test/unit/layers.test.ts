@@ -7,7 +7,13 @@ import path from 'node:path';
 
 const ROOT = path.join(__dirname, '..', '..');
 const CONFIG = path.join(ROOT, '.dependency-cruiser.cjs');
-const BIN = path.join(ROOT, 'node_modules', 'dependency-cruiser', 'bin', 'dependency-cruise.mjs');
+// The package's own `depcruise` entry: its file's name changes between majors.
+const PACKAGE = path.join(ROOT, 'node_modules', 'dependency-cruiser');
+const BIN = path.join(
+  PACKAGE,
+  (JSON.parse(fs.readFileSync(path.join(PACKAGE, 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin
+    .depcruise!,
+);
 
 interface Violation {
   from: string;
