@@ -55,6 +55,8 @@ type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
     slots?: Partial<PoolSlots>;
     /** How long a shutdown lets tasks in flight finish (then cancels them, and stops waiting a second later); the SDK's 0 unless given. */
     shutdownGraceMs?: number;
+    /** How long a run's workflow task waits for this process, which has the run cached, before another takes it. */
+    stickyTimeoutMs?: number;
   };
 
 /** The Temporal workers of one process, one per pool, run and stopped together. */
@@ -131,6 +133,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     pools = WORKER_POOLS,
     slots,
     shutdownGraceMs,
+    stickyTimeoutMs,
     ...rest
   } = options;
   const n = { ...DEFAULT_SLOTS, ...slots };
@@ -149,6 +152,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
       ...common,
       taskQueue,
       workflowBundle: workflowBundle ?? { code: await bundleRefundWorkflows() },
+      ...(stickyTimeoutMs !== undefined && { stickyQueueScheduleToStartTimeout: stickyTimeoutMs }),
       maxConcurrentWorkflowTaskExecutions: n.workflows,
       workflowTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS },
       // No activity is scheduled on this queue (each has its pool); the store steps run here as local activities.
@@ -265,6 +269,7 @@ export async function runWorker(): Promise<void> {
       pools: config.worker.pools,
       slots: config.worker.slots,
       shutdownGraceMs: drain.graceMs,
+      stickyTimeoutMs: config.worker.stickyTimeoutMs,
     });
     workers = worker.workers;
     const queues = config.worker.pools.map((p) =>
@@ -290,6 +295,7 @@ export async function runWorker(): Promise<void> {
         ? 'unsigned ones accepted (DECISIONS_UNSIGNED=allow: local development only)'
         : 'signed only',
       shutdownGraceMs: drain.graceMs,
+      stickyTimeoutMs: config.worker.stickyTimeoutMs,
     });
     const { keys } = deps.settings.policy.decisions;
     if (!config.unsignedDecisions && !Object.keys(keys).length)

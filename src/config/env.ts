@@ -128,6 +128,8 @@ export const envSchema = z.object({
     .optional(),
   /** How long a SIGTERM's drain lets tasks in flight finish; unset: the policy's longest attempt (startToCloseMs). */
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(3600_000).optional(),
+  /** How long a run's next workflow task waits for the worker that has it cached before any worker takes it (the SDK's 10 s). */
+  STICKY_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
   WORKER_WORKFLOW_SLOTS: z.coerce.number().int().min(1).max(10_000).default(40),
   WORKER_EFFECT_SLOTS: z.coerce.number().int().min(1).max(10_000).default(20),
   WORKER_RECONCILE_SLOTS: z.coerce.number().int().min(1).max(10_000).default(10),

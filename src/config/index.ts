@@ -205,6 +205,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       health: e.HEALTH_ADDRESS,
       /** Unset: shutdownGraceMs (src/lifecycle/drain.ts) takes the policy's longest attempt. */
       shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+      stickyTimeoutMs: e.STICKY_TIMEOUT_MS,
     },
     admission: { maxBacklog: e.ADMISSION_MAX_BACKLOG },
     logLevel: e.LOG_LEVEL,

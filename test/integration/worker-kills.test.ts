@@ -20,11 +20,13 @@ import {
   type Harness,
 } from '../helpers/harness';
 import { Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
 import { createRefundWorker } from '../../src/worker';
 import { openStore } from '../../src/store';
 import { parseKeyring } from '../../src/codec/keyring';
 import { startHealthServer, workerReadiness } from '../../src/observability/health';
 
+const EventType = temporal.api.enums.v1.EventType;
 let h: Harness;
 let worker: WorkerProcess | undefined;
 /** Called by the Stripe server right after it performed an effect, before it answers. */
@@ -70,6 +72,8 @@ const spawnWorker = (env: NodeJS.ProcessEnv = {}) =>
     WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
     STRIPE_TIMEOUT_MS: '2000',
     STRIPE_LIST_CONSISTENCY_MS: '300',
+    // A killed worker's runs move to the next one after a second instead of the SDK's 10 s.
+    STICKY_TIMEOUT_MS: '1000',
     ...env,
   });
 const until = async (what: string, check: () => Promise<boolean>, ms = 30_000) => {
@@ -113,6 +117,12 @@ test('the worker is SIGKILLed after Stripe made the refund, before the answer re
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   expect(result.refund).toMatchObject({ refundId: (await h.ledger(order.paymentIntentId))[0]!.objectId });
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
+  // The dead worker had the run cached: its next task went to the new worker after STICKY_TIMEOUT_MS (1 s), not 10 s.
+  const events = (await handle.fetchHistory()).events!;
+  const timedOut = events.findIndex((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT);
+  expect(timedOut).toBeGreaterThan(0);
+  const at = (i: number) => Number(events[i]!.eventTime!.seconds) * 1000 + (events[i]!.eventTime!.nanos ?? 0) / 1e6;
+  expect(at(timedOut) - at(timedOut - 1)).toBeLessThan(5000);
 });
 
 test('the worker saved the receipt but died before Temporal heard the activity complete: the retry replays the receipt and sends nothing', async () => {

@@ -37,6 +37,7 @@ test.each([
   [{ HEALTH_ADDRESS: '9464' }, /HEALTH_ADDRESS: must be host:port/],
   [{ HEALTH_ADDRESS: 'localhost:70000' }, /HEALTH_ADDRESS/],
   [{ SHUTDOWN_GRACE_MS: '-1' }, /SHUTDOWN_GRACE_MS/],
+  [{ STICKY_TIMEOUT_MS: '10' }, /STICKY_TIMEOUT_MS/],
 ])('a bad environment %j is refused naming the variable', (env, message) => {
   expect(() => loadConfig(env)).toThrow(message);
 });
@@ -86,6 +87,9 @@ test("health is off unless HEALTH_ADDRESS names where; the drain waits the polic
     policy.timeouts.stripe.startToCloseMs,
   );
   expect(shutdownGraceMs(loadConfig({ SHUTDOWN_GRACE_MS: '5000' }).worker.shutdownGraceMs, policy)).toBe(5000);
+  // A dead worker's runs wait the SDK's 10 s for it unless STICKY_TIMEOUT_MS says.
+  expect(defaults.worker.stickyTimeoutMs).toBe(10_000);
+  expect(loadConfig({ STICKY_TIMEOUT_MS: '1000' }).worker.stickyTimeoutMs).toBe(1000);
 });
 
 test("DECIDERS names who may decide and their public keys, replacing the policy's; DECISIONS_UNSIGNED=allow only when set", () => {
