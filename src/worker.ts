@@ -16,6 +16,8 @@ import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startHealthServer, workerReadiness } from './observability/health';
 import { Drain, FORCE_AFTER_GRACE_MS, shutdownGraceMs } from './lifecycle/drain';
+import { deploymentOptions, deploymentVersion, describeDeployment } from './lifecycle/deployment';
+import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { startTracing, type WorkerTracing } from './observability/tracing';
 import { telemetryOptions } from './observability/telemetry';
 import {
@@ -55,6 +57,8 @@ type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
     slots?: Partial<PoolSlots>;
     /** How long a shutdown lets tasks in flight finish (then cancels them, and stops waiting a second later); the SDK's 0 unless given. */
     shutdownGraceMs?: number;
+    /** The Worker Deployment Version every pool polls as; unversioned unless given. */
+    deployment?: WorkerDeploymentVersion;
   };
 
 /** The Temporal workers of one process, one per pool, run and stopped together. */
@@ -131,6 +135,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     pools = WORKER_POOLS,
     slots,
     shutdownGraceMs,
+    deployment,
     ...rest
   } = options;
   const n = { ...DEFAULT_SLOTS, ...slots };
@@ -138,6 +143,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     ...rest,
     dataConverter,
     interceptors: { activity: tracing.activityInterceptors },
+    workerDeploymentOptions: deploymentOptions(deployment),
     ...(shutdownGraceMs !== undefined && {
       shutdownGraceTime: shutdownGraceMs,
       shutdownForceTime: shutdownGraceMs + FORCE_AFTER_GRACE_MS,
@@ -253,6 +259,12 @@ export async function runWorker(): Promise<void> {
     : undefined;
   if (receiver) logger.info(`webhook receiver on ${receiver.url}`);
   try {
+    const { versioning } = config.worker;
+    // Versioned, the build id is the workflow code's hash: bundled here, once, when no bundle was built ahead.
+    const code =
+      versioning && !versioning.buildId && !config.workflowBundle ? await bundleRefundWorkflows() : undefined;
+    const deployment =
+      versioning && deploymentVersion(versioning, () => code ?? fs.readFileSync(config.workflowBundle!, 'utf8'));
     const worker = await createRefundWorker({
       connection,
       namespace: config.temporal.namespace,
@@ -262,6 +274,8 @@ export async function runWorker(): Promise<void> {
       dataConverter: workerDataConverter(config, keyring),
       // A bundle built ahead of time (`npm run build`) starts the worker in a second instead of bundling here.
       ...(config.workflowBundle && { workflowBundle: { codePath: config.workflowBundle } }),
+      ...(code && { workflowBundle: { code } }),
+      deployment,
       pools: config.worker.pools,
       slots: config.worker.slots,
       shutdownGraceMs: drain.graceMs,
@@ -274,6 +288,7 @@ export async function runWorker(): Promise<void> {
     drain.stopWith(() => worker.shutdown());
     logger.info(`worker polling task queue ${queues.join(', ')} on ${config.temporal.address}`, {
       namespace: config.temporal.namespace,
+      deployment: describeDeployment(deployment),
       scope: deps.settings.scope,
       policy: deps.settings.policy.version,
       database: config.databaseUrl.split(':')[0],
