@@ -17,10 +17,16 @@ export function packageInfo(root = PROJECT_ROOT): { name: string; version: strin
   return { name, version };
 }
 
-/** `<version>-<12 hex digits of the bundle's SHA-256>`: the same workflow code, the same build. */
+/**
+ * `<version>-<12 hex digits of the bundle's SHA-256>`: the same workflow code, the same build. The
+ * inline source map at the end is left out: it names the files by where the checkout was.
+ */
 export function buildIdFor(version: string, bundleCode: string): string {
-  return `${version}-${createHash('sha256').update(bundleCode).digest('hex').slice(0, 12)}`;
+  const map = bundleCode.lastIndexOf(SOURCE_MAP);
+  const code = map < 0 ? bundleCode : bundleCode.slice(0, map);
+  return `${version}-${createHash('sha256').update(code).digest('hex').slice(0, 12)}`;
 }
+const SOURCE_MAP = '\n//# sourceMappingURL=';
 
 /** The version this worker polls as: the settings given, the package's and the bundle's for the rest. */
 export function deploymentVersion(

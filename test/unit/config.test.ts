@@ -102,6 +102,10 @@ test('worker versioning is off unless WORKER_VERSIONING=on; on, the build id is 
   // Other workflow code is another build; the same code built again is the same one.
   expect(buildIdFor('1.2.3', 'workflow code B')).not.toBe(a.buildId);
   expect(buildIdFor('1.2.3', 'workflow code A')).toBe(a.buildId);
+  // Built in another checkout, only the source map differs: the same build.
+  const mapped = (where: string) => `workflow code A\n//# sourceMappingURL=data:application/json;base64,${where}`;
+  expect(buildIdFor('1.2.3', mapped('L3Nydi9h'))).toBe(buildIdFor('1.2.3', mapped('L2hvbWUvYg')));
+  expect(buildIdFor('1.2.3', mapped('L3Nydi9h'))).toBe(a.buildId);
   const given = loadConfig({ WORKER_VERSIONING: 'on', WORKER_DEPLOYMENT_NAME: 'refunds-eu', WORKER_BUILD_ID: 'r42' });
   const bundle = jest.fn(() => 'never read');
   expect(deploymentVersion(given.worker.versioning!, bundle, pkg)).toEqual({
