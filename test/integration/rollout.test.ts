@@ -1,6 +1,7 @@
-// Rolling out a new build with Worker Deployment Versioning, on the real stack and with the
-// commands docs/production.md gives the operator: build A (a worker process) parks a refund, build B
-// is ramped then made current while A still polls, and the parked run, decided, completes on B.
+// Rolling out new builds with Worker Deployment Versioning, on the real stack and with the commands
+// docs/production.md gives the operator. One refund, parked for a person twice, lives through
+// both: versioning turned on (unversioned workers to build A), then build B ramped and promoted
+// while A still polls; each time the run's next tasks go to the build just made current.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,10 +16,10 @@ import { decisionUpdate } from '../../src/contract';
 import { buildIdFor, packageInfo } from '../../src/lifecycle/deployment';
 import {
   completed,
+  fewLookups,
   policyFileText,
   startHarness,
   stopped,
-  TEST_POLICY,
   UNSIGNED_ENV,
   type Harness,
 } from '../helpers/harness';
@@ -32,7 +33,8 @@ const { name: deployment, version } = packageInfo();
 
 beforeAll(async () => {
   h = await startHarness({ inProcessWorker: false });
-  fs.writeFileSync(path.join(dir, 'policy.json'), policyFileText(TEST_POLICY));
+  // Two attempts at a transient failure: the run parks in a second or so.
+  fs.writeFileSync(path.join(dir, 'policy.json'), policyFileText(fewLookups(3)));
   fs.writeFileSync(bundles.a, h.workflowBundle.code);
   // The same workflow code with a comment (before the source map, which the SDK reads at the end): another
   // hash, so another build id, as a new release would have.
@@ -46,8 +48,8 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** A worker process of one build, versioned, with its build id derived from its bundle as in production. */
-async function startBuild(bundle: string) {
+/** A worker process of one build (unversioned with `versioning` false), its build id derived from its bundle as in production. */
+async function startBuild(bundle: string, versioning = true) {
   const worker = await startWorkerProcess({
     ...h.cliEnv(),
     ...UNSIGNED_ENV,
@@ -57,11 +59,13 @@ async function startBuild(bundle: string) {
     WORKFLOW_BUNDLE: bundle,
     STRIPE_TIMEOUT_MS: '2000',
     STRIPE_LIST_CONSISTENCY_MS: '300',
-    WORKER_VERSIONING: 'on',
+    WORKER_VERSIONING: versioning ? 'on' : 'off',
   });
   workers.push(worker);
-  const buildId = buildIdFor(version, fs.readFileSync(bundle, 'utf8'));
-  expect(worker.output()).toContain(`"deployment":"${deployment}:${buildId} (auto-upgrade)"`);
+  const buildId = versioning ? buildIdFor(version, fs.readFileSync(bundle, 'utf8')) : 'unversioned';
+  expect(worker.output()).toContain(
+    `"deployment":"${versioning ? `${deployment}:${buildId} (auto-upgrade)` : 'unversioned (WORKER_VERSIONING=off)'}"`,
+  );
   return { worker, buildId };
 }
 
@@ -93,33 +97,41 @@ type Event = temporal.api.history.v1.IHistoryEvent;
 const tasksOf = (events: Event[]) =>
   events.flatMap((e) => {
     const done = e.workflowTaskCompletedEventAttributes;
-    if (done) return [{ id: Number(e.eventId), build: done.deploymentVersion?.buildId, identity: done.identity }];
+    if (done)
+      return [
+        { id: Number(e.eventId), build: done.deploymentVersion?.buildId || 'unversioned', identity: done.identity },
+      ];
     const started = e.activityTaskStartedEventAttributes;
     return started ? [{ id: Number(e.eventId), build: 'activity', identity: started.identity }] : [];
   });
+type Build = Awaited<ReturnType<typeof startBuild>>;
+/** What a build ran: workflow tasks with its build id, and activities, all in its process. */
+const ranBy = ({ buildId, worker }: Build) => [`${buildId} in ${worker.pid}`, `activity in ${worker.pid}`].sort();
 
-test('a run parked on build A, decided after build B is made current, completes on B while A still polls', async () => {
+test('a refund parked on unversioned workers moves to build A once versioning is on and A current, parks again, and completes on build B once B is current, A still polling', async () => {
   const started = Date.now();
-  const a = await startBuild(bundles.a);
-  await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', a.buildId);
-
+  // The three builds start together: with no version current yet, only the unversioned workers are given work.
+  const [u, a, b] = await Promise.all([startBuild(bundles.a, false), startBuild(bundles.a), startBuild(bundles.b)]);
   const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`);
   await h.failProviderReads(order.paymentIntentId);
-  const { handle } = await startRefund(h.env.client, {
-    orderId: order.id,
-    amount: 1250,
-    currency: 'usd',
-    requestedBy: 'test',
-  });
-  // Build B comes up while the run parks: polling, but not current, it is given nothing.
-  const bUp = startBuild(bundles.b);
-  expect((await stopped(handle)).status).toBe('needs_attention');
-  const parkedAt = (await handle.fetchHistory()).events!.length;
-  const info = async () => (await handle.describe()).raw.workflowExecutionInfo!.versioningInfo!;
-  expect((await info()).deploymentVersion).toMatchObject({ deploymentName: deployment, buildId: a.buildId });
+  const request = { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' };
+  const { handle } = await startRefund(h.env.client, request);
+  const park = async () => {
+    expect((await stopped(handle)).status).toBe('needs_attention');
+    return (await handle.fetchHistory()).events!.length;
+  };
+  const decide = (reason: string) =>
+    handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason }] });
+  const info = async () => (await handle.describe()).raw.workflowExecutionInfo!.versioningInfo;
+
+  const firstPark = await park();
+  await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', a.buildId);
+  // Decided with the provider still unreadable: the run retries the gate on A, and parks again.
+  await decide('try again');
+  const secondPark = await park();
+  expect((await info())?.deploymentVersion).toMatchObject({ deploymentName: deployment, buildId: a.buildId });
 
   // B is ramped first (a cautious rollout's first step), then promoted.
-  const b = await bUp;
   await untilAccepted(
     'set-ramping-version',
     '--deployment-name',
@@ -129,30 +141,33 @@ test('a run parked on build A, decided after build B is made current, completes 
     '--percentage',
     '10',
   );
-  const ramping = JSON.parse((await deploymentCli('describe', '--name', deployment, '--output', 'json')).stdout) as {
+  const described = JSON.parse((await deploymentCli('describe', '--name', deployment, '--output', 'json')).stdout) as {
     routingConfig: { currentVersionBuildID: string; rampingVersionBuildID: string; rampingVersionPercentage: number };
   };
-  expect(ramping.routingConfig).toMatchObject({
+  expect(described.routingConfig).toMatchObject({
     currentVersionBuildID: a.buildId,
     rampingVersionBuildID: b.buildId,
     rampingVersionPercentage: 10,
   });
   await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', b.buildId);
-
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
-  await handle.executeUpdate(decisionUpdate, {
-    args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
-  });
+  await decide('Stripe reads are back');
   completed(await handle.result());
 
+  // Each distinct build and process that ran a workflow task or an activity, park to park.
   const tasks = tasksOf((await handle.fetchHistory()).events!);
-  const before = tasks.filter((t) => t.id < parkedAt);
-  const after = tasks.filter((t) => t.id > parkedAt);
-  // Up to the park everything ran on A; from the decision on, every workflow task and activity ran on B.
-  const ranOn = (list: typeof tasks) => [...new Set(list.map((t) => `${t.build} in ${t.identity?.split('@')[0]}`))];
-  expect(ranOn(before).sort()).toEqual([`${a.buildId} in ${a.worker.pid}`, `activity in ${a.worker.pid}`].sort());
-  expect(ranOn(after).sort()).toEqual([`${b.buildId} in ${b.worker.pid}`, `activity in ${b.worker.pid}`].sort());
-  expect(await info()).toMatchObject({ deploymentVersion: { deploymentName: deployment, buildId: b.buildId } });
+  const ran = (from: number, to: number) =>
+    [
+      ...new Set(
+        tasks.filter((t) => t.id > from && t.id < to).map((t) => `${t.build} in ${t.identity?.split('@')[0]}`),
+      ),
+    ].sort();
+  expect({ u: ran(0, firstPark), a: ran(firstPark, secondPark), b: ran(secondPark, Infinity) }).toEqual({
+    u: ranBy(u),
+    a: ranBy(a),
+    b: ranBy(b),
+  });
+  expect((await info())?.deploymentVersion).toMatchObject({ deploymentName: deployment, buildId: b.buildId });
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
-  console.log(`rollout: A ${a.buildId} -> B ${b.buildId}, ${after.length} tasks on B, ${Date.now() - started} ms`);
+  console.log(`rollout: unversioned, A ${a.buildId}, B ${b.buildId}: ${Date.now() - started} ms`);
 });
