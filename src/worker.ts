@@ -16,6 +16,9 @@ import { startWebhookReceiver } from './webhooks/receiver';
 import { createLogger } from './observability/logging';
 import { startHealthServer, workerReadiness } from './observability/health';
 import { Drain, FORCE_AFTER_GRACE_MS, shutdownGraceMs } from './lifecycle/drain';
+import { deploymentOptions, deploymentVersion } from './lifecycle/deployment';
+import { startLineFields } from './observability/start-line';
+import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { startTracing, type WorkerTracing } from './observability/tracing';
 import { telemetryOptions } from './observability/telemetry';
 import {
@@ -57,6 +60,8 @@ type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
     shutdownGraceMs?: number;
     /** How long a run's workflow task waits for this process, which has the run cached, before another takes it. */
     stickyTimeoutMs?: number;
+    /** The Worker Deployment Version every pool polls as; unversioned unless given. */
+    deployment?: WorkerDeploymentVersion;
   };
 
 /** The Temporal workers of one process, one per pool, run and stopped together. */
@@ -134,6 +139,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     slots,
     shutdownGraceMs,
     stickyTimeoutMs,
+    deployment,
     ...rest
   } = options;
   const n = { ...DEFAULT_SLOTS, ...slots };
@@ -141,6 +147,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     ...rest,
     dataConverter,
     interceptors: { activity: tracing.activityInterceptors },
+    workerDeploymentOptions: deploymentOptions(deployment),
     ...(shutdownGraceMs !== undefined && {
       shutdownGraceTime: shutdownGraceMs,
       shutdownForceTime: shutdownGraceMs + FORCE_AFTER_GRACE_MS,
@@ -257,6 +264,12 @@ export async function runWorker(): Promise<void> {
     : undefined;
   if (receiver) logger.info(`webhook receiver on ${receiver.url}`);
   try {
+    const { versioning } = config.worker;
+    // Versioned, the build id is the workflow code's hash: bundled here, once, when no bundle was built ahead.
+    const code =
+      versioning && !versioning.buildId && !config.workflowBundle ? await bundleRefundWorkflows() : undefined;
+    const deployment =
+      versioning && deploymentVersion(versioning, () => code ?? fs.readFileSync(config.workflowBundle!, 'utf8'));
     const worker = await createRefundWorker({
       connection,
       namespace: config.temporal.namespace,
@@ -266,6 +279,8 @@ export async function runWorker(): Promise<void> {
       dataConverter: workerDataConverter(config, keyring),
       // A bundle built ahead of time (`npm run build`) starts the worker in a second instead of bundling here.
       ...(config.workflowBundle && { workflowBundle: { codePath: config.workflowBundle } }),
+      ...(code && { workflowBundle: { code } }),
+      deployment,
       pools: config.worker.pools,
       slots: config.worker.slots,
       shutdownGraceMs: drain.graceMs,
@@ -277,26 +292,10 @@ export async function runWorker(): Promise<void> {
     );
     const running = worker.run();
     drain.stopWith(() => worker.shutdown());
-    logger.info(`worker polling task queue ${queues.join(', ')} on ${config.temporal.address}`, {
-      namespace: config.temporal.namespace,
-      scope: deps.settings.scope,
-      policy: deps.settings.policy.version,
-      database: config.databaseUrl.split(':')[0],
-      tracing: config.tracing.exporter,
-      metrics: config.metrics.prometheusAddress
-        ? `prometheus on http://${config.metrics.prometheusAddress}/metrics`
-        : (config.metrics.otlpUrl ?? 'off'),
-      payloads: keyring
-        ? `encrypted with key ${keyring.current}; plaintext ${config.encryption.plaintext === 'reject' ? 'refused' : 'allowed (PAYLOAD_PLAINTEXT=allow)'}`
-        : 'plaintext (PAYLOAD_ENCRYPTION=off)',
-      storeFaults: config.faultInjection,
-      slots: config.worker.slots,
-      decisions: config.unsignedDecisions
-        ? 'unsigned ones accepted (DECISIONS_UNSIGNED=allow: local development only)'
-        : 'signed only',
-      shutdownGraceMs: drain.graceMs,
-      stickyTimeoutMs: config.worker.stickyTimeoutMs,
-    });
+    logger.info(
+      `worker polling task queue ${queues.join(', ')} on ${config.temporal.address}`,
+      startLineFields(config, deps.settings, keyring, deployment, drain.graceMs),
+    );
     const { keys } = deps.settings.policy.decisions;
     if (!config.unsignedDecisions && !Object.keys(keys).length)
       logger.warn('no decider has a public key: parked runs take no decision but reconcile until DECIDERS lists keys');

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../config';
 import { bundleRefundWorkflows } from '../worker';
+import { buildIdFor, packageInfo } from '../lifecycle/deployment';
 
 const { out } = new Command('bundle')
   .description('Bundle the workflow code into one file for WORKFLOW_BUNDLE.')
@@ -18,8 +19,10 @@ async function main() {
   const code = await bundleRefundWorkflows();
   fs.mkdirSync(path.dirname(out), { recursive: true });
   fs.writeFileSync(out, code);
+  const { name, version } = packageInfo();
   console.log(
-    `workflow bundle: ${out} (${Math.round(code.length / 1024)} KiB, ${Date.now() - started} ms); start workers with WORKFLOW_BUNDLE=${out}`,
+    `workflow bundle: ${out} (${Math.round(code.length / 1024)} KiB, ${Date.now() - started} ms); start workers with WORKFLOW_BUNDLE=${out}` +
+      `\nworker deployment version with WORKER_VERSIONING=on: --deployment-name ${name} --build-id ${buildIdFor(version, code)}`,
   );
 }
 

@@ -126,6 +126,18 @@ export const envSchema = z.object({
       return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
     })
     .optional(),
+  /** on: the worker polls as a Worker Deployment Version, and a new build takes runs once promoted (docs/production.md, "Rolling out a new build"). */
+  WORKER_VERSIONING: z.enum(['on', 'off']).default('off'),
+  /** The Worker Deployment the worker's builds belong to; the package's name unless given. Temporal refuses "." and ":" in it. */
+  WORKER_DEPLOYMENT_NAME: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,100}$/, 'must be 1-100 letters, digits, "_" or "-"')
+    .optional(),
+  /** This build's id; `<package version>-<hash of the workflow bundle>` unless given. */
+  WORKER_BUILD_ID: z
+    .string()
+    .regex(/^[A-Za-z0-9_.+-]{1,100}$/, 'must be 1-100 letters, digits, ".", "_", "+" or "-"')
+    .optional(),
   /** How long a SIGTERM's drain lets tasks in flight finish; unset: the policy's longest attempt (startToCloseMs). */
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(3600_000).optional(),
   /** How long a run's next workflow task waits for the worker that has it cached before any worker takes it (the SDK's 10 s). */

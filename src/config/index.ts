@@ -138,6 +138,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       'invalid environment: METRICS_OTLP_URL: the worker exports its metrics one way; set METRICS_PROMETHEUS_ADDRESS or METRICS_OTLP_URL, not both',
     );
   }
+  if (e.WORKER_VERSIONING === 'off' && (e.WORKER_DEPLOYMENT_NAME || e.WORKER_BUILD_ID)) {
+    throw new Error(
+      `invalid environment: ${e.WORKER_DEPLOYMENT_NAME ? 'WORKER_DEPLOYMENT_NAME' : 'WORKER_BUILD_ID'}: set WORKER_VERSIONING=on with it (without it the worker is unversioned, and the setting would do nothing)`,
+    );
+  }
   const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',
@@ -203,6 +208,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         reconcile: e.WORKER_RECONCILE_SLOTS,
       },
       health: e.HEALTH_ADDRESS,
+      /** With WORKER_VERSIONING=on: the deployment and the build id given (src/lifecycle/deployment.ts derives what is not). */
+      versioning:
+        e.WORKER_VERSIONING === 'on'
+          ? { deploymentName: e.WORKER_DEPLOYMENT_NAME, buildId: e.WORKER_BUILD_ID }
+          : undefined,
       /** Unset: shutdownGraceMs (src/lifecycle/drain.ts) takes the policy's longest attempt. */
       shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
       stickyTimeoutMs: e.STICKY_TIMEOUT_MS,

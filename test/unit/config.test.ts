@@ -5,6 +5,7 @@ import { loadConfig, LOCAL_WEBHOOK_SECRET } from '../../src/config';
 import { runSettings } from '../../src/deps';
 import { telemetryOptions } from '../../src/observability/telemetry';
 import { shutdownGraceMs } from '../../src/lifecycle/drain';
+import { buildIdFor, deploymentOptions, deploymentVersion } from '../../src/lifecycle/deployment';
 
 test('defaults point at the embedded stack on loopback', () => {
   const config = loadConfig({});
@@ -90,6 +91,38 @@ test("health is off unless HEALTH_ADDRESS names where; the drain waits the polic
   // A dead worker's runs wait the SDK's 10 s for it unless STICKY_TIMEOUT_MS says.
   expect(defaults.worker.stickyTimeoutMs).toBe(10_000);
   expect(loadConfig({ STICKY_TIMEOUT_MS: '1000' }).worker.stickyTimeoutMs).toBe(1000);
+});
+
+test('worker versioning is off unless WORKER_VERSIONING=on; on, the build id is the version and the bundle hash unless given', () => {
+  expect(loadConfig({}).worker.versioning).toBeUndefined();
+  expect(() => loadConfig({ WORKER_BUILD_ID: 'b1' })).toThrow(/WORKER_BUILD_ID: set WORKER_VERSIONING=on with it/);
+  expect(() => loadConfig({ WORKER_VERSIONING: 'on', WORKER_DEPLOYMENT_NAME: 'refunds.prod' })).toThrow(
+    /WORKER_DEPLOYMENT_NAME: must be/,
+  );
+  const pkg = { name: 'durable-refunds', version: '1.2.3' };
+  const on = loadConfig({ WORKER_VERSIONING: 'on' }).worker.versioning!;
+  const a = deploymentVersion(on, () => 'workflow code A', pkg);
+  expect(a).toEqual({ deploymentName: 'durable-refunds', buildId: expect.stringMatching(/^1\.2\.3-[0-9a-f]{12}$/) });
+  // Other workflow code is another build; the same code built again is the same one.
+  expect(buildIdFor('1.2.3', 'workflow code B')).not.toBe(a.buildId);
+  expect(buildIdFor('1.2.3', 'workflow code A')).toBe(a.buildId);
+  // Built in another checkout, only the source map differs: the same build.
+  const mapped = (where: string) => `workflow code A\n//# sourceMappingURL=data:application/json;base64,${where}`;
+  expect(buildIdFor('1.2.3', mapped('L3Nydi9h'))).toBe(buildIdFor('1.2.3', mapped('L2hvbWUvYg')));
+  expect(buildIdFor('1.2.3', mapped('L3Nydi9h'))).toBe(a.buildId);
+  const given = loadConfig({ WORKER_VERSIONING: 'on', WORKER_DEPLOYMENT_NAME: 'refunds-eu', WORKER_BUILD_ID: 'r42' });
+  const bundle = jest.fn(() => 'never read');
+  expect(deploymentVersion(given.worker.versioning!, bundle, pkg)).toEqual({
+    deploymentName: 'refunds-eu',
+    buildId: 'r42',
+  });
+  expect(bundle).not.toHaveBeenCalled();
+  expect(deploymentOptions(a)).toEqual({
+    version: a,
+    useWorkerVersioning: true,
+    defaultVersioningBehavior: 'AUTO_UPGRADE',
+  });
+  expect(deploymentOptions(undefined)).toBeUndefined();
 });
 
 test("DECIDERS names who may decide and their public keys, replacing the policy's; DECISIONS_UNSIGNED=allow only when set", () => {
