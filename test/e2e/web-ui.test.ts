@@ -79,7 +79,10 @@ test('a parked run: its summary, its activities and what inspect says, on its pa
   expect(parked).toContain(`Who may decide: ${inspected.decidedBy.join(', ')}`);
   expect(parked).toContain(`Decide: ${decideCommand(workflowId, inspected.decision!)}`);
   expect(parked).toContain(`operation ${operation}`);
-  // All of it is encrypted in Temporal: the browser read it through the codec server.
+  // All of it is encrypted in Temporal (the summaries in history too): the browser read it through the codec server.
+  const summaries = ((await handle.fetchHistory()).events ?? []).flatMap((e) => e.userMetadata?.summary ?? []);
+  expect(summaries.length).toBeGreaterThanOrEqual(5);
+  for (const p of summaries) expect(Buffer.from(p.metadata!.encoding!).toString()).toBe('binary/encrypted');
   expect(decodes.length).toBeGreaterThan(0);
   expect(decodes.every((status) => status === 200)).toBe(true);
 
