@@ -14,6 +14,7 @@ const WEIGHTS = {
   'e2e/production-install.test.ts': 45,
   'integration/schedules.test.ts': 40,
   'integration/bulkheads.test.ts': 33,
+  'e2e/web-ui.test.ts': 35,
   'integration/malformed-messages.test.ts': 26,
 };
 

@@ -8,7 +8,7 @@ import { loadConfig } from '../config';
 import { runsNeedingAttention, ATTENTION_QUERY } from '../inspect/attention';
 import { inspectRun, type Inspection } from '../inspect/inspection';
 import { openStore } from '../store';
-import type { StepRecord } from '../contract';
+import { decideCommand, type StepRecord } from '../contract';
 import { columns } from './columns';
 import { connectClient, errorMessage } from './common';
 
@@ -148,7 +148,7 @@ function render(i: Inspection, codecFlag: string): string {
   if (i.execution === 'RUNNING' && i.decision) {
     const decision = i.decision.split(':')[0]!;
     out.push(
-      `Decide       npm run decide -- ${i.workflowId} ${decision} --by <name> --reason "<why>"`,
+      `Decide       ${decideCommand(i.workflowId, i.decision)}`,
       // The temporal CLI sends what decide --print signed: an unsigned decision is refused (docs/production.md).
       `  or         temporal workflow update execute --workflow-id ${i.workflowId} --name decide --input "$(npm run -s decide -- ${i.workflowId} ${decision} --by <name> --reason '<why>' --print)"${codecFlag}`,
     );

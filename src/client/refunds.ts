@@ -11,6 +11,8 @@ import {
   parseRefundWorkflowId,
   REFUND_WORKFLOW,
   refundWorkflowId,
+  runDetails,
+  runSummary,
   SEARCH_ATTRIBUTES,
   TASK_QUEUE,
   type CompletedRefund,
@@ -62,6 +64,9 @@ export async function startRefund(
         { key: SEARCH_ATTRIBUTES.orderId, value: request.orderId },
         { key: SEARCH_ATTRIBUTES.status, value: 'running' },
       ],
+      // What the run's page in the Web UI says before the run says more (its current details).
+      staticSummary: runSummary(request),
+      staticDetails: runDetails(request, workflowId),
     });
     return { workflowId, handle, request };
   } catch (err) {

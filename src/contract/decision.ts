@@ -41,3 +41,11 @@ export interface DecisionRecord {
 
 /** The scheduled sweep's name as a decider. */
 export const SWEEPER = 'sweep';
+
+/**
+ * The command that sends a parked run its decision (`retry-step:<step>` is sent as retry-step: the run
+ * retries the step it parked at), as `inspect` prints it and the run's page in the Web UI shows it.
+ */
+export function decideCommand(workflowId: string, decision: string): string {
+  return `npm run decide -- ${workflowId} ${decision.split(':')[0]} --by <name> --reason "<why>"`;
+}

@@ -10,6 +10,7 @@ export * from './provider-event';
 export * from './queues';
 export * from './receipts';
 export * from './results';
+export * from './run-summary';
 export * from './run-state';
 export * from './search-attributes';
 export * from './steps';

@@ -7,7 +7,7 @@ import { ApplicationFailure, WorkflowExecutionAlreadyStartedError, WorkflowIdReu
 import { ParentClosePolicy, startChild, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { QueueActivities, StartRecord } from '../activities/queue';
-import { refundWorkflowId, SEARCH_ATTRIBUTES } from '../contract';
+import { refundWorkflowId, runDetails, runSummary, SEARCH_ATTRIBUTES } from '../contract';
 import { currentOccurrence } from './occurrence';
 import { refusePlaintext } from './messages';
 import { refundWorkflow } from './refund/workflow';
@@ -50,6 +50,8 @@ export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResu
         parentClosePolicy: ParentClosePolicy.ABANDON,
         workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
         typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.orderId, value: request.orderId }],
+        staticSummary: runSummary(request),
+        staticDetails: runDetails(request, workflowId),
       });
       records.push({ id, workflowId, outcome: 'started' });
     } catch (err) {

@@ -13,6 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { poolQueue, type ActivityPool } from '../contract';
+import { activitySummary } from './activity-summaries';
 
 export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   beginOperation: 'effects',
@@ -54,11 +55,12 @@ function queueOf(name: string): string | undefined {
 }
 
 function runLocally(name: string, options: ActivityOptions, args: unknown[]): Promise<unknown> {
-  const { startToCloseTimeout, scheduleToCloseTimeout, retry } = options;
+  const { startToCloseTimeout, scheduleToCloseTimeout, retry, summary } = options;
   const local = proxyLocalActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>({
     startToCloseTimeout,
     scheduleToCloseTimeout,
     retry,
+    summary,
   });
   return local[name]!(...args).catch((err: unknown) => {
     // A local activity's failure arrives bare, not in the ActivityFailure a scheduled one comes in: the step runner reads both alike.
@@ -75,12 +77,14 @@ function runLocally(name: string, options: ActivityOptions, args: unknown[]): Pr
   });
 }
 
-/** proxyActivities, each activity scheduled on its pool's task queue. */
-export function pooledActivities<T extends object = RefundActivities>(options: ActivityOptions): T {
+/** proxyActivities, each activity scheduled on its pool's task queue, each call with its summary for the Web UI. */
+export function pooledActivities<T extends object = RefundActivities>(defaults: ActivityOptions): T {
   return new Proxy({} as T, {
     get(_, name) {
       if (typeof name !== 'string') return undefined;
       return (...args: unknown[]) => {
+        const summary = activitySummary(name, args);
+        const options = summary === undefined ? defaults : { ...defaults, summary };
         if (LOCAL_STEPS.has(name)) return runLocally(name, options, args);
         const taskQueue = queueOf(name);
         const proxy = proxyActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>(

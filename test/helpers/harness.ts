@@ -25,7 +25,7 @@ import { proxyDependencies, startStandIns, type DependencyProxies } from '../../
 import type { RefundLifecycle } from '../../tools/src/servers/stripe/resources';
 import type { Order } from '../../src/domain/order';
 import { openStore } from '../../src/store';
-import { recordHistory, testEnvironment } from './temporal';
+import { freePort, recordHistory, testEnvironment } from './temporal';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import type { WorkerTracing } from '../../src/observability/tracing';
 import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
@@ -58,6 +58,8 @@ export interface HarnessOptions {
   busyTimeoutMs?: number;
   /** The workers' tracing (observability tests); off unless given. */
   tracing?: WorkerTracing;
+  /** A Temporal dev server of the file's own with its Web UI, which decodes through the harness's codec server (webUiUrl). */
+  webUi?: boolean;
 }
 
 export interface Harness {
@@ -83,6 +85,8 @@ export interface Harness {
   payloadKeys: string;
   /** A codec server with that key, for the \`temporal\` CLI's --codec-endpoint: without it the CLI sees ciphertext. */
   codecUrl: string;
+  /** With `webUi`: the Web UI's address (http://127.0.0.1:<port>). */
+  webUiUrl?: string;
   /** A second worker on its own task queue whose activities are the real ones with some replaced, or built with other settings. */
   withWorker<T>(
     overrides: Partial<RefundActivities>,
@@ -133,10 +137,20 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const payloadKeys = newKeyEntry();
   const keyring = parseKeyring(payloadKeys, 'harness');
   const dataConverter = refundDataConverter(keyring);
-  // The suite's shared dev server, in a namespace of this file's own (a file run alone starts its own server).
-  const env = await testEnvironment({ dataConverter });
+  // The suite's shared dev server, in a namespace of this file's own (a file run alone starts its own server);
+  // with the Web UI, a server of the file's own, started after the codec server its UI decodes through.
+  const uiPort = options.webUi ? await freePort() : undefined;
+  const webUiUrl = uiPort ? `http://127.0.0.1:${uiPort}` : undefined;
+  const origins = uiPort ? [webUiUrl!, `http://localhost:${uiPort}`] : [];
+  const codecFor = (namespace: string) =>
+    startCodecServer({ codec: new EncryptionCodec(keyring), namespace, origins, port: 0 });
+  const uiCodecServer = uiPort ? await codecFor('default') : undefined;
+  const env = await testEnvironment(
+    { dataConverter },
+    uiCodecServer && { port: uiPort!, codecEndpoint: uiCodecServer.url },
+  );
   const namespace = env.namespace ?? 'default';
-  const codecServer = await startCodecServer({ codec: new EncryptionCodec(keyring), namespace, origins: [], port: 0 });
+  const codecServer = uiCodecServer ?? (await codecFor(namespace));
   // Its workers refuse a workflow's own payloads sent in plaintext, as production's do (PAYLOAD_PLAINTEXT=reject).
   const workerConverter = refundDataConverter(keyring, { refusePlaintext: { codecEndpoint: codecServer.url } });
   const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
@@ -232,6 +246,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     settings,
     payloadKeys,
     codecUrl: codecServer.url,
+    webUiUrl,
     async withWorker(overrides, fn, other, queue, converter) {
       const taskQueue = queue ?? `refunds-${randomUUID()}`;
       const w = await createRefundWorker({

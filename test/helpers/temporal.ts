@@ -23,7 +23,7 @@ export interface SharedServer {
   stop(): Promise<void>;
 }
 
-const freePort = () =>
+export const freePort = () =>
   new Promise<number>((resolve, reject) => {
     const srv = net.createServer().listen(0, '127.0.0.1', () => {
       const { port } = srv.address() as net.AddressInfo;
@@ -91,22 +91,31 @@ function claimNamespace(claims: string): string {
   throw new Error(`all ${POOL} test namespaces are taken: raise POOL in test/helpers/temporal.ts`);
 }
 
+/** A Web UI on `port` that decodes payloads through the codec server at `codecEndpoint`. */
+export interface WebUiOptions {
+  port: number;
+  codecEndpoint: string;
+}
+
 /**
  * A test environment for one file: on the shared server (TEST_TEMPORAL_ADDRESS) in a namespace of
- * its own, or, when the file runs without the global setup, on a dev server of its own.
+ * its own, or, when the file runs without the global setup, on a dev server of its own. With `webUi`,
+ * always a dev server of its own (the shared one is headless), its Web UI on, in namespace default.
  */
 export async function testEnvironment(
   client: { dataConverter?: DataConverter } = {},
+  webUi?: WebUiOptions,
 ): Promise<TestWorkflowEnvironment> {
   const address = process.env.TEST_TEMPORAL_ADDRESS;
   const claims = process.env.TEST_TEMPORAL_CLAIMS;
-  if (address && claims)
+  if (address && claims && !webUi)
     return TestWorkflowEnvironment.createFromExistingServer({ address, namespace: claimNamespace(claims), client });
   return TestWorkflowEnvironment.createLocal({
     client,
     server: {
       executable: { type: 'existing-path', path: findTool('temporal') },
       searchAttributes: Object.values(SEARCH_ATTRIBUTES),
+      ...(webUi && { ui: true, uiPort: webUi.port, extraArgs: ['--ui-codec-endpoint', webUi.codecEndpoint] }),
     },
   });
 }

@@ -1,9 +1,12 @@
 // A run's life around its saga, with stubbed activities: cancellation at each stage, provider
 // events (webhooks) as Signals, malformed ones ignored, and awaiting a refund the provider has not
-// settled. The signed webhooks at a real receiver are the stack's (test/integration/webhook-receiver,
-// provider-lifecycle, malformed-messages).
+// settled; and what the run's page in the Web UI says of it as it goes. The signed webhooks at a real
+// receiver are the stack's (test/integration/webhook-receiver, provider-lifecycle, malformed-messages).
+import type { WorkflowHandle } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
-import { decisionUpdate, stepsQuery } from '../../src/contract';
+import { decideCommand, decisionUpdate, stepsQuery } from '../../src/contract';
+import { verdict } from '../../src/reliability/verdict';
 import { completed, stopped } from '../helpers/runs';
 import { callNames, failure, type Override } from './fake-activities';
 import { startWorkflowTier, type WorkflowTier } from './tier';
@@ -15,6 +18,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await t?.close();
 });
+
+/** The run's current details, as the Web UI reads them (the SDK's built-in metadata Query). */
+const currentDetails = async (handle: WorkflowHandle) =>
+  (await handle.query<{ currentDetails: string }>('__temporal_workflow_metadata')).currentDetails;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const event = (refundId: string, refundStatus: string, id = `evt_${refundStatus}`) => ({
@@ -38,6 +45,7 @@ describe('cancellation', () => {
       status: 'stopped',
       outcome: { reason: expect.stringMatching(/the refund is not sent: nothing is left to do/) },
     });
+    expect(await currentDetails(handle)).toMatch(/^\*\*stopped\*\*: cancelled .*the refund is not sent/);
     const described = await handle.describe();
     expect(described.status.name).toBe('CANCELLED');
     expect(described.searchAttributes).toMatchObject({ RefundStatus: ['stopped'], RefundNeedsAttention: [false] });
@@ -155,4 +163,61 @@ describe('provider events', () => {
       true,
     );
   });
+});
+
+test("the current details follow the run: parked with inspect's verdict and decide command, then completed; each activity has its summary", async () => {
+  let down = true;
+  const checkCompletion: Override = (_, next) =>
+    down ? Promise.reject(failure('TRANSIENT_DEPENDENCY', 'not_executed', 'server_error')) : next();
+  const { handle } = await t.start({ over: { checkCompletion } });
+  const { state } = await stopped(handle);
+  const parked = await currentDetails(handle);
+  // What inspect says of a parked run with no evidence against it: the run's own verdict, drawn by the same function.
+  const inspected = verdict({
+    execution: 'RUNNING',
+    state,
+    result: null,
+    failure: null,
+    inferences: [],
+    parkedVerdict: null,
+    orderId: state.request.orderId,
+    version: 1,
+  });
+  expect(parked.split('\n\n')).toEqual([
+    `**needs_attention** at completion_gate: ${state.outcome!.reason}`,
+    `**Verdict:** ${inspected.verdict}`,
+    `**Next action:** ${inspected.nextAction}`,
+    `**Who may decide:** ${inspected.decidedBy.join(', ')}`,
+    `**Decide:** \`${decideCommand(handle.workflowId, 'retry-step:completion_gate')}\``,
+    `**Refund:** refunded (${state.effect.refundId}), operation ${state.operation!.operationId}`,
+    `**Evidence:** \`npm run inspect -- ${handle.workflowId}\``,
+  ]);
+
+  down = false;
+  await handle.executeUpdate(decisionUpdate, {
+    args: [{ decision: 'retry-step', by: 'ops', reason: 'reads are back' }],
+  });
+  completed(await handle.result());
+  const done = await currentDetails(handle);
+  expect(done).toMatch(
+    /^\*\*completed\*\*: every check of the completion gate passed\n\n\*\*Verdict:\*\* auto-retry is safe/,
+  );
+  expect(done).not.toContain('Decide');
+
+  // Each scheduled activity carries its summary (user metadata): what it sends, to whom, under which key.
+  const summaries = ((await handle.fetchHistory()).events ?? [])
+    .map((e) => e.userMetadata?.summary)
+    .filter((p): p is temporal.api.common.v1.IPayload => Boolean(p))
+    .map((p) => defaultPayloadConverter.fromPayload<string>(p));
+  const key = `${state.operation!.operationId}:create_refund`;
+  expect(summaries).toEqual(
+    expect.arrayContaining([
+      expect.stringMatching(new RegExp(`^refund 1250 usd of pi_\\w+ at Stripe, idempotency key ${key}$`)),
+      expect.stringMatching(
+        /^email the refund notice \(1250 usd, re_\w+\) to the customer of order ord_\w+, Message-ID </,
+      ),
+      expect.stringMatching(/^completion gate: read refund re_\w+ at Stripe/),
+    ]),
+  );
+  expect(summaries.join('\n')).not.toMatch(/@example/);
 });

@@ -80,7 +80,7 @@ export class RefundRun {
 
   constructor(readonly request: RefundRequest) {
     this.ctx = { request, operationId: '' };
-    showStarted(request.orderId);
+    showStarted(this, request.orderId);
   }
 
   get policy(): RecoveryPolicy {
@@ -150,7 +150,7 @@ export class RefundRun {
     this.deskView.parked = { failedStep: stopped.failedStep, since: this.parked.since };
     this.desk.reopen();
     this.status = 'needs_attention';
-    showParked(stopped.failedStep, this.effect.status, view.verdict);
+    showParked(this, stopped.failedStep, this.effect.status, view.verdict);
   }
 
   /** While parked, a proposal waiting for a second person shows as awaiting_approval; answered, the run is back to needs_attention until it moves on. */
@@ -165,7 +165,7 @@ export class RefundRun {
     this.deskView.parked = null;
     this.outcome = null;
     this.status = 'running';
-    showUnparked();
+    showUnparked(this);
     this.budget.renew(Date.now());
   }
 
@@ -177,7 +177,7 @@ export class RefundRun {
   ): void {
     this.outcome = { status, failedStep, reason, quarantined: false };
     this.status = status;
-    showEnded(status, failedStep, this.effect.status);
+    showEnded(this, status, failedStep, this.effect.status);
   }
 
   finish(status: TerminalStatus, reason: string, failedStep: RefundStep | null, quarantined = false): void {
@@ -187,7 +187,7 @@ export class RefundRun {
 
   /** A run that ended with work left for a person (cancelled mid-saga) is still among the runs that need one. */
   flagForAttention(): void {
-    flagForAttention(this.effect.status);
+    flagForAttention(this, this.effect.status);
   }
 
   stop(status: RunStopped['status'], reason: string, failedStep: RefundStep | null, quarantined = false): never {
@@ -198,7 +198,7 @@ export class RefundRun {
   setStatus(status: RunStatus, step?: string): void {
     if (status === this.status) return;
     this.status = status;
-    showStatus(status, step);
+    showStatus(this, status, step);
   }
 
   /** Whether the run, ending now, leaves a person something to settle: a refund that stands or may stand with its saga unfinished, or an open compensation. */

@@ -144,7 +144,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
 function rejectedInput(input: RefundRequestInput, reason: string): RefundResult {
   const orderId = (input as { orderId?: unknown } | null)?.orderId;
   const validOrderId = typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
-  showRejectedInput(validOrderId);
+  showRejectedInput(validOrderId, reason);
   refundMetrics(metricMeter).runEnded('rejected');
   return {
     workflowId: workflowInfo().workflowId,

@@ -1,0 +1,52 @@
+// What the run's page in the Web UI says of it now: its current details (Temporal markdown, served by
+// the SDK's built-in metadata Query), set at each move. The verdict, next action and who may take it
+// are `inspect`'s, drawn by the same function from the state the steps Query returns (without the
+// evidence inspect reads outside), and the decide command is inspect's. Not a command: no patch needed.
+import { setCurrentDetails } from '@temporalio/workflow';
+import { decideCommand, type RefundRunState } from '../../contract';
+import { maskEmails } from '../../reliability/redaction';
+import { verdict } from '../../reliability/verdict';
+
+/** How the run stands as the details are set: going on (or parked), ended with its outcome, or ended by a cancellation. */
+export type Standing = 'RUNNING' | 'COMPLETED' | 'CANCELED';
+
+export function currentDetails(state: RefundRunState, standing: Standing): string {
+  const { outcome, workflowId } = state;
+  const judged = verdict({
+    execution: standing,
+    state,
+    result: standing === 'COMPLETED' ? { status: state.status, ...(outcome && { reason: outcome.reason }) } : null,
+    failure: standing === 'CANCELED' ? (outcome?.reason ?? 'cancelled') : null,
+    inferences: [],
+    parkedVerdict: null,
+    orderId: state.request.orderId,
+    version: state.request.operationVersion,
+  });
+  const step = outcome?.failedStep ? ` at ${outcome.failedStep}` : '';
+  const lines = [
+    `**${standing === 'CANCELED' ? 'cancelled' : state.status}**${outcome ? `${step}: ${outcome.reason}` : ''}`,
+    `**Verdict:** ${judged.verdict}`,
+    `**Next action:** ${judged.nextAction}`,
+  ];
+  if (judged.decision) {
+    const approval = judged.approvedBy.length ? `; approved by ${judged.approvedBy.join(', ')}` : '';
+    lines.push(`**Who may decide:** ${judged.decidedBy.join(', ') || 'nobody the policy names'}${approval}`);
+    if (standing === 'RUNNING') lines.push(`**Decide:** \`${decideCommand(workflowId, judged.decision)}\``);
+  }
+  const operation = state.operation?.operationId;
+  lines.push(
+    `**Refund:** ${state.effect.status}${state.effect.refundId ? ` (${state.effect.refundId})` : ''}${operation ? `, operation ${operation}` : ''}`,
+    `**Evidence:** \`npm run inspect -- ${workflowId}\``,
+  );
+  return maskEmails(lines.join('\n\n'));
+}
+
+/** Sets the run's current details from its state. */
+export function showDetails(state: RefundRunState, standing: Standing = 'RUNNING'): void {
+  setCurrentDetails(currentDetails(state, standing));
+}
+
+/** A request refused before anything ran has no state: its details are why. */
+export function showRejectedDetails(reason: string): void {
+  setCurrentDetails(maskEmails(`**rejected**: ${reason}\n\n**Next action:** none: nothing was done`));
+}
