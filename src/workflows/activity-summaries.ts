@@ -38,12 +38,19 @@ const SUMMARIES: Summaries = {
   sweepUnknown: (i) => `ask up to ${i.maxRuns} parked runs whose refund is unknown to reconcile`,
 };
 
+/**
+ * The server caps a summary at 400 bytes once encoded (limit.userMetadataSummarySize); the codec's envelope takes
+ * about 110 of them. Past this many characters a summary is cut, so that long ids never make a command too large.
+ */
+export const SUMMARY_MAX_CHARS = 180;
+
 /** The summary of one call of the activity `name` with `args`; undefined for an activity this table does not know. */
 export function activitySummary(name: string, args: unknown[]): string | undefined {
   const summarize = SUMMARIES[name as keyof Summaries] as ((input: unknown) => string) | undefined;
   if (!summarize) return undefined;
   try {
-    return maskEmails(summarize(args[0]));
+    const text = maskEmails(summarize(args[0]));
+    return text.length <= SUMMARY_MAX_CHARS ? text : `${text.slice(0, SUMMARY_MAX_CHARS - 1)}…`;
   } catch {
     // An input of an unexpected shape (a test's, an older caller's) is not worth failing a workflow task for.
     return undefined;

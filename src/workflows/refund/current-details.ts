@@ -43,7 +43,11 @@ export function currentDetails(state: RefundRunState, standing: Standing): strin
 
 /** Sets the run's current details from its state. */
 export function showDetails(state: RefundRunState, standing: Standing = 'RUNNING'): void {
-  setCurrentDetails(currentDetails(state, standing));
+  try {
+    setCurrentDetails(currentDetails(state, standing));
+  } catch {
+    // What the page says is never worth failing (or, at the start, rejecting) a run for: it keeps the last details.
+  }
 }
 
 /** A request refused before anything ran has no state: its details are why. */
