@@ -143,6 +143,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       `invalid environment: ${e.WORKER_DEPLOYMENT_NAME ? 'WORKER_DEPLOYMENT_NAME' : 'WORKER_BUILD_ID'}: set WORKER_VERSIONING=on with it (without it the worker is unversioned, and the setting would do nothing)`,
     );
   }
+  if (e.WORKER_VERSIONING === 'on' && !e.WORKER_BUILD_ID && !e.WORKFLOW_BUNDLE) {
+    // Bundled at start, the code (so its hash) would depend on the host's checkout or lib/ and its directory:
+    // two hosts of one build could poll as two versions, and the pools of the one promoted would go unserved.
+    throw new Error(
+      'invalid environment: WORKER_VERSIONING: a versioned worker needs its build fixed: set WORKFLOW_BUNDLE to the bundle `npm run build` made (its hash is the build id) or WORKER_BUILD_ID',
+    );
+  }
   const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',

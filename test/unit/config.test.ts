@@ -100,7 +100,11 @@ test('worker versioning is off unless WORKER_VERSIONING=on; on, the build id is 
     /WORKER_DEPLOYMENT_NAME: must be/,
   );
   const pkg = { name: 'durable-refunds', version: '1.2.3' };
-  const on = loadConfig({ WORKER_VERSIONING: 'on' }).worker.versioning!;
+  // The build must be fixed ahead: a bundle made at start could hash differently on each host.
+  expect(() => loadConfig({ WORKER_VERSIONING: 'on' })).toThrow(
+    /WORKER_VERSIONING: .*set WORKFLOW_BUNDLE .* or WORKER_BUILD_ID/,
+  );
+  const on = loadConfig({ WORKER_VERSIONING: 'on', WORKFLOW_BUNDLE: 'lib/workflow-bundle.js' }).worker.versioning!;
   const a = deploymentVersion(on, () => 'workflow code A', pkg);
   expect(a).toEqual({ deploymentName: 'durable-refunds', buildId: expect.stringMatching(/^1\.2\.3-[0-9a-f]{12}$/) });
   // Other workflow code is another build; the same code built again is the same one.
