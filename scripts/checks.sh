@@ -4,7 +4,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+tsc='' eslint=''
+# An interrupted run leaves neither check running behind it.
+trap 'kill $tsc $eslint 2>/dev/null; rm -rf "$out"' EXIT
 npx tsc --noEmit >"$out/typecheck" 2>&1 &
 tsc=$!
 npx eslint . >"$out/eslint" 2>&1 &

@@ -15,6 +15,9 @@ STRIPE_MOCK_VERSION=v0.203.0
 TOXIPROXY_VERSION=v2.12.0     # pinned: the proxy's @latest resolves to an old one
 NODE_MIN=22.12                # package.json's engines: commander 15, kysely 0.29 and better-sqlite3 13 need Node 22
 NODE_VERSION=24.22.3          # Node 24 LTS, installed when the machine's Node is older
+# The tarballs' SHA-512 as tested (npm's dist.integrity): a registry that serves other bytes is refused.
+NODE_SHA512_x64=KHsob+Fv9YerATvYujMbiyJqnRCvLtrcr/eTNqRqiOSGp97EOiRP1yP47+knGgQ/xnc3XY8xzkW587dlZzNqRA==
+NODE_SHA512_arm64=IZx0J52/1NDwAsY2iyWR9nlPIYuYviTWetjj8+ElvYQh2+XRhLfCfkbFEF/2O5vGI2hcUbyPNHV+nz342FbJXw==
 
 say() { echo "[ensure-tools] $*" >&2; }
 
@@ -109,7 +112,7 @@ node_supported() {
 }
 
 # The npm registry's node-linux-<arch> package: bin/node and include/node (the headers native builds
-# need), no npm; the machine's npm runs under it. npm pack checks the tarball against the registry's integrity.
+# need), no npm; the machine's npm runs under it. The tarball must be the one pinned above (NODE_SHA512_<arch>).
 install_node() {
   local dir=$1 arch out
   case "$(uname -m)" in x86_64) arch=x64 ;; aarch64|arm64) arch=arm64 ;; *) say "no Node package for $(uname -m)"; exit 1 ;; esac
@@ -117,8 +120,19 @@ install_node() {
     || { say "no npm to fetch Node $NODE_VERSION with: install Node $NODE_MIN or later (https://nodejs.org)"; exit 1; }
   say "Node on PATH is $(node -v 2>/dev/null || echo missing), older than $NODE_MIN: fetching node-linux-$arch@$NODE_VERSION..."
   out=$(mktemp -d "$TOOLS_DIR/.build.XXXXXX")
-  if ! (cd "$out" && npm pack --silent "node-linux-$arch@$NODE_VERSION" >/dev/null && tar -xzf node-linux-*.tgz) >&2 \
-    || ! node_supported "$out/package/bin/node"; then
+  local pinned="NODE_SHA512_$arch" got
+  if ! (cd "$out" && npm pack --silent "node-linux-$arch@$NODE_VERSION" >/dev/null) >&2; then
+    rm -rf "$out"
+    say "could not fetch node-linux-$arch@$NODE_VERSION: install Node $NODE_MIN or later and put it on PATH."
+    exit 1
+  fi
+  got=$(openssl dgst -sha512 -binary "$out"/node-linux-*.tgz | base64 -w0)
+  if [ "$got" != "${!pinned}" ]; then
+    rm -rf "$out"
+    say "node-linux-$arch@$NODE_VERSION is not the tarball this script pins (sha512-$got): refused."
+    exit 1
+  fi
+  if ! tar -xzf "$out"/node-linux-*.tgz -C "$out" >&2 || ! node_supported "$out/package/bin/node"; then
     rm -rf "$out"
     say "could not install node-linux-$arch@$NODE_VERSION: install Node $NODE_MIN or later and put it on PATH."
     exit 1
