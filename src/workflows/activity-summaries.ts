@@ -40,9 +40,9 @@ const SUMMARIES: Summaries = {
 
 /**
  * The server caps a summary at 400 bytes once encoded (limit.userMetadataSummarySize); the codec's envelope takes
- * about 110 of them. Past this many characters a summary is cut, so that long ids never make a command too large.
+ * up to about 180 of them (a 64-character key id). Past this many characters a summary is cut, so that long ids never make a command too large.
  */
-export const SUMMARY_MAX_CHARS = 180;
+export const SUMMARY_MAX_CHARS = 200;
 
 /** The summary of one call of the activity `name` with `args`; undefined for an activity this table does not know. */
 export function activitySummary(name: string, args: unknown[]): string | undefined {

@@ -21,14 +21,15 @@ afterAll(async () => {
 });
 
 /**
- * The run's User Metadata tab, as text, once it shows `wanted`: the summary, the details and the
- * current details are markdown the UI renders each in a frame of its own, so every frame is read.
+ * The run's User Metadata tab, as text, once it shows all of `wanted`: the summary, the details and the
+ * current details are markdown the UI renders each in a frame of its own, so every frame is read; the
+ * events' summaries are decoded apart, and may show a moment after the details.
  */
-async function userMetadata(page: Page, workflowId: string, wanted: RegExp): Promise<string> {
+async function userMetadata(page: Page, workflowId: string, ...wanted: RegExp[]): Promise<string> {
   await page.goto(`${h.webUiUrl}/namespaces/default/workflows/${workflowId}`);
   await page.getByText('User Metadata').click();
   let text = '';
-  for (let i = 0; i < 100 && !wanted.test(text); i++) {
+  for (let i = 0; i < 100 && !wanted.every((w) => w.test(text)); i++) {
     await page.waitForTimeout(200);
     const frames = await Promise.all(
       page.frames().map((f) =>
@@ -60,7 +61,7 @@ test('a parked run: its summary, its activities and what inspect says, on its pa
   page.on('response', (res) => {
     if (res.url().startsWith(h.codecUrl)) decodes.push(res.status());
   });
-  const parked = await userMetadata(page, workflowId, /Decide:/);
+  const parked = await userMetadata(page, workflowId, /Decide:/, /at Stripe, idempotency key/, /record refund re_/);
   // Its static summary and details, as startRefund set them.
   expect(parked).toContain(`Refund 1250 usd on order ${orderId}, operation v1`);
   expect(parked).toContain(`Order ${orderId}: refund 1250 usd (minor units), reason requested_by_customer`);
@@ -90,7 +91,7 @@ test('a parked run: its summary, its activities and what inspect says, on its pa
     args: [{ decision: 'retry-step', by: 'ops', reason: 'the competing writer is gone' }],
   });
   const result = completed(await handle.result());
-  const done = await userMetadata(page, workflowId, /Next action: none/);
+  const done = await userMetadata(page, workflowId, /Next action: none/, /email the refund notice/);
   expect(done).toMatch(/^completed: every check of the completion gate passed$/m);
   expect(done).toContain('Verdict: auto-retry is safe');
   expect(done).toContain('Next action: none: every effect is confirmed');
