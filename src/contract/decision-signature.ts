@@ -54,11 +54,16 @@ export function decisionStatement(d: SignedFields, s: Omit<Signed, 'signature'>)
 }
 
 /**
- * The parking a decision answers: when the run parked and how many decisions it has taken, so a
- * signature is good for one decision on one parking (an approval, for the proposal just taken).
+ * The parking a decision answers: the run (a reset starts another, with the same parkings replayed), when it
+ * parked and how many decisions it has taken, so a signature is good for one decision on one parking of one run
+ * (an approval, for the proposal just taken).
  */
-export function decisionAddress(state: { parked: { since: string } | null; decisions: readonly unknown[] }): string {
-  return `parked-${state.parked?.since ?? 'not-parked'}:after-${state.decisions.length}`;
+export function decisionAddress(state: {
+  runId: string;
+  parked: { since: string } | null;
+  decisions: readonly unknown[];
+}): string {
+  return `run-${state.runId}:parked-${state.parked?.since ?? 'not-parked'}:after-${state.decisions.length}`;
 }
 
 /** A short, stable name of a public key, for the audit trail: `ed25519:` and 16 hex digits of its SHA-256. */

@@ -42,6 +42,8 @@ export const MAX_RESUBMISSIONS = 3;
 
 export interface RefundRunState {
   workflowId: string;
+  /** This run of it: a reset starts another, which no decision signed for this one answers. */
+  runId: string;
   request: RefundRequest;
   status: RunStatus;
   operation: {

@@ -31,7 +31,7 @@ function desk(over: Partial<DeskView> = {}, policy = POLICY) {
     policy: () => policy,
     ...over,
   };
-  return new DecisionDesk(view, 'refund-ord_1-v1');
+  return new DecisionDesk(view, { workflowId: 'refund-ord_1-v1', runId: 'run-1' });
 }
 
 test('a decision taken holds until the run parks again: a second one is refused', () => {

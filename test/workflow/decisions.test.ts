@@ -532,9 +532,19 @@ describe('signed decisions (DECIDERS with keys, no DECISIONS_UNSIGNED)', () => {
     expect(await refusal(handle, await signed(handle, abandon, ops, { workflowId: 'refund-other-v1' }))).toMatch(
       /addressed to refund-other-v1, not to this run/,
     );
+    const runId = (await handle.query(stepsQuery)).runId;
     expect(
-      await refusal(handle, await signed(handle, abandon, ops, { answers: 'parked-2026-01-01T00:00:00.000Z:after-0' })),
-    ).toMatch(/answers parked-2026-01-01T00:00:00.000Z:after-0, but the run is now at parked-/);
+      await refusal(
+        handle,
+        await signed(handle, abandon, ops, { answers: `run-${runId}:parked-2026-01-01T00:00:00.000Z:after-0` }),
+      ),
+    ).toMatch(/answers run-.*:parked-2026-01-01T00:00:00.000Z:after-0, but the run is now at run-.*:parked-/);
+    // Signed for the same parking of another run of this workflow id (before a reset, say): refused too.
+    const current = decisionAddress(await handle.query(stepsQuery));
+    expect(current.startsWith(`run-${runId}:parked-`)).toBe(true);
+    expect(
+      await refusal(handle, await signed(handle, abandon, ops, { answers: current.replace(runId, 'an-earlier-run') })),
+    ).toMatch(/answers run-an-earlier-run:parked-.*, but the run is now at run-/);
     expect(await historyLength(handle)).toBe(before);
 
     const proposal = await signed(handle, abandon);
@@ -550,7 +560,7 @@ describe('signed decisions (DECIDERS with keys, no DECISIONS_UNSIGNED)', () => {
     // Addressed to the parking before the proposal: an approval answers the proposal just taken.
     const approve = { decision: 'approve' as const, by: 'lead', reason: 'checked the ledger' };
     expect(await refusal(handle, await signed(handle, approve, lead, { answers: tampered.signed!.answers }))).toMatch(
-      /but the run is now at parked-.*:after-1/,
+      /but the run is now at run-.*:parked-.*:after-1/,
     );
     expect(await refusal(handle, await signed(handle, { ...approve, by: 'ops-too' }, ops))).toMatch(
       new RegExp(`signed with the key that proposed abandon \\(${ops.keyId}\\); a second person's key must approve it`),

@@ -60,7 +60,7 @@ export class DecisionDesk {
 
   constructor(
     private readonly run: DeskView,
-    private readonly workflowId: string,
+    private readonly addressee: { workflowId: string; runId: string },
   ) {}
 
   get awaitingApproval(): DecisionRecord | null {
@@ -79,8 +79,9 @@ export class DecisionDesk {
     refuseReplayed(d, this.records);
     this.fits(d, policy);
     // Last: what the decision may be is said first; the signature then proves who took it, once, for this parking.
-    const address = decisionAddress({ parked: this.run.parked, decisions: this.records });
-    const keyId = checkSignature(d, policy, { workflowId: this.workflowId, address });
+    const { workflowId, runId } = this.addressee;
+    const address = decisionAddress({ runId, parked: this.run.parked, decisions: this.records });
+    const keyId = checkSignature(d, policy, { workflowId, address });
     const pending = this.pending;
     if (keyId && pending?.keyId === keyId && (d.decision === 'approve' || d.decision === 'reject'))
       throw new Error(

@@ -30,7 +30,6 @@ import { StepRunner } from './step-runner';
 import { flagForAttention, showEnded, showParked, showStarted, showStatus, showUnparked } from './visibility';
 
 const now = () => new Date().toISOString();
-
 /** A failed step's effect nobody knows: it may have happened, or what came back cannot tell. */
 const UNKNOWN_CERTAINTIES: ReadonlySet<string> = new Set<Certainty>(['may_have_executed', 'undeterminable']);
 
@@ -76,7 +75,7 @@ export class RefundRun {
   };
   /** Who may decide, read from the workers when the run parks; until then, the run's policy. */
   private workerDecisions: DecisionPolicy | undefined;
-  readonly desk = new DecisionDesk(this.deskView, this.workflowId);
+  readonly desk = new DecisionDesk(this.deskView, { workflowId: this.workflowId, runId: workflowInfo().runId });
 
   constructor(readonly request: RefundRequest) {
     this.ctx = { request, operationId: '' };
@@ -98,6 +97,7 @@ export class RefundRun {
   view(): RefundRunState {
     return redact({
       workflowId: this.workflowId,
+      runId: workflowInfo().runId,
       request: this.request,
       status: this.status,
       operation: this.operation.identity,
