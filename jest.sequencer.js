@@ -5,17 +5,18 @@
 const Sequencer = require('@jest/test-sequencer').default;
 
 const WEIGHTS = {
-  'integration/worker-kills.test.ts': 100,
-  'integration/provider-lifecycle.test.ts': 86,
-  'e2e/demo.test.ts': 84,
-  'integration/decisions.test.ts': 65,
-  'integration/inspect.test.ts': 61,
-  'integration/walkthrough.test.ts': 58,
-  'e2e/production-install.test.ts': 45,
-  'integration/schedules.test.ts': 40,
-  'integration/bulkheads.test.ts': 33,
-  'e2e/web-ui.test.ts': 35,
-  'integration/malformed-messages.test.ts': 26,
+  'e2e/demo.test.ts': 95,
+  'integration/worker-kills.test.ts': 91,
+  'integration/decisions.test.ts': 64,
+  'integration/walkthrough.test.ts': 64,
+  'integration/inspect.test.ts': 56,
+  'integration/schedules.test.ts': 52,
+  'e2e/production-install.test.ts': 51,
+  'integration/provider-lifecycle.test.ts': 36,
+  'integration/bulkheads.test.ts': 36,
+  'integration/malformed-messages.test.ts': 31,
+  'e2e/web-ui.test.ts': 28,
+  'integration/rollout.test.ts': 20,
 };
 
 const weight = (test) => {
