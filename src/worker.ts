@@ -224,16 +224,19 @@ export async function runWorker(): Promise<void> {
   const drain = new Drain(logger, shutdownGraceMs(config.worker.shutdownGraceMs, deps.settings.policy));
   drain.listen();
   let workers: readonly Worker[] = [];
-  const health = config.worker.health
+  // The probe's own connection, without the SDK's retries: one try within its deadline, and no retry left
+  // pending to fire on a closed channel at shutdown.
+  const probe = config.worker.health && (await Connection.connect({ ...config.temporal.connection, interceptors: [] }));
+  const health = probe
     ? await startHealthServer(
         workerReadiness({
           draining: drain.check,
-          temporal: visibility,
+          temporal: probe,
           workers: () => workers,
           store: deps.store,
           keyring,
         }),
-        config.worker.health,
+        config.worker.health!,
       ).catch((err: unknown) => {
         throw new Error(
           `HEALTH_ADDRESS ${config.worker.health!.host}:${config.worker.health!.port}: cannot listen (${(err as Error).message})`,
@@ -320,6 +323,7 @@ export async function runWorker(): Promise<void> {
     });
     await drain.phase('store closed', () => deps.close());
     await health?.close();
+    await probe?.close();
   }
 }
 

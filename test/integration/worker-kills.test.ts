@@ -241,8 +241,9 @@ test('readiness: 200 while Temporal serves, every pool polls and the store answe
     workflowBundle: h.workflowBundle,
     dataConverter: h.dataConverter,
   });
-  // Temporal through the harness's proxy, so that the case can take it away.
-  const temporal = await Connection.connect({ address: h.proxies!.temporal.listen });
+  // Temporal through the harness's proxy, so that the case can take it away; without retries, as the worker's probe
+  // (a retry left pending fired on the closed channel after the case: seen once in a fresh-clone run).
+  const temporal = await Connection.connect({ address: h.proxies!.temporal.listen, interceptors: [] });
   const checks = workerReadiness({
     draining: () => 'not draining',
     temporal,
