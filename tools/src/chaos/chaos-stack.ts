@@ -72,7 +72,11 @@ export interface ChaosStack {
   close(): Promise<void>;
 }
 
-async function startTemporal(dir: string, inMemory: boolean): Promise<{ address: string; child: ChildProcess }> {
+async function startTemporal(
+  dir: string,
+  inMemory: boolean,
+  tries = 3,
+): Promise<{ address: string; child: ChildProcess }> {
   const [port, uiPort] = [await freePort(), await freePort()];
   const args = devServerArgs({
     port,
@@ -81,10 +85,14 @@ async function startTemporal(dir: string, inMemory: boolean): Promise<{ address:
     logLevel: 'error',
     dbFile: inMemory ? undefined : path.join(dir, 'temporal.db'),
   });
-  const child = spawn(findTool('temporal'), args, { stdio: 'ignore' });
+  const child = spawn(findTool('temporal'), args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
   for (const end = Date.now() + 60_000; !(await portOpen(port)); await new Promise((r) => setTimeout(r, 200))) {
+    // A free port taken by another process before the server bound it (seen once): again, on other ports.
+    if (child.exitCode !== null && tries > 1) return startTemporal(dir, inMemory, tries - 1);
     if (child.exitCode !== null || Date.now() > end)
-      throw new Error(`the Temporal dev server did not start on 127.0.0.1:${port}`);
+      throw new Error(`the Temporal dev server did not start on 127.0.0.1:${port}: ${stderr.trim() || 'no output'}`);
   }
   return { address: `127.0.0.1:${port}`, child };
 }
