@@ -4,14 +4,14 @@
 import { WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { newKeyPair, signDecision } from '../../src/cli/decider-keys';
-import type { DecisionInput, RefundRunState } from '../../src/contract';
+import type { DecisionInput } from '../../src/contract';
 import { decisionAddress, decisionUpdate, stepsQuery } from '../../src/contract';
 import type { DecisionPolicy } from '../../src/reliability/policy';
-import { decidersOf, verdict, type InspectedRun } from '../../src/reliability/verdict';
+import { decidersOf, verdict } from '../../src/reliability/verdict';
 import type { refundWorkflow } from '../../src/workflows';
 import { completed, stopped, TEST_POLICY } from '../helpers/runs';
 import { callNames, failure, type Override, type World } from './fake-activities';
-import { startWorkflowTier, type WorkflowTier } from './tier';
+import { asInspected, startWorkflowTier, type WorkflowTier } from './tier';
 
 let t: WorkflowTier;
 beforeAll(async () => {
@@ -40,18 +40,6 @@ async function idleHistoryLength(handle: Handle): Promise<number> {
   throw new Error(`${handle.workflowId} did not go idle`);
 }
 const historyLength = async (handle: Handle) => (await handle.fetchHistory()).events?.length ?? 0;
-
-/** A parked run as `inspect` reads it: Running, its state by the steps Query, no evidence contradicting it. */
-const asInspected = (state: RefundRunState): InspectedRun => ({
-  execution: 'RUNNING',
-  state,
-  result: null,
-  failure: null,
-  inferences: [],
-  parkedVerdict: null,
-  orderId: state.request.orderId,
-  version: 1,
-});
 
 /** The provider cannot be read at the completion gate until `gate.up()`: the refund, the order and the email are done before it parks. */
 function gateDown() {

@@ -9,7 +9,7 @@ import { decideCommand, decisionUpdate, stepsQuery } from '../../src/contract';
 import { verdict } from '../../src/reliability/verdict';
 import { completed, stopped } from '../helpers/runs';
 import { callNames, failure, type Override } from './fake-activities';
-import { startWorkflowTier, type WorkflowTier } from './tier';
+import { asInspected, startWorkflowTier, type WorkflowTier } from './tier';
 
 let t: WorkflowTier;
 beforeAll(async () => {
@@ -173,16 +173,7 @@ test("the current details follow the run: parked with inspect's verdict and deci
   const { state } = await stopped(handle);
   const parked = await currentDetails(handle);
   // What inspect says of a parked run with no evidence against it: the run's own verdict, drawn by the same function.
-  const inspected = verdict({
-    execution: 'RUNNING',
-    state,
-    result: null,
-    failure: null,
-    inferences: [],
-    parkedVerdict: null,
-    orderId: state.request.orderId,
-    version: 1,
-  });
+  const inspected = verdict(asInspected(state));
   expect(parked.split('\n\n')).toEqual([
     `**needs_attention** at completion_gate: ${state.outcome!.reason}`,
     `**Verdict:** ${inspected.verdict}`,

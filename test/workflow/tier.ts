@@ -8,7 +8,9 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import type { RefundActivities } from '../../src/activities';
 import { refundDataConverter } from '../../src/codec/data-converter';
+import type { RefundRunState } from '../../src/contract';
 import type { RefundRequestInput } from '../../src/domain/refund-request';
+import type { InspectedRun } from '../../src/reliability/verdict';
 import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
 import type { refundWorkflow } from '../../src/workflows';
 import { recordHistory, testEnvironment } from '../helpers/temporal';
@@ -35,6 +37,18 @@ export const request = (orderId: string, amount = 1250): RefundRequestInput => (
   amount,
   currency: 'usd',
   requestedBy: 'test',
+});
+
+/** A parked run as `inspect` reads it: Running, its state by the steps Query, no evidence contradicting it. */
+export const asInspected = (state: RefundRunState): InspectedRun => ({
+  execution: 'RUNNING',
+  state,
+  result: null,
+  failure: null,
+  inferences: [],
+  parkedVerdict: null,
+  orderId: state.request.orderId,
+  version: 1,
 });
 
 export async function startWorkflowTier(): Promise<WorkflowTier> {

@@ -73,9 +73,9 @@ export function showEnded(run: Shown, status: string, step: string | null, effec
 
 /** A run that ended with work left for a person (cancelled mid-saga) is still among the runs that need one. */
 export function flagForAttention(run: Shown, effect: string): void {
-  const { status } = run.view();
+  const state = run.view();
   // Left needing a person: by a cancellation (it says needs_attention), or stopped when an approval expired.
-  showDetails(run.view(), status === 'needs_attention' ? 'CANCELED' : 'COMPLETED');
+  showDetails(state, state.status === 'needs_attention' ? 'CANCELED' : 'COMPLETED');
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.effect, value: effect },
     { key: SEARCH_ATTRIBUTES.verdict, value: 'stop and hand to a person' },
