@@ -3,11 +3,14 @@
 // the 1.0 baseline (no deployment has runs of older code), one per way a refund run ends or waits:
 // completed, rejected, compensated, parked then decided, reconciled after a lost answer, still unknown
 // (parked), awaited a webhook, approval expired; and a follow-up that compensated a refund the provider
-// failed after its run completed. Recordings are written decoded (through the codec server). From 1.0
+// failed after its run completed; and a batch occurrence that started refunds, recorded with the code before the
+// Web UI's summaries (c00160b: its child starts carry none, and replay against today's code, which sets them).
+// Recordings are written decoded (through the codec server). From 1.0
 // on, a change to workflow logic is guarded with patched() and keeps these recordings replaying; add a
 // recording for a new way a run ends (docs/reliability.md, "Versioning"):
 //   RECORD_HISTORY=1 npx jest test/integration/<file>.test.ts -t '<case>' --maxWorkers=1
-// (refund-approval-expired comes from the workflow tier: test/workflow/decisions.test.ts)
+// (refund-approval-expired comes from the workflow tier: test/workflow/decisions.test.ts; batch-started from
+// test/integration/schedules.test.ts)
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { Worker, type ReplayWorkerOptions } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
@@ -24,8 +27,9 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover every way a refund run ends or waits, and a compensating follow-up', () => {
+test('the recordings cover every way a refund run ends or waits, a compensating follow-up, and a batch occurrence', () => {
   expect(recorded.map((r) => r.file)).toEqual([
+    'batch-started.json',
     'follow-up-compensated.json',
     'refund-approval-expired.json',
     'refund-awaited-webhook.json',
@@ -40,7 +44,7 @@ test('the recordings cover every way a refund run ends or waits, and a compensat
   const types = recorded.map(
     ({ history }) => history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name,
   );
-  expect(new Set(types)).toEqual(new Set(['refundWorkflow', 'followUpWorkflow']));
+  expect(new Set(types)).toEqual(new Set(['refundWorkflow', 'followUpWorkflow', 'batchRefundsWorkflow']));
 });
 
 test('every recorded history replays against the current workflow code', async () => {

@@ -213,6 +213,7 @@ test('a batch occurrence starts each queued refund once; re-run, it starts and r
   await triggerSchedule(client(), id);
   const [occurrence] = await occurrences(id, 1);
   const first = await result<BatchResult>(occurrence!.workflowId);
+  await h.recordHistory(occurrence!.workflowId, 'batch-started');
   expect(first.started.sort()).toEqual([a!, b!, c!].map((o) => `refund-${o.id}-v1`).sort());
   expect(first.notStarted).toEqual([
     {
