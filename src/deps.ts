@@ -1,10 +1,12 @@
 // The real clients the activities are built from, opened from config and closed together.
 import type { Client } from '@temporalio/client';
+import type { MetricMeter } from '@temporalio/common';
 import type Stripe from 'stripe';
 import { createActivities, SMTP_DEADLINE_MARGIN_MS, type RefundActivities } from './activities';
 import { createMailTransport } from './activities/mail-transport';
 import { createStripeClient } from './activities/payments';
 import type { Config } from './config';
+import { storeMetrics } from './observability/metrics';
 import type { RecoveryPolicy } from './reliability/policy';
 import { loadPolicy } from './reliability/policy-file';
 import type { RunSettings } from './contract';
@@ -55,9 +57,11 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
   };
 }
 
-export async function openDeps(config: Config, temporal?: Client): Promise<Deps> {
+/** `meter`: where the store's statements and commits are counted (the worker's, when it exports metrics). */
+export async function openDeps(config: Config, temporal?: Client, meter?: MetricMeter): Promise<Deps> {
   const settings = runSettings(config);
-  const store = await openStore(config.databaseUrl, { faults: config.faultInjection });
+  const observer = meter && storeMetrics(meter);
+  const store = await openStore(config.databaseUrl, { faults: config.faultInjection, observer });
   const mail = createMailTransport(config.mail.smtpUrl, config.mail.smtp);
   const stripe = createStripeClient({ ...config.stripe, requestTimeoutMs: config.stripe.requestTimeoutMs });
   return {

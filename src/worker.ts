@@ -220,7 +220,9 @@ export async function runWorker(): Promise<void> {
     dataConverter,
     interceptors: { workflow: tracing.clientInterceptors },
   });
-  const deps = await openDeps(config, temporal);
+  // Counted only where they are exported: the runtime's meter is no free no-op.
+  const exported = config.metrics.prometheusAddress || config.metrics.otlpUrl;
+  const deps = await openDeps(config, temporal, exported ? Runtime.instance().metricMeter : undefined);
   const drain = new Drain(logger, shutdownGraceMs(config.worker.shutdownGraceMs, deps.settings.policy));
   drain.listen();
   let workers: readonly Worker[] = [];

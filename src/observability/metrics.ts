@@ -6,6 +6,7 @@ import type { MetricMeter, MetricTags } from '@temporalio/common';
 import type { Boundary, Certainty, FailureCode } from '../reliability/taxonomy';
 import type { BreakerState } from '../reliability/circuit-breaker';
 import type { Verdict } from '../reliability/verdict';
+import type { StoreObserver } from '../store/database';
 
 type Kind = 'counter' | 'gauge';
 interface MetricSpec {
@@ -66,6 +67,18 @@ export const METRICS = {
     labels: [],
     help: 'batch occurrences that took fewer queued refunds than asked, a task queue being over ADMISSION_MAX_BACKLOG (or its backlog unreadable)',
   },
+  storeStatements: {
+    name: 'refunds_store_statements_total',
+    kind: 'counter',
+    labels: ['kind'],
+    help: 'SQL statements sent to the store, by kind: select, insert, update, delete, begin, commit, rollback, other',
+  },
+  storeCommits: {
+    name: 'refunds_store_commits_total',
+    kind: 'counter',
+    labels: [],
+    help: 'store commits: transactions committed, and writes run outside one (each its own synced commit)',
+  },
 } as const satisfies Record<string, MetricSpec>;
 
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
@@ -105,3 +118,10 @@ export function refundMetrics(meter: MetricMeter) {
 }
 
 export type RefundMetrics = ReturnType<typeof refundMetrics>;
+
+/** The store's statements and commits, on the worker's meter: its two counters made once, not per statement. */
+export function storeMetrics(meter: MetricMeter): StoreObserver {
+  const statements = meter.createCounter(METRICS.storeStatements.name, '', METRICS.storeStatements.help);
+  const commits = meter.createCounter(METRICS.storeCommits.name, '', METRICS.storeCommits.help);
+  return { statement: (kind) => statements.add(1, { kind }), commit: () => commits.add(1) };
+}

@@ -3,7 +3,15 @@
 // are serializable on both: SQLite is by nature, PostgreSQL runs SERIALIZABLE and retries a
 // transaction it had to abort for a concurrent one, so a store call behaves the same on either.
 import BetterSqlite3 from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, sql, type RawBuilder, type SqliteDatabase } from 'kysely';
+import {
+  Kysely,
+  PostgresDialect,
+  SqliteDialect,
+  sql,
+  type LogEvent,
+  type RawBuilder,
+  type SqliteDatabase,
+} from 'kysely';
 import pg from 'pg';
 import { VersionConflictError } from './errors';
 
@@ -17,6 +25,26 @@ export interface Queryable {
   /** Runs a write; returns how many rows it changed. */
   run(query: RawBuilder<unknown>): Promise<number>;
 }
+
+/** What the store sends, counted where it is sent (the worker's metrics, the bench): each statement by kind, each commit. */
+export interface StoreObserver {
+  statement(kind: StatementKind): void;
+  /** A transaction committed, or a write ran outside one (its own commit, synced alike). */
+  commit(): void;
+}
+
+const STATEMENT_KINDS = ['select', 'insert', 'update', 'delete', 'begin', 'commit', 'rollback'] as const;
+export type StatementKind = (typeof STATEMENT_KINDS)[number] | 'other';
+
+/** A statement's kind, by its first keyword. */
+export function statementKind(text: string): StatementKind {
+  const word = /^\s*([a-z]+)/i.exec(text)?.[1]?.toLowerCase();
+  return (STATEMENT_KINDS as readonly string[]).includes(word ?? '') ? (word as StatementKind) : 'other';
+}
+
+/** Kysely's log hook, counting each statement a connection executes (BEGIN and COMMIT too); none without an observer. */
+const counting = (observer: StoreObserver | undefined) =>
+  observer && ((event: LogEvent) => observer.statement(statementKind(event.query.sql)));
 
 export interface TransactionOptions {
   /**
@@ -83,6 +111,7 @@ class KyselyDatabase extends Runner implements Database {
     dialect: Dialect,
     readonly kysely: Kysely<unknown>,
     private readonly lock?: Lock,
+    private readonly observer?: StoreObserver,
   ) {
     super(dialect, kysely);
   }
@@ -95,8 +124,10 @@ class KyselyDatabase extends Runner implements Database {
     return this.turn(() => super.all(query));
   }
 
-  override run(query: RawBuilder<unknown>): Promise<number> {
-    return this.turn(() => super.run(query));
+  override async run(query: RawBuilder<unknown>): Promise<number> {
+    const changed = await this.turn(() => super.run(query));
+    this.observer?.commit();
+    return changed;
   }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
@@ -145,6 +176,7 @@ class KyselyDatabase extends Runner implements Database {
       try {
         const result = await fn(new Runner(this.dialect, connection));
         await sql.raw('COMMIT').execute(connection);
+        this.observer?.commit();
         return result;
       } catch (err) {
         await sql
@@ -165,6 +197,7 @@ export interface SqliteOptions {
    * that waits for one of them blocks the thread it needs.
    */
   asAnotherProcess?: boolean;
+  observer?: StoreObserver;
 }
 
 export function openSqlite(filename: string, options: SqliteOptions = {}): Database {
@@ -177,11 +210,15 @@ export function openSqlite(filename: string, options: SqliteOptions = {}): Datab
   db.pragma('synchronous = FULL');
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   db.pragma('foreign_keys = ON');
-  const kysely = new Kysely<unknown>({ dialect: new SqliteDialect({ database: preparedOnce(db) }) });
-  if (filename === ':memory:' || options.asAnotherProcess) return new KyselyDatabase('sqlite', kysely);
+  const kysely = new Kysely<unknown>({
+    dialect: new SqliteDialect({ database: preparedOnce(db) }),
+    log: counting(options.observer),
+  });
+  if (filename === ':memory:' || options.asAnotherProcess)
+    return new KyselyDatabase('sqlite', kysely, undefined, options.observer);
   let lock = fileLocks.get(filename);
   if (!lock) fileLocks.set(filename, (lock = new Lock()));
-  return new KyselyDatabase('sqlite', kysely, lock);
+  return new KyselyDatabase('sqlite', kysely, lock, options.observer);
 }
 
 /** Statements kept per connection at most; past it they are prepared afresh. */
@@ -214,6 +251,7 @@ export interface PostgresOptions {
   lockTimeoutMs?: number;
   /** How long opening a connection may take before the store gives up on the server. */
   connectTimeoutMs?: number;
+  observer?: StoreObserver;
 }
 
 // BIGINT (int8) and COUNT(*) come back as strings from pg; every number this store keeps is a safe integer.
@@ -248,7 +286,8 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
       { cause: err },
     );
   }
-  return new KyselyDatabase('postgres', new Kysely({ dialect: new PostgresDialect({ pool }) }));
+  const kysely = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }), log: counting(options.observer) });
+  return new KyselyDatabase('postgres', kysely, undefined, options.observer);
 }
 
 /** The SQLSTATE of an error the PostgreSQL server raised, if it is one. */

@@ -1,13 +1,13 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { openPostgres, openSqlite, redactUrl, type Database } from './database';
+import { openPostgres, openSqlite, redactUrl, type Database, type StoreObserver } from './database';
 import { migrate } from './migrations';
 import { SqlOrderStore, type OrderStoreOptions } from './order-store';
 
 export * from './types';
 export * from './errors';
 export { SqlOrderStore, type OrderStoreOptions } from './order-store';
-export { pgCode, sqliteCode, type Dialect } from './database';
+export { pgCode, sqliteCode, type Dialect, type StoreObserver, type StatementKind } from './database';
 
 const ACCEPTED_FORMS =
   '"sqlite:/absolute/path.db", "sqlite:relative/path.db", "sqlite::memory:" or "postgres://user:password@host:5432/database"';
@@ -19,6 +19,8 @@ export interface OpenStoreOptions extends Pick<OrderStoreOptions, 'beforeOrderWr
   poolSize?: number;
   /** SQLite: this store's connection behaves as another process's would (see openSqlite); for tests of competing writers. */
   asAnotherProcess?: boolean;
+  /** Counts the statements and commits of the store's own connection (not the faults' second one). */
+  observer?: StoreObserver;
 }
 
 /**
@@ -41,8 +43,10 @@ export async function openStore(databaseUrl: string, options: OpenStoreOptions =
 /** How to open a connection to the database the URL names (the store's own, or a second one for faults). */
 function connector(databaseUrl: string, options: OpenStoreOptions): (asAnotherProcess: boolean) => Promise<Database> {
   const lockTimeoutMs = options.busyTimeoutMs;
+  const observed = (asAnotherProcess: boolean) => (asAnotherProcess ? undefined : options.observer);
   if (/^postgres(ql)?:\/\//i.test(databaseUrl)) {
-    return () => openPostgres(databaseUrl, { lockTimeoutMs, poolSize: options.poolSize });
+    return (asAnotherProcess) =>
+      openPostgres(databaseUrl, { lockTimeoutMs, poolSize: options.poolSize, observer: observed(asAnotherProcess) });
   }
   if (!databaseUrl.startsWith('sqlite:')) {
     throw new Error(`unsupported DATABASE_URL "${redactUrl(databaseUrl)}": expected ${ACCEPTED_FORMS}`);
@@ -51,7 +55,7 @@ function connector(databaseUrl: string, options: OpenStoreOptions): (asAnotherPr
   if (location === ':memory:') {
     if (options.faults)
       throw new Error('store faults need a database file: an in-memory database has no second connection');
-    return async () => openSqlite(':memory:', { busyTimeoutMs: lockTimeoutMs });
+    return async () => openSqlite(':memory:', { busyTimeoutMs: lockTimeoutMs, observer: options.observer });
   }
   // "sqlite://host/..." would be read as a path starting with "//", which is never what was meant.
   if (location === '' || location.startsWith('//')) {
@@ -59,5 +63,6 @@ function connector(databaseUrl: string, options: OpenStoreOptions): (asAnotherPr
   }
   const file = path.resolve(location);
   fs.mkdirSync(path.dirname(file), { recursive: true });
-  return async (asAnotherProcess) => openSqlite(file, { busyTimeoutMs: lockTimeoutMs, asAnotherProcess });
+  return async (asAnotherProcess) =>
+    openSqlite(file, { busyTimeoutMs: lockTimeoutMs, asAnotherProcess, observer: observed(asAnotherProcess) });
 }

@@ -226,6 +226,13 @@ describe('metrics', () => {
     expect(delta(METRICS.providerRequests.name, { boundary: 'smtp', outcome: 'ok' })).toBe(1);
     expect(delta(METRICS.handOvers.name, { outcome: 'sent' })).toBe(1);
     expect(delta(METRICS.parked.name)).toBe(0);
+    // The store's work for the run: its reads, writes and commits (each transaction's BEGIN and COMMIT among them).
+    expect(delta(METRICS.storeStatements.name, { kind: 'select' })).toBeGreaterThan(0);
+    expect(delta(METRICS.storeStatements.name, { kind: 'insert' })).toBeGreaterThan(0);
+    expect(delta(METRICS.storeStatements.name, { kind: 'commit' })).toBeGreaterThan(0);
+    expect(delta(METRICS.storeCommits.name)).toBeGreaterThanOrEqual(
+      delta(METRICS.storeStatements.name, { kind: 'commit' }),
+    );
     expect(total(after, METRICS.breaker.name, { breaker: 'stripe:create_refund' })).toBe(0);
     // The SDK's own, under their temporal_ names: the run's workflow and its activities on this worker's queues.
     expect(total(after, 'temporal_workflow_completed', { task_queue: taskQueue })).toBeGreaterThanOrEqual(1);

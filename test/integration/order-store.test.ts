@@ -53,6 +53,26 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     for (const s of opened) await s.close();
   });
 
+  it('counts what it sends: every statement by kind, BEGIN and COMMIT too, and each commit', async () => {
+    const statements: string[] = [];
+    let commits = 0;
+    const counted = await open({ observer: { statement: (kind) => statements.push(kind), commit: () => commits++ } });
+    const migrating = statements.length;
+    statements.length = 0;
+    commits = 0;
+    await counted.seedOrder(order('counted-1'));
+    expect(statements[0]).toBe('begin');
+    expect(statements.at(-1)).toBe('commit');
+    expect(statements).toContain('insert');
+    expect(commits).toBe(statements.filter((k) => k === 'commit').length);
+    const afterSeed = statements.length;
+    await counted.getOrder('counted-1');
+    expect(statements.slice(afterSeed).every((k) => k === 'select' || k === 'begin' || k === 'commit')).toBe(true);
+    expect(statements.length).toBeGreaterThan(afterSeed);
+    // Opening counted too: the migrator's check of the schema.
+    expect(migrating).toBeGreaterThan(0);
+  });
+
   describe('seedOrder', () => {
     it('inserts once and returns the same order for an identical seed', async () => {
       const first = await store.seedOrder(order('seed-1'));

@@ -2,7 +2,8 @@
 // shipped policy makes while it waits for a provider.
 import { temporal } from '@temporalio/proto';
 import { historySize, percentiles } from '../../tools/src/bench/measure';
-import { machineCpuMsPerRun } from '../../tools/src/bench/matrix';
+import { machineCpuMsPerRun, storeCountsIn } from '../../tools/src/bench/matrix';
+import { statementKind } from '../../src/store/database';
 import { BARE_SHAPE_MIN_EVENTS, minimumEvents } from '../../tools/src/bench/report';
 import type { CellResult } from '../../tools/src/bench/matrix';
 import { shippedPolls } from '../../tools/src/bench/scale';
@@ -49,4 +50,26 @@ test("a run's CPU on the machine is its worker's plus Temporal's, the proxy's an
     stackCpuMsPerRun: { temporal: 30, toxiproxy: 4, benchProcess: 8 },
   } as CellResult;
   expect(machineCpuMsPerRun(cell)).toBe(92);
+});
+
+test("a worker's store counts are read from its /metrics, every series of each counter summed", () => {
+  const exposition = [
+    '# HELP refunds_store_statements_total SQL statements sent to the store',
+    '# TYPE refunds_store_statements_total counter',
+    'refunds_store_statements_total{kind="select",service_name="temporal-core-sdk"} 12',
+    'refunds_store_statements_total{kind="commit",service_name="temporal-core-sdk"} 4',
+    'refunds_store_statements_total_other 99',
+    'refunds_store_commits_total{service_name="temporal-core-sdk"} 5',
+    'refunds_store_commits_total 1',
+  ].join('\n');
+  expect(storeCountsIn(exposition)).toEqual({ statements: 16, commits: 6 });
+  expect(storeCountsIn('')).toEqual({ statements: 0, commits: 0 });
+});
+
+test('a statement is counted by its first keyword, anything else as other', () => {
+  expect(statementKind('select * from orders')).toBe('select');
+  expect(statementKind('  INSERT INTO t VALUES (1)')).toBe('insert');
+  expect(statementKind('BEGIN IMMEDIATE')).toBe('begin');
+  expect(statementKind('with x as (select 1) select * from x')).toBe('other');
+  expect(statementKind('')).toBe('other');
 });

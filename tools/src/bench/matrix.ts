@@ -13,6 +13,8 @@ import { startRefund } from '../../../src/client/refunds';
 import { seedPaidOrder } from '../../../src/client/seed';
 import { PROJECT_ROOT } from '../../../src/config';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
+import { freePort } from '../stack/processes';
+import { METRICS } from '../../../src/observability/metrics';
 import type { ChaosStack } from '../chaos/chaos-stack';
 import { TASK_QUEUE, type RefundWorkflow } from '../../../src/contract';
 import type { BareRefundInput } from './activities';
@@ -82,6 +84,8 @@ export interface CellResult {
   /** Faults that fired, counted by the servers (and the kills we made). */
   injected: { lostAnswers: number; rateLimits: number; resets: number; smtpTransient: number; workerKills: number };
   worker: { cpuMs: number; cpuMsPerRun: number; peakRssBytes: number };
+  /** What the variant's worker sent its store per run, as its own metrics counted it (refunds_store_*_total). */
+  store: { statementsPerRun: number; commitsPerRun: number };
   /**
    * CPU time per run of the rest of the stack while the variant's segments ran: the Temporal dev
    * server, Toxiproxy, and the bench's own process (its Temporal client, the Stripe and SMTP
@@ -106,27 +110,68 @@ function stackCpu(stack: ChaosStack) {
   };
 }
 
-/** One variant's worker process, replaced when killed, with the CPU time of every process it had. */
+export interface StoreCounts {
+  statements: number;
+  commits: number;
+}
+
+/** The store counters a worker's /metrics shows so far, every series of each summed. */
+export function storeCountsIn(exposition: string): StoreCounts {
+  const sum = (name: string) =>
+    exposition
+      .split('\n')
+      .filter((line) => line.startsWith(`${name} `) || line.startsWith(`${name}{`))
+      .reduce((total, line) => total + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
+  return { statements: sum(METRICS.storeStatements.name), commits: sum(METRICS.storeCommits.name) };
+}
+
+/** A worker process and where it serves its metrics. */
+interface MeteredWorker {
+  proc: WorkerProcess;
+  metricsUrl: string;
+}
+
+/** Starts a worker process that serves its metrics on a port of its own (every variant alike: the same exporter's cost). */
+async function startMetered(env: NodeJS.ProcessEnv, script?: string): Promise<MeteredWorker> {
+  const address = `127.0.0.1:${await freePort()}`;
+  const proc = await startWorkerProcess({ ...env, METRICS_PROMETHEUS_ADDRESS: address }, 60_000, script);
+  return { proc, metricsUrl: `http://${address}/metrics` };
+}
+
+/** One variant's worker process, replaced when killed, with the CPU time and store counts of every process it had. */
 class VariantWorker {
   private deadCpuMs = 0;
+  private deadStore: StoreCounts = { statements: 0, commits: 0 };
   peakRssBytes = 0;
   constructor(
-    private proc: WorkerProcess,
-    private readonly restart: () => Promise<WorkerProcess>,
+    private current: MeteredWorker,
+    private readonly restart: () => Promise<MeteredWorker>,
   ) {}
+  private get proc(): WorkerProcess {
+    return this.current.proc;
+  }
+  /** The store's statements and commits of this variant's workers so far (a killed one's as read just before). */
+  async storeCounts(): Promise<StoreCounts> {
+    const now = storeCountsIn(await (await fetch(this.current.metricsUrl)).text());
+    return {
+      statements: this.deadStore.statements + now.statements,
+      commits: this.deadStore.commits + now.commits,
+    };
+  }
   cpuMs(): number {
     const s = sampleProcess(this.proc.pid);
     if (s) this.peakRssBytes = Math.max(this.peakRssBytes, s.peakRssBytes);
     return this.deadCpuMs + (s?.cpuMs ?? 0);
   }
   async kill(): Promise<void> {
+    this.deadStore = await this.storeCounts();
     const s = sampleProcess(this.proc.pid);
     await this.proc.kill();
     if (s) {
       this.deadCpuMs += s.cpuMs;
       this.peakRssBytes = Math.max(this.peakRssBytes, s.peakRssBytes);
     }
-    this.proc = await this.restart();
+    this.current = await this.restart();
   }
   async stop(): Promise<void> {
     this.cpuMs();
@@ -158,9 +203,9 @@ export async function startVariantWorkers(
   const bundle = path.join(stack.dir, 'bench-workflows.js');
   fs.writeFileSync(bundle, await bundleBenchWorkflows());
   const script = path.join(PROJECT_ROOT, 'tools', 'src', 'bench', 'worker.ts');
-  const project = () => startWorkerProcess(stack.env);
+  const project = () => startMetered(stack.env);
   const plain = (queue: string) => () =>
-    startWorkerProcess({ ...stack.env, BENCH_TASK_QUEUE: queue, BENCH_WORKFLOW_BUNDLE: bundle }, 60_000, script);
+    startMetered({ ...stack.env, BENCH_TASK_QUEUE: queue, BENCH_WORKFLOW_BUNDLE: bundle }, script);
   const starts = { bare: plain(BENCH_QUEUES.bare), project, naive: plain(BENCH_QUEUES.naive) };
   const workers = {} as Record<Variant, VariantWorker>;
   for (const v of VARIANTS) workers[v] = new VariantWorker(await starts[v](), starts[v]);
@@ -451,6 +496,7 @@ export async function runMatrix(
             records: [] as RunRecord[],
             durationMs: 0,
             cpuMs: 0,
+            store: { statements: 0, commits: 0 },
             stackCpuMs: { temporal: 0, toxiproxy: 0, benchProcess: 0 },
             injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 },
           },
@@ -461,6 +507,7 @@ export async function runMatrix(
           records: RunRecord[];
           durationMs: number;
           cpuMs: number;
+          store: StoreCounts;
           stackCpuMs: CellResult['stackCpuMsPerRun'];
           injected: CellResult['injected'];
         }
@@ -474,6 +521,7 @@ export async function runMatrix(
           const slice = orders[v].slice(round * perRound, (round + 1) * perRound);
           if (!slice.length) continue;
           const cpuBefore = workers.workers[v].cpuMs();
+          const storeBefore = await workers.workers[v].storeCounts();
           const stackBefore = stackCpu(stack);
           const seg = await runSegment(
             stack,
@@ -489,6 +537,9 @@ export async function runMatrix(
           await sleep(200);
           const a = acc[v];
           a.cpuMs += workers.workers[v].cpuMs() - cpuBefore;
+          const storeAfter = await workers.workers[v].storeCounts();
+          a.store.statements += storeAfter.statements - storeBefore.statements;
+          a.store.commits += storeAfter.commits - storeBefore.commits;
           const stackAfter = stackCpu(stack);
           for (const k of Object.keys(a.stackCpuMs) as (keyof CellResult['stackCpuMsPerRun'])[])
             a.stackCpuMs[k] += stackAfter[k] - stackBefore[k];
@@ -533,6 +584,10 @@ export async function runMatrix(
             cpuMs: a.cpuMs,
             cpuMsPerRun: a.cpuMs / a.records.length,
             peakRssBytes: workers.workers[v].peakRssBytes,
+          },
+          store: {
+            statementsPerRun: a.store.statements / a.records.length,
+            commitsPerRun: a.store.commits / a.records.length,
           },
           stackCpuMsPerRun: {
             temporal: a.stackCpuMs.temporal / a.records.length,

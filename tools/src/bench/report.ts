@@ -11,7 +11,21 @@ export const BARE_SHAPE_MIN_EVENTS = minimumEvents(3);
 /** Temporal's default limit on a workflow's history events (the server terminates a run past it). */
 export const HISTORY_EVENT_LIMIT = 51_200;
 
-export const TARGETS = { throughput: 0.85, p50: 1.2, eventsOverBareMinimum: 1.3 } as const;
+/**
+ * What the safety may cost against bare, without faults (issue 26). At concurrency 1 the throughput and p50 targets
+ * are the figures before the cuts (docs/bench/report.md at 6a8a5c2): no worse than 0.93× and 1.00×.
+ */
+export const TARGETS = {
+  throughput: 0.8,
+  p50: 1.3,
+  atOne: { throughput: 0.93, p50: 1.0 },
+  workerCpu: 1.5,
+  machineCpu: 1.25,
+  bytesOverBare: 2,
+  eventsOverBareMinimum: 1.25,
+  statementsPerRun: 30,
+  commitsPerRun: 10,
+} as const;
 
 const f = (n: number, digits = 1) => (Number.isFinite(n) ? n.toFixed(digits) : 'n/a');
 const mb = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
@@ -35,6 +49,7 @@ function cellRows(cells: CellResult[]): (string | number)[][] {
     c.wrongOrders,
     f(c.worker.cpuMsPerRun),
     mb(c.worker.peakRssBytes),
+    `${f(c.store.statementsPerRun)} / ${f(c.store.commitsPerRun)}`,
     `${f(c.stackCpuMsPerRun.temporal)} / ${f(c.stackCpuMsPerRun.toxiproxy)} / ${f(c.stackCpuMsPerRun.benchProcess)}`,
     f(machineCpuMsPerRun(c)),
   ]);
@@ -54,6 +69,7 @@ const CELL_HEAD = [
   'wrong orders',
   'worker CPU ms/run',
   'worker peak RSS',
+  'store statements / commits per run',
   'Temporal / proxy / bench process CPU ms/run',
   'all CPU ms/run',
 ];
@@ -141,31 +157,55 @@ export function renderReport(r: BenchReport): string {
   out.push('## Project against bare');
   out.push('');
   out.push(
-    `Targets without faults: throughput at least ${TARGETS.throughput}×, p50 at most ${TARGETS.p50}×, events at most ${TARGETS.eventsOverBareMinimum}× the bare shape's minimum (${BARE_SHAPE_MIN_EVENTS}).`,
+    `Targets without faults: throughput at least ${TARGETS.throughput}× and p50 at most ${TARGETS.p50}× at concurrency 10 and 50 (at 1: at least ${TARGETS.atOne.throughput}× and at most ${TARGETS.atOne.p50}×, the figures before the cuts); worker CPU at most ${TARGETS.workerCpu}×, every process together at most ${TARGETS.machineCpu}×; history bytes at most ${TARGETS.bytesOverBare}× bare's, events at most ${TARGETS.eventsOverBareMinimum}× the bare shape's minimum (${BARE_SHAPE_MIN_EVENTS}); at most ${TARGETS.statementsPerRun} store statements and ${TARGETS.commitsPerRun} commits per run. With faults: no duplicate refund or email, every run completed or parked with a verdict.`,
   );
   out.push('');
   out.push(
-    `CPU × is the project's CPU time per run over bare's: its worker alone, and every process together (worker, Temporal, proxy, the bench process with the Stripe and SMTP servers). Once the machine's ${r.machine.cpus} cores are busy, throughput × falls towards 1 / (CPU × of every process).`,
+    `CPU × is the project's CPU time per run over bare's: its worker alone, and every process together (worker, Temporal, proxy, the bench process with the Stripe and SMTP servers). Once the machine's ${r.machine.cpus} cores are busy, throughput × falls towards 1 / (CPU × of every process). Store statements count every SQL statement the worker sent (BEGIN and COMMIT among them), commits every transaction committed and every write outside one, as the worker's own metrics counted them (\`refunds_store_statements_total\`, \`refunds_store_commits_total\`).`,
   );
   out.push('');
   out.push(
     table(
-      ['faults', 'conc.', 'throughput ×', 'p50 ×', 'events ×bare', 'events ×bare minimum', 'worker CPU ×', 'all CPU ×'],
+      [
+        'faults',
+        'conc.',
+        'throughput ×',
+        'p50 ×',
+        'events ×bare minimum',
+        'bytes ×bare',
+        'worker CPU ×',
+        'all CPU ×',
+        'statements / run',
+        'commits / run',
+        'dup. refunds / emails',
+        'completed or parked',
+      ],
       r.ratios.map((x) => {
-        const project = r.cells.find(
-          (c) => c.variant === 'project' && c.faults === x.faults && c.concurrency === x.concurrency,
-        )!;
-        const mark = (ok: boolean) => (x.faults === 'none' ? (ok ? ' ✓' : ' ✗') : '');
+        const cell = (v: string) =>
+          r.cells.find((c) => c.variant === v && c.faults === x.faults && c.concurrency === x.concurrency)!;
+        const [project, bare] = [cell('project'), cell('bare')];
+        const none = x.faults === 'none';
+        const mark = (ok: boolean, always = false) => (none || always ? (ok ? ' ✓' : ' ✗') : '');
+        const [tp, p50] =
+          x.concurrency === 1 ? [TARGETS.atOne.throughput, TARGETS.atOne.p50] : [TARGETS.throughput, TARGETS.p50];
         const overMin = project.history.eventsPerRun / BARE_SHAPE_MIN_EVENTS;
+        const bytes = project.history.bytesPerRun / bare.history.bytesPerRun;
+        const parked = Object.entries(project.other).filter(([how]) => how.startsWith('parked'));
+        const settled = project.completed + parked.reduce((n, [, count]) => n + count, 0);
         return [
           x.faults,
           x.concurrency,
-          f(x.throughput, 2) + mark(x.throughput >= TARGETS.throughput),
-          f(x.p50, 2) + mark(x.p50 <= TARGETS.p50),
-          f(x.events, 2),
+          f(x.throughput, 2) + mark(x.throughput >= tp),
+          f(x.p50, 2) + mark(x.p50 <= p50),
           f(overMin, 2) + mark(overMin <= TARGETS.eventsOverBareMinimum),
-          f(x.workerCpu, 2),
-          f(x.machineCpu, 2),
+          f(bytes, 2) + mark(bytes <= TARGETS.bytesOverBare),
+          f(x.workerCpu, 2) + mark(x.workerCpu <= TARGETS.workerCpu),
+          f(x.machineCpu, 2) + mark(x.machineCpu <= TARGETS.machineCpu),
+          f(project.store.statementsPerRun) + mark(project.store.statementsPerRun <= TARGETS.statementsPerRun),
+          f(project.store.commitsPerRun) + mark(project.store.commitsPerRun <= TARGETS.commitsPerRun),
+          `${project.duplicates.refunds} / ${project.duplicates.emails}` +
+            mark(project.duplicates.refunds + project.duplicates.emails === 0, true),
+          `${settled}/${project.runs}` + mark(settled === project.runs, true),
         ];
       }),
     ),

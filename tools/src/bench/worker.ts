@@ -1,7 +1,8 @@
 // A worker for the benchmark's bare and naive workflows, as its own process (so that its CPU and
 // memory are its own, and it can be SIGKILLed): `BENCH_TASK_QUEUE`, the refund workers'
-// Temporal, Stripe, SMTP and database settings, and `BENCH_WORKFLOW_BUNDLE`.
-import { NativeConnection, Worker } from '@temporalio/worker';
+// Temporal, Stripe, SMTP and database settings, `BENCH_WORKFLOW_BUNDLE` and `METRICS_PROMETHEUS_ADDRESS`.
+import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import { storeMetrics } from '../../../src/observability/metrics';
 import { createMailTransport } from '../../../src/activities/mail-transport';
 import { createStripeClient } from '../../../src/activities/payments';
 import { openStore } from '../../../src/store';
@@ -14,7 +15,11 @@ async function main(): Promise<void> {
       throw new Error(`${name} is not set`);
     })();
   const taskQueue = env('BENCH_TASK_QUEUE');
-  const store = await openStore(env('DATABASE_URL'));
+  // Metrics exported as the refund worker exports them (METRICS_PROMETHEUS_ADDRESS), the store's counters among them.
+  const bindAddress = process.env.METRICS_PROMETHEUS_ADDRESS;
+  if (bindAddress) Runtime.install({ telemetryOptions: { metrics: { prometheus: { bindAddress } } } });
+  const observer = bindAddress ? storeMetrics(Runtime.instance().metricMeter) : undefined;
+  const store = await openStore(env('DATABASE_URL'), { observer });
   const mail = createMailTransport(env('SMTP_URL'));
   const stripe = createStripeClient({
     secretKey: env('STRIPE_SECRET_KEY'),
