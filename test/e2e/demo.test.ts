@@ -78,84 +78,88 @@ async function expectDecodedInWebUi(workflowId: string) {
   }
 }
 
-test('the demo refunds once however often it runs, across restarts, and stop stops what it started', async () => {
-  expect(await allClosed()).toBe(true);
-
-  const first = await npm('demo');
-  await expectDecodedInWebUi(field(first.stdout, 'workflow id')!);
-  expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
-  expect(await allClosed()).toBe(true);
-  // Everything comes back from the files under DATA_DIR: the run, the provider's and the mailbox's state.
-  const second = await npm('demo');
-  const third = await npm('demo');
-  const workflowId = field(first.stdout, 'workflow id');
-  const refundId = field(first.stdout, 'refund id');
-  const messageId = field(first.stdout, 'message id');
-  expect(workflowId).toBe('refund-demo-order-1-v1');
-  // A local stack: its decisions go unsigned, and it says so (docs/production.md, "Signed decisions").
-  expect(first.stdout).toMatch(/\[stack\] starting a worker \(DECISIONS_UNSIGNED=allow: unsigned decisions accepted/);
-  expect(refundId).toMatch(/^re_/);
-  expect(field(first.stdout, 'order status')).toBe('partially_refunded');
-  expect(field(second.stdout, 'refund id')).toBe(refundId);
-  expect(field(third.stdout, 'refund id')).toBe(refundId);
-  expect(third.stdout).toMatch(/1 refund\(s\) on pi_\w+ in the Stripe server's ledger; 1 message\(s\)/);
-
-  const ledger = (await (await fetch(`http://127.0.0.1:${ports.stripe}/_ledger`)).json()) as {
-    effects: { type: string }[];
-  };
-  expect(ledger.effects.filter((e) => e.type === 'refund.created')).toHaveLength(1);
-  const mail = (await (
-    await fetch(`http://127.0.0.1:${ports.mailbox}/messages?message_id=${encodeURIComponent(messageId!)}`)
-  ).json()) as {
-    messages: unknown[];
-  };
-  expect(mail.messages).toHaveLength(1);
-
-  const shown = await run(findTool('temporal'), [
-    'workflow',
-    'show',
-    '--workflow-id',
-    workflowId!,
-    '--address',
-    env.TEMPORAL_ADDRESS,
-  ]);
-  expect(shown.stdout).toMatch(/WorkflowExecutionCompleted/);
-  const ui = (await (
-    await fetch(`http://127.0.0.1:${ports.ui}/api/v1/namespaces/default/workflows/${workflowId}`)
-  ).json()) as {
-    workflowExecutionInfo: { status: string };
-  };
-  expect(ui.workflowExecutionInfo.status).toBe('WORKFLOW_EXECUTION_STATUS_COMPLETED');
-  expect(first.stdout).toContain(`workflow show --workflow-id ${workflowId}`);
-
-  expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
-  expect(await allClosed()).toBe(true);
-  expect((await npm('stop')).stdout).toMatch(/nothing of this stack was running/);
-});
-
-test('npm run dev runs the worker in the foreground, quietly; demo uses it instead of starting another, and stop stops it', async () => {
+/** `npm run dev` in the foreground: its output so far, and its exit. */
+function startDev() {
   const dev = spawn('npm', ['run', '--silent', 'dev'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   dev.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
   dev.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => dev.once('exit', resolve));
-  try {
-    for (let i = 0; i < 600 && !/worker polling task queue/.test(out); i++)
-      await new Promise((r) => setTimeout(r, 200));
-    expect(out).toMatch(/worker polling task queue refunds/);
-    expect(out).toMatch(/^Decisions +unsigned ones accepted \(DECISIONS_UNSIGNED=allow: local development only\)$/m);
-    expect(out).not.toMatch(/webpack|asset workflow-bundle|modules by path/i);
+  return { dev, output: () => out, exited };
+}
 
-    const demo = await npm('demo');
-    expect(demo.stdout).not.toMatch(/starting a worker/);
-    expect(field(demo.stdout, 'refund id')).toMatch(/^re_/);
+// One stack start fewer than a case per command: after the first demo is stopped, `npm run dev` brings the stack
+// back from its files, and the next demos run on its worker.
+test('the demo refunds once however often it runs, across restarts; npm run dev runs the worker in the foreground, quietly, demo uses it, and stop stops what either started', async () => {
+  expect(await allClosed()).toBe(true);
+
+  const first = await npm('demo');
+  // A local stack: its decisions go unsigned, and it says so (docs/production.md, "Signed decisions").
+  expect(first.stdout).toMatch(/\[stack\] starting a worker \(DECISIONS_UNSIGNED=allow: unsigned decisions accepted/);
+  await expectDecodedInWebUi(field(first.stdout, 'workflow id')!);
+  expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
+  expect(await allClosed()).toBe(true);
+
+  // Everything comes back from the files under DATA_DIR: the run, the provider's and the mailbox's state.
+  const { dev, output, exited } = startDev();
+  try {
+    for (let i = 0; i < 600 && !/worker polling task queue/.test(output()); i++)
+      await new Promise((r) => setTimeout(r, 200));
+    expect(output()).toMatch(/worker polling task queue refunds/);
+    expect(output()).toMatch(
+      /^Decisions +unsigned ones accepted \(DECISIONS_UNSIGNED=allow: local development only\)$/m,
+    );
+    expect(output()).not.toMatch(/webpack|asset workflow-bundle|modules by path/i);
+
+    const second = await npm('demo');
+    expect(second.stdout).not.toMatch(/starting a worker/);
+    const third = await npm('demo');
+    const workflowId = field(first.stdout, 'workflow id');
+    const refundId = field(first.stdout, 'refund id');
+    const messageId = field(first.stdout, 'message id');
+    expect(workflowId).toBe('refund-demo-order-1-v1');
+    expect(refundId).toMatch(/^re_/);
+    expect(field(first.stdout, 'order status')).toBe('partially_refunded');
+    expect(field(second.stdout, 'refund id')).toBe(refundId);
+    expect(field(third.stdout, 'refund id')).toBe(refundId);
+    expect(third.stdout).toMatch(/1 refund\(s\) on pi_\w+ in the Stripe server's ledger; 1 message\(s\)/);
 
     const again = await run('npm', ['run', '--silent', 'dev'], { cwd: root, env }).catch((e: { stderr: string }) => e);
     expect((again as { stderr: string }).stderr).toMatch(/a worker of this stack is already running/);
+
+    const ledger = (await (await fetch(`http://127.0.0.1:${ports.stripe}/_ledger`)).json()) as {
+      effects: { type: string }[];
+    };
+    expect(ledger.effects.filter((e) => e.type === 'refund.created')).toHaveLength(1);
+    const mail = (await (
+      await fetch(`http://127.0.0.1:${ports.mailbox}/messages?message_id=${encodeURIComponent(messageId!)}`)
+    ).json()) as {
+      messages: unknown[];
+    };
+    expect(mail.messages).toHaveLength(1);
+
+    const shown = await run(findTool('temporal'), [
+      'workflow',
+      'show',
+      '--workflow-id',
+      workflowId!,
+      '--address',
+      env.TEMPORAL_ADDRESS,
+    ]);
+    expect(shown.stdout).toMatch(/WorkflowExecutionCompleted/);
+    const ui = (await (
+      await fetch(`http://127.0.0.1:${ports.ui}/api/v1/namespaces/default/workflows/${workflowId}`)
+    ).json()) as {
+      workflowExecutionInfo: { status: string };
+    };
+    expect(ui.workflowExecutionInfo.status).toBe('WORKFLOW_EXECUTION_STATUS_COMPLETED');
+    expect(first.stdout).toContain(`workflow show --workflow-id ${workflowId}`);
 
     expect((await npm('stop')).stdout).toMatch(/stopped: worker, servers, temporal/);
     await expect(exited).resolves.toBeDefined();
   } finally {
     if (dev.exitCode === null) dev.kill('SIGKILL');
   }
+  expect(await allClosed()).toBe(true);
+  expect((await npm('stop')).stdout).toMatch(/nothing of this stack was running/);
 });
