@@ -17,7 +17,7 @@ import {
   type FailureDetails,
 } from '../reliability/taxonomy';
 import { refundMetrics } from '../observability/metrics';
-import type { AttemptRecord, OperationLog } from '../store/types';
+import type { AttemptEnd, AttemptRecord, BegunAttempt, OperationLog } from '../store/types';
 import { inAttemptScope, type AttemptScope } from './attempt-scope';
 
 /** An error an activity has already classified. Converted to an ApplicationFailure by runAttempt, never thrown past it. */
@@ -76,9 +76,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
     const metrics = refundMetrics(metricMeter);
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
     const started = now();
-    const ledgerId = await bestEffort(() =>
-      deps.log.beginAttempt({ ...call, workflowId, runId, attempt: info.attempt }),
-    );
+    const begun = await bestEffort(() => deps.log.beginAttempt({ ...call, workflowId, runId, attempt: info.attempt }));
     const scope: AttemptScope = { startedAtMs: started, requests: [], providerRequestId: null };
     const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
     let admitted = false;
@@ -92,7 +90,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
         // (It used to end the step as UNKNOWN_OUTCOME at once: the run reconciled, resubmitted into the same
         // open breaker without waiting, and after three refused resubmissions, none sent, parked.)
         const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
-        const open = earlier.find((a) => a.id !== ledgerId && mayHaveTakenEffect(a));
+        const open = earlier.find((a) => a.id !== begun?.id && mayHaveTakenEffect(a));
         if (open) {
           throw new Classified(
             'CAPACITY',
@@ -123,7 +121,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
         transportRequests: scope.requests.length,
         providerRequestId: scope.providerRequestId,
       });
-      await finish(ledgerId, {
+      const ledger = await finish(call, begun, runId, info.attempt, {
         transportRequests: scope.requests.length,
         outcome: 'ok',
         certainty: 'completed',
@@ -132,7 +130,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
         nextDelayMs: null,
         providerRequestId: scope.providerRequestId,
       });
-      return { ...value, evidence: { attempt: info.attempt, ledger: await ledger(call.key, runId) } };
+      return { ...value, evidence: { attempt: info.attempt, ledger } };
     } catch (err) {
       const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
       if (admitted) {
@@ -158,7 +156,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
         nextDelayMs: decision.nextDelayMs,
         providerRequestId,
       });
-      await finish(ledgerId, {
+      const ledger = await finish(call, begun, runId, info.attempt, {
         transportRequests: scope.requests.length,
         outcome: decision.code,
         certainty: c.certainty,
@@ -179,7 +177,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
         nextDelayMs: decision.nextDelayMs,
         providerRequestId,
         provider: redact(c.extra.provider ?? {}),
-        ledger: await ledger(call.key, runId),
+        ledger,
       };
       throw ApplicationFailure.create({
         type: decision.code,
@@ -221,12 +219,22 @@ export function createAttemptRunner(deps: AttemptDeps) {
     return { code: c.code, reason: c.reason, nextDelayMs: delay, message: undefined };
   }
 
-  async function finish(id: number | undefined, end: Parameters<OperationLog['finishAttempt']>[1]): Promise<void> {
-    if (id !== undefined) await bestEffort(() => deps.log.finishAttempt(id, end));
-  }
-
-  async function ledger(key: string, runId: string): Promise<AttemptSummary[]> {
-    const rows = (await bestEffort(() => deps.log.attempts(key, runId))) ?? [];
+  /**
+   * Records how the attempt ended, and returns the step's ledger in this run: this attempt alone when the store
+   * found no other row of the step as it wrote the end (what a read right after would return, known without one),
+   * else every row as read back.
+   */
+  async function finish(
+    call: StepCall,
+    begun: BegunAttempt | undefined,
+    runId: string,
+    attempt: number,
+    end: AttemptEnd,
+  ): Promise<AttemptSummary[]> {
+    const finished = begun && (await bestEffort(() => deps.log.finishAttempt(begun.id, end)));
+    if (begun && finished?.alone)
+      return [{ attempt, startedAt: begun.startedAt, finishedAt: finished.finishedAt, ...end }];
+    const rows = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
     return rows.map(summary);
   }
 }

@@ -37,13 +37,12 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
 
   /** The receipt of an earlier send of the email; undefined when this attempt now holds its hand-over. Throws why not. */
   const claimHandOver = async (
-    request: Parameters<OrderStore['claimNotification']>[0],
+    request: Parameters<OrderStore['claimHandOver']>[0],
     approval: ResendApproval,
     ctx: MailFacts,
   ): Promise<NotificationReceipt | undefined> => {
-    const claimed = await claim(store, request);
     // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
-    const ours = claimed.status === 'pending' && (await store.markNotificationSending(request.key));
+    const { claimed, ours } = await claim(store, request);
     if (!ours) {
       const current = (await store.getNotification(request.key)) ?? claimed;
       if (current.status === 'sent')
@@ -73,7 +72,7 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
         }
       }
       if (current.status === 'pending') {
-        // Another attempt held the entry and was refused by the server between our two reads: a retry sends cleanly.
+        // Another attempt held the entry and was refused by the server (released it) between our claim and this read: a retry sends cleanly.
         throw new Classified(
           'STATE_CONFLICT',
           'not_executed',
@@ -111,9 +110,12 @@ function sendInProgress(facts: FailureDetails['provider'], what: string): Classi
   );
 }
 
-async function claim(store: OrderStore, entry: Parameters<OrderStore['claimNotification']>[0]): Promise<OutboxEntry> {
+async function claim(
+  store: OrderStore,
+  entry: Parameters<OrderStore['claimHandOver']>[0],
+): Promise<{ claimed: OutboxEntry; ours: boolean }> {
   try {
-    return await store.claimNotification(entry);
+    return await store.claimHandOver(entry);
   } catch (err) {
     if (err instanceof IntentConflictError) {
       throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {

@@ -42,6 +42,8 @@ export function statementKind(text: string): StatementKind {
   return (STATEMENT_KINDS as readonly string[]).includes(word ?? '') ? (word as StatementKind) : 'other';
 }
 
+const WRITES: ReadonlySet<StatementKind> = new Set(['insert', 'update', 'delete']);
+
 /** Kysely's log hook, counting each statement a connection executes (BEGIN and COMMIT too); none without an observer. */
 const counting = (observer: StoreObserver | undefined) =>
   observer && ((event: LogEvent) => observer.statement(statementKind(event.query.sql)));
@@ -116,18 +118,22 @@ class KyselyDatabase extends Runner implements Database {
     super(dialect, kysely);
   }
 
-  override one<T>(query: RawBuilder<T>): Promise<T | undefined> {
-    return this.turn(() => super.one(query));
+  override async one<T>(query: RawBuilder<T>): Promise<T | undefined> {
+    return this.counted(query, await this.turn(() => super.one(query)));
   }
 
-  override all<T>(query: RawBuilder<T>): Promise<T[]> {
-    return this.turn(() => super.all(query));
+  override async all<T>(query: RawBuilder<T>): Promise<T[]> {
+    return this.counted(query, await this.turn(() => super.all(query)));
   }
 
   override async run(query: RawBuilder<unknown>): Promise<number> {
-    const changed = await this.turn(() => super.run(query));
-    this.observer?.commit();
-    return changed;
+    return this.counted(query, await this.turn(() => super.run(query)));
+  }
+
+  /** A write outside a transaction (an INSERT … RETURNING read with `one` among them) is a commit of its own. */
+  private counted<R>(query: RawBuilder<unknown>, result: R): R {
+    if (this.observer && WRITES.has(statementKind(query.compile(this.kysely).sql))) this.observer.commit();
+    return result;
   }
 
   async transaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions = {}): Promise<T> {

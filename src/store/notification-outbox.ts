@@ -8,6 +8,7 @@ import type { DeliveryConfirmation, NewOutboxEntry, OrderStore, OutboxEntry } fr
 
 type OutboxMethods =
   | 'claimNotification'
+  | 'claimHandOver'
   | 'markNotificationSending'
   | 'takeOverNotification'
   | 'releaseNotification'
@@ -55,41 +56,57 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
   ) {}
 
   async claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry> {
+    return this.db.transaction((tx) => this.claimIn(tx, entry));
+  }
+
+  async claimHandOver(entry: NewOutboxEntry): Promise<{ claimed: OutboxEntry; ours: boolean }> {
     return this.db.transaction(async (tx) => {
-      const existing = await outboxRow(tx, entry.key);
-      if (existing) {
-        const problems = differences(toOutboxEntry(existing), { ...toOutboxEntry(existing), ...entry }, [
-          'orderId',
-          'kind',
-          'recipient',
-          'subject',
-          'messageId',
-        ]);
-        if (problems.length > 0) {
-          throw new IntentConflictError(
-            `notification ${entry.key} was already claimed with different content (${problems.join('; ')})`,
-          );
-        }
-        await tx.run(sql`UPDATE notification_outbox SET attempts = attempts + 1 WHERE key = ${entry.key}`);
-      } else {
-        await tx.run(sql`
-          INSERT INTO notification_outbox (key, order_id, kind, recipient, subject, message_id, status, attempts, created_at)
-          VALUES (${entry.key}, ${entry.orderId}, ${entry.kind}, ${entry.recipient}, ${entry.subject}, ${entry.messageId}, 'pending', 1, ${await this.stamp(tx)})`);
-      }
-      return requireOutbox(tx, entry.key);
+      const claimed = await this.claimIn(tx, entry);
+      return { claimed, ours: claimed.status === 'pending' && (await this.takeSending(tx, entry.key)) };
     });
+  }
+
+  private async claimIn(tx: Queryable, entry: NewOutboxEntry): Promise<OutboxEntry> {
+    const existing = await outboxRow(tx, entry.key);
+    if (existing) {
+      const problems = differences(toOutboxEntry(existing), { ...toOutboxEntry(existing), ...entry }, [
+        'orderId',
+        'kind',
+        'recipient',
+        'subject',
+        'messageId',
+      ]);
+      if (problems.length > 0) {
+        throw new IntentConflictError(
+          `notification ${entry.key} was already claimed with different content (${problems.join('; ')})`,
+        );
+      }
+      const row = await tx.one(
+        sql<OutboxRow>`UPDATE notification_outbox SET attempts = attempts + 1 WHERE key = ${entry.key} RETURNING *`,
+      );
+      return toOutboxEntry(row!);
+    }
+    const row = await tx.one(sql<OutboxRow>`
+      INSERT INTO notification_outbox (key, order_id, kind, recipient, subject, message_id, status, attempts, created_at)
+      VALUES (${entry.key}, ${entry.orderId}, ${entry.kind}, ${entry.recipient}, ${entry.subject}, ${entry.messageId}, 'pending', 1, ${await this.stamp(tx)})
+      RETURNING *`);
+    return toOutboxEntry(row!);
   }
 
   async markNotificationSending(key: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
-      await requireOutbox(tx, key);
-      // The conditional update is the lock: of two attempts racing here, exactly one changes the row.
-      return (
-        (await tx.run(
-          sql`UPDATE notification_outbox SET status = 'sending', sending_since = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'pending'`,
-        )) === 1
-      );
+      const ours = await this.takeSending(tx, key);
+      if (!ours) await requireOutbox(tx, key);
+      return ours;
     });
+  }
+
+  /** pending → sending, stamped: the conditional update is the lock, of two attempts racing here exactly one changes the row. */
+  private async takeSending(tx: Queryable, key: string): Promise<boolean> {
+    const changed = await tx.run(
+      sql`UPDATE notification_outbox SET status = 'sending', sending_since = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'pending'`,
+    );
+    return changed === 1;
   }
 
   async takeOverNotification(
@@ -133,11 +150,11 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return this.db.transaction(async (tx) => {
       // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
       // A pending entry is taken too: the acceptance is proof enough, whatever the row said.
-      const changes = await tx.run(
-        sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${providerResponse}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND status IN ('pending', 'sending')`,
+      const sent = await tx.one(
+        sql<OutboxRow>`UPDATE notification_outbox SET status = 'sent', provider_response = ${providerResponse}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND status IN ('pending', 'sending') RETURNING *`,
       );
-      const entry = await requireOutbox(tx, key);
-      if (changes === 1 && audit) {
+      const entry = sent ? toOutboxEntry(sent) : await requireOutbox(tx, key);
+      if (sent && audit) {
         await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', {
           key,
           kind: entry.kind,

@@ -5,6 +5,8 @@ import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
 import type {
   AttemptEnd,
+  BegunAttempt,
+  FinishedAttempt,
   AttemptRecord,
   AuditEntry,
   NewAttempt,
@@ -115,6 +117,12 @@ const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
 /** Sent, and not proven absent since, with no receipt: its request may still be out, or may have taken effect. */
 const IN_FLIGHT = sql`(status IN ('intent', 'unknown', 'rejected') AND requests_sent > COALESCE(proven_absent_through, 0))`;
 
+/** The order's operation with the highest version above `version` in the scope: alone, or as a subquery. */
+const laterVersionQuery = (orderId: string, scope: string, version: number) =>
+  sql<{
+    operation_id: string;
+  }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`;
+
 export class SqlOperationLog implements OperationLog {
   constructor(
     private readonly db: Database,
@@ -141,14 +149,15 @@ export class SqlOperationLog implements OperationLog {
         );
       }
       const at = this.now();
-      await tx.run(sql`
+      const row = await tx.one(sql<OperationRow>`
         INSERT INTO operations (operation_id, order_id, operation_version, scope, request_hash, request_json, status, created_at, created_by, updated_at)
-        VALUES (${op.operationId}, ${op.orderId}, ${op.operationVersion}, ${op.scope}, ${op.requestHash}, ${JSON.stringify(op.request)}, 'intent', ${at}, ${op.actor}, ${at})`);
+        VALUES (${op.operationId}, ${op.orderId}, ${op.operationVersion}, ${op.scope}, ${op.requestHash}, ${JSON.stringify(op.request)}, 'intent', ${at}, ${op.actor}, ${at})
+        RETURNING *`);
       await this.insertAudit(tx, op.operationId, op.actor, 'intent_committed', {
         requestHash: op.requestHash,
         request: op.request,
       });
-      return { record: toOperation((await this.row(tx, op.operationId))!), created: true };
+      return { record: toOperation(row!), created: true };
     });
   }
 
@@ -175,19 +184,18 @@ export class SqlOperationLog implements OperationLog {
     return this.db.transaction(async (tx) => {
       const current = await this.row(tx, operationId);
       if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
-      const later = await this.laterVersion(tx, current.order_id, current.scope, current.operation_version);
+      // The order's other operations that forbid this send, in one read: a later version, or one with a request out.
+      const { later, other } = (await tx.one(sql<{ later: string | null; other: string | null }>`
+        SELECT
+          (${laterVersionQuery(current.order_id, current.scope, current.operation_version)}) AS later,
+          (SELECT operation_id FROM operations WHERE order_id = ${current.order_id} AND operation_id != ${operationId} AND ${IN_FLIGHT} LIMIT 1) AS other`))!;
       if (later)
         throw new LaterVersionError(
           `order ${current.order_id} has a later operation, ${later}: ${operationId} is never sent after it`,
         );
-      const other = await tx.one(
-        sql<{
-          operation_id: string;
-        }>`SELECT operation_id FROM operations WHERE order_id = ${current.order_id} AND operation_id != ${operationId} AND ${IN_FLIGHT} LIMIT 1`,
-      );
       if (other) {
         throw new OperationInFlightError(
-          `operation ${other.operation_id} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`,
+          `operation ${other} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`,
         );
       }
       const stamp = await this.clock(tx);
@@ -198,12 +206,13 @@ export class SqlOperationLog implements OperationLog {
         current.off_the_wire_by === null ? 0 : Date.parse(current.off_the_wire_by),
       );
       // A refused operation asked again becomes an intent again: from here on its send counts like any other.
-      await tx.run(sql`
+      const row = await tx.one(sql<OperationRow>`
         UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ${at}), last_sent_at = ${at}, requests_sent = requests_sent + 1,
           off_the_wire_by = ${new Date(bound).toISOString()}, status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
-        WHERE operation_id = ${operationId}`);
+        WHERE operation_id = ${operationId}
+        RETURNING *`);
       await this.insertAudit(tx, operationId, actor, 'refund_request_sent', {});
-      return toOperation((await this.row(tx, operationId))!);
+      return toOperation(row!);
     });
   }
 
@@ -219,14 +228,16 @@ export class SqlOperationLog implements OperationLog {
       if (!current) throw new Error(`no operation ${operationId}`);
       const sentSince = update.ifRequestsSent !== undefined && current.requests_sent !== update.ifRequestsSent;
       const applied = REACHABLE_FROM[update.status].includes(current.status) && !sentSince;
+      let row = current;
       if (applied) {
         const refund = update.refund ? JSON.stringify(update.refund) : null;
         const absence = update.absenceConfirmedAt ?? null;
-        await tx.run(sql`
+        row = (await tx.one(sql<OperationRow>`
           UPDATE operations SET status = ${update.status}, refund_json = COALESCE(${refund}, refund_json), reason = ${update.reason ?? null},
             absence_confirmed_at = COALESCE(${absence}, absence_confirmed_at),
             proven_absent_through = ${absence === null ? sql`proven_absent_through` : sql`requests_sent`}, updated_at = ${this.now()}
-          WHERE operation_id = ${operationId}`);
+          WHERE operation_id = ${operationId}
+          RETURNING *`))!;
       }
       const outcome = applied
         ? {}
@@ -237,22 +248,29 @@ export class SqlOperationLog implements OperationLog {
         ...detail,
         ...outcome,
       });
-      return { record: toOperation((await this.row(tx, operationId))!), applied };
+      // The audit entry leaves the operation's row as it was written (or found) above.
+      return { record: toOperation(row), applied };
     });
   }
 
-  async beginAttempt(a: NewAttempt): Promise<number> {
+  async beginAttempt(a: NewAttempt): Promise<BegunAttempt> {
+    const startedAt = this.now();
     const row = await this.db.one(sql<{ id: number }>`
       INSERT INTO attempts (key, step, operation_id, workflow_id, run_id, attempt, started_at)
-      VALUES (${a.key}, ${a.step}, ${a.operationId}, ${a.workflowId}, ${a.runId}, ${a.attempt}, ${this.now()}) RETURNING id`);
-    return Number(row!.id);
+      VALUES (${a.key}, ${a.step}, ${a.operationId}, ${a.workflowId}, ${a.runId}, ${a.attempt}, ${startedAt}) RETURNING id`);
+    return { id: Number(row!.id), startedAt };
   }
 
-  async finishAttempt(id: number, end: AttemptEnd): Promise<void> {
-    await this.db.run(sql`
-      UPDATE attempts SET finished_at = ${this.now()}, transport_requests = ${end.transportRequests}, outcome = ${end.outcome}, certainty = ${end.certainty},
+  async finishAttempt(id: number, end: AttemptEnd): Promise<FinishedAttempt | undefined> {
+    const finishedAt = this.now();
+    // Whether the step has other rows in this run, read by the update itself (PostgreSQL: rows committed before it;
+    // SQLite sees its own row too, hence the id): most steps have none, and their ledger is known without a read.
+    const row = await this.db.one(sql<{ others: number }>`
+      UPDATE attempts SET finished_at = ${finishedAt}, transport_requests = ${end.transportRequests}, outcome = ${end.outcome}, certainty = ${end.certainty},
         reason = ${end.reason}, retry_after_ms = ${end.retryAfterMs}, next_delay_ms = ${end.nextDelayMs}, provider_request_id = ${end.providerRequestId}
-      WHERE id = ${id}`);
+      WHERE id = ${id}
+      RETURNING (SELECT COUNT(*) FROM attempts others WHERE others.key = attempts.key AND others.run_id = attempts.run_id AND others.id <> attempts.id) AS others`);
+    return row && { finishedAt, alone: Number(row.others) === 0 };
   }
 
   async attempts(key: string, runId: string): Promise<AttemptRecord[]> {
@@ -307,11 +325,7 @@ export class SqlOperationLog implements OperationLog {
     scope: string,
     version: number,
   ): Promise<string | undefined> {
-    const row = await on.one(
-      sql<{
-        operation_id: string;
-      }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`,
-    );
+    const row = await on.one(laterVersionQuery(orderId, scope, version));
     return row?.operation_id;
   }
 

@@ -78,6 +78,10 @@ export class SqlOrderStore implements OrderStore {
     return this.outbox.claimNotification(entry);
   }
 
+  claimHandOver(entry: NewOutboxEntry): Promise<{ claimed: OutboxEntry; ours: boolean }> {
+    return this.outbox.claimHandOver(entry);
+  }
+
   markNotificationSending(key: string): Promise<boolean> {
     return this.outbox.markNotificationSending(key);
   }

@@ -130,7 +130,21 @@ export interface AuditEntry {
   detail: Record<string, unknown>;
 }
 
+/** A ledger row just written: its id, and its start as written. */
+export interface BegunAttempt {
+  id: number;
+  startedAt: string;
+}
+
+/** A ledger row's end as written, and whether it is the step's only row in the run when it ended. */
+export interface FinishedAttempt {
+  finishedAt: string;
+  /** No other row under the same key and run (as a read right after would find): the step's ledger is this attempt. */
+  alone: boolean;
+}
+
 /** Each operation's durable record, the attempt ledger and the audit trail. */
+
 export interface OperationLog {
   /**
    * Records the intent, or returns the record already there; IntentConflictError when the request
@@ -165,8 +179,9 @@ export interface OperationLog {
     event: string,
     detail?: Record<string, unknown>,
   ): Promise<{ record: OperationRecord; applied: boolean }>;
-  beginAttempt(attempt: NewAttempt): Promise<number>;
-  finishAttempt(id: number, end: AttemptEnd): Promise<void>;
+  beginAttempt(attempt: NewAttempt): Promise<BegunAttempt>;
+  /** Records how the attempt ended; undefined when there is no such row. */
+  finishAttempt(id: number, end: AttemptEnd): Promise<FinishedAttempt | undefined>;
   /** A step's attempts in one run, oldest first. */
   attempts(key: string, runId: string): Promise<AttemptRecord[]>;
   audit(operationId: string, actor: string, event: string, detail?: Record<string, unknown>): Promise<void>;
@@ -268,9 +283,14 @@ export interface OrderStore {
   applyRefund(input: ApplyRefundInput): Promise<OrderReceipt>;
   /** Restores the state the order had before `operationId`, idempotent by compensation key. */
   revertRefund(input: RevertRefundInput): Promise<OrderReceipt>;
-  /** Records the intent to send (status pending) unless an entry for the key exists; returns the entry. */
+  /** Records the intent to send (status pending) unless an entry for the key exists; returns the entry. The hand-over claims with claimHandOver. */
   claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry>;
-  /** Moves pending → sending just before the message goes to SMTP, stamped by the store's clock (`operations.clock`); false, changing nothing, when the entry is not pending. */
+  /**
+   * claimNotification and, when the entry is pending, markNotificationSending, in one transaction: `ours` says
+   * whether this caller now holds the hand-over; `claimed` is the entry as claimed, before that move.
+   */
+  claimHandOver(entry: NewOutboxEntry): Promise<{ claimed: OutboxEntry; ours: boolean }>;
+  /** Moves pending → sending (what claimHandOver does after its claim), stamped by the store's clock (`operations.clock`); false, changing nothing, when the entry is not pending. */
   markNotificationSending(key: string): Promise<boolean>;
   /**
    * Takes over a hand-over that ended without an answer, to resend it: re-stamps `sendingSince` (by the

@@ -100,3 +100,31 @@ it('returns the result with the step’s ledger for this run', async () => {
     },
   });
 });
+
+it('knows a first attempt’s ledger without reading it back, and it is what a read returns', async () => {
+  const runner = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
+  const key = { ...call, key: 'op3:create_refund' };
+  const run = { workflowId: 'wf', runId: 'run-b' };
+  const reads = jest.spyOn(store.operations, 'attempts');
+  try {
+    const ok = await activityEnv({ attempt: 1, workflowExecution: run }).run(() =>
+      runner(key, never, async () => ({ done: true })),
+    );
+    expect(reads).not.toHaveBeenCalled();
+    const stored = await store.operations.attempts(key.key, run.runId);
+    expect(ok.evidence.ledger).toEqual(stored.map(({ id, key, step, operationId, workflowId, runId, ...s }) => s));
+    // A later activity of the same step in the run (resubmitted with attempt 1 again) reads the ledger: it has two rows.
+    const failed = await failureOf(
+      activityEnv({ attempt: 1, workflowExecution: run }).run(() =>
+        runner(key, never, failing(new Classified('RATE_LIMIT', 'not_executed', 'rate_limited', '429'))),
+      ),
+    );
+    expect(reads).toHaveBeenCalledTimes(2);
+    expect(detailsOf(failed).ledger).toEqual([
+      expect.objectContaining({ attempt: 1, outcome: 'ok' }),
+      expect.objectContaining({ attempt: 1, outcome: 'RATE_LIMIT' }),
+    ]);
+  } finally {
+    reads.mockRestore();
+  }
+});

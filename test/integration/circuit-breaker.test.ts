@@ -334,7 +334,7 @@ test('an open breaker never calls a step "not executed" when an earlier attempt 
     runId: 'run-uncertain',
     attempt: 1,
   });
-  await store.operations.finishAttempt(row, {
+  await store.operations.finishAttempt(row.id, {
     transportRequests: 1,
     outcome: 'STATE_CONFLICT',
     certainty: 'completed',

@@ -69,6 +69,26 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     await counted.getOrder('counted-1');
     expect(statements.slice(afterSeed).every((k) => k === 'select' || k === 'begin' || k === 'commit')).toBe(true);
     expect(statements.length).toBeGreaterThan(afterSeed);
+    // A write outside a transaction is a commit of its own, an INSERT … RETURNING too.
+    const before = commits;
+    const begun = await counted.operations.beginAttempt({
+      key: 'counted-1:k',
+      step: 'load_order',
+      operationId: 'counted-1:v1',
+      workflowId: 'wf',
+      runId: 'r',
+      attempt: 1,
+    });
+    await counted.operations.finishAttempt(begun.id, {
+      transportRequests: 0,
+      outcome: 'ok',
+      certainty: 'completed',
+      reason: null,
+      retryAfterMs: null,
+      nextDelayMs: null,
+      providerRequestId: null,
+    });
+    expect(commits - before).toBe(2);
     // Opening counted too: the migrator's check of the schema.
     expect(migrating).toBeGreaterThan(0);
   });
@@ -270,6 +290,25 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await expect(store.claimNotification(entry)).resolves.toMatchObject({ status: 'sent', attempts: 3 });
       await expect(store.getNotification(entry.key)).resolves.toMatchObject({ status: 'sent', attempts: 3 });
       await expect(store.getNotification('missing')).resolves.toBeUndefined();
+    });
+
+    it('claims a hand-over in one call: ours while pending, not once sending or sent, the attempt counted each time', async () => {
+      const key = 'refund-o4-v1:notify:v1';
+      const mine = { ...entry, key, messageId: '<refund-o4-v1.notify.v1@durable-refunds.local>' };
+      const first = await store.claimHandOver(mine);
+      expect(first).toMatchObject({ ours: true, claimed: { status: 'pending', attempts: 1 } });
+      await expect(store.getNotification(key)).resolves.toMatchObject({ status: 'sending', attempts: 1 });
+      await expect(store.claimHandOver(mine)).resolves.toMatchObject({
+        ours: false,
+        claimed: { status: 'sending', attempts: 2 },
+      });
+      await store.markNotificationSent(key, '250 OK');
+      await expect(store.claimHandOver(mine)).resolves.toMatchObject({
+        ours: false,
+        claimed: { status: 'sent', attempts: 3 },
+      });
+      await expect(store.claimHandOver({ ...mine, subject: 'Other' })).rejects.toThrow(IntentConflictError);
+      await expect(store.getNotification(key)).resolves.toMatchObject({ status: 'sent', attempts: 3 });
     });
 
     it('refuses a changed intent under the same key', async () => {
@@ -512,7 +551,7 @@ describe.each(DIALECTS)('on %s', (dialect) => {
         runId: 'r1',
         attempt: 1,
       });
-      await store.operations.finishAttempt(a, {
+      const finished = await store.operations.finishAttempt(a.id, {
         transportRequests: 1,
         outcome: 'RATE_LIMIT',
         certainty: 'not_executed',
@@ -521,7 +560,7 @@ describe.each(DIALECTS)('on %s', (dialect) => {
         nextDelayMs: 1100,
         providerRequestId: 'req_1',
       });
-      await store.operations.beginAttempt({
+      const second = await store.operations.beginAttempt({
         key: 'k',
         step: 'create_refund',
         operationId: 'op:v2',
@@ -529,7 +568,8 @@ describe.each(DIALECTS)('on %s', (dialect) => {
         runId: 'r1',
         attempt: 2,
       });
-      await store.operations.beginAttempt({
+      // Another run's first attempt under the same key is the first of its run.
+      const otherRun = await store.operations.beginAttempt({
         key: 'k',
         step: 'create_refund',
         operationId: 'op:v2',
@@ -537,7 +577,23 @@ describe.each(DIALECTS)('on %s', (dialect) => {
         runId: 'r2',
         attempt: 1,
       });
+      const end = {
+        transportRequests: 0,
+        outcome: 'ok',
+        certainty: 'completed',
+        reason: null,
+        retryAfterMs: null,
+        nextDelayMs: null,
+        providerRequestId: null,
+      };
+      // Alone when it ends: the first row was, the second has the first beside it, the other run's is its run's only one.
+      expect(finished?.alone).toBe(true);
+      expect((await store.operations.finishAttempt(otherRun.id, end))?.alone).toBe(true);
+      await expect(store.operations.finishAttempt(-1, end)).resolves.toBeUndefined();
       const ledger = await store.operations.attempts('k', 'r1');
+      // What begin and finish said they wrote is what is read back.
+      expect(ledger[0]).toMatchObject({ startedAt: a.startedAt, finishedAt: finished!.finishedAt });
+      expect(ledger[1]).toMatchObject({ id: second.id, startedAt: second.startedAt });
       expect(ledger.map((r) => [r.attempt, r.outcome, r.transportRequests, r.finishedAt === null])).toEqual([
         [1, 'RATE_LIMIT', 1, false],
         [2, null, 0, true],
@@ -634,6 +690,14 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await expect(store.getNotification(entry.key)).resolves.toMatchObject({ attempts: workers, status: 'pending' });
       const takers = await Promise.all(connections.map((c) => c.markNotificationSending(entry.key)));
       expect(takers.filter(Boolean)).toHaveLength(1);
+      // Claim and take at once, as the hand-over does: exactly one of them holds it.
+      const handOver = { ...entry, key: 'many-2:notify:2', messageId: '<m2@x>' };
+      const claims = await Promise.all(connections.map((c) => c.claimHandOver(handOver)));
+      expect(claims.filter((c) => c.ours)).toHaveLength(1);
+      await expect(store.getNotification(handOver.key)).resolves.toMatchObject({
+        attempts: workers,
+        status: 'sending',
+      });
     });
 
     it('never lets two versions of one order both send', async () => {
