@@ -211,6 +211,10 @@ export function renderReport(r: BenchReport): string {
     ),
   );
   out.push('');
+  out.push(
+    'Each ✗, its measured reason and what it would take: [README.md](README.md), "Fifth round". The fault rows carry no target but the last two columns.',
+  );
+  out.push('');
   const s = r.scale;
   out.push('## As the work grows');
   out.push('');
