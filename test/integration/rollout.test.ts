@@ -116,19 +116,38 @@ test('a refund parked on unversioned workers moves to build A once versioning is
   await h.failProviderReads(order.paymentIntentId);
   const request = { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' };
   const { handle } = await startRefund(h.env.client, request);
+  /** Waits for the run to park anew (not the park a decision just ended, which a first look may still see). */
+  let parkedSince: string | undefined;
   const park = async () => {
-    expect((await stopped(handle)).status).toBe('needs_attention');
-    return (await handle.fetchHistory()).events!.length;
+    for (;;) {
+      const { status, state } = await stopped(handle);
+      expect(status).toBe('needs_attention');
+      if (state.parked?.since !== parkedSince) return void (parkedSince = state.parked?.since);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   };
   const decide = (reason: string) =>
     handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason }] });
   const info = async () => (await handle.describe()).raw.workflowExecutionInfo!.versioningInfo;
 
-  const firstPark = await park();
+  await park();
+  // Each build's share starts where it became current: a workflow task the parked run still had on the build before
+  // (it can finish after the park is seen) is that build's.
+  // Where the run's history stands once the parked run is idle: after a park it still records the park (an activity,
+  // then a workflow task), and a task of that still pending when the next build becomes current may go either way.
+  const length = async () => {
+    for (;;) {
+      const { raw } = await handle.describe();
+      if (!raw.pendingWorkflowTask && !raw.pendingActivities?.length)
+        return (await handle.fetchHistory()).events!.length;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+  const beforeA = await length();
   await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', a.buildId);
   // Decided with the provider still unreadable: the run retries the gate on A, and parks again.
   await decide('try again');
-  const secondPark = await park();
+  await park();
   expect((await info())?.deploymentVersion).toMatchObject({ deploymentName: deployment, buildId: a.buildId });
 
   // B is ramped first (a cautious rollout's first step), then promoted.
@@ -149,12 +168,13 @@ test('a refund parked on unversioned workers moves to build A once versioning is
     rampingVersionBuildID: b.buildId,
     rampingVersionPercentage: 10,
   });
+  const beforeB = await length();
   await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', b.buildId);
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
   await decide('Stripe reads are back');
   completed(await handle.result());
 
-  // Each distinct build and process that ran a workflow task or an activity, park to park.
+  // Each distinct build and process that ran a workflow task or an activity, from one build made current to the next.
   const tasks = tasksOf((await handle.fetchHistory()).events!);
   const ran = (from: number, to: number) =>
     [
@@ -162,7 +182,7 @@ test('a refund parked on unversioned workers moves to build A once versioning is
         tasks.filter((t) => t.id > from && t.id < to).map((t) => `${t.build} in ${t.identity?.split('@')[0]}`),
       ),
     ].sort();
-  expect({ u: ran(0, firstPark), a: ran(firstPark, secondPark), b: ran(secondPark, Infinity) }).toEqual({
+  expect({ u: ran(0, beforeA), a: ran(beforeA, beforeB), b: ran(beforeB, Infinity) }).toEqual({
     u: ranBy(u),
     a: ranBy(a),
     b: ranBy(b),
