@@ -7,9 +7,9 @@ out=$(mktemp -d)
 tsc='' eslint=''
 # An interrupted run leaves neither check running behind it.
 trap 'kill $tsc $eslint 2>/dev/null; rm -rf "$out"' EXIT
-npx tsc --noEmit >"$out/typecheck" 2>&1 &
+./node_modules/.bin/tsc --noEmit >"$out/typecheck" 2>&1 &
 tsc=$!
-npx eslint . >"$out/eslint" 2>&1 &
+./node_modules/.bin/eslint . >"$out/eslint" 2>&1 &
 eslint=$!
 failed=()
 wait $tsc || failed+=(typecheck)

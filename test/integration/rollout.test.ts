@@ -148,6 +148,8 @@ test('a refund parked on unversioned workers moves to build A once versioning is
   // Decided with the provider still unreadable: the run retries the gate on A, and parks again.
   await decide('try again');
   await park();
+  // Measured before B is ramped: from then on a task may go to B.
+  const beforeB = await length();
   expect((await info())?.deploymentVersion).toMatchObject({ deploymentName: deployment, buildId: a.buildId });
 
   // B is ramped first (a cautious rollout's first step), then promoted.
@@ -168,7 +170,6 @@ test('a refund parked on unversioned workers moves to build A once versioning is
     rampingVersionBuildID: b.buildId,
     rampingVersionPercentage: 10,
   });
-  const beforeB = await length();
   await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', b.buildId);
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
   await decide('Stripe reads are back');
