@@ -199,7 +199,8 @@ export async function runWorker(): Promise<void> {
   // Every log line of this process is JSON from here on: the SDK's, the Core's, the activities', ours.
   const logger = createLogger(config.logLevel);
   // The drain owns SIGTERM and SIGINT (the SDK's own handler would only stop the pools).
-  Runtime.install({ logger, telemetryOptions: telemetryOptions(config), shutdownSignals: [] });
+  const telemetry = telemetryOptions(config);
+  Runtime.install({ logger, telemetryOptions: telemetry, shutdownSignals: [] });
   await requireSearchAttributes(config);
   const keyring = payloadKeyring(config);
   // The worker refuses plaintext (PAYLOAD_PLAINTEXT); its client, which activities read through, reads any history.
@@ -220,9 +221,8 @@ export async function runWorker(): Promise<void> {
     dataConverter,
     interceptors: { workflow: tracing.clientInterceptors },
   });
-  // Counted only where they are exported: the runtime's meter is no free no-op.
-  const exported = config.metrics.prometheusAddress || config.metrics.otlpUrl;
-  const deps = await openDeps(config, temporal, exported ? Runtime.instance().metricMeter : undefined);
+  // The store's statements are counted only where metrics are exported: the runtime's meter is no free no-op.
+  const deps = await openDeps(config, temporal, telemetry.metrics ? Runtime.instance().metricMeter : undefined);
   const drain = new Drain(logger, shutdownGraceMs(config.worker.shutdownGraceMs, deps.settings.policy));
   drain.listen();
   let workers: readonly Worker[] = [];

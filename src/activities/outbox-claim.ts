@@ -72,7 +72,7 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
         }
       }
       if (current.status === 'pending') {
-        // Another attempt held the entry and was refused by the server (released it) between our claim and this read: a retry sends cleanly.
+        // Another attempt held the entry and, refused by the server, released it after our claim: a retry sends cleanly.
         throw new Classified(
           'STATE_CONFLICT',
           'not_executed',

@@ -144,7 +144,6 @@ export interface FinishedAttempt {
 }
 
 /** Each operation's durable record, the attempt ledger and the audit trail. */
-
 export interface OperationLog {
   /**
    * Records the intent, or returns the record already there; IntentConflictError when the request

@@ -29,6 +29,17 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'order-store-'));
 
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
+/** How an attempt that succeeded without a provider request ends, in the ledger. */
+const OK_END = {
+  transportRequests: 0,
+  outcome: 'ok',
+  certainty: 'completed',
+  reason: null,
+  retryAfterMs: null,
+  nextDelayMs: null,
+  providerRequestId: null,
+};
+
 function order(id: string, amount = 1000): NewOrder {
   return { id, paymentIntentId: `pi_${id}`, customerEmail: `${id}@example.test`, currency: 'usd', amount };
 }
@@ -79,15 +90,7 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       runId: 'r',
       attempt: 1,
     });
-    await counted.operations.finishAttempt(begun.id, {
-      transportRequests: 0,
-      outcome: 'ok',
-      certainty: 'completed',
-      reason: null,
-      retryAfterMs: null,
-      nextDelayMs: null,
-      providerRequestId: null,
-    });
+    await counted.operations.finishAttempt(begun.id, OK_END);
     expect(commits - before).toBe(2);
     // Opening counted too: the migrator's check of the schema.
     expect(migrating).toBeGreaterThan(0);
@@ -577,19 +580,10 @@ describe.each(DIALECTS)('on %s', (dialect) => {
         runId: 'r2',
         attempt: 1,
       });
-      const end = {
-        transportRequests: 0,
-        outcome: 'ok',
-        certainty: 'completed',
-        reason: null,
-        retryAfterMs: null,
-        nextDelayMs: null,
-        providerRequestId: null,
-      };
       // Alone when it ends: the first row was, the second has the first beside it, the other run's is its run's only one.
       expect(finished?.alone).toBe(true);
-      expect((await store.operations.finishAttempt(otherRun.id, end))?.alone).toBe(true);
-      await expect(store.operations.finishAttempt(-1, end)).resolves.toBeUndefined();
+      expect((await store.operations.finishAttempt(otherRun.id, OK_END))?.alone).toBe(true);
+      await expect(store.operations.finishAttempt(-1, OK_END)).resolves.toBeUndefined();
       const ledger = await store.operations.attempts('k', 'r1');
       // What begin and finish said they wrote is what is read back.
       expect(ledger[0]).toMatchObject({ startedAt: a.startedAt, finishedAt: finished!.finishedAt });
