@@ -1,7 +1,9 @@
 // What one activity attempt sent to its providers, gathered as it happens: the transports report
 // every request they put on the wire into the attempt that is running, wherever in its async call
-// tree they are called from.
+// tree they are called from. Its ledger row is on disk before any of them goes out.
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { log } from '@temporalio/activity';
+import type { AttemptEnd, OpenAttempt } from '../store/types';
 
 export interface TransportRequest {
   at: string;
@@ -21,6 +23,8 @@ export interface AttemptScope {
    * request not begun by then is not sent at all, and one on the wire then is cut there.
    */
   sendBy?: number;
+  /** The attempt's ledger row (none for attempts run without a store, e.g. in unit tests). */
+  ledger?: OpenAttempt;
 }
 
 const storage = new AsyncLocalStorage<AttemptScope>();
@@ -41,4 +45,38 @@ export function recordTransportRequest(scope: AttemptScope | undefined, request:
 
 export function recordProviderRequestId(scope: AttemptScope | undefined, id: string | undefined): void {
   if (scope && id) scope.providerRequestId = id;
+}
+
+/** How an attempt that succeeded ends in its ledger: what it sent, and the provider's id for the last answer. */
+export function succeeded(scope: AttemptScope): AttemptEnd {
+  return {
+    transportRequests: scope.requests.length,
+    outcome: 'ok',
+    certainty: 'completed',
+    reason: null,
+    retryAfterMs: null,
+    nextDelayMs: null,
+    providerRequestId: scope.providerRequestId,
+  };
+}
+
+/**
+ * Runs the store call that records the attempt's effect, on the success path: its transaction writes the attempt's
+ * end too, so the step commits once rather than twice. Should the attempt fail after all, its end is written again.
+ */
+export function recordingEffect<T>(fn: () => Promise<T>): Promise<T> {
+  const scope = currentAttemptScope();
+  return scope?.ledger ? scope.ledger.recording(() => succeeded(scope), fn) : fn();
+}
+
+/**
+ * Awaited by every transport before a request goes on the wire: the attempt's ledger row is then on disk, so an
+ * attempt that never finishes is seen as one. The ledger is evidence, not the effect: a failed write is logged.
+ */
+export async function beforeRequest(scope: AttemptScope | undefined): Promise<void> {
+  try {
+    await scope?.ledger?.begun();
+  } catch (err) {
+    log.warn('attempt ledger write failed', { error: (err as Error).message });
+  }
 }

@@ -17,8 +17,8 @@ import {
   type FailureDetails,
 } from '../reliability/taxonomy';
 import { refundMetrics } from '../observability/metrics';
-import type { AttemptEnd, AttemptRecord, BegunAttempt, OperationLog } from '../store/types';
-import { inAttemptScope, type AttemptScope } from './attempt-scope';
+import type { AttemptEnd, AttemptRecord, OpenAttempt, OperationLog } from '../store/types';
+import { inAttemptScope, succeeded, type AttemptScope } from './attempt-scope';
 
 /** An error an activity has already classified. Converted to an ApplicationFailure by runAttempt, never thrown past it. */
 export class Classified extends Error {
@@ -75,9 +75,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
     const { info, metricMeter } = Context.current();
     const metrics = refundMetrics(metricMeter);
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
-    const started = now();
-    const begun = await bestEffort(() => deps.log.beginAttempt({ ...call, workflowId, runId, attempt: info.attempt }));
-    const scope: AttemptScope = { startedAtMs: started, requests: [], providerRequestId: null };
+    const ledger = deps.log.openAttempt({ ...call, workflowId, runId, attempt: info.attempt });
+    const scope: AttemptScope = { startedAtMs: now(), requests: [], providerRequestId: null, ledger };
     const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
     let admitted = false;
     try {
@@ -89,8 +88,9 @@ export function createAttemptRunner(deps: AttemptDeps) {
         // retries run out while refused, the step ends UNKNOWN_OUTCOME (retryDecision), never "not executed".
         // (It used to end the step as UNKNOWN_OUTCOME at once: the run reconciled, resubmitted into the same
         // open breaker without waiting, and after three refused resubmissions, none sent, parked.)
+        // This attempt's own row is not written yet: it sends nothing, so it rides no transaction and begins no request.
         const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
-        const open = earlier.find((a) => a.id !== begun?.id && mayHaveTakenEffect(a));
+        const open = earlier.find((a) => mayHaveTakenEffect(a));
         if (open) {
           throw new Classified(
             'CAPACITY',
@@ -107,7 +107,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
         });
       }
       admitted = true;
-      const value = await inAttemptScope(scope, fn);
+      const value = await inAttemptScope(scope, () => ledger.run(fn));
       admitted = false;
       if (scope.requests.length > 0) breaker?.succeeded();
       else breaker?.abstained();
@@ -121,16 +121,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
         transportRequests: scope.requests.length,
         providerRequestId: scope.providerRequestId,
       });
-      const ledger = await finish(call, begun, runId, info.attempt, {
-        transportRequests: scope.requests.length,
-        outcome: 'ok',
-        certainty: 'completed',
-        reason: null,
-        retryAfterMs: null,
-        nextDelayMs: null,
-        providerRequestId: scope.providerRequestId,
-      });
-      return { ...value, evidence: { attempt: info.attempt, ledger } };
+      const rows = await finish(call, ledger, runId, info.attempt, succeeded(scope));
+      return { ...value, evidence: { attempt: info.attempt, ledger: rows } };
     } catch (err) {
       const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
       if (admitted) {
@@ -156,7 +148,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
         nextDelayMs: decision.nextDelayMs,
         providerRequestId,
       });
-      const ledger = await finish(call, begun, runId, info.attempt, {
+      const rows = await finish(call, ledger, runId, info.attempt, {
         transportRequests: scope.requests.length,
         outcome: decision.code,
         certainty: c.certainty,
@@ -177,7 +169,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
         nextDelayMs: decision.nextDelayMs,
         providerRequestId,
         provider: redact(c.extra.provider ?? {}),
-        ledger,
+        ledger: rows,
       };
       throw ApplicationFailure.create({
         type: decision.code,
@@ -220,20 +212,19 @@ export function createAttemptRunner(deps: AttemptDeps) {
   }
 
   /**
-   * Records how the attempt ended, and returns the step's ledger in this run: this attempt alone when the store
-   * found no other row of the step as it wrote the end (what a read right after would return, known without one),
-   * else every row as read back.
+   * Records how the attempt ended (unless the transaction of its effect did), and returns the step's ledger in this
+   * run: this attempt alone when the store found no other row of the step as it wrote the end (what a read right
+   * after would return, known without one), else every row as read back.
    */
   async function finish(
     call: StepCall,
-    begun: BegunAttempt | undefined,
+    ledger: OpenAttempt,
     runId: string,
     attempt: number,
     end: AttemptEnd,
   ): Promise<AttemptSummary[]> {
-    const finished = begun && (await bestEffort(() => deps.log.finishAttempt(begun.id, end)));
-    if (begun && finished?.alone)
-      return [{ attempt, startedAt: begun.startedAt, finishedAt: finished.finishedAt, ...end }];
+    const finished = await bestEffort(() => ledger.finish(end));
+    if (finished?.alone) return [{ attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
     const rows = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
     return rows.map(summary);
   }

@@ -6,6 +6,7 @@ import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
+import { recordingEffect } from './attempt-scope';
 import { paymentFailure } from './payment-failures';
 import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 import { requestTimeout } from './request-deadline';
@@ -139,11 +140,13 @@ export function createCompletionGate(deps: {
       if (!anomaly && (refund.status === 'failed' || refund.status === 'canceled')) verdict = 'refund_failed';
       const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
       if (verdict === 'pass')
-        await store.operations.settle(
-          input.operationId,
-          { status: 'completed', refund: receipt },
-          who,
-          'completion_gate_passed',
+        await recordingEffect(() =>
+          store.operations.settle(
+            input.operationId,
+            { status: 'completed', refund: receipt },
+            who,
+            'completion_gate_passed',
+          ),
         );
       if (verdict === 'refund_failed') {
         await store.operations.settle(

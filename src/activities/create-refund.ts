@@ -8,7 +8,7 @@ import type { REFUND_REASONS } from '../domain/refund-request';
 import type { OperationUpdate } from '../store/types';
 import { LaterVersionError } from '../store/errors';
 import { Classified } from './attempt';
-import { currentAttemptScope } from './attempt-scope';
+import { currentAttemptScope, recordingEffect } from './attempt-scope';
 import { actor, clockOf, type PaymentDeps } from './payment-context';
 import { paymentFailure } from './payment-failures';
 import { requestTimeout } from './request-deadline';
@@ -143,9 +143,11 @@ export function refundCreation(deps: PaymentDeps) {
             ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
             : { status: 'refunded', refund: receipt };
         try {
-          await log.settle(input.operationId, update, actor(), 'refund_confirmed', {
-            requestId: refund.lastResponse.requestId ?? null,
-          });
+          await recordingEffect(() =>
+            log.settle(input.operationId, update, actor(), 'refund_confirmed', {
+              requestId: refund.lastResponse.requestId ?? null,
+            }),
+          );
         } catch (err) {
           // The refund exists; only its record is missing. A retry with the same key (or reconciliation) recovers the receipt.
           const c = storeFailure(err);

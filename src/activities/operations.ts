@@ -14,6 +14,7 @@ import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
 import type { OperationRecord, OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
+import { recordingEffect } from './attempt-scope';
 import { storeFailure } from './store-failures';
 
 export interface BeginOperationInput {
@@ -81,7 +82,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
         },
         actor: actor(),
       };
-      const { record, created } = await store.operations.commitIntent(intent);
+      const { record, created } = await recordingEffect(() => store.operations.commitIntent(intent));
       const applied = await store.appliedRefund(operationId);
       const others = (await store.operations.forOrder(request.orderId)).filter((op) => op.operationId !== operationId);
       const later = others.find((op) => op.scope === settings.scope && op.operationVersion > request.operationVersion);

@@ -5,6 +5,7 @@ import { Context } from '@temporalio/activity';
 import type { Evidenced, OrderReceipt } from '../contract';
 import type { ApplyRefundInput, OrderStore, RevertRefundInput } from '../store/types';
 import type { AttemptRunner } from './attempt';
+import { recordingEffect } from './attempt-scope';
 import { storeFailure } from './store-failures';
 
 export function createOrderActivities(deps: { store: OrderStore; attempt: AttemptRunner }) {
@@ -18,7 +19,7 @@ export function createOrderActivities(deps: { store: OrderStore; attempt: Attemp
       return attempt(
         { step: 'update_order', key, operationId: input.operationId, boundary: 'store' },
         storeFailure,
-        () => store.applyRefund({ ...apply, actor: actor() }),
+        () => recordingEffect(() => store.applyRefund({ ...apply, actor: actor() })),
       );
     },
 

@@ -9,7 +9,7 @@ import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type NotificationReceipt } from '../contract';
 import type { OrderStore, OutboxEntry } from '../store';
 import { Classified } from './attempt';
-import { currentAttemptScope, recordTransportRequest } from './attempt-scope';
+import { beforeRequest, currentAttemptScope, recordTransportRequest, recordingEffect } from './attempt-scope';
 import { createOutboxClaim, outcomeUnknown } from './outbox-claim';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
@@ -87,6 +87,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
     const scope = currentAttemptScope();
     const handedOver = () =>
       recordTransportRequest(scope, { method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
+    await beforeRequest(scope);
     try {
       info = await deps.transport.sendMail({
         from: deps.from,
@@ -144,7 +145,9 @@ export function createOutboxHandOver(deps: HandOverDeps) {
     }
     const response = info.response ?? '';
     try {
-      await store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() });
+      await recordingEffect(() =>
+        store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() }),
+      );
     } catch (err) {
       // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
       // of resending. The step took effect, whatever the store said: never "not executed".

@@ -10,7 +10,13 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import Stripe from 'stripe';
-import { currentAttemptScope, recordProviderRequestId, recordTransportRequest } from './attempt-scope';
+import {
+  beforeRequest,
+  currentAttemptScope,
+  recordProviderRequestId,
+  recordTransportRequest,
+  type AttemptScope,
+} from './attempt-scope';
 
 /**
  * not_sent: the request was never completely handed to the network, so the server cannot have acted on it.
@@ -58,6 +64,22 @@ export class StripeTransport extends Stripe.HttpClient {
   ): Promise<Stripe.HttpClientResponse> {
     // Captured now: the socket's events may not run in the attempt's async context.
     const scope = currentAttemptScope();
+    return beforeRequest(scope).then(() =>
+      this.send(scope, host, port, path, method, headers, body, protocol, timeoutMs),
+    );
+  }
+
+  private send(
+    scope: AttemptScope | undefined,
+    host: string,
+    port: string,
+    path: string,
+    method: string,
+    headers: Record<string, string | number | string[]>,
+    body: string,
+    protocol: string,
+    timeoutMs: number,
+  ): Promise<Stripe.HttpClientResponse> {
     const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
     // A stamped send's requests end by its deadline, whenever they begin: its own timeout is cut to what is left.
     const left = scope?.sendBy === undefined ? timeoutMs : Math.min(timeoutMs, scope.sendBy - Date.now());

@@ -14,6 +14,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import { VersionConflictError } from './errors';
+import { currentRider, withoutRider, type RiderWrite } from './transaction-riders';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -177,18 +178,24 @@ class KyselyDatabase extends Runner implements Database {
         : options.optimistic
           ? 'BEGIN DEFERRED'
           : 'BEGIN IMMEDIATE';
+    const rider = currentRider<Queryable>();
     return this.kysely.connection().execute(async (connection) => {
       await sql.raw(begin).execute(connection);
+      let rode: RiderWrite | undefined;
       try {
-        const result = await fn(new Runner(this.dialect, connection));
+        const runner = new Runner(this.dialect, connection);
+        const result = await withoutRider(() => fn(runner));
+        rode = await rider?.write(runner);
         await sql.raw('COMMIT').execute(connection);
         this.observer?.commit();
+        rode?.committed();
         return result;
       } catch (err) {
         await sql
           .raw('ROLLBACK')
           .execute(connection)
           .catch(() => undefined);
+        rode?.rolledBack();
         throw err;
       }
     });

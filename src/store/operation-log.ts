@@ -3,13 +3,12 @@ import { sql } from 'kysely';
 import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
+import { LazyAttemptRow, attemptsOf } from './attempt-rows';
 import type {
-  AttemptEnd,
-  BegunAttempt,
-  FinishedAttempt,
   AttemptRecord,
   AuditEntry,
   NewAttempt,
+  OpenAttempt,
   NewOperation,
   OperationLog,
   OperationRecord,
@@ -38,25 +37,6 @@ interface OperationRow {
   updated_at: string;
 }
 
-interface AttemptRow {
-  id: number;
-  key: string;
-  step: string;
-  operation_id: string;
-  workflow_id: string;
-  run_id: string;
-  attempt: number;
-  started_at: string;
-  finished_at: string | null;
-  transport_requests: number;
-  outcome: string | null;
-  certainty: string | null;
-  reason: string | null;
-  retry_after_ms: number | null;
-  next_delay_ms: number | null;
-  provider_request_id: string | null;
-}
-
 function toOperation(row: OperationRow): OperationRecord {
   return {
     operationId: row.operation_id,
@@ -77,27 +57,6 @@ function toOperation(row: OperationRow): OperationRecord {
     createdAt: row.created_at,
     createdBy: row.created_by,
     updatedAt: row.updated_at,
-  };
-}
-
-function toAttempt(row: AttemptRow): AttemptRecord {
-  return {
-    id: row.id,
-    key: row.key,
-    step: row.step,
-    operationId: row.operation_id,
-    workflowId: row.workflow_id,
-    runId: row.run_id,
-    attempt: row.attempt,
-    startedAt: row.started_at,
-    finishedAt: row.finished_at,
-    transportRequests: row.transport_requests,
-    outcome: row.outcome,
-    certainty: row.certainty,
-    reason: row.reason,
-    retryAfterMs: row.retry_after_ms,
-    nextDelayMs: row.next_delay_ms,
-    providerRequestId: row.provider_request_id,
   };
 }
 
@@ -253,31 +212,12 @@ export class SqlOperationLog implements OperationLog {
     });
   }
 
-  async beginAttempt(a: NewAttempt): Promise<BegunAttempt> {
-    const startedAt = this.now();
-    const row = await this.db.one(sql<{ id: number }>`
-      INSERT INTO attempts (key, step, operation_id, workflow_id, run_id, attempt, started_at)
-      VALUES (${a.key}, ${a.step}, ${a.operationId}, ${a.workflowId}, ${a.runId}, ${a.attempt}, ${startedAt}) RETURNING id`);
-    return { id: Number(row!.id), startedAt };
+  openAttempt(a: NewAttempt): OpenAttempt {
+    return new LazyAttemptRow(this.db, a, this.now);
   }
 
-  async finishAttempt(id: number, end: AttemptEnd): Promise<FinishedAttempt | undefined> {
-    const finishedAt = this.now();
-    // Whether the step has other rows in this run, read by the update itself (PostgreSQL: rows committed before it;
-    // SQLite sees its own row too, hence the id): most steps have none, and their ledger is known without a read.
-    const row = await this.db.one(sql<{ others: number }>`
-      UPDATE attempts SET finished_at = ${finishedAt}, transport_requests = ${end.transportRequests}, outcome = ${end.outcome}, certainty = ${end.certainty},
-        reason = ${end.reason}, retry_after_ms = ${end.retryAfterMs}, next_delay_ms = ${end.nextDelayMs}, provider_request_id = ${end.providerRequestId}
-      WHERE id = ${id}
-      RETURNING (SELECT COUNT(*) FROM attempts others WHERE others.key = attempts.key AND others.run_id = attempts.run_id AND others.id <> attempts.id) AS others`);
-    return row && { finishedAt, alone: Number(row.others) === 0 };
-  }
-
-  async attempts(key: string, runId: string): Promise<AttemptRecord[]> {
-    const rows = await this.db.all(
-      sql<AttemptRow>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY id`,
-    );
-    return rows.map(toAttempt);
+  attempts(key: string, runId: string): Promise<AttemptRecord[]> {
+    return attemptsOf(this.db, key, runId);
   }
 
   async audit(operationId: string, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<void> {

@@ -143,6 +143,23 @@ export interface FinishedAttempt {
   alone: boolean;
 }
 
+/**
+ * An attempt's ledger row, written without commits of its own where it can be: its beginning rides in the first
+ * transaction the attempt commits inside `run`, and is committed alone by `begun()`, which every provider request
+ * awaits first; its end rides in the transaction `recording` wraps, or is written by `finish`. A write that rides
+ * commits or rolls back with the transaction carrying it.
+ */
+export interface OpenAttempt {
+  readonly startedAt: string;
+  run<T>(fn: () => Promise<T>): Promise<T>;
+  /** Runs the store call that records the attempt's effect; its transaction writes the attempt's end as `end()` says. */
+  recording<T>(end: () => AttemptEnd, fn: () => Promise<T>): Promise<T>;
+  /** The row is on disk once this resolves. */
+  begun(): Promise<BegunAttempt>;
+  /** Writes the attempt's end, unless a transaction already wrote this very end; undefined when the row is gone. */
+  finish(end: AttemptEnd): Promise<FinishedAttempt | undefined>;
+}
+
 /** Each operation's durable record, the attempt ledger and the audit trail. */
 export interface OperationLog {
   /**
@@ -178,9 +195,8 @@ export interface OperationLog {
     event: string,
     detail?: Record<string, unknown>,
   ): Promise<{ record: OperationRecord; applied: boolean }>;
-  beginAttempt(attempt: NewAttempt): Promise<BegunAttempt>;
-  /** Records how the attempt ended; undefined when there is no such row. */
-  finishAttempt(id: number, end: AttemptEnd): Promise<FinishedAttempt | undefined>;
+  /** One attempt of a step, its ledger row written in the attempt's own transactions where it can be (OpenAttempt). */
+  openAttempt(attempt: NewAttempt): OpenAttempt;
   /** A step's attempts in one run, oldest first. */
   attempts(key: string, runId: string): Promise<AttemptRecord[]>;
   audit(operationId: string, actor: string, event: string, detail?: Record<string, unknown>): Promise<void>;

@@ -1,6 +1,14 @@
 // The attempt runner: the one place an activity's failure is shaped. Its retry decision follows
 // the policy: jitter through nextRetryDelay, Retry-After as a floor, the budget as a ceiling.
+import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
 import { Classified, createAttemptRunner } from '../../src/activities/attempt';
+import { recordingEffect } from '../../src/activities/attempt-scope';
+import { StripeTransport } from '../../src/activities/stripe-transport';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { openStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
@@ -142,4 +150,112 @@ it('knows a first attempt’s ledger without reading it back, and it is what a r
   } finally {
     reads.mockRestore();
   }
+});
+
+describe('the ledger row and the provider requests', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'attempt-ledger-'));
+  const file = path.join(dir, 'orders.db');
+  let onDisk: Database.Database;
+  let counted: Awaited<ReturnType<typeof openStore>>;
+  let commits = 0;
+  let provider: http.Server;
+  let port: number;
+  /** The attempt rows another process would read as each request arrived. */
+  const seen: unknown[][] = [];
+
+  beforeAll(async () => {
+    counted = await openStore(`sqlite:${file}`, { observer: { statement: () => undefined, commit: () => commits++ } });
+    await counted.seedOrder({
+      id: 'led-1',
+      paymentIntentId: 'pi_led',
+      customerEmail: 'a@example.test',
+      currency: 'usd',
+      amount: 1000,
+    });
+    onDisk = new Database(file, { readonly: true });
+    provider = http.createServer((req, res) => {
+      seen.push(onDisk.prepare('SELECT key, attempt, finished_at FROM attempts ORDER BY id').all());
+      req.resume().once('end', () => res.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+    });
+    await new Promise<void>((resolve) => provider.listen(0, '127.0.0.1', resolve));
+    port = (provider.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => provider.close(resolve));
+    onDisk.close();
+    await counted.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const post = async () =>
+    (
+      await new StripeTransport().makeRequest('127.0.0.1', String(port), '/v1/refunds', 'POST', {}, '', 'http', 5000)
+    ).toJSON();
+  const get = async () =>
+    (
+      await new StripeTransport().makeRequest('127.0.0.1', String(port), '/v1/refunds', 'GET', {}, '', 'http', 5000)
+    ).toJSON();
+
+  it('is on disk before a request goes out: committed alone when no transaction carried it, once for requests made together', async () => {
+    const runner = createAttemptRunner({ policy: DEFAULT_POLICY, log: counted.operations });
+    seen.length = 0;
+    commits = 0;
+    const ok = await activityEnv({ attempt: 1, workflowExecution: { workflowId: 'wf', runId: 'run-d' } }).run(() =>
+      runner({ ...call, key: 'led:reads' }, never, async () => {
+        await Promise.all([get(), get()]);
+        return { read: true };
+      }),
+    );
+    expect(seen).toEqual([
+      [{ key: 'led:reads', attempt: 1, finished_at: null }],
+      [{ key: 'led:reads', attempt: 1, finished_at: null }],
+    ]);
+    // Its beginning alone, then its end.
+    expect(commits).toBe(2);
+    expect(ok.evidence.ledger).toEqual([expect.objectContaining({ outcome: 'ok', transportRequests: 2 })]);
+  });
+
+  it('rides in the step’s own transactions: the first carries the row, the one recording the effect its end', async () => {
+    const runner = createAttemptRunner({ policy: DEFAULT_POLICY, log: counted.operations });
+    const key = { ...call, key: 'led:create', operationId: 'led-1:v1' };
+    seen.length = 0;
+    commits = 0;
+    const ok = await activityEnv({ attempt: 1, workflowExecution: { workflowId: 'wf', runId: 'run-e' } }).run(() =>
+      runner(key, never, async () => {
+        await counted.operations.commitIntent({
+          operationId: 'led-1:v1',
+          orderId: 'led-1',
+          operationVersion: 1,
+          scope: 'test',
+          requestHash: 'h',
+          request: { orderId: 'led-1', amount: 100, currency: 'usd', reason: 'requested_by_customer' },
+          actor: 'wf',
+        });
+        await post();
+        await recordingEffect(() =>
+          counted.operations.settle('led-1:v1', { status: 'unknown', reason: 'probe' }, 'wf', 'probe'),
+        );
+        return { made: true };
+      }),
+    );
+    expect(seen).toEqual([expect.arrayContaining([{ key: 'led:create', attempt: 1, finished_at: null }])]);
+    // The step's two transactions, nothing else.
+    expect(commits).toBe(2);
+    const [row] = await counted.operations.attempts('led:create', 'run-e');
+    expect(row).toMatchObject({ outcome: 'ok', transportRequests: 1, finishedAt: ok.evidence.ledger[0]!.finishedAt });
+
+    // Failing after its effect was recorded, the attempt's end says so.
+    const failed = await failureOf(
+      activityEnv({ attempt: 1, workflowExecution: { workflowId: 'wf', runId: 'run-f' } }).run(() =>
+        runner(key, never, async () => {
+          await recordingEffect(() =>
+            counted.operations.settle('led-1:v1', { status: 'unknown', reason: 'probe' }, 'wf', 'probe'),
+          );
+          throw new Classified('STATE_CONFLICT', 'completed', 'after_effect', 'failed after its effect');
+        }),
+      ),
+    );
+    expect(detailsOf(failed).ledger).toEqual([expect.objectContaining({ outcome: 'STATE_CONFLICT' })]);
+    expect(await counted.operations.attempts('led:create', 'run-f')).toMatchObject([{ outcome: 'STATE_CONFLICT' }]);
+  });
 });

@@ -310,7 +310,9 @@ test('an open breaker never calls a step "not executed" when an earlier attempt 
 
   // An attempt whose worker died before it finished may have sent its request too.
   const died = { ...call, key: 'refund:test:died:v1:create_refund', operationId: 'refund:test:died:v1' };
-  await store.operations.beginAttempt({ ...died, workflowId: 'wf-uncertain', runId: 'run-uncertain', attempt: 1 });
+  await store.operations
+    .openAttempt({ ...died, workflowId: 'wf-uncertain', runId: 'run-uncertain', attempt: 1 })
+    .begun();
   const afterDeath = await failureOf(
     activityEnv({ ...run1, attempt: 2 }).run(() =>
       attempt(
@@ -328,13 +330,14 @@ test('an open breaker never calls a step "not executed" when an earlier attempt 
 
   // So may one that made the refund and failed after (its receipt not kept).
   const unkept = { ...call, key: 'refund:test:unkept:v1:create_refund', operationId: 'refund:test:unkept:v1' };
-  const row = await store.operations.beginAttempt({
+  const row = store.operations.openAttempt({
     ...unkept,
     workflowId: 'wf-uncertain',
     runId: 'run-uncertain',
     attempt: 1,
   });
-  await store.operations.finishAttempt(row.id, {
+  await row.begun();
+  await row.finish({
     transportRequests: 1,
     outcome: 'STATE_CONFLICT',
     certainty: 'completed',

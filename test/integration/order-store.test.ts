@@ -82,7 +82,7 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     expect(statements.length).toBeGreaterThan(afterSeed);
     // A write outside a transaction is a commit of its own, an INSERT … RETURNING too.
     const before = commits;
-    const begun = await counted.operations.beginAttempt({
+    const row = counted.operations.openAttempt({
       key: 'counted-1:k',
       step: 'load_order',
       operationId: 'counted-1:v1',
@@ -90,7 +90,8 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       runId: 'r',
       attempt: 1,
     });
-    await counted.operations.finishAttempt(begun.id, OK_END);
+    await row.begun();
+    await row.finish(OK_END);
     expect(commits - before).toBe(2);
     // Opening counted too: the migrator's check of the schema.
     expect(migrating).toBeGreaterThan(0);
@@ -546,15 +547,18 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     });
 
     it('keeps each attempt of a step per run, including one that never finished', async () => {
-      const a = await store.operations.beginAttempt({
-        key: 'k',
-        step: 'create_refund',
-        operationId: 'op:v2',
-        workflowId: 'wf',
-        runId: 'r1',
-        attempt: 1,
-      });
-      const finished = await store.operations.finishAttempt(a.id, {
+      const open = (runId: string, attempt: number) =>
+        store.operations.openAttempt({
+          key: 'k',
+          step: 'create_refund',
+          operationId: 'op:v2',
+          workflowId: 'wf',
+          runId,
+          attempt,
+        });
+      const a = open('r1', 1);
+      await a.begun();
+      const finished = await a.finish({
         transportRequests: 1,
         outcome: 'RATE_LIMIT',
         certainty: 'not_executed',
@@ -563,27 +567,14 @@ describe.each(DIALECTS)('on %s', (dialect) => {
         nextDelayMs: 1100,
         providerRequestId: 'req_1',
       });
-      const second = await store.operations.beginAttempt({
-        key: 'k',
-        step: 'create_refund',
-        operationId: 'op:v2',
-        workflowId: 'wf',
-        runId: 'r1',
-        attempt: 2,
-      });
+      const secondRow = open('r1', 2);
+      const second = await secondRow.begun();
       // Another run's first attempt under the same key is the first of its run.
-      const otherRun = await store.operations.beginAttempt({
-        key: 'k',
-        step: 'create_refund',
-        operationId: 'op:v2',
-        workflowId: 'wf',
-        runId: 'r2',
-        attempt: 1,
-      });
+      const otherRun = open('r2', 1);
+      await otherRun.begun();
       // Alone when it ends: the first row was, the second has the first beside it, the other run's is its run's only one.
       expect(finished?.alone).toBe(true);
-      expect((await store.operations.finishAttempt(otherRun.id, OK_END))?.alone).toBe(true);
-      await expect(store.operations.finishAttempt(-1, OK_END)).resolves.toBeUndefined();
+      expect((await otherRun.finish(OK_END))?.alone).toBe(true);
       const ledger = await store.operations.attempts('k', 'r1');
       // What begin and finish said they wrote is what is read back.
       expect(ledger[0]).toMatchObject({ startedAt: a.startedAt, finishedAt: finished!.finishedAt });
@@ -593,6 +584,81 @@ describe.each(DIALECTS)('on %s', (dialect) => {
         [2, null, 0, true],
       ]);
       expect(ledger[0]).toMatchObject({ retryAfterMs: 1000, nextDelayMs: 1100, providerRequestId: 'req_1' });
+    });
+
+    it('writes an attempt’s row in the transactions the attempt commits, none of its own', async () => {
+      let commits = 0;
+      const counted = await open({ observer: { statement: () => undefined, commit: () => commits++ } });
+      await counted.seedOrder(order('ride-1'));
+      const attempt = { step: 'create_refund', workflowId: 'wf', runId: 'r', attempt: 1 };
+      const rows = (key: string) => counted.operations.attempts(key, 'r');
+      const row = counted.operations.openAttempt({ ...attempt, key: 'ride:a', operationId: 'ride-1:v1' });
+      const sent = { ...OK_END, transportRequests: 1, providerRequestId: 'req_r' };
+      commits = 0;
+      await row.run(async () => {
+        // The first transaction carries the row's beginning; a request's begun() then finds it on disk.
+        await counted.operations.commitIntent({ ...intent('ride-1:v1'), orderId: 'ride-1' });
+        expect(await rows('ride:a')).toMatchObject([{ attempt: 1, finishedAt: null, outcome: null }]);
+        await row.begun();
+        // A later transaction carries nothing; the one recording the effect carries the end.
+        await counted.operations.markSent('ride-1:v1', 'wf', 10_000);
+        await row.recording(
+          () => sent,
+          () => counted.operations.settle('ride-1:v1', { status: 'unknown', reason: 'x' }, 'wf', 'probe'),
+        );
+      });
+      expect(commits).toBe(3);
+      expect(await row.finish(sent)).toMatchObject({ alone: true });
+      expect(commits).toBe(3);
+      expect(await rows('ride:a')).toMatchObject([{ outcome: 'ok', transportRequests: 1, providerRequestId: 'req_r' }]);
+      // An end other than the one written with the effect (the attempt failed after it) is written over it.
+      await row.finish({ ...sent, outcome: 'STATE_CONFLICT', reason: 'later' });
+      expect(commits).toBe(4);
+      expect(await rows('ride:a')).toMatchObject([{ outcome: 'STATE_CONFLICT', reason: 'later' }]);
+
+      // A transaction that fails carries nothing; requests made at once begin the row once, alone.
+      const lone = counted.operations.openAttempt({ ...attempt, key: 'ride:b', operationId: 'ride-1:v1' });
+      commits = 0;
+      await lone.run(async () => {
+        await expect(
+          counted.operations.commitIntent({ ...intent('ride-1:v1', 500, 'changed'), orderId: 'ride-1' }),
+        ).rejects.toThrow(IntentConflictError);
+        expect(await rows('ride:b')).toEqual([]);
+        const [one, two] = await Promise.all([lone.begun(), lone.begun(), lone.begun()]);
+        expect(two).toEqual(one);
+      });
+      expect(commits).toBe(1);
+      expect(await rows('ride:b')).toHaveLength(1);
+      // An attempt that never wrote its row writes it whole at the end, in one commit.
+      const late = counted.operations.openAttempt({ ...attempt, key: 'ride:c', operationId: 'ride-1:v1' });
+      commits = 0;
+      await expect(late.finish(OK_END)).resolves.toMatchObject({ alone: true });
+      expect(commits).toBe(1);
+      expect(await rows('ride:c')).toMatchObject([{ startedAt: late.startedAt, outcome: 'ok' }]);
+    });
+
+    it('keeps an attempt’s row in its own transaction when a store fault’s writer opens one inside it', async () => {
+      const faulty = await open({ faults: true });
+      await faulty.seedOrder(order('ride-2'));
+      const row = faulty.operations.openAttempt({
+        key: 'ride:d',
+        step: 'update_order',
+        operationId: 'ride-2:v1',
+        workflowId: 'wf',
+        runId: 'r',
+        attempt: 1,
+      });
+      // The faults' second connection reads its table inside the order write; were it to carry the row, it would
+      // commit it apart, and on SQLite the order write would then find its snapshot stale.
+      await expect(
+        row.run(() =>
+          row.recording(
+            () => OK_END,
+            () => faulty.applyRefund({ orderId: 'ride-2', operationId: 'ride-2:v1', refundId: 're_2', amount: 100 }),
+          ),
+        ),
+      ).resolves.toMatchObject({ changed: true });
+      expect(await faulty.operations.attempts('ride:d', 'r')).toMatchObject([{ outcome: 'ok' }]);
     });
 
     it('takes store faults only from a store opened with faults on, and refuses a nonsense count', async () => {

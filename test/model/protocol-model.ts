@@ -363,6 +363,8 @@ export class System {
       get: (target, p) => {
         const method = Reflect.get(target, p) as unknown;
         if (typeof method !== 'function') return method;
+        // An attempt's ledger row is written by the object this returns, not by a call the protocol orders.
+        if (p === 'openAttempt') return (method as (...x: unknown[]) => unknown).bind(target);
         return async (...args: unknown[]) => {
           const a = attemptHere.getStore();
           if (a?.dead) return never;

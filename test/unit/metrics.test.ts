@@ -83,7 +83,15 @@ test("the attempt runner counts each attempt by step and outcome, and sets its b
     { scheduledTimestampMs: Date.now(), scheduleToCloseTimeoutMs: 60_000, startToCloseTimeoutMs: 30_000 },
     { logger: new DefaultLogger('ERROR'), metricMeter: meter },
   );
-  const log = { beginAttempt: async () => undefined, attempts: async () => [] } as unknown as OperationLog;
+  // No store: the attempt's ledger row goes nowhere.
+  const nowhere = {
+    startedAt: new Date().toISOString(),
+    run: <T>(fn: () => Promise<T>) => fn(),
+    recording: <T>(_end: unknown, fn: () => Promise<T>) => fn(),
+    begun: async () => ({ id: 0, startedAt: '' }),
+    finish: async () => undefined,
+  };
+  const log = { openAttempt: () => nowhere, attempts: async () => [] } as unknown as OperationLog;
   const breakers = new Breakers({
     enabled: true,
     failureThreshold: 1,

@@ -1,0 +1,192 @@
+// The attempt ledger's rows, one per attempt of a step, written where they cost no commit of their own: the
+// row rides in the first transaction the attempt commits, and its end in the one that records the step's
+// effect. Before the attempt sends a provider request its row is on disk, committed alone if no transaction
+// carried it yet, so an attempt that never finishes is always seen as one.
+import { sql } from 'kysely';
+import type { Database, Queryable } from './database';
+import { withRider, type RiderWrite } from './transaction-riders';
+import type { AttemptEnd, AttemptRecord, BegunAttempt, FinishedAttempt, NewAttempt, OpenAttempt } from './types';
+
+interface AttemptRow {
+  id: number;
+  key: string;
+  step: string;
+  operation_id: string;
+  workflow_id: string;
+  run_id: string;
+  attempt: number;
+  started_at: string;
+  finished_at: string | null;
+  transport_requests: number;
+  outcome: string | null;
+  certainty: string | null;
+  reason: string | null;
+  retry_after_ms: number | null;
+  next_delay_ms: number | null;
+  provider_request_id: string | null;
+}
+
+function toAttempt(row: AttemptRow): AttemptRecord {
+  return {
+    id: row.id,
+    key: row.key,
+    step: row.step,
+    operationId: row.operation_id,
+    workflowId: row.workflow_id,
+    runId: row.run_id,
+    attempt: row.attempt,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    transportRequests: row.transport_requests,
+    outcome: row.outcome,
+    certainty: row.certainty,
+    reason: row.reason,
+    retryAfterMs: row.retry_after_ms,
+    nextDelayMs: row.next_delay_ms,
+    providerRequestId: row.provider_request_id,
+  };
+}
+
+// Whether the step has other rows in this run, read by the write itself (PostgreSQL: rows committed before it;
+// SQLite sees its own row too, hence the id): most steps have none, and their ledger is known without a read.
+const OTHERS = sql`(SELECT COUNT(*) FROM attempts others WHERE others.key = attempts.key AND others.run_id = attempts.run_id AND others.id <> attempts.id) AS others`;
+
+/** Writes a row that has begun; with `end`, one that has ended as well. */
+export async function insertAttempt(
+  on: Queryable,
+  a: NewAttempt,
+  startedAt: string,
+  end?: AttemptEnd & { finishedAt: string },
+): Promise<{ id: number; alone: boolean }> {
+  const row = await on.one(sql<{ id: number; others: number }>`
+    INSERT INTO attempts (key, step, operation_id, workflow_id, run_id, attempt, started_at,
+      finished_at, transport_requests, outcome, certainty, reason, retry_after_ms, next_delay_ms, provider_request_id)
+    VALUES (${a.key}, ${a.step}, ${a.operationId}, ${a.workflowId}, ${a.runId}, ${a.attempt}, ${startedAt},
+      ${end?.finishedAt ?? null}, ${end?.transportRequests ?? 0}, ${end?.outcome ?? null}, ${end?.certainty ?? null}, ${end?.reason ?? null},
+      ${end?.retryAfterMs ?? null}, ${end?.nextDelayMs ?? null}, ${end?.providerRequestId ?? null})
+    RETURNING id, ${OTHERS}`);
+  return { id: Number(row!.id), alone: Number(row!.others) === 0 };
+}
+
+/** Records how the attempt ended; undefined when there is no such row. */
+export async function finishAttempt(
+  on: Queryable,
+  id: number,
+  end: AttemptEnd,
+  finishedAt: string,
+): Promise<FinishedAttempt | undefined> {
+  const row = await on.one(sql<{ others: number }>`
+    UPDATE attempts SET finished_at = ${finishedAt}, transport_requests = ${end.transportRequests}, outcome = ${end.outcome}, certainty = ${end.certainty},
+      reason = ${end.reason}, retry_after_ms = ${end.retryAfterMs}, next_delay_ms = ${end.nextDelayMs}, provider_request_id = ${end.providerRequestId}
+    WHERE id = ${id}
+    RETURNING ${OTHERS}`);
+  return row && { finishedAt, alone: Number(row.others) === 0 };
+}
+
+export async function attemptsOf(on: Queryable, key: string, runId: string): Promise<AttemptRecord[]> {
+  const rows = await on.all(
+    sql<AttemptRow>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY id`,
+  );
+  return rows.map(toAttempt);
+}
+
+const sameEnd = (a: AttemptEnd, b: AttemptEnd) =>
+  a.transportRequests === b.transportRequests &&
+  a.outcome === b.outcome &&
+  a.certainty === b.certainty &&
+  a.reason === b.reason &&
+  a.retryAfterMs === b.retryAfterMs &&
+  a.nextDelayMs === b.nextDelayMs &&
+  a.providerRequestId === b.providerRequestId;
+
+/** One attempt's row, written lazily: see the module's comment. */
+export class LazyAttemptRow implements OpenAttempt {
+  readonly startedAt: string;
+  private id: number | undefined;
+  /** A write of the row's beginning is on its way (in a transaction, or alone): others wait for it. */
+  private writing: Promise<void> | undefined;
+  /** The end a transaction wrote with its effect, as written. */
+  private ended: { end: AttemptEnd; finished: FinishedAttempt } | undefined;
+
+  constructor(
+    private readonly db: Database,
+    private readonly attempt: NewAttempt,
+    private readonly now: () => string,
+  ) {
+    this.startedAt = now();
+  }
+
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    return withRider<Queryable, T>({ write: (tx) => this.ride(tx) }, fn);
+  }
+
+  recording<T>(end: () => AttemptEnd, fn: () => Promise<T>): Promise<T> {
+    return withRider<Queryable, T>({ write: (tx) => this.ride(tx, end) }, fn);
+  }
+
+  async begun(): Promise<BegunAttempt> {
+    while (this.writing) await this.writing;
+    if (this.id === undefined) {
+      const done = this.claim();
+      try {
+        this.id = (await insertAttempt(this.db, this.attempt, this.startedAt)).id;
+      } finally {
+        done();
+      }
+    }
+    return { id: this.id, startedAt: this.startedAt };
+  }
+
+  async finish(end: AttemptEnd): Promise<FinishedAttempt | undefined> {
+    while (this.writing) await this.writing;
+    if (this.ended && sameEnd(this.ended.end, end)) return this.ended.finished;
+    const finishedAt = this.now();
+    if (this.id !== undefined) return finishAttempt(this.db, this.id, end, finishedAt);
+    const { id, alone } = await insertAttempt(this.db, this.attempt, this.startedAt, { ...end, finishedAt });
+    this.id = id;
+    return { finishedAt, alone };
+  }
+
+  /** In a transaction the attempt commits: the row's beginning if none is written, and with `end` its end. */
+  private async ride(tx: Queryable, end?: () => AttemptEnd): Promise<RiderWrite | undefined> {
+    // The beginning is being written elsewhere: this transaction carries nothing, and the end is written by finish().
+    if (this.writing) return undefined;
+    const ending = end?.();
+    const finishedAt = this.now();
+    if (this.id !== undefined) {
+      if (!ending) return undefined;
+      const finished = await finishAttempt(tx, this.id, ending, finishedAt);
+      return {
+        committed: () => {
+          if (finished) this.ended = { end: ending, finished };
+        },
+        rolledBack: () => undefined,
+      };
+    }
+    const done = this.claim();
+    try {
+      const row = await insertAttempt(tx, this.attempt, this.startedAt, ending && { ...ending, finishedAt });
+      return {
+        committed: () => {
+          this.id = row.id;
+          if (ending) this.ended = { end: ending, finished: { finishedAt, alone: row.alone } };
+          done();
+        },
+        rolledBack: done,
+      };
+    } catch (err) {
+      done();
+      throw err;
+    }
+  }
+
+  /** Marks the beginning as being written; the returned function ends that. */
+  private claim(): () => void {
+    let release!: () => void;
+    this.writing = new Promise((resolve) => (release = resolve));
+    return () => {
+      this.writing = undefined;
+      release();
+    };
+  }
+}
