@@ -8,6 +8,7 @@ import {
   stepKey,
   type BeginResult,
   type Evidenced,
+  pinSettings,
   type RunSettings,
 } from '../contract';
 import type { Order } from '../domain/order';
@@ -48,6 +49,8 @@ const HAS_REFUND: OperationRecord['status'][] = ['refunded', 'partial', 'complet
 
 export function createOperationActivities(deps: { store: OrderStore; attempt: AttemptRunner; settings: RunSettings }) {
   const { store, attempt, settings } = deps;
+  // As the run's history pins them: the policy as its changes from the shipped one (none, on the default).
+  const pinned = pinSettings(settings);
   const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
 
   async function beginOperation(input: BeginOperationInput): Promise<Evidenced<BeginResult>> {
@@ -106,7 +109,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
         created,
         problem,
         blockers,
-        settings,
+        settings: pinned,
       };
     });
   }

@@ -3,6 +3,7 @@
 // of failing its workflow task forever. Workflow code imports this module, so it stays pure.
 import { z } from 'zod';
 import type { RecoveryPolicy } from '../reliability/policy';
+import { pinPolicy, type PinnedPolicy } from '../reliability/pinned-policy';
 import type { Order } from '../domain/order';
 import type { StepEvidence } from '../reliability/attempt-ledger';
 
@@ -93,6 +94,13 @@ export interface RunSettings {
   provider: ProviderWindows;
 }
 
+/** The settings as a run's history pins them: the policy whole, or as its changes from one the bundle ships. */
+export type PinnedSettings = Omit<RunSettings, 'policy'> & PinnedPolicy;
+
+export function pinSettings({ policy, ...rest }: RunSettings): PinnedSettings {
+  return { ...rest, ...pinPolicy(policy) };
+}
+
 /**
  * What we know of an operation's effect at the provider:
  * intent: recorded, and no request has been proven to take effect (none may have been sent yet);
@@ -144,7 +152,7 @@ export interface BeginResult {
   problem: string | null;
   /** Earlier operations on the same order whose effect the order may not show: settled before this one may send. */
   blockers: OperationRecord[];
-  settings: RunSettings;
+  settings: PinnedSettings;
 }
 
 const operationSchema = z
@@ -159,11 +167,17 @@ export const beginResultSchema = z.object({
   created: z.boolean(),
   problem: z.string().nullable(),
   blockers: z.array(operationSchema),
-  settings: z.object({
-    scope: z.string(),
-    policy: z.object({ version: z.string() }).passthrough(),
-    provider: z.object({ dedupeWindowMs: z.number() }).passthrough(),
-  }),
+  settings: z
+    .object({
+      scope: z.string(),
+      provider: z.object({ dedupeWindowMs: z.number() }).passthrough(),
+    })
+    .and(
+      z.union([
+        z.object({ policy: z.object({ version: z.string() }).passthrough() }),
+        z.object({ policyBase: z.string(), policyChanges: z.record(z.string(), z.unknown()) }),
+      ]),
+    ),
 });
 
 export const RECONCILE_OUTCOMES = [

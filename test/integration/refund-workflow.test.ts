@@ -87,7 +87,8 @@ test('a refund runs every step once and reports them in the step table', async (
     RefundStep: ['completion_gate'],
   });
 
-  await h.recordHistory(result.workflowId, 'refund-completed');
+  // refund-completed.json is the 1.0 recording (its policy pinned whole); this one pins it as changes.
+  await h.recordHistory(result.workflowId, 'refund-completed-pinned-policy');
 });
 
 test('asking again for the same refund returns the first run and refunds once', async () => {

@@ -4,7 +4,8 @@
 // completed, rejected, compensated, parked then decided, reconciled after a lost answer, still unknown
 // (parked), awaited a webhook, approval expired; and a follow-up that compensated a refund the provider
 // failed after its run completed; and a batch occurrence that started refunds, recorded with the code before the
-// Web UI's summaries (c00160b: its child starts carry none, and replay against today's code, which sets them).
+// Web UI's summaries (c00160b: its child starts carry none, and replay against today's code, which sets them);
+// and a completed run whose policy is pinned as its changes from the shipped one (the 1.0 recordings pin it whole).
 // Recordings are written decoded (through the codec server). From 1.0
 // on, a change to workflow logic is guarded with patched() and keeps these recordings replaying; add a
 // recording for a new way a run ends (docs/reliability.md, "Versioning"):
@@ -34,6 +35,7 @@ test('the recordings cover every way a refund run ends or waits, a compensating 
     'refund-approval-expired.json',
     'refund-awaited-webhook.json',
     'refund-compensated.json',
+    'refund-completed-pinned-policy.json',
     'refund-completed.json',
     'refund-parked-then-decided.json',
     'refund-reconciled.json',

@@ -4,7 +4,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { RefundActivities } from '../../src/activities';
-import type { RunSettings } from '../../src/contract';
+import { pinSettings, type RunSettings } from '../../src/contract';
 import type { StepEvidence } from '../../src/reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import type { Certainty, FailureCode } from '../../src/reliability/taxonomy';
@@ -166,7 +166,8 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
         problem:
           !own && request.amount > left ? `refund of ${request.amount} exceeds the ${left} still refundable` : null,
         blockers: [],
-        settings: world.settings,
+        // Pinned as a worker pins them: the test policy as its changes from the shipped default.
+        settings: pinSettings(world.settings),
         evidence: evidence(0),
       };
     },

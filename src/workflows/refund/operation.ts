@@ -11,7 +11,7 @@ export class OperationView {
   private dedupeWindowMs: number | null = null;
 
   /** The operation as loading the order returned it. */
-  begin(begin: BeginResult, request: RefundRequest): void {
+  begin(begin: BeginResult, request: RefundRequest, policyVersion: string): void {
     const op = begin.operation;
     this.note(op);
     this.dedupeWindowMs = begin.settings.provider.dedupeWindowMs;
@@ -25,7 +25,7 @@ export class OperationView {
         ? new Date(Date.parse(op.firstSentAt) + this.dedupeWindowMs).toISOString()
         : null,
       expectedReceipt: `one Stripe refund of ${request.amount} ${request.currency} on ${begin.order.paymentIntentId} with metadata.operation_id = ${op.operationId}`,
-      policyVersion: begin.settings.policy.version,
+      policyVersion,
     };
   }
 

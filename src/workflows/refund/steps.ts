@@ -12,6 +12,7 @@ import {
   type RefundReceipt,
   stepKey,
 } from '../../contract';
+import { pinnedPolicy } from '../../reliability/pinned-policy';
 import { stepError, StepFailedError } from '../step-failure';
 import type { RefundRun } from './run';
 import { attempt, stopForFailure } from './step-stop';
@@ -30,15 +31,16 @@ export async function loadOrder(run: RefundRun): Promise<void> {
     ),
   );
   run.begin = begin;
-  run.operation.begin(begin, request);
-  run.settings = begin.settings;
-  run.budget.adopt(begin.settings.policy.budget);
-  // The step table names the policy; the whole table is in the activity's result in history.
+  const policy = pinnedPolicy(begin.settings);
+  run.operation.begin(begin, request, policy.version);
+  run.settings = { scope: begin.settings.scope, provider: begin.settings.provider, policy };
+  run.budget.adopt(policy.budget);
+  // The step table names the policy; how it is pinned is in the activity's result in history.
   steps.get('load_order').output = {
     ...begin,
     settings: {
       scope: begin.settings.scope,
-      policyVersion: begin.settings.policy.version,
+      policyVersion: policy.version,
       provider: begin.settings.provider,
     },
   };
