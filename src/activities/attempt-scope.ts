@@ -3,6 +3,7 @@
 // tree they are called from. Its ledger row is on disk before any of them goes out.
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { log } from '@temporalio/activity';
+import { AttemptEndedError } from '../store/errors';
 import type { AttemptEnd, OpenAttempt } from '../store/types';
 
 export interface TransportRequest {
@@ -72,11 +73,13 @@ export function recordingEffect<T>(fn: () => Promise<T>): Promise<T> {
 /**
  * Awaited by every transport before a request goes on the wire: the attempt's ledger row is then on disk, so an
  * attempt that never finishes is seen as one. The ledger is evidence, not the effect: a failed write is logged.
+ * An attempt that has ended sends nothing more (AttemptEndedError).
  */
 export async function beforeRequest(scope: AttemptScope | undefined): Promise<void> {
   try {
     await scope?.ledger?.begun();
   } catch (err) {
+    if (err instanceof AttemptEndedError) throw err;
     log.warn('attempt ledger write failed', { error: (err as Error).message });
   }
 }

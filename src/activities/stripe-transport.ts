@@ -64,8 +64,10 @@ export class StripeTransport extends Stripe.HttpClient {
   ): Promise<Stripe.HttpClientResponse> {
     // Captured now: the socket's events may not run in the attempt's async context.
     const scope = currentAttemptScope();
-    return beforeRequest(scope).then(() =>
-      this.send(scope, host, port, path, method, headers, body, protocol, timeoutMs),
+    return beforeRequest(scope).then(
+      () => this.send(scope, host, port, path, method, headers, body, protocol, timeoutMs),
+      (err: Error) =>
+        Promise.reject(new TransportError('not_sent', false, null, `${method} ${path}: not sent: ${err.message}`)),
     );
   }
 

@@ -4,6 +4,7 @@
 // carried it yet, so an attempt that never finishes is always seen as one.
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
+import { AttemptEndedError } from './errors';
 import { withRider, type RiderWrite } from './transaction-riders';
 import type { AttemptEnd, AttemptRecord, BegunAttempt, FinishedAttempt, NewAttempt, OpenAttempt } from './types';
 
@@ -84,8 +85,9 @@ export async function finishAttempt(
 }
 
 export async function attemptsOf(on: Queryable, key: string, runId: string): Promise<AttemptRecord[]> {
+  // Oldest first by when each attempt began: a row is written when it is first needed, so ids need not follow.
   const rows = await on.all(
-    sql<AttemptRow>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY id`,
+    sql<AttemptRow>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`,
   );
   return rows.map(toAttempt);
 }
@@ -103,10 +105,14 @@ const sameEnd = (a: AttemptEnd, b: AttemptEnd) =>
 export class LazyAttemptRow implements OpenAttempt {
   readonly startedAt: string;
   private id: number | undefined;
-  /** A write of the row's beginning is on its way (in a transaction, or alone): others wait for it. */
+  /** A write of the row is on its way (in a transaction, or alone): others wait for it. */
   private writing: Promise<void> | undefined;
   /** The end a transaction wrote with its effect, as written. */
   private ended: { end: AttemptEnd; finished: FinishedAttempt } | undefined;
+  /** A transaction that carried the row failed at or after its COMMIT, which may have taken effect: look first. */
+  private doubtful = false;
+  /** finish() was called: nothing more goes out under this attempt. */
+  private closed = false;
 
   constructor(
     private readonly db: Database,
@@ -126,10 +132,14 @@ export class LazyAttemptRow implements OpenAttempt {
 
   async begun(): Promise<BegunAttempt> {
     while (this.writing) await this.writing;
+    if (this.closed)
+      throw new AttemptEndedError(
+        `attempt ${this.attempt.attempt} of ${this.attempt.key} has ended: nothing more is sent under it`,
+      );
     if (this.id === undefined) {
       const done = this.claim();
       try {
-        this.id = (await insertAttempt(this.db, this.attempt, this.startedAt)).id;
+        this.id = (await this.found()) ?? (await insertAttempt(this.db, this.attempt, this.startedAt)).id;
       } finally {
         done();
       }
@@ -139,18 +149,26 @@ export class LazyAttemptRow implements OpenAttempt {
 
   async finish(end: AttemptEnd): Promise<FinishedAttempt | undefined> {
     while (this.writing) await this.writing;
+    this.closed = true;
     if (this.ended && sameEnd(this.ended.end, end)) return this.ended.finished;
-    const finishedAt = this.now();
-    if (this.id !== undefined) return finishAttempt(this.db, this.id, end, finishedAt);
-    const { id, alone } = await insertAttempt(this.db, this.attempt, this.startedAt, { ...end, finishedAt });
-    this.id = id;
-    return { finishedAt, alone };
+    const done = this.claim();
+    try {
+      const finishedAt = this.now();
+      this.id ??= await this.found();
+      if (this.id !== undefined) return await finishAttempt(this.db, this.id, end, finishedAt);
+      const { id, alone } = await insertAttempt(this.db, this.attempt, this.startedAt, { ...end, finishedAt });
+      this.id = id;
+      return { finishedAt, alone };
+    } finally {
+      done();
+    }
   }
 
   /** In a transaction the attempt commits: the row's beginning if none is written, and with `end` its end. */
   private async ride(tx: Queryable, end?: () => AttemptEnd): Promise<RiderWrite | undefined> {
-    // The beginning is being written elsewhere: this transaction carries nothing, and the end is written by finish().
-    if (this.writing) return undefined;
+    // A write is on its way elsewhere, the attempt has ended, or the row's existence is in doubt: this transaction
+    // carries nothing, and begun() or finish() write what is left.
+    if (this.writing || this.closed || (this.id === undefined && this.doubtful)) return undefined;
     const ending = end?.();
     const finishedAt = this.now();
     if (this.id !== undefined) {
@@ -172,7 +190,10 @@ export class LazyAttemptRow implements OpenAttempt {
           if (ending) this.ended = { end: ending, finished: { finishedAt, alone: row.alone } };
           done();
         },
-        rolledBack: done,
+        rolledBack: () => {
+          this.doubtful = true;
+          done();
+        },
       };
     } catch (err) {
       done();
@@ -180,7 +201,18 @@ export class LazyAttemptRow implements OpenAttempt {
     }
   }
 
-  /** Marks the beginning as being written; the returned function ends that. */
+  /** The row a transaction whose COMMIT failed may have written after all: found by what only this attempt writes. */
+  private async found(): Promise<number | undefined> {
+    if (!this.doubtful) return undefined;
+    const a = this.attempt;
+    const row = await this.db.one(sql<{ id: number }>`
+      SELECT id FROM attempts WHERE key = ${a.key} AND run_id = ${a.runId} AND attempt = ${a.attempt} AND started_at = ${this.startedAt}
+      ORDER BY id LIMIT 1`);
+    this.doubtful = false;
+    return row && Number(row.id);
+  }
+
+  /** Marks the row as being written; the returned function ends that. */
   private claim(): () => void {
     let release!: () => void;
     this.writing = new Promise((resolve) => (release = resolve));

@@ -187,8 +187,8 @@ class KyselyDatabase extends Runner implements Database {
         const result = await withoutRider(() => fn(runner));
         rode = await rider?.write(runner);
         await sql.raw('COMMIT').execute(connection);
-        this.observer?.commit();
         rode?.committed();
+        this.observer?.commit();
         return result;
       } catch (err) {
         await sql

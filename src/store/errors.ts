@@ -35,6 +35,11 @@ export class OperationInFlightError extends Error {
 }
 
 /** What an IntentConflictError names: each field whose stored value differs from the one asked for. */
+/** A request asked to go out under an attempt whose ledger row has ended: it is not sent. */
+export class AttemptEndedError extends Error {
+  override name = 'AttemptEndedError';
+}
+
 export function differences<T extends object>(stored: T, wanted: T, fields: (keyof T)[]): string[] {
   return fields
     .filter((f) => stored[f] !== wanted[f])

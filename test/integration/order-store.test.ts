@@ -44,6 +44,40 @@ function order(id: string, amount = 1000): NewOrder {
   return { id, paymentIntentId: `pi_${id}`, customerEmail: `${id}@example.test`, currency: 'usd', amount };
 }
 
+it('writes an attempt’s row once when the transaction that carried it failed at COMMIT (SQLite: a deferred key)', async () => {
+  const file = path.join(dir, 'commit-fails.db');
+  const store = await openStore(`sqlite:${file}`);
+  const db = openSqlite(file);
+  try {
+    const log = new SqlOperationLog(db);
+    const row = log.openAttempt({
+      key: 'cf',
+      step: 'update_order',
+      operationId: 'o:v1',
+      workflowId: 'wf',
+      runId: 'r',
+      attempt: 1,
+    });
+    await row.run(() =>
+      expect(
+        db.transaction(async (tx) => {
+          await tx.run(sql`PRAGMA defer_foreign_keys = ON`);
+          await tx.run(sql`
+            INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
+            VALUES ('o:v1', 'no-such-order', 're_x', 1, 0, 'paid', 1, 'now')`);
+        }),
+      ).rejects.toThrow(/FOREIGN KEY/),
+    );
+    // The row rode in that transaction and was rolled back with it: the next write looks, finds none, writes one.
+    await expect(row.begun()).resolves.toMatchObject({ startedAt: row.startedAt });
+    await row.finish(OK_END);
+    expect(await log.attempts('cf', 'r')).toMatchObject([{ outcome: 'ok' }]);
+  } finally {
+    await db.close();
+    await store.close();
+  }
+});
+
 describe.each(DIALECTS)('on %s', (dialect) => {
   const opened: OrderStore[] = [];
   let url: string;
@@ -635,6 +669,24 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await expect(late.finish(OK_END)).resolves.toMatchObject({ alone: true });
       expect(commits).toBe(1);
       expect(await rows('ride:c')).toMatchObject([{ startedAt: late.startedAt, outcome: 'ok' }]);
+      // An attempt that has ended sends nothing more under its row, even when asked as it ends.
+      await expect(late.begun()).rejects.toThrow(/has ended: nothing more is sent under it/);
+      const racing = counted.operations.openAttempt({ ...attempt, key: 'ride:e', operationId: 'ride-1:v1' });
+      const [ended, asked] = await Promise.allSettled([racing.finish(OK_END), racing.begun()]);
+      expect([ended.status, asked.status]).toEqual(['fulfilled', 'rejected']);
+      expect(await rows('ride:e')).toHaveLength(1);
+      // Rows are written when first needed: the ledger still lists them by when each attempt began.
+      const first = counted.operations.openAttempt({ ...attempt, key: 'ride:f', operationId: 'ride-1:v1' });
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      const second = counted.operations.openAttempt({
+        ...attempt,
+        key: 'ride:f',
+        operationId: 'ride-1:v1',
+        attempt: 2,
+      });
+      await second.begun();
+      await first.begun();
+      expect((await rows('ride:f')).map((r) => r.attempt)).toEqual([1, 2]);
     });
 
     it('keeps an attempt’s row in its own transaction when a store fault’s writer opens one inside it', async () => {
