@@ -173,9 +173,14 @@ export const beginResultSchema = z.object({
       provider: z.object({ dedupeWindowMs: z.number() }).passthrough(),
     })
     .and(
+      // One form or the other, never both (a pin must not be read two ways).
       z.union([
-        z.object({ policy: z.object({ version: z.string() }).passthrough() }),
-        z.object({ policyBase: z.string(), policyChanges: z.record(z.string(), z.unknown()) }),
+        z.object({ policy: z.object({ version: z.string() }).passthrough(), policyBase: z.never().optional() }),
+        z.object({
+          policyBase: z.string(),
+          policyChanges: z.record(z.string(), z.unknown()),
+          policy: z.never().optional(),
+        }),
       ]),
     ),
 });

@@ -11,8 +11,8 @@ type JsonObject = { [key: string]: Json };
 /** The SHA-256 of the shipped default's JSON as `JSON.stringify` writes it (a test checks it). */
 export const DEFAULT_POLICY_SHA256 = 'e0296266268d53c80f96cf8b0e45e18f278c3e4fc3e055e3202aa5c0f4a376b8';
 
-/** The policies this bundle ships, by hash; never removed (above). */
-const SHIPPED: Readonly<Record<string, RecoveryPolicy>> = { [DEFAULT_POLICY_SHA256]: DEFAULT_POLICY };
+/** The policies this bundle ships, by hash; never removed (above). Every worker checks each hash at start. */
+export const SHIPPED_POLICIES: ReadonlyMap<string, RecoveryPolicy> = new Map([[DEFAULT_POLICY_SHA256, DEFAULT_POLICY]]);
 
 /** A policy as a run's history pins it: whole, or as JSON Merge Patch (RFC 7386) changes from a shipped one. */
 export type PinnedPolicy = { policy: RecoveryPolicy } | { policyBase: string; policyChanges: JsonObject };
@@ -28,7 +28,7 @@ export function pinPolicy(policy: RecoveryPolicy): PinnedPolicy {
 /** The policy a pin stands for; a base this bundle does not ship is refused, never guessed. */
 export function pinnedPolicy(pin: PinnedPolicy): RecoveryPolicy {
   if ('policy' in pin) return pin.policy;
-  const base = SHIPPED[pin.policyBase];
+  const base = SHIPPED_POLICIES.get(pin.policyBase);
   if (!base) throw new Error(`the run is pinned to a recovery policy this build does not ship (${pin.policyBase})`);
   if (Object.keys(pin.policyChanges).length === 0) return base;
   return merged(base as unknown as JsonObject, pin.policyChanges) as unknown as RecoveryPolicy;
@@ -62,7 +62,14 @@ function merged(base: JsonObject, patch: JsonObject): JsonObject {
   const out: JsonObject = { ...base };
   for (const [key, value] of Object.entries(patch)) {
     if (value === null) delete out[key];
-    else out[key] = isObject(value) && isObject(base[key]) ? merged(base[key], value) : value;
+    // A key, whatever its name: `__proto__` assigned would set the object's prototype instead.
+    else
+      Object.defineProperty(out, key, {
+        value: isObject(value) && isObject(base[key]) ? merged(base[key], value) : value,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
   }
   return out;
 }
