@@ -32,8 +32,23 @@ export const freePort = () =>
     srv.on('error', reject);
   });
 
-/** Starts the dev server the whole run shares, with every pooled namespace and our search attributes. */
+/**
+ * Starts the dev server the whole run shares, with every pooled namespace and our search attributes. A server
+ * that exits as it starts (a port of its own taken between our check and its bind) is started again on others.
+ */
 export async function startSharedServer(claims: string): Promise<SharedServer> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startSharedServerOnce(claims);
+    } catch (err) {
+      if (attempt >= 3 || !(err instanceof ServerExited)) throw err;
+    }
+  }
+}
+
+class ServerExited extends Error {}
+
+async function startSharedServerOnce(claims: string): Promise<SharedServer> {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
   const args = [
@@ -50,10 +65,15 @@ export async function startSharedServer(claims: string): Promise<SharedServer> {
   for (let i = 1; i <= POOL; i++) args.push('--namespace', poolName(i));
   for (const key of Object.values(SEARCH_ATTRIBUTES))
     args.push('--search-attribute', `${key.name}=${key.type === SearchAttributeType.BOOL ? 'Bool' : 'Keyword'}`);
-  const child: ChildProcess = spawn(findTool('temporal'), args, { stdio: 'ignore' });
+  const child: ChildProcess = spawn(findTool('temporal'), args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-2000)));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   for (const end = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 200))) {
-    if (child.exitCode !== null) throw new Error(`the shared Temporal dev server exited (${child.exitCode})`);
+    if (child.exitCode !== null)
+      throw new ServerExited(
+        `the shared Temporal dev server exited (${child.exitCode}): ${stderr.trim() || 'no output'}`,
+      );
     if (Date.now() > end) throw new Error('the shared Temporal dev server did not start in 60 s');
     const ready = await Connection.connect({ address, connectTimeout: '1s' })
       .then(async (c) => {

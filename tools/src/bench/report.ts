@@ -212,7 +212,7 @@ export function renderReport(r: BenchReport): string {
   );
   out.push('');
   out.push(
-    'Each ✗, its measured reason and what it would take: [README.md](README.md), "Fifth round". The fault rows carry no target but the last two columns.',
+    'Each ✗, its measured reason and what it would take: [README.md](README.md), "Each ✗ of the report"; what the rounds of issue 26 cut: "Fifth round", "Sixth round". The fault rows carry no target but the last two columns.',
   );
   out.push('');
   const s = r.scale;
