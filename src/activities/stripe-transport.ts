@@ -47,25 +47,20 @@ const READ_AGENTS = {
   https: new https.Agent({ keepAlive: true, timeout: 1000 }),
 };
 
+/** What the SDK hands its HTTP client for one request: host, port, path, method, headers, body, protocol, timeout. */
+type RequestArgs = Parameters<Stripe.HttpClient['makeRequest']>;
+
 export class StripeTransport extends Stripe.HttpClient {
   override getClientName(): string {
     return 'durable-refunds';
   }
 
-  override makeRequest(
-    host: string,
-    port: string,
-    path: string,
-    method: string,
-    headers: Record<string, string | number | string[]>,
-    body: string,
-    protocol: string,
-    timeoutMs: number,
-  ): Promise<Stripe.HttpClientResponse> {
+  override makeRequest(...request: RequestArgs): Promise<Stripe.HttpClientResponse> {
     // Captured now: the socket's events may not run in the attempt's async context.
     const scope = currentAttemptScope();
+    const [, , path, method] = request;
     return beforeRequest(scope).then(
-      () => this.send(scope, host, port, path, method, headers, body, protocol, timeoutMs),
+      () => this.send(scope, ...request),
       (err: Error) =>
         Promise.reject(new TransportError('not_sent', false, null, `${method} ${path}: not sent: ${err.message}`)),
     );
@@ -73,14 +68,7 @@ export class StripeTransport extends Stripe.HttpClient {
 
   private send(
     scope: AttemptScope | undefined,
-    host: string,
-    port: string,
-    path: string,
-    method: string,
-    headers: Record<string, string | number | string[]>,
-    body: string,
-    protocol: string,
-    timeoutMs: number,
+    ...[host, port, path, method, headers, body, protocol, timeoutMs]: RequestArgs
   ): Promise<Stripe.HttpClientResponse> {
     const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
     // A stamped send's requests end by its deadline, whenever they begin: its own timeout is cut to what is left.
