@@ -1,7 +1,8 @@
 // The attempt ledger's rows, one per attempt of a step, written where they cost no commit of their own: the
 // row rides in the first transaction the attempt commits, and its end in the one that records the step's
 // effect. Before the attempt sends a provider request its row is on disk, committed alone if no transaction
-// carried it yet, so an attempt that never finishes is always seen as one.
+// carried it yet, so an attempt that never finishes is seen as one.
+import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
 import { AttemptEndedError } from './errors';
@@ -53,7 +54,7 @@ function toAttempt(row: AttemptRow): AttemptRecord {
 const OTHERS = sql`(SELECT COUNT(*) FROM attempts others WHERE others.key = attempts.key AND others.run_id = attempts.run_id AND others.id <> attempts.id) AS others`;
 
 /** Writes a row that has begun; with `end`, one that has ended as well. */
-export async function insertAttempt(
+async function insertAttempt(
   on: Queryable,
   a: NewAttempt,
   startedAt: string,
@@ -70,7 +71,7 @@ export async function insertAttempt(
 }
 
 /** Records how the attempt ended; undefined when there is no such row. */
-export async function finishAttempt(
+async function finishAttempt(
   on: Queryable,
   id: number,
   end: AttemptEnd,
@@ -91,15 +92,6 @@ export async function attemptsOf(on: Queryable, key: string, runId: string): Pro
   );
   return rows.map(toAttempt);
 }
-
-const sameEnd = (a: AttemptEnd, b: AttemptEnd) =>
-  a.transportRequests === b.transportRequests &&
-  a.outcome === b.outcome &&
-  a.certainty === b.certainty &&
-  a.reason === b.reason &&
-  a.retryAfterMs === b.retryAfterMs &&
-  a.nextDelayMs === b.nextDelayMs &&
-  a.providerRequestId === b.providerRequestId;
 
 /** One attempt's row, written lazily: see the module's comment. */
 export class LazyAttemptRow implements OpenAttempt {
@@ -150,7 +142,7 @@ export class LazyAttemptRow implements OpenAttempt {
   async finish(end: AttemptEnd): Promise<FinishedAttempt | undefined> {
     while (this.writing) await this.writing;
     this.closed = true;
-    if (this.ended && sameEnd(this.ended.end, end)) return this.ended.finished;
+    if (this.ended && isDeepStrictEqual(this.ended.end, end)) return this.ended.finished;
     const done = this.claim();
     try {
       const finishedAt = this.now();

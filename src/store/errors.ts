@@ -34,12 +34,12 @@ export class OperationInFlightError extends Error {
   override name = 'OperationInFlightError';
 }
 
-/** What an IntentConflictError names: each field whose stored value differs from the one asked for. */
 /** A request asked to go out under an attempt whose ledger row has ended: it is not sent. */
 export class AttemptEndedError extends Error {
   override name = 'AttemptEndedError';
 }
 
+/** What an IntentConflictError names: each field whose stored value differs from the one asked for. */
 export function differences<T extends object>(stored: T, wanted: T, fields: (keyof T)[]): string[] {
   return fields
     .filter((f) => stored[f] !== wanted[f])
