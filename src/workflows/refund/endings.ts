@@ -61,7 +61,8 @@ export async function cancelled(run: RefundRun): Promise<void> {
   const was = run.status;
   let compensation: RunStopped | undefined;
   if (run.effect.status === 'failed') {
-    compensation = await compensate(run, {}).catch((err: unknown) => {
+    const resendApprovedAt = run.approvedCompensation ?? undefined;
+    compensation = await compensate(run, { resendApprovedAt }).catch((err: unknown) => {
       if (!(err instanceof RunStopped)) throw err;
       return err;
     });

@@ -66,6 +66,8 @@ export class RefundRun {
   outcome: RefundRunState['outcome'] = null;
   awaitingProvider: AwaitingProvider | null = null;
   parked: RefundRunState['parked'] = null;
+  /** When a person's compensate decision was taken, until the run carries it out: a cancellation meanwhile honours it. */
+  approvedCompensation: string | null = null;
   private readonly deskView: DeskView = {
     parked: null,
     effect: () => this.effect.status,
@@ -163,6 +165,7 @@ export class RefundRun {
   unpark(): void {
     this.parked = null;
     this.deskView.parked = null;
+    this.approvedCompensation = null;
     this.outcome = null;
     this.status = 'running';
     showUnparked(this);

@@ -72,6 +72,18 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
     },
   );
 
+  // The one place a run's cancellation is handled: wherever it lands (a step, a park's bookkeeping, a wait, a
+  // decision's audit), the run ends with its word, compensates what it can and hands unacted news to the follow-up.
+  try {
+    return await drive(run);
+  } catch (err) {
+    if (isCancellation(err)) await CancellationScope.nonCancellable(() => cancelled(run));
+    throw err;
+  }
+}
+
+/** The saga until it completes or ends, parking for a person between; a cancellation passes through untouched. */
+async function drive(run: RefundRun): Promise<RefundResult> {
   let next = () => carryOut(run, 'load_order');
   for (;;) {
     let stopped: RunStopped;
@@ -82,10 +94,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       await handOverToFollowUp(run);
       return result;
     } catch (err) {
-      if (isCancellation(err)) {
-        await CancellationScope.nonCancellable(() => cancelled(run));
-        throw err;
-      }
+      if (isCancellation(err)) throw err;
       // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
       stopped =
         err instanceof StepFailedError
@@ -109,6 +118,8 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
       continue;
     }
     const { record } = chosen;
+    // Taken, not yet carried out: a cancellation before it is (during its audit) still carries it out as approved.
+    if (chosen.kind === 'compensate') run.approvedCompensation = record.at;
     const approval = run.desk.records.find((r) => r.answers === record.seq && r.decision === 'approve');
     await audit(run, chosen.kind, record.reason, stopped.failedStep, 'decision', {
       decision: record.decision,
@@ -161,29 +172,26 @@ function rejectedInput(input: RefundRequestInput, reason: string): RefundResult 
  * is not a decision to wait for: the registry compensates that without asking.
  */
 async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Chosen | 'provider_failed'> {
-  // Who may decide is read as the workers are configured now, also for a run that never loaded its settings.
+  // Who may decide is read as the workers are configured now, also for a run that never loaded its settings; a
+  // worker that cannot say leaves the run's own policy in force, and a cancellation goes on to the run's handler.
   await pooledActivities<RefundActivities>(BOOKKEEPING)
     .decisionPolicy()
     .then(
       (decisions) => run.useDecisionPolicy(decisions),
-      () => undefined,
+      (err: unknown) => {
+        if (isCancellation(err)) throw err;
+      },
     );
   run.park(stopped);
   refundMetrics(metricMeter).runParked(run.parked!.verdict);
   await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', {
     verdict: run.parked?.verdict,
   });
-  try {
-    const news = () =>
-      !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.news.uncheckedFailure(run.effect) !== undefined;
-    const chosen = await Promise.race([run.desk.next(), condition(news).then(() => 'provider_failed' as const)]);
-    // A decide Update and the failure in one workflow task: the race may pick either, the decision must win.
-    return run.desk.firstOf(chosen);
-  } catch (err) {
-    // Cancelled while it waited for a person: it still says what it leaves behind, and compensates what it can.
-    if (isCancellation(err)) await CancellationScope.nonCancellable(() => cancelled(run));
-    throw err;
-  }
+  const news = () =>
+    !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.news.uncheckedFailure(run.effect) !== undefined;
+  const chosen = await Promise.race([run.desk.next(), condition(news).then(() => 'provider_failed' as const)]);
+  // A decide Update and the failure in one workflow task: the race may pick either, the decision must win.
+  return run.desk.firstOf(chosen);
 }
 
 /** What the run carries out for a person's decision. */
