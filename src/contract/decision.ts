@@ -12,6 +12,8 @@ export const decisionInputSchema = z
     reason: z.string().trim().min(1, 'must say why').max(500),
     /** For retry-step: the step (the one that failed, which is also the default). */
     step: z.enum(REFUND_STEPS).optional(),
+    /** The parking the decider read (decisionAddress), for an unsigned decision; a signed one says it in `signed`. Refused when the run is elsewhere. */
+    answers: z.string().min(1).max(200).optional(),
     /** The decider's signature and what it is addressed to; only `reconcile` may go without (decision-signature.ts). */
     signed: signedSchema.optional(),
   })
