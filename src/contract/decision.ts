@@ -46,8 +46,10 @@ export const SWEEPER = 'sweep';
 
 /**
  * The command that sends a parked run its decision (`retry-step:<step>` is sent as retry-step: the run
- * retries the step it parked at), as `inspect` prints it and the run's page in the Web UI shows it.
+ * retries the step it parked at), as `inspect` prints it and the run's page in the Web UI shows it: for
+ * the parking read there (`address`, decisionAddress), so that decide refuses it once the run has moved.
  */
-export function decideCommand(workflowId: string, decision: string): string {
-  return `npm run decide -- ${workflowId} ${decision.split(':')[0]} --by <name> --reason "<why>"`;
+export function decideCommand(workflowId: string, decision: string, address?: string | null): string {
+  const answers = address ? ` --answers ${address}` : '';
+  return `npm run decide -- ${workflowId} ${decision.split(':')[0]}${answers} --by <name> --reason "<why>"`;
 }
