@@ -1,9 +1,10 @@
-// `npm run decide -- <workflow id> <decision> --by <who> --reason …`: signs a decision with the
-// decider's key and sends it to a parked run as the `decide` Update (or, with --print, prints it for
-// `temporal workflow update execute`). The Update id is a business key (the decision and the parking
-// it answers), so sending the same decision twice applies it once. `npm run decide -- keygen` makes a key.
+// `npm run decide -- <workflow id> <decision> --answers <address> --by <who> --reason …`: signs a decision
+// with the decider's key for the parking its decider read (decide-parking.ts) and sends it to the run as
+// the `decide` Update (or, with --print, prints it for `temporal workflow update execute`). The Update id
+// is a business key (the decision and the parking it answers), so sending the same decision twice applies
+// it once. `npm run decide -- keygen` makes a key.
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import fs from 'node:fs';
 import { workerPolling } from '../temporal/client';
 import { REFUND_STEPS } from '../compensations/registry';
@@ -11,6 +12,7 @@ import { loadConfig } from '../config';
 import { DECISION_KINDS, deciderNameSchema, ROLES } from '../reliability/policy';
 import {
   decisionAddress,
+  DECISION_ADDRESS,
   decisionUpdate,
   decisionUpdateId,
   MAX_SIGNATURE_TTL_MS,
@@ -20,6 +22,23 @@ import {
 } from '../contract';
 import { connectClient, errorMessage } from './common';
 import { defaultKeyFile, generateKey, readKey, signDecision, type DeciderKey } from './decider-keys';
+import {
+  answeredAddress,
+  confirm,
+  movedMessage,
+  NotConfirmed,
+  Refused,
+  unnamedParking,
+  type ParkingFlags,
+} from './decide-parking';
+
+const address = (value: string) => {
+  if (!DECISION_ADDRESS.test(value))
+    throw new InvalidArgumentError(
+      `must be a parking's address as \`npm run inspect -- <workflow id>\` prints it (run-<run id>:parked-<since>:after-<n>), got "${value}"`,
+    );
+  return value;
+};
 
 const program = new Command('decide')
   .description(
@@ -33,6 +52,15 @@ const program = new Command('decide')
     'why, for the record (for confirm-delivered: your evidence, e.g. where you found the message)',
   )
   .addOption(
+    new Option(
+      '--answers <address>',
+      'the parking you read: the Address `npm run inspect` prints; refused if the run has moved',
+    )
+      .argParser(address)
+      .conflicts('current'),
+  )
+  .option('--current', 'answer whatever the run waits for now (shown on stderr), for a script that did not read it')
+  .addOption(
     new Option('--step <step>', 'for retry-step: the step (default: the one that failed)').choices(REFUND_STEPS),
   )
   .option('--update-id <id>', 'the Update id (default: derived from the decision and the parking it answers)')
@@ -42,7 +70,9 @@ const program = new Command('decide')
   .option('--json', 'print the decision record as JSON')
   .addHelpText(
     'after',
-    '\nA key pair: npm run decide -- keygen --name <name> [--roles operator+approver] [--out <file>]',
+    '\nWithout --answers or --current, decide shows the verdict it is about to answer and asks on the terminal;' +
+      '\nwithout a terminal it refuses.' +
+      '\nA key pair: npm run decide -- keygen --name <name> [--roles operator+approver] [--out <file>]',
   )
   .showHelpAfterError();
 
@@ -69,7 +99,8 @@ function makeKey(argv: string[]) {
 key id       ${key.keyId}
 DECIDERS     ${name}=${roles}:${key.publicKey}
 Add the DECIDERS entry (comma-separated with the others) to the workers' environment and restart them; a run reads
-who may decide when it parks. Decide with: npm run decide -- <workflow id> <decision> --by ${name} --reason "<why>"`);
+who may decide when it parks. Decide with: npm run decide -- <workflow id> <decision> --answers <address> --by ${name} --reason "<why>"
+(the address is the parking you read: \`npm run inspect -- <workflow id>\` prints it)`);
 }
 
 /** 15m, 2h, 90s: in milliseconds, at most MAX_SIGNATURE_TTL_MS. */
@@ -87,22 +118,25 @@ function deciderKey(by: string, given?: string): DeciderKey | undefined {
   return fs.existsSync(defaultKeyFile(by)) ? readKey(defaultKeyFile(by)) : undefined;
 }
 
-class Refused extends Error {}
-
 async function main() {
   if (process.argv[2] === 'keygen') return makeKey(process.argv.slice(3));
   program.parse();
   const [workflowId, decision] = program.args as [string, DecisionInput['decision']];
-  const opts = program.opts<{
-    by: string;
-    reason: string;
-    step?: DecisionInput['step'];
-    updateId?: string;
-    key?: string;
-    expiresIn: string;
-    print?: boolean;
-    json?: boolean;
-  }>();
+  const opts = program.opts<
+    ParkingFlags & {
+      by: string;
+      reason: string;
+      step?: DecisionInput['step'];
+      updateId?: string;
+      key?: string;
+      expiresIn: string;
+      print?: boolean;
+      json?: boolean;
+    }
+  >();
+  const terminal = Boolean(process.stdin.isTTY);
+  const unnamed = unnamedParking(opts, terminal);
+  if (unnamed) program.error(`decide: ${unnamed}`, { exitCode: 2 });
   const ttlMs = duration(opts.expiresIn);
   const key = deciderKey(opts.by, opts.key);
   const config = loadConfig();
@@ -117,28 +151,41 @@ async function main() {
     const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
     const state = await handle.query(stepsQuery);
     const fields = { decision, by: opts.by, reason: opts.reason, ...(opts.step && { step: opts.step }) };
+    const what = `${decision}${opts.step ? ` ${opts.step}` : ''} by ${opts.by}`;
+    const io = {
+      terminal,
+      ask: (question: string) => confirm(question, process.stdin, process.stderr),
+      say: (text: string) => console.error(text),
+    };
+    const answers = await answeredAddress(workflowId, what, opts, state, io);
     const updateId = opts.updateId ?? decisionUpdateId(fields, state);
     const input: DecisionInput = key
-      ? signDecision(fields, { workflowId, answers: decisionAddress(state) }, key, ttlMs)
-      : fields;
+      ? signDecision(fields, { workflowId, answers }, key, ttlMs)
+      : { ...fields, answers };
     if (!key && decision !== 'reconcile')
       console.error(
         `decide: no key for ${opts.by} (--key, DECIDER_KEY_FILE or ${defaultKeyFile(opts.by)}): unsigned, which only workers with DECISIONS_UNSIGNED=allow take`,
       );
     if (opts.print) return printForTemporalCli(workflowId, updateId, input, key);
-    const record = await handle.executeUpdate(decisionUpdate, { args: [input], updateId }).catch((err: unknown) => {
-      if (err instanceof WorkflowUpdateFailedError) throw new Refused(err.cause?.message ?? err.message);
-      throw err;
-    });
+    const record = await handle
+      .executeUpdate(decisionUpdate, { args: [input], updateId })
+      .catch(async (err: unknown) => {
+        if (!(err instanceof WorkflowUpdateFailedError)) throw err;
+        // It moved between the Query and the Update (the validator refused it): say where it waits now.
+        const now = await handle.query(stepsQuery).catch(() => null);
+        const moved = now && decisionAddress(now) !== answers ? `\n${movedMessage(workflowId, answers, now)}` : '';
+        throw new Refused(`${err.cause?.message ?? err.message}${moved}`);
+      });
     if (opts.json) return console.log(JSON.stringify({ workflowId, updateId, record }, null, 2));
     console.log(
       `${workflowId}: decision #${record.seq} ${record.decision}${record.step ? ` ${record.step}` : ''} by ${record.by}${record.keyId ? `, signed with ${record.keyId}` : ''} (update id ${updateId})`,
     );
     if (record.outcome === 'awaiting_approval') {
       const approvers = state.parked?.approvedBy.filter((name) => name !== record.by) ?? [];
+      // The proposal is the parking the approver answers: inspect shows it with its address.
       console.log(
         `waits for a second person (${approvers.join(', ') || 'an approver'}) until ${record.expiresAt}; unapproved, the run stops.\n` +
-          `approve: npm run decide -- ${workflowId} approve --by <approver> --reason "<why>"`,
+          `approve: npm run inspect -- ${workflowId}, then npm run decide -- ${workflowId} approve --answers <address> --by <approver> --reason "<why>"`,
       );
     } else console.log(`${record.outcome}; \`npm run inspect -- ${workflowId}\` shows where the run is now`);
   } finally {
@@ -160,6 +207,10 @@ main().catch((err) => {
   if (err instanceof Refused) {
     console.error(`decide: refused, nothing was recorded: ${err.message}`);
     process.exit(2);
+  }
+  if (err instanceof NotConfirmed) {
+    console.error(`decide: ${err.message}`);
+    process.exit(1);
   }
   if (err instanceof WorkflowNotFoundError) {
     console.error(

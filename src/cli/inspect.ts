@@ -140,6 +140,8 @@ function render(i: Inspection, codecFlag: string): string {
   }
 
   out.push('', `Verdict      ${i.verdict}`, `Next action  ${i.nextAction}`);
+  // What decide --answers takes: a decision for this parking is refused once the run has moved on.
+  if (i.address) out.push(`Address      ${i.address}`);
   if (i.escalation && i.decision) out.push(`Escalation   ${i.escalation}`);
   if (i.decidedBy.length)
     out.push(
@@ -147,10 +149,11 @@ function render(i: Inspection, codecFlag: string): string {
     );
   if (i.execution === 'RUNNING' && i.decision) {
     const decision = i.decision.split(':')[0]!;
+    const answers = i.address ? ` --answers ${i.address}` : '';
     out.push(
-      `Decide       ${decideCommand(i.workflowId, i.decision)}`,
+      `Decide       ${decideCommand(i.workflowId, i.decision, i.address)}`,
       // The temporal CLI sends what decide --print signed: an unsigned decision is refused (docs/production.md).
-      `  or         temporal workflow update execute --workflow-id ${i.workflowId} --name decide --input "$(npm run -s decide -- ${i.workflowId} ${decision} --by <name> --reason '<why>' --print)"${codecFlag}`,
+      `  or         temporal workflow update execute --workflow-id ${i.workflowId} --name decide --input "$(npm run -s decide -- ${i.workflowId} ${decision}${answers} --by <name> --reason '<why>' --print)"${codecFlag}`,
     );
   }
   return out.join('\n');

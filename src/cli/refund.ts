@@ -3,7 +3,7 @@ import { outcomeOf } from '../client/outcome';
 import { startRefund } from '../client/refunds';
 import { ConflictingRefundError, workerPolling } from '../temporal/client';
 import { loadConfig } from '../config';
-import { decideCommand } from '../contract';
+import { decideCommand, decisionAddress } from '../contract';
 import { InvalidRefundRequestError, REFUND_REASONS, parseRefundRequest } from '../domain/refund-request';
 import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError, openStore } from '../store';
@@ -90,7 +90,7 @@ async function main() {
       const { state } = outcome;
       console.error(
         `refund: ${workflowId} needs a person. ${state.parked?.verdict}: ${state.outcome?.reason}\n` +
-          `next: ${state.parked?.nextAction}; see \`npm run inspect -- ${workflowId}\`, decide with \`${decideCommand(workflowId, state.parked?.decision ?? '<decision>')}\``,
+          `next: ${state.parked?.nextAction}; see \`npm run inspect -- ${workflowId}\`, decide with \`${decideCommand(workflowId, state.parked?.decision ?? '<decision>', state.parked && decisionAddress(state))}\``,
       );
       process.exitCode = 3;
       return;

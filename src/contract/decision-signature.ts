@@ -66,6 +66,9 @@ export function decisionAddress(state: {
   return `run-${state.runId}:parked-${state.parked?.since ?? 'not-parked'}:after-${state.decisions.length}`;
 }
 
+/** An address as decisionAddress makes it, for reading one a person gives (`decide --answers`). */
+export const DECISION_ADDRESS = /^run-[^:]+:parked-.+:after-\d+$/;
+
 /** A short, stable name of a public key, for the audit trail: `ed25519:` and 16 hex digits of its SHA-256. */
 export function keyIdOf(publicKeyHex: string): string {
   return `ed25519:${sha256Hex(publicKeyHex).slice(0, 16)}`;

@@ -12,6 +12,8 @@ export const decisionInputSchema = z
     reason: z.string().trim().min(1, 'must say why').max(500),
     /** For retry-step: the step (the one that failed, which is also the default). */
     step: z.enum(REFUND_STEPS).optional(),
+    /** The parking the decider read (decisionAddress), for an unsigned decision; a signed one says it in `signed`. Refused when the run is elsewhere. */
+    answers: z.string().min(1).max(200).optional(),
     /** The decider's signature and what it is addressed to; only `reconcile` may go without (decision-signature.ts). */
     signed: signedSchema.optional(),
   })
@@ -44,8 +46,10 @@ export const SWEEPER = 'sweep';
 
 /**
  * The command that sends a parked run its decision (`retry-step:<step>` is sent as retry-step: the run
- * retries the step it parked at), as `inspect` prints it and the run's page in the Web UI shows it.
+ * retries the step it parked at), as `inspect` prints it and the run's page in the Web UI shows it: for
+ * the parking read there (`address`, decisionAddress), so that decide refuses it once the run has moved.
  */
-export function decideCommand(workflowId: string, decision: string): string {
-  return `npm run decide -- ${workflowId} ${decision.split(':')[0]} --by <name> --reason "<why>"`;
+export function decideCommand(workflowId: string, decision: string, address?: string | null): string {
+  const answers = address ? ` --answers ${address}` : '';
+  return `npm run decide -- ${workflowId} ${decision.split(':')[0]}${answers} --by <name> --reason "<why>"`;
 }

@@ -9,6 +9,7 @@ import {
 import { workerPolling } from '../temporal/client';
 import { REFUND_SAGA } from '../compensations/registry';
 import {
+  decisionAddress,
   FOLLOW_UP_WORKFLOW,
   operationId as operationIdOf,
   parseFollowUpWorkflowId,
@@ -50,6 +51,8 @@ export interface Inspection {
   nextAction: string;
   /** The decision that takes the next action (`retry-step:<step>` for a retry); null when no decision is needed. */
   decision: string | null;
+  /** While the run waits for a decision: the parking's address (decisionAddress), which `decide --answers` takes. */
+  address: string | null;
   decidedBy: string[];
   approvedBy: string[];
 }
@@ -139,6 +142,7 @@ export async function inspectRun(
     outcome: state?.outcome ?? null,
     escalation: state?.outcome?.failedStep ? REFUND_SAGA[state.outcome.failedStep].escalation : null,
     decisions: state?.decisions ?? [],
+    address: execution === 'RUNNING' && state?.parked ? decisionAddress(state) : null,
     facts,
     inferences,
     unavailable,

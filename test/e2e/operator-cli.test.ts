@@ -1,5 +1,6 @@
 // The refund and operations commands against a Temporal server with no worker at first: the
 // refund command says so instead of waiting in silence, and a conflict names the next free version.
+// decide, run by a script, must say which parking it answers before it reads anything.
 import { newKeyEntry } from '../../src/codec/keyring';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { execFile, spawn } from 'node:child_process';
@@ -96,4 +97,32 @@ test('TASK_QUEUE routes the refund to that queue, and the command looks for a wo
   } finally {
     child.kill();
   }
+});
+
+test('decide in a script must name the parking it answers (--answers) or say --current; refused before anything is read', async () => {
+  const decide = (...args: string[]) =>
+    tsx('decide.ts', ['refund-cli-4-v1', 'abandon', '--by', 'ops', '--reason', 'as read', ...args]).then(
+      () => ({ code: 0, stderr: '' }),
+      (e: { code: number; stderr: string }) => e,
+    );
+  const unnamed = await decide();
+  expect(unnamed).toMatchObject({
+    code: 2,
+    stderr: expect.stringMatching(
+      /^decide: which parking does this decision answer\? Without a terminal to confirm on, pass --answers <address> .*or --current to answer whatever the run waits for now; nothing was sent/,
+    ),
+  });
+  // Refused before connecting: no worker polls this namespace, and it did not get as far as saying so.
+  expect(unnamed.stderr).not.toMatch(/no worker is polling/);
+  expect(await decide('--answers', 'the one I read')).toMatchObject({
+    code: 1,
+    stderr: expect.stringMatching(
+      /--answers <address>' argument 'the one I read' is invalid. must be a parking's address as `npm run inspect -- <workflow id>` prints it/,
+    ),
+  });
+  const address = 'run-0193-abc:parked-2026-01-01T00:00:00.000Z:after-0';
+  expect(await decide('--answers', address, '--current')).toMatchObject({
+    code: 1,
+    stderr: expect.stringMatching(/option '--answers <address>' cannot be used with option '--current'/),
+  });
 });

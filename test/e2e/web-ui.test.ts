@@ -78,7 +78,8 @@ test('a parked run: its summary, its activities and what inspect says, on its pa
   expect(parked).toContain(`Verdict: ${inspected.verdict}`);
   expect(parked).toContain(`Next action: ${inspected.nextAction}`);
   expect(parked).toContain(`Who may decide: ${inspected.decidedBy.join(', ')}`);
-  expect(parked).toContain(`Decide: ${decideCommand(workflowId, inspected.decision!)}`);
+  expect(parked).toContain(`Decide: ${decideCommand(workflowId, inspected.decision!, inspected.address)}`);
+  expect(parked).toContain(`--answers ${inspected.address}`);
   expect(parked).toContain(`operation ${operation}`);
   // All of it is encrypted in Temporal (the summaries in history too): the browser read it through the codec server.
   const summaries = ((await handle.fetchHistory()).events ?? []).flatMap((e) => e.userMetadata?.summary ?? []);

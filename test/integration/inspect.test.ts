@@ -180,14 +180,21 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   expect(text).toMatch(/^Observed facts$/m);
   expect(text).toMatch(/^Verdict {6}auto-retry is safe$/m);
   expect(text).toMatch(/^Escalation {3}the refund stands; the run parks as needs_attention/m);
-  expect(text).toContain(`Decide       npm run decide -- ${handle.workflowId} retry-step --by <name> --reason "<why>"`);
+  // The parking read here: decide answers it, and refuses it once the run has moved on.
+  expect(i.address).toMatch(new RegExp(`^run-${i.runId}:parked-.+:after-0$`));
+  expect(text).toMatch(new RegExp(`^Address {6}${i.address}$`, 'm'));
   expect(text).toContain(
-    `temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input "$(npm run -s decide -- ${handle.workflowId} retry-step --by <name> --reason '<why>' --print)" --codec-endpoint http://127.0.0.1:8888`,
+    `Decide       npm run decide -- ${handle.workflowId} retry-step --answers ${i.address} --by <name> --reason "<why>"`,
+  );
+  expect(text).toContain(
+    `temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input "$(npm run -s decide -- ${handle.workflowId} retry-step --answers ${i.address} --by <name> --reason '<why>' --print)" --codec-endpoint http://127.0.0.1:8888`,
   );
 
   const refused = await cli('decide.ts', [
     handle.workflowId,
     'retry-step',
+    '--answers',
+    i.address!,
     '--by',
     'mallory',
     '--reason',
@@ -200,6 +207,8 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   const decided = await cli('decide.ts', [
     handle.workflowId,
     'retry-step',
+    '--answers',
+    i.address!,
     '--by',
     'ops',
     '--reason',
@@ -255,6 +264,8 @@ test('signed decisions: keygen makes a key file (0600) and the DECIDERS entry, d
       const proposed = await decide(
         handle.workflowId,
         'retry-step',
+        '--answers',
+        (await inspect(handle.workflowId)).address!,
         '--by',
         'ops',
         '--reason',
@@ -264,12 +275,19 @@ test('signed decisions: keygen makes a key file (0600) and the DECIDERS entry, d
       );
       expect(proposed.stdout).toMatch(/decision #1 retry-step update_order by ops, signed with ed25519:[0-9a-f]{16}/);
 
+      // The approver answers the proposal: its parking, as inspect shows it now.
+      const proposal = (await inspect(handle.workflowId)).address!;
       const printed = await decide(
-        ...[handle.workflowId, 'approve', '--by', 'lead', '--reason', 'checked', '--print', '--expires-in', '10m'],
+        ...[handle.workflowId, 'approve', '--answers', proposal, '--by', 'lead', '--reason', 'checked'],
+        ...['--print', '--expires-in', '10m'],
         ...['--key', path.join(dir, 'lead.key')],
       );
       const input = JSON.parse(printed.stdout);
-      expect(input).toMatchObject({ decision: 'approve', by: 'lead', signed: { workflowId: handle.workflowId } });
+      expect(input).toMatchObject({
+        decision: 'approve',
+        by: 'lead',
+        signed: { workflowId: handle.workflowId, answers: proposal },
+      });
       expect(printed.stderr).toContain(`temporal workflow update execute --workflow-id ${handle.workflowId}`);
       expect((await handle.query(stepsQuery)).decisions).toHaveLength(1);
       await execFileAsync(
@@ -323,18 +341,27 @@ test('a quarantined compensation: stop and hand to a person, with the mailbox sa
   });
 
   // A proposal waits for its approver, and inspect says so.
-  await cli('decide.ts', [handle.workflowId, 'compensate', '--by', 'ops', '--reason', 'resend the correction']);
+  await cli('decide.ts', [
+    ...[handle.workflowId, 'compensate', '--answers', i.address!],
+    ...['--by', 'ops', '--reason', 'resend the correction'],
+  ]);
   const waiting = await inspect(handle.workflowId);
   expect(waiting).toMatchObject({
     refundStatus: 'awaiting_approval',
     nextAction: expect.stringMatching(/^approve or reject compensate proposed by ops/),
     decidedBy: ['lead'],
   });
-  await cli('decide.ts', [handle.workflowId, 'abandon', '--by', 'lead', '--reason', 'x']).catch(
+  await cli('decide.ts', [handle.workflowId, 'abandon', '--current', '--by', 'lead', '--reason', 'x']).catch(
     (e: { code: number; stderr: string }) => expect(e.stderr).toMatch(/waiting for approval/),
   );
-  await cli('decide.ts', [handle.workflowId, 'reject', '--by', 'lead', '--reason', 'the mailbox has it']);
-  await cli('decide.ts', [handle.workflowId, 'abandon', '--by', 'lead', '--reason', 'the customer has the correction']);
+  await cli('decide.ts', [
+    ...[handle.workflowId, 'reject', '--answers', waiting.address!],
+    ...['--by', 'lead', '--reason', 'the mailbox has it'],
+  ]);
+  await cli('decide.ts', [
+    ...[handle.workflowId, 'abandon', '--current'],
+    ...['--by', 'lead', '--reason', 'the customer has the correction'],
+  ]);
   expect(await handle.result()).toMatchObject({ status: 'abandoned' });
   expect(await h.messages({ messageId: correction })).toHaveLength(1);
 });
@@ -366,7 +393,7 @@ test('inspect --attention lists every run that needs a person, page by page', as
   const table = (await cli('inspect.ts', ['--attention'])).stdout;
   expect(table).toMatch(/^workflow id\s+execution\s+status\s+step\s+effect\s+verdict$/m);
   expect(table).toMatch(/\d+ run\(s\) need a person/);
-  for (const id of parked) await cli('decide.ts', [id, 'abandon', '--by', 'ops', '--reason', 'test done']);
+  for (const id of parked) await cli('decide.ts', [id, 'abandon', '--current', '--by', 'ops', '--reason', 'test done']);
 });
 
 test('bad input changes nothing: no such run, no decision, both a workflow id and --attention', async () => {
@@ -379,7 +406,7 @@ test('bad input changes nothing: no such run, no decision, both a workflow id an
     stderr: expect.stringMatching(/give a workflow id, or --attention/),
   });
   await expect(
-    cli('decide.ts', ['refund-nope-v1', 'retry-step', '--by', 'ops', '--reason', 'x']),
+    cli('decide.ts', ['refund-nope-v1', 'retry-step', '--current', '--by', 'ops', '--reason', 'x']),
   ).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/no workflow refund-nope-v1/) });
   await expect(cli('decide.ts', ['refund-nope-v1', 'shrug', '--by', 'ops', '--reason', 'x'])).rejects.toMatchObject({
     stderr: expect.stringMatching(

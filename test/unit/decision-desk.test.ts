@@ -45,6 +45,22 @@ test('a decision taken holds until the run parks again: a second one is refused'
   expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'parked again' })).not.toThrow();
 });
 
+test('a decision that names the parking it answers is refused once the run has left it, before anything else is judged', () => {
+  const d = desk();
+  const here = `run-run-1:parked-${SINCE}:after-0`;
+  expect(() => d.validate({ decision: 'abandon', by: 'ops', reason: 'as read', answers: here })).not.toThrow();
+  // Read at an earlier parking: whether the step fits now is not the question its decider answered.
+  const earlier = 'run-run-1:parked-2025-12-31T00:00:00.000Z:after-0';
+  const retry = { decision: 'retry-step', step: 'create_refund', by: 'ops', reason: 'as read' } as const;
+  expect(() => d.validate({ ...retry, answers: earlier })).toThrow(
+    `the decision answers ${earlier}, but the run is now at ${here} (it parked again or took a decision since)`,
+  );
+  d.apply({ decision: 'compensate', by: 'ops', reason: 'proposed' });
+  expect(() => d.validate({ decision: 'approve', by: 'lead', reason: 'as read', answers: here })).toThrow(
+    /but the run is now at run-run-1:parked-.*:after-1/,
+  );
+});
+
 test("a decision taken in the same workflow task as the provider's failure is carried out first: its caller was told it was applied", () => {
   const d = desk();
   expect(d.firstOf('provider_failed')).toBe('provider_failed');

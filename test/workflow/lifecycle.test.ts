@@ -5,7 +5,7 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
-import { decideCommand, decisionUpdate, stepsQuery } from '../../src/contract';
+import { decideCommand, decisionAddress, decisionUpdate, stepsQuery } from '../../src/contract';
 import { verdict } from '../../src/reliability/verdict';
 import { completed, stopped } from '../helpers/runs';
 import { callNames, failure, type Override } from './fake-activities';
@@ -179,7 +179,7 @@ test("the current details follow the run: parked with inspect's verdict and deci
     `**Verdict:** ${inspected.verdict}`,
     `**Next action:** ${inspected.nextAction}`,
     `**Who may decide:** ${inspected.decidedBy.join(', ')}`,
-    `**Decide:** \`${decideCommand(handle.workflowId, 'retry-step:completion_gate')}\``,
+    `**Decide:** \`${decideCommand(handle.workflowId, 'retry-step:completion_gate', decisionAddress(state))}\``,
     `**Refund:** refunded (${state.effect.refundId}), operation ${state.operation!.operationId}`,
     `**Evidence:** \`npm run inspect -- ${handle.workflowId}\``,
   ]);

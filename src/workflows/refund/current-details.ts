@@ -3,7 +3,7 @@
 // are `inspect`'s, drawn by the same function from the state the steps Query returns (without the
 // evidence inspect reads outside), and the decide command is inspect's. Not a command: no patch needed.
 import { setCurrentDetails } from '@temporalio/workflow';
-import { decideCommand, type RefundRunState } from '../../contract';
+import { decideCommand, decisionAddress, type RefundRunState } from '../../contract';
 import { maskEmails } from '../../reliability/redaction';
 import { verdict } from '../../reliability/verdict';
 
@@ -31,7 +31,8 @@ export function currentDetails(state: RefundRunState, standing: Standing): strin
   if (judged.decision) {
     const approval = judged.approvedBy.length ? `; approved by ${judged.approvedBy.join(', ')}` : '';
     lines.push(`**Who may decide:** ${judged.decidedBy.join(', ') || 'nobody the policy names'}${approval}`);
-    if (standing === 'RUNNING') lines.push(`**Decide:** \`${decideCommand(workflowId, judged.decision)}\``);
+    const address = state.parked ? decisionAddress(state) : null;
+    if (standing === 'RUNNING') lines.push(`**Decide:** \`${decideCommand(workflowId, judged.decision, address)}\``);
   }
   const operation = state.operation?.operationId;
   lines.push(

@@ -14,7 +14,7 @@ import {
 } from '../../contract';
 import type { DecisionKind, DecisionPolicy, Role } from '../../reliability/policy';
 import { conditionTimeout } from '../wait';
-import { checkSignature, refuseReplayed } from './signature-check';
+import { checkSignature, refuseMoved, refuseReplayed } from './signature-check';
 
 /** The decision taken: what the saga does next. */
 export type Chosen =
@@ -77,10 +77,13 @@ export class DecisionDesk {
     const d = parsed.data;
     const policy = this.run.policy();
     refuseReplayed(d, this.records);
-    this.fits(d, policy);
-    // Last: what the decision may be is said first; the signature then proves who took it, once, for this parking.
     const { workflowId, runId } = this.addressee;
     const address = decisionAddress({ runId, parked: this.run.parked, decisions: this.records });
+    // Before fits: a decision for a parking the run has left is judged against a state its decider never read.
+    refuseMoved(d.answers, address);
+    refuseMoved(d.signed?.answers, address);
+    this.fits(d, policy);
+    // Last: what the decision may be is said first; the signature then proves who took it, once, for this parking.
     const keyId = checkSignature(d, policy, { workflowId, address });
     const pending = this.pending;
     if (keyId && pending?.keyId === keyId && (d.decision === 'approve' || d.decision === 'reject'))

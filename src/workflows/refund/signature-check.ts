@@ -35,10 +35,7 @@ export function checkSignature(d: ParsedDecision, policy: DecisionPolicy, to: Ad
   }
   if (s.workflowId !== to.workflowId)
     throw new Error(`the signed decision is addressed to ${s.workflowId}, not to this run (${to.workflowId})`);
-  if (s.answers !== to.address)
-    throw new Error(
-      `the signed decision answers ${s.answers}, but the run is now at ${to.address} (it parked again or took a decision since): look at it again and sign anew`,
-    );
+  refuseMoved(s.answers, to.address);
   const expiresAt = Date.parse(s.expiresAt);
   if (!Number.isFinite(expiresAt)) throw new Error(`the signature's expiry ${s.expiresAt} is no real date`);
   if (Date.now() >= expiresAt) throw new Error(`the signature expired at ${s.expiresAt}; sign the decision again`);
@@ -53,6 +50,14 @@ export function checkSignature(d: ParsedDecision, policy: DecisionPolicy, to: Ad
       `the signature does not verify with ${d.by}'s key ${keyIdOf(key)}: the decision was changed after signing, or signed with another key`,
     );
   return keyIdOf(key);
+}
+
+/** A decision answers the parking its decider read: one the run has left (it parked again, or took a decision since) is refused. */
+export function refuseMoved(answers: string | undefined, address: string): void {
+  if (answers !== undefined && answers !== address)
+    throw new Error(
+      `the decision answers ${answers}, but the run is now at ${address} (it parked again or took a decision since): look at it again and decide anew`,
+    );
 }
 
 /** A signed decision is taken once: checked first, so that a replay is named as one whatever the run's state. */
