@@ -124,14 +124,15 @@ async function expectCancelledAndCompensated(handle: WorkflowHandle<typeof refun
   expect(await corrections(order.customerEmail)).toBe(1);
 }
 
-const parkBookkeeping: [string, Activity, (i: Input) => boolean][] = [
-  ['reads who may decide', 'decisionPolicy', () => true],
-  ['records its park', 'recordOutcome', (i) => i.event === 'run_parked'],
+/** Each case's run is recorded for the replay suite (RECORD_HISTORY=1) under its name. */
+const parkBookkeeping: [string, Activity, (i: Input) => boolean, string][] = [
+  ['reads who may decide', 'decisionPolicy', () => true, 'refund-cancelled-reading-deciders'],
+  ['records its park', 'recordOutcome', (i) => i.event === 'run_parked', 'refund-cancelled-while-parking'],
 ];
 
 test.each(parkBookkeeping)(
   'a run cancelled while it %s, with the provider failing the refund meanwhile, still ends through its cancellation path',
-  async (_, activity, match) => {
+  async (_, activity, match, recording) => {
     const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`, { paymentMethod: 'pm_card_refundFail' });
     await h.failProviderReads(order.paymentIntentId);
     const hold = holdOnce(activity, match);
@@ -141,6 +142,7 @@ test.each(parkBookkeeping)(
       await providerReadsBack();
       await providerFails(handle);
       await cancelWhileHeld(handle, hold.release);
+      await h.recordHistory(handle.workflowId, recording);
       await expectCancelledAndCompensated(handle, order.id);
     });
   },
@@ -188,36 +190,49 @@ test("a run cancelled while it records a person's decision, the provider failing
   });
 });
 
-test('a run cancelled while it records an approved compensate decision carries the compensation out as approved', async () => {
-  const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`, { paymentMethod: 'pm_card_refundFail' });
-  const notice = messageIdForKey(`refund:test:${order.id}:v1:notify_customer`);
-  // The notice is stored and its answer lost: when the provider fails the refund, its correction is held for a person.
-  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: notice } });
-  const hold = holdOnce(
-    'recordOutcome',
-    (i) => i.event === 'decision' && (i.detail as { decision?: string }).decision === 'compensate',
-  );
-  await h.withWorker(hold.override, async (taskQueue) => {
-    const handle = await startParkable(taskQueue, order.id, 730);
-    await stopped(handle);
-    await h.settleRefund((await handle.query(stepsQuery)).effect.refundId!);
-    await until('the correction held and the run parked again', async () => {
+const heldCorrection: [string, 'compensate' | 'abandon', string, number][] = [
+  // Approved, not yet carried out: the cancellation sends the held correction as the person approved.
+  ['compensate', 'compensate', 'compensated', 1],
+  // What was done stays done, as the person decided: nothing more is undone, nothing sent.
+  ['abandon', 'abandon', 'abandoned', 0],
+];
+
+test.each(heldCorrection)(
+  'a run cancelled while it records the %s decision, taken and not yet carried out, ends as that decision says',
+  async (_, decision, status, correctionsSent) => {
+    const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`, { paymentMethod: 'pm_card_refundFail' });
+    const notice = messageIdForKey(`refund:test:${order.id}:v1:notify_customer`);
+    // The notice is stored and its answer lost: when the provider fails the refund, its correction is held for a person.
+    await h.mailFault({ kind: 'drop_after_accept', match: { messageId: notice } });
+    const hold = holdOnce(
+      'recordOutcome',
+      (i) => i.event === 'decision' && (i.detail as { decision?: string }).decision === decision,
+    );
+    await h.withWorker(hold.override, async (taskQueue) => {
+      const handle = await startParkable(taskQueue, order.id, 730);
+      await stopped(handle);
+      await h.settleRefund((await handle.query(stepsQuery)).effect.refundId!);
+      await until('the correction held and the run parked again', async () => {
+        const state = await handle.query(stepsQuery);
+        const held = state.steps.find((s) => s.name === 'notify_customer')!.compensation?.status === 'held';
+        return held && state.status === 'needs_attention' && state.parked !== null;
+      });
+      await handle.executeUpdate(decisionUpdate, {
+        args: [{ decision, by: 'ops', reason: `${notice} is in the mailbox` }],
+      });
+      if (decision === 'compensate')
+        await handle.executeUpdate(decisionUpdate, {
+          args: [{ decision: 'approve', by: 'lead', reason: 'correct it' }],
+        });
+      await hold.reached;
+      await cancelWhileHeld(handle, hold.release);
       const state = await handle.query(stepsQuery);
-      const held = state.steps.find((s) => s.name === 'notify_customer')!.compensation?.status === 'held';
-      return held && state.status === 'needs_attention' && state.parked !== null;
+      expect(state).toMatchObject({ status, effect: { status: 'failed' } });
+      expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention)).not.toBe(true);
+      const trail = await h.store.operations.auditTrail(state.operation!.operationId);
+      expect(trail.filter((a) => a.event === 'run_stopped' && a.detail.status === 'cancelled')).toHaveLength(1);
     });
-    await handle.executeUpdate(decisionUpdate, {
-      args: [{ decision: 'compensate', by: 'ops', reason: `${notice} is in the mailbox` }],
-    });
-    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'correct it' }] });
-    await hold.reached;
-    await cancelWhileHeld(handle, hold.release);
-    const state = await handle.query(stepsQuery);
-    expect(state).toMatchObject({ status: 'compensated', effect: { status: 'failed' } });
-    expect((await handle.describe()).typedSearchAttributes.get(SEARCH_ATTRIBUTES.needsAttention)).not.toBe(true);
-    const trail = await h.store.operations.auditTrail(state.operation!.operationId);
-    expect(trail.filter((a) => a.event === 'run_stopped' && a.detail.status === 'cancelled')).toHaveLength(1);
-  });
-  expect((await h.store.getOrder(order.id))!).toMatchObject({ refundedAmount: 0, status: 'paid' });
-  expect(await corrections(order.customerEmail)).toBe(1);
-});
+    expect((await h.store.getOrder(order.id))!).toMatchObject({ refundedAmount: 0, status: 'paid' });
+    expect(await corrections(order.customerEmail)).toBe(correctionsSent);
+  },
+);

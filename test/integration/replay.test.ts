@@ -5,7 +5,9 @@
 // (parked), awaited a webhook, approval expired; and a follow-up that compensated a refund the provider
 // failed after its run completed; and a batch occurrence that started refunds, recorded with the code before the
 // Web UI's summaries (c00160b: its child starts carry none, and replay against today's code, which sets them);
-// and a completed run whose policy is pinned as its changes from the shipped one (the 1.0 recordings pin it whole).
+// and a completed run whose policy is pinned as its changes from the shipped one (the 1.0 recordings pin it whole);
+// and runs cancelled in a park's bookkeeping: two recorded with 1.0 (the run closed without its cancellation path,
+// kept so on replay by patched('cancel-anywhere')), one with the code that takes that path (cancel-anywhere.test.ts).
 // Recordings are written decoded (through the codec server). From 1.0
 // on, a change to workflow logic is guarded with patched() and keeps these recordings replaying; add a
 // recording for a new way a run ends (docs/reliability.md, "Versioning"):
@@ -32,8 +34,11 @@ test('the recordings cover every way a refund run ends or waits, a compensating 
   expect(recorded.map((r) => r.file)).toEqual([
     'batch-started.json',
     'follow-up-compensated.json',
+    'refund-1.0-cancelled-reading-deciders.json',
+    'refund-1.0-cancelled-while-parking.json',
     'refund-approval-expired.json',
     'refund-awaited-webhook.json',
+    'refund-cancelled-while-parking.json',
     'refund-compensated.json',
     'refund-completed-pinned-policy.json',
     'refund-completed.json',

@@ -45,6 +45,16 @@ test('a decision taken holds until the run parks again: a second one is refused'
   expect(() => d.validate({ decision: 'abandon', by: 'lead', reason: 'parked again' })).not.toThrow();
 });
 
+test('a run being cancelled takes no decision, an approval of a waiting proposal included', () => {
+  const d = desk({ cannotCompensate: () => null });
+  d.apply({ decision: 'compensate', by: 'ops', reason: 'proposed' });
+  d.close('it is being cancelled');
+  expect(() => d.validate({ decision: 'approve', by: 'lead', reason: 'go' })).toThrow(
+    'the run takes no decision: it is being cancelled',
+  );
+  expect(() => d.validate({ decision: 'abandon', by: 'ops', reason: 'stop' })).toThrow(/takes no decision/);
+});
+
 test('a decision that names the parking it answers is refused once the run has left it, before anything else is judged', () => {
   const d = desk();
   const here = `run-run-1:parked-${SINCE}:after-0`;

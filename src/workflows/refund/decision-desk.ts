@@ -57,6 +57,8 @@ export class DecisionDesk {
   readonly records: DecisionRecord[] = [];
   private pending: DecisionRecord | null = null;
   private chosen: Chosen | null = null;
+  /** Why the run takes no more decisions (it is being cancelled), or null. */
+  private closed: string | null = null;
 
   constructor(
     private readonly run: DeskView,
@@ -74,6 +76,7 @@ export class DecisionDesk {
       throw new Error(
         `invalid decision: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(decision)'}: ${i.message}`).join('; ')}`,
       );
+    if (this.closed) throw new Error(`the run takes no decision: ${this.closed}`);
     const d = parsed.data;
     const policy = this.run.policy();
     refuseReplayed(d, this.records);
@@ -212,6 +215,11 @@ export class DecisionDesk {
    */
   firstOf<T>(other: T): Chosen | T {
     return this.chosen ?? other;
+  }
+
+  /** No decision is taken from now on: one accepted now would be reported applied and never carried out. */
+  close(why: string): void {
+    this.closed = why;
   }
 
   /** The run parked again: the decision it carried out is done, and a new one may be taken. */

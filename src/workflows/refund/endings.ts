@@ -11,7 +11,7 @@ import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { RunStopped } from './run-stopped';
 import type { EndedRefund } from '../../contract';
-import { cancelledWhile } from './stop-reasons';
+import { abandoned, cancelledWhile } from './stop-reasons';
 
 /** Ends the run with an outcome that is a result, not a failure. */
 export async function ended(
@@ -59,9 +59,16 @@ export async function handOverToFollowUp(run: RefundRun): Promise<void> {
  */
 export async function cancelled(run: RefundRun): Promise<void> {
   const was = run.status;
+  // A decision a person took before the cancel, not yet carried out, is honoured as they took it.
+  const taken = run.takenDecision();
+  if (taken?.kind === 'abandon') {
+    const reason = `${abandoned(taken.record.by, taken.record.reason)}; cancelled before the run ended`;
+    run.end('abandoned', reason, null);
+    return endCancelled(run, reason);
+  }
   let compensation: RunStopped | undefined;
   if (run.effect.status === 'failed') {
-    const resendApprovedAt = run.approvedCompensation ?? undefined;
+    const resendApprovedAt = taken?.kind === 'compensate' ? taken.record.at : undefined;
     compensation = await compensate(run, { resendApprovedAt }).catch((err: unknown) => {
       if (!(err instanceof RunStopped)) throw err;
       return err;
@@ -86,6 +93,10 @@ export async function cancelled(run: RefundRun): Promise<void> {
     run.finish('needs_attention', reason, null);
     run.flagForAttention();
   }
+  await endCancelled(run, reason);
+}
+
+async function endCancelled(run: RefundRun, reason: string): Promise<void> {
   refundMetrics(metricMeter).runEnded('cancelled');
   await audit(run, 'cancelled', reason, null);
   // The provider's word that the refund failed, received while the run waited, is the follow-up's to act on, as when a run ends.

@@ -1,7 +1,7 @@
 // One refund run's state and its moves between states: what it knows (the step table, the
 // operation, the effect, the last failure), parking for a person and moving on, and ending. Its
 // activity calls, provider events, decisions and visibility are each a piece of their own.
-import { workflowInfo } from '@temporalio/workflow';
+import { patched, workflowInfo } from '@temporalio/workflow';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
 import type {
   AwaitingProvider,
@@ -21,7 +21,7 @@ import type { RefundRequest } from '../../domain/refund-request';
 import { IgnoredMessages } from '../messages';
 import type { StepError } from '../step-failure';
 import { ActivityCalls } from './activity-calls';
-import { DecisionDesk, type DeskView } from './decision-desk';
+import { type Chosen, DecisionDesk, type DeskView } from './decision-desk';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
 import { RunBudget } from './run-budget';
@@ -66,8 +66,13 @@ export class RefundRun {
   outcome: RefundRunState['outcome'] = null;
   awaitingProvider: AwaitingProvider | null = null;
   parked: RefundRunState['parked'] = null;
-  /** When a person's compensate decision was taken, until the run carries it out: a cancellation meanwhile honours it. */
-  approvedCompensation: string | null = null;
+  /**
+   * Runs begun on 1.0 handle a cancellation only inside a step or the wait for a decision, and keep doing so on
+   * replay; later ones handle it anywhere (workflow.ts). Asked first, before any local activity of the run.
+   */
+  readonly cancelsAnywhere = patched('cancel-anywhere');
+  /** Between a stop and its wait for a decision, and between a decision and carrying it out: where 1.0 did not. */
+  inBookkeeping = false;
   private readonly deskView: DeskView = {
     parked: null,
     effect: () => this.effect.status,
@@ -165,7 +170,6 @@ export class RefundRun {
   unpark(): void {
     this.parked = null;
     this.deskView.parked = null;
-    this.approvedCompensation = null;
     this.outcome = null;
     this.status = 'running';
     showUnparked(this);
@@ -244,6 +248,11 @@ export class RefundRun {
     }
     const rule = ruleFor(this.policy, error.code, error.certainty, boundary);
     this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
+  }
+
+  /** A decision taken while parked that the run has not yet carried out (it has not moved on since). */
+  takenDecision(): Chosen | null {
+    return this.parked ? this.desk.firstOf(null) : null;
   }
 
   /** The provider's word that the refund failed, not acted on (see ProviderNews). */

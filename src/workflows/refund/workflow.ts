@@ -77,7 +77,10 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
   try {
     return await drive(run);
   } catch (err) {
-    if (isCancellation(err)) await CancellationScope.nonCancellable(() => cancelled(run));
+    if (isCancellation(err) && (run.cancelsAnywhere || !run.inBookkeeping)) {
+      run.desk.close('it is being cancelled');
+      await CancellationScope.nonCancellable(() => cancelled(run));
+    }
     throw err;
   }
 }
@@ -87,6 +90,7 @@ async function drive(run: RefundRun): Promise<RefundResult> {
   let next = () => carryOut(run, 'load_order');
   for (;;) {
     let stopped: RunStopped;
+    run.inBookkeeping = false;
     try {
       const result = await next();
       run.finish('completed', 'every check of the completion gate passed', null);
@@ -102,6 +106,7 @@ async function drive(run: RefundRun): Promise<RefundResult> {
           : (err as RunStopped);
       if (!(stopped instanceof RunStopped)) throw err;
     }
+    run.inBookkeeping = true;
     if (stopped.status !== 'needs_attention') return ended(run, stopped.status, stopped.reason, stopped.failedStep);
 
     const chosen = await parkUntilDecided(run, stopped);
@@ -118,8 +123,6 @@ async function drive(run: RefundRun): Promise<RefundResult> {
       continue;
     }
     const { record } = chosen;
-    // Taken, not yet carried out: a cancellation before it is (during its audit) still carries it out as approved.
-    if (chosen.kind === 'compensate') run.approvedCompensation = record.at;
     const approval = run.desk.records.find((r) => r.answers === record.seq && r.decision === 'approve');
     await audit(run, chosen.kind, record.reason, stopped.failedStep, 'decision', {
       decision: record.decision,
@@ -179,7 +182,7 @@ async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Ch
     .then(
       (decisions) => run.useDecisionPolicy(decisions),
       (err: unknown) => {
-        if (isCancellation(err)) throw err;
+        if (isCancellation(err) && run.cancelsAnywhere) throw err;
       },
     );
   run.park(stopped);
@@ -189,7 +192,9 @@ async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Ch
   });
   const news = () =>
     !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.news.uncheckedFailure(run.effect) !== undefined;
+  run.inBookkeeping = false;
   const chosen = await Promise.race([run.desk.next(), condition(news).then(() => 'provider_failed' as const)]);
+  run.inBookkeeping = true;
   // A decide Update and the failure in one workflow task: the race may pick either, the decision must win.
   return run.desk.firstOf(chosen);
 }
