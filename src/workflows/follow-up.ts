@@ -4,7 +4,13 @@
 // stands (the order's refund taken off, a correction email), each under the same key the saga
 // itself would use, so nothing is undone twice however often the event comes, and leaves its
 // outcome on the operation's audit trail beside the original run's.
-import { ApplicationFailure, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  ApplicationFailure,
+  CancellationScope,
+  patched,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
@@ -50,6 +56,8 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     );
   }
   const { workflowId } = workflowInfo();
+  // Follow-ups begun before it could be cancelled part-way through their compensations, and still replay so.
+  const compensatesThroughCancel = patched('follow-up-compensates-through-cancel');
   const ignored = new IgnoredMessages();
   const state: FollowUpState = {
     input,
@@ -147,55 +155,61 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     );
   }
 
-  state.status = 'compensating';
-  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
-  const policy = facts.policy;
-  // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
-  const plan = compensationPlan(
-    input.operationId,
-    facts,
-    correctsUnknownNotice(policy, false),
-    'a person sends the customer a correction',
-  );
-  const ctx: SagaContext = {
-    request: {
-      ...facts.request,
-      reason: REFUND_REASONS.find((r) => r === facts.request.reason) ?? 'requested_by_customer',
-      requestedBy: `follow-up of ${input.originalWorkflowId}`,
-      operationVersion: parseOperationId(input.operationId)?.operationVersion ?? 1,
-    } satisfies RefundRequest,
-    operationId: input.operationId,
-    refund: facts.refund,
-    correctionReason: facts.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed',
-  };
-  for (const { step, key } of plan.undo) {
-    const { undo } = REFUND_SAGA[step];
-    if (undo.kind !== 'compensation') continue;
-    const record: FollowUpCompensation = { step, key, status: 'completed' };
-    state.compensations.push(record);
-    // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
-    const { status, output, error } = await runCompensation(step, key, ctx, () =>
-      pooledActivities<RefundActivities>(activityOptions(policy, undo.boundary)),
-    );
-    Object.assign(record, { status }, output !== undefined && { output }, error && { error });
-  }
+  // Compensations never stop for a cancellation: the order and the customer are put right, and the outcome recorded.
+  const compensating = () => compensateAndFinish(facts);
+  return compensatesThroughCancel ? CancellationScope.nonCancellable(compensating) : compensating();
 
-  const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
-  const open = state.compensations.filter((c) => c.status !== 'completed');
-  // A notice never handed over (pending) told the customer nothing; one whose hand-over is unknown (sending) may have.
-  const unsure = plan.held ? ` ${plan.held.reason}.` : '';
-  if (open.length > 0) {
+  async function compensateAndFinish(facts: FollowUpFacts): Promise<FollowUpResult> {
+    state.status = 'compensating';
+    upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
+    const policy = facts.policy;
+    // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
+    const plan = compensationPlan(
+      input.operationId,
+      facts,
+      correctsUnknownNotice(policy, false),
+      'a person sends the customer a correction',
+    );
+    const ctx: SagaContext = {
+      request: {
+        ...facts.request,
+        reason: REFUND_REASONS.find((r) => r === facts.request.reason) ?? 'requested_by_customer',
+        requestedBy: `follow-up of ${input.originalWorkflowId}`,
+        operationVersion: parseOperationId(input.operationId)?.operationVersion ?? 1,
+      } satisfies RefundRequest,
+      operationId: input.operationId,
+      refund: facts.refund,
+      correctionReason: facts.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed',
+    };
+    for (const { step, key } of plan.undo) {
+      const { undo } = REFUND_SAGA[step];
+      if (undo.kind !== 'compensation') continue;
+      const record: FollowUpCompensation = { step, key, status: 'completed' };
+      state.compensations.push(record);
+      // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
+      const { status, output, error } = await runCompensation(step, key, ctx, () =>
+        pooledActivities<RefundActivities>(activityOptions(policy, undo.boundary)),
+      );
+      Object.assign(record, { status }, output !== undefined && { output }, error && { error });
+    }
+
+    const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
+    const open = state.compensations.filter((c) => c.status !== 'completed');
+    // A notice never handed over (pending) told the customer nothing; one whose hand-over is unknown (sending) may have.
+    const unsure = plan.held ? ` ${plan.held.reason}.` : '';
+    if (open.length > 0) {
+      return finish(
+        'needs_attention',
+        `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`,
+        facts,
+      );
+    }
+    if (unsure) return finish('needs_attention', `${what}.${unsure}`, facts);
+    const done = state.compensations.map((c) => `${c.step} (key ${c.key})`).join(', ');
     return finish(
-      'needs_attention',
-      `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`,
+      'compensated',
+      `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`,
       facts,
     );
   }
-  if (unsure) return finish('needs_attention', `${what}.${unsure}`, facts);
-  const done = state.compensations.map((c) => `${c.step} (key ${c.key})`).join(', ');
-  return finish(
-    'compensated',
-    `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`,
-    facts,
-  );
 }

@@ -51,7 +51,7 @@ const until = async (what: string, check: () => Promise<boolean>, ms = 30_000) =
 const corrections = async (to: string) =>
   (await h.messages({ to })).filter((m) => /^Correction: /.test(m.subject)).length;
 
-type Activity = 'recordOutcome' | 'decisionPolicy';
+type Activity = 'recordOutcome' | 'decisionPolicy' | 'sendRefundCorrection';
 type Input = Parameters<RefundActivities['recordOutcome']>[0];
 
 /** The first call of `activity` that `match` picks waits until released, then runs the real activity. */
@@ -236,3 +236,29 @@ test.each(heldCorrection)(
     expect(await corrections(order.customerEmail)).toBe(correctionsSent);
   },
 );
+
+test('a follow-up cancelled while it compensates finishes its compensations: the order reverted, one correction', async () => {
+  const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`, { paymentMethod: 'pm_card_refundFail' });
+  // Its first compensation, the correction, is held: a cancel then would leave the order's revert never scheduled.
+  const hold = holdOnce('sendRefundCorrection', () => true);
+  await h.withWorker(hold.override, async (taskQueue) => {
+    const run = await startParkable(taskQueue, order.id, 740);
+    const result = await run.result();
+    expect(result.status).toBe('completed');
+    deps.taskQueue = taskQueue;
+    try {
+      await h.settleRefund((await run.query(stepsQuery)).effect.refundId!);
+      await hold.reached;
+    } finally {
+      deps.taskQueue = undefined;
+    }
+    const follow = h.env.client.workflow.getHandle(followUpWorkflowId(result.operationId!));
+    await follow.cancel();
+    setTimeout(hold.release, 1000);
+    const outcome = await follow.result().catch((err: unknown) => err);
+    await h.recordHistory(follow.workflowId, 'follow-up-cancelled-while-compensating');
+    expect(outcome).toMatchObject({ status: 'compensated' });
+  });
+  expect((await h.store.getOrder(order.id))!).toMatchObject({ refundedAmount: 0, status: 'paid' });
+  expect(await corrections(order.customerEmail)).toBe(1);
+});

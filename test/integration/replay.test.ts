@@ -7,7 +7,8 @@
 // Web UI's summaries (c00160b: its child starts carry none, and replay against today's code, which sets them);
 // and a completed run whose policy is pinned as its changes from the shipped one (the 1.0 recordings pin it whole);
 // and runs cancelled in a park's bookkeeping: two recorded with 1.0 (the run closed without its cancellation path,
-// kept so on replay by patched('cancel-anywhere')), one with the code that takes that path (cancel-anywhere.test.ts).
+// kept so on replay by patched('cancel-anywhere')), one with the code that takes that path (cancel-anywhere.test.ts);
+// and a follow-up cancelled while it compensated, with 1.0 (cut short) and since (it finishes, patched).
 // Recordings are written decoded (through the codec server). From 1.0
 // on, a change to workflow logic is guarded with patched() and keeps these recordings replaying; add a
 // recording for a new way a run ends (docs/reliability.md, "Versioning"):
@@ -33,6 +34,8 @@ const recorded = fs
 test('the recordings cover every way a refund run ends or waits, a compensating follow-up, and a batch occurrence', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'batch-started.json',
+    'follow-up-1.0-cancelled-while-compensating.json',
+    'follow-up-cancelled-while-compensating.json',
     'follow-up-compensated.json',
     'refund-1.0-cancelled-reading-deciders.json',
     'refund-1.0-cancelled-while-parking.json',
