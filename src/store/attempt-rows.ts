@@ -101,7 +101,7 @@ export class LazyAttemptRow implements OpenAttempt {
   private writing: Promise<void> | undefined;
   /** The end a transaction wrote with its effect, as written. */
   private ended: { end: AttemptEnd; finished: FinishedAttempt } | undefined;
-  /** A transaction that carried the row failed at or after its COMMIT, which may have taken effect: look first. */
+  /** A transaction that carried the row failed at its COMMIT with no answer that it did not take effect: look first. */
   private doubtful = false;
   /** finish() was called: nothing more goes out under this attempt. */
   private closed = false;
@@ -182,8 +182,9 @@ export class LazyAttemptRow implements OpenAttempt {
           if (ending) this.ended = { end: ending, finished: { finishedAt, alone: row.alone } };
           done();
         },
-        rolledBack: () => {
-          this.doubtful = true;
+        // Refused for serialization, the transaction is certainly undone: its retry carries the row again.
+        rolledBack: (inDoubt) => {
+          if (inDoubt) this.doubtful = true;
           done();
         },
       };
