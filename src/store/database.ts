@@ -273,8 +273,14 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     connectionTimeoutMillis: connectTimeoutMs,
     types: pgTypes,
     // Nothing waits for ever: a lock, a statement, a transaction left open by a worker that died or
-    // hung, a connection whose peer vanished (keepalive).
-    options: `-c lock_timeout=${options.lockTimeoutMs ?? 5000} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000`,
+    // hung, a connection whose peer vanished (keepalive). enable_seqscan=off: the store's reads are keyed
+    // lookups, and a small table's statistics make the planner scan it whole, which SERIALIZABLE pays for
+    // with a lock on the whole table (every concurrent writer of it then aborts); with it, an index is used.
+    options: [
+      `-c lock_timeout=${options.lockTimeoutMs ?? 5000}`,
+      '-c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000',
+      '-c enable_seqscan=off',
+    ].join(' '),
     query_timeout: 35_000,
     keepAlive: true,
   });

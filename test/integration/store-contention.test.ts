@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { sql } from 'kysely';
 import {
   openStore,
   VersionConflictError,
@@ -12,6 +13,7 @@ import {
   type SqlOrderStore,
   type StoreObserver,
 } from '../../src/store';
+import { openPostgres } from '../../src/store/database';
 import { freshDatabase } from '../helpers/databases';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'store-contention-'));
@@ -38,6 +40,16 @@ async function counted(poolSize: number, over: Parameters<typeof openStore>[1] =
   const store = await openStore(url, { poolSize, observer, ...over });
   opened.push(store);
   return { store, seen };
+}
+
+async function analyze(): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query('ANALYZE');
+  } finally {
+    await client.end();
+  }
 }
 
 function order(id: string): NewOrder {
@@ -113,4 +125,26 @@ it('keeps a real conflict: of two writers of one order that both read it, one lo
   expect(seen.retries).toBe(0);
   const winner = (won[0] as PromiseFulfilledResult<{ refundedAmount: number }>).value;
   await expect(store.getOrder('one-1')).resolves.toMatchObject({ version: 2, refundedAmount: winner.refundedAmount });
+});
+
+it("reads what a refund's transaction reads by index, even in tables small enough to scan whole", async () => {
+  const { store } = await counted(1);
+  for (let i = 0; i < 30; i++) await store.seedOrder(order(`small-${i}`));
+  await store.applyRefund({ orderId: 'small-1', operationId: 'small-1:v1', refundId: 're_small', amount: 100 });
+  await analyze();
+  // Through the store's own connection settings: a sequential scan would lock the whole table for SERIALIZABLE.
+  const db = await openPostgres(url);
+  try {
+    const plan = async (query: string) =>
+      (await db.all<{ 'QUERY PLAN': string }>(sql.raw(`EXPLAIN ${query}`))).map((r) => r['QUERY PLAN']).join('\n');
+    await expect(plan(`SELECT * FROM orders WHERE id = 'small-2'`)).resolves.toMatch(/Index Scan using orders_pkey/);
+    await expect(plan(`SELECT * FROM order_refunds WHERE operation_id = 'small-1:v1'`)).resolves.toMatch(
+      /Index Scan using order_refunds_pkey/,
+    );
+    await expect(plan(`UPDATE orders SET version = version + 1 WHERE id = 'small-2' AND version = 1`)).resolves.toMatch(
+      /Index Scan using orders_pkey/,
+    );
+  } finally {
+    await db.close();
+  }
 });
