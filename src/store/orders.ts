@@ -15,7 +15,7 @@ import {
 import type { SqlOperationLog } from './operation-log';
 import type { AppliedRefund, ApplyRefundInput, NewOrder, OrderStore, RevertRefundInput } from './types';
 
-/** Runs inside an order write's transaction, between reading the order and the conditional update. */
+/** Runs inside an order write's transaction, after reading the order and before the transaction's first write. */
 export type BeforeOrderWrite = (orderId: string, tx: Queryable) => Promise<void>;
 
 interface OrderRow {
@@ -113,8 +113,21 @@ export class SqlOrders implements Pick<
     requireMinorUnits('refund amount', input.amount);
     const read = new OrderRead(this.db);
     return this.db.transaction(async (tx) => {
-      const applied = await refundRow(tx, input.operationId);
-      if (applied) {
+      const order = await read.orderIfAny(tx, input.orderId);
+      // Before the claim: on SQLite the seam's other connection (store faults) could not write after it.
+      if (order) await this.beforeOrderWrite(order.id, tx);
+      // Claimed by inserting, not by looking first: a lookup that finds nothing locks the index page where the
+      // row would go (PostgreSQL), where every concurrent refund inserts its own, and SERIALIZABLE aborts them.
+      const claimed =
+        order &&
+        (await tx.one(sql`
+            INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
+            VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refunded_amount}, ${order.status}, ${order.version + 1}, ${now()})
+            ON CONFLICT (operation_id) DO NOTHING
+            RETURNING operation_id`));
+      if (!claimed) {
+        const applied = await refundRow(tx, input.operationId);
+        if (!applied) throw new OrderNotFoundError(`order ${input.orderId} does not exist`);
         const problems = differences(
           { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
           { orderId: input.orderId, refundId: input.refundId, amount: input.amount },
@@ -127,8 +140,8 @@ export class SqlOrders implements Pick<
         }
         return receipt(await requireOrder(tx, input.orderId), false);
       }
-      const order = await read.order(tx, input.orderId);
       const refunded = order.refunded_amount + input.amount;
+      // Thrown, the claim above is rolled back with the rest.
       if (refunded > order.amount) {
         throw new RefundExceedsOrderError(
           `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
@@ -136,9 +149,6 @@ export class SqlOrders implements Pick<
         );
       }
       const updated = await this.updateOrder(tx, order, refunded);
-      await tx.run(sql`
-          INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
-          VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refunded_amount}, ${order.status}, ${updated.version}, ${now()})`);
       await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_updated', {
         refundId: input.refundId,
         amount: input.amount,
@@ -184,6 +194,7 @@ export class SqlOrders implements Pick<
       }
       const status =
         order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
+      await this.beforeOrderWrite(order.id, tx);
       const updated = await this.updateOrder(tx, order, refunded, status);
       await tx.run(
         sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`,
@@ -216,7 +227,6 @@ export class SqlOrders implements Pick<
     refundedAmount: number,
     status = statusFor(refundedAmount, order.amount),
   ): Promise<OrderRow> {
-    await this.beforeOrderWrite(order.id, tx);
     const changed = await tx.run(
       sql`UPDATE orders SET refunded_amount = ${refundedAmount}, status = ${status}, version = version + 1, updated_at = ${now()} WHERE id = ${order.id} AND version = ${order.version}`,
     );
@@ -240,8 +250,14 @@ class OrderRead {
   constructor(private readonly db: Database) {}
 
   async order(tx: Queryable, id: string): Promise<OrderRow> {
-    const row = await requireOrder(tx, id);
-    this.read = { id, version: row.version };
+    const row = await this.orderIfAny(tx, id);
+    if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
+    return row;
+  }
+
+  async orderIfAny(tx: Queryable, id: string): Promise<OrderRow | undefined> {
+    const row = await orderRow(tx, id);
+    if (row) this.read = { id, version: row.version };
     return row;
   }
 
