@@ -919,6 +919,7 @@ describe('SQLite files and DATABASE_URL', () => {
     expect(check.prepare('SELECT name FROM kysely_migration').all()).toEqual([
       { name: '001_initial' },
       { name: '002_off_the_wire_by' },
+      { name: '003_orders_fillfactor' },
     ]);
     check.close();
   });
