@@ -14,6 +14,7 @@ const WEIGHTS = {
   'e2e/production-install.test.ts': 51,
   'integration/provider-lifecycle.test.ts': 36,
   'integration/bulkheads.test.ts': 36,
+  'integration/batch-postgres.test.ts': 35,
   'integration/malformed-messages.test.ts': 31,
   'e2e/web-ui.test.ts': 28,
   'integration/rollout.test.ts': 20,

@@ -79,6 +79,12 @@ export const METRICS = {
     labels: [],
     help: 'store commits: transactions committed, and writes run outside one (each its own synced commit)',
   },
+  storeSerializationRetries: {
+    name: 'refunds_store_serialization_retries_total',
+    kind: 'counter',
+    labels: [],
+    help: 'store transactions run again after the database aborted them for a concurrent one while the rows they read had not moved',
+  },
 } as const satisfies Record<string, MetricSpec>;
 
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
@@ -119,9 +125,15 @@ export function refundMetrics(meter: MetricMeter) {
 
 export type RefundMetrics = ReturnType<typeof refundMetrics>;
 
-/** The store's statements and commits, on the worker's meter: its two counters made once, not per statement. */
+/** The store's statements, commits and serialization retries, on the worker's meter: its counters made once, not per statement. */
 export function storeMetrics(meter: MetricMeter): StoreObserver {
-  const statements = meter.createCounter(METRICS.storeStatements.name, '', METRICS.storeStatements.help);
-  const commits = meter.createCounter(METRICS.storeCommits.name, '', METRICS.storeCommits.help);
-  return { statement: (kind) => statements.add(1, { kind }), commit: () => commits.add(1) };
+  const counter = (spec: MetricSpec) => meter.createCounter(spec.name, '', spec.help);
+  const statements = counter(METRICS.storeStatements);
+  const commits = counter(METRICS.storeCommits);
+  const retries = counter(METRICS.storeSerializationRetries);
+  return {
+    statement: (kind) => statements.add(1, { kind }),
+    commit: () => commits.add(1),
+    serializationRetry: () => retries.add(1),
+  };
 }

@@ -52,6 +52,9 @@ function toAttempt(row: AttemptRow): AttemptRecord {
 // Whether the step has other rows in this run, read by the write itself (PostgreSQL: rows committed before it;
 // SQLite sees its own row too, hence the id): most steps have none, and their ledger is known without a read.
 const OTHERS = sql`(SELECT COUNT(*) FROM attempts others WHERE others.key = attempts.key AND others.run_id = attempts.run_id AND others.id <> attempts.id) AS others`;
+// Not counted inside a PostgreSQL transaction: SERIALIZABLE locks the index page the count reads, where concurrent
+// runs insert their own rows, and aborts them for it. `alone` is then false: the ledger is read back after the commit.
+const UNCOUNTED = sql`NULL AS others`;
 
 /** Writes a row that has begun; with `end`, one that has ended as well. */
 async function insertAttempt(
@@ -59,15 +62,16 @@ async function insertAttempt(
   a: NewAttempt,
   startedAt: string,
   end?: AttemptEnd & { finishedAt: string },
+  count = true,
 ): Promise<{ id: number; alone: boolean }> {
-  const row = await on.one(sql<{ id: number; others: number }>`
+  const row = await on.one(sql<{ id: number; others: number | null }>`
     INSERT INTO attempts (key, step, operation_id, workflow_id, run_id, attempt, started_at,
       finished_at, transport_requests, outcome, certainty, reason, retry_after_ms, next_delay_ms, provider_request_id)
     VALUES (${a.key}, ${a.step}, ${a.operationId}, ${a.workflowId}, ${a.runId}, ${a.attempt}, ${startedAt},
       ${end?.finishedAt ?? null}, ${end?.transportRequests ?? 0}, ${end?.outcome ?? null}, ${end?.certainty ?? null}, ${end?.reason ?? null},
       ${end?.retryAfterMs ?? null}, ${end?.nextDelayMs ?? null}, ${end?.providerRequestId ?? null})
-    RETURNING id, ${OTHERS}`);
-  return { id: Number(row!.id), alone: Number(row!.others) === 0 };
+    RETURNING id, ${count ? OTHERS : UNCOUNTED}`);
+  return { id: Number(row!.id), alone: row!.others !== null && Number(row!.others) === 0 };
 }
 
 /** Records how the attempt ended; undefined when there is no such row. */
@@ -76,13 +80,14 @@ async function finishAttempt(
   id: number,
   end: AttemptEnd,
   finishedAt: string,
+  count = true,
 ): Promise<FinishedAttempt | undefined> {
-  const row = await on.one(sql<{ others: number }>`
+  const row = await on.one(sql<{ others: number | null }>`
     UPDATE attempts SET finished_at = ${finishedAt}, transport_requests = ${end.transportRequests}, outcome = ${end.outcome}, certainty = ${end.certainty},
       reason = ${end.reason}, retry_after_ms = ${end.retryAfterMs}, next_delay_ms = ${end.nextDelayMs}, provider_request_id = ${end.providerRequestId}
     WHERE id = ${id}
-    RETURNING ${OTHERS}`);
-  return row && { finishedAt, alone: Number(row.others) === 0 };
+    RETURNING ${count ? OTHERS : UNCOUNTED}`);
+  return row && { finishedAt, alone: row.others !== null && Number(row.others) === 0 };
 }
 
 export async function attemptsOf(on: Queryable, key: string, runId: string): Promise<AttemptRecord[]> {
@@ -101,7 +106,7 @@ export class LazyAttemptRow implements OpenAttempt {
   private writing: Promise<void> | undefined;
   /** The end a transaction wrote with its effect, as written. */
   private ended: { end: AttemptEnd; finished: FinishedAttempt } | undefined;
-  /** A transaction that carried the row failed at or after its COMMIT, which may have taken effect: look first. */
+  /** A transaction that carried the row failed at its COMMIT with no answer that it did not take effect: look first. */
   private doubtful = false;
   /** finish() was called: nothing more goes out under this attempt. */
   private closed = false;
@@ -163,9 +168,10 @@ export class LazyAttemptRow implements OpenAttempt {
     if (this.writing || this.closed || (this.id === undefined && this.doubtful)) return undefined;
     const ending = end?.();
     const finishedAt = this.now();
+    const count = tx.dialect !== 'postgres'; // see UNCOUNTED
     if (this.id !== undefined) {
       if (!ending) return undefined;
-      const finished = await finishAttempt(tx, this.id, ending, finishedAt);
+      const finished = await finishAttempt(tx, this.id, ending, finishedAt, count);
       return {
         committed: () => {
           if (finished) this.ended = { end: ending, finished };
@@ -175,15 +181,16 @@ export class LazyAttemptRow implements OpenAttempt {
     }
     const done = this.claim();
     try {
-      const row = await insertAttempt(tx, this.attempt, this.startedAt, ending && { ...ending, finishedAt });
+      const row = await insertAttempt(tx, this.attempt, this.startedAt, ending && { ...ending, finishedAt }, count);
       return {
         committed: () => {
           this.id = row.id;
           if (ending) this.ended = { end: ending, finished: { finishedAt, alone: row.alone } };
           done();
         },
-        rolledBack: () => {
-          this.doubtful = true;
+        // Refused for serialization, the transaction is certainly undone: its retry carries the row again.
+        rolledBack: (inDoubt) => {
+          if (inDoubt) this.doubtful = true;
           done();
         },
       };

@@ -1,7 +1,7 @@
 // One SQL layer over two drivers: the store's queries are written once, as Kysely `sql` templates,
 // and Kysely compiles their parameters for SQLite (better-sqlite3) or PostgreSQL (pg). Transactions
-// are serializable on both: SQLite is by nature, PostgreSQL runs SERIALIZABLE and retries a
-// transaction it had to abort for a concurrent one, so a store call behaves the same on either.
+// are serializable on both: SQLite is by nature, PostgreSQL runs SERIALIZABLE, and a transaction
+// aborted for a concurrent one runs again (serialization.ts), so a store call behaves the same on either.
 import BetterSqlite3 from 'better-sqlite3';
 import {
   Kysely,
@@ -13,8 +13,10 @@ import {
   type SqliteDatabase,
 } from 'kysely';
 import pg from 'pg';
-import { VersionConflictError } from './errors';
+import { runSerializable, serializationFailure, type MovedSince } from './serialization';
 import { currentRider, withoutRider, type RiderWrite } from './transaction-riders';
+
+export { pgCode, sqliteCode } from './serialization';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -32,6 +34,8 @@ export interface StoreObserver {
   statement(kind: StatementKind): void;
   /** A transaction committed, or a write ran outside one (its own commit, synced alike). */
   commit(): void;
+  /** A transaction the database aborted for a concurrent one runs again (its rows had not moved). */
+  serializationRetry?(): void;
 }
 
 const STATEMENT_KINDS = ['select', 'insert', 'update', 'delete', 'begin', 'commit', 'rollback'] as const;
@@ -51,11 +55,12 @@ const counting = (observer: StoreObserver | undefined) =>
 
 export interface TransactionOptions {
   /**
-   * optimistic: the caller read before writing and wants to know when another writer got in
-   * between (VersionConflictError), not to be retried. Otherwise SQLite takes the write lock at
-   * BEGIN (IMMEDIATE) and PostgreSQL retries serialization failures.
+   * The caller reads before writing (SQLite: BEGIN DEFERRED) and must hear of another writer in
+   * between: after a serialization failure this says whether what it read moved (that conflict is
+   * thrown) or stands (the transaction runs again). Without it SQLite takes the write lock at BEGIN
+   * (IMMEDIATE), and a serialization failure always runs the transaction again.
    */
-  optimistic?: boolean;
+  optimistic?: { moved: MovedSince };
 }
 
 export interface Database extends Queryable {
@@ -65,10 +70,6 @@ export interface Database extends Queryable {
   withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
-
-/** PostgreSQL's codes for a transaction aborted because of a concurrent one: running it again is safe. */
-const RETRYABLE_PG = new Set(['40001', '40P01']);
-const PG_RETRIES = 8;
 
 class Runner implements Queryable {
   constructor(
@@ -137,23 +138,12 @@ class KyselyDatabase extends Runner implements Database {
     return result;
   }
 
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.turn(() => this.once(fn, options));
-      } catch (err) {
-        if (options.optimistic && sqliteCode(err) === 'SQLITE_BUSY_SNAPSHOT') {
-          // A deferred transaction's snapshot went stale: SQLite refuses our write after another connection's commit.
-          throw new VersionConflictError('another writer changed the order after it was read; reload and try again');
-        }
-        const code = pgCode(err);
-        if (code === undefined || !RETRYABLE_PG.has(code)) throw err;
-        if (options.optimistic)
-          throw new VersionConflictError('another writer changed the order after it was read; reload and try again');
-        if (attempt >= PG_RETRIES) throw err;
-        await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * attempt));
-      }
-    }
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+    return runSerializable({
+      once: () => this.turn(() => this.once(fn, options)),
+      moved: options.optimistic?.moved,
+      retrying: () => this.observer?.serializationRetry?.(),
+    });
   }
 
   async close(): Promise<void> {
@@ -195,7 +185,8 @@ class KyselyDatabase extends Runner implements Database {
           .raw('ROLLBACK')
           .execute(connection)
           .catch(() => undefined);
-        rode?.rolledBack();
+        // Only COMMIT can fail once the rider wrote: refused for serialization, it certainly did not commit.
+        rode?.rolledBack(!serializationFailure(err));
         throw err;
       }
     });
@@ -282,8 +273,14 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     connectionTimeoutMillis: connectTimeoutMs,
     types: pgTypes,
     // Nothing waits for ever: a lock, a statement, a transaction left open by a worker that died or
-    // hung, a connection whose peer vanished (keepalive).
-    options: `-c lock_timeout=${options.lockTimeoutMs ?? 5000} -c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000`,
+    // hung, a connection whose peer vanished (keepalive). enable_seqscan=off: the store's reads are keyed
+    // lookups, and a small table's statistics make the planner scan it whole, which SERIALIZABLE pays for
+    // with a lock on the whole table (every concurrent writer of it then aborts); with it, an index is used.
+    options: [
+      `-c lock_timeout=${options.lockTimeoutMs ?? 5000}`,
+      '-c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000',
+      '-c enable_seqscan=off',
+    ].join(' '),
     query_timeout: 35_000,
     keepAlive: true,
   });
@@ -301,20 +298,6 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
   }
   const kysely = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }), log: counting(options.observer) });
   return new KyselyDatabase('postgres', kysely, undefined, options.observer);
-}
-
-/** The SQLSTATE of an error the PostgreSQL server raised, if it is one. */
-export function pgCode(err: unknown): string | undefined {
-  const e = err as { code?: unknown; severity?: unknown } | null;
-  return typeof e?.code === 'string' && typeof e.severity === 'string' && /^[0-9A-Z]{5}$/.test(e.code)
-    ? e.code
-    : undefined;
-}
-
-// Checked by code, not instanceof: the native addon keeps the SqliteError class (and realm) of its first load, which jest's per-file sandboxes do not share.
-export function sqliteCode(err: unknown): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.startsWith('SQLITE_') ? code : undefined;
 }
 
 /** Keeps credentials of a server URL out of error messages and logs. */

@@ -22,7 +22,7 @@ import type {
 } from './types';
 
 export interface OrderStoreOptions {
-  /** Test seam: runs inside the transaction, between reading the order and the conditional update. */
+  /** Test seam: runs inside the transaction, after reading the order and before the transaction's first write. */
   beforeOrderWrite?: BeforeOrderWrite;
   /** Reads armed faults (see SqlStoreFaults) through a second connection this opens; off unless given. */
   openFaultConnection?: () => Promise<Database>;

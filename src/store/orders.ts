@@ -3,7 +3,7 @@
 import { sql } from 'kysely';
 import type { Order, OrderStatus } from '../domain/order';
 import type { OrderReceipt } from '../contract';
-import type { Database, Queryable } from './database';
+import type { Database, Queryable, TransactionOptions } from './database';
 import {
   differences,
   IntentConflictError,
@@ -15,7 +15,7 @@ import {
 import type { SqlOperationLog } from './operation-log';
 import type { AppliedRefund, ApplyRefundInput, NewOrder, OrderStore, RevertRefundInput } from './types';
 
-/** Runs inside an order write's transaction, between reading the order and the conditional update. */
+/** Runs inside an order write's transaction, after reading the order and before the transaction's first write. */
 export type BeforeOrderWrite = (orderId: string, tx: Queryable) => Promise<void>;
 
 interface OrderRow {
@@ -111,94 +111,101 @@ export class SqlOrders implements Pick<
 
   async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
     requireMinorUnits('refund amount', input.amount);
-    return this.db.transaction(
-      async (tx) => {
+    const read = new OrderRead(this.db);
+    return this.db.transaction(async (tx) => {
+      const order = await read.orderIfAny(tx, input.orderId);
+      // Before the claim: on SQLite the seam's other connection (store faults) could not write after it.
+      if (order) await this.beforeOrderWrite(order.id, tx);
+      // Claimed by inserting, not by looking first: a lookup that finds nothing locks the index page where the
+      // row would go (PostgreSQL), where every concurrent refund inserts its own, and SERIALIZABLE aborts them.
+      const claimed =
+        order &&
+        (await tx.one(sql`
+            INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
+            VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refunded_amount}, ${order.status}, ${order.version + 1}, ${now()})
+            ON CONFLICT (operation_id) DO NOTHING
+            RETURNING operation_id`));
+      if (!claimed) {
         const applied = await refundRow(tx, input.operationId);
-        if (applied) {
-          const problems = differences(
-            { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
-            { orderId: input.orderId, refundId: input.refundId, amount: input.amount },
-            ['orderId', 'refundId', 'amount'],
-          );
-          if (problems.length > 0) {
-            throw new IntentConflictError(
-              `operation ${input.operationId} was already applied with different parameters (${problems.join('; ')})`,
-            );
-          }
-          return receipt(await requireOrder(tx, input.orderId), false);
-        }
-        const order = await requireOrder(tx, input.orderId);
-        const refunded = order.refunded_amount + input.amount;
-        if (refunded > order.amount) {
-          throw new RefundExceedsOrderError(
-            `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
-              `(${order.amount - order.refunded_amount} of ${order.amount}); nothing was changed`,
+        if (!applied) throw new OrderNotFoundError(`order ${input.orderId} does not exist`);
+        const problems = differences(
+          { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
+          { orderId: input.orderId, refundId: input.refundId, amount: input.amount },
+          ['orderId', 'refundId', 'amount'],
+        );
+        if (problems.length > 0) {
+          throw new IntentConflictError(
+            `operation ${input.operationId} was already applied with different parameters (${problems.join('; ')})`,
           );
         }
-        const updated = await this.updateOrder(tx, order, refunded);
-        await tx.run(sql`
-          INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
-          VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refunded_amount}, ${order.status}, ${updated.version}, ${now()})`);
-        await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_updated', {
-          refundId: input.refundId,
-          amount: input.amount,
-          refundedAmount: updated.refunded_amount,
-          version: updated.version,
-        });
-        return receipt(updated, true);
-      },
-      { optimistic: true },
-    );
+        return receipt(await requireOrder(tx, input.orderId), false);
+      }
+      const refunded = order.refunded_amount + input.amount;
+      // Thrown, the claim above is rolled back with the rest.
+      if (refunded > order.amount) {
+        throw new RefundExceedsOrderError(
+          `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
+            `(${order.amount - order.refunded_amount} of ${order.amount}); nothing was changed`,
+        );
+      }
+      const updated = await this.updateOrder(tx, order, refunded);
+      await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_updated', {
+        refundId: input.refundId,
+        amount: input.amount,
+        refundedAmount: updated.refunded_amount,
+        version: updated.version,
+      });
+      return receipt(updated, true);
+    }, read.options());
   }
 
   async revertRefund(input: RevertRefundInput): Promise<OrderReceipt> {
-    return this.db.transaction(
-      async (tx) => {
-        const applied = await refundRow(tx, input.operationId);
-        if (!applied || applied.order_id !== input.orderId) {
-          throw new InvalidOperationError(
-            `operation ${input.operationId} was never applied to order ${input.orderId}, so there is nothing to revert`,
-          );
-        }
-        const other = await tx.one(
-          sql<{
-            operation_id: string;
-          }>`SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`,
+    const read = new OrderRead(this.db);
+    return this.db.transaction(async (tx) => {
+      const applied = await refundRow(tx, input.operationId);
+      if (!applied || applied.order_id !== input.orderId) {
+        throw new InvalidOperationError(
+          `operation ${input.operationId} was never applied to order ${input.orderId}, so there is nothing to revert`,
         );
-        if (other && other.operation_id !== input.operationId) {
-          throw new IntentConflictError(
-            `compensation key ${input.compensationKey} already reverted operation ${other.operation_id}, not ${input.operationId}`,
-          );
-        }
-        // Already reverted (by this key or another): reverting twice would take the money off twice.
-        if (applied.reverted_by_key !== null) return receipt(await requireOrder(tx, input.orderId), false);
+      }
+      const other = await tx.one(
+        sql<{
+          operation_id: string;
+        }>`SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`,
+      );
+      if (other && other.operation_id !== input.operationId) {
+        throw new IntentConflictError(
+          `compensation key ${input.compensationKey} already reverted operation ${other.operation_id}, not ${input.operationId}`,
+        );
+      }
+      // Already reverted (by this key or another): reverting twice would take the money off twice.
+      if (applied.reverted_by_key !== null) return receipt(await requireOrder(tx, input.orderId), false);
 
-        const order = await requireOrder(tx, input.orderId);
-        // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
-        const refunded =
-          order.version === applied.applied_version
-            ? applied.prior_refunded_amount
-            : order.refunded_amount - applied.amount;
-        if (refunded < 0) {
-          throw new InvalidOperationError(
-            `reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`,
-          );
-        }
-        const status =
-          order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
-        const updated = await this.updateOrder(tx, order, refunded, status);
-        await tx.run(
-          sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`,
+      const order = await read.order(tx, input.orderId);
+      // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
+      const refunded =
+        order.version === applied.applied_version
+          ? applied.prior_refunded_amount
+          : order.refunded_amount - applied.amount;
+      if (refunded < 0) {
+        throw new InvalidOperationError(
+          `reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`,
         );
-        await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_reverted', {
-          compensationKey: input.compensationKey,
-          refundedAmount: updated.refunded_amount,
-          version: updated.version,
-        });
-        return receipt(updated, true);
-      },
-      { optimistic: true },
-    );
+      }
+      const status =
+        order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
+      await this.beforeOrderWrite(order.id, tx);
+      const updated = await this.updateOrder(tx, order, refunded, status);
+      await tx.run(
+        sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`,
+      );
+      await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_reverted', {
+        compensationKey: input.compensationKey,
+        refundedAmount: updated.refunded_amount,
+        version: updated.version,
+      });
+      return receipt(updated, true);
+    }, read.options());
   }
 
   async appliedRefund(operationId: string): Promise<AppliedRefund | undefined> {
@@ -220,7 +227,6 @@ export class SqlOrders implements Pick<
     refundedAmount: number,
     status = statusFor(refundedAmount, order.amount),
   ): Promise<OrderRow> {
-    await this.beforeOrderWrite(order.id, tx);
     const changed = await tx.run(
       sql`UPDATE orders SET refunded_amount = ${refundedAmount}, status = ${status}, version = version + 1, updated_at = ${now()} WHERE id = ${order.id} AND version = ${order.version}`,
     );
@@ -230,6 +236,45 @@ export class SqlOrders implements Pick<
       );
     }
     return { ...order, refunded_amount: refundedAmount, status, version: order.version + 1 };
+  }
+}
+
+/**
+ * The order a try of an optimistic write read, to judge its serialization failure by: if the order's version
+ * moved since, another writer got in (VersionConflictError); if not, the abort was an overlap of predicate
+ * locks and the store runs the transaction again. A try that failed before reading the order decided nothing.
+ */
+class OrderRead {
+  private read: { id: string; version: number } | undefined;
+
+  constructor(private readonly db: Database) {}
+
+  async order(tx: Queryable, id: string): Promise<OrderRow> {
+    const row = await this.orderIfAny(tx, id);
+    if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
+    return row;
+  }
+
+  async orderIfAny(tx: Queryable, id: string): Promise<OrderRow | undefined> {
+    const row = await orderRow(tx, id);
+    if (row) this.read = { id, version: row.version };
+    return row;
+  }
+
+  options(): TransactionOptions {
+    return { optimistic: { moved: (failure) => this.moved(failure) } };
+  }
+
+  private async moved(failure: unknown): Promise<Error | undefined> {
+    const read = this.read;
+    this.read = undefined;
+    if (!read) return undefined;
+    const now = await orderRow(this.db, read.id);
+    if (now?.version === read.version) return undefined;
+    return new VersionConflictError(
+      `another writer changed the order ${read.id} after it was read at version ${read.version}; reload and try again`,
+      { cause: failure },
+    );
   }
 }
 

@@ -5,7 +5,8 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 /** What a rider wrote in a transaction, told how the transaction ended. */
 export interface RiderWrite {
   committed(): void;
-  rolledBack(): void;
+  /** inDoubt: the COMMIT got no answer that says it failed, so it may have taken effect. */
+  rolledBack(inDoubt: boolean): void;
 }
 
 /** `Tx` is where the transaction's statements run (the store's Queryable). */

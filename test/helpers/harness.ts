@@ -24,7 +24,7 @@ import type { StripeServerHooks } from '../../tools/src/servers/stripe-server';
 import { proxyDependencies, startStandIns, type DependencyProxies } from '../../tools/src/stack/assembly';
 import type { RefundLifecycle } from '../../tools/src/servers/stripe/resources';
 import type { Order } from '../../src/domain/order';
-import { openStore } from '../../src/store';
+import { openStore, type StoreObserver } from '../../src/store';
 import { freePort, recordHistory, testEnvironment } from './temporal';
 import type { OrderStore, StoreFaultKind } from '../../src/store/types';
 import type { WorkerTracing } from '../../src/observability/tracing';
@@ -56,6 +56,8 @@ export interface HarnessOptions {
   databaseUrl?: string;
   /** How long a store write waits for another's lock (SQLite's busy_timeout, PostgreSQL's lock_timeout); 200 ms unless given. */
   busyTimeoutMs?: number;
+  /** Counts what the store sends (statements, commits, serialization retries), as the worker's metrics would. */
+  storeObserver?: StoreObserver;
   /** The workers' tracing (observability tests); off unless given. */
   tracing?: WorkerTracing;
   /** A Temporal dev server of the file's own with its Web UI, which decodes through the harness's codec server (webUiUrl). */
@@ -167,7 +169,11 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const { stripe: stripeServer, mail } = standIns;
   const databaseUrl = options.databaseUrl ?? `sqlite:${path.join(dir, 'orders.db')}`;
-  const store = await openStore(databaseUrl, { faults: true, busyTimeoutMs: options.busyTimeoutMs ?? 200 });
+  const store = await openStore(databaseUrl, {
+    faults: true,
+    busyTimeoutMs: options.busyTimeoutMs ?? 200,
+    observer: options.storeObserver,
+  });
   const stripe = createStripeClient({ secretKey: 'sk_test_harness', apiBase: stripeServer.url, requestTimeoutMs });
   const toxiproxy = options.network ? await startToxiproxy() : undefined;
   const proxied =
