@@ -195,6 +195,17 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await execute(db, dialect, 'ALTER TABLE operations ADD COLUMN off_the_wire_by TEXT');
       },
     },
+    // A hand-over's own bound, by its sender's deadline, and the stamp it was recorded with: a stamp re-taken by a
+    // worker from before this migration leaves the old bound behind, and it must not be read as the new one's.
+    '003_sending_until': {
+      async up(db) {
+        await execute(
+          db,
+          dialect,
+          'ALTER TABLE notification_outbox ADD COLUMN sending_until TEXT; ALTER TABLE notification_outbox ADD COLUMN sending_until_of TEXT',
+        );
+      },
+    },
   };
 }
 
