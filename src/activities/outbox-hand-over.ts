@@ -186,28 +186,32 @@ export function createOutboxHandOver(deps: HandOverDeps) {
 
   /** Records a person's word that a hand-over whose outcome is unknown was delivered: the entry becomes sent, naming them. */
   const confirmDelivered = async (input: ConfirmDeliveredInput): Promise<NotificationReceipt> => {
-    // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
-    const current = await store.getNotification(input.key);
-    const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
-    if (current && live > 0) {
-      // The retry comes once that hand-over's deadline has passed.
-      throw new Classified(
+    // The retry comes once that hand-over's bound has passed.
+    const stillSending = (entry: OutboxEntry, what: string, retryAfterMs: number) =>
+      new Classified(
         'STATE_CONFLICT',
         'not_executed',
         'send_in_progress',
-        `${current.messageId} is being handed over right now; confirm its delivery once that attempt is done`,
-        {
-          provider: { key: input.key, messageId: current.messageId },
-          retryAfterMs: live,
-        },
+        `${entry.messageId} ${what}; confirm its delivery once that attempt is done`,
+        { provider: { key: input.key, messageId: entry.messageId }, retryAfterMs },
       );
-    }
+    // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
+    const current = await store.getNotification(input.key);
+    const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
+    if (current && live > 0) throw stillSending(current, 'is being handed over right now', live);
+    // A hand-over judged ended stays ended (its bound never moves): the store records the person's word only while
+    // its stamp is still the current one, in the transaction that records it.
+    const judged = current?.status === 'sending' ? current.sendingSince : null;
     const entry = await store.confirmNotificationDelivered(input.key, {
       by: input.by,
       reason: input.reason,
       operationId: input.operationId,
       actor: actor(),
+      sendingSince: judged,
     });
+    // Taken over since (another run of the operation resends it, approved): the server's answer to that settles it.
+    if (entry.status === 'sending' && judged !== null && entry.sendingSince !== judged)
+      throw stillSending(entry, 'was taken over by another attempt just now', await inFlightFor(entry));
     if (entry.status !== 'sent') {
       // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
       throw new Classified(

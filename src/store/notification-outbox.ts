@@ -182,8 +182,9 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return this.db.transaction(async (tx) => {
       // Where the server's answer would be, the person's word, so that no one takes it for the server's.
       const response = `delivery confirmed by ${confirmation.by}: ${confirmation.reason}`;
+      // Only the hand-over the person's word covers: one taken over since (an approved resend in flight) is not.
       const changes = await tx.run(
-        sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${new Date().toISOString()} WHERE key = ${key} AND status = 'sending'`,
+        sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'sending' AND sending_since = ${confirmation.sendingSince}`,
       );
       const entry = await requireOutbox(tx, key);
       if (changes === 1) {

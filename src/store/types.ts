@@ -75,6 +75,8 @@ export interface DeliveryConfirmation {
   reason: string;
   operationId: string;
   actor: string;
+  /** The hand-over judged ended (its stamp): confirmed only while it is still the entry's current one. */
+  sendingSince: string | null;
 }
 
 export type NewOutboxEntry = Pick<OutboxEntry, 'key' | 'orderId' | 'kind' | 'recipient' | 'subject' | 'messageId'>;
@@ -342,7 +344,7 @@ export interface OrderStore {
   /**
    * Records a person's word that a message whose hand-over is unknown (sending) was delivered: sent, the
    * response naming who confirmed it, and a notification_sent audit entry with `confirmedBy`. An entry
-   * that is not sending is returned unchanged.
+   * that is not sending, or whose hand-over is no longer the one judged (`sendingSince`), is returned unchanged.
    */
   confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry>;
   /** The order's record of an operation's refund, if it was applied. */

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { ApplicationFailure } from '@temporalio/common';
 import Database from 'better-sqlite3';
 import nodemailer, { type Transporter } from 'nodemailer';
 import { createMailTransport } from '../../src/activities/mail-transport';
@@ -15,7 +16,7 @@ import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { parsePolicy } from '../../src/reliability/policy-schema';
 import { startMailServer, type MailServer, type StoredMessage } from '../../tools/src/servers/mail-server';
 import { openStore, type OrderStore, type SqlOrderStore } from '../../src/store';
-import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
+import { activityEnv, detailsOf, failureOf, type ActivityEnv } from '../helpers/activity-env';
 import { DIALECTS, freshDatabase } from '../helpers/databases';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'notifications-'));
@@ -551,7 +552,56 @@ it("settles a notice whose hand-over is unknown on a person's word, once, naming
   await expect(delivered(entry.messageId)).resolves.toHaveLength(0);
 });
 
+it("never confirms on a person's word a hand-over taken over between its check and its record: an approved resend in flight stays the server's to settle", async () => {
+  const input = await notice('confirm-vs-resend:v1');
+  const messageId = messageIdForKey(input.key);
+  // The first hand-over's record is lost: its outcome is unknown, and it has ended.
+  await failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, input));
+  await handOverExpired();
+  const judged = (await store.getNotification(input.key))!.sendingSince!;
+  // Another run of the operation resends it, approved, and the relay is slow to take that resend.
+  await mailFault({ kind: 'accept_late', stage: 'data', delayMs: 1500, match: { messageId } });
+  const approved = { ...input, resendApprovedAt: new Date().toISOString(), approvedHandOver: judged };
+  let resend: Promise<unknown> | undefined;
+  // The confirmation reads the entry (the hand-over it judges ended); the resend takes it over before it records.
+  const interleaved = new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop);
+      if (prop !== 'getNotification' || resend) return typeof value === 'function' ? value.bind(target) : value;
+      return async (key: string) => {
+        const seen = await target.getNotification(key);
+        resend = run(notifications({ maxSendMs: 5000 }).sendRefundNotice, approved);
+        resend.catch(() => undefined);
+        for (let i = 0; i < 200 && (await target.getNotification(key))?.sendingSince === judged; i++)
+          await new Promise((r) => setTimeout(r, 10));
+        return seen;
+      };
+    },
+  });
+  const confirmation = { key: input.key, operationId: input.operationId, by: 'ops', reason: 'found it in the log' };
+  const confirmed = await run(notifications({ store: interleaved }).confirmNoticeDelivered, confirmation).then(
+    (receipt) => ({ receipt }),
+    (err: unknown) => ({ failure: err as ApplicationFailure }),
+  );
+  expect(confirmed).toMatchObject({ failure: { type: 'STATE_CONFLICT', nonRetryable: false } });
+  await expect(resend).resolves.toMatchObject({ alreadySent: false });
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({
+    status: 'sent',
+    providerResponse: expect.stringMatching(/^250 /),
+  });
+  const trail = await store.operations.auditTrail(input.operationId);
+  expect(trail.filter((e) => e.event === 'notification_sent').map((e) => e.detail)).toEqual([
+    expect.not.objectContaining({ confirmedBy: expect.anything() }),
+  ]);
+  await expect(delivered(messageId)).resolves.toHaveLength(2);
+});
+
 describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
+  // Each case's attempt scheduled when it begins: a clock 30 s ahead must not eat the file's schedule-to-close.
+  let run: ActivityEnv['run'];
+  beforeEach(() => {
+    ({ run } = activityEnv());
+  });
   let shared: SqlOrderStore;
   /** The deployment's own deadline: a hand-over younger than it (plus a second) may still be running. */
   const deadlineMs = 25_000;
