@@ -2,8 +2,8 @@
 import type { Client } from '@temporalio/client';
 import type { MetricMeter } from '@temporalio/common';
 import type Stripe from 'stripe';
-import { createActivities, SMTP_DEADLINE_MARGIN_MS, type RefundActivities } from './activities';
-import { createMailTransport } from './activities/mail-transport';
+import { createActivities, type RefundActivities } from './activities';
+import { createMailTransport, SMTP_MIN_ATTEMPT_MS } from './activities/mail-transport';
 import { createStripeClient } from './activities/payments';
 import type { Config } from './config';
 import { storeMetrics } from './observability/metrics';
@@ -43,9 +43,9 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
       `STRIPE_TIMEOUT_MS (${requestTimeoutMs}) must end at least ${STRIPE_TIMEOUT_MARGIN_MS} ms inside the policy's stripe startToCloseMs (${stripeAttempt})`,
     );
   }
-  if (policy.timeouts.smtp.startToCloseMs < 2 * SMTP_DEADLINE_MARGIN_MS) {
+  if (policy.timeouts.smtp.startToCloseMs < SMTP_MIN_ATTEMPT_MS) {
     throw new Error(
-      `the policy's smtp startToCloseMs must be at least ${2 * SMTP_DEADLINE_MARGIN_MS} ms, to leave a send its own deadline inside it`,
+      `the policy's smtp startToCloseMs must be at least ${SMTP_MIN_ATTEMPT_MS} ms, to leave a send its own deadline inside it`,
     );
   }
   // Treat the provider's key window as ending early: a resend must be provably inside it.

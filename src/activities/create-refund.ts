@@ -8,10 +8,10 @@ import type { REFUND_REASONS } from '../domain/refund-request';
 import type { OperationUpdate } from '../store/types';
 import { LaterVersionError } from '../store/errors';
 import { Classified } from './attempt';
-import { currentAttemptScope, recordingEffect } from './attempt-scope';
+import { recordingEffect } from './attempt-scope';
 import { actor, clockOf, type PaymentDeps } from './payment-context';
 import { paymentFailure } from './payment-failures';
-import { requestTimeout } from './request-deadline';
+import { attemptTimeSpent, sendDeadline } from './request-deadline';
 import { sendWindow } from './send-window';
 import { storeFailure } from './store-failures';
 import { stripeFailure } from './stripe-failures';
@@ -69,11 +69,9 @@ export function refundCreation(deps: PaymentDeps) {
               'reconcile with the provider before any new request',
           );
         }
-        // Half the timeout at most: the stamp takes its share of the deadline even when the timeout is short.
-        const enough = (ms: number) => ms >= Math.min(MIN_REQUEST_MS, deps.windows.requestTimeoutMs / 2);
         // The send's deadline, fixed before its stamp is taken: nothing of it is on the wire after stamp + STRIPE_TIMEOUT_MS.
-        const sendBy = Date.now() + requestTimeout(deps.windows.requestTimeoutMs);
-        if (!enough(sendBy - Date.now())) throw timeSpent();
+        const deadline = sendDeadline(deps.windows.requestTimeoutMs);
+        if (!deadline.left()) throw attemptTimeSpent();
         try {
           await log.markSent(input.operationId, actor(), onWireForMs);
         } catch (err) {
@@ -92,10 +90,8 @@ export function refundCreation(deps: PaymentDeps) {
         let refund: Stripe.Response<Stripe.Refund>;
         try {
           // The stamp may have waited for the database: what is left of the deadline is the request's, or it does not go out.
-          const timeout = sendBy - Date.now();
-          if (!enough(timeout)) throw timeSpent();
-          const scope = currentAttemptScope();
-          if (scope) scope.sendBy = sendBy;
+          const timeout = deadline.left();
+          if (!timeout) throw attemptTimeSpent();
           refund = await stripe.refunds.create(
             {
               payment_intent: input.paymentIntentId,
@@ -207,14 +203,3 @@ function provesNothingSent(failure: Classified): boolean {
     failure.extra.providerRequestId !== ''
   );
 }
-
-/** Below this, a request would likely time out by our own hand: it is not sent at all. */
-const MIN_REQUEST_MS = 1000;
-
-const timeSpent = () =>
-  new Classified(
-    'TRANSIENT_DEPENDENCY',
-    'not_executed',
-    'attempt_time_spent',
-    'not sent: too little of this attempt is left for the request to finish',
-  );

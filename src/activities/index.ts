@@ -30,9 +30,6 @@ export interface ActivityDeps {
   maxBacklog?: number;
 }
 
-/** Margin kept between an SMTP send's own deadline and the smtp activity's start-to-close. */
-export const SMTP_DEADLINE_MARGIN_MS = 5000;
-
 export function createActivities(deps: ActivityDeps) {
   const { stripe, store, settings } = deps;
   // Per worker: each worker process judges the providers' health from its own calls.
@@ -51,7 +48,6 @@ export function createActivities(deps: ActivityDeps) {
       from: deps.mailFrom,
       attempt,
       policy: settings.policy,
-      sendDeadlineMs: settings.policy.timeouts.smtp.startToCloseMs - SMTP_DEADLINE_MARGIN_MS,
       digestTo: deps.digestTo,
     }),
     ...createSweepActivities({ temporal: deps.temporal }),

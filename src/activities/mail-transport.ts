@@ -3,9 +3,16 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import { smtpTlsFor } from '../config';
 
 /**
+ * The shortest smtp attempt a worker accepts: twice the 5 s that connecting and the greeting may take, so
+ * that a send which connects has time left to be written before its deadline (what is left of the attempt).
+ */
+export const SMTP_MIN_ATTEMPT_MS = 10_000;
+
+/**
  * One SMTP connection per send and no pooling, so an activity attempt is exactly one delivery attempt.
  * Connecting and the greeting share the 5 s connection deadline, then each reply may take up to 15 s:
- * a server that stalls once fails the attempt within about 20 s, inside the 30 s startToClose.
+ * a server that stalls once fails the attempt within about 20 s, and the send's own deadline
+ * (request-deadline.ts) cuts it inside whatever start-to-close the attempt has.
  */
 export interface SmtpSettings {
   /** Credentials kept out of the URL; a URL's own user:password is used when these are not given. */

@@ -18,15 +18,15 @@ export interface NotificationDeps {
   from: string;
   attempt: AttemptRunner;
   policy: RecoveryPolicy;
-  /** One sendMail, all of it; must end inside the smtp activity's start-to-close. */
-  sendDeadlineMs?: number;
+  /** The longest one send may take (tests shorten it); what is left of the attempt cuts it shorter. */
+  maxSendMs?: number;
 }
 
+/** Outside an attempt nothing else bounds a send; inside one, what is left of its start-to-close does. */
+const MAX_SEND_MS = 5 * 60_000;
+
 export function createNotificationActivities(deps: NotificationDeps) {
-  const { deliver, confirmDelivered } = createOutboxHandOver({
-    ...deps,
-    sendDeadlineMs: deps.sendDeadlineMs ?? 25_000,
-  });
+  const { deliver, confirmDelivered } = createOutboxHandOver({ ...deps, maxSendMs: deps.maxSendMs ?? MAX_SEND_MS });
 
   const smtpCall = (step: string, key: string, operationId: string) => ({
     step,

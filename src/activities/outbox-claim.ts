@@ -1,5 +1,6 @@
 // Which attempt may hand an outbox entry to the mail server: the one that moves it from pending to sending, or one
-// that takes over a hand-over whose outcome is unknown, once the policy or a person says it is resent.
+// that takes over a hand-over whose outcome is unknown, once the policy or a person says it is resent. A hand-over
+// is judged by the bound its sender recorded with its stamp, read on the store's clock: never the judge's own deadline.
 import type { NodemailerError } from 'nodemailer';
 import { maskEmails } from '../reliability/redaction';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
@@ -7,6 +8,7 @@ import type { FailureDetails } from '../reliability/taxonomy';
 import type { NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
 import { Classified } from './attempt';
+import { SEND_CLOCK_MARGIN_MS } from './send-window';
 
 /** What a receipt and every failure say of an email (a type, not an interface: failure details take it as a record). */
 export type MailFacts = {
@@ -22,68 +24,68 @@ export interface ResendApproval {
   approvedHandOver?: string;
 }
 
-export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPolicy; sendDeadlineMs: number }) {
+export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPolicy }) {
   const { store } = deps;
-  // The policy's row for a send whose outcome is unknown: hand to a person, or resend with the same Message-ID.
-  // A hand-over younger than one send's deadline may still be running somewhere; an older one ended without telling.
-  // Its age is read on the clock that stamped it, the store's: hosts whose clocks differ agree on it.
-  const handOverMs = deps.sendDeadlineMs + 1000;
+  // A hand-over stamped without a bound (by a worker from before bounds were recorded): the longest an smtp attempt
+  // under this worker's policy lasts, which such a worker's own deadline (its start-to-close less 5 s) was within.
+  const unboundedMs = deps.policy.timeouts.smtp.startToCloseMs + SEND_CLOCK_MARGIN_MS;
+  /** The latest the entry's hand-over can still be on the wire, read on the store's clock: the bound its sender recorded. */
+  const endsAt = ({ sendingSince, sendingUntil }: OutboxEntry) =>
+    sendingUntil !== null ? Date.parse(sendingUntil) : Date.parse(sendingSince!) + unboundedMs;
   /** How long the entry's hand-over may still be running (0: it ended, or never began). */
   const inFlightFor = async (entry: OutboxEntry) =>
-    entry.sendingSince === null
-      ? 0
-      : Math.max(0, Date.parse(entry.sendingSince) + handOverMs - (await store.operations.clock()));
+    entry.sendingSince === null ? 0 : Math.max(0, endsAt(entry) - (await store.operations.clock()));
   const inFlight = async (entry: OutboxEntry) => (await inFlightFor(entry)) > 0;
 
-  /** The receipt of an earlier send of the email; undefined when this attempt now holds its hand-over. Throws why not. */
+  /**
+   * The receipt of an earlier send of the email, or the stamp of the hand-over this attempt now holds, recorded with
+   * its bound (`onWireForMs`: its deadline, fixed before the stamp, and a margin). Throws why it holds none.
+   */
   const claimHandOver = async (
     request: Parameters<OrderStore['claimHandOver']>[0],
     approval: ResendApproval,
     ctx: MailFacts,
-  ): Promise<NotificationReceipt | undefined> => {
+    onWireForMs: number,
+  ): Promise<{ receipt: NotificationReceipt } | { stamp: string }> => {
     // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
-    const { claimed, ours } = await claim(store, request);
-    if (!ours) {
-      const current = (await store.getNotification(request.key)) ?? claimed;
-      if (current.status === 'sent')
-        return { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true };
-      if (current.status === 'sending') {
-        const facts = { ...ctx, sendingSince: current.sendingSince };
-        // A person's approval covers the hand-over they judged, however young; otherwise only the policy's row resends
-        // one whose outcome is unknown, once it has ended.
-        const approved = approvedResend(current, approval);
-        // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
-        if (!approved && (await inFlight(current)))
-          throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
-        if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
-        // Resending takes the hand-over over, re-stamped: of two attempts only one resends, and a retry of
-        // ours sees a hand-over of its own, which no approval covers, so it never resends again.
-        const notBefore =
-          approved && !approval.approvedHandOver
-            ? new Date(Date.parse(approval.resendApprovedAt!) + 1).toISOString()
-            : undefined;
-        if (
-          !(await store.takeOverNotification(request.key, current.sendingSince!, {
-            endedAfterMs: approved ? 0 : handOverMs,
-            ...(notBefore && { notBefore }),
-          }))
-        ) {
-          throw sendInProgress(facts, `another attempt took over ${ctx.messageId} just now`);
-        }
-      }
-      if (current.status === 'pending') {
-        // Another attempt held the entry and, refused by the server, released it after our claim: a retry sends cleanly.
-        throw new Classified(
-          'STATE_CONFLICT',
-          'not_executed',
-          'concurrent_attempt',
-          `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`,
-          { provider: ctx },
-        );
-      }
-      // The policy, or a person's approved decision, says a send of unknown outcome is resent, with the same Message-ID so that receivers can deduplicate it.
+    const { claimed, stamp } = await claim(store, request, onWireForMs);
+    if (stamp !== null) return { stamp };
+    const current = (await store.getNotification(request.key)) ?? claimed;
+    if (current.status === 'sent')
+      return { receipt: { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true } };
+    if (current.status === 'pending') {
+      // Another attempt held the entry and, refused by the server, released it after our claim: a retry sends cleanly.
+      throw new Classified(
+        'STATE_CONFLICT',
+        'not_executed',
+        'concurrent_attempt',
+        `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`,
+        { provider: ctx },
+      );
     }
-    return undefined;
+    const since = current.sendingSince!;
+    const facts = { ...ctx, sendingSince: since };
+    // A person's approval covers the hand-over they judged, however young; otherwise only the policy's row resends
+    // one whose outcome is unknown, once it has ended.
+    const approved = approvedResend(current, approval);
+    // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
+    if (!approved && (await inFlight(current)))
+      throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
+    if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
+    // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a
+    // retry of ours sees a hand-over of its own, which no approval covers, so it never resends again. The policy's
+    // row and the same Message-ID let receivers deduplicate it.
+    const notBefore =
+      approved && !approval.approvedHandOver
+        ? new Date(Date.parse(approval.resendApprovedAt!) + 1).toISOString()
+        : undefined;
+    const taken = await store.takeOverNotification(request.key, since, {
+      endedAfterMs: approved ? 0 : endsAt(current) - Date.parse(since),
+      onWireForMs,
+      ...(notBefore && { notBefore }),
+    });
+    if (taken === null) throw sendInProgress(facts, `another attempt took over ${ctx.messageId} just now`);
+    return { stamp: taken };
   };
 
   return { claimHandOver, inFlightFor };
@@ -113,9 +115,10 @@ function sendInProgress(facts: FailureDetails['provider'], what: string): Classi
 async function claim(
   store: OrderStore,
   entry: Parameters<OrderStore['claimHandOver']>[0],
-): Promise<{ claimed: OutboxEntry; ours: boolean }> {
+  onWireForMs: number,
+): Promise<{ claimed: OutboxEntry; stamp: string | null }> {
   try {
-    return await store.claimHandOver(entry);
+    return await store.claimHandOver(entry, onWireForMs);
   } catch (err) {
     if (err instanceof IntentConflictError) {
       throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {

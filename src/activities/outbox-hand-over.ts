@@ -1,5 +1,6 @@
 // Hands one email to the mail server, at most once per claim on its outbox entry (outbox-claim.ts), and records the
-// outcome: the server's answer, or a person's word that a hand-over whose outcome is unknown was delivered.
+// outcome: the server's answer, or a person's word that a hand-over whose outcome is unknown was delivered. A send
+// ends by its deadline (request-deadline.ts: what is left of the attempt), fixed before its stamp and recorded with it.
 import { Context } from '@temporalio/activity';
 import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
@@ -11,6 +12,7 @@ import type { OrderStore, OutboxEntry } from '../store';
 import { Classified } from './attempt';
 import { beforeRequest, currentAttemptScope, recordTransportRequest, recordingEffect } from './attempt-scope';
 import { createOutboxClaim, outcomeUnknown } from './outbox-claim';
+import { attemptTimeSpent, sendDeadline } from './request-deadline';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
@@ -19,8 +21,8 @@ export interface HandOverDeps {
   store: OrderStore;
   from: string;
   policy: RecoveryPolicy;
-  /** One sendMail, all of it; must end inside the smtp activity's start-to-close. */
-  sendDeadlineMs: number;
+  /** The longest one send may take; what is left of the attempt cuts it shorter. */
+  maxSendMs: number;
 }
 
 /** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
@@ -49,12 +51,9 @@ export interface MailText {
 }
 
 export function createOutboxHandOver(deps: HandOverDeps) {
-  const { store, sendDeadlineMs } = deps;
+  const { store } = deps;
   const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
   const { claimHandOver, inFlightFor } = createOutboxClaim(deps);
-  // The stamp of this attempt's own hand-over, for the failure a person judges (best effort: the failure stands without it).
-  const ownStamp = async (key: string) =>
-    (await store.getNotification(key).catch(() => undefined))?.sendingSince ?? null;
 
   const handOver = async (entry: OutboxMail, { subject, text }: MailText): Promise<NotificationReceipt> => {
     let to = entry.to;
@@ -80,14 +79,24 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       subject,
       messageId: ctx.messageId,
     };
-    const earlier = await claimHandOver(claim, entry, ctx);
-    if (earlier) return earlier;
+    // The send's deadline, fixed before its stamp: the stamp records it as the hand-over's bound.
+    const deadline = sendDeadline(deps.maxSendMs);
+    const held = await claimHandOver(claim, entry, ctx, deadline.onWireForMs);
+    if ('receipt' in held) return held.receipt;
+    // Only this attempt's own hand-over is freed: another's, begun once this one's bound had passed, is left alone.
+    const release = () => store.releaseNotification(entry.key, held.stamp);
 
     let info: SentMessageInfo;
     const scope = currentAttemptScope();
     const handedOver = () =>
       recordTransportRequest(scope, { method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
     await beforeRequest(scope);
+    // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
+    const timeout = deadline.left();
+    if (!timeout) {
+      await release();
+      throw attemptTimeSpent();
+    }
     try {
       info = await deps.transport.sendMail({
         from: deps.from,
@@ -96,7 +105,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
         text,
         messageId: ctx.messageId,
         headers: { 'X-Operation-Key': entry.key },
-        signal: AbortSignal.timeout(sendDeadlineMs),
+        signal: AbortSignal.timeout(timeout),
       });
       handedOver();
     } catch (err) {
@@ -104,12 +113,8 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       // A session that never began reached no server; any other counts as a request it received.
       if (!NO_SESSION.has(c.reason)) handedOver();
       if (c.certainty !== 'not_executed')
-        throw outcomeUnknown(
-          { ...ctx, sendingSince: await ownStamp(entry.key) },
-          'this attempt',
-          err as NodemailerError,
-        );
-      await store.releaseNotification(entry.key);
+        throw outcomeUnknown({ ...ctx, sendingSince: held.stamp }, 'this attempt', err as NodemailerError);
+      await release();
       throw new Classified(
         c.code,
         c.certainty,
@@ -134,7 +139,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
           { provider: ctx },
         );
       }
-      await store.releaseNotification(entry.key);
+      await release();
       throw new Classified(
         'PERMANENT_BUSINESS',
         'not_executed',
@@ -181,28 +186,32 @@ export function createOutboxHandOver(deps: HandOverDeps) {
 
   /** Records a person's word that a hand-over whose outcome is unknown was delivered: the entry becomes sent, naming them. */
   const confirmDelivered = async (input: ConfirmDeliveredInput): Promise<NotificationReceipt> => {
-    // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
-    const current = await store.getNotification(input.key);
-    const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
-    if (current && live > 0) {
-      // The retry comes once that hand-over's deadline has passed.
-      throw new Classified(
+    // The retry comes once that hand-over's bound has passed.
+    const stillSending = (entry: OutboxEntry, what: string, retryAfterMs: number) =>
+      new Classified(
         'STATE_CONFLICT',
         'not_executed',
         'send_in_progress',
-        `${current.messageId} is being handed over right now; confirm its delivery once that attempt is done`,
-        {
-          provider: { key: input.key, messageId: current.messageId },
-          retryAfterMs: live,
-        },
+        `${entry.messageId} ${what}; confirm its delivery once that attempt is done`,
+        { provider: { key: input.key, messageId: entry.messageId }, retryAfterMs },
       );
-    }
+    // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
+    const current = await store.getNotification(input.key);
+    const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
+    if (current && live > 0) throw stillSending(current, 'is being handed over right now', live);
+    // A hand-over judged ended stays ended (its bound never moves): the store records the person's word only while
+    // its stamp is still the current one, in the transaction that records it.
+    const judged = current?.status === 'sending' ? current.sendingSince : null;
     const entry = await store.confirmNotificationDelivered(input.key, {
       by: input.by,
       reason: input.reason,
       operationId: input.operationId,
       actor: actor(),
+      sendingSince: judged,
     });
+    // Taken over since (another run of the operation resends it, approved): the server's answer to that settles it.
+    if (entry.status === 'sending' && judged !== null && entry.sendingSince !== judged)
+      throw stillSending(entry, 'was taken over by another attempt just now', await inFlightFor(entry));
     if (entry.status !== 'sent') {
       // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
       throw new Classified(

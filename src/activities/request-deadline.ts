@@ -1,11 +1,16 @@
-// A provider request's timeout, cut to what is left of the activity attempt: an attempt that makes
-// several requests (a list over pages, the gate's retrieve and list) still ends inside its
-// start-to-close, so Temporal never starts the next attempt while this one is still talking.
+// Every provider request's deadline, at every boundary (Stripe, SMTP): cut to what is left of the
+// activity attempt, so an attempt that makes several requests still ends inside its start-to-close
+// and Temporal never starts the next attempt while this one is still talking. The start-to-close is
+// the attempt's own, as the run's pinned policy scheduled it: never this worker's policy.
 import { Context } from '@temporalio/activity';
+import { Classified } from './attempt';
 import { currentAttemptScope } from './attempt-scope';
+import { SEND_CLOCK_MARGIN_MS } from './send-window';
 
 /** Left for the attempt's own bookkeeping (the store, the ledger) after the last request. */
 const MARGIN_MS = 1000;
+/** Below this, a request would likely be cut by our own hand: it is not sent at all. */
+const MIN_REQUEST_MS = 1000;
 
 /** Measured on this worker's clock, from when the attempt began here: no other host's clock decides. */
 export function requestTimeout(maxMs: number): number {
@@ -15,3 +20,44 @@ export function requestTimeout(maxMs: number): number {
   const left = startedAtMs + startToCloseTimeoutMs - MARGIN_MS - Date.now();
   return Math.max(1, Math.min(maxMs, left));
 }
+
+export interface SendDeadline {
+  /** This worker's Date.now() by which every request of the send has ended; none begins after it. */
+  sendBy: number;
+  /** How long after a stamp taken from now on the send can still be on the wire: the bound its stamp records. */
+  onWireForMs: number;
+  /** What is left of the deadline for a request begun now; 0 when too little is (the request must not go out). */
+  left(): number;
+}
+
+/**
+ * The deadline of a send that is about to be stamped (a refund's create, an email's hand-over), fixed
+ * before its stamp is taken: a constant offset between this worker's clock and the store's, which
+ * stamps it, then cancels out. Put in the attempt's scope, where every transport cuts its requests.
+ */
+export function sendDeadline(maxMs: number): SendDeadline {
+  const now = Date.now();
+  const timeout = requestTimeout(maxMs);
+  const sendBy = now + timeout;
+  const scope = currentAttemptScope();
+  if (scope) scope.sendBy = sendBy;
+  // Half the timeout at most: the stamp takes its share of the deadline even when the timeout is short.
+  const least = Math.min(MIN_REQUEST_MS, maxMs / 2);
+  return {
+    sendBy,
+    onWireForMs: timeout + SEND_CLOCK_MARGIN_MS,
+    left() {
+      const ms = sendBy - Date.now();
+      return ms >= least ? ms : 0;
+    },
+  };
+}
+
+/** Why a send did not go out: too little of its deadline was left (the worker stalled, or the store kept it waiting). */
+export const attemptTimeSpent = () =>
+  new Classified(
+    'TRANSIENT_DEPENDENCY',
+    'not_executed',
+    'attempt_time_spent',
+    'not sent: too little of this attempt is left for the request to finish',
+  );

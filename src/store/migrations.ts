@@ -203,6 +203,17 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         if (dialect === 'postgres') await execute(db, dialect, 'ALTER TABLE orders SET (fillfactor = 50)');
       },
     },
+    // A hand-over's own bound, by its sender's deadline, and the stamp it was recorded with: a stamp re-taken by a
+    // worker from before this migration leaves the old bound behind, and it must not be read as the new one's.
+    '004_sending_until': {
+      async up(db) {
+        await execute(
+          db,
+          dialect,
+          'ALTER TABLE notification_outbox ADD COLUMN sending_until TEXT; ALTER TABLE notification_outbox ADD COLUMN sending_until_of TEXT',
+        );
+      },
+    },
   };
 }
 

@@ -25,6 +25,8 @@ interface OutboxRow {
   message_id: string;
   status: OutboxEntry['status'];
   sending_since: string | null;
+  sending_until: string | null;
+  sending_until_of: string | null;
   attempts: number;
   provider_response: string | null;
   created_at: string;
@@ -41,6 +43,9 @@ function toOutboxEntry(row: OutboxRow): OutboxEntry {
     messageId: row.message_id,
     status: row.status,
     sendingSince: row.sending_since,
+    // A bound recorded with another stamp belongs to a hand-over that is no longer the current one.
+    sendingUntil:
+      row.sending_until_of !== null && row.sending_until_of === row.sending_since ? row.sending_until : null,
     attempts: row.attempts,
     providerResponse: row.provider_response,
     createdAt: row.created_at,
@@ -59,10 +64,14 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return this.db.transaction((tx) => this.claimIn(tx, entry));
   }
 
-  async claimHandOver(entry: NewOutboxEntry): Promise<{ claimed: OutboxEntry; ours: boolean }> {
+  async claimHandOver(
+    entry: NewOutboxEntry,
+    onWireForMs?: number,
+  ): Promise<{ claimed: OutboxEntry; ours: boolean; stamp: string | null }> {
     return this.db.transaction(async (tx) => {
       const claimed = await this.claimIn(tx, entry);
-      return { claimed, ours: claimed.status === 'pending' && (await this.takeSending(tx, entry.key)) };
+      const stamp = claimed.status === 'pending' ? await this.takeSending(tx, entry.key, onWireForMs) : null;
+      return { claimed, ours: stamp !== null, stamp };
     });
   }
 
@@ -93,50 +102,54 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return toOutboxEntry(row!);
   }
 
-  async markNotificationSending(key: string): Promise<boolean> {
+  async markNotificationSending(key: string, onWireForMs?: number): Promise<boolean> {
     return this.db.transaction(async (tx) => {
-      const ours = await this.takeSending(tx, key);
+      const ours = (await this.takeSending(tx, key, onWireForMs)) !== null;
       if (!ours) await requireOutbox(tx, key);
       return ours;
     });
   }
 
-  /** pending → sending, stamped: the conditional update is the lock, of two attempts racing here exactly one changes the row. */
-  private async takeSending(tx: Queryable, key: string): Promise<boolean> {
+  /**
+   * pending → sending, stamped, with the sender's bound: the conditional update is the lock, of two attempts racing
+   * here exactly one changes the row. Its stamp, or null.
+   */
+  private async takeSending(tx: Queryable, key: string, onWireForMs?: number): Promise<string | null> {
+    const at = await this.operations.clock(tx);
+    const stamp = new Date(at).toISOString();
     const changed = await tx.run(
-      sql`UPDATE notification_outbox SET status = 'sending', sending_since = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'pending'`,
+      sql`UPDATE notification_outbox SET status = 'sending', ${stamped(stamp, at, onWireForMs)} WHERE key = ${key} AND status = 'pending'`,
     );
-    return changed === 1;
+    return changed === 1 ? stamp : null;
   }
 
   async takeOverNotification(
     key: string,
     since: string,
-    rule: { endedAfterMs: number; notBefore?: string },
-  ): Promise<boolean> {
+    rule: { endedAfterMs: number; notBefore?: string; onWireForMs?: number },
+  ): Promise<string | null> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
       // Its age by the clock that stamped it, read in the transaction that re-stamps it: no host's clock decides.
       const at = await this.operations.clock(tx);
-      if (at - Date.parse(since) < rule.endedAfterMs) return false;
+      if (at - Date.parse(since) < rule.endedAfterMs) return null;
       // A new stamp, never equal to the one taken over: what was judged of that hand-over never covers this one.
-      const stamp = new Date(
-        Math.max(at, Date.parse(since) + 1, rule.notBefore ? Date.parse(rule.notBefore) : 0),
-      ).toISOString();
-      return (
-        (await tx.run(
-          sql`UPDATE notification_outbox SET sending_since = ${stamp} WHERE key = ${key} AND status = 'sending' AND sending_since = ${since}`,
-        )) === 1
+      const stampMs = Math.max(at, Date.parse(since) + 1, rule.notBefore ? Date.parse(rule.notBefore) : 0);
+      const stamp = new Date(stampMs).toISOString();
+      const changed = await tx.run(
+        sql`UPDATE notification_outbox SET ${stamped(stamp, stampMs, rule.onWireForMs)} WHERE key = ${key} AND status = 'sending' AND sending_since = ${since}`,
       );
+      return changed === 1 ? stamp : null;
     });
   }
 
-  async releaseNotification(key: string): Promise<boolean> {
+  async releaseNotification(key: string, since?: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
+      const ours = since === undefined ? sql`` : sql` AND sending_since = ${since}`;
       return (
         (await tx.run(
-          sql`UPDATE notification_outbox SET status = 'pending', sending_since = NULL WHERE key = ${key} AND status = 'sending'`,
+          sql`UPDATE notification_outbox SET status = 'pending', ${stamped(null)} WHERE key = ${key} AND status = 'sending'${ours}`,
         )) === 1
       );
     });
@@ -169,8 +182,9 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return this.db.transaction(async (tx) => {
       // Where the server's answer would be, the person's word, so that no one takes it for the server's.
       const response = `delivery confirmed by ${confirmation.by}: ${confirmation.reason}`;
+      // Only the hand-over the person's word covers: one taken over since (an approved resend in flight) is not.
       const changes = await tx.run(
-        sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${new Date().toISOString()} WHERE key = ${key} AND status = 'sending'`,
+        sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'sending' AND sending_since = ${confirmation.sendingSince}`,
       );
       const entry = await requireOutbox(tx, key);
       if (changes === 1) {
@@ -196,6 +210,12 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
   private async stamp(tx: Queryable): Promise<string> {
     return new Date(await this.operations.clock(tx)).toISOString();
   }
+}
+
+/** The columns a hand-over's stamp sets: when it began and, if its sender gave one, its bound (null clears them). */
+function stamped(stamp: string | null, at = 0, onWireForMs?: number) {
+  const until = stamp === null || onWireForMs === undefined ? null : new Date(at + onWireForMs).toISOString();
+  return sql`sending_since = ${stamp}, sending_until = ${until}, sending_until_of = ${until === null ? null : stamp}`;
 }
 
 function outboxRow(on: Queryable, key: string): Promise<OutboxRow | undefined> {

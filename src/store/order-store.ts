@@ -78,24 +78,27 @@ export class SqlOrderStore implements OrderStore {
     return this.outbox.claimNotification(entry);
   }
 
-  claimHandOver(entry: NewOutboxEntry): Promise<{ claimed: OutboxEntry; ours: boolean }> {
-    return this.outbox.claimHandOver(entry);
+  claimHandOver(
+    entry: NewOutboxEntry,
+    onWireForMs?: number,
+  ): Promise<{ claimed: OutboxEntry; ours: boolean; stamp: string | null }> {
+    return this.outbox.claimHandOver(entry, onWireForMs);
   }
 
-  markNotificationSending(key: string): Promise<boolean> {
-    return this.outbox.markNotificationSending(key);
+  markNotificationSending(key: string, onWireForMs?: number): Promise<boolean> {
+    return this.outbox.markNotificationSending(key, onWireForMs);
   }
 
   takeOverNotification(
     key: string,
     since: string,
-    rule: { endedAfterMs: number; notBefore?: string },
-  ): Promise<boolean> {
+    rule: { endedAfterMs: number; notBefore?: string; onWireForMs?: number },
+  ): Promise<string | null> {
     return this.outbox.takeOverNotification(key, since, rule);
   }
 
-  releaseNotification(key: string): Promise<boolean> {
-    return this.outbox.releaseNotification(key);
+  releaseNotification(key: string, since?: string): Promise<boolean> {
+    return this.outbox.releaseNotification(key, since);
   }
 
   markNotificationSent(

@@ -58,6 +58,11 @@ export interface OutboxEntry {
   status: NotificationStatus;
   /** When the current hand-over began: a recent one may still be in flight, an old one ended unknown. */
   sendingSince: string | null;
+  /**
+   * The latest the current hand-over can still be on the wire, as its sender recorded it with its stamp (its own
+   * deadline, by the store's clock); null for a stamp taken without one (a worker from before it was recorded).
+   */
+  sendingUntil: string | null;
   attempts: number;
   providerResponse: string | null;
   createdAt: string;
@@ -70,6 +75,8 @@ export interface DeliveryConfirmation {
   reason: string;
   operationId: string;
   actor: string;
+  /** The hand-over judged ended (its stamp): confirmed only while it is still the entry's current one. */
+  sendingSince: string | null;
 }
 
 export type NewOutboxEntry = Pick<OutboxEntry, 'key' | 'orderId' | 'kind' | 'recipient' | 'subject' | 'messageId'>;
@@ -302,23 +309,32 @@ export interface OrderStore {
   claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry>;
   /**
    * claimNotification and, when the entry is pending, markNotificationSending, in one transaction: `ours` says
-   * whether this caller now holds the hand-over; `claimed` is the entry as claimed, before that move.
+   * whether this caller now holds the hand-over, `stamp` its `sendingSince`; `claimed` is the entry as claimed,
+   * before that move. `onWireForMs`: how long after its stamp this hand-over can still be on the wire (its sender's
+   * deadline and margin), recorded as `sendingUntil`.
    */
-  claimHandOver(entry: NewOutboxEntry): Promise<{ claimed: OutboxEntry; ours: boolean }>;
+  claimHandOver(
+    entry: NewOutboxEntry,
+    onWireForMs?: number,
+  ): Promise<{ claimed: OutboxEntry; ours: boolean; stamp: string | null }>;
   /** Moves pending → sending (what claimHandOver does after its claim), stamped by the store's clock (`operations.clock`); false, changing nothing, when the entry is not pending. */
-  markNotificationSending(key: string): Promise<boolean>;
+  markNotificationSending(key: string, onWireForMs?: number): Promise<boolean>;
   /**
    * Takes over a hand-over that ended without an answer, to resend it: re-stamps `sendingSince` (by the
-   * store's clock, no earlier than `notBefore`) only if it is still `since` and, by that clock, at least
-   * `endedAfterMs` old; false, changing nothing, otherwise. Of two attempts, only one takes it over.
+   * store's clock, no earlier than `notBefore`), with its own bound (`onWireForMs`), only if it is still
+   * `since` and, by that clock, at least `endedAfterMs` old. The new stamp, or null, changing nothing,
+   * otherwise. Of two attempts, only one takes it over.
    */
   takeOverNotification(
     key: string,
     since: string,
-    rule: { endedAfterMs: number; notBefore?: string },
-  ): Promise<boolean>;
-  /** Moves sending → pending after a failure that proves the server did not accept the message; false when not sending. */
-  releaseNotification(key: string): Promise<boolean>;
+    rule: { endedAfterMs: number; notBefore?: string; onWireForMs?: number },
+  ): Promise<string | null>;
+  /**
+   * Moves sending → pending after a failure that proves the server did not accept the message; false when not
+   * sending, or (with `since`) when that hand-over is no longer the current one: another attempt's is never freed.
+   */
+  releaseNotification(key: string, since?: string): Promise<boolean>;
   /** Records the server's acceptance (sending → sent); an entry already sent keeps its first acceptance. With `audit`, the first acceptance is in the operation's audit trail. */
   markNotificationSent(
     key: string,
@@ -328,7 +344,7 @@ export interface OrderStore {
   /**
    * Records a person's word that a message whose hand-over is unknown (sending) was delivered: sent, the
    * response naming who confirmed it, and a notification_sent audit entry with `confirmedBy`. An entry
-   * that is not sending is returned unchanged.
+   * that is not sending, or whose hand-over is no longer the one judged (`sendingSince`), is returned unchanged.
    */
   confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry>;
   /** The order's record of an operation's refund, if it was applied. */

@@ -21,24 +21,30 @@ const RECEIPT: Record<CompensationActivity, typeof orderReceiptSchema | typeof n
   sendRefundCorrection: notificationReceiptSchema,
 };
 
+/** A person's approval to resend a correction whose outcome was unknown (same Message-ID), naming the hand-over they judged. */
+export interface ApprovedResend {
+  resendApprovedAt: string;
+  /** That hand-over's stamp (the store's clock), from the failure they saw: only it is resent. */
+  approvedHandOver?: string;
+}
+
 /**
  * Runs `step`'s compensation under `key` with `activities` (built on call: a run whose budget cannot
- * schedule it records a failure). `resendApprovedAt`: a person approved resending a correction whose
- * outcome was unknown, with the same Message-ID.
+ * schedule it records a failure), with a person's approved resend when there is one.
  */
 export async function runCompensation(
   step: RefundStep,
   key: string,
   ctx: SagaContext,
   activities: () => RefundActivities,
-  resendApprovedAt?: string,
+  resend?: ApprovedResend,
 ): Promise<CompensationOutcome> {
   const { undo } = REFUND_SAGA[step];
   if (undo.kind !== 'compensation') throw new Error(`step ${step} has no compensation`);
   let raw: unknown;
   try {
     const acts = activities() as unknown as Record<CompensationActivity, (input: unknown) => Promise<unknown>>;
-    raw = await acts[undo.activity]({ ...undo.input(ctx, key), ...(resendApprovedAt && { resendApprovedAt }) });
+    raw = await acts[undo.activity]({ ...undo.input(ctx, key), ...resend });
   } catch (err) {
     // It could not even be scheduled (the run's deadline has passed): a person must finish it.
     if (err instanceof StepFailedError)

@@ -2,6 +2,8 @@
 // for a person, sent through the idempotent notification path under a key built from the
 // occurrence id, so a redelivered or re-run occurrence sends no second digest.
 import { ApplicationFailure } from '@temporalio/workflow';
+import { DEFAULT_POLICY } from '../reliability/default-policy';
+import { activityOptions } from './activity-options';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { currentOccurrence } from './occurrence';
@@ -25,10 +27,9 @@ const { listAttention } = pooledActivities<RefundActivities>({
   startToCloseTimeout: '60s',
   retry: { maximumAttempts: 5 },
 });
-const { sendDigest } = pooledActivities<RefundActivities>({
-  startToCloseTimeout: '30s',
-  retry: { maximumAttempts: 5 },
-});
+// The shipped policy's smtp timeouts and retries, as a run's email has them before a worker's policy is pinned: the
+// digest has no run of its own to pin one, and a send is cut inside whatever start-to-close its attempt is given.
+const { sendDigest } = pooledActivities<RefundActivities>(activityOptions(DEFAULT_POLICY, 'smtp'));
 
 export async function digestWorkflow(options: DigestOptions = {}): Promise<DigestResult> {
   // Defaults are no answer to options nobody could decode (payload-converter.ts); an older history never holds such input.

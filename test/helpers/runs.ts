@@ -15,7 +15,7 @@ export const TEST_POLICY: RecoveryPolicy = {
   ),
   timeouts: {
     stripe: { startToCloseMs: 5000, scheduleToCloseMs: 60_000 },
-    // The least the worker accepts (twice SMTP_DEADLINE_MARGIN_MS): a hand-over whose answer is lost ends in 5 s, not 10.
+    // The least the worker accepts (SMTP_MIN_ATTEMPT_MS): a hand-over whose answer is lost is cut 1 s inside it.
     smtp: { startToCloseMs: 10_000, scheduleToCloseMs: 60_000 },
     store: { startToCloseMs: 5000, scheduleToCloseMs: 30_000 },
   },

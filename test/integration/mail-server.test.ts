@@ -236,6 +236,39 @@ describe('the fault API', () => {
       await faulty.close();
     }
   });
+
+  it('answers a message late: taken with its 250 for a client that waits, not at all for one that hung up first', async () => {
+    const faulty = await startMailServer({
+      smtpPort: 0,
+      apiPort: 0,
+      dbPath: path.join(dir, 'late.db'),
+      faultApi: true,
+    });
+    const client = transportFor(faulty.smtpUrl);
+    const send = (to: string, signal?: AbortSignal) =>
+      client.sendMail({ from: 'a@example.test', to, subject: 's', text: 'x', signal });
+    const stored = async (to: string) =>
+      ((await (await fetch(`${faulty.apiUrl}/messages?to=${to}`)).json()) as { messages: StoredMessage[] }).messages;
+    try {
+      const bad = await post(faulty.apiUrl, { kind: 'accept_late' });
+      expect(bad.status).toBe(400);
+      expect(await bad.json()).toMatchObject({ error: expect.stringMatching(/delayMs/) });
+
+      await post(faulty.apiUrl, { kind: 'accept_late', delayMs: 600, match: { recipient: 'patient@example.test' } });
+      const started = Date.now();
+      await expect(send('patient@example.test')).resolves.toMatchObject({ response: expect.stringMatching(/^250 /) });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(600);
+      expect(await stored('patient@example.test')).toHaveLength(1);
+
+      await post(faulty.apiUrl, { kind: 'accept_late', delayMs: 800, match: { recipient: 'gone@example.test' } });
+      await expect(send('gone@example.test', AbortSignal.timeout(300))).rejects.toMatchObject({ code: 'EABORT' });
+      await new Promise((r) => setTimeout(r, 800));
+      expect(await stored('gone@example.test')).toHaveLength(0);
+    } finally {
+      client.close();
+      await faulty.close();
+    }
+  });
 });
 
 describe('the transport the worker builds from its settings', () => {

@@ -2,11 +2,13 @@ import fs from 'node:fs';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import type { ApplicationFailure } from '@temporalio/common';
 import Database from 'better-sqlite3';
 import nodemailer, { type Transporter } from 'nodemailer';
 import { createMailTransport } from '../../src/activities/mail-transport';
 import { createNotificationActivities } from '../../src/activities/notifications';
 import { formatAmount, type RefundNoticeInput } from '../../src/activities/refund-notice';
+import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/send-window';
 import { messageIdForKey } from '../../src/contract';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
@@ -14,7 +16,7 @@ import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { parsePolicy } from '../../src/reliability/policy-schema';
 import { startMailServer, type MailServer, type StoredMessage } from '../../tools/src/servers/mail-server';
 import { openStore, type OrderStore, type SqlOrderStore } from '../../src/store';
-import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
+import { activityEnv, detailsOf, failureOf, type ActivityEnv } from '../helpers/activity-env';
 import { DIALECTS, freshDatabase } from '../helpers/databases';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'notifications-'));
@@ -45,13 +47,16 @@ async function notice(key: string, to = 'dana@example.test', amount = 1250): Pro
 }
 
 /**
- * A send's deadline in these tests: a hand-over older than this (plus a second) is over, whatever became of it.
- * Long enough for a first SMTP session (the server's greeting waits 100 ms) on a busy machine: 300 ms aborted one.
+ * A send's deadline in these tests (maxSendMs): a hand-over older than this, plus the second its bound adds
+ * (SEND_CLOCK_MARGIN_MS), is over, whatever became of it. Long enough for a first SMTP session (the server's
+ * greeting waits 100 ms) on a busy machine: 300 ms aborted one.
  */
 const SEND_DEADLINE_MS = 1000;
 const handOverExpired = () => new Promise((r) => setTimeout(r, SEND_DEADLINE_MS + 1100));
 
-function notifications(over: { transport?: Transporter; store?: OrderStore; policy?: RecoveryPolicy } = {}) {
+function notifications(
+  over: { transport?: Transporter; store?: OrderStore; policy?: RecoveryPolicy; maxSendMs?: number } = {},
+) {
   const s = over.store ?? store;
   const policy = over.policy ?? DEFAULT_POLICY;
   return createNotificationActivities({
@@ -60,8 +65,14 @@ function notifications(over: { transport?: Transporter; store?: OrderStore; poli
     from: 'refunds@durable-refunds.test',
     attempt: createAttemptRunner({ policy, log: s.operations }),
     policy,
-    sendDeadlineMs: SEND_DEADLINE_MS,
+    maxSendMs: over.maxSendMs ?? SEND_DEADLINE_MS,
   });
+}
+
+/** Arms a fault through the mailbox's fault API. */
+async function mailFault(fault: Record<string, unknown>): Promise<void> {
+  const res = await fetch(`${server.apiUrl}/_faults`, { method: 'POST', body: JSON.stringify(fault) });
+  if (!res.ok) throw new Error(`arming ${JSON.stringify(fault)}: ${res.status} ${await res.text()}`);
 }
 
 /** A port nothing listens on, until a test starts a server there. */
@@ -92,7 +103,7 @@ function failingMarkSentOnce(inner: OrderStore): OrderStore {
 }
 
 beforeAll(async () => {
-  server = await startMailServer({ dbPath: path.join(dir, 'mailbox.db') });
+  server = await startMailServer({ dbPath: path.join(dir, 'mailbox.db'), faultApi: true });
   store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   transport = createMailTransport(server.smtpUrl);
   activities = notifications();
@@ -327,7 +338,7 @@ it('classifies a store failure right after the server’s 250 as delivered, not 
       from: 'refunds@durable-refunds.test',
       attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: locking.operations }),
       policy: DEFAULT_POLICY,
-      sendDeadlineMs: 10_000,
+      maxSendMs: 10_000,
     });
     const failure = await failureOf(run(patient.sendRefundNotice, input));
     server.setFaults(undefined);
@@ -421,6 +432,47 @@ it('reports UNKNOWN_OUTCOME when the reply to the message never comes, and the r
   }
 });
 
+describe('a hand-over judged by the bound its sender recorded', () => {
+  it('is in progress for an attempt whose own deadline is shorter, while the longer one is still being answered', async () => {
+    const input = await notice('sender-bound:v1');
+    const messageId = messageIdForKey(input.key);
+    await mailFault({ kind: 'accept_late', stage: 'data', delayMs: 4000, match: { messageId } });
+    // The sender may talk for 6 s; the judge's own deadline is 1 s, so its own arithmetic would call it over after 2.
+    const sending = run(notifications({ maxSendMs: 6000 }).sendRefundNotice, input);
+    for (let i = 0; i < 100 && (await store.getNotification(input.key))?.status !== 'sending'; i++)
+      await new Promise((r) => setTimeout(r, 20));
+    await new Promise((r) => setTimeout(r, 2500));
+    const judged = await failureOf(run(activities.sendRefundNotice, input));
+    expect(detailsOf(judged)).toMatchObject({ reason: 'send_in_progress' });
+    await expect(sending).resolves.toMatchObject({ alreadySent: false });
+    await expect(run(activities.sendRefundNotice, input)).resolves.toMatchObject({ alreadySent: true });
+    await expect(delivered(messageId)).resolves.toHaveLength(1);
+  });
+
+  it('is not begun by a worker stalled after its claim past what its attempt leaves: nothing is sent, the entry is free again', async () => {
+    const input = await notice('stalled-after-claim:v1');
+    // The claim returns, then the worker stalls: 2.5 s of an attempt of 3 s.
+    const stalling = new Proxy(store, {
+      get(target, prop) {
+        const value: unknown = Reflect.get(target, prop);
+        if (prop !== 'claimHandOver') return typeof value === 'function' ? value.bind(target) : value;
+        return async (...args: Parameters<OrderStore['claimHandOver']>) => {
+          const claimed = await target.claimHandOver(...args);
+          await new Promise((r) => setTimeout(r, 2500));
+          return claimed;
+        };
+      },
+    });
+    const short = activityEnv({ startToCloseTimeoutMs: 3000 });
+    const failure = await failureOf(
+      short.run(notifications({ store: stalling, maxSendMs: 10_000 }).sendRefundNotice, input),
+    );
+    expect(detailsOf(failure)).toMatchObject({ certainty: 'not_executed', reason: 'attempt_time_spent' });
+    await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
+    await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'pending' });
+  });
+});
+
 it('lets only one of two concurrent attempts send', async () => {
   const input = await notice('concurrent:v1');
   const results = await Promise.allSettled([
@@ -462,7 +514,7 @@ it("settles a notice whose hand-over is unknown on a person's word, once, naming
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'pending' });
 
   // Being handed over right now: a live send may still be refused (5xx) and released, so nobody can confirm it yet.
-  await store.markNotificationSending(input.key);
+  await store.markNotificationSending(input.key, SEND_DEADLINE_MS + SEND_CLOCK_MARGIN_MS);
   const live = await failureOf(run(activities.confirmNoticeDelivered, confirmation));
   expect(live).toMatchObject({
     type: 'STATE_CONFLICT',
@@ -500,7 +552,56 @@ it("settles a notice whose hand-over is unknown on a person's word, once, naming
   await expect(delivered(entry.messageId)).resolves.toHaveLength(0);
 });
 
+it("never confirms on a person's word a hand-over taken over between its check and its record: an approved resend in flight stays the server's to settle", async () => {
+  const input = await notice('confirm-vs-resend:v1');
+  const messageId = messageIdForKey(input.key);
+  // The first hand-over's record is lost: its outcome is unknown, and it has ended.
+  await failureOf(run(notifications({ store: failingMarkSentOnce(store) }).sendRefundNotice, input));
+  await handOverExpired();
+  const judged = (await store.getNotification(input.key))!.sendingSince!;
+  // Another run of the operation resends it, approved, and the relay is slow to take that resend.
+  await mailFault({ kind: 'accept_late', stage: 'data', delayMs: 1500, match: { messageId } });
+  const approved = { ...input, resendApprovedAt: new Date().toISOString(), approvedHandOver: judged };
+  let resend: Promise<unknown> | undefined;
+  // The confirmation reads the entry (the hand-over it judges ended); the resend takes it over before it records.
+  const interleaved = new Proxy(store, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop);
+      if (prop !== 'getNotification' || resend) return typeof value === 'function' ? value.bind(target) : value;
+      return async (key: string) => {
+        const seen = await target.getNotification(key);
+        resend = run(notifications({ maxSendMs: 5000 }).sendRefundNotice, approved);
+        resend.catch(() => undefined);
+        for (let i = 0; i < 200 && (await target.getNotification(key))?.sendingSince === judged; i++)
+          await new Promise((r) => setTimeout(r, 10));
+        return seen;
+      };
+    },
+  });
+  const confirmation = { key: input.key, operationId: input.operationId, by: 'ops', reason: 'found it in the log' };
+  const confirmed = await run(notifications({ store: interleaved }).confirmNoticeDelivered, confirmation).then(
+    (receipt) => ({ receipt }),
+    (err: unknown) => ({ failure: err as ApplicationFailure }),
+  );
+  expect(confirmed).toMatchObject({ failure: { type: 'STATE_CONFLICT', nonRetryable: false } });
+  await expect(resend).resolves.toMatchObject({ alreadySent: false });
+  await expect(store.getNotification(input.key)).resolves.toMatchObject({
+    status: 'sent',
+    providerResponse: expect.stringMatching(/^250 /),
+  });
+  const trail = await store.operations.auditTrail(input.operationId);
+  expect(trail.filter((e) => e.event === 'notification_sent').map((e) => e.detail)).toEqual([
+    expect.not.objectContaining({ confirmedBy: expect.anything() }),
+  ]);
+  await expect(delivered(messageId)).resolves.toHaveLength(2);
+});
+
 describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
+  // Each case's attempt scheduled when it begins: a clock 30 s ahead must not eat the file's schedule-to-close.
+  let run: ActivityEnv['run'];
+  beforeEach(() => {
+    ({ run } = activityEnv());
+  });
   let shared: SqlOrderStore;
   /** The deployment's own deadline: a hand-over younger than it (plus a second) may still be running. */
   const deadlineMs = 25_000;
@@ -511,7 +612,7 @@ describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
       from: 'refunds@durable-refunds.test',
       attempt: createAttemptRunner({ policy, log: shared.operations }),
       policy,
-      sendDeadlineMs: deadlineMs,
+      maxSendMs: deadlineMs,
     });
   const resendPolicy = parsePolicy({
     ...DEFAULT_POLICY,

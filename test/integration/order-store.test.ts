@@ -386,6 +386,46 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       await expect(other.getNotification(key)).resolves.toEqual(sent);
     });
 
+    it("records each hand-over's own bound with its stamp, and frees or takes over only the hand-over named", async () => {
+      const key = 'refund-o5-v1:notify:v1';
+      const mine = { ...entry, key, messageId: '<refund-o5-v1.notify.v1@durable-refunds.local>' };
+      const { stamp } = await store.claimHandOver(mine, 7000);
+      const held = await store.getNotification(key);
+      expect(held).toMatchObject({ status: 'sending', sendingSince: stamp });
+      expect(Date.parse(held!.sendingUntil!) - Date.parse(stamp!)).toBe(7000);
+      // Not yet ended by the rule given, and never for a stamp that is no longer the current one.
+      await expect(store.takeOverNotification(key, stamp!, { endedAfterMs: 60_000, onWireForMs: 3000 })).resolves.toBe(
+        null,
+      );
+      await expect(store.takeOverNotification(key, '2000-01-01T00:00:00.000Z', { endedAfterMs: 0 })).resolves.toBe(
+        null,
+      );
+      const next = await store.takeOverNotification(key, stamp!, { endedAfterMs: 0, onWireForMs: 3000 });
+      expect(Date.parse(next!)).toBeGreaterThan(Date.parse(stamp!));
+      const taken = await store.getNotification(key);
+      expect(Date.parse(taken!.sendingUntil!) - Date.parse(next!)).toBe(3000);
+      // The first hand-over's release does not free the one that took it over.
+      await expect(store.releaseNotification(key, stamp!)).resolves.toBe(false);
+      await expect(store.releaseNotification(key, next!)).resolves.toBe(true);
+      await expect(store.getNotification(key)).resolves.toMatchObject({
+        status: 'pending',
+        sendingSince: null,
+        sendingUntil: null,
+      });
+      // Re-stamped as a worker from before bounds were recorded takes a hand-over over: the previous stamp's bound is
+      // left in the row, and never read as the new stamp's.
+      await expect(store.markNotificationSending(key, 7000)).resolves.toBe(true);
+      const raw = dialect === 'sqlite' ? openSqlite(url.slice('sqlite:'.length)) : await openPostgres(url);
+      try {
+        await raw.run(
+          sql`UPDATE notification_outbox SET sending_since = ${new Date().toISOString()} WHERE key = ${key}`,
+        );
+      } finally {
+        await raw.close();
+      }
+      await expect(store.getNotification(key)).resolves.toMatchObject({ status: 'sending', sendingUntil: null });
+    });
+
     it('keeps a sending entry sending across close and reopen', async () => {
       const key = 'refund-o3-v1:notify:v1';
       const first = await openStore(url);
@@ -920,6 +960,7 @@ describe('SQLite files and DATABASE_URL', () => {
       { name: '001_initial' },
       { name: '002_off_the_wire_by' },
       { name: '003_orders_fillfactor' },
+      { name: '004_sending_until' },
     ]);
     check.close();
   });

@@ -1,15 +1,22 @@
 // A send's deadline on the real stack (issue 23, item 1): no request of a send is on the wire after
 // its stamp + STRIPE_TIMEOUT_MS, so a later version's proof that the earlier one never happened
 // cannot be overtaken by the earlier one's request. PostgreSQL, so that the stamp can wait for a
-// lock after its time was read, as a busy database makes it wait.
+// lock after its time was read, as a busy database makes it wait. And an email's (issue 34, item 2):
+// its hand-over ends inside the attempt the run's pinned policy gives it, whatever the worker's own
+// policy says, and the attempts after it judge it by the bound it recorded.
+import { Context } from '@temporalio/activity';
+import type { Transporter } from 'nodemailer';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { createActivities } from '../../src/activities';
+import { createMailTransport } from '../../src/activities/mail-transport';
 import { requestHash } from '../../src/activities/operations';
 import { outcomeOf } from '../../src/client/outcome';
+import { messageIdForKey, stepsQuery, TASK_QUEUE } from '../../src/contract';
+import type { RecoveryPolicy } from '../../src/reliability/policy';
 import type { StripeHook } from '../../tools/src/servers/stripe-server';
-import { TASK_QUEUE } from '../../src/contract';
 import { refundWorkflow } from '../../src/workflows';
 import { freshDatabase } from '../helpers/databases';
 import { startHarness, TEST_POLICY, type Harness } from '../helpers/harness';
@@ -148,4 +155,95 @@ test("v1's request held by the provider past the list window, v2 fenced behind i
   expect((await h.requests({ idempotencyKey: createKey(orderId, 2) })).filter((r) => r.method === 'POST')).toHaveLength(
     0,
   );
+});
+
+describe('an SMTP timeout raised and rolled out while a run is pinned to the old one', () => {
+  /** How late the relay answers the notice's first hand-over: past the pinned 10 s attempt, inside the raised one. */
+  const LATE_MS = 12_000;
+  const raised = (p: RecoveryPolicy): RecoveryPolicy => ({
+    ...p,
+    timeouts: { ...p.timeouts, smtp: { startToCloseMs: 30_000, scheduleToCloseMs: 60_000 } },
+  });
+  /** The documented row that resends an email whose hand-over is unknown, with the same Message-ID. */
+  const resending = (p: RecoveryPolicy): RecoveryPolicy => ({
+    ...p,
+    rules: [
+      ...p.rules,
+      {
+        code: 'UNKNOWN_OUTCOME',
+        certainty: '*',
+        boundary: 'smtp',
+        action: 'retry',
+        owner: 'dependency_adapter',
+        maxAttempts: 5,
+        backoff: { initialMs: 100, coefficient: 2, maxMs: 1000 },
+        jitter: 0,
+      },
+    ],
+  });
+  let mail: Transporter;
+  beforeAll(() => {
+    mail = createMailTransport(h.mail.smtpUrl);
+  });
+  afterAll(() => mail.close());
+  const workerWith = (policy: RecoveryPolicy) =>
+    createActivities({
+      stripe: h.stripe,
+      store: h.store,
+      mail,
+      mailFrom: 'refunds@test.local',
+      settings: { ...h.settings, policy },
+      temporal: h.env.client,
+    });
+
+  /**
+   * A refund run pinned to `old` (10 s an SMTP attempt): the notice's first attempt runs on a worker
+   * with the raised policy, the attempts after it on one with `old`, as a rollout leaves them. The
+   * relay answers that first hand-over LATE_MS after its message. Returns once that answer is past.
+   */
+  async function rolledOut(old: RecoveryPolicy) {
+    const before = workerWith(old);
+    const after = workerWith(raised(old));
+    const orderId = `ord_${Math.random().toString(36).slice(2, 10)}`;
+    await h.seedOrder(orderId);
+    const key = `${opId(orderId, 1)}:notify_customer`;
+    const messageId = messageIdForKey(key);
+    await h.mailFault({ kind: 'accept_late', stage: 'data', delayMs: LATE_MS, match: { messageId } });
+    let firstAttemptAt = Infinity;
+    const firstOnRaised = (input: Parameters<typeof before.sendRefundNotice>[0]) => {
+      if (Context.current().info.attempt > 1) return before.sendRefundNotice(input);
+      firstAttemptAt = Math.min(firstAttemptAt, Date.now());
+      return after.sendRefundNotice(input);
+    };
+    return h.withWorker({ ...before, sendRefundNotice: firstOnRaised }, async (taskQueue) => {
+      const handle = await h.env.client.workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: `refund-${orderId}-v1`,
+        args: [request(orderId, 1)],
+      });
+      const outcome = await outcomeOf(handle, 100);
+      await new Promise((r) => setTimeout(r, Math.max(0, firstAttemptAt + LATE_MS + 2000 - Date.now())));
+      const notice = (await handle.query(stepsQuery)).steps.find((s) => s.name === 'notify_customer');
+      return {
+        outcome,
+        notice,
+        entry: await h.store.getNotification(key),
+        delivered: (await h.messages({ messageId })).length,
+      };
+    });
+  }
+
+  test('with the row that resends an unknown email: one message, and the run completes', async () => {
+    const { outcome, entry, delivered } = await rolledOut(resending(h.settings.policy));
+    expect({ delivered, status: entry?.status }).toEqual({ delivered: 1, status: 'sent' });
+    expect(outcome).toMatchObject({ kind: 'result', result: { status: 'completed' } });
+  });
+
+  test('with the shipped policy: a run that parks on an unknown hand-over has no message accepted after it', async () => {
+    const { outcome, notice, entry, delivered } = await rolledOut(h.settings.policy);
+    expect(outcome.kind).toBe('parked');
+    expect(notice?.error).toMatchObject({ code: 'UNKNOWN_OUTCOME' });
+    // The verdict stands: the hand-over it judged did not go on to be accepted behind it.
+    expect({ delivered, status: entry?.status }).toEqual({ delivered: 0, status: 'sending' });
+  });
 });

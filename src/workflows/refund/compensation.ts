@@ -10,6 +10,7 @@ import { PERSISTENT_BOOKKEEPING } from '../activity-options';
 import { runCompensation } from '../compensate';
 import { pooledActivities } from '../pools';
 import type { RefundRun } from './run';
+import { judgedHandOver } from './steps';
 import * as reasons from './stop-reasons';
 
 /**
@@ -94,14 +95,10 @@ async function compensateStep(
   if (previous?.status === 'completed') return;
   const resend =
     resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
+  // The approval covers the hand-over the person judged, as a notice's resend does.
+  const approval = resend ? { resendApprovedAt, ...judgedHandOver(previous?.error) } : undefined;
   await run.steps.compensate(step, key, () =>
-    runCompensation(
-      step,
-      key,
-      run.ctx,
-      () => run.calls.activities(undo.boundary, true),
-      resend ? resendApprovedAt : undefined,
-    ),
+    runCompensation(step, key, run.ctx, () => run.calls.activities(undo.boundary, true), approval),
   );
   run.budget.spend({
     provider: undo.boundary !== 'store',

@@ -13,7 +13,7 @@ import {
   stepKey,
 } from '../../contract';
 import { pinnedPolicy } from '../../reliability/pinned-policy';
-import { stepError, StepFailedError } from '../step-failure';
+import { stepError, StepFailedError, type StepError } from '../step-failure';
 import type { RefundRun } from './run';
 import { attempt, stopForFailure } from './step-stop';
 
@@ -97,7 +97,7 @@ export async function notifyCustomer(
     amount: refund.amount,
     currency: refund.currency,
     refundId: refund.refundId,
-    ...(resendApprovedAt && { resendApprovedAt, ...judgedHandOver(run) }),
+    ...(resendApprovedAt && { resendApprovedAt, ...judgedHandOver(run.steps.get('notify_customer').error) }),
   };
   return attempt(run, 'notify_customer', () =>
     run.calls.step(
@@ -112,9 +112,12 @@ export async function notifyCustomer(
   );
 }
 
-/** The notice's hand-over a person judged, named by its stamp (the store's clock), so that an approved resend covers it and no later one. */
-function judgedHandOver(run: RefundRun): { approvedHandOver?: string } {
-  const since = run.steps.get('notify_customer').error?.provider?.sendingSince;
+/**
+ * The hand-over a person judged (a notice's, a correction's), named by its stamp in the failure they saw (the
+ * store's clock), so that an approved resend covers it and no later one: the workflow's clock is never compared.
+ */
+export function judgedHandOver(failure: StepError | undefined): { approvedHandOver?: string } {
+  const since = failure?.provider?.sendingSince;
   return typeof since === 'string' ? { approvedHandOver: since } : {};
 }
 

@@ -8,6 +8,11 @@ export const MAIL_FAULT_KINDS = [
   'reply',
   /** Store the message, then cut the connection before the final 250: the client never learns it was accepted. */
   'drop_after_accept',
+  /**
+   * Answer the final dot only after delayMs, a relay that is slow to take a message. It takes it when its 250 goes
+   * out (RFC 5321 §6.1), so a client that hung up before then left nothing behind.
+   */
+  'accept_late',
 ] as const;
 
 export const mailFaultSchema = z
@@ -17,15 +22,20 @@ export const mailFaultSchema = z
     stage: z.enum(['connect', 'mail', 'rcpt', 'data']).default('rcpt'),
     code: z.number().int().min(400).max(599).default(451),
     message: z.string().min(1).max(300).default('4.3.0 temporary failure (injected)'),
+    /** For reply: how long the error reply is held; for accept_late (required): how long the 250 is. */
     delayMs: z.number().int().min(0).max(600_000).optional(),
-    /** recipient: any stage; messageId: the data stage and drop_after_accept, where the message is known. */
+    /** recipient: any stage; messageId: the data stage, drop_after_accept and accept_late, where the message is known. */
     match: z
       .object({ recipient: z.string().min(1).optional(), messageId: z.string().min(1).optional() })
       .strict()
       .default({}),
     ...spacing,
   })
-  .strict();
+  .strict()
+  .refine((f) => f.kind !== 'accept_late' || f.delayMs !== undefined, {
+    message: 'accept_late needs delayMs',
+    path: ['delayMs'],
+  });
 
 export type MailFaultSpec = z.output<typeof mailFaultSchema>;
 export interface ArmedMailFault extends MailFaultSpec, Spaced {
@@ -61,6 +71,10 @@ export function createMailFaults() {
     /** Whether to cut the connection after storing this message. */
     dropAfterAccept(recipients: string[], messageId: string | undefined): ArmedMailFault | undefined {
       return takeDue(armed, (f) => f.kind === 'drop_after_accept' && forMessage(f, recipients, messageId));
+    },
+    /** How long to hold the 250 for this message, if an accept_late fault takes it. */
+    acceptLate(recipients: string[], messageId: string | undefined): number | undefined {
+      return takeDue(armed, (f) => f.kind === 'accept_late' && forMessage(f, recipients, messageId))?.delayMs;
     },
   };
 }

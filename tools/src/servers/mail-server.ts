@@ -103,11 +103,15 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
     const err: SMTPServerError = new Error(fault.message);
     err.responseCode = fault.code;
     if (!fault.delayMs) return callback(err);
+    hold(fault.delayMs, () => callback(err));
+  };
+  /** Runs `then` after `ms`, or at once when the server closes. */
+  const hold = (ms: number, then: () => void): void => {
     const fire = (): void => {
       delayed.delete(pending);
-      callback(err);
+      then();
     };
-    const pending = { timer: setTimeout(fire, fault.delayMs), fire };
+    const pending = { timer: setTimeout(fire, ms), fire };
     delayed.add(pending);
   };
 
@@ -138,33 +142,42 @@ export async function startMailServer(opts: MailServerOptions): Promise<MailServ
           undefined,
           (fault) => {
             if (fault) return callback(fault);
-            try {
-              const envelope = session.envelope;
-              const result = insert.run(
-                headers.get('message-id') ?? null,
-                envelope.mailFrom ? envelope.mailFrom.address : '',
-                JSON.stringify(envelope.rcptTo.map((r) => r.address)),
-                headers.has('subject') ? decodeEncodedWords(headers.get('subject') ?? '') : null,
-                new Date().toISOString(),
-                raw,
-              );
-              if (armed?.dropAfterAccept(recipients, headers.get('message-id'))) {
-                // Stored, and the 250 never sent: the client cannot tell whether we took it.
-                connectionOf(session)?.destroy();
-                return;
-              }
-              callback(null, `OK: stored as message ${result.lastInsertRowid}`);
-            } catch (err) {
-              const failure: SMTPServerError = new Error(
-                `4.3.0 mailbox could not store the message: ${(err as Error).message}`,
-              );
-              failure.responseCode = 451;
-              callback(failure);
+            const lateMs = armed?.acceptLate(recipients, headers.get('message-id'));
+            if (lateMs !== undefined) {
+              // Taken only if the client is still there to hear the 250 (its socket is gone once it hung up).
+              const socket = connectionOf(session);
+              return hold(lateMs, () => (socket && !socket.destroyed ? store() : callback(new Error('client gone'))));
             }
+            store();
           },
           recipients,
           headers.get('message-id'),
         );
+        function store(): void {
+          try {
+            const envelope = session.envelope;
+            const result = insert.run(
+              headers.get('message-id') ?? null,
+              envelope.mailFrom ? envelope.mailFrom.address : '',
+              JSON.stringify(envelope.rcptTo.map((r) => r.address)),
+              headers.has('subject') ? decodeEncodedWords(headers.get('subject') ?? '') : null,
+              new Date().toISOString(),
+              raw,
+            );
+            if (armed?.dropAfterAccept(recipients, headers.get('message-id'))) {
+              // Stored, and the 250 never sent: the client cannot tell whether we took it.
+              connectionOf(session)?.destroy();
+              return;
+            }
+            callback(null, `OK: stored as message ${result.lastInsertRowid}`);
+          } catch (err) {
+            const failure: SMTPServerError = new Error(
+              `4.3.0 mailbox could not store the message: ${(err as Error).message}`,
+            );
+            failure.responseCode = 451;
+            callback(failure);
+          }
+        }
       });
     },
   });
