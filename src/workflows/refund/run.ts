@@ -66,11 +66,6 @@ export class RefundRun {
   outcome: RefundRunState['outcome'] = null;
   awaitingProvider: AwaitingProvider | null = null;
   parked: RefundRunState['parked'] = null;
-  /**
-   * Runs begun on 1.0 handle a cancellation only inside a step or the wait for a decision, and keep doing so on
-   * replay; later ones handle it anywhere (workflow.ts). Asked first, before any local activity of the run.
-   */
-  readonly cancelsAnywhere = patched('cancel-anywhere');
   /** Between a stop and its wait for a decision, and between a decision and carrying it out: where 1.0 did not. */
   inBookkeeping = false;
   private readonly deskView: DeskView = {
@@ -248,6 +243,15 @@ export class RefundRun {
     }
     const rule = ruleFor(this.policy, error.code, error.certainty, boundary);
     this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
+  }
+
+  /**
+   * Whether a cancellation that lands in the park's bookkeeping takes the cancellation path: 1.0 histories, which let
+   * it close the run, replay as they ran. Asked only there, so a run that is not cancelled carries no patch marker:
+   * the workflow task that asks is the cancel's own, which runs no local activity before it (see wait.ts).
+   */
+  cancelsAnywhere(): boolean {
+    return patched('cancel-anywhere');
   }
 
   /** A decision taken while parked that the run has not yet carried out (it has not moved on since). */

@@ -77,7 +77,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
   try {
     return await drive(run);
   } catch (err) {
-    if (isCancellation(err) && (run.cancelsAnywhere || !run.inBookkeeping)) {
+    if (isCancellation(err) && (!run.inBookkeeping || run.cancelsAnywhere())) {
       run.desk.close('it is being cancelled');
       await CancellationScope.nonCancellable(() => cancelled(run));
     }
@@ -182,7 +182,7 @@ async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Ch
     .then(
       (decisions) => run.useDecisionPolicy(decisions),
       (err: unknown) => {
-        if (isCancellation(err) && run.cancelsAnywhere) throw err;
+        if (isCancellation(err) && run.cancelsAnywhere()) throw err;
       },
     );
   run.park(stopped);
