@@ -15,9 +15,12 @@ const WEIGHTS = {
   'integration/provider-lifecycle.test.ts': 36,
   'integration/bulkheads.test.ts': 36,
   'integration/batch-postgres.test.ts': 35,
+  'integration/notifications-activities.test.ts': 32,
   'integration/malformed-messages.test.ts': 31,
   'e2e/web-ui.test.ts': 28,
+  'integration/send-deadline.test.ts': 24,
   'integration/rollout.test.ts': 20,
+  'integration/cancel-anywhere.test.ts': 15,
 };
 
 const weight = (test) => {

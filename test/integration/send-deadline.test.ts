@@ -233,17 +233,21 @@ describe('an SMTP timeout raised and rolled out while a run is pinned to the old
     });
   }
 
-  test('with the row that resends an unknown email: one message, and the run completes', async () => {
+  // Side by side: each case waits out the relay's late answer on an order and a Message-ID of its own.
+  test.concurrent('with the row that resends an unknown email: one message, and the run completes', async () => {
     const { outcome, entry, delivered } = await rolledOut(resending(h.settings.policy));
     expect({ delivered, status: entry?.status }).toEqual({ delivered: 1, status: 'sent' });
     expect(outcome).toMatchObject({ kind: 'result', result: { status: 'completed' } });
   });
 
-  test('with the shipped policy: a run that parks on an unknown hand-over has no message accepted after it', async () => {
-    const { outcome, notice, entry, delivered } = await rolledOut(h.settings.policy);
-    expect(outcome.kind).toBe('parked');
-    expect(notice?.error).toMatchObject({ code: 'UNKNOWN_OUTCOME' });
-    // The verdict stands: the hand-over it judged did not go on to be accepted behind it.
-    expect({ delivered, status: entry?.status }).toEqual({ delivered: 0, status: 'sending' });
-  });
+  test.concurrent(
+    'with the shipped policy: a run that parks on an unknown hand-over has no message accepted after it',
+    async () => {
+      const { outcome, notice, entry, delivered } = await rolledOut(h.settings.policy);
+      expect(outcome.kind).toBe('parked');
+      expect(notice?.error).toMatchObject({ code: 'UNKNOWN_OUTCOME' });
+      // The verdict stands: the hand-over it judged did not go on to be accepted behind it.
+      expect({ delivered, status: entry?.status }).toEqual({ delivered: 0, status: 'sending' });
+    },
+  );
 });
