@@ -35,7 +35,6 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
   /** How long the entry's hand-over may still be running (0: it ended, or never began). */
   const inFlightFor = async (entry: OutboxEntry) =>
     entry.sendingSince === null ? 0 : Math.max(0, endsAt(entry) - (await store.operations.clock()));
-  const inFlight = async (entry: OutboxEntry) => (await inFlightFor(entry)) > 0;
 
   /**
    * The receipt of an earlier send of the email, or the stamp of the hand-over this attempt now holds, recorded with
@@ -65,12 +64,13 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     }
     const since = current.sendingSince!;
     const facts = { ...ctx, sendingSince: since };
-    // A person's approval covers the hand-over they judged, however young; otherwise only the policy's row resends
-    // one whose outcome is unknown, once it has ended.
+    // A person's approval naming the hand-over they judged ended unknown covers it, however young; an approval naming
+    // none, and the policy's row, resend only a hand-over whose sender's bound has passed.
     const approved = approvedResend(current, approval);
+    const judgedEnded = approved && approval.approvedHandOver !== undefined;
     // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
-    if (!approved && (await inFlight(current)))
-      throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
+    const live = judgedEnded ? 0 : await inFlightFor(current);
+    if (live > 0) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
     if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
     // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a
     // retry of ours sees a hand-over of its own, which no approval covers, so it never resends again. The policy's
@@ -80,7 +80,7 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
         ? new Date(Date.parse(approval.resendApprovedAt!) + 1).toISOString()
         : undefined;
     const taken = await store.takeOverNotification(request.key, since, {
-      endedAfterMs: approved ? 0 : endsAt(current) - Date.parse(since),
+      endedAfterMs: judgedEnded ? 0 : endsAt(current) - Date.parse(since),
       onWireForMs,
       ...(notBefore && { notBefore }),
     });

@@ -43,6 +43,8 @@ export interface ConfirmDeliveredInput {
   /** Who confirmed it, and their evidence. */
   by: string;
   reason: string;
+  /** The stamp of the hand-over the person judged (absent from runs begun before it was sent: the current one). */
+  judged?: string;
 }
 
 export interface MailText {
@@ -201,7 +203,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
     if (current && live > 0) throw stillSending(current, 'is being handed over right now', live);
     // A hand-over judged ended stays ended (its bound never moves): the store records the person's word only while
     // its stamp is still the current one, in the transaction that records it.
-    const judged = current?.status === 'sending' ? current.sendingSince : null;
+    const judged = input.judged ?? (current?.status === 'sending' ? current.sendingSince : null);
     const entry = await store.confirmNotificationDelivered(input.key, {
       by: input.by,
       reason: input.reason,

@@ -696,4 +696,14 @@ describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
     expect(detailsOf(failure)).toMatchObject({ reason: 'send_in_progress' });
     await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
   });
+
+  it('waits out a live hand-over for an approval that names none, however late it was given', async () => {
+    const input = await handOverOpenElsewhere(`unnamed-${dialect}:v1`);
+    // An approval that judged no hand-over (a run begun before stamps were named), given after this one began.
+    const approved = { ...input, resendApprovedAt: new Date(Date.now() + 60_000).toISOString() };
+    const failure = await failureOf(run(worker().sendRefundNotice, approved));
+    expect(detailsOf(failure)).toMatchObject({ reason: 'send_in_progress' });
+    await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
+    await expect(shared.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
+  });
 });

@@ -117,7 +117,8 @@ export async function notifyCustomer(
  * store's clock), so that an approved resend covers it and no later one: the workflow's clock is never compared.
  */
 export function judgedHandOver(failure: StepError | undefined): { approvedHandOver?: string } {
-  const since = failure?.provider?.sendingSince;
+  // Only a hand-over that ended unknown is one a person judged; one still in progress is waited for, never named.
+  const since = failure?.code === 'UNKNOWN_OUTCOME' ? failure.provider?.sendingSince : undefined;
   return typeof since === 'string' ? { approvedHandOver: since } : {};
 }
 
@@ -127,8 +128,10 @@ export function judgedHandOver(failure: StepError | undefined): { approvedHandOv
  */
 export async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<void> {
   const key = stepKey(run.ctx.operationId, 'notify_customer');
-  const input = { key, operationId: run.ctx.operationId, by: record.by, reason: record.reason };
   const unknown = run.steps.get('notify_customer').error;
+  // The person's word is about the hand-over they judged: recorded only while it is still the entry's.
+  const { approvedHandOver: judged } = judgedHandOver(unknown);
+  const input = { key, operationId: run.ctx.operationId, by: record.by, reason: record.reason, judged };
   run.ctx.notice = await attempt(run, 'notify_customer', async () => {
     try {
       return await run.calls.step(
