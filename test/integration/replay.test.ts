@@ -39,6 +39,7 @@ test('the recordings cover every way a refund run ends or waits, a compensating 
     'follow-up-compensated.json',
     'refund-1.0-cancelled-reading-deciders.json',
     'refund-1.0-cancelled-while-parking.json',
+    'refund-1.0-unknown.json',
     'refund-approval-expired.json',
     'refund-awaited-webhook.json',
     'refund-cancelled-while-parking.json',

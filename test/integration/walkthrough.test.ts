@@ -307,6 +307,8 @@ test('an outcome that stays unknown stays unknown: no claim, no email, no order 
   expect(state.outcome?.reason).toMatch(/the refund's outcome is unknown: still unknown after 3 lookups/);
   expect(state.outcome?.reason).not.toMatch(/Nothing was refunded|completed/);
   expect(state.reconciliation).toMatchObject({ lookups: 3, lastResult: 'unknown' });
+  // The budget is charged each request the Stripe server saw once: every lookup's, and the create's.
+  expect(state.budget.providerCallsUsed).toBe((await h.requests({ paymentIntent: order.paymentIntentId })).length);
   expect(state.steps.slice(2).every((s) => s.status === 'pending')).toBe(true);
   // It did happen, and the run does not pretend otherwise: the order and the customer wait for a person.
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);

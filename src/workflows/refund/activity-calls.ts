@@ -1,11 +1,12 @@
 // A refund run's activity calls, paid for from its budget: each scheduled with options derived from
 // the policy and what is left of the budget, each result checked against its schema, each attempt's
 // provider requests and retry time charged once.
+import { patched } from '@temporalio/workflow';
 import type { z } from 'zod';
 import type { RefundActivities } from '../../activities';
 import type { RefundStep } from '../../compensations/registry';
 import type { Evidenced, StepRecord } from '../../contract';
-import { tally } from '../../reliability/attempt-ledger';
+import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import { pooledActivities } from '../pools';
@@ -25,6 +26,8 @@ export interface CallOptions {
 export class ActivityCalls {
   /** How much of each step's ledger the budget has already been charged for. */
   private readonly paid = new Map<string, number>();
+  /** The requests charged for each attempt of a call outside the step table, by attempt. */
+  private readonly charged = new Map<string, number>();
 
   constructor(
     private readonly budget: RunBudget,
@@ -84,7 +87,7 @@ export class ActivityCalls {
       raw = await fn(acts);
     } catch (err) {
       const { error, ledger } = describeFailure(err, boundary, what, false);
-      this.budget.spend({ provider: boundary !== 'store', ...tally({ attempt: ledger.length, ledger }) });
+      this.charge(boundary, { attempt: ledger.length, ledger });
       throw new StepFailedError(what, error);
     }
     const parsed = schema.safeParse(raw);
@@ -95,8 +98,22 @@ export class ActivityCalls {
       );
     // The parsed result: a field an older worker did not send gets its schema's default.
     const { evidence, ...result } = parsed.data as Evidenced<T>;
-    this.budget.spend({ provider: boundary !== 'store', ...tally(evidence) });
+    this.charge(boundary, evidence);
     return result as T;
+  }
+
+  /**
+   * Charges a call's evidence: its ledger holds every attempt of its key in this run, earlier calls' lookups too, so
+   * each attempt's requests are charged once. Runs begun before counted earlier lookups again (their replay keeps it).
+   */
+  private charge(boundary: Boundary, evidence: StepEvidence | undefined): void {
+    if (boundary === 'store') return;
+    const rows = evidence?.ledger ?? [];
+    const fresh = rows.reduce((n, a) => n + Math.max(0, a.transportRequests - (this.charged.get(rowId(a)) ?? 0)), 0);
+    const all = tally(evidence).transportRequests;
+    for (const a of rows) this.charged.set(rowId(a), Math.max(a.transportRequests, this.charged.get(rowId(a)) ?? 0));
+    const once = fresh === all || patched('budget-charges-each-request-once');
+    this.budget.spend({ provider: true, transportRequests: once ? fresh : all });
   }
 
   /** A step's provider requests and time spent retrying count against the run's budgets, each attempt once. */
@@ -111,4 +128,9 @@ export class ActivityCalls {
       retryTimeMs,
     });
   }
+}
+
+/** An attempt of a call, as every later ledger of its key shows it again. */
+function rowId(a: AttemptSummary): string {
+  return `${a.startedAt}#${a.attempt}`;
 }
