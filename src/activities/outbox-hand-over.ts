@@ -12,7 +12,7 @@ import type { OrderStore, OutboxEntry } from '../store';
 import { Classified } from './attempt';
 import { beforeRequest, currentAttemptScope, recordTransportRequest, recordingEffect } from './attempt-scope';
 import { createOutboxClaim, outcomeUnknown } from './outbox-claim';
-import { attemptTimeSpent, sendDeadline } from './request-deadline';
+import { attemptTimeSpent, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
@@ -82,7 +82,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       messageId: ctx.messageId,
     };
     // The send's deadline, fixed before its stamp: the stamp records it as the hand-over's bound.
-    const deadline = sendDeadline(deps.maxSendMs);
+    const deadline = sendDeadline(deps.maxSendMs, SMTP_SEND_MARGIN_MS);
     const held = await claimHandOver(claim, entry, ctx, deadline.onWireForMs);
     if ('receipt' in held) return held.receipt;
     // Only this attempt's own hand-over is freed: another's, begun once this one's bound had passed, is left alone.

@@ -12,12 +12,20 @@ const MARGIN_MS = 1000;
 /** Below this, a request would likely be cut by our own hand: it is not sent at all. */
 const MIN_REQUEST_MS = 1000;
 
+/**
+ * Kept before an email's attempt ends while 1.0 workers may still run: they judge a hand-over ended at its stamp +
+ * their SMTP start-to-close - 4 s, and a send cut 5 s before its attempt ends is off the wire before they do.
+ */
+export const SMTP_SEND_MARGIN_MS = 5000;
+
 /** Measured on this worker's clock, from when the attempt began here: no other host's clock decides. */
-export function requestTimeout(maxMs: number): number {
+export function requestTimeout(maxMs: number, marginMs = MARGIN_MS): number {
   const { startToCloseTimeoutMs } = Context.current().info;
   const startedAtMs = currentAttemptScope()?.startedAtMs;
   if (!startToCloseTimeoutMs || startedAtMs === undefined) return maxMs;
-  const left = startedAtMs + startToCloseTimeoutMs - MARGIN_MS - Date.now();
+  // A wider margin never takes more than half the attempt (a policy with a short start-to-close still sends).
+  const margin = Math.max(MARGIN_MS, Math.min(marginMs, startToCloseTimeoutMs / 2));
+  const left = startedAtMs + startToCloseTimeoutMs - margin - Date.now();
   return Math.max(1, Math.min(maxMs, left));
 }
 
@@ -35,9 +43,9 @@ export interface SendDeadline {
  * before its stamp is taken: a constant offset between this worker's clock and the store's, which
  * stamps it, then cancels out. Put in the attempt's scope, where every transport cuts its requests.
  */
-export function sendDeadline(maxMs: number): SendDeadline {
+export function sendDeadline(maxMs: number, marginMs = MARGIN_MS): SendDeadline {
   const now = Date.now();
-  const timeout = requestTimeout(maxMs);
+  const timeout = requestTimeout(maxMs, marginMs);
   const sendBy = now + timeout;
   const scope = currentAttemptScope();
   if (scope) scope.sendBy = sendBy;

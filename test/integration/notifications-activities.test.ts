@@ -449,6 +449,27 @@ describe('a hand-over judged by the bound its sender recorded', () => {
     await expect(delivered(messageId)).resolves.toHaveLength(1);
   });
 
+  it('records a bound that ends before a 1.0 worker of the same policy judges the hand-over ended (stamp + start-to-close - 4 s)', async () => {
+    const input = await notice('bound-for-1.0:v1');
+    let bound: number | undefined;
+    const watching = new Proxy(store, {
+      get(target, prop) {
+        const value: unknown = Reflect.get(target, prop);
+        if (prop !== 'claimHandOver') return typeof value === 'function' ? value.bind(target) : value;
+        return async (...args: Parameters<OrderStore['claimHandOver']>) => {
+          const claimed = await target.claimHandOver(...args);
+          const held = await target.getNotification(input.key);
+          bound = Date.parse(held!.sendingUntil!) - Date.parse(held!.sendingSince!);
+          return claimed;
+        };
+      },
+    });
+    const attempt = activityEnv({ startToCloseTimeoutMs: 30_000 });
+    await attempt.run(notifications({ store: watching, maxSendMs: 60_000 }).sendRefundNotice, input);
+    expect(bound).toBeGreaterThan(20_000);
+    expect(bound).toBeLessThanOrEqual(30_000 - 4000);
+  });
+
   it('is not begun by a worker stalled after its claim past what its attempt leaves: nothing is sent, the entry is free again', async () => {
     const input = await notice('stalled-after-claim:v1');
     // The claim returns, then the worker stalls: 2.5 s of an attempt of 3 s.
