@@ -4,6 +4,7 @@ import type { MetricMeter } from '@temporalio/common';
 import type Stripe from 'stripe';
 import { createActivities, type RefundActivities } from './activities';
 import { createMailTransport, SMTP_MIN_ATTEMPT_MS } from './activities/mail-transport';
+import { httpMessageLog } from './activities/message-log';
 import { createStripeClient } from './activities/payments';
 import type { Config } from './config';
 import { storeMetrics } from './observability/metrics';
@@ -70,6 +71,7 @@ export async function openDeps(config: Config, temporal?: Client, meter?: Metric
       store,
       mail,
       mailFrom: config.mail.from,
+      messageLog: config.mail.log && httpMessageLog(config.mail.log),
       settings,
       temporal,
       digestTo: config.digestTo,

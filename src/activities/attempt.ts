@@ -190,9 +190,9 @@ export function createAttemptRunner(deps: AttemptDeps) {
   function retryDecision(c: Classified, boundary: Boundary, info: Info) {
     const rule = ruleFor(deps.policy, c.code, c.certainty, boundary);
     const maxAttempts = Math.min(rule.maxAttempts, info.retryPolicy?.maximumAttempts || Infinity);
-    // Refused while an earlier attempt may have taken effect, with no retry left: the step ends as it always
-    // did, its outcome unknown (reconciled at Stripe, checked by a person at SMTP), never as a capacity problem.
-    const last = c.reason === 'circuit_open_after_uncertain_attempt' ? ('UNKNOWN_OUTCOME' as FailureCode) : undefined;
+    // Refused while an earlier attempt may have taken effect, or still waiting for the message log, with no retry
+    // left: the step ends as it always did, its outcome unknown (reconciled at Stripe, checked by a person at SMTP).
+    const last = UNSETTLED.has(c.reason) ? ('UNKNOWN_OUTCOME' as FailureCode) : undefined;
     if (!retries(rule) || info.attempt >= maxAttempts) {
       return { code: last ?? c.code, reason: c.reason, nextDelayMs: null as number | null, message: undefined };
     }
@@ -266,3 +266,6 @@ function causeOf(c: Classified): Error | undefined {
     stack: cause.stack && maskEmails(cause.stack),
   });
 }
+
+/** Reasons that leave an effect open: a step that ends on one ends with its outcome unknown. */
+const UNSETTLED: ReadonlySet<string> = new Set(['circuit_open_after_uncertain_attempt', 'awaiting_message_log']);

@@ -9,6 +9,7 @@ import { createAttemptRunner } from './attempt';
 import { createSweepActivities } from './sweep';
 import { createCompletionGate } from './completion-gate';
 import { createFollowUpActivities } from './follow-up';
+import type { MessageLog } from './message-log';
 import { createNotificationActivities } from './notifications';
 import { createOperationActivities } from './operations';
 import { createOrderActivities } from './orders';
@@ -20,6 +21,8 @@ export interface ActivityDeps {
   store: OrderStore;
   mail: Transporter;
   mailFrom: string;
+  /** The mail provider's log of accepted messages (MAIL_LOG_URL), where unknown hand-overs are settled. */
+  messageLog?: MessageLog;
   /** The scope, recovery policy and provider windows every run gets from this worker. */
   settings: RunSettings;
   /** For scheduled work that reads visibility (the digest, the sweep). */
@@ -49,6 +52,7 @@ export function createActivities(deps: ActivityDeps) {
       attempt,
       policy: settings.policy,
       digestTo: deps.digestTo,
+      messageLog: deps.messageLog,
     }),
     ...createSweepActivities({ temporal: deps.temporal }),
     /** Who may decide parked runs, as this worker is configured now (the policy's roles, or DECIDERS). */

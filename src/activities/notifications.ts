@@ -4,6 +4,7 @@ import type { RecoveryPolicy } from '../reliability/policy';
 import type { Evidenced, NotificationReceipt } from '../contract';
 import type { OrderStore } from '../store';
 import type { AttemptRunner } from './attempt';
+import type { MessageLog } from './message-log';
 import { DEFAULT_DIGEST_TO, digestMail, type DigestInput } from './attention-digest';
 import { createOutboxHandOver, type ConfirmDeliveredInput } from './outbox-hand-over';
 import { refundCorrectionMail, type RefundCorrectionInput } from './refund-correction';
@@ -20,6 +21,8 @@ export interface NotificationDeps {
   policy: RecoveryPolicy;
   /** The longest one send may take (tests shorten it); what is left of the attempt cuts it shorter. */
   maxSendMs?: number;
+  /** The mail provider's log of accepted messages (MAIL_LOG_URL): hand-overs whose outcome is unknown are settled there. */
+  messageLog?: MessageLog;
 }
 
 /** Outside an attempt nothing else bounds a send; inside one, what is left of its start-to-close does. */

@@ -7,7 +7,9 @@ import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy'
 import type { FailureDetails } from '../reliability/taxonomy';
 import type { NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
+import { Context } from '@temporalio/activity';
 import { Classified } from './attempt';
+import type { MessageLog } from './message-log';
 import { SEND_CLOCK_MARGIN_MS } from './send-window';
 
 /** What a receipt and every failure say of an email (a type, not an interface: failure details take it as a record). */
@@ -24,8 +26,8 @@ export interface ResendApproval {
   approvedHandOver?: string;
 }
 
-export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPolicy }) {
-  const { store } = deps;
+export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPolicy; messageLog?: MessageLog }) {
+  const { store, messageLog } = deps;
   // A hand-over stamped without a bound (by a worker from before bounds were recorded): the longest an smtp attempt
   // under this worker's policy lasts, which such a worker's own deadline (its start-to-close less 5 s) was within.
   const unboundedMs = deps.policy.timeouts.smtp.startToCloseMs + SEND_CLOCK_MARGIN_MS;
@@ -42,7 +44,7 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
    */
   const claimHandOver = async (
     request: Parameters<OrderStore['claimHandOver']>[0],
-    approval: ResendApproval,
+    approval: ResendApproval & { operationId: string },
     ctx: MailFacts,
     onWireForMs: number,
   ): Promise<{ receipt: NotificationReceipt } | { stamp: string }> => {
@@ -71,7 +73,11 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     // Another attempt (another run of the same operation) is handing it over right now: ask again once it is done.
     const live = judgedEnded ? 0 : await inFlightFor(current);
     if (live > 0) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
-    if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
+    if (!approved && messageLog) {
+      // The provider's log settles it: found, it was sent; proven absent, it is sent again with the same Message-ID.
+      const found = await askLog(messageLog, current, facts, approval.operationId);
+      if (found) return found;
+    } else if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
     // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a
     // retry of ours sees a hand-over of its own, which no approval covers, so it never resends again. The policy's
     // row and the same Message-ID let receivers deduplicate it.
@@ -88,7 +94,47 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     return { stamp: taken };
   };
 
+  /**
+   * What the message log says of a hand-over that ended unknown: its receipt when the log has the message, null once
+   * its absence is proven (the lookup began after the sender's bound and the log's window), else look again later.
+   */
+  const askLog = async (
+    log: MessageLog,
+    current: OutboxEntry,
+    facts: MailFacts & { sendingSince: string },
+    operationId: string,
+  ): Promise<{ receipt: NotificationReceipt } | null> => {
+    const askedAt = await store.operations.clock();
+    const logged = await log.find(facts.messageId).catch((err: Error) => {
+      throw outcomeUnknown(facts, 'a previous attempt', undefined, `the message log could not be read: ${err.message}`);
+    });
+    if (logged.length > 0) {
+      const { id, acceptedAt } = logged[0]!;
+      const response = `reconciled: the message log has it as ${id}, accepted at ${acceptedAt}`;
+      const actor = Context.current().info.workflowExecution?.workflowId ?? 'activity';
+      const sent = await store.markNotificationSent(current.key, response, { operationId, actor });
+      const { key, messageId, recipient } = facts;
+      return {
+        receipt: { key, messageId, recipient, providerResponse: sent.providerResponse ?? response, alreadySent: true },
+      };
+    }
+    const wait = endsAt(current) + log.consistencyMs - askedAt;
+    if (wait > 0) throw awaitingLog(facts, wait);
+    return null;
+  };
+
   return { claimHandOver, inFlightFor };
+}
+
+/** A hand-over whose outcome the message log will settle once it may show the message: the retry asks it then. */
+export function awaitingLog(facts: MailFacts & { sendingSince: string | null }, retryAfterMs: number, cause?: Error) {
+  return new Classified(
+    'STATE_CONFLICT',
+    'may_have_executed',
+    'awaiting_message_log',
+    `the outcome of handing ${facts.messageId} to the mail server is unknown; the message log may show it in ${retryAfterMs} ms`,
+    { provider: facts, retryAfterMs, ...(cause && { cause, health: true }) },
+  );
 }
 
 /**
@@ -134,8 +180,9 @@ export function outcomeUnknown(
   ctx: MailFacts & { sendingSince: string | null },
   who: string,
   cause?: NodemailerError,
+  note?: string,
 ): Classified {
-  const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : '';
+  const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : note ? ` (${note})` : '';
   return new Classified(
     'UNKNOWN_OUTCOME',
     'may_have_executed',

@@ -11,8 +11,10 @@ import { messageIdForKey, type NotificationReceipt } from '../contract';
 import type { OrderStore, OutboxEntry } from '../store';
 import { Classified } from './attempt';
 import { beforeRequest, currentAttemptScope, recordTransportRequest, recordingEffect } from './attempt-scope';
-import { createOutboxClaim, outcomeUnknown } from './outbox-claim';
+import type { MessageLog } from './message-log';
+import { awaitingLog, createOutboxClaim, outcomeUnknown } from './outbox-claim';
 import { attemptTimeSpent, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
+import { SEND_CLOCK_MARGIN_MS } from './send-window';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
@@ -23,6 +25,8 @@ export interface HandOverDeps {
   policy: RecoveryPolicy;
   /** The longest one send may take; what is left of the attempt cuts it shorter. */
   maxSendMs: number;
+  /** The provider's log of accepted messages: a hand-over whose outcome is unknown is settled there, not by a person. */
+  messageLog?: MessageLog;
 }
 
 /** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
@@ -114,8 +118,13 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       const c = classifySmtpError(err as NodemailerError);
       // A session that never began reached no server; any other counts as a request it received.
       if (!NO_SESSION.has(c.reason)) handedOver();
-      if (c.certainty !== 'not_executed')
-        throw outcomeUnknown({ ...ctx, sendingSince: held.stamp }, 'this attempt', err as NodemailerError);
+      if (c.certainty !== 'not_executed') {
+        const facts = { ...ctx, sendingSince: held.stamp };
+        // With a message log, the next attempt asks it once the message could show there: past this send's bound.
+        const logShowsIn = deadline.sendBy + SEND_CLOCK_MARGIN_MS + (deps.messageLog?.consistencyMs ?? 0) - Date.now();
+        if (deps.messageLog) throw awaitingLog(facts, Math.max(0, logShowsIn), err as Error);
+        throw outcomeUnknown(facts, 'this attempt', err as NodemailerError);
+      }
       await release();
       throw new Classified(
         c.code,

@@ -12,6 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { createActivities, type RefundActivities } from '../../src/activities';
 import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy';
 import { createMailTransport } from '../../src/activities/mail-transport';
+import { httpMessageLog } from '../../src/activities/message-log';
 import { createStripeClient } from '../../src/activities/payments';
 import { seedPaidOrder } from '../../src/client/seed';
 import { stepsQuery, type RefundRunState, type RunSettings } from '../../src/contract';
@@ -58,6 +59,8 @@ export interface HarnessOptions {
   busyTimeoutMs?: number;
   /** Counts what the store sends (statements, commits, serialization retries), as the worker's metrics would. */
   storeObserver?: StoreObserver;
+  /** The workers settle unknown hand-overs in the SMTP server's mailbox, as in a provider's message log (MAIL_LOG_URL). */
+  messageLog?: boolean;
   /** The workers' tracing (observability tests); off unless given. */
   tracing?: WorkerTracing;
   /** A Temporal dev server of the file's own with its Web UI, which decodes through the harness's codec server (webUiUrl). */
@@ -93,7 +96,8 @@ export interface Harness {
   withWorker<T>(
     overrides: Partial<RefundActivities>,
     fn: (taskQueue: string) => Promise<T>,
-    settings?: Partial<RunSettings>,
+    /** Other settings; `messageLog`: its workers settle unknown hand-overs in the mailbox (MAIL_LOG_URL). */
+    settings?: Partial<RunSettings> & { messageLog?: boolean },
     taskQueue?: string,
     dataConverter?: DataConverter,
   ): Promise<T>;
@@ -195,12 +199,13 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     policy: options.policy ?? TEST_POLICY,
     provider: { dedupeWindowMs: keyTtlMs, consistencyMs: options.consistencyMs ?? 300, requestTimeoutMs },
   };
-  const build = (s: RunSettings) =>
+  const build = (s: RunSettings, messageLog = options.messageLog) =>
     createActivities({
       stripe: workerStripe,
       store,
       mail: transport,
       mailFrom: 'refunds@test.local',
+      ...(messageLog && { messageLog: httpMessageLog({ url: mail.apiUrl, consistencyMs: 300 }) }),
       settings: s,
       temporal: env.client,
       digestTo: 'ops@test.local',
@@ -262,7 +267,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         workflowBundle,
         dataConverter: converter ?? workerConverter,
         tracing: options.tracing,
-        activities: { ...(other ? build({ ...settings, ...other }) : activities), ...overrides },
+        activities: { ...(other ? build({ ...settings, ...other }, other.messageLog) : activities), ...overrides },
       });
       return w.runUntil(fn(taskQueue));
     },

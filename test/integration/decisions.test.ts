@@ -375,6 +375,35 @@ test('temporal workflow reset to before create_refund of a completed run repeats
 });
 
 describe('a notice whose hand-over is unknown', () => {
+  test('with a message log, a lost answer settles without a person: the run completes, one message, reconciled', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const noticeKey = `${opId(order.id)}:notify_customer`;
+    const notice = messageIdForKey(noticeKey);
+    await h.mailFault({ kind: 'drop_after_accept', match: { messageId: notice } });
+    const { result, state } = await h.withWorker(
+      {},
+      async (taskQueue) => {
+        const handle = await h.env.client.workflow.start(refundWorkflow, {
+          taskQueue,
+          workflowId: `refund-${order.id}-v1`,
+          args: [request(order.id)],
+        });
+        return { result: await handle.result(), state: await handle.query(stepsQuery) };
+      },
+      { messageLog: true },
+    );
+    expect(result).toMatchObject({ status: 'completed', notification: { messageId: notice } });
+    expect(await h.messages({ messageId: notice })).toHaveLength(1);
+    expect(await h.store.getNotification(noticeKey)).toMatchObject({
+      status: 'sent',
+      providerResponse: expect.stringMatching(/^reconciled: the message log has it as \d+/),
+    });
+    expect(state.steps.find((s) => s.name === 'notify_customer')?.ledger.map((a) => a.reason)).toEqual([
+      'awaiting_message_log',
+      null,
+    ]);
+  });
+
   test('a person who finds it delivered confirms it: the run completes, one message, and the audit trail names who confirmed', async () => {
     const order = await h.seedOrder(newOrderId());
     const noticeKey = `${opId(order.id)}:notify_customer`;

@@ -182,6 +182,9 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
     STRIPE_IDEMPOTENCY_TTL_HOURS: String(ttlMs / 3600_000),
     STRIPE_LIST_CONSISTENCY_MS: '500',
     SMTP_URL: `smtp://${proxies.smtp.listen}`,
+    // The mailbox stands in for the provider's message log (direct, as a provider's API is another host).
+    MAIL_LOG_URL: mail.apiUrl,
+    MAIL_LOG_CONSISTENCY_MS: '500',
     RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
     WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
     WEBHOOKS: 'off',

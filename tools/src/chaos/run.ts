@@ -84,6 +84,8 @@ export interface ChaosReport {
   duplicateStarts: { sameId: number; otherId: number };
   /** toxiproxy-server exits we did not ask for; each time it was started again with the same proxies (see toxiproxy.ts). */
   toxiproxyCrashes: ToxiproxyCrash[];
+  /** Emails whose hand-over was unknown, settled from the mail server's message log without a person. */
+  handOversReconciled: number;
   invariants: Invariant[];
   holds: boolean;
 }
@@ -242,6 +244,7 @@ export async function runChaos(
     );
 
     const invariants = await checkInvariants(stack, records);
+    const handOversReconciled = await reconciledHandOvers(stack, records);
     const outcomes: Record<string, number> = {};
     for (const r of records)
       for (const o of r.outcomes) {
@@ -272,6 +275,7 @@ export async function runChaos(
       workerKills: kills + stack.killedAfterRefund,
       duplicateStarts: duplicates,
       toxiproxyCrashes: [...stack.toxiproxy.crashes],
+      handOversReconciled,
       invariants,
       holds: invariants.every((i) => i.holds),
     };
@@ -303,6 +307,16 @@ async function getJson<T>(url: string): Promise<T> {
   const res = await fetch(url);
   if (!res.ok) throw new Error(`${url}: ${res.status}`);
   return (await res.json()) as T;
+}
+
+/** The runs' emails (notice and correction) the outbox records as settled from the message log. */
+async function reconciledHandOvers(stack: ChaosStack, records: RunRecord[]): Promise<number> {
+  const keys = records.flatMap((r) => {
+    const operationId = operationIdOf('chaos', r.orderId, 1);
+    return [stepKey(operationId, 'notify_customer'), compensationKeyOf('notify_customer', operationId)];
+  });
+  const entries = await Promise.all(keys.map((key) => stack.store.getNotification(key)));
+  return entries.filter((e) => e?.providerResponse?.startsWith('reconciled:')).length;
 }
 
 /** The invariants, each checked for every run from where its effects landed. */

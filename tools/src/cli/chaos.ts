@@ -67,6 +67,7 @@ function print(report: ChaosReport): void {
       `toxiproxy-server exited on its own ${report.toxiproxyCrashes.length} time(s) and was started again; its last words are in the report`,
     );
   }
+  console.log(`unknown email hand-overs settled from the message log, without a person: ${report.handOversReconciled}`);
   console.table(report.outcomes);
   console.table(report.faults);
   console.table(
