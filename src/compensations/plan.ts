@@ -4,7 +4,8 @@
 // Imported by workflow code, so it stays pure.
 import { compensationKey, stepKey, type StandingRecords } from '../contract';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
-import { compensationOrder, REFUND_SAGA, type RefundStep } from './registry';
+import { compensationOrder } from '../saga/order';
+import { REFUND_SAGA, type RefundStep } from './registry';
 
 export interface PlannedCompensation {
   step: RefundStep;
@@ -66,5 +67,8 @@ export function compensationPlan(
         `look for it in the mailbox; if it is there, ${ifFound}; if not, the customer was told nothing`,
     };
   }
-  return { undo: compensationOrder(stands).map((step) => ({ step, key: compensationKeyOf(step, operationId) })), held };
+  return {
+    undo: compensationOrder(stands, REFUND_SAGA).map((step) => ({ step, key: compensationKeyOf(step, operationId) })),
+    held,
+  };
 }

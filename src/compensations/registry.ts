@@ -4,12 +4,20 @@
 // tests read it from here. Imported by workflow code, so it stays pure.
 import type { CorrectionReason, RefundCorrectionInput } from '../activities/refund-correction';
 import {
+  beginResultSchema,
+  gateResultSchema,
+  notificationReceiptSchema,
+  orderReceiptSchema,
+  reconcileResultSchema,
+  refundReceiptSchema,
   REFUND_STEPS,
   type NotificationReceipt,
   type OrderReceipt,
   type RefundReceipt,
   type RefundStep,
 } from '../contract';
+import { checkRegistry } from '../saga/order';
+import { defineCall, type StepCall } from '../saga/step';
 import type { Boundary } from '../reliability/taxonomy';
 import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
@@ -55,7 +63,9 @@ export interface Compensation<A extends CompensationActivity = CompensationActiv
 
 export type Undo = { kind: 'none' } | { kind: 'forward_repair'; note: string } | Compensation;
 
-export interface StepRegistration {
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a registry holds steps of every input type
+export interface StepRegistration<A extends string = string, In = any> extends StepCall<A, In> {
+  name: RefundStep;
   /** What the step does. */
   action: string;
   /** What must hold before it runs; the step refuses, or is never reached, otherwise. */
@@ -64,8 +74,6 @@ export interface StepRegistration {
   record: string;
   /** Why running it again (a retry, a rerun, a reset) does not do it twice. */
   idempotency: string;
-  /** The dependency the step's activity talks to: its timeouts and retry policy come from the recovery policy for it. */
-  boundary: Boundary;
   /**
    * - `stop`: nothing irreversible happened before this step; a failure ends the run.
    * - `forward_repair`: the refund already happened and stands; finished steps stay, a person repairs forward.
@@ -98,8 +106,20 @@ function need<T>(value: T | undefined, what: string): T {
 const PARKED = 'the run parks as needs_attention and an operator decides';
 const APPROVED = "needs a lead's approval (a second person with the approver role, within approvalTtlMs)";
 
-export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
-  load_order: {
+/** A step's definition: its call, and what the docs and a person read of it. */
+const step = <const A extends string, In = never>(registration: StepRegistration<A, In>) => registration;
+
+export const REFUND_SAGA = {
+  load_order: step({
+    name: 'load_order',
+    effect: 'write',
+    runs: 'local',
+    output: beginResultSchema,
+    activity: 'beginOperation',
+    shows: ({ request }: { request: RefundRequest }) => ({
+      orderId: request.orderId,
+      operationVersion: request.operationVersion,
+    }),
     action:
       "read the order and commit the operation's intent (operation id, request hash) before anything is sent; name earlier operations not yet settled",
     precondition:
@@ -114,9 +134,15 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
     pointOfNoReturn: false,
     dependsOn: [],
     escalation: `a refusal (order missing, too much asked) ends the run rejected, nobody is asked; otherwise ${PARKED}: retry-step or abandon, no approval needed`,
-  },
+  }),
   // The point of no return: once a refund may exist, nothing before it is ever undone and it is never sent again.
-  create_refund: {
+  create_refund: step({
+    name: 'create_refund',
+    effect: 'send',
+    runs: 'effects',
+    output: refundReceiptSchema,
+    activity: 'createRefund',
+    key: (input: { idempotencyKey: string }) => input.idempotencyKey,
     action: 'create one Stripe refund of the amount on the payment intent, with metadata.operation_id',
     precondition:
       "the intent is committed; no earlier operation of the order is unsettled; the operation has no refund on record; a resend is inside the key's dedupe window or after reconciliation proved no refund exists",
@@ -133,8 +159,16 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
     pointOfNoReturn: true,
     dependsOn: ['load_order'],
     escalation: `an unknown outcome is reconciled with the provider first; then ${PARKED}: retry-step (it looks the refund up before it sends) ${APPROVED}, or abandon`,
-  },
-  update_order: {
+  }),
+  update_order: step({
+    name: 'update_order',
+    effect: 'write',
+    runs: 'local',
+    output: orderReceiptSchema,
+    activity: 'applyRefund',
+    key: (input: { key: string }) => input.key,
+    // Recording a refund that happened is never refused for spent retry time or provider calls.
+    essential: true,
     action: 'record the refund on the order (refunded amount, status) with an order_updated audit entry',
     precondition:
       'the refund exists at the provider with a receipt (the full amount, or the partial amount being repaired forward)',
@@ -153,8 +187,14 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
     pointOfNoReturn: false,
     dependsOn: ['create_refund'],
     escalation: `the refund stands; ${PARKED}: retry-step, no approval needed, or abandon and repair the order by hand`,
-  },
-  notify_customer: {
+  }),
+  notify_customer: step({
+    name: 'notify_customer',
+    effect: 'send',
+    runs: 'effects',
+    output: notificationReceiptSchema,
+    activity: 'sendRefundNotice',
+    key: (input: { key: string }) => input.key,
     action: 'email the customer that the refund was issued (the address is read from the order, never from history)',
     precondition: 'a full refund exists (a partial one freezes the email); the order exists',
     record:
@@ -178,8 +218,15 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
     pointOfNoReturn: false,
     dependsOn: ['create_refund'],
     escalation: `the refund stands; ${PARKED}: an unknown hand-over is quarantined until a person looks for its Message-ID in the mailbox; retry-step (resends it with the same Message-ID) ${APPROVED}, or abandon`,
-  },
-  completion_gate: {
+  }),
+  completion_gate: step({
+    name: 'completion_gate',
+    effect: 'read',
+    runs: 'reconcile',
+    output: gateResultSchema,
+    activity: 'checkCompletion',
+    // A retrieve and a list.
+    requestsPerAttempt: 2,
     action:
       "check that the provider's receipt, the order, the outbox and the audit trail agree before the run says completed; poll while the refund is pending",
     precondition: 'every earlier step completed: a refund receipt, the order updated, the notice sent',
@@ -193,82 +240,31 @@ export const REFUND_SAGA: Record<RefundStep, StepRegistration> = {
     pointOfNoReturn: false,
     dependsOn: ['load_order', 'create_refund', 'update_order', 'notify_customer'],
     escalation: `a refund the provider failed after accepting it is compensated without asking; a disagreement, or a refund still pending after the polls: the refund stands, ${PARKED}: retry-step or abandon; a compensation that failed or is unknown parks too, and compensate again ${APPROVED}`,
-  },
+  }),
+} satisfies Record<RefundStep, StepRegistration>;
+
+/** A person's word that a notice whose hand-over is unknown was delivered: the confirm-delivered decision's call. */
+export const CONFIRM_DELIVERED = {
+  name: 'notify_customer' as const,
+  ...defineCall({
+    boundary: 'store',
+    effect: 'write',
+    runs: 'effects',
+    output: notificationReceiptSchema,
+    activity: 'confirmNoticeDelivered',
+    key: (input: { key: string }) => input.key,
+    essential: true,
+  }),
 };
 
-/** The part of a registry the order of compensation reads: each step's dependencies, in declaration order. */
-export type DependencyGraph<S extends string = string> = Readonly<Record<S, { readonly dependsOn: readonly S[] }>>;
-
-/**
- * Throws, naming the problem, unless every dependency names a known step declared before the step
- * that names it (so the declaration order is a valid order to run them in) and there is no cycle.
- */
-export function checkRegistry(registry: DependencyGraph): void {
-  const declared = Object.keys(registry);
-  for (const step of declared) {
-    for (const dependency of registry[step]!.dependsOn) {
-      if (!declared.includes(dependency)) throw new Error(`step ${step} depends on unknown step ${dependency}`);
-    }
-  }
-  // A cycle also names a later step, but "a → b → a" says more than "depends on a later step".
-  for (const step of declared) {
-    const cycle = cycleFrom(registry, [step]);
-    if (cycle) throw new Error(`steps depend on each other in a cycle: ${cycle.join(' → ')}`);
-  }
-  for (const [position, step] of declared.entries()) {
-    for (const dependency of registry[step]!.dependsOn) {
-      if (declared.indexOf(dependency) >= position)
-        throw new Error(
-          `step ${step} depends on ${dependency}, which is declared after it: a step may depend only on earlier steps`,
-        );
-    }
-  }
-}
-
-/** The dependency path from `path[0]` back to itself, if there is one. */
-function cycleFrom(registry: DependencyGraph, path: string[]): string[] | null {
-  for (const dependency of registry[path[path.length - 1]!]!.dependsOn) {
-    if (dependency === path[0]) return [...path, dependency];
-    if (path.includes(dependency)) continue; // a cycle not through path[0]: found from its own start
-    const cycle = cycleFrom(registry, [...path, dependency]);
-    if (cycle) return cycle;
-  }
-  return null;
-}
-
-/** Every step `step` depends on, directly or through others. */
-function dependenciesOf(registry: DependencyGraph, step: string, found = new Set<string>()): Set<string> {
-  for (const dependency of registry[step]?.dependsOn ?? []) {
-    if (found.has(dependency)) continue;
-    found.add(dependency);
-    dependenciesOf(registry, dependency, found);
-  }
-  return found;
-}
-
-/**
- * The order in which finished steps are compensated: a step before every step it depends on
- * (directly or through a step that did not finish), ties broken by reverse declaration order.
- * Since dependencies name only earlier steps, that is today exactly the reverse of the declaration
- * order, which recorded histories replay; a new dependency changes it only where it must.
- */
-export function compensationOrder(completed: readonly RefundStep[]): RefundStep[];
-export function compensationOrder<S extends string>(completed: readonly S[], registry: DependencyGraph<S>): S[];
-export function compensationOrder(completed: readonly string[], registry: DependencyGraph = REFUND_SAGA): string[] {
-  const latestFirst = Object.keys(registry).reverse();
-  const unknown = completed.filter((step) => !latestFirst.includes(step));
-  if (unknown.length > 0) throw new Error(`cannot order unknown steps: ${unknown.join(', ')}`);
-  let left = latestFirst.filter((step) => completed.includes(step));
-  const order: string[] = [];
-  while (left.length > 0) {
-    // Ready: no step still to compensate depends on it.
-    const ready = left.find((step) => !left.some((other) => dependenciesOf(registry, other).has(step)));
-    if (ready === undefined) throw new Error(`steps depend on each other in a cycle: ${left.join(', ')}`);
-    order.push(ready);
-    left = left.filter((step) => step !== ready);
-  }
-  return order;
-}
+/** One lookup of a refund whose outcome is unknown, outside the step table. */
+export const RECONCILE_LOOKUP = defineCall({
+  boundary: 'stripe',
+  effect: 'read',
+  runs: 'reconcile',
+  output: reconcileResultSchema,
+  activity: 'reconcileRefund',
+});
 
 // A registry that breaks its own rules fails when the module loads: the worker does not start.
 checkRegistry(REFUND_SAGA);

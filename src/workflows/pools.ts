@@ -1,6 +1,6 @@
 // Which pool each activity runs in (see ACTIVITY_POOLS): side effects on the providers, the order
-// or the queue in one, reconciliation, reads and bookkeeping in the other. The store steps run as
-// local activities.
+// or the queue in one, reconciliation, reads and bookkeeping in the other; a step runs where its
+// definition says, a local activity included.
 import { RetryState } from '@temporalio/common';
 import {
   ActivityFailure,
@@ -13,6 +13,7 @@ import {
 } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { poolQueue, type ActivityPool } from '../contract';
+import type { Runs } from '../saga/step';
 import { activitySummary } from './activity-summaries';
 
 export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
@@ -37,23 +38,11 @@ export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   decisionPolicy: 'reconcile',
 };
 
-/**
- * Run on the workflow worker, inside the workflow task that needs them: committing the intent and applying the refund to the order (our own store,
- * one transaction each, idempotent by operation id). Each leaves one marker in the history instead
- * of an activity's three events and the workflow task after it, and costs no trip through a task
- * queue; their timeouts and retries are the policy's. A local activity's attempts are counted by
- * the worker running it, so a worker that dies mid-retry leaves the next one to start counting
- * again: only steps that spend no provider call run locally. The provider's effects and the
- * completion gate (two provider reads an attempt) stay activities, whose attempts Temporal counts.
- */
-export const LOCAL_STEPS: ReadonlySet<string> = new Set<keyof RefundActivities>(['beginOperation', 'applyRefund']);
-
-function queueOf(name: string): string | undefined {
-  const pool = POOL_OF[name as keyof RefundActivities];
-  if (!pool) return undefined;
-  return poolQueue(workflowInfo().taskQueue, pool);
-}
-
+// A step whose definition says `runs: 'local'` runs on the workflow worker, inside the workflow task that needs it
+// (committing the intent, applying the refund to the order: our own store, one transaction each, idempotent by
+// operation id). Each leaves one marker in the history instead of an activity's three events and the workflow task
+// after it. Its attempts are counted by the worker running it, so a worker that dies mid-retry leaves the next one
+// to start counting again: only steps that spend no provider call run locally.
 function runLocally(name: string, options: ActivityOptions, args: unknown[]): Promise<unknown> {
   const { startToCloseTimeout, scheduleToCloseTimeout, retry, summary } = options;
   const local = proxyLocalActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>({
@@ -79,14 +68,23 @@ function runLocally(name: string, options: ActivityOptions, args: unknown[]): Pr
 
 /** proxyActivities, each activity scheduled on its pool's task queue, each call with its summary for the Web UI. */
 export function pooledActivities<T extends object = RefundActivities>(defaults: ActivityOptions): T {
+  return activitiesAt<T>(undefined, defaults);
+}
+
+/** The activities a step calls, where its definition says they run (undefined: each on its own pool's queue). */
+export function activitiesAt<T extends object = RefundActivities>(
+  runs: Runs | undefined,
+  defaults: ActivityOptions,
+): T {
   return new Proxy({} as T, {
     get(_, name) {
       if (typeof name !== 'string') return undefined;
       return (...args: unknown[]) => {
         const summary = activitySummary(name, args);
         const options = summary === undefined ? defaults : { ...defaults, summary };
-        if (LOCAL_STEPS.has(name)) return runLocally(name, options, args);
-        const taskQueue = queueOf(name);
+        if (runs === 'local') return runLocally(name, options, args);
+        const pool = runs ?? POOL_OF[name as keyof RefundActivities];
+        const taskQueue = pool && poolQueue(workflowInfo().taskQueue, pool);
         const proxy = proxyActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>(
           taskQueue ? { ...options, taskQueue } : options,
         );

@@ -2,26 +2,24 @@
 // the policy and what is left of the budget, each result checked against its schema, each attempt's
 // provider requests and retry time charged once.
 import { patched } from '@temporalio/workflow';
-import type { z } from 'zod';
 import type { RefundActivities } from '../../activities';
 import type { RefundStep } from '../../compensations/registry';
-import type { Evidenced, StepRecord } from '../../contract';
+import { evidenced, type Evidenced, type StepRecord } from '../../contract';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
-import { pooledActivities } from '../pools';
+import type { Runs, StepCall } from '../../saga/step';
+import { activitiesAt } from '../pools';
 import { describeFailure, stepError, StepFailedError, type StepError } from '../step-failure';
 import { BudgetExhausted, type RunBudget } from './run-budget';
 import type { StepRunner } from './step-runner';
 
-export interface CallOptions {
-  /** Held only to the deadline (a compensation, recording a refund that happened): spent retry time or calls never stop it. */
-  essential?: boolean;
-  /** It sends an effect (a refund, an email): a timeout then means it may have happened. */
-  sends?: boolean;
-  /** Provider requests one attempt sends (the completion gate: two): an attempt is paid for whole. */
-  requestsPerAttempt?: number;
-}
+/** A call of a step, as its definition says, under the step's name in the table. */
+type NamedCall<A extends Activity> = StepCall<A, never> & { name: RefundStep };
+type Activity = keyof RefundActivities;
+/** What the activity takes, and what it returns without its evidence. */
+type InputOf<A extends Activity> = Parameters<RefundActivities[A]>[0];
+type ResultOf<A extends Activity> = Omit<Awaited<ReturnType<RefundActivities[A]>>, 'evidence'>;
 
 export class ActivityCalls {
   /** How much of each step's ledger the budget has already been charged for. */
@@ -37,10 +35,11 @@ export class ActivityCalls {
     private readonly remember: (step: string, boundary: Boundary, error: StepError) => void,
   ) {}
 
-  /** The activities at one boundary, with options derived from the policy and what is left of the budget. */
-  activities(boundary: Boundary, essential = false, requestsPerAttempt = 1): RefundActivities {
+  /** The activities at one boundary, where `runs` says (each on its pool's queue by default), with options derived from the policy and what is left of the budget. */
+  activities(boundary: Boundary, essential = false, requestsPerAttempt = 1, runs?: Runs): RefundActivities {
     try {
-      return pooledActivities<RefundActivities>(
+      return activitiesAt<RefundActivities>(
+        runs,
         this.budget.options(this.policy(), boundary, essential, requestsPerAttempt),
       );
     } catch (err) {
@@ -50,19 +49,26 @@ export class ActivityCalls {
     }
   }
 
-  /** Runs a saga step, paying for it from the budget and remembering how it failed. */
-  async step<T>(
-    name: RefundStep,
-    input: unknown,
-    key: string | undefined,
-    boundary: Boundary,
-    schema: z.ZodType,
-    call: (a: RefundActivities) => Promise<Evidenced<T>>,
-    options: CallOptions = {},
-  ): Promise<T> {
+  /** Runs a saga step as its definition says, paying for it from the budget and remembering how it failed. */
+  async step<A extends Activity>(
+    def: NamedCall<A>,
+    input: InputOf<A>,
+    options: { essential?: boolean } = {},
+  ): Promise<ResultOf<A>> {
+    const keyOf = def.key as ((input: InputOf<A>) => string) | undefined;
+    const shows = def.shows as ((input: InputOf<A>) => unknown) | undefined;
+    const { name, boundary } = def;
     try {
-      const acts = this.activities(boundary, options.essential, options.requestsPerAttempt);
-      return await this.steps.run(name, input, key, boundary, schema, () => call(acts), options.sends ?? false);
+      const acts = this.activities(boundary, options.essential ?? def.essential, def.requestsPerAttempt, def.runs);
+      return await this.steps.run(
+        name,
+        shows ? shows(input) : input,
+        keyOf?.(input),
+        boundary,
+        evidenced(def.output),
+        () => invoke(acts, def.activity, input) as Promise<ResultOf<A> & { evidence: StepEvidence }>,
+        def.effect === 'send',
+      );
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;
       this.remember(name, boundary, err.error);
@@ -74,32 +80,27 @@ export class ActivityCalls {
   }
 
   /** A call outside the step table (a reconciliation lookup), paid for and validated the same way. */
-  async call<T>(
-    what: string,
-    boundary: Boundary,
-    schema: z.ZodType,
-    fn: (a: RefundActivities) => Promise<Evidenced<T>>,
-    options: { essential?: boolean } = {},
-  ): Promise<T> {
-    const acts = this.activities(boundary, options.essential);
+  async call<A extends Activity>(what: string, def: StepCall<A, never>, input: InputOf<A>): Promise<ResultOf<A>> {
+    const { boundary } = def;
+    const acts = this.activities(boundary, def.essential, def.requestsPerAttempt, def.runs);
     let raw: unknown;
     try {
-      raw = await fn(acts);
+      raw = await invoke(acts, def.activity, input);
     } catch (err) {
       const { error, ledger } = describeFailure(err, boundary, what, false);
       this.charge(boundary, { attempt: ledger.length, ledger });
       throw new StepFailedError(what, error);
     }
-    const parsed = schema.safeParse(raw);
+    const parsed = evidenced(def.output).safeParse(raw);
     if (!parsed.success)
       throw new StepFailedError(
         what,
         stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`),
       );
     // The parsed result: a field an older worker did not send gets its schema's default.
-    const { evidence, ...result } = parsed.data as Evidenced<T>;
+    const { evidence, ...result } = parsed.data as Evidenced<ResultOf<A>>;
     this.charge(boundary, evidence);
-    return result as T;
+    return result as ResultOf<A>;
   }
 
   /**
@@ -133,4 +134,9 @@ export class ActivityCalls {
 /** An attempt of a call, as every later ledger of its key shows it again. */
 function rowId(a: AttemptSummary): string {
   return `${a.startedAt}#${a.attempt}`;
+}
+
+/** Calls the activity a definition names, with the step's input. */
+function invoke<A extends Activity>(acts: RefundActivities, activity: A, input: InputOf<A>): Promise<unknown> {
+  return (acts[activity] as (input: InputOf<A>) => Promise<unknown>)(input);
 }

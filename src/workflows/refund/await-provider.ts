@@ -6,7 +6,8 @@
 // they put the refund, so duplicates and events out of order change nothing twice.
 import { condition } from '@temporalio/workflow';
 import type { CheckCompletionInput } from '../../activities/completion-gate';
-import { type AwaitingProvider, evidenced, type GateResult, gateResultSchema } from '../../contract';
+import { REFUND_SAGA } from '../../compensations/registry';
+import type { AwaitingProvider, GateResult } from '../../contract';
 import { backoffDelay, DEFAULT_AWAIT_PROVIDER, withJitter } from '../../reliability/policy';
 import { lifecycleRank } from '../../domain/order';
 import { furthestEvent } from '../provider-events';
@@ -15,9 +16,6 @@ import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { attempt } from './step-stop';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
-
-/** Provider requests one completion-gate attempt sends: the refund retrieved, the payment intent's refunds listed. */
-const GATE_REQUESTS = 2;
 
 export async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
   const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
@@ -101,18 +99,7 @@ async function checkGate(
 ): Promise<GateResult> {
   const checked = { ...input, ...(providerEventId && { providerEventId }) };
   const gate = await attempt(run, 'completion_gate', () =>
-    run.calls.step(
-      'completion_gate',
-      checked,
-      undefined,
-      'stripe',
-      evidenced(gateResultSchema),
-      (a) => a.checkCompletion(checked),
-      {
-        essential: run.awaitingProvider !== null,
-        requestsPerAttempt: GATE_REQUESTS,
-      },
-    ),
+    run.calls.step(REFUND_SAGA.completion_gate, checked, { essential: run.awaitingProvider !== null }),
   );
   if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');
   return gate;

@@ -1,7 +1,8 @@
 // The fence for earlier operations: an earlier operation on this order whose effect the order may
 // not show comes first, since this one could refund on top of it. This run never sends another
 // operation's request, and once this later version exists the store never lets an earlier one send.
-import { type BeginResult, evidenced, orderReceiptSchema, type RefundReceipt, stepKey } from '../../contract';
+import { REFUND_SAGA } from '../../compensations/registry';
+import { type BeginResult, type RefundReceipt, stepKey } from '../../contract';
 import { StepFailedError } from '../step-failure';
 import { reconcile } from './reconcile';
 import { targetOf } from './refund-effect';
@@ -38,16 +39,12 @@ async function recordEarlier(run: RefundRun, operationId: string, refund: Refund
     refundId: refund.refundId,
     amount: refund.amount,
   };
-  const recorded = await run.calls
-    .call('record earlier refund', 'store', evidenced(orderReceiptSchema), (a) => a.applyRefund(earlier), {
-      essential: true,
-    })
-    .then(
-      () => 'it is now recorded on the order',
-      (err: unknown) => {
-        if (!(err instanceof StepFailedError)) throw err;
-        return `recording it on the order failed (${err.error.message})`;
-      },
-    );
+  const recorded = await run.calls.call('record earlier refund', REFUND_SAGA.update_order, earlier).then(
+    () => 'it is now recorded on the order',
+    (err: unknown) => {
+      if (!(err instanceof StepFailedError)) throw err;
+      return `recording it on the order failed (${err.error.message})`;
+    },
+  );
   return run.stop('needs_attention', earlierRefunded(operationId, refund, recorded), 'load_order');
 }

@@ -4,14 +4,8 @@
 // window, where the provider answers a resend with the first result.
 import { sleep } from '@temporalio/workflow';
 import type { ReconcileRefundInput } from '../../activities/payments';
-import {
-  evidenced,
-  type ReconcileOutcome,
-  type ReconcileResult,
-  reconcileResultSchema,
-  type RefundReceipt,
-  type RefundRunState,
-} from '../../contract';
+import { type ReconcileOutcome, type ReconcileResult, type RefundReceipt, type RefundRunState } from '../../contract';
+import { RECONCILE_LOOKUP } from '../../compensations/registry';
 import { backoffDelay, ruleFor, withJitter } from '../../reliability/policy';
 import { StepFailedError } from '../step-failure';
 import type { RefundRun } from './run';
@@ -40,9 +34,7 @@ export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResu
       let r: ReconcileResult | undefined;
       let note: string;
       try {
-        r = await run.calls.call('reconcile', 'stripe', evidenced(reconcileResultSchema), (a) =>
-          a.reconcileRefund(target),
-        );
+        r = await run.calls.call('reconcile', RECONCILE_LOOKUP, target);
         note = r.note;
         noteLookup(run.reconciliation, target.operationId, r.result, note, {
           method: r.method,

@@ -2,7 +2,8 @@
 // each answer means for the run. Resent with the same key only when reconciliation proved no
 // refund exists, or inside the key's dedupe window; never blind.
 import type { CreateRefundInput } from '../../activities/payments';
-import { evidenced, MAX_RESUBMISSIONS, type RefundReceipt, refundReceiptSchema, stepKey } from '../../contract';
+import { REFUND_SAGA } from '../../compensations/registry';
+import { MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
 import { StepFailedError } from '../step-failure';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import type { RefundRun } from './run';
@@ -32,15 +33,7 @@ export async function createRefund(
 ): Promise<RefundReceipt> {
   for (;;) {
     try {
-      const receipt = await run.calls.step(
-        'create_refund',
-        input,
-        input.idempotencyKey,
-        'stripe',
-        evidenced(refundReceiptSchema),
-        (a) => a.createRefund(input),
-        { sends: true },
-      );
+      const receipt = await run.calls.step(REFUND_SAGA.create_refund, input);
       return checkReceipt(run, receipt);
     } catch (err) {
       run.operation.noteFirstSend(run.steps.get('create_refund'));

@@ -2,16 +2,13 @@
 // intent), recording the refund on the order, the customer notice, and a person's confirmation that
 // a notice whose hand-over ended unknown was delivered.
 import {
-  beginResultSchema,
   type DecisionRecord,
-  evidenced,
   type NotificationReceipt,
-  notificationReceiptSchema,
   type OrderReceipt,
-  orderReceiptSchema,
   type RefundReceipt,
   stepKey,
 } from '../../contract';
+import { CONFIRM_DELIVERED, REFUND_SAGA } from '../../compensations/registry';
 import { pinnedPolicy } from '../../reliability/pinned-policy';
 import { stepError, StepFailedError, type StepError } from '../step-failure';
 import type { RefundRun } from './run';
@@ -20,16 +17,7 @@ import { attempt, stopForFailure } from './step-stop';
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */
 export async function loadOrder(run: RefundRun): Promise<void> {
   const { request, ctx, steps } = run;
-  const begin = await attempt(run, 'load_order', () =>
-    run.calls.step(
-      'load_order',
-      { orderId: request.orderId, operationVersion: request.operationVersion },
-      undefined,
-      'store',
-      evidenced(beginResultSchema),
-      (a) => a.beginOperation({ request }),
-    ),
-  );
+  const begin = await attempt(run, 'load_order', () => run.calls.step(REFUND_SAGA.load_order, { request }));
   run.begin = begin;
   const policy = pinnedPolicy(begin.settings);
   run.operation.begin(begin, request, policy.version);
@@ -69,18 +57,7 @@ export async function updateOrder(run: RefundRun, refundId: string, amount: numb
     refundId,
     amount,
   };
-  return attempt(run, 'update_order', () =>
-    // Recording a refund that happened is never refused for spent retry time or provider calls.
-    run.calls.step(
-      'update_order',
-      input,
-      input.key,
-      'store',
-      evidenced(orderReceiptSchema),
-      (a) => a.applyRefund(input),
-      { essential: true },
-    ),
-  );
+  return attempt(run, 'update_order', () => run.calls.step(REFUND_SAGA.update_order, input));
 }
 
 /** The customer notice; a resend a person approved (`resendApprovedAt`) carries the hand-over they judged. */
@@ -99,17 +76,7 @@ export async function notifyCustomer(
     refundId: refund.refundId,
     ...(resendApprovedAt && { resendApprovedAt, ...judgedHandOver(run.steps.get('notify_customer').error) }),
   };
-  return attempt(run, 'notify_customer', () =>
-    run.calls.step(
-      'notify_customer',
-      input,
-      input.key,
-      'smtp',
-      evidenced(notificationReceiptSchema),
-      (a) => a.sendRefundNotice(input),
-      { sends: true },
-    ),
-  );
+  return attempt(run, 'notify_customer', () => run.calls.step(REFUND_SAGA.notify_customer, input));
 }
 
 /**
@@ -134,15 +101,7 @@ export async function confirmDelivered(run: RefundRun, record: DecisionRecord): 
   const input = { key, operationId: run.ctx.operationId, by: record.by, reason: record.reason, judged };
   run.ctx.notice = await attempt(run, 'notify_customer', async () => {
     try {
-      return await run.calls.step(
-        'notify_customer',
-        input,
-        key,
-        'store',
-        evidenced(notificationReceiptSchema),
-        (a) => a.confirmNoticeDelivered(input),
-        { essential: true },
-      );
+      return await run.calls.step(CONFIRM_DELIVERED, input);
     } catch (err) {
       // A confirmation that recorded nothing leaves the hand-over as unknown as before: that stays the step's
       // error, so the run parks as it was and confirm-delivered or a resend can still settle it.

@@ -1,0 +1,35 @@
+// A saga's step as data that executes: the dependency it talks to, the kind of effect it has, where it runs (a
+// pool's task queue, or locally inside the workflow task), the activity it calls, its key and the schema its result
+// must match. The harness runs it as it says; nothing about it is decided behind the call. Workflow code imports
+// it: pure, and it names its activity rather than importing the activities.
+import type { z } from 'zod';
+import type { ActivityPool } from '../contract';
+import type { Boundary } from '../reliability/taxonomy';
+
+/** read: changes nothing; write: our own store, idempotent by key; send: an effect at a provider, reconciled when unknown. */
+export type EffectKind = 'read' | 'write' | 'send';
+
+/** A pool's task queue, or `local`: inside the workflow task that needs it, for a step that spends no provider call. */
+export type Runs = ActivityPool | 'local';
+
+/** One activity call of a step: its forward action, or a call a person's decision makes at it. */
+export interface StepCall<A extends string = string, In = never> {
+  /** The activity it calls, with the step's input. */
+  activity: A;
+  boundary: Boundary;
+  effect: EffectKind;
+  runs: Runs;
+  /** What the activity must return, its evidence aside: the result is checked against it before the saga sees it. */
+  output: z.ZodObject;
+  /** The step key the call sends under, read from its input (a read has none). */
+  key?(input: In): string;
+  /** What the step table shows of the input, when not all of it. */
+  shows?(input: In): unknown;
+  /** Provider requests one attempt sends: an attempt is paid for whole. */
+  requestsPerAttempt?: number;
+  /** Held only to the run's deadline: spent retry time or provider calls never stop it (recording what happened). */
+  essential?: boolean;
+}
+
+/** A StepCall as written, its activity's name and input type kept. */
+export const defineCall = <const A extends string, In = never>(call: StepCall<A, In>): StepCall<A, In> => call;
