@@ -139,6 +139,11 @@ export const FAULTS: Fault[] = [
     },
   },
   {
+    // The message is stored and its 250 never sent: the hand-over's outcome is unknown until the message log says.
+    name: 'smtp: lost answer after accept',
+    inject: semantic('mail', () => ({ kind: 'drop_after_accept', count: 1 })),
+  },
+  {
     name: 'smtp: 451 at rcpt',
     inject: semantic('mail', () => ({
       kind: 'reply',
