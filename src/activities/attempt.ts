@@ -126,7 +126,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
     } catch (err) {
       const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
       if (admitted) {
-        if (c) breaker?.failed(c.code, c.extra.health === true);
+        // A send whose outcome stays open (a lost answer the message log will settle) counts as the unknown it is.
+        if (c) breaker?.failed(UNSETTLED.has(c.reason) ? 'UNKNOWN_OUTCOME' : c.code, c.extra.health === true);
         else breaker?.abstained();
       }
       if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);

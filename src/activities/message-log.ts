@@ -8,9 +8,16 @@ export interface LoggedMessage {
   acceptedAt: string;
 }
 
-/** What a real provider's client implements; `httpMessageLog` speaks the local SMTP server's mailbox API. */
+/**
+ * What a real provider's client implements; `httpMessageLog` speaks the local SMTP server's mailbox API. It must find
+ * a message by the Message-ID header our sender set: a provider that replaces it with its own cannot serve, since
+ * every lookup would miss and every unknown hand-over would be sent again.
+ */
 export interface MessageLog {
-  /** How long after a send is off the wire the log may still not show it: a miss proves nothing before then. */
+  /**
+   * How long after a send is off the wire the log may still not show it: the log's own lag, and how long the relay
+   * may still take a message whose client has hung up. A miss proves nothing before then.
+   */
   readonly consistencyMs: number;
   /** The log's entries for the Message-ID (none: it has no such message); throws when the log cannot be read. */
   find(messageId: string): Promise<LoggedMessage[]>;
@@ -22,22 +29,29 @@ export interface MessageLogSettings {
   consistencyMs: number;
   /** How long one lookup may take. */
   timeoutMs?: number;
+  /** Sent as `Authorization: Bearer <token>` (MAIL_LOG_TOKEN). */
+  token?: string;
 }
 
-export function httpMessageLog({ url, consistencyMs, timeoutMs = 5000 }: MessageLogSettings): MessageLog {
+export function httpMessageLog({ url, consistencyMs, timeoutMs = 5000, token }: MessageLogSettings): MessageLog {
   return {
     consistencyMs,
     async find(messageId) {
       const res = await fetch(`${url.replace(/\/$/, '')}/messages?message_id=${encodeURIComponent(messageId)}`, {
         signal: AbortSignal.timeout(timeoutMs),
+        ...(token && { headers: { authorization: `Bearer ${token}` } }),
       });
       if (!res.ok) throw new Error(`the message log answered ${res.status} for ${messageId}`);
       const body = (await res.json()) as { messages?: { id: unknown; messageId: unknown; receivedAt: unknown }[] };
       if (!Array.isArray(body.messages)) throw new Error(`the message log's answer for ${messageId} lists no messages`);
-      // Only an exact match counts: a log that ignored the filter must not settle another message.
+      // Only the same Message-ID counts (with or without its angle brackets): a log that ignored the filter, or shows
+      // the id without its brackets, neither settles another message nor makes a miss of this one.
+      const bare = unbracketed(messageId);
       return body.messages
-        .filter((m) => m.messageId === messageId)
+        .filter((m) => typeof m.messageId === 'string' && unbracketed(m.messageId) === bare)
         .map((m) => ({ id: String(m.id), acceptedAt: String(m.receivedAt) }));
     },
   };
 }
+
+const unbracketed = (id: string) => id.trim().replace(/^<(.*)>$/, '$1');

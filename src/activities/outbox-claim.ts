@@ -104,9 +104,12 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     facts: MailFacts & { sendingSince: string },
     operationId: string,
   ): Promise<{ receipt: NotificationReceipt } | null> => {
+    // A hand-over stamped without its sender's bound may still be talking: no miss proves it absent.
+    if (current.sendingUntil === null) throw outcomeUnknown(facts, 'a previous attempt (stamped without its bound)');
     const askedAt = await store.operations.clock();
+    // A log that cannot be read now is asked again; the step's last attempt ends unknown, for a person.
     const logged = await log.find(facts.messageId).catch((err: Error) => {
-      throw outcomeUnknown(facts, 'a previous attempt', undefined, `the message log could not be read: ${err.message}`);
+      throw awaitingLog(facts, LOG_RETRY_MS, err, `the message log could not be read: ${err.message}`);
     });
     if (logged.length > 0) {
       const { id, acceptedAt } = logged[0]!;
@@ -127,15 +130,25 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
 }
 
 /** A hand-over whose outcome the message log will settle once it may show the message: the retry asks it then. */
-export function awaitingLog(facts: MailFacts & { sendingSince: string | null }, retryAfterMs: number, cause?: Error) {
+export function awaitingLog(
+  facts: MailFacts & { sendingSince: string | null },
+  retryAfterMs: number,
+  cause?: Error,
+  note?: string,
+) {
   return new Classified(
     'STATE_CONFLICT',
     'may_have_executed',
     'awaiting_message_log',
-    `the outcome of handing ${facts.messageId} to the mail server is unknown; the message log may show it in ${retryAfterMs} ms`,
-    { provider: facts, retryAfterMs, ...(cause && { cause, health: true }) },
+    `the outcome of handing ${facts.messageId} to the mail server is unknown; ` +
+      (note ?? `the message log may show it in ${retryAfterMs} ms`),
+    // A lost answer is a health failure of the relay; a log that cannot be read says nothing of it.
+    { provider: facts, retryAfterMs, ...(cause && { cause, health: note === undefined }) },
   );
 }
+
+/** How soon a log that could not be read is asked again. */
+const LOG_RETRY_MS = 2000;
 
 /**
  * Whether a person's approval covers this hand-over: the one they judged, named by its stamp. An approval

@@ -61,8 +61,10 @@ export const envSchema = z.object({
   MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
   /** The mail provider's log of accepted messages, searched by Message-ID; unset: an unknown hand-over goes to a person. */
   MAIL_LOG_URL: z.string().url().optional(),
-  /** How long after a send is off the wire the log may still not show it. */
+  /** How long after a send is off the wire the log may still not show it (its lag, and a relay still taking it). */
   MAIL_LOG_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(5000),
+  /** Sent to the log as a bearer token. */
+  MAIL_LOG_TOKEN: z.string().min(1).optional(),
   OPERATION_SCOPE: z.string().regex(SCOPE_PATTERN, 'must be 1-32 lowercase letters, digits, "_" or "-"').optional(),
   RECOVERY_POLICY_FILE: z.string().min(1).optional(),
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),

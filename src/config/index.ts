@@ -244,7 +244,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       mailboxUrl: `http://127.0.0.1:${e.MAILBOX_PORT}`,
       from: e.MAIL_FROM,
       /** Where an email whose hand-over is unknown is looked up by Message-ID (MAIL_LOG_URL); none: a person checks. */
-      log: e.MAIL_LOG_URL === undefined ? undefined : { url: e.MAIL_LOG_URL, consistencyMs: e.MAIL_LOG_CONSISTENCY_MS },
+      log:
+        e.MAIL_LOG_URL === undefined
+          ? undefined
+          : { url: e.MAIL_LOG_URL, consistencyMs: e.MAIL_LOG_CONSISTENCY_MS, token: e.MAIL_LOG_TOKEN },
     },
   };
 }

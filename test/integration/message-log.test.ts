@@ -2,6 +2,8 @@
 // stands in for SES's or Postmark's): found, it was sent; proven absent, it is sent again with the same Message-ID;
 // the log unreachable, it stays unknown for a person, as without a log.
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Transporter } from 'nodemailer';
@@ -11,12 +13,15 @@ import { httpMessageLog, type MessageLog } from '../../src/activities/message-lo
 import { createNotificationActivities } from '../../src/activities/notifications';
 import type { RefundNoticeInput } from '../../src/activities/refund-notice';
 import { messageIdForKey } from '../../src/contract';
+import { Breakers } from '../../src/reliability/circuit-breaker';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
+import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { openStore, type SqlOrderStore } from '../../src/store';
 import { startMailServer, type MailServer, type StoredMessage } from '../../tools/src/servers/mail-server';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 
 const CONSISTENCY_MS = 300;
+const SHORT_SMTP = { startToCloseMs: 1000, scheduleToCloseMs: 60_000 };
 const SEND_MS = 1000;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'message-log-'));
 let server: MailServer;
@@ -38,13 +43,17 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function notifications(messageLog: MessageLog | null = log) {
+function notifications(
+  messageLog: MessageLog | null = log,
+  over: { breakers?: Breakers; policy?: RecoveryPolicy } = {},
+) {
+  const policy = over.policy ?? DEFAULT_POLICY;
   return createNotificationActivities({
     transport,
     store,
     from: 'refunds@durable-refunds.test',
-    attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations }),
-    policy: DEFAULT_POLICY,
+    attempt: createAttemptRunner({ policy, log: store.operations, breakers: over.breakers }),
+    policy,
     maxSendMs: SEND_MS,
     messageLog: messageLog ?? undefined,
   });
@@ -138,17 +147,52 @@ it('a hand-over that never reached the server is sent again with the same Messag
   expect(mailbox[0]!.messageId).toBe(messageId);
 });
 
-it('a log that cannot be read leaves the outcome unknown for a person, and sends nothing', async () => {
+it('a log that cannot be read is asked again, and the last attempt leaves the outcome unknown for a person: nothing sent', async () => {
   const input = await notice('log-down');
   await relayTooSlow(input);
   const down = httpMessageLog({ url: 'http://127.0.0.1:9', consistencyMs: CONSISTENCY_MS, timeoutMs: 500 });
   const cut = await failureOf(activityEnv().run(notifications(down).sendRefundNotice, input));
   await sleep(detailsOf(cut).retryAfterMs!);
-  const failure = await failureOf(activityEnv().run(notifications(down).sendRefundNotice, input));
-  expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME' });
-  expect(failure.message).toMatch(/the message log could not be read/);
+  const again = await failureOf(activityEnv({ attempt: 2 }).run(notifications(down).sendRefundNotice, input));
+  expect(again).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false });
+  expect(again.message).toMatch(/the message log could not be read/);
+  const last = await failureOf(activityEnv({ attempt: 5 }).run(notifications(down).sendRefundNotice, input));
+  expect(last).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
+  expect(detailsOf(last)).toMatchObject({ reason: 'awaiting_message_log' });
   await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
+});
+
+it('a hand-over stamped without its bound is never proven absent: a person checks', async () => {
+  const input = await notice('unbounded');
+  await store.claimNotification({
+    key: input.key,
+    orderId: input.orderId,
+    kind: 'refund_notice',
+    recipient: 'unbounded@example.test',
+    subject: `Your refund of $12.50 for order ${input.orderId}`,
+    messageId: messageIdForKey(input.key),
+  });
+  // Stamped as a worker from before bounds were recorded did; judged by a worker whose smtp attempts last 1 s, so
+  // that by its arithmetic the hand-over ended 2 s after its stamp.
+  expect(await store.markNotificationSending(input.key)).toBe(true);
+  await sleep(2100);
+  const policy = { ...DEFAULT_POLICY, timeouts: { ...DEFAULT_POLICY.timeouts, smtp: SHORT_SMTP } };
+  const failure = await failureOf(activityEnv().run(notifications(log, { policy }).sendRefundNotice, input));
+  expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME' });
+  expect(failure.message).toMatch(/stamped without its bound/);
+  await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
+});
+
+it('counts a lost answer against the relay, as without a log: the circuit opens after five', async () => {
+  const breakers = new Breakers(DEFAULT_POLICY.breaker);
+  for (let i = 0; i < 5; i++) {
+    const input = await notice(`breaker-${i}`);
+    await mailFault({ kind: 'drop_after_accept', match: { messageId: messageIdForKey(input.key) } });
+    const failure = await failureOf(activityEnv().run(notifications(log, { breakers }).sendRefundNotice, input));
+    expect(detailsOf(failure)).toMatchObject({ reason: 'awaiting_message_log' });
+  }
+  expect(breakers.get('smtp:send').snapshot()).toMatchObject({ state: 'open' });
 });
 
 it('without a log, a lost answer is unknown at once, as before', async () => {
@@ -165,4 +209,29 @@ it("an attempt with no retry left while it waits for the log ends unknown, as th
   const failure = await failureOf(activityEnv({ attempt: 5 }).run(notifications().sendRefundNotice, input));
   expect(failure).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
   expect(detailsOf(failure)).toMatchObject({ reason: 'awaiting_message_log' });
+});
+
+it('reads a log that shows Message-IDs without their angle brackets, and never takes another message for ours', async () => {
+  const shown = [
+    { id: 7, messageId: 'ours@durable-refunds.local', receivedAt: '2026-12-05T08:00:00.000Z' },
+    { id: 8, messageId: '<other@durable-refunds.local>', receivedAt: '2026-12-05T08:00:01.000Z' },
+  ];
+  const asked: (string | undefined)[] = [];
+  const fake = http.createServer((req, res) => {
+    asked.push(req.headers.authorization);
+    res.setHeader('content-type', 'application/json');
+    res.end(JSON.stringify({ messages: shown }));
+  });
+  await new Promise<void>((r) => fake.listen(0, '127.0.0.1', r));
+  try {
+    const url = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;
+    const fakeLog = httpMessageLog({ url, consistencyMs: 0, token: 'secret' });
+    await expect(fakeLog.find('<ours@durable-refunds.local>')).resolves.toEqual([
+      { id: '7', acceptedAt: '2026-12-05T08:00:00.000Z' },
+    ]);
+    await expect(fakeLog.find('<third@durable-refunds.local>')).resolves.toEqual([]);
+    expect(asked).toEqual(['Bearer secret', 'Bearer secret']);
+  } finally {
+    fake.close();
+  }
 });
