@@ -129,6 +129,8 @@ describe('payment intents', () => {
         amount: 1500,
         idempotencyKey: expect.stringMatching(/^stripe-node-retry-/),
       }),
+      // Confirmed: the customer was charged, once.
+      expect.objectContaining({ type: 'charge.succeeded', objectId: pi.latest_charge, amount: 1500 }),
     ]);
   });
 
@@ -627,5 +629,55 @@ describe('the fault API and the request log', () => {
     expect((await client.refunds.list({ payment_intent: pi.id })).data.map((r) => r.id)).toEqual([made.id]);
     // The charge itself knows: what is left to refund counts the hidden refund too.
     await expect(create(pi.id, 'lag-2', 950)).rejects.toMatchObject({ code: 'amount_too_large' });
+  });
+});
+
+describe('checkout charges', () => {
+  const charge = (paymentMethod: string, operationId: string, key: string) =>
+    stripe.paymentIntents.create(
+      {
+        amount: 4200,
+        currency: 'usd',
+        payment_method: paymentMethod,
+        confirm: true,
+        automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+        metadata: { operation_id: operationId },
+      },
+      { idempotencyKey: key },
+    );
+
+  it('charges once under a key: a resend with it replays the first answer, and the ledger holds one charge', async () => {
+    const first = await charge('pm_card_visa', 'checkout:op-1', 'checkout:op-1:charge_card');
+    const again = await charge('pm_card_visa', 'checkout:op-1', 'checkout:op-1:charge_card');
+    expect(first.status).toBe('succeeded');
+    expect(again.id).toBe(first.id);
+    expect(again.lastResponse.headers['idempotent-replayed']).toBe('true');
+    const charges = (await ledger(server.url, first.id)).filter((e) => e.type === 'charge.succeeded');
+    expect(charges).toHaveLength(1);
+  });
+
+  it('declines as Stripe does: a 402 card_error naming the PaymentIntent, which exists and charged nothing; the key replays the decline', async () => {
+    const declined = await charge('pm_card_chargeDeclined', 'checkout:op-2', 'checkout:op-2:charge_card').catch(
+      (e: unknown) => e as Stripe.errors.StripeCardError,
+    );
+    expect(declined).toMatchObject({ type: 'StripeCardError', code: 'card_declined', decline_code: 'generic_decline' });
+    const pi = (declined as Stripe.errors.StripeCardError).payment_intent!;
+    expect(pi).toMatchObject({ status: 'requires_payment_method', last_payment_error: { code: 'card_declined' } });
+    expect((await ledger(server.url, pi.id)).filter((e) => e.type === 'charge.succeeded')).toHaveLength(0);
+    await expect(charge('pm_card_chargeDeclined', 'checkout:op-2', 'checkout:op-2:charge_card')).rejects.toMatchObject({
+      statusCode: 402,
+      decline_code: 'generic_decline',
+    });
+  });
+
+  it('finds a charge by its operation id with the Search API, newest first; another query form is refused', async () => {
+    const made = await charge('pm_card_visa', 'checkout:op-3', 'checkout:op-3:charge_card');
+    await charge('pm_card_visa', 'checkout:op-4', 'checkout:op-4:charge_card');
+    const found = await stripe.paymentIntents.search({ query: "metadata['operation_id']:'checkout:op-3'" });
+    expect(found.data.map((p) => p.id)).toEqual([made.id]);
+    await expect(
+      stripe.paymentIntents.search({ query: "metadata['operation_id']:'checkout:none'" }),
+    ).resolves.toMatchObject({ data: [] });
+    await expect(stripe.paymentIntents.search({ query: 'amount>100' })).rejects.toMatchObject({ statusCode: 400 });
   });
 });

@@ -106,7 +106,9 @@ const createPaymentIntent: Endpoint = (params) => {
 
   return ({ store, idempotencyKey }) => {
     const id = newId('pi');
-    const succeeded = confirm;
+    // Stripe's test cards that decline: the PaymentIntent exists, nothing is charged, the answer is a 402 card_error.
+    const decline = confirm && paymentMethod ? DECLINES[paymentMethod] : undefined;
+    const succeeded = confirm && !decline;
     const pi: PaymentIntentObject = {
       id,
       object: 'payment_intent',
@@ -127,11 +129,60 @@ const createPaymentIntent: Endpoint = (params) => {
       metadata,
       payment_method: paymentMethod ?? null,
       payment_method_types: paymentMethodTypes ?? ['card'],
-      status: succeeded ? 'succeeded' : paymentMethod ? 'requires_confirmation' : 'requires_payment_method',
+      status: succeeded ? 'succeeded' : paymentMethod && !decline ? 'requires_confirmation' : 'requires_payment_method',
+      last_payment_error: decline ? { type: 'card_error', ...decline } : null,
     };
     store.insertPaymentIntent(pi);
     store.recordEffect({ type: 'payment_intent.created', objectId: id, paymentIntentId: id, amount, idempotencyKey });
+    if (succeeded)
+      store.recordEffect({
+        type: 'charge.succeeded',
+        objectId: pi.latest_charge!,
+        paymentIntentId: id,
+        amount,
+        idempotencyKey,
+      });
+    if (decline) return { status: 402, body: { error: { type: 'card_error', ...decline, payment_intent: pi } } };
     return { status: 200, body: pi };
+  };
+};
+
+/** Stripe's test payment methods that decline, and what the decline says. */
+const DECLINES: Record<string, { code: string; decline_code: string; message: string }> = {
+  pm_card_chargeDeclined: {
+    code: 'card_declined',
+    decline_code: 'generic_decline',
+    message: 'Your card was declined.',
+  },
+  pm_card_chargeDeclinedInsufficientFunds: {
+    code: 'card_declined',
+    decline_code: 'insufficient_funds',
+    message: 'Your card has insufficient funds.',
+  },
+};
+
+/** The Search API's one query form this server knows: `metadata['key']:'value'`, what a lookup by operation id sends. */
+const searchPaymentIntents: Endpoint = (params) => {
+  rejectUnknown(params, ['query', 'limit', 'page', 'expand']);
+  const query = requiredString(params, 'query');
+  const match = /^metadata\['([^']+)'\]:'([^']*)'$/.exec(query.trim());
+  if (!match)
+    throw invalidRequest(`this server searches only by metadata['key']:'value', not: ${query}`, { param: 'query' });
+  const [, key, value] = match;
+  const limit = optionalInteger(params, 'limit') ?? 10;
+  return ({ store }) => {
+    // Newest first, as Stripe's search answers.
+    const found = store.searchPaymentIntents((pi) => pi.metadata[key!] === value).reverse();
+    return {
+      status: 200,
+      body: {
+        object: 'search_result',
+        url: '/v1/payment_intents/search',
+        data: found.slice(0, limit),
+        has_more: found.length > limit,
+        next_page: null,
+      },
+    };
   };
 };
 
@@ -322,6 +373,7 @@ const retrieveEvent: Endpoint = (params, [id]) => {
 
 export const routes: Route[] = [
   { method: 'POST', path: /^\/v1\/payment_intents$/, endpoint: createPaymentIntent },
+  { method: 'GET', path: /^\/v1\/payment_intents\/search$/, endpoint: searchPaymentIntents },
   { method: 'GET', path: /^\/v1\/payment_intents\/([^/]+)$/, endpoint: retrievePaymentIntent },
   { method: 'POST', path: /^\/v1\/refunds$/, endpoint: createRefund },
   { method: 'GET', path: /^\/v1\/refunds$/, endpoint: listRefunds },

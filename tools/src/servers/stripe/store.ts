@@ -22,6 +22,8 @@ export interface PaymentIntentObject {
   payment_method: string | null;
   payment_method_types: string[];
   status: 'requires_payment_method' | 'requires_confirmation' | 'succeeded';
+  /** Why the last confirmation failed (a decline), as Stripe says it. */
+  last_payment_error?: { type: 'card_error'; code: string; decline_code: string; message: string } | null;
 }
 
 export interface RefundObject {
@@ -42,7 +44,8 @@ export interface RefundObject {
 
 export interface LedgerEffect {
   seq: number;
-  type: 'payment_intent.created' | 'refund.created';
+  /** charge.succeeded: the customer was charged (a confirmed PaymentIntent); a decline charges nothing. */
+  type: 'payment_intent.created' | 'charge.succeeded' | 'refund.created';
   objectId: string;
   paymentIntentId: string;
   amount: number;
@@ -145,6 +148,7 @@ export function openStore(dbPath: string) {
   const q = {
     getPi: db.prepare<[string], { json: string }>('SELECT json FROM payment_intents WHERE id = ?'),
     insertPi: db.prepare('INSERT INTO payment_intents (id, json) VALUES (?, ?)'),
+    allPis: db.prepare<[], { json: string }>('SELECT json FROM payment_intents ORDER BY seq'),
     getRefund: db.prepare<[string], { json: string }>('SELECT json FROM refunds WHERE id = ?'),
     refundSeq: db.prepare<[string], { seq: number }>('SELECT seq FROM refunds WHERE id = ?'),
     insertRefund: db.prepare('INSERT INTO refunds (id, payment_intent, json) VALUES (?, ?, ?)'),
@@ -204,6 +208,13 @@ export function openStore(dbPath: string) {
     },
     insertPaymentIntent(pi: PaymentIntentObject): void {
       q.insertPi.run(pi.id, JSON.stringify(pi));
+    },
+    /** Oldest first; `matches` reads one PaymentIntent (the search's query). */
+    searchPaymentIntents(matches: (pi: PaymentIntentObject) => boolean): PaymentIntentObject[] {
+      return q.allPis
+        .all()
+        .map((row) => JSON.parse(row.json) as PaymentIntentObject)
+        .filter(matches);
     },
     getRefund(id: string): RefundObject | undefined {
       const row = q.getRefund.get(id);
