@@ -5,13 +5,12 @@
 import type Stripe from 'stripe';
 import type { Evidenced, RefundReceipt } from '../contract';
 import type { REFUND_REASONS } from '../domain/refund-request';
-import type { OperationUpdate } from '../store/types';
+import type { OperationRecord, OperationUpdate } from '../store/types';
+import { sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
 import { Classified } from './attempt';
-import { recordingEffect } from './attempt-scope';
 import { actor, clockOf, type PaymentDeps } from './payment-context';
 import { paymentFailure } from './payment-failures';
-import { attemptTimeSpent, sendDeadline } from './request-deadline';
 import { sendWindow } from './send-window';
 import { storeFailure } from './store-failures';
 import { stripeFailure } from './stripe-failures';
@@ -31,7 +30,7 @@ export interface CreateRefundInput {
 export function refundCreation(deps: PaymentDeps) {
   const { stripe, log, attempt } = deps;
   const now = clockOf(deps);
-  const { onWireForMs, insideWindow } = sendWindow(deps.windows);
+  const { insideWindow } = sendWindow(deps.windows);
 
   /**
    * Sends the refund, unless the operation's record says not to. The result is the provider's
@@ -57,111 +56,106 @@ export function refundCreation(deps: PaymentDeps) {
             'no_intent',
             `no intent is recorded for operation ${input.operationId}; nothing was sent`,
           );
-        // The receipt is already known (an earlier run, or reconciliation): replay it, send nothing.
-        if (op.refund) return { ...op.refund, replayed: true };
-        const proven = op.provenAbsentThrough === op.requestsSent;
-        if (op.lastSentAt !== null && !insideWindow(op, await now()) && !proven) {
-          throw new Classified(
-            'UNKNOWN_OUTCOME',
-            'may_have_executed',
-            'outside_dedupe_window',
-            `not sent: operation ${input.operationId} was first sent at ${op.firstSentAt}, outside the provider's dedupe window for key ${input.idempotencyKey}; ` +
-              'reconcile with the provider before any new request',
-          );
-        }
-        // The send's deadline, fixed before its stamp is taken: nothing of it is on the wire after stamp + STRIPE_TIMEOUT_MS.
-        const deadline = sendDeadline(deps.windows.requestTimeoutMs);
-        if (!deadline.left()) throw attemptTimeSpent();
-        try {
-          await log.markSent(input.operationId, actor(), onWireForMs);
-        } catch (err) {
-          // A later version was begun: this one never goes out. If its earlier send's outcome is open, that comes first.
-          if (err instanceof LaterVersionError && op.requestsSent > (op.provenAbsentThrough ?? 0)) {
-            throw new Classified(
+        return sendOnce({
+          record: { ...op, receipt: op.refund },
+          insideWindow: async (record) => insideWindow(record, await now()),
+          replayed: (receipt) => ({ ...receipt, replayed: true }),
+          reconcileFirst: () =>
+            new Classified(
               'UNKNOWN_OUTCOME',
               'may_have_executed',
-              'later_version_exists',
-              `${err.message}; an earlier send of it is not settled`,
-              { cause: err },
-            );
-          }
-          throw err;
-        }
-        let refund: Stripe.Response<Stripe.Refund>;
-        try {
-          // The stamp may have waited for the database: what is left of the deadline is the request's, or it does not go out.
-          const timeout = deadline.left();
-          if (!timeout) throw attemptTimeSpent();
-          refund = await stripe.refunds.create(
-            {
-              payment_intent: input.paymentIntentId,
-              amount: input.amount,
-              reason: input.reason,
-              metadata: { order_id: input.orderId, operation_id: input.operationId },
-            },
-            { idempotencyKey: input.idempotencyKey, timeout },
-          );
-        } catch (err) {
-          const failure = stripeFailure(err, true);
-          if (failure.certainty !== 'not_executed') {
-            // Best effort: the failure itself tells the workflow; the record makes later runs reconcile first.
-            await log
-              .settle(
-                input.operationId,
-                { status: 'unknown', reason: failure.reason },
-                actor(),
-                'refund_outcome_unknown',
-                { message: failure.message },
-              )
-              .catch(() => undefined);
-          } else if (provesNothingSent(failure) && (op.provenAbsentThrough ?? 0) === op.requestsSent) {
-            // This send had no effect, and every earlier one is proven so: the record says so, counted in
-            // sends, unless another send went out meanwhile. Best effort, like the above: the failure stands.
-            const prove = async () => {
-              const proof = {
-                status: 'intent' as const,
-                reason: failure.reason,
-                absenceConfirmedAt: new Date(await now()).toISOString(),
-                ifRequestsSent: op.requestsSent + 1,
-              };
-              await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message });
+              'outside_dedupe_window',
+              `not sent: operation ${input.operationId} was first sent at ${op.firstSentAt}, outside the provider's dedupe window for key ${input.idempotencyKey}; ` +
+                'reconcile with the provider before any new request',
+            ),
+          maxRequestMs: deps.windows.requestTimeoutMs,
+          stamp: (onWireForMs) => stamp(op, onWireForMs),
+          request: (timeout) =>
+            stripe.refunds.create(
+              {
+                payment_intent: input.paymentIntentId,
+                amount: input.amount,
+                reason: input.reason,
+                metadata: { order_id: input.orderId, operation_id: input.operationId },
+              },
+              { idempotencyKey: input.idempotencyKey, timeout },
+            ),
+          classify: (err) => stripeFailure(err, true),
+          provesNothingSent,
+          // Best effort, both: the failure itself tells the workflow; the record makes later runs reconcile first.
+          recordUnknown: (failure) =>
+            log.settle(
+              input.operationId,
+              { status: 'unknown', reason: failure.reason },
+              actor(),
+              'refund_outcome_unknown',
+              { message: failure.message },
+            ),
+          recordAbsent: async (failure, ifRequestsSent) => {
+            const proof = {
+              status: 'intent' as const,
+              reason: failure.reason,
+              absenceConfirmedAt: new Date(await now()).toISOString(),
+              ifRequestsSent,
             };
-            await prove().catch(() => undefined);
-          }
-          throw failure;
-        }
-        const receipt = toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true');
-        const failed = refund.status === 'failed' || refund.status === 'canceled';
-        const partial = refund.currency !== input.currency || refund.amount < input.amount;
-        const update: OperationUpdate = failed
-          ? { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }
-          : partial
-            ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
-            : { status: 'refunded', refund: receipt };
-        try {
-          await recordingEffect(() =>
-            log.settle(input.operationId, update, actor(), 'refund_confirmed', {
-              requestId: refund.lastResponse.requestId ?? null,
-            }),
-          );
-        } catch (err) {
-          // The refund exists; only its record is missing. A retry with the same key (or reconciliation) recovers the receipt.
-          const c = storeFailure(err);
-          throw new Classified(
-            c.code,
-            'completed',
-            'receipt_not_recorded',
-            `refund ${refund.id} was made, but its receipt could not be recorded: ${c.message}`,
-            {
-              providerRequestId: refund.lastResponse.requestId ?? null,
-              provider: { refundId: refund.id },
-              cause: err,
-            },
-          );
-        }
-        return receipt;
+            await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message });
+          },
+          recordReceipt: (refund) => settleReceipt(input, refund),
+          notRecorded: (refund, err) => {
+            // The refund exists; only its record is missing. A retry with the same key (or reconciliation) recovers the receipt.
+            const c = storeFailure(err);
+            return new Classified(
+              c.code,
+              'completed',
+              'receipt_not_recorded',
+              `refund ${refund.id} was made, but its receipt could not be recorded: ${c.message}`,
+              {
+                providerRequestId: refund.lastResponse.requestId ?? null,
+                provider: { refundId: refund.id },
+                cause: err,
+              },
+            );
+          },
+        });
       }),
     );
+  }
+
+  /** Stamps the send; a later version begun since refuses it, and if an earlier send of this one is open, that comes first. */
+  async function stamp(op: OperationRecord, onWireForMs: number): Promise<void> {
+    try {
+      await log.markSent(op.operationId, actor(), onWireForMs);
+    } catch (err) {
+      if (err instanceof LaterVersionError && op.requestsSent > (op.provenAbsentThrough ?? 0)) {
+        throw new Classified(
+          'UNKNOWN_OUTCOME',
+          'may_have_executed',
+          'later_version_exists',
+          `${err.message}; an earlier send of it is not settled`,
+          { cause: err },
+        );
+      }
+      throw err;
+    }
+  }
+
+  /** The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is. */
+  async function settleReceipt(
+    input: CreateRefundInput,
+    refund: Stripe.Response<Stripe.Refund>,
+  ): Promise<RefundReceipt> {
+    const receipt = toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true');
+    const failed = refund.status === 'failed' || refund.status === 'canceled';
+    const partial = refund.currency !== input.currency || refund.amount < input.amount;
+    const update: OperationUpdate = failed
+      ? { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }
+      : partial
+        ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
+        : { status: 'refunded', refund: receipt };
+    await log.settle(input.operationId, update, actor(), 'refund_confirmed', {
+      requestId: refund.lastResponse.requestId ?? null,
+    });
+    return receipt;
   }
 
   /** A failure of `work` with the operation's record after it among its facts (best effort: the failure stands without them). */
