@@ -399,10 +399,9 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
         fail(lost, `${workflowId}: ${outcome.reason}`);
         continue;
       }
-      const state = await stack.client.workflow
-        .getHandle(workflowId)
-        .query(stepsQuery)
-        .catch(() => null);
+      // A query needs a worker to replay the run: one being replaced, or a busy one, is asked again.
+      const handle = stack.client.workflow.getHandle(workflowId);
+      const state = await retried(() => handle.query(stepsQuery)).catch(() => null);
       budget.checked += 1;
       if (!state) fail(budget, `${workflowId}: its state could not be queried`);
       else budgetProblems(state, providerCalls, maxStepAttempts).forEach((p) => fail(budget, `${workflowId}: ${p}`));
