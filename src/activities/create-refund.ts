@@ -100,7 +100,8 @@ export function refundCreation(deps: PaymentDeps) {
             };
             await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message });
           },
-          recordReceipt: (refund) => settleReceipt(input, refund),
+          receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
+          recordReceipt: (refund, receipt) => settleReceipt(input, refund, receipt),
           notRecorded: (refund, err) => {
             // The refund exists; only its record is missing. A retry with the same key (or reconciliation) recovers the receipt.
             const c = storeFailure(err);
@@ -143,8 +144,8 @@ export function refundCreation(deps: PaymentDeps) {
   async function settleReceipt(
     input: CreateRefundInput,
     refund: Stripe.Response<Stripe.Refund>,
-  ): Promise<RefundReceipt> {
-    const receipt = toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true');
+    receipt: RefundReceipt,
+  ): Promise<void> {
     const failed = refund.status === 'failed' || refund.status === 'canceled';
     const partial = refund.currency !== input.currency || refund.amount < input.amount;
     const update: OperationUpdate = failed
@@ -155,7 +156,6 @@ export function refundCreation(deps: PaymentDeps) {
     await log.settle(input.operationId, update, actor(), 'refund_confirmed', {
       requestId: refund.lastResponse.requestId ?? null,
     });
-    return receipt;
   }
 
   /** A failure of `work` with the operation's record after it among its facts (best effort: the failure stands without them). */

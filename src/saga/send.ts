@@ -22,11 +22,14 @@ export type SendDecision<R> =
   | { kind: 'reconcile_first' }
   | { kind: 'send' };
 
+/** Whether the key's dedupe window decides: an earlier send whose outcome nothing on record settles. */
+const earlierSendOpen = <R>(record: SendRecord<R>) =>
+  !record.receipt && record.lastSentAt !== null && record.provenAbsentThrough !== record.requestsSent;
+
 /** Whether a send may go out now, from its record alone. */
 export function sendDecision<R>(record: SendRecord<R>, insideWindow: boolean): SendDecision<R> {
   if (record.receipt) return { kind: 'replay', receipt: record.receipt };
-  const proven = record.provenAbsentThrough === record.requestsSent;
-  if (record.lastSentAt !== null && !insideWindow && !proven) return { kind: 'reconcile_first' };
+  if (earlierSendOpen(record) && !insideWindow) return { kind: 'reconcile_first' };
   return { kind: 'send' };
 }
 
@@ -51,15 +54,18 @@ export interface KeyedSend<Rec extends SendRecord<R>, R, Raw> {
   recordUnknown(failure: Classified): Promise<unknown>;
   /** Records that this send, the `ifRequestsSent`th, made nothing, as every earlier one (best effort). */
   recordAbsent(failure: Classified, ifRequestsSent: number): Promise<unknown>;
-  /** Records what the provider answered, and returns it as the step's receipt. */
-  recordReceipt(raw: Raw): Promise<R>;
+  /** The step's receipt, as the provider answered. */
+  receiptOf(raw: Raw): R;
+  /** Records the receipt on the send's record. */
+  recordReceipt(raw: Raw, receipt: R): Promise<unknown>;
   /** The failure when the effect exists and only its record could not be written. */
   notRecorded(raw: Raw, err: unknown): Classified;
 }
 
 export async function sendOnce<Rec extends SendRecord<R>, R, Raw>(send: KeyedSend<Rec, R, Raw>): Promise<R> {
   const { record } = send;
-  const decision = sendDecision(record, await send.insideWindow(record));
+  // The window is asked (the store's clock read) only when it decides.
+  const decision = sendDecision(record, earlierSendOpen(record) ? await send.insideWindow(record) : true);
   if (decision.kind === 'replay') return send.replayed(decision.receipt);
   if (decision.kind === 'reconcile_first') throw send.reconcileFirst(record);
   // Fixed before its stamp: nothing of the send is on the wire after stamp + what the stamp records.
@@ -80,9 +86,11 @@ export async function sendOnce<Rec extends SendRecord<R>, R, Raw>(send: KeyedSen
       await send.recordAbsent(failure, record.requestsSent + 1).catch(() => undefined);
     throw failure;
   }
+  const receipt = send.receiptOf(raw);
   try {
-    return await recordingEffect(() => send.recordReceipt(raw));
+    await recordingEffect(() => send.recordReceipt(raw, receipt));
   } catch (err) {
     throw send.notRecorded(raw, err);
   }
+  return receipt;
 }
