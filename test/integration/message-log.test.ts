@@ -1,6 +1,6 @@
 // An email whose hand-over is unknown, settled from the mail provider's message log (the SMTP server's mailbox API
 // stands in for SES's or Postmark's): found, it was sent; proven absent, it is sent again with the same Message-ID;
-// the log unreachable, it stays unknown for a person, as without a log.
+// the log unreachable, it stays unknown for a person, as without a log. The cases that wait run side by side.
 import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -100,7 +100,7 @@ async function relayTooSlow(input: RefundNoticeInput): Promise<void> {
   });
 }
 
-it('a lost answer waits for the log, then settles from it: sent once, recorded as reconciled, no second email', async () => {
+it.concurrent('a lost answer waits for the log, then settles from it: sent once, recorded as reconciled, no second email', async () => {
   const input = await notice('lost-answer');
   const messageId = messageIdForKey(input.key);
   await mailFault({ kind: 'drop_after_accept', match: { messageId } });
@@ -122,7 +122,7 @@ it('a lost answer waits for the log, then settles from it: sent once, recorded a
   expect(trail.filter((e) => e.event === 'notification_sent')).toHaveLength(1);
 });
 
-it('a hand-over that never reached the server is sent again with the same Message-ID once the log proves it absent', async () => {
+it.concurrent('a hand-over that never reached the server is sent again with the same Message-ID once the log proves it absent', async () => {
   const input = await notice('never-sent');
   const messageId = messageIdForKey(input.key);
   await relayTooSlow(input);
@@ -147,7 +147,7 @@ it('a hand-over that never reached the server is sent again with the same Messag
   expect(mailbox[0]!.messageId).toBe(messageId);
 });
 
-it('a log that cannot be read is asked again, and the last attempt leaves the outcome unknown for a person: nothing sent', async () => {
+it.concurrent('a log that cannot be read is asked again, and the last attempt leaves the outcome unknown for a person: nothing sent', async () => {
   const input = await notice('log-down');
   await relayTooSlow(input);
   const down = httpMessageLog({ url: 'http://127.0.0.1:9', consistencyMs: CONSISTENCY_MS, timeoutMs: 500 });
@@ -163,7 +163,7 @@ it('a log that cannot be read is asked again, and the last attempt leaves the ou
   await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
 });
 
-it('a hand-over stamped without its bound is never proven absent: a person checks', async () => {
+it.concurrent('a hand-over stamped without its bound is never proven absent: a person checks', async () => {
   const input = await notice('unbounded');
   await store.claimNotification({
     key: input.key,
