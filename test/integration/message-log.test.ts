@@ -100,68 +100,77 @@ async function relayTooSlow(input: RefundNoticeInput): Promise<void> {
   });
 }
 
-it.concurrent('a lost answer waits for the log, then settles from it: sent once, recorded as reconciled, no second email', async () => {
-  const input = await notice('lost-answer');
-  const messageId = messageIdForKey(input.key);
-  await mailFault({ kind: 'drop_after_accept', match: { messageId } });
-  const { run } = activityEnv();
+it.concurrent(
+  'a lost answer waits for the log, then settles from it: sent once, recorded as reconciled, no second email',
+  async () => {
+    const input = await notice('lost-answer');
+    const messageId = messageIdForKey(input.key);
+    await mailFault({ kind: 'drop_after_accept', match: { messageId } });
+    const { run } = activityEnv();
 
-  const waiting = await failureOf(run(notifications().sendRefundNotice, input));
-  expect(waiting).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false });
-  const details = detailsOf(waiting);
-  expect(details).toMatchObject({ reason: 'awaiting_message_log', certainty: 'may_have_executed' });
-  expect(details.retryAfterMs).toBeGreaterThan(CONSISTENCY_MS);
-  expect(details.retryAfterMs).toBeLessThanOrEqual(SEND_MS + 1000 + CONSISTENCY_MS);
+    const waiting = await failureOf(run(notifications().sendRefundNotice, input));
+    expect(waiting).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false });
+    const details = detailsOf(waiting);
+    expect(details).toMatchObject({ reason: 'awaiting_message_log', certainty: 'may_have_executed' });
+    expect(details.retryAfterMs).toBeGreaterThan(CONSISTENCY_MS);
+    expect(details.retryAfterMs).toBeLessThanOrEqual(SEND_MS + 1000 + CONSISTENCY_MS);
 
-  await sleep(details.retryAfterMs!);
-  const receipt = await run(notifications().sendRefundNotice, input);
-  expect(receipt).toMatchObject({ alreadySent: true, providerResponse: expect.stringMatching(/^reconciled: /) });
-  await expect(delivered(messageId)).resolves.toHaveLength(1);
-  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent' });
-  const trail = await store.operations.auditTrail(input.operationId);
-  expect(trail.filter((e) => e.event === 'notification_sent')).toHaveLength(1);
-});
+    await sleep(details.retryAfterMs!);
+    const receipt = await run(notifications().sendRefundNotice, input);
+    expect(receipt).toMatchObject({ alreadySent: true, providerResponse: expect.stringMatching(/^reconciled: /) });
+    await expect(delivered(messageId)).resolves.toHaveLength(1);
+    await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sent' });
+    const trail = await store.operations.auditTrail(input.operationId);
+    expect(trail.filter((e) => e.event === 'notification_sent')).toHaveLength(1);
+  },
+);
 
-it.concurrent('a hand-over that never reached the server is sent again with the same Message-ID once the log proves it absent', async () => {
-  const input = await notice('never-sent');
-  const messageId = messageIdForKey(input.key);
-  await relayTooSlow(input);
-  const { run } = activityEnv();
+it.concurrent(
+  'a hand-over that never reached the server is sent again with the same Message-ID once the log proves it absent',
+  async () => {
+    const input = await notice('never-sent');
+    const messageId = messageIdForKey(input.key);
+    await relayTooSlow(input);
+    const { run } = activityEnv();
 
-  const cut = await failureOf(run(notifications().sendRefundNotice, input));
-  expect(detailsOf(cut)).toMatchObject({ reason: 'awaiting_message_log' });
-  // The sender's bound (its deadline + 1 s) has not passed: nothing is asked yet.
-  const live = await failureOf(run(notifications().sendRefundNotice, input));
-  expect(detailsOf(live)).toMatchObject({ reason: 'send_in_progress' });
-  // Its bound has passed, the log's window has not: a miss proves nothing yet.
-  await sleep(1100);
-  const early = await failureOf(run(notifications().sendRefundNotice, input));
-  expect(detailsOf(early)).toMatchObject({ reason: 'awaiting_message_log' });
-  await expect(delivered(messageId)).resolves.toHaveLength(0);
+    const cut = await failureOf(run(notifications().sendRefundNotice, input));
+    expect(detailsOf(cut)).toMatchObject({ reason: 'awaiting_message_log' });
+    // The sender's bound (its deadline + 1 s) has not passed: nothing is asked yet.
+    const live = await failureOf(run(notifications().sendRefundNotice, input));
+    expect(detailsOf(live)).toMatchObject({ reason: 'send_in_progress' });
+    // Its bound has passed, the log's window has not: a miss proves nothing yet.
+    await sleep(1100);
+    const early = await failureOf(run(notifications().sendRefundNotice, input));
+    expect(detailsOf(early)).toMatchObject({ reason: 'awaiting_message_log' });
+    await expect(delivered(messageId)).resolves.toHaveLength(0);
 
-  await sleep(detailsOf(early).retryAfterMs!);
-  const receipt = await run(notifications().sendRefundNotice, input);
-  expect(receipt).toMatchObject({ alreadySent: false });
-  const mailbox = await delivered(messageId);
-  expect(mailbox).toHaveLength(1);
-  expect(mailbox[0]!.messageId).toBe(messageId);
-});
+    await sleep(detailsOf(early).retryAfterMs!);
+    const receipt = await run(notifications().sendRefundNotice, input);
+    expect(receipt).toMatchObject({ alreadySent: false });
+    const mailbox = await delivered(messageId);
+    expect(mailbox).toHaveLength(1);
+    expect(mailbox[0]!.messageId).toBe(messageId);
+  },
+);
 
-it.concurrent('a log that cannot be read is asked again, and the last attempt leaves the outcome unknown for a person: nothing sent', async () => {
-  const input = await notice('log-down');
-  await relayTooSlow(input);
-  const down = httpMessageLog({ url: 'http://127.0.0.1:9', consistencyMs: CONSISTENCY_MS, timeoutMs: 500 });
-  const cut = await failureOf(activityEnv().run(notifications(down).sendRefundNotice, input));
-  await sleep(detailsOf(cut).retryAfterMs!);
-  const again = await failureOf(activityEnv({ attempt: 2 }).run(notifications(down).sendRefundNotice, input));
-  expect(again).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false });
-  expect(again.message).toMatch(/the message log could not be read/);
-  const last = await failureOf(activityEnv({ attempt: 5 }).run(notifications(down).sendRefundNotice, input));
-  expect(last).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
-  expect(detailsOf(last)).toMatchObject({ reason: 'awaiting_message_log' });
-  await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
-  await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
-});
+it.concurrent(
+  'a log that cannot be read is asked again, and the last attempt leaves the outcome unknown for a person: nothing sent',
+  async () => {
+    const input = await notice('log-down');
+    await relayTooSlow(input);
+    const down = httpMessageLog({ url: 'http://127.0.0.1:9', consistencyMs: CONSISTENCY_MS, timeoutMs: 500 });
+    const cut = await failureOf(activityEnv().run(notifications(down).sendRefundNotice, input));
+    await sleep(detailsOf(cut).retryAfterMs!);
+    const again = await failureOf(activityEnv({ attempt: 2 }).run(notifications(down).sendRefundNotice, input));
+    expect(again).toMatchObject({ type: 'STATE_CONFLICT', nonRetryable: false });
+    expect(again.message).toMatch(/the message log could not be read/);
+    const last = await failureOf(activityEnv({ attempt: 5 }).run(notifications(down).sendRefundNotice, input));
+    expect(last).toMatchObject({ type: 'UNKNOWN_OUTCOME', nonRetryable: true });
+    expect(detailsOf(last)).toMatchObject({ reason: 'awaiting_message_log' });
+    await expect(delivered(messageIdForKey(input.key))).resolves.toHaveLength(0);
+    await expect(store.getNotification(input.key)).resolves.toMatchObject({ status: 'sending' });
+  },
+);
 
 it.concurrent('a hand-over stamped without its bound is never proven absent: a person checks', async () => {
   const input = await notice('unbounded');
