@@ -1,6 +1,9 @@
 // A mail provider's log of the messages it accepted, searched by Message-ID (SES, Postmark, SendGrid and others keep
 // one): what settles an email whose hand-over is unknown without a person, as Stripe's list settles a refund.
 
+/** How an outbox entry settled from the log begins its response, where the mail server's answer would be. */
+export const RECONCILED_FROM_LOG = 'reconciled:';
+
 /** One accepted message, as the log shows it. */
 export interface LoggedMessage {
   /** The provider's own id for it. */

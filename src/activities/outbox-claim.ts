@@ -7,9 +7,9 @@ import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy'
 import type { FailureDetails } from '../reliability/taxonomy';
 import type { NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
-import { Context } from '@temporalio/activity';
 import { Classified } from './attempt';
-import type { MessageLog } from './message-log';
+import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
+import { actor } from './payment-context';
 import { SEND_CLOCK_MARGIN_MS } from './send-window';
 
 /** What a receipt and every failure say of an email (a type, not an interface: failure details take it as a record). */
@@ -113,9 +113,8 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     });
     if (logged.length > 0) {
       const { id, acceptedAt } = logged[0]!;
-      const response = `reconciled: the message log has it as ${id}, accepted at ${acceptedAt}`;
-      const actor = Context.current().info.workflowExecution?.workflowId ?? 'activity';
-      const sent = await store.markNotificationSent(current.key, response, { operationId, actor });
+      const response = `${RECONCILED_FROM_LOG} the message log has it as ${id}, accepted at ${acceptedAt}`;
+      const sent = await store.markNotificationSent(current.key, response, { operationId, actor: actor() });
       const { key, messageId, recipient } = facts;
       return {
         receipt: { key, messageId, recipient, providerResponse: sent.providerResponse ?? response, alreadySent: true },

@@ -14,7 +14,7 @@ import { beforeRequest, currentAttemptScope, recordTransportRequest, recordingEf
 import type { MessageLog } from './message-log';
 import { awaitingLog, createOutboxClaim, outcomeUnknown } from './outbox-claim';
 import { attemptTimeSpent, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
-import { SEND_CLOCK_MARGIN_MS } from './send-window';
+import { actor } from './payment-context';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
@@ -58,7 +58,6 @@ export interface MailText {
 
 export function createOutboxHandOver(deps: HandOverDeps) {
   const { store } = deps;
-  const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
   const { claimHandOver, inFlightFor } = createOutboxClaim(deps);
 
   const handOver = async (entry: OutboxMail, { subject, text }: MailText): Promise<NotificationReceipt> => {
@@ -121,8 +120,10 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       if (c.certainty !== 'not_executed') {
         const facts = { ...ctx, sendingSince: held.stamp };
         // With a message log, the next attempt asks it once the message could show there: past this send's bound.
-        const logShowsIn = deadline.sendBy + SEND_CLOCK_MARGIN_MS + (deps.messageLog?.consistencyMs ?? 0) - Date.now();
-        if (deps.messageLog) throw awaitingLog(facts, Math.max(0, logShowsIn), err as Error);
+        if (deps.messageLog) {
+          const logShowsIn = deadline.offWireBy + deps.messageLog.consistencyMs - Date.now();
+          throw awaitingLog(facts, Math.max(0, logShowsIn), err as Error);
+        }
         throw outcomeUnknown(facts, 'this attempt', err as NodemailerError);
       }
       await release();

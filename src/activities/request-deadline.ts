@@ -34,6 +34,8 @@ export interface SendDeadline {
   sendBy: number;
   /** How long after a stamp taken from now on the send can still be on the wire: the bound its stamp records. */
   onWireForMs: number;
+  /** This worker's Date.now() by which the send is surely off the wire (sendBy and the clocks' margin). */
+  offWireBy: number;
   /** What is left of the deadline for a request begun now; 0 when too little is (the request must not go out). */
   left(): number;
 }
@@ -54,6 +56,7 @@ export function sendDeadline(maxMs: number, marginMs = MARGIN_MS): SendDeadline 
   return {
     sendBy,
     onWireForMs: timeout + SEND_CLOCK_MARGIN_MS,
+    offWireBy: sendBy + SEND_CLOCK_MARGIN_MS,
     left() {
       const ms = sendBy - Date.now();
       return ms >= least ? ms : 0;

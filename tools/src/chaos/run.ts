@@ -2,6 +2,7 @@
 // and restarted and starts are duplicated; then the invariants are checked from the evidence (the
 // Stripe server's ledger and request log, the mailbox, the store, the runs' own state).
 import { WorkflowHandle } from '@temporalio/client';
+import { RECONCILED_FROM_LOG } from '../../../src/activities/message-log';
 import { outcomeOf, type RunOutcome } from '../../../src/client/outcome';
 import { startRefund } from '../../../src/client/refunds';
 import { seedPaidOrder } from '../../../src/client/seed';
@@ -316,7 +317,7 @@ async function reconciledHandOvers(stack: ChaosStack, records: RunRecord[]): Pro
     return [stepKey(operationId, 'notify_customer'), compensationKeyOf('notify_customer', operationId)];
   });
   const entries = await Promise.all(keys.map((key) => stack.store.getNotification(key)));
-  return entries.filter((e) => e?.providerResponse?.startsWith('reconciled:')).length;
+  return entries.filter((e) => e?.providerResponse?.startsWith(RECONCILED_FROM_LOG)).length;
 }
 
 /** The invariants, each checked for every run from where its effects landed. */
