@@ -241,7 +241,9 @@ export async function migrate(db: Database): Promise<void> {
 }
 
 async function migrateOn(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
-  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations(dialect) } });
+  const ours = migrations(dialect);
+  const later = await laterMigrations(db, ours);
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...ours, ...later }) } });
   const { error, results } = await migrator.migrateToLatest();
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
@@ -249,4 +251,27 @@ async function migrateOn(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
       cause: error,
     });
   }
+}
+
+/**
+ * A later build's migrations are expand-only: a worker of this build still runs on its schema, and must open it
+ * during a rollout (Kysely refuses migrations it does not know). They stand in as applied no-ops; a store that also
+ * lacks one of this build's own was migrated by another branch, and is refused.
+ */
+async function laterMigrations(
+  db: Kysely<unknown>,
+  ours: Record<string, Migration>,
+): Promise<Record<string, Migration>> {
+  const tables = await db.introspection.getTables({ withInternalKyselyTables: true });
+  if (!tables.some((t) => t.name === 'kysely_migration')) return {};
+  const { rows } = await sql<{ name: string }>`SELECT name FROM kysely_migration`.execute(db);
+  const applied = new Set(rows.map((r) => r.name));
+  const unknown = [...applied].filter((name) => !(name in ours)).sort();
+  if (!unknown.length) return {};
+  const missing = Object.keys(ours).filter((name) => !applied.has(name));
+  if (missing.length)
+    throw new Error(
+      `the store's schema was migrated by a build that is not a later release of this one: it has ${unknown.join(', ')}, which this build does not know, and lacks ${missing.join(', ')}`,
+    );
+  return Object.fromEntries(unknown.map((name) => [name, { up: async () => undefined }]));
 }

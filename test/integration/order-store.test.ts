@@ -465,6 +465,41 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     });
   });
 
+  describe('a schema a later build migrated', () => {
+    // During a rollout the new build migrates the store (expand only) while workers of this one still run, and
+    // restart: they must open it, not refuse it for migrations they do not know.
+    const migratedBy = async (add: string, remove?: string) => {
+      const url = await freshDatabase(dialect, dir);
+      await (await openStore(url)).close();
+      const db = dialect === 'postgres' ? await openPostgres(url) : openSqlite(new URL(url).pathname);
+      try {
+        const at = new Date().toISOString();
+        await sql`INSERT INTO kysely_migration (name, timestamp) VALUES (${add}, ${at})`.execute(db.kysely);
+        if (remove) await sql`DELETE FROM kysely_migration WHERE name = ${remove}`.execute(db.kysely);
+      } finally {
+        await db.close();
+      }
+      return url;
+    };
+
+    it('opens it when every migration of its own is applied', async () => {
+      const later = await openStore(await migratedBy('005_from_a_later_build'));
+      try {
+        await later.seedOrder(order('later-1'));
+        await expect(later.getOrder('later-1')).resolves.toMatchObject({ version: 1 });
+      } finally {
+        await later.close();
+      }
+    });
+
+    it('refuses one that lacks a migration of its own: another branch migrated it', async () => {
+      const branch = await migratedBy('002_off_the_wire_by_elsewhere', '004_sending_until');
+      await expect(openStore(branch)).rejects.toThrow(
+        "the store's schema was migrated by a build that is not a later release of this one: it has 002_off_the_wire_by_elsewhere, which this build does not know, and lacks 004_sending_until",
+      );
+    });
+  });
+
   describe('operation log', () => {
     const intent = (operationId: string, amount = 500, requestHash = `h-${amount}`) => ({
       operationId,
