@@ -42,16 +42,17 @@ export function deploymentVersion(
 
 /**
  * Every pool of the process polls as the same version (a version's task queues are promoted
- * together). Runs auto-upgrade: a refund parked for days moves to the current build at its next
- * task, so a change to workflow commands needs `patched()` and the replay suite, as without versioning.
+ * together). Refund and follow-up runs are pinned to the build that started them (their workflow
+ * definitions say so); the rest (sweeps, digests, batches, provider events) auto-upgrade, and a
+ * change to their commands needs `patched()` and the replay suite, as without versioning.
  */
 export function deploymentOptions(version: WorkerDeploymentVersion | undefined): WorkerDeploymentOptions | undefined {
   return version && { version, useWorkerVersioning: true, defaultVersioningBehavior: 'AUTO_UPGRADE' };
 }
 
-/** How the start log names it: `durable-refunds:0.1.0-3f2a… (auto-upgrade)`, or unversioned. */
+/** How the start log names it: `durable-refunds:0.1.0-3f2a… (refunds pinned)`, or unversioned. */
 export function describeDeployment(version: WorkerDeploymentVersion | undefined): string {
   return version
-    ? `${version.deploymentName}:${version.buildId} (auto-upgrade)`
+    ? `${version.deploymentName}:${version.buildId} (refunds pinned)`
     : 'unversioned (WORKER_VERSIONING=off)';
 }

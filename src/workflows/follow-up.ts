@@ -8,6 +8,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   patched,
+  setWorkflowOptions,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
@@ -41,6 +42,8 @@ const LOOKUP = {
   retry: { initialInterval: '1s', maximumInterval: '30s' },
 } as const;
 
+// Pinned like the refund run: its compensations run on the build whose saga registered them.
+setWorkflowOptions({ versioningBehavior: 'PINNED' }, followUpWorkflow);
 export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
   refusePlaintext(input);
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;

@@ -38,6 +38,8 @@ import type { EvidenceSources } from '../../src/inspect/facts';
 import { TEST_POLICY } from './runs';
 
 export interface HarnessOptions {
+  /** Runs before the harness opens (so migrates) the store, with cliEnv's settings: an older release's worker, say. */
+  beforeStore?: (cliEnv: NodeJS.ProcessEnv) => Promise<void>;
   /** How long the Stripe server keeps a key's response; the worker's dedupe window follows it. */
   keyTtlMs?: number;
   /** The Stripe client's request timeout. */
@@ -173,6 +175,18 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   });
   const { stripe: stripeServer, mail } = standIns;
   const databaseUrl = options.databaseUrl ?? `sqlite:${path.join(dir, 'orders.db')}`;
+  const cliEnv = () => ({
+    ...process.env,
+    TEMPORAL_ADDRESS: env.address,
+    TEMPORAL_NAMESPACE: namespace,
+    DATABASE_URL: databaseUrl,
+    OPERATION_SCOPE: 'test',
+    PAYLOAD_KEYS: payloadKeys,
+    STRIPE_API_BASE: stripeServer.url,
+    SMTP_PORT: String(mail.smtpPort),
+    MAILBOX_PORT: String(new URL(mail.apiUrl).port),
+  });
+  await options.beforeStore?.(cliEnv());
   const store = await openStore(databaseUrl, {
     faults: true,
     busyTimeoutMs: options.busyTimeoutMs ?? 200,
@@ -321,17 +335,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     },
     state: (workflowId) => env.client.workflow.getHandle(workflowId).query(stepsQuery),
     sources: { store, stripe, ledgerUrl: stripeServer.url, mailboxUrl: mail.apiUrl },
-    cliEnv: () => ({
-      ...process.env,
-      TEMPORAL_ADDRESS: env.address,
-      TEMPORAL_NAMESPACE: namespace,
-      DATABASE_URL: databaseUrl,
-      OPERATION_SCOPE: 'test',
-      PAYLOAD_KEYS: payloadKeys,
-      STRIPE_API_BASE: stripeServer.url,
-      SMTP_PORT: String(mail.smtpPort),
-      MAILBOX_PORT: String(new URL(mail.apiUrl).port),
-    }),
+    cliEnv,
     recordHistory: (workflowId, name) => recordHistory(env, workflowId, name, codecServer.url),
     async close() {
       worker?.shutdown();

@@ -1,16 +1,18 @@
 // Rolling out new builds with Worker Deployment Versioning, on the real stack and with the commands
-// docs/production.md gives the operator. One refund, parked for a person twice, lives through
-// both: versioning turned on (unversioned workers to build A), then build B ramped and promoted
-// while A still polls; each time the run's next tasks go to the build just made current.
+// docs/production.md gives the operator. A refund parked on the 1.0 release (its own code, checked
+// out of git, whose runs auto-upgrade) is pinned to it by the operator and finishes there after a
+// build of this code is current; a refund of this code stays on the build that started it through
+// the next rollout; new refunds go to the build made current.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import type { temporal } from '@temporalio/proto';
+import { temporal } from '@temporalio/proto';
 import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/worker-process';
 import { findTool } from '../../tools/src/stack/tools';
+import { PROJECT_ROOT } from '../../src/config';
 import { startRefund } from '../../src/client/refunds';
 import { decisionUpdate } from '../../src/contract';
 import { buildIdFor, packageInfo } from '../../src/lifecycle/deployment';
@@ -30,11 +32,20 @@ const workers: WorkerProcess[] = [];
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-rollout-'));
 const bundles = { a: path.join(dir, 'build-a.js'), b: path.join(dir, 'build-b.js') };
 const { name: deployment, version } = packageInfo();
+// The 1.0 release: the code issue 35 measured, whose refund runs a deployment of this code must let finish.
+const RELEASE_1_0 = '2880f6700ae36c810ac3f424dc4b56ade019b02f';
+const V1_BUILD = '1.0.0-2880f67';
+
+let v1: Build;
 
 beforeAll(async () => {
-  h = await startHarness({ inProcessWorker: false });
   // Two attempts at a transient failure: the run parks in a second or so.
   fs.writeFileSync(path.join(dir, 'policy.json'), policyFileText(fewLookups(3)));
+  // 1.0 first, as in a deployment: it made the store, and this code's build expands it while 1.0 still runs.
+  h = await startHarness({
+    inProcessWorker: false,
+    beforeStore: async (env) => void (v1 = await startRelease1_0(env)),
+  });
   fs.writeFileSync(bundles.a, h.workflowBundle.code);
   // The same workflow code with a comment (before the source map, which the SDK reads at the end): another
   // hash, so another build id, as a new release would have.
@@ -48,25 +59,45 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** A worker process of one build (unversioned with `versioning` false), its build id derived from its bundle as in production. */
-async function startBuild(bundle: string, versioning = true) {
-  const worker = await startWorkerProcess({
-    ...h.cliEnv(),
-    ...UNSIGNED_ENV,
-    DATA_DIR: dir,
-    RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
-    WEBHOOKS: 'off',
-    WORKFLOW_BUNDLE: bundle,
-    STRIPE_TIMEOUT_MS: '2000',
-    STRIPE_LIST_CONSISTENCY_MS: '300',
-    WORKER_VERSIONING: versioning ? 'on' : 'off',
-  });
+const workerEnv = (env = h.cliEnv()) => ({
+  ...env,
+  ...UNSIGNED_ENV,
+  DATA_DIR: dir,
+  RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
+  WEBHOOKS: 'off',
+  STRIPE_TIMEOUT_MS: '2000',
+  STRIPE_LIST_CONSISTENCY_MS: '300',
+  WORKER_VERSIONING: 'on',
+});
+
+/** A worker process of this code's build, its build id derived from its bundle as in production. */
+async function startBuild(bundle: string) {
+  const worker = await startWorkerProcess({ ...workerEnv(), WORKFLOW_BUNDLE: bundle });
   workers.push(worker);
-  const buildId = versioning ? buildIdFor(version, fs.readFileSync(bundle, 'utf8')) : 'unversioned';
-  expect(worker.output()).toContain(
-    `"deployment":"${versioning ? `${deployment}:${buildId} (auto-upgrade)` : 'unversioned (WORKER_VERSIONING=off)'}"`,
-  );
+  const buildId = buildIdFor(version, fs.readFileSync(bundle, 'utf8'));
+  expect(worker.output()).toContain(`"deployment":"${deployment}:${buildId} (refunds pinned)"`);
   return { worker, buildId };
+}
+
+/** A worker process of the 1.0 release: its own source, out of git, beside this checkout's node_modules (the same lock). */
+async function startRelease1_0(env: NodeJS.ProcessEnv) {
+  const source = path.join(dir, 'v1');
+  fs.mkdirSync(source);
+  await execFileAsync('bash', ['-c', 'git -C "$ROOT" archive "$COMMIT" | tar -x -C "$SOURCE"'], {
+    env: { ...process.env, ROOT: PROJECT_ROOT, COMMIT: RELEASE_1_0, SOURCE: source },
+  }).catch((err: Error) => {
+    throw new Error(`the 1.0 release (${RELEASE_1_0}) is not in this clone's history: ${err.message}`);
+  });
+  fs.symlinkSync(path.join(PROJECT_ROOT, 'node_modules'), path.join(source, 'node_modules'));
+  // It bundles its own workflow code as it starts.
+  const worker = await startWorkerProcess(
+    { ...workerEnv(env), WORKER_BUILD_ID: V1_BUILD },
+    180_000,
+    path.join(source, 'src', 'worker.ts'),
+  );
+  workers.push(worker);
+  expect(worker.output()).toContain(`"deployment":"${deployment}:${V1_BUILD} (auto-upgrade)"`);
+  return { worker, buildId: V1_BUILD };
 }
 
 /** `temporal worker deployment …` on the file's namespace, as an operator runs it. */
@@ -93,6 +124,7 @@ async function untilAccepted(...args: string[]) {
 }
 
 type Event = temporal.api.history.v1.IHistoryEvent;
+const Behavior = temporal.api.enums.v1.VersioningBehavior;
 /** Who ran each workflow task (build id and process) and each activity (process), in history order. */
 const tasksOf = (events: Event[]) =>
   events.flatMap((e) => {
@@ -104,53 +136,56 @@ const tasksOf = (events: Event[]) =>
     const started = e.activityTaskStartedEventAttributes;
     return started ? [{ id: Number(e.eventId), build: 'activity', identity: started.identity }] : [];
   });
-type Build = Awaited<ReturnType<typeof startBuild>>;
+type Build = { worker: WorkerProcess; buildId: string };
 /** What a build ran: workflow tasks with its build id, and activities, all in its process. */
 const ranBy = ({ buildId, worker }: Build) => [`${buildId} in ${worker.pid}`, `activity in ${worker.pid}`].sort();
 
-test('a refund parked on unversioned workers moves to build A once versioning is on and A current, parks again, and completes on build B once B is current, A still polling', async () => {
+test('a refund parked on the 1.0 release finishes there once pinned, a refund of this code stays on its build through the next rollout, new refunds go to the current build', async () => {
   const started = Date.now();
-  // The three builds start together: with no version current yet, only the unversioned workers are given work.
-  const [u, a, b] = await Promise.all([startBuild(bundles.a, false), startBuild(bundles.a), startBuild(bundles.b)]);
-  const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`);
-  await h.failProviderReads(order.paymentIntentId);
-  const request = { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' };
-  const { handle } = await startRefund(h.env.client, request);
-  /** Waits for the run to park anew (not the park a decision just ended, which a first look may still see). */
-  let parkedSince: string | undefined;
-  const park = async () => {
-    for (;;) {
-      const { status, state } = await stopped(handle);
-      expect(status).toBe('needs_attention');
-      if (state.parked?.since !== parkedSince) return void (parkedSince = state.parked?.since);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+  const [a, b] = await Promise.all([startBuild(bundles.a), startBuild(bundles.b)]);
+  const refund = async () => {
+    const order = await h.seedOrder(`ord_${randomUUID().slice(0, 8)}`);
+    await h.failProviderReads(order.paymentIntentId);
+    const request = { orderId: order.id, amount: 1250, currency: 'usd', requestedBy: 'test' };
+    const { handle } = await startRefund(h.env.client, request);
+    const { status } = await stopped(handle);
+    expect(status).toBe('needs_attention');
+    return { handle, order };
   };
-  const decide = (reason: string) =>
-    handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason }] });
-  const info = async () => (await handle.describe()).raw.workflowExecutionInfo!.versioningInfo;
+  type Run = Awaited<ReturnType<typeof refund>>;
+  const info = async ({ handle }: Run) => (await handle.describe()).raw.workflowExecutionInfo!.versioningInfo;
 
-  await park();
-  // Each build's share starts where it became current: a workflow task the parked run still had on the build before
-  // (it can finish after the park is seen) is that build's.
-  // Where the run's history stands once the parked run is idle: after a park it still records the park (an activity,
-  // then a workflow task), and a task of that still pending when the next build becomes current may go either way.
-  const length = async () => {
-    for (;;) {
-      const { raw } = await handle.describe();
-      if (!raw.pendingWorkflowTask && !raw.pendingActivities?.length)
-        return (await handle.fetchHistory()).events!.length;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  };
-  const beforeA = await length();
+  await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', v1.buildId);
+  const onV1 = await refund();
+  expect(await info(onV1)).toMatchObject({ behavior: Behavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE });
+
+  // The operator pins the 1.0 release's open refunds to it before this code's build becomes current.
+  await execFileAsync(findTool('temporal'), [
+    'workflow',
+    'update-options',
+    '--query',
+    `WorkflowType = 'refundWorkflow' AND ExecutionStatus = 'Running' AND TemporalWorkerDeploymentVersion = '${deployment}:${v1.buildId}'`,
+    '--versioning-override-behavior',
+    'pinned',
+    '--versioning-override-deployment-name',
+    deployment,
+    '--versioning-override-build-id',
+    v1.buildId,
+    '--reason',
+    'rollout of 2.0',
+    '--yes',
+    '--address',
+    h.env.address,
+    '--namespace',
+    h.namespace,
+  ]);
+  for (let i = 0; !(await info(onV1))?.versioningOverride; i++) {
+    if (i > 100) throw new Error('the batch did not pin the 1.0 run within 20 s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
   await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', a.buildId);
-  // Decided with the provider still unreadable: the run retries the gate on A, and parks again.
-  await decide('try again');
-  await park();
-  // Measured before B is ramped: from then on a task may go to B.
-  const beforeB = await length();
-  expect((await info())?.deploymentVersion).toMatchObject({ deploymentName: deployment, buildId: a.buildId });
+  const onA = await refund();
+  expect(await info(onA)).toMatchObject({ behavior: Behavior.VERSIONING_BEHAVIOR_PINNED });
 
   // B is ramped first (a cautious rollout's first step), then promoted.
   await untilAccepted(
@@ -171,24 +206,27 @@ test('a refund parked on unversioned workers moves to build A once versioning is
     rampingVersionPercentage: 10,
   });
   await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', b.buildId);
-  await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
-  await decide('Stripe reads are back');
-  completed(await handle.result());
+  const onB = await refund();
 
-  // Each distinct build and process that ran a workflow task or an activity, from one build made current to the next.
-  const tasks = tasksOf((await handle.fetchHistory()).events!);
-  const ran = (from: number, to: number) =>
+  await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+  for (const run of [onV1, onA, onB]) {
+    await run.handle.executeUpdate(decisionUpdate, {
+      args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
+    });
+    completed(await run.handle.result());
+    expect(await h.ledger(run.order.paymentIntentId)).toHaveLength(1);
+  }
+  // Every workflow task and activity of each run, from its start to its end, ran on the build that started it.
+  const ran = async ({ handle }: Run) =>
     [
       ...new Set(
-        tasks.filter((t) => t.id > from && t.id < to).map((t) => `${t.build} in ${t.identity?.split('@')[0]}`),
+        tasksOf((await handle.fetchHistory()).events!).map((t) => `${t.build} in ${t.identity?.split('@')[0]}`),
       ),
     ].sort();
-  expect({ u: ran(0, beforeA), a: ran(beforeA, beforeB), b: ran(beforeB, Infinity) }).toEqual({
-    u: ranBy(u),
+  expect({ v1: await ran(onV1), a: await ran(onA), b: await ran(onB) }).toEqual({
+    v1: ranBy(v1),
     a: ranBy(a),
     b: ranBy(b),
   });
-  expect((await info())?.deploymentVersion).toMatchObject({ deploymentName: deployment, buildId: b.buildId });
-  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
-  console.log(`rollout: unversioned, A ${a.buildId}, B ${b.buildId}: ${Date.now() - started} ms`);
+  console.log(`rollout: 1.0 ${v1.buildId}, A ${a.buildId}, B ${b.buildId}: ${Date.now() - started} ms`);
 });
