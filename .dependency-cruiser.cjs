@@ -17,9 +17,9 @@ module.exports = {
       name: 'workflows-only-from-worker',
       severity: 'error',
       comment:
-        'Only the worker and the bundler load workflow code: others name a workflow by type (src/contract/queues.ts) and type it with `import type`.',
-      from: { path: '^src/', pathNot: ['^src/workflows/', '^src/worker\\.ts$', '^src/build/'] },
-      to: { path: '^src/workflows/', dependencyTypesNot: ['type-only'] },
+        'Only the worker and the bundler load workflow code (the sagas and the harness side that runs inside them): others name a workflow by type (src/contract/queues.ts) and type it with `import type`.',
+      from: { path: '^src/', pathNot: ['^src/workflows/', '^src/saga/workflow/', '^src/worker\\.ts$', '^src/build/'] },
+      to: { path: '^src/(workflows|saga/workflow)/', dependencyTypesNot: ['type-only'] },
     },
     {
       name: 'contract-imports-only-domain-and-reliability',

@@ -9,7 +9,7 @@ import { pooledActivities } from './pools';
 import type { QueueActivities, StartRecord } from '../activities/queue';
 import { refundWorkflowId, runDetails, runSummary, SEARCH_ATTRIBUTES } from '../contract';
 import { currentOccurrence } from './occurrence';
-import { refusePlaintext } from './messages';
+import { refusePlaintext } from '../saga/workflow/messages';
 import { refundWorkflow } from './refund/workflow';
 
 export interface BatchInput {

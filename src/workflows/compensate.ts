@@ -5,7 +5,13 @@ import type { RefundActivities } from '../activities';
 import { REFUND_SAGA, type CompensationActivity, type RefundStep, type SagaContext } from '../compensations/registry';
 import { evidenced, notificationReceiptSchema, orderReceiptSchema } from '../contract';
 import { tally, type StepEvidence } from '../reliability/attempt-ledger';
-import { compensationFailure, describeFailure, stepError, StepFailedError, type StepError } from './step-failure';
+import {
+  compensationFailure,
+  describeFailure,
+  stepError,
+  StepFailedError,
+  type StepError,
+} from '../saga/workflow/step-failure';
 
 export interface CompensationOutcome {
   status: 'completed' | 'failed' | 'unknown';

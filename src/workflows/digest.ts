@@ -3,12 +3,12 @@
 // occurrence id, so a redelivered or re-run occurrence sends no second digest.
 import { ApplicationFailure } from '@temporalio/workflow';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
-import { activityOptions } from './activity-options';
+import { activityOptions } from '../saga/workflow/activity-options';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
 import { currentOccurrence } from './occurrence';
 import { isUndecodable } from '../codec/payload-converter';
-import { refusePlaintext } from './messages';
+import { refusePlaintext } from '../saga/workflow/messages';
 
 export interface DigestOptions {
   /** At most this many runs are listed (0-1000); the digest always says how many wait. */

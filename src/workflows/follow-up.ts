@@ -12,6 +12,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
+import { pinnedWhenVersioned } from '../saga/workflow/pinned';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
@@ -30,11 +31,11 @@ import {
   type FollowUpState,
 } from '../contract';
 import { REFUND_REASONS, type RefundRequest } from '../domain/refund-request';
-import { activityOptions, BOOKKEEPING } from './activity-options';
+import { activityOptions, BOOKKEEPING } from '../saga/workflow/activity-options';
 import { runCompensation } from './compensate';
-import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from './messages';
+import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';
 import { pooledActivities } from './pools';
-import { describeFailure } from './step-failure';
+import { describeFailure } from '../saga/workflow/step-failure';
 
 const LOOKUP = {
   startToCloseTimeout: '30s',
@@ -43,7 +44,7 @@ const LOOKUP = {
 } as const;
 
 // Pinned like the refund run: its compensations run on the build whose saga registered them.
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, followUpWorkflow);
+setWorkflowOptions(pinnedWhenVersioned, followUpWorkflow);
 export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
   refusePlaintext(input);
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;

@@ -7,7 +7,7 @@ import type { RefundActivities } from '../activities';
 import type { SweepReport } from '../activities/sweep';
 import { currentOccurrence } from './occurrence';
 import { isUndecodable } from '../codec/payload-converter';
-import { refusePlaintext } from './messages';
+import { refusePlaintext } from '../saga/workflow/messages';
 
 export interface SweepOptions {
   /** Runs asked per occurrence (1-1000). */

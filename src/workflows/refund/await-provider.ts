@@ -11,7 +11,7 @@ import type { AwaitingProvider, GateResult } from '../../contract';
 import { backoffDelay, DEFAULT_AWAIT_PROVIDER, withJitter } from '../../reliability/policy';
 import { lifecycleRank } from '../../domain/order';
 import { furthestEvent } from '../provider-events';
-import { conditionTimeout } from '../wait';
+import { conditionTimeout } from '../../saga/workflow/wait';
 import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { attempt } from './step-stop';

@@ -6,7 +6,7 @@ import type { RefundActivities } from '../../activities';
 import { compensationPlan, correctsUnknownNotice } from '../../compensations/plan';
 import { REFUND_SAGA, type RefundStep } from '../../compensations/registry';
 import { standingRecordsSchema, type RefundReceipt } from '../../contract';
-import { PERSISTENT_BOOKKEEPING } from '../activity-options';
+import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { runCompensation } from '../compensate';
 import { pooledActivities } from '../pools';
 import type { RefundRun } from './run';

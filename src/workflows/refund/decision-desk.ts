@@ -13,7 +13,7 @@ import {
   type RefundStep,
 } from '../../contract';
 import type { DecisionKind, DecisionPolicy, Role } from '../../reliability/policy';
-import { conditionTimeout } from '../wait';
+import { conditionTimeout } from '../../saga/workflow/wait';
 import { checkSignature, refuseMoved, refuseReplayed } from './signature-check';
 
 /** The decision taken: what the saga does next. */

@@ -4,7 +4,7 @@
 import { CancellationScope, isCancellation, metricMeter, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import type { RefundStep } from '../../compensations/registry';
-import { BOOKKEEPING, PERSISTENT_BOOKKEEPING } from '../activity-options';
+import { BOOKKEEPING, PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { pooledActivities } from '../pools';
 import { refundMetrics } from '../../observability/metrics';
 import { compensate } from './compensation';

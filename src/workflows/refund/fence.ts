@@ -3,7 +3,7 @@
 // operation's request, and once this later version exists the store never lets an earlier one send.
 import { REFUND_SAGA } from '../../compensations/registry';
 import { type BeginResult, type RefundReceipt, stepKey } from '../../contract';
-import { StepFailedError } from '../step-failure';
+import { StepFailedError } from '../../saga/workflow/step-failure';
 import { reconcile } from './reconcile';
 import { targetOf } from './refund-effect';
 import type { RefundRun } from './run';

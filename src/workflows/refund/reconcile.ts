@@ -7,7 +7,7 @@ import type { ReconcileRefundInput } from '../../activities/payments';
 import { type ReconcileOutcome, type ReconcileResult, type RefundReceipt, type RefundRunState } from '../../contract';
 import { RECONCILE_LOOKUP } from '../../compensations/registry';
 import { backoffDelay, ruleFor, withJitter } from '../../reliability/policy';
-import { StepFailedError } from '../step-failure';
+import { StepFailedError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 
 /** What is looked up: the operation, the payment intent, what it asked for, and a refund id when one is known. */

@@ -4,7 +4,7 @@
 import type { CreateRefundInput } from '../../activities/payments';
 import { REFUND_SAGA } from '../../compensations/registry';
 import { MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
-import { StepFailedError } from '../step-failure';
+import { StepFailedError } from '../../saga/workflow/step-failure';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import type { RefundRun } from './run';
 import { stopForFailure } from './step-stop';

@@ -18,15 +18,15 @@ import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliabi
 import type { Boundary, Certainty } from '../../reliability/taxonomy';
 import { decidersOf, verdict, type ParkedEvidence } from '../../reliability/verdict';
 import type { RefundRequest } from '../../domain/refund-request';
-import { IgnoredMessages } from '../messages';
-import type { StepError } from '../step-failure';
-import { ActivityCalls } from './activity-calls';
+import { IgnoredMessages } from '../../saga/workflow/messages';
+import type { StepError } from '../../saga/workflow/step-failure';
+import { ActivityCalls } from '../../saga/workflow/calls';
 import { type Chosen, DecisionDesk, type DeskView } from './decision-desk';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
-import { RunBudget } from './run-budget';
+import { RunBudget } from '../../saga/workflow/budget';
 import { RunStopped } from './run-stopped';
-import { StepRunner } from './step-runner';
+import { StepRunner } from '../../saga/workflow/step-runner';
 import { flagForAttention, showEnded, showParked, showStarted, showStatus, showUnparked } from './visibility';
 
 const now = () => new Date().toISOString();

@@ -3,7 +3,7 @@
 // anything else needs a person, and says what is known of the effect.
 import { REFUND_SAGA, type RefundStep } from '../../compensations/registry';
 import { ruleFor, retries } from '../../reliability/policy';
-import { StepFailedError, type StepError } from '../step-failure';
+import { StepFailedError, type StepError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 import { stepFailed } from './stop-reasons';
 

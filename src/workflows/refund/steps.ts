@@ -10,7 +10,7 @@ import {
 } from '../../contract';
 import { CONFIRM_DELIVERED, REFUND_SAGA } from '../../compensations/registry';
 import { pinnedPolicy } from '../../reliability/pinned-policy';
-import { stepError, StepFailedError, type StepError } from '../step-failure';
+import { stepError, StepFailedError, type StepError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 import { attempt, stopForFailure } from './step-stop';
 

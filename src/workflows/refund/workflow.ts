@@ -12,6 +12,7 @@ import {
   setWorkflowOptions,
   workflowInfo,
 } from '@temporalio/workflow';
+import { pinnedWhenVersioned } from '../../saga/workflow/pinned';
 import type { RefundActivities } from '../../activities';
 import {
   type CompletedRefund,
@@ -23,10 +24,10 @@ import {
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
 import { refundMetrics } from '../../observability/metrics';
-import { BOOKKEEPING } from '../activity-options';
-import { failingTheUpdateOnly, refusePlaintext, setQueryHandler, setSignalHandler } from '../messages';
+import { BOOKKEEPING } from '../../saga/workflow/activity-options';
+import { failingTheUpdateOnly, refusePlaintext, setQueryHandler, setSignalHandler } from '../../saga/workflow/messages';
 import { pooledActivities } from '../pools';
-import { StepFailedError } from '../step-failure';
+import { StepFailedError } from '../../saga/workflow/step-failure';
 import { compensate } from './compensation';
 import type { Chosen } from './decision-desk';
 import { audit, cancelled, ended, handOverToFollowUp } from './endings';
@@ -40,7 +41,7 @@ import { showRejectedInput } from './visibility';
 
 // With versioning on, a run stays on the build that started it until it ends, parked for days or not: a new build
 // neither replays it nor needs a patch for it (docs/production.md, "Rolling out a new build").
-setWorkflowOptions({ versioningBehavior: 'PINNED' }, refundWorkflow);
+setWorkflowOptions(pinnedWhenVersioned, refundWorkflow);
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
   // Not a rejected request but a caller to redirect: Failed, its reason readable without the codec, nothing ran.
   refusePlaintext(input);

@@ -5,7 +5,7 @@ import type { ActivityOptions } from '@temporalio/workflow';
 import type { BudgetView } from '../../contract';
 import type { BudgetLimits, RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
-import { activityOptions } from '../activity-options';
+import { activityOptions } from './activity-options';
 
 /** Thrown when the run cannot afford its next move. */
 export class BudgetExhausted extends Error {}

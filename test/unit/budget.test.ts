@@ -1,6 +1,6 @@
 // The run's budgets: what they allow, and the activity options cut to what is left of them.
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import { BudgetExhausted, RunBudget } from '../../src/workflows/refund/run-budget';
+import { BudgetExhausted, RunBudget } from '../../src/saga/workflow/budget';
 
 const limits = { deadlineMs: 60_000, maxStepAttempts: 4, retryTimeMs: 10_000, providerCalls: 3 };
 

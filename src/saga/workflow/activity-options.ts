@@ -1,8 +1,8 @@
 // How the workflows schedule an activity: the policy's timeouts and derived retry policy at its
 // boundary, cut to what a run's budget leaves when it has one; bookkeeping outside any budget.
 import type { ActivityOptions } from '@temporalio/workflow';
-import { temporalRetryPolicy, type RecoveryPolicy } from '../reliability/policy';
-import type { Boundary } from '../reliability/taxonomy';
+import { temporalRetryPolicy, type RecoveryPolicy } from '../../reliability/policy';
+import type { Boundary } from '../../reliability/taxonomy';
 
 /** The audit entries a run leaves, and the reads that go with them: bookkeeping, outside the run's budgets. */
 export const BOOKKEEPING = { startToCloseTimeout: '10s', retry: { maximumAttempts: 3 } } as const;

@@ -13,9 +13,9 @@ import {
   type SignalDefinition,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { isRefusedPlaintext, isUndecodable } from '../codec/payload-converter';
-import { PLAINTEXT_REFUSED } from '../codec/plaintext';
-import type { IgnoredMessagesView } from '../contract';
+import { isRefusedPlaintext, isUndecodable } from '../../codec/payload-converter';
+import { PLAINTEXT_REFUSED } from '../../codec/plaintext';
+import type { IgnoredMessagesView } from '../../contract';
 
 /** Kept in the run's state: a flood of malformed Signals must not grow it without bound. */
 const KEPT = 20;

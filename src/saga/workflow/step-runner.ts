@@ -5,9 +5,9 @@ import type { z } from 'zod';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
-import type { CompensationOutcome } from '../compensate';
+import type { CompensationOutcome } from '../../workflows/compensate';
 import type { CompensationRecord, StepError, StepRecord } from '../../contract';
-import { describeFailure, stepError, StepFailedError } from '../step-failure';
+import { describeFailure, stepError, StepFailedError } from './step-failure';
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 

@@ -2,15 +2,15 @@
 // activity's failure details, or from the Temporal failure when it carries none. Shared by the
 // refund run and the follow-up.
 import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
-import type { StepError } from '../contract';
-import type { AttemptSummary } from '../reliability/attempt-ledger';
+import type { StepError } from '../../contract';
+import type { AttemptSummary } from '../../reliability/attempt-ledger';
 import {
   DOMAIN_OF,
   readFailureDetails,
   type Boundary,
   type Certainty,
   type FailureCode,
-} from '../reliability/taxonomy';
+} from '../../reliability/taxonomy';
 
 export type { StepError };
 

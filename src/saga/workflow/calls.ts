@@ -8,10 +8,10 @@ import { evidenced, type Evidenced, type StepRecord } from '../../contract';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
-import type { Runs, StepCall } from '../../saga/step';
-import { activitiesAt } from '../pools';
-import { describeFailure, stepError, StepFailedError, type StepError } from '../step-failure';
-import { BudgetExhausted, type RunBudget } from './run-budget';
+import type { Runs, StepCall } from '../step';
+import { activitiesAt } from '../../workflows/pools';
+import { describeFailure, stepError, StepFailedError, type StepError } from './step-failure';
+import { BudgetExhausted, type RunBudget } from './budget';
 import type { StepRunner } from './step-runner';
 
 /** A call of a step, as its definition says, under the step's name in the table. */
