@@ -1,6 +1,6 @@
 // A decider's Ed25519 key pair and what is signed with it: `npm run decide -- keygen` writes the
 // private key (PKCS#8 PEM, mode 0600) and prints the public key for DECIDERS; `npm run decide`
-// signs with it here (node:crypto). The run verifies in workflow code (src/workflows/refund/signature-check.ts).
+// signs with it here (node:crypto). The run verifies in workflow code (src/saga/workflow/signature-check.ts).
 import crypto, { type KeyObject } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';

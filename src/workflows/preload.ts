@@ -26,7 +26,7 @@ z.config({ ...z.locales.en(), jitless: true, memoizer: z.memoizer() });
 // the one zod module it needs (zod has no side effects), and only those would be shared.
 export { z };
 
-// The decide Update's signatures (src/workflows/refund/signature-check.ts). Evaluating @noble/curves
+// The decide Update's signatures (src/saga/workflow/signature-check.ts). Evaluating @noble/curves
 // costs tens of milliseconds: once per worker thread here, not once per run. Its base point's tables
 // are built here too (window 4: tens of milliseconds), not by the first verification inside a
 // validator (its default window 8 takes hundreds). Its only state is those tables, in WeakMaps

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { generateKey, readKey, signDecision } from '../../src/cli/decider-keys';
 import { decisionInputSchema } from '../../src/contract';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import { checkSignature } from '../../src/workflows/refund/signature-check';
+import { checkSignature } from '../../src/saga/workflow/signature-check';
 
 test('keygen writes a private key only its owner reads, never over another; a key others can read is refused', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'decider-'));

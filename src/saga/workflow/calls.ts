@@ -1,9 +1,7 @@
-// A refund run's activity calls, paid for from its budget: each scheduled with options derived from
+// A saga run's activity calls, paid for from its budget: each scheduled with options derived from
 // the policy and what is left of the budget, each result checked against its schema, each attempt's
 // provider requests and retry time charged once.
 import { patched } from '@temporalio/workflow';
-import type { RefundActivities } from '../../activities';
-import type { RefundStep } from '../../compensations/registry';
 import { evidenced, type Evidenced, type StepRecord } from '../../contract';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
@@ -14,14 +12,17 @@ import { describeFailure, stepError, StepFailedError, type StepError } from './s
 import { BudgetExhausted, type RunBudget } from './budget';
 import type { StepRunner } from './step-runner';
 
+/** A saga's activities, each taking one input. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Activities = { [name: string]: (input: any) => Promise<unknown> };
 /** A call of a step, as its definition says, under the step's name in the table. */
-type NamedCall<A extends Activity> = StepCall<A, never> & { name: RefundStep };
-type Activity = keyof RefundActivities;
+type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, never> & { name: Step };
 /** What the activity takes, and what it returns without its evidence. */
-type InputOf<A extends Activity> = Parameters<RefundActivities[A]>[0];
-type ResultOf<A extends Activity> = Omit<Awaited<ReturnType<RefundActivities[A]>>, 'evidence'>;
+type Fn<Acts, A extends keyof Acts> = Acts[A] extends (input: infer I) => Promise<infer R> ? [I, R] : never;
+type InputOf<Acts, A extends keyof Acts> = Fn<Acts, A>[0];
+type ResultOf<Acts, A extends keyof Acts> = Omit<Fn<Acts, A>[1], 'evidence'>;
 
-export class ActivityCalls {
+export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** How much of each step's ledger the budget has already been charged for. */
   private readonly paid = new Map<string, number>();
   /** The requests charged for each attempt of a call outside the step table, by attempt. */
@@ -29,19 +30,16 @@ export class ActivityCalls {
 
   constructor(
     private readonly budget: RunBudget,
-    private readonly steps: StepRunner<RefundStep>,
+    private readonly steps: StepRunner<Step>,
     private readonly policy: () => RecoveryPolicy,
     /** Keeps a failure and the move the policy prescribes for it. */
     private readonly remember: (step: string, boundary: Boundary, error: StepError) => void,
   ) {}
 
   /** The activities at one boundary, where `runs` says (each on its pool's queue by default), with options derived from the policy and what is left of the budget. */
-  activities(boundary: Boundary, essential = false, requestsPerAttempt = 1, runs?: Runs): RefundActivities {
+  activities(boundary: Boundary, essential = false, requestsPerAttempt = 1, runs?: Runs): Acts {
     try {
-      return activitiesAt<RefundActivities>(
-        runs,
-        this.budget.options(this.policy(), boundary, essential, requestsPerAttempt),
-      );
+      return activitiesAt<Acts>(runs, this.budget.options(this.policy(), boundary, essential, requestsPerAttempt));
     } catch (err) {
       if (err instanceof BudgetExhausted)
         throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
@@ -50,13 +48,13 @@ export class ActivityCalls {
   }
 
   /** Runs a saga step as its definition says, paying for it from the budget and remembering how it failed. */
-  async step<A extends Activity>(
-    def: NamedCall<A>,
-    input: InputOf<A>,
+  async step<A extends keyof Acts & string>(
+    def: NamedCall<Acts, A, Step>,
+    input: InputOf<Acts, A>,
     options: { essential?: boolean } = {},
-  ): Promise<ResultOf<A>> {
-    const keyOf = def.key as ((input: InputOf<A>) => string) | undefined;
-    const shows = def.shows as ((input: InputOf<A>) => unknown) | undefined;
+  ): Promise<ResultOf<Acts, A>> {
+    const keyOf = def.key as ((input: InputOf<Acts, A>) => string) | undefined;
+    const shows = def.shows as ((input: InputOf<Acts, A>) => unknown) | undefined;
     const { name, boundary } = def;
     try {
       const acts = this.activities(boundary, options.essential ?? def.essential, def.requestsPerAttempt, def.runs);
@@ -66,7 +64,7 @@ export class ActivityCalls {
         keyOf?.(input),
         boundary,
         evidenced(def.output),
-        () => invoke(acts, def.activity, input) as Promise<ResultOf<A> & { evidence: StepEvidence }>,
+        () => invoke(acts, def.activity, input) as Promise<ResultOf<Acts, A> & { evidence: StepEvidence }>,
         def.effect === 'send',
       );
     } catch (err) {
@@ -80,7 +78,11 @@ export class ActivityCalls {
   }
 
   /** A call outside the step table (a reconciliation lookup), paid for and validated the same way. */
-  async call<A extends Activity>(what: string, def: StepCall<A, never>, input: InputOf<A>): Promise<ResultOf<A>> {
+  async call<A extends keyof Acts & string>(
+    what: string,
+    def: StepCall<A, never>,
+    input: InputOf<Acts, A>,
+  ): Promise<ResultOf<Acts, A>> {
     const { boundary } = def;
     const acts = this.activities(boundary, def.essential, def.requestsPerAttempt, def.runs);
     let raw: unknown;
@@ -98,9 +100,9 @@ export class ActivityCalls {
         stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`),
       );
     // The parsed result: a field an older worker did not send gets its schema's default.
-    const { evidence, ...result } = parsed.data as Evidenced<ResultOf<A>>;
+    const { evidence, ...result } = parsed.data as Evidenced<ResultOf<Acts, A>>;
     this.charge(boundary, evidence);
-    return result as ResultOf<A>;
+    return result as ResultOf<Acts, A>;
   }
 
   /**
@@ -137,6 +139,6 @@ function rowId(a: AttemptSummary): string {
 }
 
 /** Calls the activity a definition names, with the step's input. */
-function invoke<A extends Activity>(acts: RefundActivities, activity: A, input: InputOf<A>): Promise<unknown> {
-  return (acts[activity] as (input: InputOf<A>) => Promise<unknown>)(input);
+function invoke(acts: Activities, activity: string, input: unknown): Promise<unknown> {
+  return acts[activity]!(input);
 }

@@ -2,6 +2,7 @@
 // operation, the effect, the last failure), parking for a person and moving on, and ending. Its
 // activity calls, provider events, decisions and visibility are each a piece of their own.
 import { patched, workflowInfo } from '@temporalio/workflow';
+import type { RefundActivities } from '../../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
 import type {
   AwaitingProvider,
@@ -21,7 +22,8 @@ import type { RefundRequest } from '../../domain/refund-request';
 import { IgnoredMessages } from '../../saga/workflow/messages';
 import type { StepError } from '../../saga/workflow/step-failure';
 import { ActivityCalls } from '../../saga/workflow/calls';
-import { type Chosen, DecisionDesk, type DeskView } from './decision-desk';
+import { type Chosen, DecisionDesk, type DeskView } from '../../saga/workflow/desk';
+import { refundRefusals } from './decisions';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
 import { RunBudget } from '../../saga/workflow/budget';
@@ -37,7 +39,7 @@ export class RefundRun {
   readonly workflowId = workflowInfo().workflowId;
   readonly steps = new StepRunner(REFUND_STEPS);
   readonly budget = new RunBudget(DEFAULT_POLICY.budget, workflowInfo().runStartTime.getTime());
-  readonly calls = new ActivityCalls(
+  readonly calls = new ActivityCalls<RefundActivities, RefundStep>(
     this.budget,
     this.steps,
     () => this.policy,
@@ -68,16 +70,21 @@ export class RefundRun {
   parked: RefundRunState['parked'] = null;
   /** Between a stop and its wait for a decision, and between a decision and carrying it out: where 1.0 did not. */
   inBookkeeping = false;
-  private readonly deskView: DeskView = {
+  private readonly deskView: DeskView<RefundStep> = {
     parked: null,
-    effect: () => this.effect.status,
-    cannotCompensate: () => this.cannotCompensate(),
-    outcomeUnknown: (step) => UNKNOWN_CERTAINTIES.has(this.steps.get(step).error?.certainty ?? 'none'),
     policy: () => this.decisionPolicy,
+    refuses: refundRefusals({
+      effect: () => this.effect.status,
+      cannotCompensate: () => this.cannotCompensate(),
+      outcomeUnknown: (step) => UNKNOWN_CERTAINTIES.has(this.steps.get(step).error?.certainty ?? 'none'),
+    }),
   };
   /** Who may decide, read from the workers when the run parks; until then, the run's policy. */
   private workerDecisions: DecisionPolicy | undefined;
-  readonly desk = new DecisionDesk(this.deskView, { workflowId: this.workflowId, runId: workflowInfo().runId });
+  readonly desk = new DecisionDesk<RefundStep>(this.deskView, {
+    workflowId: this.workflowId,
+    runId: workflowInfo().runId,
+  });
 
   constructor(readonly request: RefundRequest) {
     this.ctx = { request, operationId: '' };
@@ -255,7 +262,7 @@ export class RefundRun {
   }
 
   /** A decision taken while parked that the run has not yet carried out (it has not moved on since). */
-  takenDecision(): Chosen | null {
+  takenDecision(): Chosen<RefundStep> | null {
     return this.parked ? this.desk.firstOf(null) : null;
   }
 

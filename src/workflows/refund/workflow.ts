@@ -20,6 +20,7 @@ import {
   providerEventSchema,
   providerEventSignal,
   type RefundResult,
+  type RefundStep,
   stepsQuery,
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
@@ -29,7 +30,7 @@ import { failingTheUpdateOnly, refusePlaintext, setQueryHandler, setSignalHandle
 import { pooledActivities } from '../pools';
 import { StepFailedError } from '../../saga/workflow/step-failure';
 import { compensate } from './compensation';
-import type { Chosen } from './decision-desk';
+import type { Chosen } from '../../saga/workflow/desk';
 import { audit, cancelled, ended, handOverToFollowUp } from './endings';
 import { lookAgain, partialRefund } from './refund-effect';
 import { RefundRun } from './run';
@@ -179,7 +180,7 @@ function rejectedInput(input: RefundRequestInput, reason: string): RefundResult 
  * Parks the run and waits for a decision, or for the provider's word that the refund failed, which
  * is not a decision to wait for: the registry compensates that without asking.
  */
-async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Chosen | 'provider_failed'> {
+async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Chosen<RefundStep> | 'provider_failed'> {
   // Who may decide is read as the workers are configured now, also for a run that never loaded its settings; a
   // worker that cannot say leaves the run's own policy in force, and a cancellation goes on to the run's handler.
   await pooledActivities<RefundActivities>(BOOKKEEPING)
@@ -207,7 +208,7 @@ async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Ch
 /** What the run carries out for a person's decision. */
 function resumeAsDecided(
   run: RefundRun,
-  chosen: Exclude<Chosen, { kind: 'abandon' | 'expired' }>,
+  chosen: Exclude<Chosen<RefundStep>, { kind: 'abandon' | 'expired' }>,
 ): () => Promise<CompletedRefund> {
   // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
   const resendApprovedAt = chosen.record.at;

@@ -1,6 +1,7 @@
-// A parked run's decisions: a `decide` Update whose validator refuses a decider who may not make
-// it and a decision that does not fit the run's state before anything is written to history; a
-// decision that needs a second person waits for its approval, and expires into a stop.
+// A parked run's decisions, for every saga: a `decide` Update whose validator refuses a decider who
+// may not make it and a decision that does not fit the run's state before anything is written to
+// history; a decision that needs a second person waits for its approval, and expires into a stop.
+// What fits a saga's own state (what can be reconciled, compensated, confirmed) is the saga's word.
 import { condition } from '@temporalio/workflow';
 import {
   decisionAddress,
@@ -10,32 +11,33 @@ import {
   type DecisionInput,
   type DecisionRecord,
   type ParsedDecision,
-  type RefundStep,
 } from '../../contract';
 import type { DecisionKind, DecisionPolicy, Role } from '../../reliability/policy';
-import { conditionTimeout } from '../../saga/workflow/wait';
+import { conditionTimeout } from './wait';
 import { checkSignature, refuseMoved, refuseReplayed } from './signature-check';
 
 /** The decision taken: what the saga does next. */
-export type Chosen =
-  | { kind: 'retry-step'; step: RefundStep; record: DecisionRecord }
+export type Chosen<Step extends string = string> =
+  | { kind: 'retry-step'; step: Step; record: DecisionRecord }
   | { kind: 'compensate'; record: DecisionRecord }
   | { kind: 'abandon'; record: DecisionRecord }
   | { kind: 'reconcile'; record: DecisionRecord }
   | { kind: 'confirm-delivered'; record: DecisionRecord }
   | { kind: 'expired'; record: DecisionRecord };
 
+/** Where the run waits: since when, and at which step it stopped (null: not known). */
+export interface Parking<Step extends string = string> {
+  failedStep: Step | null;
+  since: string;
+}
+
 /** What the desk needs to know of the run to judge a decision. */
-export interface DeskView {
-  /** Parked and waiting for a decision, since when, and at which step it stopped (null: not known). */
-  parked: { failedStep: RefundStep | null; since: string } | null;
-  /** What is known of the refund: only an unknown one can be reconciled. */
-  effect: () => string;
-  /** Why compensating now would be wrong, or null when it is possible. */
-  cannotCompensate: () => string | null;
-  /** Whether the step failed with an outcome nobody knows (a notice handed over with no answer). */
-  outcomeUnknown: (step: RefundStep) => boolean;
+export interface DeskView<Step extends string = string> {
+  /** Parked and waiting for a decision, or null. */
+  parked: Parking<Step> | null;
   policy: () => DecisionPolicy;
+  /** Why the decision does not fit the saga's state at this parking, or null when it does (who may take it is judged here). */
+  refuses: (decision: ParsedDecision, parked: Parking<Step>) => string | null;
 }
 
 const ROLE_FOR: Record<DecisionKind, Role | null> = {
@@ -53,15 +55,15 @@ const now = () => new Date().toISOString(); // deterministic inside a workflow
 /** How often the sweep may ask one run to reconcile. */
 const SWEEP_INTERVAL_MS = 6 * 3600_000;
 
-export class DecisionDesk {
+export class DecisionDesk<Step extends string = string> {
   readonly records: DecisionRecord[] = [];
   private pending: DecisionRecord | null = null;
-  private chosen: Chosen | null = null;
+  private chosen: Chosen<Step> | null = null;
   /** Why the run takes no more decisions (it is being cancelled), or null. */
   private closed: string | null = null;
 
   constructor(
-    private readonly run: DeskView,
+    private readonly run: DeskView<Step>,
     private readonly addressee: { workflowId: string; runId: string },
   ) {}
 
@@ -129,9 +131,6 @@ export class DecisionDesk {
       );
     if (d.decision === 'retry-step') {
       if (!parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
-      // Retrying would only lead back to the compensations, without the approval they may need.
-      if (this.run.cannotCompensate() === null)
-        throw new Error('the refund did not go through and finished steps say it did: compensate, not retry-step');
       const step = d.step ?? parked.failedStep;
       if (step !== parked.failedStep)
         throw new Error(
@@ -146,35 +145,17 @@ export class DecisionDesk {
           `the sweep asked at ${last.at}; it asks again after ${new Date(Date.parse(last.at) + SWEEP_INTERVAL_MS).toISOString()}`,
         );
     }
-    if (d.decision === 'reconcile' && (this.run.effect() !== 'unknown' || parked.failedStep !== 'create_refund')) {
-      throw new Error(
-        `nothing to reconcile: the refund is ${this.run.effect()}${parked.failedStep !== 'create_refund' ? ` and the run stopped at ${parked.failedStep ?? 'no step'}` : ''}`,
-      );
-    }
-    if (d.decision === 'compensate') {
-      const why = this.run.cannotCompensate();
-      if (why) throw new Error(`nothing to compensate: ${why}`);
-    }
-    if (d.decision === 'confirm-delivered') {
-      // A person's word settles only what nobody knows: a notice the run knows was sent, or not, needs none.
-      const why =
-        parked.failedStep !== 'notify_customer'
-          ? `the run stopped at ${parked.failedStep ?? 'no step'}`
-          : !this.run.outcomeUnknown('notify_customer')
-            ? 'its outcome is known'
-            : null;
-      if (why)
-        throw new Error(
-          `nothing to confirm: confirm-delivered settles notify_customer when its outcome is unknown; ${why}`,
-        );
-    }
+    const why = this.run.refuses(d, parked);
+    if (why) throw new Error(why);
   }
 
   /** Takes a validated decision. */
   apply(raw: DecisionInput): DecisionRecord {
     const d = decisionInputSchema.parse(raw);
     const policy = this.run.policy();
-    const step = d.decision === 'retry-step' ? (d.step ?? this.run.parked?.failedStep ?? null) : null;
+    // The contract names the refund's steps until a decision names any saga's (issue 35).
+    const step =
+      d.decision === 'retry-step' ? ((d.step ?? this.run.parked?.failedStep ?? null) as DecisionRecord['step']) : null;
     const key = d.signed && (policy as Partial<DecisionPolicy>).keys?.[d.by];
     const record: DecisionRecord = {
       seq: this.records.length + 1,
@@ -195,7 +176,7 @@ export class DecisionDesk {
       record.answers = proposal.seq;
       proposal.outcome = d.decision === 'approve' ? 'approved' : 'rejected';
       this.pending = null;
-      if (d.decision === 'approve') this.chosen = chosenOf(proposal);
+      if (d.decision === 'approve') this.chosen = chosenOf<Step>(proposal);
       return record;
     }
     const needs = policy.needApproval.includes(step ? `retry-step:${step}` : d.decision);
@@ -204,7 +185,7 @@ export class DecisionDesk {
       record.expiresAt = new Date(Date.now() + policy.approvalTtlMs).toISOString();
       this.pending = record;
     } else {
-      this.chosen = chosenOf(record);
+      this.chosen = chosenOf<Step>(record);
     }
     return record;
   }
@@ -213,7 +194,7 @@ export class DecisionDesk {
    * What the run carries out when `other` (the provider's failure) woke it: a decision already taken
    * comes first, since its caller was told it was applied; `other` is then handled after it.
    */
-  firstOf<T>(other: T): Chosen | T {
+  firstOf<T>(other: T): Chosen<Step> | T {
     return this.chosen ?? other;
   }
 
@@ -228,7 +209,7 @@ export class DecisionDesk {
   }
 
   /** Waits for a decision to be taken (approved, where it needs approval); a proposal left unapproved expires into a stop. */
-  async next(): Promise<Chosen> {
+  async next(): Promise<Chosen<Step>> {
     for (;;) {
       await condition(() => this.chosen !== null || this.pending !== null);
       if (this.chosen) return this.chosen;
@@ -247,8 +228,8 @@ export class DecisionDesk {
   }
 }
 
-function chosenOf(record: DecisionRecord): Chosen {
-  if (record.decision === 'retry-step') return { kind: 'retry-step', step: record.step!, record };
+function chosenOf<Step extends string>(record: DecisionRecord): Chosen<Step> {
+  if (record.decision === 'retry-step') return { kind: 'retry-step', step: record.step! as Step, record };
   if (record.decision === 'reconcile') return { kind: 'reconcile', record };
   if (record.decision === 'confirm-delivered') return { kind: 'confirm-delivered', record };
   return record.decision === 'compensate' ? { kind: 'compensate', record } : { kind: 'abandon', record };

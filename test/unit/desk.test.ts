@@ -1,5 +1,7 @@
 // The decide validator and the verdict, outside a workflow: which decisions fit which state.
-import { DecisionDesk, type DeskView } from '../../src/workflows/refund/decision-desk';
+import type { RefundStep } from '../../src/contract';
+import { DecisionDesk, type DeskView } from '../../src/saga/workflow/desk';
+import { refundRefusals, type RefundFacts } from '../../src/workflows/refund/decisions';
 import { effectOfRecord } from '../../src/reliability/effect-of-record';
 import { redact } from '../../src/reliability/redaction';
 import {
@@ -22,14 +24,18 @@ const POLICY: DecisionPolicy = {
 
 const SINCE = '2026-01-01T00:00:00.000Z';
 
-function desk(over: Partial<DeskView> = {}, policy = POLICY) {
-  const view: DeskView = {
-    parked: { failedStep: 'update_order', since: SINCE },
+type Over = Partial<RefundFacts & Pick<DeskView<RefundStep>, 'parked' | 'policy'>>;
+function desk(over: Over = {}, policy = POLICY) {
+  const facts: RefundFacts = {
     effect: () => 'refunded',
     cannotCompensate: () => 'the refund is refunded',
     outcomeUnknown: () => false,
-    policy: () => policy,
     ...over,
+  };
+  const view: DeskView<RefundStep> = {
+    parked: 'parked' in over ? over.parked! : { failedStep: 'update_order', since: SINCE },
+    policy: over.policy ?? (() => policy),
+    refuses: refundRefusals(facts),
   };
   return new DecisionDesk(view, { workflowId: 'refund-ord_1-v1', runId: 'run-1' });
 }
