@@ -9,7 +9,7 @@ import { pooledActivities } from '../pools';
 import { refundMetrics } from '../../observability/metrics';
 import { compensate } from './compensation';
 import type { RefundRun } from './run';
-import { RunStopped } from './run-stopped';
+import { RunStopped } from '../../saga/workflow/run-stopped';
 import type { EndedRefund } from '../../contract';
 import { abandoned, cancelledWhile } from './stop-reasons';
 
@@ -66,7 +66,7 @@ export async function cancelled(run: RefundRun): Promise<void> {
     run.end('abandoned', reason, null);
     return endCancelled(run, reason);
   }
-  let compensation: RunStopped | undefined;
+  let compensation: RunStopped<RefundStep> | undefined;
   if (run.effect.status === 'failed') {
     const resendApprovedAt = taken?.kind === 'compensate' ? taken.record.at : undefined;
     compensation = await compensate(run, { resendApprovedAt }).catch((err: unknown) => {

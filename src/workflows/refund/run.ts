@@ -27,7 +27,7 @@ import { refundRefusals } from './decisions';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
 import { RunBudget } from '../../saga/workflow/budget';
-import { RunStopped } from './run-stopped';
+import { RunStopped } from '../../saga/workflow/run-stopped';
 import { StepRunner } from '../../saga/workflow/step-runner';
 import { flagForAttention, showEnded, showParked, showStarted, showStatus, showUnparked } from './visibility';
 
@@ -127,7 +127,7 @@ export class RefundRun {
   }
 
   /** Parks the run: it stays Running, with its finished steps and their outputs, waiting for a decision, with its verdict and next action and what they are drawn from (so `inspect` draws the same). */
-  park(stopped: RunStopped): void {
+  park(stopped: RunStopped<RefundStep>): void {
     const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
     const notice = this.steps.get('notify_customer');
     const messageId =

@@ -34,7 +34,7 @@ import type { Chosen } from '../../saga/workflow/desk';
 import { audit, cancelled, ended, handOverToFollowUp } from './endings';
 import { lookAgain, partialRefund } from './refund-effect';
 import { RefundRun } from './run';
-import { RunStopped } from './run-stopped';
+import { RunStopped } from '../../saga/workflow/run-stopped';
 import { carryOut } from './saga';
 import { confirmDelivered } from './steps';
 import * as reasons from './stop-reasons';
@@ -95,7 +95,7 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
 async function drive(run: RefundRun): Promise<RefundResult> {
   let next = () => carryOut(run, 'load_order');
   for (;;) {
-    let stopped: RunStopped;
+    let stopped: RunStopped<RefundStep>;
     run.inBookkeeping = false;
     try {
       const result = await next();
@@ -108,8 +108,8 @@ async function drive(run: RefundRun): Promise<RefundResult> {
       // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
       stopped =
         err instanceof StepFailedError
-          ? new RunStopped('needs_attention', reasons.undecidedFailure(err.step, err.error), null)
-          : (err as RunStopped);
+          ? new RunStopped<RefundStep>('needs_attention', reasons.undecidedFailure(err.step, err.error), null)
+          : (err as RunStopped<RefundStep>);
       if (!(stopped instanceof RunStopped)) throw err;
     }
     run.inBookkeeping = true;
@@ -180,7 +180,10 @@ function rejectedInput(input: RefundRequestInput, reason: string): RefundResult 
  * Parks the run and waits for a decision, or for the provider's word that the refund failed, which
  * is not a decision to wait for: the registry compensates that without asking.
  */
-async function parkUntilDecided(run: RefundRun, stopped: RunStopped): Promise<Chosen<RefundStep> | 'provider_failed'> {
+async function parkUntilDecided(
+  run: RefundRun,
+  stopped: RunStopped<RefundStep>,
+): Promise<Chosen<RefundStep> | 'provider_failed'> {
   // Who may decide is read as the workers are configured now, also for a run that never loaded its settings; a
   // worker that cannot say leaves the run's own policy in force, and a cancellation goes on to the run's handler.
   await pooledActivities<RefundActivities>(BOOKKEEPING)
