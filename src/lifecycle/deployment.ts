@@ -42,17 +42,16 @@ export function deploymentVersion(
 
 /**
  * Every pool of the process polls as the same version (a version's task queues are promoted
- * together). Refund and follow-up runs are pinned to the build that started them (their workflow
- * definitions say so); the rest (sweeps, digests, batches, provider events) auto-upgrade, and a
- * change to their commands needs `patched()` and the replay suite, as without versioning.
+ * together). Every run is pinned to the build that started it, a refund parked for days included:
+ * a new build neither replays it nor needs a patch for it, and keeps the old build's workers until
+ * its runs end. A run started before versioning was on is pinned to the first versioned build that
+ * runs it (its history names no behavior, so the worker's default applies).
  */
 export function deploymentOptions(version: WorkerDeploymentVersion | undefined): WorkerDeploymentOptions | undefined {
-  return version && { version, useWorkerVersioning: true, defaultVersioningBehavior: 'AUTO_UPGRADE' };
+  return version && { version, useWorkerVersioning: true, defaultVersioningBehavior: 'PINNED' };
 }
 
-/** How the start log names it: `durable-refunds:0.1.0-3f2a… (refunds pinned)`, or unversioned. */
+/** How the start log names it: `durable-refunds:0.1.0-3f2a… (pinned)`, or unversioned. */
 export function describeDeployment(version: WorkerDeploymentVersion | undefined): string {
-  return version
-    ? `${version.deploymentName}:${version.buildId} (refunds pinned)`
-    : 'unversioned (WORKER_VERSIONING=off)';
+  return version ? `${version.deploymentName}:${version.buildId} (pinned)` : 'unversioned (WORKER_VERSIONING=off)';
 }

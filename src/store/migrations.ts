@@ -240,11 +240,14 @@ export async function migrate(db: Database): Promise<void> {
   });
 }
 
-async function migrateOn(db: Kysely<unknown>, dialect: Dialect): Promise<void> {
+async function migrateOn(db: Kysely<unknown>, dialect: Dialect, again = true): Promise<void> {
   const ours = migrations(dialect);
   const later = await laterMigrations(db, ours);
   const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...ours, ...later }) } });
   const { error, results } = await migrator.migrateToLatest();
+  // PostgreSQL: a later build migrated between the read and the migrator's lock; read again, once.
+  if (again && /corrupted migrations: previously executed migration .* is missing/.test(String(error)))
+    return migrateOn(db, dialect, false);
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new Error(`migrating the store's schema failed at ${failed}: ${(error as Error).message ?? String(error)}`, {

@@ -8,11 +8,9 @@ import {
   ApplicationFailure,
   CancellationScope,
   patched,
-  setWorkflowOptions,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { pinnedWhenVersioned } from '../saga/workflow/pinned';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
@@ -43,8 +41,6 @@ const LOOKUP = {
   retry: { initialInterval: '1s', maximumInterval: '30s' },
 } as const;
 
-// Pinned like the refund run: its compensations run on the build whose saga registered them.
-setWorkflowOptions(pinnedWhenVersioned, followUpWorkflow);
 export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
   refusePlaintext(input);
   const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;

@@ -1,8 +1,8 @@
 // Rolling out new builds with Worker Deployment Versioning, on the real stack and with the commands
-// docs/production.md gives the operator. A refund parked on the 1.0 release (its own code, checked
-// out of git, whose runs auto-upgrade) is pinned to it by the operator and finishes there after a
-// build of this code is current; a refund of this code stays on the build that started it through
-// the next rollout; new refunds go to the build made current.
+// docs/production.md gives the operator. Refunds parked on the 1.0 release (its own code, checked
+// out of git, whose runs auto-upgrade), one while it ran unversioned and one on its versioned build,
+// are pinned to it by the operator and finish there after a build of this code is current; a refund of this code stays on the build that started it through
+// the next rollout (every run is pinned); new refunds go to the build made current.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -36,6 +36,7 @@ const { name: deployment, version } = packageInfo();
 const RELEASE_1_0 = '2880f6700ae36c810ac3f424dc4b56ade019b02f';
 const V1_BUILD = '1.0.0-2880f67';
 
+let u1: Build;
 let v1: Build;
 
 beforeAll(async () => {
@@ -44,7 +45,7 @@ beforeAll(async () => {
   // 1.0 first, as in a deployment: it made the store, and this code's build expands it while 1.0 still runs.
   h = await startHarness({
     inProcessWorker: false,
-    beforeStore: async (env) => void (v1 = await startRelease1_0(env)),
+    beforeStore: async (env) => void ([u1, v1] = await startRelease1_0(env)),
   });
   fs.writeFileSync(bundles.a, h.workflowBundle.code);
   // The same workflow code with a comment (before the source map, which the SDK reads at the end): another
@@ -75,12 +76,15 @@ async function startBuild(bundle: string) {
   const worker = await startWorkerProcess({ ...workerEnv(), WORKFLOW_BUNDLE: bundle });
   workers.push(worker);
   const buildId = buildIdFor(version, fs.readFileSync(bundle, 'utf8'));
-  expect(worker.output()).toContain(`"deployment":"${deployment}:${buildId} (refunds pinned)"`);
+  expect(worker.output()).toContain(`"deployment":"${deployment}:${buildId} (pinned)"`);
   return { worker, buildId };
 }
 
-/** A worker process of the 1.0 release: its own source, out of git, beside this checkout's node_modules (the same lock). */
-async function startRelease1_0(env: NodeJS.ProcessEnv) {
+/**
+ * Two worker processes of the 1.0 release, from its own source out of git beside this checkout's node_modules (the
+ * same lock): one unversioned, as 1.0 ran by default, and one of its versioned build. Each bundles its workflow code.
+ */
+async function startRelease1_0(env: NodeJS.ProcessEnv): Promise<[Build, Build]> {
   const source = path.join(dir, 'v1');
   fs.mkdirSync(source);
   await execFileAsync('bash', ['-c', 'git -C "$ROOT" archive "$COMMIT" | tar -x -C "$SOURCE"'], {
@@ -89,15 +93,17 @@ async function startRelease1_0(env: NodeJS.ProcessEnv) {
     throw new Error(`the 1.0 release (${RELEASE_1_0}) is not in this clone's history: ${err.message}`);
   });
   fs.symlinkSync(path.join(PROJECT_ROOT, 'node_modules'), path.join(source, 'node_modules'));
-  // It bundles its own workflow code as it starts.
-  const worker = await startWorkerProcess(
-    { ...workerEnv(env), WORKER_BUILD_ID: V1_BUILD },
-    180_000,
-    path.join(source, 'src', 'worker.ts'),
-  );
-  workers.push(worker);
-  expect(worker.output()).toContain(`"deployment":"${deployment}:${V1_BUILD} (auto-upgrade)"`);
-  return { worker, buildId: V1_BUILD };
+  const script = path.join(source, 'src', 'worker.ts');
+  const unversioned = await startWorkerProcess({ ...workerEnv(env), WORKER_VERSIONING: 'off' }, 180_000, script);
+  workers.push(unversioned);
+  const versioned = await startWorkerProcess({ ...workerEnv(env), WORKER_BUILD_ID: V1_BUILD }, 180_000, script);
+  workers.push(versioned);
+  expect(unversioned.output()).toContain('"deployment":"unversioned (WORKER_VERSIONING=off)"');
+  expect(versioned.output()).toContain(`"deployment":"${deployment}:${V1_BUILD} (auto-upgrade)"`);
+  return [
+    { worker: unversioned, buildId: 'unversioned' },
+    { worker: versioned, buildId: V1_BUILD },
+  ];
 }
 
 /** `temporal worker deployment …` on the file's namespace, as an operator runs it. */
@@ -140,7 +146,7 @@ type Build = { worker: WorkerProcess; buildId: string };
 /** What a build ran: workflow tasks with its build id, and activities, all in its process. */
 const ranBy = ({ buildId, worker }: Build) => [`${buildId} in ${worker.pid}`, `activity in ${worker.pid}`].sort();
 
-test('a refund parked on the 1.0 release finishes there once pinned, a refund of this code stays on its build through the next rollout, new refunds go to the current build', async () => {
+test('refunds parked on the 1.0 release, unversioned and versioned, finish there once pinned, a refund of this code stays on its build through the next rollout, new refunds go to the current build', async () => {
   const started = Date.now();
   const [a, b] = await Promise.all([startBuild(bundles.a), startBuild(bundles.b)]);
   const refund = async () => {
@@ -155,16 +161,20 @@ test('a refund parked on the 1.0 release finishes there once pinned, a refund of
   type Run = Awaited<ReturnType<typeof refund>>;
   const info = async ({ handle }: Run) => (await handle.describe()).raw.workflowExecutionInfo!.versioningInfo;
 
+  // 1.0 as it ran by default, unversioned: a refund parks.
+  const unversioned = await refund();
+  // Versioning turned on with the 1.0 build: a refund parks on it, auto-upgrading as 1.0's runs do.
   await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', v1.buildId);
   const onV1 = await refund();
   expect(await info(onV1)).toMatchObject({ behavior: Behavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE });
 
-  // The operator pins the 1.0 release's open refunds to it before this code's build becomes current.
-  await execFileAsync(findTool('temporal'), [
+  // The operator pins every open refund to 1.0 before this code's build becomes current. The query names no version:
+  // a run parked while 1.0 ran unversioned has had no task on a versioned worker, and carries none to filter on.
+  const { stderr } = await execFileAsync(findTool('temporal'), [
     'workflow',
     'update-options',
     '--query',
-    `WorkflowType = 'refundWorkflow' AND ExecutionStatus = 'Running' AND TemporalWorkerDeploymentVersion = '${deployment}:${v1.buildId}'`,
+    `WorkflowType = 'refundWorkflow' AND ExecutionStatus = 'Running'`,
     '--versioning-override-behavior',
     'pinned',
     '--versioning-override-deployment-name',
@@ -179,8 +189,10 @@ test('a refund parked on the 1.0 release finishes there once pinned, a refund of
     '--namespace',
     h.namespace,
   ]);
-  for (let i = 0; !(await info(onV1))?.versioningOverride; i++) {
-    if (i > 100) throw new Error('the batch did not pin the 1.0 run within 20 s');
+  for (let i = 0; ; i++) {
+    const overrides = await Promise.all([unversioned, onV1].map(async (r) => (await info(r))?.versioningOverride));
+    if (overrides.every(Boolean)) break;
+    if (i > 100) throw new Error(`the batch did not pin both 1.0 runs within 20 s: ${stderr}`);
     await new Promise((r) => setTimeout(r, 200));
   }
   await untilAccepted('set-current-version', '--deployment-name', deployment, '--build-id', a.buildId);
@@ -209,7 +221,7 @@ test('a refund parked on the 1.0 release finishes there once pinned, a refund of
   const onB = await refund();
 
   await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
-  for (const run of [onV1, onA, onB]) {
+  for (const run of [unversioned, onV1, onA, onB]) {
     await run.handle.executeUpdate(decisionUpdate, {
       args: [{ decision: 'retry-step', by: 'ops', reason: 'Stripe reads are back' }],
     });
@@ -223,7 +235,8 @@ test('a refund parked on the 1.0 release finishes there once pinned, a refund of
         tasksOf((await handle.fetchHistory()).events!).map((t) => `${t.build} in ${t.identity?.split('@')[0]}`),
       ),
     ].sort();
-  expect({ v1: await ran(onV1), a: await ran(onA), b: await ran(onB) }).toEqual({
+  expect({ unversioned: await ran(unversioned), v1: await ran(onV1), a: await ran(onA), b: await ran(onB) }).toEqual({
+    unversioned: [...ranBy(u1), ...ranBy(v1)].sort(),
     v1: ranBy(v1),
     a: ranBy(a),
     b: ranBy(b),

@@ -95,6 +95,10 @@ test('retry-step is refused while the refund failed and compensations are open: 
   expect(() => d.validate({ decision: 'retry-step', by: 'ops', reason: 'again' })).toThrow(
     /compensate, not retry-step/,
   );
+  // Naming another step, it is told the same, not sent to retry a step the next answer refuses.
+  expect(() => d.validate({ decision: 'retry-step', step: 'update_order', by: 'ops', reason: 'again' })).toThrow(
+    /compensate, not retry-step/,
+  );
   expect(() => d.validate({ decision: 'compensate', by: 'ops', reason: 'undo' })).not.toThrow();
 });
 

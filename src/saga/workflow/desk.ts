@@ -131,6 +131,8 @@ export class DecisionDesk<Step extends string = string> {
       );
     if (d.decision === 'retry-step') {
       if (!parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
+      // The saga's word first: a retry it refuses (one that would lead back to compensations) is refused as such.
+      this.refuse(d, parked);
       const step = d.step ?? parked.failedStep;
       if (step !== parked.failedStep)
         throw new Error(
@@ -145,6 +147,10 @@ export class DecisionDesk<Step extends string = string> {
           `the sweep asked at ${last.at}; it asks again after ${new Date(Date.parse(last.at) + SWEEP_INTERVAL_MS).toISOString()}`,
         );
     }
+    if (d.decision !== 'retry-step') this.refuse(d, parked);
+  }
+
+  private refuse(d: ParsedDecision, parked: Parking<Step>): void {
     const why = this.run.refuses(d, parked);
     if (why) throw new Error(why);
   }

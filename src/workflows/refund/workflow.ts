@@ -9,10 +9,8 @@ import {
   isCancellation,
   metricMeter,
   setHandler,
-  setWorkflowOptions,
   workflowInfo,
 } from '@temporalio/workflow';
-import { pinnedWhenVersioned } from '../../saga/workflow/pinned';
 import type { RefundActivities } from '../../activities';
 import {
   type CompletedRefund,
@@ -40,9 +38,6 @@ import { confirmDelivered } from './steps';
 import * as reasons from './stop-reasons';
 import { showRejectedInput } from './visibility';
 
-// With versioning on, a run stays on the build that started it until it ends, parked for days or not: a new build
-// neither replays it nor needs a patch for it (docs/production.md, "Rolling out a new build").
-setWorkflowOptions(pinnedWhenVersioned, refundWorkflow);
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
   // Not a rejected request but a caller to redirect: Failed, its reason readable without the codec, nothing ran.
   refusePlaintext(input);
