@@ -124,7 +124,7 @@ test('worker versioning is off unless WORKER_VERSIONING=on; on, the build id is 
   expect(deploymentOptions(a)).toEqual({
     version: a,
     useWorkerVersioning: true,
-    defaultVersioningBehavior: 'AUTO_UPGRADE',
+    defaultVersioningBehavior: 'PINNED',
   });
   expect(deploymentOptions(undefined)).toBeUndefined();
 });
