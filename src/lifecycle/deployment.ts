@@ -43,7 +43,7 @@ export function deploymentVersion(
 /**
  * Every pool of the process polls as the same version (a version's task queues are promoted
  * together). Every run is pinned to the build that started it, a refund parked for days included:
- * a new build neither replays it nor needs a patch for it, and keeps the old build's workers until
+ * a new build neither replays it nor needs a patch for it, and the old build's workers stay until
  * its runs end. A run started before versioning was on is pinned to the first versioned build that
  * runs it (its history names no behavior, so the worker's default applies).
  */
