@@ -13,3 +13,13 @@ export class RunStopped<Step extends string = string> extends Error {
     super(reason);
   }
 }
+
+/** Stops the run: it ends with this status, or parks for a person when it needs one. */
+export function stop(
+  status: RunStopped['status'],
+  reason: string,
+  failedStep: string | null,
+  quarantined = false,
+): never {
+  throw new RunStopped(status, reason, failedStep, quarantined);
+}

@@ -33,6 +33,11 @@ export class StepRunner<Name extends string> {
     return redact([...this.records.values()]);
   }
 
+  /** The saga's last step: where a run that completed, or ended past its steps, is shown. */
+  get last(): Name {
+    return [...this.records.keys()].at(-1)!;
+  }
+
   completed(): Name[] {
     return [...this.records.values()].filter((r) => r.status === 'completed').map((r) => r.name as Name);
   }

@@ -16,6 +16,7 @@ import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { attempt } from './step-stop';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
+import { stop } from '../../saga/workflow/run-stopped';
 
 export async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
   const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
@@ -45,12 +46,12 @@ export async function completionGate(run: RefundRun, input: CheckCompletionInput
       if (waited) run.budget.renew(Date.now());
       return compensate(run, { refund: gate.refund });
     }
-    if (gate.verdict === 'mismatch') run.stop('needs_attention', gateMismatch(gate), 'completion_gate');
+    if (gate.verdict === 'mismatch') stop('needs_attention', gateMismatch(gate), 'completion_gate');
     const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);
     const until = Date.parse(awaiting.until);
     if (Date.now() >= until) {
       awaiting.settledBy = { kind: 'deadline' };
-      run.stop(
+      stop(
         'needs_attention',
         providerDeadline(gate.refund, awaiting.since, awaiting.until, awaiting.polls),
         'completion_gate',

@@ -12,6 +12,7 @@ import { pooledActivities } from '../pools';
 import type { RefundRun } from './run';
 import { judgedHandOver } from './steps';
 import * as reasons from './stop-reasons';
+import { stop } from '../../saga/workflow/run-stopped';
 
 /**
  * Undoes what stands, each under its own key, and stops the run: compensated, or for a person. A
@@ -53,7 +54,7 @@ async function compensateStanding(
     .then((raw) => standingRecordsSchema.parse(raw))
     .catch((err: unknown) => {
       if (isCancellation(err)) throw err;
-      return run.stop('needs_attention', reasons.storeUnreadable(what, (err as Error).message), 'completion_gate');
+      return stop('needs_attention', reasons.storeUnreadable(what, (err as Error).message), 'completion_gate');
     });
   const plan = compensationPlan(
     operationId,
@@ -72,9 +73,9 @@ async function compensateStanding(
         s.compensation.status !== 'completed' &&
         s.compensation.status !== 'held',
     );
-  if (left.length === 0 && !held) run.stop('compensated', reasons.compensated(what), 'completion_gate');
+  if (left.length === 0 && !held) stop('compensated', reasons.compensated(what), 'completion_gate');
   const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
-  run.stop(
+  stop(
     'needs_attention',
     reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null),
     'completion_gate',

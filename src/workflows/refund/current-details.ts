@@ -2,13 +2,10 @@
 // the SDK's built-in metadata Query), set at each move. The verdict, next action and who may take it
 // are `inspect`'s, drawn by the same function from the state the steps Query returns (without the
 // evidence inspect reads outside), and the decide command is inspect's. Not a command: no patch needed.
-import { setCurrentDetails } from '@temporalio/workflow';
+import type { Standing } from '../../saga/workflow/visibility';
 import { decideCommand, decisionAddress, type RefundRunState } from '../../contract';
 import { maskEmails } from '../../reliability/redaction';
 import { verdict } from '../../reliability/verdict';
-
-/** How the run stands as the details are set: going on (or parked), ended with its outcome, or ended by a cancellation. */
-export type Standing = 'RUNNING' | 'COMPLETED' | 'CANCELED';
 
 export function currentDetails(state: RefundRunState, standing: Standing): string {
   const { outcome, workflowId } = state;
@@ -40,18 +37,4 @@ export function currentDetails(state: RefundRunState, standing: Standing): strin
     `**Evidence:** \`npm run inspect -- ${workflowId}\``,
   );
   return maskEmails(lines.join('\n\n'));
-}
-
-/** Sets the run's current details from its state. */
-export function showDetails(state: RefundRunState, standing: Standing = 'RUNNING'): void {
-  try {
-    setCurrentDetails(currentDetails(state, standing));
-  } catch {
-    // What the page says is never worth failing (or, at the start, rejecting) a run for: it keeps the last details.
-  }
-}
-
-/** A request refused before anything ran has no state: its details are why. */
-export function showRejectedDetails(reason: string): void {
-  setCurrentDetails(maskEmails(`**rejected**: ${reason}\n\n**Next action:** none: nothing was done`));
 }

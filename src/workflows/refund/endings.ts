@@ -1,38 +1,16 @@
-// How a refund run ends: with an outcome that is a result (rejected, compensated, abandoned,
-// stopped), cancelled by an operator, and in each case with its word on the operation's audit
-// trail and the provider's unacted news handed to the follow-up.
+// How a refund run ends beyond what the harness does for every saga: cancelled by an operator, with
+// its word on the operation's audit trail, and the provider's unacted news handed to the follow-up.
 import { CancellationScope, isCancellation, metricMeter, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import type { RefundStep } from '../../compensations/registry';
-import { BOOKKEEPING, PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
+import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { pooledActivities } from '../pools';
 import { refundMetrics } from '../../observability/metrics';
 import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { RunStopped } from '../../saga/workflow/run-stopped';
-import type { EndedRefund } from '../../contract';
-import { abandoned, cancelledWhile } from './stop-reasons';
-
-/** Ends the run with an outcome that is a result, not a failure. */
-export async function ended(
-  run: RefundRun,
-  status: EndedRefund['status'],
-  reason: string,
-  failedStep: RefundStep | null,
-): Promise<EndedRefund> {
-  run.end(status, reason, failedStep);
-  refundMetrics(metricMeter).runEnded(status);
-  await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
-  await handOverToFollowUp(run);
-  return {
-    workflowId: run.workflowId,
-    orderId: run.request.orderId,
-    operationId: run.ctx.operationId || null,
-    status,
-    reason,
-    failedStep,
-  };
-}
+import { cancelledWhile } from './stop-reasons';
+import { abandoned, audit } from '../../saga/workflow/harness';
 
 /**
  * A run ending while it holds the provider's word that its refund failed, not acted on (it was
@@ -101,30 +79,4 @@ async function endCancelled(run: RefundRun, reason: string): Promise<void> {
   await audit(run, 'cancelled', reason, null);
   // The provider's word that the refund failed, received while the run waited, is the follow-up's to act on, as when a run ends.
   await handOverToFollowUp(run);
-}
-
-/** Leaves the run's status, or a decision, beside the operation's evidence in the store; a run that cannot do so still goes on. */
-export async function audit(
-  run: RefundRun,
-  status: string,
-  reason: string,
-  failedStep: RefundStep | null,
-  event?: 'run_stopped' | 'run_parked' | 'decision',
-  detail?: Record<string, unknown>,
-): Promise<void> {
-  if (!run.ctx.operationId) return;
-  const { recordOutcome } = pooledActivities<RefundActivities>(BOOKKEEPING);
-  try {
-    await recordOutcome({
-      operationId: run.ctx.operationId,
-      status,
-      reason,
-      failedStep,
-      ...(event && { event }),
-      ...(detail && { detail }),
-    });
-  } catch (err) {
-    // The run's own state keeps the verdict; the audit entry is a convenience. A cancellation still propagates.
-    if (isCancellation(err)) throw err;
-  }
 }

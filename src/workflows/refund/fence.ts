@@ -8,6 +8,7 @@ import { reconcile } from './reconcile';
 import { targetOf } from './refund-effect';
 import type { RefundRun } from './run';
 import { earlierRefunded, earlierUnknown } from './stop-reasons';
+import { stop } from '../../saga/workflow/run-stopped';
 
 /**
  * Each earlier operation is asked about at the provider: proven absent or failed, it is settled; if
@@ -25,7 +26,7 @@ export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise
     if (settled.kind === 'completed' || settled.kind === 'partial')
       return recordEarlier(run, other.operationId, settled.refund);
     if (settled.kind === 'unknown')
-      run.stop('needs_attention', earlierUnknown(other.operationId, run.request.orderId, settled.note), 'load_order');
+      stop('needs_attention', earlierUnknown(other.operationId, run.request.orderId, settled.note), 'load_order');
   }
   run.setStatus('running');
 }
@@ -46,5 +47,5 @@ async function recordEarlier(run: RefundRun, operationId: string, refund: Refund
       return `recording it on the order failed (${err.error.message})`;
     },
   );
-  return run.stop('needs_attention', earlierRefunded(operationId, refund, recorded), 'load_order');
+  return stop('needs_attention', earlierRefunded(operationId, refund, recorded), 'load_order');
 }

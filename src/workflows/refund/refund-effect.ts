@@ -10,6 +10,7 @@ import type { RefundRun } from './run';
 import { stopForFailure } from './step-stop';
 import { updateOrder } from './steps';
 import * as reasons from './stop-reasons';
+import { stop } from '../../saga/workflow/run-stopped';
 
 export function targetOf(
   operationId: string,
@@ -65,13 +66,13 @@ export async function createRefund(
       case 'absent':
       case 'resubmit':
         if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
-          run.stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, settled.note), 'create_refund');
+          stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, settled.note), 'create_refund');
         run.reconciliation.resubmissions += 1;
         run.steps.note('create_refund', settled.note);
         run.setStatus('running');
         continue;
       case 'unknown':
-        return run.stop('needs_attention', reasons.refundUnknown(settled.note, target.operationId), 'create_refund');
+        return stop('needs_attention', reasons.refundUnknown(settled.note, target.operationId), 'create_refund');
     }
   }
 }
@@ -103,12 +104,12 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
     case 'resubmit':
       // Proven absent: nothing was refunded. Sending it now is a person's decision, not the sweep's.
       if (settled.kind === 'absent') run.effect = { status: 'none', certainty: 'not_executed', refundId: null };
-      if (!send) return run.stop('needs_attention', reasons.stillAbsent(settled.note), 'create_refund');
+      if (!send) return stop('needs_attention', reasons.stillAbsent(settled.note), 'create_refund');
       run.steps.note('create_refund', settled.note);
       run.setStatus('running');
       return 'create_refund';
     default:
-      return run.stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
+      return stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
   }
 }
 
@@ -122,7 +123,7 @@ function found(run: RefundRun, refund: RefundReceipt, note: string): Promise<Ref
 /** Reconciliation found the refund failed at the provider: nothing was refunded, and a person decides. */
 function providerFailed(run: RefundRun, refund: RefundReceipt, note: string, next = ''): never {
   run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
-  return run.stop('needs_attention', reasons.providerFailed(refund.refundId, note, next), 'create_refund');
+  return stop('needs_attention', reasons.providerFailed(refund.refundId, note, next), 'create_refund');
 }
 
 /**
@@ -133,13 +134,13 @@ async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<Refu
   const { request } = run;
   if (refund.status === 'failed' || refund.status === 'canceled') {
     run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
-    return run.stop('needs_attention', reasons.receiptFailed(refund), 'create_refund');
+    return stop('needs_attention', reasons.receiptFailed(refund), 'create_refund');
   }
   if (refund.currency !== request.currency || refund.amount < request.amount)
     return partialRefund(run, refund, reasons.partialOf(refund, request));
   if (refund.amount > request.amount) {
     run.effect = { status: 'refunded', certainty: 'completed', refundId: refund.refundId };
-    return run.stop('needs_attention', reasons.moreThanAsked(refund, request), 'create_refund');
+    return stop('needs_attention', reasons.moreThanAsked(refund, request), 'create_refund');
   }
   return refund;
 }
@@ -158,5 +159,5 @@ export async function partialRefund(run: RefundRun, refund: RefundReceipt, note:
     'notify_customer',
     'frozen: the refund is partial, and an email now would tell the customer something untrue',
   );
-  return run.stop('needs_attention', reasons.partialRefund(note, refund), 'create_refund');
+  return stop('needs_attention', reasons.partialRefund(note, refund), 'create_refund');
 }

@@ -1,62 +1,35 @@
-// One refund run's state and its moves between states: what it knows (the step table, the
-// operation, the effect, the last failure), parking for a person and moving on, and ending. Its
-// activity calls, provider events, decisions and visibility are each a piece of their own.
-import { patched, workflowInfo } from '@temporalio/workflow';
+// One refund run's state, on the harness's (SagaRunState): what it knows beyond it (the request,
+// the operation, the refund's effect, the provider's news, reconciliation and the wait for the
+// provider), the facts its verdict is drawn from, and whether compensating fits.
+import { workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
-import type {
-  AwaitingProvider,
-  BeginResult,
-  RefundRunState,
-  RunSettings,
-  RunStatus,
-  TerminalStatus,
-} from '../../contract';
-import { DEFAULT_POLICY } from '../../reliability/default-policy';
-import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
+import { type AwaitingProvider, type BeginResult, type RefundRunState, SEARCH_ATTRIBUTES } from '../../contract';
 import { redact } from '../../reliability/redaction';
-import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary, Certainty } from '../../reliability/taxonomy';
-import { decidersOf, verdict, type ParkedEvidence } from '../../reliability/verdict';
+import type { VerdictFacts } from '../../reliability/verdict';
 import type { RefundRequest } from '../../domain/refund-request';
-import { IgnoredMessages } from '../../saga/workflow/messages';
 import type { StepError } from '../../saga/workflow/step-failure';
-import { ActivityCalls } from '../../saga/workflow/calls';
-import { type Chosen, DecisionDesk, type DeskView } from '../../saga/workflow/desk';
+import type { RunStopped } from '../../saga/workflow/run-stopped';
+import { SagaRunState } from '../../saga/workflow/run';
+import type { SagaAttributes } from '../../saga/workflow/visibility';
+import { currentDetails } from './current-details';
 import { refundRefusals } from './decisions';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
-import { RunBudget } from '../../saga/workflow/budget';
-import { RunStopped } from '../../saga/workflow/run-stopped';
-import { StepRunner } from '../../saga/workflow/step-runner';
-import { flagForAttention, showEnded, showParked, showStarted, showStatus, showUnparked } from './visibility';
 
-const now = () => new Date().toISOString();
 /** A failed step's effect nobody knows: it may have happened, or what came back cannot tell. */
 const UNKNOWN_CERTAINTIES: ReadonlySet<string> = new Set<Certainty>(['may_have_executed', 'undeterminable']);
 
-export class RefundRun {
-  readonly workflowId = workflowInfo().workflowId;
-  readonly steps = new StepRunner(REFUND_STEPS);
-  readonly budget = new RunBudget(DEFAULT_POLICY.budget, workflowInfo().runStartTime.getTime());
-  readonly calls = new ActivityCalls<RefundActivities, RefundStep>(
-    this.budget,
-    this.steps,
-    () => this.policy,
-    (step, boundary, error) => this.remember(step, boundary, error),
-  );
+export const REFUND_ATTRIBUTES: SagaAttributes = { ...SEARCH_ATTRIBUTES, key: SEARCH_ATTRIBUTES.orderId };
+
+export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundActivities> {
   readonly ctx: SagaContext;
   readonly operation = new OperationView();
   readonly news = new ProviderNews();
-  /** Signals it did not take, for operators. */
-  readonly ignored = new IgnoredMessages();
-  settings: RunSettings | null = null;
   /** What loading the order returned: the operation, the order (masked), earlier operations, the settings. */
   begin: BeginResult | null = null;
-  status: RunStatus = 'running';
   effect: RefundRunState['effect'] = { status: 'none', certainty: 'none', refundId: null };
-  lastFailure: RefundRunState['lastFailure'] = null;
-  recovery: RefundRunState['recovery'] = null;
   reconciliation: RefundRunState['reconciliation'] = {
     lookups: 0,
     lastResult: null,
@@ -65,42 +38,28 @@ export class RefundRun {
     resubmissions: 0,
     history: [],
   };
-  outcome: RefundRunState['outcome'] = null;
   awaitingProvider: AwaitingProvider | null = null;
-  parked: RefundRunState['parked'] = null;
-  /** Between a stop and its wait for a decision, and between a decision and carrying it out: where 1.0 did not. */
-  inBookkeeping = false;
-  private readonly deskView: DeskView<RefundStep> = {
-    parked: null,
-    policy: () => this.decisionPolicy,
-    refuses: refundRefusals({
-      effect: () => this.effect.status,
-      cannotCompensate: () => this.cannotCompensate(),
-      outcomeUnknown: (step) => UNKNOWN_CERTAINTIES.has(this.steps.get(step).error?.certainty ?? 'none'),
-    }),
-  };
-  /** Who may decide, read from the workers when the run parks; until then, the run's policy. */
-  private workerDecisions: DecisionPolicy | undefined;
-  readonly desk = new DecisionDesk<RefundStep>(this.deskView, {
-    workflowId: this.workflowId,
-    runId: workflowInfo().runId,
-  });
 
   constructor(readonly request: RefundRequest) {
+    super({
+      steps: REFUND_STEPS,
+      refuses: refundRefusals({
+        effect: () => this.effect.status,
+        cannotCompensate: () => this.cannotCompensate(),
+        outcomeUnknown: (step) => UNKNOWN_CERTAINTIES.has(this.steps.get(step).error?.certainty ?? 'none'),
+      }),
+      shows: { attributes: REFUND_ATTRIBUTES, details: currentDetails },
+    });
     this.ctx = { request, operationId: '' };
-    showStarted(this, request.orderId);
+    this.show.started(request.orderId);
   }
 
-  get policy(): RecoveryPolicy {
-    return this.settings?.policy ?? DEFAULT_POLICY;
+  get operationId(): string {
+    return this.ctx.operationId;
   }
 
-  get decisionPolicy(): DecisionPolicy {
-    return this.workerDecisions ?? this.policy.decisions;
-  }
-
-  useDecisionPolicy(decisions: DecisionPolicy): void {
-    this.workerDecisions = decisions;
+  protected get effectShown(): string {
+    return this.effect.status;
   }
 
   view(): RefundRunState {
@@ -126,88 +85,22 @@ export class RefundRun {
     });
   }
 
-  /** Parks the run: it stays Running, with its finished steps and their outputs, waiting for a decision, with its verdict and next action and what they are drawn from (so `inspect` draws the same). */
-  park(stopped: RunStopped<RefundStep>): void {
+  protected facts(stopped: RunStopped<RefundStep>): VerdictFacts {
     const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
     const notice = this.steps.get('notify_customer');
     const messageId =
       notice.error?.provider.messageId ?? (notice.output as { messageId?: unknown } | undefined)?.messageId;
-    const evidence: ParkedEvidence = {
-      facts: {
-        effect: this.effect,
-        failedStep: stopped.failedStep,
-        failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
-        quarantined: stopped.quarantined,
-        compensationPending: this.cannotCompensate() === null,
-        operationId: this.ctx.operationId || null,
-        noticeMessageId: typeof messageId === 'string' ? messageId : null,
-        noticeHeld: notice.compensation?.status === 'held',
-        ...(stopped.failedStep && {
-          earlierAttemptMayHaveTakenEffect: this.steps.get(stopped.failedStep).ledger.some(mayHaveTakenEffect),
-        }),
-      },
-      deciders: decidersOf(this.decisionPolicy),
-    };
-    const view = verdict(evidence);
-    this.outcome = {
-      status: 'needs_attention',
+    return {
+      effect: this.effect,
       failedStep: stopped.failedStep,
-      reason: stopped.reason,
+      failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
       quarantined: stopped.quarantined,
+      compensationPending: this.cannotCompensate() === null,
+      operationId: this.ctx.operationId || null,
+      noticeMessageId: typeof messageId === 'string' ? messageId : null,
+      noticeHeld: notice.compensation?.status === 'held',
+      ...this.earlierAttemptMayHaveTakenEffect(stopped.failedStep),
     };
-    this.parked = { since: now(), failedStep: stopped.failedStep, reason: stopped.reason, ...view, ...evidence };
-    this.deskView.parked = { failedStep: stopped.failedStep, since: this.parked.since };
-    this.desk.reopen();
-    this.status = 'needs_attention';
-    showParked(this, stopped.failedStep, this.effect.status, view.verdict);
-  }
-
-  /** While parked, a proposal waiting for a second person shows as awaiting_approval; answered, the run is back to needs_attention until it moves on. */
-  noteDecision(): void {
-    if (!this.parked) return;
-    this.setStatus(this.desk.awaitingApproval ? 'awaiting_approval' : 'needs_attention');
-  }
-
-  /** A decision was taken: the run moves on with a fresh budget, no longer among those that need a person. */
-  unpark(): void {
-    this.parked = null;
-    this.deskView.parked = null;
-    this.outcome = null;
-    this.status = 'running';
-    showUnparked(this);
-    this.budget.renew(Date.now());
-  }
-
-  /** The run's final word, with what is known of the refund; nothing about it needs a person any more. */
-  end(
-    status: Exclude<TerminalStatus, 'needs_attention' | 'completed'>,
-    reason: string,
-    failedStep: RefundStep | null,
-  ): void {
-    this.outcome = { status, failedStep, reason, quarantined: false };
-    this.status = status;
-    showEnded(this, status, failedStep, this.effect.status);
-  }
-
-  finish(status: TerminalStatus, reason: string, failedStep: RefundStep | null, quarantined = false): void {
-    this.outcome = { status, failedStep, reason, quarantined };
-    this.setStatus(status, failedStep ?? 'completion_gate');
-  }
-
-  /** A run that ended with work left for a person (cancelled mid-saga) is still among the runs that need one. */
-  flagForAttention(): void {
-    flagForAttention(this, this.effect.status);
-  }
-
-  stop(status: RunStopped['status'], reason: string, failedStep: RefundStep | null, quarantined = false): never {
-    throw new RunStopped(status, reason, failedStep, quarantined);
-  }
-
-  /** Moves the run to a new status; a transition an operator may search for is mirrored to the search attributes. */
-  setStatus(status: RunStatus, step?: string): void {
-    if (status === this.status) return;
-    this.status = status;
-    showStatus(this, status, step);
   }
 
   /** Whether the run, ending now, leaves a person something to settle: a refund that stands or may stand with its saga unfinished, or an open compensation. */
@@ -236,9 +129,9 @@ export class RefundRun {
     return open.length || held.length ? null : 'no finished step has a compensation left to run';
   }
 
-  /** Keeps a failure and the move the policy prescribes for it. */
-  remember(step: string, boundary: Boundary, error: StepError): void {
-    this.lastFailure = { step, ...error };
+  /** Keeps a failure, the move the policy prescribes for it, and what it says of the operation's record. */
+  override remember(step: string, boundary: Boundary, error: StepError): void {
+    super.remember(step, boundary, error);
     // Facts from a failure a test or an older worker shaped may be missing: the record then stays as last read.
     const { operationStatus, requestsSent, provenAbsentThrough } = error.provider ?? {};
     if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
@@ -248,22 +141,6 @@ export class RefundRun {
         provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null,
       });
     }
-    const rule = ruleFor(this.policy, error.code, error.certainty, boundary);
-    this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
-  }
-
-  /**
-   * Whether a cancellation that lands in the park's bookkeeping takes the cancellation path: 1.0 histories, which let
-   * it close the run, replay as they ran. Asked only there, so a run that is not cancelled carries no patch marker:
-   * the workflow task that asks is the cancel's own, which runs no local activity before it (see wait.ts).
-   */
-  cancelsAnywhere(): boolean {
-    return patched('cancel-anywhere');
-  }
-
-  /** A decision taken while parked that the run has not yet carried out (it has not moved on since). */
-  takenDecision(): Chosen<RefundStep> | null {
-    return this.parked ? this.desk.firstOf(null) : null;
   }
 
   /** The provider's word that the refund failed, not acted on (see ProviderNews). */

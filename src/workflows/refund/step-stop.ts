@@ -6,6 +6,7 @@ import { ruleFor, retries } from '../../reliability/policy';
 import { StepFailedError, type StepError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 import { stepFailed } from './stop-reasons';
+import { stop } from '../../saga/workflow/run-stopped';
 
 /** Runs a step; a failure the policy cannot recover from here stops the run. */
 export async function attempt<T>(run: RefundRun, step: RefundStep, fn: () => Promise<T>): Promise<T> {
@@ -23,18 +24,18 @@ export function stopForFailure(run: RefundRun, step: RefundStep, error: StepErro
   const quarantined = rule.action === 'quarantine';
   const { operationId } = run.ctx;
   if (REFUND_SAGA[step].onFailure === 'forward_repair')
-    run.stop('needs_attention', reasons.refundStands(run.ctx.refund?.refundId), step, quarantined);
+    stop('needs_attention', reasons.refundStands(run.ctx.refund?.refundId), step, quarantined);
   if (error.certainty !== 'not_executed') {
     run.effect = { status: 'unknown', certainty: error.certainty, refundId: null };
-    run.stop('needs_attention', reasons.effectUnknown(operationId), step, quarantined);
+    stop('needs_attention', reasons.effectUnknown(operationId), step, quarantined);
   }
   // This attempt had no effect; whether an earlier send did is the operation's record's to say, not this attempt's.
   const recorded = run.operation.recordedEffect();
   if (recorded?.status === 'unknown') {
     run.effect = { status: 'unknown', certainty: 'may_have_executed', refundId: run.effect.refundId };
-    run.stop('needs_attention', reasons.earlierSendOpen(recorded.why, operationId), step, quarantined);
+    stop('needs_attention', reasons.earlierSendOpen(recorded.why, operationId), step, quarantined);
   }
   const refusal = error.code === 'PERMANENT_BUSINESS' || error.code === 'INVALID_ARGUMENTS';
-  if (refusal && rule.action === 'stop') run.stop('rejected', reasons.refused(), step);
-  run.stop('needs_attention', reasons.nothingRefunded(), step, quarantined);
+  if (refusal && rule.action === 'stop') stop('rejected', reasons.refused(), step);
+  stop('needs_attention', reasons.nothingRefunded(), step, quarantined);
 }

@@ -2,6 +2,7 @@
 // intent), recording the refund on the order, the customer notice, and a person's confirmation that
 // a notice whose hand-over ended unknown was delivered.
 import {
+  type BeginResult,
   type DecisionRecord,
   type NotificationReceipt,
   type OrderReceipt,
@@ -15,7 +16,7 @@ import type { RefundRun } from './run';
 import { attempt, stopForFailure } from './step-stop';
 
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */
-export async function loadOrder(run: RefundRun): Promise<void> {
+export async function loadOrder(run: RefundRun): Promise<BeginResult> {
   const { request, ctx, steps } = run;
   const begin = await attempt(run, 'load_order', () => run.calls.step(REFUND_SAGA.load_order, { request }));
   run.begin = begin;
@@ -47,6 +48,7 @@ export async function loadOrder(run: RefundRun): Promise<void> {
     run.remember('load_order', 'store', error);
     stopForFailure(run, 'load_order', error);
   }
+  return begin;
 }
 
 export async function updateOrder(run: RefundRun, refundId: string, amount: number): Promise<OrderReceipt> {
@@ -111,7 +113,7 @@ export async function confirmDelivered(run: RefundRun, record: DecisionRecord): 
         'notify_customer',
         `confirm-delivered by ${record.by} was not recorded: ${err.error.code}: ${err.error.message}`,
       );
-      throw new StepFailedError('notify_customer', unknown);
+      return stopForFailure(run, 'notify_customer', unknown);
     }
   });
   run.steps.note('notify_customer', `delivered, as ${record.by} confirmed: ${record.reason}`);

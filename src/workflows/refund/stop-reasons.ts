@@ -23,14 +23,6 @@ export function stepFailed(step: RefundStep, error: StepError, attempts: number 
   };
 }
 
-/** A step failure no branch decided on: the run still stops with its reason. */
-export const undecidedFailure = (step: string, error: StepError) => `${step} failed: ${error.code}: ${error.message}`;
-
-export const abandoned = (by: string, reason: string) => `abandoned by ${by}: ${reason}`;
-
-export const approvalExpired = (decision: string, by: string, expiresAt: string | null) =>
-  `${decision} proposed by ${by} was not approved before ${expiresAt}; the run stops and nothing more is done`;
-
 export const providerSaysFailed = (e: { type: string; id: string; refundId: string; refundStatus: string }) =>
   `${e.type} ${e.id} says refund ${e.refundId} is ${e.refundStatus}: the provider is asked, and what it confirms is compensated`;
 

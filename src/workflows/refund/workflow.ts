@@ -1,233 +1,148 @@
-// The refund workflow: the saga (saga.ts) run until it completes, or stops. A stop that needs a
-// person parks the run, which waits for a decision (the `decide` Update) or for the provider's word
-// that its refund failed, then goes on from where the decision says. Deterministic: every effect
-// happens in an activity; every failure is decided by the recovery policy; an unknown outcome is
-// reconciled with the provider, never resent blind.
-import {
-  CancellationScope,
-  condition,
-  isCancellation,
-  metricMeter,
-  setHandler,
-  workflowInfo,
-} from '@temporalio/workflow';
-import type { RefundActivities } from '../../activities';
+// The refund saga, top to bottom: load the order and commit the operation's intent → settle earlier
+// operations → create the refund (Stripe) → record it on the order → tell the customer → the
+// completion gate. The harness runs it: a stop parks it for a person, a decision runs it again
+// (finished steps keep their outputs), a cancellation compensates what it can.
+import { metricMeter, workflowInfo } from '@temporalio/workflow';
 import {
   type CompletedRefund,
-  decisionUpdate,
   providerEventSchema,
   providerEventSignal,
   type RefundResult,
+  type RefundRunState,
   type RefundStep,
+  stepKey,
   stepsQuery,
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
 import { refundMetrics } from '../../observability/metrics';
-import { BOOKKEEPING } from '../../saga/workflow/activity-options';
-import { failingTheUpdateOnly, refusePlaintext, setQueryHandler, setSignalHandler } from '../../saga/workflow/messages';
-import { pooledActivities } from '../pools';
-import { StepFailedError } from '../../saga/workflow/step-failure';
+import { type Resumed, runSaga, type Saga } from '../../saga/workflow/harness';
+import { setSignalHandler } from '../../saga/workflow/messages';
+import { showRejected } from '../../saga/workflow/visibility';
+import { completionGate } from './await-provider';
 import { compensate } from './compensation';
-import type { Chosen } from '../../saga/workflow/desk';
-import { audit, cancelled, ended, handOverToFollowUp } from './endings';
-import { lookAgain, partialRefund } from './refund-effect';
-import { RefundRun } from './run';
-import { RunStopped } from '../../saga/workflow/run-stopped';
-import { carryOut } from './saga';
-import { confirmDelivered } from './steps';
-import * as reasons from './stop-reasons';
-import { showRejectedInput } from './visibility';
+import { cancelled, handOverToFollowUp } from './endings';
+import { settleEarlier } from './fence';
+import { createRefund, lookAgain, partialRefund, targetOf } from './refund-effect';
+import { REFUND_ATTRIBUTES, RefundRun } from './run';
+import { confirmDelivered, loadOrder, notifyCustomer, updateOrder } from './steps';
+import { providerSaysFailed } from './stop-reasons';
 
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
-  // Not a rejected request but a caller to redirect: Failed, its reason readable without the codec, nothing ran.
-  refusePlaintext(input);
-  let run: RefundRun;
-  // The workflow's meter records nothing on replay: a run is counted once, however often it is replayed.
-  refundMetrics(metricMeter).runStarted();
-  try {
-    run = new RefundRun(parseRefundRequest(input));
-  } catch (err) {
-    return rejectedInput(input, (err as Error).message);
-  }
-  setQueryHandler(stepsQuery, () => run.view());
-  // A malformed message is ignored or refused, never a failed workflow task.
-  setSignalHandler(
-    providerEventSignal,
-    providerEventSchema,
-    (event) => run.news.record(event, run.ctx.refund?.refundId ?? run.effect.refundId),
-    run.ignored,
-  );
-  setHandler(
-    decisionUpdate,
-    (decision) =>
-      failingTheUpdateOnly('the decision', () => {
-        const record = run.desk.apply(decision);
-        run.noteDecision();
-        return record;
-      }),
-    {
-      validator: (decision) => {
-        refusePlaintext(decision);
-        run.desk.validate(decision);
-      },
-    },
-  );
-
-  // The one place a run's cancellation is handled: wherever it lands (a step, a park's bookkeeping, a wait, a
-  // decision's audit), the run ends with its word, compensates what it can and hands unacted news to the follow-up.
-  try {
-    return await drive(run);
-  } catch (err) {
-    if (isCancellation(err) && (!run.inBookkeeping || run.cancelsAnywhere())) {
-      run.desk.close('it is being cancelled');
-      await CancellationScope.nonCancellable(() => cancelled(run));
-    }
-    throw err;
-  }
+  return runSaga(REFUND, input);
 }
 
-/** The saga until it completes or ends, parking for a person between; a cancellation passes through untouched. */
-async function drive(run: RefundRun): Promise<RefundResult> {
-  let next = () => carryOut(run, 'load_order');
-  for (;;) {
-    let stopped: RunStopped<RefundStep>;
-    run.inBookkeeping = false;
-    try {
-      const result = await next();
-      run.finish('completed', 'every check of the completion gate passed', null);
-      refundMetrics(metricMeter).runEnded('completed');
-      await handOverToFollowUp(run);
-      return result;
-    } catch (err) {
-      if (isCancellation(err)) throw err;
-      // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
-      stopped =
-        err instanceof StepFailedError
-          ? new RunStopped<RefundStep>('needs_attention', reasons.undecidedFailure(err.step, err.error), null)
-          : (err as RunStopped<RefundStep>);
-      if (!(stopped instanceof RunStopped)) throw err;
-    }
-    run.inBookkeeping = true;
-    if (stopped.status !== 'needs_attention') return ended(run, stopped.status, stopped.reason, stopped.failedStep);
-
-    const chosen = await parkUntilDecided(run, stopped);
-    if (chosen === 'provider_failed') {
-      const event = run.unactedFailure()!;
-      run.news.checkedFailures.add(event.id);
-      await audit(run, 'running', reasons.providerSaysFailed(event), stopped.failedStep, 'decision', {
-        decision: 'provider_event',
-        by: 'provider',
-        eventId: event.id,
-      });
-      run.unpark();
-      next = () => carryOut(run, 'completion_gate');
-      continue;
-    }
-    const { record } = chosen;
-    const approval = run.desk.records.find((r) => r.answers === record.seq && r.decision === 'approve');
-    await audit(run, chosen.kind, record.reason, stopped.failedStep, 'decision', {
-      decision: record.decision,
-      by: record.by,
-      seq: record.seq,
-      // Who signed, by key: a name alone proves nothing (null: unsigned, for reconcile or DECISIONS_UNSIGNED=allow).
-      keyId: record.keyId ?? null,
-      ...(approval && {
-        approvedBy: approval.by,
-        approvalReason: approval.reason,
-        approvedByKeyId: approval.keyId ?? null,
-      }),
-    });
-    if (chosen.kind === 'abandon')
-      return ended(run, 'abandoned', reasons.abandoned(record.by, record.reason), stopped.failedStep);
-    if (chosen.kind === 'expired') {
-      // Stopped is the safe default, never proceeding; what the run leaves unsettled still waits for a person.
-      const result = await ended(
-        run,
-        'stopped',
-        reasons.approvalExpired(record.decision, record.by, record.expiresAt),
-        stopped.failedStep,
-      );
-      if (run.leavesWorkBehind()) run.flagForAttention();
-      return result;
-    }
-    run.unpark();
-    next = resumeAsDecided(run, chosen);
+async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null): Promise<CompletedRefund> {
+  const { request, ctx } = run;
+  const begin = run.begin ?? (await loadOrder(run));
+  const op = begin.operation;
+  if (!ctx.refund) {
+    // An operation whose own refund exists finishes its order update and email whatever came after it.
+    if (!op.refund) await settleEarlier(run, begin);
+    const { operationId } = op;
+    const { paymentIntentId } = begin.order;
+    const { amount, currency, reason } = request;
+    const input = {
+      orderId: request.orderId,
+      operationId,
+      paymentIntentId,
+      amount,
+      currency,
+      reason,
+      idempotencyKey: stepKey(operationId, 'create_refund'),
+    };
+    ctx.refund = await createRefund(run, input, targetOf(operationId, request, paymentIntentId));
+    run.operation.noteFirstSend(run.steps.get('create_refund'));
+    run.effect = { status: 'refunded', certainty: 'completed', refundId: ctx.refund.refundId };
   }
+  ctx.orderReceipt ??= await updateOrder(run, ctx.refund.refundId, ctx.refund.amount);
+  // A notice whose hand-over ended unknown is sent again only on a person's retry, with the same Message-ID.
+  const unknown = run.steps.get('notify_customer').error?.code === 'UNKNOWN_OUTCOME';
+  const resend = resumed?.kind === 'retry-step' && unknown ? resumed.record.at : undefined;
+  ctx.notice ??= await notifyCustomer(run, ctx.refund, resend);
+  return gate(run);
 }
 
-/** Refused before anything ran: a result, still findable as rejected. */
-function rejectedInput(input: RefundRequestInput, reason: string): RefundResult {
-  const orderId = (input as { orderId?: unknown } | null)?.orderId;
-  const validOrderId = typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
-  showRejectedInput(validOrderId, reason);
-  refundMetrics(metricMeter).runEnded('rejected');
+/** The completion gate, and the run's result once every check passed. */
+async function gate(run: RefundRun): Promise<CompletedRefund> {
+  const { request, ctx } = run;
+  const { operation: op, order } = run.begin!;
+  const refund = ctx.refund!;
+  await completionGate(run, {
+    operationId: op.operationId,
+    orderId: request.orderId,
+    paymentIntentId: order.paymentIntentId,
+    refundId: refund.refundId,
+    amount: request.amount,
+    currency: request.currency,
+    noticeKey: stepKey(op.operationId, 'notify_customer'),
+    idempotencyKey: stepKey(op.operationId, 'create_refund'),
+  });
+  const { workflowId } = run;
   return {
-    workflowId: workflowInfo().workflowId,
-    orderId: validOrderId,
-    operationId: null,
-    status: 'rejected',
-    reason,
-    failedStep: null,
+    workflowId,
+    orderId: request.orderId,
+    operationId: op.operationId,
+    status: 'completed',
+    refund,
+    order: ctx.orderReceipt!,
+    notification: ctx.notice!,
   };
 }
 
-/**
- * Parks the run and waits for a decision, or for the provider's word that the refund failed, which
- * is not a decision to wait for: the registry compensates that without asking.
- */
-async function parkUntilDecided(
-  run: RefundRun,
-  stopped: RunStopped<RefundStep>,
-): Promise<Chosen<RefundStep> | 'provider_failed'> {
-  // Who may decide is read as the workers are configured now, also for a run that never loaded its settings; a
-  // worker that cannot say leaves the run's own policy in force, and a cancellation goes on to the run's handler.
-  await pooledActivities<RefundActivities>(BOOKKEEPING)
-    .decisionPolicy()
-    .then(
-      (decisions) => run.useDecisionPolicy(decisions),
-      (err: unknown) => {
-        if (isCancellation(err) && run.cancelsAnywhere()) throw err;
-      },
-    );
-  run.park(stopped);
-  refundMetrics(metricMeter).runParked(run.parked!.verdict);
-  await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', {
-    verdict: run.parked?.verdict,
-  });
-  const news = () =>
-    !run.desk.awaitingApproval && run.ctx.refund !== undefined && run.news.uncheckedFailure(run.effect) !== undefined;
-  run.inBookkeeping = false;
-  const chosen = await Promise.race([run.desk.next(), condition(news).then(() => 'provider_failed' as const)]);
-  run.inBookkeeping = true;
-  // A decide Update and the failure in one workflow task: the race may pick either, the decision must win.
-  return run.desk.firstOf(chosen);
-}
+const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
+  stateQuery: stepsQuery,
+  metrics: () => refundMetrics(metricMeter),
+  start: (input) => new RefundRun(parseRefundRequest(input as RefundRequestInput)),
+  rejected,
+  // A malformed message is ignored or refused, never a failed workflow task.
+  handlers: (run) =>
+    setSignalHandler(
+      providerEventSignal,
+      providerEventSchema,
+      (event) => run.news.record(event, run.ctx.refund?.refundId ?? run.effect.refundId),
+      run.ignored,
+    ),
+  body: refund,
+  async prepare(run, chosen) {
+    // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
+    if (chosen.kind === 'compensate') return compensate(run, { resendApprovedAt: chosen.record.at });
+    if (chosen.kind === 'reconcile') return void (await lookAgain(run, false));
+    if (chosen.kind === 'confirm-delivered') return confirmDelivered(run, chosen.record);
+    const { refund, partialNote } = run.ctx;
+    // A partial refund keeps its email frozen: retrying only repairs the order to what was refunded.
+    if (run.effect.status === 'partial' && refund && partialNote !== undefined)
+      return partialRefund(run, refund, partialNote);
+    // A person's retry of the refund looks it up at the provider first: one that exists is never sent again.
+    if (chosen.step === 'create_refund') await lookAgain(run, true);
+    if (chosen.step === 'load_order') run.begin = null;
+  },
+  // The provider's word that the refund failed is not a decision to wait for: the gate asks it, and what it confirms is compensated.
+  news(run) {
+    if (run.ctx.refund === undefined || !run.news.uncheckedFailure(run.effect)) return undefined;
+    return () => {
+      const event = run.unactedFailure()!;
+      run.news.checkedFailures.add(event.id);
+      const detail = { decision: 'provider_event', by: 'provider', eventId: event.id };
+      return { reason: providerSaysFailed(event), detail, resume: () => gate(run) };
+    };
+  },
+  ended: (run, status, reason, failedStep) => ({
+    workflowId: run.workflowId,
+    orderId: run.request.orderId,
+    operationId: run.ctx.operationId || null,
+    status,
+    reason,
+    failedStep,
+  }),
+  afterEnd: handOverToFollowUp,
+  cancelled,
+};
 
-/** What the run carries out for a person's decision. */
-function resumeAsDecided(
-  run: RefundRun,
-  chosen: Exclude<Chosen<RefundStep>, { kind: 'abandon' | 'expired' }>,
-): () => Promise<CompletedRefund> {
-  // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
-  const resendApprovedAt = chosen.record.at;
-  switch (chosen.kind) {
-    case 'compensate':
-      return () => compensate(run, { resendApprovedAt });
-    case 'reconcile':
-      return () => lookAgain(run, false).then((from) => carryOut(run, from));
-    case 'confirm-delivered':
-      return () => confirmDelivered(run, chosen.record).then(() => carryOut(run, 'completion_gate'));
-    case 'retry-step': {
-      const { step } = chosen;
-      const { refund, partialNote } = run.ctx;
-      // A partial refund keeps its email frozen: retrying only repairs the order to what was refunded.
-      if (run.effect.status === 'partial' && refund && partialNote !== undefined)
-        return () => partialRefund(run, refund, partialNote);
-      // A person's retry of the refund looks it up at the provider first: one that exists is never sent again.
-      if (step === 'create_refund') return () => lookAgain(run, true).then((from) => carryOut(run, from));
-      // A notice whose hand-over ended unknown is sent again only on a person's decision, with the same Message-ID.
-      const resend = step === 'notify_customer' && run.steps.get('notify_customer').error?.code === 'UNKNOWN_OUTCOME';
-      return () => carryOut(run, step, resend ? { resendApprovedAt } : {});
-    }
-  }
+/** Refused before anything ran: a result, still findable as rejected. */
+function rejected(input: unknown, reason: string): RefundResult {
+  const orderId = (input as { orderId?: unknown } | null)?.orderId;
+  const validOrderId = typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
+  showRejected(REFUND_ATTRIBUTES, validOrderId, reason);
+  const { workflowId } = workflowInfo();
+  return { workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
 }

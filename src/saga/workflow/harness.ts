@@ -1,0 +1,263 @@
+// The loop every saga's run is: its messages (the state Query, the decide Update), its body until it
+// completes or stops, parking for a person between a stop and a decision, and the one place its
+// cancellation is handled. A saga writes its body and what each decision does; RunStopped is thrown
+// by the harness's stop and caught here only.
+import { CancellationScope, condition, isCancellation, setHandler, type QueryDefinition } from '@temporalio/workflow';
+import type { RecordOutcomeInput } from '../../activities/operations';
+import { decisionUpdate, type DecisionRecord, type TerminalStatus } from '../../contract';
+import type { DecisionPolicy } from '../../reliability/policy';
+import type { Verdict } from '../../reliability/verdict';
+import { pooledActivities } from '../../workflows/pools';
+import { BOOKKEEPING } from './activity-options';
+import type { Chosen, DecisionDesk } from './desk';
+import { failingTheUpdateOnly, refusePlaintext, setQueryHandler } from './messages';
+import { RunStopped } from './run-stopped';
+import { StepFailedError } from './step-failure';
+
+type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
+
+/** What the harness reads and moves of a saga's run. */
+export interface SagaRun<Step extends string, State> {
+  readonly desk: DecisionDesk<Step>;
+  /** The operation whose audit trail the run writes to (empty until the saga commits its intent). */
+  readonly operationId: string;
+  /** Between a stop and its wait for a decision, and between a decision and carrying it out. */
+  inBookkeeping: boolean;
+  view(): State;
+  /** Parks the run with its verdict, waiting for a decision. */
+  park(stopped: RunStopped<Step>): Verdict;
+  noteDecision(): void;
+  useDecisionPolicy(decisions: DecisionPolicy): void;
+  unpark(): void;
+  finish(status: TerminalStatus, reason: string, failedStep: Step | null): void;
+  end(status: Ending, reason: string, failedStep: Step | null): void;
+  leavesWorkBehind(): boolean;
+  flagForAttention(): void;
+  cancelsAnywhere(): boolean;
+}
+
+/** A decision that moves the run on (abandon and expiry end it, as the harness does). */
+export type Resumed<Step extends string> = Exclude<Chosen<Step>, { kind: 'abandon' | 'expired' }>;
+/** The provider's word that moves a parked run without a person: what it audits, and how the run goes on. */
+export interface News<Result> {
+  reason: string;
+  detail: Record<string, unknown>;
+  resume: () => Promise<Result>;
+}
+
+export interface Saga<Step extends string, State, Run extends SagaRun<Step, State>, Result> {
+  stateQuery: QueryDefinition<State>;
+  /** The saga's counters (recording nothing on replay: a run is counted once). */
+  metrics(): {
+    runStarted(): void;
+    runEnded(outcome: string): void;
+    runParked(verdict: Verdict): void;
+  };
+  /** The run for a valid input; throws, saying why, for one that is not (nothing has run then). */
+  start(input: unknown): Run;
+  /** The result for an input refused before anything ran. */
+  rejected(input: unknown, reason: string): Result;
+  /** Messages of the saga's own beyond the state Query and the decide Update. */
+  handlers?(run: Run): void;
+  /** The saga, top to bottom. A decision runs it again: steps that finished give their outputs back. */
+  body(run: Run, resumed: Resumed<Step> | null): Promise<Result>;
+  /** What a decision does before the body runs again (a lookup, a person's word recorded); compensate never returns. */
+  prepare(run: Run, chosen: Resumed<Step>): Promise<void>;
+  /** The provider's word, while parked, that settles what the run holds without a person. */
+  news?(run: Run): (() => News<Result>) | undefined;
+  /** The result of a run that ended without completing. */
+  ended(run: Run, status: Ending, reason: string, failedStep: Step | null): Result;
+  /** After the run's last word: what it leaves for others (the provider's unacted news). */
+  afterEnd(run: Run): Promise<void>;
+  /** Cancelled by an operator: what was started is finished honestly, compensations included. */
+  cancelled(run: Run): Promise<void>;
+}
+
+/** Runs a saga to its result. */
+export async function runSaga<Step extends string, State, Run extends SagaRun<Step, State>, Result>(
+  saga: Saga<Step, State, Run, Result>,
+  input: unknown,
+): Promise<Result> {
+  // Not a rejected request but a caller to redirect: Failed, its reason readable without the codec, nothing ran.
+  refusePlaintext(input);
+  saga.metrics().runStarted();
+  let run: Run;
+  try {
+    run = saga.start(input);
+  } catch (err) {
+    saga.metrics().runEnded('rejected');
+    return saga.rejected(input, (err as Error).message);
+  }
+  setQueryHandler(saga.stateQuery, () => run.view());
+  saga.handlers?.(run);
+  setHandler(
+    decisionUpdate,
+    (decision) =>
+      failingTheUpdateOnly('the decision', () => {
+        const record = run.desk.apply(decision);
+        run.noteDecision();
+        return record;
+      }),
+    {
+      validator: (decision) => {
+        refusePlaintext(decision);
+        run.desk.validate(decision);
+      },
+    },
+  );
+
+  // The one place a run's cancellation is handled: wherever it lands (a step, a park's bookkeeping, a wait, a
+  // decision's audit), the run ends with its word, compensates what it can and leaves the rest for others.
+  try {
+    return await drive(saga, run);
+  } catch (err) {
+    if (isCancellation(err) && (!run.inBookkeeping || run.cancelsAnywhere())) {
+      run.desk.close('it is being cancelled');
+      await CancellationScope.nonCancellable(() => saga.cancelled(run));
+    }
+    throw err;
+  }
+}
+
+/** The body until it completes or ends, parking for a person between; a cancellation passes through untouched. */
+async function drive<Step extends string, State, Run extends SagaRun<Step, State>, Result>(
+  saga: Saga<Step, State, Run, Result>,
+  run: Run,
+): Promise<Result> {
+  let next = () => saga.body(run, null);
+  for (;;) {
+    let stopped: RunStopped<Step>;
+    run.inBookkeeping = false;
+    try {
+      const result = await next();
+      run.finish('completed', 'every check of the completion gate passed', null);
+      saga.metrics().runEnded('completed');
+      await saga.afterEnd(run);
+      return result;
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
+      stopped =
+        err instanceof StepFailedError
+          ? new RunStopped<Step>('needs_attention', `${err.step} failed: ${err.error.code}: ${err.error.message}`, null)
+          : (err as RunStopped<Step>);
+      if (!(stopped instanceof RunStopped)) throw err;
+    }
+    run.inBookkeeping = true;
+    if (stopped.status !== 'needs_attention') return end(saga, run, stopped.status, stopped.reason, stopped.failedStep);
+
+    const chosen = await parkUntilDecided(saga, run, stopped);
+    if (typeof chosen === 'function') {
+      const news = chosen();
+      await audit(run, 'running', news.reason, stopped.failedStep, 'decision', news.detail);
+      run.unpark();
+      next = news.resume;
+      continue;
+    }
+    const { record } = chosen;
+    await audit(run, chosen.kind, record.reason, stopped.failedStep, 'decision', decisionDetail(run, record));
+    if (chosen.kind === 'abandon')
+      return end(saga, run, 'abandoned', abandoned(record.by, record.reason), stopped.failedStep);
+    if (chosen.kind === 'expired') {
+      // Stopped is the safe default, never proceeding; what the run leaves unsettled still waits for a person.
+      const expired = `${record.decision} proposed by ${record.by} was not approved before ${record.expiresAt}; the run stops and nothing more is done`;
+      const result = await end(saga, run, 'stopped', expired, stopped.failedStep);
+      if (run.leavesWorkBehind()) run.flagForAttention();
+      return result;
+    }
+    run.unpark();
+    next = () => saga.prepare(run, chosen).then(() => saga.body(run, chosen));
+  }
+}
+
+/**
+ * Parks the run and waits for a decision, or for the provider's word that settles what it holds,
+ * which is not a decision to wait for.
+ */
+async function parkUntilDecided<Step extends string, State, Run extends SagaRun<Step, State>, Result>(
+  saga: Saga<Step, State, Run, Result>,
+  run: Run,
+  stopped: RunStopped<Step>,
+): Promise<Chosen<Step> | (() => News<Result>)> {
+  // Who may decide is read as the workers are configured now, also for a run that never loaded its settings; a
+  // worker that cannot say leaves the run's own policy in force, and a cancellation goes on to the run's handler.
+  await pooledActivities<{ decisionPolicy(): Promise<DecisionPolicy> }>(BOOKKEEPING)
+    .decisionPolicy()
+    .then(
+      (decisions) => run.useDecisionPolicy(decisions),
+      (err: unknown) => {
+        if (isCancellation(err) && run.cancelsAnywhere()) throw err;
+      },
+    );
+  const verdict = run.park(stopped);
+  saga.metrics().runParked(verdict);
+  await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', { verdict });
+  let news: (() => News<Result>) | undefined;
+  const heard = () => (news = run.desk.awaitingApproval ? undefined : saga.news?.(run)) !== undefined;
+  run.inBookkeeping = false;
+  const chosen = await Promise.race([run.desk.next(), condition(heard).then(() => news!)]);
+  run.inBookkeeping = true;
+  // A decide Update and the provider's word in one workflow task: the race may pick either, the decision must win.
+  return run.desk.firstOf(chosen);
+}
+
+/** Ends the run with an outcome that is a result, not a failure. */
+async function end<Step extends string, State, Run extends SagaRun<Step, State>, Result>(
+  saga: Saga<Step, State, Run, Result>,
+  run: Run,
+  status: Ending,
+  reason: string,
+  failedStep: Step | null,
+): Promise<Result> {
+  run.end(status, reason, failedStep);
+  saga.metrics().runEnded(status);
+  await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
+  await saga.afterEnd(run);
+  return saga.ended(run, status, reason, failedStep);
+}
+
+export const abandoned = (by: string, reason: string) => `abandoned by ${by}: ${reason}`;
+
+/** Who decided, by key (a name alone proves nothing; null: unsigned), and who approved it. */
+function decisionDetail(run: { desk: { records: DecisionRecord[] } }, record: DecisionRecord): Record<string, unknown> {
+  const approval = run.desk.records.find((r) => r.answers === record.seq && r.decision === 'approve');
+  return {
+    decision: record.decision,
+    by: record.by,
+    seq: record.seq,
+    keyId: record.keyId ?? null,
+    ...(approval && {
+      approvedBy: approval.by,
+      approvalReason: approval.reason,
+      approvedByKeyId: approval.keyId ?? null,
+    }),
+  };
+}
+
+/** Leaves the run's status, or a decision, beside the operation's evidence in the store; a run that cannot do so still goes on. */
+export async function audit(
+  run: { operationId: string },
+  status: string,
+  reason: string,
+  failedStep: string | null,
+  event?: RecordOutcomeInput['event'],
+  detail?: Record<string, unknown>,
+): Promise<void> {
+  if (!run.operationId) return;
+  const { recordOutcome } = pooledActivities<{ recordOutcome(input: RecordOutcomeInput): Promise<unknown> }>(
+    BOOKKEEPING,
+  );
+  try {
+    await recordOutcome({
+      operationId: run.operationId,
+      status,
+      reason,
+      failedStep,
+      ...(event && { event }),
+      ...(detail && { detail }),
+    });
+  } catch (err) {
+    // The run's own state keeps the verdict; the audit entry is a convenience. A cancellation still propagates.
+    if (isCancellation(err)) throw err;
+  }
+}

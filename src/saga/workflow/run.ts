@@ -1,0 +1,193 @@
+// A saga run's state, with one owner: its steps, budget, activity calls and decisions, its status
+// and outcome, and the moves between them (parked, decided, ended), each showing once what the run
+// shows. A saga adds what it knows of its own effect: the facts its verdict is drawn from, whether
+// compensating fits, and the state its Query returns.
+import { patched, workflowInfo } from '@temporalio/workflow';
+import type { RunSettings, RunStatus, StepError as StepErrorView, TerminalStatus } from '../../contract';
+import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
+import { DEFAULT_POLICY } from '../../reliability/default-policy';
+import {
+  ruleFor,
+  type DecisionPolicy,
+  type RecoveryAction,
+  type RecoveryOwner,
+  type RecoveryPolicy,
+} from '../../reliability/policy';
+import type { Boundary } from '../../reliability/taxonomy';
+import {
+  decidersOf,
+  verdict,
+  type ParkedEvidence,
+  type Verdict,
+  type VerdictFacts,
+  type VerdictView,
+} from '../../reliability/verdict';
+import { RunBudget } from './budget';
+import { type Activities, ActivityCalls } from './calls';
+import { type Chosen, DecisionDesk, type DeskView } from './desk';
+import type { SagaRun } from './harness';
+import { IgnoredMessages } from './messages';
+import type { RunStopped } from './run-stopped';
+import type { StepError } from './step-failure';
+import { StepRunner } from './step-runner';
+import { type Shows, Visibility } from './visibility';
+
+const now = () => new Date().toISOString(); // deterministic inside a workflow
+
+type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
+export interface Outcome<Step> {
+  status: TerminalStatus;
+  failedStep: Step | null;
+  reason: string;
+  quarantined: boolean;
+}
+export type Parked<Step> = { since: string; failedStep: Step | null; reason: string } & VerdictView & ParkedEvidence;
+
+/** What a saga's run is made of: its steps, its rules on decisions, how it shows, its state as its Query returns it. */
+export interface RunParts<Step extends string, State> {
+  steps: readonly Step[];
+  refuses: DeskView<Step>['refuses'];
+  shows: Shows<State>;
+}
+
+export abstract class SagaRunState<Step extends string, State, Acts extends Activities> implements SagaRun<
+  Step,
+  State
+> {
+  readonly workflowId = workflowInfo().workflowId;
+  readonly steps: StepRunner<Step>;
+  readonly budget = new RunBudget(DEFAULT_POLICY.budget, workflowInfo().runStartTime.getTime());
+  readonly calls: ActivityCalls<Acts, Step>;
+  /** Signals it did not take, for operators. */
+  readonly ignored = new IgnoredMessages();
+  settings: RunSettings | null = null;
+  status: RunStatus = 'running';
+  lastFailure: (StepErrorView & { step: string }) | null = null;
+  recovery: { action: RecoveryAction; owner: RecoveryOwner; note: string | null } | null = null;
+  outcome: Outcome<Step> | null = null;
+  parked: Parked<Step> | null = null;
+  /** Between a stop and its wait for a decision, and between a decision and carrying it out: where 1.0 did not. */
+  inBookkeeping = false;
+  readonly desk: DecisionDesk<Step>;
+  protected readonly show: Visibility<State>;
+  private readonly deskView: DeskView<Step>;
+  /** Who may decide, read from the workers when the run parks; until then, the run's policy. */
+  private workerDecisions: DecisionPolicy | undefined;
+
+  constructor(parts: RunParts<Step, State>) {
+    this.steps = new StepRunner(parts.steps);
+    this.calls = new ActivityCalls<Acts, Step>(
+      this.budget,
+      this.steps,
+      () => this.policy,
+      (step, boundary, error) => this.remember(step, boundary, error),
+    );
+    this.deskView = { parked: null, policy: () => this.decisionPolicy, refuses: parts.refuses };
+    this.desk = new DecisionDesk<Step>(this.deskView, { workflowId: this.workflowId, runId: workflowInfo().runId });
+    this.show = new Visibility(parts.shows, () => this.view());
+  }
+
+  /** The operation whose audit trail the run writes (empty until the saga commits its intent). */
+  abstract get operationId(): string;
+  abstract view(): State;
+  /** What is known of the saga's effect, as its search attribute shows it. */
+  protected abstract get effectShown(): string;
+  /** The facts a parked run's verdict is drawn from, beyond the stop's own. */
+  protected abstract facts(stopped: RunStopped<Step>): VerdictFacts;
+  /** Why compensating now would be wrong, or null when it is what the run needs. */
+  abstract cannotCompensate(): string | null;
+  /** Whether the run, ending now, leaves a person something to settle. */
+  abstract leavesWorkBehind(): boolean;
+
+  get policy(): RecoveryPolicy {
+    return this.settings?.policy ?? DEFAULT_POLICY;
+  }
+
+  get decisionPolicy(): DecisionPolicy {
+    return this.workerDecisions ?? this.policy.decisions;
+  }
+
+  useDecisionPolicy(decisions: DecisionPolicy): void {
+    this.workerDecisions = decisions;
+  }
+
+  /** Parks the run: it stays Running, with its finished steps and their outputs, waiting for a decision, with its verdict and what it is drawn from (so `inspect` draws the same). */
+  park(stopped: RunStopped<Step>): Verdict {
+    const evidence: ParkedEvidence = { facts: this.facts(stopped), deciders: decidersOf(this.decisionPolicy) };
+    const view = verdict(evidence);
+    const { failedStep, reason, quarantined } = stopped;
+    this.outcome = { status: 'needs_attention', failedStep, reason, quarantined };
+    this.parked = { since: now(), failedStep, reason, ...view, ...evidence };
+    this.deskView.parked = { failedStep, since: this.parked.since };
+    this.desk.reopen();
+    this.status = 'needs_attention';
+    this.show.parked(failedStep, this.effectShown, view.verdict);
+    return view.verdict;
+  }
+
+  /** Whether an earlier attempt of the step that stopped the run, not only its last, may have taken effect. */
+  protected earlierAttemptMayHaveTakenEffect(step: Step | null): { earlierAttemptMayHaveTakenEffect?: boolean } {
+    return step ? { earlierAttemptMayHaveTakenEffect: this.steps.get(step).ledger.some(mayHaveTakenEffect) } : {};
+  }
+
+  /** While parked, a proposal waiting for a second person shows as awaiting_approval; answered, the run is back to needs_attention until it moves on. */
+  noteDecision(): void {
+    if (!this.parked) return;
+    this.setStatus(this.desk.awaitingApproval ? 'awaiting_approval' : 'needs_attention');
+  }
+
+  /** A decision was taken: the run moves on with a fresh budget, no longer among those that need a person. */
+  unpark(): void {
+    this.parked = null;
+    this.deskView.parked = null;
+    this.outcome = null;
+    this.status = 'running';
+    this.show.unparked();
+    this.budget.renew(Date.now());
+  }
+
+  /** The run's final word; nothing about it needs a person any more. */
+  end(status: Ending, reason: string, failedStep: Step | null): void {
+    this.outcome = { status, failedStep, reason, quarantined: false };
+    this.status = status;
+    this.show.ended(status, failedStep, this.effectShown);
+  }
+
+  finish(status: TerminalStatus, reason: string, failedStep: Step | null, quarantined = false): void {
+    this.outcome = { status, failedStep, reason, quarantined };
+    this.setStatus(status, failedStep ?? this.steps.last);
+  }
+
+  /** A run that ended with work left for a person (cancelled mid-saga) is still among the runs that need one. */
+  flagForAttention(): void {
+    this.show.flagged(this.effectShown, this.status === 'needs_attention');
+  }
+
+  /** Moves the run to a new status; a transition an operator may search for is mirrored to the search attributes. */
+  setStatus(status: RunStatus, step?: string): void {
+    if (status === this.status) return;
+    this.status = status;
+    this.show.status(status, step);
+  }
+
+  /** Keeps a failure and the move the policy prescribes for it. */
+  remember(step: string, boundary: Boundary, error: StepError): void {
+    this.lastFailure = { step, ...error };
+    const rule = ruleFor(this.policy, error.code, error.certainty, boundary);
+    this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
+  }
+
+  /**
+   * Whether a cancellation that lands in the park's bookkeeping takes the cancellation path: 1.0 histories, which let
+   * it close the run, replay as they ran. Asked only there, so a run that is not cancelled carries no patch marker:
+   * the workflow task that asks is the cancel's own, which runs no local activity before it (see wait.ts).
+   */
+  cancelsAnywhere(): boolean {
+    return patched('cancel-anywhere');
+  }
+
+  /** A decision taken while parked that the run has not yet carried out (it has not moved on since). */
+  takenDecision(): Chosen<Step> | null {
+    return this.parked ? this.desk.firstOf(null) : null;
+  }
+}
