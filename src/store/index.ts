@@ -6,6 +6,8 @@ import { SqlOrderStore, type OrderStoreOptions } from './order-store';
 
 export * from './types';
 export * from './errors';
+export type { KeyedSendRecord } from './sends';
+export { OutOfStockError, type Cart, type CartItem, type NewCart, type StockReceipt } from './checkouts';
 export { SqlOrderStore, type OrderStoreOptions } from './order-store';
 export { pgCode, sqliteCode, type Dialect, type StoreObserver, type StatementKind } from './database';
 

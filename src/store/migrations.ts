@@ -214,21 +214,76 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         );
       },
     },
+    // The checkout saga: carts and the stock they reserve, send records keyed by step key, and the outbox's receipts
+    // and corrections for a checkout.
+    '005_checkout': {
+      async up(db) {
+        await execute(db, dialect, CHECKOUT);
+        const kinds = OUTBOX_KINDS.map((k) => `'${k}'`).join(', ');
+        if (dialect === 'postgres')
+          return execute(
+            db,
+            dialect,
+            `ALTER TABLE notification_outbox DROP CONSTRAINT notification_outbox_kind_check; ALTER TABLE notification_outbox ADD CONSTRAINT notification_outbox_kind_check CHECK (kind IN (${kinds}))`,
+          );
+        // SQLite cannot alter a CHECK in place: the outbox is copied into a table that takes the new kinds.
+        const { rows } = await sql<{
+          sql: string;
+        }>`SELECT sql FROM sqlite_master WHERE name = 'notification_outbox'`.execute(db);
+        const create = rows[0]!.sql.replace(/CHECK \(kind IN \([^)]*\)\)/, `CHECK (kind IN (${kinds}))`);
+        await execute(
+          db,
+          dialect,
+          `${create.replace('notification_outbox', 'notification_outbox_new')}; INSERT INTO notification_outbox_new SELECT * FROM notification_outbox; DROP TABLE notification_outbox; ALTER TABLE notification_outbox_new RENAME TO notification_outbox`,
+        );
+      },
+    },
   };
 }
+
+const OUTBOX_KINDS = ['refund_notice', 'refund_correction', 'digest', 'checkout_receipt', 'checkout_correction'];
+const CHECKOUT = `
+CREATE TABLE IF NOT EXISTS stock (
+  sku TEXT PRIMARY KEY,
+  available {int} NOT NULL CHECK (available >= 0),
+  version {int} NOT NULL
+){strict};
+CREATE TABLE IF NOT EXISTS checkouts (
+  id TEXT PRIMARY KEY,
+  customer_email TEXT NOT NULL,
+  currency TEXT NOT NULL,
+  amount {int} NOT NULL CHECK (amount > 0),
+  items_json TEXT NOT NULL,
+  reserved_by_key TEXT,
+  reserved_at TEXT,
+  released_by_key TEXT,
+  released_at TEXT,
+  created_at TEXT NOT NULL
+){strict};
+CREATE TABLE IF NOT EXISTS sends (
+  key TEXT PRIMARY KEY,
+  operation_id TEXT NOT NULL,
+  requests_sent {int} NOT NULL,
+  first_sent_at TEXT,
+  last_sent_at TEXT,
+  off_the_wire_by TEXT,
+  proven_absent_through {int},
+  receipt_json TEXT,
+  updated_at TEXT NOT NULL
+){strict}`;
 
 /**
  * Brings the schema to the newest version; fails with the migration that did not apply. Kysely
  * runs PostgreSQL's migrations in a transaction under its lock; on SQLite it does neither, so
  * they run inside one BEGIN IMMEDIATE here: all or nothing, one process at a time.
  */
-export async function migrate(db: Database): Promise<void> {
+export async function migrate(db: Database, upTo?: string): Promise<void> {
   const { dialect } = db;
-  if (dialect === 'postgres') return migrateOn(db.kysely, dialect);
+  if (dialect === 'postgres') return migrateOn(db.kysely, dialect, upTo);
   await db.withConnection(async (conn) => {
     await sql.raw('BEGIN IMMEDIATE').execute(conn);
     try {
-      await migrateOn(conn, dialect);
+      await migrateOn(conn, dialect, upTo);
       await sql.raw('COMMIT').execute(conn);
     } catch (err) {
       await sql
@@ -240,14 +295,15 @@ export async function migrate(db: Database): Promise<void> {
   });
 }
 
-async function migrateOn(db: Kysely<unknown>, dialect: Dialect, again = true): Promise<void> {
+/** `upTo`: a migration to stop at (a test's schema of an earlier release). */
+async function migrateOn(db: Kysely<unknown>, dialect: Dialect, upTo?: string, again = true): Promise<void> {
   const ours = migrations(dialect);
   const later = await laterMigrations(db, ours);
   const migrator = new Migrator({ db, provider: { getMigrations: async () => ({ ...ours, ...later }) } });
-  const { error, results } = await migrator.migrateToLatest();
+  const { error, results } = await (upTo ? migrator.migrateTo(upTo) : migrator.migrateToLatest());
   // PostgreSQL: a later build migrated between the read and the migrator's lock; read again, once.
   if (again && /corrupted migrations: previously executed migration .* is missing/.test(String(error)))
-    return migrateOn(db, dialect, false);
+    return migrateOn(db, dialect, upTo, false);
   if (error) {
     const failed = results?.find((r) => r.status === 'Error')?.migrationName ?? 'unknown';
     throw new Error(`migrating the store's schema failed at ${failed}: ${(error as Error).message ?? String(error)}`, {

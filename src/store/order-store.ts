@@ -4,6 +4,8 @@ import { sql } from 'kysely';
 import type { Order } from '../domain/order';
 import type { OrderReceipt } from '../contract';
 import type { Database } from './database';
+import { SqlCheckouts } from './checkouts';
+import { SqlSends } from './sends';
 import { SqlNotificationOutbox } from './notification-outbox';
 import { SqlOperationLog } from './operation-log';
 import { SqlOrders, type BeforeOrderWrite } from './orders';
@@ -36,6 +38,8 @@ export class SqlOrderStore implements OrderStore {
   readonly faults: SqlStoreFaults;
   readonly queue: SqlRefundQueue;
   readonly providerEvents: SqlProviderEventLog;
+  readonly checkouts: SqlCheckouts;
+  readonly sends: SqlSends;
   private readonly orders: SqlOrders;
   private readonly outbox: SqlNotificationOutbox;
 
@@ -47,6 +51,8 @@ export class SqlOrderStore implements OrderStore {
     this.faults = new SqlStoreFaults(db, options.openFaultConnection, options.busyTimeoutMs ?? 5000);
     this.queue = new SqlRefundQueue(db);
     this.providerEvents = new SqlProviderEventLog(db);
+    this.checkouts = new SqlCheckouts(db);
+    this.sends = new SqlSends(db, this.operations);
     this.orders = new SqlOrders(db, this.operations, async (orderId, tx) => {
       await options.beforeOrderWrite?.(orderId, tx);
       await this.faults.beforeOrderWrite(orderId);

@@ -1,5 +1,7 @@
 import type { OperationRecord, OperationStatus, OrderReceipt, RefundReceipt } from '../contract/receipts';
 import type { Order } from '../domain/order';
+import type { SqlCheckouts } from './checkouts';
+import type { SqlSends } from './sends';
 import type { RefundRequest } from '../domain/refund-request';
 
 // The operation's record is what beginOperation returns: the contract holds it.
@@ -51,7 +53,7 @@ export interface OutboxEntry {
   key: string;
   /** The order it is about; '' for an operators' digest. */
   orderId: string;
-  kind: 'refund_notice' | 'refund_correction' | 'digest';
+  kind: 'refund_notice' | 'refund_correction' | 'digest' | 'checkout_receipt' | 'checkout_correction';
   recipient: string;
   subject: string;
   messageId: string;
@@ -298,6 +300,10 @@ export interface OrderStore {
   readonly faults: StoreFaults;
   readonly queue: RefundQueue;
   readonly providerEvents: ProviderEventLog;
+  /** The checkout saga's carts and stock. */
+  readonly checkouts: SqlCheckouts;
+  /** Send records keyed by step key (the checkout's charge). */
+  readonly sends: SqlSends;
   /** Inserts the order, or returns the existing one when an identical order is already there. */
   seedOrder(order: NewOrder): Promise<Order>;
   getOrder(id: string): Promise<Order | undefined>;

@@ -996,6 +996,7 @@ describe('SQLite files and DATABASE_URL', () => {
       { name: '002_off_the_wire_by' },
       { name: '003_orders_fillfactor' },
       { name: '004_sending_until' },
+      { name: '005_checkout' },
     ]);
     check.close();
   });
