@@ -186,7 +186,7 @@ export function refundCreation(deps: PaymentDeps) {
  * request id on the answer) refused it below 500. A 5xx, or an answer without Stripe's request id
  * (a proxy's), proves only that the last hop said no: the request may have gone on to Stripe.
  */
-function provesNothingSent(failure: Classified): boolean {
+export function provesNothingSent(failure: Classified): boolean {
   if (failure.certainty !== 'not_executed') return false;
   if (failure.reason === 'attempt_time_spent' || failure.reason === 'connection_failed_before_send') return true;
   const status = failure.extra.provider?.statusCode;

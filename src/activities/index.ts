@@ -6,6 +6,7 @@ import type { DecisionPolicy } from '../reliability/policy';
 import type { OrderStore } from '../store/types';
 import { Breakers } from '../reliability/circuit-breaker';
 import { createAttemptRunner } from './attempt';
+import { createCheckoutActivities } from './checkout';
 import { createSweepActivities } from './sweep';
 import { createCompletionGate } from './completion-gate';
 import { createFollowUpActivities } from './follow-up';
@@ -38,9 +39,17 @@ export function createActivities(deps: ActivityDeps) {
   // Per worker: each worker process judges the providers' health from its own calls.
   const breakers = new Breakers(settings.policy.breaker);
   const attempt = createAttemptRunner({ policy: settings.policy, log: store.operations, breakers });
+  const payments = createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider });
   return {
     ...createOperationActivities({ store, attempt, settings }),
-    ...createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider }),
+    ...payments,
+    ...createCheckoutActivities({
+      stripe,
+      store,
+      attempt,
+      windows: settings.provider,
+      createRefund: payments.createRefund,
+    }),
     ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
     ...createFollowUpActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),

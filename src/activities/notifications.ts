@@ -5,6 +5,8 @@ import type { Evidenced, NotificationReceipt } from '../contract';
 import type { OrderStore } from '../store';
 import type { AttemptRunner } from './attempt';
 import type { MessageLog } from './message-log';
+import { Classified } from './attempt';
+import { checkoutCorrectionMail, checkoutReceiptMail, type CheckoutMailInput } from './checkout-mail';
 import { DEFAULT_DIGEST_TO, digestMail, type DigestInput } from './attention-digest';
 import { createOutboxHandOver, type ConfirmDeliveredInput } from './outbox-hand-over';
 import { refundCorrectionMail, type RefundCorrectionInput } from './refund-correction';
@@ -30,6 +32,18 @@ const MAX_SEND_MS = 5 * 60_000;
 
 export function createNotificationActivities(deps: NotificationDeps) {
   const { deliver, confirmDelivered } = createOutboxHandOver({ ...deps, maxSendMs: deps.maxSendMs ?? MAX_SEND_MS });
+
+  const cartEmail = async (cartId: string) => {
+    const cart = await deps.store.checkouts.cart(cartId);
+    if (!cart)
+      throw new Classified(
+        'PERMANENT_BUSINESS',
+        'not_executed',
+        'cart_not_found',
+        `cart ${cartId} does not exist; nothing was sent`,
+      );
+    return cart.customerEmail;
+  };
 
   const smtpCall = (step: string, key: string, operationId: string) => ({
     step,
@@ -72,6 +86,25 @@ export function createNotificationActivities(deps: NotificationDeps) {
             to: deps.digestTo ?? DEFAULT_DIGEST_TO,
           },
           digestMail(input),
+        ),
+      );
+    },
+
+    /** The checkout's receipt, and its correction: mailed to the cart's customer, as the store holds them. */
+    async sendCheckoutReceipt(input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> {
+      return deps.attempt(smtpCall('send_receipt', input.key, input.operationId), storeFailure, async () =>
+        deliver(
+          { ...input, orderId: input.cartId, kind: 'checkout_receipt', to: await cartEmail(input.cartId) },
+          checkoutReceiptMail(input),
+        ),
+      );
+    },
+
+    async sendCheckoutCorrection(input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> {
+      return deps.attempt(smtpCall('send_receipt:compensate', input.key, input.operationId), storeFailure, async () =>
+        deliver(
+          { ...input, orderId: input.cartId, kind: 'checkout_correction', to: await cartEmail(input.cartId) },
+          checkoutCorrectionMail(input),
         ),
       );
     },

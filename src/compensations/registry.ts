@@ -16,6 +16,7 @@ import {
   type RefundReceipt,
   type RefundStep,
 } from '../contract';
+import type { z } from 'zod';
 import { checkRegistry } from '../saga/order';
 import { defineCall, type StepCall } from '../saga/step';
 import type { Boundary } from '../reliability/taxonomy';
@@ -55,6 +56,8 @@ export interface Compensation<A extends CompensationActivity = CompensationActiv
   kind: 'compensation';
   activity: A;
   boundary: Boundary;
+  /** The receipt it must return. */
+  output: z.ZodObject;
   /** The compensation's own idempotency key, as `compensationKeyOf` (plan.ts) derives it: never the forward step's key. */
   key: string;
   /** Builds the compensation's input; `key` is the compensation's own idempotency key. */
@@ -91,10 +94,11 @@ export interface StepRegistration<A extends string = string, In = any> extends S
 function compensation<A extends CompensationActivity>(
   activity: A,
   boundary: Boundary,
+  output: z.ZodObject,
   key: string,
   input: (ctx: SagaContext, key: string) => ActivityInput<A>,
 ): Compensation {
-  return { kind: 'compensation', activity, boundary, key, input } as Compensation;
+  return { kind: 'compensation', activity, boundary, output, key, input } as Compensation;
 }
 
 function need<T>(value: T | undefined, what: string): T {
@@ -181,6 +185,7 @@ export const REFUND_SAGA = {
     undo: compensation(
       'revertRefund',
       'store',
+      orderReceiptSchema,
       'compensationKey(stepKey(operation, update_order)) = <operation>:update_order:compensate; the store keeps it as reverted_by_key',
       (ctx, key) => ({ orderId: ctx.request.orderId, operationId: ctx.operationId, compensationKey: key }),
     ),
@@ -206,6 +211,7 @@ export const REFUND_SAGA = {
     undo: compensation(
       'sendRefundCorrection',
       'smtp',
+      notificationReceiptSchema,
       'compensationKey(stepKey(operation, notify_customer)) = <operation>:notify_customer:compensate: its own outbox entry and Message-ID',
       (ctx, key) => ({
         key,

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { DecisionKind } from '../reliability/policy';
 import { sha256Hex } from './sha256';
-import type { RefundStep } from './steps';
+import type { SagaStep } from './steps';
 
 /** The longest a signature may be valid for: time enough to paste it into a `temporal` call, short enough that one left lying around lapses. */
 export const MAX_SIGNATURE_TTL_MS = 24 * 3600_000;
@@ -34,7 +34,7 @@ export interface SignedFields {
   decision: DecisionKind;
   by: string;
   reason: string;
-  step?: RefundStep;
+  step?: SagaStep;
 }
 
 /** The exact text signed: an array, so that no field's order or absence is ambiguous. */

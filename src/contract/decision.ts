@@ -3,7 +3,7 @@
 import { z } from 'zod';
 import { DECISION_KINDS, deciderNameSchema, type DecisionKind } from '../reliability/policy';
 import { signedSchema } from './decision-signature';
-import { REFUND_STEPS, type RefundStep } from './steps';
+import { SAGA_STEPS, type SagaStep } from './steps';
 
 export const decisionInputSchema = z
   .object({
@@ -11,7 +11,7 @@ export const decisionInputSchema = z
     by: deciderNameSchema,
     reason: z.string().trim().min(1, 'must say why').max(500),
     /** For retry-step: the step (the one that failed, which is also the default). */
-    step: z.enum(REFUND_STEPS).optional(),
+    step: z.enum(SAGA_STEPS).optional(),
     /** The parking the decider read (decisionAddress), for an unsigned decision; a signed one says it in `signed`. Refused when the run is elsewhere. */
     answers: z.string().min(1).max(200).optional(),
     /** The decider's signature and what it is addressed to; only `reconcile` may go without (decision-signature.ts). */
@@ -27,7 +27,7 @@ export interface DecisionRecord {
   decision: DecisionKind;
   by: string;
   reason: string;
-  step: RefundStep | null;
+  step: SagaStep | null;
   at: string;
   /** applied; waiting for approval; or, for a proposal, what became of it. */
   outcome: 'applied' | 'awaiting_approval' | 'approved' | 'rejected' | 'expired';

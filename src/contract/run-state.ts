@@ -1,4 +1,4 @@
-// A refund run's state as the `steps` Query shows it: the step table, the operation's identity,
+// A saga run's state, and a refund run's, as the `steps` Query shows it: the step table, the operation's identity,
 // what is known of the effect, the last failure and the move the policy chose for it,
 // reconciliation, budgets, decisions, provider events, and why the run stopped. Types only.
 import type { RefundRequest } from '../domain/refund-request';
@@ -40,12 +40,34 @@ export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed
 /** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
 export const MAX_RESUBMISSIONS = 3;
 
-export interface RefundRunState {
+/** A saga run's state as the `steps` Query shows it, whatever the saga: the part `inspect` and `decide` read alike. */
+export interface RunState<Request = unknown, Step extends string = string> {
   workflowId: string;
   /** This run of it: a reset starts another, which no decision signed for this one answers. */
   runId: string;
-  request: RefundRequest;
+  /** Which saga it is (absent: a refund, as every run before the checkout saga). */
+  saga?: string;
+  request: Request;
   status: RunStatus;
+  /** What is known of the saga's effect at its provider (the refund, the charge). */
+  effect: { status: string; certainty: Certainty | 'none' };
+  lastFailure: (StepError & { step: string }) | null;
+  recovery: { action: RecoveryAction; owner: RecoveryOwner; note: string | null } | null;
+  budget: BudgetView;
+  /** Why the run stopped, or parked, when it did not complete. */
+  outcome: { status: TerminalStatus; failedStep: Step | null; reason: string; quarantined: boolean } | null;
+  /**
+   * While parked: since when, the verdict, the smallest next action and who may take it, and the
+   * evidence the verdict was drawn from (its facts, who may decide), from which `inspect` draws it again.
+   */
+  parked: ({ since: string; failedStep: Step | null; reason: string } & VerdictView & ParkedEvidence) | null;
+  decisions: DecisionRecord[];
+  /** Signals the run ignored (malformed, or about another refund): how many, the latest, and why. */
+  ignoredMessages: IgnoredMessagesView;
+  steps: StepRecord[];
+}
+
+export interface RefundRunState extends RunState<RefundRequest, RefundStep> {
   operation: {
     operationId: string;
     operationVersion: number;
@@ -60,8 +82,6 @@ export interface RefundRunState {
   } | null;
   effect: { status: EffectStatus; certainty: Certainty | 'none'; refundId: string | null };
   provider: { name: 'stripe'; scope: string | null; changed: false };
-  lastFailure: (StepError & { step: string }) | null;
-  recovery: { action: RecoveryAction; owner: RecoveryOwner; note: string | null } | null;
   reconciliation: {
     lookups: number;
     lastResult: ReconcileOutcome | null;
@@ -71,22 +91,10 @@ export interface RefundRunState {
     resubmissions: number;
     history: { at: string; operationId: string; result: ReconcileOutcome; note: string }[];
   };
-  budget: BudgetView;
-  /** Why the run stopped, or parked, when it did not complete. */
-  outcome: { status: TerminalStatus; failedStep: RefundStep | null; reason: string; quarantined: boolean } | null;
-  /**
-   * While parked: since when, the verdict, the smallest next action and who may take it, and the
-   * evidence the verdict was drawn from (its facts, who may decide), from which `inspect` draws it again.
-   */
-  parked: ({ since: string; failedStep: RefundStep | null; reason: string } & VerdictView & ParkedEvidence) | null;
-  decisions: DecisionRecord[];
   /** Provider events (webhooks) received for this run, each once. */
   providerEvents: ProviderEventSummary[];
-  /** Signals the run ignored (malformed, or about another refund): how many, the latest, and why. */
-  ignoredMessages: IgnoredMessagesView;
   /** While (and after) the run waited for the provider to settle a pending refund: until when, and how it was settled. */
   awaitingProvider: AwaitingProvider | null;
-  steps: StepRecord[];
 }
 
 export interface AwaitingProvider {

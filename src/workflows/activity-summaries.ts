@@ -35,6 +35,16 @@ const SUMMARIES: Summaries = {
   recordStarts: (i) => `record ${i.records.length} start(s) of occurrence ${i.occurrenceId} in the queue`,
   listAttention: (i) => `list up to ${i.max} runs that need a person`,
   sendDigest: (i) => `email the operators' digest of ${i.total} run(s) that need a person, key ${i.key}`,
+  reserveStock: (i) => `reserve cart ${i.cartId}'s items in stock, key ${i.key}`,
+  releaseStock: (i) => `put cart ${i.cartId}'s reserved items back in stock, key ${i.key}`,
+  chargeCard: (i) => `charge cart ${i.cartId} at Stripe with ${i.paymentMethod}, idempotency key ${i.key}`,
+  reconcileCharge: (i) => `look up the charge of cart ${i.cartId} at Stripe by its key (sends nothing), key ${i.key}`,
+  refundCharge: (i) =>
+    `refund ${money(i)} of ${i.paymentIntentId} at Stripe (cart ${i.cartId}), idempotency key ${i.key}`,
+  sendCheckoutReceipt: (i) =>
+    `${resend(i)}email the receipt (${money(i)}) to the customer of cart ${i.cartId}, Message-ID ${messageIdForKey(i.key)}`,
+  sendCheckoutCorrection: (i) =>
+    `${resend(i)}email the correction (cart ${i.cartId} cancelled) to its customer, Message-ID ${messageIdForKey(i.key)}`,
   sweepUnknown: (i) => `ask up to ${i.maxRuns} parked runs whose refund is unknown to reconcile`,
 };
 

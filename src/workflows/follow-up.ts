@@ -30,7 +30,7 @@ import {
 } from '../contract';
 import { REFUND_REASONS, type RefundRequest } from '../domain/refund-request';
 import { activityOptions, BOOKKEEPING } from '../saga/workflow/activity-options';
-import { runCompensation } from './compensate';
+import { runUndo } from '../saga/workflow/undo';
 import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';
 import { pooledActivities } from './pools';
 import { describeFailure } from '../saga/workflow/step-failure';
@@ -187,7 +187,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       const record: FollowUpCompensation = { step, key, status: 'completed' };
       state.compensations.push(record);
       // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
-      const { status, output, error } = await runCompensation(step, key, ctx, () =>
+      const { status, output, error } = await runUndo(step, undo, undo.input(ctx, key), () =>
         pooledActivities<RefundActivities>(activityOptions(policy, undo.boundary)),
       );
       Object.assign(record, { status }, output !== undefined && { output }, error && { error });

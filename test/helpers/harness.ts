@@ -109,6 +109,8 @@ export interface Harness {
   ): Promise<Order>;
   /** Effects the Stripe server really performed for a payment intent (its refunds). */
   ledger(paymentIntentId: string): Promise<LedgerEffect[]>;
+  /** Every effect of the payment intent: its creation, its charge, its refunds. */
+  effects(paymentIntentId: string): Promise<LedgerEffect[]>;
   /** Every request the Stripe server received, as it answered it. */
   requests(filter: { idempotencyKey?: string; paymentIntent?: string; path?: string }): Promise<RequestRow[]>;
   /** Messages the SMTP server really received, optionally for one Message-ID or recipient. */
@@ -256,6 +258,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     if (!res.ok) throw new Error(`${url}: ${res.status} ${await res.text()}`);
   };
 
+  const effects = async (paymentIntentId: string) =>
+    (await getJson<{ effects: LedgerEffect[] }>(`${stripeServer.url}/_ledger?payment_intent=${paymentIntentId}`))
+      .effects;
   return {
     env,
     namespace,
@@ -299,11 +304,9 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
       );
     },
     async ledger(paymentIntentId) {
-      const body = await getJson<{ effects: LedgerEffect[] }>(
-        `${stripeServer.url}/_ledger?payment_intent=${paymentIntentId}`,
-      );
-      return body.effects.filter((e) => e.type === 'refund.created');
+      return (await effects(paymentIntentId)).filter((e) => e.type === 'refund.created');
     },
+    effects,
     async requests(filter) {
       const q = new URLSearchParams();
       if (filter.idempotencyKey) q.set('idempotency_key', filter.idempotencyKey);

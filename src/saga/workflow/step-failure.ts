@@ -112,3 +112,13 @@ export function describeFailure(
     ledger: [],
   };
 }
+
+/**
+ * The hand-over a person judged (a notice's, a correction's), named by its stamp in the failure they saw (the
+ * store's clock), so that an approved resend covers it and no later one: the workflow's clock is never compared.
+ */
+export function judgedHandOver(failure: StepError | undefined): { approvedHandOver?: string } {
+  // Only a hand-over that ended unknown is one a person judged; one still in progress is waited for, never named.
+  const since = failure?.code === 'UNKNOWN_OUTCOME' ? failure.provider?.sendingSince : undefined;
+  return typeof since === 'string' ? { approvedHandOver: since } : {};
+}

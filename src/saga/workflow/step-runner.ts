@@ -5,13 +5,21 @@ import type { z } from 'zod';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
-import type { CompensationOutcome } from '../../workflows/compensate';
 import type { CompensationRecord, StepError, StepRecord } from '../../contract';
 import { describeFailure, stepError, StepFailedError } from './step-failure';
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
 type WithEvidence = { evidence: StepEvidence };
+
+/** What came of a compensation: completed with its receipt, failed, or unknown. */
+export interface CompensationOutcome {
+  status: 'completed' | 'failed' | 'unknown';
+  output?: unknown;
+  error?: StepError;
+  attempts: number;
+  transportRequests: number;
+}
 
 export class StepRunner<Name extends string> {
   private readonly records: Map<Name, StepRecord>;

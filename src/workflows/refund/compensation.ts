@@ -1,16 +1,16 @@
 // Compensation: when the provider failed the refund after accepting it, on a person's compensate
 // decision, or on cancellation, the run undoes what the store shows standing, as the compensation
-// plan decides from its records (the same plan and the same runCompensation as the follow-up's).
+// plan decides from its records (the same plan and the same runUndo as the follow-up's).
 import { CancellationScope, isCancellation } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import { compensationPlan, correctsUnknownNotice } from '../../compensations/plan';
 import { REFUND_SAGA, type RefundStep } from '../../compensations/registry';
 import { standingRecordsSchema, type RefundReceipt } from '../../contract';
 import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
-import { runCompensation } from '../compensate';
+import { undoSteps } from '../../saga/workflow/undo';
 import { pooledActivities } from '../pools';
 import type { RefundRun } from './run';
-import { judgedHandOver } from './steps';
+import { judgedHandOver } from '../../saga/workflow/step-failure';
 import * as reasons from './stop-reasons';
 import { stop } from '../../saga/workflow/run-stopped';
 
@@ -61,7 +61,10 @@ async function compensateStanding(
     records,
     correctsUnknownNotice(run.policy, resendApprovedAt !== undefined),
   );
-  for (const { step, key } of plan.undo) await compensateStep(run, step, key, resendApprovedAt);
+  await undoSteps(
+    run,
+    plan.undo.flatMap(({ step, key }) => planned(run, step, key, resendApprovedAt)),
+  );
   // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
   const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
 
@@ -83,26 +86,14 @@ async function compensateStanding(
   );
 }
 
-/** One step's compensation, unless it already completed; a correction of unknown outcome is resent only on a person's approval. */
-async function compensateStep(
-  run: RefundRun,
-  step: RefundStep,
-  key: string,
-  resendApprovedAt: string | undefined,
-): Promise<void> {
+/** One step's compensation as planned; a correction of unknown outcome is resent only on a person's approval. */
+function planned(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined) {
   const { undo } = REFUND_SAGA[step];
-  if (undo.kind !== 'compensation') return;
+  if (undo.kind !== 'compensation') return [];
   const previous = run.steps.get(step).compensation;
-  if (previous?.status === 'completed') return;
   const resend =
     resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
   // The approval covers the hand-over the person judged, as a notice's resend does.
   const approval = resend ? { resendApprovedAt, ...judgedHandOver(previous?.error) } : undefined;
-  await run.steps.compensate(step, key, () =>
-    runCompensation(step, key, run.ctx, () => run.calls.activities(undo.boundary, true), approval),
-  );
-  run.budget.spend({
-    provider: undo.boundary !== 'store',
-    transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0,
-  });
+  return [{ step, key, undo, input: { ...undo.input(run.ctx, key), ...approval } }];
 }

@@ -11,7 +11,7 @@ import {
 } from '../../contract';
 import { CONFIRM_DELIVERED, REFUND_SAGA } from '../../compensations/registry';
 import { pinnedPolicy } from '../../reliability/pinned-policy';
-import { stepError, StepFailedError, type StepError } from '../../saga/workflow/step-failure';
+import { judgedHandOver, stepError, StepFailedError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 import { attempt, stopForFailure } from './step-stop';
 
@@ -79,16 +79,6 @@ export async function notifyCustomer(
     ...(resendApprovedAt && { resendApprovedAt, ...judgedHandOver(run.steps.get('notify_customer').error) }),
   };
   return attempt(run, 'notify_customer', () => run.calls.step(REFUND_SAGA.notify_customer, input));
-}
-
-/**
- * The hand-over a person judged (a notice's, a correction's), named by its stamp in the failure they saw (the
- * store's clock), so that an approved resend covers it and no later one: the workflow's clock is never compared.
- */
-export function judgedHandOver(failure: StepError | undefined): { approvedHandOver?: string } {
-  // Only a hand-over that ended unknown is one a person judged; one still in progress is waited for, never named.
-  const since = failure?.code === 'UNKNOWN_OUTCOME' ? failure.provider?.sendingSince : undefined;
-  return typeof since === 'string' ? { approvedHandOver: since } : {};
 }
 
 /**

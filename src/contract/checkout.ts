@@ -1,0 +1,63 @@
+// The checkout saga's contract: its request, its steps and ids, the receipts its steps return, and
+// its result. A cart is in the store (its items, amount and customer); the request names it and
+// the payment method, so that no customer address travels through history.
+import { defineQuery } from '@temporalio/workflow';
+import { z } from 'zod';
+import type { RunState, TerminalStatus } from './run-state';
+import type { CheckoutStep } from './steps';
+
+export const checkoutRequestSchema = z
+  .object({
+    cartId: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$/, 'must be 1-64 letters, digits, "_" or "-"'),
+    /** A Stripe PaymentMethod id (pm_…): the card, never its number. */
+    paymentMethod: z
+      .string()
+      .regex(/^pm_[A-Za-z0-9_]{1,64}$/, 'must be a Stripe PaymentMethod id such as pm_card_visa'),
+    requestedBy: z.string().trim().min(1, 'must name who asked for the checkout').max(200),
+  })
+  .strict();
+export type CheckoutRequest = z.output<typeof checkoutRequestSchema>;
+
+/** One checkout per cart: `checkout-<cart>`. */
+export const checkoutWorkflowId = (cartId: string) => `checkout-${cartId}`;
+/** `checkout:<cart>`: the operation its keys and audit trail are under. */
+export const checkoutOperationId = (cartId: string) => `checkout:${cartId}`;
+
+export const stockReceiptSchema = z.object({
+  cartId: z.string(),
+  amount: z.number().int().positive(),
+  currency: z.string(),
+  changed: z.boolean(),
+});
+
+/** A charge as the provider answered: succeeded, or declined (a business outcome: nothing was charged). */
+export const chargeReceiptSchema = z.object({
+  paymentIntentId: z.string(),
+  status: z.enum(['succeeded', 'declined']),
+  amount: z.number().int().positive(),
+  currency: z.string(),
+  declineCode: z.string().nullable(),
+  replayed: z.boolean().default(false),
+});
+export type ChargeReceipt = z.output<typeof chargeReceiptSchema>;
+
+/** What reconciling a charge whose outcome is unknown found at the provider. */
+export const chargeLookupSchema = z.object({
+  kind: z.enum(['found', 'absent', 'unknown']),
+  charge: chargeReceiptSchema.nullable(),
+  note: z.string(),
+});
+
+export type CheckoutRunState = RunState<CheckoutRequest, CheckoutStep>;
+export const checkoutStateQuery = defineQuery<CheckoutRunState>('steps');
+
+export type CheckoutResult =
+  | { workflowId: string; cartId: string; operationId: string; status: 'completed'; charge: ChargeReceipt }
+  | {
+      workflowId: string;
+      cartId: string | null;
+      operationId: string | null;
+      status: Exclude<TerminalStatus, 'completed' | 'needs_attention'>;
+      reason: string;
+      failedStep: CheckoutStep | null;
+    };

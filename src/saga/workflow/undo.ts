@@ -1,0 +1,89 @@
+// One compensation, run under its own key: the one way every saga's run (its end, a person's
+// compensate decision, a cancellation) and the refund's follow-up undo a step. What came of it is
+// a value: completed with its receipt, failed, or unknown.
+import type { z } from 'zod';
+import { evidenced } from '../../contract';
+import { tally, type StepEvidence } from '../../reliability/attempt-ledger';
+import type { Boundary } from '../../reliability/taxonomy';
+import type { RunBudget } from './budget';
+import type { Activities } from './calls';
+import type { CompensationOutcome, StepRunner } from './step-runner';
+import { compensationFailure, describeFailure, stepError, StepFailedError } from './step-failure';
+
+/** A compensation's call: the activity, its dependency, and the receipt it must return. */
+export interface UndoCall {
+  activity: string;
+  boundary: Boundary;
+  output: z.ZodObject;
+}
+
+/**
+ * Runs `step`'s compensation `undo` with `input` (its own key in it) on `activities` (built on call: a run whose
+ * budget cannot schedule it records a failure).
+ */
+export async function runUndo(
+  step: string,
+  undo: UndoCall,
+  input: unknown,
+  activities: () => Activities,
+): Promise<CompensationOutcome> {
+  let raw: unknown;
+  try {
+    raw = await activities()[undo.activity]!(input);
+  } catch (err) {
+    // It could not even be scheduled (the run's deadline has passed): a person must finish it.
+    if (err instanceof StepFailedError)
+      return { status: 'failed', error: err.error, attempts: 0, transportRequests: 0 };
+    const { error, ledger } = describeFailure(err, undo.boundary, `${step} compensation`, undo.boundary !== 'store');
+    return { status: compensationFailure(error), error, ...tally({ attempt: ledger.length, ledger }) };
+  }
+  const parsed = evidenced(undo.output).safeParse(raw);
+  // It finished, so whatever it did happened; what it returned cannot be used as its receipt.
+  if (!parsed.success) {
+    return {
+      status: 'unknown',
+      error: stepError(
+        'POISON',
+        'undeterminable',
+        'result_unusable',
+        `${step}'s compensation returned a result that is not its receipt`,
+      ),
+      attempts: 0,
+      transportRequests: 0,
+    };
+  }
+  const { evidence, ...output } = parsed.data as Record<string, unknown> & { evidence: StepEvidence };
+  return { status: 'completed', output, ...tally(evidence) };
+}
+
+/** A step's compensation as a run plans it: under its own key, with its input. */
+export interface PlannedUndo<Step extends string> {
+  step: Step;
+  key: string;
+  undo: UndoCall;
+  input: unknown;
+}
+
+/**
+ * Runs each planned compensation, in order, unless it completed before: recorded in the step table, paid for from
+ * the run's budget, held only to the run's deadline (undoing is never refused for spent retries or calls).
+ */
+export async function undoSteps<Step extends string>(
+  run: {
+    steps: StepRunner<Step>;
+    budget: RunBudget;
+    calls: { activities(boundary: Boundary, essential: boolean): Activities };
+  },
+  plan: PlannedUndo<Step>[],
+): Promise<void> {
+  for (const { step, key, undo, input } of plan) {
+    if (run.steps.get(step).compensation?.status === 'completed') continue;
+    await run.steps.compensate(step, key, () =>
+      runUndo(step, undo, input, () => run.calls.activities(undo.boundary, true)),
+    );
+    run.budget.spend({
+      provider: undo.boundary !== 'store',
+      transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0,
+    });
+  }
+}

@@ -1,0 +1,167 @@
+// One checkout run's state, on the harness's: what the steps returned, what is known of the charge,
+// the facts its verdict is drawn from, and what stands to be undone (latest first).
+import { workflowInfo } from '@temporalio/workflow';
+import type { RefundActivities } from '../../activities';
+import {
+  type ChargeReceipt,
+  CHECKOUT_STEPS,
+  checkoutOperationId,
+  type CheckoutRequest,
+  type CheckoutRunState,
+  type CheckoutStep,
+  compensationKey,
+  type NotificationReceipt,
+  type ParsedDecision,
+  stepKey,
+} from '../../contract';
+import type { StockReceipt } from '../../store/checkouts';
+import { maskEmails, redact } from '../../reliability/redaction';
+import type { VerdictFacts } from '../../reliability/verdict';
+import { SagaRunState } from '../../saga/workflow/run';
+import type { RunStopped } from '../../saga/workflow/run-stopped';
+import type { PlannedUndo } from '../../saga/workflow/undo';
+import type { Standing } from '../../saga/workflow/visibility';
+import { REFUND_ATTRIBUTES } from '../refund/run';
+import { UNDO } from './steps';
+
+const UNKNOWN = new Set(['may_have_executed', 'undeterminable']);
+
+export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, RefundActivities> {
+  reserved?: StockReceipt;
+  charge?: ChargeReceipt;
+  receipt?: NotificationReceipt;
+  effect: CheckoutRunState['effect'] = { status: 'none', certainty: 'none' };
+
+  constructor(readonly request: CheckoutRequest) {
+    super({
+      steps: CHECKOUT_STEPS,
+      refuses: (d) => this.refusal(d),
+      // The refund's search attributes, the cart as the key: operators find parked checkouts as they find refunds.
+      shows: { attributes: REFUND_ATTRIBUTES, details },
+    });
+    this.show.started(request.cartId);
+  }
+
+  get operationId(): string {
+    return checkoutOperationId(this.request.cartId);
+  }
+
+  key(step: CheckoutStep): string {
+    return stepKey(this.operationId, step);
+  }
+
+  protected get effectShown(): string {
+    return this.effect.status;
+  }
+
+  view(): CheckoutRunState {
+    return redact({
+      workflowId: this.workflowId,
+      runId: workflowInfo().runId,
+      saga: 'checkout',
+      request: this.request,
+      status: this.status,
+      effect: this.effect,
+      lastFailure: this.lastFailure,
+      recovery: this.recovery,
+      budget: this.budget.view(),
+      outcome: this.outcome,
+      parked: this.parked,
+      decisions: this.desk.records,
+      ignoredMessages: this.ignored.view,
+      steps: this.steps.table(),
+    });
+  }
+
+  protected facts(stopped: RunStopped<CheckoutStep>): VerdictFacts {
+    const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
+    return {
+      effect: this.effect,
+      failedStep: stopped.failedStep,
+      failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
+      quarantined: stopped.quarantined,
+      compensationPending: this.cannotCompensate() === null,
+      operationId: this.operationId,
+      noticeMessageId: this.receipt?.messageId ?? null,
+      ...this.earlierAttemptMayHaveTakenEffect(stopped.failedStep),
+    };
+  }
+
+  /** Whether the receipt may have reached the customer: sent, or handed over with no answer. */
+  receiptMayHaveGone(): boolean {
+    const r = this.steps.get('send_receipt');
+    return r.status === 'completed' || UNKNOWN.has(r.error?.certainty ?? '');
+  }
+
+  /** What stands and is not undone yet, latest first, each under its own key; a correction resent only as a person approved. */
+  undoPlan(resendApprovedAt?: string): PlannedUndo<CheckoutStep>[] {
+    const { cartId } = this.request;
+    const base = (step: CheckoutStep) => ({
+      key: compensationKey(this.key(step)),
+      operationId: this.operationId,
+      cartId,
+    });
+    const charged = this.charge?.status === 'succeeded' ? this.charge : undefined;
+    const money = charged && {
+      paymentIntentId: charged.paymentIntentId,
+      amount: charged.amount,
+      currency: charged.currency,
+    };
+    const plan: PlannedUndo<CheckoutStep>[] = [];
+    if (money && this.receiptMayHaveGone())
+      plan.push({
+        step: 'send_receipt',
+        key: base('send_receipt').key,
+        undo: UNDO.send_receipt,
+        input: { ...base('send_receipt'), ...money, ...(resendApprovedAt && { resendApprovedAt }) },
+      });
+    if (money)
+      plan.push({
+        step: 'charge_card',
+        key: base('charge_card').key,
+        undo: UNDO.charge_card,
+        input: { ...base('charge_card'), ...money },
+      });
+    if (this.reserved)
+      plan.push({
+        step: 'reserve_stock',
+        key: base('reserve_stock').key,
+        undo: UNDO.reserve_stock,
+        input: base('reserve_stock'),
+      });
+    return plan.filter((p) => this.steps.get(p.step).compensation?.status !== 'completed');
+  }
+
+  cannotCompensate(): string | null {
+    if (this.effect.status === 'unknown') return 'the charge is unknown: reconcile it first';
+    return this.undoPlan().length ? null : 'nothing of the checkout stands';
+  }
+
+  leavesWorkBehind(): boolean {
+    return this.effect.status === 'unknown' || this.undoPlan().length > 0;
+  }
+
+  private refusal(d: ParsedDecision): string | null {
+    if (d.decision === 'reconcile' && this.effect.status !== 'unknown')
+      return `nothing to reconcile: the charge is ${this.effect.status}`;
+    if (d.decision === 'compensate')
+      return this.cannotCompensate() && `nothing to compensate: ${this.cannotCompensate()}`;
+    if (d.decision === 'confirm-delivered')
+      return 'the checkout takes no confirm-delivered: its receipt is settled through the message log, or resent by retry-step';
+    return null;
+  }
+}
+
+/** The run's page in the Web UI: where it stands, its verdict while parked, the charge. */
+function details(state: CheckoutRunState, standing: Standing): string {
+  const { outcome, parked } = state;
+  const at = outcome?.failedStep ? ` at ${outcome.failedStep}` : '';
+  return maskEmails(
+    [
+      `**${standing === 'CANCELED' ? 'cancelled' : state.status}**${outcome ? `${at}: ${outcome.reason}` : ''}`,
+      ...(parked ? [`**Verdict:** ${parked.verdict}`, `**Decide:** \`npm run decide -- ${state.workflowId} …\``] : []),
+      `**Charge:** ${state.effect.status}`,
+      `**Evidence:** \`npm run inspect -- ${state.workflowId}\``,
+    ].join('\n\n'),
+  );
+}

@@ -1,0 +1,62 @@
+// The checkout's steps as definitions that execute: reserve the cart's stock (our store), charge the
+// card (Stripe, a send reconciled by its key when its answer is lost), email the receipt (SMTP, a
+// send reconciled through the mail provider's log); and each one's undo, under its own key.
+import {
+  chargeLookupSchema,
+  chargeReceiptSchema,
+  type CheckoutStep,
+  notificationReceiptSchema,
+  refundReceiptSchema,
+  stockReceiptSchema,
+} from '../../contract';
+import { defineCall, type StepCall } from '../../saga/step';
+import type { UndoCall } from '../../saga/workflow/undo';
+
+const keyed = (input: { key: string }) => input.key;
+/** A call under its step's name in the run's table. */
+const named = <const N extends string, const A extends string, In>(name: N, call: StepCall<A, In>) => ({
+  name,
+  ...defineCall(call),
+});
+
+export const CHECKOUT = {
+  reserve_stock: named('reserve_stock', {
+    activity: 'reserveStock',
+    boundary: 'store',
+    effect: 'write',
+    runs: 'effects',
+    output: stockReceiptSchema,
+    key: keyed,
+  }),
+  charge_card: named('charge_card', {
+    activity: 'chargeCard',
+    boundary: 'stripe',
+    effect: 'send',
+    runs: 'effects',
+    output: chargeReceiptSchema,
+    key: keyed,
+  }),
+  send_receipt: named('send_receipt', {
+    activity: 'sendCheckoutReceipt',
+    boundary: 'smtp',
+    effect: 'send',
+    runs: 'effects',
+    output: notificationReceiptSchema,
+    key: keyed,
+  }),
+  /** A charge whose answer was lost, looked up by its key: found, proven absent, or still unknown. */
+  reconcile_charge: named('reconcile_charge', {
+    activity: 'reconcileCharge',
+    boundary: 'stripe',
+    effect: 'read',
+    runs: 'reconcile',
+    output: chargeLookupSchema,
+  }),
+};
+
+/** Each step's undo: stock put back, the charge refunded (the refund's own send step), a correction for a receipt. */
+export const UNDO: Record<CheckoutStep, UndoCall> = {
+  reserve_stock: { activity: 'releaseStock', boundary: 'store', output: stockReceiptSchema },
+  charge_card: { activity: 'refundCharge', boundary: 'stripe', output: refundReceiptSchema },
+  send_receipt: { activity: 'sendCheckoutCorrection', boundary: 'smtp', output: notificationReceiptSchema },
+};

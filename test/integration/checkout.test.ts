@@ -1,0 +1,196 @@
+// The checkout saga on the real stack (Temporal dev server, the Stripe-compatible and SMTP servers,
+// a SQLite store), on the same harness as the refund: each effect counted where it lands (the Stripe
+// server's ledger, the mailbox, the stock), once, whatever was lost on the way.
+import { randomUUID } from 'node:crypto';
+import {
+  checkoutStateQuery,
+  checkoutWorkflowId,
+  decisionUpdate,
+  messageIdForKey,
+  TASK_QUEUE,
+  type CheckoutResult,
+  type CheckoutRunState,
+} from '../../src/contract';
+import { checkoutWorkflow } from '../../src/workflows';
+import { startHarness, type Harness } from '../helpers/harness';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.close();
+});
+
+/** A cart of two items (2 × A, 1 × B) of 4200 usd, with `left` of each in stock; its customer's address is its own. */
+async function cart(left = 5) {
+  const id = `cart_${randomUUID().slice(0, 8)}`;
+  const items = [
+    { sku: `${id}-a`, quantity: 2 },
+    { sku: `${id}-b`, quantity: 1 },
+  ];
+  for (const { sku } of items) await h.store.checkouts.setStock(sku, left);
+  const email = `${id}@example.com`;
+  await h.store.checkouts.seedCart({ id, customerEmail: email, currency: 'usd', amount: 4200, items });
+  const stock = async () => Promise.all(items.map((i) => h.store.checkouts.stock(i.sku)));
+  return { id, email, stock };
+}
+
+const start = (cartId: string, paymentMethod = 'pm_card_visa') =>
+  h.env.client.workflow.start(checkoutWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: checkoutWorkflowId(cartId),
+    args: [{ cartId, paymentMethod, requestedBy: 'test' }],
+  });
+
+/** Charges the Stripe server made for the cart: over every PaymentIntent its key's metadata names. */
+async function charges(cartId: string) {
+  const found = await h.stripe.paymentIntents.search({ query: `metadata['key']:'checkout:${cartId}:charge_card'` });
+  const effects = (await Promise.all(found.data.map((pi) => h.effects(pi.id)))).flat();
+  return effects.filter((e) => e.type === 'charge.succeeded');
+}
+
+/** Waits for the run to park for a person. */
+async function parked(handle: { query: (q: typeof checkoutStateQuery) => Promise<CheckoutRunState> }) {
+  let state = await handle.query(checkoutStateQuery);
+  for (let i = 0; i < 100 && state.status !== 'needs_attention'; i++) {
+    await new Promise((r) => setTimeout(r, 200));
+    state = await handle.query(checkoutStateQuery);
+  }
+  return state;
+}
+
+const completed = (r: CheckoutResult) => {
+  if (r.status !== 'completed') throw new Error(`expected completed, got ${r.status}: ${r.reason}`);
+  return r;
+};
+
+test('a checkout reserves the stock, charges the card once and emails one receipt', async () => {
+  const c = await cart();
+  const handle = await start(c.id);
+  const result = completed(await handle.result());
+  expect(result.charge).toMatchObject({ status: 'succeeded', amount: 4200, currency: 'usd' });
+  expect(await charges(c.id)).toEqual([
+    expect.objectContaining({ paymentIntentId: result.charge.paymentIntentId, amount: 4200 }),
+  ]);
+  expect(await h.messages({ to: c.email })).toEqual([
+    expect.objectContaining({ subject: expect.stringContaining('Your receipt') }),
+  ]);
+  expect(await c.stock()).toEqual([3, 4]);
+  const state = await handle.query(checkoutStateQuery);
+  expect(state.steps.map((s) => [s.name, s.status, s.idempotencyKey])).toEqual([
+    ['reserve_stock', 'completed', `checkout:${c.id}:reserve_stock`],
+    ['charge_card', 'completed', `checkout:${c.id}:charge_card`],
+    ['send_receipt', 'completed', `checkout:${c.id}:send_receipt`],
+  ]);
+  expect(state).toMatchObject({ saga: 'checkout', status: 'completed', effect: { status: 'charged' } });
+});
+
+test('a declined card charges nothing, puts the stock back and ends compensated, with no email', async () => {
+  const c = await cart();
+  const result = await (await start(c.id, 'pm_card_chargeDeclined')).result();
+  expect(result).toMatchObject({ status: 'compensated', failedStep: 'charge_card' });
+  expect((result as { reason: string }).reason).toMatch(
+    /^the card was declined \(generic_decline\)\. Undone: reserve_stock/,
+  );
+  expect(await c.stock()).toEqual([5, 5]);
+  expect(await h.messages({ to: c.email })).toEqual([]);
+  expect(await charges(c.id)).toEqual([]);
+  const state = await h.env.client.workflow.getHandle(checkoutWorkflowId(c.id)).query(checkoutStateQuery);
+  expect(state.effect.status).toBe('declined');
+  expect(state.steps[0]!.compensation).toMatchObject({
+    status: 'completed',
+    key: `checkout:${c.id}:reserve_stock:compensate`,
+  });
+});
+
+test('a cart short of stock is rejected before anything is charged', async () => {
+  const c = await cart(1);
+  const result = await (await start(c.id)).result();
+  expect(result).toMatchObject({ status: 'rejected', failedStep: 'reserve_stock' });
+  expect((result as { reason: string }).reason).toContain(`not enough ${c.id}-a left for 2`);
+  expect(await h.requests({ idempotencyKey: `checkout:${c.id}:charge_card` })).toEqual([]);
+  expect(await c.stock()).toEqual([1, 1]);
+});
+
+test('a charge whose answer was lost is looked up at the provider and found, never sent again', async () => {
+  const c = await cart();
+  const key = `checkout:${c.id}:charge_card`;
+  await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: key } });
+  const handle = await start(c.id);
+  const result = completed(await handle.result());
+  expect(await charges(c.id)).toEqual([expect.objectContaining({ paymentIntentId: result.charge.paymentIntentId })]);
+  expect((await h.requests({ idempotencyKey: key })).map((r) => r.status)).toEqual([null]);
+  const state = await handle.query(checkoutStateQuery);
+  expect(state.steps[1]).toMatchObject({
+    status: 'completed',
+    note: expect.stringMatching(/^receipt from reconciliation: found pi_\w+: succeeded$/),
+  });
+  expect(await h.messages({ to: c.email })).toHaveLength(1);
+});
+
+test('compensate after the charge refunds it under its own key, puts the stock back and ends compensated', async () => {
+  const c = await cart();
+  await h.mailFault({
+    kind: 'reply',
+    stage: 'rcpt',
+    code: 550,
+    message: '5.1.1 no such user',
+    match: { recipient: c.email },
+  });
+  const handle = await start(c.id);
+  const state = await parked(handle);
+  expect(state.outcome).toMatchObject({ status: 'needs_attention', failedStep: 'send_receipt' });
+  await expect(
+    handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'x' }] }),
+  ).rejects.toMatchObject({ cause: { message: expect.stringContaining('the checkout takes no confirm-delivered') } });
+  await handle.executeUpdate(decisionUpdate, {
+    args: [{ decision: 'compensate', by: 'ops', reason: 'customer gave up' }],
+  });
+  // The shipped policy asks a second person to approve a compensation.
+  await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
+  const result = await handle.result();
+  expect(result).toMatchObject({ status: 'compensated' });
+  const { paymentIntentId } = state.steps[1]!.output as { paymentIntentId: string };
+  expect(await charges(c.id)).toHaveLength(1);
+  expect(await h.ledger(paymentIntentId)).toEqual([
+    expect.objectContaining({ amount: 4200, idempotencyKey: `checkout:${c.id}:charge_card:compensate` }),
+  ]);
+  expect(await c.stock()).toEqual([5, 5]);
+  // The receipt was refused for good: it never reached the customer, so no correction either.
+  expect(await h.messages({ to: c.email })).toEqual([]);
+});
+
+test('cancelled while a receipt that may have gone out is parked: refunded, stock back, a correction sent', async () => {
+  const c = await cart();
+  const receipt = messageIdForKey(`checkout:${c.id}:send_receipt`);
+  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: receipt }, count: 20 });
+  const handle = await start(c.id);
+  const state = await parked(handle);
+  expect(state.outcome).toMatchObject({ failedStep: 'send_receipt', quarantined: true });
+  await handle.cancel();
+  await expect(handle.result()).rejects.toThrow();
+  const after = await handle.query(checkoutStateQuery);
+  expect(after).toMatchObject({ status: 'compensated', effect: { status: 'refunded' } });
+  expect(after.steps.map((s) => s.compensation?.status)).toEqual(['completed', 'completed', 'completed']);
+  const { paymentIntentId } = after.steps[1]!.output as { paymentIntentId: string };
+  expect(await h.ledger(paymentIntentId)).toHaveLength(1);
+  expect(await c.stock()).toEqual([5, 5]);
+  const mails = await h.messages({ to: c.email });
+  expect(mails.map((m) => m.subject)).toEqual([
+    expect.stringContaining('Your receipt'),
+    expect.stringContaining('Correction: your order'),
+  ]);
+});
+
+test('a request that does not fit is rejected, nothing run', async () => {
+  const handle = await h.env.client.workflow.start('checkoutWorkflow', {
+    taskQueue: TASK_QUEUE,
+    workflowId: `checkout-bad-${randomUUID().slice(0, 8)}`,
+    args: [{ cartId: 'x', paymentMethod: '4242424242424242', requestedBy: 'test' }],
+  });
+  expect(await handle.result()).toMatchObject({
+    status: 'rejected',
+    reason: expect.stringContaining('paymentMethod: must be a Stripe PaymentMethod id'),
+  });
+});
