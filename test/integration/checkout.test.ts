@@ -1,7 +1,10 @@
 // The checkout saga on the real stack (Temporal dev server, the Stripe-compatible and SMTP servers,
 // a SQLite store), on the same harness as the refund: each effect counted where it lands (the Stripe
 // server's ledger, the mailbox, the stock), once, whatever was lost on the way.
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { promisify } from 'node:util';
 import {
   checkoutStateQuery,
   checkoutWorkflowId,
@@ -12,7 +15,11 @@ import {
   type CheckoutRunState,
 } from '../../src/contract';
 import { checkoutWorkflow } from '../../src/workflows';
+import { findTool } from '../../tools/src/stack/tools';
 import { startHarness, type Harness } from '../helpers/harness';
+
+const run = promisify(execFile);
+const CLI = path.join(__dirname, '..', '..', 'src', 'cli', 'checkout.ts');
 
 let h: Harness;
 beforeAll(async () => {
@@ -181,6 +188,54 @@ test('cancelled while a receipt that may have gone out is parked: refunded, stoc
     expect.stringContaining('Your receipt'),
     expect.stringContaining('Correction: your order'),
   ]);
+});
+
+test('started from the temporal CLI, and from npm run checkout (which can put the cart in the store), it completes', async () => {
+  const c = await cart();
+  const workflowId = checkoutWorkflowId(c.id);
+  const request = JSON.stringify({ cartId: c.id, paymentMethod: 'pm_card_visa', requestedBy: 'ops' });
+  const temporal = ['--address', h.env.address, '--namespace', h.namespace, '--codec-endpoint', h.codecUrl];
+  await run(findTool('temporal'), [
+    'workflow',
+    'start',
+    '--type',
+    'checkoutWorkflow',
+    '--task-queue',
+    TASK_QUEUE,
+    '--workflow-id',
+    workflowId,
+    '--input',
+    request,
+    ...temporal,
+  ]);
+  expect(await h.env.client.workflow.getHandle(workflowId).result()).toMatchObject({ status: 'completed' });
+
+  const id = `cart_${randomUUID().slice(0, 8)}`;
+  const args = [
+    '--cart',
+    id,
+    '--requested-by',
+    'ops',
+    '--items',
+    `${id}-mug:2`,
+    '--amount',
+    '1800',
+    '--email',
+    `${id}@example.com`,
+    '--stock',
+    '3',
+  ];
+  const { stdout } = await run(process.execPath, ['--import', 'tsx', CLI, ...args], { env: h.cliEnv() });
+  expect(stdout).toContain(`workflow checkout-${id}`);
+  expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({
+    status: 'completed',
+    charge: { amount: 1800 },
+  });
+  expect(await h.store.checkouts.stock(`${id}-mug`)).toBe(1);
+  const refused = await run(process.execPath, ['--import', 'tsx', CLI, '--cart', 'c 1', '--requested-by', 'ops'], {
+    env: h.cliEnv(),
+  }).catch((e: { code: number; stderr: string }) => e);
+  expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('cartId: must be 1-64 letters') });
 });
 
 test('a request that does not fit is rejected, nothing run', async () => {

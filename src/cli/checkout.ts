@@ -1,0 +1,94 @@
+// npm run checkout: starts the checkout saga for a cart in the store and waits for its result (or
+// its parking). With --items, the cart (and, with --stock, its items' stock) is put in the store
+// first: for trying the saga on a local stack.
+import { Command, InvalidArgumentError } from 'commander';
+import type { WorkflowHandle } from '@temporalio/client';
+import { outcomeOf } from '../client/outcome';
+import { loadConfig } from '../config';
+import { checkoutRequestSchema, checkoutWorkflowId, type RefundWorkflow } from '../contract';
+import { describeIssues } from '../saga/workflow/messages';
+import { openStore } from '../store';
+import { connectClient, errorMessage } from './common';
+
+const integer = (name: string) => (value: string) => {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
+  return Number(value);
+};
+const items = (value: string) =>
+  value.split(',').map((item) => {
+    const m = /^([A-Za-z0-9_-]{1,64}):(\d{1,6})$/.exec(item.trim());
+    if (!m || Number(m[2]) < 1)
+      throw new InvalidArgumentError(`--items takes sku:quantity,… (e.g. mug:2,tee:1), got "${item}"`);
+    return { sku: m[1]!, quantity: Number(m[2]) };
+  });
+
+const program = new Command('checkout')
+  .description('Check out a cart through the checkout saga: reserve its stock, charge the card, email the receipt.')
+  .requiredOption('--cart <id>', 'the cart to check out')
+  .option('--payment-method <pm>', 'a Stripe PaymentMethod id (pm_card_chargeDeclined declines)', 'pm_card_visa')
+  .option('--requested-by <who>', 'who asked for the checkout (default: $USER)')
+  .option('--items <sku:qty,...>', 'create the cart with these items first', items)
+  .option('--amount <minor-units>', 'with --items: the cart total, e.g. 4200 for $42.00', integer('--amount'))
+  .option('--currency <code>', 'with --items: its currency', 'usd')
+  .option('--email <address>', "with --items: the customer's address")
+  .option('--stock <n>', 'with --items: set each item to this many in stock', integer('--stock'))
+  .option('--no-wait', 'print the workflow id and return without waiting')
+  .showHelpAfterError();
+
+async function main() {
+  const opts = program.parse().opts();
+  const requestedBy =
+    opts.requestedBy ??
+    process.env.USER ??
+    program.error('checkout: --requested-by is required when $USER is not set', { exitCode: 2 });
+  const parsed = checkoutRequestSchema.safeParse({ cartId: opts.cart, paymentMethod: opts.paymentMethod, requestedBy });
+  const request = parsed.success
+    ? parsed.data
+    : program.error(`checkout: invalid request: ${describeIssues(parsed.error)}`, { exitCode: 2 });
+  const config = loadConfig();
+  if (opts.items) {
+    if (!opts.amount || !opts.email) program.error('checkout: --items needs --amount and --email', { exitCode: 2 });
+    const store = await openStore(config.databaseUrl);
+    try {
+      for (const { sku } of opts.items) if (opts.stock !== undefined) await store.checkouts.setStock(sku, opts.stock);
+      await store.checkouts.seedCart({
+        id: request.cartId,
+        customerEmail: opts.email,
+        currency: opts.currency,
+        amount: opts.amount,
+        items: opts.items,
+      });
+    } finally {
+      await store.close();
+    }
+  }
+  const client = await connectClient(config);
+  try {
+    const workflowId = checkoutWorkflowId(request.cartId);
+    const handle = await client.workflow.start('checkoutWorkflow', {
+      taskQueue: config.taskQueue,
+      workflowId,
+      args: [request],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    });
+    console.log(`workflow ${workflowId}`);
+    if (!opts.wait) return;
+    const outcome = await outcomeOf(handle as unknown as WorkflowHandle<RefundWorkflow>);
+    if (outcome.kind === 'parked') {
+      console.error(
+        `checkout: ${workflowId} needs a person: ${outcome.state.outcome?.reason}; see \`npm run inspect -- ${workflowId}\``,
+      );
+      process.exitCode = 3;
+      return;
+    }
+    console.log(JSON.stringify(outcome.result, null, 2));
+    if (outcome.result.status !== 'completed') process.exitCode = 3;
+  } finally {
+    await client.connection.close();
+  }
+}
+
+main().catch((err) => {
+  console.error(`checkout: ${errorMessage(err)}`);
+  process.exit(1);
+});
