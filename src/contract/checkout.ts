@@ -18,6 +18,7 @@ export const checkoutRequestSchema = z
   .strict();
 export type CheckoutRequest = z.output<typeof checkoutRequestSchema>;
 
+export const CHECKOUT_WORKFLOW = 'checkoutWorkflow';
 /** One checkout per cart: `checkout-<cart>`. */
 export const checkoutWorkflowId = (cartId: string) => `checkout-${cartId}`;
 /** `checkout:<cart>`: the operation its keys and audit trail are under. */

@@ -9,6 +9,9 @@ import {
 import { workerPolling } from '../temporal/client';
 import { REFUND_SAGA } from '../compensations/registry';
 import {
+  CHECKOUT_WORKFLOW,
+  checkoutOperationId,
+  type CheckoutRunState,
   decisionAddress,
   FOLLOW_UP_WORKFLOW,
   operationId as operationIdOf,
@@ -22,6 +25,7 @@ import {
   type StepRecord,
 } from '../contract';
 import { verdict, type Verdict } from '../reliability/verdict';
+import { checkoutFacts } from './checkout-facts';
 import { gatherEvidence, type EvidenceSources, type Fact } from './facts';
 import { infer, type Inference } from './inferences';
 
@@ -85,6 +89,18 @@ export async function inspectRun(
     });
   }
   const result = history.result;
+  if (described.type === CHECKOUT_WORKFLOW) {
+    const checkout = state as unknown as CheckoutRunState | null;
+    const base = {
+      workflowId,
+      runId: described.runId,
+      execution,
+      startedAt: described.startTime.toISOString(),
+      closedAt: described.closeTime?.toISOString() ?? null,
+    };
+    const cartId = checkout?.request.cartId ?? sa.get(SEARCH_ATTRIBUTES.orderId) ?? null;
+    return checkoutInspection(base, sources, checkout, stateUnavailable, history, cartId);
+  }
   const orderId = state?.request.orderId ?? sa.get(SEARCH_ATTRIBUTES.orderId) ?? result?.orderId ?? null;
   const version = parseRefundWorkflowId(workflowId)?.operationVersion;
   const operationId =
@@ -140,12 +156,52 @@ export async function inspectRun(
     steps: state?.steps ?? null,
     stateUnavailable,
     outcome: state?.outcome ?? null,
-    escalation: state?.outcome?.failedStep ? REFUND_SAGA[state.outcome.failedStep].escalation : null,
+    escalation: state?.outcome?.failedStep ? (REFUND_SAGA[state.outcome.failedStep]?.escalation ?? null) : null,
     decisions: state?.decisions ?? [],
     address: execution === 'RUNNING' && state?.parked ? decisionAddress(state) : null,
     facts,
     inferences,
     unavailable,
+    ...judged,
+  };
+}
+
+/** A checkout run: its cart's evidence (checkout-facts.ts) and the verdict of its state; no refund inferences. */
+async function checkoutInspection(
+  base: { workflowId: string; runId: string; execution: string; startedAt: string; closedAt: string | null },
+  sources: EvidenceSources,
+  state: CheckoutRunState | null,
+  stateUnavailable: string | null,
+  history: HistoryFacts,
+  cartId: string | null,
+): Promise<Inspection> {
+  const ev = cartId
+    ? await checkoutFacts(sources, cartId)
+    : { facts: [], unavailable: ['evidence: the run names no cart'] };
+  const judged = verdict({
+    execution: base.execution,
+    state: state as unknown as RefundRunState | null,
+    result: history.result,
+    failure: history.failure,
+    inferences: [],
+    parkedVerdict: state?.parked?.verdict ?? null,
+    orderId: cartId,
+    version: undefined,
+  });
+  return {
+    ...base,
+    refundStatus: state?.status ?? null,
+    orderId: cartId,
+    operationId: cartId && checkoutOperationId(cartId),
+    steps: state?.steps ?? null,
+    stateUnavailable,
+    outcome: (state?.outcome ?? null) as Inspection['outcome'],
+    escalation: null,
+    decisions: state?.decisions ?? [],
+    address: base.execution === 'RUNNING' && state?.parked ? decisionAddress(state) : null,
+    facts: [...history.facts, ...ev.facts],
+    inferences: [],
+    unavailable: [...ev.unavailable, ...(stateUnavailable ? [stateUnavailable] : [])],
     ...judged,
   };
 }

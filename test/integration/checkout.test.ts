@@ -238,6 +238,62 @@ test('started from the temporal CLI, and from npm run checkout (which can put th
   expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('cartId: must be 1-64 letters') });
 });
 
+test('inspect shows a parked checkout and its evidence; decide answers it', async () => {
+  const c = await cart();
+  await h.mailFault({
+    kind: 'reply',
+    stage: 'rcpt',
+    code: 550,
+    message: '5.1.1 no such user',
+    match: { recipient: c.email },
+  });
+  const handle = await start(c.id);
+  await parked(handle);
+  const env = { ...h.cliEnv(), DECIDER_KEY_FILE: '' };
+  const { stdout } = await run(
+    process.execPath,
+    ['--import', 'tsx', path.join(CLI, '..', 'inspect.ts'), handle.workflowId, '--json'],
+    { env },
+  );
+  const inspected = JSON.parse(stdout) as { verdict: string; address: string; facts: { id: string; says: string }[] };
+  expect(inspected).toMatchObject({
+    execution: 'RUNNING',
+    refundStatus: 'needs_attention',
+    orderId: c.id,
+    operationId: `checkout:${c.id}`,
+  });
+  const text = await run(process.execPath, ['--import', 'tsx', path.join(CLI, '..', 'inspect.ts'), handle.workflowId], {
+    env,
+  });
+  expect(text.stdout).toContain(inspected.verdict);
+  expect(text.stdout).toContain(`--answers ${inspected.address}`);
+  const says = Object.fromEntries(inspected.facts.map((f) => [f.id.split(':').slice(0, 2).join(':'), f.says]));
+  expect(says['store:cart']).toContain(`stock reserved by checkout:${c.id}:reserve_stock`);
+  expect(says['store:send']).toMatch(/^1 charge request\(s\) sent; .*"status":"succeeded"/);
+  expect(Object.keys(says)).toContain(
+    `stripe:${((await handle.query(checkoutStateQuery)).steps[1]!.output as { paymentIntentId: string }).paymentIntentId}`,
+  );
+  const decided = await run(
+    process.execPath,
+    [
+      '--import',
+      'tsx',
+      path.join(CLI, '..', 'decide.ts'),
+      handle.workflowId,
+      'abandon',
+      '--answers',
+      inspected.address,
+      '--by',
+      'ops',
+      '--reason',
+      'support takes it',
+    ],
+    { env },
+  );
+  expect(decided.stdout).toMatch(/decision #1 abandon by ops/);
+  await expect(handle.result()).resolves.toMatchObject({ status: 'abandoned', failedStep: 'send_receipt' });
+});
+
 test('a request that does not fit is rejected, nothing run', async () => {
   const handle = await h.env.client.workflow.start('checkoutWorkflow', {
     taskQueue: TASK_QUEUE,
