@@ -91,6 +91,7 @@ test('a checkout reserves the stock, charges the card once and emails one receip
     ['send_receipt', 'completed', `checkout:${c.id}:send_receipt`],
   ]);
   expect(state).toMatchObject({ saga: 'checkout', status: 'completed', effect: { status: 'charged' } });
+  await h.recordHistory(handle.workflowId, 'checkout-completed');
 });
 
 test('a declined card charges nothing, puts the stock back and ends compensated, with no email', async () => {
@@ -105,6 +106,7 @@ test('a declined card charges nothing, puts the stock back and ends compensated,
   expect(await charges(c.id)).toEqual([]);
   const state = await h.env.client.workflow.getHandle(checkoutWorkflowId(c.id)).query(checkoutStateQuery);
   expect(state.effect.status).toBe('declined');
+  await h.recordHistory(checkoutWorkflowId(c.id), 'checkout-declined');
   expect(state.steps[0]!.compensation).toMatchObject({
     status: 'completed',
     key: `checkout:${c.id}:reserve_stock:compensate`,
@@ -118,6 +120,7 @@ test('a cart short of stock is rejected before anything is charged', async () =>
   expect((result as { reason: string }).reason).toContain(`not enough ${c.id}-a left for 2`);
   expect(await h.requests({ idempotencyKey: `checkout:${c.id}:charge_card` })).toEqual([]);
   expect(await c.stock()).toEqual([1, 1]);
+  await h.recordHistory(checkoutWorkflowId(c.id), 'checkout-rejected');
 });
 
 test('a charge whose answer was lost is looked up at the provider and found, never sent again', async () => {
@@ -133,6 +136,7 @@ test('a charge whose answer was lost is looked up at the provider and found, nev
     status: 'completed',
     note: expect.stringMatching(/^receipt from reconciliation: found pi_\w+: succeeded$/),
   });
+  await h.recordHistory(handle.workflowId, 'checkout-reconciled');
   expect(await h.messages({ to: c.email })).toHaveLength(1);
 });
 
@@ -166,6 +170,7 @@ test('compensate after the charge refunds it under its own key, puts the stock b
   expect(await c.stock()).toEqual([5, 5]);
   // The receipt was refused for good: it never reached the customer, so no correction either.
   expect(await h.messages({ to: c.email })).toEqual([]);
+  await h.recordHistory(handle.workflowId, 'checkout-parked-then-compensated');
 });
 
 test('cancelled while a receipt that may have gone out is parked: refunded, stock back, a correction sent', async () => {
@@ -188,6 +193,7 @@ test('cancelled while a receipt that may have gone out is parked: refunded, stoc
     expect.stringContaining('Your receipt'),
     expect.stringContaining('Correction: your order'),
   ]);
+  await h.recordHistory(handle.workflowId, 'checkout-cancelled-compensated');
 });
 
 test('started from the temporal CLI, and from npm run checkout (which can put the cart in the store), it completes', async () => {

@@ -8,7 +8,9 @@
 // and a completed run whose policy is pinned as its changes from the shipped one (the 1.0 recordings pin it whole);
 // and runs cancelled in a park's bookkeeping: two recorded with 1.0 (the run closed without its cancellation path,
 // kept so on replay by patched('cancel-anywhere')), one with the code that takes that path (cancel-anywhere.test.ts);
-// and a follow-up cancelled while it compensated, with 1.0 (cut short) and since (it finishes, patched).
+// and a follow-up cancelled while it compensated, with 1.0 (cut short) and since (it finishes, patched);
+// and, from 2.0, one per way a checkout run ends or waits: completed, declined, rejected, reconciled after a lost
+// answer, parked then compensated on a decision, cancelled and compensated (test/integration/checkout.test.ts).
 // Recordings are written decoded (through the codec server). From 1.0
 // on, a change to workflow logic is guarded with patched() and keeps these recordings replaying; add a
 // recording for a new way a run ends (docs/reliability.md, "Versioning"):
@@ -31,9 +33,15 @@ const recorded = fs
   .sort()
   .map((file) => ({ file, history: historyFromJSON(JSON.parse(fs.readFileSync(path.join(dir, file), 'utf8'))) }));
 
-test('the recordings cover every way a refund run ends or waits, a compensating follow-up, and a batch occurrence', () => {
+test('the recordings cover every way a refund or checkout run ends or waits, a compensating follow-up, and a batch occurrence', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'batch-started.json',
+    'checkout-cancelled-compensated.json',
+    'checkout-completed.json',
+    'checkout-declined.json',
+    'checkout-parked-then-compensated.json',
+    'checkout-reconciled.json',
+    'checkout-rejected.json',
     'follow-up-1.0-cancelled-while-compensating.json',
     'follow-up-cancelled-while-compensating.json',
     'follow-up-compensated.json',
@@ -55,7 +63,9 @@ test('the recordings cover every way a refund run ends or waits, a compensating 
   const types = recorded.map(
     ({ history }) => history.events?.[0]?.workflowExecutionStartedEventAttributes?.workflowType?.name,
   );
-  expect(new Set(types)).toEqual(new Set(['refundWorkflow', 'followUpWorkflow', 'batchRefundsWorkflow']));
+  expect(new Set(types)).toEqual(
+    new Set(['refundWorkflow', 'followUpWorkflow', 'batchRefundsWorkflow', 'checkoutWorkflow']),
+  );
 });
 
 test('every recorded history replays against the current workflow code', async () => {
