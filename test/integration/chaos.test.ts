@@ -1,4 +1,4 @@
-// The short chaos run CI makes: refunds through a stack of their own under random Toxiproxy and
+// The short chaos run CI makes: refunds and checkouts through a stack of their own under random Toxiproxy and
 // semantic faults, worker processes SIGKILLed and replaced, duplicate starts; every invariant must
 // hold, checked from the evidence. It runs once with the workers on a SQLite file and once on a
 // PostgreSQL server of its own. `npm run chaos -- --runs 1000` is the long version.
@@ -40,6 +40,10 @@ test.each<Dialect>(['sqlite', 'postgres'])(
       expect(Object.values(report.faults).reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(10);
       expect(report.outcomes.completed).toBeGreaterThan(0);
       expect(report.outcomes['not settled']).toBeUndefined();
+      // Every fourth run is a checkout, with its own invariants among those above.
+      expect(report.outcomes['checkout completed']).toBeGreaterThan(0);
+      expect(report.outcomes['checkout not settled']).toBeUndefined();
+      expect(report.invariants.filter((i) => i.name.startsWith('checkout:')).every((i) => i.checked > 0)).toBe(true);
       expect(report.options.database).toBe(database);
     } finally {
       fs.rmSync(dir, { recursive: true, force: true });

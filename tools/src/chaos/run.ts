@@ -1,4 +1,4 @@
-// A chaos run: many refunds through the real stack while faults are injected, workers are killed
+// A chaos run: many refunds and checkouts through the real stack while faults are injected, workers are killed
 // and restarted and starts are duplicated; then the invariants are checked from the evidence (the
 // Stripe server's ledger and request log, the mailbox, the store, the runs' own state).
 import { WorkflowHandle } from '@temporalio/client';
@@ -7,6 +7,7 @@ import { outcomeOf, type RunOutcome } from '../../../src/client/outcome';
 import { startRefund } from '../../../src/client/refunds';
 import { seedPaidOrder } from '../../../src/client/seed';
 import {
+  checkoutWorkflowId,
   followUpWorkflowId,
   MAX_RESUBMISSIONS,
   messageIdForKey,
@@ -23,6 +24,7 @@ import {
 } from '../../../src/contract';
 import { compensationKeyOf } from '../../../src/compensations/plan';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
+import { checkCheckouts, startCheckout, type CheckoutRecord } from './checkouts';
 import { seededRandom, startFaultInjector } from './faults';
 import type { ToxiproxyCrash } from './toxiproxy';
 import type { Dialect } from '../../../src/store';
@@ -152,6 +154,8 @@ export async function runChaos(
       return outcomeOf(handle, 500, give).catch((err: unknown) => (give.aborted ? null : (err as Error)));
     };
     const pending: { record: RunRecord; slot: number; handle: WorkflowHandle<RefundWorkflow> }[] = [];
+    const checkouts: CheckoutRecord[] = [];
+    const pendingCheckouts: { record: CheckoutRecord; handle: WorkflowHandle<RefundWorkflow> }[] = [];
 
     const drive = async () => {
       while (next < opts.runs && Date.now() < deadline) {
@@ -182,6 +186,17 @@ export async function runChaos(
       }
     };
     const driveOne = async (index: number) => {
+      // Every fourth run is a checkout, some with a card that declines, some started twice.
+      if (index % 4 === 3) {
+        const cartId = `chaos-${opts.seed}-${index}-cart`;
+        const [declines, twice] = [random() < 0.15, random() < opts.duplicateRate];
+        const { record, handle } = await retried(() => startCheckout(stack, cartId, declines, twice));
+        checkouts.push(record);
+        const outcome = await settle(handle, deadline);
+        record.outcome = summarize(outcome);
+        if (!outcome) pendingCheckouts.push({ record, handle });
+        return;
+      }
       const orderId = `chaos-${opts.seed}-${index}`;
       const paymentMethod = random() < 0.1 ? 'pm_card_refundFail' : 'pm_card_visa';
       const sameId = random() < opts.duplicateRate;
@@ -240,11 +255,12 @@ export async function runChaos(
     await faults.stop();
     if (killFailure) throw new Error(`a killed worker could not be replaced: ${killFailure.message}`);
     const graceEnd = Date.now() + opts.graceMs;
-    await Promise.all(
-      pending.map(async (p) => (p.record.outcomes[p.slot] = summarize(await settle(p.handle, graceEnd)))),
-    );
+    await Promise.all([
+      ...pending.map(async (p) => (p.record.outcomes[p.slot] = summarize(await settle(p.handle, graceEnd)))),
+      ...pendingCheckouts.map(async (p) => (p.record.outcome = summarize(await settle(p.handle, graceEnd)))),
+    ]);
 
-    const invariants = await checkInvariants(stack, records);
+    const invariants = [...(await checkInvariants(stack, records)), ...(await checkCheckouts(stack, checkouts))];
     const handOversReconciled = await reconciledHandOvers(stack, records);
     const outcomes: Record<string, number> = {};
     for (const r of records)
@@ -252,6 +268,10 @@ export async function runChaos(
         const key = o ? (o.kind === 'parked' ? `parked (${o.status})` : o.status) : 'not settled';
         outcomes[key] = (outcomes[key] ?? 0) + 1;
       }
+    for (const { outcome: o } of checkouts) {
+      const key = `checkout ${o ? (o.kind === 'parked' ? `parked (${o.status})` : o.status) : 'not settled'}`;
+      outcomes[key] = (outcomes[key] ?? 0) + 1;
+    }
     const notCompleted = records.flatMap((r) =>
       r.outcomes.flatMap((o, slot) =>
         o?.status === 'completed'
@@ -266,6 +286,14 @@ export async function runChaos(
             ],
       ),
     );
+    for (const { cartId, outcome: o } of checkouts)
+      if (o?.status !== 'completed')
+        notCompleted.push({
+          workflowId: checkoutWorkflowId(cartId),
+          status: o ? o.status : 'not settled',
+          ...(o?.kind === 'parked' && { effect: o.effect }),
+          reason: o?.reason ?? '',
+        });
     return {
       options: { ...opts, dir: undefined } as ChaosReport['options'],
       notCompleted,

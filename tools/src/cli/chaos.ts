@@ -18,10 +18,10 @@ const share = (v: string) => {
 
 const program = new Command('chaos')
   .description(
-    'Drive refunds through a stack of its own (127.0.0.1 only) under random faults and worker kills, then check the invariants.',
+    'Drive refunds and checkouts through a stack of its own (127.0.0.1 only) under random faults and worker kills, then check the invariants.',
   )
-  .option('--runs <n>', 'refunds to drive', wholeNumber(1, 10_000), 100)
-  .option('--concurrency <n>', 'refunds in flight at once', wholeNumber(1, 64), 8)
+  .option('--runs <n>', 'runs to drive (every fourth a checkout)', wholeNumber(1, 10_000), 100)
+  .option('--concurrency <n>', 'runs in flight at once', wholeNumber(1, 64), 8)
   .option('--fault-rate <p>', 'chance of a new fault at each 250 ms tick', share, 0.3)
   .option(
     '--kill-every <seconds>',
