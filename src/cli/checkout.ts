@@ -5,8 +5,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import type { WorkflowHandle } from '@temporalio/client';
 import { outcomeOf } from '../client/outcome';
 import { loadConfig } from '../config';
-import { checkoutRequestSchema, checkoutWorkflowId, type RefundWorkflow } from '../contract';
-import { describeIssues } from '../saga/workflow/messages';
+import { checkoutWorkflowId, type CheckoutRequest, parseCheckoutRequest, type RefundWorkflow } from '../contract';
 import { openStore } from '../store';
 import { connectClient, errorMessage } from './common';
 
@@ -41,10 +40,12 @@ async function main() {
     opts.requestedBy ??
     process.env.USER ??
     program.error('checkout: --requested-by is required when $USER is not set', { exitCode: 2 });
-  const parsed = checkoutRequestSchema.safeParse({ cartId: opts.cart, paymentMethod: opts.paymentMethod, requestedBy });
-  const request = parsed.success
-    ? parsed.data
-    : program.error(`checkout: invalid request: ${describeIssues(parsed.error)}`, { exitCode: 2 });
+  let request: CheckoutRequest;
+  try {
+    request = parseCheckoutRequest({ cartId: opts.cart, paymentMethod: opts.paymentMethod, requestedBy });
+  } catch (err) {
+    return program.error(`checkout: ${(err as Error).message}`, { exitCode: 2 });
+  }
   const config = loadConfig();
   if (opts.items) {
     if (!opts.amount || !opts.email) program.error('checkout: --items needs --amount and --email', { exitCode: 2 });

@@ -18,6 +18,14 @@ export const checkoutRequestSchema = z
   .strict();
 export type CheckoutRequest = z.output<typeof checkoutRequestSchema>;
 
+/** Parses a checkout request, throwing an error that names every bad field. Changes nothing. */
+export function parseCheckoutRequest(input: unknown): CheckoutRequest {
+  const parsed = checkoutRequestSchema.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(request)'}: ${i.message}`);
+  throw new Error(`invalid checkout request: ${problems.join('; ')}`);
+}
+
 export const CHECKOUT_WORKFLOW = 'checkoutWorkflow';
 /** One checkout per cart: `checkout-<cart>`. */
 export const checkoutWorkflowId = (cartId: string) => `checkout-${cartId}`;

@@ -10,10 +10,10 @@ import {
   type CheckoutStep,
   checkoutRequestSchema,
   checkoutStateQuery,
+  parseCheckoutRequest,
   MAX_RESUBMISSIONS,
 } from '../../contract';
 import { audit, type Resumed, runSaga, type Saga } from '../../saga/workflow/harness';
-import { describeIssues } from '../../saga/workflow/messages';
 import { stop } from '../../saga/workflow/run-stopped';
 import { judgedHandOver, StepFailedError, type StepError } from '../../saga/workflow/step-failure';
 import { undoSteps } from '../../saga/workflow/undo';
@@ -157,11 +157,7 @@ const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = 
   stateQuery: checkoutStateQuery,
   // The run counters are the refund's (refund_runs_*); the checkout's are its steps' attempts and requests.
   metrics: () => ({ runStarted() {}, runEnded() {}, runParked() {} }),
-  start(input) {
-    const parsed = checkoutRequestSchema.safeParse(input);
-    if (!parsed.success) throw new Error(`invalid checkout request: ${describeIssues(parsed.error)}`);
-    return new CheckoutRun(parsed.data);
-  },
+  start: (input) => new CheckoutRun(parseCheckoutRequest(input)),
   rejected(input, reason) {
     const cartId =
       checkoutRequestSchema.shape.cartId.safeParse((input as { cartId?: unknown } | null)?.cartId).data ?? null;

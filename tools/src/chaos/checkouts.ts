@@ -14,7 +14,7 @@ import {
   type RefundWorkflow,
 } from '../../../src/contract';
 import type { ChaosStack } from './chaos-stack';
-import type { Invariant, RunOutcomeSummary } from './run';
+import { fail, invariant as inv, type RunOutcomeSummary } from './invariant';
 
 const STOCK = 5;
 const QUANTITY = 2;
@@ -64,16 +64,11 @@ async function getJson<T>(url: string): Promise<T> {
   return (await res.json()) as T;
 }
 
-export async function checkCheckouts(stack: ChaosStack, records: CheckoutRecord[]): Promise<Invariant[]> {
-  const inv = (name: string): Invariant => ({ name, holds: true, checked: 0, violations: [] });
+export async function checkCheckouts(stack: ChaosStack, records: CheckoutRecord[]) {
   const charges = inv('checkout: zero duplicate charges or refunds of a charge (Stripe ledger)');
   const emails = inv('checkout: zero duplicate receipts or corrections (SMTP mailbox)');
   const stock = inv('checkout: stock taken once and put back once (store)');
   const undone = inv('checkout: every compensation with its receipt, every stopped run with a verdict');
-  const fail = (i: Invariant, why: string) => {
-    i.holds = false;
-    if (i.violations.length < 50) i.violations.push(why);
-  };
   for (const r of records) {
     const op = checkoutOperationId(r.cartId);
     const key = stepKey(op, 'charge_card');

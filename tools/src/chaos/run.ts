@@ -25,6 +25,9 @@ import {
 import { compensationKeyOf } from '../../../src/compensations/plan';
 import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
 import { checkCheckouts, startCheckout, type CheckoutRecord } from './checkouts';
+import { fail, invariant, type Invariant, type RunOutcomeSummary } from './invariant';
+
+export type { Invariant, RunOutcomeSummary } from './invariant';
 import { seededRandom, startFaultInjector } from './faults';
 import type { ToxiproxyCrash } from './toxiproxy';
 import type { Dialect } from '../../../src/store';
@@ -59,19 +62,6 @@ export interface RunRecord {
   paymentMethod: string;
   workflowIds: string[];
   outcomes: (RunOutcomeSummary | null)[];
-}
-
-export type RunOutcomeSummary =
-  | { kind: 'result'; status: string; reason?: string }
-  | { kind: 'parked'; status: string; verdict: string | null; effect: string; reason: string }
-  /** The workflow failed, was terminated, or could not be started: a lost run. */
-  | { kind: 'error'; status: 'error'; reason: string };
-
-export interface Invariant {
-  name: string;
-  holds: boolean;
-  checked: number;
-  violations: string[];
 }
 
 export interface ChaosReport {
@@ -350,7 +340,7 @@ async function reconciledHandOvers(stack: ChaosStack, records: RunRecord[]): Pro
 
 /** The invariants, each checked for every run from where its effects landed. */
 export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): Promise<Invariant[]> {
-  const inv = (name: string): Invariant => ({ name, holds: true, checked: 0, violations: [] });
+  const inv = invariant;
   const duplicateRefunds = inv('zero duplicate refunds (Stripe ledger)');
   const duplicateEmails = inv('zero duplicate emails (SMTP mailbox)');
   const lost = inv('zero lost runs: completed, compensated, rejected, or parked with a verdict');
@@ -360,10 +350,6 @@ export async function checkInvariants(stack: ChaosStack, records: RunRecord[]): 
   const corrected = inv(
     'no silent compensation: a run or follow-up that ends compensated corrected each notice the mailbox holds for it, or is on the attention list',
   );
-  const fail = (i: Invariant, why: string) => {
-    i.holds = false;
-    if (i.violations.length < 50) i.violations.push(why);
-  };
   const { maxStepAttempts, providerCalls } = CHAOS_POLICY.budget;
   const requestBound = maxStepAttempts * (MAX_RESUBMISSIONS + 1);
 

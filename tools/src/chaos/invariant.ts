@@ -1,0 +1,22 @@
+// An invariant of a chaos run: checked for each run from where its effects landed, with the first
+// violations it found; and how a run ended, as the invariants read it.
+
+export type RunOutcomeSummary =
+  | { kind: 'result'; status: string; reason?: string }
+  | { kind: 'parked'; status: string; verdict: string | null; effect: string; reason: string }
+  /** The workflow failed, was terminated, or could not be started: a lost run. */
+  | { kind: 'error'; status: 'error'; reason: string };
+
+export interface Invariant {
+  name: string;
+  holds: boolean;
+  checked: number;
+  violations: string[];
+}
+
+export const invariant = (name: string): Invariant => ({ name, holds: true, checked: 0, violations: [] });
+
+export function fail(i: Invariant, why: string): void {
+  i.holds = false;
+  if (i.violations.length < 50) i.violations.push(why);
+}
