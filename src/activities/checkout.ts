@@ -47,11 +47,18 @@ interface CheckoutDeps {
   createRefund: (input: CreateRefundInput) => Promise<Evidenced<RefundReceipt>>;
 }
 
+/** How long after a request its PaymentIntent may still be missing from Search results, at the least. */
+export const SEARCH_CONSISTENCY_MS = 5 * 60_000;
+
 type Answer = { pi: Stripe.PaymentIntent; requestId: string | null; replayed: boolean };
 
 /** What a PaymentIntent says of its charge; null while it is neither charged nor declined. */
 function chargeOf(pi: Stripe.PaymentIntent, replayed = false): ChargeReceipt | null {
-  const declineCode = pi.last_payment_error?.decline_code ?? pi.last_payment_error?.code ?? null;
+  // A card that asks for the customer's authentication cannot be charged here (nobody is there to give it): declined.
+  const declineCode =
+    pi.status === 'requires_action'
+      ? 'authentication_required'
+      : (pi.last_payment_error?.decline_code ?? pi.last_payment_error?.code ?? null);
   const status = pi.status === 'succeeded' ? 'succeeded' : declineCode ? 'declined' : null;
   if (!status) return null;
   return { paymentIntentId: pi.id, status, amount: pi.amount, currency: pi.currency, declineCode, replayed };
@@ -180,7 +187,9 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
           return { kind: 'found', charge, note: `found ${pi.id}: ${charge.status}` };
         }
         if (pi) return { kind: 'unknown', charge: null, note: `found ${pi.id}, still ${pi.status}` };
-        const settled = record.offTheWireBy === null ? 0 : Date.parse(record.offTheWireBy) + windows.consistencyMs;
+        // Stripe's Search is not read-after-write (it lags up to a minute, longer in incidents): a miss proves less than a list's.
+        const window = Math.max(windows.consistencyMs, SEARCH_CONSISTENCY_MS);
+        const settled = record.offTheWireBy === null ? 0 : Date.parse(record.offTheWireBy) + window;
         if (began < settled)
           return {
             kind: 'unknown',

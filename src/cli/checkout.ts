@@ -2,7 +2,7 @@
 // its parking). With --items, the cart (and, with --stock, its items' stock) is put in the store
 // first: for trying the saga on a local stack.
 import { Command, InvalidArgumentError } from 'commander';
-import type { WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
 import { outcomeOf } from '../client/outcome';
 import { loadConfig } from '../config';
 import { checkoutWorkflowId, type CheckoutRequest, parseCheckoutRequest, type RefundWorkflow } from '../contract';
@@ -70,7 +70,9 @@ async function main() {
       taskQueue: config.taskQueue,
       workflowId,
       args: [request],
+      // A cart is checked out once: a run still going is waited for, one that ended is not started again.
       workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
     });
     console.log(`workflow ${workflowId}`);
     if (!opts.wait) return;
@@ -90,6 +92,12 @@ async function main() {
 }
 
 main().catch((err) => {
+  if (err instanceof WorkflowExecutionAlreadyStartedError) {
+    console.error(
+      `checkout: ${err.workflowId} has already run; a cart is checked out once (npm run inspect -- ${err.workflowId})`,
+    );
+    process.exit(2);
+  }
   console.error(`checkout: ${errorMessage(err)}`);
   process.exit(1);
 });

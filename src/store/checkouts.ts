@@ -101,10 +101,13 @@ export class SqlCheckouts {
     return r && toCart(r);
   }
 
-  /** Takes the cart's items off the stock under `key`; the same key again changes nothing. */
+  /** Takes the cart's items off the stock under `key`; the same key again changes nothing; a released cart is closed. */
   async reserve(cartId: string, key: string): Promise<StockReceipt> {
     return this.db.transaction(async (tx) => {
       const cart = toCart(await requireCart(tx, cartId));
+      // Its checkout was undone (or cancelled before its reservation): checking it out again needs a new cart.
+      if (cart.releasedByKey)
+        throw new InvalidOperationError(`cart ${cartId} was released by ${cart.releasedByKey}: its checkout is over`);
       if (cart.reservedByKey === key) return receipt(cart, false);
       if (cart.reservedByKey)
         throw new IntentConflictError(`cart ${cartId} was reserved under ${cart.reservedByKey}, not ${key}`);
@@ -120,17 +123,21 @@ export class SqlCheckouts {
     });
   }
 
-  /** Puts a reservation's items back under the compensation's own key; released already, or never reserved, it changes nothing. */
+  /**
+   * Puts a reservation's items back under the compensation's own key, once. It closes the cart even when nothing was
+   * reserved (a reservation still in flight when its checkout was cancelled is then refused, never left standing).
+   */
   async release(cartId: string, key: string): Promise<StockReceipt> {
     return this.db.transaction(async (tx) => {
       const cart = toCart(await requireCart(tx, cartId));
-      if (!cart.reservedByKey || cart.releasedByKey) return receipt(cart, false);
-      for (const { sku, quantity } of cart.items)
-        await tx.run(
-          sql`UPDATE stock SET available = available + ${quantity}, version = version + 1 WHERE sku = ${sku}`,
-        );
+      if (cart.releasedByKey) return receipt(cart, false);
+      if (cart.reservedByKey)
+        for (const { sku, quantity } of cart.items)
+          await tx.run(
+            sql`UPDATE stock SET available = available + ${quantity}, version = version + 1 WHERE sku = ${sku}`,
+          );
       await tx.run(sql`UPDATE checkouts SET released_by_key = ${key}, released_at = ${now()} WHERE id = ${cartId}`);
-      return receipt(cart, true);
+      return receipt(cart, cart.reservedByKey !== null);
     });
   }
 }

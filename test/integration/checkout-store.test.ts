@@ -51,6 +51,11 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     await expect(c.release('r1', 'k:reserve:undo')).resolves.toMatchObject({ changed: false });
     expect([await c.stock('r1-a'), await c.stock('r1-b')]).toEqual([5, 1]);
     await expect(c.cart('r1')).resolves.toMatchObject({ reservedByKey: 'k:reserve', releasedByKey: 'k:reserve:undo' });
+    // Released, its checkout is over: the same key again reserves nothing (a second checkout of the cart replayed it).
+    await expect(c.reserve('r1', 'k:reserve')).rejects.toThrow(
+      'cart r1 was released by k:reserve:undo: its checkout is over',
+    );
+    expect([await c.stock('r1-a'), await c.stock('r1-b')]).toEqual([5, 1]);
   });
 
   it('reserves nothing when one item is short, and releases nothing it never reserved', async () => {
@@ -62,8 +67,12 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     await expect(short).rejects.toThrow(OutOfStockError);
     await expect(short).rejects.toThrow('not enough r2-b left for 1; nothing was reserved');
     expect(await c.stock('r2-a')).toBe(5);
+    // A release before any reservation puts nothing back, and closes the cart: a reservation still in flight is refused.
     await expect(c.release('r2', 'k2:undo')).resolves.toMatchObject({ changed: false });
     expect(await c.stock('r2-a')).toBe(5);
+    await c.setStock('r2-b', 5);
+    await expect(c.reserve('r2', 'k2')).rejects.toThrow('cart r2 was released by k2:undo: its checkout is over');
+    expect([await c.stock('r2-a'), await c.stock('r2-b')]).toEqual([5, 5]);
     await expect(c.reserve('missing', 'k')).rejects.toThrow('cart missing does not exist');
   });
 

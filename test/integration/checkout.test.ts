@@ -300,6 +300,98 @@ test('inspect shows a parked checkout and its evidence; decide answers it', asyn
   await expect(handle.result()).resolves.toMatchObject({ status: 'abandoned', failedStep: 'send_receipt' });
 });
 
+describe('what a review found (each failed before its fix)', () => {
+  test('cancelled while the charge is in flight: the charge is asked for, not taken as not sent, and the run waits for a person', async () => {
+    const c = await cart();
+    await h.stripeFault({ kind: 'slow', delayMs: 3000, match: { idempotencyKey: `checkout:${c.id}:charge_card` } });
+    const handle = await start(c.id);
+    let state = await handle.query(checkoutStateQuery);
+    for (let i = 0; i < 50 && state.steps[1]!.status !== 'running'; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      state = await handle.query(checkoutStateQuery);
+    }
+    await handle.cancel();
+    await expect(handle.result()).rejects.toThrow();
+    const after = await handle.query(checkoutStateQuery);
+    expect(after).toMatchObject({ status: 'needs_attention', effect: { status: 'unknown' } });
+    expect(after.outcome?.reason).toContain('the charge is unknown; a person reconciles it');
+    // The reservation stands with the charge a person settles; the charge landed once.
+    expect(await c.stock()).toEqual([3, 4]);
+    await new Promise((r) => setTimeout(r, 3500));
+    expect(await charges(c.id)).toHaveLength(1);
+  });
+
+  test('a charge that failed for good after an attempt that may have charged is not undone blind', async () => {
+    const c = await cart();
+    const key = `checkout:${c.id}:charge_card`;
+    // The first charge is made and its answer lost; the provider cannot be searched, so the run parks unknown.
+    await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: key } });
+    await h.stripeFault({ kind: 'server_error', match: { path: '/v1/payment_intents/search' }, count: 10_000 });
+    const handle = await start(c.id);
+    expect((await parked(handle)).effect.status).toBe('unknown');
+    // A person's retry meets only 429s: that last attempt charged nothing, but the first did.
+    await h.stripeFault({ kind: 'rate_limit', match: { idempotencyKey: key }, count: 50, retryAfterSeconds: 0 });
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'try again' }] });
+    let state = await handle.query(checkoutStateQuery);
+    const retried = (x: typeof state) => x.steps[1]!.ledger.some((a) => a.outcome === 'RATE_LIMIT');
+    const settledAgain = (x: typeof state) => retried(x) && ['needs_attention', 'compensated'].includes(x.status);
+    for (let i = 0; i < 150 && !settledAgain(state); i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      state = await handle.query(checkoutStateQuery);
+    }
+    expect(state).toMatchObject({ status: 'needs_attention', effect: { status: 'unknown' } });
+    expect(await c.stock()).toEqual([3, 4]);
+    await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+    expect(await charges(c.id)).toHaveLength(1);
+    await handle.terminate();
+  });
+
+  test('once undoing has begun, retry-step is refused: going forward would complete a checkout given back', async () => {
+    const c = await cart();
+    await h.mailFault({
+      kind: 'reply',
+      stage: 'rcpt',
+      code: 550,
+      message: '5.1.1 no such user',
+      match: { recipient: c.email },
+    });
+    await h.stripeFault({
+      kind: 'server_error',
+      match: { idempotencyKey: `checkout:${c.id}:charge_card:compensate` },
+      count: 100,
+    });
+    const handle = await start(c.id);
+    await parked(handle);
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'gave up' }] });
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
+    let state = await handle.query(checkoutStateQuery);
+    for (let i = 0; i < 100 && !(state.status === 'needs_attention' && state.steps[1]!.compensation); i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      state = await handle.query(checkoutStateQuery);
+    }
+    expect(state.outcome?.reason).toMatch(/Not undone: charge_card/);
+    await expect(
+      handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'try again' }] }),
+    ).rejects.toMatchObject({ cause: { message: expect.stringContaining('its compensation has begun') } });
+    await handle.terminate();
+  });
+
+  test('a cart whose checkout was undone is not checked out again by replaying its keys', async () => {
+    const c = await cart();
+    expect(await (await start(c.id, 'pm_card_chargeDeclined')).result()).toMatchObject({ status: 'compensated' });
+    const again = await h.env.client.workflow.start(checkoutWorkflow, {
+      taskQueue: TASK_QUEUE,
+      workflowId: `${checkoutWorkflowId(c.id)}-again`,
+      args: [{ cartId: c.id, paymentMethod: 'pm_card_visa', requestedBy: 'test' }],
+    });
+    const result = await again.result();
+    expect(result).toMatchObject({ status: 'rejected', failedStep: 'reserve_stock' });
+    expect((result as { reason: string }).reason).toContain('its checkout is over');
+    expect(await charges(c.id)).toEqual([]);
+    expect(await c.stock()).toEqual([5, 5]);
+  });
+});
+
 test('a request that does not fit is rejected, nothing run', async () => {
   const handle = await h.env.client.workflow.start('checkoutWorkflow', {
     taskQueue: TASK_QUEUE,

@@ -7,7 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { decisionUpdate, messageIdForKey, stepsQuery, TASK_QUEUE } from '../../src/contract';
+import { decisionUpdate, messageIdForKey, providerEventSignal, stepsQuery, TASK_QUEUE } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun } from '../../src/inspect/inspection';
 import { findTool } from '../../tools/src/stack/tools';
@@ -521,4 +521,42 @@ describe('a notice whose hand-over is unknown', () => {
     });
     await expect(handle.result()).resolves.toMatchObject({ status: 'completed' });
   }
+});
+
+test('a retry-step at the completion gate sends no notice again: only a retry of the notice resends one whose hand-over is unknown', async () => {
+  // Found by a review of the harness's loop (the body run again after a decision): it ran the notice again here
+  // (resending it, while the retry-step was approved for the gate), where 1.0 ran the gate alone.
+  const order = await h.seedOrder(newOrderId());
+  const notice = messageIdForKey(`${opId(order.id)}:notify_customer`);
+  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: notice } });
+  const { handle } = await startRefund(h.env.client, request(order.id));
+  const first = await stopped(handle);
+  expect(first.state.parked?.failedStep).toBe('notify_customer');
+  // The provider's word that the refund failed: the gate asks, finds the notice's hand-over still open, and parks.
+  const refundId = first.state.effect.refundId!;
+  await handle.signal(providerEventSignal, {
+    id: `evt_${randomUUID().slice(0, 8)}`,
+    type: 'refund.failed',
+    refundId,
+    refundStatus: 'failed',
+    created: 1_700_000_000,
+    receivedAt: new Date().toISOString(),
+  });
+  const parkedAt = async (step: string, after = 0) => {
+    for (let i = 0; i < 100; i++) {
+      const s = await handle.query(stepsQuery);
+      if (s.status === 'needs_attention' && s.parked?.failedStep === step && Date.parse(s.parked.since) > after)
+        return s;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const s = await handle.query(stepsQuery);
+    throw new Error(`the run did not park at ${step}: ${s.status} at ${s.parked?.failedStep}: ${s.outcome?.reason}`);
+  };
+  await parkedAt('completion_gate');
+  const decided = await handle.executeUpdate(decisionUpdate, {
+    args: [{ decision: 'retry-step', by: 'ops', reason: 'look again' }],
+  });
+  await parkedAt('completion_gate', Date.parse(decided.at));
+  expect(await h.messages({ messageId: notice })).toHaveLength(1);
+  await handle.terminate();
 });

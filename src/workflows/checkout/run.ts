@@ -87,10 +87,24 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     };
   }
 
-  /** Whether the receipt may have reached the customer: sent, or handed over with no answer. */
+  /** Whether the receipt may have reached the customer: sent, being handed over, or handed over with no answer. */
   receiptMayHaveGone(): boolean {
     const r = this.steps.get('send_receipt');
-    return r.status === 'completed' || UNKNOWN.has(r.error?.certainty ?? '');
+    return r.status === 'completed' || r.status === 'running' || UNKNOWN.has(r.error?.certainty ?? '');
+  }
+
+  /** Whether the charge stands un-refunded: charged, and its refund not completed, or failed at the provider. */
+  refundOpen(): boolean {
+    if (this.charge?.status !== 'succeeded') return false;
+    const undo = this.steps.get('charge_card').compensation;
+    const refund = (undo?.output as { status?: string } | undefined)?.status;
+    return undo?.status !== 'completed' || refund === 'failed' || refund === 'canceled';
+  }
+
+  /** The steps whose undo has not completed, latest first. */
+  openUndos(): CheckoutStep[] {
+    const open = this.undoPlan().map((p) => p.step);
+    return this.refundOpen() && !open.includes('charge_card') ? ['charge_card', ...open] : open;
   }
 
   /** What stands and is not undone yet, latest first, each under its own key; a correction resent only as a person approved. */
@@ -134,11 +148,11 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
 
   cannotCompensate(): string | null {
     if (this.effect.status === 'unknown') return 'the charge is unknown: reconcile it first';
-    return this.undoPlan().length ? null : 'nothing of the checkout stands';
+    return this.openUndos().length ? null : 'nothing of the checkout stands';
   }
 
   leavesWorkBehind(): boolean {
-    return this.effect.status === 'unknown' || this.undoPlan().length > 0;
+    return this.effect.status === 'unknown' || this.openUndos().length > 0;
   }
 
   private refusal(d: ParsedDecision): string | null {
@@ -146,6 +160,9 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
       return `nothing to reconcile: the charge is ${this.effect.status}`;
     if (d.decision === 'compensate')
       return this.cannotCompensate() && `nothing to compensate: ${this.cannotCompensate()}`;
+    // Once undoing has begun, going forward would complete a checkout whose stock or money is given back.
+    if (d.decision === 'retry-step' && this.steps.table().some((s) => s.compensation))
+      return 'its compensation has begun: compensate finishes it, or abandon';
     if (d.decision === 'confirm-delivered')
       return 'the checkout takes no confirm-delivered: its receipt is settled through the message log, or resent by retry-step';
     return null;

@@ -15,12 +15,15 @@ import {
 } from '../../contract';
 import { audit, type Resumed, runSaga, type Saga } from '../../saga/workflow/harness';
 import { stop } from '../../saga/workflow/run-stopped';
+import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { judgedHandOver, StepFailedError, type StepError } from '../../saga/workflow/step-failure';
 import { undoSteps } from '../../saga/workflow/undo';
 import { showRejected } from '../../saga/workflow/visibility';
 import { REFUND_ATTRIBUTES } from '../refund/run';
 import { CheckoutRun } from './run';
 import { CHECKOUT } from './steps';
+
+type ChargeInput = { key: string; operationId: string; cartId: string; paymentMethod: string };
 
 export async function checkoutWorkflow(input: unknown): Promise<CheckoutResult> {
   return runSaga(SAGA, input);
@@ -34,10 +37,10 @@ async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null)
   const { paymentIntentId, amount, currency, declineCode } = run.charge;
   if (run.charge.status === 'declined')
     return stopCompensated(run, `the card was declined (${declineCode})`, 'charge_card');
-  // A receipt whose hand-over ended unknown is sent again only on a person's retry, with the same Message-ID.
+  // A receipt whose hand-over ended unknown is sent again only on a person's retry of it, with the same Message-ID.
   const unknown = run.steps.get('send_receipt').error;
   const resend =
-    resumed?.kind === 'retry-step' && unknown
+    resumed?.kind === 'retry-step' && resumed.step === 'send_receipt' && unknown
       ? { resendApprovedAt: resumed.record.at, ...judgedHandOver(unknown) }
       : {};
   const mail = { ...at('send_receipt'), paymentIntentId, amount, currency, ...resend };
@@ -45,29 +48,41 @@ async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null)
   return { workflowId: run.workflowId, cartId, operationId: run.operationId, status: 'completed', charge: run.charge };
 }
 
-/** Sends the charge; an answer lost is looked up by its key, and the charge sent again only once proven absent. */
-async function charge(
-  run: CheckoutRun,
-  input: { key: string; operationId: string; cartId: string; paymentMethod: string },
-): Promise<ChargeReceipt> {
+/**
+ * Sends the charge. After a failure any attempt of which may have charged, only the provider says it did not: found,
+ * its receipt; proven absent, an unknown outcome is sent again and a failure for good is undone; unknown, a person.
+ */
+async function charge(run: CheckoutRun, input: ChargeInput): Promise<ChargeReceipt> {
   for (let resent = 0; ; resent++) {
-    const sent = await step<ChargeReceipt | undefined>(
-      run,
-      'charge_card',
-      () => run.calls.step(CHECKOUT.charge_card, input),
-      true,
-    );
-    if (sent) return settled(run, sent);
-    const found = await lookUp(run);
-    if (found) return found;
+    let failure: StepError;
+    try {
+      return settled(run, await run.calls.step(CHECKOUT.charge_card, input));
+    } catch (err) {
+      if (!(err instanceof StepFailedError)) throw err;
+      failure = err.error;
+    }
+    const mayHaveCharged =
+      failure.certainty !== 'not_executed' || run.steps.get('charge_card').ledger.some(mayHaveTakenEffect);
+    const found = mayHaveCharged ? await lookUp(run) : 'absent';
+    if (found === 'unknown') return stop('needs_attention', UNKNOWN_CHARGE, 'charge_card', true);
+    if (found !== 'absent') return found;
+    const what = `${failure.code}: ${failure.message}`;
+    if (failure.certainty === 'not_executed')
+      return stopCompensated(run, `the charge failed and charged nothing (${what})`, 'charge_card');
     if (resent >= MAX_RESUBMISSIONS)
-      stop('needs_attention', `the charge was proven absent ${resent + 1} times; a person decides`, 'charge_card');
+      return stop(
+        'needs_attention',
+        `the charge was proven absent ${resent + 1} times; a person decides`,
+        'charge_card',
+      );
     run.setStatus('running', 'charge_card');
   }
 }
 
-/** Asks the provider what became of the charge: found, its receipt; proven absent, undefined; unknown, the run stops for a person. */
-async function lookUp(run: CheckoutRun): Promise<ChargeReceipt | undefined> {
+const UNKNOWN_CHARGE = "the charge's outcome is unknown: reconcile again (the sweep does), or retry-step charge_card";
+
+/** Asks the provider what became of the charge: its receipt, `absent` (proven), or `unknown`. */
+async function lookUp(run: CheckoutRun): Promise<ChargeReceipt | 'absent' | 'unknown'> {
   run.effect = { status: 'unknown', certainty: run.lastFailure?.certainty ?? 'undeterminable' };
   run.setStatus('reconciling', 'charge_card');
   const input = { key: run.key('charge_card'), operationId: run.operationId, cartId: run.request.cartId };
@@ -80,13 +95,8 @@ async function lookUp(run: CheckoutRun): Promise<ChargeReceipt | undefined> {
     run.steps.resolve('charge_card', found.charge, `receipt from reconciliation: ${found.note}`);
     return settled(run, found.charge);
   }
-  if (found.kind === 'absent') return void (run.effect = { status: 'none', certainty: 'not_executed' });
-  return stop(
-    'needs_attention',
-    `the charge's outcome is unknown (${found.note}): reconcile again, or retry-step`,
-    'charge_card',
-    true,
-  );
+  if (found.kind === 'absent') run.effect = { status: 'none', certainty: 'not_executed' };
+  return found.kind === 'absent' ? 'absent' : 'unknown';
 }
 
 function settled(run: CheckoutRun, charge: ChargeReceipt): ChargeReceipt {
@@ -95,26 +105,20 @@ function settled(run: CheckoutRun, charge: ChargeReceipt): ChargeReceipt {
   return charge;
 }
 
-/**
- * Runs a step; a failure stops the run as it means for the checkout. With `reconciles`, a charge whose outcome
- * is unknown returns undefined (to be looked up); one that failed for good, having charged nothing, is undone.
- */
-async function step<T>(run: CheckoutRun, name: CheckoutStep, call: () => Promise<T>, reconciles = false): Promise<T> {
+/** Runs the reservation or the receipt; a failure stops the run as it means for the checkout. */
+async function step<T>(run: CheckoutRun, name: 'reserve_stock' | 'send_receipt', call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {
     if (!(err instanceof StepFailedError)) throw err;
     const e: StepError = err.error;
     const unknown = e.certainty !== 'not_executed';
-    if (reconciles && unknown) return undefined as T;
-    if (name === 'reserve_stock' && (e.code === 'PERMANENT_BUSINESS' || e.code === 'INVALID_ARGUMENTS'))
+    if (name === 'reserve_stock' && !unknown && (e.code === 'PERMANENT_BUSINESS' || e.code === 'INVALID_ARGUMENTS'))
       return stop(
         'rejected',
         `cart ${run.request.cartId} cannot be checked out: ${e.message}. Nothing was charged`,
         name,
       );
-    if (name === 'charge_card')
-      return stopCompensated(run, `the charge failed and charged nothing (${e.code}: ${e.message})`, name);
     const what =
       name === 'send_receipt'
         ? `the receipt ${unknown ? 'may have gone out' : 'was not sent'}; the charge stands`
@@ -128,12 +132,26 @@ async function step<T>(run: CheckoutRun, name: CheckoutStep, call: () => Promise
   }
 }
 
-/** Undoes what stands (compensations never stop for a cancellation); the outcome as a value: compensated, or for a person. */
+/**
+ * Undoes what stands (compensations never stop for a cancellation); the outcome as a value: compensated, or for a
+ * person. The refund comes first: the correction tells the customer their money is back, never before it is.
+ */
 async function compensate(run: CheckoutRun, why: string, resendApprovedAt?: string) {
   run.setStatus('compensating');
-  await CancellationScope.nonCancellable(() => undoSteps(run, run.undoPlan(resendApprovedAt)));
-  const open = run.undoPlan().map((p) => p.step);
-  if (run.charge?.status === 'succeeded' && !open.includes('charge_card'))
+  const plan = run.undoPlan(resendApprovedAt);
+  await CancellationScope.nonCancellable(async () => {
+    await undoSteps(
+      run,
+      plan.filter((p) => p.step !== 'send_receipt'),
+    );
+    if (!run.refundOpen())
+      await undoSteps(
+        run,
+        plan.filter((p) => p.step === 'send_receipt'),
+      );
+  });
+  const open = run.openUndos();
+  if (run.charge?.status === 'succeeded' && !run.refundOpen())
     run.effect = { status: 'refunded', certainty: 'completed' };
   const undone = run.steps
     .table()
@@ -175,7 +193,10 @@ const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = 
   async prepare(run, chosen) {
     if (chosen.kind === 'compensate')
       return stopCompensated(run, `compensated as ${chosen.record.by} decided: ${chosen.record.reason}`, 'charge_card');
-    if (chosen.kind === 'reconcile' && !(await lookUp(run)))
+    if (chosen.kind !== 'reconcile') return;
+    const found = await lookUp(run);
+    if (found === 'unknown') stop('needs_attention', UNKNOWN_CHARGE, 'charge_card', true);
+    if (found === 'absent')
       stop(
         'needs_attention',
         'the charge was proven absent: nothing was charged. retry-step charge_card sends it, compensate puts the stock back',
@@ -195,9 +216,12 @@ const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = 
     const was = run.status;
     const taken = run.takenDecision();
     let reason = `cancelled while ${was}`;
+    // A charge that had started may be going on at the provider: it is asked, never taken for "not sent".
+    const charge = !run.charge && run.steps.get('charge_card').status !== 'pending' ? await lookUp(run) : undefined;
+    if (charge && charge !== 'absent' && charge !== 'unknown') run.charge = charge;
     if (taken?.kind === 'abandon')
       run.end('abandoned', (reason = `${reason}, after ${taken.record.by} abandoned it: ${taken.record.reason}`), null);
-    else if (run.effect.status === 'unknown') {
+    else if (charge === 'unknown') {
       run.finish(
         'needs_attention',
         (reason = `${reason}: the charge is unknown; a person reconciles it`),
@@ -207,7 +231,7 @@ const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = 
     } else {
       const done = await compensate(run, reason, taken?.kind === 'compensate' ? taken.record.at : undefined);
       reason = done.reason;
-      if (done.status === 'compensated') run.end(run.reserved ? 'compensated' : 'stopped', reason, null);
+      if (done.status === 'compensated') run.end(run.reserved || run.charge ? 'compensated' : 'stopped', reason, null);
       else {
         run.finish('needs_attention', reason, done.open[0] ?? null);
         run.flagForAttention();

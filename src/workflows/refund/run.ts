@@ -39,6 +39,8 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     history: [],
   };
   awaitingProvider: AwaitingProvider | null = null;
+  /** The run has reached its completion gate: a decision runs the gate again, never a step before it. */
+  atGate = false;
 
   constructor(readonly request: RefundRequest) {
     super({

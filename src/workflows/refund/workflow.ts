@@ -54,17 +54,22 @@ async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null): Prom
     run.operation.noteFirstSend(run.steps.get('create_refund'));
     run.effect = { status: 'refunded', certainty: 'completed', refundId: ctx.refund.refundId };
   }
-  ctx.orderReceipt ??= await updateOrder(run, ctx.refund.refundId, ctx.refund.amount);
-  // A notice whose hand-over ended unknown is sent again only on a person's retry, with the same Message-ID.
-  const unknown = run.steps.get('notify_customer').error?.code === 'UNKNOWN_OUTCOME';
-  const resend = resumed?.kind === 'retry-step' && unknown ? resumed.record.at : undefined;
-  ctx.notice ??= await notifyCustomer(run, ctx.refund, resend);
+  // Gone to the gate (on the provider's word that the refund failed), the run never comes back to the steps before it.
+  if (!run.atGate) {
+    ctx.orderReceipt ??= await updateOrder(run, ctx.refund.refundId, ctx.refund.amount);
+    // A notice whose hand-over ended unknown is sent again only on a person's retry, with the same Message-ID.
+    const unknown = run.steps.get('notify_customer').error?.code === 'UNKNOWN_OUTCOME';
+    const resend =
+      resumed?.kind === 'retry-step' && resumed.step === 'notify_customer' && unknown ? resumed.record.at : undefined;
+    ctx.notice ??= await notifyCustomer(run, ctx.refund, resend);
+  }
   return gate(run);
 }
 
 /** The completion gate, and the run's result once every check passed. */
 async function gate(run: RefundRun): Promise<CompletedRefund> {
   const { request, ctx } = run;
+  run.atGate = true;
   const { operation: op, order } = run.begin!;
   const refund = ctx.refund!;
   await completionGate(run, {
