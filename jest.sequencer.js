@@ -11,6 +11,7 @@ const WEIGHTS = {
   'e2e/production-install.test.ts': 70,
   'integration/inspect.test.ts': 59,
   'integration/decisions.test.ts': 55,
+  'integration/checkout.test.ts': 45,
   'e2e/operator-cli.test.ts': 42,
   'integration/schedules.test.ts': 41,
   'integration/batch-postgres.test.ts': 35,

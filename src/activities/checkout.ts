@@ -10,7 +10,7 @@ import {
   operationId as refundOperationId,
   type RefundReceipt,
 } from '../contract';
-import { sendOnce } from '../saga/send';
+import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import type { OrderStore, StockReceipt } from '../store';
 import { Classified, type AttemptRunner } from './attempt';
 import { provesNothingSent, type CreateRefundInput } from './create-refund';
@@ -95,13 +95,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
             r.firstSentAt === null ||
             (await store.operations.clock()) + onWireForMs < Date.parse(r.firstSentAt) + windows.dedupeWindowMs,
           replayed: (receipt) => ({ ...receipt, replayed: true }),
-          reconcileFirst: () =>
-            new Classified(
-              'UNKNOWN_OUTCOME',
-              'may_have_executed',
-              'outside_dedupe_window',
-              `not sent: the charge under ${input.key} was sent outside the provider's dedupe window; reconcile first`,
-            ),
+          reconcileFirst: (r) => outsideDedupeWindow(`the charge was first sent at ${r.firstSentAt}`, input.key),
           maxRequestMs: windows.requestTimeoutMs,
           stamp: (onWire) => sends.stamp(input.key, input.operationId, actor(), onWire).then(() => undefined),
           request: (timeout) =>

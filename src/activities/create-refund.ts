@@ -6,7 +6,7 @@ import type Stripe from 'stripe';
 import type { Evidenced, RefundReceipt } from '../contract';
 import type { REFUND_REASONS } from '../domain/refund-request';
 import type { OperationRecord, OperationUpdate } from '../store/types';
-import { sendOnce } from '../saga/send';
+import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
 import { Classified } from './attempt';
 import { actor, clockOf, type PaymentDeps } from './payment-context';
@@ -61,12 +61,9 @@ export function refundCreation(deps: PaymentDeps) {
           insideWindow: async (record) => insideWindow(record, await now()),
           replayed: (receipt) => ({ ...receipt, replayed: true }),
           reconcileFirst: () =>
-            new Classified(
-              'UNKNOWN_OUTCOME',
-              'may_have_executed',
-              'outside_dedupe_window',
-              `not sent: operation ${input.operationId} was first sent at ${op.firstSentAt}, outside the provider's dedupe window for key ${input.idempotencyKey}; ` +
-                'reconcile with the provider before any new request',
+            outsideDedupeWindow(
+              `operation ${input.operationId} was first sent at ${op.firstSentAt}`,
+              input.idempotencyKey,
             ),
           maxRequestMs: deps.windows.requestTimeoutMs,
           stamp: (onWireForMs) => stamp(op, onWireForMs),

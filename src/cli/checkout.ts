@@ -7,7 +7,7 @@ import { outcomeOf } from '../client/outcome';
 import { loadConfig } from '../config';
 import { checkoutWorkflowId, type CheckoutRequest, parseCheckoutRequest, type RefundWorkflow } from '../contract';
 import { openStore } from '../store';
-import { connectClient, errorMessage } from './common';
+import { connectClient, errorMessage, printOutcome } from './common';
 
 const integer = (name: string) => (value: string) => {
   if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
@@ -77,15 +77,7 @@ async function main() {
     console.log(`workflow ${workflowId}`);
     if (!opts.wait) return;
     const outcome = await outcomeOf(handle as unknown as WorkflowHandle<RefundWorkflow>);
-    if (outcome.kind === 'parked') {
-      console.error(
-        `checkout: ${workflowId} needs a person: ${outcome.state.outcome?.reason}; see \`npm run inspect -- ${workflowId}\``,
-      );
-      process.exitCode = 3;
-      return;
-    }
-    console.log(JSON.stringify(outcome.result, null, 2));
-    if (outcome.result.status !== 'completed') process.exitCode = 3;
+    printOutcome('checkout', workflowId, outcome);
   } finally {
     await client.connection.close();
   }

@@ -1,5 +1,7 @@
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import type { RunOutcome } from '../client/outcome';
 import type { Config } from '../config';
+import { decideCommand, decisionAddress } from '../contract';
 import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
 
 /** A client for the configured Temporal server, with an error that says what to do when it is down. */
@@ -29,4 +31,24 @@ export async function connectClient(config: Config): Promise<Client> {
 export function errorMessage(err: unknown): string {
   if (err instanceof WorkflowFailedError) return err.cause?.message ?? err.message;
   return err instanceof Error ? err.message : String(err);
+}
+
+/** Prints how a run came out: its result (exit 3 unless it completed), or, parked, its verdict and how to decide. */
+export function printOutcome(cli: string, workflowId: string, outcome: RunOutcome): void {
+  if (outcome.kind === 'parked') {
+    const { state } = outcome;
+    const decide = decideCommand(
+      workflowId,
+      state.parked?.decision ?? '<decision>',
+      state.parked && decisionAddress(state),
+    );
+    console.error(
+      `${cli}: ${workflowId} needs a person. ${state.parked?.verdict}: ${state.outcome?.reason}\n` +
+        `next: ${state.parked?.nextAction}; see \`npm run inspect -- ${workflowId}\`, decide with \`${decide}\``,
+    );
+    process.exitCode = 3;
+    return;
+  }
+  console.log(JSON.stringify(outcome.result, null, 2));
+  if (outcome.result.status !== 'completed') process.exitCode = 3;
 }

@@ -3,11 +3,10 @@ import { outcomeOf } from '../client/outcome';
 import { startRefund } from '../client/refunds';
 import { ConflictingRefundError, workerPolling } from '../temporal/client';
 import { loadConfig } from '../config';
-import { decideCommand, decisionAddress } from '../contract';
 import { InvalidRefundRequestError, REFUND_REASONS, parseRefundRequest } from '../domain/refund-request';
 import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError, openStore } from '../store';
-import { connectClient, errorMessage } from './common';
+import { connectClient, errorMessage, printOutcome } from './common';
 import { AdmissionRejectedError } from '../client/admission';
 
 const integer = (name: string) => (value: string) => {
@@ -86,17 +85,7 @@ async function main() {
       );
     }
     const outcome = await outcomeOf(handle);
-    if (outcome.kind === 'parked') {
-      const { state } = outcome;
-      console.error(
-        `refund: ${workflowId} needs a person. ${state.parked?.verdict}: ${state.outcome?.reason}\n` +
-          `next: ${state.parked?.nextAction}; see \`npm run inspect -- ${workflowId}\`, decide with \`${decideCommand(workflowId, state.parked?.decision ?? '<decision>', state.parked && decisionAddress(state))}\``,
-      );
-      process.exitCode = 3;
-      return;
-    }
-    console.log(JSON.stringify(outcome.result, null, 2));
-    if (outcome.result.status !== 'completed') process.exitCode = 3;
+    printOutcome('refund', workflowId, outcome);
   } finally {
     await client.connection.close();
   }

@@ -62,6 +62,15 @@ export interface KeyedSend<Rec extends SendRecord<R>, R, Raw> {
   notRecorded(raw: Raw, err: unknown): Classified;
 }
 
+/** Why nothing is sent: an earlier send under `key` is open, and one now would fall outside its dedupe window. */
+export const outsideDedupeWindow = (what: string, key: string) =>
+  new Classified(
+    'UNKNOWN_OUTCOME',
+    'may_have_executed',
+    'outside_dedupe_window',
+    `not sent: ${what}, outside the provider's dedupe window for key ${key}; reconcile with the provider before any new request`,
+  );
+
 export async function sendOnce<Rec extends SendRecord<R>, R, Raw>(send: KeyedSend<Rec, R, Raw>): Promise<R> {
   const { record } = send;
   // The window is asked (the store's clock read) only when it decides.

@@ -57,6 +57,10 @@ async function charges(cartId: string) {
   return effects.filter((e) => e.type === 'charge.succeeded');
 }
 
+/** The mail server refuses the cart's customer for good: the receipt is never sent. */
+const refuseReceipt = (to: string) =>
+  h.mailFault({ kind: 'reply', stage: 'rcpt', code: 550, message: '5.1.1 no such user', match: { recipient: to } });
+
 /** Waits for the run to park for a person. */
 async function parked(handle: { query: (q: typeof checkoutStateQuery) => Promise<CheckoutRunState> }) {
   let state = await handle.query(checkoutStateQuery);
@@ -142,13 +146,7 @@ test('a charge whose answer was lost is looked up at the provider and found, nev
 
 test('compensate after the charge refunds it under its own key, puts the stock back and ends compensated', async () => {
   const c = await cart();
-  await h.mailFault({
-    kind: 'reply',
-    stage: 'rcpt',
-    code: 550,
-    message: '5.1.1 no such user',
-    match: { recipient: c.email },
-  });
+  await refuseReceipt(c.email);
   const handle = await start(c.id);
   const state = await parked(handle);
   expect(state.outcome).toMatchObject({ status: 'needs_attention', failedStep: 'send_receipt' });
@@ -246,13 +244,7 @@ test('started from the temporal CLI, and from npm run checkout (which can put th
 
 test('inspect shows a parked checkout and its evidence; decide answers it', async () => {
   const c = await cart();
-  await h.mailFault({
-    kind: 'reply',
-    stage: 'rcpt',
-    code: 550,
-    message: '5.1.1 no such user',
-    match: { recipient: c.email },
-  });
+  await refuseReceipt(c.email);
   const handle = await start(c.id);
   await parked(handle);
   const env = { ...h.cliEnv(), DECIDER_KEY_FILE: '' };
@@ -348,13 +340,7 @@ describe('what a review found (each failed before its fix)', () => {
 
   test('once undoing has begun, retry-step is refused: going forward would complete a checkout given back', async () => {
     const c = await cart();
-    await h.mailFault({
-      kind: 'reply',
-      stage: 'rcpt',
-      code: 550,
-      message: '5.1.1 no such user',
-      match: { recipient: c.email },
-    });
+    await refuseReceipt(c.email);
     await h.stripeFault({
       kind: 'server_error',
       match: { idempotencyKey: `checkout:${c.id}:charge_card:compensate` },

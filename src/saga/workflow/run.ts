@@ -13,7 +13,7 @@ import {
   type RecoveryOwner,
   type RecoveryPolicy,
 } from '../../reliability/policy';
-import type { Boundary } from '../../reliability/taxonomy';
+import type { Boundary, Certainty } from '../../reliability/taxonomy';
 import {
   decidersOf,
   verdict,
@@ -90,14 +90,31 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
   /** The operation whose audit trail the run writes (empty until the saga commits its intent). */
   abstract get operationId(): string;
   abstract view(): State;
-  /** What is known of the saga's effect, as its search attribute shows it. */
-  protected abstract get effectShown(): string;
-  /** The facts a parked run's verdict is drawn from, beyond the stop's own. */
-  protected abstract facts(stopped: RunStopped<Step>): VerdictFacts;
+  /** What is known of the saga's effect at its provider (the refund, the charge). */
+  abstract effect: { status: string; certainty: Certainty | 'none' };
+  /** The customer email a person may look for in the mailbox, for the verdict's facts. */
+  protected abstract noticeFacts(): Pick<VerdictFacts, 'noticeMessageId' | 'noticeHeld'>;
   /** Why compensating now would be wrong, or null when it is what the run needs. */
   abstract cannotCompensate(): string | null;
   /** Whether the run, ending now, leaves a person something to settle. */
   abstract leavesWorkBehind(): boolean;
+
+  /** What every saga's state shows of its run, as the steps Query returns it (the saga adds its request and effect). */
+  protected runView() {
+    return {
+      workflowId: this.workflowId,
+      runId: workflowInfo().runId,
+      status: this.status,
+      lastFailure: this.lastFailure,
+      recovery: this.recovery,
+      budget: this.budget.view(),
+      outcome: this.outcome,
+      parked: this.parked,
+      decisions: this.desk.records,
+      ignoredMessages: this.ignored.view,
+      steps: this.steps.table(),
+    };
+  }
 
   get policy(): RecoveryPolicy {
     return this.settings?.policy ?? DEFAULT_POLICY;
@@ -121,13 +138,26 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
     this.deskView.parked = { failedStep, since: this.parked.since };
     this.desk.reopen();
     this.status = 'needs_attention';
-    this.show.parked(failedStep, this.effectShown, view.verdict);
+    this.show.parked(failedStep, this.effect.status, view.verdict);
     return view.verdict;
   }
 
-  /** Whether an earlier attempt of the step that stopped the run, not only its last, may have taken effect. */
-  protected earlierAttemptMayHaveTakenEffect(step: Step | null): { earlierAttemptMayHaveTakenEffect?: boolean } {
-    return step ? { earlierAttemptMayHaveTakenEffect: this.steps.get(step).ledger.some(mayHaveTakenEffect) } : {};
+  /** The facts a parked run's verdict is drawn from (so `inspect` draws the same). */
+  private facts({ failedStep, quarantined }: RunStopped<Step>): VerdictFacts {
+    const failure = failedStep ? this.steps.get(failedStep).error : undefined;
+    return {
+      effect: this.effect,
+      failedStep,
+      failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
+      quarantined,
+      compensationPending: this.cannotCompensate() === null,
+      operationId: this.operationId || null,
+      ...this.noticeFacts(),
+      // Whether an earlier attempt of the step that stopped the run, not only its last, may have taken effect.
+      ...(failedStep && {
+        earlierAttemptMayHaveTakenEffect: this.steps.get(failedStep).ledger.some(mayHaveTakenEffect),
+      }),
+    };
   }
 
   /** While parked, a proposal waiting for a second person shows as awaiting_approval; answered, the run is back to needs_attention until it moves on. */
@@ -150,7 +180,7 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
   end(status: Ending, reason: string, failedStep: Step | null): void {
     this.outcome = { status, failedStep, reason, quarantined: false };
     this.status = status;
-    this.show.ended(status, failedStep, this.effectShown);
+    this.show.ended(status, failedStep, this.effect.status);
   }
 
   finish(status: TerminalStatus, reason: string, failedStep: Step | null, quarantined = false): void {
@@ -160,7 +190,7 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
 
   /** A run that ended with work left for a person (cancelled mid-saga) is still among the runs that need one. */
   flagForAttention(): void {
-    this.show.flagged(this.effectShown, this.status === 'needs_attention');
+    this.show.flagged(this.effect.status, this.status === 'needs_attention');
   }
 
   /** Moves the run to a new status; a transition an operator may search for is mirrored to the search attributes. */

@@ -1,6 +1,5 @@
 // One checkout run's state, on the harness's: what the steps returned, what is known of the charge,
 // the facts its verdict is drawn from, and what stands to be undone (latest first).
-import { workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import {
   type ChargeReceipt,
@@ -16,9 +15,7 @@ import {
 } from '../../contract';
 import type { StockReceipt } from '../../store/checkouts';
 import { maskEmails, redact } from '../../reliability/redaction';
-import type { VerdictFacts } from '../../reliability/verdict';
 import { SagaRunState } from '../../saga/workflow/run';
-import type { RunStopped } from '../../saga/workflow/run-stopped';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import type { Standing } from '../../saga/workflow/visibility';
 import { REFUND_ATTRIBUTES } from '../refund/run';
@@ -50,41 +47,12 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     return stepKey(this.operationId, step);
   }
 
-  protected get effectShown(): string {
-    return this.effect.status;
-  }
-
   view(): CheckoutRunState {
-    return redact({
-      workflowId: this.workflowId,
-      runId: workflowInfo().runId,
-      saga: 'checkout',
-      request: this.request,
-      status: this.status,
-      effect: this.effect,
-      lastFailure: this.lastFailure,
-      recovery: this.recovery,
-      budget: this.budget.view(),
-      outcome: this.outcome,
-      parked: this.parked,
-      decisions: this.desk.records,
-      ignoredMessages: this.ignored.view,
-      steps: this.steps.table(),
-    });
+    return redact({ ...this.runView(), saga: 'checkout', request: this.request, effect: this.effect });
   }
 
-  protected facts(stopped: RunStopped<CheckoutStep>): VerdictFacts {
-    const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
-    return {
-      effect: this.effect,
-      failedStep: stopped.failedStep,
-      failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
-      quarantined: stopped.quarantined,
-      compensationPending: this.cannotCompensate() === null,
-      operationId: this.operationId,
-      noticeMessageId: this.receipt?.messageId ?? null,
-      ...this.earlierAttemptMayHaveTakenEffect(stopped.failedStep),
-    };
+  protected noticeFacts() {
+    return { noticeMessageId: this.receipt?.messageId ?? null };
   }
 
   /** Whether the receipt may have reached the customer: sent, being handed over, or handed over with no answer. */

@@ -1,16 +1,13 @@
 // One refund run's state, on the harness's (SagaRunState): what it knows beyond it (the request,
 // the operation, the refund's effect, the provider's news, reconciliation and the wait for the
 // provider), the facts its verdict is drawn from, and whether compensating fits.
-import { workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
 import { type AwaitingProvider, type BeginResult, type RefundRunState, SEARCH_ATTRIBUTES } from '../../contract';
 import { redact } from '../../reliability/redaction';
 import type { Boundary, Certainty } from '../../reliability/taxonomy';
-import type { VerdictFacts } from '../../reliability/verdict';
 import type { RefundRequest } from '../../domain/refund-request';
 import type { StepError } from '../../saga/workflow/step-failure';
-import type { RunStopped } from '../../saga/workflow/run-stopped';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { SagaAttributes } from '../../saga/workflow/visibility';
 import { currentDetails } from './current-details';
@@ -60,48 +57,26 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     return this.ctx.operationId;
   }
 
-  protected get effectShown(): string {
-    return this.effect.status;
-  }
-
   view(): RefundRunState {
     return redact({
-      workflowId: this.workflowId,
-      runId: workflowInfo().runId,
+      ...this.runView(),
       request: this.request,
-      status: this.status,
       operation: this.operation.identity,
       effect: this.effect,
       provider: { name: 'stripe' as const, scope: this.settings?.scope ?? null, changed: false as const },
-      lastFailure: this.lastFailure,
-      recovery: this.recovery,
       reconciliation: this.reconciliation,
-      budget: this.budget.view(),
-      outcome: this.outcome,
-      parked: this.parked,
-      decisions: this.desk.records,
       providerEvents: this.news.events,
-      ignoredMessages: this.ignored.view,
       awaitingProvider: this.awaitingProvider,
-      steps: this.steps.table(),
     });
   }
 
-  protected facts(stopped: RunStopped<RefundStep>): VerdictFacts {
-    const failure = stopped.failedStep ? this.steps.get(stopped.failedStep).error : undefined;
+  protected noticeFacts() {
     const notice = this.steps.get('notify_customer');
     const messageId =
       notice.error?.provider.messageId ?? (notice.output as { messageId?: unknown } | undefined)?.messageId;
     return {
-      effect: this.effect,
-      failedStep: stopped.failedStep,
-      failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
-      quarantined: stopped.quarantined,
-      compensationPending: this.cannotCompensate() === null,
-      operationId: this.ctx.operationId || null,
       noticeMessageId: typeof messageId === 'string' ? messageId : null,
       noticeHeld: notice.compensation?.status === 'held',
-      ...this.earlierAttemptMayHaveTakenEffect(stopped.failedStep),
     };
   }
 
