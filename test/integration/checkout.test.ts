@@ -184,9 +184,12 @@ test('cancelled while a receipt that may have gone out is parked: refunded, stoc
   expect(after).toMatchObject({ status: 'compensated', effect: { status: 'refunded' } });
   expect(after.steps.map((s) => s.compensation?.status)).toEqual(['completed', 'completed', 'completed']);
   const { paymentIntentId } = after.steps[1]!.output as { paymentIntentId: string };
-  expect(await h.ledger(paymentIntentId)).toHaveLength(1);
+  const [refund] = await h.ledger(paymentIntentId);
+  expect(refund).toBeDefined();
   expect(await c.stock()).toEqual([5, 5]);
   const mails = await h.messages({ to: c.email });
+  // The correction tells the customer their money is back: it goes out after the refund, never before.
+  expect(Date.parse(mails.at(-1)!.receivedAt)).toBeGreaterThanOrEqual(Date.parse(refund!.createdAt));
   expect(mails.map((m) => m.subject)).toEqual([
     expect.stringContaining('Your receipt'),
     expect.stringContaining('Correction: your order'),
