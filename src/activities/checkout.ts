@@ -64,6 +64,19 @@ function chargeOf(pi: Stripe.PaymentIntent, replayed = false): ChargeReceipt | n
   return { paymentIntentId: pi.id, status, amount: pi.amount, currency: pi.currency, declineCode, replayed };
 }
 
+/** The cart a checkout step works on, from the store (never from history); a missing one is refused. */
+export async function cartOf(store: OrderStore, cartId: string) {
+  const cart = await store.checkouts.cart(cartId);
+  if (!cart)
+    throw new Classified(
+      'PERMANENT_BUSINESS',
+      'not_executed',
+      'cart_not_found',
+      `cart ${cartId} does not exist; nothing was sent`,
+    );
+  return cart;
+}
+
 export function createCheckoutActivities(deps: CheckoutDeps) {
   const { stripe, store, attempt, windows } = deps;
   const { sends, checkouts } = store;
@@ -74,20 +87,13 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
     operationId: input.operationId,
     boundary: 'store' as const,
   });
-  const cartOf = async (cartId: string) => {
-    const cart = await checkouts.cart(cartId);
-    if (!cart)
-      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'cart_not_found', `cart ${cartId} does not exist`);
-    return cart;
-  };
-
   /** Sends the charge unless its record says not to; a decline is its receipt as much as a charge is. */
   const charge = (input: ChargeInput) =>
     attempt(
       { ...storeCall('charge_card', input), boundary: 'stripe', breaker: 'stripe:charge_card' },
       paymentFailure(true),
       async () => {
-        const cart = await cartOf(input.cartId);
+        const cart = await cartOf(store, input.cartId);
         const record = await sends.get<ChargeReceipt>(input.key, input.operationId);
         return sendOnce<typeof record, ChargeReceipt, Answer>({
           record,

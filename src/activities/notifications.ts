@@ -5,7 +5,7 @@ import type { Evidenced, NotificationReceipt } from '../contract';
 import type { OrderStore } from '../store';
 import type { AttemptRunner } from './attempt';
 import type { MessageLog } from './message-log';
-import { Classified } from './attempt';
+import { cartOf } from './checkout';
 import { checkoutCorrectionMail, checkoutReceiptMail, type CheckoutMailInput } from './checkout-mail';
 import { DEFAULT_DIGEST_TO, digestMail, type DigestInput } from './attention-digest';
 import { createOutboxHandOver, type ConfirmDeliveredInput } from './outbox-hand-over';
@@ -33,17 +33,7 @@ const MAX_SEND_MS = 5 * 60_000;
 export function createNotificationActivities(deps: NotificationDeps) {
   const { deliver, confirmDelivered } = createOutboxHandOver({ ...deps, maxSendMs: deps.maxSendMs ?? MAX_SEND_MS });
 
-  const cartEmail = async (cartId: string) => {
-    const cart = await deps.store.checkouts.cart(cartId);
-    if (!cart)
-      throw new Classified(
-        'PERMANENT_BUSINESS',
-        'not_executed',
-        'cart_not_found',
-        `cart ${cartId} does not exist; nothing was sent`,
-      );
-    return cart.customerEmail;
-  };
+  const cartEmail = async (cartId: string) => (await cartOf(deps.store, cartId)).customerEmail;
 
   const smtpCall = (step: string, key: string, operationId: string) => ({
     step,

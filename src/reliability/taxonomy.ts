@@ -22,6 +22,10 @@ export type FailureCode = (typeof FAILURE_CODES)[number];
 export const CERTAINTIES = ['not_executed', 'may_have_executed', 'partial', 'completed', 'undeterminable'] as const;
 export type Certainty = (typeof CERTAINTIES)[number];
 
+/** A failed step's effect nobody knows: it may have happened, or what came back cannot tell. */
+export const outcomeUnknown = (certainty: string | undefined): boolean =>
+  certainty === 'may_have_executed' || certainty === 'undeterminable';
+
 /** The failure domain each code belongs to, as the design brief names them. */
 export const DOMAIN_OF: Record<FailureCode, string> = {
   RATE_LIMIT: 'transient dependency',

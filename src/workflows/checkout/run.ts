@@ -15,13 +15,12 @@ import {
 } from '../../contract';
 import type { StockReceipt } from '../../store/checkouts';
 import { maskEmails, redact } from '../../reliability/redaction';
+import { outcomeUnknown } from '../../reliability/taxonomy';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import type { Standing } from '../../saga/workflow/visibility';
 import { REFUND_ATTRIBUTES } from '../refund/run';
 import { UNDO } from './steps';
-
-const UNKNOWN = new Set(['may_have_executed', 'undeterminable']);
 
 export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, RefundActivities> {
   reserved?: StockReceipt;
@@ -58,7 +57,7 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
   /** Whether the receipt may have reached the customer: sent, being handed over, or handed over with no answer. */
   receiptMayHaveGone(): boolean {
     const r = this.steps.get('send_receipt');
-    return r.status === 'completed' || r.status === 'running' || UNKNOWN.has(r.error?.certainty ?? '');
+    return r.status === 'completed' || r.status === 'running' || outcomeUnknown(r.error?.certainty);
   }
 
   /** Whether the charge stands un-refunded: charged, and its refund not completed, or failed at the provider. */

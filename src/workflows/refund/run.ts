@@ -5,7 +5,7 @@ import type { RefundActivities } from '../../activities';
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
 import { type AwaitingProvider, type BeginResult, type RefundRunState, SEARCH_ATTRIBUTES } from '../../contract';
 import { redact } from '../../reliability/redaction';
-import type { Boundary, Certainty } from '../../reliability/taxonomy';
+import { type Boundary, outcomeUnknown } from '../../reliability/taxonomy';
 import type { RefundRequest } from '../../domain/refund-request';
 import type { StepError } from '../../saga/workflow/step-failure';
 import { SagaRunState } from '../../saga/workflow/run';
@@ -14,9 +14,6 @@ import { currentDetails } from './current-details';
 import { refundRefusals } from './decisions';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
-
-/** A failed step's effect nobody knows: it may have happened, or what came back cannot tell. */
-const UNKNOWN_CERTAINTIES: ReadonlySet<string> = new Set<Certainty>(['may_have_executed', 'undeterminable']);
 
 export const REFUND_ATTRIBUTES: SagaAttributes = { ...SEARCH_ATTRIBUTES, key: SEARCH_ATTRIBUTES.orderId };
 
@@ -45,7 +42,7 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
       refuses: refundRefusals({
         effect: () => this.effect.status,
         cannotCompensate: () => this.cannotCompensate(),
-        outcomeUnknown: (step) => UNKNOWN_CERTAINTIES.has(this.steps.get(step).error?.certainty ?? 'none'),
+        outcomeUnknown: (step) => outcomeUnknown(this.steps.get(step).error?.certainty),
       }),
       shows: { attributes: REFUND_ATTRIBUTES, details: currentDetails },
     });

@@ -254,3 +254,10 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
     },
   };
 }
+
+/** Reads one of the stack's servers' own APIs (the Stripe server's ledger and requests, the mailbox). */
+export async function getJson<T>(url: string): Promise<T> {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
+  return (await res.json()) as T;
+}

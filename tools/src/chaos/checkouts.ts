@@ -13,7 +13,7 @@ import {
   TASK_QUEUE,
   type RefundWorkflow,
 } from '../../../src/contract';
-import type { ChaosStack } from './chaos-stack';
+import { getJson, type ChaosStack } from './chaos-stack';
 import { fail, invariant as inv, type RunOutcomeSummary } from './invariant';
 
 const STOCK = 5;
@@ -56,12 +56,6 @@ export async function startCheckout(
     record: { cartId, email, paymentMethod, outcome: null },
     handle: handle as unknown as WorkflowHandle<RefundWorkflow>,
   };
-}
-
-async function getJson<T>(url: string): Promise<T> {
-  const res = await fetch(url);
-  if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
-  return (await res.json()) as T;
 }
 
 export async function checkCheckouts(stack: ChaosStack, records: CheckoutRecord[]) {

@@ -23,7 +23,7 @@ import {
   type RefundWorkflow,
 } from '../../../src/contract';
 import { compensationKeyOf } from '../../../src/compensations/plan';
-import { CHAOS_POLICY, startChaosStack, type ChaosStack } from './chaos-stack';
+import { CHAOS_POLICY, getJson, startChaosStack, type ChaosStack } from './chaos-stack';
 import { checkCheckouts, startCheckout, type CheckoutRecord } from './checkouts';
 import { fail, invariant, type Invariant, type RunOutcomeSummary } from './invariant';
 
@@ -320,12 +320,6 @@ function summarize(outcome: RunOutcome | Error | null): RunOutcomeSummary | null
     effect: state.effect.status,
     reason: state.parked?.reason ?? state.outcome?.reason ?? '',
   };
-}
-
-async function getJson<T>(url: string): Promise<T> {
-  const res = await fetch(url);
-  if (!res.ok) throw new Error(`${url}: ${res.status}`);
-  return (await res.json()) as T;
 }
 
 /** The runs' emails (notice and correction) the outbox records as settled from the message log. */
