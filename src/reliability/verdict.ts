@@ -1,7 +1,5 @@
-// The recovery verdict (seed 001): exactly one of three, with the single smallest next action and
-// who may take it. One pure function over the evidence, `verdict`: the refund run gives itself one
-// from its facts when it parks, and `npm run inspect` gives one to any run, to a parked one from the
-// same facts, which the run's state shows. Shared by workflow and client code: it imports only types.
+// The recovery verdict: one of three, with the smallest next action and who may take it, from one pure function
+// for the run as it parks and for `inspect`. Workflow code imports it too, so it imports only types.
 import type { DecisionPolicy } from './policy';
 
 export const VERDICTS = ['auto-retry is safe', 'compensate, then resume', 'stop and hand to a person'] as const;
@@ -75,41 +73,33 @@ export function verdict(evidence: ParkedEvidence | InspectedRun): InspectedVerdi
 }
 
 function ofFacts({ facts, deciders }: ParkedEvidence): VerdictView {
-  const who = (decision: string) => ({
+  const say = (says: Verdict, nextAction: string, decision: string): VerdictView => ({
+    verdict: says,
+    nextAction,
     decision,
     decidedBy: deciders.operators,
     approvedBy: deciders.needApproval.includes(decision) ? deciders.approvers : [],
   });
-  if (facts.quarantined && facts.compensationPending) {
-    return {
-      verdict: 'stop and hand to a person',
-      nextAction:
-        "a compensation's outcome is unknown: check it (the step table has its key; for an email, look for its Message-ID in the mailbox), then compensate, which resends it with the same key, or abandon",
-      ...who('compensate'),
-    };
-  }
-  if (facts.compensationPending && facts.noticeHeld) {
-    return {
-      verdict: 'compensate, then resume',
-      nextAction:
-        `look for ${facts.noticeMessageId ?? 'the customer notice'} in the mailbox first: if it is there, compensate sends the correction (and undoes what else stands); ` +
+  const stop = (nextAction: string, decision = 'abandon') => say('stop and hand to a person', nextAction, decision);
+  if (facts.quarantined && facts.compensationPending)
+    return stop(
+      "a compensation's outcome is unknown: check it (the step table has its key; for an email, look for its Message-ID in the mailbox), then compensate, which resends it with the same key, or abandon",
+      'compensate',
+    );
+  if (facts.compensationPending && facts.noticeHeld)
+    return say(
+      'compensate, then resume',
+      `look for ${facts.noticeMessageId ?? 'the customer notice'} in the mailbox first: if it is there, compensate sends the correction (and undoes what else stands); ` +
         'if not, the customer was told nothing: compensate would correct an email they never got, so abandon',
-      ...who('compensate'),
-    };
-  }
-  if (facts.compensationPending) {
-    return {
-      verdict: 'compensate, then resume',
-      nextAction: 'compensate: undo the finished steps, each under its own key, since the refund did not go through',
-      ...who('compensate'),
-    };
-  }
+      'compensate',
+    );
+  if (facts.compensationPending)
+    return say(
+      'compensate, then resume',
+      'compensate: undo the finished steps, each under its own key, since the refund did not go through',
+      'compensate',
+    );
   const step = facts.failedStep;
-  const stop = (nextAction: string, decision = 'abandon') => ({
-    verdict: 'stop and hand to a person' as const,
-    nextAction,
-    ...who(decision),
-  });
   if (facts.effect.status === 'unknown') {
     return stop(
       `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider: the reconcile decision looks the refund up and sends nothing (the scheduled sweep asks for it too); ` +
@@ -131,13 +121,12 @@ function ofFacts({ facts, deciders }: ParkedEvidence): VerdictView {
     RETRYABLE.has(facts.failure.code) &&
     !facts.quarantined &&
     !noticeMayBeOut
-  ) {
-    return {
-      verdict: 'auto-retry is safe',
-      nextAction: `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`,
-      ...who(`retry-step:${step}`),
-    };
-  }
+  )
+    return say(
+      'auto-retry is safe',
+      `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`,
+      `retry-step:${step}`,
+    );
   if (noticeMayBeOut) {
     return stop(
       `look for ${facts.noticeMessageId ?? 'the notice'} in the mailbox: if it is there, confirm-delivered with what you found (the customer has it, and the run completes); ` +
@@ -185,22 +174,13 @@ export interface InspectedRun {
   failedLater?: { followUp: { workflowId: string; status: string; reason: string } | null };
 }
 
-export interface InspectedVerdict {
-  verdict: Verdict;
-  nextAction: string;
-  /** The decision that takes the next action; null when no decision is needed. */
-  decision: string | null;
-  decidedBy: string[];
-  approvedBy: string[];
-}
+/** A verdict as `inspect` gives it: its decision is null when no decision is needed. */
+export type InspectedVerdict = Omit<VerdictView, 'decision'> & { decision: string | null };
 
 function ofRun(v: InspectedRun): InspectedVerdict {
   const none = { decision: null, decidedBy: [], approvedBy: [] };
-  const person = (nextAction: string): InspectedVerdict => ({
-    verdict: 'stop and hand to a person',
-    nextAction,
-    ...none,
-  });
+  const say = (says: Verdict, nextAction: string): InspectedVerdict => ({ verdict: says, nextAction, ...none });
+  const person = (nextAction: string) => say('stop and hand to a person', nextAction);
   const contradicted = v.inferences.find((i) => i.status === 'contradicted');
   if (contradicted)
     return person(
@@ -220,36 +200,22 @@ function ofRun(v: InspectedRun): InspectedVerdict {
         approvedBy: [],
       };
     }
-    return {
-      verdict: parked.verdict,
-      nextAction: parked.nextAction,
-      decision: parked.decision,
-      decidedBy: parked.decidedBy,
-      approvedBy: parked.approvedBy,
-    };
+    const { verdict: says, nextAction, decision, decidedBy, approvedBy } = parked;
+    return { verdict: says, nextAction, decision, decidedBy, approvedBy };
   }
-  if (v.execution === 'RUNNING' && !v.state && v.parkedVerdict) {
-    return {
-      verdict: v.parkedVerdict as Verdict,
-      nextAction: 'start a worker (`npm start`) to read the step table and the next action',
-      ...none,
-    };
-  }
-  if (v.execution === 'RUNNING' && !v.state) {
-    return {
-      verdict: 'auto-retry is safe',
-      nextAction:
-        'start a worker (`npm start`): no worker polls, and the run continues where it stopped once one does; it reconciles before it resends anything',
-      ...none,
-    };
-  }
+  if (v.execution === 'RUNNING' && !v.state && v.parkedVerdict)
+    return say(v.parkedVerdict as Verdict, 'start a worker (`npm start`) to read the step table and the next action');
+  if (v.execution === 'RUNNING' && !v.state)
+    return say(
+      'auto-retry is safe',
+      'start a worker (`npm start`): no worker polls, and the run continues where it stopped once one does; it reconciles before it resends anything',
+    );
   if (v.execution === 'RUNNING') {
     const at = v.state?.steps.find((s) => s.status === 'running')?.name;
-    return {
-      verdict: 'auto-retry is safe',
-      nextAction: `none: the run is ${v.state?.status ?? 'running'}${at ? ` at ${at}` : ''}, retrying and reconciling on its own within its budget`,
-      ...none,
-    };
+    return say(
+      'auto-retry is safe',
+      `none: the run is ${v.state?.status ?? 'running'}${at ? ` at ${at}` : ''}, retrying and reconciling on its own within its budget`,
+    );
   }
   if (v.failedLater) {
     const f = v.failedLater.followUp;
@@ -258,11 +224,10 @@ function ofRun(v: InspectedRun): InspectedVerdict {
         "the provider failed this refund after the run completed, and no follow-up has undone the order update and the email: check the receiver and the operation's audit trail",
       );
     if (f.status === 'compensated')
-      return {
-        verdict: 'compensate, then resume',
-        nextAction: `none left to compensate: the provider failed the refund after this run completed, and ${f.workflowId} compensated it (${f.reason}); to refund again, start a new operation version`,
-        ...none,
-      };
+      return say(
+        'compensate, then resume',
+        `none left to compensate: the provider failed the refund after this run completed, and ${f.workflowId} compensated it (${f.reason}); to refund again, start a new operation version`,
+      );
     return person(
       `the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`,
     );
@@ -271,37 +236,32 @@ function ofRun(v: InspectedRun): InspectedVerdict {
   const nextVersion = v.version ? v.version + 1 : null;
   const newVersion =
     v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
-  // A run cancelled after its compensations all completed ended as compensated too, though Temporal says Cancelled.
-  // A follow-up's result (compensated, unchanged, needs_attention) reads the same way.
+  // A run cancelled once its compensations all completed ended compensated, though Temporal says Cancelled;
+  // a follow-up's result (compensated, unchanged, needs_attention) reads the same way.
   const ended: string | undefined =
     v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
   if (ended) {
     switch (ended) {
       case 'completed':
-        return {
-          verdict: 'auto-retry is safe',
-          nextAction:
-            'none: every effect is confirmed; the same request again returns this result and repeats no effect',
-          ...none,
-        };
+        return say(
+          'auto-retry is safe',
+          'none: every effect is confirmed; the same request again returns this result and repeats no effect',
+        );
       case 'rejected':
-        return {
-          verdict: 'auto-retry is safe',
-          nextAction: `none: nothing was done (${r && 'reason' in r ? r.reason : 'refused'}); a corrected request is a new operation version${newVersion}`,
-          ...none,
-        };
+        return say(
+          'auto-retry is safe',
+          `none: nothing was done (${r && 'reason' in r ? r.reason : 'refused'}); a corrected request is a new operation version${newVersion}`,
+        );
       case 'unchanged':
-        return {
-          verdict: 'auto-retry is safe',
-          nextAction: `none: ${r && 'reason' in r ? r.reason : 'the provider says the refund stands'}`,
-          ...none,
-        };
+        return say(
+          'auto-retry is safe',
+          `none: ${r && 'reason' in r ? r.reason : 'the provider says the refund stands'}`,
+        );
       case 'compensated':
-        return {
-          verdict: 'compensate, then resume',
-          nextAction: `none left to compensate: every finished step was compensated under its own key; to refund again, start a new operation version${newVersion}`,
-          ...none,
-        };
+        return say(
+          'compensate, then resume',
+          `none left to compensate: every finished step was compensated under its own key; to refund again, start a new operation version${newVersion}`,
+        );
       default:
         return person(
           `a person has it: the run ${ended} (${v.state?.outcome?.reason ?? (r && 'reason' in r ? r.reason : '')}); confirm the inferences above by hand`,
