@@ -1,7 +1,5 @@
-// One SQL layer over two drivers: the store's queries are written once, as Kysely `sql` templates,
-// and Kysely compiles their parameters for SQLite (better-sqlite3) or PostgreSQL (pg). Transactions
-// are serializable on both: SQLite is by nature, PostgreSQL runs SERIALIZABLE, and a transaction
-// aborted for a concurrent one runs again (serialization.ts), so a store call behaves the same on either.
+// One SQL layer over SQLite and PostgreSQL: the store's queries are Kysely `sql` templates, written once, and
+// transactions are serializable on both (one aborted for a concurrent one runs again: serialization.ts).
 import BetterSqlite3 from 'better-sqlite3';
 import {
   Kysely,
@@ -15,8 +13,6 @@ import {
 import pg from 'pg';
 import { runSerializable, serializationFailure, type MovedSince } from './serialization';
 import { currentRider, withoutRider, type RiderWrite } from './transaction-riders';
-
-export { pgCode, sqliteCode } from './serialization';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -55,10 +51,8 @@ const counting = (observer: StoreObserver | undefined) =>
 
 export interface TransactionOptions {
   /**
-   * The caller reads before writing (SQLite: BEGIN DEFERRED) and must hear of another writer in
-   * between: after a serialization failure this says whether what it read moved (that conflict is
-   * thrown) or stands (the transaction runs again). Without it SQLite takes the write lock at BEGIN
-   * (IMMEDIATE), and a serialization failure always runs the transaction again.
+   * The caller reads before writing (SQLite: BEGIN DEFERRED); after a serialization failure, `moved` says whether
+   * what it read moved (thrown) or stands (run again). Without it SQLite locks at BEGIN IMMEDIATE and always reruns.
    */
   optimistic?: { moved: MovedSince };
 }
@@ -101,11 +95,8 @@ class Lock {
   }
 }
 
-/**
- * SQLite waits for another connection's write lock by blocking the thread (busy_timeout). Two
- * connections to one file in one process would wait on each other for good, the holder's next
- * statement never getting the thread, so they take turns through one lock per file instead.
- */
+// SQLite waits for a write lock by blocking the thread: two connections of one process to one file would wait
+// on each other for good, so they take turns through one lock per file.
 const fileLocks = new Map<string, Lock>();
 
 class KyselyDatabase extends Runner implements Database {
@@ -195,11 +186,7 @@ class KyselyDatabase extends Runner implements Database {
 
 export interface SqliteOptions {
   busyTimeoutMs?: number;
-  /**
-   * Take no turns with this process's other connections to the file: the connection behaves as
-   * another process's would (a competing writer in tests and store faults). Left off, a statement
-   * that waits for one of them blocks the thread it needs.
-   */
+  /** Take no turns with this process's other connections to the file, as another process's would (tests, faults). */
   asAnotherProcess?: boolean;
   observer?: StoreObserver;
 }
@@ -207,10 +194,8 @@ export interface SqliteOptions {
 export function openSqlite(filename: string, options: SqliteOptions = {}): Database {
   const db = new BetterSqlite3(filename);
   db.pragma('journal_mode = WAL');
-  // A commit is on disk before the call returns: an intent, an outbox entry marked sending and an attempt's
-  // ledger row must survive a power cut or a kernel crash, not only the worker's death, or a retry after one
-  // would send again. Said explicitly: better-sqlite3 builds SQLite to sync a WAL only at checkpoints
-  // (NORMAL) once the database is in WAL mode, whatever the pragma read before the first write.
+  // A commit (an intent, a send's stamp) must survive a power cut, or a retry would send again; better-sqlite3's
+  // SQLite otherwise syncs a WAL only at checkpoints (NORMAL).
   db.pragma('synchronous = FULL');
   db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
   db.pragma('foreign_keys = ON');
@@ -218,20 +203,17 @@ export function openSqlite(filename: string, options: SqliteOptions = {}): Datab
     dialect: new SqliteDialect({ database: preparedOnce(db) }),
     log: counting(options.observer),
   });
-  if (filename === ':memory:' || options.asAnotherProcess)
-    return new KyselyDatabase('sqlite', kysely, undefined, options.observer);
-  let lock = fileLocks.get(filename);
-  if (!lock) fileLocks.set(filename, (lock = new Lock()));
-  return new KyselyDatabase('sqlite', kysely, lock, options.observer);
+  const shared = filename !== ':memory:' && !options.asAnotherProcess;
+  if (shared && !fileLocks.has(filename)) fileLocks.set(filename, new Lock());
+  return new KyselyDatabase('sqlite', kysely, shared ? fileLocks.get(filename) : undefined, options.observer);
 }
 
 /** Statements kept per connection at most; past it they are prepared afresh. */
 const MAX_STATEMENTS = 500;
 
 /**
- * The connection as Kysely sees it, each statement prepared once per SQL text: Kysely asks for a
- * new one at every query, and preparing was most of the time a query took. A statement is only
- * ever run to completion at once (this thread runs one at a time), so reusing it is safe.
+ * Each statement prepared once per SQL text (Kysely asks at every query, and preparing was most of a query's time);
+ * safe, as a statement always runs to completion before the next.
  */
 function preparedOnce(db: BetterSqlite3.Database): SqliteDatabase {
   const statements = new Map<string, BetterSqlite3.Statement>();
@@ -272,10 +254,8 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: connectTimeoutMs,
     types: pgTypes,
-    // Nothing waits for ever: a lock, a statement, a transaction left open by a worker that died or
-    // hung, a connection whose peer vanished (keepalive). enable_seqscan=off: the store's reads are keyed
-    // lookups, and a small table's statistics make the planner scan it whole, which SERIALIZABLE pays for
-    // with a lock on the whole table (every concurrent writer of it then aborts); with it, an index is used.
+    // Nothing waits for ever (a lock, a statement, an abandoned transaction, a vanished peer). enable_seqscan=off:
+    // keyed reads use an index, where a small table's scan makes SERIALIZABLE lock it whole (aborting its writers).
     options: [
       `-c lock_timeout=${options.lockTimeoutMs ?? 5000}`,
       '-c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000',

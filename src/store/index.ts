@@ -9,7 +9,8 @@ export * from './errors';
 export type { KeyedSendRecord } from './sends';
 export { OutOfStockError, type Cart, type CartItem, type NewCart, type StockReceipt } from './checkouts';
 export { SqlOrderStore, type OrderStoreOptions } from './order-store';
-export { pgCode, sqliteCode, type Dialect, type StoreObserver, type StatementKind } from './database';
+export type { Dialect, StoreObserver, StatementKind } from './database';
+export { pgCode, sqliteCode } from './serialization';
 
 const ACCEPTED_FORMS =
   '"sqlite:/absolute/path.db", "sqlite:relative/path.db", "sqlite::memory:" or "postgres://user:password@host:5432/database"';
