@@ -5,7 +5,7 @@ import { Context, log } from '@temporalio/activity';
 import { backlogs, startedWith } from '../temporal/client';
 import { changedIntent } from '../domain/refund-request';
 import { refundMetrics } from '../observability/metrics';
-import type { QueuedRequest, RefundQueue } from '../store/types';
+import type { QueuedRequest, RefundQueue } from '../store';
 
 export interface StartRecord {
   id: number;

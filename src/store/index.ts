@@ -6,6 +6,9 @@ import { SqlOrderStore, type OrderStoreOptions } from './order-store';
 
 export * from './types';
 export * from './errors';
+export type { NewProviderEvent, ProviderEventLog, ProviderEventRecord } from './provider-event-log';
+export type { QueuedRequest, RefundQueue } from './refund-queue';
+export type { StoreFault, StoreFaultKind, StoreFaults } from './store-faults';
 export type { KeyedSendRecord } from './sends';
 export { OutOfStockError, type Cart, type CartItem, type NewCart, type StockReceipt } from './checkouts';
 export { SqlOrderStore, type OrderStoreOptions } from './order-store';

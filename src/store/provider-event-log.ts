@@ -2,7 +2,39 @@
 // redelivered event is recognised, with where it was handed on and when.
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
-import type { NewProviderEvent, ProviderEventLog, ProviderEventRecord } from './types';
+
+export interface ProviderEventRecord {
+  eventId: string;
+  type: string;
+  operationId: string | null;
+  refundId: string | null;
+  refundStatus: string | null;
+  /** The refund's amount and currency as the signed event gave them (null for events kept before they were recorded). */
+  amount: number | null;
+  currency: string | null;
+  /** The event's own time (unix seconds), as the provider stamped it. */
+  created: number;
+  receivedAt: string;
+  /** How many times it arrived (the provider delivers at least once). */
+  deliveries: number;
+  /** The run it was handed to as a Signal, and what became of it. */
+  handedTo: string | null;
+  handedAt: string | null;
+  outcome: string | null;
+}
+
+export type NewProviderEvent = Pick<
+  ProviderEventRecord,
+  'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'amount' | 'currency' | 'created'
+>;
+
+export interface ProviderEventLog {
+  /** Records an event by its id; `first` is false for a redelivery. */
+  receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }>;
+  get(eventId: string): Promise<ProviderEventRecord | undefined>;
+  handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord>;
+  forOperation(operationId: string): Promise<ProviderEventRecord[]>;
+}
 
 interface Row {
   event_id: string;

@@ -6,7 +6,31 @@ import { sql } from 'kysely';
 import { changedIntent, type RefundRequest } from '../domain/refund-request';
 import type { Database, Queryable } from './database';
 import { IntentConflictError } from './errors';
-import type { QueuedRequest, RefundQueue } from './types';
+
+export interface QueuedRequest {
+  id: number;
+  request: RefundRequest;
+  /** Where it came from: `cli`, or `<file>:<line>` for a CSV import. */
+  source: string;
+  /** queued: waits for a batch; started: a run carries it out; refused: it can never start as it is (see lastError). */
+  status: 'queued' | 'started' | 'refused';
+  queuedAt: string;
+  /** The run it started, and the occurrence that started it. */
+  workflowId: string | null;
+  startedBy: string | null;
+  /** Why the last occurrence that took it could not start it; it stays queued. */
+  lastError: string | null;
+  attempts: number;
+}
+
+export interface RefundQueue {
+  enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }>;
+  next(limit: number): Promise<QueuedRequest[]>;
+  markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest>;
+  markNotStarted(id: number, reason: string): Promise<QueuedRequest>;
+  markRefused(id: number, reason: string): Promise<QueuedRequest>;
+  list(filter?: { status?: QueuedRequest['status']; orderId?: string }): Promise<QueuedRequest[]>;
+}
 
 interface Row {
   id: number;

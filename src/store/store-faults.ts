@@ -3,7 +3,24 @@
 // chaos run in another process can arm them; only a store opened with faults enabled reads it.
 import { sql } from 'kysely';
 import type { Database } from './database';
-import type { StoreFault, StoreFaultKind, StoreFaults } from './types';
+
+/** conflict: a competing writer changes the order between our read and our write; busy: it holds the write lock. */
+export type StoreFaultKind = 'conflict' | 'busy';
+
+export interface StoreFault {
+  id: number;
+  kind: StoreFaultKind;
+  /** Only writes to this order; null for any. */
+  orderId: string | null;
+  remaining: number;
+  hits: number;
+}
+
+export interface StoreFaults {
+  add(fault: { kind: StoreFaultKind; orderId?: string; count?: number }): Promise<StoreFault>;
+  list(): Promise<StoreFault[]>;
+  clear(): Promise<void>;
+}
 
 interface FaultRow {
   id: number;

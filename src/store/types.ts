@@ -2,7 +2,9 @@ import type { OperationRecord, OperationStatus, OrderReceipt, RefundReceipt } fr
 import type { Order } from '../domain/order';
 import type { SqlCheckouts } from './checkouts';
 import type { SqlSends } from './sends';
-import type { RefundRequest } from '../domain/refund-request';
+import type { ProviderEventLog } from './provider-event-log';
+import type { RefundQueue } from './refund-queue';
+import type { StoreFaults } from './store-faults';
 
 // The operation's record is what beginOperation returns: the contract holds it.
 export type { OperationRecord, OperationStatus } from '../contract/receipts';
@@ -43,12 +45,6 @@ export interface AppliedRefund {
   revertedByKey: string | null;
 }
 
-/**
- * pending: no attempt has handed the message to the mail server (or the server provably refused it);
- * sending: an attempt is handing it over, or did and never learned the answer; sent: the server accepted it.
- */
-export type NotificationStatus = 'pending' | 'sending' | 'sent';
-
 export interface OutboxEntry {
   key: string;
   /** The order it is about; '' for an operators' digest. */
@@ -57,13 +53,11 @@ export interface OutboxEntry {
   recipient: string;
   subject: string;
   messageId: string;
-  status: NotificationStatus;
+  /** pending: not handed over (or provably refused by the mail server); sending: answer unknown; sent: accepted. */
+  status: 'pending' | 'sending' | 'sent';
   /** When the current hand-over began: a recent one may still be in flight, an old one ended unknown. */
   sendingSince: string | null;
-  /**
-   * The latest the current hand-over can still be on the wire, as its sender recorded it with its stamp (its own
-   * deadline, by the store's clock); null for a stamp taken without one (a worker from before it was recorded).
-   */
+  /** The latest the current hand-over can still be on the wire, by the store's clock; null if its sender gave none. */
   sendingUntil: string | null;
   attempts: number;
   providerResponse: string | null;
@@ -145,18 +139,15 @@ export interface BegunAttempt {
   startedAt: string;
 }
 
-/** A ledger row's end as written, and whether it is the step's only row in the run when it ended. */
+/** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */
 export interface FinishedAttempt {
   finishedAt: string;
-  /** No other row under the same key and run (as a read right after would find): the step's ledger is this attempt. */
   alone: boolean;
 }
 
 /**
- * An attempt's ledger row, written without commits of its own where it can be: its beginning rides in the first
- * transaction the attempt commits inside `run`, and is committed alone by `begun()`, which every provider request
- * awaits first; its end rides in the transaction `recording` wraps, or is written by `finish`. A write that rides
- * commits or rolls back with the transaction carrying it.
+ * An attempt's ledger row, without commits of its own where it can be: its beginning rides in the first transaction
+ * inside `run` (or commits alone at `begun()`, which every provider request awaits), its end in `recording`'s.
  */
 export interface OpenAttempt {
   readonly startedAt: string;
@@ -172,31 +163,22 @@ export interface OpenAttempt {
 /** Each operation's durable record, the attempt ledger and the audit trail. */
 export interface OperationLog {
   /**
-   * Records the intent, or returns the record already there; IntentConflictError when the request
-   * hash differs, LaterVersionError for a new operation below the order's highest version.
+   * Records the intent, or returns the record already there; IntentConflictError when the request hash differs,
+   * LaterVersionError for a new operation below the order's highest version.
    */
   commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }>;
   get(operationId: string): Promise<OperationRecord | undefined>;
-  /**
-   * Now, in ms since the epoch, by the clock that stamps sends (`firstSentAt`, `lastSentAt`): the
-   * database server's on PostgreSQL, so that workers on hosts whose clocks differ compare a send's
-   * stamp with a time taken on the same clock.
-   */
+  /** Now (ms since the epoch) by the clock that stamps sends: on PostgreSQL the server's, one clock for all hosts. */
   clock(): Promise<number>;
   /** Every operation on the order, oldest first. */
   forOrder(orderId: string): Promise<OperationRecord[]>;
   /**
-   * Just before a create request is sent: stamps the send and counts it. Only the order's highest
-   * version may send (LaterVersionError), and only while no other operation of the order has a send
-   * not proven absent (OperationInFlightError): two versions of one order never both go out.
-   * `onWireForMs`: how long after its stamp this send can still be on the wire (the sender's timeout and margin).
+   * Stamps and counts a create request just before it is sent: only the order's highest version sends
+   * (LaterVersionError), and only while no other operation of the order has a send not proven absent
+   * (OperationInFlightError). `onWireForMs`: how long after its stamp this send can still be on the wire.
    */
   markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord>;
-  /**
-   * Moves the operation to a new status, with an audit entry, in one transaction. A move the
-   * operation's current status does not allow (a late writer going backwards, a send since the
-   * caller looked) changes nothing and says so.
-   */
+  /** A new status and its audit entry in one transaction; a move the current status does not allow changes nothing. */
   settle(
     operationId: string,
     update: OperationUpdate,
@@ -210,88 +192,6 @@ export interface OperationLog {
   attempts(key: string, runId: string): Promise<AttemptRecord[]>;
   audit(operationId: string, actor: string, event: string, detail?: Record<string, unknown>): Promise<void>;
   auditTrail(operationId: string): Promise<AuditEntry[]>;
-}
-
-export type StoreFaultKind = 'conflict' | 'busy';
-
-/**
- * Faults in the store's own writes, for tests and chaos runs; only a store opened with faults
- * enabled reads them. conflict: a competing writer changes the order between our read and our
- * write; busy: another connection holds the write lock past busy_timeout.
- */
-export interface StoreFault {
-  id: number;
-  kind: StoreFaultKind;
-  /** Only writes to this order; null for any. */
-  orderId: string | null;
-  remaining: number;
-  hits: number;
-}
-
-export interface QueuedRequest {
-  id: number;
-  request: RefundRequest;
-  /** Where it came from: `cli`, or `<file>:<line>` for a CSV import. */
-  source: string;
-  /** queued: waits for a batch; started: a run carries it out; refused: it can never start as it is (see lastError). */
-  status: 'queued' | 'started' | 'refused';
-  queuedAt: string;
-  /** The run it started, and the occurrence that started it. */
-  workflowId: string | null;
-  startedBy: string | null;
-  /** Why the last occurrence that took it could not start it; it stays queued. */
-  lastError: string | null;
-  attempts: number;
-}
-
-/** A provider event (Stripe webhook) as the receiver took it. */
-export type NewProviderEvent = Pick<
-  ProviderEventRecord,
-  'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'amount' | 'currency' | 'created'
->;
-
-export interface ProviderEventRecord {
-  eventId: string;
-  type: string;
-  operationId: string | null;
-  refundId: string | null;
-  refundStatus: string | null;
-  /** The refund's amount and currency as the signed event gave them (null for events kept before they were recorded). */
-  amount: number | null;
-  currency: string | null;
-  /** The event's own time (unix seconds), as the provider stamped it. */
-  created: number;
-  receivedAt: string;
-  /** How many times it arrived (the provider delivers at least once). */
-  deliveries: number;
-  /** The run it was handed to as a Signal, and what became of it. */
-  handedTo: string | null;
-  handedAt: string | null;
-  outcome: string | null;
-}
-
-export interface ProviderEventLog {
-  /** Records an event by its id; `first` is false for a redelivery. */
-  receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }>;
-  get(eventId: string): Promise<ProviderEventRecord | undefined>;
-  handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord>;
-  forOperation(operationId: string): Promise<ProviderEventRecord[]>;
-}
-
-/** Refund requests waiting for a scheduled batch (see refund-queue.ts). */
-export interface RefundQueue {
-  enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }>;
-  next(limit: number): Promise<QueuedRequest[]>;
-  markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest>;
-  markNotStarted(id: number, reason: string): Promise<QueuedRequest>;
-  markRefused(id: number, reason: string): Promise<QueuedRequest>;
-  list(filter?: { status?: QueuedRequest['status']; orderId?: string }): Promise<QueuedRequest[]>;
-}
-
-export interface StoreFaults {
-  add(fault: { kind: StoreFaultKind; orderId?: string; count?: number }): Promise<StoreFault>;
-  list(): Promise<StoreFault[]>;
-  clear(): Promise<void>;
 }
 
 /** The order store and notification outbox. Async so that a PostgreSQL store fits behind it. */
@@ -314,22 +214,18 @@ export interface OrderStore {
   /** Records the intent to send (status pending) unless an entry for the key exists; returns the entry. The hand-over claims with claimHandOver. */
   claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry>;
   /**
-   * claimNotification and, when the entry is pending, markNotificationSending, in one transaction: `ours` says
-   * whether this caller now holds the hand-over, `stamp` its `sendingSince`; `claimed` is the entry as claimed,
-   * before that move. `onWireForMs`: how long after its stamp this hand-over can still be on the wire (its sender's
-   * deadline and margin), recorded as `sendingUntil`.
+   * claimNotification, then markNotificationSending if pending, in one transaction: `ours` says whether this caller
+   * holds the hand-over, `stamp` is its `sendingSince`, `claimed` the entry before the move.
    */
   claimHandOver(
     entry: NewOutboxEntry,
     onWireForMs?: number,
   ): Promise<{ claimed: OutboxEntry; ours: boolean; stamp: string | null }>;
-  /** Moves pending → sending (what claimHandOver does after its claim), stamped by the store's clock (`operations.clock`); false, changing nothing, when the entry is not pending. */
+  /** pending → sending, stamped by the store's clock, on the wire until `onWireForMs` later; false when not pending. */
   markNotificationSending(key: string, onWireForMs?: number): Promise<boolean>;
   /**
-   * Takes over a hand-over that ended without an answer, to resend it: re-stamps `sendingSince` (by the
-   * store's clock, no earlier than `notBefore`), with its own bound (`onWireForMs`), only if it is still
-   * `since` and, by that clock, at least `endedAfterMs` old. The new stamp, or null, changing nothing,
-   * otherwise. Of two attempts, only one takes it over.
+   * Takes over a hand-over that ended unanswered, to resend it: re-stamps `sendingSince` (store clock, not before
+   * `notBefore`) only if it is still `since` and at least `endedAfterMs` old; the new stamp, or null. One of two wins.
    */
   takeOverNotification(
     key: string,
@@ -348,9 +244,8 @@ export interface OrderStore {
     audit?: { operationId: string; actor: string },
   ): Promise<OutboxEntry>;
   /**
-   * Records a person's word that a message whose hand-over is unknown (sending) was delivered: sent, the
-   * response naming who confirmed it, and a notification_sent audit entry with `confirmedBy`. An entry
-   * that is not sending, or whose hand-over is no longer the one judged (`sendingSince`), is returned unchanged.
+   * A person's word that a message whose hand-over is unknown was delivered: sent, naming who confirmed it, audited
+   * with `confirmedBy`. An entry not sending, or no longer on the hand-over judged, is returned unchanged.
    */
   confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry>;
   /** The order's record of an operation's refund, if it was applied. */
