@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { bundleRefundWorkflows } from '../src/worker';
+import { bundleRefundWorkflows } from '../src/worker-pools';
 import { startSharedServer, type SharedServer } from './helpers/temporal';
 
 declare global {

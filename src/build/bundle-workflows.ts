@@ -5,7 +5,7 @@ import { Command } from 'commander';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../config';
-import { bundleRefundWorkflows } from '../worker';
+import { bundleRefundWorkflows } from '../worker-pools';
 import { buildIdFor, packageInfo } from '../lifecycle/deployment';
 
 const { out } = new Command('bundle')

@@ -41,5 +41,5 @@ export interface FollowUpState {
   reason: string | null;
 }
 
-/** The follow-up workflow's type, for clients that start it by name (FOLLOW_UP_WORKFLOW); src/worker.ts checks it. */
+/** The follow-up workflow's type, for clients that start it by name (FOLLOW_UP_WORKFLOW); src/worker-pools.ts checks it. */
 export type FollowUpWorkflow = (input: FollowUpInput) => Promise<FollowUpResult>;

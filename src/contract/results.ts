@@ -28,6 +28,6 @@ export type RefundResult = CompletedRefund | EndedRefund;
 
 /**
  * The refund workflow's type, for clients that start or watch one by name (REFUND_WORKFLOW):
- * src/worker.ts checks that the workflow itself has this type.
+ * src/worker-pools.ts checks that the workflow itself has this type.
  */
 export type RefundWorkflow = (input: RefundRequestInput) => Promise<RefundResult>;

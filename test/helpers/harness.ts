@@ -28,7 +28,7 @@ import type { Order } from '../../src/domain/order';
 import { openStore, type OrderStore, type StoreFaultKind, type StoreObserver } from '../../src/store';
 import { freePort, recordHistory, testEnvironment } from './temporal';
 import type { WorkerTracing } from '../../src/observability/tracing';
-import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
+import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker-pools';
 import { refundDataConverter } from '../../src/codec/data-converter';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { startCodecServer } from '../../src/codec/codec-server';

@@ -11,7 +11,7 @@ import { backlogs } from '../../src/temporal/client';
 import { outcomeOf } from '../../src/client/outcome';
 import { startRefund } from '../../src/client/refunds';
 import { decisionUpdate, refundWorkflowId, stepsQuery, type WorkerPool } from '../../src/contract';
-import { createRefundWorker } from '../../src/worker';
+import { createRefundWorker } from '../../src/worker-pools';
 import { Worker } from '@temporalio/worker';
 import type { temporal } from '@temporalio/proto';
 import { refundWorkflow } from '../../src/workflows';

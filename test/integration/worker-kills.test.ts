@@ -21,7 +21,7 @@ import {
 } from '../helpers/harness';
 import { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { createRefundWorker } from '../../src/worker';
+import { createRefundWorker } from '../../src/worker-pools';
 import { openStore } from '../../src/store';
 import { parseKeyring } from '../../src/codec/keyring';
 import { startHealthServer, workerReadiness } from '../../src/observability/health';

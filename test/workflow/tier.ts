@@ -11,7 +11,7 @@ import { refundDataConverter } from '../../src/codec/data-converter';
 import type { RefundRunState } from '../../src/contract';
 import type { RefundRequestInput } from '../../src/domain/refund-request';
 import type { InspectedRun } from '../../src/reliability/verdict';
-import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker';
+import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker-pools';
 import type { refundWorkflow } from '../../src/workflows';
 import { recordHistory, testEnvironment } from '../helpers/temporal';
 import { fakeActivities, newWorld, type World } from './fake-activities';

@@ -20,7 +20,7 @@ import { freePort, portOpen } from '../stack/processes';
 import { findTool } from '../stack/tools';
 import { openStore, type Dialect, type OrderStore } from '../../../src/store';
 import { startToxiproxy, type Toxiproxy } from './toxiproxy';
-import { bundleRefundWorkflows } from '../../../src/worker';
+import { bundleRefundWorkflows } from '../../../src/worker-pools';
 import { startWorkerProcess, type WorkerProcess } from './worker-process';
 
 /** Short timeouts and backoffs, so that a run under faults settles in seconds, not minutes. */
