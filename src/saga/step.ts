@@ -27,6 +27,8 @@ export interface StepCall<A extends string = string, In = never> {
   shows?(input: In): unknown;
   /** Provider requests one attempt sends: an attempt is paid for whole. */
   requestsPerAttempt?: number;
+  /** Why the saga cannot go on when the business refuses the step and nothing of it happened: the run ends rejected. */
+  rejects?(input: In): string;
   /** Held only to the run's deadline: spent retry time or provider calls never stop it (recording what happened). */
   essential?: boolean;
 }

@@ -152,7 +152,7 @@ test('compensate after the charge refunds it under its own key, puts the stock b
   expect(state.outcome).toMatchObject({ status: 'needs_attention', failedStep: 'send_receipt' });
   await expect(
     handle.executeUpdate(decisionUpdate, { args: [{ decision: 'confirm-delivered', by: 'ops', reason: 'x' }] }),
-  ).rejects.toMatchObject({ cause: { message: expect.stringContaining('the checkout takes no confirm-delivered') } });
+  ).rejects.toMatchObject({ cause: { message: expect.stringContaining('it takes no confirm-delivered') } });
   await handle.executeUpdate(decisionUpdate, {
     args: [{ decision: 'compensate', by: 'ops', reason: 'customer gave up' }],
   });

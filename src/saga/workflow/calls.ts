@@ -10,6 +10,7 @@ import type { Runs, StepCall } from '../step';
 import { activitiesAt } from '../../workflows/pools';
 import { describeFailure, stepError, StepFailedError, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
+import { stop } from './run-stopped';
 import type { StepRunner } from './step-runner';
 
 /** A saga's activities, each taking one input. */
@@ -71,6 +72,10 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       if (!(err instanceof StepFailedError)) throw err;
       this.remember(name, boundary, err.error);
       if (err.step === 'budget') this.steps.fail(name, err.error);
+      const { code, certainty, message } = err.error;
+      const refused = code === 'PERMANENT_BUSINESS' || code === 'INVALID_ARGUMENTS';
+      const rejects = def.rejects as ((input: InputOf<Acts, A>) => string) | undefined;
+      if (rejects && refused && certainty === 'not_executed') stop('rejected', `${rejects(input)}: ${message}`, name);
       throw err;
     } finally {
       this.pay(this.steps.get(name), boundary);

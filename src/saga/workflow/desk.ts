@@ -240,3 +240,6 @@ function chosenOf<Step extends string>(record: DecisionRecord): Chosen<Step> {
   if (record.decision === 'confirm-delivered') return { kind: 'confirm-delivered', record };
   return record.decision === 'compensate' ? { kind: 'compensate', record } : { kind: 'abandon', record };
 }
+
+/** A decision that moves the run on (abandon and expiry end it, as the harness does). */
+export type Resumed<Step extends string> = Exclude<Chosen<Step>, { kind: 'abandon' | 'expired' }>;

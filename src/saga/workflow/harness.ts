@@ -3,41 +3,26 @@
 // cancellation is handled. A saga writes its body and what each decision does; RunStopped is thrown
 // by the harness's stop and caught here only.
 import { CancellationScope, condition, isCancellation, setHandler, type QueryDefinition } from '@temporalio/workflow';
-import type { RecordOutcomeInput } from '../../activities/operations';
-import { decisionUpdate, type DecisionRecord, type TerminalStatus } from '../../contract';
+import { decisionUpdate, type TerminalStatus } from '../../contract';
 import type { DecisionPolicy } from '../../reliability/policy';
 import type { Verdict } from '../../reliability/verdict';
 import { pooledActivities } from '../../workflows/pools';
 import { BOOKKEEPING } from './activity-options';
-import type { Chosen, DecisionDesk } from './desk';
+import { audit, decisionDetail } from './audit';
+import type { Chosen, Resumed } from './desk';
 import { failingTheUpdateOnly, refusePlaintext, setQueryHandler } from './messages';
+import type { ReconciledSend } from './reconciled-send';
 import { RunStopped } from './run-stopped';
+import type { SagaRunState } from './run';
 import { StepFailedError } from './step-failure';
+import { cancelFromState, prepareFromState } from './undo-from-state';
 
 type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
 
-/** What the harness reads and moves of a saga's run. */
-export interface SagaRun<Step extends string, State> {
-  readonly desk: DecisionDesk<Step>;
-  /** The operation whose audit trail the run writes to (empty until the saga commits its intent). */
-  readonly operationId: string;
-  /** Between a stop and its wait for a decision, and between a decision and carrying it out. */
-  inBookkeeping: boolean;
-  view(): State;
-  /** Parks the run with its verdict, waiting for a decision. */
-  park(stopped: RunStopped<Step>): Verdict;
-  noteDecision(): void;
-  useDecisionPolicy(decisions: DecisionPolicy): void;
-  unpark(): void;
-  finish(status: TerminalStatus, reason: string, failedStep: Step | null): void;
-  end(status: Ending, reason: string, failedStep: Step | null): void;
-  leavesWorkBehind(): boolean;
-  flagForAttention(): void;
-  cancelsAnywhere(): boolean;
-}
+/** What the harness reads and moves of a saga's run: its state. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type SagaRun<Step extends string, State> = SagaRunState<Step, State, any>;
 
-/** A decision that moves the run on (abandon and expiry end it, as the harness does). */
-export type Resumed<Step extends string> = Exclude<Chosen<Step>, { kind: 'abandon' | 'expired' }>;
 /** The provider's word that moves a parked run without a person: what it audits, and how the run goes on. */
 export interface News<Result> {
   reason: string;
@@ -47,12 +32,8 @@ export interface News<Result> {
 
 export interface Saga<Step extends string, State, Run extends SagaRun<Step, State>, Result> {
   stateQuery: QueryDefinition<State>;
-  /** The saga's counters (recording nothing on replay: a run is counted once). */
-  metrics(): {
-    runStarted(): void;
-    runEnded(outcome: string): void;
-    runParked(verdict: Verdict): void;
-  };
+  /** The saga's counters (recording nothing on replay: a run is counted once); none if not said. */
+  metrics?(): SagaMetrics;
   /** The run for a valid input; throws, saying why, for one that is not (nothing has run then). */
   start(input: unknown): Run;
   /** The result for an input refused before anything ran. */
@@ -62,15 +43,17 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   /** The saga, top to bottom. A decision runs it again: steps that finished give their outputs back. */
   body(run: Run, resumed: Resumed<Step> | null): Promise<Result>;
   /** What a decision does before the body runs again (a lookup, a person's word recorded); compensate never returns. */
-  prepare(run: Run, chosen: Resumed<Step>): Promise<void>;
+  prepare?(run: Run, chosen: Resumed<Step>): Promise<void>;
+  /** The send a reconcile decision or a cancellation asks the provider about, for a saga without its own `prepare` and `cancelled`. */
+  send?(run: Run): Omit<ReconciledSend<Step, unknown>, 'send'>;
   /** The provider's word, while parked, that settles what the run holds without a person. */
   news?(run: Run): (() => News<Result>) | undefined;
   /** The result of a run that ended without completing. */
   ended(run: Run, status: Ending, reason: string, failedStep: Step | null): Result;
   /** After the run's last word: what it leaves for others (the provider's unacted news). */
-  afterEnd(run: Run): Promise<void>;
+  afterEnd?(run: Run): Promise<void>;
   /** Cancelled by an operator: what was started is finished honestly, compensations included. */
-  cancelled(run: Run): Promise<void>;
+  cancelled?(run: Run): Promise<void>;
 }
 
 /** Runs a saga to its result. */
@@ -80,12 +63,12 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
 ): Promise<Result> {
   // Not a rejected request but a caller to redirect: Failed, its reason readable without the codec, nothing ran.
   refusePlaintext(input);
-  saga.metrics().runStarted();
+  metricsOf(saga).runStarted();
   let run: Run;
   try {
     run = saga.start(input);
   } catch (err) {
-    saga.metrics().runEnded('rejected');
+    metricsOf(saga).runEnded('rejected');
     return saga.rejected(input, (err as Error).message);
   }
   setQueryHandler(saga.stateQuery, () => run.view());
@@ -113,7 +96,9 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
   } catch (err) {
     if (isCancellation(err) && (!run.inBookkeeping || run.cancelsAnywhere())) {
       run.desk.close('it is being cancelled');
-      await CancellationScope.nonCancellable(() => saga.cancelled(run));
+      await CancellationScope.nonCancellable(() =>
+        saga.cancelled ? saga.cancelled(run) : cancelFromState(run, saga.send?.(run)),
+      );
     }
     throw err;
   }
@@ -131,16 +116,13 @@ async function drive<Step extends string, State, Run extends SagaRun<Step, State
     try {
       const result = await next();
       run.finish('completed', 'every check of the completion gate passed', null);
-      saga.metrics().runEnded('completed');
-      await saga.afterEnd(run);
+      metricsOf(saga).runEnded('completed');
+      await saga.afterEnd?.(run);
       return result;
     } catch (err) {
       if (isCancellation(err)) throw err;
       // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
-      stopped =
-        err instanceof StepFailedError
-          ? new RunStopped<Step>('needs_attention', `${err.step} failed: ${err.error.code}: ${err.error.message}`, null)
-          : (err as RunStopped<Step>);
+      stopped = err instanceof StepFailedError ? stepStopped(run, err) : (err as RunStopped<Step>);
       if (!(stopped instanceof RunStopped)) throw err;
     }
     run.inBookkeeping = true;
@@ -166,7 +148,8 @@ async function drive<Step extends string, State, Run extends SagaRun<Step, State
       return result;
     }
     run.unpark();
-    next = () => saga.prepare(run, chosen).then(() => saga.body(run, chosen));
+    const prepare = saga.prepare ?? ((r: Run, c: Resumed<Step>) => prepareFromState(r, c, saga.send?.(r)));
+    next = () => prepare(run, chosen).then(() => saga.body(run, chosen));
   }
 }
 
@@ -190,7 +173,7 @@ async function parkUntilDecided<Step extends string, State, Run extends SagaRun<
       },
     );
   const verdict = run.park(stopped);
-  saga.metrics().runParked(verdict);
+  metricsOf(saga).runParked(verdict);
   await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', { verdict });
   let news: (() => News<Result>) | undefined;
   const heard = () => (news = run.desk.awaitingApproval ? undefined : saga.news?.(run)) !== undefined;
@@ -210,54 +193,26 @@ async function end<Step extends string, State, Run extends SagaRun<Step, State>,
   failedStep: Step | null,
 ): Promise<Result> {
   run.end(status, reason, failedStep);
-  saga.metrics().runEnded(status);
+  metricsOf(saga).runEnded(status);
   await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
-  await saga.afterEnd(run);
+  await saga.afterEnd?.(run);
   return saga.ended(run, status, reason, failedStep);
 }
 
+interface SagaMetrics {
+  runStarted(): void;
+  runEnded(outcome: string): void;
+  runParked(verdict: Verdict): void;
+}
+const NO_METRICS: SagaMetrics = { runStarted() {}, runEnded() {}, runParked() {} };
+const metricsOf = (saga: { metrics?(): SagaMetrics }) => saga.metrics?.() ?? NO_METRICS;
+
+/** A step's failure its saga did not decide on: the run stops at that step, for a person. */
+function stepStopped<Step extends string>(run: SagaRun<Step, unknown>, { step, error }: StepFailedError) {
+  const mayHave = error.certainty !== 'not_executed';
+  const reason = `${step} failed (${error.code}: ${error.message})${mayHave ? '; it may have taken effect' : ''}`;
+  const at = run.steps.has(step) ? step : null;
+  return new RunStopped<Step>('needs_attention', `${reason}. retry-step ${at ?? 'it'}, or compensate`, at, mayHave);
+}
+
 export const abandoned = (by: string, reason: string) => `abandoned by ${by}: ${reason}`;
-
-/** Who decided, by key (a name alone proves nothing; null: unsigned), and who approved it. */
-function decisionDetail(run: { desk: { records: DecisionRecord[] } }, record: DecisionRecord): Record<string, unknown> {
-  const approval = run.desk.records.find((r) => r.answers === record.seq && r.decision === 'approve');
-  return {
-    decision: record.decision,
-    by: record.by,
-    seq: record.seq,
-    keyId: record.keyId ?? null,
-    ...(approval && {
-      approvedBy: approval.by,
-      approvalReason: approval.reason,
-      approvedByKeyId: approval.keyId ?? null,
-    }),
-  };
-}
-
-/** Leaves the run's status, or a decision, beside the operation's evidence in the store; a run that cannot do so still goes on. */
-export async function audit(
-  run: { operationId: string },
-  status: string,
-  reason: string,
-  failedStep: string | null,
-  event?: RecordOutcomeInput['event'],
-  detail?: Record<string, unknown>,
-): Promise<void> {
-  if (!run.operationId) return;
-  const { recordOutcome } = pooledActivities<{ recordOutcome(input: RecordOutcomeInput): Promise<unknown> }>(
-    BOOKKEEPING,
-  );
-  try {
-    await recordOutcome({
-      operationId: run.operationId,
-      status,
-      reason,
-      failedStep,
-      ...(event && { event }),
-      ...(detail && { detail }),
-    });
-  } catch (err) {
-    // The run's own state keeps the verdict; the audit entry is a convenience. A cancellation still propagates.
-    if (isCancellation(err)) throw err;
-  }
-}

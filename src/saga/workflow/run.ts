@@ -3,7 +3,13 @@
 // shows. A saga adds what it knows of its own effect: the facts its verdict is drawn from, whether
 // compensating fits, and the state its Query returns.
 import { patched, workflowInfo } from '@temporalio/workflow';
-import type { RunSettings, RunStatus, StepError as StepErrorView, TerminalStatus } from '../../contract';
+import type {
+  ParsedDecision,
+  RunSettings,
+  RunStatus,
+  StepError as StepErrorView,
+  TerminalStatus,
+} from '../../contract';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
 import {
@@ -25,11 +31,12 @@ import {
 import { RunBudget } from './budget';
 import { type Activities, ActivityCalls } from './calls';
 import { type Chosen, DecisionDesk, type DeskView } from './desk';
-import type { SagaRun } from './harness';
 import { IgnoredMessages } from './messages';
 import type { RunStopped } from './run-stopped';
 import type { StepError } from './step-failure';
 import { StepRunner } from './step-runner';
+import type { Found } from './reconciled-send';
+import { isUndone, type PlannedUndo } from './undo';
 import { type Shows, Visibility } from './visibility';
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
@@ -46,14 +53,12 @@ export type Parked<Step> = { since: string; failedStep: Step | null; reason: str
 /** What a saga's run is made of: its steps, its rules on decisions, how it shows, its state as its Query returns it. */
 export interface RunParts<Step extends string, State> {
   steps: readonly Step[];
-  refuses: DeskView<Step>['refuses'];
+  /** The saga's rules on decisions; a run's own `refusal` if not said. */
+  refuses?: DeskView<Step>['refuses'];
   shows: Shows<State>;
 }
 
-export abstract class SagaRunState<Step extends string, State, Acts extends Activities> implements SagaRun<
-  Step,
-  State
-> {
+export abstract class SagaRunState<Step extends string, State, Acts extends Activities> {
   readonly workflowId = workflowInfo().workflowId;
   readonly steps: StepRunner<Step>;
   readonly budget = new RunBudget(DEFAULT_POLICY.budget, workflowInfo().runStartTime.getTime());
@@ -82,7 +87,8 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
       () => this.policy,
       (step, boundary, error) => this.remember(step, boundary, error),
     );
-    this.deskView = { parked: null, policy: () => this.decisionPolicy, refuses: parts.refuses };
+    const refuses = parts.refuses ?? ((d) => this.refusal(d));
+    this.deskView = { parked: null, policy: () => this.decisionPolicy, refuses };
     this.desk = new DecisionDesk<Step>(this.deskView, { workflowId: this.workflowId, runId: workflowInfo().runId });
     this.show = new Visibility(parts.shows, () => this.view());
   }
@@ -94,10 +100,48 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
   abstract effect: { status: string; certainty: Certainty | 'none' };
   /** The customer email a person may look for in the mailbox, for the verdict's facts. */
   protected abstract noticeFacts(): Pick<VerdictFacts, 'noticeMessageId' | 'noticeHeld'>;
+  /** What the saga calls its effect, in what a person reads: "charge", "refund". */
+  abstract readonly effectName: string;
+
+  /** What stands to be undone, latest first, each under its own key, for a saga that plans from its own state. */
+  undoPlan(_resendApprovedAt?: string): PlannedUndo<Step>[] {
+    return [];
+  }
+
+  /** The steps whose undo has not completed, latest first. */
+  openUndos(): Step[] {
+    return this.undoPlan()
+      .filter((p) => !isUndone(this, p))
+      .map((p) => p.step);
+  }
+
+  /** Its send is settled by its receipt, proven absent, or unknown: what that means for the saga's effect. */
+  noteSend(_found: Found<unknown>): void {}
+
   /** Why compensating now would be wrong, or null when it is what the run needs. */
-  abstract cannotCompensate(): string | null;
+  cannotCompensate(): string | null {
+    if (this.effect.status === 'unknown') return `the ${this.effectName} is unknown: reconcile it first`;
+    return this.openUndos().length ? null : 'nothing of the run stands';
+  }
+
   /** Whether the run, ending now, leaves a person something to settle. */
-  abstract leavesWorkBehind(): boolean;
+  leavesWorkBehind(): boolean {
+    return this.effect.status === 'unknown' || this.openUndos().length > 0;
+  }
+
+  /** The decisions that fit a run that undoes from its own state, and takes no person's word for a delivery. */
+  protected refusal(d: ParsedDecision): string | null {
+    if (d.decision === 'reconcile' && this.effect.status !== 'unknown')
+      return `nothing to reconcile: the ${this.effectName} is ${this.effect.status}`;
+    if (d.decision === 'compensate')
+      return this.cannotCompensate() && `nothing to compensate: ${this.cannotCompensate()}`;
+    // Once undoing has begun, going forward would complete a run whose effects are being given back.
+    if (d.decision === 'retry-step' && this.steps.table().some((s) => s.compensation))
+      return 'its compensation has begun: compensate finishes it, or abandon';
+    if (d.decision === 'confirm-delivered')
+      return 'it takes no confirm-delivered: its emails are settled through the message log, or resent by retry-step';
+    return null;
+  }
 
   /** What every saga's state shows of its run, as the steps Query returns it (the saga adds its request and effect). */
   protected runView() {

@@ -30,6 +30,10 @@ export class StepRunner<Name extends string> {
     );
   }
 
+  has(name: string): name is Name {
+    return this.records.has(name as Name);
+  }
+
   get(name: Name): StepRecord {
     const record = this.records.get(name);
     if (!record) throw new Error(`unknown step ${name}`);

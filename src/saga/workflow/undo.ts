@@ -1,6 +1,7 @@
 // One compensation, run under its own key: the one way every saga's run (its end, a person's
 // compensate decision, a cancellation) and the refund's follow-up undo a step. What came of it is
 // a value: completed with its receipt, failed, or unknown.
+import { CancellationScope } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { evidenced } from '../../contract';
 import { tally, type StepEvidence } from '../../reliability/attempt-ledger';
@@ -15,6 +16,8 @@ export interface UndoCall {
   activity: string;
   boundary: Boundary;
   output: z.ZodObject;
+  /** Whether its receipt says the step is undone (a refund the provider failed gave no money back); yes if not said. */
+  undone?(receipt: never): boolean;
 }
 
 /**
@@ -56,12 +59,54 @@ export async function runUndo(
   return { status: 'completed', output, ...tally(evidence) };
 }
 
-/** A step's compensation as a run plans it: under its own key, with its input. */
+/** A step's compensation as a run plans it: under its own key, with its input; `after` another step's undo, if said. */
 export interface PlannedUndo<Step extends string> {
   step: Step;
   key: string;
   undo: UndoCall;
   input: unknown;
+  after?: Step;
+}
+
+type UndoingRun<Step extends string> = Parameters<typeof undoSteps<Step>>[0] & {
+  setStatus(status: 'compensating'): void;
+};
+
+/** Whether the step's compensation completed with a receipt that says it is undone. */
+export function isUndone<Step extends string>(run: UndoingRun<Step>, { step, undo }: PlannedUndo<Step>): boolean {
+  const done = run.steps.get(step).compensation;
+  return done?.status === 'completed' && (undo.undone?.(done.output as never) ?? true);
+}
+
+/**
+ * Undoes what the plan says stands (compensations never stop for a cancellation), an undo planned `after` another
+ * only once that one is undone; the outcome as a value: compensated, or what is left open for a person.
+ */
+export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, plan: PlannedUndo<Step>[], why: string) {
+  run.setStatus('compensating');
+  await CancellationScope.nonCancellable(async () => {
+    await undoSteps(
+      run,
+      plan.filter((p) => !p.after),
+    );
+    const ready = (p: PlannedUndo<Step>) => plan.every((q) => q.step !== p.after || isUndone(run, q));
+    await undoSteps(
+      run,
+      plan.filter((p) => p.after && ready(p)),
+    );
+  });
+  const open = plan.filter((p) => !isUndone(run, p)).map((p) => p.step);
+  const undone = run.steps
+    .table()
+    .filter((s) => s.compensation?.status === 'completed')
+    .map((s) => `${s.name} (key ${s.compensation!.key})`);
+  return open.length === 0
+    ? { status: 'compensated' as const, reason: `${why}. Undone: ${undone.join(', ') || 'nothing stood'}`, open }
+    : {
+        status: 'needs_attention' as const,
+        reason: `${why}. Not undone: ${open.join(', ')}; a person finishes it`,
+        open,
+      };
 }
 
 /**

@@ -116,3 +116,27 @@ export function showRejected(attributes: SagaAttributes, key: string | null, rea
     ...(key ? [{ key: attributes.key, value: key }] : []),
   ]);
 }
+
+/** What a run's page says by default: where it stands, its verdict while parked, its effect, where its evidence is. */
+export function runDetails(effect: string) {
+  return (state: DetailedState, standing: Standing): string => {
+    const { outcome, parked, workflowId } = state;
+    const at = outcome?.failedStep ? ` at ${outcome.failedStep}` : '';
+    return maskEmails(
+      [
+        `**${standing === 'CANCELED' ? 'cancelled' : state.status}**${outcome ? `${at}: ${outcome.reason}` : ''}`,
+        ...(parked ? [`**Verdict:** ${parked.verdict}`, `**Decide:** \`npm run decide -- ${workflowId} …\``] : []),
+        `**${effect}:** ${state.effect.status}`,
+        `**Evidence:** \`npm run inspect -- ${workflowId}\``,
+      ].join('\n\n'),
+    );
+  };
+}
+
+interface DetailedState {
+  workflowId: string;
+  status: string;
+  outcome: { failedStep: string | null; reason: string } | null;
+  parked: { verdict: string } | null;
+  effect: { status: string };
+}

@@ -10,15 +10,15 @@ import {
   type CheckoutStep,
   compensationKey,
   type NotificationReceipt,
-  type ParsedDecision,
   stepKey,
 } from '../../contract';
 import type { StockReceipt } from '../../store/checkouts';
-import { maskEmails, redact } from '../../reliability/redaction';
+import { redact } from '../../reliability/redaction';
 import { outcomeUnknown } from '../../reliability/taxonomy';
 import { SagaRunState } from '../../saga/workflow/run';
+import type { Found } from '../../saga/workflow/reconciled-send';
 import type { PlannedUndo } from '../../saga/workflow/undo';
-import type { Standing } from '../../saga/workflow/visibility';
+import { runDetails } from '../../saga/workflow/visibility';
 import { REFUND_ATTRIBUTES } from '../refund/run';
 import { UNDO } from './steps';
 
@@ -26,14 +26,14 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
   reserved?: StockReceipt;
   charge?: ChargeReceipt;
   receipt?: NotificationReceipt;
-  effect: CheckoutRunState['effect'] = { status: 'none', certainty: 'none' };
+  private chargeKnown: CheckoutRunState['effect'] = { status: 'none', certainty: 'none' };
+  readonly effectName = 'charge';
 
   constructor(readonly request: CheckoutRequest) {
     super({
       steps: CHECKOUT_STEPS,
-      refuses: (d) => this.refusal(d),
       // The refund's search attributes, the cart as the key: operators find parked checkouts as they find refunds.
-      shows: { attributes: REFUND_ATTRIBUTES, details },
+      shows: { attributes: REFUND_ATTRIBUTES, details: runDetails('Charge') },
     });
     this.show.started(request.cartId);
   }
@@ -44,6 +44,11 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
 
   key(step: CheckoutStep): string {
     return stepKey(this.operationId, step);
+  }
+
+  /** What every step of the checkout is given: its key, the operation and the cart. */
+  at(step: CheckoutStep) {
+    return { key: this.key(step), operationId: this.operationId, cartId: this.request.cartId };
   }
 
   view(): CheckoutRunState {
@@ -60,28 +65,17 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     return r.status === 'completed' || r.status === 'running' || outcomeUnknown(r.error?.certainty);
   }
 
-  /** Whether the charge stands un-refunded: charged, and its refund not completed, or failed at the provider. */
-  refundOpen(): boolean {
-    if (this.charge?.status !== 'succeeded') return false;
-    const undo = this.steps.get('charge_card').compensation;
-    const refund = (undo?.output as { status?: string } | undefined)?.status;
-    return undo?.status !== 'completed' || refund === 'failed' || refund === 'canceled';
-  }
-
-  /** The steps whose undo has not completed, latest first. */
-  openUndos(): CheckoutStep[] {
-    const open = this.undoPlan().map((p) => p.step);
-    return this.refundOpen() && !open.includes('charge_card') ? ['charge_card', ...open] : open;
-  }
-
-  /** What stands and is not undone yet, latest first, each under its own key; a correction resent only as a person approved. */
+  /** What stands to be undone, latest first, each under its own key; the correction only once the charge is refunded. */
   undoPlan(resendApprovedAt?: string): PlannedUndo<CheckoutStep>[] {
-    const { cartId } = this.request;
-    const base = (step: CheckoutStep) => ({
-      key: compensationKey(this.key(step)),
-      operationId: this.operationId,
-      cartId,
-    });
+    const planned = (step: CheckoutStep, more = {}) => {
+      const key = compensationKey(this.key(step));
+      return {
+        step,
+        key,
+        undo: UNDO[step],
+        input: { key, operationId: this.operationId, cartId: this.request.cartId, ...more },
+      };
+    };
     const charged = this.charge?.status === 'succeeded' ? this.charge : undefined;
     const money = charged && {
       paymentIntentId: charged.paymentIntentId,
@@ -89,63 +83,27 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
       currency: charged.currency,
     };
     const plan: PlannedUndo<CheckoutStep>[] = [];
+    const resend = resendApprovedAt && { resendApprovedAt };
     if (money && this.receiptMayHaveGone())
-      plan.push({
-        step: 'send_receipt',
-        key: base('send_receipt').key,
-        undo: UNDO.send_receipt,
-        input: { ...base('send_receipt'), ...money, ...(resendApprovedAt && { resendApprovedAt }) },
-      });
-    if (money)
-      plan.push({
-        step: 'charge_card',
-        key: base('charge_card').key,
-        undo: UNDO.charge_card,
-        input: { ...base('charge_card'), ...money },
-      });
-    if (this.reserved)
-      plan.push({
-        step: 'reserve_stock',
-        key: base('reserve_stock').key,
-        undo: UNDO.reserve_stock,
-        input: base('reserve_stock'),
-      });
-    return plan.filter((p) => this.steps.get(p.step).compensation?.status !== 'completed');
+      plan.push({ ...planned('send_receipt', { ...money, ...resend }), after: 'charge_card' });
+    if (money) plan.push(planned('charge_card', money));
+    if (this.reserved) plan.push(planned('reserve_stock'));
+    return plan;
   }
 
-  cannotCompensate(): string | null {
-    if (this.effect.status === 'unknown') return 'the charge is unknown: reconcile it first';
-    return this.openUndos().length ? null : 'nothing of the checkout stands';
+  noteSend(found: Found<ChargeReceipt>): void {
+    if (typeof found === 'object') this.charge = found;
+    this.chargeKnown =
+      found === 'unknown'
+        ? { status: 'unknown', certainty: this.lastFailure?.certainty ?? 'undeterminable' }
+        : found === 'absent'
+          ? { status: 'none', certainty: 'not_executed' }
+          : { status: found.status === 'succeeded' ? 'charged' : 'declined', certainty: 'completed' };
   }
 
-  leavesWorkBehind(): boolean {
-    return this.effect.status === 'unknown' || this.openUndos().length > 0;
+  /** What is known of the charge; a charge whose refund completed is refunded. */
+  get effect(): CheckoutRunState['effect'] {
+    const refunded = this.chargeKnown.status === 'charged' && !this.openUndos().includes('charge_card');
+    return refunded ? { status: 'refunded', certainty: 'completed' } : this.chargeKnown;
   }
-
-  private refusal(d: ParsedDecision): string | null {
-    if (d.decision === 'reconcile' && this.effect.status !== 'unknown')
-      return `nothing to reconcile: the charge is ${this.effect.status}`;
-    if (d.decision === 'compensate')
-      return this.cannotCompensate() && `nothing to compensate: ${this.cannotCompensate()}`;
-    // Once undoing has begun, going forward would complete a checkout whose stock or money is given back.
-    if (d.decision === 'retry-step' && this.steps.table().some((s) => s.compensation))
-      return 'its compensation has begun: compensate finishes it, or abandon';
-    if (d.decision === 'confirm-delivered')
-      return 'the checkout takes no confirm-delivered: its receipt is settled through the message log, or resent by retry-step';
-    return null;
-  }
-}
-
-/** The run's page in the Web UI: where it stands, its verdict while parked, the charge. */
-function details(state: CheckoutRunState, standing: Standing): string {
-  const { outcome, parked } = state;
-  const at = outcome?.failedStep ? ` at ${outcome.failedStep}` : '';
-  return maskEmails(
-    [
-      `**${standing === 'CANCELED' ? 'cancelled' : state.status}**${outcome ? `${at}: ${outcome.reason}` : ''}`,
-      ...(parked ? [`**Verdict:** ${parked.verdict}`, `**Decide:** \`npm run decide -- ${state.workflowId} …\``] : []),
-      `**Charge:** ${state.effect.status}`,
-      `**Evidence:** \`npm run inspect -- ${state.workflowId}\``,
-    ].join('\n\n'),
-  );
 }

@@ -7,12 +7,13 @@ import {
   type CheckoutStep,
   notificationReceiptSchema,
   refundReceiptSchema,
+  type RefundReceipt,
   stockReceiptSchema,
 } from '../../contract';
 import { defineCall, type StepCall } from '../../saga/step';
 import type { UndoCall } from '../../saga/workflow/undo';
 
-const keyed = (input: { key: string }) => input.key;
+const keyed = (input: { key: string; cartId: string }) => input.key;
 /** A call under its step's name in the run's table. */
 const named = <const N extends string, const A extends string, In>(name: N, call: StepCall<A, In>) => ({
   name,
@@ -27,6 +28,7 @@ export const CHECKOUT = {
     runs: 'effects',
     output: stockReceiptSchema,
     key: keyed,
+    rejects: (input) => `cart ${input.cartId} cannot be checked out, and nothing was charged`,
   }),
   charge_card: named('charge_card', {
     activity: 'chargeCard',
@@ -57,6 +59,11 @@ export const CHECKOUT = {
 /** Each step's undo: stock put back, the charge refunded (the refund's own send step), a correction for a receipt. */
 export const UNDO: Record<CheckoutStep, UndoCall> = {
   reserve_stock: { activity: 'releaseStock', boundary: 'store', output: stockReceiptSchema },
-  charge_card: { activity: 'refundCharge', boundary: 'stripe', output: refundReceiptSchema },
+  charge_card: {
+    activity: 'refundCharge',
+    boundary: 'stripe',
+    output: refundReceiptSchema,
+    undone: (refund: RefundReceipt) => refund.status !== 'failed' && refund.status !== 'canceled',
+  },
   send_receipt: { activity: 'sendCheckoutCorrection', boundary: 'smtp', output: notificationReceiptSchema },
 };

@@ -10,7 +10,8 @@ import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { RunStopped } from '../../saga/workflow/run-stopped';
 import { cancelledWhile } from './stop-reasons';
-import { abandoned, audit } from '../../saga/workflow/harness';
+import { audit } from '../../saga/workflow/audit';
+import { abandoned } from '../../saga/workflow/harness';
 
 /**
  * A run ending while it holds the provider's word that its refund failed, not acted on (it was

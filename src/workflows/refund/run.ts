@@ -24,6 +24,7 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
   /** What loading the order returned: the operation, the order (masked), earlier operations, the settings. */
   begin: BeginResult | null = null;
   effect: RefundRunState['effect'] = { status: 'none', certainty: 'none', refundId: null };
+  readonly effectName = 'refund';
   reconciliation: RefundRunState['reconciliation'] = {
     lookups: 0,
     lastResult: null,

@@ -15,7 +15,8 @@ import {
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
 import { refundMetrics } from '../../observability/metrics';
-import { type Resumed, runSaga, type Saga } from '../../saga/workflow/harness';
+import type { Resumed } from '../../saga/workflow/desk';
+import { runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
 import { showRejected } from '../../saga/workflow/visibility';
 import { completionGate } from './await-provider';

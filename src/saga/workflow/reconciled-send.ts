@@ -1,0 +1,92 @@
+// A send whose answer may be lost, settled with the provider before it is ever sent again: its
+// receipt; found by its key; proven absent (sent again, or, when the provider took nothing, its
+// failure returned as a value); or unknown, which stops the run for a person.
+import { MAX_RESUBMISSIONS, type RunStatus } from '../../contract';
+import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
+import { stop } from './run-stopped';
+import { StepFailedError, type StepError } from './step-failure';
+import type { StepRunner } from './step-runner';
+
+/** What a lookup by the send's key came to: the receipt, proof the provider took nothing, or nothing certain. */
+export type Found<R> = R | 'absent' | 'unknown';
+
+/** What a lookup answers: found with the send's receipt, absent, or unknown; and what it saw. */
+export interface Lookup<R> {
+  kind: 'found' | 'absent' | 'unknown';
+  receipt: R | null;
+  note: string;
+}
+
+/** A run that sends: its steps, its status, and what it knows of the send now. */
+export interface SendingRun<Step extends string, R> {
+  readonly steps: StepRunner<Step>;
+  setStatus(status: RunStatus, step?: string): void;
+  /** The send is settled by its receipt, proven absent, or unknown; the run says what that means for its effect. */
+  noteSend(found: Found<R>): void;
+}
+
+/** A send step, and how to ask the provider about it by its key. */
+export interface ReconciledSend<Step extends string, R> {
+  step: Step;
+  send(): Promise<R>;
+  lookUp(): Promise<Lookup<R>>;
+}
+
+/**
+ * Sends, and after a failure any attempt of which may have taken effect, believes only the provider: found, its
+ * receipt; proven absent, sent again (a failure that took nothing is returned); unknown, a person.
+ */
+export async function sendReconciled<Step extends string, R>(
+  run: SendingRun<Step, R>,
+  send: ReconciledSend<Step, R>,
+): Promise<{ receipt: R } | { failed: StepError }> {
+  const { step } = send;
+  for (let resent = 0; ; resent++) {
+    let failure: StepError;
+    try {
+      const receipt = await send.send();
+      run.noteSend(receipt);
+      return { receipt };
+    } catch (err) {
+      if (!(err instanceof StepFailedError)) throw err;
+      failure = err.error;
+    }
+    const mayHaveTaken = failure.certainty !== 'not_executed' || run.steps.get(step).ledger.some(mayHaveTakenEffect);
+    const found = mayHaveTaken ? await lookUp(run, send) : 'absent';
+    if (found === 'unknown') return stop('needs_attention', unknownSend(step), step, true);
+    if (found !== 'absent') return { receipt: found };
+    if (failure.certainty === 'not_executed') return { failed: failure };
+    if (resent >= MAX_RESUBMISSIONS)
+      return stop('needs_attention', `${step} was proven absent ${resent + 1} times; a person decides`, step);
+    run.setStatus('running', step);
+  }
+}
+
+/** Asks the provider what became of the send, and records the answer on its step. */
+export async function lookUp<Step extends string, R>(
+  run: SendingRun<Step, R>,
+  send: Omit<ReconciledSend<Step, R>, 'send'>,
+): Promise<Found<R>> {
+  const { step } = send;
+  run.noteSend('unknown');
+  run.setStatus('reconciling', step);
+  const found = await send.lookUp().catch((err: unknown) => {
+    if (!(err instanceof StepFailedError)) throw err;
+    return { kind: 'unknown' as const, receipt: null, note: err.error.message };
+  });
+  run.steps.note(step, found.note);
+  const { receipt } = found;
+  if (receipt) {
+    run.steps.resolve(step, receipt, `receipt from reconciliation: ${found.note}`);
+    run.noteSend(receipt);
+    run.setStatus('running', step);
+    return receipt;
+  }
+  const what = found.kind === 'absent' ? 'absent' : 'unknown';
+  run.noteSend(what);
+  return what;
+}
+
+/** Why a run stops when its send's outcome is still unknown. */
+export const unknownSend = (step: string) =>
+  `${step}'s outcome is unknown: reconcile again (the sweep does), or retry-step ${step}`;
