@@ -12,7 +12,7 @@ import { backoffDelay, DEFAULT_AWAIT_PROVIDER, withJitter } from '../../reliabil
 import { lifecycleRank } from '../../domain/order';
 import { furthestEvent } from '../provider-events';
 import { conditionTimeout } from '../../saga/workflow/wait';
-import { compensate } from './compensation';
+import { compensate, stopUndone } from './compensation';
 import type { RefundRun } from './run';
 import { attempt } from './step-stop';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
@@ -44,7 +44,7 @@ export async function completionGate(run: RefundRun, input: CheckCompletionInput
     }
     if (gate.verdict === 'refund_failed') {
       if (waited) run.budget.renew(Date.now());
-      return compensate(run, { refund: gate.refund });
+      return stopUndone(await compensate(run, { refund: gate.refund }));
     }
     if (gate.verdict === 'mismatch') stop('needs_attention', gateMismatch(gate), 'completion_gate');
     const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);

@@ -15,7 +15,7 @@ import * as reasons from './stop-reasons';
 import { stop } from '../../saga/workflow/run-stopped';
 
 /**
- * Undoes what stands, each under its own key, and stops the run: compensated, or for a person. A
+ * Undoes what stands, each under its own key: compensated, or for a person. A
  * compensation that already completed is not run again; one whose outcome was unknown is resent
  * only on a person's decision (`resendApprovedAt`). A notice whose hand-over is unknown is corrected
  * only when the policy or a person's decision allows it; otherwise it is held and the run goes to a
@@ -25,7 +25,7 @@ import { stop } from '../../saga/workflow/run-stopped';
 export async function compensate(
   run: RefundRun,
   options: { refund?: RefundReceipt; resendApprovedAt?: string },
-): Promise<never> {
+): Promise<Undone> {
   if (options.refund) {
     run.effect = { status: 'failed', certainty: 'completed', refundId: options.refund.refundId };
     // A decision or a cancellation keeps the failed refund's receipt and reason: the run's own receipt is the one from creation.
@@ -42,20 +42,24 @@ async function compensateStanding(
   run: RefundRun,
   refund: RefundReceipt | undefined,
   resendApprovedAt: string | undefined,
-): Promise<never> {
+): Promise<Undone> {
   const { operationId } = run.ctx;
   for (const step of run.steps.completed()) {
     const { undo } = REFUND_SAGA[step];
     if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
   }
   const what = reasons.undoneBecause(refund);
-  const records = await pooledActivities<RefundActivities>(PERSISTENT_BOOKKEEPING)
-    .standingRecords({ operationId, refundId: refund?.refundId ?? null })
-    .then((raw) => standingRecordsSchema.parse(raw))
-    .catch((err: unknown) => {
-      if (isCancellation(err)) throw err;
-      return stop('needs_attention', reasons.storeUnreadable(what, (err as Error).message), 'completion_gate');
+  let records;
+  try {
+    const raw = await pooledActivities<RefundActivities>(PERSISTENT_BOOKKEEPING).standingRecords({
+      operationId,
+      refundId: refund?.refundId ?? null,
     });
+    records = standingRecordsSchema.parse(raw);
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    return open(reasons.storeUnreadable(what, (err as Error).message));
+  }
   const plan = compensationPlan(
     operationId,
     records,
@@ -76,15 +80,23 @@ async function compensateStanding(
         s.compensation.status !== 'completed' &&
         s.compensation.status !== 'held',
     );
-  if (left.length === 0 && !held) stop('compensated', reasons.compensated(what), 'completion_gate');
+  if (left.length === 0 && !held)
+    return { status: 'compensated', reason: reasons.compensated(what), quarantined: false };
   const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
-  stop(
-    'needs_attention',
-    reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null),
-    'completion_gate',
-    unknown.length > 0,
-  );
+  return open(reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null), unknown.length > 0);
 }
+
+/** What came of compensating: compensated, or left open for a person (quarantined when an outcome is unknown). */
+export interface Undone {
+  status: 'compensated' | 'needs_attention';
+  reason: string;
+  quarantined: boolean;
+}
+const open = (reason: string, quarantined = false): Undone => ({ status: 'needs_attention', reason, quarantined });
+
+/** Stops the run as its compensation came out, at the completion gate. */
+export const stopUndone = ({ status, reason, quarantined }: Undone): never =>
+  stop(status, reason, 'completion_gate', quarantined);
 
 /** One step's compensation as planned; a correction of unknown outcome is resent only on a person's approval. */
 function planned(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined) {

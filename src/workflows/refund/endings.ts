@@ -2,13 +2,11 @@
 // its word on the operation's audit trail, and the provider's unacted news handed to the follow-up.
 import { CancellationScope, isCancellation, metricMeter, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
-import type { RefundStep } from '../../compensations/registry';
 import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { pooledActivities } from '../pools';
 import { refundMetrics } from '../../observability/metrics';
-import { compensate } from './compensation';
+import { compensate, type Undone } from './compensation';
 import type { RefundRun } from './run';
-import { RunStopped } from '../../saga/workflow/run-stopped';
 import { cancelledWhile } from './stop-reasons';
 import { audit } from '../../saga/workflow/audit';
 import { abandoned } from '../../saga/workflow/harness';
@@ -45,13 +43,10 @@ export async function cancelled(run: RefundRun): Promise<void> {
     run.end('abandoned', reason, null);
     return endCancelled(run, reason);
   }
-  let compensation: RunStopped<RefundStep> | undefined;
+  let compensation: Undone | undefined;
   if (run.effect.status === 'failed') {
     const resendApprovedAt = taken?.kind === 'compensate' ? taken.record.at : undefined;
-    compensation = await compensate(run, { resendApprovedAt }).catch((err: unknown) => {
-      if (!(err instanceof RunStopped)) throw err;
-      return err;
-    });
+    compensation = await compensate(run, { resendApprovedAt });
   }
   // A create that had started may be going on at the provider: then it is unknown, never "not sent".
   const sentOrSending = run.steps.get('create_refund').status !== 'pending';

@@ -20,7 +20,7 @@ import { runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
 import { showRejected } from '../../saga/workflow/visibility';
 import { completionGate } from './await-provider';
-import { compensate } from './compensation';
+import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
 import { createRefund, lookAgain, partialRefund, targetOf } from './refund-effect';
@@ -111,7 +111,7 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   body: refund,
   async prepare(run, chosen) {
     // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
-    if (chosen.kind === 'compensate') return compensate(run, { resendApprovedAt: chosen.record.at });
+    if (chosen.kind === 'compensate') return stopUndone(await compensate(run, { resendApprovedAt: chosen.record.at }));
     if (chosen.kind === 'reconcile') return void (await lookAgain(run, false));
     if (chosen.kind === 'confirm-delivered') return confirmDelivered(run, chosen.record);
     const { refund, partialNote } = run.ctx;
