@@ -2,7 +2,14 @@
 // completes or stops, parking for a person between a stop and a decision, and the one place its
 // cancellation is handled. A saga writes its body and what each decision does; RunStopped is thrown
 // by the harness's stop and caught here only.
-import { CancellationScope, condition, isCancellation, setHandler, type QueryDefinition } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  condition,
+  isCancellation,
+  setHandler,
+  workflowInfo,
+  type QueryDefinition,
+} from '@temporalio/workflow';
 import { decisionUpdate, type TerminalStatus } from '../../contract';
 import type { DecisionPolicy } from '../../reliability/policy';
 import type { Verdict } from '../../reliability/verdict';
@@ -16,6 +23,7 @@ import { RunStopped } from './run-stopped';
 import type { SagaRunState } from './run';
 import { StepFailedError } from './step-failure';
 import { cancelFromState, prepareFromState } from './undo-from-state';
+import { type SagaAttributes, showRejected } from './visibility';
 
 type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
 
@@ -36,8 +44,11 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   metrics?(): SagaMetrics;
   /** The run for a valid input; throws, saying why, for one that is not (nothing has run then). */
   start(input: unknown): Run;
-  /** The result for an input refused before anything ran. */
-  rejected(input: unknown, reason: string): Result;
+  /**
+   * The business key a result names the run by (`orderId`, `cartId`), how a refused input's is read (null when it
+   * names none valid), and the search attributes a refused run is still found by.
+   */
+  key: { field: string; of(input: unknown): string | null; attributes: SagaAttributes };
   /** Messages of the saga's own beyond the state Query and the decide Update. */
   handlers?(run: Run): void;
   /** The saga, top to bottom. A decision runs it again: steps that finished give their outputs back. */
@@ -48,8 +59,6 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   send?(run: Run): Omit<ReconciledSend<Step, unknown>, 'send'>;
   /** The provider's word, while parked, that settles what the run holds without a person. */
   news?(run: Run): (() => News<Result>) | undefined;
-  /** The result of a run that ended without completing. */
-  ended(run: Run, status: Ending, reason: string, failedStep: Step | null): Result;
   /** After the run's last word: what it leaves for others (the provider's unacted news). */
   afterEnd?(run: Run): Promise<void>;
   /** Cancelled by an operator: what was started is finished honestly, compensations included. */
@@ -69,7 +78,10 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
     run = saga.start(input);
   } catch (err) {
     metricsOf(saga).runEnded('rejected');
-    return saga.rejected(input, (err as Error).message);
+    const reason = (err as Error).message;
+    const key = saga.key.of(input);
+    showRejected(saga.key.attributes, key, reason);
+    return unfinished(saga, key, null, 'rejected', reason, null);
   }
   setQueryHandler(saga.stateQuery, () => run.view());
   saga.handlers?.(run);
@@ -196,7 +208,20 @@ async function end<Step extends string, State, Run extends SagaRun<Step, State>,
   metricsOf(saga).runEnded(status);
   await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
   await saga.afterEnd?.(run);
-  return saga.ended(run, status, reason, failedStep);
+  return unfinished(saga, saga.key.of(run.request), run.operationId || null, status, reason, failedStep);
+}
+
+/** The result of a run that did not complete: refused before anything ran, or ended another way. */
+function unfinished<Result>(
+  saga: { key: { field: string } },
+  key: string | null,
+  operationId: string | null,
+  status: Ending,
+  reason: string,
+  failedStep: string | null,
+): Result {
+  const { workflowId } = workflowInfo();
+  return { workflowId, [saga.key.field]: key, operationId, status, reason, failedStep } as Result;
 }
 
 interface SagaMetrics {

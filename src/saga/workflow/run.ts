@@ -93,6 +93,8 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
     this.show = new Visibility(parts.shows, () => this.view());
   }
 
+  /** What the run was asked to do. */
+  abstract readonly request: unknown;
   /** The operation whose audit trail the run writes (empty until the saga commits its intent). */
   abstract get operationId(): string;
   abstract view(): State;

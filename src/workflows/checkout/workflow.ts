@@ -2,7 +2,6 @@
 // A decline, or a charge that fails for good, puts the stock back and ends compensated. A person's
 // compensate (or a cancellation) after the charge refunds it, puts the stock back and corrects a
 // receipt that may have gone out, each under its own key. The harness parks, decides and cancels.
-import { workflowInfo } from '@temporalio/workflow';
 import {
   type ChargeReceipt,
   type CheckoutResult,
@@ -17,7 +16,6 @@ import { runSaga, type Saga } from '../../saga/workflow/harness';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
 import { judgedHandOver } from '../../saga/workflow/step-failure';
 import { undoAndStop } from '../../saga/workflow/undo-from-state';
-import { showRejected } from '../../saga/workflow/visibility';
 import { REFUND_ATTRIBUTES } from '../refund/run';
 import { CheckoutRun } from './run';
 import { CHECKOUT } from './steps';
@@ -68,27 +66,12 @@ const chargeSend = (
 const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = {
   stateQuery: checkoutStateQuery,
   start: (input) => new CheckoutRun(parseCheckoutRequest(input)),
-  rejected(input, reason) {
-    const cartId =
-      checkoutRequestSchema.shape.cartId.safeParse((input as { cartId?: unknown } | null)?.cartId).data ?? null;
-    showRejected(REFUND_ATTRIBUTES, cartId, reason);
-    return {
-      workflowId: workflowInfo().workflowId,
-      cartId,
-      operationId: null,
-      status: 'rejected',
-      reason,
-      failedStep: null,
-    };
+  key: {
+    field: 'cartId',
+    of: (input) =>
+      checkoutRequestSchema.shape.cartId.safeParse((input as { cartId?: unknown } | null)?.cartId).data ?? null,
+    attributes: REFUND_ATTRIBUTES,
   },
   body: checkout,
   send: chargeSend,
-  ended: (run, status, reason, failedStep) => ({
-    workflowId: run.workflowId,
-    cartId: run.request.cartId,
-    operationId: run.operationId,
-    status,
-    reason,
-    failedStep,
-  }),
 };

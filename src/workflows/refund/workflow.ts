@@ -2,7 +2,7 @@
 // operations → create the refund (Stripe) → record it on the order → tell the customer → the
 // completion gate. The harness runs it: a stop parks it for a person, a decision runs it again
 // (finished steps keep their outputs), a cancellation compensates what it can.
-import { metricMeter, workflowInfo } from '@temporalio/workflow';
+import { metricMeter } from '@temporalio/workflow';
 import {
   type CompletedRefund,
   providerEventSchema,
@@ -18,7 +18,6 @@ import { refundMetrics } from '../../observability/metrics';
 import type { Resumed } from '../../saga/workflow/desk';
 import { runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
-import { showRejected } from '../../saga/workflow/visibility';
 import { completionGate } from './await-provider';
 import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
@@ -99,7 +98,14 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   stateQuery: stepsQuery,
   metrics: () => refundMetrics(metricMeter),
   start: (input) => new RefundRun(parseRefundRequest(input as RefundRequestInput)),
-  rejected,
+  key: {
+    field: 'orderId',
+    of: (input) => {
+      const orderId = (input as { orderId?: unknown } | null)?.orderId;
+      return typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
+    },
+    attributes: REFUND_ATTRIBUTES,
+  },
   // A malformed message is ignored or refused, never a failed workflow task.
   handlers: (run) =>
     setSignalHandler(
@@ -132,23 +138,6 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
       return { reason: providerSaysFailed(event), detail, resume: () => gate(run) };
     };
   },
-  ended: (run, status, reason, failedStep) => ({
-    workflowId: run.workflowId,
-    orderId: run.request.orderId,
-    operationId: run.ctx.operationId || null,
-    status,
-    reason,
-    failedStep,
-  }),
   afterEnd: handOverToFollowUp,
   cancelled,
 };
-
-/** Refused before anything ran: a result, still findable as rejected. */
-function rejected(input: unknown, reason: string): RefundResult {
-  const orderId = (input as { orderId?: unknown } | null)?.orderId;
-  const validOrderId = typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
-  showRejected(REFUND_ATTRIBUTES, validOrderId, reason);
-  const { workflowId } = workflowInfo();
-  return { workflowId, orderId: validOrderId, operationId: null, status: 'rejected', reason, failedStep: null };
-}
