@@ -12,7 +12,7 @@ import { Classified } from './attempt';
 import { actor, clockOf, type PaymentDeps } from './payment-context';
 import { paymentFailure } from './payment-failures';
 import { sendWindow } from './send-window';
-import { storeFailure } from './store-failures';
+import { receiptNotRecorded } from './store-failures';
 import { stripeFailure } from './stripe-failures';
 import { toReceipt } from './stripe-refunds';
 
@@ -99,21 +99,11 @@ export function refundCreation(deps: PaymentDeps) {
           },
           receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
           recordReceipt: (refund, receipt) => settleReceipt(input, refund, receipt),
-          notRecorded: (refund, err) => {
-            // The refund exists; only its record is missing. A retry with the same key (or reconciliation) recovers the receipt.
-            const c = storeFailure(err);
-            return new Classified(
-              c.code,
-              'completed',
-              'receipt_not_recorded',
-              `refund ${refund.id} was made, but its receipt could not be recorded: ${c.message}`,
-              {
-                providerRequestId: refund.lastResponse.requestId ?? null,
-                provider: { refundId: refund.id },
-                cause: err,
-              },
-            );
-          },
+          notRecorded: (refund, err) =>
+            receiptNotRecorded(err, `refund ${refund.id} was made`, {
+              providerRequestId: refund.lastResponse.requestId ?? null,
+              provider: { refundId: refund.id },
+            }),
         });
       }),
     );

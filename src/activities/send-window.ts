@@ -30,7 +30,7 @@ export function sendWindow(windows: ProviderWindows) {
       : Math.max(offTheWireBy(Date.parse(op.lastSentAt)), op.offTheWireBy === null ? 0 : Date.parse(op.offTheWireBy));
 
   /** Whether a request sent now would still reach the provider inside the key's dedupe window. */
-  const insideWindow = (op: OperationRecord, at: number) =>
+  const insideWindow = (op: Pick<OperationRecord, 'firstSentAt'>, at: number) =>
     op.firstSentAt === null || offTheWireBy(at) < Date.parse(op.firstSentAt) + windows.dedupeWindowMs;
 
   return { onWireForMs, sendsOffTheWireBy, insideWindow };

@@ -148,3 +148,10 @@ export function classifyStoreError(err: unknown): { code: FailureCode; certainty
   const rule = STORE_RULES.find((r) => r.when(err))!;
   return { code: rule.code, certainty: rule.certainty, reason: rule.reason };
 }
+
+/** The provider made the effect and only its record failed: a retry under the same key (or a lookup) recovers the receipt. */
+export function receiptNotRecorded(err: unknown, made: string, extra: Classified['extra']): Classified {
+  const c = storeFailure(err);
+  const message = `${made}, but its receipt could not be recorded: ${c.message}`;
+  return new Classified(c.code, 'completed', 'receipt_not_recorded', message, { ...extra, cause: err });
+}

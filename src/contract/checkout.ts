@@ -3,7 +3,8 @@
 // the payment method, so that no customer address travels through history.
 import { defineQuery } from '@temporalio/workflow';
 import { z } from 'zod';
-import type { RunState, TerminalStatus } from './run-state';
+import type { EndedRefund } from './results';
+import type { RunState } from './run-state';
 import type { CheckoutStep } from './steps';
 
 export const checkoutRequestSchema = z
@@ -38,6 +39,8 @@ export const stockReceiptSchema = z.object({
   currency: z.string(),
   changed: z.boolean(),
 });
+/** What a reservation or a release did: `changed` is false when the key had done it already. */
+export type StockReceipt = z.output<typeof stockReceiptSchema>;
 
 /** A charge as the provider answered: succeeded, or declined (a business outcome: nothing was charged). */
 export const chargeReceiptSchema = z.object({
@@ -56,17 +59,11 @@ export const chargeLookupSchema = z.object({
   charge: chargeReceiptSchema.nullable(),
   note: z.string(),
 });
+export type ChargeLookup = z.output<typeof chargeLookupSchema>;
 
 export type CheckoutRunState = RunState<CheckoutRequest, CheckoutStep>;
 export const checkoutStateQuery = defineQuery<CheckoutRunState>('steps');
 
 export type CheckoutResult =
   | { workflowId: string; cartId: string; operationId: string; status: 'completed'; charge: ChargeReceipt }
-  | {
-      workflowId: string;
-      cartId: string | null;
-      operationId: string | null;
-      status: Exclude<TerminalStatus, 'completed' | 'needs_attention'>;
-      reason: string;
-      failedStep: CheckoutStep | null;
-    };
+  | (Omit<EndedRefund, 'orderId' | 'failedStep'> & { cartId: string | null; failedStep: CheckoutStep | null });

@@ -2,8 +2,11 @@
 // and its release are each idempotent by their step's key, and each takes its items off (or puts
 // them back) in one transaction, every item at the count it read or not at all.
 import { sql } from 'kysely';
+import type { StockReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, InvalidOperationError, OrderNotFoundError } from './errors';
+
+export type { StockReceipt };
 
 /** There is not enough of an item left: nothing of the cart was reserved. */
 export class OutOfStockError extends InvalidOperationError {
@@ -26,14 +29,6 @@ export interface NewCart {
 export interface Cart extends NewCart {
   reservedByKey: string | null;
   releasedByKey: string | null;
-}
-
-/** What a reservation or a release did: `changed` is false when the key had done it already. */
-export interface StockReceipt {
-  cartId: string;
-  amount: number;
-  currency: string;
-  changed: boolean;
 }
 
 interface CartRow {
@@ -62,6 +57,8 @@ const receipt = (c: Cart, changed: boolean): StockReceipt => ({
   currency: c.currency,
   changed,
 });
+/** What a cart is seeded with: the same again is a retry, anything else a conflict. */
+const SEEDED = ['customerEmail', 'currency', 'amount', 'items'] as const;
 
 export class SqlCheckouts {
   constructor(private readonly db: Database) {}
@@ -84,10 +81,10 @@ export class SqlCheckouts {
     return this.db.transaction(async (tx) => {
       const existing = await cartRow(tx, cart.id);
       if (existing) {
-        const { customer_email, currency, amount, items_json } = existing;
-        if (JSON.stringify({ customer_email, currency, amount, items_json }) !== JSON.stringify(row(cart)))
+        const stored = toCart(existing);
+        if (SEEDED.some((f) => JSON.stringify(stored[f]) !== JSON.stringify(cart[f])))
           throw new IntentConflictError(`cart ${cart.id} already exists with other contents; it was not overwritten`);
-        return toCart(existing);
+        return stored;
       }
       await tx.run(sql`
         INSERT INTO checkouts (id, customer_email, currency, amount, items_json, created_at)
@@ -141,13 +138,6 @@ export class SqlCheckouts {
     });
   }
 }
-
-const row = (c: NewCart) => ({
-  customer_email: c.customerEmail,
-  currency: c.currency,
-  amount: c.amount,
-  items_json: JSON.stringify(c.items),
-});
 
 const cartRow = (q: Queryable, id: string) => q.one(sql<CartRow>`SELECT * FROM checkouts WHERE id = ${id}`);
 
