@@ -7,12 +7,8 @@ import { outcomeOf } from '../client/outcome';
 import { loadConfig } from '../config';
 import { checkoutWorkflowId, type CheckoutRequest, parseCheckoutRequest, type RefundWorkflow } from '../contract';
 import { openStore } from '../store';
-import { connectClient, errorMessage, printOutcome } from './common';
+import { connectClient, errorMessage, printOutcome, requester, wholeNumber } from './common';
 
-const integer = (name: string) => (value: string) => {
-  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
-  return Number(value);
-};
 const items = (value: string) =>
   value.split(',').map((item) => {
     const m = /^([A-Za-z0-9_-]{1,64}):(\d{1,6})$/.exec(item.trim());
@@ -27,19 +23,16 @@ const program = new Command('checkout')
   .option('--payment-method <pm>', 'a Stripe PaymentMethod id (pm_card_chargeDeclined declines)', 'pm_card_visa')
   .option('--requested-by <who>', 'who asked for the checkout (default: $USER)')
   .option('--items <sku:qty,...>', 'create the cart with these items first', items)
-  .option('--amount <minor-units>', 'with --items: the cart total, e.g. 4200 for $42.00', integer('--amount'))
+  .option('--amount <minor-units>', 'with --items: the cart total, e.g. 4200 for $42.00', wholeNumber('--amount'))
   .option('--currency <code>', 'with --items: its currency', 'usd')
   .option('--email <address>', "with --items: the customer's address")
-  .option('--stock <n>', 'with --items: set each item to this many in stock', integer('--stock'))
+  .option('--stock <n>', 'with --items: set each item to this many in stock', wholeNumber('--stock'))
   .option('--no-wait', 'print the workflow id and return without waiting')
   .showHelpAfterError();
 
 async function main() {
   const opts = program.parse().opts();
-  const requestedBy =
-    opts.requestedBy ??
-    process.env.USER ??
-    program.error('checkout: --requested-by is required when $USER is not set', { exitCode: 2 });
+  const requestedBy = requester(program);
   let request: CheckoutRequest;
   try {
     request = parseCheckoutRequest({ cartId: opts.cart, paymentMethod: opts.paymentMethod, requestedBy });

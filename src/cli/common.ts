@@ -1,8 +1,21 @@
 import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { InvalidArgumentError, type Command } from 'commander';
 import type { RunOutcome } from '../client/outcome';
 import type { Config } from '../config';
 import { decideCommand, decisionAddress } from '../contract';
 import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
+
+/** An option's parser: a whole number, or a usage error that names the option. */
+export const wholeNumber = (name: string) => (value: string) => {
+  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
+  return Number(value);
+};
+
+/** Who asks: --requested-by, else $USER; neither is a usage error (exit 2). */
+export const requester = (program: Command): string =>
+  program.opts().requestedBy ??
+  process.env.USER ??
+  program.error(`${program.name()}: --requested-by is required when $USER is not set`, { exitCode: 2 });
 
 /** A client for the configured Temporal server, with an error that says what to do when it is down. */
 export async function connectClient(config: Config): Promise<Client> {

@@ -1,4 +1,4 @@
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { outcomeOf } from '../client/outcome';
 import { startRefund } from '../client/refunds';
 import { ConflictingRefundError, workerPolling } from '../temporal/client';
@@ -6,27 +6,22 @@ import { loadConfig } from '../config';
 import { InvalidRefundRequestError, REFUND_REASONS, parseRefundRequest } from '../domain/refund-request';
 import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError, openStore } from '../store';
-import { connectClient, errorMessage, printOutcome } from './common';
+import { connectClient, errorMessage, printOutcome, requester, wholeNumber } from './common';
 import { AdmissionRejectedError } from '../client/admission';
-
-const integer = (name: string) => (value: string) => {
-  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
-  return Number(value);
-};
 
 const program = new Command('refund')
   .description(
     'Refund an order through the refund workflow and wait for its result. Needs a running stack (npm run dev).',
   )
   .requiredOption('--order <id>', 'order id')
-  .requiredOption('--amount <minor-units>', 'amount in minor units, e.g. 1250 for $12.50', integer('--amount'))
+  .requiredOption('--amount <minor-units>', 'amount in minor units, e.g. 1250 for $12.50', wholeNumber('--amount'))
   .option('--currency <code>', 'three-letter currency code (any case)', 'usd')
   .option('--reason <reason>', `one of ${REFUND_REASONS.join(', ')}`, 'requested_by_customer')
   .option('--requested-by <who>', 'who asked for the refund (default: $USER)')
   .option(
     '--operation-version <n>',
     'a changed intent for the same order needs a new version',
-    integer('--operation-version'),
+    wholeNumber('--operation-version'),
     1,
   )
   .option('--no-wait', 'print the workflow id and return without waiting')
@@ -41,10 +36,7 @@ async function main() {
     amount: opts.amount,
     currency: opts.currency,
     reason: opts.reason,
-    requestedBy:
-      opts.requestedBy ??
-      process.env.USER ??
-      program.error('refund: --requested-by is required when $USER is not set', { exitCode: 2 }),
+    requestedBy: requester(program),
     operationVersion: opts.operationVersion,
   });
   const config = loadConfig();
