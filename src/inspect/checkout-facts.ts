@@ -1,17 +1,11 @@
 // What the world says about one checkout, read where its effects land: the cart and its stock
 // reservation, the charge's send record and its PaymentIntents at the provider, the refund that
 // undid it, the receipt and its correction (outbox and mailbox), and the audit trail.
-import { checkoutOperationId, compensationKey, messageIdForKey, stepKey } from '../contract';
-import { maskEmails } from '../reliability/redaction';
-import type { EvidenceSources, Fact } from './facts';
+import { checkoutOperationId, compensationKey, stepKey } from '../contract';
+import { countMessages, outboxFact, short, type EvidenceSources, type Fact } from './facts';
 
-const short = (e: unknown) => (e instanceof Error ? e.message : String(e));
-
-export async function checkoutFacts(
-  sources: EvidenceSources,
-  cartId: string,
-): Promise<{ facts: Fact[]; unavailable: string[] }> {
-  const { store, stripe } = sources;
+export async function checkoutFacts(sources: EvidenceSources, cartId: string) {
+  const { store, stripe, mailboxUrl } = sources;
   const op = checkoutOperationId(cartId);
   const chargeKey = stepKey(op, 'charge_card');
   const receiptKey = stepKey(op, 'send_receipt');
@@ -44,20 +38,11 @@ export async function checkoutFacts(
   for (const key of [receiptKey, compensationKey(receiptKey)]) {
     const entry = await store.getNotification(key);
     if (!entry) continue;
-    facts.push({
-      id: `store:outbox:${key}`,
-      says: `${entry.kind} ${entry.messageId} to ${maskEmails(entry.recipient)}: ${entry.status}; ${entry.attempts} hand-over attempt(s)`,
-    });
-    if (!sources.mailboxUrl) continue;
-    const res = await fetch(
-      `${sources.mailboxUrl}/messages?message_id=${encodeURIComponent(messageIdForKey(key))}`,
-    ).catch((err: unknown) => err as Error);
-    if (res instanceof Error || !res.ok)
-      unavailable.push(`mailbox: ${res instanceof Error ? res.message : `HTTP ${res.status}`}`);
-    else {
-      const { messages } = (await res.json()) as { messages: unknown[] };
-      facts.push({ id: `mailbox:${entry.messageId}`, says: `${messages.length} message(s) received` });
-    }
+    facts.push(outboxFact(entry));
+    if (mailboxUrl)
+      await countMessages(facts, mailboxUrl, entry.messageId).catch((err) =>
+        unavailable.push(`mailbox: ${short(err)}`),
+      );
   }
   for (const a of await store.operations.auditTrail(op))
     facts.push({ id: `store:audit:${a.seq}`, says: `${a.at} ${a.actor}: ${a.event} ${JSON.stringify(a.detail)}` });

@@ -61,7 +61,7 @@ export interface EvidenceSources {
   mailboxUrl?: string;
 }
 
-const short = (e: unknown) => (e instanceof Error ? e.message : String(e));
+export const short = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
 export async function gatherEvidence(
   sources: EvidenceSources,
@@ -138,17 +138,7 @@ function storeFacts(ev: Evidence, orderId: string): void {
       says: `the order recorded refund ${applied.refundId} of ${applied.amount} for this operation${reverted}`,
     });
   }
-  for (const entry of [notice, correction]) {
-    if (!entry) continue;
-    const sent =
-      entry.status === 'sent'
-        ? `accepted by the mail server at ${entry.sentAt} (${entry.providerResponse})`
-        : entry.status;
-    ev.facts.push({
-      id: `store:outbox:${entry.key}`,
-      says: `${entry.kind} ${entry.messageId} to ${maskEmails(entry.recipient)}: ${sent}; ${entry.attempts} hand-over attempt(s)`,
-    });
-  }
+  for (const entry of [notice, correction]) if (entry) ev.facts.push(outboxFact(entry));
   for (const e of ev.events) {
     const handed = e.outcome?.startsWith('signalled')
       ? `handed to ${e.handedTo} at ${e.handedAt}`
@@ -222,18 +212,33 @@ async function providerFacts(ev: Evidence, sources: EvidenceSources, pi: string,
   }
 }
 
-async function mailboxFacts(ev: Evidence, mailboxUrl: string): Promise<void> {
-  const count = async (messageId: string) => {
-    const res = await fetch(`${mailboxUrl}/messages?message_id=${encodeURIComponent(messageId)}`);
-    if (!res.ok) throw new Error(`HTTP ${res.status}`);
-    const { messages } = (await res.json()) as { messages: { to: string[]; receivedAt: string }[] };
-    const when = messages.map((m) => m.receivedAt).join(', ');
-    ev.facts.push({
-      id: `mailbox:${messageId}`,
-      says: messages.length ? `${messages.length} message(s) received (${when})` : 'no message with this Message-ID',
-    });
-    return messages.length;
+/** An outbox entry: its kind, Message-ID, masked recipient, how far its hand-over got. */
+export function outboxFact(entry: OutboxEntry): Fact {
+  const sent =
+    entry.status === 'sent'
+      ? `accepted by the mail server at ${entry.sentAt} (${entry.providerResponse})`
+      : entry.status;
+  return {
+    id: `store:outbox:${entry.key}`,
+    says: `${entry.kind} ${entry.messageId} to ${maskEmails(entry.recipient)}: ${sent}; ${entry.attempts} hand-over attempt(s)`,
   };
+}
+
+/** Adds what the mailbox holds under `messageId` to `facts`, and returns how many; throws when it cannot be read. */
+export async function countMessages(facts: Fact[], mailboxUrl: string, messageId: string): Promise<number> {
+  const res = await fetch(`${mailboxUrl}/messages?message_id=${encodeURIComponent(messageId)}`);
+  if (!res.ok) throw new Error(`HTTP ${res.status}`);
+  const { messages } = (await res.json()) as { messages: { to: string[]; receivedAt: string }[] };
+  const when = messages.map((m) => m.receivedAt).join(', ');
+  facts.push({
+    id: `mailbox:${messageId}`,
+    says: messages.length ? `${messages.length} message(s) received (${when})` : 'no message with this Message-ID',
+  });
+  return messages.length;
+}
+
+async function mailboxFacts(ev: Evidence, mailboxUrl: string): Promise<void> {
+  const count = (messageId: string) => countMessages(ev.facts, mailboxUrl, messageId);
   try {
     // A correction is looked for only once one was meant to go out.
     ev.mailbox = {
