@@ -4,7 +4,7 @@
 import { sql } from 'kysely';
 import type { StockReceipt } from '../contract';
 import type { Database, Queryable } from './database';
-import { IntentConflictError, InvalidOperationError, OrderNotFoundError } from './errors';
+import { IntentConflictError, InvalidOperationError, OrderNotFoundError, requireMinorUnits } from './errors';
 
 export type { StockReceipt };
 
@@ -76,8 +76,7 @@ export class SqlCheckouts {
 
   /** Inserts the cart, or returns the one already there when it is the same. */
   async seedCart(cart: NewCart): Promise<Cart> {
-    if (!Number.isSafeInteger(cart.amount) || cart.amount <= 0)
-      throw new InvalidOperationError(`cart amount must be a positive whole number of minor units, got ${cart.amount}`);
+    requireMinorUnits('cart amount', cart.amount);
     return this.db.transaction(async (tx) => {
       const existing = await cartRow(tx, cart.id);
       if (existing) {

@@ -45,3 +45,10 @@ export function differences<T extends object>(stored: T, wanted: T, fields: (key
     .filter((f) => stored[f] !== wanted[f])
     .map((f) => `${String(f)}: stored ${JSON.stringify(stored[f])}, got ${JSON.stringify(wanted[f])}`);
 }
+
+/** An amount the store takes: a positive whole number of minor units, or InvalidOperationError. */
+export function requireMinorUnits(what: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new InvalidOperationError(`${what} must be a positive whole number of minor units, got ${value}`);
+  }
+}

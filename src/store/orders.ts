@@ -10,6 +10,7 @@ import {
   InvalidOperationError,
   OrderNotFoundError,
   RefundExceedsOrderError,
+  requireMinorUnits,
   VersionConflictError,
 } from './errors';
 import type { SqlOperationLog } from './operation-log';
@@ -60,12 +61,6 @@ function receipt(row: OrderRow, changed: boolean): OrderReceipt {
 function statusFor(refundedAmount: number, amount: number): OrderStatus {
   if (refundedAmount === 0) return 'paid';
   return refundedAmount < amount ? 'partially_refunded' : 'refunded';
-}
-
-function requireMinorUnits(what: string, value: number): void {
-  if (!Number.isSafeInteger(value) || value <= 0) {
-    throw new InvalidOperationError(`${what} must be a positive whole number of minor units, got ${value}`);
-  }
 }
 
 /** The order half of the OrderStore; each call is one transaction, its audit entry written in it. */
