@@ -5,8 +5,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ATTENTION_QUERY, runsNeedingAttention, type AttentionRun } from '../inspect/attention';
 import { decisionUpdate, stepsQuery, SWEEPER, sweepUpdateId } from '../contract';
 
-/** Parked runs whose refund is unknown: what the sweep asks to reconcile. */
-export const UNKNOWN_QUERY = `${ATTENTION_QUERY} AND RefundEffect = 'unknown' AND RefundStep = 'create_refund' AND RefundStatus = 'needs_attention' AND ExecutionStatus = 'Running'`;
+/** Parked runs whose send is unknown (a refund, a checkout's charge): what the sweep asks to reconcile. */
+export const UNKNOWN_QUERY = `${ATTENTION_QUERY} AND RefundEffect = 'unknown' AND RefundStep IN ('create_refund', 'charge_card') AND RefundStatus = 'needs_attention' AND ExecutionStatus = 'Running'`;
 /** How many matching runs one occurrence looks at, at most, per run it may ask: refusals (asked lately) are skipped quickly. */
 const SCAN_FACTOR = 20;
 
@@ -96,7 +96,7 @@ export function createSweepActivities(deps: { temporal?: Client }) {
           const handle = c.workflow.getHandle(workflowId);
           const described = await handle.describe();
           if (described.status.name !== 'RUNNING') {
-            // Completed is the run finishing after its refund was found; anything else ended without saying.
+            // Completed is the run finishing after its effect was found; anything else ended without saying.
             (described.status.name === 'COMPLETED' ? report.reconciled : report.closed).push(workflowId);
             break;
           }
