@@ -1,7 +1,14 @@
 // The checkout saga's activities: the cart's stock reserved and released (the store), the card charged once
 // under its step key through the send protocol (its record in the store's sends), and a lost answer looked up.
 import type Stripe from 'stripe';
-import { type ChargeLookup, type ChargeReceipt, lookupKey, operationId as refundOperationId } from '../contract';
+import {
+  type ChargeLookup,
+  type ChargeReceipt,
+  lookupKey,
+  operationId as refundOperationId,
+  pinSettings,
+  type RunSettings,
+} from '../contract';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
@@ -22,6 +29,8 @@ export interface CartStepInput {
 
 interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt' | 'windows'> {
   store: OrderStore;
+  /** The worker's settings: a reservation hands them to its run, as a refund's first step does. */
+  settings: RunSettings;
   createRefund: ReturnType<typeof refundCreation>['createRefund'];
 }
 
@@ -58,6 +67,7 @@ export async function cartOf(store: OrderStore, cartId: string) {
 
 export function createCheckoutActivities(deps: CheckoutDeps) {
   const { stripe, store, attempt, windows } = deps;
+  const pinned = pinSettings(deps.settings);
   const { sends, checkouts } = store;
   const { insideWindow } = sendWindow(windows);
   const storeCall = (step: string, { key, operationId }: CartStepInput) => ({
@@ -69,7 +79,10 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
 
   return {
     reserveStock: (input: CartStepInput) =>
-      attempt(storeCall('reserve_stock', input), storeFailure, () => checkouts.reserve(input.cartId, input.key)),
+      attempt(storeCall('reserve_stock', input), storeFailure, async () => ({
+        ...(await checkouts.reserve(input.cartId, input.key)),
+        settings: pinned,
+      })),
     releaseStock: (input: CartStepInput) =>
       attempt(storeCall('reserve_stock:compensate', input), storeFailure, () =>
         checkouts.release(input.cartId, input.key),

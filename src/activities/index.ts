@@ -48,6 +48,7 @@ export function createActivities(deps: ActivityDeps) {
       store,
       attempt,
       windows: settings.provider,
+      settings,
       createRefund: payments.createRefund,
     }),
     ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),

@@ -3,6 +3,7 @@
 // the payment method, so that no customer address travels through history.
 import { defineQuery } from '@temporalio/workflow';
 import { z } from 'zod';
+import { type PinnedSettings, pinnedSettingsSchema } from './receipts';
 import type { EndedRefund } from './results';
 import type { RunState } from './run-state';
 import type { CheckoutStep } from './steps';
@@ -38,9 +39,11 @@ export const stockReceiptSchema = z.object({
   amount: z.number().int().positive(),
   currency: z.string(),
   changed: z.boolean(),
+  /** The reservation's: the worker's settings, which the run takes from then on (a run begun before took the defaults). */
+  settings: pinnedSettingsSchema.optional(),
 });
 /** What a reservation or a release did: `changed` is false when the key had done it already. */
-export type StockReceipt = z.output<typeof stockReceiptSchema>;
+export type StockReceipt = Omit<z.output<typeof stockReceiptSchema>, 'settings'> & { settings?: PinnedSettings };
 
 /** A charge as the provider answered: succeeded, or declined (a business outcome: nothing was charged). */
 export const chargeReceiptSchema = z.object({

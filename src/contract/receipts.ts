@@ -155,6 +155,24 @@ export interface BeginResult {
   settings: PinnedSettings;
 }
 
+/** The worker's settings as a run's history pins them (pinSettings). */
+export const pinnedSettingsSchema = z
+  .object({
+    scope: z.string(),
+    provider: z.object({ dedupeWindowMs: z.number() }).passthrough(),
+  })
+  .and(
+    // One form or the other, never both (a pin must not be read two ways).
+    z.union([
+      z.object({ policy: z.object({ version: z.string() }).passthrough(), policyBase: z.never().optional() }),
+      z.object({
+        policyBase: z.string(),
+        policyChanges: z.record(z.string(), z.unknown()),
+        policy: z.never().optional(),
+      }),
+    ]),
+  );
+
 const operationSchema = z
   .object({ operationId: z.string(), status: z.string(), requestHash: z.string() })
   .passthrough();
@@ -167,22 +185,7 @@ export const beginResultSchema = z.object({
   created: z.boolean(),
   problem: z.string().nullable(),
   blockers: z.array(operationSchema),
-  settings: z
-    .object({
-      scope: z.string(),
-      provider: z.object({ dedupeWindowMs: z.number() }).passthrough(),
-    })
-    .and(
-      // One form or the other, never both (a pin must not be read two ways).
-      z.union([
-        z.object({ policy: z.object({ version: z.string() }).passthrough(), policyBase: z.never().optional() }),
-        z.object({
-          policyBase: z.string(),
-          policyChanges: z.record(z.string(), z.unknown()),
-          policy: z.never().optional(),
-        }),
-      ]),
-    ),
+  settings: pinnedSettingsSchema,
 });
 
 export const RECONCILE_OUTCOMES = [

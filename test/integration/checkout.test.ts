@@ -14,7 +14,7 @@ import {
   type CheckoutResult,
   type CheckoutRunState,
 } from '../../src/contract';
-import { checkoutWorkflow } from '../../src/workflows';
+import { checkoutWorkflow, sweepWorkflow } from '../../src/workflows';
 import { findTool } from '../../tools/src/stack/tools';
 import { startHarness, type Harness } from '../helpers/harness';
 
@@ -95,6 +95,10 @@ test('a checkout reserves the stock, charges the card once and emails one receip
     ['send_receipt', 'completed', `checkout:${c.id}:send_receipt`],
   ]);
   expect(state).toMatchObject({ saga: 'checkout', status: 'completed', effect: { status: 'charged' } });
+  // The worker's policy governs the run from its reservation on: the charge gets its 5 s, not the shipped 15 s.
+  const { events } = await handle.fetchHistory();
+  const charge = events!.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'chargeCard');
+  expect(Number(charge!.activityTaskScheduledEventAttributes!.startToCloseTimeout!.seconds)).toBeLessThanOrEqual(5);
   await h.recordHistory(handle.workflowId, 'checkout-completed');
 });
 
@@ -339,6 +343,30 @@ describe('what a review found (each failed before its fix)', () => {
     await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
     expect(await charges(c.id)).toHaveLength(1);
     await handle.terminate();
+  });
+
+  test('the sweep reconciles a parked checkout whose charge was made and its answer lost: it completes, charged once', async () => {
+    const c = await cart();
+    await h.stripeFault({ kind: 'drop_after_commit', match: { idempotencyKey: `checkout:${c.id}:charge_card` } });
+    await h.stripeFault({ kind: 'server_error', match: { path: '/v1/payment_intents/search' }, count: 10_000 });
+    const handle = await start(c.id);
+    expect(await parked(handle)).toMatchObject({
+      effect: { status: 'unknown' },
+      parked: { failedStep: 'charge_card' },
+    });
+    await fetch(`${h.stripeUrl}/_faults`, { method: 'DELETE' });
+    const report = await h.env.client.workflow.execute(sweepWorkflow, {
+      taskQueue: TASK_QUEUE,
+      workflowId: `sweep-${c.id}`,
+      args: [{ maxRuns: 50, waitMs: 30_000 }],
+    });
+    expect(report.reconciled).toContain(handle.workflowId);
+    completed(await handle.result());
+    expect((await handle.query(checkoutStateQuery)).decisions).toEqual([
+      expect.objectContaining({ decision: 'reconcile', by: 'sweep' }),
+    ]);
+    expect(await charges(c.id)).toHaveLength(1);
+    await expect(h.messages({ to: c.email })).resolves.toHaveLength(1);
   });
 
   test('once undoing has begun, retry-step is refused: going forward would complete a checkout given back', async () => {

@@ -5,6 +5,7 @@
 import { patched, workflowInfo } from '@temporalio/workflow';
 import type {
   ParsedDecision,
+  PinnedSettings,
   RunSettings,
   RunStatus,
   StepError as StepErrorView,
@@ -12,6 +13,7 @@ import type {
 } from '../../contract';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
+import { pinnedPolicy } from '../../reliability/pinned-policy';
 import {
   ruleFor,
   type DecisionPolicy,
@@ -160,6 +162,14 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
       ignoredMessages: this.ignored.view,
       steps: this.steps.table(),
     };
+  }
+
+  /** Takes the worker's settings as the run's history pins them: its policy and budgets from now on. */
+  pin(settings: PinnedSettings): RecoveryPolicy {
+    const policy = pinnedPolicy(settings);
+    this.settings = { scope: settings.scope, provider: settings.provider, policy };
+    this.budget.adopt(policy.budget);
+    return policy;
   }
 
   get policy(): RecoveryPolicy {

@@ -7,6 +7,7 @@ import {
   type CheckoutResult,
   type CheckoutRunState,
   type CheckoutStep,
+  type StockReceipt,
   checkoutRequestSchema,
   checkoutStateQuery,
   parseCheckoutRequest,
@@ -25,7 +26,7 @@ export async function checkoutWorkflow(input: unknown): Promise<CheckoutResult> 
 }
 
 async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null): Promise<CheckoutResult> {
-  run.reserved ??= await run.calls.step(CHECKOUT.reserve_stock, run.at('reserve_stock'));
+  run.reserved ??= await reserve(run);
   run.charge ??= await charge(run);
   const { paymentIntentId, amount, currency, declineCode } = run.charge;
   if (run.charge.status === 'declined')
@@ -40,6 +41,13 @@ async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null)
   run.receipt ??= await run.calls.step(CHECKOUT.send_receipt, mail);
   const { workflowId, operationId, request } = run;
   return { workflowId, cartId: request.cartId, operationId, status: 'completed', charge: run.charge };
+}
+
+/** Reserves the cart's stock; the run takes the worker's settings from the reservation's receipt. */
+async function reserve(run: CheckoutRun): Promise<StockReceipt> {
+  const reserved = await run.calls.step(CHECKOUT.reserve_stock, run.at('reserve_stock'));
+  if (reserved.settings) run.pin(reserved.settings);
+  return reserved;
 }
 
 /** The charge as a send reconciled by its key; a failure that charged nothing is undone. */

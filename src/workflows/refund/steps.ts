@@ -10,7 +10,6 @@ import {
   stepKey,
 } from '../../contract';
 import { CONFIRM_DELIVERED, REFUND_SAGA } from '../../compensations/registry';
-import { pinnedPolicy } from '../../reliability/pinned-policy';
 import { judgedHandOver, stepError, StepFailedError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 import { attempt, stopForFailure } from './step-stop';
@@ -20,10 +19,8 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult> {
   const { request, ctx, steps } = run;
   const begin = await attempt(run, 'load_order', () => run.calls.step(REFUND_SAGA.load_order, { request }));
   run.begin = begin;
-  const policy = pinnedPolicy(begin.settings);
+  const policy = run.pin(begin.settings);
   run.operation.begin(begin, request, policy.version);
-  run.settings = { scope: begin.settings.scope, provider: begin.settings.provider, policy };
-  run.budget.adopt(policy.budget);
   // The step table names the policy; how it is pinned is in the activity's result in history.
   steps.get('load_order').output = {
     ...begin,
