@@ -5,6 +5,7 @@ import type { NativeConnectionOptions } from '@temporalio/worker';
 import { WORKER_POOLS } from '../contract';
 import { parseKeyring } from '../codec/keyring';
 import { envSchema } from './env';
+import { zodProblems } from '../domain/zod-problems';
 
 export { LOCAL_PORTS, LOG_LEVELS, PROJECT_ROOT, TRACE_EXPORTERS, type LogLevelName, type TraceExporter } from './env';
 
@@ -82,7 +83,7 @@ function smtpHostOf(url: string): string {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    const problems = zodProblems(parsed.error, '');
     throw new Error(`invalid environment: ${problems}`);
   }
   const e = parsed.data;

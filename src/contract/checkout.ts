@@ -7,6 +7,7 @@ import { type PinnedSettings, pinnedSettingsSchema } from './receipts';
 import type { EndedRefund } from './results';
 import type { RunState } from './run-state';
 import type { CheckoutStep } from './steps';
+import { zodProblems } from '../domain/zod-problems';
 
 export const checkoutRequestSchema = z
   .object({
@@ -24,8 +25,7 @@ export type CheckoutRequest = z.output<typeof checkoutRequestSchema>;
 export function parseCheckoutRequest(input: unknown): CheckoutRequest {
   const parsed = checkoutRequestSchema.safeParse(input);
   if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(request)'}: ${i.message}`);
-  throw new Error(`invalid checkout request: ${problems.join('; ')}`);
+  throw new Error(`invalid checkout request: ${zodProblems(parsed.error, '(request)')}`);
 }
 
 export const CHECKOUT_WORKFLOW = 'checkoutWorkflow';

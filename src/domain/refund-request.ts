@@ -1,6 +1,7 @@
 // A refund request as the business states it: which order, how much, why, who asked, and which
 // operation version. Parsed the same way wherever one enters (CLI, CSV queue, a run's input).
 import { z } from 'zod';
+import { zodProblems } from './zod-problems';
 
 export const REFUND_REASONS = ['requested_by_customer', 'duplicate', 'fraudulent'] as const;
 
@@ -34,8 +35,7 @@ export type RefundRequestInput = z.input<typeof refundRequestSchema>;
 export function parseRefundRequest(input: unknown): RefundRequest {
   const result = refundRequestSchema.safeParse(input);
   if (!result.success) {
-    const problems = result.error.issues.map((i) => `${i.path.join('.') || '(request)'}: ${i.message}`);
-    throw new InvalidRefundRequestError(`invalid refund request: ${problems.join('; ')}`);
+    throw new InvalidRefundRequestError(`invalid refund request: ${zodProblems(result.error, '(request)')}`);
   }
   return result.data;
 }

@@ -14,6 +14,7 @@ import {
   ROLES,
 } from './policy-terms';
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from './taxonomy';
+import { zodProblems } from '../domain/zod-problems';
 
 const ms = z
   .number()
@@ -195,8 +196,7 @@ export type ActivityTimeouts = z.output<typeof timeoutsSchema>;
 export function parsePolicy(input: unknown, source = 'recovery policy'): RecoveryPolicy {
   const result = policySchema.safeParse(input);
   if (!result.success) {
-    const problems = result.error.issues.map((i) => `${i.path.join('.') || '(policy)'}: ${i.message}`);
-    throw new Error(`invalid ${source}: ${problems.join('; ')}`);
+    throw new Error(`invalid ${source}: ${zodProblems(result.error, '(policy)')}`);
   }
   return result.data;
 }

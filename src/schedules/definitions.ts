@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { z } from 'zod';
+import { zodProblems } from '../domain/zod-problems';
 
 export const SCHEDULED_WORKFLOWS = ['batchRefundsWorkflow', 'digestWorkflow', 'sweepWorkflow'] as const;
 
@@ -110,9 +111,7 @@ export function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] 
 export function parseDefinitions(raw: unknown, source: string): ScheduleDefinition[] {
   const parsed = z.array(scheduleDefinitionSchema).min(1).safeParse(raw);
   if (!parsed.success) {
-    throw new Error(
-      `${source}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(top)'}: ${i.message}`).join('; ')}`,
-    );
+    throw new Error(`${source}: ${zodProblems(parsed.error, '(top)')}`);
   }
   const seen = new Set<string>();
   for (const d of parsed.data) {

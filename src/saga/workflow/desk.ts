@@ -15,6 +15,7 @@ import {
 import type { DecisionKind, DecisionPolicy, Role } from '../../reliability/policy';
 import { conditionTimeout } from './wait';
 import { checkSignature, refuseMoved, refuseReplayed } from './signature-check';
+import { zodProblems } from '../../domain/zod-problems';
 
 /** The decision taken: what the saga does next. */
 export type Chosen<Step extends string = string> =
@@ -74,10 +75,7 @@ export class DecisionDesk<Step extends string = string> {
   /** Throws, naming the problem, for a decision that may not be taken now; nothing reaches history then. */
   validate(raw: DecisionInput): void {
     const parsed = decisionInputSchema.safeParse(raw);
-    if (!parsed.success)
-      throw new Error(
-        `invalid decision: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(decision)'}: ${i.message}`).join('; ')}`,
-      );
+    if (!parsed.success) throw new Error(`invalid decision: ${zodProblems(parsed.error, '(decision)')}`);
     if (this.closed) throw new Error(`the run takes no decision: ${this.closed}`);
     const d = parsed.data;
     const policy = this.run.policy();

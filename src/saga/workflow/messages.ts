@@ -16,6 +16,7 @@ import type { z } from 'zod';
 import { isRefusedPlaintext, isUndecodable } from '../../codec/payload-converter';
 import { PLAINTEXT_REFUSED } from '../../codec/plaintext';
 import type { IgnoredMessagesView } from '../../contract';
+import { zodProblems } from '../../domain/zod-problems';
 
 /** Kept in the run's state: a flood of malformed Signals must not grow it without bound. */
 const KEPT = 20;
@@ -31,11 +32,6 @@ export class IgnoredMessages {
     view.latest.push({ at: new Date().toISOString(), message, reason, input: render(input) });
     if (view.latest.length > KEPT) view.latest.shift();
   }
-}
-
-/** A schema's complaints, one line: `path: message; …`. */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues.map((i) => `${i.path.join('.') || '(input)'}: ${i.message}`).join('; ');
 }
 
 /**
@@ -55,7 +51,7 @@ export function setSignalHandler<T>(
       return ignored.note(signal.name, `${raw.$plaintext ? 'refused' : 'undecodable'}: ${raw.$undecodable}`, raw);
     }
     const parsed = schema.safeParse(raw);
-    if (!parsed.success) return ignored.note(signal.name, `malformed: ${describeIssues(parsed.error)}`, raw);
+    if (!parsed.success) return ignored.note(signal.name, `malformed: ${zodProblems(parsed.error)}`, raw);
     try {
       const why = handle(parsed.data);
       if (why) ignored.note(signal.name, why, raw);

@@ -7,6 +7,7 @@ import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { CompensationRecord, StepError, StepRecord } from '../../contract';
 import { describeFailure, stepError, StepFailedError } from './step-failure';
+import { zodProblems } from '../../domain/zod-problems';
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
@@ -89,7 +90,7 @@ export class StepRunner<Name extends string> {
     const parsed = schema.safeParse(raw);
     if (!parsed.success) {
       // The activity finished, so whatever it did happened; what it returned cannot be used.
-      const problems = parsed.error.issues.map((i) => `${i.path.join('.') || '(result)'}: ${i.message}`).join('; ');
+      const problems = zodProblems(parsed.error, '(result)');
       const error = stepError(
         'POISON',
         'undeterminable',
