@@ -89,17 +89,56 @@ export async function inspectRun(
     });
   }
   const result = history.result;
-  if (described.type === CHECKOUT_WORKFLOW) {
-    const checkout = state as unknown as CheckoutRunState | null;
-    const base = {
-      workflowId,
-      runId: described.runId,
+  const run = {
+    workflowId,
+    runId: described.runId,
+    execution,
+    startedAt: described.startTime.toISOString(),
+    closedAt: described.closeTime?.toISOString() ?? null,
+    steps: state?.steps ?? null,
+    stateUnavailable,
+    outcome: state?.outcome ?? null,
+    decisions: state?.decisions ?? [],
+    address: execution === 'RUNNING' && state?.parked ? decisionAddress(state) : null,
+  };
+  const ran = [
+    {
+      id: `temporal:${workflowId}`,
+      says: `${execution}${sa.get(SEARCH_ATTRIBUTES.status) ? `, RefundStatus ${sa.get(SEARCH_ATTRIBUTES.status)}` : ''}; ${described.historyLength} history events`,
+    },
+    ...history.facts,
+  ];
+  const judge = (orderId: string | null, version: number | undefined, inferences: Inference[], more = {}) =>
+    verdict({
       execution,
-      startedAt: described.startTime.toISOString(),
-      closedAt: described.closeTime?.toISOString() ?? null,
+      state,
+      result,
+      failure: history.failure,
+      inferences,
+      parkedVerdict: sa.get(SEARCH_ATTRIBUTES.verdict) ?? null,
+      orderId,
+      version,
+      ...more,
+    });
+
+  if (described.type === CHECKOUT_WORKFLOW) {
+    // A checkout run: its cart's evidence (checkout-facts.ts) and the verdict of its state; no refund inferences.
+    const cartId =
+      (state as unknown as CheckoutRunState | null)?.request.cartId ?? sa.get(SEARCH_ATTRIBUTES.orderId) ?? null;
+    const ev = cartId
+      ? await checkoutFacts(sources, cartId)
+      : { facts: [], unavailable: ['evidence: the run names no cart'] };
+    return {
+      ...run,
+      refundStatus: state?.status ?? null,
+      orderId: cartId,
+      operationId: cartId && checkoutOperationId(cartId),
+      escalation: null,
+      facts: [...ran, ...ev.facts],
+      inferences: [],
+      unavailable: [...ev.unavailable, ...(stateUnavailable ? [stateUnavailable] : [])],
+      ...judge(cartId, undefined, [], { parkedVerdict: state?.parked?.verdict ?? null }),
     };
-    const cartId = checkout?.request.cartId ?? sa.get(SEARCH_ATTRIBUTES.orderId) ?? null;
-    return checkoutInspection(base, sources, checkout, stateUnavailable, history, cartId);
   }
   const orderId = state?.request.orderId ?? sa.get(SEARCH_ATTRIBUTES.orderId) ?? result?.orderId ?? null;
   const version = parseRefundWorkflowId(workflowId)?.operationVersion;
@@ -112,13 +151,6 @@ export async function inspectRun(
         ? operationIdOf(scope, orderId, version)
         : null);
   const ev = orderId && operationId ? await gatherEvidence(sources, operationId, orderId) : null;
-  const facts: Fact[] = [
-    {
-      id: `temporal:${workflowId}`,
-      says: `${execution}${sa.get(SEARCH_ATTRIBUTES.status) ? `, RefundStatus ${sa.get(SEARCH_ATTRIBUTES.status)}` : ''}; ${described.historyLength} history events`,
-    },
-  ];
-  facts.push(...history.facts, ...(ev?.facts ?? []));
   const inferences = ev ? infer(state, result, ev) : [];
   const unavailable = [
     ...(ev?.unavailable ?? (orderId ? [] : ['evidence: the run names no order, so there is nothing to look up'])),
@@ -133,76 +165,16 @@ export async function inspectRun(
       }
     : null;
   const failedLater = !followUpRun && ev?.operation?.status === 'failed' && result?.status === 'completed';
-  const judged = verdict({
-    execution,
-    state,
-    result,
-    failure: history.failure,
-    inferences,
-    parkedVerdict: sa.get(SEARCH_ATTRIBUTES.verdict) ?? null,
-    orderId,
-    version,
-    ...(failedLater && { failedLater: { followUp } }),
-  });
   return {
-    workflowId,
-    runId: described.runId,
-    execution,
+    ...run,
     refundStatus: state?.status ?? sa.get(SEARCH_ATTRIBUTES.status) ?? null,
     orderId,
     operationId,
-    startedAt: described.startTime.toISOString(),
-    closedAt: described.closeTime?.toISOString() ?? null,
-    steps: state?.steps ?? null,
-    stateUnavailable,
-    outcome: state?.outcome ?? null,
     escalation: state?.outcome?.failedStep ? (REFUND_SAGA[state.outcome.failedStep]?.escalation ?? null) : null,
-    decisions: state?.decisions ?? [],
-    address: execution === 'RUNNING' && state?.parked ? decisionAddress(state) : null,
-    facts,
+    facts: [...ran, ...(ev?.facts ?? [])],
     inferences,
     unavailable,
-    ...judged,
-  };
-}
-
-/** A checkout run: its cart's evidence (checkout-facts.ts) and the verdict of its state; no refund inferences. */
-async function checkoutInspection(
-  base: { workflowId: string; runId: string; execution: string; startedAt: string; closedAt: string | null },
-  sources: EvidenceSources,
-  state: CheckoutRunState | null,
-  stateUnavailable: string | null,
-  history: HistoryFacts,
-  cartId: string | null,
-): Promise<Inspection> {
-  const ev = cartId
-    ? await checkoutFacts(sources, cartId)
-    : { facts: [], unavailable: ['evidence: the run names no cart'] };
-  const judged = verdict({
-    execution: base.execution,
-    state: state as unknown as RefundRunState | null,
-    result: history.result,
-    failure: history.failure,
-    inferences: [],
-    parkedVerdict: state?.parked?.verdict ?? null,
-    orderId: cartId,
-    version: undefined,
-  });
-  return {
-    ...base,
-    refundStatus: state?.status ?? null,
-    orderId: cartId,
-    operationId: cartId && checkoutOperationId(cartId),
-    steps: state?.steps ?? null,
-    stateUnavailable,
-    outcome: (state?.outcome ?? null) as Inspection['outcome'],
-    escalation: null,
-    decisions: state?.decisions ?? [],
-    address: base.execution === 'RUNNING' && state?.parked ? decisionAddress(state) : null,
-    facts: [...history.facts, ...ev.facts],
-    inferences: [],
-    unavailable: [...ev.unavailable, ...(stateUnavailable ? [stateUnavailable] : [])],
-    ...judged,
+    ...judge(orderId, version, inferences, failedLater ? { failedLater: { followUp } } : {}),
   };
 }
 
