@@ -18,18 +18,23 @@ interface MetricSpec {
 
 /** Counters end in _total as Prometheus expects (the exporter does not add it: countersTotalSuffix stays off for the SDK's own names). */
 export const METRICS = {
-  started: { name: 'refunds_started_total', kind: 'counter', labels: [], help: 'refund runs started' },
+  started: {
+    name: 'refunds_started_total',
+    kind: 'counter',
+    labels: [],
+    help: 'saga runs started (refunds and checkouts: workflowType says which)',
+  },
   ended: {
     name: 'refunds_ended_total',
     kind: 'counter',
     labels: ['outcome'],
-    help: 'refund runs ended, by outcome: completed, rejected, compensated, abandoned, stopped, cancelled',
+    help: 'saga runs ended, by outcome: completed, rejected, compensated, abandoned, stopped, cancelled',
   },
   parked: {
     name: 'refunds_parked_total',
     kind: 'counter',
     labels: ['verdict'],
-    help: 'times a refund run parked for a person, by verdict',
+    help: 'times a saga run parked for a person, by verdict',
   },
   reconciliations: {
     name: 'refunds_reconciliation_results_total',

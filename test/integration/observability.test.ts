@@ -23,7 +23,8 @@ import {
   type Harness,
 } from '../helpers/harness';
 import { startRefund } from '../../src/client/refunds';
-import { stepsQuery } from '../../src/contract';
+import { checkoutWorkflowId, stepsQuery } from '../../src/contract';
+import { checkoutWorkflow } from '../../src/workflows';
 import { METRICS } from '../../src/observability/metrics';
 import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/worker-process';
 import { freePort } from '../../tools/src/stack/processes';
@@ -246,6 +247,35 @@ describe('metrics', () => {
       .split('\n')
       .filter((l) => l.startsWith('{') && l.includes('"sdkComponent":"core"'));
     expect(core.length).toBeGreaterThan(0);
+  });
+
+  it('count a checkout run among the runs, under its workflow type', async () => {
+    const checkout = { workflowType: 'checkoutWorkflow' };
+    const before = await scrape();
+    const cartId = `cart_${randomUUID().slice(0, 8)}`;
+    await h.store.checkouts.setStock(`${cartId}-a`, 5);
+    const items = [{ sku: `${cartId}-a`, quantity: 1 }];
+    await h.store.checkouts.seedCart({
+      id: cartId,
+      customerEmail: `${cartId}@example.com`,
+      currency: 'usd',
+      amount: 900,
+      items,
+    });
+    const result = await h.env.client.workflow.execute(checkoutWorkflow, {
+      taskQueue,
+      workflowId: checkoutWorkflowId(cartId),
+      args: [{ cartId, paymentMethod: 'pm_card_visa', requestedBy: 'test' }],
+    });
+    expect(result.status).toBe('completed');
+    const after = await scrapeUntil(
+      (s) => total(s, METRICS.ended.name, checkout) > total(before, METRICS.ended.name, checkout),
+    );
+    const delta = (name: string, labels: Record<string, string>) =>
+      total(after, name, labels) - total(before, name, labels);
+    expect(delta(METRICS.started.name, checkout)).toBe(1);
+    expect(delta(METRICS.ended.name, { ...checkout, outcome: 'completed' })).toBe(1);
+    expect(delta(METRICS.attempts.name, { step: 'charge_card', outcome: 'ok' })).toBe(1);
   });
 
   it('count a parked run by its verdict, and the failed attempts that parked it, not as ended', async () => {

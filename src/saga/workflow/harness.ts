@@ -109,7 +109,9 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
     if (isCancellation(err) && (!run.inBookkeeping || run.cancelsAnywhere())) {
       run.desk.close('it is being cancelled');
       await CancellationScope.nonCancellable(() =>
-        saga.cancelled ? saga.cancelled(run) : cancelFromState(run, saga.send?.(run)),
+        saga.cancelled
+          ? saga.cancelled(run)
+          : cancelFromState(run, saga.send?.(run)).then(() => metricsOf(saga).runEnded('cancelled')),
       );
     }
     throw err;
