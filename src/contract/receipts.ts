@@ -19,19 +19,6 @@ const evidenceSchema = z.object({
   ledger: z.array(attemptSummarySchema.passthrough()),
 });
 
-export interface RefundReceipt {
-  refundId: string;
-  paymentIntentId: string;
-  amount: number;
-  currency: string;
-  status: string;
-  created: number;
-  /** metadata.operation_id on the provider's refund. */
-  operationId: string | null;
-  /** True when the provider answered with a stored response for our idempotency key. */
-  replayed: boolean;
-}
-
 export const refundReceiptSchema = z.object({
   refundId: z.string().min(1),
   paymentIntentId: z.string(),
@@ -39,45 +26,34 @@ export const refundReceiptSchema = z.object({
   currency: z.string(),
   status: z.string(),
   created: z.number(),
+  /** metadata.operation_id on the provider's refund. */
   operationId: z.string().nullable(),
+  /** True when the provider answered with a stored response for our idempotency key. */
   replayed: z.boolean(),
 });
-
-export interface OrderReceipt {
-  orderId: string;
-  status: 'paid' | 'partially_refunded' | 'refunded';
-  refundedAmount: number;
-  version: number;
-  /** False when this operation had already been applied (or reverted) before this call. */
-  changed: boolean;
-}
+export type RefundReceipt = z.output<typeof refundReceiptSchema>;
 
 export const orderReceiptSchema = z.object({
   orderId: z.string(),
   status: z.enum(['paid', 'partially_refunded', 'refunded']),
   refundedAmount: z.number().int(),
   version: z.number().int(),
+  /** False when this operation had already been applied (or reverted) before this call. */
   changed: z.boolean(),
 });
-
-export interface NotificationReceipt {
-  key: string;
-  messageId: string;
-  /** Masked: customer addresses never leave the activity in results or failure details. */
-  recipient: string;
-  /** What the SMTP server answered; proves only that it accepted the message. */
-  providerResponse: string;
-  /** True when the outbox already held a sent message for this key and nothing was sent. */
-  alreadySent: boolean;
-}
+export type OrderReceipt = z.output<typeof orderReceiptSchema>;
 
 export const notificationReceiptSchema = z.object({
   key: z.string(),
   messageId: z.string(),
+  /** Masked: customer addresses never leave the activity in results or failure details. */
   recipient: z.string(),
+  /** What the SMTP server answered; proves only that it accepted the message. */
   providerResponse: z.string(),
+  /** True when the outbox already held a sent message for this key and nothing was sent. */
   alreadySent: z.boolean(),
 });
+export type NotificationReceipt = z.output<typeof notificationReceiptSchema>;
 
 /** The provider's windows the workflow plans around, from the worker's configuration. */
 export interface ProviderWindows {

@@ -16,7 +16,7 @@ import {
 } from '../../src/contract';
 import { checkoutWorkflow, sweepWorkflow } from '../../src/workflows';
 import { findTool } from '../../tools/src/stack/tools';
-import { startHarness, type Harness } from '../helpers/harness';
+import { startHarness, TEST_POLICY, type Harness } from '../helpers/harness';
 
 const run = promisify(execFile);
 const CLI = path.join(__dirname, '..', '..', 'src', 'cli', 'checkout.ts');
@@ -365,6 +365,31 @@ describe('what a review found (each failed before its fix)', () => {
     expect((await handle.query(checkoutStateQuery)).decisions).toEqual([
       expect.objectContaining({ decision: 'reconcile', by: 'sweep' }),
     ]);
+    expect(await charges(c.id)).toHaveLength(1);
+    await expect(h.messages({ to: c.email })).resolves.toHaveLength(1);
+  });
+
+  test("a receipt the run's budget cannot pay for parks at send_receipt, and a person's retry-step sends it", async () => {
+    const c = await cart();
+    const policy = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 1 } };
+    await h.withWorker(
+      {},
+      async (taskQueue) => {
+        const handle = await h.env.client.workflow.start(checkoutWorkflow, {
+          taskQueue,
+          workflowId: checkoutWorkflowId(c.id),
+          args: [{ cartId: c.id, paymentMethod: 'pm_card_visa', requestedBy: 'test' }],
+        });
+        // The charge spent the one provider call the worker's policy allows: the receipt cannot be scheduled.
+        expect(await parked(handle)).toMatchObject({
+          effect: { status: 'charged' },
+          parked: { failedStep: 'send_receipt', verdict: 'auto-retry is safe' },
+        });
+        await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'retry-step', by: 'ops', reason: 'budget' }] });
+        completed(await handle.result());
+      },
+      { policy },
+    );
     expect(await charges(c.id)).toHaveLength(1);
     await expect(h.messages({ to: c.email })).resolves.toHaveLength(1);
   });

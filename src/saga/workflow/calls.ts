@@ -71,7 +71,11 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;
       this.remember(name, boundary, err.error);
-      if (err.step === 'budget') this.steps.fail(name, err.error);
+      // A step its budget could not schedule failed as that step: a person's retry-step is taken at it.
+      if (err.step === 'budget') {
+        this.steps.fail(name, err.error);
+        throw new StepFailedError(name, err.error);
+      }
       const { code, certainty, message } = err.error;
       const refused = code === 'PERMANENT_BUSINESS' || code === 'INVALID_ARGUMENTS';
       const rejects = def.rejects as ((input: InputOf<Acts, A>) => string) | undefined;

@@ -128,6 +128,11 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
     return this.openUndos().length ? null : 'nothing of the run stands';
   }
 
+  /** Whether undoing is owed, not only possible: begun and not finished, for a saga that undoes from its own state. */
+  protected compensationOwed(): boolean {
+    return this.steps.table().some((s) => s.compensation) && this.openUndos().length > 0;
+  }
+
   /** Whether the run, ending now, leaves a person something to settle. */
   leavesWorkBehind(): boolean {
     return this.effect.status === 'unknown' || this.openUndos().length > 0;
@@ -206,7 +211,7 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
       failedStep,
       failure: failure ? { code: failure.code, certainty: failure.certainty } : null,
       quarantined,
-      compensationPending: this.cannotCompensate() === null,
+      compensationPending: this.compensationOwed(),
       operationId: this.operationId || null,
       ...this.noticeFacts(),
       // Whether an earlier attempt of the step that stopped the run, not only its last, may have taken effect.

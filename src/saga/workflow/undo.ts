@@ -95,7 +95,10 @@ export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, pl
       plan.filter((p) => p.after && ready(p)),
     );
   });
-  const open = plan.filter((p) => !isUndone(run, p)).map((p) => p.step);
+  // What stops the run first is an undo of its own, before one that waits for it (the refund before its correction).
+  const open = [...plan.filter((p) => !p.after), ...plan.filter((p) => p.after)]
+    .filter((p) => !isUndone(run, p))
+    .map((p) => p.step);
   const undone = run.steps
     .table()
     .filter((s) => s.compensation?.status === 'completed')

@@ -17,6 +17,7 @@ import { redact } from '../../reliability/redaction';
 import { outcomeUnknown } from '../../reliability/taxonomy';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { Found } from '../../saga/workflow/reconciled-send';
+import { judgedHandOver } from '../../saga/workflow/step-failure';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import { runDetails } from '../../saga/workflow/visibility';
 import { REFUND_ATTRIBUTES } from '../refund/run';
@@ -59,9 +60,9 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     return { noticeMessageId: this.receipt?.messageId ?? null };
   }
 
-  /** Whether the receipt may have reached the customer: sent, being handed over, or handed over with no answer. */
-  receiptMayHaveGone(): boolean {
-    const r = this.steps.get('send_receipt');
+  /** Whether the step may have taken effect: done, still running (a cancel can land meanwhile), or failed unknown. */
+  mayHaveTaken(step: CheckoutStep): boolean {
+    const r = this.steps.get(step);
     return r.status === 'completed' || r.status === 'running' || outcomeUnknown(r.error?.certainty);
   }
 
@@ -83,11 +84,16 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
       currency: charged.currency,
     };
     const plan: PlannedUndo<CheckoutStep>[] = [];
-    const resend = resendApprovedAt && { resendApprovedAt };
-    if (money && this.receiptMayHaveGone())
+    // A person's approval resends only a correction whose hand-over is unknown, and only the hand-over they judged.
+    const correction = this.steps.get('send_receipt').compensation;
+    const resend =
+      resendApprovedAt && correction?.status === 'unknown'
+        ? { resendApprovedAt, ...judgedHandOver(correction.error) }
+        : {};
+    if (money && this.mayHaveTaken('send_receipt'))
       plan.push({ ...planned('send_receipt', { ...money, ...resend }), after: 'charge_card' });
     if (money) plan.push(planned('charge_card', money));
-    if (this.reserved) plan.push(planned('reserve_stock'));
+    if (this.mayHaveTaken('reserve_stock')) plan.push(planned('reserve_stock'));
     return plan;
   }
 

@@ -89,6 +89,11 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
    * Why compensating now would be wrong, or null when it is what the run needs: only when the refund
    * did not go through (or never left) and a finished step's registered compensation has not completed.
    */
+  /** A refund that did not go through owes the compensation of what its finished steps did. */
+  protected compensationOwed(): boolean {
+    return this.cannotCompensate() === null;
+  }
+
   cannotCompensate(): string | null {
     if (this.effect.status !== 'failed' && this.effect.status !== 'none') {
       return `the refund is ${this.effect.status}: it stands or may stand, so the order and the email tell the truth`;
