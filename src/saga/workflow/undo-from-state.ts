@@ -54,11 +54,10 @@ export async function cancelFromState<Step extends string>(run: Run<Step>, send?
     run.finish('needs_attention', reason, send!.step);
     run.flagForAttention();
   } else {
-    const stood = run.undoPlan().length > 0;
-    const approved = taken?.kind === 'compensate' ? taken.record.at : undefined;
-    const done = await undoInOrder(run, run.undoPlan(approved), reason);
+    const plan = run.undoPlan(taken?.kind === 'compensate' ? taken.record.at : undefined);
+    const done = await undoInOrder(run, plan, reason);
     reason = done.reason;
-    if (done.status === 'compensated') run.end(stood ? 'compensated' : 'stopped', reason, null);
+    if (done.status === 'compensated') run.end(plan.length > 0 ? 'compensated' : 'stopped', reason, null);
     else {
       run.finish('needs_attention', reason, done.open[0] ?? null);
       run.flagForAttention();

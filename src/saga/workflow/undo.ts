@@ -84,21 +84,16 @@ export function isUndone<Step extends string>(run: UndoingRun<Step>, { step, und
  */
 export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, plan: PlannedUndo<Step>[], why: string) {
   run.setStatus('compensating');
+  const [first, then] = [plan.filter((p) => !p.after), plan.filter((p) => p.after)];
   await CancellationScope.nonCancellable(async () => {
+    await undoSteps(run, first);
     await undoSteps(
       run,
-      plan.filter((p) => !p.after),
-    );
-    const ready = (p: PlannedUndo<Step>) => plan.every((q) => q.step !== p.after || isUndone(run, q));
-    await undoSteps(
-      run,
-      plan.filter((p) => p.after && ready(p)),
+      then.filter((p) => plan.every((q) => q.step !== p.after || isUndone(run, q))),
     );
   });
   // What stops the run first is an undo of its own, before one that waits for it (the refund before its correction).
-  const open = [...plan.filter((p) => !p.after), ...plan.filter((p) => p.after)]
-    .filter((p) => !isUndone(run, p))
-    .map((p) => p.step);
+  const open = [...first, ...then].filter((p) => !isUndone(run, p)).map((p) => p.step);
   const undone = run.steps
     .table()
     .filter((s) => s.compensation?.status === 'completed')

@@ -70,12 +70,7 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
   undoPlan(resendApprovedAt?: string): PlannedUndo<CheckoutStep>[] {
     const planned = (step: CheckoutStep, more = {}) => {
       const key = compensationKey(this.key(step));
-      return {
-        step,
-        key,
-        undo: UNDO[step],
-        input: { key, operationId: this.operationId, cartId: this.request.cartId, ...more },
-      };
+      return { step, key, undo: UNDO[step], input: { ...this.at(step), key, ...more } };
     };
     const charged = this.charge?.status === 'succeeded' ? this.charge : undefined;
     const money = charged && {
