@@ -1,15 +1,15 @@
 // The completion gate: before a run may say "completed", the provider's receipt, the order's
 // refund state, the notification's state and the audit trail must agree. What a step returned is
 // never evidence on its own.
-import { Context } from '@temporalio/activity';
 import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { recordingEffect } from './attempt-scope';
+import { recordingEffect, type Attempt } from './attempt-context';
 import { paymentFailure } from './payment-failures';
-import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 import { requestTimeout } from './request-deadline';
+import type { StripeFor } from './stripe-client';
+import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 
 export interface CheckCompletionInput {
   operationId: string;
@@ -41,12 +41,12 @@ type ProviderView = Pick<Stripe.Refund, 'id' | 'status' | 'amount' | 'currency'>
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
 
 export function createCompletionGate(deps: {
-  stripe: Stripe;
+  stripe: StripeFor;
   store: OrderStore;
   attempt: AttemptRunner;
   requestTimeoutMs: number;
 }) {
-  const { stripe, store } = deps;
+  const { store } = deps;
 
   async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {
     const call = {
@@ -55,7 +55,8 @@ export function createCompletionGate(deps: {
       operationId: input.operationId,
       boundary: 'stripe' as const,
     };
-    return deps.attempt(call, paymentFailure(false), async () => {
+    return deps.attempt(call, paymentFailure(false), async (attempt) => {
+      const stripe = deps.stripe(attempt);
       const findings: GateFinding[] = [];
       const check = (name: GateFinding['check'], ok: boolean, observed: string) =>
         findings.push({ check: name, ok, observed });
@@ -63,8 +64,8 @@ export function createCompletionGate(deps: {
       // The provider's two reads are one round trip, not two, with the store's (one connection, in turn) beside them.
       // Each is waited for, even once one has failed, so that no request outlives the attempt that counts it.
       const [{ event, refund }, listed, [applied, notice, trail]] = await allOrFirstError([
-        providerView(input),
-        listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs),
+        providerView(stripe, attempt, input),
+        listRefunds(stripe, attempt, input.paymentIntentId, deps.requestTimeoutMs),
         (async () =>
           [
             await store.appliedRefund(input.operationId),
@@ -138,9 +139,9 @@ export function createCompletionGate(deps: {
       const anomaly = !fits || !single;
       if (!anomaly && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
       if (!anomaly && (refund.status === 'failed' || refund.status === 'canceled')) verdict = 'refund_failed';
-      const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
+      const who = attempt.actor;
       if (verdict === 'pass')
-        await recordingEffect(() =>
+        await recordingEffect(attempt, () =>
           store.operations.settle(
             input.operationId,
             { status: 'completed', refund: receipt },
@@ -162,6 +163,8 @@ export function createCompletionGate(deps: {
 
   /** The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it. */
   async function providerView(
+    stripe: Stripe,
+    attempt: Attempt,
     input: CheckCompletionInput,
   ): Promise<{ event: Awaited<ReturnType<typeof signedSuccess>>; refund: ProviderView }> {
     const event = await signedSuccess(input);
@@ -169,7 +172,11 @@ export function createCompletionGate(deps: {
       event,
       refund:
         event ??
-        (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) })),
+        (await stripe.refunds.retrieve(
+          input.refundId,
+          {},
+          { timeout: requestTimeout(attempt, deps.requestTimeoutMs) },
+        )),
     };
   }
 

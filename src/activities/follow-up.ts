@@ -18,8 +18,10 @@ import {
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
-import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
+import type { Attempt } from './attempt-context';
 import { requestTimeout } from './request-deadline';
+import type { StripeFor } from './stripe-client';
+import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
 
 export interface ExamineFollowUpInput {
@@ -29,13 +31,13 @@ export interface ExamineFollowUpInput {
 }
 
 export function createFollowUpActivities(deps: {
-  stripe: Stripe;
+  stripe: StripeFor;
   store: OrderStore;
   attempt: AttemptRunner;
   settings: RunSettings;
   temporal?: Client;
 }) {
-  const { stripe, store } = deps;
+  const { store } = deps;
 
   /**
    * Reads the refund at the provider and, when it failed (or was canceled), settles the operation
@@ -48,7 +50,8 @@ export function createFollowUpActivities(deps: {
       operationId: input.operationId,
       boundary: 'stripe' as const,
     };
-    return deps.attempt(call, paymentFailure(false), async () => {
+    return deps.attempt(call, paymentFailure(false), async (attempt) => {
+      const stripe = deps.stripe(attempt);
       const op = await store.operations.get(input.operationId);
       if (!op)
         throw new Classified(
@@ -60,7 +63,7 @@ export function createFollowUpActivities(deps: {
       const refund = await stripe.refunds.retrieve(
         input.refundId,
         {},
-        { timeout: requestTimeout(deps.settings.provider.requestTimeoutMs) },
+        { timeout: requestTimeout(attempt, deps.settings.provider.requestTimeoutMs) },
       );
       if (refund.metadata?.operation_id !== input.operationId) {
         throw new Classified(
@@ -81,9 +84,9 @@ export function createFollowUpActivities(deps: {
       }
       const receipt = toReceipt(refund, false);
       const failed = refund.status === 'failed' || refund.status === 'canceled';
-      if (failed) await refuseAnotherRefund(input.operationId, op.request.orderId, refund.id);
+      if (failed) await refuseAnotherRefund(stripe, attempt, input.operationId, op.request.orderId, refund.id);
       if (failed) {
-        const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
+        const who = attempt.actor;
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
         await store.operations.settle(
           input.operationId,
@@ -104,11 +107,17 @@ export function createFollowUpActivities(deps: {
   }
 
   /** Another refund carrying the operation id, as the gate would find it: its failure undoes nothing, a person looks (the gate's anomaly). */
-  async function refuseAnotherRefund(operationId: string, orderId: string, refundId: string): Promise<void> {
+  async function refuseAnotherRefund(
+    stripe: Stripe,
+    attempt: Attempt,
+    operationId: string,
+    orderId: string,
+    refundId: string,
+  ): Promise<void> {
     const order = await store.getOrder(orderId);
     if (!order) return;
     const others = refundIdsOf(
-      await listRefunds(stripe, order.paymentIntentId, deps.settings.provider.requestTimeoutMs),
+      await listRefunds(stripe, attempt, order.paymentIntentId, deps.settings.provider.requestTimeoutMs),
       operationId,
     ).filter((id) => id !== refundId);
     if (others.length === 0) return;

@@ -5,7 +5,7 @@ import { lookupKey, type Evidenced, type ReconcileResult } from '../contract';
 import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
 import { Classified } from './attempt';
-import { actor, clockOf, type PaymentDeps } from './payment-context';
+import type { PaymentDeps } from './create-refund';
 import { paymentFailure } from './payment-failures';
 import { requestTimeout } from './request-deadline';
 import { sendWindow } from './send-window';
@@ -23,8 +23,8 @@ export interface ReconcileRefundInput {
 }
 
 export function refundReconciliation(deps: PaymentDeps) {
-  const { stripe, log, attempt } = deps;
-  const now = clockOf(deps);
+  const { log } = deps;
+  const now = async () => (deps.now ? deps.now() : log.clock());
   const { sendsOffTheWireBy, insideWindow } = sendWindow(deps.windows);
 
   /**
@@ -40,7 +40,7 @@ export function refundReconciliation(deps: PaymentDeps) {
       operationId: input.operationId,
       boundary: 'stripe' as const,
     };
-    const answer = await attempt<ReconcileResult>(call, paymentFailure(false), async () => {
+    const answer = await deps.attempt<ReconcileResult>(call, paymentFailure(false), async (attempt) => {
       const op = await log.get(input.operationId);
       if (!op)
         throw new Classified(
@@ -52,9 +52,16 @@ export function refundReconciliation(deps: PaymentDeps) {
       const known = op.refund?.refundId ?? input.refundId;
       // The provider's answer is as of when we asked, not when it arrived.
       const askedAt = await now();
+      const stripe = deps.stripe(attempt);
       const looked = known
-        ? [await stripe.refunds.retrieve(known, {}, { timeout: requestTimeout(deps.windows.requestTimeoutMs) })]
-        : await listRefunds(stripe, input.paymentIntentId, deps.windows.requestTimeoutMs);
+        ? [
+            await stripe.refunds.retrieve(
+              known,
+              {},
+              { timeout: requestTimeout(attempt, deps.windows.requestTimeoutMs) },
+            ),
+          ]
+        : await listRefunds(stripe, attempt, input.paymentIntentId, deps.windows.requestTimeoutMs);
       const scanned = looked.length;
       const found = looked.filter((r) => r.metadata?.operation_id === input.operationId);
       const base = {
@@ -64,7 +71,7 @@ export function refundReconciliation(deps: PaymentDeps) {
         insideDedupeWindow: insideWindow(op, askedAt),
         requestsSent: op.requestsSent,
       };
-      const who = actor();
+      const who = attempt.actor;
       const settle = (update: OperationUpdate, detail: Record<string, unknown>) =>
         log.settle(input.operationId, update, who, 'reconciled', detail);
       if (found.length === 0 && known) {

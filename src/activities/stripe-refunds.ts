@@ -2,6 +2,7 @@
 // over pages, and which of them carry an operation.
 import type Stripe from 'stripe';
 import type { RefundReceipt } from '../contract';
+import type { Attempt } from './attempt-context';
 import { requestTimeout } from './request-deadline';
 
 export function toReceipt(refund: Stripe.Refund, replayed: boolean): RefundReceipt {
@@ -24,6 +25,7 @@ export function toReceipt(refund: Stripe.Refund, replayed: boolean): RefundRecei
  */
 export async function listRefunds(
   stripe: Stripe,
+  attempt: Attempt,
   paymentIntentId: string,
   maxRequestMs: number,
 ): Promise<Stripe.Refund[]> {
@@ -31,7 +33,7 @@ export async function listRefunds(
   for (let startingAfter: string | undefined; ;) {
     const page = await stripe.refunds.list(
       { payment_intent: paymentIntentId, limit: 100, ...(startingAfter && { starting_after: startingAfter }) },
-      { timeout: requestTimeout(maxRequestMs) },
+      { timeout: requestTimeout(attempt, maxRequestMs) },
     );
     all.push(...page.data);
     if (!page.has_more || page.data.length === 0) return all;
