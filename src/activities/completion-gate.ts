@@ -139,13 +139,12 @@ export function createCompletionGate(deps: {
       const anomaly = !fits || !single;
       if (!anomaly && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
       if (!anomaly && (refund.status === 'failed' || refund.status === 'canceled')) verdict = 'refund_failed';
-      const who = attempt.actor;
       if (verdict === 'pass')
         await recordingEffect(attempt, () =>
           store.operations.settle(
             input.operationId,
             { status: 'completed', refund: receipt },
-            who,
+            attempt.actor,
             'completion_gate_passed',
           ),
         );
@@ -153,7 +152,7 @@ export function createCompletionGate(deps: {
         await store.operations.settle(
           input.operationId,
           { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' },
-          who,
+          attempt.actor,
           'refund_failed_after_acceptance',
         );
       }

@@ -23,8 +23,6 @@ export interface PaymentDeps {
   log: OperationLog;
   attempt: AttemptRunner;
   windows: ProviderWindows;
-  /** The clock send stamps are compared with; the store's (see OperationLog.clock) unless given. */
-  now?: () => number;
 }
 
 export interface CreateRefundInput {
@@ -40,7 +38,6 @@ export interface CreateRefundInput {
 
 export function refundCreation(deps: PaymentDeps) {
   const { log } = deps;
-  const now = async () => (deps.now ? deps.now() : log.clock());
   const { insideWindow } = sendWindow(deps.windows);
 
   /**
@@ -79,7 +76,7 @@ export function refundCreation(deps: PaymentDeps) {
       log.settle(operationId, update, attempt.actor, event, { message: failure.message });
     return sendOnce(attempt, {
       record: { ...op, receipt: op.refund },
-      insideWindow: async (record) => insideWindow(record, await now()),
+      insideWindow: async (record) => insideWindow(record, await log.clock()),
       replayed: (receipt) => ({ ...receipt, replayed: true }),
       reconcileFirst: () =>
         outsideDedupeWindow(`operation ${operationId} was first sent at ${op.firstSentAt}`, idempotencyKey),
@@ -100,7 +97,7 @@ export function refundCreation(deps: PaymentDeps) {
       recordUnknown: (failure) =>
         settle({ status: 'unknown', reason: failure.reason }, 'refund_outcome_unknown', failure),
       recordAbsent: async (failure, ifRequestsSent) => {
-        const absenceConfirmedAt = new Date(await now()).toISOString();
+        const absenceConfirmedAt = new Date(await log.clock()).toISOString();
         const proof = { status: 'intent' as const, reason: failure.reason, absenceConfirmedAt, ifRequestsSent };
         await settle(proof, 'refund_not_executed', failure);
       },

@@ -86,14 +86,13 @@ export function createFollowUpActivities(deps: {
       const failed = refund.status === 'failed' || refund.status === 'canceled';
       if (failed) await refuseAnotherRefund(stripe, attempt, input.operationId, op.request.orderId, refund.id);
       if (failed) {
-        const who = attempt.actor;
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
         await store.operations.settle(
           input.operationId,
           { status: 'failed', refund: receipt, reason },
-          who,
+          attempt.actor,
           'refund_failed_after_completion',
-          { followUp: who },
+          { followUp: attempt.actor },
         );
       }
       return {

@@ -24,7 +24,6 @@ export interface ReconcileRefundInput {
 
 export function refundReconciliation(deps: PaymentDeps) {
   const { log } = deps;
-  const now = async () => (deps.now ? deps.now() : log.clock());
   const { sendsOffTheWireBy, insideWindow } = sendWindow(deps.windows);
 
   /**
@@ -51,7 +50,7 @@ export function refundReconciliation(deps: PaymentDeps) {
         );
       const known = op.refund?.refundId ?? input.refundId;
       // The provider's answer is as of when we asked, not when it arrived.
-      const askedAt = await now();
+      const askedAt = await log.clock();
       const stripe = deps.stripe(attempt);
       const looked = known
         ? [
@@ -71,9 +70,8 @@ export function refundReconciliation(deps: PaymentDeps) {
         insideDedupeWindow: insideWindow(op, askedAt),
         requestsSent: op.requestsSent,
       };
-      const who = attempt.actor;
       const settle = (update: OperationUpdate, detail: Record<string, unknown>) =>
-        log.settle(input.operationId, update, who, 'reconciled', detail);
+        log.settle(input.operationId, update, attempt.actor, 'reconciled', detail);
       if (found.length === 0 && known) {
         // A refund looked up by id that does not carry this operation proves nothing either way.
         return {
@@ -114,7 +112,7 @@ export function refundReconciliation(deps: PaymentDeps) {
             note: `operation ${input.operationId}: ${why}; look again`,
           };
         }
-        await log.audit(input.operationId, who, 'reconciled', {
+        await log.audit(input.operationId, attempt.actor, 'reconciled', {
           result: 'not_found_inconclusive',
           scanned,
           conclusiveAt,
