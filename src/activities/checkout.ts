@@ -15,7 +15,6 @@ import { Classified } from './attempt';
 import { provesNothingSent, type PaymentDeps, type refundCreation } from './create-refund';
 import { requestHash } from './operations';
 import { paymentFailure } from './payment-failures';
-import { requestTimeout } from './request-deadline';
 import { sendWindow } from './send-window';
 import { receiptNotRecorded, storeFailure } from './store-failures';
 import { stripeFailure } from './stripe-failures';
@@ -162,10 +161,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
           const record = await sends.get<ChargeReceipt>(input.key, input.operationId);
           if (record.receipt) return { kind: 'found', charge: record.receipt, note: 'its receipt is on record' };
           const began = await store.operations.clock();
-          const timeout = requestTimeout(a, windows.requestTimeoutMs);
-          const found = await deps
-            .stripe(a)
-            .paymentIntents.search({ query: `metadata['key']:'${input.key}'` }, { timeout });
+          const found = await deps.stripe(a).paymentIntents.search({ query: `metadata['key']:'${input.key}'` });
           const pi = found.data[0];
           const charge = pi ? chargeOf(pi) : null;
           if (pi && charge) {

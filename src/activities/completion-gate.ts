@@ -5,9 +5,8 @@ import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { recordingEffect, type Attempt } from './attempt-context';
+import { recordingEffect } from './attempt-context';
 import { paymentFailure } from './payment-failures';
-import { requestTimeout } from './request-deadline';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 
@@ -40,12 +39,7 @@ type ProviderView = Pick<Stripe.Refund, 'id' | 'status' | 'amount' | 'currency'>
 /** Audit events a completed operation must have, in this order. */
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
 
-export function createCompletionGate(deps: {
-  stripe: StripeFor;
-  store: OrderStore;
-  attempt: AttemptRunner;
-  requestTimeoutMs: number;
-}) {
+export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStore; attempt: AttemptRunner }) {
   const { store } = deps;
 
   async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {
@@ -64,8 +58,8 @@ export function createCompletionGate(deps: {
       // The provider's two reads are one round trip, not two, with the store's (one connection, in turn) beside them.
       // Each is waited for, even once one has failed, so that no request outlives the attempt that counts it.
       const [{ event, refund }, listed, [applied, notice, trail]] = await allOrFirstError([
-        providerView(stripe, attempt, input),
-        listRefunds(stripe, attempt, input.paymentIntentId, deps.requestTimeoutMs),
+        providerView(stripe, input),
+        listRefunds(stripe, input.paymentIntentId),
         (async () =>
           [
             await store.appliedRefund(input.operationId),
@@ -163,19 +157,12 @@ export function createCompletionGate(deps: {
   /** The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it. */
   async function providerView(
     stripe: Stripe,
-    attempt: Attempt,
     input: CheckCompletionInput,
   ): Promise<{ event: Awaited<ReturnType<typeof signedSuccess>>; refund: ProviderView }> {
     const event = await signedSuccess(input);
     return {
       event,
-      refund:
-        event ??
-        (await stripe.refunds.retrieve(
-          input.refundId,
-          {},
-          { timeout: requestTimeout(attempt, deps.requestTimeoutMs) },
-        )),
+      refund: event ?? (await stripe.refunds.retrieve(input.refundId)),
     };
   }
 

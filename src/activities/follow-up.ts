@@ -18,8 +18,6 @@ import {
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
-import type { Attempt } from './attempt-context';
-import { requestTimeout } from './request-deadline';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
@@ -60,11 +58,7 @@ export function createFollowUpActivities(deps: {
           'no_intent',
           `operation ${input.operationId} is not in this store`,
         );
-      const refund = await stripe.refunds.retrieve(
-        input.refundId,
-        {},
-        { timeout: requestTimeout(attempt, deps.settings.provider.requestTimeoutMs) },
-      );
+      const refund = await stripe.refunds.retrieve(input.refundId);
       if (refund.metadata?.operation_id !== input.operationId) {
         throw new Classified(
           'INVALID_ARGUMENTS',
@@ -84,7 +78,7 @@ export function createFollowUpActivities(deps: {
       }
       const receipt = toReceipt(refund, false);
       const failed = refund.status === 'failed' || refund.status === 'canceled';
-      if (failed) await refuseAnotherRefund(stripe, attempt, input.operationId, op.request.orderId, refund.id);
+      if (failed) await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
       if (failed) {
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
         await store.operations.settle(
@@ -106,19 +100,12 @@ export function createFollowUpActivities(deps: {
   }
 
   /** Another refund carrying the operation id, as the gate would find it: its failure undoes nothing, a person looks (the gate's anomaly). */
-  async function refuseAnotherRefund(
-    stripe: Stripe,
-    attempt: Attempt,
-    operationId: string,
-    orderId: string,
-    refundId: string,
-  ): Promise<void> {
+  async function refuseAnotherRefund(stripe: Stripe, operationId: string, orderId: string, refundId: string) {
     const order = await store.getOrder(orderId);
     if (!order) return;
-    const others = refundIdsOf(
-      await listRefunds(stripe, attempt, order.paymentIntentId, deps.settings.provider.requestTimeoutMs),
-      operationId,
-    ).filter((id) => id !== refundId);
+    const others = refundIdsOf(await listRefunds(stripe, order.paymentIntentId), operationId).filter(
+      (id) => id !== refundId,
+    );
     if (others.length === 0) return;
     throw new Classified(
       'INVALID_ARGUMENTS',

@@ -58,7 +58,7 @@ export function createActivities(deps: ActivityDeps) {
       settings,
       createRefund,
     }),
-    ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
+    ...createCompletionGate({ stripe, store, attempt }),
     ...createFollowUpActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),
     ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog }),

@@ -7,7 +7,6 @@ import type { OperationUpdate } from '../store/types';
 import { Classified } from './attempt';
 import type { PaymentDeps } from './create-refund';
 import { paymentFailure } from './payment-failures';
-import { requestTimeout } from './request-deadline';
 import { sendWindow } from './send-window';
 import { listRefunds, toReceipt } from './stripe-refunds';
 
@@ -52,15 +51,7 @@ export function refundReconciliation(deps: PaymentDeps) {
       // The provider's answer is as of when we asked, not when it arrived.
       const askedAt = await log.clock();
       const stripe = deps.stripe(attempt);
-      const looked = known
-        ? [
-            await stripe.refunds.retrieve(
-              known,
-              {},
-              { timeout: requestTimeout(attempt, deps.windows.requestTimeoutMs) },
-            ),
-          ]
-        : await listRefunds(stripe, attempt, input.paymentIntentId, deps.windows.requestTimeoutMs);
+      const looked = known ? [await stripe.refunds.retrieve(known)] : await listRefunds(stripe, input.paymentIntentId);
       const scanned = looked.length;
       const found = looked.filter((r) => r.metadata?.operation_id === input.operationId);
       const base = {

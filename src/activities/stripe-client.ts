@@ -30,9 +30,9 @@ export function createStripeClient(cfg: StripeClientConfig, attempt?: Attempt): 
 export type StripeFor = (attempt: Attempt) => Stripe;
 
 /**
- * The worker's client as `attempt` sends with it: its requests counted in the attempt, begun after its ledger row and
- * cut by its send's deadline. The SDK hands its transport nothing of the call, so each attempt has a client of its own.
- * A client not made here (a test's) is used as it is.
+ * The worker's client as `attempt` sends with it: its requests counted in the attempt, begun after its ledger row, and
+ * cut to what is left of the attempt and of its send's deadline. The SDK hands its transport nothing of the call, so
+ * each attempt has a client of its own. A client not made here (a test's) is used as it is.
  */
 export function stripeIn(stripe: Stripe, attempt: Attempt): Stripe {
   const cfg = configs.get(stripe);

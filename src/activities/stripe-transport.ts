@@ -11,6 +11,7 @@ import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import Stripe from 'stripe';
 import { beforeRequest, recordProviderRequestId, recordTransportRequest, type Attempt } from './attempt-context';
+import { requestTimeout } from './request-deadline';
 
 /**
  * not_sent: the request was never completely handed to the network, so the server cannot have acted on it.
@@ -67,10 +68,12 @@ export class StripeTransport extends Stripe.HttpClient {
     ...[host, port, path, method, headers, body, protocol, timeoutMs]: RequestArgs
   ): Promise<Stripe.HttpClientResponse> {
     const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
-    // A stamped send's requests end by its deadline, whenever they begin: its own timeout is cut to what is left.
+    // Every request ends inside its attempt (what is left of its start-to-close), and a stamped send's by its deadline,
+    // whenever they begin: the request's own timeout is cut to what is left.
     const { attempt } = this;
     const sendBy = attempt?.sendBy;
-    const left = sendBy === undefined ? timeoutMs : Math.min(timeoutMs, sendBy - Date.now());
+    const timeout = attempt ? requestTimeout(attempt, timeoutMs) : timeoutMs;
+    const left = sendBy === undefined ? timeout : Math.min(timeout, sendBy - Date.now());
     /** Once the send's deadline has passed (the worker stalled before the request went out), the error that keeps it from going out under that stamp. */
     const tooLate = () => {
       const past = sendBy === undefined ? -1 : Date.now() - sendBy;
@@ -84,7 +87,7 @@ export class StripeTransport extends Stripe.HttpClient {
           );
     };
     if (left <= 0) return Promise.reject(tooLate());
-    const limit = left < timeoutMs ? `by its send's deadline (${left} ms)` : `within ${timeoutMs} ms`;
+    const limit = left < timeout ? `by its send's deadline (${left} ms)` : `within ${timeout} ms`;
     return new Promise((resolve, reject) => {
       let written = false;
       let timedOut = false;

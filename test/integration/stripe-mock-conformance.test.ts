@@ -120,7 +120,7 @@ it('accepts every request the refund, the reconciliation and the completion gate
     windows: { dedupeWindowMs: 3600_000, consistencyMs: 0, requestTimeoutMs: 5000 },
   };
   const payments = { ...refundCreation(deps), ...refundReconciliation(deps) };
-  const { checkCompletion } = createCompletionGate({ stripe, store, attempt, requestTimeoutMs: 5000 });
+  const { checkCompletion } = createCompletionGate({ stripe, store, attempt });
   const { run } = activityEnv();
   const input = refundInput('pi_123');
   await store.operations.commitIntent({

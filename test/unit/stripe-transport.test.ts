@@ -116,6 +116,25 @@ describe("a send's deadline", () => {
     expect(scope.requests).toHaveLength(1);
   });
 
+  test("any request of an attempt, a read too, ends inside the attempt's start-to-close (less its margin)", async () => {
+    // 1.2 s of a 2.5 s attempt gone: with the 1 s margin, 300 ms are left, less than the answer's T / 2.
+    const attempt: Attempt = {
+      actor: 'test',
+      startedAtMs: Date.now() - 1200,
+      startToCloseMs: 2500,
+      requests: [],
+      providerRequestId: null,
+    };
+    const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase: slowBase, requestTimeoutMs: 10 * T }, attempt);
+    const t0 = Date.now();
+    const err = await stripe.refunds.retrieve('re_1').catch((e: unknown) => e as Error & { detail?: unknown });
+    expect(Date.now() - t0).toBeLessThan(T / 2);
+    expect(err).toMatchObject({
+      detail: { stage: 'sent', timedOut: true, message: expect.stringMatching(/no answer within \d+ ms/) },
+    });
+    expect(attempt.requests).toHaveLength(1);
+  });
+
   test('a worker that stalls between connecting and writing sends nothing once the deadline has passed', async () => {
     const scope: Attempt = {
       actor: 'test',
