@@ -5,7 +5,7 @@ import type Stripe from 'stripe';
 import { createActivities, type RefundActivities } from './activities';
 import { createMailTransport, SMTP_MIN_ATTEMPT_MS } from './activities/mail-transport';
 import { httpMessageLog } from './activities/message-log';
-import { createStripeClient } from './activities/payments';
+import { createStripeClient } from './activities/stripe-client';
 import type { Config } from './config';
 import { storeMetrics } from './observability/metrics';
 import type { RecoveryPolicy } from './reliability/policy';

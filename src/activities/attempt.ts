@@ -18,7 +18,7 @@ import {
 } from '../reliability/taxonomy';
 import { refundMetrics } from '../observability/metrics';
 import type { AttemptEnd, AttemptRecord, OpenAttempt, OperationLog } from '../store/types';
-import { inAttemptScope, succeeded, type AttemptScope } from './attempt-scope';
+import { succeeded, type Attempt } from './attempt-context';
 
 /** An error an activity has already classified. Converted to an ApplicationFailure by runAttempt, never thrown past it. */
 export class Classified extends Error {
@@ -66,17 +66,24 @@ export function createAttemptRunner(deps: AttemptDeps) {
   const random = deps.random ?? Math.random;
   const now = deps.now ?? Date.now;
 
-  /** Runs `fn` as one attempt of `call`; the result gains the step's evidence. */
+  /** Runs `fn` as one attempt of `call`, handing it the attempt; the result gains the step's evidence. */
   return async function runAttempt<T extends object>(
     call: StepCall,
     classify: Classifier,
-    fn: () => Promise<T>,
+    fn: (attempt: Attempt) => Promise<T>,
   ): Promise<T & { evidence: StepEvidence }> {
     const { info, metricMeter } = Context.current();
     const metrics = refundMetrics(metricMeter);
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
     const ledger = deps.log.openAttempt({ ...call, workflowId, runId, attempt: info.attempt });
-    const scope: AttemptScope = { startedAtMs: now(), requests: [], providerRequestId: null, ledger };
+    const attempt: Attempt = {
+      actor: info.workflowExecution?.workflowId ?? 'activity',
+      startedAtMs: now(),
+      startToCloseMs: info.startToCloseTimeoutMs,
+      requests: [],
+      providerRequestId: null,
+      ledger,
+    };
     const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
     let admitted = false;
     try {
@@ -86,8 +93,6 @@ export function createAttemptRunner(deps: AttemptDeps) {
         // wait, within the step's budget. If an earlier attempt of the step may have taken effect (its answer
         // lost, its receipt not kept, its worker gone before it finished), the failure says so, and should the
         // retries run out while refused, the step ends UNKNOWN_OUTCOME (retryDecision), never "not executed".
-        // (It used to end the step as UNKNOWN_OUTCOME at once: the run reconciled, resubmitted into the same
-        // open breaker without waiting, and after three refused resubmissions, none sent, parked.)
         // This attempt's own row is not written yet: it sends nothing, so it rides no transaction and begins no request.
         const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
         const open = earlier.find((a) => mayHaveTakenEffect(a));
@@ -107,21 +112,21 @@ export function createAttemptRunner(deps: AttemptDeps) {
         });
       }
       admitted = true;
-      const value = await inAttemptScope(scope, () => ledger.run(fn));
+      const value = await ledger.run(() => fn(attempt));
       admitted = false;
-      if (scope.requests.length > 0) breaker?.succeeded();
+      if (attempt.requests.length > 0) breaker?.succeeded();
       else breaker?.abstained();
       if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
-      metrics.attempted(call.step, call.boundary, null, scope.requests.length);
+      metrics.attempted(call.step, call.boundary, null, attempt.requests.length);
       // The SDK's activity logger adds the workflow id, the activity and its attempt.
       log.info('step attempt succeeded', {
         step: call.step,
         operationId: call.operationId,
         key: call.key,
-        transportRequests: scope.requests.length,
-        providerRequestId: scope.providerRequestId,
+        transportRequests: attempt.requests.length,
+        providerRequestId: attempt.providerRequestId,
       });
-      const rows = await finish(call, ledger, runId, info.attempt, succeeded(scope));
+      const rows = await finish(call, ledger, runId, info.attempt, succeeded(attempt));
       return { ...value, evidence: { attempt: info.attempt, ledger: rows } };
     } catch (err) {
       const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
@@ -132,12 +137,12 @@ export function createAttemptRunner(deps: AttemptDeps) {
       }
       if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
       if (!c) {
-        metrics.attempted(call.step, call.boundary, 'cancelled', scope.requests.length);
+        metrics.attempted(call.step, call.boundary, 'cancelled', attempt.requests.length);
         throw err;
       }
       const decision = retryDecision(c, call.boundary, info);
-      metrics.attempted(call.step, call.boundary, decision.code, scope.requests.length);
-      const providerRequestId = c.extra.providerRequestId ?? scope.providerRequestId;
+      metrics.attempted(call.step, call.boundary, decision.code, attempt.requests.length);
+      const providerRequestId = c.extra.providerRequestId ?? attempt.providerRequestId;
       log.warn('step attempt failed', {
         step: call.step,
         operationId: call.operationId,
@@ -145,12 +150,12 @@ export function createAttemptRunner(deps: AttemptDeps) {
         code: decision.code,
         certainty: c.certainty,
         reason: decision.reason,
-        transportRequests: scope.requests.length,
+        transportRequests: attempt.requests.length,
         nextDelayMs: decision.nextDelayMs,
         providerRequestId,
       });
       const rows = await finish(call, ledger, runId, info.attempt, {
-        transportRequests: scope.requests.length,
+        transportRequests: attempt.requests.length,
         outcome: decision.code,
         certainty: c.certainty,
         reason: decision.reason,

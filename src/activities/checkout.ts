@@ -12,11 +12,9 @@ import {
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
-import { provesNothingSent, type refundCreation } from './create-refund';
+import { provesNothingSent, type PaymentDeps, type refundCreation } from './create-refund';
 import { requestHash } from './operations';
-import { actor, type PaymentDeps } from './payment-context';
 import { paymentFailure } from './payment-failures';
-import { requestTimeout } from './request-deadline';
 import { sendWindow } from './send-window';
 import { receiptNotRecorded, storeFailure } from './store-failures';
 import { stripeFailure } from './stripe-failures';
@@ -66,7 +64,7 @@ export async function cartOf(store: OrderStore, cartId: string) {
 }
 
 export function createCheckoutActivities(deps: CheckoutDeps) {
-  const { stripe, store, attempt, windows } = deps;
+  const { store, attempt, windows } = deps;
   const pinned = pinSettings(deps.settings);
   const { sends, checkouts } = store;
   const { insideWindow } = sendWindow(windows);
@@ -93,16 +91,17 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       attempt(
         { ...storeCall('charge_card', input), boundary: 'stripe', breaker: 'stripe:charge_card' },
         paymentFailure(true),
-        async () => {
+        async (a) => {
           const cart = await cartOf(store, input.cartId);
           const record = await sends.get<ChargeReceipt>(input.key, input.operationId);
-          return sendOnce<typeof record, ChargeReceipt, Answer>({
+          const stripe = deps.stripe(a);
+          return sendOnce<typeof record, ChargeReceipt, Answer>(a, {
             record,
             insideWindow: async (r) => insideWindow(r, await store.operations.clock()),
             replayed: (receipt) => ({ ...receipt, replayed: true }),
             reconcileFirst: (r) => outsideDedupeWindow(`the charge was first sent at ${r.firstSentAt}`, input.key),
             maxRequestMs: windows.requestTimeoutMs,
-            stamp: (onWire) => sends.stamp(input.key, input.operationId, actor(), onWire).then(() => undefined),
+            stamp: (onWire) => sends.stamp(input.key, input.operationId, a.actor, onWire).then(() => undefined),
             request: (timeout) =>
               stripe.paymentIntents
                 .create(
@@ -134,7 +133,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
             provesNothingSent,
             // The record already shows the send open (sent, neither settled nor proven absent): nothing more to write.
             recordUnknown: async () => undefined,
-            recordAbsent: (failure, through) => sends.provenAbsent(input.key, through, actor(), failure.reason),
+            recordAbsent: (failure, through) => sends.provenAbsent(input.key, through, a.actor, failure.reason),
             receiptOf: ({ pi, replayed }) => {
               const receipt = chargeOf(pi, replayed);
               if (!receipt)
@@ -146,7 +145,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
                 );
               return receipt;
             },
-            recordReceipt: ({ requestId }, receipt) => sends.settle(input.key, receipt, actor(), { requestId }),
+            recordReceipt: ({ requestId }, receipt) => sends.settle(input.key, receipt, a.actor, { requestId }),
             notRecorded: ({ pi }, err) =>
               receiptNotRecorded(err, `${pi.id} was answered`, { provider: { paymentIntentId: pi.id } }),
           });
@@ -158,16 +157,15 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       attempt(
         { ...storeCall('reconcile', input), key: lookupKey(input.key, 'reconcile'), boundary: 'stripe' },
         paymentFailure(false),
-        async (): Promise<ChargeLookup> => {
+        async (a): Promise<ChargeLookup> => {
           const record = await sends.get<ChargeReceipt>(input.key, input.operationId);
           if (record.receipt) return { kind: 'found', charge: record.receipt, note: 'its receipt is on record' };
           const began = await store.operations.clock();
-          const timeout = requestTimeout(windows.requestTimeoutMs);
-          const found = await stripe.paymentIntents.search({ query: `metadata['key']:'${input.key}'` }, { timeout });
+          const found = await deps.stripe(a).paymentIntents.search({ query: `metadata['key']:'${input.key}'` });
           const pi = found.data[0];
           const charge = pi ? chargeOf(pi) : null;
           if (pi && charge) {
-            await sends.settle(input.key, charge, actor(), { reconciled: true });
+            await sends.settle(input.key, charge, a.actor, { reconciled: true });
             return { kind: 'found', charge, note: `found ${pi.id}: ${charge.status}` };
           }
           if (pi) return unknownYet(`found ${pi.id}, still ${pi.status}`);
@@ -176,7 +174,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
           const settled = record.offTheWireBy === null ? 0 : Date.parse(record.offTheWireBy) + window;
           if (began < settled)
             return unknownYet(`not found yet: a request may still land until ${new Date(settled).toISOString()}`);
-          const proven = await sends.provenAbsent(input.key, record.requestsSent, actor(), 'not found at the provider');
+          const proven = await sends.provenAbsent(input.key, record.requestsSent, a.actor, 'not found at the provider');
           return proven
             ? { kind: 'absent', charge: null, note: `no PaymentIntent carries key ${input.key}: nothing was charged` }
             : unknownYet('sent again while it was looked up');
@@ -195,10 +193,9 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
         scope: 'checkout',
         requestHash: requestHash(request),
         request,
-        actor: actor(),
       };
-      await attempt({ ...storeCall('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, () =>
-        store.operations.commitIntent(intent),
+      await attempt({ ...storeCall('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, (a) =>
+        store.operations.commitIntent({ ...intent, actor: a.actor }),
       );
       return deps.createRefund({ ...request, operationId, paymentIntentId, idempotencyKey: input.key });
     },

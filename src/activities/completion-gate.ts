@@ -1,15 +1,14 @@
 // The completion gate: before a run may say "completed", the provider's receipt, the order's
 // refund state, the notification's state and the audit trail must agree. What a step returned is
 // never evidence on its own.
-import { Context } from '@temporalio/activity';
 import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { recordingEffect } from './attempt-scope';
+import { recordingEffect } from './attempt-context';
 import { paymentFailure } from './payment-failures';
+import type { StripeFor } from './stripe-client';
 import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
-import { requestTimeout } from './request-deadline';
 
 export interface CheckCompletionInput {
   operationId: string;
@@ -40,13 +39,8 @@ type ProviderView = Pick<Stripe.Refund, 'id' | 'status' | 'amount' | 'currency'>
 /** Audit events a completed operation must have, in this order. */
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
 
-export function createCompletionGate(deps: {
-  stripe: Stripe;
-  store: OrderStore;
-  attempt: AttemptRunner;
-  requestTimeoutMs: number;
-}) {
-  const { stripe, store } = deps;
+export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStore; attempt: AttemptRunner }) {
+  const { store } = deps;
 
   async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {
     const call = {
@@ -55,7 +49,8 @@ export function createCompletionGate(deps: {
       operationId: input.operationId,
       boundary: 'stripe' as const,
     };
-    return deps.attempt(call, paymentFailure(false), async () => {
+    return deps.attempt(call, paymentFailure(false), async (attempt) => {
+      const stripe = deps.stripe(attempt);
       const findings: GateFinding[] = [];
       const check = (name: GateFinding['check'], ok: boolean, observed: string) =>
         findings.push({ check: name, ok, observed });
@@ -63,8 +58,8 @@ export function createCompletionGate(deps: {
       // The provider's two reads are one round trip, not two, with the store's (one connection, in turn) beside them.
       // Each is waited for, even once one has failed, so that no request outlives the attempt that counts it.
       const [{ event, refund }, listed, [applied, notice, trail]] = await allOrFirstError([
-        providerView(input),
-        listRefunds(stripe, input.paymentIntentId, deps.requestTimeoutMs),
+        providerView(stripe, input),
+        listRefunds(stripe, input.paymentIntentId),
         (async () =>
           [
             await store.appliedRefund(input.operationId),
@@ -138,13 +133,12 @@ export function createCompletionGate(deps: {
       const anomaly = !fits || !single;
       if (!anomaly && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
       if (!anomaly && (refund.status === 'failed' || refund.status === 'canceled')) verdict = 'refund_failed';
-      const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
       if (verdict === 'pass')
-        await recordingEffect(() =>
+        await recordingEffect(attempt, () =>
           store.operations.settle(
             input.operationId,
             { status: 'completed', refund: receipt },
-            who,
+            attempt.actor,
             'completion_gate_passed',
           ),
         );
@@ -152,7 +146,7 @@ export function createCompletionGate(deps: {
         await store.operations.settle(
           input.operationId,
           { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' },
-          who,
+          attempt.actor,
           'refund_failed_after_acceptance',
         );
       }
@@ -162,14 +156,13 @@ export function createCompletionGate(deps: {
 
   /** The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it. */
   async function providerView(
+    stripe: Stripe,
     input: CheckCompletionInput,
   ): Promise<{ event: Awaited<ReturnType<typeof signedSuccess>>; refund: ProviderView }> {
     const event = await signedSuccess(input);
     return {
       event,
-      refund:
-        event ??
-        (await stripe.refunds.retrieve(input.refundId, {}, { timeout: requestTimeout(deps.requestTimeoutMs) })),
+      refund: event ?? (await stripe.refunds.retrieve(input.refundId)),
     };
   }
 

@@ -3,18 +3,27 @@
 // waits for reconciliation; the send's deadline is fixed before its stamp, and what the send proves
 // (a receipt, an unknown outcome, or that nothing was made) goes to the record.
 import type Stripe from 'stripe';
-import type { Evidenced, RefundReceipt } from '../contract';
+import type { Evidenced, ProviderWindows, RefundReceipt } from '../contract';
 import type { REFUND_REASONS } from '../domain/refund-request';
-import type { OperationRecord, OperationUpdate } from '../store/types';
+import type { OperationLog, OperationRecord, OperationUpdate } from '../store/types';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
-import { Classified } from './attempt';
-import { actor, clockOf, type PaymentDeps } from './payment-context';
+import { Classified, type AttemptRunner } from './attempt';
+import type { Attempt } from './attempt-context';
 import { paymentFailure } from './payment-failures';
 import { sendWindow } from './send-window';
 import { receiptNotRecorded } from './store-failures';
+import type { StripeFor } from './stripe-client';
 import { stripeFailure } from './stripe-failures';
 import { toReceipt } from './stripe-refunds';
+
+/** What the payment activities (the create and its reconciliation) are given. */
+export interface PaymentDeps {
+  stripe: StripeFor;
+  log: OperationLog;
+  attempt: AttemptRunner;
+  windows: ProviderWindows;
+}
 
 export interface CreateRefundInput {
   orderId: string;
@@ -28,8 +37,7 @@ export interface CreateRefundInput {
 }
 
 export function refundCreation(deps: PaymentDeps) {
-  const { stripe, log, attempt } = deps;
-  const now = clockOf(deps);
+  const { log } = deps;
   const { insideWindow } = sendWindow(deps.windows);
 
   /**
@@ -38,97 +46,90 @@ export function refundCreation(deps: PaymentDeps) {
    * compares it with what was asked. Only the create may be sent, and only with the operation's key.
    */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
+    const { operationId, idempotencyKey: key } = input;
     const call = {
       step: 'create_refund',
-      key: input.idempotencyKey,
-      operationId: input.operationId,
+      key,
+      operationId,
       boundary: 'stripe' as const,
       breaker: 'stripe:create_refund',
     };
     // Every failure carries the operation's record as it stands after it: what the run says of the refund comes from there.
-    return attempt(call, paymentFailure(true), () =>
-      withRecord(input.operationId, async () => {
-        const op = await log.get(input.operationId);
-        if (!op)
-          throw new Classified(
-            'INVALID_ARGUMENTS',
-            'not_executed',
-            'no_intent',
-            `no intent is recorded for operation ${input.operationId}; nothing was sent`,
-          );
-        return sendOnce({
-          record: { ...op, receipt: op.refund },
-          insideWindow: async (record) => insideWindow(record, await now()),
-          replayed: (receipt) => ({ ...receipt, replayed: true }),
-          reconcileFirst: () =>
-            outsideDedupeWindow(
-              `operation ${input.operationId} was first sent at ${op.firstSentAt}`,
-              input.idempotencyKey,
-            ),
-          maxRequestMs: deps.windows.requestTimeoutMs,
-          stamp: (onWireForMs) => stamp(op, onWireForMs),
-          request: (timeout) =>
-            stripe.refunds.create(
-              {
-                payment_intent: input.paymentIntentId,
-                amount: input.amount,
-                reason: input.reason,
-                metadata: { order_id: input.orderId, operation_id: input.operationId },
-              },
-              { idempotencyKey: input.idempotencyKey, timeout },
-            ),
-          classify: (err) => stripeFailure(err, true),
-          provesNothingSent,
-          // Best effort, both: the failure itself tells the workflow; the record makes later runs reconcile first.
-          recordUnknown: (failure) =>
-            log.settle(
-              input.operationId,
-              { status: 'unknown', reason: failure.reason },
-              actor(),
-              'refund_outcome_unknown',
-              { message: failure.message },
-            ),
-          recordAbsent: async (failure, ifRequestsSent) => {
-            const proof = {
-              status: 'intent' as const,
-              reason: failure.reason,
-              absenceConfirmedAt: new Date(await now()).toISOString(),
-              ifRequestsSent,
-            };
-            await log.settle(input.operationId, proof, actor(), 'refund_not_executed', { message: failure.message });
-          },
-          receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
-          recordReceipt: (refund, receipt) => settleReceipt(input, refund, receipt),
-          notRecorded: (refund, err) =>
-            receiptNotRecorded(err, `refund ${refund.id} was made`, {
-              providerRequestId: refund.lastResponse.requestId ?? null,
-              provider: { refundId: refund.id },
-            }),
-        });
-      }),
+    return deps.attempt(call, paymentFailure(true), (attempt) =>
+      sendRefund(attempt, input).catch((err: unknown) => failWithRecord(operationId, err)),
     );
   }
 
+  async function sendRefund(attempt: Attempt, input: CreateRefundInput): Promise<RefundReceipt> {
+    const { operationId, idempotencyKey } = input;
+    const op = await log.get(operationId);
+    if (!op)
+      throw new Classified(
+        'INVALID_ARGUMENTS',
+        'not_executed',
+        'no_intent',
+        `no intent is recorded for operation ${operationId}; nothing was sent`,
+      );
+    const stripe = deps.stripe(attempt);
+    // Best effort, both records of a failed send: the failure itself tells the workflow; the record makes later runs reconcile first.
+    const settle = (update: OperationUpdate, event: string, failure: Classified) =>
+      log.settle(operationId, update, attempt.actor, event, { message: failure.message });
+    return sendOnce(attempt, {
+      record: { ...op, receipt: op.refund },
+      insideWindow: async (record) => insideWindow(record, await log.clock()),
+      replayed: (receipt) => ({ ...receipt, replayed: true }),
+      reconcileFirst: () =>
+        outsideDedupeWindow(`operation ${operationId} was first sent at ${op.firstSentAt}`, idempotencyKey),
+      maxRequestMs: deps.windows.requestTimeoutMs,
+      stamp: (onWireForMs) => stamp(attempt, op, onWireForMs),
+      request: (timeout) =>
+        stripe.refunds.create(
+          {
+            payment_intent: input.paymentIntentId,
+            amount: input.amount,
+            reason: input.reason,
+            metadata: { order_id: input.orderId, operation_id: operationId },
+          },
+          { idempotencyKey, timeout },
+        ),
+      classify: (err) => stripeFailure(err, true),
+      provesNothingSent,
+      recordUnknown: (failure) =>
+        settle({ status: 'unknown', reason: failure.reason }, 'refund_outcome_unknown', failure),
+      recordAbsent: async (failure, ifRequestsSent) => {
+        const absenceConfirmedAt = new Date(await log.clock()).toISOString();
+        const proof = { status: 'intent' as const, reason: failure.reason, absenceConfirmedAt, ifRequestsSent };
+        await settle(proof, 'refund_not_executed', failure);
+      },
+      receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
+      recordReceipt: (refund, receipt) => settleReceipt(attempt, input, refund, receipt),
+      notRecorded: (refund, err) =>
+        receiptNotRecorded(err, `refund ${refund.id} was made`, {
+          providerRequestId: refund.lastResponse.requestId ?? null,
+          provider: { refundId: refund.id },
+        }),
+    });
+  }
+
   /** Stamps the send; a later version begun since refuses it, and if an earlier send of this one is open, that comes first. */
-  async function stamp(op: OperationRecord, onWireForMs: number): Promise<void> {
+  async function stamp(attempt: Attempt, op: OperationRecord, onWireForMs: number): Promise<void> {
     try {
-      await log.markSent(op.operationId, actor(), onWireForMs);
+      await log.markSent(op.operationId, attempt.actor, onWireForMs);
     } catch (err) {
-      if (err instanceof LaterVersionError && op.requestsSent > (op.provenAbsentThrough ?? 0)) {
-        throw new Classified(
-          'UNKNOWN_OUTCOME',
-          'may_have_executed',
-          'later_version_exists',
-          `${err.message}; an earlier send of it is not settled`,
-          { cause: err },
-        );
-      }
-      throw err;
+      if (!(err instanceof LaterVersionError) || op.requestsSent <= (op.provenAbsentThrough ?? 0)) throw err;
+      throw new Classified(
+        'UNKNOWN_OUTCOME',
+        'may_have_executed',
+        'later_version_exists',
+        `${err.message}; an earlier send of it is not settled`,
+        { cause: err },
+      );
     }
   }
 
   /** The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is. */
   async function settleReceipt(
+    attempt: Attempt,
     input: CreateRefundInput,
     refund: Stripe.Response<Stripe.Refund>,
     receipt: RefundReceipt,
@@ -140,29 +141,25 @@ export function refundCreation(deps: PaymentDeps) {
       : partial
         ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
         : { status: 'refunded', refund: receipt };
-    await log.settle(input.operationId, update, actor(), 'refund_confirmed', {
+    await log.settle(input.operationId, update, attempt.actor, 'refund_confirmed', {
       requestId: refund.lastResponse.requestId ?? null,
     });
   }
 
-  /** A failure of `work` with the operation's record after it among its facts (best effort: the failure stands without them). */
-  async function withRecord<T>(operationId: string, work: () => Promise<T>): Promise<T> {
-    try {
-      return await work();
-    } catch (err) {
-      const c = paymentFailure(true)(err);
-      const op = await log.get(operationId).catch(() => undefined);
-      if (!op) throw c;
-      const record = {
-        operationStatus: op.status,
-        requestsSent: op.requestsSent,
-        provenAbsentThrough: op.provenAbsentThrough,
-      };
-      throw new Classified(c.code, c.certainty, c.reason, c.message, {
-        ...c.extra,
-        provider: { ...c.extra.provider, ...record },
-      });
-    }
+  /** Throws `err` classified, with the operation's record after it among its facts (best effort: the failure stands without them). */
+  async function failWithRecord(operationId: string, err: unknown): Promise<never> {
+    const c = paymentFailure(true)(err);
+    const op = await log.get(operationId).catch(() => undefined);
+    if (!op) throw c;
+    const record = {
+      operationStatus: op.status,
+      requestsSent: op.requestsSent,
+      provenAbsentThrough: op.provenAbsentThrough,
+    };
+    throw new Classified(c.code, c.certainty, c.reason, c.message, {
+      ...c.extra,
+      provider: { ...c.extra.provider, ...record },
+    });
   }
 
   return { createRefund };

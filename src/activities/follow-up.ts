@@ -18,8 +18,8 @@ import {
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
+import type { StripeFor } from './stripe-client';
 import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
-import { requestTimeout } from './request-deadline';
 import { startFollowUp } from '../temporal/client';
 
 export interface ExamineFollowUpInput {
@@ -29,13 +29,13 @@ export interface ExamineFollowUpInput {
 }
 
 export function createFollowUpActivities(deps: {
-  stripe: Stripe;
+  stripe: StripeFor;
   store: OrderStore;
   attempt: AttemptRunner;
   settings: RunSettings;
   temporal?: Client;
 }) {
-  const { stripe, store } = deps;
+  const { store } = deps;
 
   /**
    * Reads the refund at the provider and, when it failed (or was canceled), settles the operation
@@ -48,7 +48,8 @@ export function createFollowUpActivities(deps: {
       operationId: input.operationId,
       boundary: 'stripe' as const,
     };
-    return deps.attempt(call, paymentFailure(false), async () => {
+    return deps.attempt(call, paymentFailure(false), async (attempt) => {
+      const stripe = deps.stripe(attempt);
       const op = await store.operations.get(input.operationId);
       if (!op)
         throw new Classified(
@@ -57,11 +58,7 @@ export function createFollowUpActivities(deps: {
           'no_intent',
           `operation ${input.operationId} is not in this store`,
         );
-      const refund = await stripe.refunds.retrieve(
-        input.refundId,
-        {},
-        { timeout: requestTimeout(deps.settings.provider.requestTimeoutMs) },
-      );
+      const refund = await stripe.refunds.retrieve(input.refundId);
       if (refund.metadata?.operation_id !== input.operationId) {
         throw new Classified(
           'INVALID_ARGUMENTS',
@@ -81,16 +78,15 @@ export function createFollowUpActivities(deps: {
       }
       const receipt = toReceipt(refund, false);
       const failed = refund.status === 'failed' || refund.status === 'canceled';
-      if (failed) await refuseAnotherRefund(input.operationId, op.request.orderId, refund.id);
+      if (failed) await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
       if (failed) {
-        const who = Context.current().info.workflowExecution?.workflowId ?? 'activity';
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
         await store.operations.settle(
           input.operationId,
           { status: 'failed', refund: receipt, reason },
-          who,
+          attempt.actor,
           'refund_failed_after_completion',
-          { followUp: who },
+          { followUp: attempt.actor },
         );
       }
       return {
@@ -104,13 +100,12 @@ export function createFollowUpActivities(deps: {
   }
 
   /** Another refund carrying the operation id, as the gate would find it: its failure undoes nothing, a person looks (the gate's anomaly). */
-  async function refuseAnotherRefund(operationId: string, orderId: string, refundId: string): Promise<void> {
+  async function refuseAnotherRefund(stripe: Stripe, operationId: string, orderId: string, refundId: string) {
     const order = await store.getOrder(orderId);
     if (!order) return;
-    const others = refundIdsOf(
-      await listRefunds(stripe, order.paymentIntentId, deps.settings.provider.requestTimeoutMs),
-      operationId,
-    ).filter((id) => id !== refundId);
+    const others = refundIdsOf(await listRefunds(stripe, order.paymentIntentId), operationId).filter(
+      (id) => id !== refundId,
+    );
     if (others.length === 0) return;
     throw new Classified(
       'INVALID_ARGUMENTS',

@@ -6,6 +6,7 @@ import type { DecisionPolicy } from '../reliability/policy';
 import type { OrderStore } from '../store/types';
 import { Breakers } from '../reliability/circuit-breaker';
 import { createAttemptRunner } from './attempt';
+import type { Attempt } from './attempt-context';
 import { createCheckoutActivities } from './checkout';
 import { createSweepActivities } from './sweep';
 import { createCompletionGate } from './completion-gate';
@@ -14,8 +15,10 @@ import type { MessageLog } from './message-log';
 import { createNotificationActivities } from './notifications';
 import { createOperationActivities } from './operations';
 import { createOrderActivities } from './orders';
-import { createPaymentActivities } from './payments';
 import { createQueueActivities } from './queue';
+import { refundCreation } from './create-refund';
+import { refundReconciliation } from './reconcile-refund';
+import { stripeIn } from './stripe-client';
 
 export interface ActivityDeps {
   stripe: Stripe;
@@ -35,23 +38,27 @@ export interface ActivityDeps {
 }
 
 export function createActivities(deps: ActivityDeps) {
-  const { stripe, store, settings } = deps;
+  const { store, settings } = deps;
+  // Each attempt sends with a client of its own, which tells it of every request.
+  const stripe = (attempt: Attempt) => stripeIn(deps.stripe, attempt);
   // Per worker: each worker process judges the providers' health from its own calls.
   const breakers = new Breakers(settings.policy.breaker);
   const attempt = createAttemptRunner({ policy: settings.policy, log: store.operations, breakers });
-  const payments = createPaymentActivities({ stripe, log: store.operations, attempt, windows: settings.provider });
+  const payments = { stripe, log: store.operations, attempt, windows: settings.provider };
+  const { createRefund } = refundCreation(payments);
   return {
     ...createOperationActivities({ store, attempt, settings }),
-    ...payments,
+    createRefund,
+    ...refundReconciliation(payments),
     ...createCheckoutActivities({
       stripe,
       store,
       attempt,
       windows: settings.provider,
       settings,
-      createRefund: payments.createRefund,
+      createRefund,
     }),
-    ...createCompletionGate({ stripe, store, attempt, requestTimeoutMs: settings.provider.requestTimeoutMs }),
+    ...createCompletionGate({ stripe, store, attempt }),
     ...createFollowUpActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),
     ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog }),

@@ -45,8 +45,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
 
   return {
     async sendRefundNotice(input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('notify_customer', input.key, input.operationId), storeFailure, () =>
-        deliver({ ...input, kind: 'refund_notice' }, refundNoticeMail(input)),
+      return deps.attempt(smtpCall('notify_customer', input.key, input.operationId), storeFailure, (a) =>
+        deliver(a, { ...input, kind: 'refund_notice' }, refundNoticeMail(input)),
       );
     },
 
@@ -61,13 +61,14 @@ export function createNotificationActivities(deps: NotificationDeps) {
         operationId: input.operationId,
         boundary: 'store' as const,
       };
-      return deps.attempt(call, storeFailure, () => confirmDelivered(input));
+      return deps.attempt(call, storeFailure, (a) => confirmDelivered(a, input));
     },
 
     /** The occurrence's digest for the operators: one per occurrence, its key built from the occurrence id. */
     async sendDigest(input: DigestInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('digest', input.key, input.occurrenceId), storeFailure, () =>
+      return deps.attempt(smtpCall('digest', input.key, input.occurrenceId), storeFailure, (a) =>
         deliver(
+          a,
           {
             key: input.key,
             operationId: input.occurrenceId,
@@ -82,8 +83,9 @@ export function createNotificationActivities(deps: NotificationDeps) {
 
     /** The checkout's receipt, and its correction: mailed to the cart's customer, as the store holds them. */
     async sendCheckoutReceipt(input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('send_receipt', input.key, input.operationId), storeFailure, async () =>
+      return deps.attempt(smtpCall('send_receipt', input.key, input.operationId), storeFailure, async (a) =>
         deliver(
+          a,
           { ...input, orderId: input.cartId, kind: 'checkout_receipt', to: await cartEmail(input.cartId) },
           checkoutReceiptMail(input),
         ),
@@ -91,8 +93,9 @@ export function createNotificationActivities(deps: NotificationDeps) {
     },
 
     async sendCheckoutCorrection(input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('send_receipt:compensate', input.key, input.operationId), storeFailure, async () =>
+      return deps.attempt(smtpCall('send_receipt:compensate', input.key, input.operationId), storeFailure, async (a) =>
         deliver(
+          a,
           { ...input, orderId: input.cartId, kind: 'checkout_correction', to: await cartEmail(input.cartId) },
           checkoutCorrectionMail(input),
         ),
@@ -100,8 +103,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
     },
 
     async sendRefundCorrection(input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('notify_customer:compensate', input.key, input.operationId), storeFailure, () =>
-        deliver({ ...input, kind: 'refund_correction' }, refundCorrectionMail(input)),
+      return deps.attempt(smtpCall('notify_customer:compensate', input.key, input.operationId), storeFailure, (a) =>
+        deliver(a, { ...input, kind: 'refund_correction' }, refundCorrectionMail(input)),
       );
     },
   };

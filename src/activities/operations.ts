@@ -1,6 +1,5 @@
 // The start and end of an operation in the store: the intent is committed (identity, request hash)
 // before anything is sent, and a run that stops leaves its verdict in the audit trail.
-import { Context } from '@temporalio/activity';
 import { createHash } from 'node:crypto';
 import { maskEmails } from '../reliability/redaction';
 import {
@@ -15,7 +14,7 @@ import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
 import type { OperationRecord, OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
-import { recordingEffect } from './attempt-scope';
+import { recordingEffect } from './attempt-context';
 import { storeFailure } from './store-failures';
 
 export interface BeginOperationInput {
@@ -51,7 +50,6 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
   const { store, attempt, settings } = deps;
   // As the run's history pins them: the policy as its changes from the shipped one (none, on the default).
   const pinned = pinSettings(settings);
-  const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
 
   async function beginOperation(input: BeginOperationInput): Promise<Evidenced<BeginResult>> {
     const { request } = input;
@@ -62,7 +60,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       operationId,
       boundary: 'store' as const,
     };
-    return attempt(call, storeFailure, async () => {
+    return attempt(call, storeFailure, async (a) => {
       const order = await store.getOrder(request.orderId);
       if (!order)
         throw new Classified(
@@ -83,9 +81,9 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
           currency: request.currency,
           reason: request.reason,
         },
-        actor: actor(),
+        actor: a.actor,
       };
-      const { record, created } = await recordingEffect(() => store.operations.commitIntent(intent));
+      const { record, created } = await recordingEffect(a, () => store.operations.commitIntent(intent));
       const applied = await store.appliedRefund(operationId);
       const others = (await store.operations.forOrder(request.orderId)).filter((op) => op.operationId !== operationId);
       const later = others.find((op) => op.scope === settings.scope && op.operationVersion > request.operationVersion);
@@ -97,7 +95,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       let operation = record;
       if (problem && record.status === 'intent' && !unproven(record)) {
         const refused = { status: 'rejected' as const, reason: problem, ifRequestsSent: record.requestsSent };
-        ({ record: operation } = await store.operations.settle(operationId, refused, actor(), 'rejected'));
+        ({ record: operation } = await store.operations.settle(operationId, refused, a.actor, 'rejected'));
       }
       const blockers: OperationRecord[] = [];
       for (const op of others) {
@@ -133,9 +131,9 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       operationId: input.operationId,
       boundary: 'store' as const,
     };
-    return attempt(call, storeFailure, async () => {
+    return attempt(call, storeFailure, async (a) => {
       const detail = { status: input.status, reason: input.reason, failedStep: input.failedStep, ...input.detail };
-      await store.operations.audit(input.operationId, actor(), input.event ?? 'run_stopped', detail);
+      await store.operations.audit(input.operationId, a.actor, input.event ?? 'run_stopped', detail);
       return { recorded: true as const };
     });
   }

@@ -1,16 +1,14 @@
 // Order activities: the refund applied to the order and, as a compensation, taken off again.
 // Both are idempotent in the store (by operation id, by compensation key), so a retry, a rerun
 // or a reset replays the first receipt.
-import { Context } from '@temporalio/activity';
 import type { Evidenced, OrderReceipt } from '../contract';
 import type { ApplyRefundInput, OrderStore, RevertRefundInput } from '../store/types';
 import type { AttemptRunner } from './attempt';
-import { recordingEffect } from './attempt-scope';
+import { recordingEffect } from './attempt-context';
 import { storeFailure } from './store-failures';
 
 export function createOrderActivities(deps: { store: OrderStore; attempt: AttemptRunner }) {
   const { store, attempt } = deps;
-  const actor = () => Context.current().info.workflowExecution?.workflowId ?? 'activity';
 
   return {
     /** `key` is the step's key (the operation id's update_order key), for the attempt ledger. */
@@ -19,7 +17,7 @@ export function createOrderActivities(deps: { store: OrderStore; attempt: Attemp
       return attempt(
         { step: 'update_order', key, operationId: input.operationId, boundary: 'store' },
         storeFailure,
-        () => recordingEffect(() => store.applyRefund({ ...apply, actor: actor() })),
+        (a) => recordingEffect(a, () => store.applyRefund({ ...apply, actor: a.actor })),
       );
     },
 
@@ -32,7 +30,7 @@ export function createOrderActivities(deps: { store: OrderStore; attempt: Attemp
           boundary: 'store',
         },
         storeFailure,
-        () => store.revertRefund({ ...input, actor: actor() }),
+        (a) => store.revertRefund({ ...input, actor: a.actor }),
       );
     },
   };

@@ -8,8 +8,8 @@ import type { FailureDetails } from '../reliability/taxonomy';
 import type { NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
 import { Classified } from './attempt';
+import type { Attempt } from './attempt-context';
 import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
-import { actor } from './payment-context';
 import { SEND_CLOCK_MARGIN_MS } from './send-window';
 
 /** What a receipt and every failure say of an email (a type, not an interface: failure details take it as a record). */
@@ -43,6 +43,7 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
    * its bound (`onWireForMs`: its deadline, fixed before the stamp, and a margin). Throws why it holds none.
    */
   const claimHandOver = async (
+    attempt: Attempt,
     request: Parameters<OrderStore['claimHandOver']>[0],
     approval: ResendApproval & { operationId: string },
     ctx: MailFacts,
@@ -75,7 +76,7 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     if (live > 0) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
     if (!approved && messageLog) {
       // The provider's log settles it: found, it was sent; proven absent, it is sent again with the same Message-ID.
-      const found = await askLog(messageLog, current, facts, approval.operationId);
+      const found = await askLog(attempt, messageLog, current, facts, approval.operationId);
       if (found) return found;
     } else if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
     // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a
@@ -99,6 +100,7 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
    * its absence is proven (the lookup began after the sender's bound and the log's window), else look again later.
    */
   const askLog = async (
+    attempt: Attempt,
     log: MessageLog,
     current: OutboxEntry,
     facts: MailFacts & { sendingSince: string },
@@ -114,7 +116,7 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     if (logged.length > 0) {
       const { id, acceptedAt } = logged[0]!;
       const response = `${RECONCILED_FROM_LOG} the message log has it as ${id}, accepted at ${acceptedAt}`;
-      const sent = await store.markNotificationSent(current.key, response, { operationId, actor: actor() });
+      const sent = await store.markNotificationSent(current.key, response, { operationId, actor: attempt.actor });
       const { key, messageId, recipient } = facts;
       return {
         receipt: { key, messageId, recipient, providerResponse: sent.providerResponse ?? response, alreadySent: true },

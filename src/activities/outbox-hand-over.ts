@@ -10,11 +10,10 @@ import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type NotificationReceipt } from '../contract';
 import type { OrderStore, OutboxEntry } from '../store';
 import { Classified } from './attempt';
-import { beforeRequest, currentAttemptScope, recordTransportRequest, recordingEffect } from './attempt-scope';
+import { beforeRequest, recordTransportRequest, recordingEffect, type Attempt } from './attempt-context';
 import type { MessageLog } from './message-log';
 import { awaitingLog, createOutboxClaim, outcomeUnknown } from './outbox-claim';
 import { attemptTimeSpent, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
-import { actor } from './payment-context';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
@@ -60,7 +59,11 @@ export function createOutboxHandOver(deps: HandOverDeps) {
   const { store } = deps;
   const { claimHandOver, inFlightFor } = createOutboxClaim(deps);
 
-  const handOver = async (entry: OutboxMail, { subject, text }: MailText): Promise<NotificationReceipt> => {
+  const handOver = async (
+    attempt: Attempt,
+    entry: OutboxMail,
+    { subject, text }: MailText,
+  ): Promise<NotificationReceipt> => {
     let to = entry.to;
     if (to === undefined) {
       // A customer is mailed at the address the order holds, never one passed along.
@@ -85,17 +88,16 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       messageId: ctx.messageId,
     };
     // The send's deadline, fixed before its stamp: the stamp records it as the hand-over's bound.
-    const deadline = sendDeadline(deps.maxSendMs, SMTP_SEND_MARGIN_MS);
-    const held = await claimHandOver(claim, entry, ctx, deadline.onWireForMs);
+    const deadline = sendDeadline(attempt, deps.maxSendMs, SMTP_SEND_MARGIN_MS);
+    const held = await claimHandOver(attempt, claim, entry, ctx, deadline.onWireForMs);
     if ('receipt' in held) return held.receipt;
     // Only this attempt's own hand-over is freed: another's, begun once this one's bound had passed, is left alone.
     const release = () => store.releaseNotification(entry.key, held.stamp);
 
     let info: SentMessageInfo;
-    const scope = currentAttemptScope();
     const handedOver = () =>
-      recordTransportRequest(scope, { method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
-    await beforeRequest(scope);
+      recordTransportRequest(attempt, { method: 'SMTP', target: 'DATA', idempotencyKey: entry.key });
+    await beforeRequest(attempt);
     // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
     const timeout = deadline.left();
     if (!timeout) {
@@ -162,8 +164,8 @@ export function createOutboxHandOver(deps: HandOverDeps) {
     }
     const response = info.response ?? '';
     try {
-      await recordingEffect(() =>
-        store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: actor() }),
+      await recordingEffect(attempt, () =>
+        store.markNotificationSent(entry.key, response, { operationId: entry.operationId, actor: attempt.actor }),
       );
     } catch (err) {
       // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
@@ -184,10 +186,10 @@ export function createOutboxHandOver(deps: HandOverDeps) {
   };
 
   /** Each hand-over counted by outcome: sent, already sent, refused, partial or unknown. */
-  const deliver = async (entry: OutboxMail, mail: MailText): Promise<NotificationReceipt> => {
+  const deliver = async (attempt: Attempt, entry: OutboxMail, mail: MailText): Promise<NotificationReceipt> => {
     const metrics = refundMetrics(Context.current().metricMeter);
     try {
-      const receipt = await handOver(entry, mail);
+      const receipt = await handOver(attempt, entry, mail);
       metrics.handedOver(receipt.alreadySent ? 'already_sent' : 'completed');
       return receipt;
     } catch (err) {
@@ -197,7 +199,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
   };
 
   /** Records a person's word that a hand-over whose outcome is unknown was delivered: the entry becomes sent, naming them. */
-  const confirmDelivered = async (input: ConfirmDeliveredInput): Promise<NotificationReceipt> => {
+  const confirmDelivered = async (attempt: Attempt, input: ConfirmDeliveredInput): Promise<NotificationReceipt> => {
     // The retry comes once that hand-over's bound has passed.
     const stillSending = (entry: OutboxEntry, what: string, retryAfterMs: number) =>
       new Classified(
@@ -218,7 +220,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
       by: input.by,
       reason: input.reason,
       operationId: input.operationId,
-      actor: actor(),
+      actor: attempt.actor,
       sendingSince: judged,
     });
     // Taken over since (another run of the operation resends it, approved): the server's answer to that settles it.

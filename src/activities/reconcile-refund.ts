@@ -5,9 +5,8 @@ import { lookupKey, type Evidenced, type ReconcileResult } from '../contract';
 import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
 import { Classified } from './attempt';
-import { actor, clockOf, type PaymentDeps } from './payment-context';
+import type { PaymentDeps } from './create-refund';
 import { paymentFailure } from './payment-failures';
-import { requestTimeout } from './request-deadline';
 import { sendWindow } from './send-window';
 import { listRefunds, toReceipt } from './stripe-refunds';
 
@@ -23,8 +22,7 @@ export interface ReconcileRefundInput {
 }
 
 export function refundReconciliation(deps: PaymentDeps) {
-  const { stripe, log, attempt } = deps;
-  const now = clockOf(deps);
+  const { log } = deps;
   const { sendsOffTheWireBy, insideWindow } = sendWindow(deps.windows);
 
   /**
@@ -40,7 +38,7 @@ export function refundReconciliation(deps: PaymentDeps) {
       operationId: input.operationId,
       boundary: 'stripe' as const,
     };
-    const answer = await attempt<ReconcileResult>(call, paymentFailure(false), async () => {
+    const answer = await deps.attempt<ReconcileResult>(call, paymentFailure(false), async (attempt) => {
       const op = await log.get(input.operationId);
       if (!op)
         throw new Classified(
@@ -51,10 +49,9 @@ export function refundReconciliation(deps: PaymentDeps) {
         );
       const known = op.refund?.refundId ?? input.refundId;
       // The provider's answer is as of when we asked, not when it arrived.
-      const askedAt = await now();
-      const looked = known
-        ? [await stripe.refunds.retrieve(known, {}, { timeout: requestTimeout(deps.windows.requestTimeoutMs) })]
-        : await listRefunds(stripe, input.paymentIntentId, deps.windows.requestTimeoutMs);
+      const askedAt = await log.clock();
+      const stripe = deps.stripe(attempt);
+      const looked = known ? [await stripe.refunds.retrieve(known)] : await listRefunds(stripe, input.paymentIntentId);
       const scanned = looked.length;
       const found = looked.filter((r) => r.metadata?.operation_id === input.operationId);
       const base = {
@@ -64,9 +61,8 @@ export function refundReconciliation(deps: PaymentDeps) {
         insideDedupeWindow: insideWindow(op, askedAt),
         requestsSent: op.requestsSent,
       };
-      const who = actor();
       const settle = (update: OperationUpdate, detail: Record<string, unknown>) =>
-        log.settle(input.operationId, update, who, 'reconciled', detail);
+        log.settle(input.operationId, update, attempt.actor, 'reconciled', detail);
       if (found.length === 0 && known) {
         // A refund looked up by id that does not carry this operation proves nothing either way.
         return {
@@ -107,7 +103,7 @@ export function refundReconciliation(deps: PaymentDeps) {
             note: `operation ${input.operationId}: ${why}; look again`,
           };
         }
-        await log.audit(input.operationId, who, 'reconciled', {
+        await log.audit(input.operationId, attempt.actor, 'reconciled', {
           result: 'not_found_inconclusive',
           scanned,
           conclusiveAt,

@@ -2,9 +2,8 @@
 // activity attempt, so an attempt that makes several requests still ends inside its start-to-close
 // and Temporal never starts the next attempt while this one is still talking. The start-to-close is
 // the attempt's own, as the run's pinned policy scheduled it: never this worker's policy.
-import { Context } from '@temporalio/activity';
 import { Classified } from './attempt';
-import { currentAttemptScope } from './attempt-scope';
+import type { Attempt } from './attempt-context';
 import { SEND_CLOCK_MARGIN_MS } from './send-window';
 
 /** Left for the attempt's own bookkeeping (the store, the ledger) after the last request. */
@@ -19,13 +18,12 @@ const MIN_REQUEST_MS = 1000;
 export const SMTP_SEND_MARGIN_MS = 5000;
 
 /** Measured on this worker's clock, from when the attempt began here: no other host's clock decides. */
-export function requestTimeout(maxMs: number, marginMs = MARGIN_MS): number {
-  const { startToCloseTimeoutMs } = Context.current().info;
-  const startedAtMs = currentAttemptScope()?.startedAtMs;
-  if (!startToCloseTimeoutMs || startedAtMs === undefined) return maxMs;
+export function requestTimeout(attempt: Attempt, maxMs: number, marginMs = MARGIN_MS): number {
+  const { startToCloseMs, startedAtMs } = attempt;
+  if (!startToCloseMs) return maxMs;
   // A wider margin never takes more than half the attempt (a policy with a short start-to-close still sends).
-  const margin = Math.max(MARGIN_MS, Math.min(marginMs, startToCloseTimeoutMs / 2));
-  const left = startedAtMs + startToCloseTimeoutMs - margin - Date.now();
+  const margin = Math.max(MARGIN_MS, Math.min(marginMs, startToCloseMs / 2));
+  const left = startedAtMs + startToCloseMs - margin - Date.now();
   return Math.max(1, Math.min(maxMs, left));
 }
 
@@ -43,14 +41,13 @@ export interface SendDeadline {
 /**
  * The deadline of a send that is about to be stamped (a refund's create, an email's hand-over), fixed
  * before its stamp is taken: a constant offset between this worker's clock and the store's, which
- * stamps it, then cancels out. Put in the attempt's scope, where every transport cuts its requests.
+ * stamps it, then cancels out. Put in the attempt, where every transport cuts its requests.
  */
-export function sendDeadline(maxMs: number, marginMs = MARGIN_MS): SendDeadline {
+export function sendDeadline(attempt: Attempt, maxMs: number, marginMs = MARGIN_MS): SendDeadline {
   const now = Date.now();
-  const timeout = requestTimeout(maxMs, marginMs);
+  const timeout = requestTimeout(attempt, maxMs, marginMs);
   const sendBy = now + timeout;
-  const scope = currentAttemptScope();
-  if (scope) scope.sendBy = sendBy;
+  attempt.sendBy = sendBy;
   // Half the timeout at most: the stamp takes its share of the deadline even when the timeout is short.
   const least = Math.min(MIN_REQUEST_MS, maxMs / 2);
   return {

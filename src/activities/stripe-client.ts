@@ -1,6 +1,7 @@
 // The Stripe client the payment activities send with: the official SDK over our transport, with
 // no retries of its own and a per-request timeout.
 import Stripe from 'stripe';
+import type { Attempt } from './attempt-context';
 import { StripeTransport } from './stripe-transport';
 
 export interface StripeClientConfig {
@@ -10,14 +11,32 @@ export interface StripeClientConfig {
   requestTimeoutMs?: number;
 }
 
-export function createStripeClient(cfg: StripeClientConfig): Stripe {
-  return new Stripe(cfg.secretKey, {
+/** How each client made here was configured, so that an attempt can have one of its own. */
+const configs = new WeakMap<Stripe, StripeClientConfig>();
+
+export function createStripeClient(cfg: StripeClientConfig, attempt?: Attempt): Stripe {
+  const client = new Stripe(cfg.secretKey, {
     // Temporal's activity retry policy owns retries; our transport gives the SDK no error it would resend on.
     maxNetworkRetries: 0,
-    httpClient: new StripeTransport(),
+    httpClient: new StripeTransport(attempt),
     timeout: cfg.requestTimeoutMs ?? 10_000,
     ...(cfg.apiBase !== undefined && apiBaseConfig(cfg.apiBase)),
   });
+  configs.set(client, cfg);
+  return client;
+}
+
+/** The Stripe client an activity attempt sends with (what the activities are given). */
+export type StripeFor = (attempt: Attempt) => Stripe;
+
+/**
+ * The worker's client as `attempt` sends with it: its requests counted in the attempt, begun after its ledger row, and
+ * cut to what is left of the attempt and of its send's deadline. The SDK hands its transport nothing of the call, so
+ * each attempt has a client of its own. A client not made here (a test's) is used as it is.
+ */
+export function stripeIn(stripe: Stripe, attempt: Attempt): Stripe {
+  const cfg = configs.get(stripe);
+  return cfg ? createStripeClient(cfg, attempt) : stripe;
 }
 
 function apiBaseConfig(apiBase: string): Pick<Stripe.StripeConfig, 'host' | 'port' | 'protocol'> {

@@ -2,7 +2,6 @@
 // over pages, and which of them carry an operation.
 import type Stripe from 'stripe';
 import type { RefundReceipt } from '../contract';
-import { requestTimeout } from './request-deadline';
 
 export function toReceipt(refund: Stripe.Refund, replayed: boolean): RefundReceipt {
   const pi = refund.payment_intent;
@@ -18,21 +17,15 @@ export function toReceipt(refund: Stripe.Refund, replayed: boolean): RefundRecei
   };
 }
 
-/**
- * All of a payment intent's refunds, newest first, a page at a time: each page's timeout is cut
- * to what is left of the attempt (the SDK's auto-paging would reuse the first page's).
- */
-export async function listRefunds(
-  stripe: Stripe,
-  paymentIntentId: string,
-  maxRequestMs: number,
-): Promise<Stripe.Refund[]> {
+/** All of a payment intent's refunds, newest first, a page at a time (each page's request cut by its attempt). */
+export async function listRefunds(stripe: Stripe, paymentIntentId: string): Promise<Stripe.Refund[]> {
   const all: Stripe.Refund[] = [];
   for (let startingAfter: string | undefined; ;) {
-    const page = await stripe.refunds.list(
-      { payment_intent: paymentIntentId, limit: 100, ...(startingAfter && { starting_after: startingAfter }) },
-      { timeout: requestTimeout(maxRequestMs) },
-    );
+    const page = await stripe.refunds.list({
+      payment_intent: paymentIntentId,
+      limit: 100,
+      ...(startingAfter && { starting_after: startingAfter }),
+    });
     all.push(...page.data);
     if (!page.has_more || page.data.length === 0) return all;
     startingAfter = page.data[page.data.length - 1]!.id;

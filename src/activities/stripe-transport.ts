@@ -10,13 +10,8 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import Stripe from 'stripe';
-import {
-  beforeRequest,
-  currentAttemptScope,
-  recordProviderRequestId,
-  recordTransportRequest,
-  type AttemptScope,
-} from './attempt-scope';
+import { beforeRequest, recordProviderRequestId, recordTransportRequest, type Attempt } from './attempt-context';
+import { requestTimeout } from './request-deadline';
 
 /**
  * not_sent: the request was never completely handed to the network, so the server cannot have acted on it.
@@ -50,32 +45,38 @@ const READ_AGENTS = {
 /** What the SDK hands its HTTP client for one request: host, port, path, method, headers, body, protocol, timeout. */
 type RequestArgs = Parameters<Stripe.HttpClient['makeRequest']>;
 
+/** `attempt`: the activity attempt this client sends for, told of every request (none outside one, e.g. in the CLIs). */
 export class StripeTransport extends Stripe.HttpClient {
+  constructor(private readonly attempt?: Attempt) {
+    super();
+  }
+
   override getClientName(): string {
     return 'durable-refunds';
   }
 
   override makeRequest(...request: RequestArgs): Promise<Stripe.HttpClientResponse> {
-    // Captured now: the socket's events may not run in the attempt's async context.
-    const scope = currentAttemptScope();
     const [, , path, method] = request;
-    return beforeRequest(scope).then(
-      () => this.send(scope, ...request),
+    return beforeRequest(this.attempt).then(
+      () => this.send(...request),
       (err: Error) =>
         Promise.reject(new TransportError('not_sent', false, null, `${method} ${path}: not sent: ${err.message}`)),
     );
   }
 
   private send(
-    scope: AttemptScope | undefined,
     ...[host, port, path, method, headers, body, protocol, timeoutMs]: RequestArgs
   ): Promise<Stripe.HttpClientResponse> {
     const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
-    // A stamped send's requests end by its deadline, whenever they begin: its own timeout is cut to what is left.
-    const left = scope?.sendBy === undefined ? timeoutMs : Math.min(timeoutMs, scope.sendBy - Date.now());
+    // Every request ends inside its attempt (what is left of its start-to-close), and a stamped send's by its deadline,
+    // whenever they begin: the request's own timeout is cut to what is left.
+    const { attempt } = this;
+    const sendBy = attempt?.sendBy;
+    const timeout = attempt ? requestTimeout(attempt, timeoutMs) : timeoutMs;
+    const left = sendBy === undefined ? timeout : Math.min(timeout, sendBy - Date.now());
     /** Once the send's deadline has passed (the worker stalled before the request went out), the error that keeps it from going out under that stamp. */
     const tooLate = () => {
-      const past = scope?.sendBy === undefined ? -1 : Date.now() - scope.sendBy;
+      const past = sendBy === undefined ? -1 : Date.now() - sendBy;
       return past < 0
         ? undefined
         : new TransportError(
@@ -86,7 +87,7 @@ export class StripeTransport extends Stripe.HttpClient {
           );
     };
     if (left <= 0) return Promise.reject(tooLate());
-    const limit = left < timeoutMs ? `by its send's deadline (${left} ms)` : `within ${timeoutMs} ms`;
+    const limit = left < timeout ? `by its send's deadline (${left} ms)` : `within ${timeout} ms`;
     return new Promise((resolve, reject) => {
       let written = false;
       let timedOut = false;
@@ -111,14 +112,14 @@ export class StripeTransport extends Stripe.HttpClient {
         req.destroy(new Error('timeout'));
       }, left);
       req.once('finish', () => {
-        recordTransportRequest(scope, { method, target: path, idempotencyKey });
+        recordTransportRequest(attempt, { method, target: path, idempotencyKey });
       });
       req.once('error', (err) => {
         clearTimeout(timer);
         fail(err);
       });
       req.once('response', (res) => {
-        recordProviderRequestId(scope, headerText(res.headers['request-id']));
+        recordProviderRequestId(attempt, headerText(res.headers['request-id']));
         resolve(new TransportResponse(res, timer, () => timedOut, limit));
       });
       // Nothing is written before the connection is up (a stall there may outlast the deadline), and then only if it has not passed.

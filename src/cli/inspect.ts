@@ -3,7 +3,7 @@
 // every run that needs a person, read page by page from Temporal's visibility.
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
-import { createStripeClient } from '../activities/payments';
+import { createStripeClient } from '../activities/stripe-client';
 import { loadConfig } from '../config';
 import { runsNeedingAttention, ATTENTION_QUERY } from '../inspect/attention';
 import { inspectRun, type Inspection } from '../inspect/inspection';

@@ -4,7 +4,7 @@
 // proves (a receipt, an unknown outcome, or that nothing was made) goes to the record. Each boundary gives its record
 // and its request; the order of things is decided here, once.
 import { Classified } from '../activities/attempt';
-import { recordingEffect } from '../activities/attempt-scope';
+import { recordingEffect, type Attempt } from '../activities/attempt-context';
 import { attemptTimeSpent, sendDeadline } from '../activities/request-deadline';
 
 /** What a send's record says of the sends under its key. */
@@ -71,14 +71,18 @@ export const outsideDedupeWindow = (what: string, key: string) =>
     `not sent: ${what}, outside the provider's dedupe window for key ${key}; reconcile with the provider before any new request`,
   );
 
-export async function sendOnce<Rec extends SendRecord<R>, R, Raw>(send: KeyedSend<Rec, R, Raw>): Promise<R> {
+/** Acts on the send's decision within `attempt`, whose deadline cuts the request and whose ledger the receipt ends. */
+export async function sendOnce<Rec extends SendRecord<R>, R, Raw>(
+  attempt: Attempt,
+  send: KeyedSend<Rec, R, Raw>,
+): Promise<R> {
   const { record } = send;
   // The window is asked (the store's clock read) only when it decides.
   const decision = sendDecision(record, earlierSendOpen(record) ? await send.insideWindow(record) : true);
   if (decision.kind === 'replay') return send.replayed(decision.receipt);
   if (decision.kind === 'reconcile_first') throw send.reconcileFirst(record);
   // Fixed before its stamp: nothing of the send is on the wire after stamp + what the stamp records.
-  const deadline = sendDeadline(send.maxRequestMs);
+  const deadline = sendDeadline(attempt, send.maxRequestMs);
   if (!deadline.left()) throw attemptTimeSpent();
   await send.stamp(deadline.onWireForMs);
   let raw: Raw;
@@ -97,7 +101,7 @@ export async function sendOnce<Rec extends SendRecord<R>, R, Raw>(send: KeyedSen
   }
   const receipt = send.receiptOf(raw);
   try {
-    await recordingEffect(() => send.recordReceipt(raw, receipt));
+    await recordingEffect(attempt, () => send.recordReceipt(raw, receipt));
   } catch (err) {
     throw send.notRecorded(raw, err);
   }

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { createStripeClient } from '../../src/activities/payments';
+import { createStripeClient } from '../../src/activities/stripe-client';
 import { connectClient } from '../../src/cli/common';
 import { outcomeOf } from '../../src/client/outcome';
 import { seedPaidOrder } from '../../src/client/seed';

@@ -13,7 +13,7 @@ import { createActivities, type RefundActivities } from '../../src/activities';
 import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy';
 import { createMailTransport } from '../../src/activities/mail-transport';
 import { httpMessageLog } from '../../src/activities/message-log';
-import { createStripeClient } from '../../src/activities/payments';
+import { createStripeClient } from '../../src/activities/stripe-client';
 import { seedPaidOrder } from '../../src/client/seed';
 import { stepsQuery, type RefundRunState, type RunSettings } from '../../src/contract';
 import type { RecoveryPolicy } from '../../src/reliability/policy';

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Classified, createAttemptRunner } from '../../src/activities/attempt';
-import { recordingEffect } from '../../src/activities/attempt-scope';
+import { recordingEffect, type Attempt } from '../../src/activities/attempt-context';
 import { StripeTransport } from '../../src/activities/stripe-transport';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { openStore } from '../../src/store';
@@ -187,13 +187,13 @@ describe('the ledger row and the provider requests', () => {
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  const post = async () =>
+  const post = async (a: Attempt) =>
     (
-      await new StripeTransport().makeRequest('127.0.0.1', String(port), '/v1/refunds', 'POST', {}, '', 'http', 5000)
+      await new StripeTransport(a).makeRequest('127.0.0.1', String(port), '/v1/refunds', 'POST', {}, '', 'http', 5000)
     ).toJSON();
-  const get = async () =>
+  const get = async (a: Attempt) =>
     (
-      await new StripeTransport().makeRequest('127.0.0.1', String(port), '/v1/refunds', 'GET', {}, '', 'http', 5000)
+      await new StripeTransport(a).makeRequest('127.0.0.1', String(port), '/v1/refunds', 'GET', {}, '', 'http', 5000)
     ).toJSON();
 
   it('is on disk before a request goes out: committed alone when no transaction carried it, once for requests made together', async () => {
@@ -201,8 +201,8 @@ describe('the ledger row and the provider requests', () => {
     seen.length = 0;
     commits = 0;
     const ok = await activityEnv({ attempt: 1, workflowExecution: { workflowId: 'wf', runId: 'run-d' } }).run(() =>
-      runner({ ...call, key: 'led:reads' }, never, async () => {
-        await Promise.all([get(), get()]);
+      runner({ ...call, key: 'led:reads' }, never, async (a) => {
+        await Promise.all([get(a), get(a)]);
         return { read: true };
       }),
     );
@@ -221,7 +221,7 @@ describe('the ledger row and the provider requests', () => {
     seen.length = 0;
     commits = 0;
     const ok = await activityEnv({ attempt: 1, workflowExecution: { workflowId: 'wf', runId: 'run-e' } }).run(() =>
-      runner(key, never, async () => {
+      runner(key, never, async (a) => {
         await counted.operations.commitIntent({
           operationId: 'led-1:v1',
           orderId: 'led-1',
@@ -231,8 +231,8 @@ describe('the ledger row and the provider requests', () => {
           request: { orderId: 'led-1', amount: 100, currency: 'usd', reason: 'requested_by_customer' },
           actor: 'wf',
         });
-        await post();
-        await recordingEffect(() =>
+        await post(a);
+        await recordingEffect(a, () =>
           counted.operations.settle('led-1:v1', { status: 'unknown', reason: 'probe' }, 'wf', 'probe'),
         );
         return { made: true };
@@ -247,8 +247,8 @@ describe('the ledger row and the provider requests', () => {
     // Failing after its effect was recorded, the attempt's end says so.
     const failed = await failureOf(
       activityEnv({ attempt: 1, workflowExecution: { workflowId: 'wf', runId: 'run-f' } }).run(() =>
-        runner(key, never, async () => {
-          await recordingEffect(() =>
+        runner(key, never, async (a) => {
+          await recordingEffect(a, () =>
             counted.operations.settle('led-1:v1', { status: 'unknown', reason: 'probe' }, 'wf', 'probe'),
           );
           throw new Classified('STATE_CONFLICT', 'completed', 'after_effect', 'failed after its effect');

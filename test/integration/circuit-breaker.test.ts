@@ -7,7 +7,10 @@ import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
 import { Classified, createAttemptRunner } from '../../src/activities/attempt';
-import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
+import type { Attempt } from '../../src/activities/attempt-context';
+import { refundCreation, type CreateRefundInput } from '../../src/activities/create-refund';
+import { refundReconciliation } from '../../src/activities/reconcile-refund';
+import { createStripeClient, stripeIn } from '../../src/activities/stripe-client';
 import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy';
 import { Breakers, CircuitBreaker } from '../../src/reliability/circuit-breaker';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
@@ -24,7 +27,7 @@ let toxiproxy: Toxiproxy;
 let direct: Stripe;
 let store: SqlOrderStore;
 let breakers: Breakers;
-let activities: ReturnType<typeof createPaymentActivities>;
+let activities: ReturnType<typeof refundCreation> & ReturnType<typeof refundReconciliation>;
 let seq = 0;
 
 beforeAll(async () => {
@@ -40,12 +43,13 @@ beforeAll(async () => {
   store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   breakers = new Breakers(settings);
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations, breakers });
-  activities = createPaymentActivities({
-    stripe: viaProxy,
+  const deps = {
+    stripe: (a: Attempt) => stripeIn(viaProxy, a),
     log: store.operations,
     attempt,
     windows: { dedupeWindowMs: 24 * 3600_000, consistencyMs: 0, requestTimeoutMs: 1000 },
-  });
+  };
+  activities = { ...refundCreation(deps), ...refundReconciliation(deps) };
 });
 
 afterAll(async () => {

@@ -5,13 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
 import { createAttemptRunner } from '../../src/activities/attempt';
-import { inAttemptScope } from '../../src/activities/attempt-scope';
-import {
-  createPaymentActivities,
-  createStripeClient,
-  SEND_CLOCK_MARGIN_MS,
-  type CreateRefundInput,
-} from '../../src/activities/payments';
+import { refundCreation, type CreateRefundInput, type PaymentDeps } from '../../src/activities/create-refund';
+import { refundReconciliation } from '../../src/activities/reconcile-refund';
+import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/send-window';
+import { createStripeClient, stripeIn } from '../../src/activities/stripe-client';
 import type { ProviderWindows } from '../../src/contract';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { StripeFaultInput } from '../../tools/src/servers/stripe/faults';
@@ -29,10 +26,12 @@ let stripe: Stripe;
 let store: OrderStore;
 const windows: ProviderWindows = { dedupeWindowMs: 24 * 3600_000, consistencyMs: 300, requestTimeoutMs: 1000 };
 
+const paymentActivities = (deps: PaymentDeps) => ({ ...refundCreation(deps), ...refundReconciliation(deps) });
+
 function activities(overrides: { stripe?: Stripe; windows?: Partial<ProviderWindows> } = {}) {
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
-  return createPaymentActivities({
-    stripe: overrides.stripe ?? stripe,
+  return paymentActivities({
+    stripe: (a) => stripeIn(overrides.stripe ?? stripe, a),
     log: store.operations,
     attempt,
     windows: { ...windows, ...overrides.windows },
@@ -323,7 +322,7 @@ describe('createRefund', () => {
           : Reflect.get(target, prop).bind(target),
     });
     const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log });
-    const flaky = createPaymentActivities({ stripe, log: failingSettle, attempt, windows });
+    const flaky = paymentActivities({ stripe: (a) => stripeIn(stripe, a), log: failingSettle, attempt, windows });
     const failure = await failureOf(run(flaky.createRefund, input));
     expect(failure).toMatchObject({ type: 'CAPACITY', nonRetryable: false });
     expect(detailsOf(failure)).toMatchObject({
@@ -339,12 +338,18 @@ describe('createRefund', () => {
 
 it('never sends a request whose stamped time has passed (a worker that stalled between the stamp and the send)', async () => {
   const pi = await paidIntent(1000);
-  const scope = { startedAtMs: Date.now(), requests: [], providerRequestId: null, sendBy: Date.now() - 1 };
-  const err = await inAttemptScope(scope, () =>
-    stripe.refunds.create({ payment_intent: pi, amount: 100 }, { idempotencyKey: `late-${pi}` }),
-  ).catch((e: unknown) => e);
+  const attempt = {
+    actor: 'test',
+    startedAtMs: Date.now(),
+    requests: [],
+    providerRequestId: null,
+    sendBy: Date.now() - 1,
+  };
+  const err = await stripeIn(stripe, attempt)
+    .refunds.create({ payment_intent: pi, amount: 100 }, { idempotencyKey: `late-${pi}` })
+    .catch((e: unknown) => e);
   expect(err).toMatchObject({ type: 'StripeConnectionError', detail: { stage: 'not_sent' } });
-  expect(scope.requests).toHaveLength(0);
+  expect(attempt.requests).toHaveLength(0);
   expect(await requestsWith(`late-${pi}`)).toHaveLength(0);
 });
 

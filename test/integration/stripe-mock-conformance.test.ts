@@ -7,7 +7,9 @@ import path from 'node:path';
 import Stripe from 'stripe';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { createCompletionGate } from '../../src/activities/completion-gate';
-import { createPaymentActivities, createStripeClient, type CreateRefundInput } from '../../src/activities/payments';
+import { refundCreation, type CreateRefundInput } from '../../src/activities/create-refund';
+import { refundReconciliation } from '../../src/activities/reconcile-refund';
+import { createStripeClient, stripeIn, type StripeFor } from '../../src/activities/stripe-client';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { startStripeServer, type StripeServer } from '../../tools/src/servers/stripe-server';
 import { findTool } from '../../tools/src/stack/tools';
@@ -110,13 +112,15 @@ it('accepts the payment intent the demo seeds', async () => {
 it('accepts every request the refund, the reconciliation and the completion gate send', async () => {
   const store = await openStore(`sqlite:${path.join(dir, 'orders.db')}`);
   const attempt = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
-  const payments = createPaymentActivities({
-    stripe: mockStripe,
+  const stripe: StripeFor = (a) => stripeIn(mockStripe, a);
+  const deps = {
+    stripe,
     log: store.operations,
     attempt,
     windows: { dedupeWindowMs: 3600_000, consistencyMs: 0, requestTimeoutMs: 5000 },
-  });
-  const { checkCompletion } = createCompletionGate({ stripe: mockStripe, store, attempt, requestTimeoutMs: 5000 });
+  };
+  const payments = { ...refundCreation(deps), ...refundReconciliation(deps) };
+  const { checkCompletion } = createCompletionGate({ stripe, store, attempt });
   const { run } = activityEnv();
   const input = refundInput('pi_123');
   await store.operations.commitIntent({

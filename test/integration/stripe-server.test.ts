@@ -3,7 +3,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type Stripe from 'stripe';
-import { createStripeClient } from '../../src/activities/payments';
+import { createStripeClient } from '../../src/activities/stripe-client';
 import { startStripeServer, type StripeHook, type StripeServer } from '../../tools/src/servers/stripe-server';
 import type { LedgerEffect } from '../../tools/src/servers/stripe/store';
 

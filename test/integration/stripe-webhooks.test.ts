@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Stripe from 'stripe';
-import { createStripeClient } from '../../src/activities/payments';
+import { createStripeClient } from '../../src/activities/stripe-client';
 import { startStripeServer, type StripeServer } from '../../tools/src/servers/stripe-server';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'stripe-webhooks-'));

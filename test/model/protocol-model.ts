@@ -25,9 +25,11 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import type Stripe from 'stripe';
 import { createAttemptRunner } from '../../src/activities/attempt';
-import { currentAttemptScope, type AttemptScope } from '../../src/activities/attempt-scope';
+import type { Attempt as AttemptContext } from '../../src/activities/attempt-context';
 import { createOperationActivities } from '../../src/activities/operations';
-import { createPaymentActivities, createStripeClient } from '../../src/activities/payments';
+import { refundCreation } from '../../src/activities/create-refund';
+import { refundReconciliation } from '../../src/activities/reconcile-refund';
+import { createStripeClient } from '../../src/activities/stripe-client';
 import { loadConfig } from '../../src/config';
 import { runSettings } from '../../src/deps';
 import {
@@ -79,7 +81,7 @@ class Failed extends Error {
 class Attempt {
   pause: { what: string; go: () => void } | null = null;
   /** The real attempt scope, once the attempt is about to send: its send deadline is an edge in time. */
-  scope: AttemptScope | undefined;
+  scope: AttemptContext | undefined;
   dead = false;
   /** Temporal gave up on it (start-to-close) and retried elsewhere; it may still be running. */
   zombie = false;
@@ -127,7 +129,9 @@ export class System {
   private progress = 0;
   private readonly startedAt: number;
   private readonly log: OperationLog;
-  private acts!: ReturnType<typeof createPaymentActivities> & ReturnType<typeof createOperationActivities>;
+  private acts!: ReturnType<typeof refundCreation> &
+    ReturnType<typeof refundReconciliation> &
+    ReturnType<typeof createOperationActivities>;
   private readonly uninstall: (() => void)[] = [];
 
   constructor(
@@ -153,18 +157,19 @@ export class System {
     this.uninstall.push(() => this.time.uninstall(), this.provider.install());
     // Built once this case's clock is in place: the attempt runner keeps the Date.now it finds.
     const attempt = createAttemptRunner({ policy: POLICY, log: this.log });
-    const stripe = this.pausingStripe(
-      createStripeClient({
-        secretKey: 'sk_test_model',
-        apiBase: 'http://stripe.model',
-        requestTimeoutMs: SETTINGS.provider.requestTimeoutMs,
-      }),
-    );
+    const config = {
+      secretKey: 'sk_test_model',
+      apiBase: 'http://stripe.model',
+      requestTimeoutMs: SETTINGS.provider.requestTimeoutMs,
+    };
+    const stripe = (attempt: AttemptContext) => this.pausingStripe(createStripeClient(config, attempt), attempt);
+    const payments = { stripe, log: this.log, attempt, windows: SETTINGS.provider };
     const orderStore = new Proxy(this.store, {
       get: (target, p) => (p === 'operations' ? this.log : Reflect.get(target, p)),
     });
     this.acts = {
-      ...createPaymentActivities({ stripe, log: this.log, attempt, windows: SETTINGS.provider }),
+      ...refundCreation(payments),
+      ...refundReconciliation(payments),
       ...createOperationActivities({ store: orderStore, attempt, settings: SETTINGS }),
     };
     await this.store.seedOrder({
@@ -409,11 +414,11 @@ export class System {
   }
 
   /** The Stripe client the activities get: each request pauses its worker just before the SDK hands it to the transport. */
-  private pausingStripe(stripe: Stripe): Stripe {
+  private pausingStripe(stripe: Stripe, attempt: AttemptContext): Stripe {
     const before = async <T>(what: string, send: () => Promise<T>): Promise<T> => {
       const a = attemptHere.getStore();
       if (a?.step === PAUSING_STEP) {
-        a.scope = currentAttemptScope();
+        a.scope = attempt;
         await this.pauseHere(a, `about to ${what}`);
       }
       if (a?.dead) return never;

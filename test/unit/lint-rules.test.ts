@@ -7,7 +7,7 @@ const NODE_IMPORTS =
 const FLOATING = 'async function send(): Promise<void> {}\nexport function go(): void {\n  send();\n}\n';
 const cases = [
   { code: NODE_IMPORTS, file: 'src/workflows/refund/workflow.ts' },
-  { code: NODE_IMPORTS, file: 'src/activities/payments.ts' },
+  { code: NODE_IMPORTS, file: 'src/activities/create-refund.ts' },
   { code: FLOATING, file: 'src/worker.ts' },
 ];
 

@@ -2,8 +2,8 @@
 // stale pooled socket can turn a request that never left into a lost answer), reads reuse one.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { inAttemptScope, type AttemptScope } from '../../src/activities/attempt-scope';
-import { createStripeClient } from '../../src/activities/payments';
+import type { Attempt } from '../../src/activities/attempt-context';
+import { createStripeClient } from '../../src/activities/stripe-client';
 
 const refund = {
   id: 're_1',
@@ -94,16 +94,16 @@ describe("a send's deadline", () => {
   afterAll(() => close(slow));
 
   test('a request begun just before the deadline is aborted at the deadline, not a full timeout later', async () => {
-    const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase: slowBase, requestTimeoutMs: T });
     const t0 = Date.now();
-    const scope: AttemptScope = { startedAtMs: t0, requests: [], providerRequestId: null, sendBy: t0 + T };
+    const scope: Attempt = { actor: 'test', startedAtMs: t0, requests: [], providerRequestId: null, sendBy: t0 + T };
+    const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase: slowBase, requestTimeoutMs: T }, scope);
     await new Promise((r) => setTimeout(r, 0.9 * T));
-    const outcome = await inAttemptScope(scope, () =>
-      stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k_deadline', timeout: T }).then(
+    const outcome = await stripe.refunds
+      .create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k_deadline', timeout: T })
+      .then(
         () => ({ answered: Date.now() - t0 }),
         (err: unknown) => ({ failed: Date.now() - t0, err }),
-      ),
-    );
+      );
     // The request was on the wire when the deadline passed: it is cut there, and may have reached the server.
     expect(outcome).toMatchObject({ failed: expect.any(Number) });
     const { failed, err } = outcome as { failed: number; err: Error & { detail?: unknown } };
@@ -116,14 +116,34 @@ describe("a send's deadline", () => {
     expect(scope.requests).toHaveLength(1);
   });
 
+  test("any request of an attempt, a read too, ends inside the attempt's start-to-close (less its margin)", async () => {
+    // 1.2 s of a 2.5 s attempt gone: with the 1 s margin, 300 ms are left, less than the answer's T / 2.
+    const attempt: Attempt = {
+      actor: 'test',
+      startedAtMs: Date.now() - 1200,
+      startToCloseMs: 2500,
+      requests: [],
+      providerRequestId: null,
+    };
+    const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase: slowBase, requestTimeoutMs: 10 * T }, attempt);
+    const t0 = Date.now();
+    const err = await stripe.refunds.retrieve('re_1').catch((e: unknown) => e as Error & { detail?: unknown });
+    expect(Date.now() - t0).toBeLessThan(T / 2);
+    expect(err).toMatchObject({
+      detail: { stage: 'sent', timedOut: true, message: expect.stringMatching(/no answer within \d+ ms/) },
+    });
+    expect(attempt.requests).toHaveLength(1);
+  });
+
   test('a worker that stalls between connecting and writing sends nothing once the deadline has passed', async () => {
-    const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase, requestTimeoutMs: T });
-    const scope: AttemptScope = {
+    const scope: Attempt = {
+      actor: 'test',
       startedAtMs: Date.now(),
       requests: [],
       providerRequestId: null,
       sendBy: Date.now() + T / 4,
     };
+    const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase, requestTimeoutMs: T }, scope);
     // The stall: the event loop is blocked past the deadline the moment the connection is up, before anything else runs.
     const request = http.request;
     const spy = jest.spyOn(http, 'request').mockImplementation(((...args: Parameters<typeof http.request>) => {
@@ -136,9 +156,9 @@ describe("a send's deadline", () => {
       return req;
     }) as typeof http.request);
     try {
-      const err = await inAttemptScope(scope, () =>
-        stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k_stalled', timeout: T }),
-      ).catch((e: unknown) => e);
+      const err = await stripe.refunds
+        .create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k_stalled', timeout: T })
+        .catch((e: unknown) => e);
       expect(err).toMatchObject({ detail: { stage: 'not_sent' } });
     } finally {
       spy.mockRestore();

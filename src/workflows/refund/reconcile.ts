@@ -3,7 +3,7 @@
 // a resend happens only once the provider proved no refund exists, or inside the key's dedupe
 // window, where the provider answers a resend with the first result.
 import { sleep } from '@temporalio/workflow';
-import type { ReconcileRefundInput } from '../../activities/payments';
+import type { ReconcileRefundInput } from '../../activities/reconcile-refund';
 import { type ReconcileOutcome, type ReconcileResult, type RefundReceipt, type RefundRunState } from '../../contract';
 import { RECONCILE_LOOKUP } from '../../compensations/registry';
 import { backoffDelay, ruleFor, withJitter } from '../../reliability/policy';

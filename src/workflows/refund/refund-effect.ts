@@ -1,7 +1,7 @@
 // The refund itself: sent, or (when its outcome is unknown) reconciled with the provider, and what
 // each answer means for the run. Resent with the same key only when reconciliation proved no
 // refund exists, or inside the key's dedupe window; never blind.
-import type { CreateRefundInput } from '../../activities/payments';
+import type { CreateRefundInput } from '../../activities/create-refund';
 import { REFUND_SAGA } from '../../compensations/registry';
 import { MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
 import { StepFailedError } from '../../saga/workflow/step-failure';

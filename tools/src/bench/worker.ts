@@ -4,7 +4,7 @@
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { storeMetrics } from '../../../src/observability/metrics';
 import { createMailTransport } from '../../../src/activities/mail-transport';
-import { createStripeClient } from '../../../src/activities/payments';
+import { createStripeClient } from '../../../src/activities/stripe-client';
 import { openStore } from '../../../src/store';
 import { createBareActivities } from './activities';
 

@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import type Stripe from 'stripe';
-import { createStripeClient } from '../../../src/activities/payments';
+import { createStripeClient } from '../../../src/activities/stripe-client';
 import { DEFAULT_POLICY } from '../../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../../src/reliability/policy';
 import type { FaultInjector, MailServer } from '../servers/mail-server';

@@ -1,6 +1,6 @@
 // One refund end to end on the embedded stack. Safe to run again: the same order is refunded once.
 import { Command } from 'commander';
-import { createStripeClient } from '../../../src/activities/payments';
+import { createStripeClient } from '../../../src/activities/stripe-client';
 import { startRefund } from '../../../src/client/refunds';
 import { outcomeOf } from '../../../src/client/outcome';
 import { seedPaidOrder } from '../../../src/client/seed';

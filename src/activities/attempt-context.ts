@@ -1,7 +1,6 @@
-// What one activity attempt sent to its providers, gathered as it happens: the transports report
-// every request they put on the wire into the attempt that is running, wherever in its async call
-// tree they are called from. Its ledger row is on disk before any of them goes out.
-import { AsyncLocalStorage } from 'node:async_hooks';
+// One attempt of a step's activity, as the attempt runner hands it to the activity's body: who acts, when it began
+// and how long it may run, its ledger row, and what it sent to its providers. The body passes it to whatever sends
+// (its transports report each request put on the wire into it), so nothing has to be found from the call stack.
 import { log } from '@temporalio/activity';
 import { AttemptEndedError } from '../store/errors';
 import type { AttemptEnd, OpenAttempt } from '../store/types';
@@ -13,10 +12,14 @@ export interface TransportRequest {
   idempotencyKey: string | null;
 }
 
-export interface AttemptScope {
-  /** When the attempt began on this worker. */
-  startedAtMs: number;
-  requests: TransportRequest[];
+export interface Attempt {
+  /** Who acts in the audit trail: the run, by its workflow id. */
+  readonly actor: string;
+  /** When the attempt began on this worker (Date.now()). */
+  readonly startedAtMs: number;
+  /** The attempt's own start-to-close, as the run's pinned policy scheduled it (undefined: none). */
+  readonly startToCloseMs?: number;
+  readonly requests: TransportRequest[];
   /** The provider's id for the last request that was answered (Stripe's Request-Id). */
   providerRequestId: string | null;
   /**
@@ -25,39 +28,28 @@ export interface AttemptScope {
    */
   sendBy?: number;
   /** The attempt's ledger row (none for attempts run without a store, e.g. in unit tests). */
-  ledger?: OpenAttempt;
-}
-
-const storage = new AsyncLocalStorage<AttemptScope>();
-
-export function inAttemptScope<T>(scope: AttemptScope, fn: () => Promise<T>): Promise<T> {
-  return storage.run(scope, fn);
-}
-
-/** The attempt running here, to be told later of what happens (undefined outside an attempt, e.g. in the CLIs). */
-export function currentAttemptScope(): AttemptScope | undefined {
-  return storage.getStore();
+  readonly ledger?: OpenAttempt;
 }
 
 /** A request that reached the provider: it was written whole (and so could be acted on). */
-export function recordTransportRequest(scope: AttemptScope | undefined, request: Omit<TransportRequest, 'at'>): void {
-  scope?.requests.push({ at: new Date().toISOString(), ...request });
+export function recordTransportRequest(attempt: Attempt | undefined, request: Omit<TransportRequest, 'at'>): void {
+  attempt?.requests.push({ at: new Date().toISOString(), ...request });
 }
 
-export function recordProviderRequestId(scope: AttemptScope | undefined, id: string | undefined): void {
-  if (scope && id) scope.providerRequestId = id;
+export function recordProviderRequestId(attempt: Attempt | undefined, id: string | undefined): void {
+  if (attempt && id) attempt.providerRequestId = id;
 }
 
 /** How an attempt that succeeded ends in its ledger: what it sent, and the provider's id for the last answer. */
-export function succeeded(scope: AttemptScope): AttemptEnd {
+export function succeeded(attempt: Attempt): AttemptEnd {
   return {
-    transportRequests: scope.requests.length,
+    transportRequests: attempt.requests.length,
     outcome: 'ok',
     certainty: 'completed',
     reason: null,
     retryAfterMs: null,
     nextDelayMs: null,
-    providerRequestId: scope.providerRequestId,
+    providerRequestId: attempt.providerRequestId,
   };
 }
 
@@ -65,9 +57,8 @@ export function succeeded(scope: AttemptScope): AttemptEnd {
  * Runs the store call that records the attempt's effect, on the success path: its transaction writes the attempt's
  * end too, so the step commits once rather than twice. Should the attempt fail after all, its end is written again.
  */
-export function recordingEffect<T>(fn: () => Promise<T>): Promise<T> {
-  const scope = currentAttemptScope();
-  return scope?.ledger ? scope.ledger.recording(() => succeeded(scope), fn) : fn();
+export function recordingEffect<T>(attempt: Attempt, fn: () => Promise<T>): Promise<T> {
+  return attempt.ledger ? attempt.ledger.recording(() => succeeded(attempt), fn) : fn();
 }
 
 /**
@@ -75,9 +66,9 @@ export function recordingEffect<T>(fn: () => Promise<T>): Promise<T> {
  * attempt that never finishes is seen as one. The ledger is evidence, not the effect: a failed write is logged.
  * An attempt that has ended sends nothing more (AttemptEndedError).
  */
-export async function beforeRequest(scope: AttemptScope | undefined): Promise<void> {
+export async function beforeRequest(attempt: Attempt | undefined): Promise<void> {
   try {
-    await scope?.ledger?.begun();
+    await attempt?.ledger?.begun();
   } catch (err) {
     if (err instanceof AttemptEndedError) throw err;
     log.warn('attempt ledger write failed', { error: (err as Error).message });
