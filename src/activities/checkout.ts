@@ -25,9 +25,9 @@ export interface CartStepInput {
   cartId: string;
 }
 
-interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt' | 'windows'> {
+interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt'> {
   store: OrderStore;
-  /** The worker's settings: a reservation hands them to its run, as a refund's first step does. */
+  /** The worker's settings (its provider's windows too): a reservation hands them to its run, as a refund's first step does. */
   settings: RunSettings;
   createRefund: ReturnType<typeof refundCreation>['createRefund'];
 }
@@ -64,7 +64,8 @@ export async function cartOf(store: OrderStore, cartId: string) {
 }
 
 export function createCheckoutActivities(deps: CheckoutDeps) {
-  const { store, attempt, windows } = deps;
+  const { store, attempt } = deps;
+  const windows = deps.settings.provider;
   const pinned = pinSettings(deps.settings);
   const { sends, checkouts } = store;
   const { insideWindow } = sendWindow(windows);
