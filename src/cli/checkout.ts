@@ -1,6 +1,5 @@
-// npm run checkout: starts the checkout saga for a cart in the store and waits for its result (or its
-// parking). With --items, the cart (and, with --stock, its items' stock) is put in the store first:
-// for trying the saga on a local stack.
+// npm run checkout: checks out a cart in the store and waits for the result (or the parking). With --items the
+// cart (and, with --stock, its items' stock) is put in the store first, for trying the saga on a local stack.
 import { Command, InvalidArgumentError } from 'commander';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { loadConfig } from '../config';

@@ -1,6 +1,5 @@
-// What the world says about one checkout, read where its effects land: the cart and its stock
-// reservation, the charge's send record and its PaymentIntents at the provider, the refund that
-// undid it, the receipt and its correction (outbox and mailbox), and the audit trail.
+// What the world says about one checkout, read where its effects land: the cart, the charge's send record,
+// its PaymentIntents and their refunds, the receipt and its correction (outbox, mailbox), the audit trail.
 import { checkoutOperationId, compensationKey, stepKey } from '../contract';
 import { countMessages, outboxFact, short, type EvidenceSources, type Fact } from './facts';
 

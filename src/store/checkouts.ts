@@ -1,6 +1,5 @@
-// The checkout saga's store: carts waiting to be paid, and the stock they reserve. A reservation and
-// its release are each idempotent by their step's key, and each moves all of its items in one
-// transaction, every item at the count it read or not at all.
+// Carts waiting to be paid, and the stock they reserve: a reservation and its release are each idempotent
+// by their step's key, and move every item in one transaction, at the count it read or not at all.
 import { sql } from 'kysely';
 import type { StockReceipt } from '../contract';
 import type { Database, Queryable } from './database';
@@ -103,10 +102,7 @@ export class SqlCheckouts {
     });
   }
 
-  /**
-   * Puts a reservation's items back under the compensation's own key, once. It closes the cart even when nothing was
-   * reserved (a reservation still in flight when its checkout was cancelled is then refused, never left standing).
-   */
+  /** Puts a reservation's items back under the compensation's own key, once, and closes the cart. */
   async release(cartId: string, key: string): Promise<StockReceipt> {
     return this.db.transaction(async (tx) => {
       const cart = await requireCart(tx, cartId);
@@ -116,6 +112,7 @@ export class SqlCheckouts {
           await tx.run(
             sql`UPDATE stock SET available = available + ${quantity}, version = version + 1 WHERE sku = ${sku}`,
           );
+      // Closed even when nothing was reserved: a reservation still in flight when its checkout was cancelled is refused.
       await tx.run(sql`UPDATE checkouts SET released_by_key = ${key}, released_at = ${now()} WHERE id = ${cartId}`);
       return receipt(cart, cart.reservedByKey !== null);
     });

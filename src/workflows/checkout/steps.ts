@@ -1,6 +1,5 @@
-// The checkout's steps as definitions that execute: reserve the cart's stock (our store), charge the
-// card (Stripe, a send reconciled by its key when its answer is lost), email the receipt (SMTP, a
-// send reconciled through the mail provider's log); and each one's undo, under its own key.
+// The checkout's steps as definitions that execute: reserve the stock (store), charge the card (Stripe),
+// email the receipt (SMTP), the charge's lookup by key, and each step's undo under its own key.
 import {
   chargeLookupSchema,
   chargeReceiptSchema,
