@@ -10,25 +10,21 @@ export interface CheckoutMailInput extends Omit<OutboxMail, 'orderId' | 'kind' |
   currency: string;
 }
 
-const mail = (input: CheckoutMailInput, subject: string, line: string): MailText => ({
-  subject,
-  text: ['Hello,', '', line, `Payment reference: ${input.paymentIntentId}`].join('\n'),
-});
+export type CheckoutMailKind = Extract<OutboxMail['kind'], `checkout_${string}`>;
 
-export function checkoutReceiptMail(input: CheckoutMailInput): MailText {
-  const amount = formatAmount(input.amount, input.currency);
-  return mail(
-    input,
-    `Your receipt for ${amount} (cart ${input.cartId})`,
-    `We charged ${amount} for cart ${input.cartId}.`,
-  );
-}
+/** Each email's subject and line, by its outbox kind. */
+const TEXTS: Record<CheckoutMailKind, (cart: string, amount: string) => [subject: string, line: string]> = {
+  checkout_receipt: (cart, amount) => [
+    `Your receipt for ${amount} (cart ${cart})`,
+    `We charged ${amount} for cart ${cart}.`,
+  ],
+  checkout_correction: (cart, amount) => [
+    `Correction: your order for cart ${cart} was cancelled`,
+    `Please disregard our receipt for cart ${cart}: the order was cancelled and ${amount} is refunded to your original payment method.`,
+  ],
+};
 
-export function checkoutCorrectionMail(input: CheckoutMailInput): MailText {
-  const amount = formatAmount(input.amount, input.currency);
-  return mail(
-    input,
-    `Correction: your order for cart ${input.cartId} was cancelled`,
-    `Please disregard our receipt for cart ${input.cartId}: the order was cancelled and ${amount} is refunded to your original payment method.`,
-  );
+export function checkoutMail(kind: CheckoutMailKind, input: CheckoutMailInput): MailText {
+  const [subject, line] = TEXTS[kind](input.cartId, formatAmount(input.amount, input.currency));
+  return { subject, text: ['Hello,', '', line, `Payment reference: ${input.paymentIntentId}`].join('\n') };
 }

@@ -1,19 +1,12 @@
 // The checkout saga's activities: the cart's stock reserved and released (the store), the card charged once
 // under its step key through the send protocol (its record in the store's sends), and a lost answer looked up.
 import type Stripe from 'stripe';
-import {
-  type ChargeLookup,
-  type ChargeReceipt,
-  lookupKey,
-  operationId as refundOperationId,
-  pinSettings,
-  type RunSettings,
-} from '../contract';
+import { type ChargeLookup, type ChargeReceipt, lookupKey, pinSettings, type RunSettings } from '../contract';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
 import { provesNothingSent, type PaymentDeps, type refundCreation } from './create-refund';
-import { requestHash } from './operations';
+import { refundIntent } from './operations';
 import { paymentFailure } from './payment-failures';
 import { sendWindow } from './send-window';
 import { receiptNotRecorded, storeFailure } from './store-failures';
@@ -25,9 +18,9 @@ export interface CartStepInput {
   cartId: string;
 }
 
-interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt' | 'windows'> {
+interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt'> {
   store: OrderStore;
-  /** The worker's settings: a reservation hands them to its run, as a refund's first step does. */
+  /** The worker's settings (its provider's windows too): a reservation hands them to its run, as a refund's first step does. */
   settings: RunSettings;
   createRefund: ReturnType<typeof refundCreation>['createRefund'];
 }
@@ -64,7 +57,8 @@ export async function cartOf(store: OrderStore, cartId: string) {
 }
 
 export function createCheckoutActivities(deps: CheckoutDeps) {
-  const { store, attempt, windows } = deps;
+  const { store, attempt } = deps;
+  const windows = deps.settings.provider;
   const pinned = pinSettings(deps.settings);
   const { sends, checkouts } = store;
   const { insideWindow } = sendWindow(windows);
@@ -183,21 +177,18 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
 
     /** The charge refunded as a refund operation of its own (`refund:checkout:<cart>:v1`), its intent committed first. */
     async refundCharge(input: CartStepInput & { paymentIntentId: string; amount: number; currency: string }) {
-      const { cartId, amount, currency, paymentIntentId } = input;
-      const request = { orderId: cartId, amount, currency, reason: 'requested_by_customer' as const };
-      const operationId = refundOperationId('checkout', cartId, 1);
-      const intent = {
-        operationId,
-        orderId: cartId,
-        operationVersion: 1,
-        scope: 'checkout',
-        requestHash: requestHash(request),
-        request,
-      };
+      const { cartId: orderId, amount, currency, paymentIntentId } = input;
+      const request = { orderId, amount, currency, reason: 'requested_by_customer' as const };
+      const intent = refundIntent('checkout', { ...request, operationVersion: 1 });
       await attempt({ ...storeCall('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, (a) =>
         store.operations.commitIntent({ ...intent, actor: a.actor }),
       );
-      return deps.createRefund({ ...request, operationId, paymentIntentId, idempotencyKey: input.key });
+      return deps.createRefund({
+        ...request,
+        operationId: intent.operationId,
+        paymentIntentId,
+        idempotencyKey: input.key,
+      });
     },
   };
 }

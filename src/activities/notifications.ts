@@ -6,7 +6,7 @@ import type { OrderStore } from '../store';
 import type { AttemptRunner } from './attempt';
 import type { MessageLog } from './message-log';
 import { cartOf } from './checkout';
-import { checkoutCorrectionMail, checkoutReceiptMail, type CheckoutMailInput } from './checkout-mail';
+import { checkoutMail, type CheckoutMailInput, type CheckoutMailKind } from './checkout-mail';
 import { DEFAULT_DIGEST_TO, digestMail, type DigestInput } from './attention-digest';
 import { createOutboxHandOver, type ConfirmDeliveredInput } from './outbox-hand-over';
 import { refundCorrectionMail, type RefundCorrectionInput } from './refund-correction';
@@ -33,8 +33,6 @@ const MAX_SEND_MS = 5 * 60_000;
 export function createNotificationActivities(deps: NotificationDeps) {
   const { deliver, confirmDelivered } = createOutboxHandOver({ ...deps, maxSendMs: deps.maxSendMs ?? MAX_SEND_MS });
 
-  const cartEmail = async (cartId: string) => (await cartOf(deps.store, cartId)).customerEmail;
-
   const smtpCall = (step: string, key: string, operationId: string) => ({
     step,
     key,
@@ -42,6 +40,15 @@ export function createNotificationActivities(deps: NotificationDeps) {
     boundary: 'smtp' as const,
     breaker: 'smtp:send',
   });
+
+  /** The checkout's receipt, or its correction: mailed to the cart's customer, as the store holds them. */
+  const cartMail =
+    (kind: CheckoutMailKind, step: string) =>
+    (input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> =>
+      deps.attempt(smtpCall(step, input.key, input.operationId), storeFailure, async (a) => {
+        const to = (await cartOf(deps.store, input.cartId)).customerEmail;
+        return deliver(a, { ...input, orderId: input.cartId, kind, to }, checkoutMail(kind, input));
+      });
 
   return {
     async sendRefundNotice(input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> {
@@ -81,26 +88,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
       );
     },
 
-    /** The checkout's receipt, and its correction: mailed to the cart's customer, as the store holds them. */
-    async sendCheckoutReceipt(input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('send_receipt', input.key, input.operationId), storeFailure, async (a) =>
-        deliver(
-          a,
-          { ...input, orderId: input.cartId, kind: 'checkout_receipt', to: await cartEmail(input.cartId) },
-          checkoutReceiptMail(input),
-        ),
-      );
-    },
-
-    async sendCheckoutCorrection(input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('send_receipt:compensate', input.key, input.operationId), storeFailure, async (a) =>
-        deliver(
-          a,
-          { ...input, orderId: input.cartId, kind: 'checkout_correction', to: await cartEmail(input.cartId) },
-          checkoutCorrectionMail(input),
-        ),
-      );
-    },
+    sendCheckoutReceipt: cartMail('checkout_receipt', 'send_receipt'),
+    sendCheckoutCorrection: cartMail('checkout_correction', 'send_receipt:compensate'),
 
     async sendRefundCorrection(input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> {
       return deps.attempt(smtpCall('notify_customer:compensate', input.key, input.operationId), storeFailure, (a) =>

@@ -12,7 +12,7 @@ import {
 } from '../contract';
 import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
-import type { OperationRecord, OrderStore } from '../store/types';
+import type { NewOperation, OperationRecord, OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
 import { recordingEffect } from './attempt-context';
 import { storeFailure } from './store-failures';
@@ -43,6 +43,14 @@ export function requestHash(request: Pick<RefundRequest, 'orderId' | 'amount' | 
   return createHash('sha256').update(canonical).digest('hex');
 }
 
+/** A refund operation's intent as the store commits it: its id from scope, order and version; its request hashed. */
+export function refundIntent(scope: string, request: Omit<RefundRequest, 'requestedBy'>): Omit<NewOperation, 'actor'> {
+  const { orderId, amount, currency, reason, operationVersion } = request;
+  const refund = { orderId, amount, currency, reason };
+  const operationId = deriveOperationId(scope, orderId, operationVersion);
+  return { operationId, orderId, operationVersion, scope, requestHash: requestHash(refund), request: refund };
+}
+
 /** Effects an operation's record proves already happened: its refund exists at the provider. */
 const HAS_REFUND: OperationRecord['status'][] = ['refunded', 'partial', 'completed', 'failed'];
 
@@ -53,7 +61,8 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
 
   async function beginOperation(input: BeginOperationInput): Promise<Evidenced<BeginResult>> {
     const { request } = input;
-    const operationId = deriveOperationId(settings.scope, request.orderId, request.operationVersion);
+    const intent = refundIntent(settings.scope, request);
+    const { operationId } = intent;
     const call = {
       step: 'load_order',
       key: stepKey(operationId, 'load_order'),
@@ -69,21 +78,9 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
           'order_not_found',
           `order ${request.orderId} does not exist`,
         );
-      const intent = {
-        operationId,
-        orderId: request.orderId,
-        operationVersion: request.operationVersion,
-        scope: settings.scope,
-        requestHash: requestHash(request),
-        request: {
-          orderId: request.orderId,
-          amount: request.amount,
-          currency: request.currency,
-          reason: request.reason,
-        },
-        actor: a.actor,
-      };
-      const { record, created } = await recordingEffect(a, () => store.operations.commitIntent(intent));
+      const { record, created } = await recordingEffect(a, () =>
+        store.operations.commitIntent({ ...intent, actor: a.actor }),
+      );
       const applied = await store.appliedRefund(operationId);
       const others = (await store.operations.forOrder(request.orderId)).filter((op) => op.operationId !== operationId);
       const later = others.find((op) => op.scope === settings.scope && op.operationVersion > request.operationVersion);

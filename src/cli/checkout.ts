@@ -1,13 +1,12 @@
-// npm run checkout: starts the checkout saga for a cart in the store and waits for its result (or
-// its parking). With --items, the cart (and, with --stock, its items' stock) is put in the store
-// first: for trying the saga on a local stack.
+// npm run checkout: checks out a cart in the store and waits for the result (or the parking). With --items the
+// cart (and, with --stock, its items' stock) is put in the store first, for trying the saga on a local stack.
 import { Command, InvalidArgumentError } from 'commander';
-import { WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
-import { outcomeOf } from '../client/outcome';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { loadConfig } from '../config';
-import { checkoutWorkflowId, type CheckoutRequest, parseCheckoutRequest, type RefundWorkflow } from '../contract';
+import { CHECKOUT_WORKFLOW, checkoutWorkflowId, parseCheckoutRequest } from '../contract';
+import { InvalidInputError } from '../domain/zod-problems';
 import { openStore } from '../store';
-import { connectClient, errorMessage, printOutcome, requester, wholeNumber } from './common';
+import { connectClient, exitOnError, followRun, requester, wholeNumber } from './common';
 
 const items = (value: string) =>
   value.split(',').map((item) => {
@@ -32,57 +31,46 @@ const program = new Command('checkout')
 
 async function main() {
   const opts = program.parse().opts();
-  const requestedBy = requester(program);
-  let request: CheckoutRequest;
-  try {
-    request = parseCheckoutRequest({ cartId: opts.cart, paymentMethod: opts.paymentMethod, requestedBy });
-  } catch (err) {
-    return program.error(`checkout: ${(err as Error).message}`, { exitCode: 2 });
-  }
+  const request = parseCheckoutRequest({
+    cartId: opts.cart,
+    paymentMethod: opts.paymentMethod,
+    requestedBy: requester(program),
+  });
   const config = loadConfig();
   if (opts.items) {
     if (!opts.amount || !opts.email) program.error('checkout: --items needs --amount and --email', { exitCode: 2 });
     const store = await openStore(config.databaseUrl);
     try {
       for (const { sku } of opts.items) if (opts.stock !== undefined) await store.checkouts.setStock(sku, opts.stock);
-      await store.checkouts.seedCart({
-        id: request.cartId,
-        customerEmail: opts.email,
-        currency: opts.currency,
-        amount: opts.amount,
-        items: opts.items,
-      });
+      const { amount, currency, email } = opts;
+      await store.checkouts.seedCart({ id: request.cartId, customerEmail: email, currency, amount, items: opts.items });
     } finally {
       await store.close();
     }
   }
   const client = await connectClient(config);
   try {
-    const workflowId = checkoutWorkflowId(request.cartId);
-    const handle = await client.workflow.start('checkoutWorkflow', {
+    const handle = await client.workflow.start(CHECKOUT_WORKFLOW, {
       taskQueue: config.taskQueue,
-      workflowId,
+      workflowId: checkoutWorkflowId(request.cartId),
       args: [request],
       // A cart is checked out once: a run still going is waited for, one that ended is not started again.
       workflowIdConflictPolicy: 'USE_EXISTING',
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
     });
-    console.log(`workflow ${workflowId}`);
-    if (!opts.wait) return;
-    const outcome = await outcomeOf(handle as unknown as WorkflowHandle<RefundWorkflow>);
-    printOutcome('checkout', workflowId, outcome);
+    await followRun('checkout', client, config, handle, opts.wait);
   } finally {
     await client.connection.close();
   }
 }
 
-main().catch((err) => {
-  if (err instanceof WorkflowExecutionAlreadyStartedError) {
-    console.error(
-      `checkout: ${err.workflowId} has already run; a cart is checked out once (npm run inspect -- ${err.workflowId})`,
-    );
-    process.exit(2);
-  }
-  console.error(`checkout: ${errorMessage(err)}`);
-  process.exit(1);
-});
+exitOnError('checkout', main(), (err) =>
+  err instanceof WorkflowExecutionAlreadyStartedError
+    ? {
+        code: 2,
+        message: `${err.workflowId} has already run; a cart is checked out once (npm run inspect -- ${err.workflowId})`,
+      }
+    : err instanceof InvalidInputError
+      ? 2
+      : undefined,
+);

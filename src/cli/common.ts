@@ -1,9 +1,10 @@
-import { Client, Connection, WorkflowFailedError } from '@temporalio/client';
+import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
-import type { RunOutcome } from '../client/outcome';
+import { outcomeOf, type RunOutcome } from '../client/outcome';
 import type { Config } from '../config';
 import { decideCommand, decisionAddress } from '../contract';
 import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
+import { workerPolling } from '../temporal/client';
 
 /** An option's parser: a whole number, or a usage error that names the option. */
 export const wholeNumber = (name: string) => (value: string) => {
@@ -44,6 +45,29 @@ export async function connectClient(config: Config): Promise<Client> {
 export function errorMessage(err: unknown): string {
   if (err instanceof WorkflowFailedError) return err.cause?.message ?? err.message;
   return err instanceof Error ? err.message : String(err);
+}
+
+/** Runs a command's main: an error exits with the code `exit` gives it (1 if none), said as it says or as its own. */
+export function exitOnError(cli: string, main: Promise<unknown>, exit: (err: unknown) => Exit) {
+  main.catch((err: unknown) => {
+    const said = exit(err) ?? 1;
+    const { code, message } = typeof said === 'number' ? { code: said, message: errorMessage(err) } : said;
+    console.error(`${cli}: ${message}`);
+    process.exit(code);
+  });
+}
+type Exit = number | { code: number; message: string } | undefined;
+
+/** Names a started run and, unless told not to wait, waits for how it comes out and prints it. */
+export async function followRun(cli: string, client: Client, config: Config, handle: WorkflowHandle, wait: boolean) {
+  console.log(`workflow ${handle.workflowId}`);
+  if (!wait) return;
+  if (!(await workerPolling(client, config.taskQueue)))
+    console.error(
+      `${cli}: no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}, so nothing will run yet; ` +
+        'start one with `npm start` (or the whole stack with `npm run dev`). Waiting for it…',
+    );
+  printOutcome(cli, handle.workflowId, await outcomeOf(handle as Parameters<typeof outcomeOf>[0]));
 }
 
 /** Prints how a run came out: its result (exit 3 unless it completed), or, parked, its verdict and how to decide. */

@@ -10,7 +10,7 @@ import { inspectRun, type Inspection } from '../inspect/inspection';
 import { openStore } from '../store';
 import { decideCommand, type StepRecord } from '../contract';
 import { columns } from './columns';
-import { connectClient, errorMessage } from './common';
+import { connectClient, exitOnError } from './common';
 
 const positive = (name: string) => (value: string) => {
   if (!/^[1-9]\d*$/.test(value))
@@ -180,13 +180,11 @@ function stepDetail(s: StepRecord): string {
   return parts.filter(Boolean).join('; ') || (s.idempotencyKey ? `key ${s.idempotencyKey}` : '');
 }
 
-main().catch((err) => {
-  if (err instanceof WorkflowNotFoundError) {
-    console.error(
-      `inspect: no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that need a person)`,
-    );
-    process.exit(1);
-  }
-  console.error(`inspect: ${errorMessage(err)}`);
-  process.exit(1);
-});
+exitOnError('inspect', main(), (err) =>
+  err instanceof WorkflowNotFoundError
+    ? {
+        code: 1,
+        message: `no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that need a person)`,
+      }
+    : undefined,
+);

@@ -3,7 +3,7 @@
 import { Command } from 'commander';
 import { orderRuns } from '../client/refunds';
 import { loadConfig } from '../config';
-import { connectClient, errorMessage } from './common';
+import { connectClient, exitOnError } from './common';
 
 const program = new Command('operations')
   .description("List an order's refund runs and their states, and the next free operation version.")
@@ -43,7 +43,4 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  console.error(`operations: ${errorMessage(err)}`);
-  process.exit(1);
-});
+exitOnError('operations', main(), () => undefined);

@@ -1,12 +1,11 @@
 import { Command } from 'commander';
-import { outcomeOf } from '../client/outcome';
 import { startRefund } from '../client/refunds';
-import { ConflictingRefundError, workerPolling } from '../temporal/client';
+import { ConflictingRefundError } from '../temporal/client';
 import { loadConfig } from '../config';
 import { InvalidRefundRequestError, REFUND_REASONS, parseRefundRequest } from '../domain/refund-request';
 import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError, openStore } from '../store';
-import { connectClient, errorMessage, printOutcome, requester, wholeNumber } from './common';
+import { connectClient, exitOnError, followRun, requester, wholeNumber } from './common';
 import { AdmissionRejectedError } from '../client/admission';
 
 const program = new Command('refund')
@@ -64,39 +63,23 @@ async function main() {
   }
   const client = await connectClient(config);
   try {
-    const { workflowId, handle } = await startRefund(client, request, config.taskQueue, {
+    const { handle } = await startRefund(client, request, config.taskQueue, {
       taskQueue: config.taskQueue,
       ...config.admission,
     });
-    console.log(`workflow ${workflowId}`);
-    if (!opts.wait) return;
-    if (!(await workerPolling(client, config.taskQueue))) {
-      console.error(
-        `refund: no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}, so nothing will run yet; ` +
-          'start one with `npm start` (or the whole stack with `npm run dev`). Waiting for it…',
-      );
-    }
-    const outcome = await outcomeOf(handle);
-    printOutcome('refund', workflowId, outcome);
+    await followRun('refund', client, config, handle, opts.wait);
   } finally {
     await client.connection.close();
   }
 }
 
-main().catch((err) => {
-  if (err instanceof AdmissionRejectedError) {
-    // EX_TEMPFAIL: nothing was done, and the same command may succeed later.
-    console.error(`refund: ${err.message}`);
-    process.exit(75);
-  }
-  if (
-    err instanceof InvalidRefundRequestError ||
-    err instanceof ConflictingRefundError ||
-    err instanceof IntentConflictError
-  ) {
-    console.error(`refund: ${err.message}`);
-    process.exit(2);
-  }
-  console.error(`refund: ${errorMessage(err)}`);
-  process.exit(1);
-});
+exitOnError('refund', main(), (err) =>
+  // EX_TEMPFAIL: nothing was done, and the same command may succeed later.
+  err instanceof AdmissionRejectedError
+    ? 75
+    : err instanceof InvalidRefundRequestError ||
+        err instanceof ConflictingRefundError ||
+        err instanceof IntentConflictError
+      ? 2
+      : undefined,
+);

@@ -6,7 +6,7 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../config';
 import { loadDefinitions, type ScheduleDefinition } from '../schedules/definitions';
 import { applySchedule, describeSchedule, triggerSchedule, viewOf, type ScheduleView } from '../schedules/schedules';
-import { connectClient, errorMessage } from './common';
+import { connectClient, exitOnError } from './common';
 
 const config = loadConfig();
 const definitions = (): ScheduleDefinition[] => loadDefinitions({ ...config.schedules, taskQueue: config.taskQueue });
@@ -162,7 +162,4 @@ program
     }),
   );
 
-program.parseAsync().catch((err: unknown) => {
-  console.error(`schedule: ${errorMessage(err)}`);
-  process.exit(err instanceof InvalidArgumentError ? 2 : 1);
-});
+exitOnError('schedule', program.parseAsync(), (err) => (err instanceof InvalidArgumentError ? 2 : undefined));

@@ -1,13 +1,12 @@
-// The checkout saga's contract: its request, its steps and ids, the receipts its steps return, and
-// its result. A cart is in the store (its items, amount and customer); the request names it and
-// the payment method, so that no customer address travels through history.
+// The checkout saga's contract: its request, ids, receipts and result. The cart (items, amount,
+// customer) is in the store: the request names it and the card, so no address travels through history.
 import { defineQuery } from '@temporalio/workflow';
 import { z } from 'zod';
 import { type PinnedSettings, pinnedSettingsSchema } from './receipts';
 import type { EndedRefund } from './results';
 import type { RunState } from './run-state';
 import type { CheckoutStep } from './steps';
-import { zodProblems } from '../domain/zod-problems';
+import { parseInput } from '../domain/zod-problems';
 
 export const checkoutRequestSchema = z
   .object({
@@ -20,29 +19,23 @@ export const checkoutRequestSchema = z
   })
   .strict();
 export type CheckoutRequest = z.output<typeof checkoutRequestSchema>;
-
-/** Parses a checkout request, throwing an error that names every bad field. Changes nothing. */
-export function parseCheckoutRequest(input: unknown): CheckoutRequest {
-  const parsed = checkoutRequestSchema.safeParse(input);
-  if (parsed.success) return parsed.data;
-  throw new Error(`invalid checkout request: ${zodProblems(parsed.error, '(request)')}`);
-}
+export const parseCheckoutRequest = (input: unknown): CheckoutRequest =>
+  parseInput(checkoutRequestSchema, input, 'checkout request', '(request)');
 
 export const CHECKOUT_WORKFLOW = 'checkoutWorkflow';
-/** One checkout per cart: `checkout-<cart>`. */
+/** One checkout per cart. */
 export const checkoutWorkflowId = (cartId: string) => `checkout-${cartId}`;
-/** `checkout:<cart>`: the operation its keys and audit trail are under. */
+/** The operation its keys and audit trail are under. */
 export const checkoutOperationId = (cartId: string) => `checkout:${cartId}`;
 
+/** What a reservation or a release did (`changed` false: its key had done it); a reservation hands the run the worker's settings. */
 export const stockReceiptSchema = z.object({
   cartId: z.string(),
   amount: z.number().int().positive(),
   currency: z.string(),
   changed: z.boolean(),
-  /** The reservation's: the worker's settings, which the run takes from then on (a run begun before took the defaults). */
   settings: pinnedSettingsSchema.optional(),
 });
-/** What a reservation or a release did: `changed` is false when the key had done it already. */
 export type StockReceipt = Omit<z.output<typeof stockReceiptSchema>, 'settings'> & { settings?: PinnedSettings };
 
 /** A charge as the provider answered: succeeded, or declined (a business outcome: nothing was charged). */
@@ -56,7 +49,7 @@ export const chargeReceiptSchema = z.object({
 });
 export type ChargeReceipt = z.output<typeof chargeReceiptSchema>;
 
-/** What reconciling a charge whose outcome is unknown found at the provider. */
+/** What looking up a charge whose answer was lost found at the provider. */
 export const chargeLookupSchema = z.object({
   kind: z.enum(['found', 'absent', 'unknown']),
   charge: chargeReceiptSchema.nullable(),

@@ -1,7 +1,7 @@
 // A refund request as the business states it: which order, how much, why, who asked, and which
 // operation version. Parsed the same way wherever one enters (CLI, CSV queue, a run's input).
 import { z } from 'zod';
-import { zodProblems } from './zod-problems';
+import { InvalidInputError, parseInput } from './zod-problems';
 
 export const REFUND_REASONS = ['requested_by_customer', 'duplicate', 'fraudulent'] as const;
 
@@ -32,13 +32,8 @@ export type RefundRequest = z.output<typeof refundRequestSchema>;
 export type RefundRequestInput = z.input<typeof refundRequestSchema>;
 
 /** Parses a refund request, throwing an error that names every bad field. Changes nothing. */
-export function parseRefundRequest(input: unknown): RefundRequest {
-  const result = refundRequestSchema.safeParse(input);
-  if (!result.success) {
-    throw new InvalidRefundRequestError(`invalid refund request: ${zodProblems(result.error, '(request)')}`);
-  }
-  return result.data;
-}
+export const parseRefundRequest = (input: unknown): RefundRequest =>
+  parseInput(refundRequestSchema, input, 'refund request', '(request)', InvalidRefundRequestError);
 
 /**
  * How `existing` differs from `request` in what the refund is (amount, currency, reason), as
@@ -49,6 +44,6 @@ export function changedIntent(existing: RefundRequest, request: RefundRequest): 
   return differs.length ? differs.map((f) => `${f} ${existing[f]}`).join(', ') : undefined;
 }
 
-export class InvalidRefundRequestError extends Error {
+export class InvalidRefundRequestError extends InvalidInputError {
   override name = 'InvalidRefundRequestError';
 }

@@ -1,29 +1,23 @@
-// What the world says about one checkout, read where its effects land: the cart and its stock
-// reservation, the charge's send record and its PaymentIntents at the provider, the refund that
-// undid it, the receipt and its correction (outbox and mailbox), and the audit trail.
+// What the world says about one checkout, read where its effects land: the cart, the charge's send record,
+// its PaymentIntents and their refunds, the receipt and its correction (outbox, mailbox), the audit trail.
 import { checkoutOperationId, compensationKey, stepKey } from '../contract';
 import { countMessages, outboxFact, short, type EvidenceSources, type Fact } from './facts';
 
-export async function checkoutFacts(sources: EvidenceSources, cartId: string) {
-  const { store, stripe, mailboxUrl } = sources;
+export async function checkoutFacts({ store, stripe, mailboxUrl }: EvidenceSources, cartId: string) {
   const op = checkoutOperationId(cartId);
-  const chargeKey = stepKey(op, 'charge_card');
-  const receiptKey = stepKey(op, 'send_receipt');
-  const facts: Fact[] = [];
-  const unavailable: string[] = [];
-  const cart = await store.checkouts.cart(cartId);
-  facts.push({
-    id: `store:cart:${cartId}`,
-    says: cart
-      ? `${cart.amount} ${cart.currency}; stock reserved by ${cart.reservedByKey ?? 'nobody'}, released by ${cart.releasedByKey ?? 'nobody'}`
-      : 'no such cart',
-  });
-  const send = await store.sends.get(chargeKey, op);
+  const [chargeKey, receiptKey] = [stepKey(op, 'charge_card'), stepKey(op, 'send_receipt')];
+  const [cart, send] = await Promise.all([store.checkouts.cart(cartId), store.sends.get(chargeKey, op)]);
+  const stock =
+    cart && `stock reserved by ${cart.reservedByKey ?? 'nobody'}, released by ${cart.releasedByKey ?? 'nobody'}`;
   const receipt = send.receipt ? `receipt ${JSON.stringify(send.receipt)}` : 'no receipt';
-  facts.push({
-    id: `store:send:${chargeKey}`,
-    says: `${send.requestsSent} charge request(s) sent; absence proven through ${send.provenAbsentThrough ?? 'none'}; ${receipt}`,
-  });
+  const facts: Fact[] = [
+    { id: `store:cart:${cartId}`, says: cart ? `${cart.amount} ${cart.currency}; ${stock}` : 'no such cart' },
+    {
+      id: `store:send:${chargeKey}`,
+      says: `${send.requestsSent} charge request(s) sent; absence proven through ${send.provenAbsentThrough ?? 'none'}; ${receipt}`,
+    },
+  ];
+  const unavailable: string[] = [];
   try {
     const found = await stripe.paymentIntents.search({ query: `metadata['key']:'${chargeKey}'` });
     if (!found.data.length) facts.push({ id: 'stripe:search', says: `no PaymentIntent carries key ${chargeKey}` });

@@ -14,7 +14,7 @@ import {
   ROLES,
 } from './policy-terms';
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from './taxonomy';
-import { zodProblems } from '../domain/zod-problems';
+import { parseInput } from '../domain/zod-problems';
 
 const ms = z
   .number()
@@ -193,10 +193,5 @@ export type BudgetLimits = z.output<typeof budgetSchema>;
 export type ActivityTimeouts = z.output<typeof timeoutsSchema>;
 
 /** Validates a policy, throwing one error that names every problem. */
-export function parsePolicy(input: unknown, source = 'recovery policy'): RecoveryPolicy {
-  const result = policySchema.safeParse(input);
-  if (!result.success) {
-    throw new Error(`invalid ${source}: ${zodProblems(result.error, '(policy)')}`);
-  }
-  return result.data;
-}
+export const parsePolicy = (input: unknown, source = 'recovery policy'): RecoveryPolicy =>
+  parseInput(policySchema, input, source, '(policy)', Error);

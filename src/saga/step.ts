@@ -35,3 +35,12 @@ export interface StepCall<A extends string = string, In = never> {
 
 /** A StepCall as written, its activity's name and input type kept. */
 export const defineCall = <const A extends string, In = never>(call: StepCall<A, In>): StepCall<A, In> => call;
+
+/** A call as a step of the saga, under its name in the run's table. */
+export const defineStep = <const N extends string, const A extends string, In>(name: N, call: StepCall<A, In>) => ({
+  name,
+  ...defineCall(call),
+});
+
+/** A step that sends under the key its input carries. */
+export const keyed = <In extends { key: string }>(input: In) => input.key;

@@ -1,10 +1,15 @@
-// The checkout saga's store: carts waiting to be paid, and the stock they reserve. A reservation
-// and its release are each idempotent by their step's key, and each takes its items off (or puts
-// them back) in one transaction, every item at the count it read or not at all.
+// Carts waiting to be paid, and the stock they reserve: a reservation and its release are each idempotent
+// by their step's key, and move every item in one transaction, at the count it read or not at all.
 import { sql } from 'kysely';
 import type { StockReceipt } from '../contract';
 import type { Database, Queryable } from './database';
-import { IntentConflictError, InvalidOperationError, OrderNotFoundError, requireMinorUnits } from './errors';
+import {
+  differences,
+  IntentConflictError,
+  InvalidOperationError,
+  OrderNotFoundError,
+  requireMinorUnits,
+} from './errors';
 
 export type { StockReceipt };
 
@@ -31,34 +36,13 @@ export interface Cart extends NewCart {
   releasedByKey: string | null;
 }
 
-interface CartRow {
-  id: string;
-  customer_email: string;
-  currency: string;
-  amount: number;
-  items_json: string;
-  reserved_by_key: string | null;
-  released_by_key: string | null;
-}
-
 const now = () => new Date().toISOString();
-const toCart = (r: CartRow): Cart => ({
-  id: r.id,
-  customerEmail: r.customer_email,
-  currency: r.currency,
-  amount: r.amount,
-  items: JSON.parse(r.items_json) as CartItem[],
-  reservedByKey: r.reserved_by_key,
-  releasedByKey: r.released_by_key,
-});
 const receipt = (c: Cart, changed: boolean): StockReceipt => ({
   cartId: c.id,
   amount: c.amount,
   currency: c.currency,
   changed,
 });
-/** What a cart is seeded with: the same again is a retry, anything else a conflict. */
-const SEEDED = ['customerEmail', 'currency', 'amount', 'items'] as const;
 
 export class SqlCheckouts {
   constructor(private readonly db: Database) {}
@@ -74,33 +58,32 @@ export class SqlCheckouts {
     return (await this.db.one(sql<{ available: number }>`SELECT available FROM stock WHERE sku = ${sku}`))?.available;
   }
 
-  /** Inserts the cart, or returns the one already there when it is the same. */
+  /** Inserts the cart, or returns the one already there when it is the same (anything else is a conflict). */
   async seedCart(cart: NewCart): Promise<Cart> {
     requireMinorUnits('cart amount', cart.amount);
     return this.db.transaction(async (tx) => {
-      const existing = await cartRow(tx, cart.id);
-      if (existing) {
-        const stored = toCart(existing);
-        if (SEEDED.some((f) => JSON.stringify(stored[f]) !== JSON.stringify(cart[f])))
-          throw new IntentConflictError(`cart ${cart.id} already exists with other contents; it was not overwritten`);
-        return stored;
-      }
+      const stored = await cartOf(tx, cart.id);
+      const problems = stored && differences<NewCart>(stored, cart, ['customerEmail', 'currency', 'amount', 'items']);
+      if (problems?.length)
+        throw new IntentConflictError(
+          `cart ${cart.id} already exists with other contents (${problems.join('; ')}); it was not overwritten`,
+        );
+      if (stored) return stored;
       await tx.run(sql`
         INSERT INTO checkouts (id, customer_email, currency, amount, items_json, created_at)
         VALUES (${cart.id}, ${cart.customerEmail}, ${cart.currency}, ${cart.amount}, ${JSON.stringify(cart.items)}, ${now()})`);
-      return toCart((await cartRow(tx, cart.id))!);
+      return (await cartOf(tx, cart.id))!;
     });
   }
 
-  async cart(id: string): Promise<Cart | undefined> {
-    const r = await cartRow(this.db, id);
-    return r && toCart(r);
+  cart(id: string): Promise<Cart | undefined> {
+    return cartOf(this.db, id);
   }
 
   /** Takes the cart's items off the stock under `key`; the same key again changes nothing; a released cart is closed. */
   async reserve(cartId: string, key: string): Promise<StockReceipt> {
     return this.db.transaction(async (tx) => {
-      const cart = toCart(await requireCart(tx, cartId));
+      const cart = await requireCart(tx, cartId);
       // Its checkout was undone (or cancelled before its reservation): checking it out again needs a new cart.
       if (cart.releasedByKey)
         throw new InvalidOperationError(`cart ${cartId} was released by ${cart.releasedByKey}: its checkout is over`);
@@ -119,29 +102,33 @@ export class SqlCheckouts {
     });
   }
 
-  /**
-   * Puts a reservation's items back under the compensation's own key, once. It closes the cart even when nothing was
-   * reserved (a reservation still in flight when its checkout was cancelled is then refused, never left standing).
-   */
+  /** Puts a reservation's items back under the compensation's own key, once, and closes the cart. */
   async release(cartId: string, key: string): Promise<StockReceipt> {
     return this.db.transaction(async (tx) => {
-      const cart = toCart(await requireCart(tx, cartId));
+      const cart = await requireCart(tx, cartId);
       if (cart.releasedByKey) return receipt(cart, false);
       if (cart.reservedByKey)
         for (const { sku, quantity } of cart.items)
           await tx.run(
             sql`UPDATE stock SET available = available + ${quantity}, version = version + 1 WHERE sku = ${sku}`,
           );
+      // Closed even when nothing was reserved: a reservation still in flight when its checkout was cancelled is refused.
       await tx.run(sql`UPDATE checkouts SET released_by_key = ${key}, released_at = ${now()} WHERE id = ${cartId}`);
       return receipt(cart, cart.reservedByKey !== null);
     });
   }
 }
 
-const cartRow = (q: Queryable, id: string) => q.one(sql<CartRow>`SELECT * FROM checkouts WHERE id = ${id}`);
+async function cartOf(q: Queryable, id: string): Promise<Cart | undefined> {
+  const row = await q.one(sql<Omit<Cart, 'items'> & { items: string }>`
+    SELECT id, customer_email AS "customerEmail", currency, amount, items_json AS items,
+      reserved_by_key AS "reservedByKey", released_by_key AS "releasedByKey"
+    FROM checkouts WHERE id = ${id}`);
+  return row && { ...row, items: JSON.parse(row.items) as CartItem[] };
+}
 
-async function requireCart(q: Queryable, id: string): Promise<CartRow> {
-  const r = await cartRow(q, id);
-  if (!r) throw new OrderNotFoundError(`cart ${id} does not exist`);
-  return r;
+async function requireCart(q: Queryable, id: string): Promise<Cart> {
+  const cart = await cartOf(q, id);
+  if (!cart) throw new OrderNotFoundError(`cart ${id} does not exist`);
+  return cart;
 }

@@ -42,7 +42,7 @@ export class AttemptEndedError extends Error {
 /** What an IntentConflictError names: each field whose stored value differs from the one asked for. */
 export function differences<T extends object>(stored: T, wanted: T, fields: (keyof T)[]): string[] {
   return fields
-    .filter((f) => stored[f] !== wanted[f])
+    .filter((f) => JSON.stringify(stored[f]) !== JSON.stringify(wanted[f]))
     .map((f) => `${String(f)}: stored ${JSON.stringify(stored[f])}, got ${JSON.stringify(wanted[f])}`);
 }
 

@@ -80,7 +80,7 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     await store.checkouts.seedCart(cart('r3'));
     await expect(store.checkouts.seedCart(cart('r3'))).resolves.toMatchObject({ id: 'r3', amount: 4200 });
     await expect(store.checkouts.seedCart({ ...cart('r3'), amount: 1 })).rejects.toThrow(
-      'cart r3 already exists with other contents',
+      'cart r3 already exists with other contents (amount: stored 4200, got 1)',
     );
   });
 

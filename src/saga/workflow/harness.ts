@@ -10,6 +10,7 @@ import {
   workflowInfo,
   type QueryDefinition,
 } from '@temporalio/workflow';
+import type { z } from 'zod';
 import { decisionUpdate, type TerminalStatus } from '../../contract';
 import type { DecisionPolicy } from '../../reliability/policy';
 import type { Verdict } from '../../reliability/verdict';
@@ -64,6 +65,13 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   /** Cancelled by an operator: what was started is finished honestly, compensations included. */
   cancelled?(run: Run): Promise<void>;
 }
+
+/** A saga's business key: the field of its input, read as `schema` reads it (null when not valid). */
+export const keyField = (field: string, schema: z.ZodType<string>, attributes: SagaAttributes) => ({
+  field,
+  of: (input: unknown) => schema.safeParse((input as Record<string, unknown> | null)?.[field]).data ?? null,
+  attributes,
+});
 
 /** Runs a saga to its result. */
 export async function runSaga<Step extends string, State, Run extends SagaRun<Step, State>, Result>(

@@ -3,13 +3,14 @@
 // shows. A saga adds what it knows of its own effect: the facts its verdict is drawn from, whether
 // compensating fits, and the state its Query returns.
 import { patched, workflowInfo } from '@temporalio/workflow';
-import type {
-  ParsedDecision,
-  PinnedSettings,
-  RunSettings,
-  RunStatus,
-  StepError as StepErrorView,
-  TerminalStatus,
+import {
+  type ParsedDecision,
+  type PinnedSettings,
+  type RunSettings,
+  type RunStatus,
+  type StepError as StepErrorView,
+  stepKey,
+  type TerminalStatus,
 } from '../../contract';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
@@ -21,7 +22,7 @@ import {
   type RecoveryOwner,
   type RecoveryPolicy,
 } from '../../reliability/policy';
-import type { Boundary, Certainty } from '../../reliability/taxonomy';
+import { type Boundary, type Certainty, outcomeUnknown } from '../../reliability/taxonomy';
 import {
   decidersOf,
   verdict,
@@ -106,6 +107,17 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
   protected abstract noticeFacts(): Pick<VerdictFacts, 'noticeMessageId' | 'noticeHeld'>;
   /** What the saga calls its effect, in what a person reads: "charge", "refund". */
   abstract readonly effectName: string;
+
+  /** The step's key: what it sends under, and what its records at the store and the provider are found by. */
+  key(step: Step): string {
+    return stepKey(this.operationId, step);
+  }
+
+  /** Whether the step may have taken effect: done, still running (a cancel can land meanwhile), or failed unknown. */
+  mayHaveTaken(step: Step): boolean {
+    const r = this.steps.get(step);
+    return r.status === 'completed' || r.status === 'running' || outcomeUnknown(r.error?.certainty);
+  }
 
   /** What stands to be undone, latest first, each under its own key, for a saga that plans from its own state. */
   undoPlan(_resendApprovedAt?: string): PlannedUndo<Step>[] {

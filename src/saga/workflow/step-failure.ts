@@ -122,3 +122,7 @@ export function judgedHandOver(failure: StepError | undefined): { approvedHandOv
   const since = failure?.code === 'UNKNOWN_OUTCOME' ? failure.provider?.sendingSince : undefined;
   return typeof since === 'string' ? { approvedHandOver: since } : {};
 }
+
+/** What a resend a person approved at `at` carries: their approval and the hand-over they judged; nothing without it. */
+export const approvedResend = (at: string | undefined, failure: StepError | undefined) =>
+  at === undefined ? {} : { resendApprovedAt: at, ...judgedHandOver(failure) };

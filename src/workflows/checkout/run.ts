@@ -10,14 +10,12 @@ import {
   type CheckoutStep,
   compensationKey,
   type NotificationReceipt,
-  stepKey,
 } from '../../contract';
 import type { StockReceipt } from '../../store/checkouts';
 import { redact } from '../../reliability/redaction';
-import { outcomeUnknown } from '../../reliability/taxonomy';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { Found } from '../../saga/workflow/reconciled-send';
-import { judgedHandOver } from '../../saga/workflow/step-failure';
+import { approvedResend } from '../../saga/workflow/step-failure';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import { runDetails } from '../../saga/workflow/visibility';
 import { REFUND_ATTRIBUTES } from '../refund/run';
@@ -31,11 +29,8 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
   readonly effectName = 'charge';
 
   constructor(readonly request: CheckoutRequest) {
-    super({
-      steps: CHECKOUT_STEPS,
-      // The refund's search attributes, the cart as the key: operators find parked checkouts as they find refunds.
-      shows: { attributes: REFUND_ATTRIBUTES, details: runDetails('Charge') },
-    });
+    // The refund's search attributes, the cart as the key: operators find parked checkouts as they find refunds.
+    super({ steps: CHECKOUT_STEPS, shows: { attributes: REFUND_ATTRIBUTES, details: runDetails('Charge') } });
     this.show.started(request.cartId);
   }
 
@@ -43,13 +38,9 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     return checkoutOperationId(this.request.cartId);
   }
 
-  key(step: CheckoutStep): string {
-    return stepKey(this.operationId, step);
-  }
-
   /** What every step of the checkout is given: its key, the operation and the cart. */
-  at(step: CheckoutStep) {
-    return { key: this.key(step), operationId: this.operationId, cartId: this.request.cartId };
+  at(step: CheckoutStep, key = this.key(step)) {
+    return { key, operationId: this.operationId, cartId: this.request.cartId };
   }
 
   view(): CheckoutRunState {
@@ -60,31 +51,18 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     return { noticeMessageId: this.receipt?.messageId ?? null };
   }
 
-  /** Whether the step may have taken effect: done, still running (a cancel can land meanwhile), or failed unknown. */
-  mayHaveTaken(step: CheckoutStep): boolean {
-    const r = this.steps.get(step);
-    return r.status === 'completed' || r.status === 'running' || outcomeUnknown(r.error?.certainty);
-  }
-
   /** What stands to be undone, latest first, each under its own key; the correction only once the charge is refunded. */
   undoPlan(resendApprovedAt?: string): PlannedUndo<CheckoutStep>[] {
     const planned = (step: CheckoutStep, more = {}) => {
       const key = compensationKey(this.key(step));
-      return { step, key, undo: UNDO[step], input: { ...this.at(step), key, ...more } };
+      return { step, key, undo: UNDO[step], input: { ...this.at(step, key), ...more } };
     };
-    const charged = this.charge?.status === 'succeeded' ? this.charge : undefined;
-    const money = charged && {
-      paymentIntentId: charged.paymentIntentId,
-      amount: charged.amount,
-      currency: charged.currency,
-    };
-    const plan: PlannedUndo<CheckoutStep>[] = [];
+    const { paymentIntentId, amount, currency, status } = this.charge ?? {};
+    const money = status === 'succeeded' && { paymentIntentId, amount, currency };
     // A person's approval resends only a correction whose hand-over is unknown, and only the hand-over they judged.
     const correction = this.steps.get('send_receipt').compensation;
-    const resend =
-      resendApprovedAt && correction?.status === 'unknown'
-        ? { resendApprovedAt, ...judgedHandOver(correction.error) }
-        : {};
+    const resend = approvedResend(correction?.status === 'unknown' ? resendApprovedAt : undefined, correction?.error);
+    const plan: PlannedUndo<CheckoutStep>[] = [];
     if (money && this.mayHaveTaken('send_receipt'))
       plan.push({ ...planned('send_receipt', { ...money, ...resend }), after: 'charge_card' });
     if (money) plan.push(planned('charge_card', money));

@@ -1,6 +1,5 @@
-// The checkout's steps as definitions that execute: reserve the cart's stock (our store), charge the
-// card (Stripe, a send reconciled by its key when its answer is lost), email the receipt (SMTP, a
-// send reconciled through the mail provider's log); and each one's undo, under its own key.
+// The checkout's steps as definitions that execute: reserve the stock (store), charge the card (Stripe),
+// email the receipt (SMTP), the charge's lookup by key, and each step's undo under its own key.
 import {
   chargeLookupSchema,
   chargeReceiptSchema,
@@ -10,27 +9,21 @@ import {
   type RefundReceipt,
   stockReceiptSchema,
 } from '../../contract';
-import { defineCall, type StepCall } from '../../saga/step';
+import { defineStep, keyed } from '../../saga/step';
 import type { UndoCall } from '../../saga/workflow/undo';
 
-const keyed = (input: { key: string; cartId: string }) => input.key;
-/** A call under its step's name in the run's table. */
-const named = <const N extends string, const A extends string, In>(name: N, call: StepCall<A, In>) => ({
-  name,
-  ...defineCall(call),
-});
-
 export const CHECKOUT = {
-  reserve_stock: named('reserve_stock', {
+  reserve_stock: defineStep('reserve_stock', {
     activity: 'reserveStock',
     boundary: 'store',
     effect: 'write',
     runs: 'effects',
     output: stockReceiptSchema,
     key: keyed,
-    rejects: (input) => `cart ${input.cartId} cannot be checked out, and nothing was charged`,
+    rejects: (input: { key: string; cartId: string }) =>
+      `cart ${input.cartId} cannot be checked out, and nothing was charged`,
   }),
-  charge_card: named('charge_card', {
+  charge_card: defineStep('charge_card', {
     activity: 'chargeCard',
     boundary: 'stripe',
     effect: 'send',
@@ -38,7 +31,7 @@ export const CHECKOUT = {
     output: chargeReceiptSchema,
     key: keyed,
   }),
-  send_receipt: named('send_receipt', {
+  send_receipt: defineStep('send_receipt', {
     activity: 'sendCheckoutReceipt',
     boundary: 'smtp',
     effect: 'send',
@@ -47,7 +40,7 @@ export const CHECKOUT = {
     key: keyed,
   }),
   /** A charge whose answer was lost, looked up by its key: found, proven absent, or still unknown. */
-  reconcile_charge: named('reconcile_charge', {
+  reconcile_charge: defineStep('reconcile_charge', {
     activity: 'reconcileCharge',
     boundary: 'stripe',
     effect: 'read',

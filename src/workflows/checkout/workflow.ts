@@ -14,10 +14,10 @@ import {
   parseCheckoutRequest,
 } from '../../contract';
 import { refundMetrics } from '../../observability/metrics';
-import type { Resumed } from '../../saga/workflow/desk';
-import { runSaga, type Saga } from '../../saga/workflow/harness';
+import { type Resumed, retryOf } from '../../saga/workflow/desk';
+import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
-import { judgedHandOver } from '../../saga/workflow/step-failure';
+import { approvedResend } from '../../saga/workflow/step-failure';
 import { undoAndStop } from '../../saga/workflow/undo-from-state';
 import { REFUND_ATTRIBUTES } from '../refund/run';
 import { CheckoutRun } from './run';
@@ -35,10 +35,7 @@ async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null)
     return undoAndStop(run, `the card was declined (${declineCode})`, 'charge_card');
   // A receipt whose hand-over ended unknown is sent again only on a person's retry of it, with the same Message-ID.
   const unknown = run.steps.get('send_receipt').error;
-  const resend =
-    resumed?.kind === 'retry-step' && resumed.step === 'send_receipt' && unknown
-      ? { resendApprovedAt: resumed.record.at, ...judgedHandOver(unknown) }
-      : {};
+  const resend = approvedResend(unknown && retryOf(resumed, 'send_receipt'), unknown);
   const mail = { ...run.at('send_receipt'), paymentIntentId, amount, currency, ...resend };
   run.receipt ??= await run.calls.step(CHECKOUT.send_receipt, mail);
   const { workflowId, operationId, request } = run;
@@ -78,12 +75,7 @@ const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = 
   // The runs' counters are every saga's: the exporter's workflowType label tells a checkout from a refund.
   metrics: () => refundMetrics(metricMeter),
   start: (input) => new CheckoutRun(parseCheckoutRequest(input)),
-  key: {
-    field: 'cartId',
-    of: (input) =>
-      checkoutRequestSchema.shape.cartId.safeParse((input as { cartId?: unknown } | null)?.cartId).data ?? null,
-    attributes: REFUND_ATTRIBUTES,
-  },
+  key: keyField('cartId', checkoutRequestSchema.shape.cartId, REFUND_ATTRIBUTES),
   body: checkout,
   send: chargeSend,
 };
