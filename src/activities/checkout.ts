@@ -183,12 +183,20 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       await attempt({ ...storeCall('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, (a) =>
         store.operations.commitIntent({ ...intent, actor: a.actor }),
       );
-      return deps.createRefund({
+      const refund = await deps.createRefund({
         ...request,
         operationId: intent.operationId,
         paymentIntentId,
         idempotencyKey: input.key,
       });
+      // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked.
+      const now = await attempt(
+        { ...storeCall('charge_card:compensate', input), key: lookupKey(input.key, 'gate'), boundary: 'stripe' },
+        paymentFailure(false),
+        (a) => deps.stripe(a).refunds.retrieve(refund.refundId),
+      );
+      const ledger = [...refund.evidence.ledger, ...now.evidence.ledger];
+      return { ...refund, status: now.status ?? refund.status, evidence: { ...refund.evidence, ledger } };
     },
   };
 }

@@ -22,8 +22,13 @@ const run = promisify(execFile);
 const CLI = path.join(__dirname, '..', '..', 'src', 'cli', 'checkout.ts');
 
 let h: Harness;
+// Pending refunds settle when a test says so; a refund's compensation asks how one stands every second.
+const POLICY = {
+  ...TEST_POLICY,
+  awaitProvider: { deadlineMs: 60_000, poll: { initialMs: 1000, coefficient: 1, maxMs: 1000 }, jitter: 0 },
+};
 beforeAll(async () => {
-  h = await startHarness();
+  h = await startHarness({ policy: POLICY, lifecycle: { settleDelayMs: 3_600_000 } });
 });
 afterAll(async () => {
   await h?.close();
@@ -392,6 +397,70 @@ describe('what a review found (each failed before its fix)', () => {
     );
     expect(await charges(c.id)).toHaveLength(1);
     await expect(h.messages({ to: c.email })).resolves.toHaveLength(1);
+  });
+
+  test('a refund of the charge the provider has not settled is waited for: the correction goes out only once it succeeded', async () => {
+    const c = await cart();
+    await h.mailFault({
+      kind: 'drop_after_accept',
+      match: { messageId: messageIdForKey(`checkout:${c.id}:send_receipt`) },
+      count: 20,
+    });
+    const handle = await start(c.id, 'pm_card_refundPending');
+    await parked(handle);
+    await handle.cancel();
+    const charged = (state: CheckoutRunState) =>
+      (state.steps[1]!.output as { paymentIntentId: string }).paymentIntentId;
+    const refunds = async () => h.ledger(charged(await handle.query(checkoutStateQuery)));
+    let pending = await refunds();
+    for (let i = 0; i < 100 && pending.length === 0; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      pending = await refunds();
+    }
+    // Three polls later it still waits, the correction not sent: the money is not back yet.
+    await new Promise((r) => setTimeout(r, 3000));
+    const waiting = await handle.query(checkoutStateQuery);
+    expect(waiting).toMatchObject({ status: 'compensating' });
+    expect(waiting.steps[1]!.compensation).toMatchObject({ status: 'running' });
+    expect((await h.messages({ to: c.email })).map((m) => m.subject)).toEqual([
+      expect.stringContaining('Your receipt'),
+    ]);
+    await h.settleRefund(pending[0]!.objectId);
+    await expect(handle.result()).rejects.toThrow();
+    const after = await handle.query(checkoutStateQuery);
+    expect(after).toMatchObject({ status: 'compensated', effect: { status: 'refunded' } });
+    expect(after.steps[1]!.compensation).toMatchObject({ status: 'completed', output: { status: 'succeeded' } });
+    expect(await h.ledger(charged(after))).toHaveLength(1);
+    const mails = await h.messages({ to: c.email });
+    expect(mails.map((m) => m.subject)).toEqual([
+      expect.stringContaining('Your receipt'),
+      expect.stringContaining('Correction: your order'),
+    ]);
+  });
+
+  test('a refund of the charge that failed after the provider took it gives nothing back: no correction, the run parks at the charge', async () => {
+    const c = await cart();
+    await h.mailFault({
+      kind: 'drop_after_accept',
+      match: { messageId: messageIdForKey(`checkout:${c.id}:send_receipt`) },
+      count: 20,
+    });
+    const handle = await start(c.id, 'pm_card_refundFail');
+    await parked(handle);
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'x' }] });
+    await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
+    let state = await handle.query(checkoutStateQuery);
+    for (let i = 0; i < 100 && state.outcome?.failedStep !== 'charge_card'; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      state = await handle.query(checkoutStateQuery);
+    }
+    expect(state).toMatchObject({ status: 'needs_attention', outcome: { failedStep: 'charge_card' } });
+    expect(state.steps[1]!.compensation).toMatchObject({ status: 'completed', output: { status: 'failed' } });
+    // The receipt may have reached the customer, but no correction says their money is back when it is not.
+    expect((await h.messages({ to: c.email })).map((m) => m.subject)).toEqual([
+      expect.stringContaining('Your receipt'),
+    ]);
+    await handle.terminate('test over');
   });
 
   test('once undoing has begun, retry-step is refused: going forward would complete a checkout given back', async () => {

@@ -1,10 +1,11 @@
 // One compensation, run under its own key: the one way every saga's run (its end, a person's
 // compensate decision, a cancellation) and the refund's follow-up undo a step. What came of it is
 // a value: completed with its receipt, failed, or unknown.
-import { CancellationScope } from '@temporalio/workflow';
+import { CancellationScope, sleep } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { evidenced } from '../../contract';
 import { tally, type StepEvidence } from '../../reliability/attempt-ledger';
+import { backoffDelay, DEFAULT_AWAIT_PROVIDER, withJitter, type RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { RunBudget } from './budget';
 import type { Activities } from './calls';
@@ -18,6 +19,8 @@ export interface UndoCall {
   output: z.ZodObject;
   /** Whether its receipt says the step is undone (a refund the provider failed gave no money back); yes if not said. */
   undone?(receipt: never): boolean;
+  /** Whether its receipt is not final yet (a refund the provider still processes): asked again until it is. */
+  pending?(receipt: never): boolean;
 }
 
 /**
@@ -108,25 +111,57 @@ export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, pl
 }
 
 /**
- * Runs each planned compensation, in order, unless it completed before: recorded in the step table, paid for from
- * the run's budget, held only to the run's deadline (undoing is never refused for spent retries or calls).
+ * Runs each planned compensation, in order, unless it completed before with a final receipt: recorded in the step
+ * table, paid for from the run's budget, held only to the run's deadline (undoing is never refused for spent retries
+ * or calls).
  */
 export async function undoSteps<Step extends string>(
   run: {
     steps: StepRunner<Step>;
     budget: RunBudget;
+    policy: RecoveryPolicy;
     calls: { activities(boundary: Boundary, essential: boolean): Activities };
   },
   plan: PlannedUndo<Step>[],
 ): Promise<void> {
   for (const { step, key, undo, input } of plan) {
-    if (run.steps.get(step).compensation?.status === 'completed') continue;
+    const done = run.steps.get(step).compensation;
+    if (done?.status === 'completed' && !undo.pending?.(done.output as never)) continue;
     await run.steps.compensate(step, key, () =>
-      runUndo(step, undo, input, () => run.calls.activities(undo.boundary, true)),
+      untilFinal(undo, run.policy, () => runUndo(step, undo, input, () => run.calls.activities(undo.boundary, true))),
     );
     run.budget.spend({
       provider: undo.boundary !== 'store',
       transportRequests: run.steps.get(step).compensation?.transportRequests ?? 0,
     });
   }
+}
+
+/**
+ * An undo whose receipt is not final (a refund still pending) is asked again with the policy's awaitProvider backoff,
+ * until it is or the wait's deadline passes: a correction never goes out for money not yet given back.
+ */
+async function untilFinal(
+  undo: UndoCall,
+  policy: RecoveryPolicy,
+  call: () => Promise<CompensationOutcome>,
+): Promise<CompensationOutcome> {
+  const { deadlineMs, poll, jitter } = policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
+  const until = Date.now() + deadlineMs;
+  let outcome = await call();
+  let spent = { attempts: outcome.attempts, transportRequests: outcome.transportRequests };
+  for (let polls = 1; outcome.status === 'completed' && undo.pending?.(outcome.output as never); polls++) {
+    const wait = Math.min(
+      until - Date.now(),
+      withJitter(backoffDelay({ backoff: poll }, polls), jitter, Math.random()),
+    );
+    if (wait <= 0) break;
+    await sleep(wait);
+    outcome = await call();
+    spent = {
+      attempts: spent.attempts + outcome.attempts,
+      transportRequests: spent.transportRequests + outcome.transportRequests,
+    };
+  }
+  return { ...outcome, ...spent };
 }

@@ -1,5 +1,6 @@
 // The checkout's steps as definitions that execute: reserve the stock (store), charge the card (Stripe),
 // email the receipt (SMTP), the charge's lookup by key, and each step's undo under its own key.
+import { lifecycleRank } from '../../domain/order';
 import {
   chargeLookupSchema,
   chargeReceiptSchema,
@@ -56,7 +57,9 @@ export const UNDO: Record<CheckoutStep, UndoCall> = {
     activity: 'refundCharge',
     boundary: 'stripe',
     output: refundReceiptSchema,
-    undone: (refund: RefundReceipt) => refund.status !== 'failed' && refund.status !== 'canceled',
+    // Given back only once the provider says so: a pending refund is asked again, a failed one gave nothing back.
+    undone: (refund: RefundReceipt) => lifecycleRank(refund.status) === 1,
+    pending: (refund: RefundReceipt) => lifecycleRank(refund.status) === 0,
   },
   send_receipt: { activity: 'sendCheckoutCorrection', boundary: 'smtp', output: notificationReceiptSchema },
 };
