@@ -13,12 +13,11 @@ import {
 } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
-import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
+import { REFUND_SAGA } from '../compensations/registry';
 import {
   evidenced,
   followUpFactsSchema,
   followUpQuery,
-  parseOperationId,
   providerEventSchema,
   providerEventSignal,
   SEARCH_ATTRIBUTES,
@@ -28,7 +27,6 @@ import {
   type FollowUpResult,
   type FollowUpState,
 } from '../contract';
-import { REFUND_REASONS, type RefundRequest } from '../domain/refund-request';
 import { activityOptions, BOOKKEEPING } from '../saga/workflow/activity-options';
 import { runUndo } from '../saga/workflow/undo';
 import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';
@@ -170,17 +168,12 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       correctsUnknownNotice(policy, false),
       'a person sends the customer a correction',
     );
-    const ctx: SagaContext = {
-      request: {
-        ...facts.request,
-        reason: REFUND_REASONS.find((r) => r === facts.request.reason) ?? 'requested_by_customer',
-        requestedBy: `follow-up of ${input.originalWorkflowId}`,
-        operationVersion: parseOperationId(input.operationId)?.operationVersion ?? 1,
-      } satisfies RefundRequest,
+    const ctx = {
+      orderId: facts.request.orderId,
       operationId: input.operationId,
       refund: facts.refund,
       correctionReason: facts.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed',
-    };
+    } as const;
     for (const { step, key } of plan.undo) {
       const { undo } = REFUND_SAGA[step];
       if (undo.kind !== 'compensation') continue;
