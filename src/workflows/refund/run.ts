@@ -15,6 +15,7 @@ import {
 import { redact } from '../../reliability/redaction';
 import { type Boundary, outcomeUnknown } from '../../reliability/taxonomy';
 import type { RefundRequest } from '../../domain/refund-request';
+import type { Found } from '../../saga/workflow/reconciled-send';
 import type { StepError } from '../../saga/workflow/step-failure';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { SagaAttributes } from '../../saga/workflow/visibility';
@@ -142,6 +143,16 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
         provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null,
       });
     }
+  }
+
+  /** The create's receipt makes the refund; asked about, it is unknown; a key the provider still deduplicates proves no absence, so that changes nothing. */
+  override noteSend(found: Found<RefundReceipt>): void {
+    if (typeof found === 'object')
+      this.effect = { status: 'refunded', certainty: 'completed', refundId: found.refundId };
+    if (found !== 'unknown') return;
+    const madeId = this.lastFailure?.provider.refundId;
+    const certainty = this.lastFailure?.certainty ?? 'undeterminable';
+    this.effect = { status: 'unknown', certainty, refundId: typeof madeId === 'string' ? madeId : null };
   }
 
   /** The provider's word that the refund failed, not acted on (see ProviderNews). */

@@ -22,7 +22,7 @@ import { completionGate } from './await-provider';
 import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
-import { createRefund, lookAgain, partialRefund, targetOf } from './refund-effect';
+import { createRefund, lookAgain, partialRefund } from './refund-effect';
 import { REFUND_ATTRIBUTES, RefundRun } from './run';
 import { confirmDelivered, loadOrder, notifyCustomer, updateOrder } from './steps';
 import { providerSaysFailed } from './stop-reasons';
@@ -50,9 +50,8 @@ async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null): Prom
       reason,
       idempotencyKey: stepKey(operationId, 'create_refund'),
     };
-    ctx.refund = await createRefund(run, input, targetOf(operationId, request, paymentIntentId));
+    ctx.refund = await createRefund(run, input);
     run.operation.noteFirstSend(run.steps.get('create_refund'));
-    run.effect = { status: 'refunded', certainty: 'completed', refundId: ctx.refund.refundId };
   }
   // Gone to the gate (on the provider's word that the refund failed), the run never comes back to the steps before it.
   if (!run.atGate) {
