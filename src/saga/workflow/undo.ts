@@ -114,7 +114,7 @@ export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, pl
 export async function undoSteps<Step extends string>(
   run: {
     steps: StepRunner<Step>;
-    budget: RunBudget;
+    budget: Pick<RunBudget, 'spend'>;
     calls: { activities(boundary: Boundary, essential: boolean): Activities };
   },
   plan: PlannedUndo<Step>[],
