@@ -1,9 +1,8 @@
 // The refund itself: sent, or (when its outcome is unknown) reconciled with the provider, and what
 // each answer means for the run. Resent with the same key only when reconciliation proved no
 // refund exists, or inside the key's dedupe window; never blind.
-import type { CreateRefundInput } from '../../activities/create-refund';
 import { REFUND_SAGA } from '../../compensations/registry';
-import { MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
+import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
 import { type Lookup, sendReconciled } from '../../saga/workflow/reconciled-send';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import type { RefundRun } from './run';
@@ -27,9 +26,11 @@ export function targetOf(
 }
 
 /** Sends the refund; a failure the provider may have acted on is reconciled, and resent only as reconciliation allows. */
-export async function createRefund(run: RefundRun, input: CreateRefundInput): Promise<RefundReceipt> {
-  const { operationId, paymentIntentId, amount, currency, idempotencyKey } = input;
-  const target = { operationId, paymentIntentId, amount, currency, idempotencyKey };
+export async function createRefund(run: RefundRun, { operation, order }: BeginResult): Promise<RefundReceipt> {
+  const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
+  const { operationId, paymentIntentId, amount, currency, idempotencyKey } = target;
+  const { orderId, reason } = run.request;
+  const input = { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey };
   const sent = await sendReconciled(run, {
     step: 'create_refund',
     send: () =>
@@ -47,7 +48,9 @@ export async function createRefund(run: RefundRun, input: CreateRefundInput): Pr
     lookUp: () => settle(run, target),
   });
   if ('failed' in sent) return stopForFailure(run, 'create_refund', sent.failed);
-  return checkReceipt(run, sent.receipt);
+  const receipt = await checkReceipt(run, sent.receipt);
+  run.operation.noteFirstSend(run.steps.get('create_refund'));
+  return receipt;
 }
 
 /**
