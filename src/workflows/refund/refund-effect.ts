@@ -92,7 +92,11 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
   const settled = await reconcile(run, known ? { ...target, refundId: known } : target, send);
   switch (settled.kind) {
     case 'completed':
-      run.ctx.refund = await found(run, settled.refund, settled.note);
+      // Found: its receipt is the step's result, checked like a receipt the create returned.
+      run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
+      run.noteSend(settled.refund);
+      run.setStatus('running');
+      run.ctx.refund = await checkReceipt(run, settled.refund);
       return 'update_order';
     case 'partial':
       return partialRefund(run, settled.refund, settled.note);
@@ -109,14 +113,6 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
     default:
       return stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
   }
-}
-
-/** Reconciliation found the refund: its receipt is the step's result, checked like a receipt the create returned. */
-function found(run: RefundRun, refund: RefundReceipt, note: string): Promise<RefundReceipt> {
-  run.steps.resolve('create_refund', refund, `receipt from reconciliation: ${note}`);
-  run.noteSend(refund);
-  run.setStatus('running');
-  return checkReceipt(run, refund);
 }
 
 /** Reconciliation found the refund failed at the provider: nothing was refunded, and a person decides. */
