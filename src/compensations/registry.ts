@@ -1,7 +1,7 @@
-// The refund saga's steps as data: what each does and needs, what records it leaves, what makes
-// it safe to repeat, how its effect is undone (or repaired forward) when a later step requires it,
-// what it depends on and who is asked when it fails for good. The saga, the docs' table and the
-// tests read it from here. Imported by workflow code, so it stays pure.
+// The refund saga's steps as definitions that execute: the call, where it runs, its key and
+// output, how its effect is undone (or repaired forward), what it depends on, and who is asked when
+// it fails for good. The saga, the docs' table, inspect and the follow-up read it from here.
+// Imported by workflow code, so it stays pure.
 import type { CorrectionReason, RefundCorrectionInput } from '../activities/refund-correction';
 import {
   beginResultSchema,
@@ -11,8 +11,6 @@ import {
   reconcileResultSchema,
   refundReceiptSchema,
   REFUND_STEPS,
-  type NotificationReceipt,
-  type OrderReceipt,
   type RefundReceipt,
   type RefundStep,
 } from '../contract';
@@ -20,37 +18,27 @@ import type { z } from 'zod';
 import { checkRegistry } from '../saga/order';
 import { defineCall, type StepCall } from '../saga/step';
 import type { Boundary } from '../reliability/taxonomy';
-import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
 import type { RevertRefundInput } from '../store/types';
 
 // The steps' names are the contract's (part of every step key and of the decide Update): the registry describes them.
 export { REFUND_STEPS, type RefundStep };
 
-/** What the saga knows when it compensates: the request and the receipts of finished steps. */
-export interface SagaContext {
-  request: RefundRequest;
+/** What a compensation's input is built from: the operation, its order, the refund, and why it is undone. */
+export interface UndoContext {
+  orderId: string;
   operationId: string;
-  order?: Order;
   refund?: RefundReceipt;
-  /** The receipt of the refund the provider failed or canceled after accepting it, once the run learns of it. */
-  failedRefund?: RefundReceipt;
-  orderReceipt?: OrderReceipt;
-  notice?: NotificationReceipt;
   /** Why compensation is running, as the customer may read it. */
   correctionReason?: CorrectionReason;
-  /** Set when the provider refunded less than asked: what it refunded, for the record. */
-  partialNote?: string;
 }
 
-/** The activities compensations may name; the workflow proxies exactly these for them. */
-export type CompensationActivity = 'revertRefund' | 'sendRefundCorrection';
-/** Each one's input, as its activity takes it (named here, not read off RefundActivities: the activities import the plan). */
+/** Each compensation's input, as its activity takes it (named here, not read off RefundActivities: the activities import the plan). */
 interface CompensationInputs {
   revertRefund: RevertRefundInput;
   sendRefundCorrection: RefundCorrectionInput;
 }
-type ActivityInput<A extends CompensationActivity> = CompensationInputs[A];
+export type CompensationActivity = keyof CompensationInputs;
 
 export interface Compensation<A extends CompensationActivity = CompensationActivity> {
   kind: 'compensation';
@@ -58,10 +46,8 @@ export interface Compensation<A extends CompensationActivity = CompensationActiv
   boundary: Boundary;
   /** The receipt it must return. */
   output: z.ZodObject;
-  /** The compensation's own idempotency key, as `compensationKeyOf` (plan.ts) derives it: never the forward step's key. */
-  key: string;
-  /** Builds the compensation's input; `key` is the compensation's own idempotency key. */
-  input(ctx: SagaContext, key: string): ActivityInput<A>;
+  /** Builds the compensation's input under its own key (compensationKeyOf, plan.ts): never the forward step's key. */
+  input(ctx: UndoContext, key: string): CompensationInputs[A];
 }
 
 export type Undo = { kind: 'none' } | { kind: 'forward_repair'; note: string } | Compensation;
@@ -69,14 +55,8 @@ export type Undo = { kind: 'none' } | { kind: 'forward_repair'; note: string } |
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a registry holds steps of every input type
 export interface StepRegistration<A extends string = string, In = any> extends StepCall<A, In> {
   name: RefundStep;
-  /** What the step does. */
+  /** What the step does, as the docs' table says it. */
   action: string;
-  /** What must hold before it runs; the step refuses, or is never reached, otherwise. */
-  precondition: string;
-  /** The records it leaves behind that prove what happened, for the completion gate and for a person. */
-  record: string;
-  /** Why running it again (a retry, a rerun, a reset) does not do it twice. */
-  idempotency: string;
   /**
    * - `stop`: nothing irreversible happened before this step; a failure ends the run.
    * - `forward_repair`: the refund already happened and stands; finished steps stay, a person repairs forward.
@@ -87,24 +67,12 @@ export interface StepRegistration<A extends string = string, In = any> extends S
   pointOfNoReturn: boolean;
   /** Steps whose outputs this one uses: they run before it and are compensated after it. */
   dependsOn: RefundStep[];
-  /** Who is asked, and how, when the step fails for good (the policy's `decisions`). */
+  /** Who is asked, and how, when the step fails for good (the policy's `decisions`); inspect shows it. */
   escalation: string;
 }
 
-function compensation<A extends CompensationActivity>(
-  activity: A,
-  boundary: Boundary,
-  output: z.ZodObject,
-  key: string,
-  input: (ctx: SagaContext, key: string) => ActivityInput<A>,
-): Compensation {
-  return { kind: 'compensation', activity, boundary, output, key, input } as Compensation;
-}
-
-function need<T>(value: T | undefined, what: string): T {
-  if (value === undefined) throw new Error(`compensation needs ${what}, which the saga does not have`);
-  return value;
-}
+const compensation = <A extends CompensationActivity>(c: Omit<Compensation<A>, 'kind'>) =>
+  ({ kind: 'compensation', ...c }) as Compensation;
 
 /** How a step that failed for good reaches a person: the policy's `decisions` say who may decide and what needs approval. */
 const PARKED = 'the run parks as needs_attention and an operator decides';
@@ -126,12 +94,6 @@ export const REFUND_SAGA = {
     }),
     action:
       "read the order and commit the operation's intent (operation id, request hash) before anything is sent; name earlier operations not yet settled",
-    precondition:
-      'a valid request; the order exists, is paid in the currency asked and has the amount left to refund; no later operation version exists',
-    record:
-      'the operation record (status, request hash) with its intent_committed audit entry; the attempt ledger under <operation>:load_order',
-    idempotency:
-      'store commitIntent by operation id + request hash: the same intent returns the record already there, another hash under the same id is refused (INVALID_ARGUMENTS)',
     boundary: 'store',
     onFailure: 'stop',
     undo: { kind: 'none' },
@@ -148,12 +110,6 @@ export const REFUND_SAGA = {
     activity: 'createRefund',
     key: (input: { idempotencyKey: string }) => input.idempotencyKey,
     action: 'create one Stripe refund of the amount on the payment intent, with metadata.operation_id',
-    precondition:
-      "the intent is committed; no earlier operation of the order is unsettled; the operation has no refund on record; a resend is inside the key's dedupe window or after reconciliation proved no refund exists",
-    record:
-      "the Stripe refund id and receipt on the operation record (refund_confirmed audit entry with the provider request id); the attempt ledger with each request and its provider request id; the record's requests_sent, first/last_sent_at and proven_absent_through",
-    idempotency:
-      'Stripe Idempotency-Key <operation>:create_refund on every send, resent only inside its dedupe window; an unknown outcome is reconciled by metadata.operation_id (or the refund id), never resent blind; a receipt on record is replayed without a request',
     boundary: 'stripe',
     onFailure: 'stop',
     undo: {
@@ -174,21 +130,14 @@ export const REFUND_SAGA = {
     // Recording a refund that happened is never refused for spent retry time or provider calls.
     essential: true,
     action: 'record the refund on the order (refunded amount, status) with an order_updated audit entry',
-    precondition:
-      'the refund exists at the provider with a receipt (the full amount, or the partial amount being repaired forward)',
-    record:
-      "the order's order_refunds row (refund id, amount, prior amount and status, applied version) and its order_updated audit entry; the attempt ledger under <operation>:update_order",
-    idempotency:
-      "store applyRefund idempotent by operation id (a second apply returns the first receipt, one with other parameters is refused) and optimistic on the order's version (a conflict reloads and applies again)",
     boundary: 'store',
     onFailure: 'forward_repair',
-    undo: compensation(
-      'revertRefund',
-      'store',
-      orderReceiptSchema,
-      'compensationKey(stepKey(operation, update_order)) = <operation>:update_order:compensate; the store keeps it as reverted_by_key',
-      (ctx, key) => ({ orderId: ctx.request.orderId, operationId: ctx.operationId, compensationKey: key }),
-    ),
+    undo: compensation({
+      activity: 'revertRefund',
+      boundary: 'store',
+      output: orderReceiptSchema,
+      input: ({ orderId, operationId }, key) => ({ orderId, operationId, compensationKey: key }),
+    }),
     pointOfNoReturn: false,
     dependsOn: ['create_refund'],
     escalation: `the refund stands; ${PARKED}: retry-step, no approval needed, or abandon and repair the order by hand`,
@@ -201,26 +150,17 @@ export const REFUND_SAGA = {
     activity: 'sendRefundNotice',
     key: (input: { key: string }) => input.key,
     action: 'email the customer that the refund was issued (the address is read from the order, never from history)',
-    precondition: 'a full refund exists (a partial one freezes the email); the order exists',
-    record:
-      "the outbox entry under <operation>:notify_customer (pending → sending → sent) with its deterministic Message-ID and the SMTP server's acceptance response, and its notification_sent audit entry; the attempt ledger",
-    idempotency:
-      'email outbox keyed by <operation>:notify_customer, pending → sending as the hand-over lock; the Message-ID is derived from the key, so any resend carries the same one; a notice already sent is replayed',
     boundary: 'smtp',
     onFailure: 'forward_repair',
-    undo: compensation(
-      'sendRefundCorrection',
-      'smtp',
-      notificationReceiptSchema,
-      'compensationKey(stepKey(operation, notify_customer)) = <operation>:notify_customer:compensate: its own outbox entry and Message-ID',
-      (ctx, key) => ({
-        key,
-        operationId: ctx.operationId,
-        orderId: ctx.request.orderId,
-        refundId: need(ctx.refund, 'the refund receipt').refundId,
-        reason: ctx.correctionReason ?? 'refund_failed',
-      }),
-    ),
+    undo: compensation({
+      activity: 'sendRefundCorrection',
+      boundary: 'smtp',
+      output: notificationReceiptSchema,
+      input: ({ orderId, operationId, refund, correctionReason }, key) => {
+        if (!refund) throw new Error('compensation needs the refund receipt, which the saga does not have');
+        return { key, operationId, orderId, refundId: refund.refundId, reason: correctionReason ?? 'refund_failed' };
+      },
+    }),
     pointOfNoReturn: false,
     dependsOn: ['create_refund'],
     escalation: `the refund stands; ${PARKED}: an unknown hand-over is quarantined until a person looks for its Message-ID in the mailbox; retry-step (resends it with the same Message-ID) ${APPROVED}, or abandon`,
@@ -235,11 +175,6 @@ export const REFUND_SAGA = {
     requestsPerAttempt: 2,
     action:
       "check that the provider's receipt, the order, the outbox and the audit trail agree before the run says completed; poll while the refund is pending",
-    precondition: 'every earlier step completed: a refund receipt, the order updated, the notice sent',
-    record:
-      'its findings per check (provider_receipt, single_refund, order_refund_state, notification_state, audit_trail); the operation record settled completed (or failed); provider reads in the ledger under <operation>:create_refund#gate',
-    idempotency:
-      'a read of the provider, the order, the outbox and the audit trail; the operation record it settles (completed or failed) only moves forward, so a repeat changes nothing',
     boundary: 'stripe',
     onFailure: 'forward_repair',
     undo: { kind: 'none' },

@@ -13,12 +13,11 @@ import {
 } from '@temporalio/workflow';
 import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
-import { REFUND_SAGA, type SagaContext } from '../compensations/registry';
+import { type Compensation, REFUND_SAGA, REFUND_STEPS } from '../compensations/registry';
 import {
   evidenced,
   followUpFactsSchema,
   followUpQuery,
-  parseOperationId,
   providerEventSchema,
   providerEventSignal,
   SEARCH_ATTRIBUTES,
@@ -28,9 +27,10 @@ import {
   type FollowUpResult,
   type FollowUpState,
 } from '../contract';
-import { REFUND_REASONS, type RefundRequest } from '../domain/refund-request';
 import { activityOptions, BOOKKEEPING } from '../saga/workflow/activity-options';
-import { runUndo } from '../saga/workflow/undo';
+import { StepRunner } from '../saga/workflow/step-runner';
+import { undoSteps } from '../saga/workflow/undo';
+import type { Boundary } from '../reliability/taxonomy';
 import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';
 import { pooledActivities } from './pools';
 import { describeFailure } from '../saga/workflow/step-failure';
@@ -170,28 +170,24 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       correctsUnknownNotice(policy, false),
       'a person sends the customer a correction',
     );
-    const ctx: SagaContext = {
-      request: {
-        ...facts.request,
-        reason: REFUND_REASONS.find((r) => r === facts.request.reason) ?? 'requested_by_customer',
-        requestedBy: `follow-up of ${input.originalWorkflowId}`,
-        operationVersion: parseOperationId(input.operationId)?.operationVersion ?? 1,
-      } satisfies RefundRequest,
+    const ctx = {
+      orderId: facts.request.orderId,
       operationId: input.operationId,
       refund: facts.refund,
       correctionReason: facts.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed',
-    };
-    for (const { step, key } of plan.undo) {
-      const { undo } = REFUND_SAGA[step];
-      if (undo.kind !== 'compensation') continue;
-      const record: FollowUpCompensation = { step, key, status: 'completed' };
-      state.compensations.push(record);
-      // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
-      const { status, output, error } = await runUndo(step, undo, undo.input(ctx, key), () =>
-        pooledActivities<RefundActivities>(activityOptions(policy, undo.boundary)),
-      );
-      Object.assign(record, { status }, output !== undefined && { output }, error && { error });
-    }
+    } as const;
+    const planned = plan.undo.map(({ step, key }) => {
+      const undo = REFUND_SAGA[step].undo as Compensation;
+      return { step, key, undo, input: undo.input(ctx, key) };
+    });
+    const steps = new StepRunner(REFUND_STEPS);
+    // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
+    const activities = (boundary: Boundary) => pooledActivities<RefundActivities>(activityOptions(policy, boundary));
+    await undoSteps({ steps, budget: { spend: () => undefined }, calls: { activities } }, planned);
+    state.compensations = planned.map(({ step, key }) => {
+      const { status, output, error } = steps.get(step).compensation!;
+      return { step, key, status: status as FollowUpCompensation['status'], output, error };
+    });
 
     const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
     const open = state.compensations.filter((c) => c.status !== 'completed');

@@ -25,11 +25,16 @@ export interface SendingRun<Step extends string, R> {
   noteSend(found: Found<R>): void;
 }
 
-/** A send step, and how to ask the provider about it by its key. */
+/** After a failed send: ask the provider and send again what it proves absent; ask, and return the failure if absent; or return it. */
+export type AfterFailure = 'resend-if-absent' | 'fail-if-absent' | 'fail';
+
+/** A send step, how to ask the provider about it by its key, and what a failure of it comes to (see `afterFailure`). */
 export interface ReconciledSend<Step extends string, R> {
   step: Step;
   send(): Promise<R>;
   lookUp(): Promise<Lookup<R>>;
+  /** By default a failure is asked about when any attempt may have taken effect, and returned if it took nothing. */
+  afterFailure?(failure: StepError): AfterFailure;
 }
 
 /**
@@ -51,15 +56,22 @@ export async function sendReconciled<Step extends string, R>(
       if (!(err instanceof StepFailedError)) throw err;
       failure = err.error;
     }
-    const mayHaveTaken = failure.certainty !== 'not_executed' || run.steps.get(step).ledger.some(mayHaveTakenEffect);
-    const found = mayHaveTaken ? await lookUp(run, send) : 'absent';
+    const after = send.afterFailure?.(failure) ?? mayHaveTaken(run.steps, step, failure);
+    if (after === 'fail') return { failed: failure };
+    const found = await lookUp(run, send);
     if (found === 'unknown') return stop('needs_attention', unknownSend(step), step, true);
     if (found !== 'absent') return { receipt: found };
-    if (failure.certainty === 'not_executed') return { failed: failure };
+    if (after === 'fail-if-absent') return { failed: failure };
     if (resent >= MAX_RESUBMISSIONS)
       return stop('needs_attention', `${step} was proven absent ${resent + 1} times; a person decides`, step);
     run.setStatus('running', step);
   }
+}
+
+/** A failure that may have taken effect is asked about; one that took nothing, after attempts that may have, only confirmed. */
+function mayHaveTaken<Step extends string>(steps: StepRunner<Step>, step: Step, failure: StepError): AfterFailure {
+  if (failure.certainty !== 'not_executed') return 'resend-if-absent';
+  return steps.get(step).ledger.some(mayHaveTakenEffect) ? 'fail-if-absent' : 'fail';
 }
 
 /** Asks the provider what became of the send, and records the answer on its step. */

@@ -118,8 +118,9 @@ export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, pl
 export async function undoSteps<Step extends string>(
   run: {
     steps: StepRunner<Step>;
-    budget: RunBudget;
-    policy: RecoveryPolicy;
+    budget: Pick<RunBudget, 'spend'>;
+    /** Its awaitProvider settings pace an undo whose receipt is not final; the defaults without one. */
+    policy?: RecoveryPolicy;
     calls: { activities(boundary: Boundary, essential: boolean): Activities };
   },
   plan: PlannedUndo<Step>[],
@@ -143,10 +144,10 @@ export async function undoSteps<Step extends string>(
  */
 async function untilFinal(
   undo: UndoCall,
-  policy: RecoveryPolicy,
+  policy: RecoveryPolicy | undefined,
   call: () => Promise<CompensationOutcome>,
 ): Promise<CompensationOutcome> {
-  const { deadlineMs, poll, jitter } = policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
+  const { deadlineMs, poll, jitter } = policy?.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
   const until = Date.now() + deadlineMs;
   let outcome = await call();
   let spent = { attempts: outcome.attempts, transportRequests: outcome.transportRequests };

@@ -7,7 +7,7 @@
 import { condition } from '@temporalio/workflow';
 import type { CheckCompletionInput } from '../../activities/completion-gate';
 import { REFUND_SAGA } from '../../compensations/registry';
-import type { AwaitingProvider, GateResult } from '../../contract';
+import { type AwaitingProvider, type GateResult, type RefundReceipt, stepKey } from '../../contract';
 import { backoffDelay, DEFAULT_AWAIT_PROVIDER, withJitter } from '../../reliability/policy';
 import { lifecycleRank } from '../../domain/order';
 import { furthestEvent } from '../provider-events';
@@ -18,7 +18,20 @@ import { attempt } from './step-stop';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
 import { stop } from '../../saga/workflow/run-stopped';
 
-export async function completionGate(run: RefundRun, input: CheckCompletionInput): Promise<void> {
+/** The completion gate for the run's refund, waiting while the provider has not settled it. */
+export async function completionGate(run: RefundRun, refund: RefundReceipt): Promise<void> {
+  const { operation, order } = run.begin!;
+  const { operationId } = operation;
+  const input: CheckCompletionInput = {
+    operationId,
+    orderId: run.request.orderId,
+    paymentIntentId: order.paymentIntentId,
+    refundId: refund.refundId,
+    amount: run.request.amount,
+    currency: run.request.currency,
+    noticeKey: stepKey(operationId, 'notify_customer'),
+    idempotencyKey: stepKey(operationId, 'create_refund'),
+  };
   const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
   // A person's retry-step after the deadline waits afresh.
   run.awaitingProvider = null;

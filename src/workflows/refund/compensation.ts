@@ -107,5 +107,7 @@ function planned(run: RefundRun, step: RefundStep, key: string, resendApprovedAt
     resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
   // The approval covers the hand-over the person judged, as a notice's resend does.
   const approval = resend ? { resendApprovedAt, ...judgedHandOver(previous?.error) } : undefined;
-  return [{ step, key, undo, input: { ...undo.input(run.ctx, key), ...approval } }];
+  return [
+    { step, key, undo, input: { ...undo.input({ ...run.ctx, orderId: run.request.orderId }, key), ...approval } },
+  ];
 }

@@ -1,10 +1,9 @@
 // The refund itself: sent, or (when its outcome is unknown) reconciled with the provider, and what
 // each answer means for the run. Resent with the same key only when reconciliation proved no
 // refund exists, or inside the key's dedupe window; never blind.
-import type { CreateRefundInput } from '../../activities/create-refund';
 import { REFUND_SAGA } from '../../compensations/registry';
-import { MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
-import { StepFailedError } from '../../saga/workflow/step-failure';
+import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
+import { type Lookup, sendReconciled } from '../../saga/workflow/reconciled-send';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import type { RefundRun } from './run';
 import { stopForFailure } from './step-stop';
@@ -26,55 +25,56 @@ export function targetOf(
   };
 }
 
-/** Sends the refund; an unknown outcome is reconciled, and resent only as reconciliation allows. */
-export async function createRefund(
-  run: RefundRun,
-  input: CreateRefundInput,
-  target: ReconcileTarget,
-): Promise<RefundReceipt> {
-  for (;;) {
-    try {
-      const receipt = await run.calls.step(REFUND_SAGA.create_refund, input);
-      return checkReceipt(run, receipt);
-    } catch (err) {
-      run.operation.noteFirstSend(run.steps.get('create_refund'));
-      if (!(err instanceof StepFailedError)) throw err;
-      // A retry that ran out while the effect was uncertain (a 5xx, a key still in flight), or a refund
-      // made whose receipt could not be kept, falls to reconciliation too: the provider says what happened.
+/** Sends the refund; a failure the provider may have acted on is reconciled, and resent only as reconciliation allows. */
+export async function createRefund(run: RefundRun, { operation, order }: BeginResult): Promise<RefundReceipt> {
+  const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
+  const { operationId, paymentIntentId, amount, currency, idempotencyKey } = target;
+  const { orderId, reason } = run.request;
+  const input = { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey };
+  const sent = await sendReconciled(run, {
+    step: 'create_refund',
+    send: () =>
+      run.calls.step(REFUND_SAGA.create_refund, input).catch((err: unknown) => {
+        run.operation.noteFirstSend(run.steps.get('create_refund'));
+        throw err;
+      }),
+    // Asked about when the policy says reconcile, or a retry ran out while the effect was uncertain (a 5xx, a key
+    // still in flight), or a refund was made whose receipt could not be kept.
+    afterFailure: ({ certainty }) => {
       const action = run.recovery?.action;
-      const uncertain =
-        err.error.certainty !== 'not_executed' &&
-        (action === 'retry' || action === 'repair' || err.error.certainty === 'completed');
-      if (action !== 'reconcile' && !uncertain) stopForFailure(run, 'create_refund', err.error);
-    }
-    // A refund made whose receipt could not be kept is looked up by its id.
-    const madeId = run.lastFailure?.provider.refundId;
-    run.effect = {
-      status: 'unknown',
-      certainty: run.lastFailure?.certainty ?? 'undeterminable',
-      refundId: typeof madeId === 'string' ? madeId : null,
-    };
-    run.setStatus('reconciling', 'create_refund');
-    const settled = await reconcile(run, typeof madeId === 'string' ? { ...target, refundId: madeId } : target, true);
-    switch (settled.kind) {
-      case 'completed':
-        return found(run, settled.refund, settled.note);
-      case 'partial':
-        return partialRefund(run, settled.refund, settled.note);
-      case 'failed':
-        return providerFailed(run, settled.refund, settled.note, '; a person decides what happens next');
-      case 'absent':
-      case 'resubmit':
-        if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
-          stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, settled.note), 'create_refund');
-        run.reconciliation.resubmissions += 1;
-        run.steps.note('create_refund', settled.note);
-        run.setStatus('running');
-        continue;
-      case 'unknown':
-        return stop('needs_attention', reasons.refundUnknown(settled.note, target.operationId), 'create_refund');
-    }
+      const retried = action === 'retry' || action === 'repair' || certainty === 'completed';
+      return action === 'reconcile' || (certainty !== 'not_executed' && retried) ? 'resend-if-absent' : 'fail';
+    },
+    lookUp: () => settle(run, target),
+  });
+  if ('failed' in sent) return stopForFailure(run, 'create_refund', sent.failed);
+  const receipt = await checkReceipt(run, sent.receipt);
+  run.operation.noteFirstSend(run.steps.get('create_refund'));
+  return receipt;
+}
+
+/**
+ * Reconciles the create (a refund made whose receipt could not be kept, by its id): found, its receipt; proven absent
+ * or still deduplicated, sent again while resubmissions are left. Partial, failed or still unknown stops the run here.
+ */
+async function settle(run: RefundRun, target: ReconcileTarget): Promise<Lookup<RefundReceipt>> {
+  const madeId = run.lastFailure?.provider.refundId;
+  const settled = await reconcile(run, typeof madeId === 'string' ? { ...target, refundId: madeId } : target, true);
+  const { note } = settled;
+  switch (settled.kind) {
+    case 'completed':
+      return { kind: 'found', receipt: settled.refund, note };
+    case 'partial':
+      return partialRefund(run, settled.refund, note);
+    case 'failed':
+      return providerFailed(run, settled.refund, note, '; a person decides what happens next');
+    case 'unknown':
+      return stop('needs_attention', reasons.refundUnknown(note, target.operationId), 'create_refund');
   }
+  if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
+    stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, note), 'create_refund');
+  run.reconciliation.resubmissions += 1;
+  return { kind: 'absent', receipt: null, note };
 }
 
 /**
@@ -91,11 +91,13 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
   run.setStatus('reconciling', 'create_refund');
   const settled = await reconcile(run, known ? { ...target, refundId: known } : target, send);
   switch (settled.kind) {
-    case 'completed': {
-      run.ctx.refund = await found(run, settled.refund, settled.note);
-      run.effect = { status: 'refunded', certainty: 'completed', refundId: run.ctx.refund.refundId };
+    case 'completed':
+      // Found: its receipt is the step's result, checked like a receipt the create returned.
+      run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
+      run.noteSend(settled.refund);
+      run.setStatus('running');
+      run.ctx.refund = await checkReceipt(run, settled.refund);
       return 'update_order';
-    }
     case 'partial':
       return partialRefund(run, settled.refund, settled.note);
     case 'failed':
@@ -111,13 +113,6 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
     default:
       return stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
   }
-}
-
-/** Reconciliation found the refund: its receipt is the step's result, checked like a receipt the create returned. */
-function found(run: RefundRun, refund: RefundReceipt, note: string): Promise<RefundReceipt> {
-  run.steps.resolve('create_refund', refund, `receipt from reconciliation: ${note}`);
-  run.setStatus('running');
-  return checkReceipt(run, refund);
 }
 
 /** Reconciliation found the refund failed at the provider: nothing was refunded, and a person decides. */

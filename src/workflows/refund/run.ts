@@ -2,11 +2,20 @@
 // the operation, the refund's effect, the provider's news, reconciliation and the wait for the
 // provider), the facts its verdict is drawn from, and whether compensating fits.
 import type { RefundActivities } from '../../activities';
-import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type SagaContext } from '../../compensations/registry';
-import { type AwaitingProvider, type BeginResult, type RefundRunState, SEARCH_ATTRIBUTES } from '../../contract';
+import { REFUND_SAGA, REFUND_STEPS, type RefundStep, type UndoContext } from '../../compensations/registry';
+import {
+  type AwaitingProvider,
+  type BeginResult,
+  type NotificationReceipt,
+  type OrderReceipt,
+  type RefundReceipt,
+  type RefundRunState,
+  SEARCH_ATTRIBUTES,
+} from '../../contract';
 import { redact } from '../../reliability/redaction';
 import { type Boundary, outcomeUnknown } from '../../reliability/taxonomy';
 import type { RefundRequest } from '../../domain/refund-request';
+import type { Found } from '../../saga/workflow/reconciled-send';
 import type { StepError } from '../../saga/workflow/step-failure';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { SagaAttributes } from '../../saga/workflow/visibility';
@@ -15,10 +24,24 @@ import { refundRefusals } from './decisions';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
 
+/** What the run has gathered: the operation, the receipts of finished steps, and what a failed refund left. */
+export interface RefundContext {
+  operationId: string;
+  refund?: RefundReceipt;
+  /** The receipt of the refund the provider failed or canceled after accepting it, once the run learns of it. */
+  failedRefund?: RefundReceipt;
+  orderReceipt?: OrderReceipt;
+  notice?: NotificationReceipt;
+  /** Why compensation is running, as the customer may read it. */
+  correctionReason?: UndoContext['correctionReason'];
+  /** Set when the provider refunded less than asked: what it refunded, for the record. */
+  partialNote?: string;
+}
+
 export const REFUND_ATTRIBUTES: SagaAttributes = { ...SEARCH_ATTRIBUTES, key: SEARCH_ATTRIBUTES.orderId };
 
 export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundActivities> {
-  readonly ctx: SagaContext;
+  readonly ctx: RefundContext = { operationId: '' };
   readonly operation = new OperationView();
   readonly news = new ProviderNews();
   /** What loading the order returned: the operation, the order (masked), earlier operations, the settings. */
@@ -47,7 +70,6 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
       }),
       shows: { attributes: REFUND_ATTRIBUTES, details: currentDetails },
     });
-    this.ctx = { request, operationId: '' };
     this.show.started(request.orderId);
   }
 
@@ -121,6 +143,16 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
         provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null,
       });
     }
+  }
+
+  /** The create's receipt makes the refund; asked about, it is unknown; a key the provider still deduplicates proves no absence, so that changes nothing. */
+  override noteSend(found: Found<RefundReceipt>): void {
+    if (typeof found === 'object')
+      this.effect = { status: 'refunded', certainty: 'completed', refundId: found.refundId };
+    if (found !== 'unknown') return;
+    const madeId = this.lastFailure?.provider.refundId;
+    const certainty = this.lastFailure?.certainty ?? 'undeterminable';
+    this.effect = { status: 'unknown', certainty, refundId: typeof madeId === 'string' ? madeId : null };
   }
 
   /** The provider's word that the refund failed, not acted on (see ProviderNews). */

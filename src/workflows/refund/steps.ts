@@ -32,7 +32,6 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult> {
   };
   const op = begin.operation;
   ctx.operationId = op.operationId;
-  ctx.order = begin.order;
   if (op.refund)
     run.effect = {
       status: op.status === 'partial' ? 'partial' : 'refunded',

@@ -10,7 +10,6 @@ import {
   type RefundResult,
   type RefundRunState,
   type RefundStep,
-  stepKey,
   stepsQuery,
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
@@ -22,7 +21,7 @@ import { completionGate } from './await-provider';
 import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
-import { createRefund, lookAgain, partialRefund, targetOf } from './refund-effect';
+import { createRefund, lookAgain, partialRefund } from './refund-effect';
 import { REFUND_ATTRIBUTES, RefundRun } from './run';
 import { confirmDelivered, loadOrder, notifyCustomer, updateOrder } from './steps';
 import { providerSaysFailed } from './stop-reasons';
@@ -32,27 +31,13 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
 }
 
 async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null): Promise<CompletedRefund> {
-  const { request, ctx } = run;
+  const { ctx } = run;
   const begin = run.begin ?? (await loadOrder(run));
   const op = begin.operation;
   if (!ctx.refund) {
     // An operation whose own refund exists finishes its order update and email whatever came after it.
     if (!op.refund) await settleEarlier(run, begin);
-    const { operationId } = op;
-    const { paymentIntentId } = begin.order;
-    const { amount, currency, reason } = request;
-    const input = {
-      orderId: request.orderId,
-      operationId,
-      paymentIntentId,
-      amount,
-      currency,
-      reason,
-      idempotencyKey: stepKey(operationId, 'create_refund'),
-    };
-    ctx.refund = await createRefund(run, input, targetOf(operationId, request, paymentIntentId));
-    run.operation.noteFirstSend(run.steps.get('create_refund'));
-    run.effect = { status: 'refunded', certainty: 'completed', refundId: ctx.refund.refundId };
+    ctx.refund = await createRefund(run, begin);
   }
   // Gone to the gate (on the provider's word that the refund failed), the run never comes back to the steps before it.
   if (!run.atGate) {
@@ -68,30 +53,12 @@ async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null): Prom
 
 /** The completion gate, and the run's result once every check passed. */
 async function gate(run: RefundRun): Promise<CompletedRefund> {
-  const { request, ctx } = run;
   run.atGate = true;
-  const { operation: op, order } = run.begin!;
+  const { request, ctx, workflowId, operationId } = run;
   const refund = ctx.refund!;
-  await completionGate(run, {
-    operationId: op.operationId,
-    orderId: request.orderId,
-    paymentIntentId: order.paymentIntentId,
-    refundId: refund.refundId,
-    amount: request.amount,
-    currency: request.currency,
-    noticeKey: stepKey(op.operationId, 'notify_customer'),
-    idempotencyKey: stepKey(op.operationId, 'create_refund'),
-  });
-  const { workflowId } = run;
-  return {
-    workflowId,
-    orderId: request.orderId,
-    operationId: op.operationId,
-    status: 'completed',
-    refund,
-    order: ctx.orderReceipt!,
-    notification: ctx.notice!,
-  };
+  await completionGate(run, refund);
+  const [order, notification] = [ctx.orderReceipt!, ctx.notice!];
+  return { workflowId, orderId: request.orderId, operationId, status: 'completed', refund, order, notification };
 }
 
 const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
