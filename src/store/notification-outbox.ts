@@ -3,6 +3,7 @@
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
 import { differences, IntentConflictError } from './errors';
+import { fromRow, type RowOf } from './rows';
 import type { SqlOperationLog } from './operation-log';
 import type { DeliveryConfirmation, NewOutboxEntry, OrderStore, OutboxEntry } from './types';
 
@@ -16,42 +17,16 @@ type OutboxMethods =
   | 'confirmNotificationDelivered'
   | 'getNotification';
 
-interface OutboxRow {
-  key: string;
-  order_id: string;
-  kind: OutboxEntry['kind'];
-  recipient: string;
-  subject: string;
-  message_id: string;
-  status: OutboxEntry['status'];
-  sending_since: string | null;
+type OutboxRow = RowOf<Omit<OutboxEntry, 'sendingUntil'>> & {
   sending_until: string | null;
   sending_until_of: string | null;
-  attempts: number;
-  provider_response: string | null;
-  created_at: string;
-  sent_at: string | null;
-}
+};
 
-function toOutboxEntry(row: OutboxRow): OutboxEntry {
-  return {
-    key: row.key,
-    orderId: row.order_id,
-    kind: row.kind,
-    recipient: row.recipient,
-    subject: row.subject,
-    messageId: row.message_id,
-    status: row.status,
-    sendingSince: row.sending_since,
-    // A bound recorded with another stamp belongs to a hand-over that is no longer the current one.
-    sendingUntil:
-      row.sending_until_of !== null && row.sending_until_of === row.sending_since ? row.sending_until : null,
-    attempts: row.attempts,
-    providerResponse: row.provider_response,
-    createdAt: row.created_at,
-    sentAt: row.sent_at,
-  };
-}
+const toOutboxEntry = ({ sending_until, sending_until_of, ...row }: OutboxRow): OutboxEntry => ({
+  ...fromRow(row),
+  // A bound recorded with another stamp belongs to a hand-over that is no longer the current one.
+  sendingUntil: sending_until_of !== null && sending_until_of === row.sending_since ? sending_until : null,
+});
 
 /** The outbox half of the OrderStore; each call is one transaction, its audit entry written in it. */
 export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {

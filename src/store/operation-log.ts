@@ -4,6 +4,7 @@ import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
 import { LazyAttemptRow, attemptsOf } from './attempt-rows';
+import { fromRow, type RowOf } from './rows';
 import type {
   AttemptRecord,
   AuditEntry,
@@ -16,49 +17,18 @@ import type {
   OperationUpdate,
 } from './types';
 
-interface OperationRow {
-  operation_id: string;
-  order_id: string;
-  operation_version: number;
-  scope: string;
-  request_hash: string;
+type OperationRow = RowOf<Omit<OperationRecord, 'request' | 'refund'>> & {
   request_json: string;
-  status: OperationStatus;
   refund_json: string | null;
-  first_sent_at: string | null;
-  last_sent_at: string | null;
-  off_the_wire_by: string | null;
-  requests_sent: number;
-  absence_confirmed_at: string | null;
-  proven_absent_through: number | null;
-  reason: string | null;
-  created_at: string;
-  created_by: string;
-  updated_at: string;
-}
+};
 
-function toOperation(row: OperationRow): OperationRecord {
-  return {
-    operationId: row.operation_id,
-    orderId: row.order_id,
-    operationVersion: row.operation_version,
-    scope: row.scope,
-    requestHash: row.request_hash,
-    request: JSON.parse(row.request_json) as OperationRecord['request'],
-    status: row.status,
-    refund: row.refund_json === null ? null : (JSON.parse(row.refund_json) as RefundReceipt),
-    firstSentAt: row.first_sent_at,
-    lastSentAt: row.last_sent_at,
-    offTheWireBy: row.off_the_wire_by,
-    requestsSent: row.requests_sent,
-    absenceConfirmedAt: row.absence_confirmed_at,
-    provenAbsentThrough: row.proven_absent_through,
-    reason: row.reason,
-    createdAt: row.created_at,
-    createdBy: row.created_by,
-    updatedAt: row.updated_at,
-  };
-}
+const toOperation = ({ request_json, refund_json, ...row }: OperationRow): OperationRecord => ({
+  ...fromRow(row),
+  request: JSON.parse(request_json) as OperationRecord['request'],
+  refund: refund_json === null ? null : (JSON.parse(refund_json) as RefundReceipt),
+});
+
+type AuditRow = RowOf<Omit<AuditEntry, 'detail'>> & { detail: string };
 
 /** The statuses each status may be reached from: a late or repeated writer never moves an operation backwards. */
 const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
@@ -225,24 +195,8 @@ export class SqlOperationLog implements OperationLog {
   }
 
   async auditTrail(operationId: string): Promise<AuditEntry[]> {
-    const rows = await this.db.all(
-      sql<{
-        seq: number;
-        operation_id: string;
-        at: string;
-        actor: string;
-        event: string;
-        detail: string;
-      }>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`,
-    );
-    return rows.map((r) => ({
-      seq: r.seq,
-      operationId: r.operation_id,
-      at: r.at,
-      actor: r.actor,
-      event: r.event,
-      detail: JSON.parse(r.detail),
-    }));
+    const rows = await this.db.all(sql<AuditRow>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`);
+    return rows.map(({ detail, ...row }) => ({ ...fromRow(row), detail: JSON.parse(detail) }));
   }
 
   /** Writes an audit entry; inside a caller's transaction it commits or rolls back with it. */

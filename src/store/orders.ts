@@ -14,21 +14,13 @@ import {
   VersionConflictError,
 } from './errors';
 import type { SqlOperationLog } from './operation-log';
+import { fromRow, type RowOf } from './rows';
 import type { AppliedRefund, ApplyRefundInput, NewOrder, OrderStore, RevertRefundInput } from './types';
 
 /** Runs inside an order write's transaction, after reading the order and before the transaction's first write. */
 export type BeforeOrderWrite = (orderId: string, tx: Queryable) => Promise<void>;
 
-interface OrderRow {
-  id: string;
-  payment_intent_id: string;
-  customer_email: string;
-  currency: string;
-  amount: number;
-  refunded_amount: number;
-  status: OrderStatus;
-  version: number;
-}
+type OrderRow = RowOf<Order> & { updated_at: string };
 
 interface RefundRow {
   operation_id: string;
@@ -41,21 +33,16 @@ interface RefundRow {
   reverted_by_key: string | null;
 }
 
-function toOrder(row: OrderRow): Order {
-  return {
-    id: row.id,
-    paymentIntentId: row.payment_intent_id,
-    customerEmail: row.customer_email,
-    currency: row.currency,
-    amount: row.amount,
-    refundedAmount: row.refunded_amount,
-    status: row.status,
-    version: row.version,
-  };
-}
+const toOrder = ({ updated_at: _, ...row }: OrderRow): Order => fromRow(row);
 
-function receipt(row: OrderRow, changed: boolean): OrderReceipt {
-  return { orderId: row.id, status: row.status, refundedAmount: row.refunded_amount, version: row.version, changed };
+function receipt(order: Order, changed: boolean): OrderReceipt {
+  return {
+    orderId: order.id,
+    status: order.status,
+    refundedAmount: order.refundedAmount,
+    version: order.version,
+    changed,
+  };
 }
 
 function statusFor(refundedAmount: number, amount: number): OrderStatus {
@@ -77,9 +64,9 @@ export class SqlOrders implements Pick<
   async seedOrder(order: NewOrder): Promise<Order> {
     requireMinorUnits('order amount', order.amount);
     return this.db.transaction(async (tx) => {
-      const existing = await orderRow(tx, order.id);
+      const existing = await findOrder(tx, order.id);
       if (existing) {
-        const problems = differences(toOrder(existing), { ...toOrder(existing), ...order }, [
+        const problems = differences(existing, { ...existing, ...order }, [
           'paymentIntentId',
           'customerEmail',
           'currency',
@@ -90,18 +77,17 @@ export class SqlOrders implements Pick<
             `order ${order.id} already exists with different fields (${problems.join('; ')}); it was not overwritten`,
           );
         }
-        return toOrder(existing);
+        return existing;
       }
       await tx.run(sql`
         INSERT INTO orders (id, payment_intent_id, customer_email, currency, amount, refunded_amount, status, version, updated_at)
         VALUES (${order.id}, ${order.paymentIntentId}, ${order.customerEmail}, ${order.currency}, ${order.amount}, 0, 'paid', 1, ${now()})`);
-      return toOrder(await requireOrder(tx, order.id));
+      return requireOrder(tx, order.id);
     });
   }
 
-  async getOrder(id: string): Promise<Order | undefined> {
-    const row = await orderRow(this.db, id);
-    return row && toOrder(row);
+  getOrder(id: string): Promise<Order | undefined> {
+    return findOrder(this.db, id);
   }
 
   async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
@@ -117,7 +103,7 @@ export class SqlOrders implements Pick<
         order &&
         (await tx.one(sql`
             INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
-            VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refunded_amount}, ${order.status}, ${order.version + 1}, ${now()})
+            VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refundedAmount}, ${order.status}, ${order.version + 1}, ${now()})
             ON CONFLICT (operation_id) DO NOTHING
             RETURNING operation_id`));
       if (!claimed) {
@@ -135,19 +121,19 @@ export class SqlOrders implements Pick<
         }
         return receipt(await requireOrder(tx, input.orderId), false);
       }
-      const refunded = order.refunded_amount + input.amount;
+      const refunded = order.refundedAmount + input.amount;
       // Thrown, the claim above is rolled back with the rest.
       if (refunded > order.amount) {
         throw new RefundExceedsOrderError(
           `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
-            `(${order.amount - order.refunded_amount} of ${order.amount}); nothing was changed`,
+            `(${order.amount - order.refundedAmount} of ${order.amount}); nothing was changed`,
         );
       }
       const updated = await this.updateOrder(tx, order, refunded);
       await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_updated', {
         refundId: input.refundId,
         amount: input.amount,
-        refundedAmount: updated.refunded_amount,
+        refundedAmount: updated.refundedAmount,
         version: updated.version,
       });
       return receipt(updated, true);
@@ -181,7 +167,7 @@ export class SqlOrders implements Pick<
       const refunded =
         order.version === applied.applied_version
           ? applied.prior_refunded_amount
-          : order.refunded_amount - applied.amount;
+          : order.refundedAmount - applied.amount;
       if (refunded < 0) {
         throw new InvalidOperationError(
           `reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`,
@@ -196,7 +182,7 @@ export class SqlOrders implements Pick<
       );
       await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_reverted', {
         compensationKey: input.compensationKey,
-        refundedAmount: updated.refunded_amount,
+        refundedAmount: updated.refundedAmount,
         version: updated.version,
       });
       return receipt(updated, true);
@@ -218,10 +204,10 @@ export class SqlOrders implements Pick<
 
   private async updateOrder(
     tx: Queryable,
-    order: OrderRow,
+    order: Order,
     refundedAmount: number,
     status = statusFor(refundedAmount, order.amount),
-  ): Promise<OrderRow> {
+  ): Promise<Order> {
     const changed = await tx.run(
       sql`UPDATE orders SET refunded_amount = ${refundedAmount}, status = ${status}, version = version + 1, updated_at = ${now()} WHERE id = ${order.id} AND version = ${order.version}`,
     );
@@ -230,7 +216,7 @@ export class SqlOrders implements Pick<
         `order ${order.id} changed after it was read at version ${order.version}; reload and try again`,
       );
     }
-    return { ...order, refunded_amount: refundedAmount, status, version: order.version + 1 };
+    return { ...order, refundedAmount, status, version: order.version + 1 };
   }
 }
 
@@ -244,16 +230,16 @@ class OrderRead {
 
   constructor(private readonly db: Database) {}
 
-  async order(tx: Queryable, id: string): Promise<OrderRow> {
+  async order(tx: Queryable, id: string): Promise<Order> {
     const row = await this.orderIfAny(tx, id);
     if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
     return row;
   }
 
-  async orderIfAny(tx: Queryable, id: string): Promise<OrderRow | undefined> {
-    const row = await orderRow(tx, id);
-    if (row) this.read = { id, version: row.version };
-    return row;
+  async orderIfAny(tx: Queryable, id: string): Promise<Order | undefined> {
+    const order = await findOrder(tx, id);
+    if (order) this.read = { id, version: order.version };
+    return order;
   }
 
   options(): TransactionOptions {
@@ -264,7 +250,7 @@ class OrderRead {
     const read = this.read;
     this.read = undefined;
     if (!read) return undefined;
-    const now = await orderRow(this.db, read.id);
+    const now = await findOrder(this.db, read.id);
     if (now?.version === read.version) return undefined;
     return new VersionConflictError(
       `another writer changed the order ${read.id} after it was read at version ${read.version}; reload and try again`,
@@ -273,14 +259,15 @@ class OrderRead {
   }
 }
 
-function orderRow(on: Queryable, id: string): Promise<OrderRow | undefined> {
-  return on.one(sql<OrderRow>`SELECT * FROM orders WHERE id = ${id}`);
+async function findOrder(on: Queryable, id: string): Promise<Order | undefined> {
+  const row = await on.one(sql<OrderRow>`SELECT * FROM orders WHERE id = ${id}`);
+  return row && toOrder(row);
 }
 
-async function requireOrder(on: Queryable, id: string): Promise<OrderRow> {
-  const row = await orderRow(on, id);
-  if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
-  return row;
+async function requireOrder(on: Queryable, id: string): Promise<Order> {
+  const order = await findOrder(on, id);
+  if (!order) throw new OrderNotFoundError(`order ${id} does not exist`);
+  return order;
 }
 
 function refundRow(on: Queryable, operationId: string): Promise<RefundRow | undefined> {

@@ -2,6 +2,7 @@
 // redelivered event is recognised, with where it was handed on and when.
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
+import { fromRow, type RowOf } from './rows';
 
 export interface ProviderEventRecord {
   eventId: string;
@@ -36,38 +37,6 @@ export interface ProviderEventLog {
   forOperation(operationId: string): Promise<ProviderEventRecord[]>;
 }
 
-interface Row {
-  event_id: string;
-  type: string;
-  operation_id: string | null;
-  refund_id: string | null;
-  refund_status: string | null;
-  amount: number | null;
-  currency: string | null;
-  created: number;
-  received_at: string;
-  deliveries: number;
-  handed_to: string | null;
-  handed_at: string | null;
-  outcome: string | null;
-}
-
-const toRecord = (r: Row): ProviderEventRecord => ({
-  eventId: r.event_id,
-  type: r.type,
-  operationId: r.operation_id,
-  refundId: r.refund_id,
-  refundStatus: r.refund_status,
-  amount: r.amount,
-  currency: r.currency,
-  created: r.created,
-  receivedAt: r.received_at,
-  deliveries: r.deliveries,
-  handedTo: r.handed_to,
-  handedAt: r.handed_at,
-  outcome: r.outcome,
-});
-
 export class SqlProviderEventLog implements ProviderEventLog {
   constructor(private readonly db: Database) {}
 
@@ -98,13 +67,17 @@ export class SqlProviderEventLog implements ProviderEventLog {
 
   async forOperation(operationId: string): Promise<ProviderEventRecord[]> {
     const rows = await this.db.all(
-      sql<Row>`SELECT * FROM provider_events WHERE operation_id = ${operationId} ORDER BY created, received_at`,
+      sql<
+        RowOf<ProviderEventRecord>
+      >`SELECT * FROM provider_events WHERE operation_id = ${operationId} ORDER BY created, received_at`,
     );
-    return rows.map(toRecord);
+    return rows.map(fromRow);
   }
 
   private async find(on: Queryable, eventId: string): Promise<ProviderEventRecord | undefined> {
-    const row = await on.one(sql<Row>`SELECT * FROM provider_events WHERE event_id = ${eventId}`);
-    return row && toRecord(row);
+    const row = await on.one(
+      sql<RowOf<ProviderEventRecord>>`SELECT * FROM provider_events WHERE event_id = ${eventId}`,
+    );
+    return row && fromRow(row);
   }
 }

@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import { changedIntent, type RefundRequest } from '../domain/refund-request';
 import type { Database, Queryable } from './database';
 import { IntentConflictError } from './errors';
+import type { RowOf } from './rows';
 
 export interface QueuedRequest {
   id: number;
@@ -32,22 +33,7 @@ export interface RefundQueue {
   list(filter?: { status?: QueuedRequest['status']; orderId?: string }): Promise<QueuedRequest[]>;
 }
 
-interface Row {
-  id: number;
-  order_id: string;
-  operation_version: number;
-  amount: number;
-  currency: string;
-  reason: RefundRequest['reason'];
-  requested_by: string;
-  source: string;
-  status: QueuedRequest['status'];
-  queued_at: string;
-  workflow_id: string | null;
-  started_by: string | null;
-  last_error: string | null;
-  attempts: number;
-}
+type Row = RowOf<Omit<QueuedRequest, 'request'> & RefundRequest>;
 
 const toQueued = (r: Row): QueuedRequest => ({
   id: r.id,

@@ -3,6 +3,7 @@
 // chaos run in another process can arm them; only a store opened with faults enabled reads it.
 import { sql } from 'kysely';
 import type { Database } from './database';
+import { fromRow, type RowOf } from './rows';
 
 /** conflict: a competing writer changes the order between our read and our write; busy: it holds the write lock. */
 export type StoreFaultKind = 'conflict' | 'busy';
@@ -22,22 +23,6 @@ export interface StoreFaults {
   clear(): Promise<void>;
 }
 
-interface FaultRow {
-  id: number;
-  kind: StoreFaultKind;
-  order_id: string | null;
-  remaining: number;
-  hits: number;
-}
-
-const toFault = (r: FaultRow): StoreFault => ({
-  id: r.id,
-  kind: r.kind,
-  orderId: r.order_id,
-  remaining: r.remaining,
-  hits: r.hits,
-});
-
 export class SqlStoreFaults implements StoreFaults {
   /** The other writer: its own connection, so that what it commits is a real concurrent write. */
   private other: Promise<Database> | undefined;
@@ -54,13 +39,15 @@ export class SqlStoreFaults implements StoreFaults {
     if (!Number.isInteger(count) || count < 1 || count > 1000)
       throw new Error(`a store fault's count must be 1-1000, got ${count}`);
     const row = await this.db.one(
-      sql<FaultRow>`INSERT INTO store_faults (kind, order_id, remaining) VALUES (${fault.kind}, ${fault.orderId ?? null}, ${count}) RETURNING *`,
+      sql<
+        RowOf<StoreFault>
+      >`INSERT INTO store_faults (kind, order_id, remaining) VALUES (${fault.kind}, ${fault.orderId ?? null}, ${count}) RETURNING *`,
     );
-    return toFault(row!);
+    return fromRow(row!);
   }
 
   async list(): Promise<StoreFault[]> {
-    return (await this.db.all(sql<FaultRow>`SELECT * FROM store_faults ORDER BY id`)).map(toFault);
+    return (await this.db.all(sql<RowOf<StoreFault>>`SELECT * FROM store_faults ORDER BY id`)).map(fromRow);
   }
 
   async clear(): Promise<void> {
@@ -76,7 +63,9 @@ export class SqlStoreFaults implements StoreFaults {
     const other = await (this.other ??= this.openOther());
     const fault = await other.transaction(async (tx) => {
       const row = await tx.one(
-        sql<FaultRow>`SELECT * FROM store_faults WHERE remaining > 0 AND (order_id IS NULL OR order_id = ${orderId}) ORDER BY id LIMIT 1`,
+        sql<
+          RowOf<StoreFault>
+        >`SELECT * FROM store_faults WHERE remaining > 0 AND (order_id IS NULL OR order_id = ${orderId}) ORDER BY id LIMIT 1`,
       );
       if (row)
         await tx.run(sql`UPDATE store_faults SET remaining = remaining - 1, hits = hits + 1 WHERE id = ${row.id}`);
