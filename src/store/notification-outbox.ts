@@ -4,18 +4,8 @@ import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
 import { differences, IntentConflictError } from './errors';
 import { fromRow, type RowOf } from './rows';
-import type { SqlOperationLog } from './operation-log';
-import type { DeliveryConfirmation, NewOutboxEntry, OrderStore, OutboxEntry } from './types';
-
-type OutboxMethods =
-  | 'claimNotification'
-  | 'claimHandOver'
-  | 'markNotificationSending'
-  | 'takeOverNotification'
-  | 'releaseNotification'
-  | 'markNotificationSent'
-  | 'confirmNotificationDelivered'
-  | 'getNotification';
+import type { OperationLog } from './operation-log';
+import type { DeliveryConfirmation, NewOutboxEntry, OutboxEntry } from './types';
 
 type OutboxRow = RowOf<Omit<OutboxEntry, 'sendingUntil'>> & {
   sending_until: string | null;
@@ -29,16 +19,21 @@ const toOutboxEntry = ({ sending_until, sending_until_of, ...row }: OutboxRow): 
 });
 
 /** The outbox half of the OrderStore; each call is one transaction, its audit entry written in it. */
-export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
+export class SqlNotificationOutbox {
   constructor(
     private readonly db: Database,
-    private readonly operations: SqlOperationLog,
+    private readonly operations: OperationLog,
   ) {}
 
+  /** Records the intent to send (status pending) unless an entry for the key exists; returns the entry. */
   async claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry> {
     return this.db.transaction((tx) => this.claimIn(tx, entry));
   }
 
+  /**
+   * claimNotification, then markNotificationSending if pending, in one transaction: `ours` says whether this caller
+   * holds the hand-over, `stamp` is its `sendingSince`, `claimed` the entry before the move.
+   */
   async claimHandOver(
     entry: NewOutboxEntry,
     onWireForMs?: number,
@@ -77,6 +72,7 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return toOutboxEntry(row!);
   }
 
+  /** pending → sending, stamped by the store's clock, on the wire until `onWireForMs` later; false when not pending. */
   async markNotificationSending(key: string, onWireForMs?: number): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       const ours = (await this.takeSending(tx, key, onWireForMs)) !== null;
@@ -98,6 +94,10 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return changed === 1 ? stamp : null;
   }
 
+  /**
+   * Takes over a hand-over that ended unanswered, to resend it: re-stamps `sendingSince` (store clock, not before
+   * `notBefore`) only if it is still `since` and at least `endedAfterMs` old; the new stamp, or null. One of two wins.
+   */
   async takeOverNotification(
     key: string,
     since: string,
@@ -118,6 +118,10 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     });
   }
 
+  /**
+   * Moves sending → pending after a failure that proves the server did not accept the message; false when not
+   * sending, or (with `since`) when that hand-over is no longer the current one: another attempt's is never freed.
+   */
   async releaseNotification(key: string, since?: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
@@ -130,6 +134,7 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     });
   }
 
+  /** Records the server's acceptance (sending → sent); with `audit`, the first acceptance is in the operation's audit trail. */
   async markNotificationSent(
     key: string,
     providerResponse: string,
@@ -153,6 +158,10 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     });
   }
 
+  /**
+   * A person's word that a message whose hand-over is unknown was delivered: sent, naming who confirmed it, audited
+   * with `confirmedBy`. An entry not sending, or no longer on the hand-over judged, is returned unchanged.
+   */
   async confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry> {
     return this.db.transaction(async (tx) => {
       // Where the server's answer would be, the person's word, so that no one takes it for the server's.

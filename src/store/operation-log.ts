@@ -11,7 +11,6 @@ import type {
   NewAttempt,
   OpenAttempt,
   NewOperation,
-  OperationLog,
   OperationRecord,
   OperationStatus,
   OperationUpdate,
@@ -52,12 +51,17 @@ const laterVersionQuery = (orderId: string, scope: string, version: number) =>
     operation_id: string;
   }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`;
 
-export class SqlOperationLog implements OperationLog {
+/** Each operation's durable record, the attempt ledger and the audit trail. */
+export class OperationLog {
   constructor(
     private readonly db: Database,
     private readonly now: () => string = () => new Date().toISOString(),
   ) {}
 
+  /**
+   * Records the intent, or returns the record already there; IntentConflictError when the request hash differs,
+   * LaterVersionError for a new operation below the order's highest version.
+   */
   async commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }> {
     return this.db.transaction(async (tx) => {
       const existing = await this.row(tx, op.operationId);
@@ -95,12 +99,14 @@ export class SqlOperationLog implements OperationLog {
     return row && toOperation(row);
   }
 
+  /** Now (ms since the epoch) by the clock that stamps sends: on PostgreSQL the server's, one clock for all hosts. */
   async clock(on: Queryable = this.db): Promise<number> {
     if (on.dialect === 'sqlite') return Date.parse(this.now());
     const row = await on.one(sql<{ ms: number }>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms`);
     return Number(row!.ms);
   }
 
+  /** Every operation on the order, oldest first. */
   async forOrder(orderId: string): Promise<OperationRecord[]> {
     const rows = await this.db.all(
       sql<OperationRow>`SELECT * FROM operations WHERE order_id = ${orderId} ORDER BY created_at, operation_version`,
@@ -108,8 +114,13 @@ export class SqlOperationLog implements OperationLog {
     return rows.map(toOperation);
   }
 
+  /**
+   * Stamps and counts a create request just before it is sent: only the order's highest version sends
+   * (LaterVersionError), and only while no other operation of the order has a send not proven absent
+   * (OperationInFlightError). `onWireForMs`: how long after its stamp this send can still be on the wire.
+   * The checks and the stamp are one serializable transaction, so no other send slips in between.
+   */
   async markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord> {
-    // The checks and the stamp are one serializable transaction, so no other send slips in between.
     return this.db.transaction(async (tx) => {
       const current = await this.row(tx, operationId);
       if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
@@ -145,6 +156,7 @@ export class SqlOperationLog implements OperationLog {
     });
   }
 
+  /** A new status and its audit entry in one transaction; a move the current status does not allow changes nothing. */
   async settle(
     operationId: string,
     update: OperationUpdate,
@@ -182,10 +194,12 @@ export class SqlOperationLog implements OperationLog {
     });
   }
 
+  /** One attempt of a step, its ledger row written in the attempt's own transactions where it can be (OpenAttempt). */
   openAttempt(a: NewAttempt): OpenAttempt {
     return new LazyAttemptRow(this.db, a, this.now);
   }
 
+  /** A step's attempts in one run, oldest first. */
   attempts(key: string, runId: string): Promise<AttemptRecord[]> {
     return attemptsOf(this.db, key, runId);
   }

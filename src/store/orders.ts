@@ -13,9 +13,9 @@ import {
   requireMinorUnits,
   VersionConflictError,
 } from './errors';
-import type { SqlOperationLog } from './operation-log';
+import type { OperationLog } from './operation-log';
 import { fromRow, type RowOf } from './rows';
-import type { AppliedRefund, ApplyRefundInput, NewOrder, OrderStore, RevertRefundInput } from './types';
+import type { AppliedRefund, ApplyRefundInput, NewOrder, RevertRefundInput } from './types';
 
 /** Runs inside an order write's transaction, after reading the order and before the transaction's first write. */
 export type BeforeOrderWrite = (orderId: string, tx: Queryable) => Promise<void>;
@@ -51,16 +51,14 @@ function statusFor(refundedAmount: number, amount: number): OrderStatus {
 }
 
 /** The order half of the OrderStore; each call is one transaction, its audit entry written in it. */
-export class SqlOrders implements Pick<
-  OrderStore,
-  'seedOrder' | 'getOrder' | 'applyRefund' | 'revertRefund' | 'appliedRefund'
-> {
+export class SqlOrders {
   constructor(
     private readonly db: Database,
-    private readonly operations: SqlOperationLog,
+    private readonly operations: OperationLog,
     private readonly beforeOrderWrite: BeforeOrderWrite,
   ) {}
 
+  /** Inserts the order, or returns the existing one when an identical order is already there. */
   async seedOrder(order: NewOrder): Promise<Order> {
     requireMinorUnits('order amount', order.amount);
     return this.db.transaction(async (tx) => {
@@ -90,6 +88,7 @@ export class SqlOrders implements Pick<
     return findOrder(this.db, id);
   }
 
+  /** Idempotent by operation id; optimistic on the order's version. */
   async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
     requireMinorUnits('refund amount', input.amount);
     const read = new OrderRead(this.db);
@@ -140,6 +139,7 @@ export class SqlOrders implements Pick<
     }, read.options());
   }
 
+  /** Restores the state the order had before `operationId`, idempotent by compensation key. */
   async revertRefund(input: RevertRefundInput): Promise<OrderReceipt> {
     const read = new OrderRead(this.db);
     return this.db.transaction(async (tx) => {
@@ -189,6 +189,7 @@ export class SqlOrders implements Pick<
     }, read.options());
   }
 
+  /** The order's record of an operation's refund, if it was applied. */
   async appliedRefund(operationId: string): Promise<AppliedRefund | undefined> {
     const row = await refundRow(this.db, operationId);
     return (

@@ -29,17 +29,10 @@ export type NewProviderEvent = Pick<
   'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'amount' | 'currency' | 'created'
 >;
 
-export interface ProviderEventLog {
-  /** Records an event by its id; `first` is false for a redelivery. */
-  receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }>;
-  get(eventId: string): Promise<ProviderEventRecord | undefined>;
-  handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord>;
-  forOperation(operationId: string): Promise<ProviderEventRecord[]>;
-}
-
-export class SqlProviderEventLog implements ProviderEventLog {
+export class ProviderEventLog {
   constructor(private readonly db: Database) {}
 
+  /** Records an event by its id; `first` is false for a redelivery. */
   async receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }> {
     return this.db.transaction(async (tx) => {
       const inserted = await tx.run(sql`
@@ -52,6 +45,7 @@ export class SqlProviderEventLog implements ProviderEventLog {
     });
   }
 
+  /** Records the run it was handed to (null for none) and what became of it. */
   async handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord> {
     await this.db.run(
       sql`UPDATE provider_events SET handed_to = ${to}, handed_at = ${new Date().toISOString()}, outcome = ${outcome} WHERE event_id = ${eventId}`,

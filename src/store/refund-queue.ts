@@ -24,15 +24,6 @@ export interface QueuedRequest {
   attempts: number;
 }
 
-export interface RefundQueue {
-  enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }>;
-  next(limit: number): Promise<QueuedRequest[]>;
-  markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest>;
-  markNotStarted(id: number, reason: string): Promise<QueuedRequest>;
-  markRefused(id: number, reason: string): Promise<QueuedRequest>;
-  list(filter?: { status?: QueuedRequest['status']; orderId?: string }): Promise<QueuedRequest[]>;
-}
-
 type Row = RowOf<Omit<QueuedRequest, 'request'> & RefundRequest>;
 
 const toQueued = (r: Row): QueuedRequest => ({
@@ -54,7 +45,7 @@ const toQueued = (r: Row): QueuedRequest => ({
   attempts: r.attempts,
 });
 
-export class SqlRefundQueue implements RefundQueue {
+export class RefundQueue {
   constructor(private readonly db: Database) {}
 
   /** Queues a validated request; the same request again returns the first (`created: false`). */

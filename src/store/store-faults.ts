@@ -17,13 +17,7 @@ export interface StoreFault {
   hits: number;
 }
 
-export interface StoreFaults {
-  add(fault: { kind: StoreFaultKind; orderId?: string; count?: number }): Promise<StoreFault>;
-  list(): Promise<StoreFault[]>;
-  clear(): Promise<void>;
-}
-
-export class SqlStoreFaults implements StoreFaults {
+export class StoreFaults {
   /** The other writer: its own connection, so that what it commits is a real concurrent write. */
   private other: Promise<Database> | undefined;
 
