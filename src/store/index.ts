@@ -13,6 +13,7 @@ export type { KeyedSendRecord } from './sends';
 export { OutOfStockError, type Cart, type CartItem, type NewCart, type StockReceipt } from './checkouts';
 export type { OrderStore, OrderStoreOptions } from './order-store';
 export type { OperationLog } from './operation-log';
+export type { OpenAttempt } from './attempt-rows';
 export type { Dialect, StoreObserver, StatementKind } from './database';
 export { pgCode, sqliteCode } from './serialization';
 

@@ -3,13 +3,12 @@ import { sql } from 'kysely';
 import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
-import { LazyAttemptRow, attemptsOf } from './attempt-rows';
+import { OpenAttempt, attemptsOf } from './attempt-rows';
 import { fromRow, type RowOf } from './rows';
 import type {
   AttemptRecord,
   AuditEntry,
   NewAttempt,
-  OpenAttempt,
   NewOperation,
   OperationRecord,
   OperationStatus,
@@ -75,7 +74,7 @@ export class OperationLog {
         }
         return { record: toOperation(existing), created: false };
       }
-      const later = await this.laterVersion(tx, op.orderId, op.scope, op.operationVersion);
+      const later = (await tx.one(laterVersionQuery(op.orderId, op.scope, op.operationVersion)))?.operation_id;
       if (later) {
         throw new LaterVersionError(
           `order ${op.orderId} already has operation ${later}; a new operation needs a version above it`,
@@ -196,7 +195,7 @@ export class OperationLog {
 
   /** One attempt of a step, its ledger row written in the attempt's own transactions where it can be (OpenAttempt). */
   openAttempt(a: NewAttempt): OpenAttempt {
-    return new LazyAttemptRow(this.db, a, this.now);
+    return new OpenAttempt(this.db, a, this.now);
   }
 
   /** A step's attempts in one run, oldest first. */
@@ -224,17 +223,6 @@ export class OperationLog {
     await on.run(
       sql`INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (${operationId}, ${this.now()}, ${actor}, ${event}, ${JSON.stringify(detail)})`,
     );
-  }
-
-  /** The order's operation with the highest version above `version`, if any. */
-  private async laterVersion(
-    on: Queryable,
-    orderId: string,
-    scope: string,
-    version: number,
-  ): Promise<string | undefined> {
-    const row = await on.one(laterVersionQuery(orderId, scope, version));
-    return row?.operation_id;
   }
 
   private row(on: Queryable, operationId: string): Promise<OperationRow | undefined> {

@@ -35,15 +35,13 @@ interface RefundRow {
 
 const toOrder = ({ updated_at: _, ...row }: OrderRow): Order => fromRow(row);
 
-function receipt(order: Order, changed: boolean): OrderReceipt {
-  return {
-    orderId: order.id,
-    status: order.status,
-    refundedAmount: order.refundedAmount,
-    version: order.version,
-    changed,
-  };
-}
+const receipt = ({ id, status, refundedAmount, version }: Order, changed: boolean): OrderReceipt => ({
+  orderId: id,
+  status,
+  refundedAmount,
+  version,
+  changed,
+});
 
 function statusFor(refundedAmount: number, amount: number): OrderStatus {
   if (refundedAmount === 0) return 'paid';

@@ -3,14 +3,9 @@
 // and the receipt. The send protocol (src/saga/send.ts) reads and writes them; each write is one
 // transaction, with the operation's audit entry in it.
 import { sql } from 'kysely';
-import type { Database, Queryable } from './database';
+import type { Database } from './database';
+import type { OperationLog } from './operation-log';
 import { fromRow, type RowOf } from './rows';
-
-/** The operation log's clock and audit trail, which every send's write uses. */
-interface AuditLog {
-  clock(on: Queryable): Promise<number>;
-  insertAudit(on: Queryable, operationId: string, actor: string, event: string, detail: object): Promise<void>;
-}
 
 export interface KeyedSendRecord<R = unknown> {
   key: string;
@@ -35,7 +30,8 @@ const toRecord = <R>({ receipt_json, updated_at: _, ...row }: SendRow): KeyedSen
 export class SqlSends {
   constructor(
     private readonly db: Database,
-    private readonly log: AuditLog,
+    /** The operation log's clock and audit trail, which every send's write uses. */
+    private readonly log: Pick<OperationLog, 'clock' | 'insertAudit'>,
   ) {}
 
   /** The key's record; one nothing was sent under yet reads as empty. */

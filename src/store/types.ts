@@ -1,15 +1,10 @@
 import type { OperationRecord, OperationStatus, RefundReceipt } from '../contract/receipts';
+import type { Order } from '../domain/order';
 
 // The operation's record is what beginOperation returns: the contract holds it.
 export type { OperationRecord, OperationStatus } from '../contract/receipts';
 
-export interface NewOrder {
-  id: string;
-  paymentIntentId: string;
-  customerEmail: string;
-  currency: string;
-  amount: number;
-}
+export type NewOrder = Omit<Order, 'refundedAmount' | 'status' | 'version'>;
 
 export interface ApplyRefundInput {
   orderId: string;
@@ -71,15 +66,10 @@ export interface DeliveryConfirmation {
 
 export type NewOutboxEntry = Pick<OutboxEntry, 'key' | 'orderId' | 'kind' | 'recipient' | 'subject' | 'messageId'>;
 
-export interface NewOperation {
-  operationId: string;
-  orderId: string;
-  operationVersion: number;
-  scope: string;
-  requestHash: string;
-  request: OperationRecord['request'];
-  actor: string;
-}
+export type NewOperation = Pick<
+  OperationRecord,
+  'operationId' | 'orderId' | 'operationVersion' | 'scope' | 'requestHash' | 'request'
+> & { actor: string };
 
 export interface OperationUpdate {
   status: OperationStatus;
@@ -125,31 +115,4 @@ export interface AuditEntry {
   actor: string;
   event: string;
   detail: Record<string, unknown>;
-}
-
-/** A ledger row just written: its id, and its start as written. */
-export interface BegunAttempt {
-  id: number;
-  startedAt: string;
-}
-
-/** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */
-export interface FinishedAttempt {
-  finishedAt: string;
-  alone: boolean;
-}
-
-/**
- * An attempt's ledger row, without commits of its own where it can be: its beginning rides in the first transaction
- * inside `run` (or commits alone at `begun()`, which every provider request awaits), its end in `recording`'s.
- */
-export interface OpenAttempt {
-  readonly startedAt: string;
-  run<T>(fn: () => Promise<T>): Promise<T>;
-  /** Runs the store call that records the attempt's effect; its transaction writes the attempt's end as `end()` says. */
-  recording<T>(end: () => AttemptEnd, fn: () => Promise<T>): Promise<T>;
-  /** The row is on disk once this resolves. */
-  begun(): Promise<BegunAttempt>;
-  /** Writes the attempt's end, unless a transaction already wrote this very end; undefined when the row is gone. */
-  finish(end: AttemptEnd): Promise<FinishedAttempt | undefined>;
 }
