@@ -7,6 +7,7 @@ import {
   SqliteDialect,
   sql,
   type LogEvent,
+  type QueryResult,
   type RawBuilder,
   type SqliteDatabase,
 } from 'kysely';
@@ -72,15 +73,19 @@ class Runner implements Queryable {
   ) {}
 
   async one<T>(query: RawBuilder<T>): Promise<T | undefined> {
-    return (await query.execute(this.on)).rows[0];
+    return (await this.execute(query)).rows[0];
   }
 
   async all<T>(query: RawBuilder<T>): Promise<T[]> {
-    return (await query.execute(this.on)).rows;
+    return (await this.execute(query)).rows;
   }
 
   async run(query: RawBuilder<unknown>): Promise<number> {
-    return Number((await query.execute(this.on)).numAffectedRows ?? 0n);
+    return Number((await this.execute(query)).numAffectedRows ?? 0n);
+  }
+
+  protected execute<T>(query: RawBuilder<T>): Promise<QueryResult<T>> {
+    return query.execute(this.on);
   }
 }
 
@@ -111,20 +116,9 @@ class KyselyDatabase extends Runner implements Database {
     super(dialect, kysely);
   }
 
-  override async one<T>(query: RawBuilder<T>): Promise<T | undefined> {
-    return this.counted(query, await this.turn(() => super.one(query)));
-  }
-
-  override async all<T>(query: RawBuilder<T>): Promise<T[]> {
-    return this.counted(query, await this.turn(() => super.all(query)));
-  }
-
-  override async run(query: RawBuilder<unknown>): Promise<number> {
-    return this.counted(query, await this.turn(() => super.run(query)));
-  }
-
   /** A write outside a transaction (an INSERT … RETURNING read with `one` among them) is a commit of its own. */
-  private counted<R>(query: RawBuilder<unknown>, result: R): R {
+  protected override async execute<T>(query: RawBuilder<T>): Promise<QueryResult<T>> {
+    const result = await this.turn(() => super.execute(query));
     if (this.observer && WRITES.has(statementKind(query.compile(this.kysely).sql))) this.observer.commit();
     return result;
   }

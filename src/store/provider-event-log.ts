@@ -29,6 +29,8 @@ export type NewProviderEvent = Pick<
   'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'amount' | 'currency' | 'created'
 >;
 
+type Row = RowOf<ProviderEventRecord>;
+
 export class ProviderEventLog {
   constructor(private readonly db: Database) {}
 
@@ -41,7 +43,7 @@ export class ProviderEventLog {
         ON CONFLICT (event_id) DO NOTHING`);
       if (inserted === 0)
         await tx.run(sql`UPDATE provider_events SET deliveries = deliveries + 1 WHERE event_id = ${e.eventId}`);
-      return { record: (await this.find(tx, e.eventId))!, first: inserted === 1 };
+      return { record: (await this.get(e.eventId, tx))!, first: inserted === 1 };
     });
   }
 
@@ -50,28 +52,20 @@ export class ProviderEventLog {
     await this.db.run(
       sql`UPDATE provider_events SET handed_to = ${to}, handed_at = ${new Date().toISOString()}, outcome = ${outcome} WHERE event_id = ${eventId}`,
     );
-    const record = await this.find(this.db, eventId);
+    const record = await this.get(eventId);
     if (!record) throw new Error(`no provider event ${eventId}`);
     return record;
   }
 
-  async get(eventId: string): Promise<ProviderEventRecord | undefined> {
-    return this.find(this.db, eventId);
+  async get(eventId: string, on: Queryable = this.db): Promise<ProviderEventRecord | undefined> {
+    const row = await on.one(sql<Row>`SELECT * FROM provider_events WHERE event_id = ${eventId}`);
+    return row && fromRow(row);
   }
 
   async forOperation(operationId: string): Promise<ProviderEventRecord[]> {
     const rows = await this.db.all(
-      sql<
-        RowOf<ProviderEventRecord>
-      >`SELECT * FROM provider_events WHERE operation_id = ${operationId} ORDER BY created, received_at`,
+      sql<Row>`SELECT * FROM provider_events WHERE operation_id = ${operationId} ORDER BY created, received_at`,
     );
     return rows.map(fromRow);
-  }
-
-  private async find(on: Queryable, eventId: string): Promise<ProviderEventRecord | undefined> {
-    const row = await on.one(
-      sql<RowOf<ProviderEventRecord>>`SELECT * FROM provider_events WHERE event_id = ${eventId}`,
-    );
-    return row && fromRow(row);
   }
 }

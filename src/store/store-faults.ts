@@ -17,6 +17,8 @@ export interface StoreFault {
   hits: number;
 }
 
+type FaultRow = RowOf<StoreFault>;
+
 export class StoreFaults {
   /** The other writer: its own connection, so that what it commits is a real concurrent write. */
   private other: Promise<Database> | undefined;
@@ -33,15 +35,13 @@ export class StoreFaults {
     if (!Number.isInteger(count) || count < 1 || count > 1000)
       throw new Error(`a store fault's count must be 1-1000, got ${count}`);
     const row = await this.db.one(
-      sql<
-        RowOf<StoreFault>
-      >`INSERT INTO store_faults (kind, order_id, remaining) VALUES (${fault.kind}, ${fault.orderId ?? null}, ${count}) RETURNING *`,
+      sql<FaultRow>`INSERT INTO store_faults (kind, order_id, remaining) VALUES (${fault.kind}, ${fault.orderId ?? null}, ${count}) RETURNING *`,
     );
     return fromRow(row!);
   }
 
   async list(): Promise<StoreFault[]> {
-    return (await this.db.all(sql<RowOf<StoreFault>>`SELECT * FROM store_faults ORDER BY id`)).map(fromRow);
+    return (await this.db.all(sql<FaultRow>`SELECT * FROM store_faults ORDER BY id`)).map(fromRow);
   }
 
   async clear(): Promise<void> {
@@ -57,9 +57,7 @@ export class StoreFaults {
     const other = await (this.other ??= this.openOther());
     const fault = await other.transaction(async (tx) => {
       const row = await tx.one(
-        sql<
-          RowOf<StoreFault>
-        >`SELECT * FROM store_faults WHERE remaining > 0 AND (order_id IS NULL OR order_id = ${orderId}) ORDER BY id LIMIT 1`,
+        sql<FaultRow>`SELECT * FROM store_faults WHERE remaining > 0 AND (order_id IS NULL OR order_id = ${orderId}) ORDER BY id LIMIT 1`,
       );
       if (row)
         await tx.run(sql`UPDATE store_faults SET remaining = remaining - 1, hits = hits + 1 WHERE id = ${row.id}`);
