@@ -189,16 +189,9 @@ export class SqlOrders {
 
   /** The order's record of an operation's refund, if it was applied. */
   async appliedRefund(operationId: string): Promise<AppliedRefund | undefined> {
-    const row = await refundRow(this.db, operationId);
-    return (
-      row && {
-        operationId: row.operation_id,
-        orderId: row.order_id,
-        refundId: row.refund_id,
-        amount: row.amount,
-        revertedByKey: row.reverted_by_key,
-      }
-    );
+    const row = await this.db.one(sql<RowOf<AppliedRefund>>`
+      SELECT operation_id, order_id, refund_id, amount, reverted_by_key FROM order_refunds WHERE operation_id = ${operationId}`);
+    return row && fromRow(row);
   }
 
   private async updateOrder(
