@@ -58,14 +58,6 @@ export interface TransactionOptions {
   optimistic?: { moved: MovedSince };
 }
 
-export interface Database extends Queryable {
-  readonly kysely: Kysely<unknown>;
-  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
-  /** One connection, taken in turn with this process's other users of the file (SQLite): for the migrator. */
-  withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T>;
-  close(): Promise<void>;
-}
-
 class Runner implements Queryable {
   constructor(
     readonly dialect: Dialect,
@@ -104,7 +96,7 @@ class Lock {
 // on each other for good, so they take turns through one lock per file.
 const fileLocks = new Map<string, Lock>();
 
-class KyselyDatabase extends Runner implements Database {
+export class Database extends Runner {
   private closed = false;
 
   constructor(
@@ -137,6 +129,7 @@ class KyselyDatabase extends Runner implements Database {
     await this.kysely.destroy();
   }
 
+  /** One connection, taken in turn with this process's other users of the file (SQLite): for the migrator. */
   withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
     return this.turn(() => this.kysely.connection().execute(fn));
   }
@@ -199,7 +192,7 @@ export function openSqlite(filename: string, options: SqliteOptions = {}): Datab
   });
   const shared = filename !== ':memory:' && !options.asAnotherProcess;
   if (shared && !fileLocks.has(filename)) fileLocks.set(filename, new Lock());
-  return new KyselyDatabase('sqlite', kysely, shared ? fileLocks.get(filename) : undefined, options.observer);
+  return new Database('sqlite', kysely, shared ? fileLocks.get(filename) : undefined, options.observer);
 }
 
 /** Statements kept per connection at most; past it they are prepared afresh. */
@@ -271,7 +264,7 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     );
   }
   const kysely = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }), log: counting(options.observer) });
-  return new KyselyDatabase('postgres', kysely, undefined, options.observer);
+  return new Database('postgres', kysely, undefined, options.observer);
 }
 
 /** Keeps credentials of a server URL out of error messages and logs. */

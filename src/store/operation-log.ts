@@ -1,4 +1,4 @@
-// Operations, the attempt ledger and the audit trail, on the order store's database.
+// Each operation's durable record, the attempt ledger and the audit trail, on the order store's database.
 import { sql } from 'kysely';
 import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
@@ -50,7 +50,6 @@ const laterVersionQuery = (orderId: string, scope: string, version: number) =>
     operation_id: string;
   }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`;
 
-/** Each operation's durable record, the attempt ledger and the audit trail. */
 export class OperationLog {
   constructor(
     private readonly db: Database,
