@@ -11,8 +11,7 @@ import { storeMetrics } from './observability/metrics';
 import type { RecoveryPolicy } from './reliability/policy';
 import { loadPolicy } from './reliability/policy-file';
 import type { RunSettings } from './contract';
-import { openStore } from './store';
-import type { OrderStore } from './store/types';
+import { openStore, type OrderStore } from './store';
 
 export interface Deps {
   activities: RefundActivities;

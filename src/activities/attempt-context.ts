@@ -3,7 +3,7 @@
 // (its transports report each request put on the wire into it), so nothing has to be found from the call stack.
 import { log } from '@temporalio/activity';
 import { AttemptEndedError } from '../store/errors';
-import type { AttemptEnd, OpenAttempt } from '../store/types';
+import type { AttemptEnd, OpenAttempt } from '../store';
 
 export interface TransportRequest {
   at: string;

@@ -17,7 +17,7 @@ import {
   type FailureDetails,
 } from '../reliability/taxonomy';
 import { refundMetrics } from '../observability/metrics';
-import type { AttemptEnd, AttemptRecord, OpenAttempt, OperationLog } from '../store/types';
+import type { AttemptEnd, AttemptRecord, OpenAttempt, OperationLog } from '../store';
 import { succeeded, type Attempt } from './attempt-context';
 
 /** An error an activity has already classified. Converted to an ApplicationFailure by runAttempt, never thrown past it. */

@@ -3,7 +3,7 @@
 // never evidence on its own.
 import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
-import type { OrderStore } from '../store/types';
+import type { OrderStore } from '../store';
 import type { AttemptRunner } from './attempt';
 import { recordingEffect } from './attempt-context';
 import { paymentFailure } from './payment-failures';

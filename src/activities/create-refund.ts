@@ -5,7 +5,7 @@
 import type Stripe from 'stripe';
 import type { Evidenced, ProviderWindows, RefundReceipt } from '../contract';
 import type { REFUND_REASONS } from '../domain/refund-request';
-import type { OperationLog, OperationRecord, OperationUpdate } from '../store/types';
+import type { OperationLog, OperationRecord, OperationUpdate } from '../store';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
 import { Classified, type AttemptRunner } from './attempt';

@@ -15,7 +15,7 @@ import {
   type RunSettings,
   type StandingRecords,
 } from '../contract';
-import type { OrderStore } from '../store/types';
+import type { OrderStore } from '../store';
 import { Classified, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';

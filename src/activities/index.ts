@@ -3,7 +3,7 @@ import type Stripe from 'stripe';
 import type { Transporter } from 'nodemailer';
 import type { RunSettings } from '../contract';
 import type { DecisionPolicy } from '../reliability/policy';
-import type { OrderStore } from '../store/types';
+import type { OrderStore } from '../store';
 import { Breakers } from '../reliability/circuit-breaker';
 import { createAttemptRunner } from './attempt';
 import type { Attempt } from './attempt-context';

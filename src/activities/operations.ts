@@ -12,7 +12,7 @@ import {
 } from '../contract';
 import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
-import type { NewOperation, OperationRecord, OrderStore } from '../store/types';
+import type { NewOperation, OperationRecord, OrderStore } from '../store';
 import { Classified, type AttemptRunner } from './attempt';
 import { recordingEffect } from './attempt-context';
 import { storeFailure } from './store-failures';

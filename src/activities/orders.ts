@@ -2,7 +2,7 @@
 // Both are idempotent in the store (by operation id, by compensation key), so a retry, a rerun
 // or a reset replays the first receipt.
 import type { Evidenced, OrderReceipt } from '../contract';
-import type { ApplyRefundInput, OrderStore, RevertRefundInput } from '../store/types';
+import type { ApplyRefundInput, OrderStore, RevertRefundInput } from '../store';
 import type { AttemptRunner } from './attempt';
 import { recordingEffect } from './attempt-context';
 import { storeFailure } from './store-failures';

@@ -1,6 +1,6 @@
 import type Stripe from 'stripe';
 import type { Order } from '../domain/order';
-import type { OrderStore } from '../store/types';
+import type { OrderStore } from '../store';
 
 export interface DemoOrder {
   orderId: string;

@@ -6,48 +6,9 @@ import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
 import { AttemptEndedError } from './errors';
+import { fromRow, type RowOf } from './rows';
 import { withRider, type RiderWrite } from './transaction-riders';
-import type { AttemptEnd, AttemptRecord, BegunAttempt, FinishedAttempt, NewAttempt, OpenAttempt } from './types';
-
-interface AttemptRow {
-  id: number;
-  key: string;
-  step: string;
-  operation_id: string;
-  workflow_id: string;
-  run_id: string;
-  attempt: number;
-  started_at: string;
-  finished_at: string | null;
-  transport_requests: number;
-  outcome: string | null;
-  certainty: string | null;
-  reason: string | null;
-  retry_after_ms: number | null;
-  next_delay_ms: number | null;
-  provider_request_id: string | null;
-}
-
-function toAttempt(row: AttemptRow): AttemptRecord {
-  return {
-    id: row.id,
-    key: row.key,
-    step: row.step,
-    operationId: row.operation_id,
-    workflowId: row.workflow_id,
-    runId: row.run_id,
-    attempt: row.attempt,
-    startedAt: row.started_at,
-    finishedAt: row.finished_at,
-    transportRequests: row.transport_requests,
-    outcome: row.outcome,
-    certainty: row.certainty,
-    reason: row.reason,
-    retryAfterMs: row.retry_after_ms,
-    nextDelayMs: row.next_delay_ms,
-    providerRequestId: row.provider_request_id,
-  };
-}
+import type { AttemptEnd, AttemptRecord, NewAttempt } from './types';
 
 // Whether the step has other rows in this run, read by the write itself (PostgreSQL: rows committed before it;
 // SQLite sees its own row too, hence the id): most steps have none, and their ledger is known without a read.
@@ -93,13 +54,28 @@ async function finishAttempt(
 export async function attemptsOf(on: Queryable, key: string, runId: string): Promise<AttemptRecord[]> {
   // Oldest first by when each attempt began: a row is written when it is first needed, so ids need not follow.
   const rows = await on.all(
-    sql<AttemptRow>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`,
+    sql<RowOf<AttemptRecord>>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`,
   );
-  return rows.map(toAttempt);
+  return rows.map(fromRow);
 }
 
-/** One attempt's row, written lazily: see the module's comment. */
-export class LazyAttemptRow implements OpenAttempt {
+/** A ledger row just written: its id, and its start as written. */
+export interface BegunAttempt {
+  id: number;
+  startedAt: string;
+}
+
+/** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */
+export interface FinishedAttempt {
+  finishedAt: string;
+  alone: boolean;
+}
+
+/**
+ * An attempt's ledger row, without commits of its own where it can be: its beginning rides in the first transaction
+ * inside `run` (or commits alone at `begun()`, which every provider request awaits), its end in `recording`'s.
+ */
+export class OpenAttempt {
   readonly startedAt: string;
   private id: number | undefined;
   /** A write of the row is on its way (in a transaction, or alone): others wait for it. */
@@ -123,10 +99,12 @@ export class LazyAttemptRow implements OpenAttempt {
     return withRider<Queryable, T>({ write: (tx) => this.ride(tx) }, fn);
   }
 
+  /** Runs the store call that records the attempt's effect; its transaction writes the attempt's end as `end()` says. */
   recording<T>(end: () => AttemptEnd, fn: () => Promise<T>): Promise<T> {
     return withRider<Queryable, T>({ write: (tx) => this.ride(tx, end) }, fn);
   }
 
+  /** The row is on disk once this resolves. */
   async begun(): Promise<BegunAttempt> {
     while (this.writing) await this.writing;
     if (this.closed)
@@ -144,6 +122,7 @@ export class LazyAttemptRow implements OpenAttempt {
     return { id: this.id, startedAt: this.startedAt };
   }
 
+  /** Writes the attempt's end, unless a transaction already wrote this very end; undefined when the row is gone. */
   async finish(end: AttemptEnd): Promise<FinishedAttempt | undefined> {
     while (this.writing) await this.writing;
     this.closed = true;

@@ -7,6 +7,7 @@ import {
   SqliteDialect,
   sql,
   type LogEvent,
+  type QueryResult,
   type RawBuilder,
   type SqliteDatabase,
 } from 'kysely';
@@ -57,14 +58,6 @@ export interface TransactionOptions {
   optimistic?: { moved: MovedSince };
 }
 
-export interface Database extends Queryable {
-  readonly kysely: Kysely<unknown>;
-  transaction<T>(fn: (tx: Queryable) => Promise<T>, options?: TransactionOptions): Promise<T>;
-  /** One connection, taken in turn with this process's other users of the file (SQLite): for the migrator. */
-  withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T>;
-  close(): Promise<void>;
-}
-
 class Runner implements Queryable {
   constructor(
     readonly dialect: Dialect,
@@ -72,15 +65,19 @@ class Runner implements Queryable {
   ) {}
 
   async one<T>(query: RawBuilder<T>): Promise<T | undefined> {
-    return (await query.execute(this.on)).rows[0];
+    return (await this.execute(query)).rows[0];
   }
 
   async all<T>(query: RawBuilder<T>): Promise<T[]> {
-    return (await query.execute(this.on)).rows;
+    return (await this.execute(query)).rows;
   }
 
   async run(query: RawBuilder<unknown>): Promise<number> {
-    return Number((await query.execute(this.on)).numAffectedRows ?? 0n);
+    return Number((await this.execute(query)).numAffectedRows ?? 0n);
+  }
+
+  protected execute<T>(query: RawBuilder<T>): Promise<QueryResult<T>> {
+    return query.execute(this.on);
   }
 }
 
@@ -99,7 +96,7 @@ class Lock {
 // on each other for good, so they take turns through one lock per file.
 const fileLocks = new Map<string, Lock>();
 
-class KyselyDatabase extends Runner implements Database {
+export class Database extends Runner {
   private closed = false;
 
   constructor(
@@ -111,20 +108,9 @@ class KyselyDatabase extends Runner implements Database {
     super(dialect, kysely);
   }
 
-  override async one<T>(query: RawBuilder<T>): Promise<T | undefined> {
-    return this.counted(query, await this.turn(() => super.one(query)));
-  }
-
-  override async all<T>(query: RawBuilder<T>): Promise<T[]> {
-    return this.counted(query, await this.turn(() => super.all(query)));
-  }
-
-  override async run(query: RawBuilder<unknown>): Promise<number> {
-    return this.counted(query, await this.turn(() => super.run(query)));
-  }
-
   /** A write outside a transaction (an INSERT … RETURNING read with `one` among them) is a commit of its own. */
-  private counted<R>(query: RawBuilder<unknown>, result: R): R {
+  protected override async execute<T>(query: RawBuilder<T>): Promise<QueryResult<T>> {
+    const result = await this.turn(() => super.execute(query));
     if (this.observer && WRITES.has(statementKind(query.compile(this.kysely).sql))) this.observer.commit();
     return result;
   }
@@ -143,6 +129,7 @@ class KyselyDatabase extends Runner implements Database {
     await this.kysely.destroy();
   }
 
+  /** One connection, taken in turn with this process's other users of the file (SQLite): for the migrator. */
   withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
     return this.turn(() => this.kysely.connection().execute(fn));
   }
@@ -205,7 +192,7 @@ export function openSqlite(filename: string, options: SqliteOptions = {}): Datab
   });
   const shared = filename !== ':memory:' && !options.asAnotherProcess;
   if (shared && !fileLocks.has(filename)) fileLocks.set(filename, new Lock());
-  return new KyselyDatabase('sqlite', kysely, shared ? fileLocks.get(filename) : undefined, options.observer);
+  return new Database('sqlite', kysely, shared ? fileLocks.get(filename) : undefined, options.observer);
 }
 
 /** Statements kept per connection at most; past it they are prepared afresh. */
@@ -277,7 +264,7 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
     );
   }
   const kysely = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }), log: counting(options.observer) });
-  return new KyselyDatabase('postgres', kysely, undefined, options.observer);
+  return new Database('postgres', kysely, undefined, options.observer);
 }
 
 /** Keeps credentials of a server URL out of error messages and logs. */

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { openPostgres, openSqlite, redactUrl, type Database, type StoreObserver } from './database';
 import { migrate } from './migrations';
-import { SqlOrderStore, type OrderStoreOptions } from './order-store';
+import { sqlOrderStore, type OrderStore, type OrderStoreOptions } from './order-store';
 
 export * from './types';
 export * from './errors';
@@ -11,7 +11,9 @@ export type { QueuedRequest, RefundQueue } from './refund-queue';
 export type { StoreFault, StoreFaultKind, StoreFaults } from './store-faults';
 export type { KeyedSendRecord } from './sends';
 export { OutOfStockError, type Cart, type CartItem, type NewCart, type StockReceipt } from './checkouts';
-export { SqlOrderStore, type OrderStoreOptions } from './order-store';
+export type { OrderStore, OrderStoreOptions } from './order-store';
+export type { OperationLog } from './operation-log';
+export type { OpenAttempt } from './attempt-rows';
 export type { Dialect, StoreObserver, StatementKind } from './database';
 export { pgCode, sqliteCode } from './serialization';
 
@@ -34,7 +36,7 @@ export interface OpenStoreOptions extends Pick<OrderStoreOptions, 'beforeOrderWr
  * SQLite paths resolve against the working directory; a PostgreSQL server that does not answer
  * fails here, with the URL (without its password) in the message.
  */
-export async function openStore(databaseUrl: string, options: OpenStoreOptions = {}): Promise<SqlOrderStore> {
+export async function openStore(databaseUrl: string, options: OpenStoreOptions = {}): Promise<OrderStore> {
   const open = connector(databaseUrl, options);
   const db = await open(options.asAnotherProcess ?? false);
   try {
@@ -43,7 +45,7 @@ export async function openStore(databaseUrl: string, options: OpenStoreOptions =
     await db.close();
     throw err;
   }
-  return new SqlOrderStore(db, { ...options, openFaultConnection: options.faults ? () => open(true) : undefined });
+  return sqlOrderStore(db, { ...options, openFaultConnection: options.faults ? () => open(true) : undefined });
 }
 
 /** How to open a connection to the database the URL names (the store's own, or a second one for faults). */

@@ -38,10 +38,7 @@ async function upgradeUnversionedSqlite(db: Kysely<unknown>): Promise<void> {
     if (!rows.some((c) => c.name === column))
       await sql.raw(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`).execute(db);
   }
-  const { rows } = await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE name = 'notification_outbox'`.execute(
-    db,
-  );
-  if (rows[0].sql.includes("'digest'")) return;
+  if ((await outboxDdl(db)).includes("'digest'")) return;
   const columns =
     'key, order_id, kind, recipient, subject, message_id, status, sending_since, attempts, provider_response, created_at, sent_at';
   await sql.raw('ALTER TABLE notification_outbox RENAME TO notification_outbox_old').execute(db);
@@ -51,6 +48,11 @@ async function upgradeUnversionedSqlite(db: Kysely<unknown>): Promise<void> {
     .execute(db);
   await sql.raw('DROP TABLE notification_outbox_old').execute(db);
 }
+
+/** SQLite: the statement that created the outbox as it is now. */
+const outboxDdl = async (db: Kysely<unknown>) =>
+  (await sql<{ sql: string }>`SELECT sql FROM sqlite_master WHERE name = 'notification_outbox'`.execute(db)).rows[0]!
+    .sql;
 
 function migrations(dialect: Dialect): Record<string, Migration> {
   return {
@@ -98,10 +100,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
             `ALTER TABLE notification_outbox DROP CONSTRAINT notification_outbox_kind_check; ALTER TABLE notification_outbox ADD CONSTRAINT notification_outbox_kind_check CHECK (kind IN (${kinds}))`,
           );
         // SQLite cannot alter a CHECK in place: the outbox is copied into a table that takes the new kinds.
-        const { rows } = await sql<{
-          sql: string;
-        }>`SELECT sql FROM sqlite_master WHERE name = 'notification_outbox'`.execute(db);
-        const create = rows[0]!.sql.replace(/CHECK \(kind IN \([^)]*\)\)/, `CHECK (kind IN (${kinds}))`);
+        const create = (await outboxDdl(db)).replace(/CHECK \(kind IN \([^)]*\)\)/, `CHECK (kind IN (${kinds}))`);
         await execute(
           db,
           dialect,

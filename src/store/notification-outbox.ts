@@ -3,67 +3,37 @@
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
 import { differences, IntentConflictError } from './errors';
-import type { SqlOperationLog } from './operation-log';
-import type { DeliveryConfirmation, NewOutboxEntry, OrderStore, OutboxEntry } from './types';
+import { fromRow, type RowOf } from './rows';
+import type { OperationLog } from './operation-log';
+import type { DeliveryConfirmation, NewOutboxEntry, OutboxEntry } from './types';
 
-type OutboxMethods =
-  | 'claimNotification'
-  | 'claimHandOver'
-  | 'markNotificationSending'
-  | 'takeOverNotification'
-  | 'releaseNotification'
-  | 'markNotificationSent'
-  | 'confirmNotificationDelivered'
-  | 'getNotification';
-
-interface OutboxRow {
-  key: string;
-  order_id: string;
-  kind: OutboxEntry['kind'];
-  recipient: string;
-  subject: string;
-  message_id: string;
-  status: OutboxEntry['status'];
-  sending_since: string | null;
+type OutboxRow = RowOf<Omit<OutboxEntry, 'sendingUntil'>> & {
   sending_until: string | null;
   sending_until_of: string | null;
-  attempts: number;
-  provider_response: string | null;
-  created_at: string;
-  sent_at: string | null;
-}
+};
 
-function toOutboxEntry(row: OutboxRow): OutboxEntry {
-  return {
-    key: row.key,
-    orderId: row.order_id,
-    kind: row.kind,
-    recipient: row.recipient,
-    subject: row.subject,
-    messageId: row.message_id,
-    status: row.status,
-    sendingSince: row.sending_since,
-    // A bound recorded with another stamp belongs to a hand-over that is no longer the current one.
-    sendingUntil:
-      row.sending_until_of !== null && row.sending_until_of === row.sending_since ? row.sending_until : null,
-    attempts: row.attempts,
-    providerResponse: row.provider_response,
-    createdAt: row.created_at,
-    sentAt: row.sent_at,
-  };
-}
+const toOutboxEntry = ({ sending_until, sending_until_of, ...row }: OutboxRow): OutboxEntry => ({
+  ...fromRow(row),
+  // A bound recorded with another stamp belongs to a hand-over that is no longer the current one.
+  sendingUntil: sending_until_of !== null && sending_until_of === row.sending_since ? sending_until : null,
+});
 
 /** The outbox half of the OrderStore; each call is one transaction, its audit entry written in it. */
-export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
+export class SqlNotificationOutbox {
   constructor(
     private readonly db: Database,
-    private readonly operations: SqlOperationLog,
+    private readonly operations: OperationLog,
   ) {}
 
+  /** Records the intent to send (status pending) unless an entry for the key exists; returns the entry. */
   async claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry> {
     return this.db.transaction((tx) => this.claimIn(tx, entry));
   }
 
+  /**
+   * claimNotification, then markNotificationSending if pending, in one transaction: `ours` says whether this caller
+   * holds the hand-over, `stamp` is its `sendingSince`, `claimed` the entry before the move.
+   */
   async claimHandOver(
     entry: NewOutboxEntry,
     onWireForMs?: number,
@@ -102,6 +72,7 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return toOutboxEntry(row!);
   }
 
+  /** pending → sending, stamped by the store's clock, on the wire until `onWireForMs` later; false when not pending. */
   async markNotificationSending(key: string, onWireForMs?: number): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       const ours = (await this.takeSending(tx, key, onWireForMs)) !== null;
@@ -123,6 +94,10 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     return changed === 1 ? stamp : null;
   }
 
+  /**
+   * Takes over a hand-over that ended unanswered, to resend it: re-stamps `sendingSince` (store clock, not before
+   * `notBefore`) only if it is still `since` and at least `endedAfterMs` old; the new stamp, or null. One of two wins.
+   */
   async takeOverNotification(
     key: string,
     since: string,
@@ -143,6 +118,10 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     });
   }
 
+  /**
+   * Moves sending → pending after a failure that proves the server did not accept the message; false when not
+   * sending, or (with `since`) when that hand-over is no longer the current one: another attempt's is never freed.
+   */
   async releaseNotification(key: string, since?: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
@@ -155,6 +134,7 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     });
   }
 
+  /** Records the server's acceptance (sending → sent); with `audit`, the first acceptance is in the operation's audit trail. */
   async markNotificationSent(
     key: string,
     providerResponse: string,
@@ -178,6 +158,10 @@ export class SqlNotificationOutbox implements Pick<OrderStore, OutboxMethods> {
     });
   }
 
+  /**
+   * A person's word that a message whose hand-over is unknown was delivered: sent, naming who confirmed it, audited
+   * with `confirmedBy`. An entry not sending, or no longer on the hand-over judged, is returned unchanged.
+   */
   async confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry> {
     return this.db.transaction(async (tx) => {
       // Where the server's answer would be, the person's word, so that no one takes it for the server's.

@@ -1,64 +1,32 @@
-// Operations, the attempt ledger and the audit trail, on the order store's database.
+// Each operation's durable record, the attempt ledger and the audit trail, on the order store's database.
 import { sql } from 'kysely';
 import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
-import { LazyAttemptRow, attemptsOf } from './attempt-rows';
+import { OpenAttempt, attemptsOf } from './attempt-rows';
+import { fromRow, type RowOf } from './rows';
 import type {
   AttemptRecord,
   AuditEntry,
   NewAttempt,
-  OpenAttempt,
   NewOperation,
-  OperationLog,
   OperationRecord,
   OperationStatus,
   OperationUpdate,
 } from './types';
 
-interface OperationRow {
-  operation_id: string;
-  order_id: string;
-  operation_version: number;
-  scope: string;
-  request_hash: string;
+type OperationRow = RowOf<Omit<OperationRecord, 'request' | 'refund'>> & {
   request_json: string;
-  status: OperationStatus;
   refund_json: string | null;
-  first_sent_at: string | null;
-  last_sent_at: string | null;
-  off_the_wire_by: string | null;
-  requests_sent: number;
-  absence_confirmed_at: string | null;
-  proven_absent_through: number | null;
-  reason: string | null;
-  created_at: string;
-  created_by: string;
-  updated_at: string;
-}
+};
 
-function toOperation(row: OperationRow): OperationRecord {
-  return {
-    operationId: row.operation_id,
-    orderId: row.order_id,
-    operationVersion: row.operation_version,
-    scope: row.scope,
-    requestHash: row.request_hash,
-    request: JSON.parse(row.request_json) as OperationRecord['request'],
-    status: row.status,
-    refund: row.refund_json === null ? null : (JSON.parse(row.refund_json) as RefundReceipt),
-    firstSentAt: row.first_sent_at,
-    lastSentAt: row.last_sent_at,
-    offTheWireBy: row.off_the_wire_by,
-    requestsSent: row.requests_sent,
-    absenceConfirmedAt: row.absence_confirmed_at,
-    provenAbsentThrough: row.proven_absent_through,
-    reason: row.reason,
-    createdAt: row.created_at,
-    createdBy: row.created_by,
-    updatedAt: row.updated_at,
-  };
-}
+const toOperation = ({ request_json, refund_json, ...row }: OperationRow): OperationRecord => ({
+  ...fromRow(row),
+  request: JSON.parse(request_json) as OperationRecord['request'],
+  refund: refund_json === null ? null : (JSON.parse(refund_json) as RefundReceipt),
+});
+
+type AuditRow = RowOf<Omit<AuditEntry, 'detail'>> & { detail: string };
 
 /** The statuses each status may be reached from: a late or repeated writer never moves an operation backwards. */
 const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
@@ -82,12 +50,16 @@ const laterVersionQuery = (orderId: string, scope: string, version: number) =>
     operation_id: string;
   }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`;
 
-export class SqlOperationLog implements OperationLog {
+export class OperationLog {
   constructor(
     private readonly db: Database,
     private readonly now: () => string = () => new Date().toISOString(),
   ) {}
 
+  /**
+   * Records the intent, or returns the record already there; IntentConflictError when the request hash differs,
+   * LaterVersionError for a new operation below the order's highest version.
+   */
   async commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }> {
     return this.db.transaction(async (tx) => {
       const existing = await this.row(tx, op.operationId);
@@ -101,7 +73,7 @@ export class SqlOperationLog implements OperationLog {
         }
         return { record: toOperation(existing), created: false };
       }
-      const later = await this.laterVersion(tx, op.orderId, op.scope, op.operationVersion);
+      const later = (await tx.one(laterVersionQuery(op.orderId, op.scope, op.operationVersion)))?.operation_id;
       if (later) {
         throw new LaterVersionError(
           `order ${op.orderId} already has operation ${later}; a new operation needs a version above it`,
@@ -125,12 +97,14 @@ export class SqlOperationLog implements OperationLog {
     return row && toOperation(row);
   }
 
+  /** Now (ms since the epoch) by the clock that stamps sends: on PostgreSQL the server's, one clock for all hosts. */
   async clock(on: Queryable = this.db): Promise<number> {
     if (on.dialect === 'sqlite') return Date.parse(this.now());
     const row = await on.one(sql<{ ms: number }>`SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS ms`);
     return Number(row!.ms);
   }
 
+  /** Every operation on the order, oldest first. */
   async forOrder(orderId: string): Promise<OperationRecord[]> {
     const rows = await this.db.all(
       sql<OperationRow>`SELECT * FROM operations WHERE order_id = ${orderId} ORDER BY created_at, operation_version`,
@@ -138,8 +112,13 @@ export class SqlOperationLog implements OperationLog {
     return rows.map(toOperation);
   }
 
+  /**
+   * Stamps and counts a create request just before it is sent: only the order's highest version sends
+   * (LaterVersionError), and only while no other operation of the order has a send not proven absent
+   * (OperationInFlightError). `onWireForMs`: how long after its stamp this send can still be on the wire.
+   * The checks and the stamp are one serializable transaction, so no other send slips in between.
+   */
   async markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord> {
-    // The checks and the stamp are one serializable transaction, so no other send slips in between.
     return this.db.transaction(async (tx) => {
       const current = await this.row(tx, operationId);
       if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
@@ -175,6 +154,7 @@ export class SqlOperationLog implements OperationLog {
     });
   }
 
+  /** A new status and its audit entry in one transaction; a move the current status does not allow changes nothing. */
   async settle(
     operationId: string,
     update: OperationUpdate,
@@ -212,10 +192,12 @@ export class SqlOperationLog implements OperationLog {
     });
   }
 
+  /** One attempt of a step, its ledger row written in the attempt's own transactions where it can be (OpenAttempt). */
   openAttempt(a: NewAttempt): OpenAttempt {
-    return new LazyAttemptRow(this.db, a, this.now);
+    return new OpenAttempt(this.db, a, this.now);
   }
 
+  /** A step's attempts in one run, oldest first. */
   attempts(key: string, runId: string): Promise<AttemptRecord[]> {
     return attemptsOf(this.db, key, runId);
   }
@@ -225,24 +207,8 @@ export class SqlOperationLog implements OperationLog {
   }
 
   async auditTrail(operationId: string): Promise<AuditEntry[]> {
-    const rows = await this.db.all(
-      sql<{
-        seq: number;
-        operation_id: string;
-        at: string;
-        actor: string;
-        event: string;
-        detail: string;
-      }>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`,
-    );
-    return rows.map((r) => ({
-      seq: r.seq,
-      operationId: r.operation_id,
-      at: r.at,
-      actor: r.actor,
-      event: r.event,
-      detail: JSON.parse(r.detail),
-    }));
+    const rows = await this.db.all(sql<AuditRow>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`);
+    return rows.map(({ detail, ...row }) => ({ ...fromRow(row), detail: JSON.parse(detail) }));
   }
 
   /** Writes an audit entry; inside a caller's transaction it commits or rolls back with it. */
@@ -256,17 +222,6 @@ export class SqlOperationLog implements OperationLog {
     await on.run(
       sql`INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (${operationId}, ${this.now()}, ${actor}, ${event}, ${JSON.stringify(detail)})`,
     );
-  }
-
-  /** The order's operation with the highest version above `version`, if any. */
-  private async laterVersion(
-    on: Queryable,
-    orderId: string,
-    scope: string,
-    version: number,
-  ): Promise<string | undefined> {
-    const row = await on.one(laterVersionQuery(orderId, scope, version));
-    return row?.operation_id;
   }
 
   private row(on: Queryable, operationId: string): Promise<OperationRow | undefined> {

@@ -1,134 +1,65 @@
-// The OrderStore as one object: its parts (orders, outbox, operation log, queue, provider events,
-// faults) share one database, and the outbox and the operation log share its clock.
+// The order store as one object: its parts (orders, outbox, operation log, queue, provider events,
+// faults, the checkout's carts and send records) share one database, and the outbox, the send
+// records and the operation log share its clock.
 import { sql } from 'kysely';
-import type { Order } from '../domain/order';
-import type { OrderReceipt } from '../contract';
 import type { Database } from './database';
 import { SqlCheckouts } from './checkouts';
 import { SqlSends } from './sends';
 import { SqlNotificationOutbox } from './notification-outbox';
-import { SqlOperationLog } from './operation-log';
+import { OperationLog } from './operation-log';
 import { SqlOrders, type BeforeOrderWrite } from './orders';
-import { SqlProviderEventLog } from './provider-event-log';
-import { SqlRefundQueue } from './refund-queue';
-import { SqlStoreFaults } from './store-faults';
-import type {
-  AppliedRefund,
-  ApplyRefundInput,
-  DeliveryConfirmation,
-  NewOrder,
-  NewOutboxEntry,
-  OrderStore,
-  OutboxEntry,
-  RevertRefundInput,
-} from './types';
+import { ProviderEventLog } from './provider-event-log';
+import { RefundQueue } from './refund-queue';
+import { StoreFaults } from './store-faults';
 
 export interface OrderStoreOptions {
   /** Test seam: runs inside the transaction, after reading the order and before the transaction's first write. */
   beforeOrderWrite?: BeforeOrderWrite;
-  /** Reads armed faults (see SqlStoreFaults) through a second connection this opens; off unless given. */
+  /** Reads armed faults (see StoreFaults) through a second connection this opens; off unless given. */
   openFaultConnection?: () => Promise<Database>;
   /** How long a write waits for another connection's lock (SQLite busy_timeout, PostgreSQL lock_timeout). */
   busyTimeoutMs?: number;
 }
 
+/** What the workers, the CLI and inspect reach orders and the project's own records through. */
+export type OrderStore = ReturnType<typeof sqlOrderStore>;
+
 /** The order store on a SQLite or PostgreSQL database (see database.ts); each call is one transaction. */
-export class SqlOrderStore implements OrderStore {
-  readonly operations: SqlOperationLog;
-  readonly faults: SqlStoreFaults;
-  readonly queue: SqlRefundQueue;
-  readonly providerEvents: SqlProviderEventLog;
-  readonly checkouts: SqlCheckouts;
-  readonly sends: SqlSends;
-  private readonly orders: SqlOrders;
-  private readonly outbox: SqlNotificationOutbox;
-
-  constructor(
-    private readonly db: Database,
-    options: OrderStoreOptions = {},
-  ) {
-    this.operations = new SqlOperationLog(db);
-    this.faults = new SqlStoreFaults(db, options.openFaultConnection, options.busyTimeoutMs ?? 5000);
-    this.queue = new SqlRefundQueue(db);
-    this.providerEvents = new SqlProviderEventLog(db);
-    this.checkouts = new SqlCheckouts(db);
-    this.sends = new SqlSends(db, this.operations);
-    this.orders = new SqlOrders(db, this.operations, async (orderId, tx) => {
-      await options.beforeOrderWrite?.(orderId, tx);
-      await this.faults.beforeOrderWrite(orderId);
-    });
-    this.outbox = new SqlNotificationOutbox(db, this.operations);
-  }
-
-  seedOrder(order: NewOrder): Promise<Order> {
-    return this.orders.seedOrder(order);
-  }
-
-  getOrder(id: string): Promise<Order | undefined> {
-    return this.orders.getOrder(id);
-  }
-
-  applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
-    return this.orders.applyRefund(input);
-  }
-
-  revertRefund(input: RevertRefundInput): Promise<OrderReceipt> {
-    return this.orders.revertRefund(input);
-  }
-
-  appliedRefund(operationId: string): Promise<AppliedRefund | undefined> {
-    return this.orders.appliedRefund(operationId);
-  }
-
-  claimNotification(entry: NewOutboxEntry): Promise<OutboxEntry> {
-    return this.outbox.claimNotification(entry);
-  }
-
-  claimHandOver(
-    entry: NewOutboxEntry,
-    onWireForMs?: number,
-  ): Promise<{ claimed: OutboxEntry; ours: boolean; stamp: string | null }> {
-    return this.outbox.claimHandOver(entry, onWireForMs);
-  }
-
-  markNotificationSending(key: string, onWireForMs?: number): Promise<boolean> {
-    return this.outbox.markNotificationSending(key, onWireForMs);
-  }
-
-  takeOverNotification(
-    key: string,
-    since: string,
-    rule: { endedAfterMs: number; notBefore?: string; onWireForMs?: number },
-  ): Promise<string | null> {
-    return this.outbox.takeOverNotification(key, since, rule);
-  }
-
-  releaseNotification(key: string, since?: string): Promise<boolean> {
-    return this.outbox.releaseNotification(key, since);
-  }
-
-  markNotificationSent(
-    key: string,
-    providerResponse: string,
-    audit?: { operationId: string; actor: string },
-  ): Promise<OutboxEntry> {
-    return this.outbox.markNotificationSent(key, providerResponse, audit);
-  }
-
-  confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry> {
-    return this.outbox.confirmNotificationDelivered(key, confirmation);
-  }
-
-  getNotification(key: string): Promise<OutboxEntry | undefined> {
-    return this.outbox.getNotification(key);
-  }
-
-  async ping(): Promise<void> {
-    await this.db.one(sql`select 1 as ok`);
-  }
-
-  async close(): Promise<void> {
-    await this.faults.close();
-    await this.db.close();
-  }
+export function sqlOrderStore(db: Database, options: OrderStoreOptions = {}) {
+  const operations = new OperationLog(db);
+  const faults = new StoreFaults(db, options.openFaultConnection, options.busyTimeoutMs ?? 5000);
+  const orders = new SqlOrders(db, operations, async (orderId, tx) => {
+    await options.beforeOrderWrite?.(orderId, tx);
+    await faults.beforeOrderWrite(orderId);
+  });
+  const outbox = new SqlNotificationOutbox(db, operations);
+  return {
+    operations,
+    faults,
+    queue: new RefundQueue(db),
+    providerEvents: new ProviderEventLog(db),
+    checkouts: new SqlCheckouts(db),
+    sends: new SqlSends(db, operations),
+    seedOrder: orders.seedOrder.bind(orders),
+    getOrder: orders.getOrder.bind(orders),
+    applyRefund: orders.applyRefund.bind(orders),
+    revertRefund: orders.revertRefund.bind(orders),
+    appliedRefund: orders.appliedRefund.bind(orders),
+    claimNotification: outbox.claimNotification.bind(outbox),
+    claimHandOver: outbox.claimHandOver.bind(outbox),
+    markNotificationSending: outbox.markNotificationSending.bind(outbox),
+    takeOverNotification: outbox.takeOverNotification.bind(outbox),
+    releaseNotification: outbox.releaseNotification.bind(outbox),
+    markNotificationSent: outbox.markNotificationSent.bind(outbox),
+    confirmNotificationDelivered: outbox.confirmNotificationDelivered.bind(outbox),
+    getNotification: outbox.getNotification.bind(outbox),
+    /** The cheapest round trip to the database (a readiness probe's): throws when it does not answer. */
+    async ping(): Promise<void> {
+      await db.one(sql`select 1 as ok`);
+    },
+    async close(): Promise<void> {
+      await faults.close();
+      await db.close();
+    },
+  };
 }

@@ -13,22 +13,14 @@ import {
   requireMinorUnits,
   VersionConflictError,
 } from './errors';
-import type { SqlOperationLog } from './operation-log';
-import type { AppliedRefund, ApplyRefundInput, NewOrder, OrderStore, RevertRefundInput } from './types';
+import type { OperationLog } from './operation-log';
+import { fromRow, type RowOf } from './rows';
+import type { AppliedRefund, ApplyRefundInput, NewOrder, RevertRefundInput } from './types';
 
 /** Runs inside an order write's transaction, after reading the order and before the transaction's first write. */
 export type BeforeOrderWrite = (orderId: string, tx: Queryable) => Promise<void>;
 
-interface OrderRow {
-  id: string;
-  payment_intent_id: string;
-  customer_email: string;
-  currency: string;
-  amount: number;
-  refunded_amount: number;
-  status: OrderStatus;
-  version: number;
-}
+type OrderRow = RowOf<Order> & { updated_at: string };
 
 interface RefundRow {
   operation_id: string;
@@ -41,22 +33,15 @@ interface RefundRow {
   reverted_by_key: string | null;
 }
 
-function toOrder(row: OrderRow): Order {
-  return {
-    id: row.id,
-    paymentIntentId: row.payment_intent_id,
-    customerEmail: row.customer_email,
-    currency: row.currency,
-    amount: row.amount,
-    refundedAmount: row.refunded_amount,
-    status: row.status,
-    version: row.version,
-  };
-}
+const toOrder = ({ updated_at: _, ...row }: OrderRow): Order => fromRow(row);
 
-function receipt(row: OrderRow, changed: boolean): OrderReceipt {
-  return { orderId: row.id, status: row.status, refundedAmount: row.refunded_amount, version: row.version, changed };
-}
+const receipt = ({ id, status, refundedAmount, version }: Order, changed: boolean): OrderReceipt => ({
+  orderId: id,
+  status,
+  refundedAmount,
+  version,
+  changed,
+});
 
 function statusFor(refundedAmount: number, amount: number): OrderStatus {
   if (refundedAmount === 0) return 'paid';
@@ -64,22 +49,20 @@ function statusFor(refundedAmount: number, amount: number): OrderStatus {
 }
 
 /** The order half of the OrderStore; each call is one transaction, its audit entry written in it. */
-export class SqlOrders implements Pick<
-  OrderStore,
-  'seedOrder' | 'getOrder' | 'applyRefund' | 'revertRefund' | 'appliedRefund'
-> {
+export class SqlOrders {
   constructor(
     private readonly db: Database,
-    private readonly operations: SqlOperationLog,
+    private readonly operations: OperationLog,
     private readonly beforeOrderWrite: BeforeOrderWrite,
   ) {}
 
+  /** Inserts the order, or returns the existing one when an identical order is already there. */
   async seedOrder(order: NewOrder): Promise<Order> {
     requireMinorUnits('order amount', order.amount);
     return this.db.transaction(async (tx) => {
-      const existing = await orderRow(tx, order.id);
+      const existing = await findOrder(tx, order.id);
       if (existing) {
-        const problems = differences(toOrder(existing), { ...toOrder(existing), ...order }, [
+        const problems = differences(existing, { ...existing, ...order }, [
           'paymentIntentId',
           'customerEmail',
           'currency',
@@ -90,20 +73,20 @@ export class SqlOrders implements Pick<
             `order ${order.id} already exists with different fields (${problems.join('; ')}); it was not overwritten`,
           );
         }
-        return toOrder(existing);
+        return existing;
       }
       await tx.run(sql`
         INSERT INTO orders (id, payment_intent_id, customer_email, currency, amount, refunded_amount, status, version, updated_at)
         VALUES (${order.id}, ${order.paymentIntentId}, ${order.customerEmail}, ${order.currency}, ${order.amount}, 0, 'paid', 1, ${now()})`);
-      return toOrder(await requireOrder(tx, order.id));
+      return requireOrder(tx, order.id);
     });
   }
 
-  async getOrder(id: string): Promise<Order | undefined> {
-    const row = await orderRow(this.db, id);
-    return row && toOrder(row);
+  getOrder(id: string): Promise<Order | undefined> {
+    return findOrder(this.db, id);
   }
 
+  /** Idempotent by operation id; optimistic on the order's version. */
   async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
     requireMinorUnits('refund amount', input.amount);
     const read = new OrderRead(this.db);
@@ -117,7 +100,7 @@ export class SqlOrders implements Pick<
         order &&
         (await tx.one(sql`
             INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
-            VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refunded_amount}, ${order.status}, ${order.version + 1}, ${now()})
+            VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refundedAmount}, ${order.status}, ${order.version + 1}, ${now()})
             ON CONFLICT (operation_id) DO NOTHING
             RETURNING operation_id`));
       if (!claimed) {
@@ -135,25 +118,26 @@ export class SqlOrders implements Pick<
         }
         return receipt(await requireOrder(tx, input.orderId), false);
       }
-      const refunded = order.refunded_amount + input.amount;
+      const refunded = order.refundedAmount + input.amount;
       // Thrown, the claim above is rolled back with the rest.
       if (refunded > order.amount) {
         throw new RefundExceedsOrderError(
           `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
-            `(${order.amount - order.refunded_amount} of ${order.amount}); nothing was changed`,
+            `(${order.amount - order.refundedAmount} of ${order.amount}); nothing was changed`,
         );
       }
       const updated = await this.updateOrder(tx, order, refunded);
       await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_updated', {
         refundId: input.refundId,
         amount: input.amount,
-        refundedAmount: updated.refunded_amount,
+        refundedAmount: updated.refundedAmount,
         version: updated.version,
       });
       return receipt(updated, true);
     }, read.options());
   }
 
+  /** Restores the state the order had before `operationId`, idempotent by compensation key. */
   async revertRefund(input: RevertRefundInput): Promise<OrderReceipt> {
     const read = new OrderRead(this.db);
     return this.db.transaction(async (tx) => {
@@ -181,7 +165,7 @@ export class SqlOrders implements Pick<
       const refunded =
         order.version === applied.applied_version
           ? applied.prior_refunded_amount
-          : order.refunded_amount - applied.amount;
+          : order.refundedAmount - applied.amount;
       if (refunded < 0) {
         throw new InvalidOperationError(
           `reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`,
@@ -196,32 +180,26 @@ export class SqlOrders implements Pick<
       );
       await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_reverted', {
         compensationKey: input.compensationKey,
-        refundedAmount: updated.refunded_amount,
+        refundedAmount: updated.refundedAmount,
         version: updated.version,
       });
       return receipt(updated, true);
     }, read.options());
   }
 
+  /** The order's record of an operation's refund, if it was applied. */
   async appliedRefund(operationId: string): Promise<AppliedRefund | undefined> {
-    const row = await refundRow(this.db, operationId);
-    return (
-      row && {
-        operationId: row.operation_id,
-        orderId: row.order_id,
-        refundId: row.refund_id,
-        amount: row.amount,
-        revertedByKey: row.reverted_by_key,
-      }
-    );
+    const row = await this.db.one(sql<RowOf<AppliedRefund>>`
+      SELECT operation_id, order_id, refund_id, amount, reverted_by_key FROM order_refunds WHERE operation_id = ${operationId}`);
+    return row && fromRow(row);
   }
 
   private async updateOrder(
     tx: Queryable,
-    order: OrderRow,
+    order: Order,
     refundedAmount: number,
     status = statusFor(refundedAmount, order.amount),
-  ): Promise<OrderRow> {
+  ): Promise<Order> {
     const changed = await tx.run(
       sql`UPDATE orders SET refunded_amount = ${refundedAmount}, status = ${status}, version = version + 1, updated_at = ${now()} WHERE id = ${order.id} AND version = ${order.version}`,
     );
@@ -230,7 +208,7 @@ export class SqlOrders implements Pick<
         `order ${order.id} changed after it was read at version ${order.version}; reload and try again`,
       );
     }
-    return { ...order, refunded_amount: refundedAmount, status, version: order.version + 1 };
+    return { ...order, refundedAmount, status, version: order.version + 1 };
   }
 }
 
@@ -244,16 +222,16 @@ class OrderRead {
 
   constructor(private readonly db: Database) {}
 
-  async order(tx: Queryable, id: string): Promise<OrderRow> {
+  async order(tx: Queryable, id: string): Promise<Order> {
     const row = await this.orderIfAny(tx, id);
     if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
     return row;
   }
 
-  async orderIfAny(tx: Queryable, id: string): Promise<OrderRow | undefined> {
-    const row = await orderRow(tx, id);
-    if (row) this.read = { id, version: row.version };
-    return row;
+  async orderIfAny(tx: Queryable, id: string): Promise<Order | undefined> {
+    const order = await findOrder(tx, id);
+    if (order) this.read = { id, version: order.version };
+    return order;
   }
 
   options(): TransactionOptions {
@@ -264,7 +242,7 @@ class OrderRead {
     const read = this.read;
     this.read = undefined;
     if (!read) return undefined;
-    const now = await orderRow(this.db, read.id);
+    const now = await findOrder(this.db, read.id);
     if (now?.version === read.version) return undefined;
     return new VersionConflictError(
       `another writer changed the order ${read.id} after it was read at version ${read.version}; reload and try again`,
@@ -273,14 +251,15 @@ class OrderRead {
   }
 }
 
-function orderRow(on: Queryable, id: string): Promise<OrderRow | undefined> {
-  return on.one(sql<OrderRow>`SELECT * FROM orders WHERE id = ${id}`);
+async function findOrder(on: Queryable, id: string): Promise<Order | undefined> {
+  const row = await on.one(sql<OrderRow>`SELECT * FROM orders WHERE id = ${id}`);
+  return row && toOrder(row);
 }
 
-async function requireOrder(on: Queryable, id: string): Promise<OrderRow> {
-  const row = await orderRow(on, id);
-  if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
-  return row;
+async function requireOrder(on: Queryable, id: string): Promise<Order> {
+  const order = await findOrder(on, id);
+  if (!order) throw new OrderNotFoundError(`order ${id} does not exist`);
+  return order;
 }
 
 function refundRow(on: Queryable, operationId: string): Promise<RefundRow | undefined> {

@@ -2,6 +2,7 @@
 // redelivered event is recognised, with where it was handed on and when.
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
+import { fromRow, type RowOf } from './rows';
 
 export interface ProviderEventRecord {
   eventId: string;
@@ -28,49 +29,12 @@ export type NewProviderEvent = Pick<
   'eventId' | 'type' | 'operationId' | 'refundId' | 'refundStatus' | 'amount' | 'currency' | 'created'
 >;
 
-export interface ProviderEventLog {
-  /** Records an event by its id; `first` is false for a redelivery. */
-  receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }>;
-  get(eventId: string): Promise<ProviderEventRecord | undefined>;
-  handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord>;
-  forOperation(operationId: string): Promise<ProviderEventRecord[]>;
-}
+type Row = RowOf<ProviderEventRecord>;
 
-interface Row {
-  event_id: string;
-  type: string;
-  operation_id: string | null;
-  refund_id: string | null;
-  refund_status: string | null;
-  amount: number | null;
-  currency: string | null;
-  created: number;
-  received_at: string;
-  deliveries: number;
-  handed_to: string | null;
-  handed_at: string | null;
-  outcome: string | null;
-}
-
-const toRecord = (r: Row): ProviderEventRecord => ({
-  eventId: r.event_id,
-  type: r.type,
-  operationId: r.operation_id,
-  refundId: r.refund_id,
-  refundStatus: r.refund_status,
-  amount: r.amount,
-  currency: r.currency,
-  created: r.created,
-  receivedAt: r.received_at,
-  deliveries: r.deliveries,
-  handedTo: r.handed_to,
-  handedAt: r.handed_at,
-  outcome: r.outcome,
-});
-
-export class SqlProviderEventLog implements ProviderEventLog {
+export class ProviderEventLog {
   constructor(private readonly db: Database) {}
 
+  /** Records an event by its id; `first` is false for a redelivery. */
   async receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }> {
     return this.db.transaction(async (tx) => {
       const inserted = await tx.run(sql`
@@ -79,32 +43,29 @@ export class SqlProviderEventLog implements ProviderEventLog {
         ON CONFLICT (event_id) DO NOTHING`);
       if (inserted === 0)
         await tx.run(sql`UPDATE provider_events SET deliveries = deliveries + 1 WHERE event_id = ${e.eventId}`);
-      return { record: (await this.find(tx, e.eventId))!, first: inserted === 1 };
+      return { record: (await this.get(e.eventId, tx))!, first: inserted === 1 };
     });
   }
 
+  /** Records the run it was handed to (null for none) and what became of it. */
   async handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord> {
     await this.db.run(
       sql`UPDATE provider_events SET handed_to = ${to}, handed_at = ${new Date().toISOString()}, outcome = ${outcome} WHERE event_id = ${eventId}`,
     );
-    const record = await this.find(this.db, eventId);
+    const record = await this.get(eventId);
     if (!record) throw new Error(`no provider event ${eventId}`);
     return record;
   }
 
-  async get(eventId: string): Promise<ProviderEventRecord | undefined> {
-    return this.find(this.db, eventId);
+  async get(eventId: string, on: Queryable = this.db): Promise<ProviderEventRecord | undefined> {
+    const row = await on.one(sql<Row>`SELECT * FROM provider_events WHERE event_id = ${eventId}`);
+    return row && fromRow(row);
   }
 
   async forOperation(operationId: string): Promise<ProviderEventRecord[]> {
     const rows = await this.db.all(
       sql<Row>`SELECT * FROM provider_events WHERE operation_id = ${operationId} ORDER BY created, received_at`,
     );
-    return rows.map(toRecord);
-  }
-
-  private async find(on: Queryable, eventId: string): Promise<ProviderEventRecord | undefined> {
-    const row = await on.one(sql<Row>`SELECT * FROM provider_events WHERE event_id = ${eventId}`);
-    return row && toRecord(row);
+    return rows.map(fromRow);
   }
 }

@@ -6,6 +6,7 @@ import { sql } from 'kysely';
 import { changedIntent, type RefundRequest } from '../domain/refund-request';
 import type { Database, Queryable } from './database';
 import { IntentConflictError } from './errors';
+import type { RowOf } from './rows';
 
 export interface QueuedRequest {
   id: number;
@@ -23,31 +24,7 @@ export interface QueuedRequest {
   attempts: number;
 }
 
-export interface RefundQueue {
-  enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }>;
-  next(limit: number): Promise<QueuedRequest[]>;
-  markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest>;
-  markNotStarted(id: number, reason: string): Promise<QueuedRequest>;
-  markRefused(id: number, reason: string): Promise<QueuedRequest>;
-  list(filter?: { status?: QueuedRequest['status']; orderId?: string }): Promise<QueuedRequest[]>;
-}
-
-interface Row {
-  id: number;
-  order_id: string;
-  operation_version: number;
-  amount: number;
-  currency: string;
-  reason: RefundRequest['reason'];
-  requested_by: string;
-  source: string;
-  status: QueuedRequest['status'];
-  queued_at: string;
-  workflow_id: string | null;
-  started_by: string | null;
-  last_error: string | null;
-  attempts: number;
-}
+type Row = RowOf<Omit<QueuedRequest, 'request'> & RefundRequest>;
 
 const toQueued = (r: Row): QueuedRequest => ({
   id: r.id,
@@ -68,7 +45,7 @@ const toQueued = (r: Row): QueuedRequest => ({
   attempts: r.attempts,
 });
 
-export class SqlRefundQueue implements RefundQueue {
+export class RefundQueue {
   constructor(private readonly db: Database) {}
 
   /** Queues a validated request; the same request again returns the first (`created: false`). */

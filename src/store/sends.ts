@@ -3,13 +3,9 @@
 // and the receipt. The send protocol (src/saga/send.ts) reads and writes them; each write is one
 // transaction, with the operation's audit entry in it.
 import { sql } from 'kysely';
-import type { Database, Queryable } from './database';
-
-/** The operation log's clock and audit trail, which every send's write uses. */
-interface AuditLog {
-  clock(on: Queryable): Promise<number>;
-  insertAudit(on: Queryable, operationId: string, actor: string, event: string, detail: object): Promise<void>;
-}
+import type { Database } from './database';
+import type { OperationLog } from './operation-log';
+import { fromRow, type RowOf } from './rows';
 
 export interface KeyedSendRecord<R = unknown> {
   key: string;
@@ -24,32 +20,18 @@ export interface KeyedSendRecord<R = unknown> {
   receipt: R | null;
 }
 
-interface SendRow {
-  key: string;
-  operation_id: string;
-  requests_sent: number;
-  first_sent_at: string | null;
-  last_sent_at: string | null;
-  off_the_wire_by: string | null;
-  proven_absent_through: number | null;
-  receipt_json: string | null;
-}
+type SendRow = RowOf<Omit<KeyedSendRecord, 'receipt'>> & { receipt_json: string | null; updated_at: string };
 
-const toRecord = <R>(r: SendRow): KeyedSendRecord<R> => ({
-  key: r.key,
-  operationId: r.operation_id,
-  requestsSent: r.requests_sent,
-  firstSentAt: r.first_sent_at,
-  lastSentAt: r.last_sent_at,
-  offTheWireBy: r.off_the_wire_by,
-  provenAbsentThrough: r.proven_absent_through,
-  receipt: r.receipt_json === null ? null : (JSON.parse(r.receipt_json) as R),
+const toRecord = <R>({ receipt_json, updated_at: _, ...row }: SendRow): KeyedSendRecord<R> => ({
+  ...fromRow(row),
+  receipt: receipt_json === null ? null : (JSON.parse(receipt_json) as R),
 });
 
 export class SqlSends {
   constructor(
     private readonly db: Database,
-    private readonly log: AuditLog,
+    /** The operation log's clock and audit trail, which every send's write uses. */
+    private readonly log: Pick<OperationLog, 'clock' | 'insertAudit'>,
   ) {}
 
   /** The key's record; one nothing was sent under yet reads as empty. */

@@ -3,6 +3,7 @@
 // chaos run in another process can arm them; only a store opened with faults enabled reads it.
 import { sql } from 'kysely';
 import type { Database } from './database';
+import { fromRow, type RowOf } from './rows';
 
 /** conflict: a competing writer changes the order between our read and our write; busy: it holds the write lock. */
 export type StoreFaultKind = 'conflict' | 'busy';
@@ -16,29 +17,9 @@ export interface StoreFault {
   hits: number;
 }
 
-export interface StoreFaults {
-  add(fault: { kind: StoreFaultKind; orderId?: string; count?: number }): Promise<StoreFault>;
-  list(): Promise<StoreFault[]>;
-  clear(): Promise<void>;
-}
+type FaultRow = RowOf<StoreFault>;
 
-interface FaultRow {
-  id: number;
-  kind: StoreFaultKind;
-  order_id: string | null;
-  remaining: number;
-  hits: number;
-}
-
-const toFault = (r: FaultRow): StoreFault => ({
-  id: r.id,
-  kind: r.kind,
-  orderId: r.order_id,
-  remaining: r.remaining,
-  hits: r.hits,
-});
-
-export class SqlStoreFaults implements StoreFaults {
+export class StoreFaults {
   /** The other writer: its own connection, so that what it commits is a real concurrent write. */
   private other: Promise<Database> | undefined;
 
@@ -56,11 +37,11 @@ export class SqlStoreFaults implements StoreFaults {
     const row = await this.db.one(
       sql<FaultRow>`INSERT INTO store_faults (kind, order_id, remaining) VALUES (${fault.kind}, ${fault.orderId ?? null}, ${count}) RETURNING *`,
     );
-    return toFault(row!);
+    return fromRow(row!);
   }
 
   async list(): Promise<StoreFault[]> {
-    return (await this.db.all(sql<FaultRow>`SELECT * FROM store_faults ORDER BY id`)).map(toFault);
+    return (await this.db.all(sql<FaultRow>`SELECT * FROM store_faults ORDER BY id`)).map(fromRow);
   }
 
   async clear(): Promise<void> {

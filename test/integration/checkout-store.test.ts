@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'kysely';
-import { openStore, OutOfStockError, type SqlOrderStore } from '../../src/store';
+import { openStore, OutOfStockError, type OrderStore } from '../../src/store';
 import { openPostgres, openSqlite } from '../../src/store/database';
 import { migrate } from '../../src/store/migrations';
 import { DIALECTS, freshDatabase } from '../helpers/databases';
@@ -26,7 +26,7 @@ const cart = (
 });
 
 describe.each(DIALECTS)('on %s', (dialect) => {
-  let store: SqlOrderStore;
+  let store: OrderStore;
   beforeAll(async () => {
     store = await openStore(await freshDatabase(dialect, dir));
   });

@@ -16,7 +16,7 @@ import { Breakers, CircuitBreaker } from '../../src/reliability/circuit-breaker'
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { RequestRow } from '../../tools/src/servers/stripe/store';
 import { startStripeServer, type StripeServer } from '../../tools/src/servers/stripe-server';
-import { openStore, type SqlOrderStore } from '../../src/store';
+import { openStore, type OrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'breaker-'));
@@ -25,7 +25,7 @@ const settings = { enabled: true, failureThreshold: 3, windowMs: 60_000, cooldow
 let server: StripeServer;
 let toxiproxy: Toxiproxy;
 let direct: Stripe;
-let store: SqlOrderStore;
+let store: OrderStore;
 let breakers: Breakers;
 let activities: ReturnType<typeof refundCreation> & ReturnType<typeof refundReconciliation>;
 let seq = 0;

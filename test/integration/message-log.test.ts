@@ -16,7 +16,7 @@ import { messageIdForKey } from '../../src/contract';
 import { Breakers } from '../../src/reliability/circuit-breaker';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
-import { openStore, type SqlOrderStore } from '../../src/store';
+import { openStore, type OrderStore } from '../../src/store';
 import { startMailServer, type MailServer, type StoredMessage } from '../../tools/src/servers/mail-server';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 
@@ -25,7 +25,7 @@ const SHORT_SMTP = { startToCloseMs: 1000, scheduleToCloseMs: 60_000 };
 const SEND_MS = 1000;
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'message-log-'));
 let server: MailServer;
-let store: SqlOrderStore;
+let store: OrderStore;
 let transport: Transporter;
 let log: MessageLog;
 

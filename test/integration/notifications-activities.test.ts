@@ -15,14 +15,14 @@ import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { parsePolicy } from '../../src/reliability/policy-schema';
 import { startMailServer, type MailServer, type StoredMessage } from '../../tools/src/servers/mail-server';
-import { openStore, type OrderStore, type SqlOrderStore } from '../../src/store';
+import { openStore, type OrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf, type ActivityEnv } from '../helpers/activity-env';
 import { DIALECTS, freshDatabase } from '../helpers/databases';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'notifications-'));
 const { run } = activityEnv();
 let server: MailServer;
-let store: SqlOrderStore;
+let store: OrderStore;
 let transport: Transporter;
 let activities: ReturnType<typeof createNotificationActivities>;
 
@@ -623,7 +623,7 @@ describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
   beforeEach(() => {
     ({ run } = activityEnv());
   });
-  let shared: SqlOrderStore;
+  let shared: OrderStore;
   /** The deployment's own deadline: a hand-over younger than it (plus a second) may still be running. */
   const deadlineMs = 25_000;
   const worker = (policy: RecoveryPolicy = DEFAULT_POLICY) =>

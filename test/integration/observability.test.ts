@@ -12,7 +12,7 @@ import { Classified, createAttemptRunner } from '../../src/activities/attempt';
 import { createLogger } from '../../src/observability/logging';
 import { startTracing } from '../../src/observability/tracing';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import { openStore, type SqlOrderStore } from '../../src/store';
+import { openStore, type OrderStore } from '../../src/store';
 import {
   completed,
   fewLookups,
@@ -30,7 +30,7 @@ import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/wo
 import { freePort } from '../../tools/src/stack/processes';
 
 describe('JSON logs', () => {
-  let store: SqlOrderStore;
+  let store: OrderStore;
   beforeAll(async () => {
     store = await openStore('sqlite::memory:');
   });

@@ -19,10 +19,9 @@ import {
   type NewOutboxEntry,
   type OpenStoreOptions,
   type OrderStore,
-  type SqlOrderStore,
 } from '../../src/store';
 import { openPostgres, openSqlite } from '../../src/store/database';
-import { SqlOperationLog } from '../../src/store/operation-log';
+import { OperationLog } from '../../src/store/operation-log';
 import { DIALECTS, freshDatabase } from '../helpers/databases';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'order-store-'));
@@ -49,7 +48,7 @@ it('writes an attempt’s row once when the transaction that carried it failed a
   const store = await openStore(`sqlite:${file}`);
   const db = openSqlite(file);
   try {
-    const log = new SqlOperationLog(db);
+    const log = new OperationLog(db);
     const row = log.openAttempt({
       key: 'cf',
       step: 'update_order',
@@ -81,9 +80,9 @@ it('writes an attempt’s row once when the transaction that carried it failed a
 describe.each(DIALECTS)('on %s', (dialect) => {
   const opened: OrderStore[] = [];
   let url: string;
-  let store: SqlOrderStore;
+  let store: OrderStore;
 
-  async function open(options?: OpenStoreOptions): Promise<SqlOrderStore> {
+  async function open(options?: OpenStoreOptions): Promise<OrderStore> {
     const s = await openStore(url, options);
     opened.push(s);
     return s;
@@ -801,7 +800,7 @@ describe.each(DIALECTS)('on %s', (dialect) => {
 
   describe('under concurrent connections', () => {
     const workers = 6;
-    let connections: SqlOrderStore[];
+    let connections: OrderStore[];
 
     beforeAll(async () => {
       connections = await Promise.all(Array.from({ length: workers }, () => open()));
@@ -1055,7 +1054,7 @@ describe('one clock for send stamps', () => {
     const store = await openStore(url);
     const db = await openPostgres(url);
     // A worker whose clock is an hour behind: its stamps would make a send look older than it is.
-    const skewed = new SqlOperationLog(db, () => new Date(Date.now() - 3600_000).toISOString());
+    const skewed = new OperationLog(db, () => new Date(Date.now() - 3600_000).toISOString());
     try {
       await skewed.commitIntent({
         operationId: 'clock:v1',

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { createOrderActivities } from '../../src/activities/orders';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import { openStore, type OpenStoreOptions, type SqlOrderStore } from '../../src/store';
+import { openStore, type OpenStoreOptions, type OrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 import { DIALECTS, freshDatabase } from '../helpers/databases';
 
@@ -14,7 +14,7 @@ const { run } = activityEnv();
 
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-function orderActivities(store: SqlOrderStore) {
+function orderActivities(store: OrderStore) {
   return createOrderActivities({
     store,
     attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations }),
@@ -31,10 +31,10 @@ const apply = (operationId: string, amount: number, orderId = 'ord_1') => ({
 
 describe.each(DIALECTS)('on %s', (dialect) => {
   let url: string;
-  const stores: SqlOrderStore[] = [];
+  const stores: OrderStore[] = [];
   let activities: ReturnType<typeof createOrderActivities>;
 
-  async function open(options?: OpenStoreOptions): Promise<SqlOrderStore> {
+  async function open(options?: OpenStoreOptions): Promise<OrderStore> {
     const store = await openStore(url, options);
     stores.push(store);
     return store;

@@ -15,7 +15,7 @@ import type { StripeFaultInput } from '../../tools/src/servers/stripe/faults';
 import type { LedgerEffect, RequestRow } from '../../tools/src/servers/stripe/store';
 import { startStripeServer, type StripeServer } from '../../tools/src/servers/stripe-server';
 import { openStore } from '../../src/store';
-import type { OrderStore } from '../../src/store/types';
+import type { OrderStore } from '../../src/store';
 import { activityEnv, detailsOf, failureOf } from '../helpers/activity-env';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'payments-'));

@@ -6,18 +6,12 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import { sql } from 'kysely';
-import {
-  openStore,
-  VersionConflictError,
-  type NewOrder,
-  type SqlOrderStore,
-  type StoreObserver,
-} from '../../src/store';
+import { openStore, VersionConflictError, type NewOrder, type OrderStore, type StoreObserver } from '../../src/store';
 import { openPostgres } from '../../src/store/database';
 import { freshDatabase } from '../helpers/databases';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'store-contention-'));
-const opened: SqlOrderStore[] = [];
+const opened: OrderStore[] = [];
 let url: string;
 
 beforeAll(async () => {

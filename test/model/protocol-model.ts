@@ -42,7 +42,7 @@ import {
 import { backoffDelay, ruleFor, temporalRetryPolicy } from '../../src/reliability/policy';
 import type { Boundary, Certainty, FailureCode } from '../../src/reliability/taxonomy';
 import type { RefundRequest } from '../../src/domain/refund-request';
-import { openStore, type OperationLog, type OperationRecord, type SqlOrderStore } from '../../src/store';
+import { openStore, type OperationLog, type OperationRecord, type OrderStore } from '../../src/store';
 import { FakeProvider, type How, type Processing, type Refund } from './fake-provider';
 import { VirtualTime } from './virtual-time';
 
@@ -135,7 +135,7 @@ export class System {
   private readonly uninstall: (() => void)[] = [];
 
   constructor(
-    readonly store: SqlOrderStore,
+    readonly store: OrderStore,
     readonly caseNo: number,
     readonly skews: Record<string, number>,
     readonly checks: ReadonlySet<Invariant>,

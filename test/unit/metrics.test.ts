@@ -8,7 +8,7 @@ import { Classified, createAttemptRunner } from '../../src/activities/attempt';
 import { METRICS, refundMetrics } from '../../src/observability/metrics';
 import { Breakers } from '../../src/reliability/circuit-breaker';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
-import type { OperationLog } from '../../src/store/types';
+import type { OperationLog } from '../../src/store';
 
 interface Recorded {
   name: string;

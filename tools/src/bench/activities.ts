@@ -2,7 +2,7 @@
 // Temporal's retry policy (bare) or the whole run (naive) is all that tries again.
 import type Stripe from 'stripe';
 import type { Transporter } from 'nodemailer';
-import type { OrderStore } from '../../../src/store/types';
+import type { OrderStore } from '../../../src/store';
 
 export interface BareRefundInput {
   orderId: string;
