@@ -1,7 +1,14 @@
 // The checkout saga's activities: the cart's stock reserved and released (the store), the card charged once
 // under its step key through the send protocol (its record in the store's sends), and a lost answer looked up.
 import type Stripe from 'stripe';
-import { type ChargeLookup, type ChargeReceipt, lookupKey, pinSettings, type RunSettings } from '../contract';
+import {
+  CHECKOUT_REFUND_SCOPE,
+  type ChargeLookup,
+  type ChargeReceipt,
+  lookupKey,
+  pinSettings,
+  type RunSettings,
+} from '../contract';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
@@ -179,7 +186,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
     async refundCharge(input: CartStepInput & { paymentIntentId: string; amount: number; currency: string }) {
       const { cartId: orderId, amount, currency, paymentIntentId } = input;
       const request = { orderId, amount, currency, reason: 'requested_by_customer' as const };
-      const intent = refundIntent('checkout', { ...request, operationVersion: 1 });
+      const intent = refundIntent(CHECKOUT_REFUND_SCOPE, { ...request, operationVersion: 1 });
       await attempt({ ...storeCall('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, (a) =>
         store.operations.commitIntent({ ...intent, actor: a.actor }),
       );

@@ -95,6 +95,7 @@ export function createFollowUpActivities(deps: {
         failed,
         ...(await readStanding(input.operationId, refund.id)),
         policy: deps.settings.policy,
+        scope: op.scope,
       };
     });
   }

@@ -27,6 +27,8 @@ export const CHECKOUT_WORKFLOW = 'checkoutWorkflow';
 export const checkoutWorkflowId = (cartId: string) => `checkout-${cartId}`;
 /** The operation its keys and audit trail are under. */
 export const checkoutOperationId = (cartId: string) => `checkout:${cartId}`;
+/** The scope of a checkout's refund of its charge: a refund operation of its own, which no refund saga undoes. */
+export const CHECKOUT_REFUND_SCOPE = 'checkout';
 
 /** What a reservation or a release did (`changed` false: its key had done it); a reservation hands the run the worker's settings. */
 export const stockReceiptSchema = z.object({

@@ -240,6 +240,8 @@ export interface FollowUpFacts {
   notice: { key: string; status: string; messageId: string } | null;
   /** The worker's recovery policy: the follow-up's compensations run under it. */
   policy: RecoveryPolicy;
+  /** The operation's scope (CHECKOUT_REFUND_SCOPE: a checkout's refund of its charge); results recorded before it have none. */
+  scope?: string;
 }
 
 /** What of the saga stands in the store for one operation: the compensation plan's input (compensations/plan.ts). */
@@ -259,6 +261,7 @@ export const followUpFactsSchema = z.object({
   notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
   correction: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullish(),
   policy: z.object({ version: z.string() }).passthrough(),
+  scope: z.string().optional(),
 });
 
 export type Evidenced<T> = T & { evidence: StepEvidence };

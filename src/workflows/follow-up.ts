@@ -15,6 +15,7 @@ import type { RefundActivities } from '../activities';
 import { compensationPlan, correctsUnknownNotice } from '../compensations/plan';
 import { type Compensation, REFUND_SAGA, REFUND_STEPS } from '../compensations/registry';
 import {
+  CHECKOUT_REFUND_SCOPE,
   evidenced,
   followUpFactsSchema,
   followUpQuery,
@@ -151,6 +152,15 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     return finish(
       'unchanged',
       `refund ${facts.refund.refundId} is ${facts.refund.status} at the provider: nothing to undo`,
+      facts,
+    );
+  }
+
+  // A checkout's refund of its charge undid that checkout, which has ended: nothing of a refund saga stands to undo.
+  if (facts.scope === CHECKOUT_REFUND_SCOPE) {
+    return finish(
+      'needs_attention',
+      `the provider ${facts.refund.status} refund ${facts.refund.refundId}, which gave back checkout ${facts.request.orderId}'s charge, after ${input.originalWorkflowId} finished: the customer paid and was not refunded; a person refunds them or tells them`,
       facts,
     );
   }

@@ -5,11 +5,14 @@
 import type { WorkflowHandle } from '@temporalio/client';
 import { randomUUID } from 'node:crypto';
 import {
+  checkoutStateQuery,
+  checkoutWorkflowId,
   decisionUpdate,
   followUpWorkflowId,
   messageIdForKey,
   SEARCH_ATTRIBUTES,
   stepsQuery,
+  TASK_QUEUE,
   type FollowUpResult,
 } from '../../src/contract';
 import { startRefund } from '../../src/client/refunds';
@@ -19,7 +22,7 @@ import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { signatureHeader } from '../../tools/src/servers/stripe/events';
 import { startFollowUp } from '../../src/temporal/client';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
-import { refundWorkflow, type followUpWorkflow } from '../../src/workflows';
+import { checkoutWorkflow, refundWorkflow, type followUpWorkflow } from '../../src/workflows';
 import { completed, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 /** Refunds change at the provider only when a test says so (h.settleRefund): nothing waits out a delay. */
@@ -212,6 +215,49 @@ test('a refund that fails after its run completed: a follow-up reverts the order
     stateUnavailable: expect.stringMatching(new RegExp(`follow-up run of ${handle.workflowId}`)),
     verdict: 'compensate, then resume',
   });
+});
+
+test("a checkout's refund of its charge that fails after the checkout ended is handed to a person, never called compensated", async () => {
+  const cartId = `cart_${randomUUID().slice(0, 8)}`;
+  const email = `${cartId}@example.com`;
+  await h.store.checkouts.setStock(`${cartId}-a`, 5);
+  await h.store.checkouts.seedCart({
+    id: cartId,
+    customerEmail: email,
+    currency: 'usd',
+    amount: 4200,
+    items: [{ sku: `${cartId}-a`, quantity: 1 }],
+  });
+  // The receipt is refused for good: the run parks at it, and a cancellation gives the checkout back.
+  await h.mailFault({
+    kind: 'reply',
+    stage: 'rcpt',
+    code: 550,
+    message: '5.1.1 no such user',
+    match: { recipient: email },
+  });
+  const handle = await h.env.client.workflow.start(checkoutWorkflow, {
+    taskQueue: TASK_QUEUE,
+    workflowId: checkoutWorkflowId(cartId),
+    args: [{ cartId, paymentMethod: 'pm_card_refundFail', requestedBy: 'test' }],
+  });
+  await until('the run to park', async () => (await handle.query(checkoutStateQuery)).status === 'needs_attention');
+  await handle.cancel();
+  await expect(handle.result()).rejects.toThrow();
+  const given = await handle.query(checkoutStateQuery);
+  expect(given).toMatchObject({ status: 'compensated' });
+  const refund = given.steps[1]!.compensation!.output as { refundId: string; operationId: string };
+  await h.settleRefund(refund.refundId);
+
+  const outcome: FollowUpResult = await (await followUp(refund.operationId)).result();
+  expect(outcome).toMatchObject({
+    status: 'needs_attention',
+    originalWorkflowId: handle.workflowId,
+    refund: { refundId: refund.refundId, status: 'failed' },
+    compensations: [],
+    reason: expect.stringContaining('the customer paid and was not refunded'),
+  });
+  expect(await h.messages({ to: email })).toEqual([]);
 });
 
 test("a receiver that is down while the refund fails gets the events later through the server's retries, and nothing is lost", async () => {
