@@ -114,18 +114,10 @@ async function main() {
   if (process.argv[2] === 'keygen') return makeKey(process.argv.slice(3));
   program.parse();
   const [workflowId, decision] = program.args as [string, DecisionInput['decision']];
-  const opts = program.opts<
-    ParkingFlags & {
-      by: string;
-      reason: string;
-      step?: DecisionInput['step'];
-      updateId?: string;
-      key?: string;
-      expiresIn: string;
-      print?: boolean;
-      json?: boolean;
-    }
-  >();
+  type Flags = ParkingFlags &
+    Pick<DecisionInput, 'by' | 'reason' | 'step'> &
+    Partial<Record<'updateId' | 'key', string>>;
+  const opts = program.opts<Flags & { expiresIn: string; print?: boolean; json?: boolean }>();
   const terminal = Boolean(process.stdin.isTTY);
   const unnamed = unnamedParking(opts, terminal);
   if (unnamed) program.error(`decide: ${unnamed}`, { exitCode: 2 });

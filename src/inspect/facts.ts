@@ -21,14 +21,6 @@ export interface Fact {
   says: string;
 }
 
-export interface ProviderRefund {
-  id: string;
-  amount: number;
-  currency: string;
-  status: string | null;
-  created: string;
-}
-
 export interface Evidence {
   operationId: string;
   operation: OperationRecord | null;
@@ -40,7 +32,7 @@ export interface Evidence {
   /** Provider events (webhooks) the receiver took for this operation. */
   events: ProviderEventRecord[];
   /** The provider's refunds carrying this operation id; null when the provider could not be asked. */
-  refunds: ProviderRefund[] | null;
+  refunds: { id: string; amount: number; currency: string; status: string | null; created: string }[] | null;
   /** Refunds the local Stripe server's ledger made under this operation's key; null without a local ledger. */
   ledgerRefunds: number | null;
   /** Messages in the mailbox by Message-ID; null when the mailbox could not be read. */
@@ -157,13 +149,12 @@ function storeFacts(ev: Evidence, orderId: string): void {
     });
   }
   for (const a of ev.audit.filter((e) => e.event === 'decision')) {
-    const d = a.detail as { decision?: string; by?: string; keyId?: string | null; approvedBy?: string };
-    const approvedByKeyId = (a.detail as { approvedByKeyId?: string | null }).approvedByKeyId;
+    const d = a.detail as Record<string, string | null | undefined>;
     ev.facts.push({
       id: `store:audit:${a.seq}`,
       says:
         `decision ${d.decision ?? '?'} by ${d.by ?? a.actor}${d.keyId ? ` (signed ${d.keyId})` : ''}` +
-        `${d.approvedBy ? `, approved by ${d.approvedBy}${approvedByKeyId ? ` (signed ${approvedByKeyId})` : ''}` : ''} at ${a.at}`,
+        `${d.approvedBy ? `, approved by ${d.approvedBy}${d.approvedByKeyId ? ` (signed ${d.approvedByKeyId})` : ''}` : ''} at ${a.at}`,
     });
   }
 }

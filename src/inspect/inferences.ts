@@ -118,8 +118,7 @@ function emailInference(
   }
   if (!readable)
     return { claim: `${what} ${messageId} reached the mail server`, status: 'to be confirmed', basis, check };
-  if (received && received > 1)
-    return { claim: `${what} ${messageId} was delivered once`, status: 'contradicted', basis };
+  if (received > 1) return { claim: `${what} ${messageId} was delivered once`, status: 'contradicted', basis };
   if (received === 1)
     return {
       claim: `${what} ${messageId} reached the mailbox, once`,
