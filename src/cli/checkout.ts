@@ -5,8 +5,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { loadConfig } from '../config';
 import { CHECKOUT_WORKFLOW, checkoutWorkflowId, parseCheckoutRequest } from '../contract';
 import { InvalidInputError } from '../domain/zod-problems';
-import { openStore } from '../store';
-import { connectClient, exitOnError, followRun, requester, wholeNumber } from './common';
+import { exitOnError, followRun, requester, wholeNumber, withClient, withStore } from './common';
 
 const items = (value: string) =>
   value.split(',').map((item) => {
@@ -39,17 +38,13 @@ async function main() {
   const config = loadConfig();
   if (opts.items) {
     if (!opts.amount || !opts.email) program.error('checkout: --items needs --amount and --email', { exitCode: 2 });
-    const store = await openStore(config.databaseUrl);
-    try {
+    await withStore(config, async (store) => {
       for (const { sku } of opts.items) if (opts.stock !== undefined) await store.checkouts.setStock(sku, opts.stock);
       const { amount, currency, email } = opts;
       await store.checkouts.seedCart({ id: request.cartId, customerEmail: email, currency, amount, items: opts.items });
-    } finally {
-      await store.close();
-    }
+    });
   }
-  const client = await connectClient(config);
-  try {
+  await withClient(config, async (client) => {
     const handle = await client.workflow.start(CHECKOUT_WORKFLOW, {
       taskQueue: config.taskQueue,
       workflowId: checkoutWorkflowId(request.cartId),
@@ -59,9 +54,7 @@ async function main() {
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
     });
     await followRun('checkout', client, config, handle, opts.wait);
-  } finally {
-    await client.connection.close();
-  }
+  });
 }
 
 exitOnError('checkout', main(), (err) =>

@@ -4,6 +4,7 @@ import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { startConfiguredCodecServer } from '../codec/codec-server';
 import { newKeyEntry } from '../codec/keyring';
+import { exitOnError } from './common';
 
 const options = new Command('codec-server')
   .description('Serve /encode and /decode for the Temporal Web UI and `temporal --codec-endpoint`, with PAYLOAD_KEYS.')
@@ -26,7 +27,4 @@ async function main() {
   process.once('SIGINT', stop);
 }
 
-main().catch((err) => {
-  console.error(`codec-server: ${(err as Error).message}`);
-  process.exit(1);
-});
+exitOnError('codec-server', main());

@@ -5,6 +5,7 @@ import type { Config } from '../config';
 import { decideCommand, decisionAddress } from '../contract';
 import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
 import { workerPolling } from '../temporal/client';
+import { openStore, type OrderStore } from '../store';
 
 /** An option's parser: a whole number, or a usage error that names the option. */
 export const wholeNumber = (name: string) => (value: string) => {
@@ -41,6 +42,26 @@ export async function connectClient(config: Config): Promise<Client> {
   }
 }
 
+/** Runs `fn` with a client for the configured Temporal, closing it after. */
+export async function withClient<T>(config: Config, fn: (client: Client) => Promise<T>): Promise<T> {
+  const client = await connectClient(config);
+  try {
+    return await fn(client);
+  } finally {
+    await client.connection.close();
+  }
+}
+
+/** Runs `fn` with the configured store, closing it after. */
+export async function withStore<T>(config: Config, fn: (store: OrderStore) => Promise<T>): Promise<T> {
+  const store = await openStore(config.databaseUrl);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
 /** The message a person needs: for a failed workflow, its failure rather than the wrapper's. */
 export function errorMessage(err: unknown): string {
   if (err instanceof WorkflowFailedError) return err.cause?.message ?? err.message;
@@ -48,9 +69,9 @@ export function errorMessage(err: unknown): string {
 }
 
 /** Runs a command's main: an error exits with the code `exit` gives it (1 if none), said as it says or as its own. */
-export function exitOnError(cli: string, main: Promise<unknown>, exit: (err: unknown) => Exit) {
+export function exitOnError(cli: string, main: Promise<unknown>, exit?: (err: unknown) => Exit) {
   main.catch((err: unknown) => {
-    const said = exit(err) ?? 1;
+    const said = exit?.(err) ?? 1;
     const { code, message } = typeof said === 'number' ? { code: said, message: errorMessage(err) } : said;
     console.error(`${cli}: ${message}`);
     process.exit(code);

@@ -1,4 +1,4 @@
-// Which parking a decision answers (issue 34): the one its decider read (`--answers`, as `inspect`
+// Which parking a decision answers: the one its decider read (`--answers`, as `inspect`
 // prints it), the one the run waits at now when they say so (`--current`), or, at a terminal, the one
 // shown to them and confirmed. A script that names none is refused: it would answer a verdict nobody read.
 import readline from 'node:readline/promises';

@@ -20,17 +20,9 @@ import {
   type DecisionInput,
   type RefundWorkflow,
 } from '../contract';
-import { connectClient, errorMessage } from './common';
+import { exitOnError, withClient } from './common';
 import { defaultKeyFile, generateKey, readKey, signDecision, type DeciderKey } from './decider-keys';
-import {
-  answeredAddress,
-  confirm,
-  movedMessage,
-  NotConfirmed,
-  Refused,
-  unnamedParking,
-  type ParkingFlags,
-} from './decide-parking';
+import { answeredAddress, confirm, movedMessage, Refused, unnamedParking, type ParkingFlags } from './decide-parking';
 
 const address = (value: string) => {
   if (!DECISION_ADDRESS.test(value))
@@ -122,26 +114,17 @@ async function main() {
   if (process.argv[2] === 'keygen') return makeKey(process.argv.slice(3));
   program.parse();
   const [workflowId, decision] = program.args as [string, DecisionInput['decision']];
-  const opts = program.opts<
-    ParkingFlags & {
-      by: string;
-      reason: string;
-      step?: DecisionInput['step'];
-      updateId?: string;
-      key?: string;
-      expiresIn: string;
-      print?: boolean;
-      json?: boolean;
-    }
-  >();
+  type Flags = ParkingFlags &
+    Pick<DecisionInput, 'by' | 'reason' | 'step'> &
+    Partial<Record<'updateId' | 'key', string>>;
+  const opts = program.opts<Flags & { expiresIn: string; print?: boolean; json?: boolean }>();
   const terminal = Boolean(process.stdin.isTTY);
   const unnamed = unnamedParking(opts, terminal);
   if (unnamed) program.error(`decide: ${unnamed}`, { exitCode: 2 });
   const ttlMs = duration(opts.expiresIn);
   const key = deciderKey(opts.by, opts.key);
   const config = loadConfig();
-  const client = await connectClient(config);
-  try {
+  await withClient(config, async (client) => {
     // An Update waits for a worker to take it: without one the command would hang.
     if (!(await workerPolling(client, config.taskQueue))) {
       throw new Error(
@@ -188,9 +171,7 @@ async function main() {
           `approve: npm run inspect -- ${workflowId}, then npm run decide -- ${workflowId} approve --answers <address> --by <approver> --reason "<why>"`,
       );
     } else console.log(`${record.outcome}; \`npm run inspect -- ${workflowId}\` shows where the run is now`);
-  } finally {
-    await client.connection.close();
-  }
+  });
 }
 
 /** The signed input on stdout (for `$(…)`), the command that sends it on stderr. */
@@ -203,21 +184,13 @@ function printForTemporalCli(workflowId: string, updateId: string, input: Decisi
   );
 }
 
-main().catch((err) => {
-  if (err instanceof Refused) {
-    console.error(`decide: refused, nothing was recorded: ${err.message}`);
-    process.exit(2);
-  }
-  if (err instanceof NotConfirmed) {
-    console.error(`decide: ${err.message}`);
-    process.exit(1);
-  }
-  if (err instanceof WorkflowNotFoundError) {
-    console.error(
-      `decide: no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that wait for a decision)`,
-    );
-    process.exit(1);
-  }
-  console.error(`decide: ${errorMessage(err)}`);
-  process.exit(1);
-});
+exitOnError('decide', main(), (err) =>
+  err instanceof Refused
+    ? { code: 2, message: `refused, nothing was recorded: ${err.message}` }
+    : err instanceof WorkflowNotFoundError
+      ? {
+          code: 1,
+          message: `no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that wait for a decision)`,
+        }
+      : undefined,
+);

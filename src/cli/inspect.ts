@@ -1,16 +1,14 @@
 // `npm run inspect -- <workflow id>`: what a refund run has done to the world, what is inferred from
 // it and how sure that is, the verdict, and the single smallest next action. `--attention` lists
 // every run that needs a person, read page by page from Temporal's visibility.
-import { WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { Command, InvalidArgumentError } from 'commander';
 import { createStripeClient } from '../activities/stripe-client';
 import { loadConfig } from '../config';
 import { runsNeedingAttention, ATTENTION_QUERY } from '../inspect/attention';
 import { inspectRun, type Inspection } from '../inspect/inspection';
-import { openStore } from '../store';
 import { decideCommand, type StepRecord } from '../contract';
-import { columns } from './columns';
-import { connectClient, exitOnError } from './common';
+import { exitOnError, withClient, withStore } from './common';
 
 const positive = (name: string) => (value: string) => {
   if (!/^[1-9]\d*$/.test(value))
@@ -35,11 +33,9 @@ async function main() {
   if (Boolean(opts.attention) === (workflowId !== undefined))
     program.error('inspect: give a workflow id, or --attention', { exitCode: 2 });
   const config = loadConfig();
-  const client = await connectClient(config);
-  try {
+  await withClient(config, async (client) => {
     if (opts.attention) return await listAttention(client, opts.pageSize, opts.json ?? false);
-    const store = await openStore(config.databaseUrl);
-    try {
+    await withStore(config, async (store) => {
       const sources = {
         store,
         stripe: createStripeClient(config.stripe),
@@ -53,19 +49,11 @@ async function main() {
       // Through the codec endpoint: a decision sent in plaintext is refused (PAYLOAD_PLAINTEXT).
       const codec = config.encryption.enabled ? ` --codec-endpoint ${config.codec.endpoint}` : '';
       console.log(opts.json ? JSON.stringify(inspection, null, 2) : render(inspection, codec));
-    } finally {
-      await store.close();
-    }
-  } finally {
-    await client.connection.close();
-  }
+    });
+  });
 }
 
-async function listAttention(
-  client: Awaited<ReturnType<typeof connectClient>>,
-  pageSize: number,
-  json: boolean,
-): Promise<void> {
+async function listAttention(client: Client, pageSize: number, json: boolean): Promise<void> {
   const widths = [34, 10, 18, 16, 9];
   const line = (cells: string[]) => cells.map((c, i) => (i < widths.length ? c.padEnd(widths[i]!) : c)).join('  ');
   let count = 0;
@@ -157,6 +145,14 @@ function render(i: Inspection, codecFlag: string): string {
     );
   }
   return out.join('\n');
+}
+
+/** Plain aligned columns for a terminal: a header, then rows, each cell padded to its column. */
+function columns(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) =>
+    '  ' + cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ');
+  return [line(header), ...rows.map(line)].join('\n');
 }
 
 function stepDetail(s: StepRecord): string {

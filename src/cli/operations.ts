@@ -3,7 +3,7 @@
 import { Command } from 'commander';
 import { orderRuns } from '../client/refunds';
 import { loadConfig } from '../config';
-import { connectClient, exitOnError } from './common';
+import { exitOnError, withClient } from './common';
 
 const program = new Command('operations')
   .description("List an order's refund runs and their states, and the next free operation version.")
@@ -15,16 +15,12 @@ async function main() {
   program.parse();
   const [orderId] = program.args as [string];
   const { json } = program.opts<{ json?: boolean }>();
-  const client = await connectClient(loadConfig());
-  try {
+  await withClient(loadConfig(), async (client) => {
     const runs = await orderRuns(client, orderId);
     const next = runs.reduce((max, r) => Math.max(max, r.operationVersion ?? 0), 0) + 1;
-    if (json) {
-      console.log(JSON.stringify({ orderId, runs, nextOperationVersion: next }, null, 2));
-      return;
-    }
+    if (json) return console.log(JSON.stringify({ orderId, runs, nextOperationVersion: next }, null, 2));
     if (runs.length === 0) console.log(`no refund runs for order ${orderId}`);
-    else {
+    else
       console.table(
         runs.map((r) => ({
           'workflow id': r.workflowId,
@@ -34,13 +30,10 @@ async function main() {
           started: r.startTime.toISOString(),
         })),
       );
-    }
     console.log(
       `next free operation version: ${next} (npm run refund -- --order ${orderId} --operation-version ${next} …)`,
     );
-  } finally {
-    await client.connection.close();
-  }
+  });
 }
 
-exitOnError('operations', main(), () => undefined);
+exitOnError('operations', main());

@@ -4,18 +4,9 @@ import path from 'node:path';
 import { Command, Option } from 'commander';
 import { loadConfig } from '../config';
 import { CsvFileError, importCsv } from '../queue/csv-import';
-import { openStore, type OrderStore } from '../store';
+import { exitOnError, withStore } from './common';
 
 const config = loadConfig();
-
-async function withStore<T>(fn: (store: OrderStore) => Promise<T>): Promise<T> {
-  const store = await openStore(config.databaseUrl);
-  try {
-    return await fn(store);
-  } finally {
-    await store.close();
-  }
-}
 
 const program = new Command('queue')
   .description('Refund requests waiting for the batch schedule (npm run schedule -- describe refund-batch).')
@@ -28,7 +19,7 @@ program
   .option('--json', 'print the row-by-row report as JSON')
   .description('queue every good row; report each bad one by line and field (exit 3 when any was refused)')
   .action((file: string, opts: { requestedBy?: string; json?: boolean }) =>
-    withStore(async (store) => {
+    withStore(config, async (store) => {
       let text: string;
       try {
         text = fs.readFileSync(file, 'utf8');
@@ -65,7 +56,7 @@ program
   .option('--json', 'print JSON')
   .description('queued and started requests, oldest first')
   .action((opts: { status?: 'queued' | 'started' | 'refused'; json?: boolean }) =>
-    withStore(async (store) => {
+    withStore(config, async (store) => {
       const all = await store.queue.list(opts.status ? { status: opts.status } : {});
       if (opts.json) return console.log(JSON.stringify(all, null, 2));
       if (!all.length) return console.log('the queue is empty');
@@ -82,7 +73,4 @@ program
     }),
   );
 
-program.parseAsync().catch((err: unknown) => {
-  console.error(`queue: ${err instanceof Error ? err.message : String(err)}`);
-  process.exit(err instanceof CsvFileError ? 2 : 1);
-});
+exitOnError('queue', program.parseAsync(), (err) => (err instanceof CsvFileError ? 2 : undefined));

@@ -4,8 +4,8 @@ import { ConflictingRefundError } from '../temporal/client';
 import { loadConfig } from '../config';
 import { InvalidRefundRequestError, REFUND_REASONS, parseRefundRequest } from '../domain/refund-request';
 import { refusalsAgainstOrder } from '../queue/csv-import';
-import { IntentConflictError, openStore } from '../store';
-import { connectClient, exitOnError, followRun, requester, wholeNumber } from './common';
+import { IntentConflictError } from '../store';
+import { exitOnError, followRun, requester, wholeNumber, withClient, withStore } from './common';
 import { AdmissionRejectedError } from '../client/admission';
 
 const program = new Command('refund')
@@ -39,9 +39,8 @@ async function main() {
     operationVersion: opts.operationVersion,
   });
   const config = loadConfig();
-  if (opts.queue) {
-    const store = await openStore(config.databaseUrl);
-    try {
+  if (opts.queue)
+    return withStore(config, async (store) => {
       const problems = await refusalsAgainstOrder(store, request);
       if (problems.length)
         throw new InvalidRefundRequestError(
@@ -56,21 +55,14 @@ async function main() {
       console.log(
         `${was}: request #${queued.id}, order ${request.orderId} v${request.operationVersion}; the refund-batch schedule starts queued requests (npm run queue -- list)`,
       );
-    } finally {
-      await store.close();
-    }
-    return;
-  }
-  const client = await connectClient(config);
-  try {
+    });
+  await withClient(config, async (client) => {
     const { handle } = await startRefund(client, request, config.taskQueue, {
       taskQueue: config.taskQueue,
       ...config.admission,
     });
     await followRun('refund', client, config, handle, opts.wait);
-  } finally {
-    await client.connection.close();
-  }
+  });
 }
 
 exitOnError('refund', main(), (err) =>

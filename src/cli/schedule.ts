@@ -1,24 +1,15 @@
 // `npm run schedule -- apply|describe|list|pause|unpause|trigger|backfill|delete`: the schedules
 // in src/schedules/definitions.ts (or SCHEDULES_FILE) on Temporal. The same schedules answer to
 // `temporal schedule …` and the Web UI's Schedules page.
-import { type Client, type ScheduleOverlapPolicy } from '@temporalio/client';
+import type { ScheduleOverlapPolicy } from '@temporalio/client';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { loadConfig } from '../config';
 import { loadDefinitions, type ScheduleDefinition } from '../schedules/definitions';
 import { applySchedule, describeSchedule, triggerSchedule, viewOf, type ScheduleView } from '../schedules/schedules';
-import { connectClient, exitOnError } from './common';
+import { exitOnError, withClient } from './common';
 
 const config = loadConfig();
 const definitions = (): ScheduleDefinition[] => loadDefinitions({ ...config.schedules, taskQueue: config.taskQueue });
-
-async function withClient<T>(fn: (client: Client) => Promise<T>): Promise<T> {
-  const client = await connectClient(config);
-  try {
-    return await fn(client);
-  } finally {
-    await client.connection.close();
-  }
-}
 
 /** A schedule id this project defines; anything else is refused, so a typo never touches another team's schedule. */
 function known(id: string): string {
@@ -62,7 +53,7 @@ program
   .command('apply')
   .description('create each schedule, or update it to its definition (idempotent)')
   .action(() =>
-    withClient(async (client) => {
+    withClient(config, async (client) => {
       for (const d of definitions())
         console.log(
           `${d.id}: ${await applySchedule(client, d)} (v${d.version}, ${d.workflow}, ${d.timeZone}, overlap ${d.overlap})`,
@@ -76,7 +67,7 @@ program
   .option('--json', 'print JSON')
   .description('the schedule, its policies and its next action times in its own time zone')
   .action((id: string, opts: { json?: boolean }) =>
-    withClient(async (client) => {
+    withClient(config, async (client) => {
       const described = await describeSchedule(client, id);
       if (!described)
         throw new Error(`schedule ${id} does not exist on Temporal yet; \`npm run schedule -- apply\` creates it`);
@@ -90,7 +81,7 @@ program
   .option('--json', 'print JSON')
   .description('every schedule defined here, and whether it exists on Temporal')
   .action((opts: { json?: boolean }) =>
-    withClient(async (client) => {
+    withClient(config, async (client) => {
       const rows = [];
       for (const d of definitions()) {
         const described = await describeSchedule(client, d.id);
@@ -114,7 +105,7 @@ for (const verb of ['pause', 'unpause'] as const) {
     .option('--note <why>', 'why, kept on the schedule')
     .description(verb === 'pause' ? 'stop taking actions until unpaused' : 'take actions again')
     .action((id: string, opts: { note?: string }) =>
-      withClient(async (client) => {
+      withClient(config, async (client) => {
         const handle = client.schedule.getHandle(id);
         await (verb === 'pause' ? handle.pause(opts.note) : handle.unpause(opts.note));
         console.log(`${id}: ${verb}d`);
@@ -128,7 +119,7 @@ program
   .addOption(overlapOption('trigger'))
   .description('take one action now')
   .action((id: string, opts: { overlap?: ScheduleOverlapPolicy }) =>
-    withClient(async (client) => {
+    withClient(config, async (client) => {
       const policy = await triggerSchedule(client, id, opts.overlap);
       console.log(`${id}: triggered (overlap ${policy})`);
     }),
@@ -142,7 +133,7 @@ program
   .addOption(overlapOption('backfill', 'BUFFER_ALL: every occurrence in the window, one after another'))
   .description('take the actions the calendar had in a past window, each an occurrence with its own id')
   .action((id: string, opts: { from: Date; to: Date; overlap?: ScheduleOverlapPolicy }) =>
-    withClient(async (client) => {
+    withClient(config, async (client) => {
       if (opts.to <= opts.from) throw new InvalidArgumentError('--to must be after --from');
       await client.schedule
         .getHandle(id)
@@ -156,7 +147,7 @@ program
   .argument('<schedule-id>', 'a schedule defined here', known)
   .description('delete the schedule (occurrences already started run on)')
   .action((id: string) =>
-    withClient(async (client) => {
+    withClient(config, async (client) => {
       await client.schedule.getHandle(id).delete();
       console.log(`${id}: deleted`);
     }),

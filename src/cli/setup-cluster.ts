@@ -6,6 +6,7 @@ import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { SEARCH_ATTRIBUTES } from '../contract';
 import { cliType, missingSearchAttributes, registerSearchAttributes } from '../temporal/client';
+import { exitOnError } from './common';
 
 /** gRPC status codes a server answers with when it will not add search attributes this way. */
 const PERMISSION_DENIED = 7;
@@ -54,7 +55,4 @@ async function main() {
   }
 }
 
-main().catch((err: unknown) => {
-  console.error(`setup-cluster: ${(err as Error).message}`);
-  process.exit(1);
-});
+exitOnError('setup-cluster', main());

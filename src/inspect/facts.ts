@@ -5,15 +5,7 @@
 import type Stripe from 'stripe';
 import { compensationKey, messageIdForKey, stepKey } from '../contract';
 import { maskEmails } from '../reliability/redaction';
-import type {
-  AppliedRefund,
-  AuditEntry,
-  OperationRecord,
-  OrderStore,
-  OutboxEntry,
-  ProviderEventRecord,
-} from '../store';
-import type { Order } from '../domain/order';
+import type { OrderStore, OutboxEntry } from '../store';
 
 export interface Fact {
   /** Where it comes from, by id: `stripe:re_…`, `store:operation:…`, `mailbox:<…@…>`. */
@@ -21,36 +13,7 @@ export interface Fact {
   says: string;
 }
 
-export interface ProviderRefund {
-  id: string;
-  amount: number;
-  currency: string;
-  status: string | null;
-  created: string;
-}
-
-export interface Evidence {
-  operationId: string;
-  operation: OperationRecord | null;
-  order: Order | null;
-  applied: AppliedRefund | null;
-  notice: OutboxEntry | null;
-  correction: OutboxEntry | null;
-  audit: AuditEntry[];
-  /** Provider events (webhooks) the receiver took for this operation. */
-  events: ProviderEventRecord[];
-  /** The provider's refunds carrying this operation id; null when the provider could not be asked. */
-  refunds: ProviderRefund[] | null;
-  /** Refunds the local Stripe server's ledger made under this operation's key; null without a local ledger. */
-  ledgerRefunds: number | null;
-  /** Messages in the mailbox by Message-ID; null when the mailbox could not be read. */
-  mailbox: { notice: number; correction: number } | null;
-  noticeMessageId: string;
-  correctionMessageId: string;
-  facts: Fact[];
-  /** Sources that could not be read, and why. */
-  unavailable: string[];
-}
+export type Evidence = Awaited<ReturnType<typeof gatherEvidence>>;
 
 export interface EvidenceSources {
   store: OrderStore;
@@ -63,11 +26,7 @@ export interface EvidenceSources {
 
 export const short = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
-export async function gatherEvidence(
-  sources: EvidenceSources,
-  operationId: string,
-  orderId: string,
-): Promise<Evidence> {
+export async function gatherEvidence(sources: EvidenceSources, operationId: string, orderId: string) {
   const { store } = sources;
   const noticeKey = stepKey(operationId, 'notify_customer');
   const correctionKey = compensationKey(noticeKey);
@@ -80,7 +39,7 @@ export async function gatherEvidence(
     store.operations.auditTrail(operationId),
     store.providerEvents.forOperation(operationId),
   ]);
-  const ev: Evidence = {
+  const ev = {
     operationId,
     operation: operation ?? null,
     order: order ?? null,
@@ -88,22 +47,25 @@ export async function gatherEvidence(
     notice: notice ?? null,
     correction: correction ?? null,
     audit,
+    /** Provider events (webhooks) the receiver took for this operation. */
     events,
-    refunds: null,
-    ledgerRefunds: null,
-    mailbox: null,
+    /** The provider's refunds carrying this operation id; null when the provider could not be asked. */
+    refunds: null as { id: string; amount: number; currency: string; status: string | null; created: string }[] | null,
+    /** Refunds the local Stripe server's ledger made under this operation's key; null without a local ledger. */
+    ledgerRefunds: null as number | null,
+    /** Messages in the mailbox by Message-ID; null when the mailbox could not be read. */
+    mailbox: null as { notice: number; correction: number } | null,
     noticeMessageId: notice?.messageId ?? messageIdForKey(noticeKey),
     correctionMessageId: correction?.messageId ?? messageIdForKey(correctionKey),
-    facts: [],
-    unavailable: [],
+    facts: [] as Fact[],
+    /** Sources that could not be read, and why. */
+    unavailable: [] as string[],
   };
   storeFacts(ev, orderId);
 
   const pi = order?.paymentIntentId;
   if (!pi) ev.unavailable.push(`stripe: order ${orderId} is not in the store, so its payment intent is not known`);
-  else {
-    await providerFacts(ev, sources, pi, stepKey(operationId, 'create_refund'));
-  }
+  else await providerFacts(ev, sources, pi, stepKey(operationId, 'create_refund'));
   if (sources.mailboxUrl) await mailboxFacts(ev, sources.mailboxUrl);
   else
     ev.unavailable.push(
@@ -157,13 +119,12 @@ function storeFacts(ev: Evidence, orderId: string): void {
     });
   }
   for (const a of ev.audit.filter((e) => e.event === 'decision')) {
-    const d = a.detail as { decision?: string; by?: string; keyId?: string | null; approvedBy?: string };
-    const approvedByKeyId = (a.detail as { approvedByKeyId?: string | null }).approvedByKeyId;
+    const d = a.detail as Record<string, string | null | undefined>;
     ev.facts.push({
       id: `store:audit:${a.seq}`,
       says:
         `decision ${d.decision ?? '?'} by ${d.by ?? a.actor}${d.keyId ? ` (signed ${d.keyId})` : ''}` +
-        `${d.approvedBy ? `, approved by ${d.approvedBy}${approvedByKeyId ? ` (signed ${approvedByKeyId})` : ''}` : ''} at ${a.at}`,
+        `${d.approvedBy ? `, approved by ${d.approvedBy}${d.approvedByKeyId ? ` (signed ${d.approvedByKeyId})` : ''}` : ''} at ${a.at}`,
     });
   }
 }

@@ -2,7 +2,6 @@
 // correction): inferences, each confirmed, to be confirmed, or contradicted by the facts it names.
 import type { RefundResult, RefundRunState } from '../contract';
 import { effectOfRecord } from '../reliability/effect-of-record';
-import type { OperationRecord } from '../store/types';
 import type { Evidence } from './facts';
 
 export interface Inference {
@@ -22,7 +21,7 @@ export function infer(state: RefundRunState | null, result: RefundResult | null,
   // A refund the provider failed after the run finished is failed, whatever the run last believed.
   const failedLater = ev.operation?.status === 'failed';
   // A run that says nothing was sent while the record holds a send of open outcome (an older run's word) is overruled by the record.
-  const recorded = beliefOf(ev.operation);
+  const recorded = ev.operation ? effectOfRecord(ev.operation).status : 'none';
   const said = state?.effect.status === 'none' && recorded === 'unknown' ? recorded : state?.effect.status;
   const belief = failedLater ? 'failed' : (said ?? (result?.status === 'completed' ? 'refunded' : recorded));
   const refundId =
@@ -97,35 +96,20 @@ export function infer(state: RefundRunState | null, result: RefundResult | null,
     });
   }
 
-  out.push(
-    emailInference(
-      'the customer notice',
-      ev.notice,
-      ev.noticeMessageId,
-      ev.mailbox?.notice ?? null,
-      ev.mailbox !== null,
-    ),
-  );
+  out.push(emailInference('the customer notice', ev.notice, ev.noticeMessageId, ev.mailbox?.notice ?? null));
   if (ev.correction)
-    out.push(
-      emailInference(
-        'the correction',
-        ev.correction,
-        ev.correctionMessageId,
-        ev.mailbox?.correction ?? null,
-        ev.mailbox !== null,
-      ),
-    );
+    out.push(emailInference('the correction', ev.correction, ev.correctionMessageId, ev.mailbox?.correction ?? null));
   return out;
 }
 
+/** `received` is null when the mailbox could not be read. */
 function emailInference(
   what: string,
   entry: Evidence['notice'],
   messageId: string,
   received: number | null,
-  readable: boolean,
 ): Inference {
+  const readable = received !== null;
   const basis = [...(entry ? [`store:outbox:${entry.key}`] : []), ...(readable ? [`mailbox:${messageId}`] : [])];
   const check = `look for Message-ID ${messageId} at the mail provider`;
   if (!entry) {
@@ -134,8 +118,7 @@ function emailInference(
   }
   if (!readable)
     return { claim: `${what} ${messageId} reached the mail server`, status: 'to be confirmed', basis, check };
-  if (received && received > 1)
-    return { claim: `${what} ${messageId} was delivered once`, status: 'contradicted', basis };
+  if (received > 1) return { claim: `${what} ${messageId} was delivered once`, status: 'contradicted', basis };
   if (received === 1)
     return {
       claim: `${what} ${messageId} reached the mailbox, once`,
@@ -153,9 +136,4 @@ function emailInference(
     };
   }
   return { claim: `${what} was not sent`, status: 'confirmed', basis };
-}
-
-/** What the operation's record says of the refund, the way the run decides it (effectOfRecord). */
-function beliefOf(operation: OperationRecord | null | undefined): string {
-  return operation ? effectOfRecord(operation).status : 'none';
 }

@@ -22,51 +22,15 @@ import {
   type RefundResult,
   type RefundRunState,
   type RefundWorkflow,
-  type StepRecord,
 } from '../contract';
-import { verdict, type Verdict } from '../reliability/verdict';
+import { verdict } from '../reliability/verdict';
 import { checkoutFacts } from './checkout-facts';
 import { gatherEvidence, type EvidenceSources, type Fact } from './facts';
 import { infer, type Inference } from './inferences';
 
-export type { Inference } from './inferences';
+export type Inspection = Awaited<ReturnType<typeof inspectRun>>;
 
-export interface Inspection {
-  workflowId: string;
-  runId: string;
-  /** Temporal's view: RUNNING, COMPLETED, FAILED, CANCELED, TERMINATED … */
-  execution: string;
-  refundStatus: string | null;
-  orderId: string | null;
-  operationId: string | null;
-  startedAt: string;
-  closedAt: string | null;
-  steps: StepRecord[] | null;
-  /** Why there is no step table, when there is none. */
-  stateUnavailable: string | null;
-  outcome: RefundRunState['outcome'];
-  /** The registry's escalation path for the step the run stopped at. */
-  escalation: string | null;
-  decisions: RefundRunState['decisions'];
-  facts: Fact[];
-  inferences: Inference[];
-  unavailable: string[];
-  verdict: Verdict;
-  nextAction: string;
-  /** The decision that takes the next action (`retry-step:<step>` for a retry); null when no decision is needed. */
-  decision: string | null;
-  /** While the run waits for a decision: the parking's address (decisionAddress), which `decide --answers` takes. */
-  address: string | null;
-  decidedBy: string[];
-  approvedBy: string[];
-}
-
-export async function inspectRun(
-  client: Client,
-  sources: EvidenceSources,
-  scope: string,
-  workflowId: string,
-): Promise<Inspection> {
+export async function inspectRun(client: Client, sources: EvidenceSources, scope: string, workflowId: string) {
   const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
   const described = await handle.describe();
   const sa = described.typedSearchAttributes;
@@ -178,17 +142,11 @@ export async function inspectRun(
   };
 }
 
-interface HistoryFacts {
-  facts: Fact[];
-  result: RefundResult | null;
-  failure: string | null;
-}
-
 /** What the history itself records: the decisions taken through Updates, and how the run ended. */
-async function readHistory(client: Client, handle: WorkflowHandle): Promise<HistoryFacts> {
+async function readHistory(client: Client, handle: WorkflowHandle) {
   const events = (await handle.fetchHistory()).events ?? [];
   const converter = client.options.loadedDataConverter;
-  const out: HistoryFacts = { facts: [], result: null, failure: null };
+  const out = { facts: [] as Fact[], result: null as RefundResult | null, failure: null as string | null };
   for (const e of events) {
     const id = `history:${String(e.eventId)}`;
     const accepted = e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest;
