@@ -128,8 +128,6 @@ export function refundMetrics(meter: MetricMeter) {
   };
 }
 
-export type RefundMetrics = ReturnType<typeof refundMetrics>;
-
 /** The store's statements, commits and serialization retries, on the worker's meter: its counters made once, not per statement. */
 export function storeMetrics(meter: MetricMeter): StoreObserver {
   const counter = (spec: MetricSpec) => meter.createCounter(spec.name, '', spec.help);
