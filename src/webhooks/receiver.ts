@@ -31,11 +31,10 @@ const MAX_BODY_BYTES = 512 * 1024;
 const CLOSE_WAIT_MS = 5000;
 const REFUND_EVENTS = new Set(['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated']);
 
-export type Handled = { status: number; body: Record<string, unknown> };
+type Handled = { status: number; body: Record<string, unknown> };
 
-/** Takes one webhook request: what to answer, after whatever it hands on is durable. */
-export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string | undefined): Promise<Handled> {
-  if (!signature) throw new HttpError(400, 'unsigned: the request has no Stripe-Signature header');
+/** Takes one signed webhook request: what to answer, after whatever it hands on is durable. */
+async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string): Promise<Handled> {
   let event: Stripe.Event;
   try {
     event = deps.stripe.webhooks.constructEvent(raw, signature, deps.secret, deps.toleranceSec ?? 300);
