@@ -8,10 +8,9 @@ import type { BreakerState } from '../reliability/circuit-breaker';
 import type { Verdict } from '../reliability/verdict';
 import type { StoreObserver } from '../store/database';
 
-type Kind = 'counter' | 'gauge';
 interface MetricSpec {
   name: string;
-  kind: Kind;
+  kind: 'counter' | 'gauge';
   labels: readonly string[];
   help: string;
 }
