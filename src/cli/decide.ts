@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import { workerPolling } from '../temporal/client';
 import { REFUND_STEPS } from '../compensations/registry';
 import { loadConfig } from '../config';
-import { DECISION_KINDS, deciderNameSchema, ROLES } from '../reliability/policy';
+import { DECISION_KINDS, deciderNameSchema, ROLES } from '../reliability/policy-terms';
 import {
   decisionAddress,
   DECISION_ADDRESS,

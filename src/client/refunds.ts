@@ -18,15 +18,9 @@ import {
   type CompletedRefund,
   type RefundWorkflow,
 } from '../contract';
-import { changedIntent, parseRefundRequest, type RefundRequest } from '../domain/refund-request';
+import { changedIntent, parseRefundRequest } from '../domain/refund-request';
 import { ConflictingRefundError, startedWith } from '../temporal/client';
 import { outcomeOf, type RunOutcome } from './outcome';
-
-export interface StartedRefund {
-  workflowId: string;
-  handle: WorkflowHandle<RefundWorkflow>;
-  request: RefundRequest;
-}
 
 /**
  * Starts the refund, or returns the run that already holds its workflow id (running or
@@ -34,12 +28,7 @@ export interface StartedRefund {
  * run's is a changed intent and is refused: it needs a new operation version. With `admission`,
  * a new run is refused (AdmissionRejectedError) while the workers are too far behind.
  */
-export async function startRefund(
-  client: Client,
-  input: unknown,
-  taskQueue = TASK_QUEUE,
-  admission?: Admission,
-): Promise<StartedRefund> {
+export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, admission?: Admission) {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
   let handle: WorkflowHandle<RefundWorkflow>;

@@ -22,12 +22,6 @@ export interface CodecServerOptions {
   host?: string;
 }
 
-/** The codec server the configuration describes (CODEC_*), for the namespace it targets. */
-export function configuredCodecServer(config: Config, codec: PayloadCodec): CodecServerOptions {
-  const { origins, authToken, port, host } = config.codec;
-  return { codec, namespace: config.temporal.namespace, origins, authToken, port, host };
-}
-
 /**
  * The one way a codec server is started from the configuration, with the workers' keys: by
  * `npm run codec-server` and by the local stack. Undefined with PAYLOAD_ENCRYPTION=off.
@@ -37,7 +31,8 @@ export async function startConfiguredCodecServer(
 ): Promise<{ server: CodecServer; summary: string } | undefined> {
   const keyring = payloadKeyring(config);
   if (!keyring) return undefined;
-  const server = await startCodecServer(configuredCodecServer(config, new EncryptionCodec(keyring)));
+  const codec = new EncryptionCodec(keyring);
+  const server = await startCodecServer({ ...config.codec, codec, namespace: config.temporal.namespace });
   const c = config.codec;
   const summary =
     `codec server on ${server.url} for namespace ${config.temporal.namespace}, keys ${[...keyring.keys.keys()].join(', ')} (encrypting with ${keyring.current}); ` +

@@ -1,12 +1,6 @@
 // How payloads cross to Temporal for every worker and client of this project: encrypted with
 // the configured keyring, failures' messages included.
-import {
-  METADATA_ENCODING_KEY,
-  type DataConverter,
-  type Payload,
-  type PayloadCodec,
-  type SerializationContext,
-} from '@temporalio/common';
+import { METADATA_ENCODING_KEY, type DataConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import type { Config } from '../config';
 import { ENCRYPTED_ENCODING, EncryptionCodec } from './encryption-codec';
 import { localKeyring, parseKeyring, type Keyring } from './keyring';
@@ -56,7 +50,7 @@ export function refundDataConverter(keyring: Keyring | undefined, options: Conve
   return {
     failureConverterPath: FAILURE_CONVERTER_PATH,
     payloadConverterPath: PAYLOAD_CONVERTER_PATH,
-    payloadCodecs: keyring ? [new UndecodableMarked(new EncryptionCodec(keyring), refusal || undefined)] : [],
+    payloadCodecs: keyring ? [undecodableMarked(new EncryptionCodec(keyring), refusal || undefined)] : [],
   };
 }
 
@@ -72,29 +66,22 @@ export function workerDataConverter(config: Config, keyring: Keyring | undefined
  * So is a workflow's own payload sent in plaintext, when this worker refuses plaintext. The payload
  * converter decides what a marked payload becomes (payload-converter.ts).
  */
-class UndecodableMarked implements PayloadCodec {
-  constructor(
-    private readonly codec: PayloadCodec,
-    private readonly plaintextRefusal?: string,
-  ) {}
-
-  encode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
-    return this.codec.encode(payloads, context);
-  }
-
-  decode(payloads: Payload[], context?: SerializationContext): Promise<Payload[]> {
-    return Promise.all(
-      payloads.map((payload) => {
-        // Activities' payloads come from our own workers only; a workflow's own come from anyone with namespace access.
-        if (this.plaintextRefusal && context?.type === 'workflow' && !encrypted(payload))
-          return marked(PLAINTEXT_REFUSED_ENCODING, this.plaintextRefusal);
-        return this.codec.decode([payload], context).then(
-          ([decoded]) => decoded!,
-          (err: unknown) => marked(UNDECODABLE_ENCODING, err instanceof Error ? err.message : String(err)),
-        );
-      }),
-    );
-  }
+function undecodableMarked(codec: PayloadCodec, refusal?: string): PayloadCodec {
+  return {
+    encode: (payloads, context) => codec.encode(payloads, context),
+    decode: (payloads, context) =>
+      Promise.all(
+        payloads.map((payload) => {
+          // Activities' payloads come from our own workers only; a workflow's own come from anyone with namespace access.
+          if (refusal && context?.type === 'workflow' && !encrypted(payload))
+            return marked(PLAINTEXT_REFUSED_ENCODING, refusal);
+          return codec.decode([payload], context).then(
+            ([decoded]) => decoded!,
+            (err: unknown) => marked(UNDECODABLE_ENCODING, err instanceof Error ? err.message : String(err)),
+          );
+        }),
+      ),
+  };
 }
 
 const utf8 = new TextEncoder();

@@ -6,9 +6,10 @@
 // before any handler runs, it would fail the workflow task on every retry and freeze the run. Inside
 // a workflow, a payload of the workflow itself (its input, a Signal's, an Update's) that cannot be
 // decoded therefore becomes an UndecodableValue, which every handler's schema ignores or refuses and
-// every workflow refuses as input; so does one a worker refuses for being plaintext. Anywhere else (an activity's input, a client reading a result) and
-// for an activity's result inside a workflow, it still throws: those payloads come from our own
-// workers, a failure there is a misconfigured key, and a retry on a worker that has it is the cure.
+// every workflow refuses as input; so does one a worker refuses for being plaintext. Anywhere else
+// (an activity's input, a client reading a result) and for an activity's result inside a workflow,
+// it still throws: those payloads come from our own workers, a failure there is a misconfigured
+// key, and a retry on a worker that has it is the cure.
 import {
   DefaultPayloadConverter,
   METADATA_ENCODING_KEY,
@@ -43,19 +44,13 @@ export function isRefusedPlaintext(value: unknown): value is UndecodableValue & 
 
 const text = (bytes: Uint8Array | null | undefined) => (bytes ? new TextDecoder().decode(bytes) : '');
 
-class RefundPayloadConverter implements PayloadConverter {
-  private readonly inner = new DefaultPayloadConverter();
-
-  toPayload<T>(value: T, context?: SerializationContext, hint?: ConverterHint<T>): Payload {
-    return this.inner.toPayload(value, context, hint);
-  }
-
-  fromPayload<T>(payload: Payload, context?: SerializationContext, hint?: ConverterHint<T>): T {
+class RefundPayloadConverter extends DefaultPayloadConverter {
+  override fromPayload<T>(payload: Payload, context?: SerializationContext, hint?: ConverterHint<T>): T {
     const encoding = text(payload.metadata?.[METADATA_ENCODING_KEY]);
     const plaintext = encoding === PLAINTEXT_REFUSED_ENCODING;
     try {
       if (encoding === UNDECODABLE_ENCODING || plaintext) throw new Error(text(payload.data));
-      return this.inner.fromPayload<T>(payload, context, hint);
+      return super.fromPayload<T>(payload, context, hint);
     } catch (err) {
       if (context?.type !== 'workflow' || !inWorkflowContext()) throw err;
       const why = err instanceof Error ? err.message : String(err);

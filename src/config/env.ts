@@ -81,7 +81,6 @@ export const envSchema = z.object({
   DIGEST_TO: z.string().email().default('refund-ops@durable-refunds.test'),
   SCHEDULE_TIME_ZONE: z.string().min(1).default('UTC'),
   SCHEDULES_FILE: z.string().min(1).optional(),
-  /** Who may decide parked runs, overriding the policy's roles: `alice=operator,bob=operator+approver`. */
   /** off: payloads go to Temporal in plaintext. On (the default), they are encrypted with PAYLOAD_KEYS. */
   PAYLOAD_ENCRYPTION: z.enum(['on', 'off']).default('on'),
   /** `id:base64key,…`, newest first: the newest encrypts, every one decrypts. */
@@ -153,6 +152,7 @@ export const envSchema = z.object({
   WORKER_RECONCILE_SLOTS: z.coerce.number().int().min(1).max(10_000).default(10),
   /** New refunds are refused while a task queue of the refunds has more tasks waiting than this; 0: never. */
   ADMISSION_MAX_BACKLOG: z.coerce.number().int().min(0).max(10_000_000).default(1000),
+  /** Who may decide parked runs, overriding the policy's roles: `alice=operator,bob=operator+approver`. */
   DECIDERS: z
     .string()
     .transform((text, ctx) => {

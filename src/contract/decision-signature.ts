@@ -2,7 +2,7 @@
 // one canonical string. `npm run decide` signs it with the decider's Ed25519 key (node:crypto); the
 // run's validator verifies it in workflow code. docs/production.md, "Signed decisions".
 import { z } from 'zod';
-import type { DecisionKind } from '../reliability/policy';
+import type { DecisionKind } from '../reliability/policy-terms';
 import { sha256Hex } from './sha256';
 import type { SagaStep } from './steps';
 

@@ -1,7 +1,7 @@
 // A person's (or the sweep's) decision for a parked run: what the `decide` Update takes, and the
 // record the run keeps of each decision. The run's DecisionDesk judges them (src/workflows/).
 import { z } from 'zod';
-import { DECISION_KINDS, deciderNameSchema, type DecisionKind } from '../reliability/policy';
+import { DECISION_KINDS, deciderNameSchema, type DecisionKind } from '../reliability/policy-terms';
 import { signedSchema } from './decision-signature';
 import { SAGA_STEPS, type SagaStep } from './steps';
 

@@ -3,7 +3,7 @@
 // reconciliation, budgets, decisions, provider events, and why the run stopped. Types only.
 import type { RefundRequest } from '../domain/refund-request';
 import type { AttemptSummary } from '../reliability/attempt-ledger';
-import type { RecoveryAction, RecoveryOwner } from '../reliability/policy';
+import type { RecoveryAction, RecoveryOwner } from '../reliability/policy-terms';
 import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import type { ParkedEvidence, VerdictView } from '../reliability/verdict';
 import type { DecisionRecord } from './decision';

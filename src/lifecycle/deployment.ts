@@ -50,8 +50,3 @@ export function deploymentVersion(
 export function deploymentOptions(version: WorkerDeploymentVersion | undefined): WorkerDeploymentOptions | undefined {
   return version && { version, useWorkerVersioning: true, defaultVersioningBehavior: 'PINNED' };
 }
-
-/** How the start log names it: `durable-refunds:0.1.0-3f2a… (pinned)`, or unversioned. */
-export function describeDeployment(version: WorkerDeploymentVersion | undefined): string {
-  return version ? `${version.deploymentName}:${version.buildId} (pinned)` : 'unversioned (WORKER_VERSIONING=off)';
-}

@@ -14,11 +14,6 @@ export type ReadinessCheck = () => unknown;
 /** A check that has not answered in this long has failed: a probe must not hang on a stuck database. */
 const CHECK_TIMEOUT_MS = 2000;
 
-export interface HealthServer {
-  url: string;
-  close(): Promise<void>;
-}
-
 type Outcome = { ok: true; saw?: unknown } | { ok: false; error: string };
 
 async function judge(check: ReadinessCheck): Promise<Outcome> {
@@ -45,10 +40,7 @@ export async function readiness(checks: Record<string, ReadinessCheck>) {
   return { ready: failed.length === 0, failed, checks: results };
 }
 
-export async function startHealthServer(
-  checks: Record<string, ReadinessCheck>,
-  at: { host: string; port: number },
-): Promise<HealthServer> {
+export async function startHealthServer(checks: Record<string, ReadinessCheck>, at: { host: string; port: number }) {
   const server = http.createServer((req, res) => {
     const answer = (status: number, body: Record<string, unknown>) => {
       res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });

@@ -8,10 +8,9 @@ import type { BreakerState } from '../reliability/circuit-breaker';
 import type { Verdict } from '../reliability/verdict';
 import type { StoreObserver } from '../store/database';
 
-type Kind = 'counter' | 'gauge';
 interface MetricSpec {
   name: string;
-  kind: Kind;
+  kind: 'counter' | 'gauge';
   labels: readonly string[];
   help: string;
 }
@@ -127,8 +126,6 @@ export function refundMetrics(meter: MetricMeter) {
     admissionRefused: () => add(METRICS.admissionRefusals),
   };
 }
-
-export type RefundMetrics = ReturnType<typeof refundMetrics>;
 
 /** The store's statements, commits and serialization retries, on the worker's meter: its counters made once, not per statement. */
 export function storeMetrics(meter: MetricMeter): StoreObserver {

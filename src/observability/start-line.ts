@@ -3,7 +3,6 @@ import type { WorkerDeploymentVersion } from '@temporalio/common';
 import type { Config } from '../config';
 import type { Keyring } from '../codec/keyring';
 import type { RunSettings } from '../contract';
-import { describeDeployment } from '../lifecycle/deployment';
 
 export function startLineFields(
   config: Config,
@@ -14,7 +13,9 @@ export function startLineFields(
 ): Record<string, unknown> {
   return {
     namespace: config.temporal.namespace,
-    deployment: describeDeployment(deployment),
+    deployment: deployment
+      ? `${deployment.deploymentName}:${deployment.buildId} (pinned)`
+      : 'unversioned (WORKER_VERSIONING=off)',
     scope: settings.scope,
     policy: settings.policy.version,
     database: config.databaseUrl.split(':')[0],

@@ -25,18 +25,6 @@ export interface BreakerRefusal {
   message: string;
 }
 
-export interface BreakerSnapshot {
-  name: string;
-  state: BreakerState;
-  /** Health failures, and successes, in the last windowMs while closed. */
-  failures: number;
-  successes: number;
-  /** Calls let through whose verdict is not in yet. */
-  inFlight: number;
-  openedAt: number | null;
-  opened: number;
-}
-
 export class CircuitBreaker {
   private state: BreakerState = 'closed';
   /** When each health failure and each success of the window happened (closed only; emptied when it opens or closes). */
@@ -116,7 +104,8 @@ export class CircuitBreaker {
     if (failed >= this.settings.failureThreshold && failed >= this.successes.length + this.out.length) this.open();
   }
 
-  snapshot(): BreakerSnapshot {
+  /** Its state, and the window's health failures, successes and calls still out. */
+  snapshot() {
     const now = this.now();
     const count = (times: number[]) => this.recent(times, now).length;
     return {

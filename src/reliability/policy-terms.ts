@@ -1,6 +1,6 @@
 // The recovery policy's terms: its actions and who owns each, the decisions a parked run takes and
 // the roles that may take them, the defaults of its optional sections, and how a failure finds its
-// rule. Both the policy (policy.ts) and its schema (policy-schema.ts) use them. Pure.
+// rule. The policy (policy.ts), its schema (policy-schema.ts) and workflow code use them. Pure.
 import { z } from 'zod';
 import type { Boundary, Certainty, FailureCode } from './taxonomy';
 

@@ -1,7 +1,7 @@
 // The recovery policy: one declarative table, code × certainty (× boundary) → the next safe move,
 // plus the activity timeouts and the run's budgets. The activities' Temporal retry policies are
-// derived from it. Workflow code imports this module, so it stays pure and builds one small schema:
-// what a policy file must be is policy-schema.ts, checked where a policy is loaded, not in every run.
+// derived from it. Workflow code imports this module, so it stays pure and builds no schema: what a
+// policy file must be is policy-schema.ts, checked where a policy is loaded, not in every run.
 import type { RecoveryPolicy, RecoveryRule } from './policy-schema';
 import { findRule } from './policy-terms';
 import { CERTAINTIES, FAILURE_CODES, type Boundary, type Certainty, type FailureCode } from './taxonomy';
@@ -15,23 +15,6 @@ export type {
   RecoveryRule,
   BudgetLimits,
 } from './policy-schema';
-// The policy's terms live apart so that its schema can use them without importing this module.
-export {
-  ACTIONS,
-  DECISION_KINDS,
-  deciderNameSchema,
-  publicKeySchema,
-  DEFAULT_AWAIT_PROVIDER,
-  DEFAULT_BREAKER,
-  findRule,
-  OWNER_OF,
-  OWNERS,
-  ROLES,
-  type DecisionKind,
-  type RecoveryAction,
-  type RecoveryOwner,
-  type Role,
-} from './policy-terms';
 
 /** The rule that decides a failure. A validated policy always has one. */
 export function ruleFor(

@@ -39,21 +39,17 @@ export function retryCreateText(step = 'create_refund'): string {
   return `retry-step ${step}, which looks the refund up at the provider first and sends only if it is not there, or resends with the same key while the provider still deduplicates it`;
 }
 
-/** Who may decide, by name, as the run parked: the policy's operators and approvers, and the decisions that need a second person. */
-export interface Deciders {
-  operators: string[];
-  approvers: string[];
-  needApproval: string[];
-}
-
 /** A parked run's evidence for its verdict: its facts, and who may decide. Its state shows both, so `inspect` draws the same verdict. */
 export interface ParkedEvidence {
   facts: VerdictFacts;
-  deciders: Deciders;
+  deciders: ReturnType<typeof decidersOf>;
 }
 
-/** Who may decide under a decision policy, by name (names as values, so the run's state masks them as it masks its verdict). */
-export function decidersOf(policy: Pick<DecisionPolicy, 'roles' | 'needApproval'>): Deciders {
+/**
+ * Who may decide under a decision policy, by name: its operators and approvers, and the decisions that need a
+ * second person (names as values, so the run's state masks them as it masks its verdict).
+ */
+export function decidersOf(policy: Pick<DecisionPolicy, 'roles' | 'needApproval'>) {
   const holders = (role: 'operator' | 'approver') =>
     Object.entries(policy.roles)
       .filter(([, roles]) => roles.includes(role))

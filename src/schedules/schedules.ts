@@ -165,25 +165,8 @@ function calendarText(calendars: unknown): string {
     .join('; ');
 }
 
-export interface ScheduleView {
-  id: string;
-  definition: string | null;
-  workflow: string | null;
-  args: unknown;
-  timeZone: string;
-  calendar: string;
-  overlap: ScheduleOverlapPolicy;
-  catchupWindowMs: number;
-  pauseOnFailure: boolean;
-  paused: boolean;
-  note: string | null;
-  /** Next action times, in the schedule's own time zone. */
-  next: string[];
-  recent: { scheduledAt: string; takenAt: string; workflowId: string | null }[];
-  running: string[];
-}
-
-export function viewOf(id: string, described: ScheduleDescription): ScheduleView {
+/** A described schedule as the CLI shows it: its next and recent times in its own time zone. */
+export function viewOf(id: string, described: ScheduleDescription) {
   const tz = described.spec.timezone ?? 'UTC';
   const action = described.action as { memo?: Record<string, unknown>; workflowType?: string; args?: unknown[] };
   return {
@@ -207,3 +190,5 @@ export function viewOf(id: string, described: ScheduleDescription): ScheduleView
     running: described.info.runningActions.map((a) => a.workflow.workflowId),
   };
 }
+
+export type ScheduleView = ReturnType<typeof viewOf>;

@@ -42,15 +42,8 @@ export async function startedWith(client: Client, workflowId: string): Promise<R
   }
 }
 
-export interface Backlog {
-  taskQueue: string;
-  /** Tasks waiting for a worker, as the server estimates them (its figure lags by a few seconds). */
-  tasks: number;
-  ageSeconds: number;
-}
-
 /** The backlogs new refunds add to: workflow tasks on the task queue, activities in the effects pool. */
-export async function backlogs(client: Client, taskQueue: string): Promise<Backlog[]> {
+export async function backlogs(client: Client, taskQueue: string) {
   const queues = [
     { name: taskQueue, type: TASK_QUEUE_TYPE_WORKFLOW },
     { name: poolQueue(taskQueue, 'effects'), type: TASK_QUEUE_TYPE_ACTIVITY },
@@ -70,12 +63,15 @@ export async function backlogs(client: Client, taskQueue: string): Promise<Backl
         );
       return {
         taskQueue: name,
+        // Tasks waiting for a worker, as the server estimates them (its figure lags by a few seconds).
         tasks: Number(stats?.approximateBacklogCount ?? 0),
         ageSeconds: Number(stats?.approximateBacklogAge?.seconds ?? 0),
       };
     }),
   );
 }
+
+export type Backlog = Awaited<ReturnType<typeof backlogs>>[number];
 
 /**
  * Whether a worker polled the workflow task queue lately (Temporal keeps pollers seen in the last

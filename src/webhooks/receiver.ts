@@ -31,16 +31,10 @@ const MAX_BODY_BYTES = 512 * 1024;
 const CLOSE_WAIT_MS = 5000;
 const REFUND_EVENTS = new Set(['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated']);
 
-/** The run that holds an operation: the one that committed its intent. */
-async function runFor(store: OrderStore, operationId: string): Promise<string | undefined> {
-  return (await store.operations.get(operationId))?.createdBy;
-}
+type Handled = { status: number; body: Record<string, unknown> };
 
-export type Handled = { status: number; body: Record<string, unknown> };
-
-/** Takes one webhook request: what to answer, after whatever it hands on is durable. */
-export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string | undefined): Promise<Handled> {
-  if (!signature) throw new HttpError(400, 'unsigned: the request has no Stripe-Signature header');
+/** Takes one signed webhook request: what to answer, after whatever it hands on is durable. */
+async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string): Promise<Handled> {
   let event: Stripe.Event;
   try {
     event = deps.stripe.webhooks.constructEvent(raw, signature, deps.secret, deps.toleranceSec ?? 300);
@@ -83,7 +77,8 @@ export async function handleWebhook(deps: ReceiverDeps, raw: string, signature: 
       body: { received: event.id, handled: false, why: 'the refund carries no metadata.operation_id' },
     };
   }
-  const workflowId = await runFor(deps.store, operationId);
+  // The run that holds the operation: the one that committed its intent.
+  const workflowId = (await deps.store.operations.get(operationId))?.createdBy;
   if (!workflowId) {
     // Another environment's refund, or one this store never committed: nothing here to hand it to.
     await deps.store.providerEvents.handed(event.id, null, `no run: operation ${operationId} is not in this store`);

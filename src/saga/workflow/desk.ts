@@ -12,7 +12,8 @@ import {
   type DecisionRecord,
   type ParsedDecision,
 } from '../../contract';
-import type { DecisionKind, DecisionPolicy, Role } from '../../reliability/policy';
+import type { DecisionPolicy } from '../../reliability/policy';
+import type { DecisionKind, Role } from '../../reliability/policy-terms';
 import { conditionTimeout } from './wait';
 import { checkSignature, refuseMoved, refuseReplayed } from './signature-check';
 import { zodProblems } from '../../domain/zod-problems';

@@ -15,13 +15,8 @@ import {
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
 import { pinnedPolicy } from '../../reliability/pinned-policy';
-import {
-  ruleFor,
-  type DecisionPolicy,
-  type RecoveryAction,
-  type RecoveryOwner,
-  type RecoveryPolicy,
-} from '../../reliability/policy';
+import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
+import type { RecoveryAction, RecoveryOwner } from '../../reliability/policy-terms';
 import { type Boundary, type Certainty, outcomeUnknown } from '../../reliability/taxonomy';
 import {
   decidersOf,
