@@ -17,6 +17,7 @@ import {
 } from '../contract';
 import type { OrderStore } from '../store/types';
 import { Classified, type AttemptRunner } from './attempt';
+import { noIntent } from './create-refund';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
@@ -51,13 +52,7 @@ export function createFollowUpActivities(deps: {
     return deps.attempt(call, paymentFailure(false), async (attempt) => {
       const stripe = deps.stripe(attempt);
       const op = await store.operations.get(input.operationId);
-      if (!op)
-        throw new Classified(
-          'INVALID_ARGUMENTS',
-          'not_executed',
-          'no_intent',
-          `operation ${input.operationId} is not in this store`,
-        );
+      if (!op) throw noIntent(input.operationId);
       const refund = await stripe.refunds.retrieve(input.refundId);
       if (refund.metadata?.operation_id !== input.operationId) {
         throw new Classified(
