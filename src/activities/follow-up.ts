@@ -73,8 +73,8 @@ export function createFollowUpActivities(deps: {
       }
       const receipt = toReceipt(refund, false);
       const failed = refund.status === 'failed' || refund.status === 'canceled';
-      if (failed) await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
       if (failed) {
+        await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
         await store.operations.settle(
           input.operationId,
@@ -88,7 +88,7 @@ export function createFollowUpActivities(deps: {
         request: op.request,
         refund: receipt,
         failed,
-        ...(await readStanding(input.operationId, refund.id)),
+        ...(await standingRecords({ operationId: input.operationId, refundId: refund.id })),
         policy: deps.settings.policy,
       };
     });
@@ -110,8 +110,12 @@ export function createFollowUpActivities(deps: {
     );
   }
 
-  /** The refund on the order when it is `refundId` (or, without one, whichever this operation applied), and the outbox entries of the customer notice and of its correction. */
-  async function readStanding(operationId: string, refundId: string | null): Promise<StandingRecords> {
+  /**
+   * What of the saga stands in the store (a read: it changes nothing): the refund on the order when it is `refundId` (or,
+   * without one, whichever this operation applied), and the outbox entries of the customer notice and of its correction.
+   */
+  async function standingRecords(input: { operationId: string; refundId: string | null }): Promise<StandingRecords> {
+    const { operationId, refundId } = input;
     const applied = await store.appliedRefund(operationId);
     const entry = async (key: string) => {
       const found = await store.getNotification(key);
@@ -125,11 +129,6 @@ export function createFollowUpActivities(deps: {
       notice: await entry(stepKey(operationId, 'notify_customer')),
       correction: await entry(compensationKeyOf('notify_customer', operationId)),
     };
-  }
-
-  /** What of the saga stands in the store, for a run that plans its compensation (a read: it changes nothing). */
-  async function standingRecords(input: { operationId: string; refundId: string | null }): Promise<StandingRecords> {
-    return readStanding(input.operationId, input.refundId);
   }
 
   /**
