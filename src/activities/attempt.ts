@@ -102,9 +102,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
             'may_have_executed',
             'circuit_open_after_uncertain_attempt',
             `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`,
-            {
-              retryAfterMs: refused.retryAfterMs,
-            },
+            { retryAfterMs: refused.retryAfterMs },
           );
         }
         throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, {

@@ -12,12 +12,10 @@ import {
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
-import { provesNothingSent, type PaymentDeps, type refundCreation } from './create-refund';
+import { stripeSendParts, type PaymentDeps, type refundCreation } from './create-refund';
 import { refundIntent } from './operations';
 import { paymentFailure } from './payment-failures';
-import { sendWindow } from './send-window';
 import { receiptNotRecorded, storeFailure } from './store-failures';
-import { stripeFailure } from './stripe-failures';
 
 export interface CartStepInput {
   key: string;
@@ -68,7 +66,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
   const windows = deps.settings.provider;
   const pinned = pinSettings(deps.settings);
   const { sends, checkouts } = store;
-  const { insideWindow } = sendWindow(windows);
+  const stripeSend = stripeSendParts(windows, () => store.operations.clock());
   const storeCall = (step: string, { key, operationId }: CartStepInput) => ({
     step,
     key,
@@ -97,11 +95,9 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
           const record = await sends.get<ChargeReceipt>(input.key, input.operationId);
           const stripe = deps.stripe(a);
           return sendOnce<typeof record, ChargeReceipt, Answer>(a, {
+            ...stripeSend,
             record,
-            insideWindow: async (r) => insideWindow(r, await store.operations.clock()),
-            replayed: (receipt) => ({ ...receipt, replayed: true }),
             reconcileFirst: (r) => outsideDedupeWindow(`the charge was first sent at ${r.firstSentAt}`, input.key),
-            maxRequestMs: windows.requestTimeoutMs,
             stamp: (onWire) => sends.stamp(input.key, input.operationId, a.actor, onWire).then(() => undefined),
             request: (timeout) =>
               stripe.paymentIntents
@@ -130,8 +126,6 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
                     throw err;
                   },
                 ),
-            classify: (err) => stripeFailure(err, true),
-            provesNothingSent,
             // The record already shows the send open (sent, neither settled nor proven absent): nothing more to write.
             recordUnknown: async () => undefined,
             recordAbsent: (failure, through) => sends.provenAbsent(input.key, through, a.actor, failure.reason),

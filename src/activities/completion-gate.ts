@@ -58,7 +58,12 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
       // The provider's two reads are one round trip, not two, with the store's (one connection, in turn) beside them.
       // Each is waited for, even once one has failed, so that no request outlives the attempt that counts it.
       const [{ event, refund }, listed, [applied, notice, trail]] = await allOrFirstError([
-        providerView(stripe, input),
+        // The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it.
+        (async () => {
+          const event = await signedSuccess(input);
+          const refund: ProviderView = event ?? (await stripe.refunds.retrieve(input.refundId));
+          return { event, refund };
+        })(),
         listRefunds(stripe, input.paymentIntentId),
         (async () =>
           [
@@ -152,18 +157,6 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
       }
       return { verdict, refund: receipt, findings, otherRefundIds: mine.filter((id) => id !== refund.id) };
     });
-  }
-
-  /** The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it. */
-  async function providerView(
-    stripe: Stripe,
-    input: CheckCompletionInput,
-  ): Promise<{ event: Awaited<ReturnType<typeof signedSuccess>>; refund: ProviderView }> {
-    const event = await signedSuccess(input);
-    return {
-      event,
-      refund: event ?? (await stripe.refunds.retrieve(input.refundId)),
-    };
   }
 
   /** The provider's signed word that the refund succeeded, as the receiver recorded it, when the run was handed one. */

@@ -38,7 +38,7 @@ export interface CreateRefundInput {
 
 export function refundCreation(deps: PaymentDeps) {
   const { log } = deps;
-  const { insideWindow } = sendWindow(deps.windows);
+  const stripeSend = stripeSendParts(deps.windows, () => log.clock());
 
   /**
    * Sends the refund, unless the operation's record says not to. The result is the provider's
@@ -63,24 +63,17 @@ export function refundCreation(deps: PaymentDeps) {
   async function sendRefund(attempt: Attempt, input: CreateRefundInput): Promise<RefundReceipt> {
     const { operationId, idempotencyKey } = input;
     const op = await log.get(operationId);
-    if (!op)
-      throw new Classified(
-        'INVALID_ARGUMENTS',
-        'not_executed',
-        'no_intent',
-        `no intent is recorded for operation ${operationId}; nothing was sent`,
-      );
+    if (!op) throw noIntent(operationId);
     const stripe = deps.stripe(attempt);
     // Best effort, both records of a failed send: the failure itself tells the workflow; the record makes later runs reconcile first.
     const settle = (update: OperationUpdate, event: string, failure: Classified) =>
       log.settle(operationId, update, attempt.actor, event, { message: failure.message });
-    return sendOnce(attempt, {
-      record: { ...op, receipt: op.refund },
-      insideWindow: async (record) => insideWindow(record, await log.clock()),
-      replayed: (receipt) => ({ ...receipt, replayed: true }),
+    const record = { ...op, receipt: op.refund };
+    return sendOnce<typeof record, RefundReceipt, Stripe.Response<Stripe.Refund>>(attempt, {
+      ...stripeSend,
+      record,
       reconcileFirst: () =>
         outsideDedupeWindow(`operation ${operationId} was first sent at ${op.firstSentAt}`, idempotencyKey),
-      maxRequestMs: deps.windows.requestTimeoutMs,
       stamp: (onWireForMs) => stamp(attempt, op, onWireForMs),
       request: (timeout) =>
         stripe.refunds.create(
@@ -92,8 +85,6 @@ export function refundCreation(deps: PaymentDeps) {
           },
           { idempotencyKey, timeout },
         ),
-      classify: (err) => stripeFailure(err, true),
-      provesNothingSent,
       recordUnknown: (failure) =>
         settle({ status: 'unknown', reason: failure.reason }, 'refund_outcome_unknown', failure),
       recordAbsent: async (failure, ifRequestsSent) => {
@@ -165,12 +156,33 @@ export function refundCreation(deps: PaymentDeps) {
   return { createRefund };
 }
 
+/** Refused before anything is sent or asked: the operation has no intent on record. */
+export const noIntent = (operationId: string) =>
+  new Classified(
+    'INVALID_ARGUMENTS',
+    'not_executed',
+    'no_intent',
+    `no intent is recorded for operation ${operationId}; nothing was sent`,
+  );
+
+/** What every Stripe send under a key shares: its dedupe window on the store's clock, its replay, timeout and failures. */
+export function stripeSendParts(windows: ProviderWindows, clock: () => Promise<number>) {
+  const { insideWindow } = sendWindow(windows);
+  return {
+    insideWindow: async (record: Pick<OperationRecord, 'firstSentAt'>) => insideWindow(record, await clock()),
+    replayed: <R extends { replayed: boolean }>(receipt: R): R => ({ ...receipt, replayed: true }),
+    maxRequestMs: windows.requestTimeoutMs,
+    classify: (err: unknown) => stripeFailure(err, true),
+    provesNothingSent,
+  };
+}
+
 /**
- * A failed send that proves it made no refund: it never left this process, or Stripe itself (its
+ * A failed send that proves it made nothing: it never left this process, or Stripe itself (its
  * request id on the answer) refused it below 500. A 5xx, or an answer without Stripe's request id
  * (a proxy's), proves only that the last hop said no: the request may have gone on to Stripe.
  */
-export function provesNothingSent(failure: Classified): boolean {
+function provesNothingSent(failure: Classified): boolean {
   if (failure.certainty !== 'not_executed') return false;
   if (failure.reason === 'attempt_time_spent' || failure.reason === 'connection_failed_before_send') return true;
   const status = failure.extra.provider?.statusCode;

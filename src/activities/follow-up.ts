@@ -17,6 +17,7 @@ import {
 } from '../contract';
 import type { OrderStore } from '../store';
 import { Classified, type AttemptRunner } from './attempt';
+import { noIntent } from './create-refund';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
@@ -51,13 +52,7 @@ export function createFollowUpActivities(deps: {
     return deps.attempt(call, paymentFailure(false), async (attempt) => {
       const stripe = deps.stripe(attempt);
       const op = await store.operations.get(input.operationId);
-      if (!op)
-        throw new Classified(
-          'INVALID_ARGUMENTS',
-          'not_executed',
-          'no_intent',
-          `operation ${input.operationId} is not in this store`,
-        );
+      if (!op) throw noIntent(input.operationId);
       const refund = await stripe.refunds.retrieve(input.refundId);
       if (refund.metadata?.operation_id !== input.operationId) {
         throw new Classified(
@@ -78,8 +73,8 @@ export function createFollowUpActivities(deps: {
       }
       const receipt = toReceipt(refund, false);
       const failed = refund.status === 'failed' || refund.status === 'canceled';
-      if (failed) await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
       if (failed) {
+        await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
         const reason = refund.failure_reason ?? refund.status ?? 'failed';
         await store.operations.settle(
           input.operationId,
@@ -93,7 +88,7 @@ export function createFollowUpActivities(deps: {
         request: op.request,
         refund: receipt,
         failed,
-        ...(await readStanding(input.operationId, refund.id)),
+        ...(await standingRecords({ operationId: input.operationId, refundId: refund.id })),
         policy: deps.settings.policy,
         scope: op.scope,
       };
@@ -116,8 +111,12 @@ export function createFollowUpActivities(deps: {
     );
   }
 
-  /** The refund on the order when it is `refundId` (or, without one, whichever this operation applied), and the outbox entries of the customer notice and of its correction. */
-  async function readStanding(operationId: string, refundId: string | null): Promise<StandingRecords> {
+  /**
+   * What of the saga stands in the store (a read: it changes nothing): the refund on the order when it is `refundId` (or,
+   * without one, whichever this operation applied), and the outbox entries of the customer notice and of its correction.
+   */
+  async function standingRecords(input: { operationId: string; refundId: string | null }): Promise<StandingRecords> {
+    const { operationId, refundId } = input;
     const applied = await store.appliedRefund(operationId);
     const entry = async (key: string) => {
       const found = await store.getNotification(key);
@@ -131,11 +130,6 @@ export function createFollowUpActivities(deps: {
       notice: await entry(stepKey(operationId, 'notify_customer')),
       correction: await entry(compensationKeyOf('notify_customer', operationId)),
     };
-  }
-
-  /** What of the saga stands in the store, for a run that plans its compensation (a read: it changes nothing). */
-  async function standingRecords(input: { operationId: string; refundId: string | null }): Promise<StandingRecords> {
-    return readStanding(input.operationId, input.refundId);
   }
 
   /**

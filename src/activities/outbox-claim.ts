@@ -194,9 +194,8 @@ export function outcomeUnknown(
   ctx: MailFacts & { sendingSince: string | null },
   who: string,
   cause?: NodemailerError,
-  note?: string,
 ): Classified {
-  const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : note ? ` (${note})` : '';
+  const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : '';
   return new Classified(
     'UNKNOWN_OUTCOME',
     'may_have_executed',
@@ -204,10 +203,6 @@ export function outcomeUnknown(
     `${who} handed the message ${ctx.messageId} for ${ctx.recipient} to the mail server and its outcome is unknown${why}; ` +
       'check the mailbox for that Message-ID before any resend',
     // A connection lost after the hand-over says something about the server; an earlier attempt's open outcome does not.
-    {
-      provider: { ...ctx, code: cause?.code ?? null, command: cause?.command ?? null },
-      cause,
-      health: cause !== undefined,
-    },
+    { provider: { ...ctx, code: cause?.code ?? null, command: cause?.command ?? null }, cause, health: !!cause },
   );
 }

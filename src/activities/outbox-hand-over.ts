@@ -12,7 +12,7 @@ import type { OrderStore, OutboxEntry } from '../store';
 import { Classified } from './attempt';
 import { beforeRequest, recordTransportRequest, recordingEffect, type Attempt } from './attempt-context';
 import type { MessageLog } from './message-log';
-import { awaitingLog, createOutboxClaim, outcomeUnknown } from './outbox-claim';
+import { awaitingLog, createOutboxClaim, outcomeUnknown, type ResendApproval } from './outbox-claim';
 import { attemptTimeSpent, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
@@ -29,13 +29,11 @@ export interface HandOverDeps {
 }
 
 /** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
-export interface OutboxMail {
+export interface OutboxMail extends ResendApproval {
   key: string;
   operationId: string;
   orderId: string;
   kind: OutboxEntry['kind'];
-  resendApprovedAt?: string;
-  approvedHandOver?: string;
   to?: string;
 }
 
@@ -176,10 +174,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
         'completed',
         'delivery_not_recorded',
         `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`,
-        {
-          provider: { ...ctx, providerResponse: response },
-          cause: err,
-        },
+        { provider: { ...ctx, providerResponse: response }, cause: err },
       );
     }
     return { ...ctx, providerResponse: response, alreadySent: false };
@@ -233,9 +228,7 @@ export function createOutboxHandOver(deps: HandOverDeps) {
         'not_executed',
         'no_unknown_handover',
         `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`,
-        {
-          provider: { key: input.key, messageId: entry.messageId },
-        },
+        { provider: { key: input.key, messageId: entry.messageId } },
       );
     }
     return {

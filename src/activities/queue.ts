@@ -62,10 +62,7 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
     },
 
     /** Records each start; a request whose key is held by a run with another intent is refused for good, and returned. */
-    async recordStarts(input: {
-      occurrenceId: string;
-      records: StartRecord[];
-    }): Promise<{ conflicts: { id: number; workflowId: string; reason: string }[] }> {
+    async recordStarts(input: { occurrenceId: string; records: StartRecord[] }) {
       const conflicts: { id: number; workflowId: string; reason: string }[] = [];
       for (const r of input.records) {
         const conflict = r.outcome === 'already' && r.request ? await otherIntent(r, r.request) : undefined;

@@ -4,8 +4,7 @@ import { Context } from '@temporalio/activity';
 import { lookupKey, type Evidenced, type ReconcileResult } from '../contract';
 import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
-import { Classified } from './attempt';
-import type { PaymentDeps } from './create-refund';
+import { noIntent, type PaymentDeps } from './create-refund';
 import { paymentFailure } from './payment-failures';
 import { sendWindow } from './send-window';
 import { listRefunds, toReceipt } from './stripe-refunds';
@@ -40,13 +39,7 @@ export function refundReconciliation(deps: PaymentDeps) {
     };
     const answer = await deps.attempt<ReconcileResult>(call, paymentFailure(false), async (attempt) => {
       const op = await log.get(input.operationId);
-      if (!op)
-        throw new Classified(
-          'INVALID_ARGUMENTS',
-          'not_executed',
-          'no_intent',
-          `no intent is recorded for operation ${input.operationId}`,
-        );
+      if (!op) throw noIntent(input.operationId);
       const known = op.refund?.refundId ?? input.refundId;
       // The provider's answer is as of when we asked, not when it arrived.
       const askedAt = await log.clock();

@@ -27,33 +27,25 @@ export function requestTimeout(attempt: Attempt, maxMs: number, marginMs = MARGI
   return Math.max(1, Math.min(maxMs, left));
 }
 
-export interface SendDeadline {
-  /** This worker's Date.now() by which every request of the send has ended; none begins after it. */
-  sendBy: number;
-  /** How long after a stamp taken from now on the send can still be on the wire: the bound its stamp records. */
-  onWireForMs: number;
-  /** This worker's Date.now() by which the send is surely off the wire (sendBy and the clocks' margin). */
-  offWireBy: number;
-  /** What is left of the deadline for a request begun now; 0 when too little is (the request must not go out). */
-  left(): number;
-}
-
 /**
  * The deadline of a send that is about to be stamped (a refund's create, an email's hand-over), fixed
  * before its stamp is taken: a constant offset between this worker's clock and the store's, which
  * stamps it, then cancels out. Put in the attempt, where every transport cuts its requests.
  */
-export function sendDeadline(attempt: Attempt, maxMs: number, marginMs = MARGIN_MS): SendDeadline {
+export function sendDeadline(attempt: Attempt, maxMs: number, marginMs = MARGIN_MS) {
   const now = Date.now();
   const timeout = requestTimeout(attempt, maxMs, marginMs);
+  // By then every request of the send has ended, and none begins after it.
   const sendBy = now + timeout;
   attempt.sendBy = sendBy;
   // Half the timeout at most: the stamp takes its share of the deadline even when the timeout is short.
   const least = Math.min(MIN_REQUEST_MS, maxMs / 2);
   return {
-    sendBy,
+    /** How long after a stamp taken from now on the send can still be on the wire: the bound its stamp records. */
     onWireForMs: timeout + SEND_CLOCK_MARGIN_MS,
+    /** This worker's Date.now() by which the send is surely off the wire (sendBy and the clocks' margin). */
     offWireBy: sendBy + SEND_CLOCK_MARGIN_MS,
+    /** What is left of the deadline for a request begun now; 0 when too little is (the request must not go out). */
     left() {
       const ms = sendBy - Date.now();
       return ms >= least ? ms : 0;

@@ -2,8 +2,8 @@
 // taxonomy by one table. Each store call is one transaction: when it throws, nothing it meant to
 // write was committed, except when the connection to PostgreSQL broke while the call was out:
 // then the commit may have happened, and the retry (every store write is idempotent) settles it.
-import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import { Classified } from './attempt';
+import { classifyBy, rule, type Rule } from './failure-rules';
 import {
   IntentConflictError,
   InvalidOperationError,
@@ -15,13 +15,6 @@ import {
   pgCode,
   sqliteCode,
 } from '../store';
-
-export interface StoreRule {
-  when: (err: unknown) => boolean;
-  code: FailureCode;
-  certainty: Certainty;
-  reason: string;
-}
 
 const pgClass = (err: unknown): string | undefined => pgCode(err)?.slice(0, 2);
 const socketCode = (err: unknown): string | undefined => {
@@ -40,101 +33,36 @@ const connectionLost = (e: unknown) =>
   ['ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(socketCode(e) ?? '') ||
   /Connection terminated/.test(message(e));
 
-export const STORE_RULES: StoreRule[] = [
-  {
-    when: (e) => e instanceof OrderNotFoundError,
-    code: 'PERMANENT_BUSINESS',
-    certainty: 'not_executed',
-    reason: 'order_not_found',
-  },
-  {
-    when: (e) => e instanceof RefundExceedsOrderError,
-    code: 'PERMANENT_BUSINESS',
-    certainty: 'not_executed',
-    reason: 'refund_exceeds_order',
-  },
+export const STORE_RULES: Rule<unknown>[] = [
+  rule((e) => e instanceof OrderNotFoundError, 'PERMANENT_BUSINESS', 'not_executed', 'order_not_found'),
+  rule((e) => e instanceof RefundExceedsOrderError, 'PERMANENT_BUSINESS', 'not_executed', 'refund_exceeds_order'),
   // Another writer changed the order after we read it: the next attempt reloads and applies again.
-  {
-    when: (e) => e instanceof VersionConflictError,
-    code: 'STATE_CONFLICT',
-    certainty: 'not_executed',
-    reason: 'version_conflict',
-  },
-  {
-    when: (e) => e instanceof IntentConflictError,
-    code: 'INVALID_ARGUMENTS',
-    certainty: 'not_executed',
-    reason: 'intent_conflict',
-  },
+  rule((e) => e instanceof VersionConflictError, 'STATE_CONFLICT', 'not_executed', 'version_conflict'),
+  rule((e) => e instanceof IntentConflictError, 'INVALID_ARGUMENTS', 'not_executed', 'intent_conflict'),
   // A later version of the order exists: an earlier one is never sent after it (it could refund twice).
-  {
-    when: (e) => e instanceof LaterVersionError,
-    code: 'PERMANENT_BUSINESS',
-    certainty: 'not_executed',
-    reason: 'later_version_exists',
-  },
+  rule((e) => e instanceof LaterVersionError, 'PERMANENT_BUSINESS', 'not_executed', 'later_version_exists'),
   // Another version of the order has a request out: wait for it to settle; nothing was sent.
-  {
-    when: (e) => e instanceof OperationInFlightError,
-    code: 'STATE_CONFLICT',
-    certainty: 'not_executed',
-    reason: 'another_operation_in_flight',
-  },
-  {
-    when: (e) => e instanceof InvalidOperationError,
-    code: 'INVALID_ARGUMENTS',
-    certainty: 'not_executed',
-    reason: 'invalid_operation',
-  },
+  rule((e) => e instanceof OperationInFlightError, 'STATE_CONFLICT', 'not_executed', 'another_operation_in_flight'),
+  rule((e) => e instanceof InvalidOperationError, 'INVALID_ARGUMENTS', 'not_executed', 'invalid_operation'),
   // Another connection held the write lock past busy_timeout: the database is overloaded, our transaction rolled back.
-  {
-    when: (e) => sqliteCode(e)?.startsWith('SQLITE_BUSY') === true,
-    code: 'CAPACITY',
-    certainty: 'not_executed',
-    reason: 'database_busy',
-  },
-  {
-    when: (e) => sqliteCode(e)?.startsWith('SQLITE_LOCKED') === true,
-    code: 'CAPACITY',
-    certainty: 'not_executed',
-    reason: 'database_locked',
-  },
-  {
-    when: (e) => sqliteCode(e) === 'SQLITE_FULL' || pgCode(e) === '53100',
-    code: 'CAPACITY',
-    certainty: 'not_executed',
-    reason: 'disk_full',
-  },
+  rule((e) => sqliteCode(e)?.startsWith('SQLITE_BUSY') === true, 'CAPACITY', 'not_executed', 'database_busy'),
+  rule((e) => sqliteCode(e)?.startsWith('SQLITE_LOCKED') === true, 'CAPACITY', 'not_executed', 'database_locked'),
+  rule((e) => sqliteCode(e) === 'SQLITE_FULL' || pgCode(e) === '53100', 'CAPACITY', 'not_executed', 'disk_full'),
   // PostgreSQL: another transaction held the row past lock_timeout, or kept aborting ours for serializability.
-  { when: (e) => pgCode(e) === '55P03', code: 'CAPACITY', certainty: 'not_executed', reason: 'database_busy' },
-  {
-    when: (e) => pgCode(e) === '40001' || pgCode(e) === '40P01',
-    code: 'CAPACITY',
-    certainty: 'not_executed',
-    reason: 'database_contention',
-  },
-  { when: (e) => pgClass(e) === '53', code: 'CAPACITY', certainty: 'not_executed', reason: 'database_resources' },
-  { when: neverConnected, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'database_unreachable' },
-  {
-    when: connectionLost,
-    code: 'TRANSIENT_DEPENDENCY',
-    certainty: 'may_have_executed',
-    reason: 'database_connection_lost',
-  },
+  rule((e) => pgCode(e) === '55P03', 'CAPACITY', 'not_executed', 'database_busy'),
+  rule((e) => pgCode(e) === '40001' || pgCode(e) === '40P01', 'CAPACITY', 'not_executed', 'database_contention'),
+  rule((e) => pgClass(e) === '53', 'CAPACITY', 'not_executed', 'database_resources'),
+  rule(neverConnected, 'TRANSIENT_DEPENDENCY', 'not_executed', 'database_unreachable'),
+  rule(connectionLost, 'TRANSIENT_DEPENDENCY', 'may_have_executed', 'database_connection_lost'),
   // A statement the server refused as written (bad data, a broken constraint, SQL it cannot run) is a bug, not a passing fault.
-  {
-    when: (e) => ['22', '23', '42'].includes(pgClass(e) ?? ''),
-    code: 'POISON',
-    certainty: 'not_executed',
-    reason: 'database_refused_statement',
-  },
-  {
-    when: (e) => sqliteCode(e) !== undefined || pgCode(e) !== undefined,
-    code: 'TRANSIENT_DEPENDENCY',
-    certainty: 'not_executed',
-    reason: 'database_error',
-  },
-  { when: () => true, code: 'POISON', certainty: 'undeterminable', reason: 'unclassified_error' },
+  rule((e) => ['22', '23', '42'].includes(pgClass(e) ?? ''), 'POISON', 'not_executed', 'database_refused_statement'),
+  rule(
+    (e) => sqliteCode(e) !== undefined || pgCode(e) !== undefined,
+    'TRANSIENT_DEPENDENCY',
+    'not_executed',
+    'database_error',
+  ),
+  rule(() => true, 'POISON', 'undeterminable', 'unclassified_error'),
 ];
 
 /** A store error (or anything thrown while using the store) as a classified failure. */
@@ -144,10 +72,7 @@ export function storeFailure(err: unknown): Classified {
   return new Classified(c.code, c.certainty, c.reason, (err as Error)?.message ?? String(err), { cause: err });
 }
 
-export function classifyStoreError(err: unknown): { code: FailureCode; certainty: Certainty; reason: string } {
-  const rule = STORE_RULES.find((r) => r.when(err))!;
-  return { code: rule.code, certainty: rule.certainty, reason: rule.reason };
-}
+export const classifyStoreError = (err: unknown) => classifyBy(STORE_RULES, err);
 
 /** The provider made the effect and only its record failed: a retry under the same key (or a lookup) recovers the receipt. */
 export function receiptNotRecorded(err: unknown, made: string, extra: Classified['extra']): Classified {

@@ -2,8 +2,8 @@
 // first row that matches decides. Rows are tested one by one in test/unit/stripe-failures.test.ts.
 import Stripe from 'stripe';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
-import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import { Classified } from './attempt';
+import { classifyBy, rule, type Rule } from './failure-rules';
 import { TransportError, type TransportStage } from './stripe-transport';
 
 /** The facts about a Stripe error that decide its class. */
@@ -24,13 +24,6 @@ export interface StripeErrorFacts {
   shouldRetry: string | null;
 }
 
-export interface StripeRule {
-  when: (f: StripeErrorFacts) => boolean;
-  code: FailureCode;
-  certainty: Certainty;
-  reason: string | ((f: StripeErrorFacts) => string);
-}
-
 /** Stripe error codes that are the business saying no (the request was understood and refused). */
 export const STRIPE_BUSINESS_CODES = new Set([
   'amount_too_large',
@@ -48,134 +41,100 @@ export const STRIPE_BUSINESS_CODES = new Set([
 const connection = (f: StripeErrorFacts) => f.errorType === 'StripeConnectionError';
 const serverError = (f: StripeErrorFacts) => f.statusCode !== null && f.statusCode >= 500;
 
-export const STRIPE_RULES: StripeRule[] = [
+export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
   // The request never fully left: nothing can have happened.
-  {
-    when: (f) => connection(f) && f.stage === 'not_sent',
-    code: 'TRANSIENT_DEPENDENCY',
-    certainty: 'not_executed',
-    reason: 'connection_failed_before_send',
-  },
+  rule(
+    (f) => connection(f) && f.stage === 'not_sent',
+    'TRANSIENT_DEPENDENCY',
+    'not_executed',
+    'connection_failed_before_send',
+  ),
   // A read that got no answer changed nothing.
-  {
-    when: (f) => connection(f) && !f.write,
-    code: 'TRANSIENT_DEPENDENCY',
-    certainty: 'not_executed',
-    reason: 'read_failed',
-  },
+  rule((f) => connection(f) && !f.write, 'TRANSIENT_DEPENDENCY', 'not_executed', 'read_failed'),
   // Sent, and the answer never came: the refund may exist. Reconcile; never a blind resend.
-  {
-    when: (f) => connection(f) && f.stage === 'sent' && f.timedOut,
-    code: 'UNKNOWN_OUTCOME',
-    certainty: 'may_have_executed',
-    reason: 'client_timeout',
-  },
-  {
-    when: (f) => connection(f) && f.stage === 'sent',
-    code: 'UNKNOWN_OUTCOME',
-    certainty: 'may_have_executed',
-    reason: 'response_lost',
-  },
+  rule(
+    (f) => connection(f) && f.stage === 'sent' && f.timedOut,
+    'UNKNOWN_OUTCOME',
+    'may_have_executed',
+    'client_timeout',
+  ),
+  rule((f) => connection(f) && f.stage === 'sent', 'UNKNOWN_OUTCOME', 'may_have_executed', 'response_lost'),
   // A connection error from a transport that could not say how far it got.
-  { when: connection, code: 'UNKNOWN_OUTCOME', certainty: 'undeterminable', reason: 'connection_error' },
-  {
-    when: (f) => f.statusCode === 429 || f.errorType === 'StripeRateLimitError',
-    code: 'RATE_LIMIT',
-    certainty: 'not_executed',
-    reason: (f) => f.code ?? 'rate_limited',
-  },
+  rule(connection, 'UNKNOWN_OUTCOME', 'undeterminable', 'connection_error'),
+  rule(
+    (f) => f.statusCode === 429 || f.errorType === 'StripeRateLimitError',
+    'RATE_LIMIT',
+    'not_executed',
+    (f) => f.code ?? 'rate_limited',
+  ),
   // Another request with this key is still executing: it may yet succeed. Resend the same key later.
-  {
-    when: (f) => f.statusCode === 409 && f.rawType === 'idempotency_error',
-    code: 'STATE_CONFLICT',
-    certainty: 'may_have_executed',
-    reason: 'idempotency_key_in_use',
-  },
-  {
-    when: (f) => f.statusCode === 409,
-    code: 'STATE_CONFLICT',
-    certainty: 'not_executed',
-    reason: (f) => f.code ?? 'conflict',
-  },
+  rule(
+    (f) => f.statusCode === 409 && f.rawType === 'idempotency_error',
+    'STATE_CONFLICT',
+    'may_have_executed',
+    'idempotency_key_in_use',
+  ),
+  rule(
+    (f) => f.statusCode === 409,
+    'STATE_CONFLICT',
+    'not_executed',
+    (f) => f.code ?? 'conflict',
+  ),
   // The key was used with other parameters: Stripe refused this request outright.
-  {
-    when: (f) => f.rawType === 'idempotency_error',
-    code: 'INVALID_ARGUMENTS',
-    certainty: 'not_executed',
-    reason: 'idempotency_key_reused',
-  },
-  {
-    when: (f) => f.statusCode === 401,
-    code: 'PERMISSION_DENIED',
-    certainty: 'not_executed',
-    reason: 'authentication_failed',
-  },
-  {
-    when: (f) => f.statusCode === 403,
-    code: 'PERMISSION_DENIED',
-    certainty: 'not_executed',
-    reason: 'permission_denied',
-  },
+  rule((f) => f.rawType === 'idempotency_error', 'INVALID_ARGUMENTS', 'not_executed', 'idempotency_key_reused'),
+  rule((f) => f.statusCode === 401, 'PERMISSION_DENIED', 'not_executed', 'authentication_failed'),
+  rule((f) => f.statusCode === 403, 'PERMISSION_DENIED', 'not_executed', 'permission_denied'),
   // Stripe stored this 5xx against the key and says a resend would only replay it.
-  {
-    when: (f) => serverError(f) && f.write && f.shouldRetry === 'false',
-    code: 'UNKNOWN_OUTCOME',
-    certainty: 'undeterminable',
-    reason: 'provider_error_stored',
-  },
-  { when: (f) => f.statusCode === 503, code: 'CAPACITY', certainty: 'not_executed', reason: 'provider_unavailable' },
-  {
-    when: (f) => serverError(f) && f.write,
-    code: 'TRANSIENT_DEPENDENCY',
-    certainty: 'may_have_executed',
-    reason: 'provider_error',
-  },
-  { when: serverError, code: 'TRANSIENT_DEPENDENCY', certainty: 'not_executed', reason: 'provider_error' },
-  {
-    when: (f) => f.errorType === 'StripeCardError',
-    code: 'PERMANENT_BUSINESS',
-    certainty: 'not_executed',
-    reason: (f) => f.code ?? 'card_error',
-  },
-  {
-    when: (f) => f.statusCode === 404,
-    code: 'PERMANENT_BUSINESS',
-    certainty: 'not_executed',
-    reason: (f) => f.code ?? 'resource_missing',
-  },
-  {
-    when: (f) => f.code !== null && STRIPE_BUSINESS_CODES.has(f.code),
-    code: 'PERMANENT_BUSINESS',
-    certainty: 'not_executed',
-    reason: (f) => f.code!,
-  },
-  {
-    when: (f) => f.statusCode !== null && f.statusCode >= 400,
-    code: 'INVALID_ARGUMENTS',
-    certainty: 'not_executed',
-    reason: (f) => f.code ?? 'invalid_request',
-  },
+  rule(
+    (f) => serverError(f) && f.write && f.shouldRetry === 'false',
+    'UNKNOWN_OUTCOME',
+    'undeterminable',
+    'provider_error_stored',
+  ),
+  rule((f) => f.statusCode === 503, 'CAPACITY', 'not_executed', 'provider_unavailable'),
+  rule((f) => serverError(f) && f.write, 'TRANSIENT_DEPENDENCY', 'may_have_executed', 'provider_error'),
+  rule(serverError, 'TRANSIENT_DEPENDENCY', 'not_executed', 'provider_error'),
+  rule(
+    (f) => f.errorType === 'StripeCardError',
+    'PERMANENT_BUSINESS',
+    'not_executed',
+    (f) => f.code ?? 'card_error',
+  ),
+  rule(
+    (f) => f.statusCode === 404,
+    'PERMANENT_BUSINESS',
+    'not_executed',
+    (f) => f.code ?? 'resource_missing',
+  ),
+  rule(
+    (f) => f.code !== null && STRIPE_BUSINESS_CODES.has(f.code),
+    'PERMANENT_BUSINESS',
+    'not_executed',
+    (f) => f.code!,
+  ),
+  rule(
+    (f) => f.statusCode !== null && f.statusCode >= 400,
+    'INVALID_ARGUMENTS',
+    'not_executed',
+    (f) => f.code ?? 'invalid_request',
+  ),
   // An SDK error with no status and no connection problem (e.g. an unparseable answer): nobody knows.
-  { when: (f) => f.write, code: 'POISON', certainty: 'undeterminable', reason: (f) => `unclassified_${f.errorType}` },
-  { when: () => true, code: 'POISON', certainty: 'not_executed', reason: (f) => `unclassified_${f.errorType}` },
+  rule(
+    (f) => f.write,
+    'POISON',
+    'undeterminable',
+    (f) => `unclassified_${f.errorType}`,
+  ),
+  rule(
+    () => true,
+    'POISON',
+    'not_executed',
+    (f) => `unclassified_${f.errorType}`,
+  ),
 ];
 
-export interface StripeClassification {
-  code: FailureCode;
-  certainty: Certainty;
-  reason: string;
-  facts: StripeErrorFacts;
-  requestId: string | null;
-  retryAfterMs: number | null;
-  message: string;
-}
-
 /** Classifies an error the SDK threw; undefined when it is not a Stripe error (a bug, rethrown as such). */
-export function classifyStripeError(
-  err: unknown,
-  write: boolean,
-  nowMs: number = Date.now(),
-): StripeClassification | undefined {
+export function classifyStripeError(err: unknown, write: boolean, nowMs: number = Date.now()) {
   if (!(err instanceof Stripe.errors.StripeError)) return undefined;
   const headers = (err.headers ?? {}) as Record<string, string | undefined>;
   const transport = transportErrorOf(err.detail);
@@ -189,11 +148,8 @@ export function classifyStripeError(
     code: err.code ?? null,
     shouldRetry: headers['stripe-should-retry'] ?? null,
   };
-  const rule = STRIPE_RULES.find((r) => r.when(facts))!;
   return {
-    code: rule.code,
-    certainty: rule.certainty,
-    reason: typeof rule.reason === 'string' ? rule.reason : rule.reason(facts),
+    ...classifyBy(STRIPE_RULES, facts),
     facts,
     requestId: err.requestId ?? null,
     retryAfterMs: retryAfterMs(headers['retry-after'], nowMs),
@@ -201,13 +157,13 @@ export function classifyStripeError(
   };
 }
 
-/** Our transport's error, directly or inside the SDK's wrapper for a cut-off answer. */
 /** Our transport declined to send (its send deadline had passed): nothing about Stripe's health. */
 function refusedLocally(err: unknown): boolean {
   const t = transportErrorOf((err as { detail?: unknown }).detail);
   return t !== undefined && t.stage === 'not_sent' && !t.timedOut && t.socketError === null;
 }
 
+/** Our transport's error, directly or inside the SDK's wrapper for a cut-off answer. */
 function transportErrorOf(detail: unknown): TransportError | undefined {
   if (detail instanceof TransportError) return detail;
   const inner = (detail as { exception?: unknown } | undefined)?.exception;
