@@ -76,6 +76,16 @@ async function parked(handle: { query: (q: typeof checkoutStateQuery) => Promise
   return state;
 }
 
+/** A checkout paid with `paymentMethod` whose receipt may have reached the customer (its answer lost): parked, quarantined. */
+async function parkedAtLostReceipt(paymentMethod: string) {
+  const c = await cart();
+  const receipt = messageIdForKey(`checkout:${c.id}:send_receipt`);
+  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: receipt }, count: 20 });
+  const handle = await start(c.id, paymentMethod);
+  await parked(handle);
+  return { c, handle };
+}
+
 const completed = (r: CheckoutResult) => {
   if (r.status !== 'completed') throw new Error(`expected completed, got ${r.status}: ${r.reason}`);
   return r;
@@ -400,14 +410,7 @@ describe('what a review found (each failed before its fix)', () => {
   });
 
   test('a refund of the charge the provider has not settled is waited for: the correction goes out only once it succeeded', async () => {
-    const c = await cart();
-    await h.mailFault({
-      kind: 'drop_after_accept',
-      match: { messageId: messageIdForKey(`checkout:${c.id}:send_receipt`) },
-      count: 20,
-    });
-    const handle = await start(c.id, 'pm_card_refundPending');
-    await parked(handle);
+    const { c, handle } = await parkedAtLostReceipt('pm_card_refundPending');
     await handle.cancel();
     const charged = (state: CheckoutRunState) =>
       (state.steps[1]!.output as { paymentIntentId: string }).paymentIntentId;
@@ -439,14 +442,7 @@ describe('what a review found (each failed before its fix)', () => {
   });
 
   test('a refund of the charge that failed after the provider took it gives nothing back: no correction, the run parks at the charge', async () => {
-    const c = await cart();
-    await h.mailFault({
-      kind: 'drop_after_accept',
-      match: { messageId: messageIdForKey(`checkout:${c.id}:send_receipt`) },
-      count: 20,
-    });
-    const handle = await start(c.id, 'pm_card_refundFail');
-    await parked(handle);
+    const { c, handle } = await parkedAtLostReceipt('pm_card_refundFail');
     await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'compensate', by: 'ops', reason: 'x' }] });
     await handle.executeUpdate(decisionUpdate, { args: [{ decision: 'approve', by: 'lead', reason: 'checked' }] });
     let state = await handle.query(checkoutStateQuery);
