@@ -13,7 +13,9 @@ import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
 import { stripeSendParts, type PaymentDeps, type refundCreation } from './create-refund';
+import { lifecycleRank } from '../domain/order';
 import { refundIntent } from './operations';
+import { toReceipt } from './stripe-refunds';
 import { paymentFailure } from './payment-failures';
 import { receiptNotRecorded, storeFailure } from './store-failures';
 
@@ -190,12 +192,21 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
         paymentIntentId,
         idempotencyKey: input.key,
       });
-      // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked.
+      // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked, a
+      // failure recorded on its operation; a look that fails leaves the first answer standing, to be asked again.
       const now = await attempt(
         { ...storeCall('charge_card:compensate', input), key: lookupKey(input.key, 'gate'), boundary: 'stripe' },
         paymentFailure(false),
-        (a) => deps.stripe(a).refunds.retrieve(refund.refundId),
-      );
+        async (a) => {
+          const found = await deps.stripe(a).refunds.retrieve(refund.refundId);
+          if (lifecycleRank(found.status ?? '') === 2) {
+            const failed = { status: 'failed' as const, refund: toReceipt(found, false), reason: found.status! };
+            await store.operations.settle(intent.operationId, failed, a.actor, 'refund_failed_after_completion');
+          }
+          return found;
+        },
+      ).catch(() => null);
+      if (!now) return refund;
       const ledger = [...refund.evidence.ledger, ...now.evidence.ledger];
       return { ...refund, status: now.status ?? refund.status, evidence: { ...refund.evidence, ledger } };
     },

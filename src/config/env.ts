@@ -2,7 +2,7 @@
 // default and what it refuses. loadConfig (index.ts) checks them together and shapes them.
 import path from 'node:path';
 import { z } from 'zod';
-import { SCOPE_PATTERN, TASK_QUEUE, WORKER_POOLS, type WorkerPool } from '../contract';
+import { CHECKOUT_REFUND_SCOPE, SCOPE_PATTERN, TASK_QUEUE, WORKER_POOLS, type WorkerPool } from '../contract';
 import { decisionsSchema } from '../reliability/policy-schema';
 
 export const PROJECT_ROOT = path.resolve(__dirname, '..', '..');
@@ -65,7 +65,11 @@ export const envSchema = z.object({
   MAIL_LOG_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(5000),
   /** Sent to the log as a bearer token. */
   MAIL_LOG_TOKEN: z.string().min(1).optional(),
-  OPERATION_SCOPE: z.string().regex(SCOPE_PATTERN, 'must be 1-32 lowercase letters, digits, "_" or "-"').optional(),
+  OPERATION_SCOPE: z
+    .string()
+    .regex(SCOPE_PATTERN, 'must be 1-32 lowercase letters, digits, "_" or "-"')
+    .refine((scope) => scope !== CHECKOUT_REFUND_SCOPE, `"${CHECKOUT_REFUND_SCOPE}" is the scope of checkouts' refunds`)
+    .optional(),
   RECOVERY_POLICY_FILE: z.string().min(1).optional(),
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),

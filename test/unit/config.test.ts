@@ -31,6 +31,7 @@ test.each([
   [{ STRIPE_API_BASE: 'not a url' }, /STRIPE_API_BASE/],
   [{ MAIL_FROM: 'nobody' }, /MAIL_FROM/],
   [{ OPERATION_SCOPE: 'Has Spaces' }, /OPERATION_SCOPE/],
+  [{ OPERATION_SCOPE: 'checkout' }, /OPERATION_SCOPE: "checkout" is the scope of checkouts' refunds/],
   [{ FAULT_INJECTION: 'yes' }, /FAULT_INJECTION/],
   [{ STRIPE_TIMEOUT_MS: '5' }, /STRIPE_TIMEOUT_MS/],
   [{ DECIDERS: 'alice=boss' }, /DECIDERS: must be name=role/],

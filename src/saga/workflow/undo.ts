@@ -119,7 +119,7 @@ export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, pl
 export async function undoSteps<Step extends string>(
   run: {
     steps: StepRunner<Step>;
-    budget: Pick<RunBudget, 'spend'>;
+    budget: Pick<RunBudget, 'spend'> & Partial<Pick<RunBudget, 'holdUntil'>>;
     /** Its awaitProvider settings pace an undo whose receipt is not final; the defaults without one. */
     policy?: RecoveryPolicy;
     calls: { activities(boundary: Boundary, essential: boolean): Activities };
@@ -130,7 +130,7 @@ export async function undoSteps<Step extends string>(
     const done = run.steps.get(step).compensation;
     if (done?.status === 'completed' && !undo.pending?.(done.output as never)) continue;
     await run.steps.compensate(step, key, () =>
-      untilFinal(undo, run.policy, () => runUndo(step, undo, input, () => run.calls.activities(undo.boundary, true))),
+      untilFinal(undo, run, () => runUndo(step, undo, input, () => run.calls.activities(undo.boundary, true))),
     );
     run.budget.spend({
       provider: undo.boundary !== 'store',
@@ -145,12 +145,16 @@ export async function undoSteps<Step extends string>(
  */
 async function untilFinal(
   undo: UndoCall,
-  policy: RecoveryPolicy | undefined,
+  run: { policy?: RecoveryPolicy; budget: Partial<Pick<RunBudget, 'holdUntil'>> },
   call: () => Promise<CompensationOutcome>,
 ): Promise<CompensationOutcome> {
-  const { deadlineMs, poll, jitter } = policy?.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
+  const { deadlineMs, poll, jitter } = run.policy?.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
   const until = Date.now() + deadlineMs;
   let outcome = await call();
+  // Held to the wait's deadline, not the run's: its looks must be schedulable while the provider settles it.
+  const lastLook = run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0;
+  if (outcome.status === 'completed' && undo.pending?.(outcome.output as never))
+    run.budget.holdUntil?.(until + lastLook);
   let spent = { attempts: outcome.attempts, transportRequests: outcome.transportRequests };
   for (let polls = 1; outcome.status === 'completed' && undo.pending?.(outcome.output as never); polls++) {
     const wait = Math.min(
@@ -159,11 +163,14 @@ async function untilFinal(
     );
     if (wait <= 0) break;
     await sleep(wait);
-    outcome = await call();
+    const next = await call();
     spent = {
-      attempts: spent.attempts + outcome.attempts,
-      transportRequests: spent.transportRequests + outcome.transportRequests,
+      attempts: spent.attempts + next.attempts,
+      transportRequests: spent.transportRequests + next.transportRequests,
     };
+    // A look that failed takes nothing back from the receipt in hand: the undo stays pending, for a person.
+    if (next.status !== 'completed') break;
+    outcome = next;
   }
   return { ...outcome, ...spent };
 }
