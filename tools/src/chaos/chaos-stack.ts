@@ -195,9 +195,12 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
   const workers = await Promise.all(Array.from({ length: opts.workers }, () => startWorkerProcess(env)));
   // One replacement at a time: two for the same slot at once would leave a worker nobody stops.
   let replacing = Promise.resolve();
+  // Once the stack closes, no replacement starts: one started after close() read the list would run on, unstopped.
+  let closing = false;
   const replace = (index: number) => (replacing = replacing.catch(() => undefined).then(() => replaceNow(index)));
   const replaceNow = async (index: number) => {
     await workers[index]!.kill();
+    if (closing) return;
     // The frontend may be down (a fault): a new worker that cannot reach it is tried again until one polls.
     for (let attempt = 1; ; attempt++) {
       try {
@@ -239,6 +242,8 @@ export async function startChaosStack(opts: ChaosStackOptions): Promise<ChaosSta
       return killedAfterRefund;
     },
     async close() {
+      closing = true;
+      await replacing.catch(() => undefined);
       const stopping = Promise.all(workers.map((w) => w.stop().catch(() => w.kill())));
       // A call the Temporal client is still retrying fires its next try within 6 s (5 s at most,
       // plus jitter), already cancelled; closing the channel before that would make the timer throw.
