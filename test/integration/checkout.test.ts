@@ -439,6 +439,7 @@ describe('what a review found (each failed before its fix)', () => {
       expect.stringContaining('Your receipt'),
       expect.stringContaining('Correction: your order'),
     ]);
+    await h.recordHistory(handle.workflowId, 'checkout-refund-pending-waited');
   });
 
   test('a refund of the charge that failed after the provider took it gives nothing back: no correction, the run parks at the charge', async () => {

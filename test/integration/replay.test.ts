@@ -41,6 +41,8 @@ test('the recordings cover every way a refund or checkout run ends or waits, a c
     'checkout-declined.json',
     'checkout-parked-then-compensated.json',
     'checkout-reconciled.json',
+    'checkout-refund-pending-before-wait.json',
+    'checkout-refund-pending-waited.json',
     'checkout-rejected.json',
     'follow-up-1.0-cancelled-while-compensating.json',
     'follow-up-cancelled-while-compensating.json',

@@ -1,7 +1,7 @@
 // One compensation, run under its own key: the one way every saga's run (its end, a person's
 // compensate decision, a cancellation) and the refund's follow-up undo a step. What came of it is
 // a value: completed with its receipt, failed, or unknown.
-import { CancellationScope, sleep } from '@temporalio/workflow';
+import { CancellationScope, patched, sleep } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { evidenced } from '../../contract';
 import { tally, type StepEvidence } from '../../reliability/attempt-ledger';
@@ -76,10 +76,25 @@ type UndoingRun<Step extends string> = Parameters<typeof undoSteps<Step>>[0] & {
   setStatus(status: 'compensating'): void;
 };
 
+/** Each run's answer, once an undo first came back not final: does it wait (patched once, in the undo, never in a query). */
+const waitsForFinal = new WeakMap<object, boolean>();
+
+/**
+ * Whether an undo's receipt is not final yet, so the undo waits for it. Runs begun before took every receipt as final
+ * (a pending refund as undone) and replay so; decided only for a receipt the undo calls pending, so no other run changes.
+ */
+function notFinal(steps: object, undo: UndoCall, receipt: unknown, decide = false): boolean {
+  if (undo.pending?.(receipt as never) !== true) return false;
+  if (decide && !waitsForFinal.has(steps)) waitsForFinal.set(steps, patched('undo-waits-for-final-receipt'));
+  return waitsForFinal.get(steps) ?? false;
+}
+
 /** Whether the step's compensation completed with a receipt that says it is undone. */
 export function isUndone<Step extends string>(run: UndoingRun<Step>, { step, undo }: PlannedUndo<Step>): boolean {
   const done = run.steps.get(step).compensation;
-  return done?.status === 'completed' && (undo.undone?.(done.output as never) ?? true);
+  if (done?.status !== 'completed') return false;
+  if (undo.pending?.(done.output as never)) return !notFinal(run.steps, undo, done.output);
+  return undo.undone?.(done.output as never) ?? true;
 }
 
 /**
@@ -128,7 +143,7 @@ export async function undoSteps<Step extends string>(
 ): Promise<void> {
   for (const { step, key, undo, input } of plan) {
     const done = run.steps.get(step).compensation;
-    if (done?.status === 'completed' && !undo.pending?.(done.output as never)) continue;
+    if (done?.status === 'completed' && !notFinal(run.steps, undo, done.output, true)) continue;
     await run.steps.compensate(step, key, () =>
       untilFinal(undo, run, () => runUndo(step, undo, input, () => run.calls.activities(undo.boundary, true))),
     );
@@ -145,7 +160,7 @@ export async function undoSteps<Step extends string>(
  */
 async function untilFinal(
   undo: UndoCall,
-  run: { policy?: RecoveryPolicy; budget: Partial<Pick<RunBudget, 'holdUntil'>> },
+  run: { steps: object; policy?: RecoveryPolicy; budget: Partial<Pick<RunBudget, 'holdUntil'>> },
   call: () => Promise<CompensationOutcome>,
 ): Promise<CompensationOutcome> {
   const { deadlineMs, poll, jitter } = run.policy?.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
@@ -153,10 +168,10 @@ async function untilFinal(
   let outcome = await call();
   // Held to the wait's deadline, not the run's: its looks must be schedulable while the provider settles it.
   const lastLook = run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0;
-  if (outcome.status === 'completed' && undo.pending?.(outcome.output as never))
+  if (outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true))
     run.budget.holdUntil?.(until + lastLook);
   let spent = { attempts: outcome.attempts, transportRequests: outcome.transportRequests };
-  for (let polls = 1; outcome.status === 'completed' && undo.pending?.(outcome.output as never); polls++) {
+  for (let polls = 1; outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true); polls++) {
     const wait = Math.min(
       until - Date.now(),
       withJitter(backoffDelay({ backoff: poll }, polls), jitter, Math.random()),
