@@ -269,6 +269,7 @@ test('inspect shows a parked checkout and its evidence; decide answers it', asyn
   await refuseReceipt(c.email);
   const handle = await start(c.id);
   await parked(handle);
+  await h.recordHistory(handle.workflowId, 'checkout-parked');
   const env = { ...h.cliEnv(), DECIDER_KEY_FILE: '' };
   const { stdout } = await run(
     process.execPath,
@@ -312,6 +313,7 @@ test('inspect shows a parked checkout and its evidence; decide answers it', asyn
   );
   expect(decided.stdout).toMatch(/decision #1 abandon by ops/);
   await expect(handle.result()).resolves.toMatchObject({ status: 'abandoned', failedStep: 'send_receipt' });
+  await h.recordHistory(handle.workflowId, 'checkout-abandoned');
 });
 
 describe('what a review found (each failed before its fix)', () => {

@@ -159,6 +159,7 @@ describe('a run that needs a person parks', () => {
       reason: 'abandoned by ops: the customer was refunded by hand',
     });
     expect((await handle.describe()).status.name).toBe('COMPLETED');
+    await h.recordHistory(handle.workflowId, 'refund-abandoned');
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
     await clearFaults();
   });

@@ -258,6 +258,7 @@ test("a checkout's refund of its charge that fails after the checkout ended is h
     reason: expect.stringContaining('the customer paid and was not refunded'),
   });
   expect(await h.messages({ to: email })).toEqual([]);
+  await h.recordHistory(followUpWorkflowId(refund.operationId), 'follow-up-needs-attention');
 });
 
 test("a receiver that is down while the refund fails gets the events later through the server's retries, and nothing is lost", async () => {

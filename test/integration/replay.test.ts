@@ -10,7 +10,9 @@
 // kept so on replay by patched('cancel-anywhere')), one with the code that takes that path (cancel-anywhere.test.ts);
 // and a follow-up cancelled while it compensated, with 1.0 (cut short) and since (it finishes, patched);
 // and, from 2.0, one per way a checkout run ends or waits: completed, declined, rejected, reconciled after a lost
-// answer, parked then compensated on a decision, cancelled and compensated (test/integration/checkout.test.ts).
+// answer, parked, parked then compensated on a decision, abandoned, cancelled and compensated
+// (test/integration/checkout.test.ts); a refund abandoned on a decision; follow-ups that found nothing to undo and
+// that handed a checkout's failed refund to a person. The first test reads each saga's endings from the histories.
 // Recordings are written decoded (through the codec server). From 1.0
 // on, a change to workflow logic is guarded with patched() and keeps these recordings replaying; add a
 // recording for a new way a run ends (docs/reliability.md, "Versioning"):
@@ -36,10 +38,12 @@ const recorded = fs
 test('the recordings cover every way a refund or checkout run ends or waits, a compensating follow-up, and a batch occurrence', () => {
   expect(recorded.map((r) => r.file)).toEqual([
     'batch-started.json',
+    'checkout-abandoned.json',
     'checkout-cancelled-compensated.json',
     'checkout-completed.json',
     'checkout-declined.json',
     'checkout-parked-then-compensated.json',
+    'checkout-parked.json',
     'checkout-reconciled.json',
     'checkout-refund-pending-before-wait.json',
     'checkout-refund-pending-waited.json',
@@ -47,9 +51,12 @@ test('the recordings cover every way a refund or checkout run ends or waits, a c
     'follow-up-1.0-cancelled-while-compensating.json',
     'follow-up-cancelled-while-compensating.json',
     'follow-up-compensated.json',
+    'follow-up-needs-attention.json',
+    'follow-up-unchanged.json',
     'refund-1.0-cancelled-reading-deciders.json',
     'refund-1.0-cancelled-while-parking.json',
     'refund-1.0-unknown.json',
+    'refund-abandoned.json',
     'refund-approval-expired.json',
     'refund-awaited-webhook.json',
     'refund-cancelled-while-parking.json',
@@ -68,7 +75,22 @@ test('the recordings cover every way a refund or checkout run ends or waits, a c
   expect(new Set(types)).toEqual(
     new Set(['refundWorkflow', 'followUpWorkflow', 'batchRefundsWorkflow', 'checkoutWorkflow']),
   );
+  // Read from the histories themselves: each saga's recordings end every way it can, or wait.
+  const endings = (type: string) =>
+    new Set(recorded.filter((_, i) => types[i] === type).map(({ history }) => endingOf(history)));
+  const saga = ['completed', 'rejected', 'compensated', 'abandoned', 'cancelled', 'open'];
+  expect([...endings('refundWorkflow')].sort()).toEqual([...saga, 'stopped'].sort());
+  expect([...endings('checkoutWorkflow')].sort()).toEqual([...saga].sort());
+  expect([...endings('followUpWorkflow')].sort()).toEqual(['cancelled', 'compensated', 'needs_attention', 'unchanged']);
 });
+
+/** How a recorded run ended: its result's status, `cancelled`, or `open` (it was waiting for a person or the provider). */
+function endingOf(history: (typeof recorded)[number]['history']): string {
+  const last = history.events?.at(-1);
+  const result = last?.workflowExecutionCompletedEventAttributes?.result?.payloads?.[0]?.data;
+  if (result) return (JSON.parse(Buffer.from(result).toString()) as { status?: string }).status ?? 'returned';
+  return last?.workflowExecutionCanceledEventAttributes ? 'cancelled' : 'open';
+}
 
 test('every recorded history replays against the current workflow code', async () => {
   // The suite's bundle of today's sources (test/global-setup.ts), the code every worker of the run loads:
