@@ -13,7 +13,7 @@ import { paymentFailure } from './payment-failures';
 import { receiptNotRecorded, storeFailure } from './store-failures';
 import { toReceipt } from './stripe-refunds';
 
-export type CartStepInput = SendAt & { cartId: string };
+type CartStepInput = SendAt & { cartId: string };
 
 interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt'> {
   store: OrderStore;
