@@ -1,29 +1,19 @@
 // The checkout saga's activities: the cart's stock reserved and released (the store), the card charged once
 // under its step key through the send protocol (its record in the store's sends), and a lost answer looked up.
 import type Stripe from 'stripe';
-import {
-  CHECKOUT_REFUND_SCOPE,
-  type ChargeLookup,
-  type ChargeReceipt,
-  lookupKey,
-  pinSettings,
-  type RunSettings,
-} from '../contract';
-import { outsideDedupeWindow, sendOnce } from '../saga/send';
+import { CHECKOUT_REFUND_SCOPE, type ChargeReceipt, lookupKey, pinSettings, type RunSettings } from '../contract';
+import { lifecycleRank } from '../domain/order';
+import type { Boundary } from '../reliability/taxonomy';
+import { lookUpRecorded, sendRecorded, type SendAt } from '../saga/recorded-send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
 import { stripeSendParts, type PaymentDeps, type refundCreation } from './create-refund';
-import { lifecycleRank } from '../domain/order';
 import { refundIntent } from './operations';
-import { toReceipt } from './stripe-refunds';
 import { paymentFailure } from './payment-failures';
 import { receiptNotRecorded, storeFailure } from './store-failures';
+import { toReceipt } from './stripe-refunds';
 
-export interface CartStepInput {
-  key: string;
-  operationId: string;
-  cartId: string;
-}
+type CartStepInput = SendAt & { cartId: string };
 
 interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt'> {
   store: OrderStore;
@@ -33,10 +23,9 @@ interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt'> {
 }
 
 /** How long after a request its PaymentIntent may still be missing from Search results, at the least. */
-export const SEARCH_CONSISTENCY_MS = 5 * 60_000;
+const SEARCH_CONSISTENCY_MS = 5 * 60_000;
 
 type Answer = { pi: Stripe.PaymentIntent; requestId: string | null; replayed: boolean };
-const unknownYet = (note: string): ChargeLookup => ({ kind: 'unknown', charge: null, note });
 
 /** What a PaymentIntent says of its charge; null while it is neither charged nor declined. */
 function chargeOf(pi: Stripe.PaymentIntent, replayed = false): ChargeReceipt | null {
@@ -53,54 +42,41 @@ function chargeOf(pi: Stripe.PaymentIntent, replayed = false): ChargeReceipt | n
 /** The cart a checkout step works on, from the store (never from history); a missing one is refused. */
 export async function cartOf(store: OrderStore, cartId: string) {
   const cart = await store.checkouts.cart(cartId);
-  if (!cart)
-    throw new Classified(
-      'PERMANENT_BUSINESS',
-      'not_executed',
-      'cart_not_found',
-      `cart ${cartId} does not exist; nothing was sent`,
-    );
-  return cart;
+  if (cart) return cart;
+  const message = `cart ${cartId} does not exist; nothing was sent`;
+  throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'cart_not_found', message);
 }
 
 export function createCheckoutActivities(deps: CheckoutDeps) {
   const { store, attempt } = deps;
   const windows = deps.settings.provider;
   const pinned = pinSettings(deps.settings);
-  const { sends, checkouts } = store;
   const stripeSend = stripeSendParts(windows, () => store.operations.clock());
-  const storeCall = (step: string, { key, operationId }: CartStepInput) => ({
-    step,
-    key,
-    operationId,
-    boundary: 'store' as const,
-  });
+  const call = (step: string, at: SendAt, boundary: Boundary = 'store') => {
+    return { step, key: at.key, operationId: at.operationId, boundary };
+  };
 
   return {
     reserveStock: (input: CartStepInput) =>
-      attempt(storeCall('reserve_stock', input), storeFailure, async () => ({
-        ...(await checkouts.reserve(input.cartId, input.key)),
+      attempt(call('reserve_stock', input), storeFailure, async () => ({
+        ...(await store.checkouts.reserve(input.cartId, input.key)),
         settings: pinned,
       })),
     releaseStock: (input: CartStepInput) =>
-      attempt(storeCall('reserve_stock:compensate', input), storeFailure, () =>
-        checkouts.release(input.cartId, input.key),
+      attempt(call('reserve_stock:compensate', input), storeFailure, () =>
+        store.checkouts.release(input.cartId, input.key),
       ),
 
     /** Sends the charge unless its record says not to; a decline is its receipt as much as a charge is. */
     chargeCard: (input: CartStepInput & { paymentMethod: string }) =>
       attempt(
-        { ...storeCall('charge_card', input), boundary: 'stripe', breaker: 'stripe:charge_card' },
+        { ...call('charge_card', input, 'stripe'), breaker: 'stripe:charge_card' },
         paymentFailure(true),
         async (a) => {
           const cart = await cartOf(store, input.cartId);
-          const record = await sends.get<ChargeReceipt>(input.key, input.operationId);
           const stripe = deps.stripe(a);
-          return sendOnce<typeof record, ChargeReceipt, Answer>(a, {
+          return sendRecorded<ChargeReceipt, Answer>(a, store.sends, input, 'charge', {
             ...stripeSend,
-            record,
-            reconcileFirst: (r) => outsideDedupeWindow(`the charge was first sent at ${r.firstSentAt}`, input.key),
-            stamp: (onWire) => sends.stamp(input.key, input.operationId, a.actor, onWire).then(() => undefined),
             request: (timeout) =>
               stripe.paymentIntents
                 .create(
@@ -123,26 +99,17 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
                   (err: unknown) => {
                     // Declined: the PaymentIntent exists and charged nothing; the provider's answer, recorded like a charge.
                     const e = err as Stripe.errors.StripeError;
-                    if (e.type === 'StripeCardError' && e.payment_intent)
-                      return { pi: e.payment_intent, requestId: e.requestId ?? null, replayed: false };
-                    throw err;
+                    if (e.type !== 'StripeCardError' || !e.payment_intent) throw err;
+                    return { pi: e.payment_intent, requestId: e.requestId ?? null, replayed: false };
                   },
                 ),
-            // The record already shows the send open (sent, neither settled nor proven absent): nothing more to write.
-            recordUnknown: async () => undefined,
-            recordAbsent: (failure, through) => sends.provenAbsent(input.key, through, a.actor, failure.reason),
             receiptOf: ({ pi, replayed }) => {
               const receipt = chargeOf(pi, replayed);
-              if (!receipt)
-                throw new Classified(
-                  'UNKNOWN_OUTCOME',
-                  'undeterminable',
-                  'charge_unsettled',
-                  `${pi.id} is ${pi.status}: neither charged nor declined`,
-                );
-              return receipt;
+              if (receipt) return receipt;
+              const message = `${pi.id} is ${pi.status}: neither charged nor declined`;
+              throw new Classified('UNKNOWN_OUTCOME', 'undeterminable', 'charge_unsettled', message);
             },
-            recordReceipt: ({ requestId }, receipt) => sends.settle(input.key, receipt, a.actor, { requestId }),
+            requestId: (answer) => answer.requestId,
             notRecorded: ({ pi }, err) =>
               receiptNotRecorded(err, `${pi.id} was answered`, { provider: { paymentIntentId: pi.id } }),
           });
@@ -152,29 +119,25 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
     /** A charge whose answer was lost, by its key in the metadata; not found proves absence only once nothing can land. */
     reconcileCharge: (input: CartStepInput) =>
       attempt(
-        { ...storeCall('reconcile', input), key: lookupKey(input.key, 'reconcile'), boundary: 'stripe' },
+        { ...call('reconcile', input, 'stripe'), key: lookupKey(input.key, 'reconcile') },
         paymentFailure(false),
-        async (a): Promise<ChargeLookup> => {
-          const record = await sends.get<ChargeReceipt>(input.key, input.operationId);
-          if (record.receipt) return { kind: 'found', charge: record.receipt, note: 'its receipt is on record' };
-          const began = await store.operations.clock();
-          const found = await deps.stripe(a).paymentIntents.search({ query: `metadata['key']:'${input.key}'` });
-          const pi = found.data[0];
-          const charge = pi ? chargeOf(pi) : null;
-          if (pi && charge) {
-            await sends.settle(input.key, charge, a.actor, { reconciled: true });
-            return { kind: 'found', charge, note: `found ${pi.id}: ${charge.status}` };
-          }
-          if (pi) return unknownYet(`found ${pi.id}, still ${pi.status}`);
-          // Stripe's Search is not read-after-write (it lags up to a minute, longer in incidents): a miss proves less than a list's.
-          const window = Math.max(windows.consistencyMs, SEARCH_CONSISTENCY_MS);
-          const settled = record.offTheWireBy === null ? 0 : Date.parse(record.offTheWireBy) + window;
-          if (began < settled)
-            return unknownYet(`not found yet: a request may still land until ${new Date(settled).toISOString()}`);
-          const proven = await sends.provenAbsent(input.key, record.requestsSent, a.actor, 'not found at the provider');
-          return proven
-            ? { kind: 'absent', charge: null, note: `no PaymentIntent carries key ${input.key}: nothing was charged` }
-            : unknownYet('sent again while it was looked up');
+        async (a) => {
+          const stripe = deps.stripe(a);
+          const { kind, receipt, note } = await lookUpRecorded(a, store, input, {
+            find: async () => {
+              const pi = (await stripe.paymentIntents.search({ query: `metadata['key']:'${input.key}'` })).data[0];
+              if (!pi) return null;
+              const charge = chargeOf(pi);
+              return {
+                receipt: charge,
+                note: charge ? `found ${pi.id}: ${charge.status}` : `found ${pi.id}, still ${pi.status}`,
+              };
+            },
+            // Stripe's Search is not read-after-write (it lags up to a minute, longer in incidents): a miss proves less than a list's.
+            landsWithinMs: Math.max(windows.consistencyMs, SEARCH_CONSISTENCY_MS),
+            absent: `no PaymentIntent carries key ${input.key}: nothing was charged`,
+          });
+          return { kind, charge: receipt, note };
         },
       ),
 
@@ -183,7 +146,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       const { cartId: orderId, amount, currency, paymentIntentId } = input;
       const request = { orderId, amount, currency, reason: 'requested_by_customer' as const };
       const intent = refundIntent(CHECKOUT_REFUND_SCOPE, { ...request, operationVersion: 1 });
-      await attempt({ ...storeCall('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, (a) =>
+      await attempt({ ...call('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, (a) =>
         store.operations.commitIntent({ ...intent, actor: a.actor }),
       );
       const refund = await deps.createRefund({
@@ -195,7 +158,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked, a
       // failure recorded on its operation; a look that fails leaves the first answer standing, to be asked again.
       const now = await attempt(
-        { ...storeCall('charge_card:compensate', input), key: lookupKey(input.key, 'gate'), boundary: 'stripe' },
+        { ...call('charge_card:compensate', input, 'stripe'), key: lookupKey(input.key, 'gate') },
         paymentFailure(false),
         async (a) => {
           const found = await deps.stripe(a).refunds.retrieve(refund.refundId);

@@ -1,11 +1,11 @@
 // npm run checkout: checks out a cart in the store and waits for the result (or the parking). With --items the
 // cart (and, with --stock, its items' stock) is put in the store first, for trying the saga on a local stack.
 import { Command, InvalidArgumentError } from 'commander';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { loadConfig } from '../config';
 import { CHECKOUT_WORKFLOW, checkoutWorkflowId, parseCheckoutRequest } from '../contract';
 import { InvalidInputError } from '../domain/zod-problems';
-import { exitOnError, followRun, requester, wholeNumber, withClient, withStore } from './common';
+import { exitOnError, requester, wholeNumber, withStore } from './common';
+import { ranOnce, startAndFollow, startOnce } from './start-run';
 
 const items = (value: string) =>
   value.split(',').map((item) => {
@@ -44,26 +44,13 @@ async function main() {
       await store.checkouts.seedCart({ id: request.cartId, customerEmail: email, currency, amount, items: opts.items });
     });
   }
-  await withClient(config, async (client) => {
-    const handle = await client.workflow.start(CHECKOUT_WORKFLOW, {
-      taskQueue: config.taskQueue,
-      workflowId: checkoutWorkflowId(request.cartId),
-      args: [request],
-      // A cart is checked out once: a run still going is waited for, one that ended is not started again.
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      workflowIdReusePolicy: 'REJECT_DUPLICATE',
-    });
-    await followRun('checkout', client, config, handle, opts.wait);
-  });
+  await startAndFollow('checkout', config, opts.wait, (client) =>
+    startOnce(client, config, CHECKOUT_WORKFLOW, checkoutWorkflowId(request.cartId), request),
+  );
 }
 
-exitOnError('checkout', main(), (err) =>
-  err instanceof WorkflowExecutionAlreadyStartedError
-    ? {
-        code: 2,
-        message: `${err.workflowId} has already run; a cart is checked out once (npm run inspect -- ${err.workflowId})`,
-      }
-    : err instanceof InvalidInputError
-      ? 2
-      : undefined,
+exitOnError(
+  'checkout',
+  main(),
+  (err) => ranOnce(err, 'a cart is checked out once') ?? (err instanceof InvalidInputError ? 2 : undefined),
 );

@@ -5,7 +5,8 @@ import { loadConfig } from '../config';
 import { InvalidRefundRequestError, REFUND_REASONS, parseRefundRequest } from '../domain/refund-request';
 import { refusalsAgainstOrder } from '../queue/csv-import';
 import { IntentConflictError } from '../store';
-import { exitOnError, followRun, requester, wholeNumber, withClient, withStore } from './common';
+import { exitOnError, requester, wholeNumber, withStore } from './common';
+import { startAndFollow } from './start-run';
 import { AdmissionRejectedError } from '../client/admission';
 
 const program = new Command('refund')
@@ -56,12 +57,9 @@ async function main() {
         `${was}: request #${queued.id}, order ${request.orderId} v${request.operationVersion}; the refund-batch schedule starts queued requests (npm run queue -- list)`,
       );
     });
-  await withClient(config, async (client) => {
-    const { handle } = await startRefund(client, request, config.taskQueue, {
-      taskQueue: config.taskQueue,
-      ...config.admission,
-    });
-    await followRun('refund', client, config, handle, opts.wait);
+  await startAndFollow('refund', config, opts.wait, async (client) => {
+    const admission = { taskQueue: config.taskQueue, ...config.admission };
+    return (await startRefund(client, request, config.taskQueue, admission)).handle;
   });
 }
 

@@ -57,7 +57,6 @@ export const chargeLookupSchema = z.object({
   charge: chargeReceiptSchema.nullable(),
   note: z.string(),
 });
-export type ChargeLookup = z.output<typeof chargeLookupSchema>;
 
 export type CheckoutRunState = RunState<CheckoutRequest, CheckoutStep>;
 export const checkoutStateQuery = defineQuery<CheckoutRunState>('steps');

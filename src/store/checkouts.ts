@@ -37,12 +37,9 @@ export interface Cart extends NewCart {
 }
 
 const now = () => new Date().toISOString();
-const receipt = (c: Cart, changed: boolean): StockReceipt => ({
-  cartId: c.id,
-  amount: c.amount,
-  currency: c.currency,
-  changed,
-});
+const receipt = ({ id: cartId, amount, currency }: Cart, changed: boolean): StockReceipt => {
+  return { cartId, amount, currency, changed };
+};
 
 export class SqlCheckouts {
   constructor(private readonly db: Database) {}
@@ -90,13 +87,10 @@ export class SqlCheckouts {
       if (cart.reservedByKey === key) return receipt(cart, false);
       if (cart.reservedByKey)
         throw new IntentConflictError(`cart ${cartId} was reserved under ${cart.reservedByKey}, not ${key}`);
-      for (const { sku, quantity } of cart.items) {
-        const taken = await tx.run(sql`
-          UPDATE stock SET available = available - ${quantity}, version = version + 1
-          WHERE sku = ${sku} AND available >= ${quantity}`);
+      for (const { sku, quantity } of cart.items)
         // Thrown, every item taken before it is put back with the rest of the transaction.
-        if (taken === 0) throw new OutOfStockError(`not enough ${sku} left for ${quantity}; nothing was reserved`);
-      }
+        if (!(await moveStock(tx, sku, -quantity)))
+          throw new OutOfStockError(`not enough ${sku} left for ${quantity}; nothing was reserved`);
       await tx.run(sql`UPDATE checkouts SET reserved_by_key = ${key}, reserved_at = ${now()} WHERE id = ${cartId}`);
       return receipt(cart, true);
     });
@@ -107,11 +101,7 @@ export class SqlCheckouts {
     return this.db.transaction(async (tx) => {
       const cart = await requireCart(tx, cartId);
       if (cart.releasedByKey) return receipt(cart, false);
-      if (cart.reservedByKey)
-        for (const { sku, quantity } of cart.items)
-          await tx.run(
-            sql`UPDATE stock SET available = available + ${quantity}, version = version + 1 WHERE sku = ${sku}`,
-          );
+      if (cart.reservedByKey) for (const { sku, quantity } of cart.items) await moveStock(tx, sku, quantity);
       // Closed even when nothing was reserved: a reservation still in flight when its checkout was cancelled is refused.
       await tx.run(sql`UPDATE checkouts SET released_by_key = ${key}, released_at = ${now()} WHERE id = ${cartId}`);
       return receipt(cart, cart.reservedByKey !== null);
@@ -131,4 +121,11 @@ async function requireCart(q: Queryable, id: string): Promise<Cart> {
   const cart = await cartOf(q, id);
   if (!cart) throw new OrderNotFoundError(`cart ${id} does not exist`);
   return cart;
+}
+
+/** Moves an item's stock by `by` unless that leaves less than none; whether it moved. */
+async function moveStock(q: Queryable, sku: string, by: number): Promise<boolean> {
+  const moved = await q.run(sql`
+    UPDATE stock SET available = available + ${by}, version = version + 1 WHERE sku = ${sku} AND available + ${by} >= 0`);
+  return moved > 0;
 }

@@ -10,11 +10,12 @@ import {
   type CheckoutStep,
   compensationKey,
   type NotificationReceipt,
+  type StockReceipt,
 } from '../../contract';
-import type { StockReceipt } from '../../store/checkouts';
 import { redact } from '../../reliability/redaction';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { Found } from '../../saga/workflow/reconciled-send';
+import { sentEffect } from '../../saga/workflow/sent-effect';
 import { approvedResend } from '../../saga/workflow/step-failure';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import { runDetails } from '../../saga/workflow/visibility';
@@ -72,12 +73,7 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
 
   noteSend(found: Found<ChargeReceipt>): void {
     if (typeof found === 'object') this.charge = found;
-    this.chargeKnown =
-      found === 'unknown'
-        ? { status: 'unknown', certainty: this.lastFailure?.certainty ?? 'undeterminable' }
-        : found === 'absent'
-          ? { status: 'none', certainty: 'not_executed' }
-          : { status: found.status === 'succeeded' ? 'charged' : 'declined', certainty: 'completed' };
+    this.chargeKnown = sentEffect(found, this.lastFailure, (c) => (c.status === 'succeeded' ? 'charged' : 'declined'));
   }
 
   /** What is known of the charge; a charge whose refund completed is refunded. */

@@ -4,11 +4,9 @@
 // receipt that may have gone out, each under its own key. The harness parks, decides and cancels.
 import { metricMeter } from '@temporalio/workflow';
 import {
-  type ChargeReceipt,
   type CheckoutResult,
   type CheckoutRunState,
   type CheckoutStep,
-  type StockReceipt,
   checkoutRequestSchema,
   checkoutStateQuery,
   parseCheckoutRequest,
@@ -43,14 +41,14 @@ async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null)
 }
 
 /** Reserves the cart's stock; the run takes the worker's settings from the reservation's receipt. */
-async function reserve(run: CheckoutRun): Promise<StockReceipt> {
+async function reserve(run: CheckoutRun) {
   const reserved = await run.calls.step(CHECKOUT.reserve_stock, run.at('reserve_stock'));
   if (reserved.settings) run.pin(reserved.settings);
   return reserved;
 }
 
 /** The charge as a send reconciled by its key; a failure that charged nothing is undone. */
-async function charge(run: CheckoutRun): Promise<ChargeReceipt> {
+async function charge(run: CheckoutRun) {
   const sent = await sendReconciled(run, chargeSend(run));
   if ('receipt' in sent) return sent.receipt;
   const { code, message } = sent.failed;
