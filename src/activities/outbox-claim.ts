@@ -7,8 +7,7 @@ import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy'
 import type { FailureDetails } from '../reliability/taxonomy';
 import type { NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
-import { Classified } from './attempt';
-import type { Attempt } from './attempt-context';
+import { Classified, type Attempt } from './attempt';
 import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
 import { SEND_CLOCK_MARGIN_MS } from './send-window';
 

@@ -9,11 +9,16 @@ import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type NotificationReceipt } from '../contract';
 import type { OrderStore, OutboxEntry } from '../store';
-import { Classified } from './attempt';
-import { beforeRequest, recordTransportRequest, recordingEffect, type Attempt } from './attempt-context';
+import { Classified, recordingEffect, type Attempt } from './attempt';
 import type { MessageLog } from './message-log';
 import { awaitingLog, createOutboxClaim, outcomeUnknown, type ResendApproval } from './outbox-claim';
-import { attemptTimeSpent, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
+import {
+  attemptTimeSpent,
+  beforeRequest,
+  recordTransportRequest,
+  sendDeadline,
+  SMTP_SEND_MARGIN_MS,
+} from './request-deadline';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
