@@ -59,13 +59,7 @@ export async function runWorker(): Promise<void> {
   const probe = config.worker.health && (await Connection.connect({ ...config.temporal.connection, interceptors: [] }));
   const health = probe
     ? await startHealthServer(
-        workerReadiness({
-          draining: drain.check,
-          temporal: probe,
-          workers: () => workers,
-          store: deps.store,
-          keyring,
-        }),
+        workerReadiness({ draining: drain.check, temporal: probe, workers: () => workers, store: deps.store, keyring }),
         config.worker.health!,
       ).catch((err: unknown) => {
         throw new Error(

@@ -1,8 +1,8 @@
-// One attempt of a step's activity: recorded in the attempt ledger with the provider requests it
-// sent, and every error it ends with turned into an ApplicationFailure whose type is a failure
-// code and whose retry behaviour the recovery policy decides (non-retryable, or a next-retry delay
-// with jitter that honours Retry-After within the remaining budget). This is the only place an
-// activity's failure is shaped, so the workflow's view of every failure is the same.
+// One attempt of a step's activity: recorded in the attempt ledger with the provider requests it sent, and every
+// error it ends with turned into an ApplicationFailure whose type is a failure code and whose retry behaviour the
+// recovery policy decides (non-retryable, or a next-retry delay with jitter that honours Retry-After within the
+// remaining budget). This is the only place an activity's failure is shaped, so the workflow sees every failure
+// alike. The body is handed its Attempt and passes it to whatever sends: nothing is found from the call stack.
 import { Context, log, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { mayHaveTakenEffect, type AttemptSummary, type StepEvidence } from '../reliability/attempt-ledger';
@@ -18,7 +18,23 @@ import {
 } from '../reliability/taxonomy';
 import { refundMetrics } from '../observability/metrics';
 import type { AttemptEnd, AttemptRecord, OpenAttempt, OperationLog } from '../store';
-import { succeeded, type Attempt } from './attempt-context';
+
+export interface Attempt {
+  /** Who acts in the audit trail: the run, by its workflow id. */
+  readonly actor: string;
+  /** When the attempt began on this worker (Date.now()). */
+  readonly startedAtMs: number;
+  /** The attempt's own start-to-close, as the run's pinned policy scheduled it (undefined: none). */
+  readonly startToCloseMs?: number;
+  /** The requests it put on the wire, each written whole (and so could be acted on). */
+  readonly requests: { at: string; method: string; target: string; idempotencyKey: string | null }[];
+  /** The provider's id for the last request that was answered (Stripe's Request-Id). */
+  providerRequestId: string | null;
+  /** A stamped send's deadline (this worker's Date.now()), fixed before its stamp: no request begins after it. */
+  sendBy?: number;
+  /** The attempt's ledger row (none for attempts run without a store, e.g. in unit tests). */
+  readonly ledger?: OpenAttempt;
+}
 
 /** An error an activity has already classified. Converted to an ApplicationFailure by runAttempt, never thrown past it. */
 export class Classified extends Error {
@@ -40,8 +56,6 @@ export class Classified extends Error {
     super(message);
   }
 }
-
-export type Classifier = (err: unknown) => Classified;
 
 export interface StepCall {
   step: string;
@@ -69,7 +83,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
   /** Runs `fn` as one attempt of `call`, handing it the attempt; the result gains the step's evidence. */
   return async function runAttempt<T extends object>(
     call: StepCall,
-    classify: Classifier,
+    classify: (err: unknown) => Classified,
     fn: (attempt: Attempt) => Promise<T>,
   ): Promise<T & { evidence: StepEvidence }> {
     const { info, metricMeter } = Context.current();
@@ -84,30 +98,29 @@ export function createAttemptRunner(deps: AttemptDeps) {
       providerRequestId: null,
       ledger,
     };
+    // The SDK's activity logger adds the workflow id, the activity and its attempt.
+    const logged = { step: call.step, operationId: call.operationId, key: call.key };
     const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
     let admitted = false;
     try {
       const refused = breaker?.admit();
       if (refused) {
-        // An open breaker fails the attempt at once, sending nothing; Temporal retries it after the breaker's
-        // wait, within the step's budget. If an earlier attempt of the step may have taken effect (its answer
-        // lost, its receipt not kept, its worker gone before it finished), the failure says so, and should the
-        // retries run out while refused, the step ends UNKNOWN_OUTCOME (retryDecision), never "not executed".
-        // This attempt's own row is not written yet: it sends nothing, so it rides no transaction and begins no request.
+        // An open breaker fails the attempt at once, sending nothing (its own row not even begun); Temporal retries it
+        // after the breaker's wait. If an earlier attempt of the step may have taken effect, the failure says so, and
+        // should the retries run out while refused, the step ends UNKNOWN_OUTCOME (retryDecision), never "not executed".
         const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
         const open = earlier.find((a) => mayHaveTakenEffect(a));
+        const wait = { retryAfterMs: refused.retryAfterMs };
         if (open) {
           throw new Classified(
             'CAPACITY',
             'may_have_executed',
             'circuit_open_after_uncertain_attempt',
             `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`,
-            { retryAfterMs: refused.retryAfterMs },
+            wait,
           );
         }
-        throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, {
-          retryAfterMs: refused.retryAfterMs,
-        });
+        throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, wait);
       }
       admitted = true;
       const value = await ledger.run(() => fn(attempt));
@@ -116,11 +129,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
       else breaker?.abstained();
       if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
       metrics.attempted(call.step, call.boundary, null, attempt.requests.length);
-      // The SDK's activity logger adds the workflow id, the activity and its attempt.
       log.info('step attempt succeeded', {
-        step: call.step,
-        operationId: call.operationId,
-        key: call.key,
+        ...logged,
         transportRequests: attempt.requests.length,
         providerRequestId: attempt.providerRequestId,
       });
@@ -134,17 +144,12 @@ export function createAttemptRunner(deps: AttemptDeps) {
         else breaker?.abstained();
       }
       if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
-      if (!c) {
-        metrics.attempted(call.step, call.boundary, 'cancelled', attempt.requests.length);
-        throw err;
-      }
-      const decision = retryDecision(c, call.boundary, info);
-      metrics.attempted(call.step, call.boundary, decision.code, attempt.requests.length);
+      const decision = c && retryDecision(c, call.boundary, info);
+      metrics.attempted(call.step, call.boundary, decision?.code ?? 'cancelled', attempt.requests.length);
+      if (!c || !decision) throw err;
       const providerRequestId = c.extra.providerRequestId ?? attempt.providerRequestId;
       log.warn('step attempt failed', {
-        step: call.step,
-        operationId: call.operationId,
-        key: call.key,
+        ...logged,
         code: decision.code,
         certainty: c.certainty,
         reason: decision.reason,
@@ -187,9 +192,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
   };
 
   /**
-   * Whether Temporal may try again, and after how long. A retry needs a retry rule with attempts
-   * left; its delay is Retry-After (never less) or the rule's backoff, spread by its jitter, and must
-   * fit in what is left of the activity's schedule-to-close: if not, the failure is BUDGET_EXCEEDED.
+   * Whether Temporal may try again, and after how long: a retry rule with attempts left, a delay of Retry-After (never
+   * less) or the rule's jittered backoff, fitting in what is left of the schedule-to-close (else BUDGET_EXCEEDED).
    */
   function retryDecision(c: Classified, boundary: Boundary, info: Info) {
     const rule = ruleFor(deps.policy, c.code, c.certainty, boundary);
@@ -216,9 +220,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
   }
 
   /**
-   * Records how the attempt ended (unless the transaction of its effect did), and returns the step's ledger in this
-   * run: this attempt alone when the store found no other row of the step as it wrote the end (what a read right
-   * after would return, known without one), else every row as read back.
+   * Records how the attempt ended (unless its effect's transaction did), and returns the step's ledger in this run:
+   * this attempt alone when the store found no other row of the step as it wrote the end, else every row read back.
    */
   async function finish(
     call: StepCall,
@@ -273,3 +276,24 @@ function causeOf(c: Classified): Error | undefined {
 
 /** Reasons that leave an effect open: a step that ends on one ends with its outcome unknown. */
 const UNSETTLED: ReadonlySet<string> = new Set(['circuit_open_after_uncertain_attempt', 'awaiting_message_log']);
+
+/** How an attempt that succeeded ends in its ledger: what it sent, and the provider's id for the last answer. */
+function succeeded(attempt: Attempt): AttemptEnd {
+  return {
+    transportRequests: attempt.requests.length,
+    outcome: 'ok',
+    certainty: 'completed',
+    reason: null,
+    retryAfterMs: null,
+    nextDelayMs: null,
+    providerRequestId: attempt.providerRequestId,
+  };
+}
+
+/**
+ * Runs the store call that records the attempt's effect: its transaction writes the attempt's end too, so the step
+ * commits once rather than twice. Should the attempt fail after all, its end is written again.
+ */
+export function recordingEffect<T>(attempt: Attempt, fn: () => Promise<T>): Promise<T> {
+  return attempt.ledger ? attempt.ledger.recording(() => succeeded(attempt), fn) : fn();
+}

@@ -1,6 +1,6 @@
 // The operators' digest: the refund runs that wait for a person, one email per scheduled occurrence.
 import type { AttentionRun } from '../inspect/attention';
-import type { MailText } from './outbox-hand-over';
+import type { MailText } from './outbox';
 
 export const DEFAULT_DIGEST_TO = 'refund-ops@durable-refunds.test';
 

@@ -1,6 +1,6 @@
 // The checkout's emails: the receipt for a charge, and the correction when the checkout was undone
 // after the receipt may have gone out. The recipient is read from the cart in the store.
-import type { MailText, OutboxMail } from './outbox-hand-over';
+import type { MailText, OutboxMail } from './outbox';
 import { formatAmount } from './refund-notice';
 
 export interface CheckoutMailInput extends Omit<OutboxMail, 'orderId' | 'kind' | 'to'> {

@@ -4,8 +4,7 @@
 import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store';
-import type { AttemptRunner } from './attempt';
-import { recordingEffect } from './attempt-context';
+import { recordingEffect, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';

@@ -1,16 +1,38 @@
-// The notification activities: each sends one email through the outbox's hand-over, once, or settles one.
-import type { Transporter } from 'nodemailer';
+// The notification activities: each hands one email to the mail server, at most once per claim on its outbox entry
+// (outbox.ts), and records the outcome: the server's answer, or a person's word that a hand-over whose outcome is
+// unknown was delivered. A send ends by its deadline (request-deadline.ts: what is left of the attempt), fixed before
+// its stamp and recorded with it.
+import { Context } from '@temporalio/activity';
+import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
+import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
+import { refundMetrics } from '../observability/metrics';
+import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
-import type { Evidenced, NotificationReceipt } from '../contract';
+import { messageIdForKey, type Evidenced, type NotificationReceipt } from '../contract';
 import type { OrderStore } from '../store';
-import type { AttemptRunner } from './attempt';
+import { Classified, recordingEffect, type Attempt, type AttemptRunner } from './attempt';
 import type { MessageLog } from './message-log';
 import { cartOf } from './checkout';
 import { checkoutMail, type CheckoutMailInput, type CheckoutMailKind } from './checkout-mail';
 import { DEFAULT_DIGEST_TO, digestMail, type DigestInput } from './attention-digest';
-import { createOutboxHandOver, type ConfirmDeliveredInput } from './outbox-hand-over';
+import {
+  awaitingLog,
+  createOutbox,
+  outcomeUnknown,
+  type ConfirmDeliveredInput,
+  type MailText,
+  type OutboxMail,
+} from './outbox';
 import { refundCorrectionMail, type RefundCorrectionInput } from './refund-correction';
 import { refundNoticeMail, type RefundNoticeInput } from './refund-notice';
+import {
+  attemptTimeSpent,
+  beforeRequest,
+  recordTransportRequest,
+  sendDeadline,
+  SMTP_SEND_MARGIN_MS,
+} from './request-deadline';
+import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
 export interface NotificationDeps {
@@ -31,28 +53,159 @@ export interface NotificationDeps {
 const MAX_SEND_MS = 5 * 60_000;
 
 export function createNotificationActivities(deps: NotificationDeps) {
-  const { deliver, confirmDelivered } = createOutboxHandOver({ ...deps, maxSendMs: deps.maxSendMs ?? MAX_SEND_MS });
+  const { store } = deps;
+  const maxSendMs = deps.maxSendMs ?? MAX_SEND_MS;
+  const { claimHandOver, confirmDelivered } = createOutbox(deps);
 
-  const smtpCall = (step: string, key: string, operationId: string) => ({
-    step,
-    key,
-    operationId,
-    boundary: 'smtp' as const,
-    breaker: 'smtp:send',
-  });
+  const handOver = async (
+    attempt: Attempt,
+    entry: OutboxMail,
+    { subject, text }: MailText,
+  ): Promise<NotificationReceipt> => {
+    const { key, orderId, kind } = entry;
+    let to = entry.to;
+    if (to === undefined) {
+      // A customer is mailed at the address the order holds, never one passed along.
+      const order = await store.getOrder(orderId);
+      if (!order)
+        throw new Classified(
+          'PERMANENT_BUSINESS',
+          'not_executed',
+          'order_not_found',
+          `order ${orderId} does not exist; nothing was sent`,
+        );
+      to = order.customerEmail;
+    }
+    const ctx = { key, messageId: messageIdForKey(key), recipient: maskEmails(to) };
+    // Sent already: its receipt. Otherwise this attempt now holds the hand-over, or the claim said why not.
+    const claim = { key, orderId, kind, recipient: to, subject, messageId: ctx.messageId };
+    // The send's deadline, fixed before its stamp: the stamp records it as the hand-over's bound.
+    const deadline = sendDeadline(attempt, maxSendMs, SMTP_SEND_MARGIN_MS);
+    const held = await claimHandOver(attempt, claim, entry, ctx, deadline.onWireForMs);
+    if ('receipt' in held) return held.receipt;
+    // Only this attempt's own hand-over is freed: another's, begun once this one's bound had passed, is left alone.
+    const release = () => store.releaseNotification(key, held.stamp);
+
+    let info: SentMessageInfo;
+    const handedOver = () => recordTransportRequest(attempt, { method: 'SMTP', target: 'DATA', idempotencyKey: key });
+    await beforeRequest(attempt);
+    // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
+    const timeout = deadline.left();
+    if (!timeout) {
+      await release();
+      throw attemptTimeSpent();
+    }
+    try {
+      info = await deps.transport.sendMail({
+        from: deps.from,
+        to,
+        subject,
+        text,
+        messageId: ctx.messageId,
+        headers: { 'X-Operation-Key': key },
+        signal: AbortSignal.timeout(timeout),
+      });
+      handedOver();
+    } catch (err) {
+      const c = classifySmtpError(err as NodemailerError);
+      // A session that never began reached no server; any other counts as a request it received.
+      if (!NO_SESSION.has(c.reason)) handedOver();
+      if (c.certainty !== 'not_executed') {
+        const facts = { ...ctx, sendingSince: held.stamp };
+        // With a message log, the next attempt asks it once the message could show there: past this send's bound.
+        if (deps.messageLog) {
+          const logShowsIn = deadline.offWireBy + deps.messageLog.consistencyMs - Date.now();
+          throw awaitingLog(facts, Math.max(0, logShowsIn), err as Error);
+        }
+        throw outcomeUnknown(facts, 'this attempt', err as NodemailerError);
+      }
+      await release();
+      throw new Classified(
+        c.code,
+        c.certainty,
+        c.reason,
+        `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`,
+        {
+          retryAfterMs: c.retryAfterMs,
+          provider: { ...ctx, ...c.facts },
+          cause: err,
+          health: HEALTH_FAILURES.has(c.code),
+        },
+      );
+    }
+    if (info.rejected?.length) {
+      if (info.accepted?.length) {
+        // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
+        throw new Classified(
+          'PARTIAL_OUTCOME',
+          'partial',
+          'some_recipients_rejected',
+          `the mail server accepted ${ctx.messageId} for some recipients only`,
+          { provider: ctx },
+        );
+      }
+      await release();
+      throw new Classified(
+        'PERMANENT_BUSINESS',
+        'not_executed',
+        'recipient_rejected',
+        `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`,
+        { provider: ctx },
+      );
+    }
+    const response = info.response ?? '';
+    try {
+      await recordingEffect(attempt, () =>
+        store.markNotificationSent(key, response, { operationId: entry.operationId, actor: attempt.actor }),
+      );
+    } catch (err) {
+      // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
+      // of resending. The step took effect, whatever the store said: never "not executed".
+      const c = storeFailure(err);
+      throw new Classified(
+        c.code,
+        'completed',
+        'delivery_not_recorded',
+        `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`,
+        { provider: { ...ctx, providerResponse: response }, cause: err },
+      );
+    }
+    return { ...ctx, providerResponse: response, alreadySent: false };
+  };
+
+  /** Each hand-over counted by outcome: sent, already sent, refused, partial or unknown. */
+  const deliver = async (attempt: Attempt, entry: OutboxMail, mail: MailText): Promise<NotificationReceipt> => {
+    const metrics = refundMetrics(Context.current().metricMeter);
+    try {
+      const receipt = await handOver(attempt, entry, mail);
+      metrics.handedOver(receipt.alreadySent ? 'already_sent' : 'completed');
+      return receipt;
+    } catch (err) {
+      if (err instanceof Classified) metrics.handedOver(err.certainty);
+      throw err;
+    }
+  };
+
+  /** An email's step: one attempt through the mail server's breaker, its outbox entry read within it. */
+  const smtpStep = (
+    step: string,
+    key: string,
+    operationId: string,
+    send: (a: Attempt) => Promise<NotificationReceipt>,
+  ) => deps.attempt({ step, key, operationId, boundary: 'smtp', breaker: 'smtp:send' }, storeFailure, send);
 
   /** The checkout's receipt, or its correction: mailed to the cart's customer, as the store holds them. */
   const cartMail =
     (kind: CheckoutMailKind, step: string) =>
     (input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> =>
-      deps.attempt(smtpCall(step, input.key, input.operationId), storeFailure, async (a) => {
-        const to = (await cartOf(deps.store, input.cartId)).customerEmail;
+      smtpStep(step, input.key, input.operationId, async (a) => {
+        const to = (await cartOf(store, input.cartId)).customerEmail;
         return deliver(a, { ...input, orderId: input.cartId, kind, to }, checkoutMail(kind, input));
       });
 
   return {
     async sendRefundNotice(input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('notify_customer', input.key, input.operationId), storeFailure, (a) =>
+      return smtpStep('notify_customer', input.key, input.operationId, (a) =>
         deliver(a, { ...input, kind: 'refund_notice' }, refundNoticeMail(input)),
       );
     },
@@ -73,7 +226,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
 
     /** The occurrence's digest for the operators: one per occurrence, its key built from the occurrence id. */
     async sendDigest(input: DigestInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('digest', input.key, input.occurrenceId), storeFailure, (a) =>
+      return smtpStep('digest', input.key, input.occurrenceId, (a) =>
         deliver(
           a,
           {
@@ -92,9 +245,18 @@ export function createNotificationActivities(deps: NotificationDeps) {
     sendCheckoutCorrection: cartMail('checkout_correction', 'send_receipt:compensate'),
 
     async sendRefundCorrection(input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> {
-      return deps.attempt(smtpCall('notify_customer:compensate', input.key, input.operationId), storeFailure, (a) =>
+      return smtpStep('notify_customer:compensate', input.key, input.operationId, (a) =>
         deliver(a, { ...input, kind: 'refund_correction' }, refundCorrectionMail(input)),
       );
     },
   };
 }
+
+/** Failures that happen before any SMTP session with the server exists. */
+const NO_SESSION = new Set([
+  'connection_refused',
+  'dns_failed',
+  'connect_timeout',
+  'client_refused',
+  'envelope_invalid',
+]);

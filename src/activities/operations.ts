@@ -13,8 +13,7 @@ import {
 import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
 import type { NewOperation, OperationRecord, OrderStore } from '../store';
-import { Classified, type AttemptRunner } from './attempt';
-import { recordingEffect } from './attempt-context';
+import { Classified, recordingEffect, type AttemptRunner } from './attempt';
 import { storeFailure } from './store-failures';
 
 export interface BeginOperationInput {

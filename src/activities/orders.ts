@@ -3,8 +3,7 @@
 // or a reset replays the first receipt.
 import type { Evidenced, OrderReceipt } from '../contract';
 import type { ApplyRefundInput, OrderStore, RevertRefundInput } from '../store';
-import type { AttemptRunner } from './attempt';
-import { recordingEffect } from './attempt-context';
+import { recordingEffect, type AttemptRunner } from './attempt';
 import { storeFailure } from './store-failures';
 
 export function createOrderActivities(deps: { store: OrderStore; attempt: AttemptRunner }) {

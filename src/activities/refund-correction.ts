@@ -1,5 +1,5 @@
 // The customer's correction, sent when a refund they were told of did not go through.
-import type { MailText } from './outbox-hand-over';
+import type { MailText, OutboxMail } from './outbox';
 
 /** Why a correction is sent, as the customer may read it. Operator-facing error text never goes into an email. */
 export const CORRECTION_REASONS = {
@@ -8,16 +8,9 @@ export const CORRECTION_REASONS = {
 } as const;
 export type CorrectionReason = keyof typeof CORRECTION_REASONS;
 
-export interface RefundCorrectionInput {
-  key: string;
-  operationId: string;
-  orderId: string;
+export interface RefundCorrectionInput extends Omit<OutboxMail, 'kind' | 'to'> {
   refundId: string;
   reason: CorrectionReason;
-  /** When a person approved resending a correction whose hand-over ended unknown: that hand-over, begun before it, is resent once (same Message-ID). */
-  resendApprovedAt?: string;
-  /** The hand-over the person judged (its `sendingSince`, by the store's clock): only it is resent. */
-  approvedHandOver?: string;
 }
 
 export function refundCorrectionMail(input: RefundCorrectionInput): MailText {

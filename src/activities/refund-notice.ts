@@ -1,19 +1,12 @@
 // The customer's refund notice: what the activity is given, and the email it sends.
 import { Classified } from './attempt';
-import type { MailText } from './outbox-hand-over';
+import type { MailText, OutboxMail } from './outbox';
 
 /** The recipient is read from the order in the store: a customer's address never travels through workflow history. */
-export interface RefundNoticeInput {
-  key: string;
-  operationId: string;
-  orderId: string;
+export interface RefundNoticeInput extends Omit<OutboxMail, 'kind' | 'to'> {
   amount: number;
   currency: string;
   refundId: string;
-  /** When a person approved resending a notice whose hand-over ended unknown: that hand-over, begun before it, is resent once (same Message-ID). */
-  resendApprovedAt?: string;
-  /** The hand-over the person judged (its `sendingSince`, by the store's clock, from the failure they saw): only it is resent. */
-  approvedHandOver?: string;
 }
 
 /** One formatter per currency: building an Intl.NumberFormat costs far more than formatting. */

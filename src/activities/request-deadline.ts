@@ -1,9 +1,10 @@
-// Every provider request's deadline, at every boundary (Stripe, SMTP): cut to what is left of the
-// activity attempt, so an attempt that makes several requests still ends inside its start-to-close
+// Every provider request, at every boundary (Stripe, SMTP): recorded in its attempt, and its deadline cut to what is
+// left of the activity attempt, so an attempt that makes several requests still ends inside its start-to-close
 // and Temporal never starts the next attempt while this one is still talking. The start-to-close is
 // the attempt's own, as the run's pinned policy scheduled it: never this worker's policy.
-import { Classified } from './attempt';
-import type { Attempt } from './attempt-context';
+import { log } from '@temporalio/activity';
+import { AttemptEndedError } from '../store/errors';
+import { Classified, type Attempt } from './attempt';
 import { SEND_CLOCK_MARGIN_MS } from './send-window';
 
 /** Left for the attempt's own bookkeeping (the store, the ledger) after the last request. */
@@ -61,3 +62,29 @@ export const attemptTimeSpent = () =>
     'attempt_time_spent',
     'not sent: too little of this attempt is left for the request to finish',
   );
+
+/** A request that reached the provider: it was written whole (and so could be acted on). */
+export function recordTransportRequest(
+  attempt: Attempt | undefined,
+  request: Omit<Attempt['requests'][number], 'at'>,
+): void {
+  attempt?.requests.push({ at: new Date().toISOString(), ...request });
+}
+
+export function recordProviderRequestId(attempt: Attempt | undefined, id: string | undefined): void {
+  if (attempt && id) attempt.providerRequestId = id;
+}
+
+/**
+ * Awaited by every transport before a request goes on the wire: the attempt's ledger row is then on disk, so an
+ * attempt that never finishes is seen as one. The ledger is evidence, not the effect: a failed write is logged.
+ * An attempt that has ended sends nothing more (AttemptEndedError).
+ */
+export async function beforeRequest(attempt: Attempt | undefined): Promise<void> {
+  try {
+    await attempt?.ledger?.begun();
+  } catch (err) {
+    if (err instanceof AttemptEndedError) throw err;
+    log.warn('attempt ledger write failed', { error: (err as Error).message });
+  }
+}

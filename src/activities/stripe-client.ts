@@ -1,7 +1,7 @@
 // The Stripe client the payment activities send with: the official SDK over our transport, with
 // no retries of its own and a per-request timeout.
 import Stripe from 'stripe';
-import type { Attempt } from './attempt-context';
+import type { Attempt } from './attempt';
 import { StripeTransport } from './stripe-transport';
 
 export interface StripeClientConfig {

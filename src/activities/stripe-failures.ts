@@ -40,6 +40,9 @@ export const STRIPE_BUSINESS_CODES = new Set([
 
 const connection = (f: StripeErrorFacts) => f.errorType === 'StripeConnectionError';
 const serverError = (f: StripeErrorFacts) => f.statusCode !== null && f.statusCode >= 500;
+/** The reason is Stripe's own error code when it gave one. */
+const codeOr = (fallback: string) => (f: StripeErrorFacts) => f.code ?? fallback;
+const unclassified = (f: StripeErrorFacts) => `unclassified_${f.errorType}`;
 
 export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
   // The request never fully left: nothing can have happened.
@@ -65,7 +68,7 @@ export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
     (f) => f.statusCode === 429 || f.errorType === 'StripeRateLimitError',
     'RATE_LIMIT',
     'not_executed',
-    (f) => f.code ?? 'rate_limited',
+    codeOr('rate_limited'),
   ),
   // Another request with this key is still executing: it may yet succeed. Resend the same key later.
   rule(
@@ -74,12 +77,7 @@ export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
     'may_have_executed',
     'idempotency_key_in_use',
   ),
-  rule(
-    (f) => f.statusCode === 409,
-    'STATE_CONFLICT',
-    'not_executed',
-    (f) => f.code ?? 'conflict',
-  ),
+  rule((f) => f.statusCode === 409, 'STATE_CONFLICT', 'not_executed', codeOr('conflict')),
   // The key was used with other parameters: Stripe refused this request outright.
   rule((f) => f.rawType === 'idempotency_error', 'INVALID_ARGUMENTS', 'not_executed', 'idempotency_key_reused'),
   rule((f) => f.statusCode === 401, 'PERMISSION_DENIED', 'not_executed', 'authentication_failed'),
@@ -94,18 +92,8 @@ export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
   rule((f) => f.statusCode === 503, 'CAPACITY', 'not_executed', 'provider_unavailable'),
   rule((f) => serverError(f) && f.write, 'TRANSIENT_DEPENDENCY', 'may_have_executed', 'provider_error'),
   rule(serverError, 'TRANSIENT_DEPENDENCY', 'not_executed', 'provider_error'),
-  rule(
-    (f) => f.errorType === 'StripeCardError',
-    'PERMANENT_BUSINESS',
-    'not_executed',
-    (f) => f.code ?? 'card_error',
-  ),
-  rule(
-    (f) => f.statusCode === 404,
-    'PERMANENT_BUSINESS',
-    'not_executed',
-    (f) => f.code ?? 'resource_missing',
-  ),
+  rule((f) => f.errorType === 'StripeCardError', 'PERMANENT_BUSINESS', 'not_executed', codeOr('card_error')),
+  rule((f) => f.statusCode === 404, 'PERMANENT_BUSINESS', 'not_executed', codeOr('resource_missing')),
   rule(
     (f) => f.code !== null && STRIPE_BUSINESS_CODES.has(f.code),
     'PERMANENT_BUSINESS',
@@ -116,21 +104,11 @@ export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
     (f) => f.statusCode !== null && f.statusCode >= 400,
     'INVALID_ARGUMENTS',
     'not_executed',
-    (f) => f.code ?? 'invalid_request',
+    codeOr('invalid_request'),
   ),
   // An SDK error with no status and no connection problem (e.g. an unparseable answer): nobody knows.
-  rule(
-    (f) => f.write,
-    'POISON',
-    'undeterminable',
-    (f) => `unclassified_${f.errorType}`,
-  ),
-  rule(
-    () => true,
-    'POISON',
-    'not_executed',
-    (f) => `unclassified_${f.errorType}`,
-  ),
+  rule((f) => f.write, 'POISON', 'undeterminable', unclassified),
+  rule(() => true, 'POISON', 'not_executed', unclassified),
 ];
 
 /** Classifies an error the SDK threw; undefined when it is not a Stripe error (a bug, rethrown as such). */

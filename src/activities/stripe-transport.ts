@@ -10,8 +10,8 @@ import https from 'node:https';
 import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import Stripe from 'stripe';
-import { beforeRequest, recordProviderRequestId, recordTransportRequest, type Attempt } from './attempt-context';
-import { requestTimeout } from './request-deadline';
+import type { Attempt } from './attempt';
+import { beforeRequest, recordProviderRequestId, recordTransportRequest, requestTimeout } from './request-deadline';
 
 /**
  * not_sent: the request was never completely handed to the network, so the server cannot have acted on it.

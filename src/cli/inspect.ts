@@ -61,16 +61,8 @@ async function listAttention(client: Client, pageSize: number, json: boolean): P
     if (json) console.log(JSON.stringify(run));
     else {
       if (count === 0) console.log(line(['workflow id', 'execution', 'status', 'step', 'effect', 'verdict']));
-      console.log(
-        line([
-          run.workflowId,
-          run.execution,
-          run.status ?? '-',
-          run.step ?? '-',
-          run.effect ?? '-',
-          run.verdict ?? '-',
-        ]),
-      );
+      const rest = [run.status, run.step, run.effect, run.verdict].map((cell) => cell ?? '-');
+      console.log(line([run.workflowId, run.execution, ...rest]));
     }
     count += 1;
   }

@@ -49,6 +49,9 @@ const program = new Command('schedule')
   .description('Temporal Schedules for the batch, the sweep and the digest, from the definitions in code.')
   .showHelpAfterError();
 
+/** A subcommand on one schedule defined here. */
+const onSchedule = (verb: string) => program.command(verb).argument('<schedule-id>', 'a schedule defined here', known);
+
 program
   .command('apply')
   .description('create each schedule, or update it to its definition (idempotent)')
@@ -61,9 +64,7 @@ program
     }),
   );
 
-program
-  .command('describe')
-  .argument('<schedule-id>', 'a schedule defined here', known)
+onSchedule('describe')
   .option('--json', 'print JSON')
   .description('the schedule, its policies and its next action times in its own time zone')
   .action((id: string, opts: { json?: boolean }) =>
@@ -99,9 +100,7 @@ program
   );
 
 for (const verb of ['pause', 'unpause'] as const) {
-  program
-    .command(verb)
-    .argument('<schedule-id>', 'a schedule defined here', known)
+  onSchedule(verb)
     .option('--note <why>', 'why, kept on the schedule')
     .description(verb === 'pause' ? 'stop taking actions until unpaused' : 'take actions again')
     .action((id: string, opts: { note?: string }) =>
@@ -113,9 +112,7 @@ for (const verb of ['pause', 'unpause'] as const) {
     );
 }
 
-program
-  .command('trigger')
-  .argument('<schedule-id>', 'a schedule defined here', known)
+onSchedule('trigger')
   .addOption(overlapOption('trigger'))
   .description('take one action now')
   .action((id: string, opts: { overlap?: ScheduleOverlapPolicy }) =>
@@ -125,9 +122,7 @@ program
     }),
   );
 
-program
-  .command('backfill')
-  .argument('<schedule-id>', 'a schedule defined here', known)
+onSchedule('backfill')
   .requiredOption('--from <instant>', 'start of the window (ISO instant, inclusive)', instant('--from'))
   .requiredOption('--to <instant>', 'end of the window (ISO instant)', instant('--to'))
   .addOption(overlapOption('backfill', 'BUFFER_ALL: every occurrence in the window, one after another'))
@@ -142,9 +137,7 @@ program
     }),
   );
 
-program
-  .command('delete')
-  .argument('<schedule-id>', 'a schedule defined here', known)
+onSchedule('delete')
   .description('delete the schedule (occurrences already started run on)')
   .action((id: string) =>
     withClient(config, async (client) => {

@@ -3,8 +3,7 @@
 // the send's deadline is fixed before its stamp, which records by when it is off the wire; and what the request
 // proves (a receipt, an unknown outcome, or that nothing was made) goes to the record. Each boundary gives its record
 // and its request; the order of things is decided here, once.
-import { Classified } from '../activities/attempt';
-import { recordingEffect, type Attempt } from '../activities/attempt-context';
+import { Classified, recordingEffect, type Attempt } from '../activities/attempt';
 import { attemptTimeSpent, sendDeadline } from '../activities/request-deadline';
 
 /** What a send's record says of the sends under its key. */

@@ -1,7 +1,6 @@
 // The send decision, pure: replay a receipt on record; reconcile first when an earlier send is open and a send now
 // would fall outside the key's dedupe window; send otherwise. And sendOnce, which only acts on it.
-import { Classified } from '../../src/activities/attempt';
-import type { Attempt } from '../../src/activities/attempt-context';
+import { Classified, type Attempt } from '../../src/activities/attempt';
 import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/send-window';
 import { outsideDedupeWindow, sendDecision, sendOnce, type KeyedSend, type SendRecord } from '../../src/saga/send';
 

@@ -2,7 +2,7 @@
 // stale pooled socket can turn a request that never left into a lost answer), reads reuse one.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Attempt } from '../../src/activities/attempt-context';
+import type { Attempt } from '../../src/activities/attempt';
 import { createStripeClient } from '../../src/activities/stripe-client';
 
 const refund = {

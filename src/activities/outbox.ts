@@ -1,16 +1,41 @@
-// Which attempt may hand an outbox entry to the mail server: the one that moves it from pending to sending, or one
-// that takes over a hand-over whose outcome is unknown, once the policy or a person says it is resent. A hand-over
-// is judged by the bound its sender recorded with its stamp, read on the store's clock: never the judge's own deadline.
+// An email's outbox entry: which attempt may hand it to the mail server (the one that moves it from pending to
+// sending, or one that takes over a hand-over whose outcome is unknown, once the policy or a person says it is resent),
+// and a person's word that such a hand-over was delivered. A hand-over is judged by the bound its sender recorded with
+// its stamp, read on the store's clock: never the judge's own deadline.
 import type { NodemailerError } from 'nodemailer';
 import { maskEmails } from '../reliability/redaction';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import type { FailureDetails } from '../reliability/taxonomy';
 import type { NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
-import { Classified } from './attempt';
-import type { Attempt } from './attempt-context';
+import { Classified, type Attempt } from './attempt';
 import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
 import { SEND_CLOCK_MARGIN_MS } from './send-window';
+
+/** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
+export interface OutboxMail extends ResendApproval {
+  key: string;
+  operationId: string;
+  orderId: string;
+  kind: OutboxEntry['kind'];
+  to?: string;
+}
+
+export interface MailText {
+  subject: string;
+  text: string;
+}
+
+/** A person's word that a notice whose hand-over is unknown was delivered (the confirm-delivered decision). */
+export interface ConfirmDeliveredInput {
+  key: string;
+  operationId: string;
+  /** Who confirmed it, and their evidence. */
+  by: string;
+  reason: string;
+  /** The stamp of the hand-over the person judged (absent from runs begun before it was sent: the current one). */
+  judged?: string;
+}
 
 /** What a receipt and every failure say of an email (a type, not an interface: failure details take it as a record). */
 export type MailFacts = {
@@ -22,11 +47,13 @@ export type MailFacts = {
 
 /** A person's approval to resend a hand-over whose outcome is unknown. */
 export interface ResendApproval {
+  /** When they approved: a hand-over begun before it is resent once (same Message-ID). */
   resendApprovedAt?: string;
+  /** The hand-over they judged (its `sendingSince`, by the store's clock, from the failure they saw): only it is resent. */
   approvedHandOver?: string;
 }
 
-export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPolicy; messageLog?: MessageLog }) {
+export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; messageLog?: MessageLog }) {
   const { store, messageLog } = deps;
   // A hand-over stamped without a bound (by a worker from before bounds were recorded): the longest an smtp attempt
   // under this worker's policy lasts, which such a worker's own deadline (its start-to-close less 5 s) was within.
@@ -127,7 +154,54 @@ export function createOutboxClaim(deps: { store: OrderStore; policy: RecoveryPol
     return null;
   };
 
-  return { claimHandOver, inFlightFor };
+  /** Records a person's word that a hand-over whose outcome is unknown was delivered: the entry becomes sent, naming them. */
+  const confirmDelivered = async (attempt: Attempt, input: ConfirmDeliveredInput): Promise<NotificationReceipt> => {
+    // The retry comes once that hand-over's bound has passed.
+    const stillSending = (entry: OutboxEntry, what: string, retryAfterMs: number) =>
+      new Classified(
+        'STATE_CONFLICT',
+        'not_executed',
+        'send_in_progress',
+        `${entry.messageId} ${what}; confirm its delivery once that attempt is done`,
+        { provider: { key: input.key, messageId: entry.messageId }, retryAfterMs },
+      );
+    // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
+    const current = await store.getNotification(input.key);
+    const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
+    if (current && live > 0) throw stillSending(current, 'is being handed over right now', live);
+    // A hand-over judged ended stays ended (its bound never moves): the store records the person's word only while
+    // its stamp is still the current one, in the transaction that records it.
+    const judged = input.judged ?? (current?.status === 'sending' ? current.sendingSince : null);
+    const entry = await store.confirmNotificationDelivered(input.key, {
+      by: input.by,
+      reason: input.reason,
+      operationId: input.operationId,
+      actor: attempt.actor,
+      sendingSince: judged,
+    });
+    // Taken over since (another run of the operation resends it, approved): the server's answer to that settles it.
+    if (entry.status === 'sending' && judged !== null && entry.sendingSince !== judged)
+      throw stillSending(entry, 'was taken over by another attempt just now', await inFlightFor(entry));
+    if (entry.status !== 'sent') {
+      // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
+      throw new Classified(
+        'PERMANENT_BUSINESS',
+        'not_executed',
+        'no_unknown_handover',
+        `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`,
+        { provider: { key: input.key, messageId: entry.messageId } },
+      );
+    }
+    return {
+      key: input.key,
+      messageId: entry.messageId,
+      recipient: maskEmails(entry.recipient),
+      providerResponse: entry.providerResponse ?? '',
+      alreadySent: true,
+    };
+  };
+
+  return { claimHandOver, confirmDelivered };
 }
 
 /** A hand-over whose outcome the message log will settle once it may show the message: the retry asks it then. */
