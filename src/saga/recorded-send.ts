@@ -1,6 +1,6 @@
 // The send protocol (send.ts) for a send with no record of its own: its record is the store's send record under the
 // step's key, stamped, settled and proven absent there; and a lost answer is looked up by that key at the provider.
-import type { Attempt } from '../activities/attempt-context';
+import type { Attempt } from '../activities/attempt';
 import type { KeyedSendRecord, OrderStore } from '../store';
 import type { Lookup } from './workflow/reconciled-send';
 import { type KeyedSend, outsideDedupeWindow, sendOnce } from './send';
