@@ -4,30 +4,18 @@
 // later state of the two, so a send a 1.0 worker recorded since counts.
 import { sql, type RawBuilder } from 'kysely';
 import { CHECKOUT_REFUND_SCOPE, checkoutOperationId, compensationKey, stepKey } from '../contract';
+import type { OperationRecord } from '../contract/receipts';
+import type { RowOf } from './rows';
 
 /** What an operation's row holds of its refund's send: 1.0's record, still written. */
-export interface OperationSendColumns {
-  operation_id: string;
-  order_id: string;
-  scope: string;
-  requests_sent: number;
-  first_sent_at: string | null;
-  last_sent_at: string | null;
-  off_the_wire_by: string | null;
-  proven_absent_through: number | null;
-  refund_json: string | null;
-  updated_at: string;
-}
+export type OperationSendColumns = RowOf<
+  Pick<OperationRecord, 'operationId' | 'orderId' | 'scope' | 'updatedAt' | SendField>
+> & { refund_json: string | null };
+type SendField = 'requestsSent' | 'firstSentAt' | 'lastSentAt' | 'offTheWireBy' | 'provenAbsentThrough';
 
+type SendColumns = RowOf<Pick<OperationRecord, SendField>> & { receipt_json: string | null };
 /** The send's record as `sends` holds it, joined to its operation's row (`s`, by operation id: one send each). */
-export interface JoinedSend {
-  send_requests_sent?: number | null;
-  send_first_sent_at?: string | null;
-  send_last_sent_at?: string | null;
-  send_off_the_wire_by?: string | null;
-  send_proven_absent_through?: number | null;
-  send_receipt_json?: string | null;
-}
+export type JoinedSend = { [C in keyof SendColumns as `send_${C}`]?: SendColumns[C] };
 
 export const JOINED_SEND = sql`s.requests_sent AS send_requests_sent, s.first_sent_at AS send_first_sent_at, s.last_sent_at AS send_last_sent_at,
   s.off_the_wire_by AS send_off_the_wire_by, s.proven_absent_through AS send_proven_absent_through, s.receipt_json AS send_receipt_json`;
