@@ -100,7 +100,7 @@ export class OperationLog {
   }
 
   async get(operationId: string): Promise<OperationRecord | undefined> {
-    const row = await this.row(this.db, operationId);
+    const row = await this.db.one(sql<OperationRow>`${OPERATIONS} WHERE o.operation_id = ${operationId}`);
     return row && toOperation(row);
   }
 
@@ -239,7 +239,8 @@ export class OperationLog {
     if (copy) await tx.run(copy);
   }
 
-  private row(on: Queryable, operationId: string): Promise<(OperationRow & JoinedSend) | undefined> {
-    return on.one(sql<OperationRow>`${OPERATIONS} WHERE o.operation_id = ${operationId}`);
+  /** Within a write: the row alone, which counts the sends of both builds (and leaves `sends` unlocked on PostgreSQL). */
+  private row(on: Queryable, operationId: string): Promise<OperationRow | undefined> {
+    return on.one(sql<OperationRow>`SELECT * FROM operations WHERE operation_id = ${operationId}`);
   }
 }
