@@ -205,5 +205,10 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     await store.operations.markSent(op.e, 'test', 1000);
     await expect(columns(op.e)).resolves.toEqual({ requests_sent: 2, proven_absent_through: null });
     await expect(store.sends.get(`${op.e}:create_refund`, 'x')).resolves.toMatchObject({ requestsSent: 2 });
+
+    // A send's record ahead of the row, as the release that writes `sends` alone leaves it, is read too.
+    await sql`UPDATE sends SET proven_absent_through = 2 WHERE key = ${`${op.e}:create_refund`}`.execute(raw.kysely);
+    await expect(store.operations.get(op.e)).resolves.toMatchObject({ requestsSent: 2, provenAbsentThrough: 2 });
+    await expect(columns(op.e)).resolves.toEqual({ requests_sent: 2, proven_absent_through: null });
   });
 });
