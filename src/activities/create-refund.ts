@@ -141,14 +141,10 @@ export function refundCreation(deps: PaymentDeps) {
     const c = paymentFailure(true)(err);
     const op = await log.get(operationId).catch(() => undefined);
     if (!op) throw c;
-    const record = {
-      operationStatus: op.status,
-      requestsSent: op.requestsSent,
-      provenAbsentThrough: op.provenAbsentThrough,
-    };
+    const { status: operationStatus, requestsSent, provenAbsentThrough } = op;
     throw new Classified(c.code, c.certainty, c.reason, c.message, {
       ...c.extra,
-      provider: { ...c.extra.provider, ...record },
+      provider: { ...c.extra.provider, operationStatus, requestsSent, provenAbsentThrough },
     });
   }
 

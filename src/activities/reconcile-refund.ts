@@ -1,7 +1,7 @@
 // The reconcileRefund activity: what became of a refund whose outcome is unknown, asked of Stripe
 // and settled in the operation's record; a "not found" proves absence only once no send can still land.
 import { Context } from '@temporalio/activity';
-import { lookupKey, type Evidenced, type ReconcileResult } from '../contract';
+import { lookupKey, type Evidenced, type ReconcileResult, type RefundReceipt } from '../contract';
 import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
 import { noIntent, type PaymentDeps } from './create-refund';
@@ -54,22 +54,22 @@ export function refundReconciliation(deps: PaymentDeps) {
         insideDedupeWindow: insideWindow(op, askedAt),
         requestsSent: op.requestsSent,
       };
+      const reply = (
+        result: ReconcileResult['result'],
+        note: string,
+        refund: RefundReceipt | null = null,
+        conclusiveAt: string | null = null,
+      ): ReconcileResult => ({ ...base, result, refund, conclusiveAt, note });
       const settle = (update: OperationUpdate, detail: Record<string, unknown>) =>
         log.settle(input.operationId, update, attempt.actor, 'reconciled', detail);
-      if (found.length === 0 && known) {
-        // A refund looked up by id that does not carry this operation proves nothing either way.
-        return {
-          ...base,
-          result: 'unknown',
-          refund: null,
-          conclusiveAt: null,
-          note: `refund ${known} does not carry operation ${input.operationId}`,
-        };
-      }
+      // A refund looked up by id that does not carry this operation proves nothing either way.
+      if (found.length === 0 && known)
+        return reply('unknown', `refund ${known} does not carry operation ${input.operationId}`);
       if (found.length === 0) {
         const offWire = sendsOffTheWireBy(op);
         const conclusive = offWire === null ? 0 : offWire + deps.windows.consistencyMs;
         const conclusiveAt = offWire === null ? null : new Date(conclusive).toISOString();
+        const notFound = (result: ReconcileResult['result'], note: string) => reply(result, note, null, conclusiveAt);
         if (askedAt >= conclusive) {
           const proof = {
             status: 'intent' as const,
@@ -82,32 +82,23 @@ export function refundReconciliation(deps: PaymentDeps) {
               op.lastSentAt === null
                 ? 'no request for this operation was ever sent'
                 : `no refund carries operation ${input.operationId}, and the consistency window since the last send has passed`;
-            return { ...base, result: 'not_started_confirmed', refund: null, conclusiveAt, note: why };
+            return notFound('not_started_confirmed', why);
           }
           const why =
             record.requestsSent !== op.requestsSent
               ? 'it was sent again while it was looked up'
               : `it became ${record.status} meanwhile`;
-          return {
-            ...base,
-            result: 'not_found_inconclusive',
-            refund: null,
-            conclusiveAt,
-            note: `operation ${input.operationId}: ${why}; look again`,
-          };
+          return notFound('not_found_inconclusive', `operation ${input.operationId}: ${why}; look again`);
         }
         await log.audit(input.operationId, attempt.actor, 'reconciled', {
           result: 'not_found_inconclusive',
           scanned,
           conclusiveAt,
         });
-        return {
-          ...base,
-          result: 'not_found_inconclusive',
-          refund: null,
-          conclusiveAt,
-          note: `no refund carries operation ${input.operationId} yet; the provider's list may lag until ${conclusiveAt}`,
-        };
+        return notFound(
+          'not_found_inconclusive',
+          `no refund carries operation ${input.operationId} yet; the provider's list may lag until ${conclusiveAt}`,
+        );
       }
       const refund = found[found.length - 1]!; // the oldest, since Stripe lists newest first
       const receipt = toReceipt(refund, false);
@@ -116,36 +107,22 @@ export function refundReconciliation(deps: PaymentDeps) {
           ? `; ${found.length} refunds carry this operation id (${found.map((r) => r.id).join(', ')})`
           : '';
       if (refund.status === 'failed' || refund.status === 'canceled') {
-        await settle(
-          { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status },
-          { result: 'failed' },
-        );
-        return {
-          ...base,
-          result: 'failed',
-          refund: receipt,
-          conclusiveAt: null,
-          note: `refund ${refund.id} ${refund.status} (${refund.failure_reason ?? 'no reason given'})${extra}`,
-        };
+        const reason = refund.failure_reason ?? refund.status;
+        await settle({ status: 'failed', refund: receipt, reason }, { result: 'failed' });
+        const why = refund.failure_reason ?? 'no reason given';
+        return reply('failed', `refund ${refund.id} ${refund.status} (${why})${extra}`, receipt);
       }
       if (refund.amount < input.amount || refund.currency !== input.currency) {
         await settle({ status: 'partial', refund: receipt, reason: 'refund_differs' }, { result: 'partial' });
-        return {
-          ...base,
-          result: 'partial',
-          refund: receipt,
-          conclusiveAt: null,
-          note: `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${input.amount} ${input.currency} asked${extra}`,
-        };
+        const asked = `${input.amount} ${input.currency}`;
+        return reply(
+          'partial',
+          `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${asked} asked${extra}`,
+          receipt,
+        );
       }
       await settle({ status: 'refunded', refund: receipt }, { result: 'completed', refundId: refund.id });
-      return {
-        ...base,
-        result: 'completed',
-        refund: receipt,
-        conclusiveAt: null,
-        note: `refund ${refund.id} exists (${refund.status})${extra}`,
-      };
+      return reply('completed', `refund ${refund.id} exists (${refund.status})${extra}`, receipt);
     });
     refundMetrics(Context.current().metricMeter).reconciled(answer.result);
     return answer;

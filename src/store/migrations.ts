@@ -5,6 +5,7 @@
 import { sql, type Kysely } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
 import type { Database, Dialect } from './database';
+import { copyToSends, type OperationSendColumns } from './refund-sends';
 import { CHECKOUT, INITIAL, OUTBOX_KINDS } from './schema';
 
 const TYPES: Record<Dialect, Record<string, string>> = {
@@ -106,6 +107,15 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           dialect,
           `${create.replace('notification_outbox', 'notification_outbox_new')}; INSERT INTO notification_outbox_new SELECT * FROM notification_outbox; DROP TABLE notification_outbox; ALTER TABLE notification_outbox_new RENAME TO notification_outbox`,
         );
+      },
+    },
+    // Each refund's send into `sends`, under the key it went to Stripe with, from the operation's row (which this build
+    // keeps writing while 1.0 workers run: refund-sends.ts); the index reads an operation's send with its row.
+    '006_refund_sends': {
+      async up(db) {
+        await execute(db, dialect, 'CREATE INDEX sends_operation_id ON sends(operation_id)');
+        const { rows } = await sql<OperationSendColumns>`SELECT * FROM operations`.execute(db);
+        for (const row of rows) await copyToSends(row)?.execute(db);
       },
     },
   };

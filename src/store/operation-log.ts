@@ -4,6 +4,7 @@ import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
 import { OpenAttempt, attemptsOf } from './attempt-rows';
+import { copyToSends, JOINED_SEND, withLaterSend, type JoinedSend } from './refund-sends';
 import { fromRow, type RowOf } from './rows';
 import type {
   AttemptRecord,
@@ -20,11 +21,17 @@ type OperationRow = RowOf<Omit<OperationRecord, 'request' | 'refund'>> & {
   refund_json: string | null;
 };
 
-const toOperation = ({ request_json, refund_json, ...row }: OperationRow): OperationRecord => ({
-  ...fromRow(row),
-  request: JSON.parse(request_json) as OperationRecord['request'],
-  refund: refund_json === null ? null : (JSON.parse(refund_json) as RefundReceipt),
-});
+const toOperation = (joined: OperationRow & JoinedSend): OperationRecord => {
+  const { request_json, refund_json, ...row } = withLaterSend(joined);
+  return {
+    ...fromRow(row),
+    request: JSON.parse(request_json) as OperationRecord['request'],
+    refund: refund_json === null ? null : (JSON.parse(refund_json) as RefundReceipt),
+  };
+};
+
+/** Each operation with its refund's send record (refund-sends.ts). */
+const OPERATIONS = sql`SELECT o.*, ${JOINED_SEND} FROM operations o LEFT JOIN sends s ON s.operation_id = o.operation_id`;
 
 type AuditRow = RowOf<Omit<AuditEntry, 'detail'>> & { detail: string };
 
@@ -93,7 +100,7 @@ export class OperationLog {
   }
 
   async get(operationId: string): Promise<OperationRecord | undefined> {
-    const row = await this.row(this.db, operationId);
+    const row = await this.db.one(sql<OperationRow>`${OPERATIONS} WHERE o.operation_id = ${operationId}`);
     return row && toOperation(row);
   }
 
@@ -107,7 +114,7 @@ export class OperationLog {
   /** Every operation on the order, oldest first. */
   async forOrder(orderId: string): Promise<OperationRecord[]> {
     const rows = await this.db.all(
-      sql<OperationRow>`SELECT * FROM operations WHERE order_id = ${orderId} ORDER BY created_at, operation_version`,
+      sql<OperationRow>`${OPERATIONS} WHERE o.order_id = ${orderId} ORDER BY o.created_at, o.operation_version`,
     );
     return rows.map(toOperation);
   }
@@ -149,6 +156,7 @@ export class OperationLog {
           off_the_wire_by = ${new Date(bound).toISOString()}, status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
         WHERE operation_id = ${operationId}
         RETURNING *`);
+      await this.recordSend(tx, row!);
       await this.insertAudit(tx, operationId, actor, 'refund_request_sent', {});
       return toOperation(row!);
     });
@@ -177,6 +185,7 @@ export class OperationLog {
             proven_absent_through = ${absence === null ? sql`proven_absent_through` : sql`requests_sent`}, updated_at = ${this.now()}
           WHERE operation_id = ${operationId}
           RETURNING *`))!;
+        await this.recordSend(tx, row);
       }
       const outcome = applied
         ? {}
@@ -224,6 +233,13 @@ export class OperationLog {
     );
   }
 
+  /** Dual write: the send's record follows the operation's row, in the transaction that wrote it. */
+  private async recordSend(tx: Queryable, row: OperationRow): Promise<void> {
+    const copy = copyToSends(row);
+    if (copy) await tx.run(copy);
+  }
+
+  /** Within a write: the row alone, which counts the sends of both builds (and leaves `sends` unlocked on PostgreSQL). */
   private row(on: Queryable, operationId: string): Promise<OperationRow | undefined> {
     return on.one(sql<OperationRow>`SELECT * FROM operations WHERE operation_id = ${operationId}`);
   }

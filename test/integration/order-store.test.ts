@@ -482,7 +482,7 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     };
 
     it('opens it when every migration of its own is applied', async () => {
-      const later = await openStore(await migratedBy('005_from_a_later_build'));
+      const later = await openStore(await migratedBy('007_from_a_later_build'));
       try {
         await later.seedOrder(order('later-1'));
         await expect(later.getOrder('later-1')).resolves.toMatchObject({ version: 1 });
@@ -996,6 +996,7 @@ describe('SQLite files and DATABASE_URL', () => {
       { name: '003_orders_fillfactor' },
       { name: '004_sending_until' },
       { name: '005_checkout' },
+      { name: '006_refund_sends' },
     ]);
     check.close();
   });
