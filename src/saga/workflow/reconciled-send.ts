@@ -5,7 +5,7 @@ import { MAX_RESUBMISSIONS, type RunStatus } from '../../contract';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { stop } from './run-stopped';
 import { StepFailedError, type StepError } from './step-failure';
-import type { StepRunner } from './step-runner';
+import type { StepRunner } from './calls';
 
 /** What a lookup by the send's key came to: the receipt, proof the provider took nothing, or nothing certain. */
 export type Found<R> = R | 'absent' | 'unknown';
