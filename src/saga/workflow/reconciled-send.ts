@@ -83,7 +83,8 @@ export async function lookUp<Step extends string, R>(
   run.noteSend('unknown');
   run.setStatus('reconciling', step);
   const found = await send.lookUp().catch((err: unknown) => {
-    if (!(err instanceof StepFailedError)) throw err;
+    // A lookup that failed says nothing; a step the lookup ran (the order repaired to a partial refund) failed as that step.
+    if (!(err instanceof StepFailedError) || run.steps.has(err.step)) throw err;
     return { kind: 'unknown' as const, receipt: null, note: err.error.message };
   });
   run.steps.note(step, found.note);

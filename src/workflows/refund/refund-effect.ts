@@ -3,11 +3,11 @@
 // refund exists, or inside the key's dedupe window; never blind.
 import { REFUND_SAGA } from '../../compensations/registry';
 import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
-import { type Lookup, sendReconciled } from '../../saga/workflow/reconciled-send';
+import type { AfterFailure, Lookup } from '../../saga/workflow/reconciled-send';
+import type { StepError } from '../../saga/workflow/step-failure';
 import { reconcile, type ReconcileTarget } from './reconcile';
 import type { RefundRun } from './run';
-import { stopForFailure } from './step-stop';
-import { updateOrder } from './steps';
+import { orderUpdate } from './steps';
 import * as reasons from './stop-reasons';
 import { stop } from '../../saga/workflow/run-stopped';
 
@@ -25,29 +25,31 @@ export function targetOf(
   };
 }
 
-/** Sends the refund; a failure the provider may have acted on is reconciled, and resent only as reconciliation allows. */
-export async function createRefund(run: RefundRun, { operation, order }: BeginResult): Promise<RefundReceipt> {
+/**
+ * The refund's send (the create's input, without its call, which the saga makes) and what comes after a failure of
+ * it: one the provider may have acted on is reconciled, and resent only as reconciliation allows.
+ */
+export function refundSend(run: RefundRun, { operation, order }: BeginResult) {
   const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
   const { operationId, paymentIntentId, amount, currency, idempotencyKey } = target;
   const { orderId, reason } = run.request;
-  const input = { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey };
-  const sent = await sendReconciled(run, {
-    step: 'create_refund',
-    send: () =>
-      run.calls.step(REFUND_SAGA.create_refund, input).catch((err: unknown) => {
-        run.operation.noteFirstSend(run.steps.get('create_refund'));
-        throw err;
-      }),
+  return {
+    step: 'create_refund' as const,
+    input: { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey },
     // Asked about when the policy says reconcile, or a retry ran out while the effect was uncertain (a 5xx, a key
     // still in flight), or a refund was made whose receipt could not be kept.
-    afterFailure: ({ certainty }) => {
+    afterFailure: ({ certainty }: StepError): AfterFailure => {
       const action = run.recovery?.action;
       const retried = action === 'retry' || action === 'repair' || certainty === 'completed';
       return action === 'reconcile' || (certainty !== 'not_executed' && retried) ? 'resend-if-absent' : 'fail';
     },
     lookUp: () => settle(run, target),
-  });
-  if ('failed' in sent) return stopForFailure(run, 'create_refund', sent.failed);
+  };
+}
+
+/** What the send came to: a failure stops the run as the policy decides; a receipt is checked against what was asked. */
+export async function received(run: RefundRun, sent: { receipt: RefundReceipt } | { failed: StepError }) {
+  if ('failed' in sent) return run.stopFor('create_refund', sent.failed);
   const receipt = await checkReceipt(run, sent.receipt);
   run.operation.noteFirstSend(run.steps.get('create_refund'));
   return receipt;
@@ -149,7 +151,7 @@ export async function partialRefund(run: RefundRun, refund: RefundReceipt, note:
   run.ctx.refund = refund;
   run.ctx.partialNote = note;
   run.steps.resolve('create_refund', refund, `partial: ${note}`);
-  await updateOrder(run, refund.refundId, refund.amount);
+  await run.calls.step(REFUND_SAGA.update_order, orderUpdate(run, refund));
   run.steps.skip(
     'notify_customer',
     'frozen: the refund is partial, and an email now would tell the customer something untrue',
