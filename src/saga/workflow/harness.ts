@@ -62,9 +62,9 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   stepFailed?(run: Run, step: Step, error: StepError): never;
   /** The provider's word, while parked, that settles what the run holds without a person. */
   news?(run: Run): (() => News<Result>) | undefined;
-  /** After the run's last word: what it leaves for others (the provider's unacted news). */
+  /** After the run's last word, cancelled too: what it leaves for others (the provider's unacted news). */
   afterEnd?(run: Run): Promise<void>;
-  /** Cancelled by an operator: what was started is finished honestly, compensations included. */
+  /** Cancelled by an operator: what was started is finished honestly, compensations included, and audited. */
   cancelled?(run: Run): Promise<void>;
 }
 
@@ -118,11 +118,11 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
   } catch (err) {
     if (isCancellation(err) && (!run.inBookkeeping || run.cancelsAnywhere())) {
       run.desk.close('it is being cancelled');
-      await CancellationScope.nonCancellable(() =>
-        saga.cancelled
-          ? saga.cancelled(run)
-          : cancelFromState(run, saga.send?.(run)).then(() => metricsOf(saga).runEnded('cancelled')),
-      );
+      await CancellationScope.nonCancellable(async () => {
+        await (saga.cancelled ? saga.cancelled(run) : cancelFromState(run, saga.send?.(run)));
+        metricsOf(saga).runEnded('cancelled');
+        await saga.afterEnd?.(run);
+      });
     }
     throw err;
   }
