@@ -43,7 +43,7 @@ export function refundSend(run: RefundRun, { operation, order }: BeginResult) {
       const retried = action === 'retry' || action === 'repair' || certainty === 'completed';
       return action === 'reconcile' || (certainty !== 'not_executed' && retried) ? 'resend-if-absent' : 'fail';
     },
-    lookUp: () => settle(run, target),
+    lookUp: () => settle(run),
   };
 }
 
@@ -59,9 +59,8 @@ export async function received(run: RefundRun, sent: { receipt: RefundReceipt } 
  * Reconciles the create (a refund made whose receipt could not be kept, by its id): found, its receipt; proven absent
  * or still deduplicated, sent again while resubmissions are left. Partial, failed or still unknown stops the run here.
  */
-async function settle(run: RefundRun, target: ReconcileTarget): Promise<Lookup<RefundReceipt>> {
-  const madeId = run.lastFailure?.provider.refundId;
-  const settled = await reconcile(run, typeof madeId === 'string' ? { ...target, refundId: madeId } : target, true);
+async function settle(run: RefundRun): Promise<Lookup<RefundReceipt>> {
+  const settled = await reconcileOwn(run, run.lastFailure?.provider.refundId, true);
   const { note } = settled;
   switch (settled.kind) {
     case 'completed':
@@ -71,7 +70,7 @@ async function settle(run: RefundRun, target: ReconcileTarget): Promise<Lookup<R
     case 'failed':
       return providerFailed(run, settled.refund, note, '; a person decides what happens next');
     case 'unknown':
-      return stop('needs_attention', reasons.refundUnknown(note, target.operationId), 'create_refund');
+      return stop('needs_attention', reasons.refundUnknown(note, run.operationId), 'create_refund');
   }
   if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
     stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, note), 'create_refund');
@@ -79,19 +78,23 @@ async function settle(run: RefundRun, target: ReconcileTarget): Promise<Lookup<R
   return { kind: 'absent', receipt: null, note };
 }
 
+/** Looks up this operation's refund at the provider, by its id when one is known (`mayResubmit`: see reconcile). */
+function reconcileOwn(run: RefundRun, refundId: unknown, mayResubmit: boolean) {
+  const { operation, order } = run.begin!;
+  const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
+  return reconcile(run, typeof refundId === 'string' ? { ...target, refundId } : target, mayResubmit);
+}
+
 /**
  * A parked run whose refund is unknown, asked to look again (by a person or the scheduled sweep):
- * lookups only. Found, the saga goes on from the order update (the step it returns), as it would
- * have had the answer arrived; still unknown or proven absent, it parks again for a person. A
- * person's retry-step (`send`) looks the same way, and goes on to send only what the provider
- * proved absent, or resends with the same key while the provider still deduplicates it.
+ * lookups only. Found, the saga goes on from the order update, as it would have had the answer
+ * arrived; still unknown or proven absent, it parks again for a person. A person's retry-step
+ * (`send`) looks the same way, and goes on to send only what the provider proved absent, or
+ * resends with the same key while the provider still deduplicates it.
  */
-export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_order' | 'create_refund'> {
-  const begin = run.begin!;
-  const target = targetOf(begin.operation.operationId, run.request, begin.order.paymentIntentId);
-  const known = run.effect.refundId;
+export async function lookAgain(run: RefundRun, send: boolean): Promise<void> {
   run.setStatus('reconciling', 'create_refund');
-  const settled = await reconcile(run, known ? { ...target, refundId: known } : target, send);
+  const settled = await reconcileOwn(run, run.effect.refundId, send);
   switch (settled.kind) {
     case 'completed':
       // Found: its receipt is the step's result, checked like a receipt the create returned.
@@ -99,7 +102,7 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
       run.noteSend(settled.refund);
       run.setStatus('running');
       run.ctx.refund = await checkReceipt(run, settled.refund);
-      return 'update_order';
+      return;
     case 'partial':
       return partialRefund(run, settled.refund, settled.note);
     case 'failed':
@@ -110,8 +113,7 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
       if (settled.kind === 'absent') run.effect = { status: 'none', certainty: 'not_executed', refundId: null };
       if (!send) return stop('needs_attention', reasons.stillAbsent(settled.note), 'create_refund');
       run.steps.note('create_refund', settled.note);
-      run.setStatus('running');
-      return 'create_refund';
+      return run.setStatus('running');
     default:
       return stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
   }

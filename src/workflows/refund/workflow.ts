@@ -72,7 +72,7 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   async prepare(run, chosen) {
     // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
     if (chosen.kind === 'compensate') return stopUndone(await compensate(run, { resendApprovedAt: chosen.record.at }));
-    if (chosen.kind === 'reconcile') return void (await lookAgain(run, false));
+    if (chosen.kind === 'reconcile') return lookAgain(run, false);
     if (chosen.kind === 'confirm-delivered') return confirmDelivered(run, chosen.record);
     const { refund, partialNote } = run.ctx;
     // A partial refund keeps its email frozen: retrying only repairs the order to what was refunded.
