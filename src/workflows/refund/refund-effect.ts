@@ -5,7 +5,8 @@ import { REFUND_SAGA } from '../../compensations/registry';
 import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
 import type { AfterFailure, Lookup } from '../../saga/workflow/reconciled-send';
 import type { StepError } from '../../saga/workflow/step-failure';
-import { reconcile, type ReconcileTarget } from './reconcile';
+import type { ReconcileRefundInput } from '../../activities/reconcile-refund';
+import { reconcile } from './reconcile';
 import type { RefundRun } from './run';
 import { orderUpdate } from './steps';
 import * as reasons from './stop-reasons';
@@ -15,7 +16,7 @@ export function targetOf(
   operationId: string,
   request: { amount: number; currency: string },
   paymentIntentId: string,
-): ReconcileTarget {
+): ReconcileRefundInput {
   return {
     operationId,
     paymentIntentId,
