@@ -29,7 +29,7 @@ import {
   type FollowUpState,
 } from '../contract';
 import { activityOptions, BOOKKEEPING } from '../saga/workflow/activity-options';
-import { StepRunner } from '../saga/workflow/step-runner';
+import { StepRunner } from '../saga/workflow/calls';
 import { undoSteps } from '../saga/workflow/undo';
 import type { Boundary } from '../reliability/taxonomy';
 import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';

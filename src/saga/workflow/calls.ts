@@ -1,17 +1,22 @@
-// A saga run's activity calls, paid for from its budget: each scheduled with options derived from
-// the policy and what is left of the budget, each result checked against its schema, each attempt's
-// provider requests and retry time charged once.
+// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget
+// (options derived from the policy and what is left of it, each attempt's provider requests and retry
+// time charged once), its result checked against its schema before the saga may use it, and recorded
+// in the run's step table (what it was given and returned, when, its attempts, how it failed), which
+// the run's Query returns.
 import { patched } from '@temporalio/workflow';
-import { evidenced, type Evidenced, type StepRecord } from '../../contract';
+import { evidenced, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
+import { zodProblems } from '../../domain/zod-problems';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
+import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { Runs, StepCall } from '../step';
 import { activitiesAt } from '../../workflows/pools';
 import { describeFailure, stepError, StepFailedError, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
 import { stop } from './run-stopped';
-import type { StepRunner } from './step-runner';
+
+const now = () => new Date().toISOString(); // deterministic inside a workflow
 
 /** A saga's activities, each taking one input. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -22,6 +27,9 @@ type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, never> &
 type Fn<Acts, A extends keyof Acts> = Acts[A] extends (input: infer I) => Promise<infer R> ? [I, R] : never;
 type InputOf<Acts, A extends keyof Acts> = Fn<Acts, A>[0];
 type ResultOf<Acts, A extends keyof Acts> = Omit<Fn<Acts, A>[1], 'evidence'>;
+
+/** The activity finished, so whatever it did happened; what it returned cannot be used. */
+const unusable = (message: string) => stepError('POISON', 'undeterminable', 'result_unusable', message);
 
 export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** How much of each step's ledger the budget has already been charged for. */
@@ -48,7 +56,11 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     }
   }
 
-  /** Runs a saga step as its definition says, paying for it from the budget and remembering how it failed. */
+  /**
+   * Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), records it in
+   * the step table, pays for it from the budget and remembers how it failed. `boundary` classifies a failure that
+   * carries none of our details (a Temporal timeout).
+   */
   async step<A extends keyof Acts & string>(
     def: NamedCall<Acts, A, Step>,
     input: InputOf<Acts, A>,
@@ -57,17 +69,32 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     const keyOf = def.key as ((input: InputOf<Acts, A>) => string) | undefined;
     const shows = def.shows as ((input: InputOf<Acts, A>) => unknown) | undefined;
     const { name, boundary } = def;
+    const record = this.steps.get(name);
     try {
       const acts = this.activities(boundary, options.essential ?? def.essential, def.requestsPerAttempt, def.runs);
-      return await this.steps.run(
-        name,
-        shows ? shows(input) : input,
-        keyOf?.(input),
-        boundary,
-        evidenced(def.output),
-        () => invoke(acts, def.activity, input) as Promise<ResultOf<Acts, A> & { evidence: StepEvidence }>,
-        def.effect === 'send',
-      );
+      const start = { status: 'running', input: shows ? shows(input) : input, idempotencyKey: keyOf?.(input) };
+      Object.assign(record, { ...start, startedAt: now(), error: undefined, finishedAt: undefined });
+      let raw: unknown;
+      try {
+        raw = await acts[def.activity]!(input);
+      } catch (err) {
+        const { error, ledger } = describeFailure(err, boundary, name, def.effect === 'send');
+        absorb(record, ledger);
+        this.steps.fail(name, error);
+        throw new StepFailedError(name, error);
+      }
+      const parsed = evidenced(def.output).safeParse(raw);
+      if (!parsed.success) {
+        const error = unusable(
+          `${name} returned a result the workflow cannot use (${zodProblems(parsed.error, '(result)')})`,
+        );
+        Object.assign(record, { status: 'failed', error, output: raw === undefined ? null : raw, finishedAt: now() });
+        throw new StepFailedError(name, error);
+      }
+      const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
+      absorb(record, evidence?.ledger ?? [], evidence);
+      Object.assign(record, { status: 'completed', output, finishedAt: now() });
+      return output as ResultOf<Acts, A>;
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;
       this.remember(name, boundary, err.error);
@@ -82,7 +109,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       if (rejects && refused && certainty === 'not_executed') stop('rejected', `${rejects(input)}: ${message}`, name);
       throw err;
     } finally {
-      this.pay(this.steps.get(name), boundary);
+      this.pay(record, boundary);
     }
   }
 
@@ -96,18 +123,14 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     const acts = this.activities(boundary, def.essential, def.requestsPerAttempt, def.runs);
     let raw: unknown;
     try {
-      raw = await invoke(acts, def.activity, input);
+      raw = await acts[def.activity]!(input);
     } catch (err) {
       const { error, ledger } = describeFailure(err, boundary, what, false);
       this.charge(boundary, { attempt: ledger.length, ledger });
       throw new StepFailedError(what, error);
     }
     const parsed = evidenced(def.output).safeParse(raw);
-    if (!parsed.success)
-      throw new StepFailedError(
-        what,
-        stepError('POISON', 'undeterminable', 'result_unusable', `${what} returned a result the workflow cannot use`),
-      );
+    if (!parsed.success) throw new StepFailedError(what, unusable(`${what} returned a result the workflow cannot use`));
     // The parsed result: a field an older worker did not send gets its schema's default.
     const { evidence, ...result } = parsed.data as Evidenced<ResultOf<Acts, A>>;
     this.charge(boundary, evidence);
@@ -147,7 +170,119 @@ function rowId(a: AttemptSummary): string {
   return `${a.startedAt}#${a.attempt}`;
 }
 
-/** Calls the activity a definition names, with the step's input. */
-function invoke(acts: Activities, activity: string, input: unknown): Promise<unknown> {
-  return acts[activity]!(input);
+/** Adds a run of attempts to the step's ledger (a step can be run again, e.g. a resubmission after reconciliation). */
+function absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvidence): void {
+  const known = new Set(record.ledger.map((a) => `${a.attempt}@${a.startedAt}`));
+  record.ledger = [...record.ledger, ...ledger.filter((a) => !known.has(`${a.attempt}@${a.startedAt}`))];
+  const { attempts, transportRequests } = tally({
+    attempt: evidence?.attempt ?? record.ledger.length,
+    ledger: record.ledger,
+  });
+  Object.assign(record, { attempts, transportRequests });
+}
+
+/** What came of a compensation: completed with its receipt, failed, or unknown. */
+export interface CompensationOutcome {
+  status: 'completed' | 'failed' | 'unknown';
+  output?: unknown;
+  error?: StepError;
+  attempts: number;
+  transportRequests: number;
+}
+
+/** The per-step state table of a run, held in workflow state: each step's record, and the moves of a record. */
+export class StepRunner<Name extends string> {
+  private readonly records: Map<Name, StepRecord>;
+
+  constructor(names: readonly Name[]) {
+    this.records = new Map(
+      names.map((name) => [name, { name, status: 'pending', attempts: 0, transportRequests: 0, ledger: [] }]),
+    );
+  }
+
+  has(name: string): name is Name {
+    return this.records.has(name as Name);
+  }
+
+  get(name: Name): StepRecord {
+    const record = this.records.get(name);
+    if (!record) throw new Error(`unknown step ${name}`);
+    return record;
+  }
+
+  /** The table as operators see it: customer addresses masked. */
+  table(): StepRecord[] {
+    return redact([...this.records.values()]);
+  }
+
+  /** The saga's last step: where a run that completed, or ended past its steps, is shown. */
+  get last(): Name {
+    return [...this.records.keys()].at(-1)!;
+  }
+
+  completed(): Name[] {
+    return [...this.records.values()].filter((r) => r.status === 'completed').map((r) => r.name as Name);
+  }
+
+  /** Runs a completed step's registered compensation under its own key and records what came of it. */
+  async compensate(name: Name, key: string, run: () => Promise<CompensationOutcome>): Promise<void> {
+    const compensation: CompensationRecord = {
+      kind: 'compensation',
+      key,
+      status: 'running',
+      startedAt: now(),
+      attempts: 0,
+      transportRequests: 0,
+    };
+    this.get(name).compensation = compensation;
+    Object.assign(compensation, await run(), { finishedAt: now() });
+  }
+
+  /** Marks a step failed (also after a check in workflow code, e.g. the order cannot take this refund). */
+  fail(name: Name, error: StepError): void {
+    Object.assign(this.get(name), { status: 'failed', error, finishedAt: now() });
+  }
+
+  /** Completes a failed step with an output established another way (reconciliation with the provider). */
+  resolve(name: Name, output: unknown, note: string): void {
+    Object.assign(this.get(name), { status: 'completed', output, note, error: undefined, finishedAt: now() });
+  }
+
+  skip(name: Name, note: string): void {
+    Object.assign(this.get(name), { status: 'skipped', note, finishedAt: now() });
+  }
+
+  /** The step ran and waits for the provider; the next check completes it or fails it. */
+  await(name: Name, note: string): void {
+    Object.assign(this.get(name), { status: 'awaiting_provider', note });
+  }
+
+  note(name: Name, note: string): void {
+    this.get(name).note = note;
+  }
+
+  /** A compensation the plan did not run, with why: it waits for a person's decision. One that already ran keeps its record; false then. */
+  hold(name: Name, key: string, note: string): boolean {
+    const previous = this.get(name).compensation;
+    if (previous?.kind === 'compensation' && previous.status !== 'held') return false;
+    this.get(name).compensation = {
+      kind: 'compensation',
+      key,
+      status: 'held',
+      note,
+      attempts: 0,
+      transportRequests: 0,
+    };
+    return true;
+  }
+
+  markNotCompensable(name: Name, note: string): void {
+    this.get(name).compensation = {
+      kind: 'forward_repair',
+      status: 'not_compensable',
+      note,
+      attempts: 0,
+      transportRequests: 0,
+    };
+  }
 }

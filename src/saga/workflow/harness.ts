@@ -20,9 +20,9 @@ import { audit, decisionDetail } from './audit';
 import type { Chosen, Resumed } from './desk';
 import { failingTheUpdateOnly, refusePlaintext, setQueryHandler } from './messages';
 import type { ReconciledSend } from './reconciled-send';
-import { RunStopped } from './run-stopped';
+import { RunStopped, stop } from './run-stopped';
 import type { SagaRunState } from './run';
-import { StepFailedError } from './step-failure';
+import { StepFailedError, type StepError } from './step-failure';
 import { cancelFromState, prepareFromState } from './undo-from-state';
 import { type SagaAttributes, showRejected } from './visibility';
 
@@ -58,11 +58,13 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   prepare?(run: Run, chosen: Resumed<Step>): Promise<void>;
   /** The send a reconcile decision or a cancellation asks the provider about, for a saga without its own `prepare` and `cancelled`. */
   send?(run: Run): Omit<ReconciledSend<Step, unknown>, 'send'>;
+  /** How a step's failure its body did not decide on stops the run (with `stop`); the harness's word at the step if not said. */
+  stepFailed?(run: Run, step: Step, error: StepError): never;
   /** The provider's word, while parked, that settles what the run holds without a person. */
   news?(run: Run): (() => News<Result>) | undefined;
-  /** After the run's last word: what it leaves for others (the provider's unacted news). */
+  /** After the run's last word, cancelled too: what it leaves for others (the provider's unacted news). */
   afterEnd?(run: Run): Promise<void>;
-  /** Cancelled by an operator: what was started is finished honestly, compensations included. */
+  /** Cancelled by an operator: what was started is finished honestly, compensations included, and audited. */
   cancelled?(run: Run): Promise<void>;
 }
 
@@ -116,11 +118,11 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
   } catch (err) {
     if (isCancellation(err) && (!run.inBookkeeping || run.cancelsAnywhere())) {
       run.desk.close('it is being cancelled');
-      await CancellationScope.nonCancellable(() =>
-        saga.cancelled
-          ? saga.cancelled(run)
-          : cancelFromState(run, saga.send?.(run)).then(() => metricsOf(saga).runEnded('cancelled')),
-      );
+      await CancellationScope.nonCancellable(async () => {
+        await (saga.cancelled ? saga.cancelled(run) : cancelFromState(run, saga.send?.(run)));
+        metricsOf(saga).runEnded('cancelled');
+        await saga.afterEnd?.(run);
+      });
     }
     throw err;
   }
@@ -143,9 +145,7 @@ async function drive<Step extends string, State, Run extends SagaRun<Step, State
       return result;
     } catch (err) {
       if (isCancellation(err)) throw err;
-      // A step failure no branch decided on still stops the run with its reason, never fails its workflow task forever.
-      stopped = err instanceof StepFailedError ? stepStopped(run, err) : (err as RunStopped<Step>);
-      if (!(stopped instanceof RunStopped)) throw err;
+      stopped = stoppedBy(run, err, saga.stepFailed);
     }
     run.inBookkeeping = true;
     if (stopped.status !== 'needs_attention') return end(saga, run, stopped.status, stopped.reason, stopped.failedStep);
@@ -242,12 +242,29 @@ interface SagaMetrics {
 const NO_METRICS: SagaMetrics = { runStarted() {}, runEnded() {}, runParked() {} };
 const metricsOf = (saga: { metrics?(): SagaMetrics }) => saga.metrics?.() ?? NO_METRICS;
 
-/** A step's failure its saga did not decide on: the run stops at that step, for a person. */
-function stepStopped<Step extends string>(run: SagaRun<Step, unknown>, { step, error }: StepFailedError) {
-  const mayHave = error.certainty !== 'not_executed';
-  const reason = `${step} failed (${error.code}: ${error.message})${mayHave ? '; it may have taken effect' : ''}`;
-  const at = run.steps.has(step) ? step : null;
-  return new RunStopped<Step>('needs_attention', `${reason}. retry-step ${at ?? 'it'}, or compensate`, at, mayHave);
+/**
+ * What stopped the run. A step failure no branch decided on still stops it with its reason (the saga's, or the run
+ * stops at that step for a person), never fails its workflow task forever.
+ */
+function stoppedBy<Step extends string, Run extends SagaRun<Step, unknown>>(
+  run: Run,
+  err: unknown,
+  stepFailed?: (run: Run, step: Step, error: StepError) => never,
+): RunStopped<Step> {
+  if (err instanceof StepFailedError) {
+    const { step, error } = err;
+    const at = run.steps.has(step) ? step : null;
+    try {
+      if (at && stepFailed) stepFailed(run, at, error);
+      const mayHave = error.certainty !== 'not_executed';
+      const reason = `${step} failed (${error.code}: ${error.message})${mayHave ? '; it may have taken effect' : ''}`;
+      stop('needs_attention', `${reason}. retry-step ${at ?? 'it'}, or compensate`, at, mayHave);
+    } catch (stopped) {
+      err = stopped;
+    }
+  }
+  if (err instanceof RunStopped) return err as RunStopped<Step>;
+  throw err;
 }
 
 export const abandoned = (by: string, reason: string) => `abandoned by ${by}: ${reason}`;

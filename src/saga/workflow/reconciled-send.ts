@@ -5,7 +5,7 @@ import { MAX_RESUBMISSIONS, type RunStatus } from '../../contract';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { stop } from './run-stopped';
 import { StepFailedError, type StepError } from './step-failure';
-import type { StepRunner } from './step-runner';
+import type { StepRunner } from './calls';
 
 /** What a lookup by the send's key came to: the receipt, proof the provider took nothing, or nothing certain. */
 export type Found<R> = R | 'absent' | 'unknown';
@@ -83,7 +83,8 @@ export async function lookUp<Step extends string, R>(
   run.noteSend('unknown');
   run.setStatus('reconciling', step);
   const found = await send.lookUp().catch((err: unknown) => {
-    if (!(err instanceof StepFailedError)) throw err;
+    // A lookup that failed says nothing; a step the lookup ran (the order repaired to a partial refund) failed as that step.
+    if (!(err instanceof StepFailedError) || run.steps.has(err.step)) throw err;
     return { kind: 'unknown' as const, receipt: null, note: err.error.message };
   });
   run.steps.note(step, found.note);

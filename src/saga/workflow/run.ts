@@ -27,12 +27,11 @@ import {
   type VerdictView,
 } from '../../reliability/verdict';
 import { RunBudget } from './budget';
-import { type Activities, ActivityCalls } from './calls';
+import { type Activities, ActivityCalls, StepRunner } from './calls';
 import { type Chosen, DecisionDesk, type DeskView } from './desk';
 import { IgnoredMessages } from './messages';
 import type { RunStopped } from './run-stopped';
 import type { StepError } from './step-failure';
-import { StepRunner } from './step-runner';
 import type { Found } from './reconciled-send';
 import { isUndone, type PlannedUndo } from './undo';
 import { type Shows, Visibility } from './visibility';

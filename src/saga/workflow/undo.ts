@@ -9,8 +9,7 @@ import { backoffDelay, withJitter, type RecoveryPolicy } from '../../reliability
 import { DEFAULT_AWAIT_PROVIDER } from '../../reliability/policy-terms';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { RunBudget } from './budget';
-import type { Activities } from './calls';
-import type { CompensationOutcome, StepRunner } from './step-runner';
+import type { Activities, CompensationOutcome, StepRunner } from './calls';
 import { compensationFailure, describeFailure, stepError, StepFailedError } from './step-failure';
 
 /** A compensation's call: the activity, its dependency, and the receipt it must return. */

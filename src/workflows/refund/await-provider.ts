@@ -7,7 +7,13 @@
 import { condition } from '@temporalio/workflow';
 import type { CheckCompletionInput } from '../../activities/completion-gate';
 import { REFUND_SAGA } from '../../compensations/registry';
-import { type AwaitingProvider, type GateResult, type RefundReceipt, stepKey } from '../../contract';
+import {
+  type AwaitingProvider,
+  type CompletedRefund,
+  type GateResult,
+  type RefundReceipt,
+  stepKey,
+} from '../../contract';
 import { backoffDelay, withJitter } from '../../reliability/policy';
 import { DEFAULT_AWAIT_PROVIDER } from '../../reliability/policy-terms';
 import { lifecycleRank } from '../../domain/order';
@@ -15,12 +21,21 @@ import { furthestEvent } from '../provider-events';
 import { conditionTimeout } from '../../saga/workflow/wait';
 import { compensate, stopUndone } from './compensation';
 import type { RefundRun } from './run';
-import { attempt } from './step-stop';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
 import { stop } from '../../saga/workflow/run-stopped';
 
-/** The completion gate for the run's refund, waiting while the provider has not settled it. */
-export async function completionGate(run: RefundRun, refund: RefundReceipt): Promise<void> {
+/** The completion gate, and the run's result once every check passed. */
+export async function completionGate(run: RefundRun): Promise<CompletedRefund> {
+  run.atGate = true;
+  const { request, ctx, workflowId, operationId } = run;
+  const refund = ctx.refund!;
+  await awaitSettled(run, refund);
+  const [order, notification] = [ctx.orderReceipt!, ctx.notice!];
+  return { workflowId, orderId: request.orderId, operationId, status: 'completed', refund, order, notification };
+}
+
+/** The gate's checks of the run's refund, waiting while the provider has not settled it. */
+async function awaitSettled(run: RefundRun, refund: RefundReceipt): Promise<void> {
   const { operation, order } = run.begin!;
   const { operationId } = operation;
   const input: CheckCompletionInput = {
@@ -113,9 +128,7 @@ async function checkGate(
   providerEventId: string | undefined,
 ): Promise<GateResult> {
   const checked = { ...input, ...(providerEventId && { providerEventId }) };
-  const gate = await attempt(run, 'completion_gate', () =>
-    run.calls.step(REFUND_SAGA.completion_gate, checked, { essential: run.awaitingProvider !== null }),
-  );
+  const gate = await run.calls.step(REFUND_SAGA.completion_gate, checked, { essential: run.awaitingProvider !== null });
   if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');
   return gate;
 }

@@ -10,7 +10,7 @@ import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { undoSteps } from '../../saga/workflow/undo';
 import { pooledActivities } from '../pools';
 import type { RefundRun } from './run';
-import { judgedHandOver } from '../../saga/workflow/step-failure';
+import { approvedResend } from '../../saga/workflow/step-failure';
 import * as reasons from './stop-reasons';
 import { stop } from '../../saga/workflow/run-stopped';
 
@@ -33,17 +33,11 @@ export async function compensate(
     run.ctx.correctionReason = options.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed';
   }
   run.setStatus('compensating', 'completion_gate');
-  return CancellationScope.nonCancellable(() =>
-    compensateStanding(run, run.ctx.failedRefund, options.resendApprovedAt),
-  );
+  return CancellationScope.nonCancellable(() => compensateStanding(run, options.resendApprovedAt));
 }
 
-async function compensateStanding(
-  run: RefundRun,
-  refund: RefundReceipt | undefined,
-  resendApprovedAt: string | undefined,
-): Promise<Undone> {
-  const { operationId } = run.ctx;
+async function compensateStanding(run: RefundRun, resendApprovedAt: string | undefined): Promise<Undone> {
+  const { operationId, failedRefund: refund } = run.ctx;
   for (const step of run.steps.completed()) {
     const { undo } = REFUND_SAGA[step];
     if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
@@ -103,10 +97,9 @@ function planned(run: RefundRun, step: RefundStep, key: string, resendApprovedAt
   const { undo } = REFUND_SAGA[step];
   if (undo.kind !== 'compensation') return [];
   const previous = run.steps.get(step).compensation;
-  const resend =
-    resendApprovedAt !== undefined && previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
+  const resend = previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
   // The approval covers the hand-over the person judged, as a notice's resend does.
-  const approval = resend ? { resendApprovedAt, ...judgedHandOver(previous?.error) } : undefined;
+  const approval = approvedResend(resend ? resendApprovedAt : undefined, previous?.error);
   return [
     { step, key, undo, input: { ...undo.input({ ...run.ctx, orderId: run.request.orderId }, key), ...approval } },
   ];

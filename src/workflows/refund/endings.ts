@@ -1,10 +1,10 @@
 // How a refund run ends beyond what the harness does for every saga: cancelled by an operator, with
-// its word on the operation's audit trail, and the provider's unacted news handed to the follow-up.
-import { CancellationScope, isCancellation, metricMeter, workflowInfo } from '@temporalio/workflow';
+// its word on the operation's audit trail, and (after any end) the provider's unacted news handed to
+// the follow-up.
+import { CancellationScope, isCancellation, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { pooledActivities } from '../pools';
-import { refundMetrics } from '../../observability/metrics';
 import { compensate, type Undone } from './compensation';
 import type { RefundRun } from './run';
 import { cancelledWhile } from './stop-reasons';
@@ -41,7 +41,7 @@ export async function cancelled(run: RefundRun): Promise<void> {
   if (taken?.kind === 'abandon') {
     const reason = `${abandoned(taken.record.by, taken.record.reason)}; cancelled before the run ended`;
     run.end('abandoned', reason, null);
-    return endCancelled(run, reason);
+    return audit(run, 'cancelled', reason, null);
   }
   let compensation: Undone | undefined;
   if (run.effect.status === 'failed') {
@@ -67,12 +67,5 @@ export async function cancelled(run: RefundRun): Promise<void> {
     run.finish('needs_attention', reason, null);
     run.flagForAttention();
   }
-  await endCancelled(run, reason);
-}
-
-async function endCancelled(run: RefundRun, reason: string): Promise<void> {
-  refundMetrics(metricMeter).runEnded('cancelled');
   await audit(run, 'cancelled', reason, null);
-  // The provider's word that the refund failed, received while the run waited, is the follow-up's to act on, as when a run ends.
-  await handOverToFollowUp(run);
 }

@@ -10,9 +10,6 @@ import { backoffDelay, ruleFor, withJitter } from '../../reliability/policy';
 import { StepFailedError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 
-/** What is looked up: the operation, the payment intent, what it asked for, and a refund id when one is known. */
-export type ReconcileTarget = ReconcileRefundInput;
-
 export type Settlement =
   | { kind: 'completed' | 'partial' | 'failed'; refund: RefundReceipt; note: string }
   /** The provider proved no refund exists for the operation: a send with the same key is safe. */
@@ -23,10 +20,15 @@ export type Settlement =
   | { kind: 'unknown'; note: string };
 
 /**
- * Looks the operation up until the answer is conclusive. `mayResubmit` is false for an earlier
- * operation this run only waits for: this run never sends another operation's request.
+ * Looks the operation up (`target`: its payment intent, what it asked for, a refund id when one is known) until the
+ * answer is conclusive. `mayResubmit` is false for an earlier operation this run only waits for: this run never
+ * sends another operation's request.
  */
-export async function reconcile(run: RefundRun, target: ReconcileTarget, mayResubmit: boolean): Promise<Settlement> {
+export async function reconcile(
+  run: RefundRun,
+  target: ReconcileRefundInput,
+  mayResubmit: boolean,
+): Promise<Settlement> {
   const rule = ruleFor(run.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
   const started = Date.now();
   try {

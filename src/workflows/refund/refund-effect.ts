@@ -3,11 +3,12 @@
 // refund exists, or inside the key's dedupe window; never blind.
 import { REFUND_SAGA } from '../../compensations/registry';
 import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
-import { type Lookup, sendReconciled } from '../../saga/workflow/reconciled-send';
-import { reconcile, type ReconcileTarget } from './reconcile';
+import type { AfterFailure, Lookup } from '../../saga/workflow/reconciled-send';
+import type { StepError } from '../../saga/workflow/step-failure';
+import type { ReconcileRefundInput } from '../../activities/reconcile-refund';
+import { reconcile } from './reconcile';
 import type { RefundRun } from './run';
-import { stopForFailure } from './step-stop';
-import { updateOrder } from './steps';
+import { orderUpdate } from './steps';
 import * as reasons from './stop-reasons';
 import { stop } from '../../saga/workflow/run-stopped';
 
@@ -15,7 +16,7 @@ export function targetOf(
   operationId: string,
   request: { amount: number; currency: string },
   paymentIntentId: string,
-): ReconcileTarget {
+): ReconcileRefundInput {
   return {
     operationId,
     paymentIntentId,
@@ -25,29 +26,31 @@ export function targetOf(
   };
 }
 
-/** Sends the refund; a failure the provider may have acted on is reconciled, and resent only as reconciliation allows. */
-export async function createRefund(run: RefundRun, { operation, order }: BeginResult): Promise<RefundReceipt> {
+/**
+ * The refund's send (the create's input, without its call, which the saga makes) and what comes after a failure of
+ * it: one the provider may have acted on is reconciled, and resent only as reconciliation allows.
+ */
+export function refundSend(run: RefundRun, { operation, order }: BeginResult) {
   const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
   const { operationId, paymentIntentId, amount, currency, idempotencyKey } = target;
   const { orderId, reason } = run.request;
-  const input = { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey };
-  const sent = await sendReconciled(run, {
-    step: 'create_refund',
-    send: () =>
-      run.calls.step(REFUND_SAGA.create_refund, input).catch((err: unknown) => {
-        run.operation.noteFirstSend(run.steps.get('create_refund'));
-        throw err;
-      }),
+  return {
+    step: 'create_refund' as const,
+    input: { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey },
     // Asked about when the policy says reconcile, or a retry ran out while the effect was uncertain (a 5xx, a key
     // still in flight), or a refund was made whose receipt could not be kept.
-    afterFailure: ({ certainty }) => {
+    afterFailure: ({ certainty }: StepError): AfterFailure => {
       const action = run.recovery?.action;
       const retried = action === 'retry' || action === 'repair' || certainty === 'completed';
       return action === 'reconcile' || (certainty !== 'not_executed' && retried) ? 'resend-if-absent' : 'fail';
     },
-    lookUp: () => settle(run, target),
-  });
-  if ('failed' in sent) return stopForFailure(run, 'create_refund', sent.failed);
+    lookUp: () => settle(run),
+  };
+}
+
+/** What the send came to: a failure stops the run as the policy decides; a receipt is checked against what was asked. */
+export async function received(run: RefundRun, sent: { receipt: RefundReceipt } | { failed: StepError }) {
+  if ('failed' in sent) return run.stopFor('create_refund', sent.failed);
   const receipt = await checkReceipt(run, sent.receipt);
   run.operation.noteFirstSend(run.steps.get('create_refund'));
   return receipt;
@@ -57,9 +60,8 @@ export async function createRefund(run: RefundRun, { operation, order }: BeginRe
  * Reconciles the create (a refund made whose receipt could not be kept, by its id): found, its receipt; proven absent
  * or still deduplicated, sent again while resubmissions are left. Partial, failed or still unknown stops the run here.
  */
-async function settle(run: RefundRun, target: ReconcileTarget): Promise<Lookup<RefundReceipt>> {
-  const madeId = run.lastFailure?.provider.refundId;
-  const settled = await reconcile(run, typeof madeId === 'string' ? { ...target, refundId: madeId } : target, true);
+async function settle(run: RefundRun): Promise<Lookup<RefundReceipt>> {
+  const settled = await reconcileOwn(run, run.lastFailure?.provider.refundId, true);
   const { note } = settled;
   switch (settled.kind) {
     case 'completed':
@@ -69,7 +71,7 @@ async function settle(run: RefundRun, target: ReconcileTarget): Promise<Lookup<R
     case 'failed':
       return providerFailed(run, settled.refund, note, '; a person decides what happens next');
     case 'unknown':
-      return stop('needs_attention', reasons.refundUnknown(note, target.operationId), 'create_refund');
+      return stop('needs_attention', reasons.refundUnknown(note, run.operationId), 'create_refund');
   }
   if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
     stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, note), 'create_refund');
@@ -77,19 +79,23 @@ async function settle(run: RefundRun, target: ReconcileTarget): Promise<Lookup<R
   return { kind: 'absent', receipt: null, note };
 }
 
+/** Looks up this operation's refund at the provider, by its id when one is known (`mayResubmit`: see reconcile). */
+function reconcileOwn(run: RefundRun, refundId: unknown, mayResubmit: boolean) {
+  const { operation, order } = run.begin!;
+  const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
+  return reconcile(run, typeof refundId === 'string' ? { ...target, refundId } : target, mayResubmit);
+}
+
 /**
  * A parked run whose refund is unknown, asked to look again (by a person or the scheduled sweep):
- * lookups only. Found, the saga goes on from the order update (the step it returns), as it would
- * have had the answer arrived; still unknown or proven absent, it parks again for a person. A
- * person's retry-step (`send`) looks the same way, and goes on to send only what the provider
- * proved absent, or resends with the same key while the provider still deduplicates it.
+ * lookups only. Found, the saga goes on from the order update, as it would have had the answer
+ * arrived; still unknown or proven absent, it parks again for a person. A person's retry-step
+ * (`send`) looks the same way, and goes on to send only what the provider proved absent, or
+ * resends with the same key while the provider still deduplicates it.
  */
-export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_order' | 'create_refund'> {
-  const begin = run.begin!;
-  const target = targetOf(begin.operation.operationId, run.request, begin.order.paymentIntentId);
-  const known = run.effect.refundId;
+export async function lookAgain(run: RefundRun, send: boolean): Promise<void> {
   run.setStatus('reconciling', 'create_refund');
-  const settled = await reconcile(run, known ? { ...target, refundId: known } : target, send);
+  const settled = await reconcileOwn(run, run.effect.refundId, send);
   switch (settled.kind) {
     case 'completed':
       // Found: its receipt is the step's result, checked like a receipt the create returned.
@@ -97,7 +103,7 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
       run.noteSend(settled.refund);
       run.setStatus('running');
       run.ctx.refund = await checkReceipt(run, settled.refund);
-      return 'update_order';
+      return;
     case 'partial':
       return partialRefund(run, settled.refund, settled.note);
     case 'failed':
@@ -108,8 +114,7 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<'update_
       if (settled.kind === 'absent') run.effect = { status: 'none', certainty: 'not_executed', refundId: null };
       if (!send) return stop('needs_attention', reasons.stillAbsent(settled.note), 'create_refund');
       run.steps.note('create_refund', settled.note);
-      run.setStatus('running');
-      return 'create_refund';
+      return run.setStatus('running');
     default:
       return stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
   }
@@ -149,7 +154,7 @@ export async function partialRefund(run: RefundRun, refund: RefundReceipt, note:
   run.ctx.refund = refund;
   run.ctx.partialNote = note;
   run.steps.resolve('create_refund', refund, `partial: ${note}`);
-  await updateOrder(run, refund.refundId, refund.amount);
+  await run.calls.step(REFUND_SAGA.update_order, orderUpdate(run, refund));
   run.steps.skip(
     'notify_customer',
     'frozen: the refund is partial, and an email now would tell the customer something untrue',

@@ -12,17 +12,20 @@ import {
   type RefundRunState,
   SEARCH_ATTRIBUTES,
 } from '../../contract';
+import { retries, ruleFor } from '../../reliability/policy';
 import { redact } from '../../reliability/redaction';
 import { type Boundary, outcomeUnknown } from '../../reliability/taxonomy';
 import type { RefundRequest } from '../../domain/refund-request';
 import type { Found } from '../../saga/workflow/reconciled-send';
 import type { StepError } from '../../saga/workflow/step-failure';
 import { SagaRunState } from '../../saga/workflow/run';
+import { stop } from '../../saga/workflow/run-stopped';
 import type { SagaAttributes } from '../../saga/workflow/visibility';
 import { currentDetails } from './current-details';
 import { refundRefusals } from './decisions';
 import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
+import { stepFailed } from './stop-reasons';
 
 /** What the run has gathered: the operation, the receipts of finished steps, and what a failed refund left. */
 export interface RefundContext {
@@ -107,15 +110,15 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     return !(this.effect.status === 'failed' && this.cannotCompensate() !== null);
   }
 
-  /**
-   * Why compensating now would be wrong, or null when it is what the run needs: only when the refund
-   * did not go through (or never left) and a finished step's registered compensation has not completed.
-   */
   /** A refund that did not go through owes the compensation of what its finished steps did. */
   protected compensationOwed(): boolean {
     return this.cannotCompensate() === null;
   }
 
+  /**
+   * Why compensating now would be wrong, or null when it is what the run needs: only when the refund
+   * did not go through (or never left) and a finished step's registered compensation has not completed.
+   */
   cannotCompensate(): string | null {
     if (this.effect.status !== 'failed' && this.effect.status !== 'none') {
       return `the refund is ${this.effect.status}: it stands or may stand, so the order and the email tell the truth`;
@@ -154,6 +157,38 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     const certainty = this.lastFailure?.certainty ?? 'undeterminable';
     this.effect = { status: 'unknown', certainty, refundId: typeof madeId === 'string' ? madeId : null };
   }
+
+  /**
+   * A step that failed for good stops the run as the recovery policy decides: before the point of no return a
+   * refusal the business expects is `rejected` (nothing happened); anything else needs a person, and says what is
+   * known of the effect.
+   */
+  stopFor(step: RefundStep, error: StepError): never {
+    const rule = ruleFor(this.policy, error.code, error.certainty, REFUND_SAGA[step].boundary);
+    const reasons = stepFailed(step, error, retries(rule) ? this.steps.get(step).attempts : null);
+    const quarantined = rule.action === 'quarantine';
+    if (REFUND_SAGA[step].onFailure === 'forward_repair')
+      stop('needs_attention', reasons.refundStands(this.ctx.refund?.refundId), step, quarantined);
+    if (error.certainty !== 'not_executed') {
+      this.effect = { status: 'unknown', certainty: error.certainty, refundId: null };
+      stop('needs_attention', reasons.effectUnknown(this.operationId), step, quarantined);
+    }
+    // This attempt had no effect; whether an earlier send did is the operation's record's to say, not this attempt's.
+    const recorded = this.operation.recordedEffect();
+    if (recorded?.status === 'unknown') {
+      this.effect = { status: 'unknown', certainty: 'may_have_executed', refundId: this.effect.refundId };
+      stop('needs_attention', reasons.earlierSendOpen(recorded.why, this.operationId), step, quarantined);
+    }
+    const refusal = error.code === 'PERMANENT_BUSINESS' || error.code === 'INVALID_ARGUMENTS';
+    if (refusal && rule.action === 'stop') stop('rejected', reasons.refused(), step);
+    stop('needs_attention', reasons.nothingRefunded(), step, quarantined);
+  }
+
+  /** A create that failed (or was cancelled) may still have sent: its first request stamps the key's dedupe window. */
+  readonly sendFailed = (err: unknown): never => {
+    this.operation.noteFirstSend(this.steps.get('create_refund'));
+    throw err;
+  };
 
   /** The provider's word that the refund failed, not acted on (see ProviderNews). */
   unactedFailure() {

@@ -1,23 +1,15 @@
 // The saga's steps on our side of the refund: loading the order (which commits the operation's
-// intent), recording the refund on the order, the customer notice, and a person's confirmation that
-// a notice whose hand-over ended unknown was delivered.
-import {
-  type BeginResult,
-  type DecisionRecord,
-  type NotificationReceipt,
-  type OrderReceipt,
-  type RefundReceipt,
-  stepKey,
-} from '../../contract';
+// intent), what recording the refund on the order and the customer notice are given, and a person's
+// confirmation that a notice whose hand-over ended unknown was delivered.
+import { type BeginResult, type DecisionRecord, type RefundReceipt, stepKey } from '../../contract';
 import { CONFIRM_DELIVERED, REFUND_SAGA } from '../../compensations/registry';
-import { judgedHandOver, stepError, StepFailedError } from '../../saga/workflow/step-failure';
+import { approvedResend, judgedHandOver, stepError, StepFailedError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
-import { attempt, stopForFailure } from './step-stop';
 
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */
 export async function loadOrder(run: RefundRun): Promise<BeginResult> {
   const { request, ctx, steps } = run;
-  const begin = await attempt(run, 'load_order', () => run.calls.step(REFUND_SAGA.load_order, { request }));
+  const begin = await run.calls.step(REFUND_SAGA.load_order, { request });
   run.begin = begin;
   const policy = run.pin(begin.settings);
   run.operation.begin(begin, request, policy.version);
@@ -42,65 +34,53 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult> {
     const error = stepError('PERMANENT_BUSINESS', 'not_executed', 'refund_not_possible', begin.problem);
     steps.fail('load_order', error);
     run.remember('load_order', 'store', error);
-    stopForFailure(run, 'load_order', error);
+    run.stopFor('load_order', error);
   }
   return begin;
 }
 
-export async function updateOrder(run: RefundRun, refundId: string, amount: number): Promise<OrderReceipt> {
-  const input = {
-    key: stepKey(run.ctx.operationId, 'update_order'),
-    orderId: run.request.orderId,
-    operationId: run.ctx.operationId,
-    refundId,
-    amount,
-  };
-  return attempt(run, 'update_order', () => run.calls.step(REFUND_SAGA.update_order, input));
-}
+/** The order update for `refund`: what was really refunded, under the step's key. */
+export const orderUpdate = (run: RefundRun, { refundId, amount }: RefundReceipt) => ({
+  key: stepKey(run.operationId, 'update_order'),
+  orderId: run.request.orderId,
+  operationId: run.operationId,
+  refundId,
+  amount,
+});
 
 /** The customer notice; a resend a person approved (`resendApprovedAt`) carries the hand-over they judged. */
-export async function notifyCustomer(
-  run: RefundRun,
-  refund: RefundReceipt,
-  resendApprovedAt?: string,
-): Promise<NotificationReceipt> {
-  const { operationId } = run.ctx;
-  const input = {
-    key: stepKey(operationId, 'notify_customer'),
-    operationId,
-    orderId: run.request.orderId,
-    amount: refund.amount,
-    currency: refund.currency,
-    refundId: refund.refundId,
-    ...(resendApprovedAt && { resendApprovedAt, ...judgedHandOver(run.steps.get('notify_customer').error) }),
-  };
-  return attempt(run, 'notify_customer', () => run.calls.step(REFUND_SAGA.notify_customer, input));
-}
+export const notice = (run: RefundRun, refund: RefundReceipt, resendApprovedAt: string | undefined) => ({
+  key: stepKey(run.operationId, 'notify_customer'),
+  operationId: run.operationId,
+  orderId: run.request.orderId,
+  amount: refund.amount,
+  currency: refund.currency,
+  refundId: refund.refundId,
+  ...approvedResend(resendApprovedAt, run.steps.get('notify_customer').error),
+});
 
 /**
  * A person looked for the notice whose hand-over ended unknown and found it delivered: the outbox
  * records it as sent on their word, naming them (nothing is sent), and the step completes.
  */
 export async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<void> {
-  const key = stepKey(run.ctx.operationId, 'notify_customer');
+  const key = stepKey(run.operationId, 'notify_customer');
   const unknown = run.steps.get('notify_customer').error;
   // The person's word is about the hand-over they judged: recorded only while it is still the entry's.
   const { approvedHandOver: judged } = judgedHandOver(unknown);
-  const input = { key, operationId: run.ctx.operationId, by: record.by, reason: record.reason, judged };
-  run.ctx.notice = await attempt(run, 'notify_customer', async () => {
-    try {
-      return await run.calls.step(CONFIRM_DELIVERED, input);
-    } catch (err) {
-      // A confirmation that recorded nothing leaves the hand-over as unknown as before: that stays the step's
-      // error, so the run parks as it was and confirm-delivered or a resend can still settle it.
-      if (!(err instanceof StepFailedError) || err.error.certainty !== 'not_executed' || !unknown) throw err;
-      run.steps.fail('notify_customer', unknown);
-      run.steps.note(
-        'notify_customer',
-        `confirm-delivered by ${record.by} was not recorded: ${err.error.code}: ${err.error.message}`,
-      );
-      return stopForFailure(run, 'notify_customer', unknown);
-    }
-  });
+  const input = { key, operationId: run.operationId, by: record.by, reason: record.reason, judged };
+  try {
+    run.ctx.notice = await run.calls.step(CONFIRM_DELIVERED, input);
+  } catch (err) {
+    // A confirmation that recorded nothing leaves the hand-over as unknown as before: that stays the step's
+    // error, so the run parks as it was and confirm-delivered or a resend can still settle it.
+    if (!(err instanceof StepFailedError) || err.error.certainty !== 'not_executed' || !unknown) throw err;
+    run.steps.fail('notify_customer', unknown);
+    run.steps.note(
+      'notify_customer',
+      `confirm-delivered by ${record.by} was not recorded: ${err.error.code}: ${err.error.message}`,
+    );
+    return run.stopFor('notify_customer', unknown);
+  }
   run.steps.note('notify_customer', `delivered, as ${record.by} confirmed: ${record.reason}`);
 }

@@ -3,6 +3,8 @@
 // completion gate. The harness runs it: a stop parks it for a person, a decision runs it again
 // (finished steps keep their outputs), a cancellation compensates what it can.
 import { metricMeter } from '@temporalio/workflow';
+import { z } from 'zod';
+import { REFUND_SAGA } from '../../compensations/registry';
 import {
   type CompletedRefund,
   providerEventSchema,
@@ -14,16 +16,17 @@ import {
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
 import { refundMetrics } from '../../observability/metrics';
-import type { Resumed } from '../../saga/workflow/desk';
-import { runSaga, type Saga } from '../../saga/workflow/harness';
+import { type Resumed, retryOf } from '../../saga/workflow/desk';
+import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
+import { sendReconciled } from '../../saga/workflow/reconciled-send';
 import { completionGate } from './await-provider';
 import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
-import { createRefund, lookAgain, partialRefund } from './refund-effect';
+import { lookAgain, partialRefund, received, refundSend } from './refund-effect';
 import { REFUND_ATTRIBUTES, RefundRun } from './run';
-import { confirmDelivered, loadOrder, notifyCustomer, updateOrder } from './steps';
+import { confirmDelivered, loadOrder, notice, orderUpdate } from './steps';
 import { providerSaysFailed } from './stop-reasons';
 
 export async function refundWorkflow(input: RefundRequestInput): Promise<RefundResult> {
@@ -33,46 +36,29 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
 async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null): Promise<CompletedRefund> {
   const { ctx } = run;
   const begin = run.begin ?? (await loadOrder(run));
-  const op = begin.operation;
   if (!ctx.refund) {
     // An operation whose own refund exists finishes its order update and email whatever came after it.
-    if (!op.refund) await settleEarlier(run, begin);
-    ctx.refund = await createRefund(run, begin);
+    if (!begin.operation.refund) await settleEarlier(run, begin);
+    const { input, ...reconciled } = refundSend(run, begin);
+    const send = () => run.calls.step(REFUND_SAGA.create_refund, input).catch(run.sendFailed);
+    ctx.refund = await received(run, await sendReconciled(run, { ...reconciled, send }));
   }
   // Gone to the gate (on the provider's word that the refund failed), the run never comes back to the steps before it.
   if (!run.atGate) {
-    ctx.orderReceipt ??= await updateOrder(run, ctx.refund.refundId, ctx.refund.amount);
+    ctx.orderReceipt ??= await run.calls.step(REFUND_SAGA.update_order, orderUpdate(run, ctx.refund));
     // A notice whose hand-over ended unknown is sent again only on a person's retry, with the same Message-ID.
     const unknown = run.steps.get('notify_customer').error?.code === 'UNKNOWN_OUTCOME';
-    const resend =
-      resumed?.kind === 'retry-step' && resumed.step === 'notify_customer' && unknown ? resumed.record.at : undefined;
-    ctx.notice ??= await notifyCustomer(run, ctx.refund, resend);
+    const resend = unknown ? retryOf(resumed, 'notify_customer') : undefined;
+    ctx.notice ??= await run.calls.step(REFUND_SAGA.notify_customer, notice(run, ctx.refund, resend));
   }
-  return gate(run);
-}
-
-/** The completion gate, and the run's result once every check passed. */
-async function gate(run: RefundRun): Promise<CompletedRefund> {
-  run.atGate = true;
-  const { request, ctx, workflowId, operationId } = run;
-  const refund = ctx.refund!;
-  await completionGate(run, refund);
-  const [order, notification] = [ctx.orderReceipt!, ctx.notice!];
-  return { workflowId, orderId: request.orderId, operationId, status: 'completed', refund, order, notification };
+  return completionGate(run);
 }
 
 const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   stateQuery: stepsQuery,
   metrics: () => refundMetrics(metricMeter),
   start: (input) => new RefundRun(parseRefundRequest(input as RefundRequestInput)),
-  key: {
-    field: 'orderId',
-    of: (input) => {
-      const orderId = (input as { orderId?: unknown } | null)?.orderId;
-      return typeof orderId === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(orderId) ? orderId : null;
-    },
-    attributes: REFUND_ATTRIBUTES,
-  },
+  key: keyField('orderId', z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), REFUND_ATTRIBUTES),
   // A malformed message is ignored or refused, never a failed workflow task.
   handlers: (run) =>
     setSignalHandler(
@@ -82,10 +68,11 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
       run.ignored,
     ),
   body: refund,
+  stepFailed: (run, step, error) => run.stopFor(step, error),
   async prepare(run, chosen) {
     // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
     if (chosen.kind === 'compensate') return stopUndone(await compensate(run, { resendApprovedAt: chosen.record.at }));
-    if (chosen.kind === 'reconcile') return void (await lookAgain(run, false));
+    if (chosen.kind === 'reconcile') return lookAgain(run, false);
     if (chosen.kind === 'confirm-delivered') return confirmDelivered(run, chosen.record);
     const { refund, partialNote } = run.ctx;
     // A partial refund keeps its email frozen: retrying only repairs the order to what was refunded.
@@ -102,7 +89,7 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
       const event = run.unactedFailure()!;
       run.news.checkedFailures.add(event.id);
       const detail = { decision: 'provider_event', by: 'provider', eventId: event.id };
-      return { reason: providerSaysFailed(event), detail, resume: () => gate(run) };
+      return { reason: providerSaysFailed(event), detail, resume: () => completionGate(run) };
     };
   },
   afterEnd: handOverToFollowUp,
