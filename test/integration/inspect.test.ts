@@ -15,9 +15,9 @@ import { inspectRun, type Inspection } from '../../src/inspect/inspection';
 import { verdict } from '../../src/reliability/verdict';
 import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { nodeArgs } from '../helpers/compiled';
 
 const execFileAsync = promisify(execFile);
-const root = path.join(__dirname, '..', '..');
 let h: Harness;
 beforeAll(async () => {
   h = await startHarness();
@@ -35,7 +35,7 @@ const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', 
 const opId = (orderId: string) => `refund:test:${orderId}:v1`;
 const inspect = (workflowId: string, sources = h.sources) => inspectRun(h.env.client, sources, 'test', workflowId);
 const cli = (script: string, args: string[], env: NodeJS.ProcessEnv = {}) =>
-  execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], {
+  execFileAsync(process.execPath, nodeArgs(`cli/${script}`, ...args), {
     env: { ...h.cliEnv(), ...env },
     encoding: 'utf8',
   });
