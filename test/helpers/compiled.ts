@@ -33,11 +33,16 @@ export async function compileSources(dir: string): Promise<string> {
 }
 
 /**
- * The arguments to `process.execPath` that run `script` (a path under src/, e.g. 'cli/decide.ts') and then `args`:
- * the run's compiled copy, or the source through tsx when the run has none (a file run without the global setup).
+ * Where `script` (a path under src/, e.g. 'cli/decide.ts') is in the run's compiled copy, or its source when the run
+ * has none (a file run without the global setup), which needs tsx.
  */
-export function nodeArgs(script: string, ...args: string[]): string[] {
+export function scriptPath(script: string): string {
   const compiled = process.env.TEST_COMPILED_SRC;
-  if (compiled) return [path.join(compiled, 'lib', script.replace(/\.ts$/, '.js')), ...args];
-  return ['--import', 'tsx', path.join(root, 'src', script), ...args];
+  return compiled ? path.join(compiled, 'lib', script.replace(/\.ts$/, '.js')) : path.join(root, 'src', script);
+}
+
+/** The arguments to `process.execPath` that run `script` (as for scriptPath) with `args`. */
+export function nodeArgs(script: string, ...args: string[]): string[] {
+  const file = scriptPath(script);
+  return [...(file.endsWith('.ts') ? ['--import', 'tsx'] : []), file, ...args];
 }
