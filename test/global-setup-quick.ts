@@ -1,10 +1,12 @@
 // What every tier needs: the workflow code bundled once, from the sources as they are now, for
-// every file's workers, and one Temporal dev server for the whole run (test/helpers/temporal.ts),
+// every file's workers, the sources compiled once for the CLI and worker processes tests start
+// (test/helpers/compiled.ts), and one Temporal dev server for the whole run (test/helpers/temporal.ts),
 // each file in a namespace of its own. Their addresses reach the test workers through the environment.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { bundleRefundWorkflows } from '../src/worker-pools';
+import { compileSources } from './helpers/compiled';
 import { startSharedServer, type SharedServer } from './helpers/temporal';
 
 declare global {
@@ -22,6 +24,9 @@ export default async function globalSetup(): Promise<void> {
         fs.writeFileSync(file, code);
         process.env.TEST_WORKFLOW_BUNDLE = file;
       });
+  const compiling = process.env.TEST_COMPILED_SRC
+    ? Promise.resolve()
+    : compileSources(path.join(dir, 'app')).then((app) => (process.env.TEST_COMPILED_SRC = app));
   // The server starts while the bundler works.
   const starting = process.env.TEST_TEMPORAL_ADDRESS
     ? Promise.resolve()
@@ -30,5 +35,5 @@ export default async function globalSetup(): Promise<void> {
         process.env.TEST_TEMPORAL_ADDRESS = server.address;
         process.env.TEST_TEMPORAL_CLAIMS = server.claims;
       });
-  await Promise.all([bundling, starting]);
+  await Promise.all([bundling, compiling, starting]);
 }

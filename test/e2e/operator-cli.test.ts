@@ -4,12 +4,11 @@
 import { newKeyEntry } from '../../src/codec/keyring';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { execFile, spawn } from 'node:child_process';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import { testEnvironment } from '../helpers/temporal';
+import { nodeArgs } from '../helpers/compiled';
 
 const run = promisify(execFile);
-const root = path.join(__dirname, '..', '..');
 let env: TestWorkflowEnvironment;
 const payloadKeys = newKeyEntry();
 const cliEnv = () => ({
@@ -19,8 +18,8 @@ const cliEnv = () => ({
   USER: 'tester',
   PAYLOAD_KEYS: payloadKeys,
 });
-const tsx = (script: string, args: string[]) =>
-  run(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], { env: cliEnv() });
+const cli = (script: string, args: string[]) =>
+  run(process.execPath, nodeArgs(`cli/${script}`, ...args), { env: cliEnv() });
 
 beforeAll(async () => {
   // The suite's dev server, in a namespace of this file's own, where no worker polls.
@@ -31,14 +30,10 @@ afterAll(async () => {
 });
 
 test('with no worker polling, the refund command says so and how to start one', async () => {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(root, 'src', 'cli', 'refund.ts'), '--order', 'cli-1', '--amount', '100'],
-    {
-      env: cliEnv(),
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const child = spawn(process.execPath, nodeArgs('cli/refund.ts', '--order', 'cli-1', '--amount', '100'), {
+    env: cliEnv(),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   try {
@@ -50,9 +45,9 @@ test('with no worker polling, the refund command says so and how to start one', 
 });
 
 test('a changed refund under a used version names the next free one, and operations lists the runs', async () => {
-  await tsx('refund.ts', ['--order', 'cli-2', '--amount', '100', '--no-wait']);
-  await tsx('refund.ts', ['--order', 'cli-2', '--amount', '100', '--operation-version', '3', '--no-wait']);
-  const conflict = await tsx('refund.ts', ['--order', 'cli-2', '--amount', '200', '--no-wait']).catch(
+  await cli('refund.ts', ['--order', 'cli-2', '--amount', '100', '--no-wait']);
+  await cli('refund.ts', ['--order', 'cli-2', '--amount', '100', '--operation-version', '3', '--no-wait']);
+  const conflict = await cli('refund.ts', ['--order', 'cli-2', '--amount', '200', '--no-wait']).catch(
     (e: { code: number; stderr: string }) => e,
   );
   expect(conflict).toMatchObject({ code: 2 });
@@ -61,7 +56,7 @@ test('a changed refund under a used version names the next free one, and operati
   // Visibility is eventually consistent: give it a moment to list both runs.
   let listed = { runs: [] as { workflowId: string; operationVersion: number }[], nextOperationVersion: 0 };
   for (let i = 0; i < 50 && listed.runs.length < 2; i++) {
-    listed = JSON.parse((await tsx('operations.ts', ['cli-2', '--json'])).stdout);
+    listed = JSON.parse((await cli('operations.ts', ['cli-2', '--json'])).stdout);
     if (listed.runs.length < 2) await new Promise((r) => setTimeout(r, 200));
   }
   expect(listed.runs.map((r) => [r.workflowId, r.operationVersion])).toEqual([
@@ -69,24 +64,20 @@ test('a changed refund under a used version names the next free one, and operati
     ['refund-cli-2-v3', 3],
   ]);
   expect(listed.nextOperationVersion).toBe(4);
-  const table = await tsx('operations.ts', ['cli-2']);
+  const table = await cli('operations.ts', ['cli-2']);
   expect(table.stdout).toMatch(/next free operation version: 4/);
 });
 
 test('currency is taken in any case', async () => {
-  const { stdout } = await tsx('refund.ts', ['--order', 'cli-3', '--amount', '100', '--currency', 'EUR', '--no-wait']);
+  const { stdout } = await cli('refund.ts', ['--order', 'cli-3', '--amount', '100', '--currency', 'EUR', '--no-wait']);
   expect(stdout).toMatch(/workflow refund-cli-3-v1/);
 });
 
 test('TASK_QUEUE routes the refund to that queue, and the command looks for a worker there', async () => {
-  const child = spawn(
-    process.execPath,
-    ['--import', 'tsx', path.join(root, 'src', 'cli', 'refund.ts'), '--order', 'cli-eu', '--amount', '100'],
-    {
-      env: { ...cliEnv(), TASK_QUEUE: 'refunds-eu' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+  const child = spawn(process.execPath, nodeArgs('cli/refund.ts', '--order', 'cli-eu', '--amount', '100'), {
+    env: { ...cliEnv(), TASK_QUEUE: 'refunds-eu' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   try {
@@ -101,7 +92,7 @@ test('TASK_QUEUE routes the refund to that queue, and the command looks for a wo
 
 test('decide in a script must name the parking it answers (--answers) or say --current; refused before anything is read', async () => {
   const decide = (...args: string[]) =>
-    tsx('decide.ts', ['refund-cli-4-v1', 'abandon', '--by', 'ops', '--reason', 'as read', ...args]).then(
+    cli('decide.ts', ['refund-cli-4-v1', 'abandon', '--by', 'ops', '--reason', 'as read', ...args]).then(
       () => ({ code: 0, stderr: '' }),
       (e: { code: number; stderr: string }) => e,
     );

@@ -1,10 +1,9 @@
 // Bad input at the command line is refused before anything connects or starts.
 import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { promisify } from 'node:util';
+import { nodeArgs } from '../helpers/compiled';
 
 const run = promisify(execFile);
-const cli = path.join(__dirname, '..', '..', 'src', 'cli', 'refund.ts');
 // Nothing listens here: a request that got as far as connecting would fail differently.
 const env = { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1', USER: 'tester' };
 
@@ -13,7 +12,7 @@ async function refundCli(
   extraEnv: NodeJS.ProcessEnv = {},
 ): Promise<{ code: number; stderr: string; stdout: string }> {
   try {
-    const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', cli, ...args], {
+    const { stdout, stderr } = await run(process.execPath, nodeArgs('cli/refund.ts', ...args), {
       env: { ...env, ...extraEnv },
     });
     return { code: 0, stdout, stderr };

@@ -9,9 +9,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { findTool } from '../../tools/src/stack/tools';
+import { nodeArgs } from '../helpers/compiled';
 
 const run = promisify(execFile);
-const root = path.join(__dirname, '..', '..');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'setup-cluster-'));
 let env: TestWorkflowEnvironment;
 
@@ -27,8 +27,8 @@ function profileEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   };
 }
 
-async function tsx(file: string, args: string[], extra?: Record<string, string>) {
-  return run(process.execPath, ['--import', 'tsx', path.join(root, 'src', file), ...args], {
+async function script(file: string, args: string[], extra?: Record<string, string>) {
+  return run(process.execPath, nodeArgs(file, ...args), {
     env: profileEnv(extra),
     timeout: 60_000,
   }).then(
@@ -58,7 +58,7 @@ afterAll(async () => {
 });
 
 test('the worker refuses to start without the search attributes and names the command that adds them', async () => {
-  const worker = await tsx('worker.ts', []);
+  const worker = await script('worker.ts', []);
   expect(worker.code).not.toBe(0);
   expect(worker.stderr).toMatch(
     new RegExp(`namespace default on ${env.address} lacks the search attributes RefundOrderId.*npm run setup-cluster`),
@@ -66,14 +66,14 @@ test('the worker refuses to start without the search attributes and names the co
 });
 
 test('setup-cluster registers them once; a second run changes nothing', async () => {
-  const first = await tsx('cli/setup-cluster.ts', []);
+  const first = await script('cli/setup-cluster.ts', []);
   expect(first).toMatchObject({ code: 0 });
   expect(first.stdout).toMatch(
     new RegExp(
       `namespace default on ${env.address}: registered RefundOrderId, .*RefundFollowUpOf; all 7 search attributes are in place`,
     ),
   );
-  const second = await tsx('cli/setup-cluster.ts', []);
+  const second = await script('cli/setup-cluster.ts', []);
   expect(second.stdout).toMatch(/already has all 7 search attributes/);
   const { customAttributes } = await env.connection.operatorService.listSearchAttributes({ namespace: 'default' });
   expect(Object.keys(customAttributes ?? {})).toEqual(
@@ -82,7 +82,7 @@ test('setup-cluster registers them once; a second run changes nothing', async ()
 });
 
 test('TEMPORAL_TLS is honoured: TLS against a plaintext server fails with what to check', async () => {
-  const tls = await tsx('cli/setup-cluster.ts', [], { TEMPORAL_TLS: 'true' });
+  const tls = await script('cli/setup-cluster.ts', [], { TEMPORAL_TLS: 'true' });
   expect(tls.code).not.toBe(0);
   expect(tls.stderr).toMatch(
     new RegExp(

@@ -4,7 +4,6 @@
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import { AdmissionRejectedError } from '../../src/client/admission';
 import { backlogs } from '../../src/temporal/client';
@@ -16,6 +15,7 @@ import { Worker } from '@temporalio/worker';
 import type { temporal } from '@temporalio/proto';
 import { refundWorkflow } from '../../src/workflows';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
+import { nodeArgs } from '../helpers/compiled';
 
 const run = promisify(execFile);
 let h: Harness;
@@ -228,17 +228,7 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
         // The same refusal from the CLI, with its exit status (75: try again later).
         const cli = await run(
           process.execPath,
-          [
-            '--import',
-            'tsx',
-            path.join(__dirname, '../../src/cli/refund.ts'),
-            '--order',
-            refused.id,
-            '--amount',
-            '1250',
-            '--requested-by',
-            'test',
-          ],
+          nodeArgs('cli/refund.ts', '--order', refused.id, '--amount', '1250', '--requested-by', 'test'),
           {
             env: { ...h.cliEnv(), TASK_QUEUE: taskQueue, ADMISSION_MAX_BACKLOG: '3' },
           },

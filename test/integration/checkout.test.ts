@@ -3,7 +3,6 @@
 // server's ledger, the mailbox, the stock), once, whatever was lost on the way.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import { promisify } from 'node:util';
 import {
   checkoutStateQuery,
@@ -17,9 +16,9 @@ import {
 import { checkoutWorkflow, sweepWorkflow } from '../../src/workflows';
 import { findTool } from '../../tools/src/stack/tools';
 import { startHarness, TEST_POLICY, type Harness } from '../helpers/harness';
+import { nodeArgs } from '../helpers/compiled';
 
 const run = promisify(execFile);
-const CLI = path.join(__dirname, '..', '..', 'src', 'cli', 'checkout.ts');
 
 let h: Harness;
 // Pending refunds settle when a test says so; a refund's compensation asks how one stands every second.
@@ -251,14 +250,14 @@ test('started from the temporal CLI, and from npm run checkout (which can put th
     '--stock',
     '3',
   ];
-  const { stdout } = await run(process.execPath, ['--import', 'tsx', CLI, ...args], { env: h.cliEnv() });
+  const { stdout } = await run(process.execPath, nodeArgs('cli/checkout.ts', ...args), { env: h.cliEnv() });
   expect(stdout).toContain(`workflow checkout-${id}`);
   expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({
     status: 'completed',
     charge: { amount: 1800 },
   });
   expect(await h.store.checkouts.stock(`${id}-mug`)).toBe(1);
-  const refused = await run(process.execPath, ['--import', 'tsx', CLI, '--cart', 'c 1', '--requested-by', 'ops'], {
+  const refused = await run(process.execPath, nodeArgs('cli/checkout.ts', '--cart', 'c 1', '--requested-by', 'ops'), {
     env: h.cliEnv(),
   }).catch((e: { code: number; stderr: string }) => e);
   expect(refused).toMatchObject({ code: 2, stderr: expect.stringContaining('cartId: must be 1-64 letters') });
@@ -271,11 +270,7 @@ test('inspect shows a parked checkout and its evidence; decide answers it', asyn
   await parked(handle);
   await h.recordHistory(handle.workflowId, 'checkout-parked');
   const env = { ...h.cliEnv(), DECIDER_KEY_FILE: '' };
-  const { stdout } = await run(
-    process.execPath,
-    ['--import', 'tsx', path.join(CLI, '..', 'inspect.ts'), handle.workflowId, '--json'],
-    { env },
-  );
+  const { stdout } = await run(process.execPath, nodeArgs('cli/inspect.ts', handle.workflowId, '--json'), { env });
   const inspected = JSON.parse(stdout) as { verdict: string; address: string; facts: { id: string; says: string }[] };
   expect(inspected).toMatchObject({
     execution: 'RUNNING',
@@ -283,7 +278,7 @@ test('inspect shows a parked checkout and its evidence; decide answers it', asyn
     orderId: c.id,
     operationId: `checkout:${c.id}`,
   });
-  const text = await run(process.execPath, ['--import', 'tsx', path.join(CLI, '..', 'inspect.ts'), handle.workflowId], {
+  const text = await run(process.execPath, nodeArgs('cli/inspect.ts', handle.workflowId), {
     env,
   });
   expect(text.stdout).toContain(inspected.verdict);
@@ -296,19 +291,11 @@ test('inspect shows a parked checkout and its evidence; decide answers it', asyn
   );
   const decided = await run(
     process.execPath,
-    [
-      '--import',
-      'tsx',
-      path.join(CLI, '..', 'decide.ts'),
-      handle.workflowId,
-      'abandon',
-      '--answers',
-      inspected.address,
-      '--by',
-      'ops',
-      '--reason',
-      'support takes it',
-    ],
+    nodeArgs(
+      'cli/decide.ts',
+      ...[handle.workflowId, 'abandon', '--answers', inspected.address],
+      ...['--by', 'ops', '--reason', 'support takes it'],
+    ),
     { env },
   );
   expect(decided.stdout).toMatch(/decision #1 abandon by ops/);

@@ -16,9 +16,9 @@ import { decisionAddress, decisionUpdate, messageIdForKey, stepsQuery } from '..
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import { refundWorkflow } from '../../src/workflows';
 import { startHarness, stopped, type Harness } from '../helpers/harness';
+import { nodeArgs } from '../helpers/compiled';
 
 const execFileAsync = promisify(execFile);
-const root = path.join(__dirname, '..', '..');
 const EventType = temporal.api.enums.v1.EventType;
 /** Refunds fail at the provider only when a test says so (h.settleRefund). */
 const ON_DEMAND_MS = 3_600_000;
@@ -48,7 +48,7 @@ type Handle = WorkflowHandle<typeof refundWorkflow>;
 const newOrderId = () => `ord_${randomUUID().slice(0, 8)}`;
 /** The CLI as a script runs it: no terminal (execFile's stdin is a pipe). */
 const cli = (script: string, args: string[]) =>
-  execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], {
+  execFileAsync(process.execPath, nodeArgs(`cli/${script}`, ...args), {
     env: { ...h.cliEnv(), HOME: home, DECIDER_KEY_FILE: '' },
     encoding: 'utf8',
   });

@@ -15,9 +15,9 @@ import { inspectRun, type Inspection } from '../../src/inspect/inspection';
 import { verdict } from '../../src/reliability/verdict';
 import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { nodeArgs } from '../helpers/compiled';
 
 const execFileAsync = promisify(execFile);
-const root = path.join(__dirname, '..', '..');
 let h: Harness;
 beforeAll(async () => {
   h = await startHarness();
@@ -35,7 +35,7 @@ const request = (orderId: string) => ({ orderId, amount: 1250, currency: 'usd', 
 const opId = (orderId: string) => `refund:test:${orderId}:v1`;
 const inspect = (workflowId: string, sources = h.sources) => inspectRun(h.env.client, sources, 'test', workflowId);
 const cli = (script: string, args: string[], env: NodeJS.ProcessEnv = {}) =>
-  execFileAsync(process.execPath, ['--import', 'tsx', path.join(root, 'src', 'cli', script), ...args], {
+  execFileAsync(process.execPath, nodeArgs(`cli/${script}`, ...args), {
     env: { ...h.cliEnv(), ...env },
     encoding: 'utf8',
   });
@@ -174,7 +174,20 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
   expect(claim(i, /exists at the provider, once/)).toMatchObject({ status: 'confirmed' });
   expect(claim(i, /the order does not show a refund/)).toMatchObject({ status: 'confirmed' });
 
-  const text = (await cli('inspect.ts', [handle.workflowId])).stdout;
+  // The text, and a decision the run refuses (it records nothing), side by side: two CLI starts in the time of one.
+  const [text, refused] = await Promise.all([
+    cli('inspect.ts', [handle.workflowId]).then((r) => r.stdout),
+    cli('decide.ts', [
+      handle.workflowId,
+      'retry-step',
+      '--answers',
+      i.address!,
+      '--by',
+      'mallory',
+      '--reason',
+      'why not',
+    ]).catch((e: { code: number; stderr: string }) => e),
+  ]);
   expect(text).toMatch(/^Steps$/m);
   expect(text).toMatch(/update_order\s+failed\s+5\s+0\s+STATE_CONFLICT \(not_executed\)/);
   expect(text).toMatch(/^Observed facts$/m);
@@ -190,16 +203,6 @@ test('parked after a version conflict: auto-retry is safe; decide retry-step fro
     `temporal workflow update execute --workflow-id ${handle.workflowId} --name decide --input "$(npm run -s decide -- ${handle.workflowId} retry-step --answers ${i.address} --by <name> --reason '<why>' --print)" --codec-endpoint http://127.0.0.1:8888`,
   );
 
-  const refused = await cli('decide.ts', [
-    handle.workflowId,
-    'retry-step',
-    '--answers',
-    i.address!,
-    '--by',
-    'mallory',
-    '--reason',
-    'why not',
-  ]).catch((e: { code: number; stderr: string }) => e);
   expect(refused).toMatchObject({
     code: 2,
     stderr: expect.stringMatching(/refused, nothing was recorded: mallory may not retry-step/),
@@ -393,24 +396,29 @@ test('inspect --attention lists every run that needs a person, page by page', as
   const table = (await cli('inspect.ts', ['--attention'])).stdout;
   expect(table).toMatch(/^workflow id\s+execution\s+status\s+step\s+effect\s+verdict$/m);
   expect(table).toMatch(/\d+ run\(s\) need a person/);
-  for (const id of parked) await cli('decide.ts', [id, 'abandon', '--current', '--by', 'ops', '--reason', 'test done']);
+  await Promise.all(
+    parked.map((id) => cli('decide.ts', [id, 'abandon', '--current', '--by', 'ops', '--reason', 'test done'])),
+  );
 });
 
 test('bad input changes nothing: no such run, no decision, both a workflow id and --attention', async () => {
-  await expect(cli('inspect.ts', ['refund-nope-v1'])).rejects.toMatchObject({
-    code: 1,
-    stderr: expect.stringMatching(/inspect: no workflow refund-nope-v1/),
-  });
-  await expect(cli('inspect.ts', [])).rejects.toMatchObject({
-    code: 2,
-    stderr: expect.stringMatching(/give a workflow id, or --attention/),
-  });
-  await expect(
-    cli('decide.ts', ['refund-nope-v1', 'retry-step', '--current', '--by', 'ops', '--reason', 'x']),
-  ).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/no workflow refund-nope-v1/) });
-  await expect(cli('decide.ts', ['refund-nope-v1', 'shrug', '--by', 'ops', '--reason', 'x'])).rejects.toMatchObject({
-    stderr: expect.stringMatching(
-      /value 'shrug' is invalid for argument 'decision'. Allowed choices are retry-step, compensate, abandon, approve, reject/,
-    ),
-  });
+  // Four CLI calls that change nothing, side by side.
+  await Promise.all([
+    expect(cli('inspect.ts', ['refund-nope-v1'])).rejects.toMatchObject({
+      code: 1,
+      stderr: expect.stringMatching(/inspect: no workflow refund-nope-v1/),
+    }),
+    expect(cli('inspect.ts', [])).rejects.toMatchObject({
+      code: 2,
+      stderr: expect.stringMatching(/give a workflow id, or --attention/),
+    }),
+    expect(
+      cli('decide.ts', ['refund-nope-v1', 'retry-step', '--current', '--by', 'ops', '--reason', 'x']),
+    ).rejects.toMatchObject({ code: 1, stderr: expect.stringMatching(/no workflow refund-nope-v1/) }),
+    expect(cli('decide.ts', ['refund-nope-v1', 'shrug', '--by', 'ops', '--reason', 'x'])).rejects.toMatchObject({
+      stderr: expect.stringMatching(
+        /value 'shrug' is invalid for argument 'decision'. Allowed choices are retry-step, compensate, abandon, approve, reject/,
+      ),
+    }),
+  ]);
 });

@@ -28,6 +28,7 @@ import { checkoutWorkflow } from '../../src/workflows';
 import { METRICS } from '../../src/observability/metrics';
 import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/worker-process';
 import { freePort } from '../../tools/src/stack/processes';
+import { scriptPath } from '../helpers/compiled';
 
 describe('JSON logs', () => {
   let store: OrderStore;
@@ -159,19 +160,23 @@ describe('metrics', () => {
     fs.writeFileSync(path.join(dir, 'workflows.js'), h.workflowBundle.code);
     const address = `127.0.0.1:${await freePort()}`;
     metricsUrl = `http://${address}/metrics`;
-    worker = await startWorkerProcess({
-      ...h.cliEnv(),
-      ...UNSIGNED_ENV,
-      DATA_DIR: dir,
-      TASK_QUEUE: taskQueue,
-      RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
-      WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
-      WEBHOOKS: 'off',
-      STRIPE_TIMEOUT_MS: '2000',
-      STRIPE_LIST_CONSISTENCY_MS: '300',
-      METRICS_PROMETHEUS_ADDRESS: address,
-      LOG_LEVEL: 'info',
-    });
+    worker = await startWorkerProcess(
+      {
+        ...h.cliEnv(),
+        ...UNSIGNED_ENV,
+        DATA_DIR: dir,
+        TASK_QUEUE: taskQueue,
+        RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
+        WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
+        WEBHOOKS: 'off',
+        STRIPE_TIMEOUT_MS: '2000',
+        STRIPE_LIST_CONSISTENCY_MS: '300',
+        METRICS_PROMETHEUS_ADDRESS: address,
+        LOG_LEVEL: 'info',
+      },
+      undefined,
+      scriptPath('worker.ts'),
+    );
   });
   afterAll(async () => {
     await worker?.stop();

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { importCsv } from '../../src/queue/csv-import';
 import { openStore, type OrderStore } from '../../src/store';
+import { nodeArgs } from '../helpers/compiled';
 
 const execFileAsync = promisify(execFile);
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'queue-'));
@@ -95,11 +96,10 @@ test('the queue CLI reports each row, exits 3 when any was refused, and refuses 
   const file = path.join(dir, 'more.csv');
   fs.writeFileSync(file, 'order_id,amount\nord_c,300\nord_c,-1\n');
   const env = { ...process.env, DATABASE_URL: databaseUrl, USER: 'cli-user' };
-  // node loads tsx itself: `npx tsx` adds npm and a second node to each call (1.35 CPU-s of 3.2).
-  const tsx = (script: string, ...args: string[]) =>
-    execFileAsync(process.execPath, ['--import', 'tsx', `src/cli/${script}`, ...args], { encoding: 'utf8', env });
+  const cli = (script: string, ...args: string[]) =>
+    execFileAsync(process.execPath, nodeArgs(`cli/${script}`, ...args), { encoding: 'utf8', env });
   const run = (...args: string[]) =>
-    tsx('queue.ts', ...args).then(
+    cli('queue.ts', ...args).then(
       (r) => ({ code: 0, ...r }),
       (e: { code: number; stdout: string; stderr: string }) => e,
     );
@@ -119,6 +119,6 @@ test('the queue CLI reports each row, exits 3 when any was refused, and refuses 
   const listed = await run('list', '--status', 'queued');
   expect(listed.stdout).toMatch(/order ord_c v1 300 usd \(more.csv:2\): queued/);
 
-  const queued = await tsx('refund.ts', '--order', 'ord_c', '--amount', '200', '--operation-version', '2', '--queue');
+  const queued = await cli('refund.ts', '--order', 'ord_c', '--amount', '200', '--operation-version', '2', '--queue');
   expect(queued.stdout).toMatch(/^queued: request #\d+, order ord_c v2/);
 });

@@ -25,6 +25,7 @@ import {
   UNSIGNED_ENV,
   type Harness,
 } from '../helpers/harness';
+import { scriptPath } from '../helpers/compiled';
 
 const execFileAsync = promisify(execFile);
 let h: Harness;
@@ -71,9 +72,13 @@ const workerEnv = (env = h.cliEnv()) => ({
   WORKER_VERSIONING: 'on',
 });
 
-/** A worker process of this code's build, its build id derived from its bundle as in production. */
+/** A worker process of this code's build (compiled), its build id derived from its bundle as in production. */
 async function startBuild(bundle: string) {
-  const worker = await startWorkerProcess({ ...workerEnv(), WORKFLOW_BUNDLE: bundle });
+  const worker = await startWorkerProcess(
+    { ...workerEnv(), WORKFLOW_BUNDLE: bundle },
+    undefined,
+    scriptPath('worker.ts'),
+  );
   workers.push(worker);
   const buildId = buildIdFor(version, fs.readFileSync(bundle, 'utf8'));
   expect(worker.output()).toContain(`"deployment":"${deployment}:${buildId} (pinned)"`);

@@ -14,6 +14,7 @@ import { stepsQuery, TASK_QUEUE } from '../../src/contract';
 import { findTool } from '../../tools/src/stack/tools';
 import { refundWorkflow, type BatchResult, type DigestResult } from '../../src/workflows';
 import { fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
+import { nodeArgs } from '../helpers/compiled';
 
 const execFileAsync = promisify(execFile);
 let h: Harness;
@@ -307,8 +308,7 @@ test('a 02:30 America/New_York schedule across both DST changes, as describe rep
     });
   const env = { ...process.env, ...h.cliEnv(), SCHEDULES_FILE: file };
   const cli = (...args: string[]) =>
-    // node loads tsx itself: `npx tsx` adds npm and a second node to each call (1.35 CPU-s of 3.2).
-    execFileAsync(process.execPath, ['--import', 'tsx', 'src/cli/schedule.ts', ...args], { encoding: 'utf8', env });
+    execFileAsync(process.execPath, nodeArgs('cli/schedule.ts', ...args), { encoding: 'utf8', env });
   const nextTimes = async (startAt: string) => {
     fs.writeFileSync(file, JSON.stringify([daily(startAt)]));
     await cli('apply');

@@ -19,6 +19,7 @@ import {
   UNSIGNED_ENV,
   type Harness,
 } from '../helpers/harness';
+import { scriptPath } from '../helpers/compiled';
 import { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { createRefundWorker } from '../../src/worker-pools';
@@ -60,22 +61,26 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** A worker process on the harness's stack, reaching Temporal through the proxy, with the test policy. */
+/** A worker process (the run's compiled worker) on the harness's stack, reaching Temporal through the proxy, with the test policy. */
 const spawnWorker = (env: NodeJS.ProcessEnv = {}) =>
-  startWorkerProcess({
-    ...h.cliEnv(),
-    ...UNSIGNED_ENV,
-    TEMPORAL_ADDRESS: h.proxies!.temporal.listen,
-    DATA_DIR: dir,
-    RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
-    WEBHOOKS: 'off',
-    WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
-    STRIPE_TIMEOUT_MS: '2000',
-    STRIPE_LIST_CONSISTENCY_MS: '300',
-    // A killed worker's runs move to the next one after a second instead of the SDK's 10 s.
-    STICKY_TIMEOUT_MS: '1000',
-    ...env,
-  });
+  startWorkerProcess(
+    {
+      ...h.cliEnv(),
+      ...UNSIGNED_ENV,
+      TEMPORAL_ADDRESS: h.proxies!.temporal.listen,
+      DATA_DIR: dir,
+      RECOVERY_POLICY_FILE: path.join(dir, 'policy.json'),
+      WEBHOOKS: 'off',
+      WORKFLOW_BUNDLE: path.join(dir, 'workflows.js'),
+      STRIPE_TIMEOUT_MS: '2000',
+      STRIPE_LIST_CONSISTENCY_MS: '300',
+      // A killed worker's runs move to the next one after a second instead of the SDK's 10 s.
+      STICKY_TIMEOUT_MS: '1000',
+      ...env,
+    },
+    undefined,
+    scriptPath('worker.ts'),
+  );
 const until = async (what: string, check: () => Promise<boolean>, ms = 30_000) => {
   for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50)))
     if (await check()) return;
