@@ -77,6 +77,20 @@ export function pinSettings({ policy, ...rest }: RunSettings): PinnedSettings {
   return { ...rest, ...pinPolicy(policy) };
 }
 
+export const pinnedSettingsSchema = z
+  .object({ scope: z.string(), provider: z.object({ dedupeWindowMs: z.number() }).passthrough() })
+  .and(
+    // One form or the other, never both (a pin must not be read two ways).
+    z.union([
+      z.object({ policy: z.object({ version: z.string() }).passthrough(), policyBase: z.never().optional() }),
+      z.object({
+        policyBase: z.string(),
+        policyChanges: z.record(z.string(), z.unknown()),
+        policy: z.never().optional(),
+      }),
+    ]),
+  );
+
 /**
  * What we know of an operation's effect at the provider:
  * intent: recorded, and no request has been proven to take effect (none may have been sent yet);
@@ -130,24 +144,6 @@ export interface BeginResult {
   blockers: OperationRecord[];
   settings: PinnedSettings;
 }
-
-/** The worker's settings as a run's history pins them (pinSettings). */
-export const pinnedSettingsSchema = z
-  .object({
-    scope: z.string(),
-    provider: z.object({ dedupeWindowMs: z.number() }).passthrough(),
-  })
-  .and(
-    // One form or the other, never both (a pin must not be read two ways).
-    z.union([
-      z.object({ policy: z.object({ version: z.string() }).passthrough(), policyBase: z.never().optional() }),
-      z.object({
-        policyBase: z.string(),
-        policyChanges: z.record(z.string(), z.unknown()),
-        policy: z.never().optional(),
-      }),
-    ]),
-  );
 
 const operationSchema = z
   .object({ operationId: z.string(), status: z.string(), requestHash: z.string() })

@@ -1,6 +1,4 @@
-// A saga run's state, and a refund run's, as the `steps` Query shows it: the step table, the operation's identity,
-// what is known of the effect, the last failure and the move the policy chose for it,
-// reconciliation, budgets, decisions, provider events, and why the run stopped. Types only.
+// A saga run's state, and a refund run's, as the `steps` Query shows it. Types only.
 import type { RefundRequest } from '../domain/refund-request';
 import type { AttemptSummary } from '../reliability/attempt-ledger';
 import type { RecoveryAction, RecoveryOwner } from '../reliability/policy-terms';
@@ -18,21 +16,9 @@ import type { RefundStep } from './steps';
  * before its refund went out).
  */
 export type RunStatus =
-  | 'running'
-  | 'reconciling'
-  | 'awaiting_provider'
-  | 'compensating'
-  | 'needs_attention'
-  | 'awaiting_approval'
-  | 'completed'
-  | 'rejected'
-  | 'compensated'
-  | 'abandoned'
-  | 'stopped';
-export type TerminalStatus = Extract<
-  RunStatus,
-  'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention'
->;
+  'running' | 'reconciling' | 'awaiting_provider' | 'compensating' | 'awaiting_approval' | TerminalStatus;
+/** Where a run ends, or parks for a person: the status of its outcome. */
+export type TerminalStatus = 'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention';
 
 /** What is known of the refund at the provider: `unknown` stays unknown until the provider says otherwise. */
 export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
