@@ -1,7 +1,6 @@
-// Where work goes: the namespace, the workflow task queue, the activity pools beside it, and the
+// Where work goes: the workflow task queue, the activity pools beside it, and the
 // workflow types clients start by name (never by function: a client must not load workflow code).
 
-export const DEFAULT_NAMESPACE = 'default';
 export const TASK_QUEUE = 'refunds';
 
 /**

@@ -77,6 +77,20 @@ export function pinSettings({ policy, ...rest }: RunSettings): PinnedSettings {
   return { ...rest, ...pinPolicy(policy) };
 }
 
+export const pinnedSettingsSchema = z
+  .object({ scope: z.string(), provider: z.object({ dedupeWindowMs: z.number() }).passthrough() })
+  .and(
+    // One form or the other, never both (a pin must not be read two ways).
+    z.union([
+      z.object({ policy: z.object({ version: z.string() }).passthrough(), policyBase: z.never().optional() }),
+      z.object({
+        policyBase: z.string(),
+        policyChanges: z.record(z.string(), z.unknown()),
+        policy: z.never().optional(),
+      }),
+    ]),
+  );
+
 /**
  * What we know of an operation's effect at the provider:
  * intent: recorded, and no request has been proven to take effect (none may have been sent yet);
@@ -131,24 +145,6 @@ export interface BeginResult {
   settings: PinnedSettings;
 }
 
-/** The worker's settings as a run's history pins them (pinSettings). */
-export const pinnedSettingsSchema = z
-  .object({
-    scope: z.string(),
-    provider: z.object({ dedupeWindowMs: z.number() }).passthrough(),
-  })
-  .and(
-    // One form or the other, never both (a pin must not be read two ways).
-    z.union([
-      z.object({ policy: z.object({ version: z.string() }).passthrough(), policyBase: z.never().optional() }),
-      z.object({
-        policyBase: z.string(),
-        policyChanges: z.record(z.string(), z.unknown()),
-        policy: z.never().optional(),
-      }),
-    ]),
-  );
-
 const operationSchema = z
   .object({ operationId: z.string(), status: z.string(), requestHash: z.string() })
   .passthrough();
@@ -164,105 +160,73 @@ export const beginResultSchema = z.object({
   settings: pinnedSettingsSchema,
 });
 
-export const RECONCILE_OUTCOMES = [
-  'completed',
-  'not_started_confirmed',
-  'not_found_inconclusive',
-  'partial',
-  'failed',
-  'unknown',
-] as const;
-export type ReconcileOutcome = (typeof RECONCILE_OUTCOMES)[number];
-
-export interface ReconcileResult {
-  result: ReconcileOutcome;
-  /** The refund found for the operation, when there is one. */
-  refund: RefundReceipt | null;
-  /** How the provider was asked: by refund id, or by listing the payment intent's refunds. */
-  method: 'retrieve' | 'list';
-  /** Refunds looked at, and how many carried the operation id. */
-  scanned: number;
-  matches: number;
-  /** Whether a resend with the same key would still be deduplicated by the provider. */
-  insideDedupeWindow: boolean;
-  /** When a "not found" becomes conclusive (the last send's stamp + its request timeout + a clock margin + the provider's consistency window). */
-  conclusiveAt: string | null;
-  /** How many times the operation had been sent when this lookup looked: a fence set on its strength holds only if nothing was sent since. */
-  requestsSent: number;
-  note: string;
-}
-
 export const reconcileResultSchema = z.object({
-  result: z.enum(RECONCILE_OUTCOMES),
+  result: z.enum(['completed', 'not_started_confirmed', 'not_found_inconclusive', 'partial', 'failed', 'unknown']),
+  /** The refund found for the operation, when there is one. */
   refund: refundReceiptSchema.nullable(),
+  /** How the provider was asked: by refund id, or by listing the payment intent's refunds. */
   method: z.enum(['retrieve', 'list']),
+  /** Refunds looked at, and how many carried the operation id. */
   scanned: z.number().int(),
   matches: z.number().int(),
+  /** Whether a resend with the same key would still be deduplicated by the provider. */
   insideDedupeWindow: z.boolean(),
+  /** When a "not found" becomes conclusive (the last send's stamp + its request timeout + a clock margin + the provider's consistency window). */
   conclusiveAt: z.string().nullable(),
-  // Results recorded before this field existed read as -1: a fence conditioned on that never holds.
+  /**
+   * How many times the operation had been sent when this lookup looked: a fence set on its strength holds only if
+   * nothing was sent since. Results recorded before this field existed read as -1: a fence conditioned on that never holds.
+   */
   requestsSent: z.number().int().default(-1),
   note: z.string(),
 });
-
-export interface GateFinding {
-  check: 'provider_receipt' | 'single_refund' | 'order_refund_state' | 'notification_state' | 'audit_trail';
-  ok: boolean;
-  observed: string;
-}
-
-export interface GateResult {
-  /** pass: every check agrees; pending: the provider has not settled the refund; refund_failed: it failed after acceptance. */
-  verdict: 'pass' | 'pending' | 'refund_failed' | 'mismatch';
-  refund: RefundReceipt;
-  findings: GateFinding[];
-  /** Other refunds carrying the operation id in the provider's list (absent from results recorded before). */
-  otherRefundIds?: string[];
-}
+export type ReconcileResult = z.output<typeof reconcileResultSchema>;
+export type ReconcileOutcome = ReconcileResult['result'];
 
 export const gateResultSchema = z.object({
+  /** pass: every check agrees; pending: the provider has not settled the refund; refund_failed: it failed after acceptance. */
   verdict: z.enum(['pass', 'pending', 'refund_failed', 'mismatch']),
   refund: refundReceiptSchema,
-  findings: z.array(z.object({ check: z.string(), ok: z.boolean(), observed: z.string() })),
+  findings: z.array(
+    z.object({
+      check: z.enum(['provider_receipt', 'single_refund', 'order_refund_state', 'notification_state', 'audit_trail']),
+      ok: z.boolean(),
+      observed: z.string(),
+    }),
+  ),
   /** Other refunds carrying the operation id in the provider's list; results recorded before it have none. */
   otherRefundIds: z.array(z.string()).optional(),
 });
+export type GateResult = z.output<typeof gateResultSchema>;
+export type GateFinding = GateResult['findings'][number];
 
-/** What a follow-up run learns of a refund reported failed after its run finished. */
-export interface FollowUpFacts {
-  request: { orderId: string; amount: number; currency: string; reason: string };
-  /** The refund as the provider has it now. */
-  refund: RefundReceipt;
-  failed: boolean;
-  /** The refund on the order, when this operation's update stands (reverted or not). */
-  order: { refundId: string; amount: number; revertedByKey: string | null } | null;
-  /** The customer notice's outbox entry, if one was made. */
-  notice: { key: string; status: string; messageId: string } | null;
-  /** The worker's recovery policy: the follow-up's compensations run under it. */
-  policy: RecoveryPolicy;
-  /** The operation's scope (CHECKOUT_REFUND_SCOPE: a checkout's refund of its charge); results recorded before it have none. */
-  scope?: string;
-}
+const outboxEntrySchema = z.object({ key: z.string(), status: z.string(), messageId: z.string() });
 
 /** What of the saga stands in the store for one operation: the compensation plan's input (compensations/plan.ts). */
 export const standingRecordsSchema = z.object({
+  /** The refund on the order, when this operation's update stands (reverted or not). */
   order: z.object({ refundId: z.string(), amount: z.number().int(), revertedByKey: z.string().nullable() }).nullable(),
-  notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
+  /** The customer notice's outbox entry, if one was made. */
+  notice: outboxEntrySchema.nullable(),
   /** The correction's outbox entry; results recorded before it was read have none. */
-  correction: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullish(),
+  correction: outboxEntrySchema.nullish(),
 });
 export type StandingRecords = z.infer<typeof standingRecordsSchema>;
 
+/** What a follow-up run learns of a refund reported failed after its run finished. */
 export const followUpFactsSchema = z.object({
   request: z.object({ orderId: z.string(), amount: z.number().int(), currency: z.string(), reason: z.string() }),
+  /** The refund as the provider has it now. */
   refund: refundReceiptSchema,
   failed: z.boolean(),
-  order: z.object({ refundId: z.string(), amount: z.number().int(), revertedByKey: z.string().nullable() }).nullable(),
-  notice: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullable(),
-  correction: z.object({ key: z.string(), status: z.string(), messageId: z.string() }).nullish(),
+  ...standingRecordsSchema.shape,
+  /** The worker's recovery policy: the follow-up's compensations run under it. */
   policy: z.object({ version: z.string() }).passthrough(),
+  /** The operation's scope (CHECKOUT_REFUND_SCOPE: a checkout's refund of its charge); results recorded before it have none. */
   scope: z.string().optional(),
 });
+/** The facts with the policy whole, as the worker sends it (the schema checks only its version). */
+export type FollowUpFacts = Omit<z.output<typeof followUpFactsSchema>, 'policy'> & { policy: RecoveryPolicy };
 
 export type Evidenced<T> = T & { evidence: StepEvidence };
 

@@ -14,7 +14,6 @@ export interface CompletedRefund {
   notification: NotificationReceipt;
 }
 
-/** An outcome the business expects, not a bug: the run completes with it (Failed is for incidents). */
 export interface EndedRefund {
   workflowId: string;
   orderId: string | null;
@@ -26,8 +25,5 @@ export interface EndedRefund {
 
 export type RefundResult = CompletedRefund | EndedRefund;
 
-/**
- * The refund workflow's type, for clients that start or watch one by name (REFUND_WORKFLOW):
- * src/worker-pools.ts checks that the workflow itself has this type.
- */
+/** The refund workflow's type, for clients that start or watch one by name (REFUND_WORKFLOW); src/worker-pools.ts checks it. */
 export type RefundWorkflow = (input: RefundRequestInput) => Promise<RefundResult>;

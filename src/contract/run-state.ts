@@ -1,6 +1,4 @@
-// A saga run's state, and a refund run's, as the `steps` Query shows it: the step table, the operation's identity,
-// what is known of the effect, the last failure and the move the policy chose for it,
-// reconciliation, budgets, decisions, provider events, and why the run stopped. Types only.
+// A saga run's state, and a refund run's, as the `steps` Query shows it. Types only.
 import type { RefundRequest } from '../domain/refund-request';
 import type { AttemptSummary } from '../reliability/attempt-ledger';
 import type { RecoveryAction, RecoveryOwner } from '../reliability/policy-terms';
@@ -18,21 +16,9 @@ import type { RefundStep } from './steps';
  * before its refund went out).
  */
 export type RunStatus =
-  | 'running'
-  | 'reconciling'
-  | 'awaiting_provider'
-  | 'compensating'
-  | 'needs_attention'
-  | 'awaiting_approval'
-  | 'completed'
-  | 'rejected'
-  | 'compensated'
-  | 'abandoned'
-  | 'stopped';
-export type TerminalStatus = Extract<
-  RunStatus,
-  'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention'
->;
+  'running' | 'reconciling' | 'awaiting_provider' | 'compensating' | 'awaiting_approval' | TerminalStatus;
+/** Where a run ends, or parks for a person: the status of its outcome. */
+export type TerminalStatus = 'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention';
 
 /** What is known of the refund at the provider: `unknown` stays unknown until the provider says otherwise. */
 export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
@@ -108,14 +94,6 @@ export interface AwaitingProvider {
   settledBy: { kind: 'webhook'; eventId: string } | { kind: 'poll' } | { kind: 'deadline' } | null;
 }
 
-/** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
-export type StepStatus = 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
-/**
- * unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind.
- * held: not run, since what it would correct may not have happened (a notice whose hand-over is unknown): a person decides.
- */
-export type CompensationStatus = 'running' | 'completed' | 'failed' | 'unknown' | 'held' | 'not_compensable';
-
 export interface StepError {
   code: FailureCode;
   domain: string;
@@ -133,7 +111,11 @@ export interface StepError {
 export interface CompensationRecord {
   kind: 'compensation' | 'forward_repair';
   key?: string;
-  status: CompensationStatus;
+  /**
+   * unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind.
+   * held: not run, since what it would correct may not have happened (a notice whose hand-over is unknown): a person decides.
+   */
+  status: 'running' | 'completed' | 'failed' | 'unknown' | 'held' | 'not_compensable';
   note?: string;
   output?: unknown;
   error?: StepError;
@@ -145,7 +127,8 @@ export interface CompensationRecord {
 
 export interface StepRecord {
   name: string;
-  status: StepStatus;
+  /** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
+  status: 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
   idempotencyKey?: string;
   input?: unknown;
   output?: unknown;
@@ -173,17 +156,8 @@ export interface BudgetView {
   providerCallLimit: number;
 }
 
-export interface IgnoredMessage {
-  at: string;
-  /** The Signal's name. */
-  message: string;
-  reason: string;
-  /** What came, as JSON, cut short. */
-  input: string;
-}
-
-/** The Signals a run ignored: how many, and the latest few. */
+/** The Signals a run ignored: how many, and the latest few (when, the Signal's name, why, and what came as JSON, cut short). */
 export interface IgnoredMessagesView {
   total: number;
-  latest: IgnoredMessage[];
+  latest: { at: string; message: string; reason: string; input: string }[];
 }

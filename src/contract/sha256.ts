@@ -41,14 +41,8 @@ export function sha256Hex(text: string): string {
       const t2 = ((rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)) + ((a & b) ^ (a & c) ^ (b & c))) >>> 0;
       [hh, g, f, e, d, c, b, a] = [g, f, e, (d + t1) >>> 0, c, b, a, (t1 + t2) >>> 0];
     }
-    h[0] += a;
-    h[1] += b;
-    h[2] += c;
-    h[3] += d;
-    h[4] += e;
-    h[5] += f;
-    h[6] += g;
-    h[7] += hh;
+    // The array stores each sum modulo 2^32.
+    [a, b, c, d, e, f, g, hh].forEach((x, i) => (h[i] += x));
   }
   return Array.from(h, (x) => x.toString(16).padStart(8, '0')).join('');
 }
