@@ -1,6 +1,6 @@
 // A follow-up run: what it takes, its state as the `followUp` Query shows it, and what it returns.
 // One per operation, for a refund the provider reported failed after the refund's own run finished.
-import type { IgnoredMessagesView, StepError } from './run-state';
+import type { CallStatus, IgnoredMessagesView, RunStatus, StepError } from './run-state';
 import type { ProviderEventSummary } from './provider-event';
 import type { RefundStep } from './steps';
 
@@ -15,7 +15,7 @@ export interface FollowUpInput {
 export interface FollowUpCompensation {
   step: RefundStep;
   key: string;
-  status: 'completed' | 'failed' | 'unknown';
+  status: CallStatus;
   output?: unknown;
   error?: StepError;
 }
@@ -25,7 +25,7 @@ export interface FollowUpResult {
   operationId: string;
   originalWorkflowId: string;
   /** compensated: what stood was undone (or nothing stood); unchanged: the provider does not say failed; needs_attention: a person finishes it. */
-  status: 'compensated' | 'unchanged' | 'needs_attention';
+  status: Extract<RunStatus, 'compensated' | 'needs_attention'> | 'unchanged';
   reason: string;
   refund: { refundId: string; status: string } | null;
   compensations: FollowUpCompensation[];
@@ -33,7 +33,8 @@ export interface FollowUpResult {
 
 export interface FollowUpState {
   input: FollowUpInput;
-  status: 'examining' | 'compensating' | FollowUpResult['status'];
+  /** reconciling: it asks the provider how the refund stands. */
+  status: Extract<RunStatus, 'reconciling' | 'compensating'> | FollowUpResult['status'];
   providerEvents: ProviderEventSummary[];
   /** Signals it ignored (malformed, or about another refund). */
   ignoredMessages: IgnoredMessagesView;

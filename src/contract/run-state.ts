@@ -20,8 +20,30 @@ export type RunStatus =
 /** Where a run ends, or parks for a person: the status of its outcome. */
 export type TerminalStatus = 'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention';
 
-/** What is known of the refund at the provider: `unknown` stays unknown until the provider says otherwise. */
-export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed';
+/**
+ * What is known of a saga's effect at its provider: `unknown` stays unknown until the provider says otherwise. A
+ * refund's is none, unknown, refunded, partial or failed; a charge's none, unknown, charged, declined or refunded.
+ */
+export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'charged' | 'declined';
+
+/**
+ * A step's status, its undo's, and a step call's: one vocabulary (docs/harness.md, "Statuses"). awaiting_provider: it
+ * ran, and waits for the provider to settle (a webhook, or the next poll). Of an undo, unknown: its outcome is unknown
+ * (an email that may have gone out): quarantined for a person, never retried blind; held: not run, since what it
+ * would correct may not have happened (a notice whose hand-over is unknown): a person decides.
+ */
+export type StepStatus =
+  | 'pending'
+  | 'running'
+  | 'completed'
+  | 'failed'
+  | 'skipped'
+  | 'awaiting_provider'
+  | 'unknown'
+  | 'held'
+  | 'not_compensable';
+/** How a step's call came out. */
+export type CallStatus = Extract<StepStatus, 'completed' | 'failed' | 'unknown'>;
 
 /** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
 export const MAX_RESUBMISSIONS = 3;
@@ -36,7 +58,7 @@ export interface RunState<Request = unknown, Step extends string = string> {
   request: Request;
   status: RunStatus;
   /** What is known of the saga's effect at its provider (the refund, the charge). */
-  effect: { status: string; certainty: Certainty | 'none' };
+  effect: { status: EffectStatus; certainty: Certainty | 'none' };
   lastFailure: (StepError & { step: string }) | null;
   recovery: { action: RecoveryAction; owner: RecoveryOwner; note: string | null } | null;
   budget: BudgetView;
@@ -66,7 +88,11 @@ export interface RefundRunState extends RunState<RefundRequest, RefundStep> {
     expectedReceipt: string;
     policyVersion: string;
   } | null;
-  effect: { status: EffectStatus; certainty: Certainty | 'none'; refundId: string | null };
+  effect: {
+    status: Exclude<EffectStatus, 'charged' | 'declined'>;
+    certainty: Certainty | 'none';
+    refundId: string | null;
+  };
   provider: { name: 'stripe'; scope: string | null; changed: false };
   reconciliation: {
     lookups: number;
@@ -111,11 +137,7 @@ export interface StepError {
 export interface CompensationRecord {
   kind: 'compensation' | 'forward_repair';
   key?: string;
-  /**
-   * unknown: its outcome is unknown (an email that may have gone out): quarantined for a person, never retried blind.
-   * held: not run, since what it would correct may not have happened (a notice whose hand-over is unknown): a person decides.
-   */
-  status: 'running' | 'completed' | 'failed' | 'unknown' | 'held' | 'not_compensable';
+  status: Exclude<StepStatus, 'pending' | 'skipped' | 'awaiting_provider'>;
   note?: string;
   output?: unknown;
   error?: StepError;
@@ -127,8 +149,7 @@ export interface CompensationRecord {
 
 export interface StepRecord {
   name: string;
-  /** awaiting_provider: it ran, and waits for the provider to settle the refund (a webhook, or the next poll). */
-  status: 'pending' | 'running' | 'completed' | 'failed' | 'skipped' | 'awaiting_provider';
+  status: Exclude<StepStatus, 'unknown' | 'held' | 'not_compensable'>;
   idempotencyKey?: string;
   input?: unknown;
   output?: unknown;

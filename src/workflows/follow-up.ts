@@ -62,7 +62,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   const ignored = new IgnoredMessages();
   const state: FollowUpState = {
     input,
-    status: 'examining',
+    status: 'reconciling',
     providerEvents: [],
     ignoredMessages: ignored.view,
     compensations: [],
@@ -82,7 +82,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     ignored,
   );
   upsertSearchAttributes([
-    { key: SEARCH_ATTRIBUTES.status, value: 'examining' },
+    { key: SEARCH_ATTRIBUTES.status, value: 'reconciling' },
     { key: SEARCH_ATTRIBUTES.step, value: 'follow_up' },
     { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
   ]);

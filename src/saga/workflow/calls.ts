@@ -4,7 +4,7 @@
 // in the run's step table (what it was given and returned, when, its attempts, how it failed), which
 // the run's Query returns.
 import { patched } from '@temporalio/workflow';
-import { evidenced, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
+import { evidenced, type CallStatus, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
 import { zodProblems } from '../../domain/zod-problems';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
@@ -183,7 +183,7 @@ function absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvi
 
 /** What came of a compensation: completed with its receipt, failed, or unknown. */
 export interface CompensationOutcome {
-  status: 'completed' | 'failed' | 'unknown';
+  status: CallStatus;
   output?: unknown;
   error?: StepError;
   attempts: number;
