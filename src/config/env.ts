@@ -104,14 +104,7 @@ export const envSchema = z.object({
   WORKER_POOLS: z
     .string()
     .transform((text, ctx) => {
-      const pools = [
-        ...new Set(
-          text
-            .split(',')
-            .map((p) => p.trim())
-            .filter(Boolean),
-        ),
-      ];
+      const pools = [...new Set(text.split(',').map((p) => p.trim()))].filter(Boolean);
       const unknown = pools.filter((p) => !(WORKER_POOLS as readonly string[]).includes(p));
       if (pools.length === 0 || unknown.length > 0) {
         ctx.addIssue({

@@ -1,7 +1,6 @@
 // Every setting the project reads from the environment, validated once (their schema: env.ts).
 import path from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
-import type { NativeConnectionOptions } from '@temporalio/worker';
 import { WORKER_POOLS } from '../contract';
 import { parseKeyring } from '../codec/keyring';
 import { envSchema } from './env';
@@ -32,15 +31,12 @@ function temporalTarget(env: NodeJS.ProcessEnv) {
       { cause: err },
     );
   }
-  const connection: NativeConnectionOptions = {
-    ...loaded.connectionOptions,
-    address: loaded.connectionOptions.address ?? LOCAL_TEMPORAL,
-  };
-  const host = connection.address!.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+  const address = loaded.connectionOptions.address ?? LOCAL_TEMPORAL;
+  const host = address.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
   return {
-    address: connection.address!,
+    address,
     namespace: loaded.namespace ?? 'default',
-    connection,
+    connection: { ...loaded.connectionOptions, address },
     profile: env.TEMPORAL_PROFILE ?? 'default',
     /** A server on this machine: the local stack's, which may use a key file of its own. */
     local: LOOPBACK.includes(host),
@@ -82,10 +78,7 @@ function smtpHostOf(url: string): string {
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = zodProblems(parsed.error, '');
-    throw new Error(`invalid environment: ${problems}`);
-  }
+  if (!parsed.success) throw new Error(`invalid environment: ${zodProblems(parsed.error, '')}`);
   const e = parsed.data;
   const liveKey = /^(sk|rk)_live_/.test(e.STRIPE_SECRET_KEY ?? '');
   if (liveKey && e.STRIPE_LIVE_MODE !== 'allow') {
@@ -129,7 +122,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         'or CODEC_AUTH=proxy when an authenticating proxy in front of it checks every caller',
     );
   }
-  // With encryption off every payload is plaintext: refusing it would refuse everything.
   if (e.PAYLOAD_ENCRYPTION === 'off' && e.PAYLOAD_PLAINTEXT === 'reject')
     throw new Error(
       'invalid environment: PAYLOAD_PLAINTEXT: reject needs PAYLOAD_ENCRYPTION=on (with encryption off every payload is plaintext)',

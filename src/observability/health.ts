@@ -2,6 +2,7 @@
 // loop answers); GET /readyz, it should be given work: every readiness check passes. Each answer is
 // JSON naming every check and what it saw, so a failed probe says which check failed and why.
 import http from 'node:http';
+import type { Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import type { Payload } from '@temporalio/common';
 import { EncryptionCodec } from '../codec/encryption-codec';
@@ -72,11 +73,6 @@ export async function startHealthServer(checks: Record<string, ReadinessCheck>, 
   };
 }
 
-/** The Temporal frontend's gRPC health service, as a client Connection has it. */
-interface TemporalHealth {
-  healthService: { check(request: { service?: string }): Promise<{ status?: number | null }> };
-  withDeadline<R>(deadline: number | Date, fn: () => Promise<R>): Promise<R>;
-}
 /** A probe's call to Temporal ends by then: a client call retries an unreachable server for long, and probes come every few seconds. */
 const TEMPORAL_CHECK_MS = 1500;
 /** grpc.health.v1.HealthCheckResponse.ServingStatus.SERVING */
@@ -89,7 +85,7 @@ const SERVING = 1;
  */
 export function workerReadiness(parts: {
   draining: ReadinessCheck;
-  temporal: TemporalHealth;
+  temporal: Pick<Connection, 'healthService' | 'withDeadline'>;
   workers: () => readonly Worker[];
   store: { ping(): Promise<void> };
   keyring: Keyring | undefined;

@@ -22,9 +22,9 @@ const COLUMNS = {
 type Column = keyof typeof COLUMNS;
 const FIELD_TO_COLUMN = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) => [f, c])) as Record<string, Column>;
 
-export type RowReport =
-  | { line: number; status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number }
-  | { line: number; status: 'refused'; problems: { field: string; message: string }[] };
+type Problems = { field: string; message: string }[];
+type Queued = { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number };
+export type RowReport = { line: number } & (Queued | { status: 'refused'; problems: Problems });
 
 export class CsvFileError extends Error {}
 
@@ -68,7 +68,7 @@ export async function refusalsAgainstOrder(
   store: OrderStore,
   request: RefundRequest,
   known?: Order,
-): Promise<{ field: string; message: string }[]> {
+): Promise<Problems> {
   const order = known ?? (await store.getOrder(request.orderId));
   if (!order) return [{ field: 'order_id', message: `no order ${request.orderId} in the store` }];
   const waiting = (await store.queue.list({ status: 'queued', orderId: order.id }))
@@ -95,10 +95,7 @@ async function importRow(
   record: Record<string, string>,
   line: number,
   opts: { source: string; requestedBy?: string },
-): Promise<
-  | { problems: { field: string; message: string }[] }
-  | { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number }
-> {
+): Promise<{ problems: Problems } | Queued> {
   const amount = wholeNumber(record.amount);
   const operationVersion = wholeNumber(record.operation_version);
   const notWhole = (['amount', 'operation_version'] as const).filter((c) =>
@@ -154,8 +151,7 @@ export async function importCsv(
   const report: RowReport[] = [];
   for (const row of rows(text)) {
     const { line } = row;
-    const refuse = (problems: { field: string; message: string }[]) =>
-      report.push({ line, status: 'refused', problems });
+    const refuse = (problems: Problems) => report.push({ line, status: 'refused', problems });
     if (!('record' in row)) {
       refuse([{ field: '(row)', message: `has ${row.fields} field(s); the header has ${row.expected}` }]);
       continue;

@@ -110,9 +110,7 @@ export function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] 
 /** Validates definitions, naming every problem; ids must be unique. */
 export function parseDefinitions(raw: unknown, source: string): ScheduleDefinition[] {
   const parsed = z.array(scheduleDefinitionSchema).min(1).safeParse(raw);
-  if (!parsed.success) {
-    throw new Error(`${source}: ${zodProblems(parsed.error, '(top)')}`);
-  }
+  if (!parsed.success) throw new Error(`${source}: ${zodProblems(parsed.error, '(top)')}`);
   const seen = new Set<string>();
   for (const d of parsed.data) {
     if (seen.has(d.id)) throw new Error(`${source}: schedule id ${d.id} appears twice`);
