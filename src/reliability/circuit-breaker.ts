@@ -18,13 +18,6 @@ export const HEALTH_FAILURES: ReadonlySet<FailureCode> = new Set([
   'UNKNOWN_OUTCOME',
 ]);
 
-export interface BreakerRefusal {
-  state: BreakerState;
-  /** How long until it lets a probe through: the caller's retry should wait at least this. */
-  retryAfterMs: number;
-  message: string;
-}
-
 export class CircuitBreaker {
   private state: BreakerState = 'closed';
   /** When each health failure and each success of the window happened (closed only; emptied when it opens or closes). */
@@ -43,7 +36,7 @@ export class CircuitBreaker {
   ) {}
 
   /** Whether a call may go out now; a refusal says why and for how long. A call let through must be settled with succeeded() or failed(). */
-  admit(): BreakerRefusal | undefined {
+  admit() {
     if (!this.settings.enabled) return undefined;
     if (this.state === 'open') {
       const wait = this.openedAt! + this.settings.cooldownMs - this.now();
@@ -138,7 +131,8 @@ export class CircuitBreaker {
     this.timesOpened++;
   }
 
-  private refusal(retryAfterMs: number): BreakerRefusal {
+  /** `retryAfterMs`: how long until it lets a probe through; the caller's retry should wait at least this. */
+  private refusal(retryAfterMs: number) {
     const what =
       this.state === 'open'
         ? `open since ${new Date(this.openedAt!).toISOString()}, after ${this.settings.failureThreshold} or more health failures that were at least half of its calls`

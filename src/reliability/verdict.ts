@@ -2,8 +2,7 @@
 // for the run as it parks and for `inspect`. Workflow code imports it too, so it imports only types.
 import type { DecisionPolicy } from './policy';
 
-export const VERDICTS = ['auto-retry is safe', 'compensate, then resume', 'stop and hand to a person'] as const;
-export type Verdict = (typeof VERDICTS)[number];
+export type Verdict = 'auto-retry is safe' | 'compensate, then resume' | 'stop and hand to a person';
 
 export interface VerdictFacts {
   effect: { status: string; certainty: string };
