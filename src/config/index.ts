@@ -6,7 +6,7 @@ import { parseKeyring } from '../codec/keyring';
 import { envSchema } from './env';
 import { zodProblems } from '../domain/zod-problems';
 
-export { LOCAL_PORTS, LOG_LEVELS, PROJECT_ROOT, TRACE_EXPORTERS, type LogLevelName, type TraceExporter } from './env';
+export { LOCAL_PORTS, PROJECT_ROOT, type LogLevelName, type TraceExporter } from './env';
 
 export type Config = ReturnType<typeof loadConfig>;
 
@@ -151,7 +151,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       keys,
       keysFile: e.PAYLOAD_KEYS_FILE,
       localKeysFile: path.join(e.DATA_DIR, 'payload-keys'),
-      /** Whether workers take a workflow's own payload sent in plaintext: never by default, always when nothing is encrypted. */
       plaintext: e.PAYLOAD_PLAINTEXT ?? (e.PAYLOAD_ENCRYPTION === 'on' ? 'reject' : 'allow'),
     },
     codec: {
@@ -213,7 +212,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         e.WORKER_VERSIONING === 'on'
           ? { deploymentName: e.WORKER_DEPLOYMENT_NAME, buildId: e.WORKER_BUILD_ID }
           : undefined,
-      /** Unset: shutdownGraceMs (src/lifecycle/drain.ts) takes the policy's longest attempt. */
       shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
       stickyTimeoutMs: e.STICKY_TIMEOUT_MS,
     },
@@ -236,7 +234,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       /** The local SMTP stand-in's mailbox API, where inspect and the demo read what it received. */
       mailboxUrl: `http://127.0.0.1:${e.MAILBOX_PORT}`,
       from: e.MAIL_FROM,
-      /** Where an email whose hand-over is unknown is looked up by Message-ID (MAIL_LOG_URL); none: a person checks. */
       log:
         e.MAIL_LOG_URL === undefined
           ? undefined

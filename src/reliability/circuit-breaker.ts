@@ -48,8 +48,7 @@ export class CircuitBreaker {
     if (this.state === 'half_open') {
       this.probes = this.probes.filter((t) => now - t < this.settings.windowMs);
       // The others wait a cooldown, time for the probe to settle: asked again every second, a run refused while
-      // the probe is out spent its attempts in as many seconds and parked (the bench's worker kill at concurrency
-      // 50 brought 50 runs back at once and parked up to 90 of 100 that way).
+      // the probe is out would spend its attempts in as many seconds and park.
       if (this.probes.length >= this.settings.halfOpenProbes) return this.refusal(this.settings.cooldownMs);
       this.probes.push(now);
     }

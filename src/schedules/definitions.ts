@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { z } from 'zod';
 import { zodProblems } from '../domain/zod-problems';
 
-export const SCHEDULED_WORKFLOWS = ['batchRefundsWorkflow', 'digestWorkflow', 'sweepWorkflow'] as const;
+const SCHEDULED_WORKFLOWS = ['batchRefundsWorkflow', 'digestWorkflow', 'sweepWorkflow'] as const;
 
 const OVERLAP = ['SKIP', 'BUFFER_ONE', 'BUFFER_ALL', 'ALLOW_ALL', 'CANCEL_OTHER', 'TERMINATE_OTHER'] as const;
 /** Cancelling or terminating a running occurrence can cut it between a provider's answer and our record of it. */
@@ -25,7 +25,7 @@ const timeZone = z.string().refine((tz) => {
   }
 }, 'must be an IANA time zone, e.g. America/New_York or UTC');
 
-export const scheduleDefinitionSchema = z
+const scheduleDefinitionSchema = z
   .object({
     id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be lowercase letters, digits and "-"'),
     /** Raise it with every change; `apply` records it on the schedule. */
@@ -66,7 +66,7 @@ export type ScheduleDefinition = z.output<typeof scheduleDefinitionSchema>;
 export type ScheduleDefinitionInput = z.input<typeof scheduleDefinitionSchema>;
 
 /** The shipped schedules, in `timeZone`. */
-export function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
+function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
   return [
     {
       id: 'refund-batch',

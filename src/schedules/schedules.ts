@@ -113,7 +113,7 @@ export async function triggerSchedule(
 }
 
 /** A time as people in the schedule's zone read it, with the instant. */
-export function inZone(at: Date, timeZone: string): string {
+function inZone(at: Date, timeZone: string): string {
   const parts = Object.fromEntries(
     new Intl.DateTimeFormat('en-US', {
       timeZone,

@@ -1,7 +1,5 @@
-// What the product asks of Temporal from outside a workflow: what a run was started with, the
-// task queues' backlogs and pollers, the namespace's search attributes, and starting an
-// operation's follow-up. Used by the clients, the CLI, inspect, the webhook receiver and the
-// activities alike; it loads no workflow code (workflows are named by type, typed by `typeof`).
+// What the product asks of Temporal from outside a workflow, for the clients, the CLIs, inspect, the webhook
+// receiver and the activities alike. It loads no workflow code (workflows are named by type, typed by `typeof`).
 import { Connection, type Client } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
