@@ -68,11 +68,10 @@ export function smtpTlsFor(url: string): 'off' | 'starttls' | 'implicit' {
 
 function smtpHostOf(url: string): string {
   const parsed = URL.canParse(url) ? new URL(url) : undefined;
-  if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname) {
+  if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname)
     throw new Error(
       `invalid environment: SMTP_URL: "${url.replace(/\/\/[^@/]*@/, '//***@')}" is not a URL of the form smtp://host:port or smtps://host:465`,
     );
-  }
   return parsed.hostname.replace(/^\[|\]$/g, '');
 }
 
@@ -81,12 +80,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   if (!parsed.success) throw new Error(`invalid environment: ${zodProblems(parsed.error, '')}`);
   const e = parsed.data;
   const liveKey = /^(sk|rk)_live_/.test(e.STRIPE_SECRET_KEY ?? '');
-  if (liveKey && e.STRIPE_LIVE_MODE !== 'allow') {
+  if (liveKey && e.STRIPE_LIVE_MODE !== 'allow')
     throw new Error(
       'invalid environment: STRIPE_SECRET_KEY: a live-mode key refunds real money; this process refuses it unless STRIPE_LIVE_MODE=allow ' +
         '(set it only where live refunds are meant to run, never in a shell or test environment)',
     );
-  }
   const smtpUrl = e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`;
   smtpHostOf(smtpUrl); // refuses a URL that is not smtp(s)://host, whatever SMTP_TLS says
   const smtpTls = e.SMTP_TLS ?? smtpTlsFor(smtpUrl);
@@ -97,52 +95,46 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const stripeLocal =
     !e.STRIPE_SECRET_KEY ||
     (e.STRIPE_API_BASE !== undefined && isLoopback(new URL(e.STRIPE_API_BASE).hostname) && !liveKey);
-  if (!stripeLocal && e.OPERATION_SCOPE === undefined) {
-    // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
+  // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
+  if (!stripeLocal && e.OPERATION_SCOPE === undefined)
     throw new Error(
       'invalid environment: OPERATION_SCOPE: must name this environment (e.g. "staging") when refunds go to real Stripe',
     );
-  }
-  if (!stripeLocal && e.STRIPE_IDEMPOTENCY_TTL_HOURS > STRIPE_KEY_TTL_HOURS) {
-    // A longer window would resend with the same key after Stripe forgot it, without reconciling first: a second refund.
+  // A longer window would resend with the same key after Stripe forgot it, without reconciling first: a second refund.
+  if (!stripeLocal && e.STRIPE_IDEMPOTENCY_TTL_HOURS > STRIPE_KEY_TTL_HOURS)
     throw new Error(
       `invalid environment: STRIPE_IDEMPOTENCY_TTL_HOURS: Stripe keeps an idempotency key's response for ${STRIPE_KEY_TTL_HOURS} hours; ` +
         `with real Stripe this must be at most ${STRIPE_KEY_TTL_HOURS} (${e.STRIPE_IDEMPOTENCY_TTL_HOURS} given), and the worker trusts it a margin less`,
     );
-  }
   let keys;
   try {
     keys = e.PAYLOAD_KEYS === undefined ? undefined : parseKeyring(e.PAYLOAD_KEYS, 'PAYLOAD_KEYS');
   } catch (err) {
     throw new Error(`invalid environment: ${(err as Error).message}`, { cause: err });
   }
-  if (!LOOPBACK.includes(e.CODEC_HOST) && !e.CODEC_AUTH_TOKEN && e.CODEC_AUTH !== 'proxy') {
+  if (!LOOPBACK.includes(e.CODEC_HOST) && !e.CODEC_AUTH_TOKEN && e.CODEC_AUTH !== 'proxy')
     throw new Error(
       `invalid environment: CODEC_HOST: the codec server decrypts for anyone who reaches it; on ${e.CODEC_HOST} it needs CODEC_AUTH_TOKEN, ` +
         'or CODEC_AUTH=proxy when an authenticating proxy in front of it checks every caller',
     );
-  }
   if (e.PAYLOAD_ENCRYPTION === 'off' && e.PAYLOAD_PLAINTEXT === 'reject')
     throw new Error(
       'invalid environment: PAYLOAD_PLAINTEXT: reject needs PAYLOAD_ENCRYPTION=on (with encryption off every payload is plaintext)',
     );
-  if (e.METRICS_PROMETHEUS_ADDRESS && e.METRICS_OTLP_URL) {
+  if (e.METRICS_PROMETHEUS_ADDRESS && e.METRICS_OTLP_URL)
     throw new Error(
       'invalid environment: METRICS_OTLP_URL: the worker exports its metrics one way; set METRICS_PROMETHEUS_ADDRESS or METRICS_OTLP_URL, not both',
     );
-  }
-  if (e.WORKER_VERSIONING === 'off' && (e.WORKER_DEPLOYMENT_NAME || e.WORKER_BUILD_ID)) {
+  if (e.WORKER_VERSIONING === 'off' && (e.WORKER_DEPLOYMENT_NAME || e.WORKER_BUILD_ID))
     throw new Error(
       `invalid environment: ${e.WORKER_DEPLOYMENT_NAME ? 'WORKER_DEPLOYMENT_NAME' : 'WORKER_BUILD_ID'}: set WORKER_VERSIONING=on with it (without it the worker is unversioned, and the setting would do nothing)`,
     );
-  }
-  if (e.WORKER_VERSIONING === 'on' && !e.WORKER_BUILD_ID && !e.WORKFLOW_BUNDLE) {
-    // Bundled at start, the code (so its hash) would depend on the host's checkout or lib/ and its directory:
-    // two hosts of one build could poll as two versions, and the pools of the one promoted would go unserved.
+  // Bundled at start, the code (so its hash) would depend on the host's checkout or lib/ and its directory:
+  // two hosts of one build could poll as two versions, and the pools of the one promoted would go unserved.
+  if (e.WORKER_VERSIONING === 'on' && !e.WORKER_BUILD_ID && !e.WORKFLOW_BUNDLE)
     throw new Error(
       'invalid environment: WORKER_VERSIONING: a versioned worker needs its build fixed: set WORKFLOW_BUNDLE to the bundle `npm run build` made (its hash is the build id) or WORKER_BUILD_ID',
     );
-  }
   const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',

@@ -75,19 +75,15 @@ export async function refusalsAgainstOrder(
     .filter((q) => q.request.operationVersion !== request.operationVersion)
     .reduce((sum, q) => sum + q.request.amount, 0);
   const left = order.amount - order.refundedAmount - waiting;
-  return [
-    ...(request.currency !== order.currency
-      ? [{ field: 'currency', message: `the order is in ${order.currency}` }]
-      : []),
-    ...(request.amount > left
-      ? [
-          {
-            field: 'amount',
-            message: `more than the ${left} ${order.currency} left to refund on order ${order.id}${waiting ? ` once the ${waiting} already queued is counted` : ''}`,
-          },
-        ]
-      : []),
-  ];
+  const problems: Problems = [];
+  if (request.currency !== order.currency)
+    problems.push({ field: 'currency', message: `the order is in ${order.currency}` });
+  if (request.amount > left) {
+    const counted = waiting ? ` once the ${waiting} already queued is counted` : '';
+    const message = `more than the ${left} ${order.currency} left to refund on order ${order.id}${counted}`;
+    problems.push({ field: 'amount', message });
+  }
+  return problems;
 }
 
 async function importRow(
@@ -101,14 +97,13 @@ async function importRow(
   const notWhole = (['amount', 'operation_version'] as const).filter((c) =>
     Number.isNaN(c === 'amount' ? amount : operationVersion),
   );
-  if (notWhole.length) {
+  if (notWhole.length)
     return {
       problems: notWhole.map((c) => ({
         field: c,
         message: `must be a whole number${c === 'amount' ? ' of minor units (1250 for 12.50)' : ''}, got "${record[c]}"`,
       })),
     };
-  }
   const order = record.order_id ? await store.getOrder(record.order_id) : undefined;
   const parsed = refundRequestSchema.safeParse({
     orderId: record.order_id,
@@ -118,14 +113,13 @@ async function importRow(
     requestedBy: record.requested_by || opts.requestedBy || '',
     ...(operationVersion !== undefined && { operationVersion }),
   });
-  if (!parsed.success) {
+  if (!parsed.success)
     return {
       problems: parsed.error.issues.map((i) => ({
         field: FIELD_TO_COLUMN[String(i.path[0])] ?? String(i.path[0]),
         message: i.message,
       })),
     };
-  }
   const request: RefundRequest = parsed.data;
   const problems = await refusalsAgainstOrder(store, request, order);
   if (problems.length) return { problems };

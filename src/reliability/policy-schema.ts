@@ -44,16 +44,14 @@ const ruleSchema = z
   })
   .strict()
   .superRefine((rule, ctx) => {
-    if (!OWNER_OF[rule.action].includes(rule.owner)) {
+    if (!OWNER_OF[rule.action].includes(rule.owner))
       ctx.addIssue({
         code: 'custom',
         path: ['owner'],
         message: `${rule.action} is owned by ${OWNER_OF[rule.action].join(' or ')}, not ${rule.owner}`,
       });
-    }
-    if (['retry', 'repair', 'reconcile'].includes(rule.action) && !rule.backoff) {
+    if (['retry', 'repair', 'reconcile'].includes(rule.action) && !rule.backoff)
       ctx.addIssue({ code: 'custom', path: ['backoff'], message: `a ${rule.action} rule needs a backoff` });
-    }
   });
 
 const timeoutsSchema = z

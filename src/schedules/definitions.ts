@@ -53,13 +53,12 @@ const scheduleDefinitionSchema = z
   })
   .strict()
   .superRefine((d, ctx) => {
-    if (WRONG_FOR_MONEY.has(d.overlap)) {
+    if (WRONG_FOR_MONEY.has(d.overlap))
       ctx.addIssue({
         code: 'custom',
         path: ['overlap'],
         message: `${d.overlap} stops a running occurrence, which may be between a provider's answer and our record of it; use SKIP, BUFFER_ONE or ALLOW_ALL`,
       });
-    }
   });
 
 export type ScheduleDefinition = z.output<typeof scheduleDefinitionSchema>;

@@ -47,9 +47,8 @@ async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string)
     typeof event.created !== 'number' ||
     !object ||
     typeof object !== 'object'
-  ) {
+  )
     throw new HttpError(400, 'malformed: an event needs an id, a type, a created time and data.object');
-  }
   if (!REFUND_EVENTS.has(event.type))
     return { received: event.id, handled: false, why: `${event.type} is not a refund event` };
   if (typeof object.id !== 'string' || typeof object.status !== 'string')
