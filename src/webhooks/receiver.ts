@@ -10,7 +10,7 @@ import http from 'node:http';
 import type Stripe from 'stripe';
 import { WEBHOOK_PATH } from '../config';
 import type { OrderStore } from '../store';
-import { followUpWorkflowId, providerEventSignal, type ProviderEventSummary } from '../contract';
+import { providerEventSignal, type ProviderEventSummary } from '../contract';
 import { startFollowUp } from '../temporal/client';
 import { lifecycleRank } from '../domain/order';
 
@@ -128,7 +128,6 @@ async function lateEvent(
       why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept`,
     };
   }
-  const followUp = followUpWorkflowId(operationId);
   // Another of the failure's events (refund.failed, refund.updated, charge.refund.updated) after the run or its follow-up compensated: nothing more to do.
   const done = (await deps.store.operations.auditTrail(operationId)).find(
     (a) => ['follow_up', 'run_stopped'].includes(a.event) && a.detail.status === 'compensated',
@@ -147,12 +146,12 @@ async function lateEvent(
     event: summary,
     taskQueue: deps.taskQueue,
   });
-  await deps.store.providerEvents.handed(summary.id, followUp, 'signalled follow-up');
+  await deps.store.providerEvents.handed(summary.id, started.workflowId, 'signalled follow-up');
   await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
     ...late,
     followUp: started,
   });
-  return { received: summary.id, handedTo: followUp };
+  return { received: summary.id, handedTo: started.workflowId };
 }
 
 export async function startWebhookReceiver(
