@@ -157,20 +157,15 @@ export async function startFollowUp(
   client: Client,
   handover: { operationId: string; originalWorkflowId: string; event: ProviderEventSummary; taskQueue?: string },
 ): Promise<{ workflowId: string; runId: string }> {
-  const workflowId = followUpWorkflowId(handover.operationId);
+  const { operationId, originalWorkflowId, event } = handover;
+  const workflowId = followUpWorkflowId(operationId);
   const handle = await client.workflow.signalWithStart<FollowUpWorkflow, [ProviderEventSummary]>(FOLLOW_UP_WORKFLOW, {
     workflowId,
     taskQueue: handover.taskQueue ?? TASK_QUEUE,
-    args: [
-      {
-        operationId: handover.operationId,
-        refundId: handover.event.refundId,
-        originalWorkflowId: handover.originalWorkflowId,
-      },
-    ],
+    args: [{ operationId, refundId: event.refundId, originalWorkflowId }],
     signal: providerEventSignal,
-    signalArgs: [handover.event],
-    typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.followUpOf, value: handover.originalWorkflowId }],
+    signalArgs: [event],
+    typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.followUpOf, value: originalWorkflowId }],
   });
   return { workflowId, runId: handle.signaledRunId };
 }
