@@ -101,16 +101,13 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
       res.end();
       return;
     }
+    const send = (status: number, body: unknown) => {
+      res.writeHead(status, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(body));
+    };
     answer(req).then(
-      (body) => {
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(body));
-      },
-      (err: unknown) => {
-        const status = err instanceof HttpError ? err.status : 500;
-        res.writeHead(status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: (err as Error).message }));
-      },
+      (body) => send(200, body),
+      (err: unknown) => send(err instanceof HttpError ? err.status : 500, { error: (err as Error).message }),
     );
   });
   await new Promise<void>((resolve, reject) => {

@@ -35,17 +35,16 @@ export function payloadKeyring(config: Config): Keyring | undefined {
 export const FAILURE_CONVERTER_PATH = require.resolve('./failure-converter');
 export const PAYLOAD_CONVERTER_PATH = require.resolve('./payload-converter');
 
-export interface ConverterOptions {
-  /**
-   * A worker's, with PAYLOAD_PLAINTEXT=reject: a workflow's own payload (input, Signal, Update, Query
-   * argument) that is not encrypted is refused, and the refusal names this codec endpoint. Clients read
-   * whatever a history holds; only what a workflow would act on is refused.
-   */
-  refusePlaintext?: { codecEndpoint: string };
-}
-
-/** The data converter for a keyring (none: plaintext payloads); workers and clients must share the keyring. */
-export function refundDataConverter(keyring: Keyring | undefined, options: ConverterOptions = {}): DataConverter {
+/**
+ * The data converter for a keyring (none: plaintext payloads); workers and clients must share the keyring.
+ * With `refusePlaintext` (a worker's, PAYLOAD_PLAINTEXT=reject), a workflow's own payload (input, Signal,
+ * Update, Query argument) that is not encrypted is refused, the refusal naming that codec endpoint. Clients
+ * read whatever a history holds; only what a workflow would act on is refused.
+ */
+export function refundDataConverter(
+  keyring: Keyring | undefined,
+  options: { refusePlaintext?: { codecEndpoint: string } } = {},
+): DataConverter {
   const refusal = keyring && options.refusePlaintext && plaintextRefusal(options.refusePlaintext.codecEndpoint);
   return {
     failureConverterPath: FAILURE_CONVERTER_PATH,

@@ -29,12 +29,11 @@ export function parseKeyring(text: string, source: string): Keyring {
   const keys = new Map<string, Buffer>();
   for (const [index, entry] of entries.entries()) {
     const [id, encoded, ...rest] = entry.split(':');
-    if (!id || !KEY_ID.test(id) || encoded === undefined || rest.length > 0) {
-      // Never echoed: the entry may hold key material.
+    // Never echoed: the entry may hold key material.
+    if (!id || !KEY_ID.test(id) || encoded === undefined || rest.length > 0)
       throw new Error(
         `${source}: entry ${index + 1} is not id:base64key (ids are 1-64 letters, digits, ".", "_" or "-")`,
       );
-    }
     const key = Buffer.from(encoded, 'base64');
     if (key.length !== 32 || key.toString('base64') !== encoded)
       throw new Error(`${source}: key ${id} is not 32 bytes of base64 (AES-256 needs exactly 32)`);

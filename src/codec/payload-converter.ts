@@ -54,9 +54,7 @@ class RefundPayloadConverter extends DefaultPayloadConverter {
     } catch (err) {
       if (context?.type !== 'workflow' || !inWorkflowContext()) throw err;
       const why = err instanceof Error ? err.message : String(err);
-      return (plaintext
-        ? { $undecodable: why, $plaintext: true }
-        : { $undecodable: why }) satisfies UndecodableValue as T;
+      return { $undecodable: why, ...(plaintext && { $plaintext: true }) } satisfies UndecodableValue as T;
     }
   }
 }

@@ -10,9 +10,9 @@ export const PROJECT_ROOT = path.resolve(__dirname, '..', '..');
 const port = z.coerce.number().int().min(1).max(65535);
 
 // Here, not beside the logger and the tracer: reading the configuration must not load pino or the OpenTelemetry SDK.
-export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
 export type LogLevelName = (typeof LOG_LEVELS)[number];
-export const TRACE_EXPORTERS = ['none', 'console', 'otlp'] as const;
+const TRACE_EXPORTERS = ['none', 'console', 'otlp'] as const;
 export type TraceExporter = (typeof TRACE_EXPORTERS)[number];
 
 /**
@@ -104,14 +104,7 @@ export const envSchema = z.object({
   WORKER_POOLS: z
     .string()
     .transform((text, ctx) => {
-      const pools = [
-        ...new Set(
-          text
-            .split(',')
-            .map((p) => p.trim())
-            .filter(Boolean),
-        ),
-      ];
+      const pools = [...new Set(text.split(',').map((p) => p.trim()))].filter(Boolean);
       const unknown = pools.filter((p) => !(WORKER_POOLS as readonly string[]).includes(p));
       if (pools.length === 0 || unknown.length > 0) {
         ctx.addIssue({

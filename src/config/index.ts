@@ -1,13 +1,12 @@
 // Every setting the project reads from the environment, validated once (their schema: env.ts).
 import path from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
-import type { NativeConnectionOptions } from '@temporalio/worker';
 import { WORKER_POOLS } from '../contract';
 import { parseKeyring } from '../codec/keyring';
 import { envSchema } from './env';
 import { zodProblems } from '../domain/zod-problems';
 
-export { LOCAL_PORTS, LOG_LEVELS, PROJECT_ROOT, TRACE_EXPORTERS, type LogLevelName, type TraceExporter } from './env';
+export { LOCAL_PORTS, PROJECT_ROOT, type LogLevelName, type TraceExporter } from './env';
 
 export type Config = ReturnType<typeof loadConfig>;
 
@@ -32,15 +31,12 @@ function temporalTarget(env: NodeJS.ProcessEnv) {
       { cause: err },
     );
   }
-  const connection: NativeConnectionOptions = {
-    ...loaded.connectionOptions,
-    address: loaded.connectionOptions.address ?? LOCAL_TEMPORAL,
-  };
-  const host = connection.address!.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
+  const address = loaded.connectionOptions.address ?? LOCAL_TEMPORAL;
+  const host = address.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
   return {
-    address: connection.address!,
+    address,
     namespace: loaded.namespace ?? 'default',
-    connection,
+    connection: { ...loaded.connectionOptions, address },
     profile: env.TEMPORAL_PROFILE ?? 'default',
     /** A server on this machine: the local stack's, which may use a key file of its own. */
     local: LOOPBACK.includes(host),
@@ -72,28 +68,23 @@ export function smtpTlsFor(url: string): 'off' | 'starttls' | 'implicit' {
 
 function smtpHostOf(url: string): string {
   const parsed = URL.canParse(url) ? new URL(url) : undefined;
-  if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname) {
+  if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname)
     throw new Error(
       `invalid environment: SMTP_URL: "${url.replace(/\/\/[^@/]*@/, '//***@')}" is not a URL of the form smtp://host:port or smtps://host:465`,
     );
-  }
   return parsed.hostname.replace(/^\[|\]$/g, '');
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = zodProblems(parsed.error, '');
-    throw new Error(`invalid environment: ${problems}`);
-  }
+  if (!parsed.success) throw new Error(`invalid environment: ${zodProblems(parsed.error, '')}`);
   const e = parsed.data;
   const liveKey = /^(sk|rk)_live_/.test(e.STRIPE_SECRET_KEY ?? '');
-  if (liveKey && e.STRIPE_LIVE_MODE !== 'allow') {
+  if (liveKey && e.STRIPE_LIVE_MODE !== 'allow')
     throw new Error(
       'invalid environment: STRIPE_SECRET_KEY: a live-mode key refunds real money; this process refuses it unless STRIPE_LIVE_MODE=allow ' +
         '(set it only where live refunds are meant to run, never in a shell or test environment)',
     );
-  }
   const smtpUrl = e.SMTP_URL ?? `smtp://127.0.0.1:${e.SMTP_PORT}`;
   smtpHostOf(smtpUrl); // refuses a URL that is not smtp(s)://host, whatever SMTP_TLS says
   const smtpTls = e.SMTP_TLS ?? smtpTlsFor(smtpUrl);
@@ -104,53 +95,46 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const stripeLocal =
     !e.STRIPE_SECRET_KEY ||
     (e.STRIPE_API_BASE !== undefined && isLoopback(new URL(e.STRIPE_API_BASE).hostname) && !liveKey);
-  if (!stripeLocal && e.OPERATION_SCOPE === undefined) {
-    // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
+  // Two environments sharing one Stripe account would otherwise derive the same keys and operation ids.
+  if (!stripeLocal && e.OPERATION_SCOPE === undefined)
     throw new Error(
       'invalid environment: OPERATION_SCOPE: must name this environment (e.g. "staging") when refunds go to real Stripe',
     );
-  }
-  if (!stripeLocal && e.STRIPE_IDEMPOTENCY_TTL_HOURS > STRIPE_KEY_TTL_HOURS) {
-    // A longer window would resend with the same key after Stripe forgot it, without reconciling first: a second refund.
+  // A longer window would resend with the same key after Stripe forgot it, without reconciling first: a second refund.
+  if (!stripeLocal && e.STRIPE_IDEMPOTENCY_TTL_HOURS > STRIPE_KEY_TTL_HOURS)
     throw new Error(
       `invalid environment: STRIPE_IDEMPOTENCY_TTL_HOURS: Stripe keeps an idempotency key's response for ${STRIPE_KEY_TTL_HOURS} hours; ` +
         `with real Stripe this must be at most ${STRIPE_KEY_TTL_HOURS} (${e.STRIPE_IDEMPOTENCY_TTL_HOURS} given), and the worker trusts it a margin less`,
     );
-  }
   let keys;
   try {
     keys = e.PAYLOAD_KEYS === undefined ? undefined : parseKeyring(e.PAYLOAD_KEYS, 'PAYLOAD_KEYS');
   } catch (err) {
     throw new Error(`invalid environment: ${(err as Error).message}`, { cause: err });
   }
-  if (!LOOPBACK.includes(e.CODEC_HOST) && !e.CODEC_AUTH_TOKEN && e.CODEC_AUTH !== 'proxy') {
+  if (!LOOPBACK.includes(e.CODEC_HOST) && !e.CODEC_AUTH_TOKEN && e.CODEC_AUTH !== 'proxy')
     throw new Error(
       `invalid environment: CODEC_HOST: the codec server decrypts for anyone who reaches it; on ${e.CODEC_HOST} it needs CODEC_AUTH_TOKEN, ` +
         'or CODEC_AUTH=proxy when an authenticating proxy in front of it checks every caller',
     );
-  }
-  // With encryption off every payload is plaintext: refusing it would refuse everything.
   if (e.PAYLOAD_ENCRYPTION === 'off' && e.PAYLOAD_PLAINTEXT === 'reject')
     throw new Error(
       'invalid environment: PAYLOAD_PLAINTEXT: reject needs PAYLOAD_ENCRYPTION=on (with encryption off every payload is plaintext)',
     );
-  if (e.METRICS_PROMETHEUS_ADDRESS && e.METRICS_OTLP_URL) {
+  if (e.METRICS_PROMETHEUS_ADDRESS && e.METRICS_OTLP_URL)
     throw new Error(
       'invalid environment: METRICS_OTLP_URL: the worker exports its metrics one way; set METRICS_PROMETHEUS_ADDRESS or METRICS_OTLP_URL, not both',
     );
-  }
-  if (e.WORKER_VERSIONING === 'off' && (e.WORKER_DEPLOYMENT_NAME || e.WORKER_BUILD_ID)) {
+  if (e.WORKER_VERSIONING === 'off' && (e.WORKER_DEPLOYMENT_NAME || e.WORKER_BUILD_ID))
     throw new Error(
       `invalid environment: ${e.WORKER_DEPLOYMENT_NAME ? 'WORKER_DEPLOYMENT_NAME' : 'WORKER_BUILD_ID'}: set WORKER_VERSIONING=on with it (without it the worker is unversioned, and the setting would do nothing)`,
     );
-  }
-  if (e.WORKER_VERSIONING === 'on' && !e.WORKER_BUILD_ID && !e.WORKFLOW_BUNDLE) {
-    // Bundled at start, the code (so its hash) would depend on the host's checkout or lib/ and its directory:
-    // two hosts of one build could poll as two versions, and the pools of the one promoted would go unserved.
+  // Bundled at start, the code (so its hash) would depend on the host's checkout or lib/ and its directory:
+  // two hosts of one build could poll as two versions, and the pools of the one promoted would go unserved.
+  if (e.WORKER_VERSIONING === 'on' && !e.WORKER_BUILD_ID && !e.WORKFLOW_BUNDLE)
     throw new Error(
       'invalid environment: WORKER_VERSIONING: a versioned worker needs its build fixed: set WORKFLOW_BUNDLE to the bundle `npm run build` made (its hash is the build id) or WORKER_BUILD_ID',
     );
-  }
   const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',
@@ -159,7 +143,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       keys,
       keysFile: e.PAYLOAD_KEYS_FILE,
       localKeysFile: path.join(e.DATA_DIR, 'payload-keys'),
-      /** Whether workers take a workflow's own payload sent in plaintext: never by default, always when nothing is encrypted. */
       plaintext: e.PAYLOAD_PLAINTEXT ?? (e.PAYLOAD_ENCRYPTION === 'on' ? 'reject' : 'allow'),
     },
     codec: {
@@ -221,7 +204,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         e.WORKER_VERSIONING === 'on'
           ? { deploymentName: e.WORKER_DEPLOYMENT_NAME, buildId: e.WORKER_BUILD_ID }
           : undefined,
-      /** Unset: shutdownGraceMs (src/lifecycle/drain.ts) takes the policy's longest attempt. */
       shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
       stickyTimeoutMs: e.STICKY_TIMEOUT_MS,
     },
@@ -244,7 +226,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       /** The local SMTP stand-in's mailbox API, where inspect and the demo read what it received. */
       mailboxUrl: `http://127.0.0.1:${e.MAILBOX_PORT}`,
       from: e.MAIL_FROM,
-      /** Where an email whose hand-over is unknown is looked up by Message-ID (MAIL_LOG_URL); none: a person checks. */
       log:
         e.MAIL_LOG_URL === undefined
           ? undefined

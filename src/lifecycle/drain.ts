@@ -80,18 +80,15 @@ export class Drain {
   /** Runs one phase of the stop, and logs how long it took (since the signal, if that came later) and since the signal. */
   async phase(name: string, fn: () => Promise<unknown> | unknown): Promise<void> {
     const called = Date.now();
-    const log = (failed: boolean) => {
+    let failed = true;
+    try {
+      await fn();
+      failed = false;
+    } finally {
       const ms = Date.now() - Math.max(called, this.started?.at ?? 0);
       const sinceSignalMs = this.started ? Date.now() - this.started.at : undefined;
       const message = failed ? `drain: ${name}: failed after ${ms} ms` : `drain: ${name} in ${ms} ms`;
       this.logger[failed ? 'error' : 'info'](message, { phase: name, ms, sinceSignalMs, failed });
-    };
-    try {
-      await fn();
-    } catch (err) {
-      log(true);
-      throw err;
     }
-    log(false);
   }
 }

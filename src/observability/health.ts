@@ -2,6 +2,7 @@
 // loop answers); GET /readyz, it should be given work: every readiness check passes. Each answer is
 // JSON naming every check and what it saw, so a failed probe says which check failed and why.
 import http from 'node:http';
+import type { Connection } from '@temporalio/client';
 import type { Worker } from '@temporalio/worker';
 import type { Payload } from '@temporalio/common';
 import { EncryptionCodec } from '../codec/encryption-codec';
@@ -32,7 +33,7 @@ async function judge(check: ReadinessCheck): Promise<Outcome> {
 }
 
 /** Every check at once; ready when all pass. */
-export async function readiness(checks: Record<string, ReadinessCheck>) {
+async function readiness(checks: Record<string, ReadinessCheck>) {
   const names = Object.keys(checks);
   const outcomes = await Promise.all(names.map((name) => judge(checks[name]!)));
   const results = Object.fromEntries(names.map((name, i) => [name, outcomes[i]!]));
@@ -72,11 +73,6 @@ export async function startHealthServer(checks: Record<string, ReadinessCheck>, 
   };
 }
 
-/** The Temporal frontend's gRPC health service, as a client Connection has it. */
-interface TemporalHealth {
-  healthService: { check(request: { service?: string }): Promise<{ status?: number | null }> };
-  withDeadline<R>(deadline: number | Date, fn: () => Promise<R>): Promise<R>;
-}
 /** A probe's call to Temporal ends by then: a client call retries an unreachable server for long, and probes come every few seconds. */
 const TEMPORAL_CHECK_MS = 1500;
 /** grpc.health.v1.HealthCheckResponse.ServingStatus.SERVING */
@@ -89,7 +85,7 @@ const SERVING = 1;
  */
 export function workerReadiness(parts: {
   draining: ReadinessCheck;
-  temporal: TemporalHealth;
+  temporal: Pick<Connection, 'healthService' | 'withDeadline'>;
   workers: () => readonly Worker[];
   store: { ping(): Promise<void> };
   keyring: Keyring | undefined;
@@ -103,9 +99,9 @@ export function workerReadiness(parts: {
       if (status !== SERVING) throw new Error(`the Temporal frontend answers status ${status ?? 'none'}, not SERVING`);
       return 'frontend serving';
     },
-    pools: poolsPolling(parts.workers),
+    pools: () => poolsPolling(parts.workers()),
     store: () => parts.store.ping(),
-    codec: codecWorks(parts.keyring),
+    codec: () => codecWorks(parts.keyring),
   };
 }
 
@@ -113,42 +109,31 @@ export function workerReadiness(parts: {
  * Every pool polls: each of the process's Temporal workers runs, and none of its pollers has failed
  * or stopped (a pool that runs no workflow code never polls for workflow tasks: that one is expected).
  */
-export function poolsPolling(workers: () => readonly Worker[]): ReadinessCheck {
-  return () => {
-    if (workers().length === 0) throw new Error('the pools are not created yet');
-    const pools = workers().map((w) => {
-      const s = w.getStatus();
-      const runsWorkflows = Boolean(w.options.workflowBundle ?? w.options.workflowsPath);
-      const polling =
-        s.runState === 'RUNNING' &&
-        s.activityPollerState === 'POLLING' &&
-        (!runsWorkflows || s.workflowPollerState === 'POLLING');
-      return {
-        taskQueue: w.options.taskQueue,
-        state: s.runState,
-        ...(runsWorkflows && { workflowPoller: s.workflowPollerState }),
-        activityPoller: s.activityPollerState,
-        polling,
-      };
-    });
-    const stopped = pools.filter((p) => !p.polling);
-    if (stopped.length > 0)
-      throw new Error(
-        `not polling: ${stopped.map((p) => `${p.taskQueue} (${p.state}, activity poller ${p.activityPoller}${p.workflowPoller ? `, workflow poller ${p.workflowPoller}` : ''})`).join('; ')}`,
-      );
-    return pools.map((p) => p.taskQueue);
-  };
+function poolsPolling(workers: readonly Worker[]): string[] {
+  if (workers.length === 0) throw new Error('the pools are not created yet');
+  const stopped = workers.flatMap((w) => {
+    const s = w.getStatus();
+    const runsWorkflows = Boolean(w.options.workflowBundle ?? w.options.workflowsPath);
+    const polling =
+      s.runState === 'RUNNING' &&
+      s.activityPollerState === 'POLLING' &&
+      (!runsWorkflows || s.workflowPollerState === 'POLLING');
+    const workflowPoller = runsWorkflows ? `, workflow poller ${s.workflowPollerState}` : '';
+    return polling
+      ? []
+      : [`${w.options.taskQueue} (${s.runState}, activity poller ${s.activityPollerState}${workflowPoller})`];
+  });
+  if (stopped.length > 0) throw new Error(`not polling: ${stopped.join('; ')}`);
+  return workers.map((w) => w.options.taskQueue);
 }
 
 const PROBE: Payload = { metadata: { encoding: new TextEncoder().encode('binary/plain') }, data: new Uint8Array([42]) };
 
 /** The codec has its keys: a payload encrypted with the current key decrypts again. No keyring: plaintext, as configured. */
-export function codecWorks(keyring: Keyring | undefined): ReadinessCheck {
-  return async () => {
-    if (!keyring) return 'plaintext (PAYLOAD_ENCRYPTION=off)';
-    const codec = new EncryptionCodec(keyring);
-    const [back] = await codec.decode(await codec.encode([PROBE]));
-    if (back?.data?.[0] !== 42) throw new Error(`a payload encrypted with key ${keyring.current} does not decrypt`);
-    return `encrypts with key ${keyring.current}`;
-  };
+async function codecWorks(keyring: Keyring | undefined): Promise<string> {
+  if (!keyring) return 'plaintext (PAYLOAD_ENCRYPTION=off)';
+  const codec = new EncryptionCodec(keyring);
+  const [back] = await codec.decode(await codec.encode([PROBE]));
+  if (back?.data?.[0] !== 42) throw new Error(`a payload encrypted with key ${keyring.current} does not decrypt`);
+  return `encrypts with key ${keyring.current}`;
 }

@@ -37,15 +37,9 @@ export interface WorkerTracing {
   shutdown(): Promise<void>;
 }
 
-const OFF: WorkerTracing = {
-  activityInterceptors: [],
-  clientInterceptors: [],
-  shutdown: async () => undefined,
-};
-
 /** The tracing a worker runs with. `exporter` may be a SpanExporter of the caller's (tests). */
 export function startTracing(exporter: TraceExporter | SpanExporter, serviceName: string): WorkerTracing {
-  if (exporter === 'none') return OFF;
+  if (exporter === 'none') return { activityInterceptors: [], clientInterceptors: [], shutdown: async () => undefined };
   const processor: SpanProcessor =
     exporter === 'console'
       ? new SimpleSpanProcessor(new ConsoleSpanExporter())

@@ -22,9 +22,9 @@ const COLUMNS = {
 type Column = keyof typeof COLUMNS;
 const FIELD_TO_COLUMN = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) => [f, c])) as Record<string, Column>;
 
-export type RowReport =
-  | { line: number; status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number }
-  | { line: number; status: 'refused'; problems: { field: string; message: string }[] };
+type Problems = { field: string; message: string }[];
+type Queued = { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number };
+export type RowReport = { line: number } & (Queued | { status: 'refused'; problems: Problems });
 
 export class CsvFileError extends Error {}
 
@@ -68,26 +68,22 @@ export async function refusalsAgainstOrder(
   store: OrderStore,
   request: RefundRequest,
   known?: Order,
-): Promise<{ field: string; message: string }[]> {
+): Promise<Problems> {
   const order = known ?? (await store.getOrder(request.orderId));
   if (!order) return [{ field: 'order_id', message: `no order ${request.orderId} in the store` }];
   const waiting = (await store.queue.list({ status: 'queued', orderId: order.id }))
     .filter((q) => q.request.operationVersion !== request.operationVersion)
     .reduce((sum, q) => sum + q.request.amount, 0);
   const left = order.amount - order.refundedAmount - waiting;
-  return [
-    ...(request.currency !== order.currency
-      ? [{ field: 'currency', message: `the order is in ${order.currency}` }]
-      : []),
-    ...(request.amount > left
-      ? [
-          {
-            field: 'amount',
-            message: `more than the ${left} ${order.currency} left to refund on order ${order.id}${waiting ? ` once the ${waiting} already queued is counted` : ''}`,
-          },
-        ]
-      : []),
-  ];
+  const problems: Problems = [];
+  if (request.currency !== order.currency)
+    problems.push({ field: 'currency', message: `the order is in ${order.currency}` });
+  if (request.amount > left) {
+    const counted = waiting ? ` once the ${waiting} already queued is counted` : '';
+    const message = `more than the ${left} ${order.currency} left to refund on order ${order.id}${counted}`;
+    problems.push({ field: 'amount', message });
+  }
+  return problems;
 }
 
 async function importRow(
@@ -95,23 +91,19 @@ async function importRow(
   record: Record<string, string>,
   line: number,
   opts: { source: string; requestedBy?: string },
-): Promise<
-  | { problems: { field: string; message: string }[] }
-  | { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number }
-> {
+): Promise<{ problems: Problems } | Queued> {
   const amount = wholeNumber(record.amount);
   const operationVersion = wholeNumber(record.operation_version);
   const notWhole = (['amount', 'operation_version'] as const).filter((c) =>
     Number.isNaN(c === 'amount' ? amount : operationVersion),
   );
-  if (notWhole.length) {
+  if (notWhole.length)
     return {
       problems: notWhole.map((c) => ({
         field: c,
         message: `must be a whole number${c === 'amount' ? ' of minor units (1250 for 12.50)' : ''}, got "${record[c]}"`,
       })),
     };
-  }
   const order = record.order_id ? await store.getOrder(record.order_id) : undefined;
   const parsed = refundRequestSchema.safeParse({
     orderId: record.order_id,
@@ -121,14 +113,13 @@ async function importRow(
     requestedBy: record.requested_by || opts.requestedBy || '',
     ...(operationVersion !== undefined && { operationVersion }),
   });
-  if (!parsed.success) {
+  if (!parsed.success)
     return {
       problems: parsed.error.issues.map((i) => ({
         field: FIELD_TO_COLUMN[String(i.path[0])] ?? String(i.path[0]),
         message: i.message,
       })),
     };
-  }
   const request: RefundRequest = parsed.data;
   const problems = await refusalsAgainstOrder(store, request, order);
   if (problems.length) return { problems };
@@ -154,8 +145,7 @@ export async function importCsv(
   const report: RowReport[] = [];
   for (const row of rows(text)) {
     const { line } = row;
-    const refuse = (problems: { field: string; message: string }[]) =>
-      report.push({ line, status: 'refused', problems });
+    const refuse = (problems: Problems) => report.push({ line, status: 'refused', problems });
     if (!('record' in row)) {
       refuse([{ field: '(row)', message: `has ${row.fields} field(s); the header has ${row.expected}` }]);
       continue;

@@ -18,13 +18,6 @@ export const HEALTH_FAILURES: ReadonlySet<FailureCode> = new Set([
   'UNKNOWN_OUTCOME',
 ]);
 
-export interface BreakerRefusal {
-  state: BreakerState;
-  /** How long until it lets a probe through: the caller's retry should wait at least this. */
-  retryAfterMs: number;
-  message: string;
-}
-
 export class CircuitBreaker {
   private state: BreakerState = 'closed';
   /** When each health failure and each success of the window happened (closed only; emptied when it opens or closes). */
@@ -43,7 +36,7 @@ export class CircuitBreaker {
   ) {}
 
   /** Whether a call may go out now; a refusal says why and for how long. A call let through must be settled with succeeded() or failed(). */
-  admit(): BreakerRefusal | undefined {
+  admit() {
     if (!this.settings.enabled) return undefined;
     if (this.state === 'open') {
       const wait = this.openedAt! + this.settings.cooldownMs - this.now();
@@ -55,8 +48,7 @@ export class CircuitBreaker {
     if (this.state === 'half_open') {
       this.probes = this.probes.filter((t) => now - t < this.settings.windowMs);
       // The others wait a cooldown, time for the probe to settle: asked again every second, a run refused while
-      // the probe is out spent its attempts in as many seconds and parked (the bench's worker kill at concurrency
-      // 50 brought 50 runs back at once and parked up to 90 of 100 that way).
+      // the probe is out would spend its attempts in as many seconds and park.
       if (this.probes.length >= this.settings.halfOpenProbes) return this.refusal(this.settings.cooldownMs);
       this.probes.push(now);
     }
@@ -138,7 +130,8 @@ export class CircuitBreaker {
     this.timesOpened++;
   }
 
-  private refusal(retryAfterMs: number): BreakerRefusal {
+  /** `retryAfterMs`: how long until it lets a probe through; the caller's retry should wait at least this. */
+  private refusal(retryAfterMs: number) {
     const what =
       this.state === 'open'
         ? `open since ${new Date(this.openedAt!).toISOString()}, after ${this.settings.failureThreshold} or more health failures that were at least half of its calls`

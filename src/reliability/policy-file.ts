@@ -35,11 +35,10 @@ export function loadPolicy(file: string | undefined): RecoveryPolicy {
  */
 export function checkWrittenOut(policy: RecoveryPolicy, source: string): void {
   const parsed = parsePolicy(policy, source);
-  if (!isDeepStrictEqual(parsed, policy)) {
+  if (!isDeepStrictEqual(parsed, policy))
     throw new Error(
       `${source} leaves fields to their defaults, and workflow code uses it as written: write every field out (parsing it must change nothing)`,
     );
-  }
 }
 
 /**

@@ -16,11 +16,8 @@ import {
 import { BOUNDARIES, CERTAINTIES, FAILURE_CODES } from './taxonomy';
 import { parseInput } from '../domain/zod-problems';
 
-const ms = z
-  .number()
-  .int()
-  .min(0)
-  .max(7 * 24 * 3600_000);
+const WEEK_MS = 7 * 24 * 3600_000;
+const ms = z.number().int().min(0).max(WEEK_MS);
 
 const backoffSchema = z
   .object({
@@ -47,16 +44,14 @@ const ruleSchema = z
   })
   .strict()
   .superRefine((rule, ctx) => {
-    if (!OWNER_OF[rule.action].includes(rule.owner)) {
+    if (!OWNER_OF[rule.action].includes(rule.owner))
       ctx.addIssue({
         code: 'custom',
         path: ['owner'],
         message: `${rule.action} is owned by ${OWNER_OF[rule.action].join(' or ')}, not ${rule.owner}`,
       });
-    }
-    if (['retry', 'repair', 'reconcile'].includes(rule.action) && !rule.backoff) {
+    if (['retry', 'repair', 'reconcile'].includes(rule.action) && !rule.backoff)
       ctx.addIssue({ code: 'custom', path: ['backoff'], message: `a ${rule.action} rule needs a backoff` });
-    }
   });
 
 const timeoutsSchema = z
@@ -71,7 +66,7 @@ const timeoutsSchema = z
     message: 'scheduleToCloseMs must be at least startToCloseMs',
   });
 
-export const budgetSchema = z
+const budgetSchema = z
   .object({
     /** From the run's start; nothing is started that could not finish before it. */
     deadlineMs: ms.min(10_000),
@@ -118,7 +113,7 @@ const MAX_POLLS = 200;
  * waits for the provider's webhook, polls with this backoff in case none comes, and parks for a
  * person once the deadline passes. The waiting is outside the run's budgets; the polls are reads.
  */
-export const awaitProviderSchema = z
+const awaitProviderSchema = z
   .object({
     /** From the first time the refund was seen pending. */
     deadlineMs: ms.min(1000),
@@ -133,7 +128,6 @@ export const awaitProviderSchema = z
   .refine((a) => a.deadlineMs <= MAX_POLLS * a.poll.maxMs, {
     message: `deadlineMs may be at most ${MAX_POLLS} × poll.maxMs`,
   });
-export type AwaitProvider = z.output<typeof awaitProviderSchema>;
 
 /**
  * The circuit breaker in front of each provider's side-effecting calls (see circuit-breaker.ts):
@@ -141,7 +135,7 @@ export type AwaitProvider = z.output<typeof awaitProviderSchema>;
  * out included), open it; after cooldownMs it lets halfOpenProbes calls through, and their success
  * closes it.
  */
-export const breakerSchema = z
+const breakerSchema = z
   .object({
     enabled: z.boolean().default(true),
     failureThreshold: z.number().int().min(1).max(1000),
@@ -152,7 +146,7 @@ export const breakerSchema = z
   .strict();
 export type BreakerSettings = z.output<typeof breakerSchema>;
 
-export const policySchema = z
+const policySchema = z
   .object({
     version: z.string().min(1).max(64),
     rules: z.array(ruleSchema).min(1),
@@ -190,7 +184,6 @@ export type RecoveryRule = z.output<typeof ruleSchema>;
 /** A checked policy; a worker may add its own settings to the decisions (DecisionPolicy's `unsigned`). */
 export type RecoveryPolicy = Omit<z.output<typeof policySchema>, 'decisions'> & { decisions: DecisionPolicy };
 export type BudgetLimits = z.output<typeof budgetSchema>;
-export type ActivityTimeouts = z.output<typeof timeoutsSchema>;
 
 /** Validates a policy, throwing one error that names every problem. */
 export const parsePolicy = (input: unknown, source = 'recovery policy'): RecoveryPolicy =>

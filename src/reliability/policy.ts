@@ -6,15 +6,7 @@ import type { RecoveryPolicy, RecoveryRule } from './policy-schema';
 import { findRule } from './policy-terms';
 import { CERTAINTIES, FAILURE_CODES, type Boundary, type Certainty, type FailureCode } from './taxonomy';
 
-export type {
-  ActivityTimeouts,
-  AwaitProvider,
-  BreakerSettings,
-  DecisionPolicy,
-  RecoveryPolicy,
-  RecoveryRule,
-  BudgetLimits,
-} from './policy-schema';
+export type { BreakerSettings, BudgetLimits, DecisionPolicy, RecoveryPolicy } from './policy-schema';
 
 /** The rule that decides a failure. A validated policy always has one. */
 export function ruleFor(

@@ -17,8 +17,7 @@ export function maskEmails(text: string): string {
 export function redact<T>(value: T): T {
   if (typeof value === 'string') return maskEmails(value) as T;
   if (Array.isArray(value)) return value.map(redact) as T;
-  if (value !== null && typeof value === 'object') {
+  if (value !== null && typeof value === 'object')
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redact(v)])) as T;
-  }
   return value;
 }

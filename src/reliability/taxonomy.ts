@@ -65,7 +65,7 @@ export interface FailureDetails {
   provider: Record<string, string | number | boolean | null>;
 }
 
-export const failureDetailsSchema = z.object({
+const failureDetailsSchema = z.object({
   code: z.enum(FAILURE_CODES),
   certainty: z.enum(CERTAINTIES),
   reason: z.string(),

@@ -2,8 +2,7 @@
 // for the run as it parks and for `inspect`. Workflow code imports it too, so it imports only types.
 import type { DecisionPolicy } from './policy';
 
-export const VERDICTS = ['auto-retry is safe', 'compensate, then resume', 'stop and hand to a person'] as const;
-export type Verdict = (typeof VERDICTS)[number];
+export type Verdict = 'auto-retry is safe' | 'compensate, then resume' | 'stop and hand to a person';
 
 export interface VerdictFacts {
   effect: { status: string; certainty: string };
@@ -96,13 +95,12 @@ function ofFacts({ facts, deciders }: ParkedEvidence): VerdictView {
       'compensate',
     );
   const step = facts.failedStep;
-  if (facts.effect.status === 'unknown') {
+  if (facts.effect.status === 'unknown')
     return stop(
       `reconcile operation ${facts.operationId ?? '(unknown)'} with the provider: the reconcile decision looks the refund up and sends nothing (the scheduled sweep asks for it too); ` +
         `found, the run finishes on its own. Still unknown after that: ${retryCreateText(step ?? 'create_refund')}, or abandon`,
       step === 'create_refund' || !step ? 'reconcile' : `retry-step:${step}`,
     );
-  }
   if (facts.effect.status === 'partial')
     return stop('tell the customer what was refunded and abandon, or refund the rest under a new operation version');
   // Whatever failed last, a refund that may or may not stand is settled first: only then is a retry safe.
@@ -123,13 +121,12 @@ function ofFacts({ facts, deciders }: ParkedEvidence): VerdictView {
       `retry-step ${step}: it had no effect, and the earlier steps keep their outputs`,
       `retry-step:${step}`,
     );
-  if (noticeMayBeOut) {
+  if (noticeMayBeOut)
     return stop(
       `look for ${facts.noticeMessageId ?? 'the notice'} in the mailbox: if it is there, confirm-delivered with what you found (the customer has it, and the run completes); ` +
         'if not, retry-step notify_customer, which resends it with the same Message-ID',
       'retry-step:notify_customer',
     );
-  }
   if (facts.effect.status === 'failed') return stop('nothing was refunded: tell the customer, and abandon');
   return stop(
     step
@@ -187,7 +184,7 @@ function ofRun(v: InspectedRun): InspectedVerdict {
   if (v.execution === 'RUNNING' && shown) {
     const parked = shown.facts && shown.deciders ? ofFacts({ facts: shown.facts, deciders: shown.deciders }) : shown;
     const pending = v.state!.decisions.find((d) => d.outcome === 'awaiting_approval');
-    if (pending) {
+    if (pending)
       return {
         verdict: parked.verdict,
         nextAction: `approve or reject ${pending.decision}${pending.step ? ` ${pending.step}` : ''} proposed by ${pending.by} ("${pending.reason}"); unanswered, it expires at ${pending.expiresAt} and the run stops`,
@@ -195,7 +192,6 @@ function ofRun(v: InspectedRun): InspectedVerdict {
         decidedBy: parked.approvedBy,
         approvedBy: [],
       };
-    }
     const { verdict: says, nextAction, decision, decidedBy, approvedBy } = parked;
     return { verdict: says, nextAction, decision, decidedBy, approvedBy };
   }

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import { z } from 'zod';
 import { zodProblems } from '../domain/zod-problems';
 
-export const SCHEDULED_WORKFLOWS = ['batchRefundsWorkflow', 'digestWorkflow', 'sweepWorkflow'] as const;
+const SCHEDULED_WORKFLOWS = ['batchRefundsWorkflow', 'digestWorkflow', 'sweepWorkflow'] as const;
 
 const OVERLAP = ['SKIP', 'BUFFER_ONE', 'BUFFER_ALL', 'ALLOW_ALL', 'CANCEL_OTHER', 'TERMINATE_OTHER'] as const;
 /** Cancelling or terminating a running occurrence can cut it between a provider's answer and our record of it. */
@@ -25,7 +25,7 @@ const timeZone = z.string().refine((tz) => {
   }
 }, 'must be an IANA time zone, e.g. America/New_York or UTC');
 
-export const scheduleDefinitionSchema = z
+const scheduleDefinitionSchema = z
   .object({
     id: z.string().regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'must be lowercase letters, digits and "-"'),
     /** Raise it with every change; `apply` records it on the schedule. */
@@ -53,20 +53,19 @@ export const scheduleDefinitionSchema = z
   })
   .strict()
   .superRefine((d, ctx) => {
-    if (WRONG_FOR_MONEY.has(d.overlap)) {
+    if (WRONG_FOR_MONEY.has(d.overlap))
       ctx.addIssue({
         code: 'custom',
         path: ['overlap'],
         message: `${d.overlap} stops a running occurrence, which may be between a provider's answer and our record of it; use SKIP, BUFFER_ONE or ALLOW_ALL`,
       });
-    }
   });
 
 export type ScheduleDefinition = z.output<typeof scheduleDefinitionSchema>;
 export type ScheduleDefinitionInput = z.input<typeof scheduleDefinitionSchema>;
 
 /** The shipped schedules, in `timeZone`. */
-export function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
+function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
   return [
     {
       id: 'refund-batch',
@@ -110,9 +109,7 @@ export function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] 
 /** Validates definitions, naming every problem; ids must be unique. */
 export function parseDefinitions(raw: unknown, source: string): ScheduleDefinition[] {
   const parsed = z.array(scheduleDefinitionSchema).min(1).safeParse(raw);
-  if (!parsed.success) {
-    throw new Error(`${source}: ${zodProblems(parsed.error, '(top)')}`);
-  }
+  if (!parsed.success) throw new Error(`${source}: ${zodProblems(parsed.error, '(top)')}`);
   const seen = new Set<string>();
   for (const d of parsed.data) {
     if (seen.has(d.id)) throw new Error(`${source}: schedule id ${d.id} appears twice`);

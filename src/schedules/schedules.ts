@@ -48,12 +48,7 @@ function optionsFor(d: ScheduleDefinition): ScheduleOptions {
 
 /** The fingerprint a schedule was applied with, and whether its live policies still match it (someone may have changed them by hand). */
 function upToDate(described: ScheduleDescription, d: ScheduleDefinition): boolean {
-  const action = described.action as {
-    memo?: Record<string, unknown>;
-    workflowType?: string;
-    args?: unknown[];
-    taskQueue?: string;
-  };
+  const { action } = described;
   return (
     action.memo?.scheduleDefinition === fingerprint(d) &&
     action.workflowType === d.workflow &&
@@ -118,7 +113,7 @@ export async function triggerSchedule(
 }
 
 /** A time as people in the schedule's zone read it, with the instant. */
-export function inZone(at: Date, timeZone: string): string {
+function inZone(at: Date, timeZone: string): string {
   const parts = Object.fromEntries(
     new Intl.DateTimeFormat('en-US', {
       timeZone,
@@ -168,7 +163,7 @@ function calendarText(calendars: unknown): string {
 /** A described schedule as the CLI shows it: its next and recent times in its own time zone. */
 export function viewOf(id: string, described: ScheduleDescription) {
   const tz = described.spec.timezone ?? 'UTC';
-  const action = described.action as { memo?: Record<string, unknown>; workflowType?: string; args?: unknown[] };
+  const { action } = described;
   return {
     id,
     definition: typeof action.memo?.scheduleDefinition === 'string' ? action.memo.scheduleDefinition : null,

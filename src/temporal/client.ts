@@ -1,7 +1,5 @@
-// What the product asks of Temporal from outside a workflow: what a run was started with, the
-// task queues' backlogs and pollers, the namespace's search attributes, and starting an
-// operation's follow-up. Used by the clients, the CLI, inspect, the webhook receiver and the
-// activities alike; it loads no workflow code (workflows are named by type, typed by `typeof`).
+// What the product asks of Temporal from outside a workflow, for the clients, the CLIs, inspect, the webhook
+// receiver and the activities alike. It loads no workflow code (workflows are named by type, typed by `typeof`).
 import { Connection, type Client } from '@temporalio/client';
 import { SearchAttributeType } from '@temporalio/common';
 import { decodeArrayFromPayloads } from '@temporalio/common/lib/internal-non-workflow';
@@ -159,20 +157,15 @@ export async function startFollowUp(
   client: Client,
   handover: { operationId: string; originalWorkflowId: string; event: ProviderEventSummary; taskQueue?: string },
 ): Promise<{ workflowId: string; runId: string }> {
-  const workflowId = followUpWorkflowId(handover.operationId);
+  const { operationId, originalWorkflowId, event } = handover;
+  const workflowId = followUpWorkflowId(operationId);
   const handle = await client.workflow.signalWithStart<FollowUpWorkflow, [ProviderEventSummary]>(FOLLOW_UP_WORKFLOW, {
     workflowId,
     taskQueue: handover.taskQueue ?? TASK_QUEUE,
-    args: [
-      {
-        operationId: handover.operationId,
-        refundId: handover.event.refundId,
-        originalWorkflowId: handover.originalWorkflowId,
-      },
-    ],
+    args: [{ operationId, refundId: event.refundId, originalWorkflowId }],
     signal: providerEventSignal,
-    signalArgs: [handover.event],
-    typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.followUpOf, value: handover.originalWorkflowId }],
+    signalArgs: [event],
+    typedSearchAttributes: [{ key: SEARCH_ATTRIBUTES.followUpOf, value: originalWorkflowId }],
   });
   return { workflowId, runId: handle.signaledRunId };
 }

@@ -10,7 +10,7 @@ import http from 'node:http';
 import type Stripe from 'stripe';
 import { WEBHOOK_PATH } from '../config';
 import type { OrderStore } from '../store';
-import { followUpWorkflowId, providerEventSignal, type ProviderEventSummary } from '../contract';
+import { providerEventSignal, type ProviderEventSummary } from '../contract';
 import { startFollowUp } from '../temporal/client';
 import { lifecycleRank } from '../domain/order';
 
@@ -31,10 +31,8 @@ const MAX_BODY_BYTES = 512 * 1024;
 const CLOSE_WAIT_MS = 5000;
 const REFUND_EVENTS = new Set(['refund.created', 'refund.updated', 'refund.failed', 'charge.refund.updated']);
 
-type Handled = { status: number; body: Record<string, unknown> };
-
-/** Takes one signed webhook request: what to answer, after whatever it hands on is durable. */
-async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string): Promise<Handled> {
+/** Takes one signed webhook request: what to answer (200), after whatever it hands on is durable. */
+async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string): Promise<Record<string, unknown>> {
   let event: Stripe.Event;
   try {
     event = deps.stripe.webhooks.constructEvent(raw, signature, deps.secret, deps.toleranceSec ?? 300);
@@ -49,11 +47,10 @@ async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string)
     typeof event.created !== 'number' ||
     !object ||
     typeof object !== 'object'
-  ) {
+  )
     throw new HttpError(400, 'malformed: an event needs an id, a type, a created time and data.object');
-  }
   if (!REFUND_EVENTS.has(event.type))
-    return { status: 200, body: { received: event.id, handled: false, why: `${event.type} is not a refund event` } };
+    return { received: event.id, handled: false, why: `${event.type} is not a refund event` };
   if (typeof object.id !== 'string' || typeof object.status !== 'string')
     throw new HttpError(400, 'malformed: a refund event needs data.object.id and data.object.status');
   const operationId = typeof object.metadata?.operation_id === 'string' ? object.metadata.operation_id : null;
@@ -68,24 +65,17 @@ async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string)
     created: event.created,
   });
   // Handed on already (to a run, a follow-up, or kept with nothing to do): a redelivery changes nothing.
-  if (!first && record.handedAt !== null)
-    return { status: 200, body: { received: event.id, duplicate: true, handedTo: record.handedTo } };
+  if (!first && record.handedAt !== null) return { received: event.id, duplicate: true, handedTo: record.handedTo };
   if (!operationId) {
     await deps.store.providerEvents.handed(event.id, null, 'no operation: the refund carries no metadata.operation_id');
-    return {
-      status: 200,
-      body: { received: event.id, handled: false, why: 'the refund carries no metadata.operation_id' },
-    };
+    return { received: event.id, handled: false, why: 'the refund carries no metadata.operation_id' };
   }
   // The run that holds the operation: the one that committed its intent.
   const workflowId = (await deps.store.operations.get(operationId))?.createdBy;
   if (!workflowId) {
     // Another environment's refund, or one this store never committed: nothing here to hand it to.
     await deps.store.providerEvents.handed(event.id, null, `no run: operation ${operationId} is not in this store`);
-    return {
-      status: 200,
-      body: { received: event.id, handled: false, why: `operation ${operationId} is not in this store` },
-    };
+    return { received: event.id, handled: false, why: `operation ${operationId} is not in this store` };
   }
   const summary: ProviderEventSummary = {
     id: event.id,
@@ -106,7 +96,7 @@ async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string)
     return lateEvent(deps, summary, operationId, workflowId);
   }
   await deps.store.providerEvents.handed(event.id, workflowId, 'signalled');
-  return { status: 200, body: { received: event.id, handedTo: workflowId } };
+  return { received: event.id, handedTo: workflowId };
 }
 
 /**
@@ -119,7 +109,7 @@ async function lateEvent(
   summary: ProviderEventSummary,
   operationId: string,
   workflowId: string,
-): Promise<Handled> {
+): Promise<Record<string, unknown>> {
   const late = {
     eventId: summary.id,
     type: summary.type,
@@ -133,15 +123,11 @@ async function lateEvent(
       followUp: null,
     });
     return {
-      status: 200,
-      body: {
-        received: summary.id,
-        handedTo: null,
-        why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept`,
-      },
+      received: summary.id,
+      handedTo: null,
+      why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept`,
     };
   }
-  const followUp = followUpWorkflowId(operationId);
   // Another of the failure's events (refund.failed, refund.updated, charge.refund.updated) after the run or its follow-up compensated: nothing more to do.
   const done = (await deps.store.operations.auditTrail(operationId)).find(
     (a) => ['follow_up', 'run_stopped'].includes(a.event) && a.detail.status === 'compensated',
@@ -152,10 +138,7 @@ async function lateEvent(
       done.actor,
       'run closed: the failed refund was already compensated',
     );
-    return {
-      status: 200,
-      body: { received: summary.id, handedTo: null, why: `${done.actor} already compensated the failed refund` },
-    };
+    return { received: summary.id, handedTo: null, why: `${done.actor} already compensated the failed refund` };
   }
   const started = await startFollowUp(deps.temporal, {
     operationId,
@@ -163,12 +146,12 @@ async function lateEvent(
     event: summary,
     taskQueue: deps.taskQueue,
   });
-  await deps.store.providerEvents.handed(summary.id, followUp, 'signalled follow-up');
+  await deps.store.providerEvents.handed(summary.id, started.workflowId, 'signalled follow-up');
   await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
     ...late,
     followUp: started,
   });
-  return { status: 200, body: { received: summary.id, handedTo: followUp } };
+  return { received: summary.id, handedTo: started.workflowId };
 }
 
 export async function startWebhookReceiver(
@@ -189,8 +172,7 @@ export async function startWebhookReceiver(
       const header = req.headers['stripe-signature'];
       if (!header) throw new HttpError(400, 'unsigned: the request has no Stripe-Signature header');
       const raw = await readBody(req, MAX_BODY_BYTES);
-      const handled = await handleWebhook(deps, raw, Array.isArray(header) ? header[0] : header);
-      answer(handled.status, handled.body);
+      answer(200, await handleWebhook(deps, raw, Array.isArray(header) ? header[0] : header));
     })().catch((err: unknown) => {
       if (res.headersSent) return;
       if (err instanceof HttpError) return answer(err.status, { error: err.message });
