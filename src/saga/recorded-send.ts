@@ -2,7 +2,7 @@
 // step's key, stamped, settled and proven absent there; and a lost answer is looked up by that key at the provider.
 import type { Attempt } from '../activities/attempt';
 import type { KeyedSendRecord, OrderStore } from '../store';
-import type { Lookup } from './workflow/reconciled-send';
+import type { Lookup } from './step';
 import { type KeyedSend, outsideDedupeWindow, sendOnce } from './send';
 
 type Sends = OrderStore['sends'];

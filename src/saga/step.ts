@@ -44,3 +44,10 @@ export const defineStep = <const N extends string, const A extends string, In>(n
 
 /** A step that sends under the key its input carries. */
 export const keyed = <In extends { key: string }>(input: In) => input.key;
+
+/** What a lookup answers: found with the send's receipt, absent, or unknown; and what it saw. */
+export interface Lookup<R> {
+  kind: 'found' | 'absent' | 'unknown';
+  receipt: R | null;
+  note: string;
+}

@@ -6,16 +6,10 @@ import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { stop } from './run-stopped';
 import { StepFailedError, type StepError } from './step-failure';
 import type { StepRunner } from './calls';
+import type { Lookup } from '../step';
 
 /** What a lookup by the send's key came to: the receipt, proof the provider took nothing, or nothing certain. */
 export type Found<R> = R | 'absent' | 'unknown';
-
-/** What a lookup answers: found with the send's receipt, absent, or unknown; and what it saw. */
-export interface Lookup<R> {
-  kind: 'found' | 'absent' | 'unknown';
-  receipt: R | null;
-  note: string;
-}
 
 /** A run that sends: its steps, its status, and what it knows of the send now. */
 export interface SendingRun<Step extends string, R> {

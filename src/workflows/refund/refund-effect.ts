@@ -3,7 +3,8 @@
 // refund exists, or inside the key's dedupe window; never blind.
 import { REFUND_SAGA } from '../../compensations/registry';
 import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
-import type { AfterFailure, Lookup } from '../../saga/workflow/reconciled-send';
+import type { Lookup } from '../../saga/step';
+import type { AfterFailure } from '../../saga/workflow/reconciled-send';
 import type { StepError } from '../../saga/workflow/step-failure';
 import type { ReconcileRefundInput } from '../../activities/reconcile-refund';
 import { reconcile } from './reconcile';
