@@ -184,7 +184,7 @@ test('news of a finished run: a refund still standing is kept on the audit trail
     event: 'follow_up',
     detail: { status: 'unchanged', originalWorkflowId: handle.workflowId },
   });
-    await h.recordHistory(followUpWorkflowId(operationId), 'follow-up-unchanged');
+  await h.recordHistory(followUpWorkflowId(operationId), 'follow-up-unchanged');
 });
 
 test('closing (a drain) takes no new request and waits for the one in flight to be answered', async () => {
