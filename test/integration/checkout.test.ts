@@ -303,6 +303,40 @@ test('inspect shows a parked checkout and its evidence; decide answers it', asyn
   await h.recordHistory(handle.workflowId, 'checkout-abandoned');
 });
 
+test("a refund of the charge still pending when the wait's deadline passes is left open for a person: no correction goes out", async () => {
+  const c = await cart();
+  const receipt = messageIdForKey(`checkout:${c.id}:send_receipt`);
+  await h.mailFault({ kind: 'drop_after_accept', match: { messageId: receipt }, count: 20 });
+  const poll = { initialMs: 1000, coefficient: 1, maxMs: 1000 };
+  const policy = { ...POLICY, awaitProvider: { deadlineMs: 3000, poll, jitter: 0 } };
+  const state = await h.withWorker(
+    {},
+    async (taskQueue) => {
+      const handle = await h.env.client.workflow.start(checkoutWorkflow, {
+        taskQueue,
+        workflowId: checkoutWorkflowId(c.id),
+        args: [{ cartId: c.id, paymentMethod: 'pm_card_refundPending', requestedBy: 'test' }],
+      });
+      await parked(handle);
+      await handle.cancel();
+      await expect(handle.result()).rejects.toThrow();
+      return handle.query(checkoutStateQuery);
+    },
+    { policy },
+  );
+  // The money is not back: the charge stands, its refund's receipt pending, for a person; no correction says otherwise.
+  expect(state).toMatchObject({
+    status: 'needs_attention',
+    effect: { status: 'charged' },
+    outcome: { failedStep: 'charge_card', reason: expect.stringContaining('Not undone: charge_card, send_receipt') },
+  });
+  expect(state.steps[1]!.compensation).toMatchObject({ status: 'completed', output: { status: 'pending' } });
+  expect(state.steps[2]!.compensation).toBeUndefined();
+  const paymentIntentId = (state.steps[1]!.output as { paymentIntentId: string }).paymentIntentId;
+  expect(await h.ledger(paymentIntentId)).toHaveLength(1);
+  expect((await h.messages({ to: c.email })).map((m) => m.subject)).toEqual([expect.stringContaining('Your receipt')]);
+});
+
 describe('what a review found (each failed before its fix)', () => {
   test('cancelled while the charge is in flight: the charge is asked for, not taken as not sent, and the run waits for a person', async () => {
     const c = await cart();
