@@ -24,7 +24,7 @@ export const JOINED_SEND = sql`s.requests_sent AS send_requests_sent, s.first_se
  * The key the refund goes to Stripe with, as the workflows derive it: its create_refund step key, or, for a
  * checkout's refund of its charge, the charge's compensation key.
  */
-export const refundSendKey = (op: Pick<OperationSendColumns, 'operation_id' | 'order_id' | 'scope'>) =>
+const refundSendKey = (op: Pick<OperationSendColumns, 'operation_id' | 'order_id' | 'scope'>) =>
   op.scope === CHECKOUT_REFUND_SCOPE
     ? compensationKey(stepKey(checkoutOperationId(op.order_id), 'charge_card'))
     : stepKey(op.operation_id, 'create_refund');

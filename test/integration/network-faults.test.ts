@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { startRefund } from '../../src/client/refunds';
 import type { Toxic } from '../../tools/src/chaos/toxiproxy';
-import type { RefundRunState } from '../../src/contract';
+import { refundWorkflowId, type RefundRunState } from '../../src/contract';
 import { completed, startHarness, type Harness } from '../helpers/harness';
 
 let h: Harness;
@@ -51,7 +51,7 @@ const untilAnswerLost = (proxy: string, t: Toxic) => async (ctx: { orderId: stri
   await h.toxiproxy!.addToxic(proxy, t);
   return async () => {
     await until("the create's first attempt to end under the fault", async () => {
-      const run = await h.env.client.workflow.getHandle(`refund-${ctx.orderId}-v1`).describe();
+      const run = await h.env.client.workflow.getHandle(refundWorkflowId(ctx.orderId, 1)).describe();
       return (await h.store.operations.attempts(ctx.createKey, run.runId)).some((a) => a.finishedAt !== null);
     });
     expect(await h.requests({ idempotencyKey: ctx.createKey })).toHaveLength(1);

@@ -84,12 +84,17 @@ test('the recordings cover every way a refund or checkout run ends or waits, a c
   expect([...endings('followUpWorkflow')].sort()).toEqual(['cancelled', 'compensated', 'needs_attention', 'unchanged']);
 });
 
-/** How a recorded run ended: its result's status, `cancelled`, or `open` (it was waiting for a person or the provider). */
+/**
+ * How a recorded run ended: its result's status, `cancelled`, `open` (its last task done, it waited for a person or
+ * the provider), or the name of whatever else closed it (failed, terminated…), which no saga's endings list.
+ */
 function endingOf(history: (typeof recorded)[number]['history']): string {
   const last = history.events?.at(-1);
   const result = last?.workflowExecutionCompletedEventAttributes?.result?.payloads?.[0]?.data;
   if (result) return (JSON.parse(Buffer.from(result).toString()) as { status?: string }).status ?? 'returned';
-  return last?.workflowExecutionCanceledEventAttributes ? 'cancelled' : 'open';
+  if (last?.workflowExecutionCanceledEventAttributes) return 'cancelled';
+  if (last?.workflowTaskCompletedEventAttributes) return 'open';
+  return Object.keys(last ?? {}).find((k) => k.endsWith('Attributes')) ?? 'no events';
 }
 
 test('every recorded history replays against the current workflow code', async () => {

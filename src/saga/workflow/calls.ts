@@ -172,8 +172,8 @@ function rowId(a: AttemptSummary): string {
 
 /** Adds a run of attempts to the step's ledger (a step can be run again, e.g. a resubmission after reconciliation). */
 function absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvidence): void {
-  const known = new Set(record.ledger.map((a) => `${a.attempt}@${a.startedAt}`));
-  record.ledger = [...record.ledger, ...ledger.filter((a) => !known.has(`${a.attempt}@${a.startedAt}`))];
+  const known = new Set(record.ledger.map(rowId));
+  record.ledger = [...record.ledger, ...ledger.filter((a) => !known.has(rowId(a)))];
   const { attempts, transportRequests } = tally({
     attempt: evidence?.attempt ?? record.ledger.length,
     ledger: record.ledger,

@@ -20,7 +20,7 @@ import { audit, decisionDetail } from './audit';
 import type { Chosen, Resumed } from './desk';
 import { failingTheUpdateOnly, refusePlaintext, setQueryHandler } from './messages';
 import type { ReconciledSend } from './reconciled-send';
-import { RunStopped, stop } from './run-stopped';
+import { RunStopped } from './run-stopped';
 import type { SagaRunState } from './run';
 import { StepFailedError, type StepError } from './step-failure';
 import { cancelFromState, prepareFromState } from './undo-from-state';
@@ -254,13 +254,16 @@ function stoppedBy<Step extends string, Run extends SagaRun<Step, unknown>>(
   if (err instanceof StepFailedError) {
     const { step, error } = err;
     const at = run.steps.has(step) ? step : null;
-    try {
-      if (at && stepFailed) stepFailed(run, at, error);
+    if (at && stepFailed) {
+      try {
+        stepFailed(run, at, error);
+      } catch (stopped) {
+        err = stopped;
+      }
+    } else {
       const mayHave = error.certainty !== 'not_executed';
       const reason = `${step} failed (${error.code}: ${error.message})${mayHave ? '; it may have taken effect' : ''}`;
-      stop('needs_attention', `${reason}. retry-step ${at ?? 'it'}, or compensate`, at, mayHave);
-    } catch (stopped) {
-      err = stopped;
+      return new RunStopped('needs_attention', `${reason}. retry-step ${at ?? 'it'}, or compensate`, at, mayHave);
     }
   }
   if (err instanceof RunStopped) return err as RunStopped<Step>;
