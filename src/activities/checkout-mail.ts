@@ -12,7 +12,6 @@ export interface CheckoutMailInput extends Omit<OutboxMail, 'orderId' | 'kind' |
 
 export type CheckoutMailKind = Extract<OutboxMail['kind'], `checkout_${string}`>;
 
-/** Each email's subject and line, by its outbox kind. */
 const TEXTS: Record<CheckoutMailKind, (cart: string, amount: string) => [subject: string, line: string]> = {
   checkout_receipt: (cart, amount) => [
     `Your receipt for ${amount} (cart ${cart})`,

@@ -3,7 +3,6 @@
 import type Stripe from 'stripe';
 import { CHECKOUT_REFUND_SCOPE, type ChargeReceipt, lookupKey, pinSettings, type RunSettings } from '../contract';
 import { lifecycleRank } from '../domain/order';
-import type { Boundary } from '../reliability/taxonomy';
 import { lookUpRecorded, sendRecorded, type SendAt } from '../saga/recorded-send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
@@ -35,8 +34,7 @@ function chargeOf(pi: Stripe.PaymentIntent, replayed = false): ChargeReceipt | n
       ? 'authentication_required'
       : (pi.last_payment_error?.decline_code ?? pi.last_payment_error?.code ?? null);
   const status = pi.status === 'succeeded' ? 'succeeded' : declineCode ? 'declined' : null;
-  if (!status) return null;
-  return { paymentIntentId: pi.id, status, amount: pi.amount, currency: pi.currency, declineCode, replayed };
+  return status && { paymentIntentId: pi.id, status, amount: pi.amount, currency: pi.currency, declineCode, replayed };
 }
 
 /** The cart a checkout step works on, from the store (never from history); a missing one is refused. */
@@ -52,7 +50,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
   const windows = deps.settings.provider;
   const pinned = pinSettings(deps.settings);
   const stripeSend = stripeSendParts(windows, () => store.operations.clock());
-  const call = (step: string, at: SendAt, boundary: Boundary = 'store') => {
+  const call = (step: string, at: SendAt, boundary: 'store' | 'stripe' = 'store') => {
     return { step, key: at.key, operationId: at.operationId, boundary };
   };
 
@@ -73,36 +71,31 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
         { ...call('charge_card', input, 'stripe'), breaker: 'stripe:charge_card' },
         paymentFailure(true),
         async (a) => {
-          const cart = await cartOf(store, input.cartId);
-          const stripe = deps.stripe(a);
+          const { amount, currency } = await cartOf(store, input.cartId);
           return sendRecorded<ChargeReceipt, Answer>(a, store.sends, input, 'charge', {
             ...stripeSend,
-            request: (timeout) =>
-              stripe.paymentIntents
-                .create(
+            request: async (timeout) => {
+              try {
+                const pi = await deps.stripe(a).paymentIntents.create(
                   {
-                    amount: cart.amount,
-                    currency: cart.currency,
+                    amount,
+                    currency,
                     payment_method: input.paymentMethod,
                     confirm: true,
                     automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
                     metadata: { operation_id: input.operationId, key: input.key },
                   },
                   { idempotencyKey: input.key, timeout },
-                )
-                .then(
-                  (pi) => ({
-                    pi,
-                    requestId: pi.lastResponse.requestId ?? null,
-                    replayed: pi.lastResponse.headers['idempotent-replayed'] === 'true',
-                  }),
-                  (err: unknown) => {
-                    // Declined: the PaymentIntent exists and charged nothing; the provider's answer, recorded like a charge.
-                    const e = err as Stripe.errors.StripeError;
-                    if (e.type !== 'StripeCardError' || !e.payment_intent) throw err;
-                    return { pi: e.payment_intent, requestId: e.requestId ?? null, replayed: false };
-                  },
-                ),
+                );
+                const { requestId, headers } = pi.lastResponse;
+                return { pi, requestId: requestId ?? null, replayed: headers['idempotent-replayed'] === 'true' };
+              } catch (err) {
+                // Declined: the PaymentIntent exists and charged nothing; the provider's answer, recorded like a charge.
+                const e = err as Stripe.errors.StripeError;
+                if (e.type !== 'StripeCardError' || !e.payment_intent) throw err;
+                return { pi: e.payment_intent, requestId: e.requestId ?? null, replayed: false };
+              }
+            },
             receiptOf: ({ pi, replayed }) => {
               const receipt = chargeOf(pi, replayed);
               if (receipt) return receipt;
@@ -122,16 +115,14 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
         { ...call('reconcile', input, 'stripe'), key: lookupKey(input.key, 'reconcile') },
         paymentFailure(false),
         async (a) => {
-          const stripe = deps.stripe(a);
           const { kind, receipt, note } = await lookUpRecorded(a, store, input, {
             find: async () => {
-              const pi = (await stripe.paymentIntents.search({ query: `metadata['key']:'${input.key}'` })).data[0];
+              const query = `metadata['key']:'${input.key}'`;
+              const [pi] = (await deps.stripe(a).paymentIntents.search({ query })).data;
               if (!pi) return null;
               const charge = chargeOf(pi);
-              return {
-                receipt: charge,
-                note: charge ? `found ${pi.id}: ${charge.status}` : `found ${pi.id}, still ${pi.status}`,
-              };
+              const note = charge ? `found ${pi.id}: ${charge.status}` : `found ${pi.id}, still ${pi.status}`;
+              return { receipt: charge, note };
             },
             // Stripe's Search is not read-after-write (it lags up to a minute, longer in incidents): a miss proves less than a list's.
             landsWithinMs: Math.max(windows.consistencyMs, SEARCH_CONSISTENCY_MS),
@@ -146,15 +137,11 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       const { cartId: orderId, amount, currency, paymentIntentId } = input;
       const request = { orderId, amount, currency, reason: 'requested_by_customer' as const };
       const intent = refundIntent(CHECKOUT_REFUND_SCOPE, { ...request, operationVersion: 1 });
+      const { operationId } = intent;
       await attempt({ ...call('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, (a) =>
         store.operations.commitIntent({ ...intent, actor: a.actor }),
       );
-      const refund = await deps.createRefund({
-        ...request,
-        operationId: intent.operationId,
-        paymentIntentId,
-        idempotencyKey: input.key,
-      });
+      const refund = await deps.createRefund({ ...request, operationId, paymentIntentId, idempotencyKey: input.key });
       // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked, a
       // failure recorded on its operation; a look that fails leaves the first answer standing, to be asked again.
       const now = await attempt(
@@ -164,7 +151,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
           const found = await deps.stripe(a).refunds.retrieve(refund.refundId);
           if (lifecycleRank(found.status ?? '') === 2) {
             const failed = { status: 'failed' as const, refund: toReceipt(found, false), reason: found.status! };
-            await store.operations.settle(intent.operationId, failed, a.actor, 'refund_failed_after_completion');
+            await store.operations.settle(operationId, failed, a.actor, 'refund_failed_after_completion');
           }
           return found;
         },

@@ -30,11 +30,8 @@ const program = new Command('checkout')
 
 async function main() {
   const opts = program.parse().opts();
-  const request = parseCheckoutRequest({
-    cartId: opts.cart,
-    paymentMethod: opts.paymentMethod,
-    requestedBy: requester(program),
-  });
+  const { cart: cartId, paymentMethod } = opts;
+  const request = parseCheckoutRequest({ cartId, paymentMethod, requestedBy: requester(program) });
   const config = loadConfig();
   if (opts.items) {
     if (!opts.amount || !opts.email) program.error('checkout: --items needs --amount and --email', { exitCode: 2 });

@@ -9,13 +9,9 @@ export async function checkoutFacts(sources: EvidenceSources, cartId: string): P
   const op = checkoutOperationId(cartId);
   const [chargeKey, receiptKey] = [stepKey(op, 'charge_card'), stepKey(op, 'send_receipt')];
   const [cart, send] = await Promise.all([store.checkouts.cart(cartId), store.sends.get(chargeKey, op)]);
-  const stock =
-    cart && `stock reserved by ${cart.reservedByKey ?? 'nobody'}, released by ${cart.releasedByKey ?? 'nobody'}`;
-  const cartFact = {
-    id: `store:cart:${cartId}`,
-    says: cart ? `${cart.amount} ${cart.currency}; ${stock}` : 'no such cart',
-  };
-  const found: Gathered = { facts: [cartFact, sendFact(send, 'charge')], unavailable: [] };
+  const stock = cart && `reserved by ${cart.reservedByKey ?? 'nobody'}, released by ${cart.releasedByKey ?? 'nobody'}`;
+  const says = cart ? `${cart.amount} ${cart.currency}; stock ${stock}` : 'no such cart';
+  const found: Gathered = { facts: [{ id: `store:cart:${cartId}`, says }, sendFact(send, 'charge')], unavailable: [] };
   await readSource(found, 'stripe', async () => {
     const intents = await stripe.paymentIntents.search({ query: `metadata['key']:'${chargeKey}'` });
     if (!intents.data.length)
@@ -23,10 +19,8 @@ export async function checkoutFacts(sources: EvidenceSources, cartId: string): P
     for (const pi of intents.data) {
       const refunds = await stripe.refunds.list({ payment_intent: pi.id, limit: 100 });
       const refunded = refunds.data.map((r) => `${r.id} ${r.amount} ${r.status}`).join(', ') || 'none';
-      found.facts.push({
-        id: `stripe:${pi.id}`,
-        says: `${pi.status}, ${pi.amount} ${pi.currency}; refunds: ${refunded}`,
-      });
+      const standing = `${pi.status}, ${pi.amount} ${pi.currency}; refunds: ${refunded}`;
+      found.facts.push({ id: `stripe:${pi.id}`, says: standing });
     }
   });
   await mailAndAuditFacts(sources, [receiptKey, compensationKey(receiptKey)], op, found);

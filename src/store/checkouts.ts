@@ -18,10 +18,7 @@ export class OutOfStockError extends InvalidOperationError {
   override name = 'OutOfStockError';
 }
 
-export interface CartItem {
-  sku: string;
-  quantity: number;
-}
+export type CartItem = { sku: string; quantity: number };
 
 export interface NewCart {
   id: string;
@@ -37,9 +34,7 @@ export interface Cart extends NewCart {
 }
 
 const now = () => new Date().toISOString();
-const receipt = ({ id: cartId, amount, currency }: Cart, changed: boolean): StockReceipt => {
-  return { cartId, amount, currency, changed };
-};
+const receipt = ({ id: cartId, amount, currency }: Cart, changed: boolean) => ({ cartId, amount, currency, changed });
 
 export class SqlCheckouts {
   constructor(private readonly db: Database) {}

@@ -1,5 +1,4 @@
-// The checkout's steps as definitions that execute: reserve the stock (store), charge the card (Stripe),
-// email the receipt (SMTP), the charge's lookup by key, and each step's undo under its own key.
+// The checkout's steps as definitions that execute, the charge's lookup by key, and each step's undo.
 import { lifecycleRank } from '../../domain/order';
 import {
   chargeLookupSchema,
