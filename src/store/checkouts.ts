@@ -3,13 +3,7 @@
 import { sql } from 'kysely';
 import type { StockReceipt } from '../contract';
 import type { Database, Queryable } from './database';
-import {
-  differences,
-  IntentConflictError,
-  InvalidOperationError,
-  OrderNotFoundError,
-  requireMinorUnits,
-} from './errors';
+import { IntentConflictError, InvalidOperationError, OrderNotFoundError } from './errors';
 
 export type { StockReceipt };
 
@@ -18,17 +12,12 @@ export class OutOfStockError extends InvalidOperationError {
   override name = 'OutOfStockError';
 }
 
-export type CartItem = { sku: string; quantity: number };
-
-export interface NewCart {
+export interface Cart {
   id: string;
   customerEmail: string;
   currency: string;
   amount: number;
-  items: CartItem[];
-}
-
-export interface Cart extends NewCart {
+  items: { sku: string; quantity: number }[];
   reservedByKey: string | null;
   releasedByKey: string | null;
 }
@@ -37,36 +26,8 @@ const now = () => new Date().toISOString();
 const receipt = ({ id: cartId, amount, currency }: Cart, changed: boolean) => ({ cartId, amount, currency, changed });
 
 export class SqlCheckouts {
-  constructor(private readonly db: Database) {}
-
-  /** Sets an item's stock (seeding, tests, the demo). */
-  async setStock(sku: string, available: number): Promise<void> {
-    await this.db.run(sql`
-      INSERT INTO stock (sku, available, version) VALUES (${sku}, ${available}, 1)
-      ON CONFLICT (sku) DO UPDATE SET available = ${available}, version = stock.version + 1`);
-  }
-
-  async stock(sku: string): Promise<number | undefined> {
-    return (await this.db.one(sql<{ available: number }>`SELECT available FROM stock WHERE sku = ${sku}`))?.available;
-  }
-
-  /** Inserts the cart, or returns the one already there when it is the same (anything else is a conflict). */
-  async seedCart(cart: NewCart): Promise<Cart> {
-    requireMinorUnits('cart amount', cart.amount);
-    return this.db.transaction(async (tx) => {
-      const stored = await cartOf(tx, cart.id);
-      const problems = stored && differences<NewCart>(stored, cart, ['customerEmail', 'currency', 'amount', 'items']);
-      if (problems?.length)
-        throw new IntentConflictError(
-          `cart ${cart.id} already exists with other contents (${problems.join('; ')}); it was not overwritten`,
-        );
-      if (stored) return stored;
-      await tx.run(sql`
-        INSERT INTO checkouts (id, customer_email, currency, amount, items_json, created_at)
-        VALUES (${cart.id}, ${cart.customerEmail}, ${cart.currency}, ${cart.amount}, ${JSON.stringify(cart.items)}, ${now()})`);
-      return (await cartOf(tx, cart.id))!;
-    });
-  }
+  /** The shop's stand-in in tools/ puts carts and stock in through it. */
+  constructor(readonly db: Database) {}
 
   cart(id: string): Promise<Cart | undefined> {
     return cartOf(this.db, id);
@@ -109,7 +70,7 @@ async function cartOf(q: Queryable, id: string): Promise<Cart | undefined> {
     SELECT id, customer_email AS "customerEmail", currency, amount, items_json AS items,
       reserved_by_key AS "reservedByKey", released_by_key AS "releasedByKey"
     FROM checkouts WHERE id = ${id}`);
-  return row && { ...row, items: JSON.parse(row.items) as CartItem[] };
+  return row && { ...row, items: JSON.parse(row.items) as Cart['items'] };
 }
 
 async function requireCart(q: Queryable, id: string): Promise<Cart> {

@@ -10,7 +10,7 @@ export type { NewProviderEvent, ProviderEventLog, ProviderEventRecord } from './
 export type { QueuedRequest, RefundQueue } from './refund-queue';
 export type { StoreFault, StoreFaultKind, StoreFaults } from './store-faults';
 export type { KeyedSendRecord } from './sends';
-export { OutOfStockError, type Cart, type CartItem, type NewCart, type StockReceipt } from './checkouts';
+export { OutOfStockError, type Cart, type StockReceipt } from './checkouts';
 export type { OrderStore, OrderStoreOptions } from './order-store';
 export type { OperationLog } from './operation-log';
 export type { OpenAttempt } from './attempt-rows';

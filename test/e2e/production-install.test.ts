@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { createStripeClient } from '../../src/activities/stripe-client';
 import { connectClient } from '../../src/cli/common';
 import { outcomeOf } from '../../src/client/outcome';
-import { seedPaidOrder } from '../../src/client/seed';
+import { seedPaidOrder } from '../../tools/src/shop/orders';
 import { openStore } from '../../src/store';
 import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/worker-process';
 import { loadToolsConfig } from '../../tools/src/config';

@@ -14,7 +14,7 @@ import { startToxiproxy, type Toxiproxy } from '../../tools/src/chaos/toxiproxy'
 import { createMailTransport } from '../../src/activities/mail-transport';
 import { httpMessageLog } from '../../src/activities/message-log';
 import { createStripeClient } from '../../src/activities/stripe-client';
-import { seedPaidOrder } from '../../src/client/seed';
+import { seedPaidOrder } from '../../tools/src/shop/orders';
 import { stepsQuery, type RefundRunState, type RunSettings } from '../../src/contract';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import type { MailFaultSpec } from '../../tools/src/servers/mail-faults';

@@ -9,6 +9,7 @@ import { openStore, OutOfStockError, type OrderStore } from '../../src/store';
 import { openPostgres, openSqlite } from '../../src/store/database';
 import { migrate } from '../../src/store/migrations';
 import { DIALECTS, freshDatabase } from '../helpers/databases';
+import { seedCart, setStock, stockLeft } from '../../tools/src/shop/carts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'checkout-store-'));
 const cart = (
@@ -34,9 +35,9 @@ describe.each(DIALECTS)('on %s', (dialect) => {
 
   it('reserves a cart once per key and releases it once per compensation key', async () => {
     const c = store.checkouts;
-    await c.setStock('r1-a', 5);
-    await c.setStock('r1-b', 1);
-    await c.seedCart(cart('r1'));
+    await setStock(store, 'r1-a', 5);
+    await setStock(store, 'r1-b', 1);
+    await seedCart(store, cart('r1'));
     await expect(c.reserve('r1', 'k:reserve')).resolves.toEqual({
       cartId: 'r1',
       amount: 4200,
@@ -44,42 +45,42 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       changed: true,
     });
     await expect(c.reserve('r1', 'k:reserve')).resolves.toMatchObject({ changed: false });
-    expect([await c.stock('r1-a'), await c.stock('r1-b')]).toEqual([3, 0]);
+    expect([await stockLeft(store, 'r1-a'), await stockLeft(store, 'r1-b')]).toEqual([3, 0]);
     await expect(c.reserve('r1', 'other')).rejects.toThrow('cart r1 was reserved under k:reserve, not other');
 
     await expect(c.release('r1', 'k:reserve:undo')).resolves.toMatchObject({ changed: true });
     await expect(c.release('r1', 'k:reserve:undo')).resolves.toMatchObject({ changed: false });
-    expect([await c.stock('r1-a'), await c.stock('r1-b')]).toEqual([5, 1]);
+    expect([await stockLeft(store, 'r1-a'), await stockLeft(store, 'r1-b')]).toEqual([5, 1]);
     await expect(c.cart('r1')).resolves.toMatchObject({ reservedByKey: 'k:reserve', releasedByKey: 'k:reserve:undo' });
     // Released, its checkout is over: the same key again reserves nothing (a second checkout of the cart replayed it).
     await expect(c.reserve('r1', 'k:reserve')).rejects.toThrow(
       'cart r1 was released by k:reserve:undo: its checkout is over',
     );
-    expect([await c.stock('r1-a'), await c.stock('r1-b')]).toEqual([5, 1]);
+    expect([await stockLeft(store, 'r1-a'), await stockLeft(store, 'r1-b')]).toEqual([5, 1]);
   });
 
   it('reserves nothing when one item is short, and releases nothing it never reserved', async () => {
     const c = store.checkouts;
-    await c.setStock('r2-a', 5);
-    await c.setStock('r2-b', 0);
-    await c.seedCart(cart('r2'));
+    await setStock(store, 'r2-a', 5);
+    await setStock(store, 'r2-b', 0);
+    await seedCart(store, cart('r2'));
     const short = c.reserve('r2', 'k2');
     await expect(short).rejects.toThrow(OutOfStockError);
     await expect(short).rejects.toThrow('not enough r2-b left for 1; nothing was reserved');
-    expect(await c.stock('r2-a')).toBe(5);
+    expect(await stockLeft(store, 'r2-a')).toBe(5);
     // A release before any reservation puts nothing back, and closes the cart: a reservation still in flight is refused.
     await expect(c.release('r2', 'k2:undo')).resolves.toMatchObject({ changed: false });
-    expect(await c.stock('r2-a')).toBe(5);
-    await c.setStock('r2-b', 5);
+    expect(await stockLeft(store, 'r2-a')).toBe(5);
+    await setStock(store, 'r2-b', 5);
     await expect(c.reserve('r2', 'k2')).rejects.toThrow('cart r2 was released by k2:undo: its checkout is over');
-    expect([await c.stock('r2-a'), await c.stock('r2-b')]).toEqual([5, 5]);
+    expect([await stockLeft(store, 'r2-a'), await stockLeft(store, 'r2-b')]).toEqual([5, 5]);
     await expect(c.reserve('missing', 'k')).rejects.toThrow('cart missing does not exist');
   });
 
   it('keeps a cart as first seeded', async () => {
-    await store.checkouts.seedCart(cart('r3'));
-    await expect(store.checkouts.seedCart(cart('r3'))).resolves.toMatchObject({ id: 'r3', amount: 4200 });
-    await expect(store.checkouts.seedCart({ ...cart('r3'), amount: 1 })).rejects.toThrow(
+    await seedCart(store, cart('r3'));
+    await expect(seedCart(store, cart('r3'))).resolves.toMatchObject({ id: 'r3', amount: 4200 });
+    await expect(seedCart(store, { ...cart('r3'), amount: 1 })).rejects.toThrow(
       'cart r3 already exists with other contents (amount: stored 4200, got 1)',
     );
   });

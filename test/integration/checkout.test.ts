@@ -3,6 +3,7 @@
 // server's ledger, the mailbox, the stock), once, whatever was lost on the way.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import {
   checkoutStateQuery,
@@ -15,10 +16,12 @@ import {
 } from '../../src/contract';
 import { checkoutWorkflow, sweepWorkflow } from '../../src/workflows';
 import { findTool } from '../../tools/src/stack/tools';
+import { seedCart, setStock, stockLeft } from '../../tools/src/shop/carts';
 import { startHarness, TEST_POLICY, type Harness } from '../helpers/harness';
 import { nodeArgs } from '../helpers/compiled';
 
 const run = promisify(execFile);
+const CART_CLI = path.join(__dirname, '..', '..', 'tools', 'src', 'cli', 'cart.ts');
 
 let h: Harness;
 // Pending refunds settle when a test says so; a refund's compensation asks how one stands every second.
@@ -40,10 +43,10 @@ async function cart(left = 5) {
     { sku: `${id}-a`, quantity: 2 },
     { sku: `${id}-b`, quantity: 1 },
   ];
-  for (const { sku } of items) await h.store.checkouts.setStock(sku, left);
+  for (const { sku } of items) await setStock(h.store, sku, left);
   const email = `${id}@example.com`;
-  await h.store.checkouts.seedCart({ id, customerEmail: email, currency: 'usd', amount: 4200, items });
-  const stock = async () => Promise.all(items.map((i) => h.store.checkouts.stock(i.sku)));
+  await seedCart(h.store, { id, customerEmail: email, currency: 'usd', amount: 4200, items });
+  const stock = async () => Promise.all(items.map((i) => stockLeft(h.store, i.sku)));
   return { id, email, stock };
 }
 
@@ -215,7 +218,7 @@ test('cancelled while a receipt that may have gone out is parked: refunded, stoc
   await h.recordHistory(handle.workflowId, 'checkout-cancelled-compensated');
 });
 
-test('started from the temporal CLI, and from npm run checkout (which can put the cart in the store), it completes', async () => {
+test('started from the temporal CLI, and from npm run checkout (of a cart npm run cart put in the store), it completes', async () => {
   const c = await cart();
   const workflowId = checkoutWorkflowId(c.id);
   const request = JSON.stringify({ cartId: c.id, paymentMethod: 'pm_card_visa', requestedBy: 'ops' });
@@ -236,27 +239,17 @@ test('started from the temporal CLI, and from npm run checkout (which can put th
   expect(await h.env.client.workflow.getHandle(workflowId).result()).toMatchObject({ status: 'completed' });
 
   const id = `cart_${randomUUID().slice(0, 8)}`;
-  const args = [
-    '--cart',
-    id,
-    '--requested-by',
-    'ops',
-    '--items',
-    `${id}-mug:2`,
-    '--amount',
-    '1800',
-    '--email',
-    `${id}@example.com`,
-    '--stock',
-    '3',
-  ];
+  // The cart put in the store as `npm run cart` does on a local stack (tools/, run from its source).
+  const cartArgs = ['--id', id, '--items', `${id}-mug:2`, '--amount', '1800', '--email', `${id}@example.com`];
+  await run(process.execPath, ['--import', 'tsx', CART_CLI, ...cartArgs, '--stock', '3'], { env: h.cliEnv() });
+  const args = ['--cart', id, '--requested-by', 'ops'];
   const { stdout } = await run(process.execPath, nodeArgs('cli/checkout.ts', ...args), { env: h.cliEnv() });
   expect(stdout).toContain(`workflow checkout-${id}`);
   expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({
     status: 'completed',
     charge: { amount: 1800 },
   });
-  expect(await h.store.checkouts.stock(`${id}-mug`)).toBe(1);
+  expect(await stockLeft(h.store, `${id}-mug`)).toBe(1);
   const refused = await run(process.execPath, nodeArgs('cli/checkout.ts', '--cart', 'c 1', '--requested-by', 'ops'), {
     env: h.cliEnv(),
   }).catch((e: { code: number; stderr: string }) => e);

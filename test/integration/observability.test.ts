@@ -28,6 +28,7 @@ import { checkoutWorkflow } from '../../src/workflows';
 import { METRICS } from '../../src/observability/metrics';
 import { startWorkerProcess, type WorkerProcess } from '../../tools/src/chaos/worker-process';
 import { freePort } from '../../tools/src/stack/processes';
+import { seedCart, setStock } from '../../tools/src/shop/carts';
 import { scriptPath } from '../helpers/compiled';
 
 describe('JSON logs', () => {
@@ -258,9 +259,9 @@ describe('metrics', () => {
     const checkout = { workflowType: 'checkoutWorkflow' };
     const before = await scrape();
     const cartId = `cart_${randomUUID().slice(0, 8)}`;
-    await h.store.checkouts.setStock(`${cartId}-a`, 5);
+    await setStock(h.store, `${cartId}-a`, 5);
     const items = [{ sku: `${cartId}-a`, quantity: 1 }];
-    await h.store.checkouts.seedCart({
+    await seedCart(h.store, {
       id: cartId,
       customerEmail: `${cartId}@example.com`,
       currency: 'usd',

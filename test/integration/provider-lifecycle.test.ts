@@ -20,6 +20,7 @@ import { inspectRun } from '../../src/inspect/inspection';
 import { compensationKeyOf } from '../../src/compensations/plan';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { signatureHeader } from '../../tools/src/servers/stripe/events';
+import { seedCart, setStock } from '../../tools/src/shop/carts';
 import { startFollowUp } from '../../src/temporal/client';
 import { startWebhookReceiver } from '../../src/webhooks/receiver';
 import { checkoutWorkflow, refundWorkflow, type followUpWorkflow } from '../../src/workflows';
@@ -220,8 +221,8 @@ test('a refund that fails after its run completed: a follow-up reverts the order
 test("a checkout's refund of its charge that fails after the checkout ended is handed to a person, never called compensated", async () => {
   const cartId = `cart_${randomUUID().slice(0, 8)}`;
   const email = `${cartId}@example.com`;
-  await h.store.checkouts.setStock(`${cartId}-a`, 5);
-  await h.store.checkouts.seedCart({
+  await setStock(h.store, `${cartId}-a`, 5);
+  await seedCart(h.store, {
     id: cartId,
     customerEmail: email,
     currency: 'usd',

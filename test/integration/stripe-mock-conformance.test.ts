@@ -93,7 +93,7 @@ afterAll(async () => {
 });
 
 it('accepts the payment intent the demo seeds', async () => {
-  // The same params as src/client/seed.ts.
+  // The same params as tools/src/shop/orders.ts.
   const pi = await mockStripe.paymentIntents.create(
     {
       amount: 1000,

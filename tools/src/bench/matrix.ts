@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import type { temporal } from '@temporalio/proto';
 import { outcomeOf } from '../../../src/client/outcome';
 import { startRefund } from '../../../src/client/refunds';
-import { seedPaidOrder } from '../../../src/client/seed';
+import { seedPaidOrder } from '../shop/orders';
 import { PROJECT_ROOT } from '../../../src/config';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
 import { freePort } from '../stack/processes';

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Worker } from '@temporalio/worker';
 import { temporal } from '@temporalio/proto';
-import { seedPaidOrder } from '../../../src/client/seed';
+import { seedPaidOrder } from '../shop/orders';
 import { outcomeOf } from '../../../src/client/outcome';
 import { CHAOS_POLICY, type ChaosStack } from '../chaos/chaos-stack';
 import { startWorkerProcess } from '../chaos/worker-process';

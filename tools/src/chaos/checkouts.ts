@@ -13,6 +13,7 @@ import {
   TASK_QUEUE,
   type RefundWorkflow,
 } from '../../../src/contract';
+import { seedCart, setStock, stockLeft } from '../shop/carts';
 import { getJson, type ChaosStack } from './chaos-stack';
 import { fail, invariant as inv, type RunOutcomeSummary } from './invariant';
 
@@ -35,8 +36,8 @@ export async function startCheckout(
 ): Promise<{ record: CheckoutRecord; handle: WorkflowHandle<RefundWorkflow> }> {
   const email = `${cartId}@example.test`;
   const sku = `${cartId}-item`;
-  await stack.store.checkouts.setStock(sku, STOCK);
-  await stack.store.checkouts.seedCart({
+  await setStock(stack.store, sku, STOCK);
+  await seedCart(stack.store, {
     id: cartId,
     customerEmail: email,
     currency: 'usd',
@@ -88,7 +89,7 @@ export async function checkCheckouts(stack: ChaosStack, records: CheckoutRecord[
     if (receipts > 1 || corrections > 1) fail(emails, `${r.cartId}: ${receipts} receipts, ${corrections} corrections`);
 
     const cart = await stack.store.checkouts.cart(r.cartId);
-    const left = await stack.store.checkouts.stock(`${r.cartId}-item`);
+    const left = await stockLeft(stack.store, `${r.cartId}-item`);
     const held = cart?.reservedByKey && !cart.releasedByKey ? QUANTITY : 0;
     stock.checked += 1;
     if (left !== STOCK - held) fail(stock, `${r.cartId}: ${left} left of ${STOCK}, ${held} held by its reservation`);

@@ -5,7 +5,7 @@ import { WorkflowHandle } from '@temporalio/client';
 import { RECONCILED_FROM_LOG } from '../../../src/activities/message-log';
 import { outcomeOf, type RunOutcome } from '../../../src/client/outcome';
 import { startRefund } from '../../../src/client/refunds';
-import { seedPaidOrder } from '../../../src/client/seed';
+import { seedPaidOrder } from '../shop/orders';
 import {
   checkoutWorkflowId,
   followUpWorkflowId,

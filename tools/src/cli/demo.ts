@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { createStripeClient } from '../../../src/activities/stripe-client';
 import { startRefund } from '../../../src/client/refunds';
 import { outcomeOf } from '../../../src/client/outcome';
-import { seedPaidOrder } from '../../../src/client/seed';
+import { seedPaidOrder } from '../shop/orders';
 import path from 'node:path';
 import { loadToolsConfig, type ToolsConfig } from '../config';
 import { ensureStack, urls } from '../stack/stack';

@@ -1,6 +1,7 @@
+// What the shop does before a refund, stood in for the demo, the tests, chaos and bench runs: an order paid at Stripe.
 import type Stripe from 'stripe';
-import type { Order } from '../domain/order';
-import type { OrderStore } from '../store';
+import type { Order } from '../../../src/domain/order';
+import type { OrderStore } from '../../../src/store';
 
 export interface DemoOrder {
   orderId: string;
