@@ -35,7 +35,6 @@ export async function prepareFromState<Step extends string>(
   if (chosen.kind !== 'reconcile' || !send) return;
   const { step } = send;
   const found = await lookUp(run, send);
-  // The saga's receipt type is unknown here: the stop is named by the saga's steps.
   if (isStopped<Step, unknown>(found)) return found;
   if (found === 'unknown') return new Stopped('needs_attention', unknownSend(step), step, true);
   if (found === 'absent')
