@@ -27,12 +27,10 @@ export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise
     );
     if (settled.kind === 'completed' || settled.kind === 'partial')
       return recordEarlier(run, other.operationId, settled.refund);
-    if (settled.kind === 'unknown')
-      return new Stopped(
-        'needs_attention',
-        earlierUnknown(other.operationId, run.request.orderId, settled.note),
-        'load_order',
-      );
+    if (settled.kind === 'unknown') {
+      const why = earlierUnknown(other.operationId, run.request.orderId, settled.note);
+      return new Stopped('needs_attention', why, 'load_order');
+    }
   }
   run.setStatus('running');
 }

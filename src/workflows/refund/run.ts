@@ -28,7 +28,7 @@ import { ProviderNews } from './provider-news';
 import { stepFailed } from './stop-reasons';
 
 /** What the run has gathered: the operation, the receipts of finished steps, and what a failed refund left. */
-export interface RefundContext {
+interface RefundContext {
   operationId: string;
   refund?: RefundReceipt;
   /** The receipt of the refund the provider failed or canceled after accepting it, once the run learns of it. */
