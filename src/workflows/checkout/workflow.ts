@@ -15,7 +15,7 @@ import { refundMetrics } from '../../observability/metrics';
 import { type Resumed, retryOf } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
-import { isStopped, type Stopped } from '../../saga/workflow/run-stopped';
+import { isStopped } from '../../saga/workflow/run-stopped';
 import { approvedResend } from '../../saga/workflow/step-failure';
 import { undoAndStop } from '../../saga/workflow/undo-from-state';
 import { REFUND_ATTRIBUTES } from '../refund/run';
@@ -26,10 +26,7 @@ export async function checkoutWorkflow(input: unknown): Promise<CheckoutResult> 
   return runSaga(SAGA, input);
 }
 
-async function checkout(
-  run: CheckoutRun,
-  resumed: Resumed<CheckoutStep> | null,
-): Promise<CheckoutResult | Stopped<CheckoutStep>> {
+async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null) {
   run.reserved ??= await reserve(run);
   const charged = run.charge ?? (await charge(run));
   if (isStopped(charged)) return charged;
@@ -42,7 +39,7 @@ async function checkout(
   const mail = { ...run.at('send_receipt'), paymentIntentId, amount, currency, ...resend };
   run.receipt ??= await run.calls.step(CHECKOUT.send_receipt, mail);
   const { workflowId, operationId, request } = run;
-  return { workflowId, cartId: request.cartId, operationId, status: 'completed', charge: charged };
+  return { workflowId, cartId: request.cartId, operationId, status: 'completed' as const, charge: charged };
 }
 
 /** Reserves the cart's stock; the run takes the worker's settings from the reservation's receipt. */
