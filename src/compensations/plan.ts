@@ -7,13 +7,13 @@ import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy'
 import { compensationOrder } from '../saga/order';
 import { REFUND_SAGA, type RefundStep } from './registry';
 
-export interface PlannedCompensation {
+interface PlannedCompensation {
   step: RefundStep;
   /** The compensation's own key (compensationKeyOf). */
   key: string;
 }
 
-export interface CompensationPlan {
+interface CompensationPlan {
   /** What stands, in the order it is undone; each compensation is idempotent by its key, so one already done replays its receipt. */
   undo: PlannedCompensation[];
   /** An effect that may stand and is not undone (a notice whose hand-over is unknown): the run goes to a person with this reason. */
@@ -36,21 +36,19 @@ export function correctsUnknownNotice(policy: RecoveryPolicy, decidedByPerson: b
   return decidedByPerson || resendsUnknownEmail(policy);
 }
 
-/** What a person does about a held notice found in the mailbox, as the caller can offer it (the run takes a compensate decision; the follow-up takes none). */
-export const COMPENSATE_SENDS_CORRECTION = 'compensate sends the correction';
-
 /**
  * The plan: the refund on the order is taken off; a notice sent is corrected; a notice never handed
  * over (pending) told the customer nothing; one whose hand-over is unknown (sending) is corrected
  * when `correctUnknown`, or else held for a person, never skipped in silence. A correction already
  * begun (its outbox entry exists) is never held: its key replays it as sent, unknown or in progress.
- * `ifFound` says what a person does when the held notice is in the mailbox.
+ * `ifFound` says what a person does when the held notice is in the mailbox, as the caller can offer it (the run
+ * takes a compensate decision; the follow-up takes none).
  */
 export function compensationPlan(
   operationId: string,
   records: Pick<StandingRecords, 'order' | 'notice' | 'correction'>,
   correctUnknown: boolean,
-  ifFound = COMPENSATE_SENDS_CORRECTION,
+  ifFound = 'compensate sends the correction',
 ): CompensationPlan {
   const stands: RefundStep[] = [];
   let held: CompensationPlan['held'] = null;

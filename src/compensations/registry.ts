@@ -38,7 +38,7 @@ interface CompensationInputs {
   revertRefund: RevertRefundInput;
   sendRefundCorrection: RefundCorrectionInput;
 }
-export type CompensationActivity = keyof CompensationInputs;
+type CompensationActivity = keyof CompensationInputs;
 
 export interface Compensation<A extends CompensationActivity = CompensationActivity> {
   kind: 'compensation';
@@ -50,10 +50,10 @@ export interface Compensation<A extends CompensationActivity = CompensationActiv
   input(ctx: UndoContext, key: string): CompensationInputs[A];
 }
 
-export type Undo = { kind: 'none' } | { kind: 'forward_repair'; note: string } | Compensation;
+type Undo = { kind: 'none' } | { kind: 'forward_repair'; note: string } | Compensation;
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a registry holds steps of every input type
-export interface StepRegistration<A extends string = string, In = any> extends StepCall<A, In> {
+interface StepRegistration<A extends string = string, In = any> extends StepCall<A, In> {
   name: RefundStep;
   /** What the step does, as the docs' table says it. */
   action: string;

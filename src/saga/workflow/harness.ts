@@ -1,7 +1,7 @@
 // The loop every saga's run is: its messages (the state Query, the decide Update), its body until it
 // completes or stops, parking for a person between a stop and a decision, and the one place its
-// cancellation is handled. A saga writes its body and what each decision does; RunStopped is thrown
-// by the harness's stop and caught here only.
+// cancellation is handled. A saga writes its body and what each decision does, and returns a stop
+// (Stopped) as a value: only here is it acted on.
 import {
   CancellationScope,
   condition,
@@ -20,7 +20,7 @@ import { audit, decisionDetail } from './audit';
 import type { Chosen, Resumed } from './desk';
 import { failingTheUpdateOnly, refusePlaintext, setQueryHandler } from './messages';
 import type { ReconciledSend } from './reconciled-send';
-import { RunStopped } from './run-stopped';
+import { isStopped, Stopped, StoppedError } from './run-stopped';
 import type { SagaRunState } from './run';
 import { StepFailedError, type StepError } from './step-failure';
 import { cancelFromState, prepareFromState } from './undo-from-state';
@@ -33,10 +33,10 @@ type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
 type SagaRun<Step extends string, State> = SagaRunState<Step, State, any>;
 
 /** The provider's word that moves a parked run without a person: what it audits, and how the run goes on. */
-export interface News<Result> {
+export interface News<Result, Step extends string> {
   reason: string;
   detail: Record<string, unknown>;
-  resume: () => Promise<Result>;
+  resume: () => Promise<Result | Stopped<Step>>;
 }
 
 export interface Saga<Step extends string, State, Run extends SagaRun<Step, State>, Result> {
@@ -53,15 +53,15 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   /** Messages of the saga's own beyond the state Query and the decide Update. */
   handlers?(run: Run): void;
   /** The saga, top to bottom. A decision runs it again: steps that finished give their outputs back. */
-  body(run: Run, resumed: Resumed<Step> | null): Promise<Result>;
-  /** What a decision does before the body runs again (a lookup, a person's word recorded); compensate never returns. */
-  prepare?(run: Run, chosen: Resumed<Step>): Promise<void>;
+  body(run: Run, resumed: Resumed<Step> | null): Promise<Result | Stopped<Step>>;
+  /** What a decision does before the body runs again (a lookup, a person's word recorded), or the stop it comes to. */
+  prepare?(run: Run, chosen: Resumed<Step>): Promise<void | Stopped<Step>>;
   /** The send a reconcile decision or a cancellation asks the provider about, for a saga without its own `prepare` and `cancelled`. */
   send?(run: Run): Omit<ReconciledSend<Step, unknown>, 'send'>;
-  /** How a step's failure its body did not decide on stops the run (with `stop`); the harness's word at the step if not said. */
-  stepFailed?(run: Run, step: Step, error: StepError): never;
+  /** How a step's failure its body did not decide on stops the run; the harness's word at the step if not said. */
+  stepFailed?(run: Run, step: Step, error: StepError): Stopped<Step>;
   /** The provider's word, while parked, that settles what the run holds without a person. */
-  news?(run: Run): (() => News<Result>) | undefined;
+  news?(run: Run): (() => News<Result, Step>) | undefined;
   /** After the run's last word, cancelled too: what it leaves for others (the provider's unacted news). */
   afterEnd?(run: Run): Promise<void>;
   /** Cancelled by an operator: what was started is finished honestly, compensations included, and audited. */
@@ -135,18 +135,21 @@ async function drive<Step extends string, State, Run extends SagaRun<Step, State
 ): Promise<Result> {
   let next = () => saga.body(run, null);
   for (;;) {
-    let stopped: RunStopped<Step>;
+    let outcome: Result | Stopped<Step>;
     run.inBookkeeping = false;
     try {
-      const result = await next();
+      outcome = await next();
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      outcome = stoppedBy(run, err, saga.stepFailed);
+    }
+    if (!isStopped(outcome)) {
       run.finish('completed', 'every check of the completion gate passed', null);
       metricsOf(saga).runEnded('completed');
       await saga.afterEnd?.(run);
-      return result;
-    } catch (err) {
-      if (isCancellation(err)) throw err;
-      stopped = stoppedBy(run, err, saga.stepFailed);
+      return outcome;
     }
+    const stopped: Stopped<Step> = outcome;
     run.inBookkeeping = true;
     if (stopped.status !== 'needs_attention') return end(saga, run, stopped.status, stopped.reason, stopped.failedStep);
 
@@ -171,7 +174,7 @@ async function drive<Step extends string, State, Run extends SagaRun<Step, State
     }
     run.unpark();
     const prepare = saga.prepare ?? ((r: Run, c: Resumed<Step>) => prepareFromState(r, c, saga.send?.(r)));
-    next = () => prepare(run, chosen).then(() => saga.body(run, chosen));
+    next = () => prepare(run, chosen).then((prepared) => (isStopped(prepared) ? prepared : saga.body(run, chosen)));
   }
 }
 
@@ -182,8 +185,8 @@ async function drive<Step extends string, State, Run extends SagaRun<Step, State
 async function parkUntilDecided<Step extends string, State, Run extends SagaRun<Step, State>, Result>(
   saga: Saga<Step, State, Run, Result>,
   run: Run,
-  stopped: RunStopped<Step>,
-): Promise<Chosen<Step> | (() => News<Result>)> {
+  stopped: Stopped<Step>,
+): Promise<Chosen<Step> | (() => News<Result, Step>)> {
   // Who may decide is read as the workers are configured now, also for a run that never loaded its settings; a
   // worker that cannot say leaves the run's own policy in force, and a cancellation goes on to the run's handler.
   await pooledActivities<{ decisionPolicy(): Promise<DecisionPolicy> }>(BOOKKEEPING)
@@ -197,7 +200,7 @@ async function parkUntilDecided<Step extends string, State, Run extends SagaRun<
   const verdict = run.park(stopped);
   metricsOf(saga).runParked(verdict);
   await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', { verdict });
-  let news: (() => News<Result>) | undefined;
+  let news: (() => News<Result, Step>) | undefined;
   const heard = () => (news = run.desk.awaitingApproval ? undefined : saga.news?.(run)) !== undefined;
   run.inBookkeeping = false;
   const chosen = await Promise.race([run.desk.next(), condition(heard).then(() => news!)]);
@@ -243,31 +246,22 @@ const NO_METRICS: SagaMetrics = { runStarted() {}, runEnded() {}, runParked() {}
 const metricsOf = (saga: { metrics?(): SagaMetrics }) => saga.metrics?.() ?? NO_METRICS;
 
 /**
- * What stopped the run. A step failure no branch decided on still stops it with its reason (the saga's, or the run
- * stops at that step for a person), never fails its workflow task forever.
+ * What a throw out of the body comes to: a step call's stop, or a step failure no branch decided on, which still stops
+ * the run with its reason (the saga's, or the run stops at that step for a person), never fails its workflow task forever.
  */
 function stoppedBy<Step extends string, Run extends SagaRun<Step, unknown>>(
   run: Run,
   err: unknown,
-  stepFailed?: (run: Run, step: Step, error: StepError) => never,
-): RunStopped<Step> {
-  if (err instanceof StepFailedError) {
-    const { step, error } = err;
-    const at = run.steps.has(step) ? step : null;
-    if (at && stepFailed) {
-      try {
-        stepFailed(run, at, error);
-      } catch (stopped) {
-        err = stopped;
-      }
-    } else {
-      const mayHave = error.certainty !== 'not_executed';
-      const reason = `${step} failed (${error.code}: ${error.message})${mayHave ? '; it may have taken effect' : ''}`;
-      return new RunStopped('needs_attention', `${reason}. retry-step ${at ?? 'it'}, or compensate`, at, mayHave);
-    }
-  }
-  if (err instanceof RunStopped) return err as RunStopped<Step>;
-  throw err;
+  stepFailed?: (run: Run, step: Step, error: StepError) => Stopped<Step>,
+): Stopped<Step> {
+  if (err instanceof StoppedError) return err.stopped as Stopped<Step>;
+  if (!(err instanceof StepFailedError)) throw err;
+  const { step, error } = err;
+  const at = run.steps.has(step) ? step : null;
+  if (at && stepFailed) return stepFailed(run, at, error);
+  const mayHave = error.certainty !== 'not_executed';
+  const reason = `${step} failed (${error.code}: ${error.message})${mayHave ? '; it may have taken effect' : ''}`;
+  return new Stopped('needs_attention', `${reason}. retry-step ${at ?? 'it'}, or compensate`, at, mayHave);
 }
 
 export const abandoned = (by: string, reason: string) => `abandoned by ${by}: ${reason}`;

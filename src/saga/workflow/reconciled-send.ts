@@ -1,9 +1,9 @@
 // A send whose answer may be lost, settled with the provider before it is ever sent again: its
 // receipt; found by its key; proven absent (sent again, or, when the provider took nothing, its
-// failure returned as a value); or unknown, which stops the run for a person.
+// failure returned as a value); or unknown, which stops the run for a person (a Stopped, returned).
 import { MAX_RESUBMISSIONS, type RunStatus } from '../../contract';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
-import { stop } from './run-stopped';
+import { isStopped, Stopped } from './run-stopped';
 import { StepFailedError, type StepError } from './step-failure';
 import type { StepRunner } from './calls';
 import type { Lookup } from '../step';
@@ -26,7 +26,8 @@ export type AfterFailure = 'resend-if-absent' | 'fail-if-absent' | 'fail';
 export interface ReconciledSend<Step extends string, R> {
   step: Step;
   send(): Promise<R>;
-  lookUp(): Promise<Lookup<R>>;
+  /** What the provider says of the send, or the stop it comes to (the saga's word on what it found). */
+  lookUp(): Promise<Lookup<R> | Stopped<Step>>;
   /** By default a failure is asked about when any attempt may have taken effect, and returned if it took nothing. */
   afterFailure?(failure: StepError): AfterFailure;
 }
@@ -38,7 +39,7 @@ export interface ReconciledSend<Step extends string, R> {
 export async function sendReconciled<Step extends string, R>(
   run: SendingRun<Step, R>,
   send: ReconciledSend<Step, R>,
-): Promise<{ receipt: R } | { failed: StepError }> {
+): Promise<{ receipt: R } | { failed: StepError } | Stopped<Step>> {
   const { step } = send;
   for (let resent = 0; ; resent++) {
     let failure: StepError;
@@ -53,11 +54,12 @@ export async function sendReconciled<Step extends string, R>(
     const after = send.afterFailure?.(failure) ?? mayHaveTaken(run.steps, step, failure);
     if (after === 'fail') return { failed: failure };
     const found = await lookUp(run, send);
-    if (found === 'unknown') return stop('needs_attention', unknownSend(step), step, true);
+    if (isStopped(found)) return found;
+    if (found === 'unknown') return new Stopped('needs_attention', unknownSend(step), step, true);
     if (found !== 'absent') return { receipt: found };
     if (after === 'fail-if-absent') return { failed: failure };
     if (resent >= MAX_RESUBMISSIONS)
-      return stop('needs_attention', `${step} was proven absent ${resent + 1} times; a person decides`, step);
+      return new Stopped('needs_attention', `${step} was proven absent ${resent + 1} times; a person decides`, step);
     run.setStatus('running', step);
   }
 }
@@ -72,15 +74,16 @@ function mayHaveTaken<Step extends string>(steps: StepRunner<Step>, step: Step, 
 export async function lookUp<Step extends string, R>(
   run: SendingRun<Step, R>,
   send: Omit<ReconciledSend<Step, R>, 'send'>,
-): Promise<Found<R>> {
+): Promise<Found<R> | Stopped<Step>> {
   const { step } = send;
   run.noteSend('unknown');
   run.setStatus('reconciling', step);
-  const found = await send.lookUp().catch((err: unknown) => {
+  const found: Lookup<R> | Stopped<Step> = await send.lookUp().catch((err: unknown) => {
     // A lookup that failed says nothing; a step the lookup ran (the order repaired to a partial refund) failed as that step.
     if (!(err instanceof StepFailedError) || run.steps.has(err.step)) throw err;
-    return { kind: 'unknown' as const, receipt: null, note: err.error.message };
+    return { kind: 'unknown', receipt: null, note: err.error.message };
   });
+  if (isStopped(found)) return found;
   run.steps.note(step, found.note);
   const { receipt } = found;
   if (receipt) {

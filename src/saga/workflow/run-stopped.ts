@@ -1,25 +1,32 @@
-// How a run stops: the harness's own throw, from the step that stopped it to the one place that
-// parks the run or ends it. A saga's code never catches it.
+// How a run stops: a value (Stopped) a saga returns up to the harness, the one place that parks the
+// run or ends it. Only a step call the harness makes throws one (stop), caught by the harness too.
 import type { TerminalStatus } from '../../contract';
 
-/** The run ends, or parks for a person, with this verdict: thrown by the harness only, caught once, at the top. */
-export class RunStopped<Step extends string = string> extends Error {
+/** The run ends with this status, or parks for a person when it needs one: a saga returns it, the harness acts on it. */
+export class Stopped<Step extends string = string> {
   constructor(
     readonly status: Exclude<TerminalStatus, 'completed'>,
     readonly reason: string,
     readonly failedStep: Step | null,
     readonly quarantined = false,
-  ) {
-    super(reason);
+  ) {}
+}
+
+/** run.ts's name for it. */
+export type RunStopped<Step extends string = string> = Stopped<Step>;
+
+/** Whether an outcome is a stop, which its caller returns at once: `if (isStopped(x)) return x;`. */
+export const isStopped = <Step extends string, T>(outcome: T | Stopped<Step>): outcome is Stopped<Step> =>
+  outcome instanceof Stopped;
+
+/** A stop thrown by a step call the harness makes (a refusal its definition `rejects`), caught by the harness alone. */
+export class StoppedError extends Error {
+  constructor(readonly stopped: Stopped) {
+    super(stopped.reason);
   }
 }
 
-/** Stops the run: it ends with this status, or parks for a person when it needs one. */
-export function stop(
-  status: RunStopped['status'],
-  reason: string,
-  failedStep: string | null,
-  quarantined = false,
-): never {
-  throw new RunStopped(status, reason, failedStep, quarantined);
+/** Stops the run from inside a step call, which returns its output. */
+export function stop(status: Stopped['status'], reason: string, failedStep: string | null): never {
+  throw new StoppedError(new Stopped(status, reason, failedStep));
 }

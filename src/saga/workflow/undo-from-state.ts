@@ -5,35 +5,40 @@ import { audit } from './audit';
 import type { Resumed } from './desk';
 import { lookUp, type ReconciledSend, unknownSend } from './reconciled-send';
 import type { SagaRunState } from './run';
-import { stop } from './run-stopped';
+import { isStopped, Stopped } from './run-stopped';
 import { undoInOrder } from './undo';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Run<Step extends string> = SagaRunState<Step, unknown, any>;
 type Send<Step extends string> = Omit<ReconciledSend<Step, unknown>, 'send'>;
 
-/** Undoes what stands and stops the run: compensated, or for a person at the first step left open. */
+/** Undoes what stands, and the run stops: compensated, or for a person at the first step left open. */
 export async function undoAndStop<Step extends string>(
   run: Run<Step>,
   why: string,
   at: Step | null,
   resendApprovedAt?: string,
-): Promise<never> {
+): Promise<Stopped<Step>> {
   const { status, reason, open } = await undoInOrder(run, run.undoPlan(resendApprovedAt), why);
-  return stop(status, reason, open[0] ?? at, open.length > 0);
+  return new Stopped(status, reason, open[0] ?? at, open.length > 0);
 }
 
-/** What a compensate or a reconcile decision does before the body runs again. */
-export async function prepareFromState<Step extends string>(run: Run<Step>, chosen: Resumed<Step>, send?: Send<Step>) {
+/** What a compensate or a reconcile decision does before the body runs again, or the stop it comes to. */
+export async function prepareFromState<Step extends string>(
+  run: Run<Step>,
+  chosen: Resumed<Step>,
+  send?: Send<Step>,
+): Promise<Stopped<Step> | undefined> {
   const { record } = chosen;
   if (chosen.kind === 'compensate')
     return undoAndStop(run, `compensated as ${record.by} decided: ${record.reason}`, send?.step ?? null, record.at);
   if (chosen.kind !== 'reconcile' || !send) return;
   const { step } = send;
   const found = await lookUp(run, send);
-  if (found === 'unknown') stop('needs_attention', unknownSend(step), step, true);
+  if (isStopped<Step, unknown>(found)) return found;
+  if (found === 'unknown') return new Stopped('needs_attention', unknownSend(step), step, true);
   if (found === 'absent')
-    stop(
+    return new Stopped(
       'needs_attention',
       `${step} was proven absent: it took no effect. retry-step ${step} sends it, compensate undoes what stands`,
       step,
@@ -49,7 +54,8 @@ export async function cancelFromState<Step extends string>(run: Run<Step>, send?
   const found = sending ? await lookUp(run, send) : undefined;
   if (taken?.kind === 'abandon')
     run.end('abandoned', (reason = `${reason}, after ${taken.record.by} abandoned it: ${taken.record.reason}`), null);
-  else if (found === 'unknown') {
+  // A lookup that stops the run leaves the send as unknown as one that found nothing.
+  else if (found === 'unknown' || isStopped(found)) {
     reason = `${reason}: the ${run.effectName} is unknown; a person reconciles it`;
     run.finish('needs_attention', reason, send!.step);
     run.flagForAttention();

@@ -15,6 +15,7 @@ import { refundMetrics } from '../../observability/metrics';
 import { type Resumed, retryOf } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
+import { isStopped } from '../../saga/workflow/run-stopped';
 import { approvedResend } from '../../saga/workflow/step-failure';
 import { undoAndStop } from '../../saga/workflow/undo-from-state';
 import { REFUND_ATTRIBUTES } from '../refund/run';
@@ -25,19 +26,20 @@ export async function checkoutWorkflow(input: unknown): Promise<CheckoutResult> 
   return runSaga(SAGA, input);
 }
 
-async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null): Promise<CheckoutResult> {
+async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null) {
   run.reserved ??= await reserve(run);
-  run.charge ??= await charge(run);
-  const { paymentIntentId, amount, currency, declineCode } = run.charge;
-  if (run.charge.status === 'declined')
-    return undoAndStop(run, `the card was declined (${declineCode})`, 'charge_card');
+  const charged = run.charge ?? (await charge(run));
+  if (isStopped(charged)) return charged;
+  run.charge = charged;
+  const { paymentIntentId, amount, currency, declineCode } = charged;
+  if (charged.status === 'declined') return undoAndStop(run, `the card was declined (${declineCode})`, 'charge_card');
   // A receipt whose hand-over ended unknown is sent again only on a person's retry of it, with the same Message-ID.
   const unknown = run.steps.get('send_receipt').error;
   const resend = approvedResend(unknown && retryOf(resumed, 'send_receipt'), unknown);
   const mail = { ...run.at('send_receipt'), paymentIntentId, amount, currency, ...resend };
   run.receipt ??= await run.calls.step(CHECKOUT.send_receipt, mail);
   const { workflowId, operationId, request } = run;
-  return { workflowId, cartId: request.cartId, operationId, status: 'completed', charge: run.charge };
+  return { workflowId, cartId: request.cartId, operationId, status: 'completed' as const, charge: charged };
 }
 
 /** Reserves the cart's stock; the run takes the worker's settings from the reservation's receipt. */
@@ -50,6 +52,7 @@ async function reserve(run: CheckoutRun) {
 /** The charge as a send reconciled by its key; a failure that charged nothing is undone. */
 async function charge(run: CheckoutRun) {
   const sent = await sendReconciled(run, chargeSend(run));
+  if (isStopped(sent)) return sent;
   if ('receipt' in sent) return sent.receipt;
   const { code, message } = sent.failed;
   return undoAndStop(run, `the charge failed and charged nothing (${code}: ${message})`, 'charge_card');

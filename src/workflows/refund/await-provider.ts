@@ -18,24 +18,25 @@ import { backoffDelay, withJitter } from '../../reliability/policy';
 import { DEFAULT_AWAIT_PROVIDER } from '../../reliability/policy-terms';
 import { lifecycleRank } from '../../domain/order';
 import { furthestEvent } from '../provider-events';
+import { Stopped } from '../../saga/workflow/run-stopped';
 import { conditionTimeout } from '../../saga/workflow/wait';
 import { compensate, stopUndone } from './compensation';
 import type { RefundRun } from './run';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
-import { stop } from '../../saga/workflow/run-stopped';
 
 /** The completion gate, and the run's result once every check passed. */
-export async function completionGate(run: RefundRun): Promise<CompletedRefund> {
+export async function completionGate(run: RefundRun): Promise<CompletedRefund | Stopped<'completion_gate'>> {
   run.atGate = true;
   const { request, ctx, workflowId, operationId } = run;
   const refund = ctx.refund!;
-  await awaitSettled(run, refund);
+  const unsettled = await awaitSettled(run, refund);
+  if (unsettled) return unsettled;
   const [order, notification] = [ctx.orderReceipt!, ctx.notice!];
   return { workflowId, orderId: request.orderId, operationId, status: 'completed', refund, order, notification };
 }
 
 /** The gate's checks of the run's refund, waiting while the provider has not settled it. */
-async function awaitSettled(run: RefundRun, refund: RefundReceipt): Promise<void> {
+async function awaitSettled(run: RefundRun, refund: RefundReceipt): Promise<Stopped<'completion_gate'> | undefined> {
   const { operation, order } = run.begin!;
   const { operationId } = operation;
   const input: CheckCompletionInput = {
@@ -75,12 +76,12 @@ async function awaitSettled(run: RefundRun, refund: RefundReceipt): Promise<void
       if (waited) run.budget.renew(Date.now());
       return stopUndone(await compensate(run, { refund: gate.refund }));
     }
-    if (gate.verdict === 'mismatch') stop('needs_attention', gateMismatch(gate), 'completion_gate');
+    if (gate.verdict === 'mismatch') return new Stopped('needs_attention', gateMismatch(gate), 'completion_gate');
     const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);
     const until = Date.parse(awaiting.until);
     if (Date.now() >= until) {
       awaiting.settledBy = { kind: 'deadline' };
-      stop(
+      return new Stopped(
         'needs_attention',
         providerDeadline(gate.refund, awaiting.since, awaiting.until, awaiting.polls),
         'completion_gate',

@@ -12,7 +12,7 @@ import { pooledActivities } from '../pools';
 import type { RefundRun } from './run';
 import { approvedResend } from '../../saga/workflow/step-failure';
 import * as reasons from './stop-reasons';
-import { stop } from '../../saga/workflow/run-stopped';
+import { Stopped } from '../../saga/workflow/run-stopped';
 
 /**
  * Undoes what stands, each under its own key: compensated, or for a person. A
@@ -88,9 +88,9 @@ export interface Undone {
 }
 const open = (reason: string, quarantined = false): Undone => ({ status: 'needs_attention', reason, quarantined });
 
-/** Stops the run as its compensation came out, at the completion gate. */
-export const stopUndone = ({ status, reason, quarantined }: Undone): never =>
-  stop(status, reason, 'completion_gate', quarantined);
+/** The run stops as its compensation came out, at the completion gate. */
+export const stopUndone = ({ status, reason, quarantined }: Undone) =>
+  new Stopped(status, reason, 'completion_gate', quarantined);
 
 /** One step's compensation as planned; a correction of unknown outcome is resent only on a person's approval. */
 function planned(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined) {

@@ -3,19 +3,21 @@
 // operation's request, and once this later version exists the store never lets an earlier one send.
 import { REFUND_SAGA } from '../../compensations/registry';
 import { type BeginResult, type RefundReceipt, stepKey } from '../../contract';
+import { Stopped } from '../../saga/workflow/run-stopped';
 import { StepFailedError } from '../../saga/workflow/step-failure';
 import { reconcile } from './reconcile';
 import { targetOf } from './refund-effect';
 import type { RefundRun } from './run';
 import { earlierRefunded, earlierUnknown } from './stop-reasons';
-import { stop } from '../../saga/workflow/run-stopped';
 
 /**
  * Each earlier operation is asked about at the provider: proven absent or failed, it is settled; if
  * its refund exists, it is recorded on the order and this run stops for a person, since it was asked
  * for while that refund looked lost or pending; still unknown, this run waits within its budget, then stops.
  */
-export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise<void> {
+export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise<Stopped<'load_order'> | undefined> {
+  // An operation whose own refund exists finishes its order update and email whatever came after it.
+  if (begin.operation.refund) return;
   for (const other of begin.blockers) {
     run.setStatus('reconciling', 'load_order');
     const settled = await reconcile(
@@ -25,14 +27,16 @@ export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise
     );
     if (settled.kind === 'completed' || settled.kind === 'partial')
       return recordEarlier(run, other.operationId, settled.refund);
-    if (settled.kind === 'unknown')
-      stop('needs_attention', earlierUnknown(other.operationId, run.request.orderId, settled.note), 'load_order');
+    if (settled.kind === 'unknown') {
+      const why = earlierUnknown(other.operationId, run.request.orderId, settled.note);
+      return new Stopped('needs_attention', why, 'load_order');
+    }
   }
   run.setStatus('running');
 }
 
 /** An earlier operation's refund exists: put it on the order (its own forward repair, idempotent by its id) and stop this run. */
-async function recordEarlier(run: RefundRun, operationId: string, refund: RefundReceipt): Promise<never> {
+async function recordEarlier(run: RefundRun, operationId: string, refund: RefundReceipt) {
   const earlier = {
     key: stepKey(operationId, 'update_order'),
     orderId: run.request.orderId,
@@ -47,5 +51,5 @@ async function recordEarlier(run: RefundRun, operationId: string, refund: Refund
       return `recording it on the order failed (${err.error.message})`;
     },
   );
-  return stop('needs_attention', earlierRefunded(operationId, refund, recorded), 'load_order');
+  return new Stopped('needs_attention', earlierRefunded(operationId, refund, recorded), 'load_order');
 }

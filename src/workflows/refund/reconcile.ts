@@ -10,7 +10,7 @@ import { backoffDelay, ruleFor, withJitter } from '../../reliability/policy';
 import { StepFailedError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 
-export type Settlement =
+type Settlement =
   | { kind: 'completed' | 'partial' | 'failed'; refund: RefundReceipt; note: string }
   /** The provider proved no refund exists for the operation: a send with the same key is safe. */
   | { kind: 'absent'; note: string }

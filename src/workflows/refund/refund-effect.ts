@@ -2,16 +2,16 @@
 // each answer means for the run. Resent with the same key only when reconciliation proved no
 // refund exists, or inside the key's dedupe window; never blind.
 import { REFUND_SAGA } from '../../compensations/registry';
-import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, stepKey } from '../../contract';
+import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, type RefundStep, stepKey } from '../../contract';
 import type { Lookup } from '../../saga/step';
 import type { AfterFailure } from '../../saga/workflow/reconciled-send';
+import { isStopped, Stopped } from '../../saga/workflow/run-stopped';
 import type { StepError } from '../../saga/workflow/step-failure';
 import type { ReconcileRefundInput } from '../../activities/reconcile-refund';
 import { reconcile } from './reconcile';
 import type { RefundRun } from './run';
 import { orderUpdate } from './steps';
 import * as reasons from './stop-reasons';
-import { stop } from '../../saga/workflow/run-stopped';
 
 export function targetOf(
   operationId: string,
@@ -50,7 +50,11 @@ export function refundSend(run: RefundRun, { operation, order }: BeginResult) {
 }
 
 /** What the send came to: a failure stops the run as the policy decides; a receipt is checked against what was asked. */
-export async function received(run: RefundRun, sent: { receipt: RefundReceipt } | { failed: StepError }) {
+export async function received(
+  run: RefundRun,
+  sent: { receipt: RefundReceipt } | { failed: StepError } | Stopped<RefundStep>,
+): Promise<RefundReceipt | Stopped<RefundStep>> {
+  if (isStopped(sent)) return sent;
   if ('failed' in sent) return run.stopFor('create_refund', sent.failed);
   const receipt = await checkReceipt(run, sent.receipt);
   run.operation.noteFirstSend(run.steps.get('create_refund'));
@@ -61,7 +65,7 @@ export async function received(run: RefundRun, sent: { receipt: RefundReceipt } 
  * Reconciles the create (a refund made whose receipt could not be kept, by its id): found, its receipt; proven absent
  * or still deduplicated, sent again while resubmissions are left. Partial, failed or still unknown stops the run here.
  */
-async function settle(run: RefundRun): Promise<Lookup<RefundReceipt>> {
+async function settle(run: RefundRun): Promise<Lookup<RefundReceipt> | Stopped<'create_refund'>> {
   const settled = await reconcileOwn(run, run.lastFailure?.provider.refundId, true);
   const { note } = settled;
   switch (settled.kind) {
@@ -72,10 +76,10 @@ async function settle(run: RefundRun): Promise<Lookup<RefundReceipt>> {
     case 'failed':
       return providerFailed(run, settled.refund, note, '; a person decides what happens next');
     case 'unknown':
-      return stop('needs_attention', reasons.refundUnknown(note, run.operationId), 'create_refund');
+      return atCreate(reasons.refundUnknown(note, run.operationId));
   }
   if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
-    stop('needs_attention', reasons.resubmissionsSpent(MAX_RESUBMISSIONS, note), 'create_refund');
+    return atCreate(reasons.resubmissionsSpent(MAX_RESUBMISSIONS, note));
   run.reconciliation.resubmissions += 1;
   return { kind: 'absent', receipt: null, note };
 }
@@ -94,17 +98,20 @@ function reconcileOwn(run: RefundRun, refundId: unknown, mayResubmit: boolean) {
  * (`send`) looks the same way, and goes on to send only what the provider proved absent, or
  * resends with the same key while the provider still deduplicates it.
  */
-export async function lookAgain(run: RefundRun, send: boolean): Promise<void> {
+export async function lookAgain(run: RefundRun, send: boolean): Promise<Stopped<'create_refund'> | void> {
   run.setStatus('reconciling', 'create_refund');
   const settled = await reconcileOwn(run, run.effect.refundId, send);
   switch (settled.kind) {
-    case 'completed':
+    case 'completed': {
       // Found: its receipt is the step's result, checked like a receipt the create returned.
       run.steps.resolve('create_refund', settled.refund, `receipt from reconciliation: ${settled.note}`);
       run.noteSend(settled.refund);
       run.setStatus('running');
-      run.ctx.refund = await checkReceipt(run, settled.refund);
+      const refund = await checkReceipt(run, settled.refund);
+      if (isStopped(refund)) return refund;
+      run.ctx.refund = refund;
       return;
+    }
     case 'partial':
       return partialRefund(run, settled.refund, settled.note);
     case 'failed':
@@ -113,35 +120,38 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<void> {
     case 'resubmit':
       // Proven absent: nothing was refunded. Sending it now is a person's decision, not the sweep's.
       if (settled.kind === 'absent') run.effect = { status: 'none', certainty: 'not_executed', refundId: null };
-      if (!send) return stop('needs_attention', reasons.stillAbsent(settled.note), 'create_refund');
+      if (!send) return atCreate(reasons.stillAbsent(settled.note));
       run.steps.note('create_refund', settled.note);
       return run.setStatus('running');
     default:
-      return stop('needs_attention', reasons.stillUnsettled(settled.note), 'create_refund');
+      return atCreate(reasons.stillUnsettled(settled.note));
   }
 }
 
 /** Reconciliation found the refund failed at the provider: nothing was refunded, and a person decides. */
-function providerFailed(run: RefundRun, refund: RefundReceipt, note: string, next = ''): never {
+function providerFailed(run: RefundRun, refund: RefundReceipt, note: string, next = '') {
   run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
-  return stop('needs_attention', reasons.providerFailed(refund.refundId, note, next), 'create_refund');
+  return atCreate(reasons.providerFailed(refund.refundId, note, next));
 }
+
+/** The run stops at the refund's creation for a person. */
+const atCreate = (reason: string) => new Stopped('needs_attention', reason, 'create_refund');
 
 /**
  * What the provider's receipt says against what was asked: a refund for less is partial, one
  * already failed (a receipt on record from an earlier run) ends the run; only a full one goes on.
  */
-async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<RefundReceipt> {
+async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<RefundReceipt | Stopped<'create_refund'>> {
   const { request } = run;
   if (refund.status === 'failed' || refund.status === 'canceled') {
     run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
-    return stop('needs_attention', reasons.receiptFailed(refund), 'create_refund');
+    return atCreate(reasons.receiptFailed(refund));
   }
   if (refund.currency !== request.currency || refund.amount < request.amount)
     return partialRefund(run, refund, reasons.partialOf(refund, request));
   if (refund.amount > request.amount) {
     run.effect = { status: 'refunded', certainty: 'completed', refundId: refund.refundId };
-    return stop('needs_attention', reasons.moreThanAsked(refund, request), 'create_refund');
+    return atCreate(reasons.moreThanAsked(refund, request));
   }
   return refund;
 }
@@ -150,7 +160,7 @@ async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<Refu
  * The provider refunded less than asked. The order is repaired forward to what was really refunded;
  * the customer email is frozen, since it would tell them something untrue; a person decides the rest.
  */
-export async function partialRefund(run: RefundRun, refund: RefundReceipt, note: string): Promise<never> {
+export async function partialRefund(run: RefundRun, refund: RefundReceipt, note: string) {
   run.effect = { status: 'partial', certainty: 'partial', refundId: refund.refundId };
   run.ctx.refund = refund;
   run.ctx.partialNote = note;
@@ -160,5 +170,5 @@ export async function partialRefund(run: RefundRun, refund: RefundReceipt, note:
     'notify_customer',
     'frozen: the refund is partial, and an email now would tell the customer something untrue',
   );
-  return stop('needs_attention', reasons.partialRefund(note, refund), 'create_refund');
+  return atCreate(reasons.partialRefund(note, refund));
 }

@@ -19,7 +19,7 @@ import type { RefundRequest } from '../../domain/refund-request';
 import type { Found } from '../../saga/workflow/reconciled-send';
 import type { StepError } from '../../saga/workflow/step-failure';
 import { SagaRunState } from '../../saga/workflow/run';
-import { stop } from '../../saga/workflow/run-stopped';
+import { Stopped } from '../../saga/workflow/run-stopped';
 import type { SagaAttributes } from '../../saga/workflow/visibility';
 import { currentDetails } from './current-details';
 import { refundRefusals } from './decisions';
@@ -28,7 +28,7 @@ import { ProviderNews } from './provider-news';
 import { stepFailed } from './stop-reasons';
 
 /** What the run has gathered: the operation, the receipts of finished steps, and what a failed refund left. */
-export interface RefundContext {
+interface RefundContext {
   operationId: string;
   refund?: RefundReceipt;
   /** The receipt of the refund the provider failed or canceled after accepting it, once the run learns of it. */
@@ -159,29 +159,30 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
   }
 
   /**
-   * A step that failed for good stops the run as the recovery policy decides: before the point of no return a
+   * How a step that failed for good stops the run, as the recovery policy decides: before the point of no return a
    * refusal the business expects is `rejected` (nothing happened); anything else needs a person, and says what is
    * known of the effect.
    */
-  stopFor(step: RefundStep, error: StepError): never {
+  stopFor(step: RefundStep, error: StepError): Stopped<RefundStep> {
     const rule = ruleFor(this.policy, error.code, error.certainty, REFUND_SAGA[step].boundary);
     const reasons = stepFailed(step, error, retries(rule) ? this.steps.get(step).attempts : null);
-    const quarantined = rule.action === 'quarantine';
+    const needsAttention = (reason: string) =>
+      new Stopped('needs_attention', reason, step, rule.action === 'quarantine');
     if (REFUND_SAGA[step].onFailure === 'forward_repair')
-      stop('needs_attention', reasons.refundStands(this.ctx.refund?.refundId), step, quarantined);
+      return needsAttention(reasons.refundStands(this.ctx.refund?.refundId));
     if (error.certainty !== 'not_executed') {
       this.effect = { status: 'unknown', certainty: error.certainty, refundId: null };
-      stop('needs_attention', reasons.effectUnknown(this.operationId), step, quarantined);
+      return needsAttention(reasons.effectUnknown(this.operationId));
     }
     // This attempt had no effect; whether an earlier send did is the operation's record's to say, not this attempt's.
     const recorded = this.operation.recordedEffect();
     if (recorded?.status === 'unknown') {
       this.effect = { status: 'unknown', certainty: 'may_have_executed', refundId: this.effect.refundId };
-      stop('needs_attention', reasons.earlierSendOpen(recorded.why, this.operationId), step, quarantined);
+      return needsAttention(reasons.earlierSendOpen(recorded.why, this.operationId));
     }
     const refusal = error.code === 'PERMANENT_BUSINESS' || error.code === 'INVALID_ARGUMENTS';
-    if (refusal && rule.action === 'stop') stop('rejected', reasons.refused(), step);
-    stop('needs_attention', reasons.nothingRefunded(), step, quarantined);
+    if (refusal && rule.action === 'stop') return new Stopped('rejected', reasons.refused(), step);
+    return needsAttention(reasons.nothingRefunded());
   }
 
   /** A create that failed (or was cancelled) may still have sent: its first request stamps the key's dedupe window. */

@@ -1,13 +1,14 @@
 // The saga's steps on our side of the refund: loading the order (which commits the operation's
 // intent), what recording the refund on the order and the customer notice are given, and a person's
 // confirmation that a notice whose hand-over ended unknown was delivered.
-import { type BeginResult, type DecisionRecord, type RefundReceipt, stepKey } from '../../contract';
+import { type BeginResult, type DecisionRecord, type RefundReceipt, type RefundStep, stepKey } from '../../contract';
 import { CONFIRM_DELIVERED, REFUND_SAGA } from '../../compensations/registry';
+import type { Stopped } from '../../saga/workflow/run-stopped';
 import { approvedResend, judgedHandOver, stepError, StepFailedError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */
-export async function loadOrder(run: RefundRun): Promise<BeginResult> {
+export async function loadOrder(run: RefundRun): Promise<BeginResult | Stopped<RefundStep>> {
   const { request, ctx, steps } = run;
   const begin = await run.calls.step(REFUND_SAGA.load_order, { request });
   run.begin = begin;
@@ -34,7 +35,7 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult> {
     const error = stepError('PERMANENT_BUSINESS', 'not_executed', 'refund_not_possible', begin.problem);
     steps.fail('load_order', error);
     run.remember('load_order', 'store', error);
-    run.stopFor('load_order', error);
+    return run.stopFor('load_order', error);
   }
   return begin;
 }
@@ -63,7 +64,7 @@ export const notice = (run: RefundRun, refund: RefundReceipt, resendApprovedAt: 
  * A person looked for the notice whose hand-over ended unknown and found it delivered: the outbox
  * records it as sent on their word, naming them (nothing is sent), and the step completes.
  */
-export async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<void> {
+export async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<Stopped<RefundStep> | void> {
   const key = stepKey(run.operationId, 'notify_customer');
   const unknown = run.steps.get('notify_customer').error;
   // The person's word is about the hand-over they judged: recorded only while it is still the entry's.

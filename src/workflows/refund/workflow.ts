@@ -6,7 +6,6 @@ import { metricMeter } from '@temporalio/workflow';
 import { z } from 'zod';
 import { REFUND_SAGA } from '../../compensations/registry';
 import {
-  type CompletedRefund,
   providerEventSchema,
   providerEventSignal,
   type RefundResult,
@@ -20,6 +19,7 @@ import { type Resumed, retryOf } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
+import { isStopped } from '../../saga/workflow/run-stopped';
 import { completionGate } from './await-provider';
 import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
@@ -33,15 +33,18 @@ export async function refundWorkflow(input: RefundRequestInput): Promise<RefundR
   return runSaga(REFUND, input);
 }
 
-async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null): Promise<CompletedRefund> {
+async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null) {
   const { ctx } = run;
   const begin = run.begin ?? (await loadOrder(run));
+  if (isStopped(begin)) return begin;
   if (!ctx.refund) {
-    // An operation whose own refund exists finishes its order update and email whatever came after it.
-    if (!begin.operation.refund) await settleEarlier(run, begin);
+    const earlier = await settleEarlier(run, begin);
+    if (earlier) return earlier;
     const { input, ...reconciled } = refundSend(run, begin);
     const send = () => run.calls.step(REFUND_SAGA.create_refund, input).catch(run.sendFailed);
-    ctx.refund = await received(run, await sendReconciled(run, { ...reconciled, send }));
+    const refund = await received(run, await sendReconciled(run, { ...reconciled, send }));
+    if (isStopped(refund)) return refund;
+    ctx.refund = refund;
   }
   // Gone to the gate (on the provider's word that the refund failed), the run never comes back to the steps before it.
   if (!run.atGate) {
@@ -79,7 +82,7 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
     if (run.effect.status === 'partial' && refund && partialNote !== undefined)
       return partialRefund(run, refund, partialNote);
     // A person's retry of the refund looks it up at the provider first: one that exists is never sent again.
-    if (chosen.step === 'create_refund') await lookAgain(run, true);
+    if (chosen.step === 'create_refund') return lookAgain(run, true);
     if (chosen.step === 'load_order') run.begin = null;
   },
   // The provider's word that the refund failed is not a decision to wait for: the gate asks it, and what it confirms is compensated.
