@@ -5,7 +5,7 @@ import type { MetricMeter, MetricTags } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { Classified, createAttemptRunner } from '../../src/activities/attempt';
-import { METRICS, refundMetrics } from '../../src/observability/metrics';
+import { METRICS, refundMetrics, storeMetrics } from '../../src/observability/metrics';
 import { Breakers } from '../../src/reliability/circuit-breaker';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { OperationLog } from '../../src/store';
@@ -131,4 +131,35 @@ test("the attempt runner counts each attempt by step and outcome, and sets its b
   ]);
   // No transport reported a request here (the functions sent nothing): no provider request is counted.
   expect(of(METRICS.providerRequests.name)).toEqual([]);
+});
+
+test("the store's statements and commits reach the meter added up once per turn of the event loop, every one counted", async () => {
+  const meter = recordingMeter();
+  const store = storeMetrics(meter);
+  const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+  store.statement('begin');
+  store.statement('select');
+  store.statement('insert');
+  store.statement('insert');
+  store.statement('commit');
+  store.commit();
+  expect(meter.recorded).toEqual([]);
+  await nextTurn();
+  expect(meter.recorded).toEqual([
+    { name: 'refunds_store_statements_total', value: 1, tags: { kind: 'begin' } },
+    { name: 'refunds_store_statements_total', value: 1, tags: { kind: 'select' } },
+    { name: 'refunds_store_statements_total', value: 2, tags: { kind: 'insert' } },
+    { name: 'refunds_store_statements_total', value: 1, tags: { kind: 'commit' } },
+    { name: 'refunds_store_commits_total', value: 1, tags: {} },
+  ]);
+  meter.recorded.length = 0;
+  store.statement('update');
+  store.commit();
+  store.serializationRetry?.();
+  await nextTurn();
+  expect(meter.recorded).toEqual([
+    { name: 'refunds_store_statements_total', value: 1, tags: { kind: 'update' } },
+    { name: 'refunds_store_commits_total', value: 1, tags: {} },
+    { name: 'refunds_store_serialization_retries_total', value: 1, tags: {} },
+  ]);
 });
