@@ -12,7 +12,7 @@ import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { Runs, StepCall } from '../step';
 import { activitiesAt } from '../../workflows/pools';
-import { describeFailure, stepError, StepFailedError, type StepError } from './step-failure';
+import { describeFailure, stepError, StepFailedError, unusable, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
 import { stop } from './run-stopped';
 
@@ -27,9 +27,6 @@ type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, never> &
 type Fn<Acts, A extends keyof Acts> = Acts[A] extends (input: infer I) => Promise<infer R> ? [I, R] : never;
 type InputOf<Acts, A extends keyof Acts> = Fn<Acts, A>[0];
 type ResultOf<Acts, A extends keyof Acts> = Omit<Fn<Acts, A>[1], 'evidence'>;
-
-/** The activity finished, so whatever it did happened; what it returned cannot be used. */
-const unusable = (message: string) => stepError('POISON', 'undeterminable', 'result_unusable', message);
 
 export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** How much of each step's ledger the budget has already been charged for. */
@@ -190,14 +187,16 @@ export interface CompensationOutcome {
   transportRequests: number;
 }
 
+const UNTRIED = { attempts: 0, transportRequests: 0 } as const;
+
 /** The per-step state table of a run, held in workflow state: each step's record, and the moves of a record. */
 export class StepRunner<Name extends string> {
   private readonly records: Map<Name, StepRecord>;
+  /** Whether an undo waits for a receipt that is not final (undo.ts): asked once per run, when one first is not. */
+  undoWaitsForFinal?: boolean;
 
   constructor(names: readonly Name[]) {
-    this.records = new Map(
-      names.map((name) => [name, { name, status: 'pending', attempts: 0, transportRequests: 0, ledger: [] }]),
-    );
+    this.records = new Map(names.map((name) => [name, { name, status: 'pending', ...UNTRIED, ledger: [] }]));
   }
 
   has(name: string): name is Name {
@@ -231,8 +230,7 @@ export class StepRunner<Name extends string> {
       key,
       status: 'running',
       startedAt: now(),
-      attempts: 0,
-      transportRequests: 0,
+      ...UNTRIED,
     };
     this.get(name).compensation = compensation;
     Object.assign(compensation, await run(), { finishedAt: now() });
@@ -265,24 +263,11 @@ export class StepRunner<Name extends string> {
   hold(name: Name, key: string, note: string): boolean {
     const previous = this.get(name).compensation;
     if (previous?.kind === 'compensation' && previous.status !== 'held') return false;
-    this.get(name).compensation = {
-      kind: 'compensation',
-      key,
-      status: 'held',
-      note,
-      attempts: 0,
-      transportRequests: 0,
-    };
+    this.get(name).compensation = { kind: 'compensation', key, status: 'held', note, ...UNTRIED };
     return true;
   }
 
   markNotCompensable(name: Name, note: string): void {
-    this.get(name).compensation = {
-      kind: 'forward_repair',
-      status: 'not_compensable',
-      note,
-      attempts: 0,
-      transportRequests: 0,
-    };
+    this.get(name).compensation = { kind: 'forward_repair', status: 'not_compensable', note, ...UNTRIED };
   }
 }

@@ -33,6 +33,9 @@ export function compensationFailure(error: StepError): 'unknown' | 'failed' {
   return error.code === 'UNKNOWN_OUTCOME' || error.certainty === 'may_have_executed' ? 'unknown' : 'failed';
 }
 
+/** The activity finished, so whatever it did happened; what it returned cannot be used. */
+export const unusable = (message: string) => stepError('POISON', 'undeterminable', 'result_unusable', message);
+
 export function stepError(
   code: FailureCode,
   certainty: Certainty,
