@@ -34,6 +34,7 @@ import { undoSteps } from '../saga/workflow/undo';
 import type { Boundary } from '../reliability/taxonomy';
 import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';
 import { pooledActivities } from './pools';
+import { MAX_PROVIDER_EVENTS } from './provider-events';
 import { describeFailure } from '../saga/workflow/step-failure';
 
 const LOOKUP = {
@@ -75,7 +76,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     providerEventSchema,
     (e) => {
       if (e.refundId !== input.refundId) return `names refund ${e.refundId}, not this run's refund ${input.refundId}`;
-      if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < 100)
+      if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < MAX_PROVIDER_EVENTS)
         state.providerEvents.push(e);
       return undefined;
     },
