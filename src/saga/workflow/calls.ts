@@ -1,8 +1,6 @@
-// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget
-// (options derived from the policy and what is left of it, each attempt's provider requests and retry
-// time charged once), its result checked against its schema before the saga may use it, and recorded
-// in the run's step table (what it was given and returned, when, its attempts, how it failed), which
-// the run's Query returns.
+// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each
+// attempt once), its result checked against its schema before the saga may use it, and recorded in the run's step
+// table, which its Query returns.
 import { patched } from '@temporalio/workflow';
 import { evidenced, type CallStatus, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
 import { zodProblems } from '../../domain/zod-problems';

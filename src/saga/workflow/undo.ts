@@ -158,7 +158,7 @@ async function untilFinal(
   const lastLook = run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0;
   if (outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true))
     run.budget.holdUntil?.(until + lastLook);
-  let spent = { attempts: outcome.attempts, transportRequests: outcome.transportRequests };
+  let { attempts, transportRequests } = outcome;
   for (let polls = 1; outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true); polls++) {
     const wait = Math.min(
       until - Date.now(),
@@ -167,13 +167,11 @@ async function untilFinal(
     if (wait <= 0) break;
     await sleep(wait);
     const next = await call();
-    spent = {
-      attempts: spent.attempts + next.attempts,
-      transportRequests: spent.transportRequests + next.transportRequests,
-    };
+    attempts += next.attempts;
+    transportRequests += next.transportRequests;
     // A look that failed takes nothing back from the receipt in hand: the undo stays pending, for a person.
     if (next.status !== 'completed') break;
     outcome = next;
   }
-  return { ...outcome, ...spent };
+  return { ...outcome, attempts, transportRequests };
 }
