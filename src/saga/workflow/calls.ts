@@ -20,7 +20,7 @@ const now = () => new Date().toISOString(); // deterministic inside a workflow
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Activities = { [name: string]: (input: any) => Promise<unknown> };
 /** A call of a step, as its definition says, under the step's name in the table. */
-type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, never> & { name: Step };
+type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, InputOf<Acts, A>> & { name: Step };
 /** What the activity takes, and what it returns without its evidence. */
 type Fn<Acts, A extends keyof Acts> = Acts[A] extends (input: infer I) => Promise<infer R> ? [I, R] : never;
 type InputOf<Acts, A extends keyof Acts> = Fn<Acts, A>[0];
@@ -61,13 +61,11 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     input: InputOf<Acts, A>,
     options: { essential?: boolean } = {},
   ): Promise<ResultOf<Acts, A>> {
-    const keyOf = def.key as ((input: InputOf<Acts, A>) => string) | undefined;
-    const shows = def.shows as ((input: InputOf<Acts, A>) => unknown) | undefined;
-    const { name, boundary } = def;
+    const { name, boundary, key, shows, rejects } = def;
     const record = this.steps.get(name);
     try {
       const acts = this.activities(boundary, options.essential ?? def.essential, def.requestsPerAttempt, def.runs);
-      const start = { status: 'running', input: shows ? shows(input) : input, idempotencyKey: keyOf?.(input) };
+      const start = { status: 'running', input: shows ? shows(input) : input, idempotencyKey: key?.(input) };
       Object.assign(record, { ...start, startedAt: now(), error: undefined, finishedAt: undefined });
       let raw: unknown;
       try {
@@ -100,7 +98,6 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       }
       const { code, certainty, message } = err.error;
       const refused = code === 'PERMANENT_BUSINESS' || code === 'INVALID_ARGUMENTS';
-      const rejects = def.rejects as ((input: InputOf<Acts, A>) => string) | undefined;
       if (rejects && refused && certainty === 'not_executed') stop('rejected', `${rejects(input)}: ${message}`, name);
       throw err;
     } finally {
