@@ -173,14 +173,11 @@ function absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvi
   Object.assign(record, { attempts, transportRequests });
 }
 
-/** What came of a compensation: completed with its receipt, failed, or unknown. */
-export interface CompensationOutcome {
-  status: CallStatus;
-  output?: unknown;
-  error?: StepError;
-  attempts: number;
-  transportRequests: number;
-}
+/** What came of a compensation (completed with its receipt, failed, or unknown), as its record keeps it. */
+export type CompensationOutcome = { status: CallStatus } & Pick<
+  CompensationRecord,
+  'output' | 'error' | 'attempts' | 'transportRequests'
+>;
 
 const UNTRIED = { attempts: 0, transportRequests: 0 } as const;
 
