@@ -1,18 +1,15 @@
 // The docs' table of a saga's steps, rendered from their definitions so that the two never drift apart.
+import type { StepCall } from './step';
 
 /** What the table reads of a step's definition. */
-export interface TabledStep {
+type TabledStep = Pick<StepCall<string>, 'activity' | 'effect' | 'runs' | 'boundary'> & {
   name: string;
   action: string;
-  activity: string;
-  effect: string;
-  runs: string;
-  boundary: string;
   key?: unknown;
   undo: { kind: string; activity?: string };
   pointOfNoReturn: boolean;
   dependsOn: readonly string[];
-}
+};
 
 export function stepTable(steps: Readonly<Record<string, TabledStep>>): string {
   const code = (s: string) => `\`${s}\``;

@@ -34,6 +34,7 @@ import { undoSteps } from '../saga/workflow/undo';
 import type { Boundary } from '../reliability/taxonomy';
 import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';
 import { pooledActivities } from './pools';
+import { MAX_PROVIDER_EVENTS } from './provider-events';
 import { describeFailure } from '../saga/workflow/step-failure';
 
 const LOOKUP = {
@@ -56,7 +57,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       'INVALID_ARGUMENTS',
     );
   }
-  const { workflowId } = workflowInfo();
+  const { workflowId, runId } = workflowInfo();
   // Follow-ups begun before it could be cancelled part-way through their compensations, and still replay so.
   const compensatesThroughCancel = patched('follow-up-compensates-through-cancel');
   const ignored = new IgnoredMessages();
@@ -75,7 +76,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     providerEventSchema,
     (e) => {
       if (e.refundId !== input.refundId) return `names refund ${e.refundId}, not this run's refund ${input.refundId}`;
-      if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < 100)
+      if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < MAX_PROVIDER_EVENTS)
         state.providerEvents.push(e);
       return undefined;
     },
@@ -98,31 +99,19 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       { key: SEARCH_ATTRIBUTES.needsAttention, value: status === 'needs_attention' },
       ...(facts ? [{ key: SEARCH_ATTRIBUTES.effect, value: facts.failed ? 'failed' : 'refunded' }] : []),
     ]);
-    const result: FollowUpResult = {
-      workflowId,
-      operationId: input.operationId,
-      originalWorkflowId: input.originalWorkflowId,
-      status,
-      reason,
-      refund: facts && { refundId: facts.refund.refundId, status: facts.refund.status },
-      compensations: state.compensations,
+    const { operationId, originalWorkflowId } = input;
+    const { compensations } = state;
+    const detail = {
+      followUp: workflowId,
+      runId,
+      originalWorkflowId,
+      compensations: compensations.map(({ step, key, status: s }) => ({ step, key, status: s })),
     };
     await pooledActivities<RefundActivities>(BOOKKEEPING)
-      .recordOutcome({
-        operationId: input.operationId,
-        status,
-        reason,
-        failedStep: null,
-        event: 'follow_up',
-        detail: {
-          followUp: workflowId,
-          runId: workflowInfo().runId,
-          originalWorkflowId: input.originalWorkflowId,
-          compensations: state.compensations.map(({ step, key, status: s }) => ({ step, key, status: s })),
-        },
-      })
+      .recordOutcome({ operationId, status, reason, failedStep: null, event: 'follow_up', detail })
       .catch(() => undefined);
-    return result;
+    const refund = facts && { refundId: facts.refund.refundId, status: facts.refund.status };
+    return { workflowId, operationId, originalWorkflowId, status, reason, refund, compensations };
   };
 
   let raw: unknown;

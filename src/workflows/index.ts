@@ -5,5 +5,4 @@ export * from './checkout/workflow';
 export * from './batch';
 export * from './digest';
 export * from './sweep';
-export * from './provider-events';
 export * from './follow-up';

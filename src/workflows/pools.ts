@@ -16,6 +16,8 @@ import { poolQueue, type ActivityPool } from '../contract';
 import type { Runs } from '../saga/step';
 import { activitySummary } from './activity-summaries';
 
+type Calls = Record<string, (...args: unknown[]) => Promise<unknown>>;
+
 export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
   beginOperation: 'effects',
   createRefund: 'effects',
@@ -52,12 +54,7 @@ export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
 // to start counting again: only steps that spend no provider call run locally.
 function runLocally(name: string, options: ActivityOptions, args: unknown[]): Promise<unknown> {
   const { startToCloseTimeout, scheduleToCloseTimeout, retry, summary } = options;
-  const local = proxyLocalActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>({
-    startToCloseTimeout,
-    scheduleToCloseTimeout,
-    retry,
-    summary,
-  });
+  const local = proxyLocalActivities<Calls>({ startToCloseTimeout, scheduleToCloseTimeout, retry, summary });
   return local[name]!(...args).catch((err: unknown) => {
     // A local activity's failure arrives bare, not in the ActivityFailure a scheduled one comes in: the step runner reads both alike.
     if (err instanceof ApplicationFailure || err instanceof TimeoutFailure)
@@ -92,10 +89,7 @@ export function activitiesAt<T extends object = RefundActivities>(
         if (runs === 'local') return runLocally(name, options, args);
         const pool = runs ?? POOL_OF[name as keyof RefundActivities];
         const taskQueue = pool && poolQueue(workflowInfo().taskQueue, pool);
-        const proxy = proxyActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>(
-          taskQueue ? { ...options, taskQueue } : options,
-        );
-        return proxy[name]!(...args);
+        return proxyActivities<Calls>(taskQueue ? { ...options, taskQueue } : options)[name]!(...args);
       };
     },
   });

@@ -53,11 +53,6 @@ export class RunBudget {
     this.retryTimeMs += Math.max(0, use.retryTimeMs ?? 0);
   }
 
-  /** Provider requests the run may still send. */
-  providerCallsLeft(): number {
-    return this.limits.providerCalls - this.providerCalls;
-  }
-
   /** Why the run may not spend more (on a call to a provider, when `provider`), or undefined while it may. */
   exhausted(provider = true): string | undefined {
     if (this.remainingMs() <= 0) return `the run's deadline ${new Date(this.deadlineMs).toISOString()} has passed`;
@@ -91,7 +86,8 @@ export class RunBudget {
       );
     }
     // An attempt that sends several requests (the completion gate: a retrieve and a list) gets fewer attempts.
-    const callsLeft = provider && !essential ? Math.floor(this.providerCallsLeft() / requestsPerAttempt) : Infinity;
+    const left = this.limits.providerCalls - this.providerCalls;
+    const callsLeft = provider && !essential ? Math.floor(left / requestsPerAttempt) : Infinity;
     if (callsLeft < 1)
       throw new BudgetExhausted(
         `${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`,

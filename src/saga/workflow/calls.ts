@@ -1,8 +1,6 @@
-// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget
-// (options derived from the policy and what is left of it, each attempt's provider requests and retry
-// time charged once), its result checked against its schema before the saga may use it, and recorded
-// in the run's step table (what it was given and returned, when, its attempts, how it failed), which
-// the run's Query returns.
+// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each
+// attempt once), its result checked against its schema before the saga may use it, and recorded in the run's step
+// table, which its Query returns.
 import { patched } from '@temporalio/workflow';
 import { evidenced, type CallStatus, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
 import { zodProblems } from '../../domain/zod-problems';
@@ -12,7 +10,7 @@ import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { Runs, StepCall } from '../step';
 import { activitiesAt } from '../../workflows/pools';
-import { describeFailure, stepError, StepFailedError, type StepError } from './step-failure';
+import { describeFailure, stepError, StepFailedError, unusable, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
 import { stop } from './run-stopped';
 
@@ -22,14 +20,11 @@ const now = () => new Date().toISOString(); // deterministic inside a workflow
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Activities = { [name: string]: (input: any) => Promise<unknown> };
 /** A call of a step, as its definition says, under the step's name in the table. */
-type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, never> & { name: Step };
+type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, InputOf<Acts, A>> & { name: Step };
 /** What the activity takes, and what it returns without its evidence. */
 type Fn<Acts, A extends keyof Acts> = Acts[A] extends (input: infer I) => Promise<infer R> ? [I, R] : never;
 type InputOf<Acts, A extends keyof Acts> = Fn<Acts, A>[0];
 type ResultOf<Acts, A extends keyof Acts> = Omit<Fn<Acts, A>[1], 'evidence'>;
-
-/** The activity finished, so whatever it did happened; what it returned cannot be used. */
-const unusable = (message: string) => stepError('POISON', 'undeterminable', 'result_unusable', message);
 
 export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** How much of each step's ledger the budget has already been charged for. */
@@ -66,13 +61,11 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     input: InputOf<Acts, A>,
     options: { essential?: boolean } = {},
   ): Promise<ResultOf<Acts, A>> {
-    const keyOf = def.key as ((input: InputOf<Acts, A>) => string) | undefined;
-    const shows = def.shows as ((input: InputOf<Acts, A>) => unknown) | undefined;
-    const { name, boundary } = def;
+    const { name, boundary, key, shows, rejects } = def;
     const record = this.steps.get(name);
     try {
       const acts = this.activities(boundary, options.essential ?? def.essential, def.requestsPerAttempt, def.runs);
-      const start = { status: 'running', input: shows ? shows(input) : input, idempotencyKey: keyOf?.(input) };
+      const start = { status: 'running', input: shows ? shows(input) : input, idempotencyKey: key?.(input) };
       Object.assign(record, { ...start, startedAt: now(), error: undefined, finishedAt: undefined });
       let raw: unknown;
       try {
@@ -105,7 +98,6 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       }
       const { code, certainty, message } = err.error;
       const refused = code === 'PERMANENT_BUSINESS' || code === 'INVALID_ARGUMENTS';
-      const rejects = def.rejects as ((input: InputOf<Acts, A>) => string) | undefined;
       if (rejects && refused && certainty === 'not_executed') stop('rejected', `${rejects(input)}: ${message}`, name);
       throw err;
     } finally {
@@ -181,23 +173,22 @@ function absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvi
   Object.assign(record, { attempts, transportRequests });
 }
 
-/** What came of a compensation: completed with its receipt, failed, or unknown. */
-export interface CompensationOutcome {
-  status: CallStatus;
-  output?: unknown;
-  error?: StepError;
-  attempts: number;
-  transportRequests: number;
-}
+/** What came of a compensation (completed with its receipt, failed, or unknown), as its record keeps it. */
+export type CompensationOutcome = { status: CallStatus } & Pick<
+  CompensationRecord,
+  'output' | 'error' | 'attempts' | 'transportRequests'
+>;
+
+const UNTRIED = { attempts: 0, transportRequests: 0 } as const;
 
 /** The per-step state table of a run, held in workflow state: each step's record, and the moves of a record. */
 export class StepRunner<Name extends string> {
   private readonly records: Map<Name, StepRecord>;
+  /** Whether an undo waits for a receipt that is not final (undo.ts): asked once per run, when one first is not. */
+  undoWaitsForFinal?: boolean;
 
   constructor(names: readonly Name[]) {
-    this.records = new Map(
-      names.map((name) => [name, { name, status: 'pending', attempts: 0, transportRequests: 0, ledger: [] }]),
-    );
+    this.records = new Map(names.map((name) => [name, { name, status: 'pending', ...UNTRIED, ledger: [] }]));
   }
 
   has(name: string): name is Name {
@@ -231,8 +222,7 @@ export class StepRunner<Name extends string> {
       key,
       status: 'running',
       startedAt: now(),
-      attempts: 0,
-      transportRequests: 0,
+      ...UNTRIED,
     };
     this.get(name).compensation = compensation;
     Object.assign(compensation, await run(), { finishedAt: now() });
@@ -265,24 +255,11 @@ export class StepRunner<Name extends string> {
   hold(name: Name, key: string, note: string): boolean {
     const previous = this.get(name).compensation;
     if (previous?.kind === 'compensation' && previous.status !== 'held') return false;
-    this.get(name).compensation = {
-      kind: 'compensation',
-      key,
-      status: 'held',
-      note,
-      attempts: 0,
-      transportRequests: 0,
-    };
+    this.get(name).compensation = { kind: 'compensation', key, status: 'held', note, ...UNTRIED };
     return true;
   }
 
   markNotCompensable(name: Name, note: string): void {
-    this.get(name).compensation = {
-      kind: 'forward_repair',
-      status: 'not_compensable',
-      note,
-      attempts: 0,
-      transportRequests: 0,
-    };
+    this.get(name).compensation = { kind: 'forward_repair', status: 'not_compensable', note, ...UNTRIED };
   }
 }

@@ -233,11 +233,10 @@ export class DecisionDesk<Step extends string = string> {
   }
 }
 
+/** What a decision record chooses (never an approve or a reject: those answer a proposal, which is chosen). */
 function chosenOf<Step extends string>(record: DecisionRecord): Chosen<Step> {
   if (record.decision === 'retry-step') return { kind: 'retry-step', step: record.step! as Step, record };
-  if (record.decision === 'reconcile') return { kind: 'reconcile', record };
-  if (record.decision === 'confirm-delivered') return { kind: 'confirm-delivered', record };
-  return record.decision === 'compensate' ? { kind: 'compensate', record } : { kind: 'abandon', record };
+  return { kind: record.decision as Exclude<Chosen['kind'], 'retry-step' | 'expired'>, record };
 }
 
 /** A decision that moves the run on (abandon and expiry end it, as the harness does). */

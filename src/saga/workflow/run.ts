@@ -7,8 +7,8 @@ import {
   type ParsedDecision,
   type PinnedSettings,
   type RunSettings,
+  type RunState,
   type RunStatus,
-  type StepError as StepErrorView,
   stepKey,
   type TerminalStatus,
 } from '../../contract';
@@ -16,16 +16,8 @@ import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
 import { pinnedPolicy } from '../../reliability/pinned-policy';
 import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
-import type { RecoveryAction, RecoveryOwner } from '../../reliability/policy-terms';
 import { type Boundary, type Certainty, outcomeUnknown } from '../../reliability/taxonomy';
-import {
-  decidersOf,
-  verdict,
-  type ParkedEvidence,
-  type Verdict,
-  type VerdictFacts,
-  type VerdictView,
-} from '../../reliability/verdict';
+import { decidersOf, verdict, type ParkedEvidence, type Verdict, type VerdictFacts } from '../../reliability/verdict';
 import { RunBudget } from './budget';
 import { type Activities, ActivityCalls, StepRunner } from './calls';
 import { type Chosen, DecisionDesk, type DeskView } from './desk';
@@ -39,13 +31,8 @@ import { type Shows, Visibility } from './visibility';
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
 type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
-export interface Outcome<Step> {
-  status: TerminalStatus;
-  failedStep: Step | null;
-  reason: string;
-  quarantined: boolean;
-}
-export type Parked<Step> = { since: string; failedStep: Step | null; reason: string } & VerdictView & ParkedEvidence;
+/** The run's fields as its Query shows them. */
+type Shown<Step extends string> = RunState<unknown, Step>;
 
 /** What a saga's run is made of: its steps, its rules on decisions, how it shows, its state as its Query returns it. */
 export interface RunParts<Step extends string, State> {
@@ -64,10 +51,10 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
   readonly ignored = new IgnoredMessages();
   settings: RunSettings | null = null;
   status: RunStatus = 'running';
-  lastFailure: (StepErrorView & { step: string }) | null = null;
-  recovery: { action: RecoveryAction; owner: RecoveryOwner; note: string | null } | null = null;
-  outcome: Outcome<Step> | null = null;
-  parked: Parked<Step> | null = null;
+  lastFailure: Shown<Step>['lastFailure'] = null;
+  recovery: Shown<Step>['recovery'] = null;
+  outcome: Shown<Step>['outcome'] = null;
+  parked: Shown<Step>['parked'] = null;
   /** Between a stop and its wait for a decision, and between a decision and carrying it out: where 1.0 did not. */
   inBookkeeping = false;
   readonly desk: DecisionDesk<Step>;

@@ -45,7 +45,14 @@ export function checkSignature(d: ParsedDecision, policy: DecisionPolicy, to: Ad
     );
   const key = keys[d.by];
   if (!key) throw new Error(`${d.by} has no public key in the decision policy (DECIDERS name=roles:key)`);
-  if (!verifies(s.signature, d, s, key))
+  let verified = false;
+  try {
+    // Strict RFC 8032 verification, as node:crypto's: no non-canonical encodings (ZIP-215 would accept them).
+    verified = ed25519.verify(s.signature, new TextEncoder().encode(decisionStatement(d, s)), key, { zip215: false });
+  } catch {
+    // a signature or key that is no curve point: not verified
+  }
+  if (!verified)
     throw new Error(
       `the signature does not verify with ${d.by}'s key ${keyIdOf(key)}: the decision was changed after signing, or signed with another key`,
     );
@@ -67,18 +74,4 @@ export function refuseReplayed(d: ParsedDecision, records: readonly DecisionReco
     throw new Error(
       `replayed: this signed decision (nonce ${taken.nonce}) was already taken as decision #${taken.seq}`,
     );
-}
-
-function verifies(
-  signature: string,
-  d: ParsedDecision,
-  s: NonNullable<ParsedDecision['signed']>,
-  key: string,
-): boolean {
-  try {
-    // Strict RFC 8032 verification, as node:crypto's: no non-canonical encodings (ZIP-215 would accept them).
-    return ed25519.verify(signature, new TextEncoder().encode(decisionStatement(d, s)), key, { zip215: false });
-  } catch {
-    return false; // a signature or key that is no curve point
-  }
 }

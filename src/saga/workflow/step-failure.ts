@@ -33,6 +33,9 @@ export function compensationFailure(error: StepError): 'unknown' | 'failed' {
   return error.code === 'UNKNOWN_OUTCOME' || error.certainty === 'may_have_executed' ? 'unknown' : 'failed';
 }
 
+/** The activity finished, so whatever it did happened; what it returned cannot be used. */
+export const unusable = (message: string) => stepError('POISON', 'undeterminable', 'result_unusable', message);
+
 export function stepError(
   code: FailureCode,
   certainty: Certainty,
@@ -73,44 +76,25 @@ export function describeFailure(
   if (cause instanceof ApplicationFailure) {
     const details = readFailureDetails(cause.details) as
       (ReturnType<typeof readFailureDetails> & { ledger?: AttemptSummary[] }) | undefined;
-    if (details) {
-      return {
-        error: stepError(details.code, details.certainty, details.reason, cause.message, {
-          nonRetryable: cause.nonRetryable ?? false,
-          retryAfterMs: details.retryAfterMs,
-          nextDelayMs: details.nextDelayMs,
-          providerRequestId: details.providerRequestId,
-          provider: details.provider,
-        }),
-        ledger: details.ledger ?? [],
-      };
+    const nonRetryable = cause.nonRetryable ?? false;
+    if (!details) {
+      const error = stepError('POISON', 'undeterminable', cause.type ?? 'unclassified', `${what}: ${cause.message}`);
+      return { error: { ...error, nonRetryable }, ledger: [] };
     }
-    return {
-      error: stepError('POISON', 'undeterminable', cause.type ?? 'unclassified', `${what}: ${cause.message}`, {
-        nonRetryable: cause.nonRetryable ?? false,
-      }),
-      ledger: [],
-    };
+    const { code, certainty, reason, retryAfterMs, nextDelayMs, providerRequestId, provider } = details;
+    const extra = { nonRetryable, retryAfterMs, nextDelayMs, providerRequestId, provider };
+    return { error: stepError(code, certainty, reason, cause.message, extra), ledger: details.ledger ?? [] };
   }
+  const retried = { nonRetryable: false };
   if (cause instanceof TimeoutFailure) {
     const message = `${what} timed out at ${boundary} (${cause.timeoutType}); ${sends ? 'its request may have reached the provider' : 'it changed nothing a new attempt would not repeat'}`;
-    return {
-      error: sends
-        ? stepError('UNKNOWN_OUTCOME', 'may_have_executed', 'activity_timeout', message, { nonRetryable: false })
-        : stepError('TRANSIENT_DEPENDENCY', 'not_executed', 'activity_timeout', message, { nonRetryable: false }),
-      ledger: [],
-    };
+    const error = sends
+      ? stepError('UNKNOWN_OUTCOME', 'may_have_executed', 'activity_timeout', message, retried)
+      : stepError('TRANSIENT_DEPENDENCY', 'not_executed', 'activity_timeout', message, retried);
+    return { error, ledger: [] };
   }
-  return {
-    error: stepError(
-      'POISON',
-      'undeterminable',
-      cause?.name ?? 'unknown',
-      `${what}: ${cause?.message ?? err.message}`,
-      { nonRetryable: false },
-    ),
-    ledger: [],
-  };
+  const message = `${what}: ${cause?.message ?? err.message}`;
+  return { error: stepError('POISON', 'undeterminable', cause?.name ?? 'unknown', message, retried), ledger: [] };
 }
 
 /**

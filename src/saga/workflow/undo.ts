@@ -10,7 +10,7 @@ import { DEFAULT_AWAIT_PROVIDER } from '../../reliability/policy-terms';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { RunBudget } from './budget';
 import type { Activities, CompensationOutcome, StepRunner } from './calls';
-import { compensationFailure, describeFailure, stepError, StepFailedError } from './step-failure';
+import { compensationFailure, describeFailure, StepFailedError, unusable } from './step-failure';
 
 /** A compensation's call: the activity, its dependency, and the receipt it must return. */
 export interface UndoCall {
@@ -46,17 +46,8 @@ export async function runUndo(
   const parsed = evidenced(undo.output).safeParse(raw);
   // It finished, so whatever it did happened; what it returned cannot be used as its receipt.
   if (!parsed.success) {
-    return {
-      status: 'unknown',
-      error: stepError(
-        'POISON',
-        'undeterminable',
-        'result_unusable',
-        `${step}'s compensation returned a result that is not its receipt`,
-      ),
-      attempts: 0,
-      transportRequests: 0,
-    };
+    const error = unusable(`${step}'s compensation returned a result that is not its receipt`);
+    return { status: 'unknown', error, attempts: 0, transportRequests: 0 };
   }
   const { evidence, ...output } = parsed.data as Record<string, unknown> & { evidence: StepEvidence };
   return { status: 'completed', output, ...tally(evidence) };
@@ -75,17 +66,15 @@ type UndoingRun<Step extends string> = Parameters<typeof undoSteps<Step>>[0] & {
   setStatus(status: 'compensating'): void;
 };
 
-/** Each run's answer, once an undo first came back not final: does it wait (patched once, in the undo, never in a query). */
-const waitsForFinal = new WeakMap<object, boolean>();
-
 /**
  * Whether an undo's receipt is not final yet, so the undo waits for it. Runs begun before took every receipt as final
  * (a pending refund as undone) and replay so; decided only for a receipt the undo calls pending, so no other run changes.
+ * The run's answer is kept in its step table: patched once, in the undo (`decide`), never in a query.
  */
-function notFinal(steps: object, undo: UndoCall, receipt: unknown, decide = false): boolean {
+function notFinal(steps: StepRunner<string>, undo: UndoCall, receipt: unknown, decide = false): boolean {
   if (undo.pending?.(receipt as never) !== true) return false;
-  if (decide && !waitsForFinal.has(steps)) waitsForFinal.set(steps, patched('undo-waits-for-final-receipt'));
-  return waitsForFinal.get(steps) ?? false;
+  if (decide) steps.undoWaitsForFinal ??= patched('undo-waits-for-final-receipt');
+  return steps.undoWaitsForFinal ?? false;
 }
 
 /** Whether the step's compensation completed with a receipt that says it is undone. */
@@ -159,7 +148,7 @@ export async function undoSteps<Step extends string>(
  */
 async function untilFinal(
   undo: UndoCall,
-  run: { steps: object; policy?: RecoveryPolicy; budget: Partial<Pick<RunBudget, 'holdUntil'>> },
+  run: { steps: StepRunner<string>; policy?: RecoveryPolicy; budget: Partial<Pick<RunBudget, 'holdUntil'>> },
   call: () => Promise<CompensationOutcome>,
 ): Promise<CompensationOutcome> {
   const { deadlineMs, poll, jitter } = run.policy?.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
@@ -169,7 +158,7 @@ async function untilFinal(
   const lastLook = run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0;
   if (outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true))
     run.budget.holdUntil?.(until + lastLook);
-  let spent = { attempts: outcome.attempts, transportRequests: outcome.transportRequests };
+  let { attempts, transportRequests } = outcome;
   for (let polls = 1; outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true); polls++) {
     const wait = Math.min(
       until - Date.now(),
@@ -178,13 +167,11 @@ async function untilFinal(
     if (wait <= 0) break;
     await sleep(wait);
     const next = await call();
-    spent = {
-      attempts: spent.attempts + next.attempts,
-      transportRequests: spent.transportRequests + next.transportRequests,
-    };
+    attempts += next.attempts;
+    transportRequests += next.transportRequests;
     // A look that failed takes nothing back from the receipt in hand: the undo stays pending, for a person.
     if (next.status !== 'completed') break;
     outcome = next;
   }
-  return { ...outcome, ...spent };
+  return { ...outcome, attempts, transportRequests };
 }

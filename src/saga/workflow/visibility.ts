@@ -1,7 +1,7 @@
 // What a saga's run tells the visibility store (search attributes), so that operators find it by
 // status, step, effect, verdict and whether it needs a person without querying it; and, at the same
 // moves, what its page in the Web UI says of it now (its current details, rendered by the saga).
-import type { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import type { defineSearchAttributeKey, SearchAttributePair, SearchAttributeType } from '@temporalio/common';
 import { setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import { maskEmails } from '../../reliability/redaction';
 
@@ -37,65 +37,46 @@ export class Visibility<State> {
   /** A run started with these set (in its started event) needs no upsert; one started another way says so itself. */
   started(key: string): void {
     const a = this.shows.attributes;
-    this.details();
     const started = workflowInfo().typedSearchAttributes;
-    if (started.get(a.key) === key && started.get(a.status) === 'running') return;
-    upsertSearchAttributes([
-      { key: a.key, value: key },
-      { key: a.status, value: 'running' },
-    ]);
+    if (started.get(a.key) === key && started.get(a.status) === 'running') return this.details();
+    this.show('RUNNING', { key, status: 'running' });
   }
 
   status(status: string, step?: string): void {
-    const a = this.shows.attributes;
     // A run that completed has ended; any other status it moves to while it runs (or is parked) goes on.
-    this.details(status === 'completed' ? 'COMPLETED' : 'RUNNING');
-    upsertSearchAttributes([{ key: a.status, value: status }, ...(step ? [{ key: a.step, value: step }] : [])]);
+    this.show(status === 'completed' ? 'COMPLETED' : 'RUNNING', { status, ...(step && { step }) });
   }
 
   /** Parked: findable as needing attention, with its verdict. */
   parked(step: string | null, effect: string, verdict: string): void {
-    const a = this.shows.attributes;
-    this.details();
-    upsertSearchAttributes([
-      { key: a.status, value: 'needs_attention' },
-      { key: a.step, value: step ?? 'none' },
-      { key: a.effect, value: effect },
-      { key: a.verdict, value: verdict },
-      { key: a.needsAttention, value: true },
-    ]);
+    this.show('RUNNING', { status: 'needs_attention', step: step ?? 'none', effect, verdict, needsAttention: true });
   }
 
   /** A decision was taken: the run moves on, no longer among those that need a person. */
   unparked(): void {
-    const a = this.shows.attributes;
-    this.details();
-    upsertSearchAttributes([
-      { key: a.status, value: 'running' },
-      { key: a.needsAttention, value: false },
-    ]);
+    this.show('RUNNING', { status: 'running', needsAttention: false });
   }
 
   ended(status: string, step: string | null, effect: string): void {
-    const a = this.shows.attributes;
-    this.details('COMPLETED');
-    upsertSearchAttributes([
-      { key: a.status, value: status },
-      { key: a.step, value: step ?? 'none' },
-      { key: a.effect, value: effect },
-      { key: a.needsAttention, value: false },
-    ]);
+    this.show('COMPLETED', { status, step: step ?? 'none', effect, needsAttention: false });
   }
 
   /** Ended with work left for a person (cancelled mid-saga, or stopped when an approval expired): still among those that need one. */
   flagged(effect: string, cancelled: boolean): void {
+    this.show(cancelled ? 'CANCELED' : 'COMPLETED', {
+      effect,
+      verdict: 'stop and hand to a person',
+      needsAttention: true,
+    });
+  }
+
+  /** Sets the page's details, then the attributes given, in the order given. */
+  private show(standing: Standing, values: Partial<Record<keyof SagaAttributes, string | boolean>>): void {
+    this.details(standing);
     const a = this.shows.attributes;
-    this.details(cancelled ? 'CANCELED' : 'COMPLETED');
-    upsertSearchAttributes([
-      { key: a.effect, value: effect },
-      { key: a.verdict, value: 'stop and hand to a person' },
-      { key: a.needsAttention, value: true },
-    ]);
+    upsertSearchAttributes(
+      Object.entries(values).map(([k, value]) => ({ key: a[k as keyof SagaAttributes], value }) as SearchAttributePair),
+    );
   }
 
   private details(standing: Standing = 'RUNNING'): void {
