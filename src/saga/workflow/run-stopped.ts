@@ -12,9 +12,6 @@ export class Stopped<Step extends string = string> {
   ) {}
 }
 
-/** run.ts's name for it. */
-export type RunStopped<Step extends string = string> = Stopped<Step>;
-
 /** Whether an outcome is a stop, which its caller returns at once: `if (isStopped(x)) return x;`. */
 export const isStopped = <Step extends string, T>(outcome: T | Stopped<Step>): outcome is Stopped<Step> =>
   outcome instanceof Stopped;

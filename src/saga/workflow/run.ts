@@ -22,7 +22,7 @@ import { RunBudget } from './budget';
 import { type Activities, ActivityCalls, StepRunner } from './calls';
 import { type Chosen, DecisionDesk, type DeskView } from './desk';
 import { IgnoredMessages } from './messages';
-import type { RunStopped } from './run-stopped';
+import type { Stopped } from './run-stopped';
 import type { StepError } from './step-failure';
 import type { Found } from './reconciled-send';
 import { isUndone, type PlannedUndo } from './undo';
@@ -183,7 +183,7 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
   }
 
   /** Parks the run: it stays Running, with its finished steps and their outputs, waiting for a decision, with its verdict and what it is drawn from (so `inspect` draws the same). */
-  park(stopped: RunStopped<Step>): Verdict {
+  park(stopped: Stopped<Step>): Verdict {
     const evidence: ParkedEvidence = { facts: this.facts(stopped), deciders: decidersOf(this.decisionPolicy) };
     const view = verdict(evidence);
     const { failedStep, reason, quarantined } = stopped;
@@ -197,7 +197,7 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
   }
 
   /** The facts a parked run's verdict is drawn from (so `inspect` draws the same). */
-  private facts({ failedStep, quarantined }: RunStopped<Step>): VerdictFacts {
+  private facts({ failedStep, quarantined }: Stopped<Step>): VerdictFacts {
     const failure = failedStep ? this.steps.get(failedStep).error : undefined;
     return {
       effect: this.effect,
