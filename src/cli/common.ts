@@ -1,10 +1,10 @@
-import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { Client, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
 import { outcomeOf, type RunOutcome } from '../client/outcome';
 import type { Config } from '../config';
 import { decideCommand, decisionAddress } from '../contract';
 import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
-import { workerPolling } from '../temporal/client';
+import { connectTemporal, workerPolling } from '../temporal/client';
 import { openStore, type OrderStore } from '../store';
 
 /** An option's parser: a whole number, or a usage error that names the option. */
@@ -21,15 +21,7 @@ export const requester = (program: Command): string =>
 
 /** A client for the configured Temporal server, with an error that says what to do when it is down. */
 export async function connectClient(config: Config): Promise<Client> {
-  let connection: Connection;
-  try {
-    connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '5s' });
-  } catch (err) {
-    throw new Error(
-      `cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\` or \`npm run demo\``,
-      { cause: err },
-    );
-  }
+  const connection = await connectTemporal(config, 'start the stack with `npm run dev` or `npm run demo`', '5s');
   try {
     return new Client({
       connection,
