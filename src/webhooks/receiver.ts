@@ -4,7 +4,7 @@
 // refund's operation by `metadata.operation_id`, and hands the event to the run that holds the
 // operation as a Signal; it answers 2xx only once the event is recorded and, for a running run,
 // durably in Temporal's history.
-import { HttpError, readBody } from '../http/read-body';
+import { HttpError, listen, readBody, sendJson } from '../http/server';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import http from 'node:http';
 import type Stripe from 'stripe';
@@ -160,11 +160,9 @@ export async function startWebhookReceiver(
 ): Promise<{ url: string; close(): Promise<void> }> {
   let closing = false;
   const server = http.createServer((req, res) => {
-    const answer = (status: number, body: Record<string, unknown>) => {
-      // While closing, a kept-alive connection ends with its answer, so close() does not wait on it.
-      res.writeHead(status, { 'Content-Type': 'application/json', ...(closing && { Connection: 'close' }) });
-      res.end(JSON.stringify(body));
-    };
+    // While closing, a kept-alive connection ends with its answer, so close() does not wait on it.
+    const answer = (status: number, body: Record<string, unknown>) =>
+      sendJson(res, status, body, closing ? { Connection: 'close' } : {});
     (async () => {
       if (new URL(req.url ?? '/', 'http://x').pathname !== WEBHOOK_PATH)
         throw new HttpError(404, `no such path; Stripe webhooks go to POST ${WEBHOOK_PATH}`);
@@ -181,11 +179,7 @@ export async function startWebhookReceiver(
       answer(503, { error: 'the event could not be recorded or handed on; deliver it again later' });
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as { port: number };
+  const port = await listen(server, opts.port, opts.host ?? '127.0.0.1');
   return {
     url: `http://${opts.host ?? '127.0.0.1'}:${port}${WEBHOOK_PATH}`,
     // Takes no new request and lets those in flight answer; one still open after CLOSE_WAIT_MS is cut
