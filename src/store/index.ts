@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { openPostgres, openSqlite, redactUrl, type Database, type StoreObserver } from './database';
+import { redactUrl } from '../reliability/redaction';
+import { openPostgres, openSqlite, type Database, type StoreObserver } from './database';
 import { migrate } from './migrations';
 import { sqlOrderStore, type OrderStore, type OrderStoreOptions } from './order-store';
 
