@@ -110,22 +110,18 @@ async function lateEvent(
   operationId: string,
   workflowId: string,
 ): Promise<Record<string, unknown>> {
-  const late = {
-    eventId: summary.id,
-    type: summary.type,
-    refundId: summary.refundId,
-    refundStatus: summary.refundStatus,
-  };
-  if (lifecycleRank(summary.refundStatus) < 2) {
-    await deps.store.providerEvents.handed(summary.id, workflowId, 'run closed: kept, nothing to do');
+  const { id: eventId, type, refundId, refundStatus } = summary;
+  const late = { eventId, type, refundId, refundStatus };
+  if (lifecycleRank(refundStatus) < 2) {
+    await deps.store.providerEvents.handed(eventId, workflowId, 'run closed: kept, nothing to do');
     await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
       ...late,
       followUp: null,
     });
     return {
-      received: summary.id,
+      received: eventId,
       handedTo: null,
-      why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept`,
+      why: `${workflowId} has finished and the refund is ${refundStatus}; the event is kept`,
     };
   }
   // Another of the failure's events (refund.failed, refund.updated, charge.refund.updated) after the run or its follow-up compensated: nothing more to do.
@@ -134,11 +130,11 @@ async function lateEvent(
   );
   if (done) {
     await deps.store.providerEvents.handed(
-      summary.id,
+      eventId,
       done.actor,
       'run closed: the failed refund was already compensated',
     );
-    return { received: summary.id, handedTo: null, why: `${done.actor} already compensated the failed refund` };
+    return { received: eventId, handedTo: null, why: `${done.actor} already compensated the failed refund` };
   }
   const started = await startFollowUp(deps.temporal, {
     operationId,
@@ -146,12 +142,12 @@ async function lateEvent(
     event: summary,
     taskQueue: deps.taskQueue,
   });
-  await deps.store.providerEvents.handed(summary.id, started.workflowId, 'signalled follow-up');
+  await deps.store.providerEvents.handed(eventId, started.workflowId, 'signalled follow-up');
   await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
     ...late,
     followUp: started,
   });
-  return { received: summary.id, handedTo: started.workflowId };
+  return { received: eventId, handedTo: started.workflowId };
 }
 
 export async function startWebhookReceiver(
