@@ -63,7 +63,7 @@ export async function openDeps(config: Config, temporal?: Client, meter?: Metric
   const observer = meter && storeMetrics(meter);
   const store = await openStore(config.databaseUrl, { faults: config.faultInjection, observer });
   const mail = createMailTransport(config.mail.smtpUrl, config.mail.smtp);
-  const stripe = createStripeClient({ ...config.stripe, requestTimeoutMs: config.stripe.requestTimeoutMs });
+  const stripe = createStripeClient(config.stripe);
   return {
     activities: createActivities({
       stripe,

@@ -2,6 +2,7 @@
 import { bundleWorkflowCode, DefaultLogger, Worker, type WorkerOptions } from '@temporalio/worker';
 import type { WorkerDeploymentVersion } from '@temporalio/common';
 import type { RefundActivities } from './activities';
+import { DEFAULT_SLOTS } from './config/env';
 import { FORCE_AFTER_GRACE_MS } from './lifecycle/drain';
 import { deploymentOptions } from './lifecycle/deployment';
 import { startTracing, type WorkerTracing } from './observability/tracing';
@@ -17,9 +18,6 @@ import {
 import type { followUpWorkflow, refundWorkflow } from './workflows';
 import { FAILURE_CONVERTER_PATH, PAYLOAD_CONVERTER_PATH, refundDataConverter } from './codec/data-converter';
 
-/** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
-export type PoolSlots = Record<WorkerPool, number>;
-export const DEFAULT_SLOTS: PoolSlots = { workflows: 40, effects: 20, reconcile: 10 };
 /** Long polls per pool, not the SDK's 10: a dead process's polls still get tasks, which then wait out their timeout. */
 const POLLERS = 5;
 
@@ -29,7 +27,7 @@ type RefundWorkerOptions = Pick<WorkerOptions, 'connection' | 'namespace'> &
     tracing?: WorkerTracing;
     /** The pools this process serves; all of them unless given. */
     pools?: readonly WorkerPool[];
-    slots?: Partial<PoolSlots>;
+    slots?: Partial<Record<WorkerPool, number>>;
     /** How long a shutdown lets tasks in flight finish (then cancels them, and stops waiting a second later); the SDK's 0 unless given. */
     shutdownGraceMs?: number;
     /** How long a run's workflow task waits for this process, which has the run cached, before another takes it. */

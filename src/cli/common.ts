@@ -1,17 +1,20 @@
-import { Client, Connection, WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
+import { Client, WorkflowFailedError } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
-import { outcomeOf, type RunOutcome } from '../client/outcome';
 import type { Config } from '../config';
-import { decideCommand, decisionAddress } from '../contract';
 import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
-import { workerPolling } from '../temporal/client';
+import { connectTemporal } from '../temporal/client';
 import { openStore, type OrderStore } from '../store';
 
-/** An option's parser: a whole number, or a usage error that names the option. */
-export const wholeNumber = (name: string) => (value: string) => {
-  if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
-  return Number(value);
-};
+/** An option's parser: a whole number (at least `min`), or a usage error that names the option. */
+export const wholeNumber =
+  (name: string, min = 0) =>
+  (value: string) => {
+    if (!/^\d+$/.test(value) || Number(value) < min)
+      throw new InvalidArgumentError(
+        `${name} must be a whole number${min ? ` of at least ${min}` : ''}, got "${value}"`,
+      );
+    return Number(value);
+  };
 
 /** Who asks: --requested-by, else $USER; neither is a usage error (exit 2). */
 export const requester = (program: Command): string =>
@@ -21,15 +24,7 @@ export const requester = (program: Command): string =>
 
 /** A client for the configured Temporal server, with an error that says what to do when it is down. */
 export async function connectClient(config: Config): Promise<Client> {
-  let connection: Connection;
-  try {
-    connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '5s' });
-  } catch (err) {
-    throw new Error(
-      `cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\` or \`npm run demo\``,
-      { cause: err },
-    );
-  }
+  const connection = await connectTemporal(config, 'start the stack with `npm run dev` or `npm run demo`', '5s');
   try {
     return new Client({
       connection,
@@ -78,35 +73,3 @@ export function exitOnError(cli: string, main: Promise<unknown>, exit?: (err: un
   });
 }
 type Exit = number | { code: number; message: string } | undefined;
-
-/** Names a started run and, unless told not to wait, waits for how it comes out and prints it. */
-export async function followRun(cli: string, client: Client, config: Config, handle: WorkflowHandle, wait: boolean) {
-  console.log(`workflow ${handle.workflowId}`);
-  if (!wait) return;
-  if (!(await workerPolling(client, config.taskQueue)))
-    console.error(
-      `${cli}: no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}, so nothing will run yet; ` +
-        'start one with `npm start` (or the whole stack with `npm run dev`). Waiting for it…',
-    );
-  printOutcome(cli, handle.workflowId, await outcomeOf(handle as Parameters<typeof outcomeOf>[0]));
-}
-
-/** Prints how a run came out: its result (exit 3 unless it completed), or, parked, its verdict and how to decide. */
-export function printOutcome(cli: string, workflowId: string, outcome: RunOutcome): void {
-  if (outcome.kind === 'parked') {
-    const { state } = outcome;
-    const decide = decideCommand(
-      workflowId,
-      state.parked?.decision ?? '<decision>',
-      state.parked && decisionAddress(state),
-    );
-    console.error(
-      `${cli}: ${workflowId} needs a person. ${state.parked?.verdict}: ${state.outcome?.reason}\n` +
-        `next: ${state.parked?.nextAction}; see \`npm run inspect -- ${workflowId}\`, decide with \`${decide}\``,
-    );
-    process.exitCode = 3;
-    return;
-  }
-  console.log(JSON.stringify(outcome.result, null, 2));
-  if (outcome.result.status !== 'completed') process.exitCode = 3;
-}

@@ -2,19 +2,13 @@
 // it and how sure that is, the verdict, and the single smallest next action. `--attention` lists
 // every run that needs a person, read page by page from Temporal's visibility.
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { Command, InvalidArgumentError } from 'commander';
+import { Command } from 'commander';
 import { createStripeClient } from '../activities/stripe-client';
 import { loadConfig } from '../config';
 import { runsNeedingAttention, ATTENTION_QUERY } from '../inspect/attention';
 import { inspectRun, type Inspection } from '../inspect/inspection';
 import { decideCommand, type StepRecord } from '../contract';
-import { exitOnError, withClient, withStore } from './common';
-
-const positive = (name: string) => (value: string) => {
-  if (!/^[1-9]\d*$/.test(value))
-    throw new InvalidArgumentError(`${name} must be a positive whole number, got "${value}"`);
-  return Number(value);
-};
+import { exitOnError, wholeNumber, withClient, withStore } from './common';
 
 const program = new Command('inspect')
   .description(
@@ -22,7 +16,7 @@ const program = new Command('inspect')
   )
   .argument('[workflow-id]', 'the run to inspect, e.g. refund-ord_1-v1')
   .option('--attention', `list every run that needs a person (${ATTENTION_QUERY})`)
-  .option('--page-size <n>', 'runs per visibility page, with --attention', positive('--page-size'), 500)
+  .option('--page-size <n>', 'runs per visibility page, with --attention', wholeNumber('--page-size', 1), 500)
   .option('--json', 'print JSON (one object; with --attention, one object per line)')
   .showHelpAfterError();
 

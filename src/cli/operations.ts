@@ -1,7 +1,7 @@
 // Lists an order's refund runs, as Temporal's visibility knows them, and names the next free
 // operation version: rejected and invalid runs hold their versions too.
 import { Command } from 'commander';
-import { orderRuns } from '../client/refunds';
+import { nextOperationVersion, orderRuns } from '../client/refunds';
 import { loadConfig } from '../config';
 import { exitOnError, withClient } from './common';
 
@@ -17,7 +17,7 @@ async function main() {
   const { json } = program.opts<{ json?: boolean }>();
   await withClient(loadConfig(), async (client) => {
     const runs = await orderRuns(client, orderId);
-    const next = runs.reduce((max, r) => Math.max(max, r.operationVersion ?? 0), 0) + 1;
+    const next = nextOperationVersion(runs);
     if (json) return console.log(JSON.stringify({ orderId, runs, nextOperationVersion: next }, null, 2));
     if (runs.length === 0) console.log(`no refund runs for order ${orderId}`);
     else

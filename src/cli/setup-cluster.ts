@@ -1,11 +1,10 @@
 // Prepares a Temporal cluster we did not start (self-hosted, or Temporal Cloud) for the refund
 // workers: registers the search attributes their runs upsert. Idempotent; reads the same
 // configuration as the worker (TEMPORAL_ADDRESS / TEMPORAL_PROFILE / temporal.toml …).
-import { Connection } from '@temporalio/client';
 import { Command } from 'commander';
 import { loadConfig } from '../config';
 import { SEARCH_ATTRIBUTES } from '../contract';
-import { cliType, missingSearchAttributes, registerSearchAttributes } from '../temporal/client';
+import { cliType, connectTemporal, registerSearchAttributes } from '../temporal/client';
 import { exitOnError } from './common';
 
 /** gRPC status codes a server answers with when it will not add search attributes this way. */
@@ -19,15 +18,10 @@ new Command('setup-cluster')
 async function main() {
   const config = loadConfig();
   const { address, namespace } = config.temporal;
-  let connection: Connection;
-  try {
-    connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
-  } catch (err) {
-    throw new Error(
-      `cannot reach Temporal at ${address} (${(err as Error).message}); check TEMPORAL_ADDRESS, TEMPORAL_PROFILE and the TLS / API key settings`,
-      { cause: err },
-    );
-  }
+  const connection = await connectTemporal(
+    config,
+    'check TEMPORAL_ADDRESS, TEMPORAL_PROFILE and the TLS / API key settings',
+  );
   try {
     const added = await registerSearchAttributes(connection, namespace).catch((err: unknown) => {
       const code = (err as { code?: number }).code;
@@ -42,9 +36,8 @@ async function main() {
         { cause: err },
       );
     });
+    // registerSearchAttributes returns once the server lists them all.
     const all = Object.values(SEARCH_ATTRIBUTES).map((k) => k.name);
-    if ((await missingSearchAttributes(connection, namespace)).length > 0)
-      throw new Error(`namespace ${namespace} on ${address} still lacks search attributes`);
     console.log(
       added.length > 0
         ? `namespace ${namespace} on ${address}: registered ${added.join(', ')}; all ${all.length} search attributes are in place`

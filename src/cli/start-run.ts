@@ -2,15 +2,46 @@
 // told not to, wait for how it comes out; and the start of a run its business key allows once.
 import { type Client, WorkflowExecutionAlreadyStartedError, type WorkflowHandle } from '@temporalio/client';
 import type { Config } from '../config';
-import { followRun, withClient } from './common';
+import { outcomeOf } from '../client/outcome';
+import { decideCommand, decisionAddress, type RefundWorkflow } from '../contract';
+import { workerPolling } from '../temporal/client';
+import { withClient } from './common';
 
+/** Starts a run and names it; unless told not to wait, prints how it comes out: its result (exit 3 unless it completed), or, parked, its verdict and how to decide. */
 export async function startAndFollow(
   cli: string,
   config: Config,
   wait: boolean,
   start: (client: Client) => Promise<WorkflowHandle>,
 ): Promise<void> {
-  await withClient(config, async (client) => followRun(cli, client, config, await start(client), wait));
+  await withClient(config, async (client) => {
+    const handle = await start(client);
+    const { workflowId } = handle;
+    console.log(`workflow ${workflowId}`);
+    if (!wait) return;
+    if (!(await workerPolling(client, config.taskQueue)))
+      console.error(
+        `${cli}: no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}, so nothing will run yet; ` +
+          'start one with `npm start` (or the whole stack with `npm run dev`). Waiting for it…',
+      );
+    const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>);
+    if (outcome.kind === 'result') {
+      console.log(JSON.stringify(outcome.result, null, 2));
+      if (outcome.result.status !== 'completed') process.exitCode = 3;
+      return;
+    }
+    const { parked, outcome: stopped } = outcome.state;
+    const decide = decideCommand(
+      workflowId,
+      parked?.decision ?? '<decision>',
+      parked && decisionAddress(outcome.state),
+    );
+    console.error(
+      `${cli}: ${workflowId} needs a person. ${parked?.verdict}: ${stopped?.reason}\n` +
+        `next: ${parked?.nextAction}; see \`npm run inspect -- ${workflowId}\`, decide with \`${decide}\``,
+    );
+    process.exitCode = 3;
+  });
 }
 
 /** Starts the key's one run: a run still going is followed, one that ended is not started again. */

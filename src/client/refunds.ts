@@ -65,11 +65,7 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
   const existing = await startedWith(client, workflowId);
   const was = changedIntent(existing, request);
   if (was) {
-    const next =
-      (await orderRuns(client, request.orderId)).reduce(
-        (max, r) => Math.max(max, r.operationVersion ?? 0),
-        request.operationVersion,
-      ) + 1;
+    const next = nextOperationVersion(await orderRuns(client, request.orderId), request.operationVersion);
     throw new ConflictingRefundError(
       `${workflowId} already exists with ${was}; a changed refund for order ${request.orderId} needs a new operation version: the next free one is ${next} (--operation-version ${next}); \`npm run operations -- ${request.orderId}\` lists them`,
     );
@@ -113,6 +109,10 @@ export async function orderRuns(client: Client, orderId: string): Promise<OrderR
   }
   return runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
 }
+
+/** The version after every one the runs (and `atLeast`) hold: a changed intent's. */
+export const nextOperationVersion = (runs: OrderRun[], atLeast = 0) =>
+  runs.reduce((max, r) => Math.max(max, r.operationVersion ?? 0), atLeast) + 1;
 
 /** A refund run that did not complete: it ended with another outcome, or waits for a person. */
 export class RefundNotCompletedError extends Error {

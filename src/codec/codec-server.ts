@@ -5,8 +5,7 @@ import type { PayloadCodec } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 import http from 'node:http';
 import { timingSafeEqual } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { HttpError, readBody } from '../http/read-body';
+import { HttpError, listen, readBody, sendJson } from '../http/server';
 import { urlHost, type Config } from '../config';
 import { payloadKeyring } from './data-converter';
 import { EncryptionCodec } from './encryption-codec';
@@ -101,20 +100,12 @@ export async function startCodecServer(options: CodecServerOptions): Promise<Cod
       res.end();
       return;
     }
-    const send = (status: number, body: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(body));
-    };
     answer(req).then(
-      (body) => send(200, body),
-      (err: unknown) => send(err instanceof HttpError ? err.status : 500, { error: (err as Error).message }),
+      (body) => sendJson(res, 200, body),
+      (err: unknown) => sendJson(res, err instanceof HttpError ? err.status : 500, { error: (err as Error).message }),
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host ?? '127.0.0.1', resolve);
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listen(server, options.port, options.host ?? '127.0.0.1');
   return {
     url: `http://${urlHost(options.host ?? '127.0.0.1')}:${port}`,
     close: () =>

@@ -22,6 +22,10 @@ export type TraceExporter = (typeof TRACE_EXPORTERS)[number];
  */
 export const LOCAL_PORTS = { temporalUi: 8233, stripe: 4242, smtp: 2525, mailbox: 8025 } as const;
 
+/** Concurrent tasks per pool in one process: workflow tasks, and activities of each pool. */
+export const DEFAULT_SLOTS: Record<WorkerPool, number> = { workflows: 40, effects: 20, reconcile: 10 };
+const slots = (pool: WorkerPool) => z.coerce.number().int().min(1).max(10_000).default(DEFAULT_SLOTS[pool]);
+
 export const envSchema = z.object({
   DATA_DIR: z.string().min(1).default(path.join(PROJECT_ROOT, '.data')),
   TEMPORAL_UI_PORT: port.default(LOCAL_PORTS.temporalUi),
@@ -144,9 +148,9 @@ export const envSchema = z.object({
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(3600_000).optional(),
   /** How long a run's next workflow task waits for the worker that has it cached before any worker takes it (the SDK's 10 s). */
   STICKY_TIMEOUT_MS: z.coerce.number().int().min(100).max(600_000).default(10_000),
-  WORKER_WORKFLOW_SLOTS: z.coerce.number().int().min(1).max(10_000).default(40),
-  WORKER_EFFECT_SLOTS: z.coerce.number().int().min(1).max(10_000).default(20),
-  WORKER_RECONCILE_SLOTS: z.coerce.number().int().min(1).max(10_000).default(10),
+  WORKER_WORKFLOW_SLOTS: slots('workflows'),
+  WORKER_EFFECT_SLOTS: slots('effects'),
+  WORKER_RECONCILE_SLOTS: slots('reconcile'),
   /** New refunds are refused while a task queue of the refunds has more tasks waiting than this; 0: never. */
   ADMISSION_MAX_BACKLOG: z.coerce.number().int().min(0).max(10_000_000).default(1000),
   /** Who may decide parked runs, overriding the policy's roles: `alice=operator,bob=operator+approver`. */

@@ -5,6 +5,7 @@ import { WORKER_POOLS } from '../contract';
 import { parseKeyring } from '../codec/keyring';
 import { envSchema } from './env';
 import { zodProblems } from '../domain/zod-problems';
+import { redactUrl } from '../reliability/redaction';
 
 export { LOCAL_PORTS, PROJECT_ROOT, type LogLevelName, type TraceExporter } from './env';
 
@@ -70,7 +71,7 @@ function smtpHostOf(url: string): string {
   const parsed = URL.canParse(url) ? new URL(url) : undefined;
   if (!parsed || !['smtp:', 'smtps:'].includes(parsed.protocol) || !parsed.hostname)
     throw new Error(
-      `invalid environment: SMTP_URL: "${url.replace(/\/\/[^@/]*@/, '//***@')}" is not a URL of the form smtp://host:port or smtps://host:465`,
+      `invalid environment: SMTP_URL: "${redactUrl(url)}" is not a URL of the form smtp://host:port or smtps://host:465`,
     );
   return parsed.hostname.replace(/^\[|\]$/g, '');
 }

@@ -8,6 +8,7 @@ import type { Payload } from '@temporalio/common';
 import { EncryptionCodec } from '../codec/encryption-codec';
 import type { Keyring } from '../codec/keyring';
 import { urlHost } from '../config';
+import { listen, sendJson } from '../http/server';
 
 /** Resolves with what it saw, or throws saying what is wrong. */
 export type ReadinessCheck = () => unknown;
@@ -43,10 +44,8 @@ async function readiness(checks: Record<string, ReadinessCheck>) {
 
 export async function startHealthServer(checks: Record<string, ReadinessCheck>, at: { host: string; port: number }) {
   const server = http.createServer((req, res) => {
-    const answer = (status: number, body: Record<string, unknown>) => {
-      res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' });
-      res.end(JSON.stringify(body));
-    };
+    const answer = (status: number, body: Record<string, unknown>) =>
+      sendJson(res, status, body, { 'Cache-Control': 'no-store' });
     const path = new URL(req.url ?? '/', 'http://x').pathname;
     if (req.method !== 'GET' && req.method !== 'HEAD') return answer(405, { error: `${req.method} is not allowed` });
     if (path === '/healthz') return answer(200, { alive: true, pid: process.pid });
@@ -58,11 +57,7 @@ export async function startHealthServer(checks: Record<string, ReadinessCheck>, 
   });
   // Probes are short: an idle kept-alive socket must not hold the drain's close open.
   server.keepAliveTimeout = 1000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(at.port, at.host, () => resolve());
-  });
-  const { port } = server.address() as { port: number };
+  const port = await listen(server, at.port, at.host);
   return {
     url: `http://${urlHost(at.host)}:${port}`,
     close: () =>

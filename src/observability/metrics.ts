@@ -1,4 +1,4 @@
-// The project's own metrics: each name, its type and labels written once here, and a typed
+// The project's own metrics: each name and type written once here (their labels: docs/production.md), and a typed
 // recorder over any SDK MetricMeter (the workflow's, replay-aware; an activity's; the Runtime's).
 // The SDK's exporter (Prometheus or OTLP, set up in worker.ts) adds the labels its meter carries
 // (namespace, task_queue, workflow_type or activity_type). Workflow code imports this module: types only.
@@ -11,7 +11,6 @@ import type { StoreObserver } from '../store/database';
 interface MetricSpec {
   name: string;
   kind: 'counter' | 'gauge';
-  labels: readonly string[];
   help: string;
 }
 
@@ -20,73 +19,61 @@ export const METRICS = {
   started: {
     name: 'refunds_started_total',
     kind: 'counter',
-    labels: [],
     help: 'saga runs started (refunds and checkouts: workflowType says which)',
   },
   ended: {
     name: 'refunds_ended_total',
     kind: 'counter',
-    labels: ['outcome'],
     help: 'saga runs ended, by outcome: completed, rejected, compensated, abandoned, stopped, cancelled',
   },
   parked: {
     name: 'refunds_parked_total',
     kind: 'counter',
-    labels: ['verdict'],
     help: 'times a saga run parked for a person, by verdict',
   },
   reconciliations: {
     name: 'refunds_reconciliation_results_total',
     kind: 'counter',
-    labels: ['result'],
     help: 'lookups at the provider for a refund whose outcome was unknown, by what they found',
   },
   providerRequests: {
     name: 'refunds_provider_requests_total',
     kind: 'counter',
-    labels: ['boundary', 'outcome'],
     help: 'requests put on the wire to a provider (stripe, smtp), by the outcome of their attempt (ok or a failure code)',
   },
   attempts: {
     name: 'refunds_step_attempts_total',
     kind: 'counter',
-    labels: ['step', 'outcome'],
     help: 'step attempts, by step and outcome (ok or a failure code)',
   },
   breaker: {
     name: 'refunds_breaker_state',
     kind: 'gauge',
-    labels: ['breaker'],
     help: 'circuit breaker state in this worker: 0 closed, 1 half-open, 2 open',
   },
   handOvers: {
     name: 'refunds_outbox_hand_overs_total',
     kind: 'counter',
-    labels: ['outcome'],
     help: 'emails handed to the mail server, by outcome: sent, already_sent, unknown, refused, partial',
   },
   admissionRefusals: {
     name: 'refunds_admission_refusals_total',
     kind: 'counter',
-    labels: [],
     help: 'batch occurrences that took fewer queued refunds than asked, a task queue being over ADMISSION_MAX_BACKLOG (or its backlog unreadable)',
   },
   storeStatements: {
     name: 'refunds_store_statements_total',
     kind: 'counter',
-    labels: ['kind'],
     help: 'SQL statements sent to the store, by kind: select, insert, update, delete, begin, commit, rollback, other',
   },
   storeCommits: {
     name: 'refunds_store_commits_total',
     kind: 'counter',
-    labels: [],
     help: 'store commits: transactions committed, and writes run outside one (each its own synced commit)',
   },
   storeSerializationRetries: {
     name: 'refunds_store_serialization_retries_total',
     kind: 'counter',
-    labels: [],
     help: 'store transactions run again after the database aborted them for a concurrent one while the rows they read had not moved',
   },
 } as const satisfies Record<string, MetricSpec>;

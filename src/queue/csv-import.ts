@@ -92,11 +92,9 @@ async function importRow(
   line: number,
   opts: { source: string; requestedBy?: string },
 ): Promise<{ problems: Problems } | Queued> {
-  const amount = wholeNumber(record.amount);
-  const operationVersion = wholeNumber(record.operation_version);
-  const notWhole = (['amount', 'operation_version'] as const).filter((c) =>
-    Number.isNaN(c === 'amount' ? amount : operationVersion),
-  );
+  const numbers = { amount: wholeNumber(record.amount), operation_version: wholeNumber(record.operation_version) };
+  const { amount, operation_version: operationVersion } = numbers;
+  const notWhole = (['amount', 'operation_version'] as const).filter((c) => Number.isNaN(numbers[c]));
   if (notWhole.length)
     return {
       problems: notWhole.map((c) => ({

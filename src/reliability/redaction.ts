@@ -1,5 +1,5 @@
-// Customer addresses masked wherever an operator reads a run: query results, failure details, logs.
-// Workflow code imports this module, so it stays pure.
+// Customer addresses masked wherever an operator reads a run: query results, failure details, logs; and a server
+// URL's credentials kept out of error messages. Workflow code imports this module, so it stays pure.
 
 /** The domain of our own Message-IDs: they look like addresses, but they are evidence operators need whole. */
 export const MESSAGE_ID_DOMAIN = 'durable-refunds.local';
@@ -21,3 +21,6 @@ export function redact<T>(value: T): T {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, redact(v)])) as T;
   return value;
 }
+
+/** A server URL without its credentials: `postgres://***@host/db`. */
+export const redactUrl = (url: string) => url.replace(/\/\/[^@/]*@/, '//***@');

@@ -225,6 +225,7 @@ function ofRun(v: InspectedRun): InspectedVerdict {
     );
   }
   const r = v.result;
+  const reason = r && 'reason' in r ? r.reason : undefined;
   const nextVersion = v.version ? v.version + 1 : null;
   const newVersion =
     v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
@@ -242,13 +243,10 @@ function ofRun(v: InspectedRun): InspectedVerdict {
       case 'rejected':
         return say(
           'auto-retry is safe',
-          `none: nothing was done (${r && 'reason' in r ? r.reason : 'refused'}); a corrected request is a new operation version${newVersion}`,
+          `none: nothing was done (${reason ?? 'refused'}); a corrected request is a new operation version${newVersion}`,
         );
       case 'unchanged':
-        return say(
-          'auto-retry is safe',
-          `none: ${r && 'reason' in r ? r.reason : 'the provider says the refund stands'}`,
-        );
+        return say('auto-retry is safe', `none: ${reason ?? 'the provider says the refund stands'}`);
       case 'compensated':
         return say(
           'compensate, then resume',
@@ -256,7 +254,7 @@ function ofRun(v: InspectedRun): InspectedVerdict {
         );
       default:
         return person(
-          `a person has it: the run ${ended} (${v.state?.outcome?.reason ?? (r && 'reason' in r ? r.reason : '')}); confirm the inferences above by hand`,
+          `a person has it: the run ${ended} (${v.state?.outcome?.reason ?? reason ?? ''}); confirm the inferences above by hand`,
         );
     }
   }

@@ -110,11 +110,9 @@ function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
 export function parseDefinitions(raw: unknown, source: string): ScheduleDefinition[] {
   const parsed = z.array(scheduleDefinitionSchema).min(1).safeParse(raw);
   if (!parsed.success) throw new Error(`${source}: ${zodProblems(parsed.error, '(top)')}`);
-  const seen = new Set<string>();
-  for (const d of parsed.data) {
-    if (seen.has(d.id)) throw new Error(`${source}: schedule id ${d.id} appears twice`);
-    seen.add(d.id);
-  }
+  const ids = parsed.data.map((d) => d.id);
+  const twice = ids.find((id, i) => ids.indexOf(id) !== i);
+  if (twice) throw new Error(`${source}: schedule id ${twice} appears twice`);
   return parsed.data;
 }
 

@@ -46,7 +46,7 @@ function optionsFor(d: ScheduleDefinition): ScheduleOptions {
   };
 }
 
-/** The fingerprint a schedule was applied with, and whether its live policies still match it (someone may have changed them by hand). */
+/** Whether the schedule was applied from this definition (its fingerprint) and still matches it (someone may change it by hand). */
 function upToDate(described: ScheduleDescription, d: ScheduleDefinition): boolean {
   const { action } = described;
   return (

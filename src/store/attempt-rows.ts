@@ -16,6 +16,7 @@ const OTHERS = sql`(SELECT COUNT(*) FROM attempts others WHERE others.key = atte
 // Not counted inside a PostgreSQL transaction: SERIALIZABLE locks the index page the count reads, where concurrent
 // runs insert their own rows, and aborts them for it. `alone` is then false: the ledger is read back after the commit.
 const UNCOUNTED = sql`NULL AS others`;
+const alone = (others: number | null) => others !== null && Number(others) === 0;
 
 /** Writes a row that has begun; with `end`, one that has ended as well. */
 async function insertAttempt(
@@ -32,7 +33,7 @@ async function insertAttempt(
       ${end?.finishedAt ?? null}, ${end?.transportRequests ?? 0}, ${end?.outcome ?? null}, ${end?.certainty ?? null}, ${end?.reason ?? null},
       ${end?.retryAfterMs ?? null}, ${end?.nextDelayMs ?? null}, ${end?.providerRequestId ?? null})
     RETURNING id, ${count ? OTHERS : UNCOUNTED}`);
-  return { id: Number(row!.id), alone: row!.others !== null && Number(row!.others) === 0 };
+  return { id: Number(row!.id), alone: alone(row!.others) };
 }
 
 /** Records how the attempt ended; undefined when there is no such row. */
@@ -48,7 +49,7 @@ async function finishAttempt(
       reason = ${end.reason}, retry_after_ms = ${end.retryAfterMs}, next_delay_ms = ${end.nextDelayMs}, provider_request_id = ${end.providerRequestId}
     WHERE id = ${id}
     RETURNING ${count ? OTHERS : UNCOUNTED}`);
-  return row && { finishedAt, alone: row.others !== null && Number(row.others) === 0 };
+  return row && { finishedAt, alone: alone(row.others) };
 }
 
 export async function attemptsOf(on: Queryable, key: string, runId: string): Promise<AttemptRecord[]> {
@@ -57,12 +58,6 @@ export async function attemptsOf(on: Queryable, key: string, runId: string): Pro
     sql<RowOf<AttemptRecord>>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`,
   );
   return rows.map(fromRow);
-}
-
-/** A ledger row just written: its id, and its start as written. */
-export interface BegunAttempt {
-  id: number;
-  startedAt: string;
 }
 
 /** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */
@@ -104,8 +99,8 @@ export class OpenAttempt {
     return withRider<Queryable, T>({ write: (tx) => this.ride(tx, end) }, fn);
   }
 
-  /** The row is on disk once this resolves. */
-  async begun(): Promise<BegunAttempt> {
+  /** The row is on disk once this resolves: its id, and its start as written. */
+  async begun(): Promise<{ id: number; startedAt: string }> {
     while (this.writing) await this.writing;
     if (this.closed)
       throw new AttemptEndedError(

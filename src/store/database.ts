@@ -12,6 +12,7 @@ import {
   type SqliteDatabase,
 } from 'kysely';
 import pg from 'pg';
+import { redactUrl } from '../reliability/redaction';
 import { runSerializable, serializationFailure, type MovedSince } from './serialization';
 import { currentRider, withoutRider, type RiderWrite } from './transaction-riders';
 
@@ -265,9 +266,4 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
   }
   const kysely = new Kysely<unknown>({ dialect: new PostgresDialect({ pool }), log: counting(options.observer) });
   return new Database('postgres', kysely, undefined, options.observer);
-}
-
-/** Keeps credentials of a server URL out of error messages and logs. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//***@');
 }

@@ -1,20 +1,20 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { openPostgres, openSqlite, redactUrl, type Database, type StoreObserver } from './database';
+import { redactUrl } from '../reliability/redaction';
+import { openPostgres, openSqlite, type Database, type StoreObserver } from './database';
 import { migrate } from './migrations';
 import { sqlOrderStore, type OrderStore, type OrderStoreOptions } from './order-store';
 
 export * from './types';
 export * from './errors';
-export type { NewProviderEvent, ProviderEventLog, ProviderEventRecord } from './provider-event-log';
 export type { QueuedRequest, RefundQueue } from './refund-queue';
-export type { StoreFault, StoreFaultKind, StoreFaults } from './store-faults';
+export type { StoreFaultKind } from './store-faults';
 export type { KeyedSendRecord } from './sends';
 export { OutOfStockError, type Cart, type StockReceipt } from './checkouts';
-export type { OrderStore, OrderStoreOptions } from './order-store';
+export type { OrderStore } from './order-store';
 export type { OperationLog } from './operation-log';
 export type { OpenAttempt } from './attempt-rows';
-export type { Dialect, StoreObserver, StatementKind } from './database';
+export type { Dialect, StoreObserver } from './database';
 export { pgCode, sqliteCode } from './serialization';
 
 const ACCEPTED_FORMS =

@@ -5,7 +5,7 @@
 import { sql, type Kysely } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
 import type { Database, Dialect } from './database';
-import { copyToSends, type OperationSendColumns } from './refund-sends';
+import { copyToSends } from './refund-sends';
 import { CHECKOUT, INITIAL, OUTBOX_KINDS } from './schema';
 
 const TYPES: Record<Dialect, Record<string, string>> = {
@@ -114,8 +114,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '006_refund_sends': {
       async up(db) {
         await execute(db, dialect, 'CREATE INDEX sends_operation_id ON sends(operation_id)');
-        const { rows } = await sql<OperationSendColumns>`SELECT * FROM operations`.execute(db);
-        for (const row of rows) await copyToSends(row)?.execute(db);
+        await copyToSends().execute(db);
       },
     },
   };

@@ -156,7 +156,8 @@ export class OperationLog {
           off_the_wire_by = ${new Date(bound).toISOString()}, status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
         WHERE operation_id = ${operationId}
         RETURNING *`);
-      await this.recordSend(tx, row!);
+      // Dual write: the send's record follows the operation's row (refund-sends.ts).
+      await tx.run(copyToSends(operationId));
       await this.insertAudit(tx, operationId, actor, 'refund_request_sent', {});
       return toOperation(row!);
     });
@@ -185,7 +186,7 @@ export class OperationLog {
             proven_absent_through = ${absence === null ? sql`proven_absent_through` : sql`requests_sent`}, updated_at = ${this.now()}
           WHERE operation_id = ${operationId}
           RETURNING *`))!;
-        await this.recordSend(tx, row);
+        await tx.run(copyToSends(operationId));
       }
       const outcome = applied
         ? {}
@@ -231,12 +232,6 @@ export class OperationLog {
     await on.run(
       sql`INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (${operationId}, ${this.now()}, ${actor}, ${event}, ${JSON.stringify(detail)})`,
     );
-  }
-
-  /** Dual write: the send's record follows the operation's row, in the transaction that wrote it. */
-  private async recordSend(tx: Queryable, row: OperationRow): Promise<void> {
-    const copy = copyToSends(row);
-    if (copy) await tx.run(copy);
   }
 
   /** Within a write: the row alone, which counts the sends of both builds (and leaves `sends` unlocked on PostgreSQL). */

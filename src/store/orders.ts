@@ -22,16 +22,9 @@ export type BeforeOrderWrite = (orderId: string, tx: Queryable) => Promise<void>
 
 type OrderRow = RowOf<Order> & { updated_at: string };
 
-interface RefundRow {
-  operation_id: string;
-  order_id: string;
-  refund_id: string;
-  amount: number;
-  prior_refunded_amount: number;
-  prior_status: OrderStatus;
-  applied_version: number;
-  reverted_by_key: string | null;
-}
+type RefundRow = RowOf<
+  AppliedRefund & { priorRefundedAmount: number; priorStatus: OrderStatus; appliedVersion: number }
+>;
 
 const toOrder = ({ updated_at: _, ...row }: OrderRow): Order => fromRow(row);
 
@@ -91,7 +84,7 @@ export class SqlOrders {
     requireMinorUnits('refund amount', input.amount);
     const read = new OrderRead(this.db);
     return this.db.transaction(async (tx) => {
-      const order = await read.orderIfAny(tx, input.orderId);
+      const order = await read.order(tx, input.orderId);
       // Before the claim: on SQLite the seam's other connection (store faults) could not write after it.
       if (order) await this.beforeOrderWrite(order.id, tx);
       // Claimed by inserting, not by looking first: a lookup that finds nothing locks the index page where the
@@ -160,7 +153,7 @@ export class SqlOrders {
       // Already reverted (by this key or another): reverting twice would take the money off twice.
       if (applied.reverted_by_key !== null) return receipt(await requireOrder(tx, input.orderId), false);
 
-      const order = await read.order(tx, input.orderId);
+      const order = found(await read.order(tx, input.orderId), input.orderId);
       // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
       const refunded =
         order.version === applied.applied_version
@@ -222,13 +215,7 @@ class OrderRead {
 
   constructor(private readonly db: Database) {}
 
-  async order(tx: Queryable, id: string): Promise<Order> {
-    const row = await this.orderIfAny(tx, id);
-    if (!row) throw new OrderNotFoundError(`order ${id} does not exist`);
-    return row;
-  }
-
-  async orderIfAny(tx: Queryable, id: string): Promise<Order | undefined> {
+  async order(tx: Queryable, id: string): Promise<Order | undefined> {
     const order = await findOrder(tx, id);
     if (order) this.read = { id, version: order.version };
     return order;
@@ -256,16 +243,15 @@ async function findOrder(on: Queryable, id: string): Promise<Order | undefined> 
   return row && toOrder(row);
 }
 
-async function requireOrder(on: Queryable, id: string): Promise<Order> {
-  const order = await findOrder(on, id);
+function found(order: Order | undefined, id: string): Order {
   if (!order) throw new OrderNotFoundError(`order ${id} does not exist`);
   return order;
 }
+
+const requireOrder = async (on: Queryable, id: string) => found(await findOrder(on, id), id);
 
 function refundRow(on: Queryable, operationId: string): Promise<RefundRow | undefined> {
   return on.one(sql<RefundRow>`SELECT * FROM order_refunds WHERE operation_id = ${operationId}`);
 }
 
-function now(): string {
-  return new Date().toISOString();
-}
+const now = () => new Date().toISOString();

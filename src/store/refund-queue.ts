@@ -6,7 +6,7 @@ import { sql } from 'kysely';
 import { changedIntent, type RefundRequest } from '../domain/refund-request';
 import type { Database, Queryable } from './database';
 import { IntentConflictError } from './errors';
-import type { RowOf } from './rows';
+import { fromRow, type RowOf } from './rows';
 
 export interface QueuedRequest {
   id: number;
@@ -24,26 +24,16 @@ export interface QueuedRequest {
   attempts: number;
 }
 
-type Row = RowOf<Omit<QueuedRequest, 'request'> & RefundRequest>;
+type Row = RowOf<Omit<QueuedRequest, 'request'> & RefundRequest> & { started_at: string | null };
 
-const toQueued = (r: Row): QueuedRequest => ({
-  id: r.id,
-  request: {
-    orderId: r.order_id,
-    amount: r.amount,
-    currency: r.currency,
-    reason: r.reason,
-    requestedBy: r.requested_by,
-    operationVersion: r.operation_version,
-  },
-  source: r.source,
-  status: r.status,
-  queuedAt: r.queued_at,
-  workflowId: r.workflow_id,
-  startedBy: r.started_by,
-  lastError: r.last_error,
-  attempts: r.attempts,
-});
+const toQueued = ({ started_at: _, ...row }: Row): QueuedRequest => {
+  const { id, order_id, amount, currency, reason, requested_by, operation_version, ...rest } = row;
+  return {
+    id,
+    request: fromRow({ order_id, amount, currency, reason, requested_by, operation_version }),
+    ...fromRow(rest),
+  };
+};
 
 export class RefundQueue {
   constructor(private readonly db: Database) {}

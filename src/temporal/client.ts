@@ -91,6 +91,17 @@ const indexedType = (type: SearchAttributeType) =>
     ? temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_BOOL
     : temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD;
 
+/** A connection to the configured Temporal; `hint`: what to do when it does not answer. */
+export async function connectTemporal(config: Config, hint: string, connectTimeout = '10s'): Promise<Connection> {
+  try {
+    return await Connection.connect({ ...config.temporal.connection, connectTimeout });
+  } catch (err) {
+    throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); ${hint}`, {
+      cause: err,
+    });
+  }
+}
+
 /** Our search attributes the namespace does not have. */
 export async function missingSearchAttributes(connection: Connection, namespace: string) {
   const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
@@ -126,15 +137,10 @@ export async function registerSearchAttributes(
  * says so at start-up instead, and names the fix.
  */
 export async function requireSearchAttributes(config: Config): Promise<void> {
-  let connection: Connection;
-  try {
-    connection = await Connection.connect({ ...config.temporal.connection, connectTimeout: '10s' });
-  } catch (err) {
-    throw new Error(
-      `cannot reach Temporal at ${config.temporal.address} (${(err as Error).message}); start the stack with \`npm run dev\`, or set TEMPORAL_ADDRESS or TEMPORAL_PROFILE`,
-      { cause: err },
-    );
-  }
+  const connection = await connectTemporal(
+    config,
+    'start the stack with `npm run dev`, or set TEMPORAL_ADDRESS or TEMPORAL_PROFILE',
+  );
   try {
     const missing = await missingSearchAttributes(connection, config.temporal.namespace);
     if (missing.length > 0) {

@@ -4,7 +4,7 @@
 // refund's operation by `metadata.operation_id`, and hands the event to the run that holds the
 // operation as a Signal; it answers 2xx only once the event is recorded and, for a running run,
 // durably in Temporal's history.
-import { HttpError, readBody } from '../http/read-body';
+import { HttpError, listen, readBody, sendJson } from '../http/server';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import http from 'node:http';
 import type Stripe from 'stripe';
@@ -110,22 +110,18 @@ async function lateEvent(
   operationId: string,
   workflowId: string,
 ): Promise<Record<string, unknown>> {
-  const late = {
-    eventId: summary.id,
-    type: summary.type,
-    refundId: summary.refundId,
-    refundStatus: summary.refundStatus,
-  };
-  if (lifecycleRank(summary.refundStatus) < 2) {
-    await deps.store.providerEvents.handed(summary.id, workflowId, 'run closed: kept, nothing to do');
+  const { id: eventId, type, refundId, refundStatus } = summary;
+  const late = { eventId, type, refundId, refundStatus };
+  if (lifecycleRank(refundStatus) < 2) {
+    await deps.store.providerEvents.handed(eventId, workflowId, 'run closed: kept, nothing to do');
     await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
       ...late,
       followUp: null,
     });
     return {
-      received: summary.id,
+      received: eventId,
       handedTo: null,
-      why: `${workflowId} has finished and the refund is ${summary.refundStatus}; the event is kept`,
+      why: `${workflowId} has finished and the refund is ${refundStatus}; the event is kept`,
     };
   }
   // Another of the failure's events (refund.failed, refund.updated, charge.refund.updated) after the run or its follow-up compensated: nothing more to do.
@@ -134,11 +130,11 @@ async function lateEvent(
   );
   if (done) {
     await deps.store.providerEvents.handed(
-      summary.id,
+      eventId,
       done.actor,
       'run closed: the failed refund was already compensated',
     );
-    return { received: summary.id, handedTo: null, why: `${done.actor} already compensated the failed refund` };
+    return { received: eventId, handedTo: null, why: `${done.actor} already compensated the failed refund` };
   }
   const started = await startFollowUp(deps.temporal, {
     operationId,
@@ -146,12 +142,12 @@ async function lateEvent(
     event: summary,
     taskQueue: deps.taskQueue,
   });
-  await deps.store.providerEvents.handed(summary.id, started.workflowId, 'signalled follow-up');
+  await deps.store.providerEvents.handed(eventId, started.workflowId, 'signalled follow-up');
   await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
     ...late,
     followUp: started,
   });
-  return { received: summary.id, handedTo: started.workflowId };
+  return { received: eventId, handedTo: started.workflowId };
 }
 
 export async function startWebhookReceiver(
@@ -160,11 +156,9 @@ export async function startWebhookReceiver(
 ): Promise<{ url: string; close(): Promise<void> }> {
   let closing = false;
   const server = http.createServer((req, res) => {
-    const answer = (status: number, body: Record<string, unknown>) => {
-      // While closing, a kept-alive connection ends with its answer, so close() does not wait on it.
-      res.writeHead(status, { 'Content-Type': 'application/json', ...(closing && { Connection: 'close' }) });
-      res.end(JSON.stringify(body));
-    };
+    // While closing, a kept-alive connection ends with its answer, so close() does not wait on it.
+    const answer = (status: number, body: Record<string, unknown>) =>
+      sendJson(res, status, body, closing ? { Connection: 'close' } : {});
     (async () => {
       if (new URL(req.url ?? '/', 'http://x').pathname !== WEBHOOK_PATH)
         throw new HttpError(404, `no such path; Stripe webhooks go to POST ${WEBHOOK_PATH}`);
@@ -181,11 +175,7 @@ export async function startWebhookReceiver(
       answer(503, { error: 'the event could not be recorded or handed on; deliver it again later' });
     });
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(opts.port, opts.host ?? '127.0.0.1', () => resolve());
-  });
-  const { port } = server.address() as { port: number };
+  const port = await listen(server, opts.port, opts.host ?? '127.0.0.1');
   return {
     url: `http://${opts.host ?? '127.0.0.1'}:${port}${WEBHOOK_PATH}`,
     // Takes no new request and lets those in flight answer; one still open after CLOSE_WAIT_MS is cut

@@ -1,6 +1,25 @@
-// Reading a request body with a size limit, for the small HTTP servers of the worker (the webhook
-// receiver, the codec server).
+// What the small HTTP servers (webhook receiver, health probes, codec server) share.
 import type http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/** Listens on `host:port` (port 0: any free one); the port it got. */
+export async function listen(server: http.Server, port: number, host: string): Promise<number> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  return (server.address() as AddressInfo).port;
+}
+
+export function sendJson(
+  res: http.ServerResponse,
+  status: number,
+  body: unknown,
+  headers: http.OutgoingHttpHeaders = {},
+) {
+  res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+}
 
 /** A refusal with its HTTP status. */
 export class HttpError extends Error {
