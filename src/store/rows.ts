@@ -9,9 +9,17 @@ export type RowOf<T> = { [K in keyof T & string as Snake<K>]: T[K] };
 
 /** The record a row holds: every column, under its camelCase name (so the row must hold only the record's columns). */
 export function fromRow<R extends object>(row: R): { [K in keyof R & string as Camel<K>]: R[K] } {
-  const entries = Object.entries(row).map(([column, value]) => [
-    column.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase()),
-    value,
-  ]);
-  return Object.fromEntries(entries) as never;
+  const record: Record<string, unknown> = {};
+  for (const [column, value] of Object.entries(row)) record[camelName(column)] = value;
+  return record as never;
+}
+
+// Every row read passes here: each column's name is converted once per process, not once per row and column.
+const camelNames = new Map<string, string>();
+function camelName(column: string): string {
+  const known = camelNames.get(column);
+  if (known !== undefined) return known;
+  const name = column.replace(/_([a-z])/g, (_m, c: string) => c.toUpperCase());
+  camelNames.set(column, name);
+  return name;
 }
