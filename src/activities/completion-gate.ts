@@ -7,7 +7,7 @@ import type { OrderStore } from '../store';
 import { recordingEffect, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
-import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
+import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 export interface CheckCompletionInput {
   operationId: string;
@@ -136,23 +136,21 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
       // An anomaly (a refund that does not fit, another carrying the operation id) always wins: waiting or undoing on it could be wrong.
       const anomaly = !fits || !single;
       if (!anomaly && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
-      if (!anomaly && (refund.status === 'failed' || refund.status === 'canceled')) verdict = 'refund_failed';
+      if (!anomaly && providerFailed(refund)) verdict = 'refund_failed';
+      const { operationId } = input;
+      const { actor } = attempt;
       if (verdict === 'pass')
         await recordingEffect(attempt, () =>
           store.operations.settle(
-            input.operationId,
+            operationId,
             { status: 'completed', refund: receipt },
-            attempt.actor,
+            actor,
             'completion_gate_passed',
           ),
         );
       if (verdict === 'refund_failed') {
-        await store.operations.settle(
-          input.operationId,
-          { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' },
-          attempt.actor,
-          'refund_failed_after_acceptance',
-        );
+        const event = 'refund_failed_after_acceptance';
+        await settleProviderFailure(store.operations, refund, receipt, { operationId, actor, event });
       }
       return { verdict, refund: receipt, findings, otherRefundIds: mine.filter((id) => id !== refund.id) };
     });

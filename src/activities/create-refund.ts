@@ -10,11 +10,11 @@ import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
 import { Classified, type AttemptRunner, type Attempt } from './attempt';
 import { paymentFailure } from './payment-failures';
-import { sendWindow } from './send-window';
+import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
 import type { StripeFor } from './stripe-client';
 import { stripeFailure } from './stripe-failures';
-import { toReceipt } from './stripe-refunds';
+import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 /** What the payment activities (the create and its reconciliation) are given. */
 export interface PaymentDeps {
@@ -123,17 +123,19 @@ export function refundCreation(deps: PaymentDeps) {
     input: CreateRefundInput,
     refund: Stripe.Response<Stripe.Refund>,
     receipt: RefundReceipt,
-  ): Promise<void> {
-    const failed = refund.status === 'failed' || refund.status === 'canceled';
+  ) {
+    const at = {
+      operationId: input.operationId,
+      actor: attempt.actor,
+      event: 'refund_confirmed',
+      detail: { requestId: refund.lastResponse.requestId ?? null },
+    };
+    if (providerFailed(refund)) return settleProviderFailure(log, refund, receipt, at);
     const partial = refund.currency !== input.currency || refund.amount < input.amount;
-    const update: OperationUpdate = failed
-      ? { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }
-      : partial
-        ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
-        : { status: 'refunded', refund: receipt };
-    await log.settle(input.operationId, update, attempt.actor, 'refund_confirmed', {
-      requestId: refund.lastResponse.requestId ?? null,
-    });
+    const update: OperationUpdate = partial
+      ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
+      : { status: 'refunded', refund: receipt };
+    return log.settle(at.operationId, update, at.actor, at.event, at.detail);
   }
 
   /** Throws `err` classified, with the operation's record after it among its facts (best effort: the failure stands without them). */
@@ -162,9 +164,9 @@ export const noIntent = (operationId: string) =>
 
 /** What every Stripe send under a key shares: its dedupe window on the store's clock, its replay, timeout and failures. */
 export function stripeSendParts(windows: ProviderWindows, clock: () => Promise<number>) {
-  const { insideWindow } = sendWindow(windows);
   return {
-    insideWindow: async (record: Pick<OperationRecord, 'firstSentAt'>) => insideWindow(record, await clock()),
+    insideWindow: async (record: Pick<OperationRecord, 'firstSentAt'>) =>
+      insideDedupeWindow(windows, record, await clock()),
     replayed: <R extends { replayed: boolean }>(receipt: R): R => ({ ...receipt, replayed: true }),
     maxRequestMs: windows.requestTimeoutMs,
     classify: (err: unknown) => stripeFailure(err, true),

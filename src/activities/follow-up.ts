@@ -20,7 +20,7 @@ import { Classified, type AttemptRunner } from './attempt';
 import { noIntent } from './create-refund';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
-import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
+import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
 
 export interface ExamineFollowUpInput {
@@ -72,17 +72,15 @@ export function createFollowUpActivities(deps: {
         );
       }
       const receipt = toReceipt(refund, false);
-      const failed = refund.status === 'failed' || refund.status === 'canceled';
+      const failed = providerFailed(refund);
       if (failed) {
         await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
-        const reason = refund.failure_reason ?? refund.status ?? 'failed';
-        await store.operations.settle(
-          input.operationId,
-          { status: 'failed', refund: receipt, reason },
-          attempt.actor,
-          'refund_failed_after_completion',
-          { followUp: attempt.actor },
-        );
+        await settleProviderFailure(store.operations, refund, receipt, {
+          operationId: input.operationId,
+          actor: attempt.actor,
+          event: 'refund_failed_after_completion',
+          detail: { followUp: attempt.actor },
+        });
       }
       return {
         request: op.request,

@@ -25,13 +25,7 @@ import {
 } from './outbox';
 import { refundCorrectionMail, type RefundCorrectionInput } from './refund-correction';
 import { refundNoticeMail, type RefundNoticeInput } from './refund-notice';
-import {
-  attemptTimeSpent,
-  beforeRequest,
-  recordTransportRequest,
-  sendDeadline,
-  SMTP_SEND_MARGIN_MS,
-} from './request-deadline';
+import { attemptTimeSpent, beforeRequest, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
 import { classifySmtpError } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
@@ -87,7 +81,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
     const release = () => store.releaseNotification(key, held.stamp);
 
     let info: SentMessageInfo;
-    const handedOver = () => recordTransportRequest(attempt, { method: 'SMTP', target: 'DATA', idempotencyKey: key });
+    const handedOver = () =>
+      attempt.requests.push({ at: new Date().toISOString(), method: 'SMTP', target: 'DATA', idempotencyKey: key });
     await beforeRequest(attempt);
     // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
     const timeout = deadline.left();

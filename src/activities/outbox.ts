@@ -10,7 +10,7 @@ import type { NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
 import { Classified, type Attempt } from './attempt';
 import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
-import { SEND_CLOCK_MARGIN_MS } from './send-window';
+import { SEND_CLOCK_MARGIN_MS } from './request-deadline';
 
 /** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
 export interface OutboxMail extends ResendApproval {
