@@ -45,10 +45,10 @@ export function refundCreation(deps: PaymentDeps) {
    * compares it with what was asked. Only the create may be sent, and only with the operation's key.
    */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
-    const { operationId, idempotencyKey: key } = input;
+    const { operationId, idempotencyKey } = input;
     const call = {
       step: 'create_refund',
-      key,
+      key: idempotencyKey,
       operationId,
       boundary: 'stripe' as const,
       breaker: 'stripe:create_refund',
@@ -63,17 +63,27 @@ export function refundCreation(deps: PaymentDeps) {
     const { operationId, idempotencyKey } = input;
     const op = await log.get(operationId);
     if (!op) throw noIntent(operationId);
+    const { actor } = attempt;
     const stripe = deps.stripe(attempt);
     // Best effort, both records of a failed send: the failure itself tells the workflow; the record makes later runs reconcile first.
     const settle = (update: OperationUpdate, event: string, failure: Classified) =>
-      log.settle(operationId, update, attempt.actor, event, { message: failure.message });
+      log.settle(operationId, update, actor, event, { message: failure.message });
     const record = { ...op, receipt: op.refund };
     return sendOnce<typeof record, RefundReceipt, Stripe.Response<Stripe.Refund>>(attempt, {
       ...stripeSend,
       record,
       reconcileFirst: () =>
         outsideDedupeWindow(`operation ${operationId} was first sent at ${op.firstSentAt}`, idempotencyKey),
-      stamp: (onWireForMs) => stamp(attempt, op, onWireForMs),
+      // A later version begun since refuses the stamp; if an earlier send of this one is open, that comes first.
+      stamp: async (onWireForMs) => {
+        try {
+          await log.markSent(operationId, actor, onWireForMs);
+        } catch (err) {
+          if (!(err instanceof LaterVersionError) || op.requestsSent <= (op.provenAbsentThrough ?? 0)) throw err;
+          const message = `${err.message}; an earlier send of it is not settled`;
+          throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'later_version_exists', message, { cause: err });
+        }
+      },
       request: (timeout) =>
         stripe.refunds.create(
           {
@@ -92,50 +102,23 @@ export function refundCreation(deps: PaymentDeps) {
         await settle(proof, 'refund_not_executed', failure);
       },
       receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
-      recordReceipt: (refund, receipt) => settleReceipt(attempt, input, refund, receipt),
+      // The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is.
+      recordReceipt: (refund, receipt) => {
+        const detail = { requestId: refund.lastResponse.requestId ?? null };
+        const at = { operationId, actor, event: 'refund_confirmed', detail };
+        if (providerFailed(refund)) return settleProviderFailure(log, refund, receipt, at);
+        const partial = refund.currency !== input.currency || refund.amount < input.amount;
+        const update: OperationUpdate = partial
+          ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
+          : { status: 'refunded', refund: receipt };
+        return log.settle(operationId, update, actor, at.event, detail);
+      },
       notRecorded: (refund, err) =>
         receiptNotRecorded(err, `refund ${refund.id} was made`, {
           providerRequestId: refund.lastResponse.requestId ?? null,
           provider: { refundId: refund.id },
         }),
     });
-  }
-
-  /** Stamps the send; a later version begun since refuses it, and if an earlier send of this one is open, that comes first. */
-  async function stamp(attempt: Attempt, op: OperationRecord, onWireForMs: number): Promise<void> {
-    try {
-      await log.markSent(op.operationId, attempt.actor, onWireForMs);
-    } catch (err) {
-      if (!(err instanceof LaterVersionError) || op.requestsSent <= (op.provenAbsentThrough ?? 0)) throw err;
-      throw new Classified(
-        'UNKNOWN_OUTCOME',
-        'may_have_executed',
-        'later_version_exists',
-        `${err.message}; an earlier send of it is not settled`,
-        { cause: err },
-      );
-    }
-  }
-
-  /** The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is. */
-  async function settleReceipt(
-    attempt: Attempt,
-    input: CreateRefundInput,
-    refund: Stripe.Response<Stripe.Refund>,
-    receipt: RefundReceipt,
-  ) {
-    const at = {
-      operationId: input.operationId,
-      actor: attempt.actor,
-      event: 'refund_confirmed',
-      detail: { requestId: refund.lastResponse.requestId ?? null },
-    };
-    if (providerFailed(refund)) return settleProviderFailure(log, refund, receipt, at);
-    const partial = refund.currency !== input.currency || refund.amount < input.amount;
-    const update: OperationUpdate = partial
-      ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
-      : { status: 'refunded', refund: receipt };
-    return log.settle(at.operationId, update, at.actor, at.event, at.detail);
   }
 
   /** Throws `err` classified, with the operation's record after it among its facts (best effort: the failure stands without them). */

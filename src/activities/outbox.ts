@@ -77,7 +77,13 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     onWireForMs: number,
   ): Promise<{ receipt: NotificationReceipt } | { stamp: string }> => {
     // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
-    const { claimed, stamp } = await claim(store, request, onWireForMs);
+    const { claimed, stamp } = await store.claimHandOver(request, onWireForMs).catch((err: unknown) => {
+      if (!(err instanceof IntentConflictError)) throw err;
+      const masked = maskEmails(err.message);
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', masked, {
+        provider: { key: ctx.key },
+      });
+    });
     if (stamp !== null) return { stamp };
     const current = (await store.getNotification(request.key)) ?? claimed;
     if (current.status === 'sent')
@@ -244,23 +250,6 @@ function sendInProgress(facts: FailureDetails['provider'], what: string): Classi
     `${what}; look again when it is done`,
     { provider: facts },
   );
-}
-
-async function claim(
-  store: OrderStore,
-  entry: Parameters<OrderStore['claimHandOver']>[0],
-  onWireForMs: number,
-): Promise<{ claimed: OutboxEntry; stamp: string | null }> {
-  try {
-    return await store.claimHandOver(entry, onWireForMs);
-  } catch (err) {
-    if (err instanceof IntentConflictError) {
-      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {
-        provider: { key: entry.key },
-      });
-    }
-    throw err;
-  }
 }
 
 /** A hand-over whose outcome is unknown, by this attempt (its connection lost) or a previous one. */
