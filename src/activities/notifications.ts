@@ -168,42 +168,42 @@ export function createNotificationActivities(deps: NotificationDeps) {
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
 
-  /** Each hand-over counted by outcome: sent, already sent, refused, partial or unknown. */
-  const deliver = async (attempt: Attempt, entry: OutboxMail, mail: MailText): Promise<NotificationReceipt> => {
-    const metrics = refundMetrics(Context.current().metricMeter);
-    try {
-      const receipt = await handOver(attempt, entry, mail);
-      metrics.handedOver(receipt.alreadySent ? 'already_sent' : 'completed');
-      return receipt;
-    } catch (err) {
-      if (err instanceof Classified) metrics.handedOver(err.certainty);
-      throw err;
-    }
-  };
-
-  /** An email's step: one attempt through the mail server's breaker, its outbox entry read within it. */
-  const smtpStep = (
+  /**
+   * An email's step: one attempt through the mail server's breaker, its outbox entry and text composed within it, and
+   * its hand-over counted by outcome: sent, already sent, refused, partial or unknown.
+   */
+  const mailStep = (
     step: string,
     key: string,
     operationId: string,
-    send: (a: Attempt) => Promise<NotificationReceipt>,
-  ) => deps.attempt({ step, key, operationId, boundary: 'smtp', breaker: 'smtp:send' }, storeFailure, send);
+    compose: () => Promise<[OutboxMail, MailText]> | [OutboxMail, MailText],
+  ) =>
+    deps.attempt({ step, key, operationId, boundary: 'smtp', breaker: 'smtp:send' }, storeFailure, async (a) => {
+      const [entry, mail] = await compose();
+      const metrics = refundMetrics(Context.current().metricMeter);
+      try {
+        const receipt = await handOver(a, entry, mail);
+        metrics.handedOver(receipt.alreadySent ? 'already_sent' : 'completed');
+        return receipt;
+      } catch (err) {
+        if (err instanceof Classified) metrics.handedOver(err.certainty);
+        throw err;
+      }
+    });
 
   /** The checkout's receipt, or its correction: mailed to the cart's customer, as the store holds them. */
-  const cartMail =
-    (kind: CheckoutMailKind, step: string) =>
-    (input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> =>
-      smtpStep(step, input.key, input.operationId, async (a) => {
-        const to = (await cartOf(store, input.cartId)).customerEmail;
-        return deliver(a, { ...input, orderId: input.cartId, kind, to }, checkoutMail(kind, input));
-      });
+  const cartMail = (kind: CheckoutMailKind, step: string) => (input: CheckoutMailInput) =>
+    mailStep(step, input.key, input.operationId, async () => {
+      const to = (await cartOf(store, input.cartId)).customerEmail;
+      return [{ ...input, orderId: input.cartId, kind, to }, checkoutMail(kind, input)];
+    });
 
   return {
-    async sendRefundNotice(input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> {
-      return smtpStep('notify_customer', input.key, input.operationId, (a) =>
-        deliver(a, { ...input, kind: 'refund_notice' }, refundNoticeMail(input)),
-      );
-    },
+    sendRefundNotice: (input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> =>
+      mailStep('notify_customer', input.key, input.operationId, () => [
+        { ...input, kind: 'refund_notice' },
+        refundNoticeMail(input),
+      ]),
 
     /**
      * Settles a notice whose hand-over is unknown on a person's word that it was delivered: the outbox
@@ -220,30 +220,23 @@ export function createNotificationActivities(deps: NotificationDeps) {
     },
 
     /** The occurrence's digest for the operators: one per occurrence, its key built from the occurrence id. */
-    async sendDigest(input: DigestInput): Promise<Evidenced<NotificationReceipt>> {
-      return smtpStep('digest', input.key, input.occurrenceId, (a) =>
-        deliver(
-          a,
-          {
-            key: input.key,
-            operationId: input.occurrenceId,
-            orderId: '',
-            kind: 'digest',
-            to: deps.digestTo ?? DEFAULT_DIGEST_TO,
-          },
+    sendDigest: (input: DigestInput): Promise<Evidenced<NotificationReceipt>> =>
+      mailStep('digest', input.key, input.occurrenceId, () => {
+        const to = deps.digestTo ?? DEFAULT_DIGEST_TO;
+        return [
+          { key: input.key, operationId: input.occurrenceId, orderId: '', kind: 'digest', to },
           digestMail(input),
-        ),
-      );
-    },
+        ];
+      }),
 
     sendCheckoutReceipt: cartMail('checkout_receipt', 'send_receipt'),
     sendCheckoutCorrection: cartMail('checkout_correction', 'send_receipt:compensate'),
 
-    async sendRefundCorrection(input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> {
-      return smtpStep('notify_customer:compensate', input.key, input.operationId, (a) =>
-        deliver(a, { ...input, kind: 'refund_correction' }, refundCorrectionMail(input)),
-      );
-    },
+    sendRefundCorrection: (input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> =>
+      mailStep('notify_customer:compensate', input.key, input.operationId, () => [
+        { ...input, kind: 'refund_correction' },
+        refundCorrectionMail(input),
+      ]),
   };
 }
 
