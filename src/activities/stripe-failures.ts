@@ -25,7 +25,7 @@ export interface StripeErrorFacts {
 }
 
 /** Stripe error codes that are the business saying no (the request was understood and refused). */
-export const STRIPE_BUSINESS_CODES = new Set([
+const STRIPE_BUSINESS_CODES = new Set([
   'amount_too_large',
   'amount_too_small',
   'balance_insufficient',
