@@ -4,7 +4,6 @@
 // its stamp and recorded with it.
 import { Context } from '@temporalio/activity';
 import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
-import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import { refundMetrics } from '../observability/metrics';
 import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
@@ -26,7 +25,7 @@ import {
 import { refundCorrectionMail, type RefundCorrectionInput } from './refund-correction';
 import { refundNoticeMail, type RefundNoticeInput } from './refund-notice';
 import { attemptTimeSpent, beforeRequest, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
-import { classifySmtpError } from './smtp-failures';
+import { reachedServer, smtpFailure } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
 export interface NotificationDeps {
@@ -102,10 +101,9 @@ export function createNotificationActivities(deps: NotificationDeps) {
       });
       handedOver();
     } catch (err) {
-      const c = classifySmtpError(err as NodemailerError);
-      // A session that never began reached no server; any other counts as a request it received.
-      if (!NO_SESSION.has(c.reason)) handedOver();
-      if (c.certainty !== 'not_executed') {
+      const failure = smtpFailure(err as NodemailerError, ctx);
+      if (reachedServer(failure)) handedOver();
+      if (failure.certainty !== 'not_executed') {
         const facts = { ...ctx, sendingSince: held.stamp };
         // With a message log, the next attempt asks it once the message could show there: past this send's bound.
         if (deps.messageLog) {
@@ -115,18 +113,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
         throw outcomeUnknown(facts, 'this attempt', err as NodemailerError);
       }
       await release();
-      throw new Classified(
-        c.code,
-        c.certainty,
-        c.reason,
-        `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`,
-        {
-          retryAfterMs: c.retryAfterMs,
-          provider: { ...ctx, ...c.facts },
-          cause: err,
-          health: HEALTH_FAILURES.has(c.code),
-        },
-      );
+      throw failure;
     }
     if (info.rejected?.length) {
       if (info.accepted?.length) {
@@ -239,12 +226,3 @@ export function createNotificationActivities(deps: NotificationDeps) {
       ]),
   };
 }
-
-/** Failures that happen before any SMTP session with the server exists. */
-const NO_SESSION = new Set([
-  'connection_refused',
-  'dns_failed',
-  'connect_timeout',
-  'client_refused',
-  'envelope_invalid',
-]);
