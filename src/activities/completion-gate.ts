@@ -167,21 +167,17 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
     ]);
     if (!event || !op?.refund || event.operationId !== input.operationId || event.refundId !== input.refundId)
       return undefined;
-    if (event.refundStatus !== 'succeeded' || event.amount === null || event.currency === null) return undefined;
+    const { eventId, refundId: id, refundStatus: status, amount, currency } = event;
+    if (status !== 'succeeded' || amount === null || currency === null) return undefined;
+    const metadata = { operation_id: event.operationId };
     return {
-      eventId: event.eventId,
-      id: event.refundId,
-      status: event.refundStatus,
-      amount: event.amount,
-      currency: event.currency,
-      metadata: { operation_id: event.operationId },
-      receipt: {
-        ...op.refund,
-        status: event.refundStatus,
-        amount: event.amount,
-        currency: event.currency,
-        replayed: false,
-      },
+      eventId,
+      id,
+      status,
+      amount,
+      currency,
+      metadata,
+      receipt: { ...op.refund, status, amount, currency, replayed: false },
     };
   }
 
