@@ -137,13 +137,10 @@ export function refundCreation(deps: PaymentDeps) {
 }
 
 /** Refused before anything is sent or asked: the operation has no intent on record. */
-export const noIntent = (operationId: string) =>
-  new Classified(
-    'INVALID_ARGUMENTS',
-    'not_executed',
-    'no_intent',
-    `no intent is recorded for operation ${operationId}; nothing was sent`,
-  );
+export function noIntent(operationId: string) {
+  const message = `no intent is recorded for operation ${operationId}; nothing was sent`;
+  return new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', message);
+}
 
 /** What every Stripe send under a key shares: its dedupe window on the store's clock, its replay, timeout and failures. */
 export function stripeSendParts(windows: ProviderWindows, clock: () => Promise<number>) {

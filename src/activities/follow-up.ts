@@ -55,12 +55,8 @@ export function createFollowUpActivities(deps: {
       if (!op) throw noIntent(input.operationId);
       const refund = await stripe.refunds.retrieve(input.refundId);
       if (refund.metadata?.operation_id !== input.operationId) {
-        throw new Classified(
-          'INVALID_ARGUMENTS',
-          'not_executed',
-          'not_this_operation',
-          `refund ${refund.id} does not carry operation ${input.operationId}`,
-        );
+        const message = `refund ${refund.id} does not carry operation ${input.operationId}`;
+        throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'not_this_operation', message);
       }
       // Only the operation's own refund failing undoes its saga; another refund carrying its id is an anomaly for a person.
       if (op.refund?.refundId !== refund.id) {

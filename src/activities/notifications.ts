@@ -60,13 +60,10 @@ export function createNotificationActivities(deps: NotificationDeps) {
     if (to === undefined) {
       // A customer is mailed at the address the order holds, never one passed along.
       const order = await store.getOrder(orderId);
-      if (!order)
-        throw new Classified(
-          'PERMANENT_BUSINESS',
-          'not_executed',
-          'order_not_found',
-          `order ${orderId} does not exist; nothing was sent`,
-        );
+      if (!order) {
+        const message = `order ${orderId} does not exist; nothing was sent`;
+        throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', message);
+      }
       to = order.customerEmail;
     }
     const ctx = { key, messageId: messageIdForKey(key), recipient: maskEmails(to) };
