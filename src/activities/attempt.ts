@@ -108,13 +108,8 @@ export function createAttemptRunner(deps: {
         const open = earlier.find((a) => mayHaveTakenEffect(a));
         const wait = { retryAfterMs: refused.retryAfterMs };
         if (open) {
-          throw new Classified(
-            'CAPACITY',
-            'may_have_executed',
-            'circuit_open_after_uncertain_attempt',
-            `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`,
-            wait,
-          );
+          const message = `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`;
+          throw new Classified('CAPACITY', 'may_have_executed', 'circuit_open_after_uncertain_attempt', message, wait);
         }
         throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, wait);
       }

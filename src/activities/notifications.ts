@@ -115,22 +115,12 @@ export function createNotificationActivities(deps: NotificationDeps) {
     if (info.rejected?.length) {
       if (info.accepted?.length) {
         // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
-        throw new Classified(
-          'PARTIAL_OUTCOME',
-          'partial',
-          'some_recipients_rejected',
-          `the mail server accepted ${ctx.messageId} for some recipients only`,
-          { provider: ctx },
-        );
+        const message = `the mail server accepted ${ctx.messageId} for some recipients only`;
+        throw new Classified('PARTIAL_OUTCOME', 'partial', 'some_recipients_rejected', message, { provider: ctx });
       }
       await release();
-      throw new Classified(
-        'PERMANENT_BUSINESS',
-        'not_executed',
-        'recipient_rejected',
-        `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`,
-        { provider: ctx },
-      );
+      const message = `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`;
+      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected', message, { provider: ctx });
     }
     const response = info.response ?? '';
     try {

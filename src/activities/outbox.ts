@@ -90,13 +90,8 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
       return { receipt: { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true } };
     if (current.status === 'pending') {
       // Another attempt held the entry and, refused by the server, released it after our claim: a retry sends cleanly.
-      throw new Classified(
-        'STATE_CONFLICT',
-        'not_executed',
-        'concurrent_attempt',
-        `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`,
-        { provider: ctx },
-      );
+      const message = `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`;
+      throw new Classified('STATE_CONFLICT', 'not_executed', 'concurrent_attempt', message, { provider: ctx });
     }
     const since = current.sendingSince!;
     const facts = { ...ctx, sendingSince: since };
