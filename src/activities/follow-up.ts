@@ -60,12 +60,8 @@ export function createFollowUpActivities(deps: {
       }
       // Only the operation's own refund failing undoes its saga; another refund carrying its id is an anomaly for a person.
       if (op.refund?.refundId !== refund.id) {
-        throw new Classified(
-          'INVALID_ARGUMENTS',
-          'not_executed',
-          'not_this_refund',
-          `refund ${refund.id} (${refund.status}) carries operation ${input.operationId}, whose refund is ${op.refund?.refundId ?? 'not recorded'}: nothing is undone; a person looks at why it exists`,
-        );
+        const message = `refund ${refund.id} (${refund.status}) carries operation ${input.operationId}, whose refund is ${op.refund?.refundId ?? 'not recorded'}: nothing is undone; a person looks at why it exists`;
+        throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'not_this_refund', message);
       }
       const receipt = toReceipt(refund, false);
       const failed = providerFailed(refund);
@@ -97,12 +93,8 @@ export function createFollowUpActivities(deps: {
       (id) => id !== refundId,
     );
     if (others.length === 0) return;
-    throw new Classified(
-      'INVALID_ARGUMENTS',
-      'not_executed',
-      'more_than_one_refund',
-      `refund ${refundId} failed, but ${others.join(', ')} also carr${others.length === 1 ? 'ies' : 'y'} operation ${operationId}: nothing is undone; a person looks at why it exists`,
-    );
+    const message = `refund ${refundId} failed, but ${others.join(', ')} also carr${others.length === 1 ? 'ies' : 'y'} operation ${operationId}: nothing is undone; a person looks at why it exists`;
+    throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'more_than_one_refund', message);
   }
 
   /**

@@ -238,13 +238,8 @@ function approvedResend(current: OutboxEntry, approval: ResendApproval): boolean
 }
 
 function sendInProgress(facts: FailureDetails['provider'], what: string): Classified {
-  return new Classified(
-    'STATE_CONFLICT',
-    'may_have_executed',
-    'send_in_progress',
-    `${what}; look again when it is done`,
-    { provider: facts },
-  );
+  const message = `${what}; look again when it is done`;
+  return new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', message, { provider: facts });
 }
 
 /** A hand-over whose outcome is unknown, by this attempt (its connection lost) or a previous one. */
