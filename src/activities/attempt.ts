@@ -67,18 +67,14 @@ export interface StepCall {
   breaker?: string;
 }
 
-export interface AttemptDeps {
+export function createAttemptRunner(deps: {
   policy: RecoveryPolicy;
   log: OperationLog;
   random?: () => number;
-  now?: () => number;
   /** The worker's circuit breakers; calls that name one go through it. */
   breakers?: Breakers;
-}
-
-export function createAttemptRunner(deps: AttemptDeps) {
+}) {
   const random = deps.random ?? Math.random;
-  const now = deps.now ?? Date.now;
 
   /** Runs `fn` as one attempt of `call`, handing it the attempt; the result gains the step's evidence. */
   return async function runAttempt<T extends object>(
@@ -92,7 +88,7 @@ export function createAttemptRunner(deps: AttemptDeps) {
     const ledger = deps.log.openAttempt({ ...call, workflowId, runId, attempt: info.attempt });
     const attempt: Attempt = {
       actor: info.workflowExecution?.workflowId ?? 'activity',
-      startedAtMs: now(),
+      startedAtMs: Date.now(),
       startToCloseMs: info.startToCloseTimeoutMs,
       requests: [],
       providerRequestId: null,
@@ -112,13 +108,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
         const open = earlier.find((a) => mayHaveTakenEffect(a));
         const wait = { retryAfterMs: refused.retryAfterMs };
         if (open) {
-          throw new Classified(
-            'CAPACITY',
-            'may_have_executed',
-            'circuit_open_after_uncertain_attempt',
-            `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`,
-            wait,
-          );
+          const message = `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`;
+          throw new Classified('CAPACITY', 'may_have_executed', 'circuit_open_after_uncertain_attempt', message, wait);
         }
         throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, wait);
       }
@@ -147,36 +138,28 @@ export function createAttemptRunner(deps: AttemptDeps) {
       const decision = c && retryDecision(c, call.boundary, info);
       metrics.attempted(call.step, call.boundary, decision?.code ?? 'cancelled', attempt.requests.length);
       if (!c || !decision) throw err;
-      const providerRequestId = c.extra.providerRequestId ?? attempt.providerRequestId;
-      log.warn('step attempt failed', {
-        ...logged,
-        code: decision.code,
-        certainty: c.certainty,
-        reason: decision.reason,
-        transportRequests: attempt.requests.length,
-        nextDelayMs: decision.nextDelayMs,
-        providerRequestId,
-      });
-      const rows = await finish(call, ledger, runId, info.attempt, {
-        transportRequests: attempt.requests.length,
-        outcome: decision.code,
+      // What the ledger, the log and the failure's details all say of how the attempt ended.
+      const end = {
         certainty: c.certainty,
         reason: decision.reason,
         retryAfterMs: c.extra.retryAfterMs ?? null,
         nextDelayMs: decision.nextDelayMs,
-        providerRequestId,
+        providerRequestId: c.extra.providerRequestId ?? attempt.providerRequestId,
+      };
+      const transportRequests = attempt.requests.length;
+      log.warn('step attempt failed', { ...logged, code: decision.code, transportRequests, ...end });
+      const rows = await finish(call, ledger, runId, info.attempt, {
+        ...end,
+        transportRequests,
+        outcome: decision.code,
       });
       const details: FailureDetails & { ledger: AttemptSummary[] } = {
+        ...end,
         code: decision.code,
         domain: DOMAIN_OF[decision.code],
-        certainty: c.certainty,
         boundary: call.boundary,
-        reason: decision.reason,
         operationId: call.operationId,
         attempt: info.attempt,
-        retryAfterMs: c.extra.retryAfterMs ?? null,
-        nextDelayMs: decision.nextDelayMs,
-        providerRequestId,
         provider: redact(c.extra.provider ?? {}),
         ledger: rows,
       };
@@ -207,8 +190,8 @@ export function createAttemptRunner(deps: AttemptDeps) {
     const retryAfter = c.extra.retryAfterMs ?? 0;
     const delay = withJitter(Math.max(retryAfter, backoffDelay(rule, info.attempt)), rule.jitter, random(), retryAfter);
     const deadline = info.scheduledTimestampMs + info.scheduleToCloseTimeoutMs;
-    if (info.scheduleToCloseTimeoutMs > 0 && now() + delay >= deadline) {
-      const left = Math.max(0, deadline - now());
+    if (info.scheduleToCloseTimeoutMs > 0 && Date.now() + delay >= deadline) {
+      const left = Math.max(0, deadline - Date.now());
       return {
         code: last ?? ('BUDGET_EXCEEDED' as FailureCode),
         reason: last ? c.reason : `${c.code.toLowerCase()}_retry_exceeds_budget`,

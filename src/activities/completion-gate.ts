@@ -7,7 +7,7 @@ import type { OrderStore } from '../store';
 import { recordingEffect, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
-import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
+import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 export interface CheckCompletionInput {
   operationId: string;
@@ -136,23 +136,21 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
       // An anomaly (a refund that does not fit, another carrying the operation id) always wins: waiting or undoing on it could be wrong.
       const anomaly = !fits || !single;
       if (!anomaly && (refund.status === 'pending' || refund.status === 'requires_action')) verdict = 'pending';
-      if (!anomaly && (refund.status === 'failed' || refund.status === 'canceled')) verdict = 'refund_failed';
+      if (!anomaly && providerFailed(refund)) verdict = 'refund_failed';
+      const { operationId } = input;
+      const { actor } = attempt;
       if (verdict === 'pass')
         await recordingEffect(attempt, () =>
           store.operations.settle(
-            input.operationId,
+            operationId,
             { status: 'completed', refund: receipt },
-            attempt.actor,
+            actor,
             'completion_gate_passed',
           ),
         );
       if (verdict === 'refund_failed') {
-        await store.operations.settle(
-          input.operationId,
-          { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' },
-          attempt.actor,
-          'refund_failed_after_acceptance',
-        );
+        const event = 'refund_failed_after_acceptance';
+        await settleProviderFailure(store.operations, refund, receipt, { operationId, actor, event });
       }
       return { verdict, refund: receipt, findings, otherRefundIds: mine.filter((id) => id !== refund.id) };
     });
@@ -169,21 +167,17 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
     ]);
     if (!event || !op?.refund || event.operationId !== input.operationId || event.refundId !== input.refundId)
       return undefined;
-    if (event.refundStatus !== 'succeeded' || event.amount === null || event.currency === null) return undefined;
+    const { eventId, refundId: id, refundStatus: status, amount, currency } = event;
+    if (status !== 'succeeded' || amount === null || currency === null) return undefined;
+    const metadata = { operation_id: event.operationId };
     return {
-      eventId: event.eventId,
-      id: event.refundId,
-      status: event.refundStatus,
-      amount: event.amount,
-      currency: event.currency,
-      metadata: { operation_id: event.operationId },
-      receipt: {
-        ...op.refund,
-        status: event.refundStatus,
-        amount: event.amount,
-        currency: event.currency,
-        replayed: false,
-      },
+      eventId,
+      id,
+      status,
+      amount,
+      currency,
+      metadata,
+      receipt: { ...op.refund, status, amount, currency, replayed: false },
     };
   }
 

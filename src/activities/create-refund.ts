@@ -10,11 +10,11 @@ import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
 import { Classified, type AttemptRunner, type Attempt } from './attempt';
 import { paymentFailure } from './payment-failures';
-import { sendWindow } from './send-window';
+import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
 import type { StripeFor } from './stripe-client';
 import { stripeFailure } from './stripe-failures';
-import { toReceipt } from './stripe-refunds';
+import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 /** What the payment activities (the create and its reconciliation) are given. */
 export interface PaymentDeps {
@@ -45,10 +45,10 @@ export function refundCreation(deps: PaymentDeps) {
    * compares it with what was asked. Only the create may be sent, and only with the operation's key.
    */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
-    const { operationId, idempotencyKey: key } = input;
+    const { operationId, idempotencyKey } = input;
     const call = {
       step: 'create_refund',
-      key,
+      key: idempotencyKey,
       operationId,
       boundary: 'stripe' as const,
       breaker: 'stripe:create_refund',
@@ -63,17 +63,27 @@ export function refundCreation(deps: PaymentDeps) {
     const { operationId, idempotencyKey } = input;
     const op = await log.get(operationId);
     if (!op) throw noIntent(operationId);
+    const { actor } = attempt;
     const stripe = deps.stripe(attempt);
     // Best effort, both records of a failed send: the failure itself tells the workflow; the record makes later runs reconcile first.
     const settle = (update: OperationUpdate, event: string, failure: Classified) =>
-      log.settle(operationId, update, attempt.actor, event, { message: failure.message });
+      log.settle(operationId, update, actor, event, { message: failure.message });
     const record = { ...op, receipt: op.refund };
     return sendOnce<typeof record, RefundReceipt, Stripe.Response<Stripe.Refund>>(attempt, {
       ...stripeSend,
       record,
       reconcileFirst: () =>
         outsideDedupeWindow(`operation ${operationId} was first sent at ${op.firstSentAt}`, idempotencyKey),
-      stamp: (onWireForMs) => stamp(attempt, op, onWireForMs),
+      // A later version begun since refuses the stamp; if an earlier send of this one is open, that comes first.
+      stamp: async (onWireForMs) => {
+        try {
+          await log.markSent(operationId, actor, onWireForMs);
+        } catch (err) {
+          if (!(err instanceof LaterVersionError) || op.requestsSent <= (op.provenAbsentThrough ?? 0)) throw err;
+          const message = `${err.message}; an earlier send of it is not settled`;
+          throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'later_version_exists', message, { cause: err });
+        }
+      },
       request: (timeout) =>
         stripe.refunds.create(
           {
@@ -92,47 +102,22 @@ export function refundCreation(deps: PaymentDeps) {
         await settle(proof, 'refund_not_executed', failure);
       },
       receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
-      recordReceipt: (refund, receipt) => settleReceipt(attempt, input, refund, receipt),
+      // The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is.
+      recordReceipt: (refund, receipt) => {
+        const detail = { requestId: refund.lastResponse.requestId ?? null };
+        const at = { operationId, actor, event: 'refund_confirmed', detail };
+        if (providerFailed(refund)) return settleProviderFailure(log, refund, receipt, at);
+        const partial = refund.currency !== input.currency || refund.amount < input.amount;
+        const update: OperationUpdate = partial
+          ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
+          : { status: 'refunded', refund: receipt };
+        return log.settle(operationId, update, actor, at.event, detail);
+      },
       notRecorded: (refund, err) =>
         receiptNotRecorded(err, `refund ${refund.id} was made`, {
           providerRequestId: refund.lastResponse.requestId ?? null,
           provider: { refundId: refund.id },
         }),
-    });
-  }
-
-  /** Stamps the send; a later version begun since refuses it, and if an earlier send of this one is open, that comes first. */
-  async function stamp(attempt: Attempt, op: OperationRecord, onWireForMs: number): Promise<void> {
-    try {
-      await log.markSent(op.operationId, attempt.actor, onWireForMs);
-    } catch (err) {
-      if (!(err instanceof LaterVersionError) || op.requestsSent <= (op.provenAbsentThrough ?? 0)) throw err;
-      throw new Classified(
-        'UNKNOWN_OUTCOME',
-        'may_have_executed',
-        'later_version_exists',
-        `${err.message}; an earlier send of it is not settled`,
-        { cause: err },
-      );
-    }
-  }
-
-  /** The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is. */
-  async function settleReceipt(
-    attempt: Attempt,
-    input: CreateRefundInput,
-    refund: Stripe.Response<Stripe.Refund>,
-    receipt: RefundReceipt,
-  ): Promise<void> {
-    const failed = refund.status === 'failed' || refund.status === 'canceled';
-    const partial = refund.currency !== input.currency || refund.amount < input.amount;
-    const update: OperationUpdate = failed
-      ? { status: 'failed', refund: receipt, reason: refund.failure_reason ?? refund.status ?? 'failed' }
-      : partial
-        ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
-        : { status: 'refunded', refund: receipt };
-    await log.settle(input.operationId, update, attempt.actor, 'refund_confirmed', {
-      requestId: refund.lastResponse.requestId ?? null,
     });
   }
 
@@ -152,19 +137,16 @@ export function refundCreation(deps: PaymentDeps) {
 }
 
 /** Refused before anything is sent or asked: the operation has no intent on record. */
-export const noIntent = (operationId: string) =>
-  new Classified(
-    'INVALID_ARGUMENTS',
-    'not_executed',
-    'no_intent',
-    `no intent is recorded for operation ${operationId}; nothing was sent`,
-  );
+export function noIntent(operationId: string) {
+  const message = `no intent is recorded for operation ${operationId}; nothing was sent`;
+  return new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', message);
+}
 
 /** What every Stripe send under a key shares: its dedupe window on the store's clock, its replay, timeout and failures. */
 export function stripeSendParts(windows: ProviderWindows, clock: () => Promise<number>) {
-  const { insideWindow } = sendWindow(windows);
   return {
-    insideWindow: async (record: Pick<OperationRecord, 'firstSentAt'>) => insideWindow(record, await clock()),
+    insideWindow: async (record: Pick<OperationRecord, 'firstSentAt'>) =>
+      insideDedupeWindow(windows, record, await clock()),
     replayed: <R extends { replayed: boolean }>(receipt: R): R => ({ ...receipt, replayed: true }),
     maxRequestMs: windows.requestTimeoutMs,
     classify: (err: unknown) => stripeFailure(err, true),

@@ -20,7 +20,7 @@ import { Classified, type AttemptRunner } from './attempt';
 import { noIntent } from './create-refund';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
-import { listRefunds, refundIdsOf, toReceipt } from './stripe-refunds';
+import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
 
 export interface ExamineFollowUpInput {
@@ -55,34 +55,24 @@ export function createFollowUpActivities(deps: {
       if (!op) throw noIntent(input.operationId);
       const refund = await stripe.refunds.retrieve(input.refundId);
       if (refund.metadata?.operation_id !== input.operationId) {
-        throw new Classified(
-          'INVALID_ARGUMENTS',
-          'not_executed',
-          'not_this_operation',
-          `refund ${refund.id} does not carry operation ${input.operationId}`,
-        );
+        const message = `refund ${refund.id} does not carry operation ${input.operationId}`;
+        throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'not_this_operation', message);
       }
       // Only the operation's own refund failing undoes its saga; another refund carrying its id is an anomaly for a person.
       if (op.refund?.refundId !== refund.id) {
-        throw new Classified(
-          'INVALID_ARGUMENTS',
-          'not_executed',
-          'not_this_refund',
-          `refund ${refund.id} (${refund.status}) carries operation ${input.operationId}, whose refund is ${op.refund?.refundId ?? 'not recorded'}: nothing is undone; a person looks at why it exists`,
-        );
+        const message = `refund ${refund.id} (${refund.status}) carries operation ${input.operationId}, whose refund is ${op.refund?.refundId ?? 'not recorded'}: nothing is undone; a person looks at why it exists`;
+        throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'not_this_refund', message);
       }
       const receipt = toReceipt(refund, false);
-      const failed = refund.status === 'failed' || refund.status === 'canceled';
+      const failed = providerFailed(refund);
       if (failed) {
         await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
-        const reason = refund.failure_reason ?? refund.status ?? 'failed';
-        await store.operations.settle(
-          input.operationId,
-          { status: 'failed', refund: receipt, reason },
-          attempt.actor,
-          'refund_failed_after_completion',
-          { followUp: attempt.actor },
-        );
+        await settleProviderFailure(store.operations, refund, receipt, {
+          operationId: input.operationId,
+          actor: attempt.actor,
+          event: 'refund_failed_after_completion',
+          detail: { followUp: attempt.actor },
+        });
       }
       return {
         request: op.request,
@@ -103,12 +93,8 @@ export function createFollowUpActivities(deps: {
       (id) => id !== refundId,
     );
     if (others.length === 0) return;
-    throw new Classified(
-      'INVALID_ARGUMENTS',
-      'not_executed',
-      'more_than_one_refund',
-      `refund ${refundId} failed, but ${others.join(', ')} also carr${others.length === 1 ? 'ies' : 'y'} operation ${operationId}: nothing is undone; a person looks at why it exists`,
-    );
+    const message = `refund ${refundId} failed, but ${others.join(', ')} also carr${others.length === 1 ? 'ies' : 'y'} operation ${operationId}: nothing is undone; a person looks at why it exists`;
+    throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'more_than_one_refund', message);
   }
 
   /**

@@ -8,12 +8,6 @@ import { smtpTlsFor } from '../config';
  */
 export const SMTP_MIN_ATTEMPT_MS = 10_000;
 
-/**
- * One SMTP connection per send and no pooling, so an activity attempt is exactly one delivery attempt.
- * Connecting and the greeting share the 5 s connection deadline, then each reply may take up to 15 s:
- * a server that stalls once fails the attempt within about 20 s, and the send's own deadline
- * (request-deadline.ts) cuts it inside whatever start-to-close the attempt has.
- */
 export interface SmtpSettings {
   /** Credentials kept out of the URL; a URL's own user:password is used when these are not given. */
   auth?: { user: string; pass: string };
@@ -23,6 +17,12 @@ export interface SmtpSettings {
   rejectUnauthorized: boolean;
 }
 
+/**
+ * One SMTP connection per send and no pooling, so an activity attempt is exactly one delivery attempt.
+ * Connecting and the greeting share the 5 s connection deadline, then each reply may take up to 15 s:
+ * a server that stalls once fails the attempt within about 20 s, and the send's own deadline
+ * (request-deadline.ts) cuts it inside whatever start-to-close the attempt has.
+ */
 export function createMailTransport(smtpUrl: string, settings?: SmtpSettings): Transporter {
   const url = new URL(smtpUrl);
   const tls = settings?.tls ?? smtpTlsFor(smtpUrl);

@@ -4,13 +4,6 @@
 /** How an outbox entry settled from the log begins its response, where the mail server's answer would be. */
 export const RECONCILED_FROM_LOG = 'reconciled:';
 
-/** One accepted message, as the log shows it. */
-export interface LoggedMessage {
-  /** The provider's own id for it. */
-  id: string;
-  acceptedAt: string;
-}
-
 /**
  * What a real provider's client implements; `httpMessageLog` speaks the local SMTP server's mailbox API. It must find
  * a message by the Message-ID header our sender set: a provider that replaces it with its own cannot serve, since
@@ -22,8 +15,11 @@ export interface MessageLog {
    * may still take a message whose client has hung up. A miss proves nothing before then.
    */
   readonly consistencyMs: number;
-  /** The log's entries for the Message-ID (none: it has no such message); throws when the log cannot be read. */
-  find(messageId: string): Promise<LoggedMessage[]>;
+  /**
+   * The log's entries for the Message-ID, each with the provider's own id for it (none: it has no such message);
+   * throws when the log cannot be read.
+   */
+  find(messageId: string): Promise<{ id: string; acceptedAt: string }[]>;
 }
 
 export interface MessageLogSettings {

@@ -4,7 +4,6 @@
 // its stamp and recorded with it.
 import { Context } from '@temporalio/activity';
 import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
-import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import { refundMetrics } from '../observability/metrics';
 import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
@@ -25,14 +24,8 @@ import {
 } from './outbox';
 import { refundCorrectionMail, type RefundCorrectionInput } from './refund-correction';
 import { refundNoticeMail, type RefundNoticeInput } from './refund-notice';
-import {
-  attemptTimeSpent,
-  beforeRequest,
-  recordTransportRequest,
-  sendDeadline,
-  SMTP_SEND_MARGIN_MS,
-} from './request-deadline';
-import { classifySmtpError } from './smtp-failures';
+import { attemptTimeSpent, beforeRequest, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
+import { reachedServer, smtpFailure } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
 export interface NotificationDeps {
@@ -67,13 +60,10 @@ export function createNotificationActivities(deps: NotificationDeps) {
     if (to === undefined) {
       // A customer is mailed at the address the order holds, never one passed along.
       const order = await store.getOrder(orderId);
-      if (!order)
-        throw new Classified(
-          'PERMANENT_BUSINESS',
-          'not_executed',
-          'order_not_found',
-          `order ${orderId} does not exist; nothing was sent`,
-        );
+      if (!order) {
+        const message = `order ${orderId} does not exist; nothing was sent`;
+        throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', message);
+      }
       to = order.customerEmail;
     }
     const ctx = { key, messageId: messageIdForKey(key), recipient: maskEmails(to) };
@@ -87,7 +77,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
     const release = () => store.releaseNotification(key, held.stamp);
 
     let info: SentMessageInfo;
-    const handedOver = () => recordTransportRequest(attempt, { method: 'SMTP', target: 'DATA', idempotencyKey: key });
+    const handedOver = () =>
+      attempt.requests.push({ at: new Date().toISOString(), method: 'SMTP', target: 'DATA', idempotencyKey: key });
     await beforeRequest(attempt);
     // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
     const timeout = deadline.left();
@@ -107,10 +98,9 @@ export function createNotificationActivities(deps: NotificationDeps) {
       });
       handedOver();
     } catch (err) {
-      const c = classifySmtpError(err as NodemailerError);
-      // A session that never began reached no server; any other counts as a request it received.
-      if (!NO_SESSION.has(c.reason)) handedOver();
-      if (c.certainty !== 'not_executed') {
+      const failure = smtpFailure(err as NodemailerError, ctx);
+      if (reachedServer(failure)) handedOver();
+      if (failure.certainty !== 'not_executed') {
         const facts = { ...ctx, sendingSince: held.stamp };
         // With a message log, the next attempt asks it once the message could show there: past this send's bound.
         if (deps.messageLog) {
@@ -120,38 +110,17 @@ export function createNotificationActivities(deps: NotificationDeps) {
         throw outcomeUnknown(facts, 'this attempt', err as NodemailerError);
       }
       await release();
-      throw new Classified(
-        c.code,
-        c.certainty,
-        c.reason,
-        `sending ${ctx.messageId} to ${ctx.recipient} failed: ${(err as NodemailerError).response ?? (err as Error).message}`,
-        {
-          retryAfterMs: c.retryAfterMs,
-          provider: { ...ctx, ...c.facts },
-          cause: err,
-          health: HEALTH_FAILURES.has(c.code),
-        },
-      );
+      throw failure;
     }
     if (info.rejected?.length) {
       if (info.accepted?.length) {
         // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
-        throw new Classified(
-          'PARTIAL_OUTCOME',
-          'partial',
-          'some_recipients_rejected',
-          `the mail server accepted ${ctx.messageId} for some recipients only`,
-          { provider: ctx },
-        );
+        const message = `the mail server accepted ${ctx.messageId} for some recipients only`;
+        throw new Classified('PARTIAL_OUTCOME', 'partial', 'some_recipients_rejected', message, { provider: ctx });
       }
       await release();
-      throw new Classified(
-        'PERMANENT_BUSINESS',
-        'not_executed',
-        'recipient_rejected',
-        `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`,
-        { provider: ctx },
-      );
+      const message = `recipient ${ctx.recipient} rejected: ${info.response ?? ''}`;
+      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected', message, { provider: ctx });
     }
     const response = info.response ?? '';
     try {
@@ -173,42 +142,42 @@ export function createNotificationActivities(deps: NotificationDeps) {
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
 
-  /** Each hand-over counted by outcome: sent, already sent, refused, partial or unknown. */
-  const deliver = async (attempt: Attempt, entry: OutboxMail, mail: MailText): Promise<NotificationReceipt> => {
-    const metrics = refundMetrics(Context.current().metricMeter);
-    try {
-      const receipt = await handOver(attempt, entry, mail);
-      metrics.handedOver(receipt.alreadySent ? 'already_sent' : 'completed');
-      return receipt;
-    } catch (err) {
-      if (err instanceof Classified) metrics.handedOver(err.certainty);
-      throw err;
-    }
-  };
-
-  /** An email's step: one attempt through the mail server's breaker, its outbox entry read within it. */
-  const smtpStep = (
+  /**
+   * An email's step: one attempt through the mail server's breaker, its outbox entry and text composed within it, and
+   * its hand-over counted by outcome: sent, already sent, refused, partial or unknown.
+   */
+  const mailStep = (
     step: string,
     key: string,
     operationId: string,
-    send: (a: Attempt) => Promise<NotificationReceipt>,
-  ) => deps.attempt({ step, key, operationId, boundary: 'smtp', breaker: 'smtp:send' }, storeFailure, send);
+    compose: () => Promise<[OutboxMail, MailText]> | [OutboxMail, MailText],
+  ) =>
+    deps.attempt({ step, key, operationId, boundary: 'smtp', breaker: 'smtp:send' }, storeFailure, async (a) => {
+      const [entry, mail] = await compose();
+      const metrics = refundMetrics(Context.current().metricMeter);
+      try {
+        const receipt = await handOver(a, entry, mail);
+        metrics.handedOver(receipt.alreadySent ? 'already_sent' : 'completed');
+        return receipt;
+      } catch (err) {
+        if (err instanceof Classified) metrics.handedOver(err.certainty);
+        throw err;
+      }
+    });
 
   /** The checkout's receipt, or its correction: mailed to the cart's customer, as the store holds them. */
-  const cartMail =
-    (kind: CheckoutMailKind, step: string) =>
-    (input: CheckoutMailInput): Promise<Evidenced<NotificationReceipt>> =>
-      smtpStep(step, input.key, input.operationId, async (a) => {
-        const to = (await cartOf(store, input.cartId)).customerEmail;
-        return deliver(a, { ...input, orderId: input.cartId, kind, to }, checkoutMail(kind, input));
-      });
+  const cartMail = (kind: CheckoutMailKind, step: string) => (input: CheckoutMailInput) =>
+    mailStep(step, input.key, input.operationId, async () => {
+      const to = (await cartOf(store, input.cartId)).customerEmail;
+      return [{ ...input, orderId: input.cartId, kind, to }, checkoutMail(kind, input)];
+    });
 
   return {
-    async sendRefundNotice(input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> {
-      return smtpStep('notify_customer', input.key, input.operationId, (a) =>
-        deliver(a, { ...input, kind: 'refund_notice' }, refundNoticeMail(input)),
-      );
-    },
+    sendRefundNotice: (input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> =>
+      mailStep('notify_customer', input.key, input.operationId, () => [
+        { ...input, kind: 'refund_notice' },
+        refundNoticeMail(input),
+      ]),
 
     /**
      * Settles a notice whose hand-over is unknown on a person's word that it was delivered: the outbox
@@ -225,38 +194,22 @@ export function createNotificationActivities(deps: NotificationDeps) {
     },
 
     /** The occurrence's digest for the operators: one per occurrence, its key built from the occurrence id. */
-    async sendDigest(input: DigestInput): Promise<Evidenced<NotificationReceipt>> {
-      return smtpStep('digest', input.key, input.occurrenceId, (a) =>
-        deliver(
-          a,
-          {
-            key: input.key,
-            operationId: input.occurrenceId,
-            orderId: '',
-            kind: 'digest',
-            to: deps.digestTo ?? DEFAULT_DIGEST_TO,
-          },
+    sendDigest: (input: DigestInput): Promise<Evidenced<NotificationReceipt>> =>
+      mailStep('digest', input.key, input.occurrenceId, () => {
+        const to = deps.digestTo ?? DEFAULT_DIGEST_TO;
+        return [
+          { key: input.key, operationId: input.occurrenceId, orderId: '', kind: 'digest', to },
           digestMail(input),
-        ),
-      );
-    },
+        ];
+      }),
 
     sendCheckoutReceipt: cartMail('checkout_receipt', 'send_receipt'),
     sendCheckoutCorrection: cartMail('checkout_correction', 'send_receipt:compensate'),
 
-    async sendRefundCorrection(input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> {
-      return smtpStep('notify_customer:compensate', input.key, input.operationId, (a) =>
-        deliver(a, { ...input, kind: 'refund_correction' }, refundCorrectionMail(input)),
-      );
-    },
+    sendRefundCorrection: (input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> =>
+      mailStep('notify_customer:compensate', input.key, input.operationId, () => [
+        { ...input, kind: 'refund_correction' },
+        refundCorrectionMail(input),
+      ]),
   };
 }
-
-/** Failures that happen before any SMTP session with the server exists. */
-const NO_SESSION = new Set([
-  'connection_refused',
-  'dns_failed',
-  'connect_timeout',
-  'client_refused',
-  'envelope_invalid',
-]);

@@ -70,13 +70,10 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
     };
     return attempt(call, storeFailure, async (a) => {
       const order = await store.getOrder(request.orderId);
-      if (!order)
-        throw new Classified(
-          'PERMANENT_BUSINESS',
-          'not_executed',
-          'order_not_found',
-          `order ${request.orderId} does not exist`,
-        );
+      if (!order) {
+        const message = `order ${request.orderId} does not exist`;
+        throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', message);
+      }
       const { record, created } = await recordingEffect(a, () =>
         store.operations.commitIntent({ ...intent, actor: a.actor }),
       );

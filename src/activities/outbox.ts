@@ -10,7 +10,7 @@ import type { NotificationReceipt } from '../contract';
 import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
 import { Classified, type Attempt } from './attempt';
 import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
-import { SEND_CLOCK_MARGIN_MS } from './send-window';
+import { SEND_CLOCK_MARGIN_MS } from './request-deadline';
 
 /** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
 export interface OutboxMail extends ResendApproval {
@@ -77,20 +77,21 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     onWireForMs: number,
   ): Promise<{ receipt: NotificationReceipt } | { stamp: string }> => {
     // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
-    const { claimed, stamp } = await claim(store, request, onWireForMs);
+    const { claimed, stamp } = await store.claimHandOver(request, onWireForMs).catch((err: unknown) => {
+      if (!(err instanceof IntentConflictError)) throw err;
+      const masked = maskEmails(err.message);
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', masked, {
+        provider: { key: ctx.key },
+      });
+    });
     if (stamp !== null) return { stamp };
     const current = (await store.getNotification(request.key)) ?? claimed;
     if (current.status === 'sent')
       return { receipt: { ...ctx, providerResponse: current.providerResponse ?? '', alreadySent: true } };
     if (current.status === 'pending') {
       // Another attempt held the entry and, refused by the server, released it after our claim: a retry sends cleanly.
-      throw new Classified(
-        'STATE_CONFLICT',
-        'not_executed',
-        'concurrent_attempt',
-        `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`,
-        { provider: ctx },
-      );
+      const message = `another attempt was sending ${ctx.messageId} at the same time and the mail server refused it; retry`;
+      throw new Classified('STATE_CONFLICT', 'not_executed', 'concurrent_attempt', message, { provider: ctx });
     }
     const since = current.sendingSince!;
     const facts = { ...ctx, sendingSince: since };
@@ -237,30 +238,8 @@ function approvedResend(current: OutboxEntry, approval: ResendApproval): boolean
 }
 
 function sendInProgress(facts: FailureDetails['provider'], what: string): Classified {
-  return new Classified(
-    'STATE_CONFLICT',
-    'may_have_executed',
-    'send_in_progress',
-    `${what}; look again when it is done`,
-    { provider: facts },
-  );
-}
-
-async function claim(
-  store: OrderStore,
-  entry: Parameters<OrderStore['claimHandOver']>[0],
-  onWireForMs: number,
-): Promise<{ claimed: OutboxEntry; stamp: string | null }> {
-  try {
-    return await store.claimHandOver(entry, onWireForMs);
-  } catch (err) {
-    if (err instanceof IntentConflictError) {
-      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {
-        provider: { key: entry.key },
-      });
-    }
-    throw err;
-  }
+  const message = `${what}; look again when it is done`;
+  return new Classified('STATE_CONFLICT', 'may_have_executed', 'send_in_progress', message, { provider: facts });
 }
 
 /** A hand-over whose outcome is unknown, by this attempt (its connection lost) or a previous one. */

@@ -6,8 +6,8 @@ import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
 import { noIntent, type PaymentDeps } from './create-refund';
 import { paymentFailure } from './payment-failures';
-import { sendWindow } from './send-window';
-import { listRefunds, toReceipt } from './stripe-refunds';
+import { insideDedupeWindow, sendsOffTheWireBy } from './request-deadline';
+import { listRefunds, providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 export interface ReconcileRefundInput {
   operationId: string;
@@ -22,7 +22,6 @@ export interface ReconcileRefundInput {
 
 export function refundReconciliation(deps: PaymentDeps) {
   const { log } = deps;
-  const { sendsOffTheWireBy, insideWindow } = sendWindow(deps.windows);
 
   /**
    * Asks the provider what became of an operation whose outcome is unknown: by refund id when one is
@@ -51,7 +50,7 @@ export function refundReconciliation(deps: PaymentDeps) {
         method: known ? ('retrieve' as const) : ('list' as const),
         scanned,
         matches: found.length,
-        insideDedupeWindow: insideWindow(op, askedAt),
+        insideDedupeWindow: insideDedupeWindow(deps.windows, op, askedAt),
         requestsSent: op.requestsSent,
       };
       const reply = (
@@ -60,13 +59,14 @@ export function refundReconciliation(deps: PaymentDeps) {
         refund: RefundReceipt | null = null,
         conclusiveAt: string | null = null,
       ): ReconcileResult => ({ ...base, result, refund, conclusiveAt, note });
+      const at = { operationId: input.operationId, actor: attempt.actor, event: 'reconciled' };
       const settle = (update: OperationUpdate, detail: Record<string, unknown>) =>
-        log.settle(input.operationId, update, attempt.actor, 'reconciled', detail);
+        log.settle(at.operationId, update, at.actor, at.event, detail);
       // A refund looked up by id that does not carry this operation proves nothing either way.
       if (found.length === 0 && known)
         return reply('unknown', `refund ${known} does not carry operation ${input.operationId}`);
       if (found.length === 0) {
-        const offWire = sendsOffTheWireBy(op);
+        const offWire = sendsOffTheWireBy(deps.windows, op);
         const conclusive = offWire === null ? 0 : offWire + deps.windows.consistencyMs;
         const conclusiveAt = offWire === null ? null : new Date(conclusive).toISOString();
         const notFound = (result: ReconcileResult['result'], note: string) => reply(result, note, null, conclusiveAt);
@@ -106,9 +106,8 @@ export function refundReconciliation(deps: PaymentDeps) {
         found.length > 1
           ? `; ${found.length} refunds carry this operation id (${found.map((r) => r.id).join(', ')})`
           : '';
-      if (refund.status === 'failed' || refund.status === 'canceled') {
-        const reason = refund.failure_reason ?? refund.status;
-        await settle({ status: 'failed', refund: receipt, reason }, { result: 'failed' });
+      if (providerFailed(refund)) {
+        await settleProviderFailure(log, refund, receipt, { ...at, detail: { result: 'failed' } });
         const why = refund.failure_reason ?? 'no reason given';
         return reply('failed', `refund ${refund.id} ${refund.status} (${why})${extra}`, receipt);
       }

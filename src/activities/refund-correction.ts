@@ -2,7 +2,7 @@
 import type { MailText, OutboxMail } from './outbox';
 
 /** Why a correction is sent, as the customer may read it. Operator-facing error text never goes into an email. */
-export const CORRECTION_REASONS = {
+const CORRECTION_REASONS = {
   refund_failed: 'your bank or card issuer could not accept the refund, so no money was returned to you for it',
   refund_canceled: 'the refund was cancelled before it reached your account, so no money was returned to you for it',
 } as const;

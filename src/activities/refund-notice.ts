@@ -21,12 +21,8 @@ export function formatAmount(amount: number, currency: string): string {
     try {
       format = new Intl.NumberFormat('en-US', { style: 'currency', currency: code });
     } catch {
-      throw new Classified(
-        'INVALID_ARGUMENTS',
-        'not_executed',
-        'unknown_currency',
-        `cannot format an amount in unknown currency "${currency}"`,
-      );
+      const message = `cannot format an amount in unknown currency "${currency}"`;
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'unknown_currency', message);
     }
     formats.set(code, (known = { format, decimals: format.resolvedOptions().maximumFractionDigits ?? 2 }));
   }

@@ -1,11 +1,22 @@
-// Every provider request, at every boundary (Stripe, SMTP): recorded in its attempt, and its deadline cut to what is
-// left of the activity attempt, so an attempt that makes several requests still ends inside its start-to-close
-// and Temporal never starts the next attempt while this one is still talking. The start-to-close is
-// the attempt's own, as the run's pinned policy scheduled it: never this worker's policy.
+// Every provider request, at every boundary (Stripe, SMTP): its deadline cut to what is left of the activity attempt,
+// so an attempt that makes several requests still ends inside its start-to-close and Temporal never starts the next
+// attempt while this one is still talking. The start-to-close is the attempt's own, as the run's pinned policy
+// scheduled it: never this worker's policy. And how long a refund's send can still be on the wire, read on the
+// store's clock: whether a request sent now falls inside its key's dedupe window, and when a "not found" is believed.
 import { log } from '@temporalio/activity';
+import type { ProviderWindows } from '../contract';
 import { AttemptEndedError } from '../store/errors';
+import type { OperationRecord } from '../store/types';
 import { Classified, type Attempt } from './attempt';
-import { SEND_CLOCK_MARGIN_MS } from './send-window';
+
+/**
+ * How far past `stamp + STRIPE_TIMEOUT_MS` a send may still end, read on the store's clock. Its
+ * deadline is fixed and enforced on the worker's clock (Date.now() and a timer), while its stamp and
+ * every later lookup are read on the store's (the database server's, on PostgreSQL). A constant
+ * offset between the two cancels out (the deadline is fixed before the stamp); this covers a step
+ * or drift of either clock during the send, and a timer that fires late on a busy worker.
+ */
+export const SEND_CLOCK_MARGIN_MS = 1000;
 
 /** Left for the attempt's own bookkeeping (the store, the ledger) after the last request. */
 const MARGIN_MS = 1000;
@@ -63,18 +74,6 @@ export const attemptTimeSpent = () =>
     'not sent: too little of this attempt is left for the request to finish',
   );
 
-/** A request that reached the provider: it was written whole (and so could be acted on). */
-export function recordTransportRequest(
-  attempt: Attempt | undefined,
-  request: Omit<Attempt['requests'][number], 'at'>,
-): void {
-  attempt?.requests.push({ at: new Date().toISOString(), ...request });
-}
-
-export function recordProviderRequestId(attempt: Attempt | undefined, id: string | undefined): void {
-  if (attempt && id) attempt.providerRequestId = id;
-}
-
 /**
  * Awaited by every transport before a request goes on the wire: the attempt's ledger row is then on disk, so an
  * attempt that never finishes is seen as one. The ledger is evidence, not the effect: a failed write is logged.
@@ -88,3 +87,23 @@ export async function beforeRequest(attempt: Attempt | undefined): Promise<void>
     log.warn('attempt ledger write failed', { error: (err as Error).message });
   }
 }
+
+/** The latest a send of this worker's stamped at `stampedAt` (the store's clock) can still be on the wire. */
+const offTheWireBy = (windows: ProviderWindows, stampedAt: number) =>
+  stampedAt + windows.requestTimeoutMs + SEND_CLOCK_MARGIN_MS;
+
+/** Whether a request sent at `at` (the store's clock) would still reach the provider inside the key's dedupe window. */
+export const insideDedupeWindow = (windows: ProviderWindows, op: Pick<OperationRecord, 'firstSentAt'>, at: number) =>
+  op.firstSentAt === null || offTheWireBy(windows, at) < Date.parse(op.firstSentAt) + windows.dedupeWindowMs;
+
+/**
+ * The latest any recorded send can still be on the wire: each sender's own bound, which may be a longer timeout than
+ * this worker's (a rollout); this worker's arithmetic for sends stamped before bounds were recorded. Null if none was.
+ */
+export const sendsOffTheWireBy = (windows: ProviderWindows, op: OperationRecord) =>
+  op.lastSentAt === null
+    ? null
+    : Math.max(
+        offTheWireBy(windows, Date.parse(op.lastSentAt)),
+        op.offTheWireBy === null ? 0 : Date.parse(op.offTheWireBy),
+      );

@@ -3,7 +3,10 @@
 // (RFC 5321), so any reply ≥ 400 proves it did not; a connection lost after the session began
 // proves nothing, since the server may have stored the message and lost only its reply.
 import type { NodemailerError } from 'nodemailer';
+import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
+import { Classified } from './attempt';
 import { classifyBy, rule, type Rule } from './failure-rules';
+import type { MailFacts } from './outbox';
 
 export interface SmtpErrorFacts {
   responseCode: number | null;
@@ -84,3 +87,28 @@ export function smtpRetryAfterMs(response: string | null): number | null {
   const ms = unit === 'ms' ? value : unit.startsWith('m') ? value * 60_000 : value * 1000;
   return ms > 0 ? Math.ceil(ms) : null;
 }
+
+/** A failed send of the message `mail` names, as a classified failure. */
+export function smtpFailure(err: NodemailerError, mail: MailFacts): Classified {
+  const c = classifySmtpError(err);
+  const message = `sending ${mail.messageId} to ${mail.recipient} failed: ${err.response ?? err.message}`;
+  const provider = { ...mail, ...c.facts };
+  return new Classified(c.code, c.certainty, c.reason, message, {
+    retryAfterMs: c.retryAfterMs,
+    provider,
+    cause: err,
+    health: HEALTH_FAILURES.has(c.code),
+  });
+}
+
+/** Failures that happen before any SMTP session with the server exists. */
+const NO_SESSION = new Set([
+  'connection_refused',
+  'dns_failed',
+  'connect_timeout',
+  'client_refused',
+  'envelope_invalid',
+]);
+
+/** Whether a failed send counts as a request the server received: any did but one whose session never began. */
+export const reachedServer = (failure: Classified) => !NO_SESSION.has(failure.reason);

@@ -25,7 +25,7 @@ export interface StripeErrorFacts {
 }
 
 /** Stripe error codes that are the business saying no (the request was understood and refused). */
-export const STRIPE_BUSINESS_CODES = new Set([
+const STRIPE_BUSINESS_CODES = new Set([
   'amount_too_large',
   'amount_too_small',
   'balance_insufficient',
@@ -116,19 +116,21 @@ export function classifyStripeError(err: unknown, write: boolean, nowMs: number 
   if (!(err instanceof Stripe.errors.StripeError)) return undefined;
   const headers = (err.headers ?? {}) as Record<string, string | undefined>;
   const transport = transportErrorOf(err.detail);
-  const facts: StripeErrorFacts = {
-    write,
+  // What a failure's details show of the error: every fact but whether the request was a write.
+  const provider = {
     errorType: err.type,
-    stage: transport?.stage ?? null,
-    timedOut: transport?.timedOut ?? false,
     statusCode: err.statusCode ?? null,
     rawType: (err as { rawType?: string }).rawType ?? null,
     code: err.code ?? null,
+    stage: transport?.stage ?? null,
+    timedOut: transport?.timedOut ?? false,
     shouldRetry: headers['stripe-should-retry'] ?? null,
   };
+  const facts: StripeErrorFacts = { write, ...provider };
   return {
     ...classifyBy(STRIPE_RULES, facts),
     facts,
+    provider,
     requestId: err.requestId ?? null,
     retryAfterMs: retryAfterMs(headers['retry-after'], nowMs),
     message: transport ? `Stripe: ${err.message} ${transport.message}` : `Stripe: ${err.message}`,
@@ -168,19 +170,10 @@ export function stripeFailure(err: unknown, write: boolean): Classified {
       { cause: err },
     );
   }
-  const f = c.facts;
   return new Classified(c.code, c.certainty, c.reason, c.message, {
     retryAfterMs: c.retryAfterMs,
     providerRequestId: c.requestId,
-    provider: {
-      errorType: f.errorType,
-      statusCode: f.statusCode,
-      rawType: f.rawType,
-      code: f.code,
-      stage: f.stage,
-      timedOut: f.timedOut,
-      shouldRetry: f.shouldRetry,
-    },
+    provider: c.provider,
     cause: err,
     health: HEALTH_FAILURES.has(c.code) && !refusedLocally(err),
   });

@@ -1,7 +1,11 @@
 // Refunds as Stripe reports them: the receipt a refund gives, a payment intent's refunds listed
-// over pages, and which of them carry an operation.
+// over pages, which of them carry an operation, and a refund Stripe failed recorded on its operation.
 import type Stripe from 'stripe';
 import type { RefundReceipt } from '../contract';
+import type { OperationLog } from '../store';
+
+/** What Stripe says of a refund's end: its status, and why it failed when it did. */
+type RefundEnd = { status: string | null; failure_reason?: string | null };
 
 export function toReceipt(refund: Stripe.Refund, replayed: boolean): RefundReceipt {
   const pi = refund.payment_intent;
@@ -35,4 +39,21 @@ export async function listRefunds(stripe: Stripe, paymentIntentId: string): Prom
 /** The refunds in a payment intent's list that carry the operation id: more than one is never right (the gate's and the follow-up's single_refund). */
 export function refundIdsOf(listed: Stripe.Refund[], operationId: string): string[] {
   return listed.filter((r) => r.metadata?.operation_id === operationId).map((r) => r.id);
+}
+
+/** Stripe's word that the refund returned nothing: it failed, or was canceled. */
+export const providerFailed = (refund: RefundEnd) => refund.status === 'failed' || refund.status === 'canceled';
+
+/**
+ * Records a refund Stripe failed (or canceled) on its operation, with Stripe's failure_reason (else its status) as the
+ * reason: the same record whoever read it (the create's answer, the gate, a reconciliation, a follow-up, a checkout).
+ */
+export function settleProviderFailure(
+  log: OperationLog,
+  refund: RefundEnd,
+  receipt: RefundReceipt,
+  at: { operationId: string; actor: string; event: string; detail?: Record<string, unknown> },
+) {
+  const reason = refund.failure_reason ?? refund.status ?? 'failed';
+  return log.settle(at.operationId, { status: 'failed', refund: receipt, reason }, at.actor, at.event, at.detail);
 }

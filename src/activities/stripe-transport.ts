@@ -11,7 +11,7 @@ import type { Socket } from 'node:net';
 import tls from 'node:tls';
 import Stripe from 'stripe';
 import type { Attempt } from './attempt';
-import { beforeRequest, recordProviderRequestId, recordTransportRequest, requestTimeout } from './request-deadline';
+import { beforeRequest, requestTimeout } from './request-deadline';
 
 /**
  * not_sent: the request was never completely handed to the network, so the server cannot have acted on it.
@@ -112,14 +112,15 @@ export class StripeTransport extends Stripe.HttpClient {
         req.destroy(new Error('timeout'));
       }, left);
       req.once('finish', () => {
-        recordTransportRequest(attempt, { method, target: path, idempotencyKey });
+        attempt?.requests.push({ at: new Date().toISOString(), method, target: path, idempotencyKey });
       });
       req.once('error', (err) => {
         clearTimeout(timer);
         fail(err);
       });
       req.once('response', (res) => {
-        recordProviderRequestId(attempt, headerText(res.headers['request-id']));
+        const requestId = headerText(res.headers['request-id']);
+        if (attempt && requestId) attempt.providerRequestId = requestId;
         resolve(new TransportResponse(res, timer, () => timedOut, limit));
       });
       // Nothing is written before the connection is up (a stall there may outlast the deadline), and then only if it has not passed.

@@ -24,14 +24,10 @@ export interface SweepReport {
 }
 
 export function createSweepActivities(deps: { temporal?: Client }) {
-  const client = () =>
-    deps.temporal ??
-    ((): never => {
-      throw ApplicationFailure.nonRetryable(
-        'this worker has no Temporal client for visibility queries',
-        'CONFIGURATION',
-      );
-    })();
+  const client = () => {
+    if (deps.temporal) return deps.temporal;
+    throw ApplicationFailure.nonRetryable('this worker has no Temporal client for visibility queries', 'CONFIGURATION');
+  };
   return {
     /** How many runs need a person, and the first `max` of them in the order visibility returns them (newest first). */
     async listAttention(input: { max: number }): Promise<{ total: number; runs: AttentionRun[] }> {

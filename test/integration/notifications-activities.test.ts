@@ -8,7 +8,7 @@ import nodemailer, { type Transporter } from 'nodemailer';
 import { createMailTransport } from '../../src/activities/mail-transport';
 import { createNotificationActivities } from '../../src/activities/notifications';
 import { formatAmount, type RefundNoticeInput } from '../../src/activities/refund-notice';
-import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/send-window';
+import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/request-deadline';
 import { messageIdForKey } from '../../src/contract';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';

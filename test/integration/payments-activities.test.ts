@@ -7,7 +7,7 @@ import type Stripe from 'stripe';
 import { createAttemptRunner } from '../../src/activities/attempt';
 import { refundCreation, type CreateRefundInput, type PaymentDeps } from '../../src/activities/create-refund';
 import { refundReconciliation } from '../../src/activities/reconcile-refund';
-import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/send-window';
+import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/request-deadline';
 import { createStripeClient, stripeIn } from '../../src/activities/stripe-client';
 import type { ProviderWindows } from '../../src/contract';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';

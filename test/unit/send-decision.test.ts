@@ -1,7 +1,7 @@
 // The send decision, pure: replay a receipt on record; reconcile first when an earlier send is open and a send now
 // would fall outside the key's dedupe window; send otherwise. And sendOnce, which only acts on it.
 import { Classified, type Attempt } from '../../src/activities/attempt';
-import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/send-window';
+import { SEND_CLOCK_MARGIN_MS } from '../../src/activities/request-deadline';
 import { outsideDedupeWindow, sendDecision, sendOnce, type KeyedSend, type SendRecord } from '../../src/saga/send';
 
 const fresh: SendRecord<string> = { receipt: null, requestsSent: 0, provenAbsentThrough: null, lastSentAt: null };
