@@ -138,7 +138,7 @@ export function refundCreation(deps: PaymentDeps) {
 
 /** Refused before anything is sent or asked: the operation has no intent on record. */
 export function noIntent(operationId: string) {
-  const message = `no intent is recorded for operation ${operationId}; nothing was sent`;
+  const message = `no intent is recorded for operation ${operationId}; the provider was not called`;
   return new Classified('INVALID_ARGUMENTS', 'not_executed', 'no_intent', message);
 }
 
