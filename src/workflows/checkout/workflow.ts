@@ -27,7 +27,8 @@ export async function checkoutWorkflow(input: unknown): Promise<CheckoutResult> 
 }
 
 async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null) {
-  run.reserved ??= await reserve(run);
+  // The reservation's receipt hands the run the worker's settings: the harness pins them.
+  run.reserved ??= await run.calls.step(CHECKOUT.reserve_stock, run.at('reserve_stock'));
   const charged = run.charge ?? (await charge(run));
   if (isStopped(charged)) return charged;
   run.charge = charged;
@@ -40,13 +41,6 @@ async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null)
   run.receipt ??= await run.calls.step(CHECKOUT.send_receipt, mail);
   const { workflowId, operationId, request } = run;
   return { workflowId, cartId: request.cartId, operationId, status: 'completed' as const, charge: charged };
-}
-
-/** Reserves the cart's stock; the run takes the worker's settings from the reservation's receipt. */
-async function reserve(run: CheckoutRun) {
-  const reserved = await run.calls.step(CHECKOUT.reserve_stock, run.at('reserve_stock'));
-  if (reserved.settings) run.pin(reserved.settings);
-  return reserved;
 }
 
 /** The charge as a send reconciled by its key; a failure that charged nothing is undone. */
