@@ -2,14 +2,8 @@
 // attempt once), its result checked against its schema before the saga may use it, and recorded in the run's step
 // table, which its Query returns.
 import { patched } from '@temporalio/workflow';
-import {
-  evidenced,
-  type CallStatus,
-  type CompensationRecord,
-  type Evidenced,
-  type PinnedSettings,
-  type StepRecord,
-} from '../../contract';
+import { evidenced, type CallStatus, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
+import type { PinnedSettings } from '../../contract';
 import { zodProblems } from '../../domain/zod-problems';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';

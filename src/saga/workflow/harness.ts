@@ -24,7 +24,7 @@ import { isStopped, Stopped, StoppedError } from './run-stopped';
 import type { SagaRunState } from './run';
 import { StepFailedError, type StepError } from './step-failure';
 import { cancelFromState, prepareFromState } from './undo-from-state';
-import { type SagaAttributes, showRejected } from './visibility';
+import { showRejected } from './visibility';
 
 type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
 
@@ -49,7 +49,7 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
    * The business key a result names the run by (`orderId`, `cartId`), how a refused input's is read (null when it
    * names none valid), and the search attributes a refused run is still found by.
    */
-  key: { field: string; of(input: unknown): string | null; attributes: SagaAttributes };
+  key: { field: string; of(input: unknown): string | null };
   /** Messages of the saga's own beyond the state Query and the decide Update. */
   handlers?(run: Run): void;
   /** The saga, top to bottom. A decision runs it again: steps that finished give their outputs back. */
@@ -69,10 +69,9 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
 }
 
 /** A saga's business key: the field of its input, read as `schema` reads it (null when not valid). */
-export const keyField = (field: string, schema: z.ZodType<string>, attributes: SagaAttributes) => ({
+export const keyField = (field: string, schema: z.ZodType<string>) => ({
   field,
   of: (input: unknown) => schema.safeParse((input as Record<string, unknown> | null)?.[field]).data ?? null,
-  attributes,
 });
 
 /** Runs a saga to its result. */
@@ -90,7 +89,7 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
     metricsOf(saga).runEnded('rejected');
     const reason = (err as Error).message;
     const key = saga.key.of(input);
-    showRejected(saga.key.attributes, key, reason);
+    showRejected(key, reason);
     return unfinished(saga, key, null, 'rejected', reason, null);
   }
   setQueryHandler(saga.stateQuery, () => run.view());

@@ -19,7 +19,6 @@ import { sentEffect } from '../../saga/workflow/sent-effect';
 import { approvedResend } from '../../saga/workflow/step-failure';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import { runDetails } from '../../saga/workflow/visibility';
-import { REFUND_ATTRIBUTES } from '../refund/run';
 import { UNDO } from './steps';
 
 export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, RefundActivities> {
@@ -30,8 +29,7 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
   readonly effectName = 'charge';
 
   constructor(readonly request: CheckoutRequest) {
-    // The refund's search attributes, the cart as the key: operators find parked checkouts as they find refunds.
-    super({ steps: CHECKOUT_STEPS, shows: { attributes: REFUND_ATTRIBUTES, details: runDetails('Charge') } });
+    super({ steps: CHECKOUT_STEPS, shows: { details: runDetails('Charge') } });
     this.show.started(request.cartId);
   }
 

@@ -18,7 +18,6 @@ import { sendReconciled } from '../../saga/workflow/reconciled-send';
 import { isStopped } from '../../saga/workflow/run-stopped';
 import { approvedResend } from '../../saga/workflow/step-failure';
 import { undoAndStop } from '../../saga/workflow/undo-from-state';
-import { REFUND_ATTRIBUTES } from '../refund/run';
 import { CheckoutRun } from './run';
 import { CHECKOUT } from './steps';
 
@@ -70,7 +69,7 @@ const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = 
   // The runs' counters are every saga's: the exporter's workflowType label tells a checkout from a refund.
   metrics: () => refundMetrics(metricMeter),
   start: (input) => new CheckoutRun(parseCheckoutRequest(input)),
-  key: keyField('cartId', checkoutRequestSchema.shape.cartId, REFUND_ATTRIBUTES),
+  key: keyField('cartId', checkoutRequestSchema.shape.cartId),
   body: checkout,
   send: chargeSend,
 };

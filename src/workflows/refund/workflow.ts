@@ -25,7 +25,7 @@ import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
 import { lookAgain, partialRefund, received, refundSend } from './refund-effect';
-import { REFUND_ATTRIBUTES, RefundRun } from './run';
+import { RefundRun } from './run';
 import { confirmDelivered, loadOrder, notice, orderUpdate } from './steps';
 import { providerSaysFailed } from './stop-reasons';
 
@@ -61,7 +61,7 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   stateQuery: stepsQuery,
   metrics: () => refundMetrics(metricMeter),
   start: (input) => new RefundRun(parseRefundRequest(input as RefundRequestInput)),
-  key: keyField('orderId', z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), REFUND_ATTRIBUTES),
+  key: keyField('orderId', z.string().regex(/^[A-Za-z0-9_-]{1,64}$/)),
   // A malformed message is ignored or refused, never a failed workflow task.
   handlers: (run) =>
     setSignalHandler(
