@@ -16,7 +16,7 @@ import { redact } from '../../reliability/redaction';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { Found } from '../../saga/workflow/reconciled-send';
 import { sentEffect } from '../../saga/workflow/sent-effect';
-import { approvedResend } from '../../saga/workflow/step-failure';
+import { approvedCorrection } from '../../saga/workflow/step-failure';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import { runDetails } from '../../saga/workflow/visibility';
 import { UNDO } from './steps';
@@ -58,9 +58,7 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     };
     const { paymentIntentId, amount, currency, status } = this.charge ?? {};
     const money = status === 'succeeded' && { paymentIntentId, amount, currency };
-    // A person's approval resends only a correction whose hand-over is unknown, and only the hand-over they judged.
-    const correction = this.steps.get('send_receipt').compensation;
-    const resend = approvedResend(correction?.status === 'unknown' ? resendApprovedAt : undefined, correction?.error);
+    const resend = approvedCorrection(resendApprovedAt, this.steps.get('send_receipt').compensation);
     const plan: PlannedUndo<CheckoutStep>[] = [];
     if (money && this.mayHaveTaken('send_receipt'))
       plan.push({ ...planned('send_receipt', { ...money, ...resend }), after: 'charge_card' });
