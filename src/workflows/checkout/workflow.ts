@@ -2,7 +2,6 @@
 // A decline, or a charge that fails for good, puts the stock back and ends compensated. A person's
 // compensate (or a cancellation) after the charge refunds it, puts the stock back and corrects a
 // receipt that may have gone out, each under its own key. The harness parks, decides and cancels.
-import { metricMeter } from '@temporalio/workflow';
 import {
   type CheckoutResult,
   type CheckoutRunState,
@@ -11,7 +10,6 @@ import {
   checkoutStateQuery,
   parseCheckoutRequest,
 } from '../../contract';
-import { refundMetrics } from '../../observability/metrics';
 import { type Resumed, retryOf } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
@@ -66,8 +64,6 @@ const chargeSend = (
 
 const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = {
   stateQuery: checkoutStateQuery,
-  // The runs' counters are every saga's: the exporter's workflowType label tells a checkout from a refund.
-  metrics: () => refundMetrics(metricMeter),
   start: (input) => new CheckoutRun(parseCheckoutRequest(input)),
   key: keyField('cartId', checkoutRequestSchema.shape.cartId),
   body: checkout,
