@@ -3,7 +3,7 @@
 import type Stripe from 'stripe';
 import { CHECKOUT_REFUND_SCOPE, type ChargeReceipt, lookupKey, pinSettings, type RunSettings } from '../contract';
 import { lifecycleRank } from '../domain/order';
-import { lookUpRecorded, sendRecorded, type SendAt } from '../saga/recorded-send';
+import { lookUpRecorded, sendRecorded, type SendAt, stepCall } from '../saga/recorded-send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
 import { stripeSendParts, type PaymentDeps, type refundCreation } from './create-refund';
@@ -50,69 +50,62 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
   const windows = deps.settings.provider;
   const pinned = pinSettings(deps.settings);
   const stripeSend = stripeSendParts(windows, () => store.operations.clock());
-  const call = (step: string, at: SendAt, boundary: 'store' | 'stripe' = 'store') => {
-    return { step, key: at.key, operationId: at.operationId, boundary };
-  };
 
   return {
     reserveStock: (input: CartStepInput) =>
-      attempt(call('reserve_stock', input), storeFailure, async () => ({
+      attempt(stepCall('reserve_stock', input, 'store'), storeFailure, async () => ({
         ...(await store.checkouts.reserve(input.cartId, input.key)),
         settings: pinned,
       })),
     releaseStock: (input: CartStepInput) =>
-      attempt(call('reserve_stock:compensate', input), storeFailure, () =>
+      attempt(stepCall('reserve_stock:compensate', input, 'store'), storeFailure, () =>
         store.checkouts.release(input.cartId, input.key),
       ),
 
     /** Sends the charge unless its record says not to; a decline is its receipt as much as a charge is. */
     chargeCard: (input: CartStepInput & { paymentMethod: string }) =>
-      attempt(
-        { ...call('charge_card', input, 'stripe'), breaker: 'stripe:charge_card' },
-        paymentFailure(true),
-        async (a) => {
-          const { amount, currency } = await cartOf(store, input.cartId);
-          return sendRecorded<ChargeReceipt, Answer>(a, store.sends, input, 'charge', {
-            ...stripeSend,
-            request: async (timeout) => {
-              try {
-                const pi = await deps.stripe(a).paymentIntents.create(
-                  {
-                    amount,
-                    currency,
-                    payment_method: input.paymentMethod,
-                    confirm: true,
-                    automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
-                    metadata: { operation_id: input.operationId, key: input.key },
-                  },
-                  { idempotencyKey: input.key, timeout },
-                );
-                const { requestId, headers } = pi.lastResponse;
-                return { pi, requestId: requestId ?? null, replayed: headers['idempotent-replayed'] === 'true' };
-              } catch (err) {
-                // Declined: the PaymentIntent exists and charged nothing; the provider's answer, recorded like a charge.
-                const e = err as Stripe.errors.StripeError;
-                if (e.type !== 'StripeCardError' || !e.payment_intent) throw err;
-                return { pi: e.payment_intent, requestId: e.requestId ?? null, replayed: false };
-              }
-            },
-            receiptOf: ({ pi, replayed }) => {
-              const receipt = chargeOf(pi, replayed);
-              if (receipt) return receipt;
-              const message = `${pi.id} is ${pi.status}: neither charged nor declined`;
-              throw new Classified('UNKNOWN_OUTCOME', 'undeterminable', 'charge_unsettled', message);
-            },
-            requestId: (answer) => answer.requestId,
-            notRecorded: ({ pi }, err) =>
-              receiptNotRecorded(err, `${pi.id} was answered`, { provider: { paymentIntentId: pi.id } }),
-          });
-        },
-      ),
+      attempt(stepCall('charge_card', input, 'stripe', 'stripe:charge_card'), paymentFailure(true), async (a) => {
+        const { amount, currency } = await cartOf(store, input.cartId);
+        return sendRecorded<ChargeReceipt, Answer>(a, store.sends, input, 'charge', {
+          ...stripeSend,
+          request: async (timeout) => {
+            try {
+              const pi = await deps.stripe(a).paymentIntents.create(
+                {
+                  amount,
+                  currency,
+                  payment_method: input.paymentMethod,
+                  confirm: true,
+                  automatic_payment_methods: { enabled: true, allow_redirects: 'never' },
+                  metadata: { operation_id: input.operationId, key: input.key },
+                },
+                { idempotencyKey: input.key, timeout },
+              );
+              const { requestId, headers } = pi.lastResponse;
+              return { pi, requestId: requestId ?? null, replayed: headers['idempotent-replayed'] === 'true' };
+            } catch (err) {
+              // Declined: the PaymentIntent exists and charged nothing; the provider's answer, recorded like a charge.
+              const e = err as Stripe.errors.StripeError;
+              if (e.type !== 'StripeCardError' || !e.payment_intent) throw err;
+              return { pi: e.payment_intent, requestId: e.requestId ?? null, replayed: false };
+            }
+          },
+          receiptOf: ({ pi, replayed }) => {
+            const receipt = chargeOf(pi, replayed);
+            if (receipt) return receipt;
+            const message = `${pi.id} is ${pi.status}: neither charged nor declined`;
+            throw new Classified('UNKNOWN_OUTCOME', 'undeterminable', 'charge_unsettled', message);
+          },
+          requestId: (answer) => answer.requestId,
+          notRecorded: ({ pi }, err) =>
+            receiptNotRecorded(err, `${pi.id} was answered`, { provider: { paymentIntentId: pi.id } }),
+        });
+      }),
 
     /** A charge whose answer was lost, by its key in the metadata; not found proves absence only once nothing can land. */
     reconcileCharge: (input: CartStepInput) =>
       attempt(
-        { ...call('reconcile', input, 'stripe'), key: lookupKey(input.key, 'reconcile') },
+        { ...stepCall('reconcile', input, 'stripe'), key: lookupKey(input.key, 'reconcile') },
         paymentFailure(false),
         async (a) => {
           const { kind, receipt, note } = await lookUpRecorded(a, store, input, {
@@ -138,14 +131,16 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       const request = { orderId, amount, currency, reason: 'requested_by_customer' as const };
       const intent = refundIntent(CHECKOUT_REFUND_SCOPE, { ...request, operationVersion: 1 });
       const { operationId } = intent;
-      await attempt({ ...call('charge_card:compensate', input), key: `${input.key}#intent` }, storeFailure, (a) =>
-        store.operations.commitIntent({ ...intent, actor: a.actor }),
+      await attempt(
+        { ...stepCall('charge_card:compensate', input, 'store'), key: `${input.key}#intent` },
+        storeFailure,
+        (a) => store.operations.commitIntent({ ...intent, actor: a.actor }),
       );
       const refund = await deps.createRefund({ ...request, operationId, paymentIntentId, idempotencyKey: input.key });
       // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked, a
       // failure recorded on its operation; a look that fails leaves the first answer standing, to be asked again.
       const now = await attempt(
-        { ...call('charge_card:compensate', input, 'stripe'), key: lookupKey(input.key, 'gate') },
+        { ...stepCall('charge_card:compensate', input, 'stripe'), key: lookupKey(input.key, 'gate') },
         paymentFailure(false),
         async (a) => {
           const found = await deps.stripe(a).refunds.retrieve(refund.refundId);

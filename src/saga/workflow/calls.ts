@@ -3,6 +3,7 @@
 // table, which its Query returns.
 import { patched } from '@temporalio/workflow';
 import { evidenced, type CallStatus, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
+import type { PinnedSettings } from '../../contract';
 import { zodProblems } from '../../domain/zod-problems';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
@@ -38,6 +39,8 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     private readonly policy: () => RecoveryPolicy,
     /** Keeps a failure and the move the policy prescribes for it. */
     private readonly remember: (step: string, boundary: Boundary, error: StepError) => void,
+    /** Takes the worker's settings a step's receipt hands the run (the first that does). */
+    private readonly pin: (settings: PinnedSettings) => void,
   ) {}
 
   /** The activities at one boundary, where `runs` says (each on its pool's queue by default), with options derived from the policy and what is left of the budget. */
@@ -87,6 +90,8 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
       absorb(record, evidence?.ledger ?? [], evidence);
       Object.assign(record, { status: 'completed', output, finishedAt: now() });
+      const { settings } = output as { settings?: PinnedSettings };
+      if (settings) this.pin(settings);
       return output as ResultOf<Acts, A>;
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;

@@ -6,14 +6,15 @@ import {
   CancellationScope,
   condition,
   isCancellation,
+  metricMeter,
   setHandler,
   workflowInfo,
   type QueryDefinition,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { decisionUpdate, type TerminalStatus } from '../../contract';
+import { refundMetrics } from '../../observability/metrics';
 import type { DecisionPolicy } from '../../reliability/policy';
-import type { Verdict } from '../../reliability/verdict';
 import { pooledActivities } from '../../workflows/pools';
 import { BOOKKEEPING } from './activity-options';
 import { audit, decisionDetail } from './audit';
@@ -24,7 +25,7 @@ import { isStopped, Stopped, StoppedError } from './run-stopped';
 import type { SagaRunState } from './run';
 import { StepFailedError, type StepError } from './step-failure';
 import { cancelFromState, prepareFromState } from './undo-from-state';
-import { type SagaAttributes, showRejected } from './visibility';
+import { showRejected } from './visibility';
 
 type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
 
@@ -41,15 +42,13 @@ export interface News<Result, Step extends string> {
 
 export interface Saga<Step extends string, State, Run extends SagaRun<Step, State>, Result> {
   stateQuery: QueryDefinition<State>;
-  /** The saga's counters (recording nothing on replay: a run is counted once); none if not said. */
-  metrics?(): SagaMetrics;
   /** The run for a valid input; throws, saying why, for one that is not (nothing has run then). */
   start(input: unknown): Run;
   /**
    * The business key a result names the run by (`orderId`, `cartId`), how a refused input's is read (null when it
    * names none valid), and the search attributes a refused run is still found by.
    */
-  key: { field: string; of(input: unknown): string | null; attributes: SagaAttributes };
+  key: { field: string; of(input: unknown): string | null };
   /** Messages of the saga's own beyond the state Query and the decide Update. */
   handlers?(run: Run): void;
   /** The saga, top to bottom. A decision runs it again: steps that finished give their outputs back. */
@@ -69,10 +68,9 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
 }
 
 /** A saga's business key: the field of its input, read as `schema` reads it (null when not valid). */
-export const keyField = (field: string, schema: z.ZodType<string>, attributes: SagaAttributes) => ({
+export const keyField = (field: string, schema: z.ZodType<string>) => ({
   field,
   of: (input: unknown) => schema.safeParse((input as Record<string, unknown> | null)?.[field]).data ?? null,
-  attributes,
 });
 
 /** Runs a saga to its result. */
@@ -82,15 +80,15 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
 ): Promise<Result> {
   // Not a rejected request but a caller to redirect: Failed, its reason readable without the codec, nothing ran.
   refusePlaintext(input);
-  metricsOf(saga).runStarted();
+  metrics().runStarted();
   let run: Run;
   try {
     run = saga.start(input);
   } catch (err) {
-    metricsOf(saga).runEnded('rejected');
+    metrics().runEnded('rejected');
     const reason = (err as Error).message;
     const key = saga.key.of(input);
-    showRejected(saga.key.attributes, key, reason);
+    showRejected(key, reason);
     return unfinished(saga, key, null, 'rejected', reason, null);
   }
   setQueryHandler(saga.stateQuery, () => run.view());
@@ -120,7 +118,7 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
       run.desk.close('it is being cancelled');
       await CancellationScope.nonCancellable(async () => {
         await (saga.cancelled ? saga.cancelled(run) : cancelFromState(run, saga.send?.(run)));
-        metricsOf(saga).runEnded('cancelled');
+        metrics().runEnded('cancelled');
         await saga.afterEnd?.(run);
       });
     }
@@ -145,7 +143,7 @@ async function drive<Step extends string, State, Run extends SagaRun<Step, State
     }
     if (!isStopped(outcome)) {
       run.finish('completed', 'every check of the completion gate passed', null);
-      metricsOf(saga).runEnded('completed');
+      metrics().runEnded('completed');
       await saga.afterEnd?.(run);
       return outcome;
     }
@@ -198,7 +196,7 @@ async function parkUntilDecided<Step extends string, State, Run extends SagaRun<
       },
     );
   const verdict = run.park(stopped);
-  metricsOf(saga).runParked(verdict);
+  metrics().runParked(verdict);
   await audit(run, 'needs_attention', stopped.reason, stopped.failedStep, 'run_parked', { verdict });
   let news: (() => News<Result, Step>) | undefined;
   const heard = () => (news = run.desk.awaitingApproval ? undefined : saga.news?.(run)) !== undefined;
@@ -218,7 +216,7 @@ async function end<Step extends string, State, Run extends SagaRun<Step, State>,
   failedStep: Step | null,
 ): Promise<Result> {
   run.end(status, reason, failedStep);
-  metricsOf(saga).runEnded(status);
+  metrics().runEnded(status);
   await CancellationScope.nonCancellable(() => audit(run, status, reason, failedStep));
   await saga.afterEnd?.(run);
   return unfinished(saga, saga.key.of(run.request), run.operationId || null, status, reason, failedStep);
@@ -237,13 +235,8 @@ function unfinished<Result>(
   return { workflowId, [saga.key.field]: key, operationId, status, reason, failedStep } as Result;
 }
 
-interface SagaMetrics {
-  runStarted(): void;
-  runEnded(outcome: string): void;
-  runParked(verdict: Verdict): void;
-}
-const NO_METRICS: SagaMetrics = { runStarted() {}, runEnded() {}, runParked() {} };
-const metricsOf = (saga: { metrics?(): SagaMetrics }) => saga.metrics?.() ?? NO_METRICS;
+/** Every saga's run counters (recording nothing on replay: a run is counted once); the workflowType label tells sagas apart. */
+const metrics = () => refundMetrics(metricMeter);
 
 /**
  * What a throw out of the body comes to: a step call's stop, or a step failure no branch decided on, which still stops

@@ -2,7 +2,7 @@
 // activity's failure details, or from the Temporal failure when it carries none. Shared by the
 // refund run and the follow-up.
 import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
-import type { StepError } from '../../contract';
+import type { CompensationRecord, StepError } from '../../contract';
 import type { AttemptSummary } from '../../reliability/attempt-ledger';
 import {
   DOMAIN_OF,
@@ -110,3 +110,7 @@ export function judgedHandOver(failure: StepError | undefined): { approvedHandOv
 /** What a resend a person approved at `at` carries: their approval and the hand-over they judged; nothing without it. */
 export const approvedResend = (at: string | undefined, failure: StepError | undefined) =>
   at === undefined ? {} : { resendApprovedAt: at, ...judgedHandOver(failure) };
+
+/** A correction's resend a person approved: only of one whose earlier hand-over is unknown, covering the one they judged. */
+export const approvedCorrection = (at: string | undefined, previous: CompensationRecord | undefined) =>
+  approvedResend(previous?.status === 'unknown' ? at : undefined, previous?.error);

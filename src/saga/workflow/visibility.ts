@@ -1,29 +1,23 @@
 // What a saga's run tells the visibility store (search attributes), so that operators find it by
 // status, step, effect, verdict and whether it needs a person without querying it; and, at the same
 // moves, what its page in the Web UI says of it now (its current details, rendered by the saga).
-import type { defineSearchAttributeKey, SearchAttributePair, SearchAttributeType } from '@temporalio/common';
+import type { SearchAttributePair } from '@temporalio/common';
 import { setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { SEARCH_ATTRIBUTES } from '../../contract';
 import { maskEmails } from '../../reliability/redaction';
 
-type Key<T extends SearchAttributeType> = ReturnType<typeof defineSearchAttributeKey<T>>;
-type Keyword = Key<typeof SearchAttributeType.KEYWORD>;
-
-/** A saga's search attributes: its business key, status, step, effect, verdict and whether it needs a person. */
-export interface SagaAttributes {
-  key: Keyword;
-  status: Keyword;
-  step: Keyword;
-  effect: Keyword;
-  verdict: Keyword;
-  needsAttention: Key<typeof SearchAttributeType.BOOL>;
-}
+/**
+ * Every saga's search attributes, as registered with the server: its business key (an order's, a cart's) in the key
+ * attribute, its status, step, effect, verdict and whether it needs a person. Operators find every saga's runs alike.
+ */
+const ATTRIBUTES = { ...SEARCH_ATTRIBUTES, key: SEARCH_ATTRIBUTES.orderId };
+type Attribute = keyof typeof ATTRIBUTES;
 
 /** How the run stands as the details are set: going on (or parked), ended with its outcome, or ended by a cancellation. */
 export type Standing = 'RUNNING' | 'COMPLETED' | 'CANCELED';
 
-/** How a saga's run shows: its attributes, and its page's details drawn from its state. */
+/** How a saga's run shows beyond the attributes every saga sets: its page's details drawn from its state. */
 export interface Shows<State> {
-  attributes: SagaAttributes;
   details(state: State, standing: Standing): string;
 }
 
@@ -36,9 +30,8 @@ export class Visibility<State> {
 
   /** A run started with these set (in its started event) needs no upsert; one started another way says so itself. */
   started(key: string): void {
-    const a = this.shows.attributes;
     const started = workflowInfo().typedSearchAttributes;
-    if (started.get(a.key) === key && started.get(a.status) === 'running') return this.details();
+    if (started.get(ATTRIBUTES.key) === key && started.get(ATTRIBUTES.status) === 'running') return this.details();
     this.show('RUNNING', { key, status: 'running' });
   }
 
@@ -71,11 +64,10 @@ export class Visibility<State> {
   }
 
   /** Sets the page's details, then the attributes given, in the order given. */
-  private show(standing: Standing, values: Partial<Record<keyof SagaAttributes, string | boolean>>): void {
+  private show(standing: Standing, values: Partial<Record<Attribute, string | boolean>>): void {
     this.details(standing);
-    const a = this.shows.attributes;
     upsertSearchAttributes(
-      Object.entries(values).map(([k, value]) => ({ key: a[k as keyof SagaAttributes], value }) as SearchAttributePair),
+      Object.entries(values).map(([k, value]) => ({ key: ATTRIBUTES[k as Attribute], value }) as SearchAttributePair),
     );
   }
 
@@ -89,12 +81,12 @@ export class Visibility<State> {
 }
 
 /** Refused before anything ran: still findable as rejected, by its key when the input named a valid one. */
-export function showRejected(attributes: SagaAttributes, key: string | null, reason: string): void {
+export function showRejected(key: string | null, reason: string): void {
   setCurrentDetails(maskEmails(`**rejected**: ${reason}\n\n**Next action:** none: nothing was done`));
   upsertSearchAttributes([
-    { key: attributes.status, value: 'rejected' },
-    { key: attributes.step, value: 'validate' },
-    ...(key ? [{ key: attributes.key, value: key }] : []),
+    { key: ATTRIBUTES.status, value: 'rejected' },
+    { key: ATTRIBUTES.step, value: 'validate' },
+    ...(key ? [{ key: ATTRIBUTES.key, value: key }] : []),
   ]);
 }
 

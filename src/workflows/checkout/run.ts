@@ -16,10 +16,9 @@ import { redact } from '../../reliability/redaction';
 import { SagaRunState } from '../../saga/workflow/run';
 import type { Found } from '../../saga/workflow/reconciled-send';
 import { sentEffect } from '../../saga/workflow/sent-effect';
-import { approvedResend } from '../../saga/workflow/step-failure';
+import { approvedCorrection } from '../../saga/workflow/step-failure';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import { runDetails } from '../../saga/workflow/visibility';
-import { REFUND_ATTRIBUTES } from '../refund/run';
 import { UNDO } from './steps';
 
 export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, RefundActivities> {
@@ -30,8 +29,7 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
   readonly effectName = 'charge';
 
   constructor(readonly request: CheckoutRequest) {
-    // The refund's search attributes, the cart as the key: operators find parked checkouts as they find refunds.
-    super({ steps: CHECKOUT_STEPS, shows: { attributes: REFUND_ATTRIBUTES, details: runDetails('Charge') } });
+    super({ steps: CHECKOUT_STEPS, shows: { details: runDetails('Charge') } });
     this.show.started(request.cartId);
   }
 
@@ -60,9 +58,7 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     };
     const { paymentIntentId, amount, currency, status } = this.charge ?? {};
     const money = status === 'succeeded' && { paymentIntentId, amount, currency };
-    // A person's approval resends only a correction whose hand-over is unknown, and only the hand-over they judged.
-    const correction = this.steps.get('send_receipt').compensation;
-    const resend = approvedResend(correction?.status === 'unknown' ? resendApprovedAt : undefined, correction?.error);
+    const resend = approvedCorrection(resendApprovedAt, this.steps.get('send_receipt').compensation);
     const plan: PlannedUndo<CheckoutStep>[] = [];
     if (money && this.mayHaveTaken('send_receipt'))
       plan.push({ ...planned('send_receipt', { ...money, ...resend }), after: 'charge_card' });

@@ -2,7 +2,6 @@
 // A decline, or a charge that fails for good, puts the stock back and ends compensated. A person's
 // compensate (or a cancellation) after the charge refunds it, puts the stock back and corrects a
 // receipt that may have gone out, each under its own key. The harness parks, decides and cancels.
-import { metricMeter } from '@temporalio/workflow';
 import {
   type CheckoutResult,
   type CheckoutRunState,
@@ -11,14 +10,12 @@ import {
   checkoutStateQuery,
   parseCheckoutRequest,
 } from '../../contract';
-import { refundMetrics } from '../../observability/metrics';
 import { type Resumed, retryOf } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
 import { isStopped } from '../../saga/workflow/run-stopped';
 import { approvedResend } from '../../saga/workflow/step-failure';
 import { undoAndStop } from '../../saga/workflow/undo-from-state';
-import { REFUND_ATTRIBUTES } from '../refund/run';
 import { CheckoutRun } from './run';
 import { CHECKOUT } from './steps';
 
@@ -27,7 +24,8 @@ export async function checkoutWorkflow(input: unknown): Promise<CheckoutResult> 
 }
 
 async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null) {
-  run.reserved ??= await reserve(run);
+  // The reservation's receipt hands the run the worker's settings: the harness pins them.
+  run.reserved ??= await run.calls.step(CHECKOUT.reserve_stock, run.at('reserve_stock'));
   const charged = run.charge ?? (await charge(run));
   if (isStopped(charged)) return charged;
   run.charge = charged;
@@ -40,13 +38,6 @@ async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null)
   run.receipt ??= await run.calls.step(CHECKOUT.send_receipt, mail);
   const { workflowId, operationId, request } = run;
   return { workflowId, cartId: request.cartId, operationId, status: 'completed' as const, charge: charged };
-}
-
-/** Reserves the cart's stock; the run takes the worker's settings from the reservation's receipt. */
-async function reserve(run: CheckoutRun) {
-  const reserved = await run.calls.step(CHECKOUT.reserve_stock, run.at('reserve_stock'));
-  if (reserved.settings) run.pin(reserved.settings);
-  return reserved;
 }
 
 /** The charge as a send reconciled by its key; a failure that charged nothing is undone. */
@@ -73,10 +64,8 @@ const chargeSend = (
 
 const SAGA: Saga<CheckoutStep, CheckoutRunState, CheckoutRun, CheckoutResult> = {
   stateQuery: checkoutStateQuery,
-  // The runs' counters are every saga's: the exporter's workflowType label tells a checkout from a refund.
-  metrics: () => refundMetrics(metricMeter),
   start: (input) => new CheckoutRun(parseCheckoutRequest(input)),
-  key: keyField('cartId', checkoutRequestSchema.shape.cartId, REFUND_ATTRIBUTES),
+  key: keyField('cartId', checkoutRequestSchema.shape.cartId),
   body: checkout,
   send: chargeSend,
 };

@@ -10,7 +10,7 @@ import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { undoSteps } from '../../saga/workflow/undo';
 import { pooledActivities } from '../pools';
 import type { RefundRun } from './run';
-import { approvedResend } from '../../saga/workflow/step-failure';
+import { approvedCorrection } from '../../saga/workflow/step-failure';
 import * as reasons from './stop-reasons';
 import { Stopped } from '../../saga/workflow/run-stopped';
 
@@ -96,10 +96,8 @@ export const stopUndone = ({ status, reason, quarantined }: Undone) =>
 function planned(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined) {
   const { undo } = REFUND_SAGA[step];
   if (undo.kind !== 'compensation') return [];
-  const previous = run.steps.get(step).compensation;
-  const resend = previous?.status === 'unknown' && undo.activity === 'sendRefundCorrection';
-  // The approval covers the hand-over the person judged, as a notice's resend does.
-  const approval = approvedResend(resend ? resendApprovedAt : undefined, previous?.error);
+  const correction = undo.activity === 'sendRefundCorrection';
+  const approval = approvedCorrection(correction ? resendApprovedAt : undefined, run.steps.get(step).compensation);
   return [
     { step, key, undo, input: { ...undo.input({ ...run.ctx, orderId: run.request.orderId }, key), ...approval } },
   ];

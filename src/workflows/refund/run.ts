@@ -10,7 +10,6 @@ import {
   type OrderReceipt,
   type RefundReceipt,
   type RefundRunState,
-  SEARCH_ATTRIBUTES,
 } from '../../contract';
 import { retries, ruleFor } from '../../reliability/policy';
 import { redact } from '../../reliability/redaction';
@@ -20,7 +19,6 @@ import type { Found } from '../../saga/workflow/reconciled-send';
 import type { StepError } from '../../saga/workflow/step-failure';
 import { SagaRunState } from '../../saga/workflow/run';
 import { Stopped } from '../../saga/workflow/run-stopped';
-import type { SagaAttributes } from '../../saga/workflow/visibility';
 import { currentDetails } from './current-details';
 import { refundRefusals } from './decisions';
 import { OperationView } from './operation';
@@ -40,8 +38,6 @@ interface RefundContext {
   /** Set when the provider refunded less than asked: what it refunded, for the record. */
   partialNote?: string;
 }
-
-export const REFUND_ATTRIBUTES: SagaAttributes = { ...SEARCH_ATTRIBUTES, key: SEARCH_ATTRIBUTES.orderId };
 
 export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundActivities> {
   readonly ctx: RefundContext = { operationId: '' };
@@ -71,7 +67,7 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
         cannotCompensate: () => this.cannotCompensate(),
         outcomeUnknown: (step) => outcomeUnknown(this.steps.get(step).error?.certainty),
       }),
-      shows: { attributes: REFUND_ATTRIBUTES, details: currentDetails },
+      shows: { details: currentDetails },
     });
     this.show.started(request.orderId);
   }

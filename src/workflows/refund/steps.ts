@@ -12,7 +12,8 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult | Stopped<R
   const { request, ctx, steps } = run;
   const begin = await run.calls.step(REFUND_SAGA.load_order, { request });
   run.begin = begin;
-  const policy = run.pin(begin.settings);
+  // Its receipt's settings are pinned by the harness: the run's policy and budgets from here.
+  const { policy } = run;
   run.operation.begin(begin, request, policy.version);
   // The step table names the policy; how it is pinned is in the activity's result in history.
   steps.get('load_order').output = {

@@ -2,7 +2,6 @@
 // operations → create the refund (Stripe) → record it on the order → tell the customer → the
 // completion gate. The harness runs it: a stop parks it for a person, a decision runs it again
 // (finished steps keep their outputs), a cancellation compensates what it can.
-import { metricMeter } from '@temporalio/workflow';
 import { z } from 'zod';
 import { REFUND_SAGA } from '../../compensations/registry';
 import {
@@ -14,7 +13,6 @@ import {
   stepsQuery,
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
-import { refundMetrics } from '../../observability/metrics';
 import { type Resumed, retryOf } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
@@ -25,7 +23,7 @@ import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
 import { lookAgain, partialRefund, received, refundSend } from './refund-effect';
-import { REFUND_ATTRIBUTES, RefundRun } from './run';
+import { RefundRun } from './run';
 import { confirmDelivered, loadOrder, notice, orderUpdate } from './steps';
 import { providerSaysFailed } from './stop-reasons';
 
@@ -59,9 +57,8 @@ async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null) {
 
 const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   stateQuery: stepsQuery,
-  metrics: () => refundMetrics(metricMeter),
   start: (input) => new RefundRun(parseRefundRequest(input as RefundRequestInput)),
-  key: keyField('orderId', z.string().regex(/^[A-Za-z0-9_-]{1,64}$/), REFUND_ATTRIBUTES),
+  key: keyField('orderId', z.string().regex(/^[A-Za-z0-9_-]{1,64}$/)),
   // A malformed message is ignored or refused, never a failed workflow task.
   handlers: (run) =>
     setSignalHandler(
