@@ -241,7 +241,3 @@ function chosenOf<Step extends string>(record: DecisionRecord): Chosen<Step> {
 
 /** A decision that moves the run on (abandon and expiry end it, as the harness does). */
 export type Resumed<Step extends string> = Exclude<Chosen<Step>, { kind: 'abandon' | 'expired' }>;
-
-/** When `resumed` is a person's retry of `step`: when they decided it. */
-export const retryOf = <Step extends string>(resumed: Resumed<Step> | null, step: Step) =>
-  resumed?.kind === 'retry-step' && resumed.step === step ? resumed.record.at : undefined;

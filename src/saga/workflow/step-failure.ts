@@ -4,6 +4,7 @@
 import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
 import type { CompensationRecord, StepError } from '../../contract';
 import type { AttemptSummary } from '../../reliability/attempt-ledger';
+import type { Resumed } from './desk';
 import {
   DOMAIN_OF,
   readFailureDetails,
@@ -108,8 +109,17 @@ export function judgedHandOver(failure: StepError | undefined): { approvedHandOv
 }
 
 /** What a resend a person approved at `at` carries: their approval and the hand-over they judged; nothing without it. */
-export const approvedResend = (at: string | undefined, failure: StepError | undefined) =>
+const approvedResend = (at: string | undefined, failure: StepError | undefined) =>
   at === undefined ? {} : { resendApprovedAt: at, ...judgedHandOver(failure) };
+
+/**
+ * A person's retry of a send whose hand-over ended unknown: their approval to resend it, naming the hand-over they
+ * judged. Any other retry (of a failure that sent nothing, of a hand-over still in progress) approves no resend.
+ */
+export function approvedRetry<Step extends string>(resumed: Resumed<Step> | null, step: Step, failure?: StepError) {
+  const retried = resumed?.kind === 'retry-step' && resumed.step === step;
+  return approvedResend(retried && failure?.code === 'UNKNOWN_OUTCOME' ? resumed.record.at : undefined, failure);
+}
 
 /** A correction's resend a person approved: only of one whose earlier hand-over is unknown, covering the one they judged. */
 export const approvedCorrection = (at: string | undefined, previous: CompensationRecord | undefined) =>

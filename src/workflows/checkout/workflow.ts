@@ -10,11 +10,11 @@ import {
   checkoutStateQuery,
   parseCheckoutRequest,
 } from '../../contract';
-import { type Resumed, retryOf } from '../../saga/workflow/desk';
+import type { Resumed } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
 import { isStopped } from '../../saga/workflow/run-stopped';
-import { approvedResend } from '../../saga/workflow/step-failure';
+import { approvedRetry } from '../../saga/workflow/step-failure';
 import { undoAndStop } from '../../saga/workflow/undo-from-state';
 import { CheckoutRun } from './run';
 import { CHECKOUT } from './steps';
@@ -32,8 +32,7 @@ async function checkout(run: CheckoutRun, resumed: Resumed<CheckoutStep> | null)
   const { paymentIntentId, amount, currency, declineCode } = charged;
   if (charged.status === 'declined') return undoAndStop(run, `the card was declined (${declineCode})`, 'charge_card');
   // A receipt whose hand-over ended unknown is sent again only on a person's retry of it, with the same Message-ID.
-  const unknown = run.steps.get('send_receipt').error;
-  const resend = approvedResend(unknown && retryOf(resumed, 'send_receipt'), unknown);
+  const resend = approvedRetry(resumed, 'send_receipt', run.steps.get('send_receipt').error);
   const mail = { ...run.at('send_receipt'), paymentIntentId, amount, currency, ...resend };
   run.receipt ??= await run.calls.step(CHECKOUT.send_receipt, mail);
   const { workflowId, operationId, request } = run;

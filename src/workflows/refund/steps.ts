@@ -4,7 +4,8 @@
 import { type BeginResult, type DecisionRecord, type RefundReceipt, type RefundStep, stepKey } from '../../contract';
 import { CONFIRM_DELIVERED, REFUND_SAGA } from '../../compensations/registry';
 import type { Stopped } from '../../saga/workflow/run-stopped';
-import { approvedResend, judgedHandOver, stepError, StepFailedError } from '../../saga/workflow/step-failure';
+import type { Resumed } from '../../saga/workflow/desk';
+import { approvedRetry, judgedHandOver, stepError, StepFailedError } from '../../saga/workflow/step-failure';
 import type { RefundRun } from './run';
 
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */
@@ -50,15 +51,15 @@ export const orderUpdate = (run: RefundRun, { refundId, amount }: RefundReceipt)
   amount,
 });
 
-/** The customer notice; a resend a person approved (`resendApprovedAt`) carries the hand-over they judged. */
-export const notice = (run: RefundRun, refund: RefundReceipt, resendApprovedAt: string | undefined) => ({
+/** The customer notice; a resend a person approved by retrying it carries the hand-over they judged. */
+export const notice = (run: RefundRun, refund: RefundReceipt, resumed: Resumed<RefundStep> | null) => ({
   key: stepKey(run.operationId, 'notify_customer'),
   operationId: run.operationId,
   orderId: run.request.orderId,
   amount: refund.amount,
   currency: refund.currency,
   refundId: refund.refundId,
-  ...approvedResend(resendApprovedAt, run.steps.get('notify_customer').error),
+  ...approvedRetry(resumed, 'notify_customer', run.steps.get('notify_customer').error),
 });
 
 /**

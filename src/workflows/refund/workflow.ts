@@ -13,7 +13,7 @@ import {
   stepsQuery,
 } from '../../contract';
 import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund-request';
-import { type Resumed, retryOf } from '../../saga/workflow/desk';
+import type { Resumed } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
@@ -48,9 +48,7 @@ async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null) {
   if (!run.atGate) {
     ctx.orderReceipt ??= await run.calls.step(REFUND_SAGA.update_order, orderUpdate(run, ctx.refund));
     // A notice whose hand-over ended unknown is sent again only on a person's retry, with the same Message-ID.
-    const unknown = run.steps.get('notify_customer').error?.code === 'UNKNOWN_OUTCOME';
-    const resend = unknown ? retryOf(resumed, 'notify_customer') : undefined;
-    ctx.notice ??= await run.calls.step(REFUND_SAGA.notify_customer, notice(run, ctx.refund, resend));
+    ctx.notice ??= await run.calls.step(REFUND_SAGA.notify_customer, notice(run, ctx.refund, resumed));
   }
   return completionGate(run);
 }
