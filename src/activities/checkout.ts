@@ -1,8 +1,8 @@
 // The checkout saga's activities: the cart's stock reserved and released (the store), the card charged once
 // under its step key through the send protocol (its record in the store's sends), and a lost answer looked up.
+import { ApplicationFailure } from '@temporalio/common';
 import type Stripe from 'stripe';
 import { CHECKOUT_REFUND_SCOPE, type ChargeReceipt, lookupKey, pinSettings, type RunSettings } from '../contract';
-import { lifecycleRank } from '../domain/order';
 import { lookUpRecorded, sendRecorded, type SendAt, stepCall } from '../saga/recorded-send';
 import type { OrderStore } from '../store';
 import { Classified } from './attempt';
@@ -10,7 +10,7 @@ import { stripeSendParts, type PaymentDeps, type refundCreation } from './create
 import { refundIntent } from './operations';
 import { paymentFailure } from './payment-failures';
 import { receiptNotRecorded, storeFailure } from './store-failures';
-import { toReceipt } from './stripe-refunds';
+import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 type CartStepInput = SendAt & { cartId: string };
 
@@ -138,19 +138,21 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       );
       const refund = await deps.createRefund({ ...request, operationId, paymentIntentId, idempotencyKey: input.key });
       // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked, a
-      // failure recorded on its operation; a look that fails leaves the first answer standing, to be asked again.
+      // failure recorded on its operation. A look that fails (classified: a cancellation or a bug goes on up) leaves the
+      // first answer standing, to be asked again.
       const now = await attempt(
         { ...stepCall('charge_card:compensate', input, 'stripe'), key: lookupKey(input.key, 'gate') },
         paymentFailure(false),
         async (a) => {
           const found = await deps.stripe(a).refunds.retrieve(refund.refundId);
-          if (lifecycleRank(found.status ?? '') === 2) {
-            const failed = { status: 'failed' as const, refund: toReceipt(found, false), reason: found.status! };
-            await store.operations.settle(operationId, failed, a.actor, 'refund_failed_after_completion');
-          }
+          const at = { operationId, actor: a.actor, event: 'refund_failed_after_completion' };
+          if (providerFailed(found)) await settleProviderFailure(store.operations, found, toReceipt(found, false), at);
           return found;
         },
-      ).catch(() => null);
+      ).catch((err: unknown) => {
+        if (err instanceof ApplicationFailure) return null;
+        throw err;
+      });
       if (!now) return refund;
       const ledger = [...refund.evidence.ledger, ...now.evidence.ledger];
       return { ...refund, status: now.status ?? refund.status, evidence: { ...refund.evidence, ledger } };
