@@ -4,9 +4,8 @@
 import { REFUND_SAGA } from '../../compensations/registry';
 import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, type RefundStep, stepKey } from '../../contract';
 import type { Lookup } from '../../saga/step';
-import type { AfterFailure } from '../../saga/workflow/reconciled-send';
+import { sendReconciled } from '../../saga/workflow/reconciled-send';
 import { isStopped, Stopped } from '../../saga/workflow/run-stopped';
-import type { StepError } from '../../saga/workflow/step-failure';
 import type { ReconcileRefundInput } from '../../activities/reconcile-refund';
 import { reconcile } from './reconcile';
 import type { RefundRun } from './run';
@@ -28,36 +27,39 @@ export function targetOf(
 }
 
 /**
- * The refund's send (the create's input, without its call, which the saga makes) and what comes after a failure of
- * it: one the provider may have acted on is reconciled, and resent only as reconciliation allows.
+ * Sends the refund and settles what it came to. A failure the provider may have acted on is reconciled, and resent only
+ * as reconciliation allows; one for good stops the run as the policy decides; a receipt is checked against what was asked.
  */
-export function refundSend(run: RefundRun, { operation, order }: BeginResult) {
+export async function sendRefund(
+  run: RefundRun,
+  { operation, order }: BeginResult,
+): Promise<RefundReceipt | Stopped<RefundStep>> {
   const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
   const { operationId, paymentIntentId, amount, currency, idempotencyKey } = target;
   const { orderId, reason } = run.request;
-  return {
-    step: 'create_refund' as const,
-    input: { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey },
+  const input = { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey };
+  // The create's first request stamps the key's dedupe window, whether it succeeded, failed or was cancelled.
+  const noteFirstSend = () => run.operation.noteFirstSend(run.steps.get('create_refund'));
+  const sent = await sendReconciled(run, {
+    step: 'create_refund',
+    send: () =>
+      run.calls.step(REFUND_SAGA.create_refund, input).catch((err: unknown) => {
+        noteFirstSend();
+        throw err;
+      }),
     // Asked about when the policy says reconcile, or a retry ran out while the effect was uncertain (a 5xx, a key
     // still in flight), or a refund was made whose receipt could not be kept.
-    afterFailure: ({ certainty }: StepError): AfterFailure => {
+    afterFailure: ({ certainty }) => {
       const action = run.recovery?.action;
       const retried = action === 'retry' || action === 'repair' || certainty === 'completed';
       return action === 'reconcile' || (certainty !== 'not_executed' && retried) ? 'resend-if-absent' : 'fail';
     },
     lookUp: () => settle(run),
-  };
-}
-
-/** What the send came to: a failure stops the run as the policy decides; a receipt is checked against what was asked. */
-export async function received(
-  run: RefundRun,
-  sent: { receipt: RefundReceipt } | { failed: StepError } | Stopped<RefundStep>,
-): Promise<RefundReceipt | Stopped<RefundStep>> {
+  });
   if (isStopped(sent)) return sent;
   if ('failed' in sent) return run.stopFor('create_refund', sent.failed);
   const receipt = await checkReceipt(run, sent.receipt);
-  run.operation.noteFirstSend(run.steps.get('create_refund'));
+  noteFirstSend();
   return receipt;
 }
 

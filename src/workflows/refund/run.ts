@@ -181,12 +181,6 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     return needsAttention(reasons.nothingRefunded());
   }
 
-  /** A create that failed (or was cancelled) may still have sent: its first request stamps the key's dedupe window. */
-  readonly sendFailed = (err: unknown): never => {
-    this.operation.noteFirstSend(this.steps.get('create_refund'));
-    throw err;
-  };
-
   /** The provider's word that the refund failed, not acted on (see ProviderNews). */
   unactedFailure() {
     return this.news.unactedFailure(this.effect);

@@ -16,13 +16,12 @@ import { parseRefundRequest, type RefundRequestInput } from '../../domain/refund
 import type { Resumed } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
-import { sendReconciled } from '../../saga/workflow/reconciled-send';
 import { isStopped } from '../../saga/workflow/run-stopped';
 import { completionGate } from './await-provider';
 import { compensate, stopUndone } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
-import { lookAgain, partialRefund, received, refundSend } from './refund-effect';
+import { lookAgain, partialRefund, sendRefund } from './refund-effect';
 import { RefundRun } from './run';
 import { confirmDelivered, loadOrder, notice, orderUpdate } from './steps';
 import { providerSaysFailed } from './stop-reasons';
@@ -38,9 +37,7 @@ async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null) {
   if (!ctx.refund) {
     const earlier = await settleEarlier(run, begin);
     if (earlier) return earlier;
-    const { input, ...reconciled } = refundSend(run, begin);
-    const send = () => run.calls.step(REFUND_SAGA.create_refund, input).catch(run.sendFailed);
-    const refund = await received(run, await sendReconciled(run, { ...reconciled, send }));
+    const refund = await sendRefund(run, begin);
     if (isStopped(refund)) return refund;
     ctx.refund = refund;
   }
