@@ -67,6 +67,16 @@ export interface StepCall {
   breaker?: string;
 }
 
+/** An activity's call of a step for its attempts: the step, its key and operation, its boundary and breaker, if any. */
+export function stepCall(
+  step: string,
+  at: Pick<StepCall, 'key' | 'operationId'>,
+  boundary: Boundary,
+  breaker?: string,
+): StepCall {
+  return { step, key: at.key, operationId: at.operationId, boundary, breaker };
+}
+
 export function createAttemptRunner(deps: {
   policy: RecoveryPolicy;
   log: OperationLog;

@@ -3,9 +3,9 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type Stripe from 'stripe';
 import { CHECKOUT_REFUND_SCOPE, type ChargeReceipt, lookupKey, pinSettings, type RunSettings } from '../contract';
-import { lookUpRecorded, sendRecorded, type SendAt, stepCall } from '../saga/recorded-send';
+import { lookUpRecorded, sendRecorded, type SendAt } from '../saga/recorded-send';
 import type { OrderStore } from '../store';
-import { Classified } from './attempt';
+import { Classified, stepCall } from './attempt';
 import { stripeSendParts, type PaymentDeps, type refundCreation } from './create-refund';
 import { refundIntent } from './operations';
 import { paymentFailure } from './payment-failures';

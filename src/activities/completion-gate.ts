@@ -4,7 +4,7 @@
 import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store';
-import { recordingEffect, type AttemptRunner } from './attempt';
+import { recordingEffect, stepCall, type AttemptRunner } from './attempt';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
@@ -42,12 +42,7 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
   const { store } = deps;
 
   async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {
-    const call = {
-      step: 'completion_gate',
-      key: lookupKey(input.idempotencyKey, 'gate'),
-      operationId: input.operationId,
-      boundary: 'stripe' as const,
-    };
+    const call = stepCall('completion_gate', { ...input, key: lookupKey(input.idempotencyKey, 'gate') }, 'stripe');
     return deps.attempt(call, paymentFailure(false), async (attempt) => {
       const stripe = deps.stripe(attempt);
       const findings: GateFinding[] = [];

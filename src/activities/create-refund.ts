@@ -8,7 +8,7 @@ import type { REFUND_REASONS } from '../domain/refund-request';
 import type { OperationLog, OperationRecord, OperationUpdate } from '../store';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
-import { Classified, type AttemptRunner, type Attempt } from './attempt';
+import { Classified, stepCall, type AttemptRunner, type Attempt } from './attempt';
 import { paymentFailure } from './payment-failures';
 import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
@@ -46,13 +46,7 @@ export function refundCreation(deps: PaymentDeps) {
    */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
     const { operationId, idempotencyKey } = input;
-    const call = {
-      step: 'create_refund',
-      key: idempotencyKey,
-      operationId,
-      boundary: 'stripe' as const,
-      breaker: 'stripe:create_refund',
-    };
+    const call = stepCall('create_refund', { key: idempotencyKey, operationId }, 'stripe', 'stripe:create_refund');
     // Every failure carries the operation's record as it stands after it: what the run says of the refund comes from there.
     return deps.attempt(call, paymentFailure(true), (attempt) =>
       sendRefund(attempt, input).catch((err: unknown) => failWithRecord(operationId, err)),

@@ -16,7 +16,7 @@ import {
   type StandingRecords,
 } from '../contract';
 import type { OrderStore } from '../store';
-import { Classified, type AttemptRunner } from './attempt';
+import { Classified, stepCall, type AttemptRunner } from './attempt';
 import { noIntent } from './create-refund';
 import { paymentFailure } from './payment-failures';
 import type { StripeFor } from './stripe-client';
@@ -43,12 +43,8 @@ export function createFollowUpActivities(deps: {
    * as failed; then reports what of the saga stands: the refund on the order, the customer notice.
    */
   async function examineFollowUp(input: ExamineFollowUpInput): Promise<Evidenced<FollowUpFacts>> {
-    const call = {
-      step: 'follow_up',
-      key: lookupKey(stepKey(input.operationId, 'create_refund'), 'follow-up'),
-      operationId: input.operationId,
-      boundary: 'stripe' as const,
-    };
+    const key = lookupKey(stepKey(input.operationId, 'create_refund'), 'follow-up');
+    const call = stepCall('follow_up', { ...input, key }, 'stripe');
     return deps.attempt(call, paymentFailure(false), async (attempt) => {
       const stripe = deps.stripe(attempt);
       const op = await store.operations.get(input.operationId);

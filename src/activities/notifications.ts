@@ -9,7 +9,7 @@ import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type Evidenced, type NotificationReceipt } from '../contract';
 import type { OrderStore } from '../store';
-import { Classified, recordingEffect, type Attempt, type AttemptRunner } from './attempt';
+import { Classified, recordingEffect, stepCall, type Attempt, type AttemptRunner } from './attempt';
 import type { MessageLog } from './message-log';
 import { cartOf } from './checkout';
 import { checkoutMail, type CheckoutMailInput, type CheckoutMailKind } from './checkout-mail';
@@ -152,7 +152,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
     operationId: string,
     compose: () => Promise<[OutboxMail, MailText]> | [OutboxMail, MailText],
   ) =>
-    deps.attempt({ step, key, operationId, boundary: 'smtp', breaker: 'smtp:send' }, storeFailure, async (a) => {
+    deps.attempt(stepCall(step, { key, operationId }, 'smtp', 'smtp:send'), storeFailure, async (a) => {
       const [entry, mail] = await compose();
       const metrics = refundMetrics(Context.current().metricMeter);
       try {
@@ -184,13 +184,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
      * entry becomes sent, naming them, so the completion gate's notification check can pass. Sends nothing.
      */
     async confirmNoticeDelivered(input: ConfirmDeliveredInput): Promise<Evidenced<NotificationReceipt>> {
-      const call = {
-        step: 'notify_customer',
-        key: input.key,
-        operationId: input.operationId,
-        boundary: 'store' as const,
-      };
-      return deps.attempt(call, storeFailure, (a) => confirmDelivered(a, input));
+      return deps.attempt(stepCall('notify_customer', input, 'store'), storeFailure, (a) => confirmDelivered(a, input));
     },
 
     /** The occurrence's digest for the operators: one per occurrence, its key built from the occurrence id. */

@@ -13,7 +13,7 @@ import {
 import type { Order } from '../domain/order';
 import type { RefundRequest } from '../domain/refund-request';
 import type { NewOperation, OperationRecord, OrderStore } from '../store';
-import { Classified, recordingEffect, type AttemptRunner } from './attempt';
+import { Classified, recordingEffect, stepCall, type AttemptRunner } from './attempt';
 import { storeFailure } from './store-failures';
 
 export interface BeginOperationInput {
@@ -62,12 +62,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
     const { request } = input;
     const intent = refundIntent(settings.scope, request);
     const { operationId } = intent;
-    const call = {
-      step: 'load_order',
-      key: stepKey(operationId, 'load_order'),
-      operationId,
-      boundary: 'store' as const,
-    };
+    const call = stepCall('load_order', { key: stepKey(operationId, 'load_order'), operationId }, 'store');
     return attempt(call, storeFailure, async (a) => {
       const order = await store.getOrder(request.orderId);
       if (!order) {
@@ -118,12 +113,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
 
   /** The run's own state is the record; this leaves its verdict beside the operation's evidence. */
   async function recordOutcome(input: RecordOutcomeInput): Promise<Evidenced<{ recorded: true }>> {
-    const call = {
-      step: 'run_stopped',
-      key: stepKey(input.operationId, 'run_stopped'),
-      operationId: input.operationId,
-      boundary: 'store' as const,
-    };
+    const call = stepCall('run_stopped', { ...input, key: stepKey(input.operationId, 'run_stopped') }, 'store');
     return attempt(call, storeFailure, async (a) => {
       const detail = { status: input.status, reason: input.reason, failedStep: input.failedStep, ...input.detail };
       await store.operations.audit(input.operationId, a.actor, input.event ?? 'run_stopped', detail);

@@ -3,7 +3,7 @@
 // or a reset replays the first receipt.
 import type { Evidenced, OrderReceipt } from '../contract';
 import type { ApplyRefundInput, OrderStore, RevertRefundInput } from '../store';
-import { recordingEffect, type AttemptRunner } from './attempt';
+import { recordingEffect, stepCall, type AttemptRunner } from './attempt';
 import { storeFailure } from './store-failures';
 
 export function createOrderActivities(deps: { store: OrderStore; attempt: AttemptRunner }) {
@@ -13,21 +13,14 @@ export function createOrderActivities(deps: { store: OrderStore; attempt: Attemp
     /** `key` is the step's key (the operation id's update_order key), for the attempt ledger. */
     async applyRefund(input: ApplyRefundInput & { key: string }): Promise<Evidenced<OrderReceipt>> {
       const { key, ...apply } = input;
-      return attempt(
-        { step: 'update_order', key, operationId: input.operationId, boundary: 'store' },
-        storeFailure,
-        (a) => recordingEffect(a, () => store.applyRefund({ ...apply, actor: a.actor })),
+      return attempt(stepCall('update_order', { key, operationId: input.operationId }, 'store'), storeFailure, (a) =>
+        recordingEffect(a, () => store.applyRefund({ ...apply, actor: a.actor })),
       );
     },
 
     async revertRefund(input: RevertRefundInput): Promise<Evidenced<OrderReceipt>> {
       return attempt(
-        {
-          step: 'update_order:compensate',
-          key: input.compensationKey,
-          operationId: input.operationId,
-          boundary: 'store',
-        },
+        stepCall('update_order:compensate', { ...input, key: input.compensationKey }, 'store'),
         storeFailure,
         (a) => store.revertRefund({ ...input, actor: a.actor }),
       );

@@ -4,6 +4,7 @@ import { Context } from '@temporalio/activity';
 import { lookupKey, type Evidenced, type ReconcileResult, type RefundReceipt } from '../contract';
 import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
+import { stepCall } from './attempt';
 import { noIntent, type PaymentDeps } from './create-refund';
 import { paymentFailure } from './payment-failures';
 import { insideDedupeWindow, sendsOffTheWireBy } from './request-deadline';
@@ -30,12 +31,7 @@ export function refundReconciliation(deps: PaymentDeps) {
    * last send's request was off the wire, and only if nothing was sent since the lookup began.
    */
   async function reconcileRefund(input: ReconcileRefundInput): Promise<Evidenced<ReconcileResult>> {
-    const call = {
-      step: 'reconcile',
-      key: lookupKey(input.idempotencyKey, 'reconcile'),
-      operationId: input.operationId,
-      boundary: 'stripe' as const,
-    };
+    const call = stepCall('reconcile', { ...input, key: lookupKey(input.idempotencyKey, 'reconcile') }, 'stripe');
     const answer = await deps.attempt<ReconcileResult>(call, paymentFailure(false), async (attempt) => {
       const op = await log.get(input.operationId);
       if (!op) throw noIntent(input.operationId);

@@ -1,7 +1,6 @@
 // The send protocol (send.ts) for a send with no record of its own: its record is the store's send record under the
 // step's key, stamped, settled and proven absent there; and a lost answer is looked up by that key at the provider.
-import type { Attempt, StepCall } from '../activities/attempt';
-import type { Boundary } from '../reliability/taxonomy';
+import type { Attempt } from '../activities/attempt';
 import type { KeyedSendRecord, OrderStore } from '../store';
 import type { Lookup } from './step';
 import { type KeyedSend, outsideDedupeWindow, sendOnce } from './send';
@@ -12,11 +11,6 @@ type Sends = OrderStore['sends'];
 export interface SendAt {
   key: string;
   operationId: string;
-}
-
-/** An activity's call of a step for its attempts: the step, its key and operation, its boundary and breaker, if any. */
-export function stepCall(step: string, at: SendAt, boundary: Boundary, breaker?: string): StepCall {
-  return { step, key: at.key, operationId: at.operationId, boundary, breaker };
 }
 
 /** What the boundary gives: its request and how it reads the answer, with the provider's request id for the record. */
