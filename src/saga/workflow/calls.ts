@@ -39,7 +39,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     private readonly policy: () => RecoveryPolicy,
     /** Keeps a failure and the move the policy prescribes for it. */
     private readonly remember: (step: string, boundary: Boundary, error: StepError) => void,
-    /** Takes the worker's settings a step's receipt hands the run (the first that does). */
+    /** Takes the worker's settings a step's receipt hands the run; a step run again (a retried load) pins them again. */
     private readonly pin: (settings: PinnedSettings) => void,
   ) {}
 

@@ -70,7 +70,7 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
       this.steps,
       () => this.policy,
       (step, boundary, error) => this.remember(step, boundary, error),
-      (settings) => this.settings ?? this.pin(settings),
+      (settings) => this.pin(settings),
     );
     const refuses = parts.refuses ?? ((d) => this.refusal(d));
     this.deskView = { parked: null, policy: () => this.decisionPolicy, refuses };
@@ -163,7 +163,7 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
     };
   }
 
-  /** Takes the worker's settings as the run's history pins them (from the first step's receipt that carries them): its policy and budgets from now on. */
+  /** Takes the worker's settings as the run's history pins them (from each step receipt that carries them): its policy and budgets from now on. */
   private pin(settings: PinnedSettings): RecoveryPolicy {
     const policy = pinnedPolicy(settings);
     this.settings = { scope: settings.scope, provider: settings.provider, policy };
