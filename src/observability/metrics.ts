@@ -128,8 +128,16 @@ export function storeMetrics(meter: MetricMeter): StoreObserver {
   // What this turn counted, by counter and label, until it is added.
   const pending = new Map<string, { to: MetricCounter; tags: MetricTags; n: number }>();
   const flush = () => {
-    for (const { to, tags, n } of pending.values()) to.add(n, tags);
+    const batch = [...pending.values()];
     pending.clear();
+    // A meter that refuses an add (the Core shutting down) loses that count only, never the counting after it.
+    for (const { to, tags, n } of batch) {
+      try {
+        to.add(n, tags);
+      } catch {
+        // counted nowhere: a metric is never worth failing the worker for
+      }
+    }
   };
   const count = (key: string, to: MetricCounter, tags: MetricTags = {}) => {
     if (pending.size === 0) setImmediate(flush);
