@@ -1,6 +1,5 @@
 // The checkout saga's activities: the cart's stock reserved and released (the store), the card charged once
 // under its step key through the send protocol (its record in the store's sends), and a lost answer looked up.
-import { ApplicationFailure } from '@temporalio/common';
 import type Stripe from 'stripe';
 import { CHECKOUT_REFUND_SCOPE, type ChargeReceipt, lookupKey, pinSettings, type RunSettings } from '../contract';
 import { lookUpRecorded, sendRecorded, type SendAt } from '../saga/recorded-send';
@@ -138,8 +137,8 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
       );
       const refund = await deps.createRefund({ ...request, operationId, paymentIntentId, idempotencyKey: input.key });
       // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked, a
-      // failure recorded on its operation. A look that fails (classified: a cancellation or a bug goes on up) leaves the
-      // first answer standing, to be asked again.
+      // failure recorded on its operation. Once the refund exists its receipt is the truth: a look that fails in any
+      // way (a cancellation too) leaves that first answer standing, to be asked again, rather than fail the undo.
       const now = await attempt(
         { ...stepCall('charge_card:compensate', input, 'stripe'), key: lookupKey(input.key, 'gate') },
         paymentFailure(false),
@@ -149,10 +148,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
           if (providerFailed(found)) await settleProviderFailure(store.operations, found, toReceipt(found, false), at);
           return found;
         },
-      ).catch((err: unknown) => {
-        if (err instanceof ApplicationFailure) return null;
-        throw err;
-      });
+      ).catch(() => null);
       if (!now) return refund;
       const ledger = [...refund.evidence.ledger, ...now.evidence.ledger];
       return { ...refund, status: now.status ?? refund.status, evidence: { ...refund.evidence, ledger } };
