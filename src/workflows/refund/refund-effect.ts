@@ -59,7 +59,8 @@ export async function sendRefund(
   if (isStopped(sent)) return sent;
   if ('failed' in sent) return run.stopFor('create_refund', sent.failed);
   const receipt = await checkReceipt(run, sent.receipt);
-  noteFirstSend();
+  // Only a receipt the run goes on with stamps the window here; one that stops it leaves what the record says.
+  if (!isStopped(receipt)) noteFirstSend();
   return receipt;
 }
 
