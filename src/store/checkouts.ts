@@ -29,14 +29,24 @@ export class SqlCheckouts {
   /** The shop's stand-in in tools/ puts carts and stock in through it. */
   constructor(readonly db: Database) {}
 
-  cart(id: string): Promise<Cart | undefined> {
-    return cartOf(this.db, id);
+  async cart(id: string, q: Queryable = this.db): Promise<Cart | undefined> {
+    const row = await q.one(sql<Omit<Cart, 'items'> & { items: string }>`
+      SELECT id, customer_email AS "customerEmail", currency, amount, items_json AS items,
+        reserved_by_key AS "reservedByKey", released_by_key AS "releasedByKey"
+      FROM checkouts WHERE id = ${id}`);
+    return row && { ...row, items: JSON.parse(row.items) as Cart['items'] };
+  }
+
+  private async existing(q: Queryable, id: string): Promise<Cart> {
+    const cart = await this.cart(id, q);
+    if (!cart) throw new OrderNotFoundError(`cart ${id} does not exist`);
+    return cart;
   }
 
   /** Takes the cart's items off the stock under `key`; the same key again changes nothing; a released cart is closed. */
   async reserve(cartId: string, key: string): Promise<StockReceipt> {
     return this.db.transaction(async (tx) => {
-      const cart = await requireCart(tx, cartId);
+      const cart = await this.existing(tx, cartId);
       // Its checkout was undone (or cancelled before its reservation): checking it out again needs a new cart.
       if (cart.releasedByKey)
         throw new InvalidOperationError(`cart ${cartId} was released by ${cart.releasedByKey}: its checkout is over`);
@@ -55,7 +65,7 @@ export class SqlCheckouts {
   /** Puts a reservation's items back under the compensation's own key, once, and closes the cart. */
   async release(cartId: string, key: string): Promise<StockReceipt> {
     return this.db.transaction(async (tx) => {
-      const cart = await requireCart(tx, cartId);
+      const cart = await this.existing(tx, cartId);
       if (cart.releasedByKey) return receipt(cart, false);
       if (cart.reservedByKey) for (const { sku, quantity } of cart.items) await moveStock(tx, sku, quantity);
       // Closed even when nothing was reserved: a reservation still in flight when its checkout was cancelled is refused.
@@ -63,20 +73,6 @@ export class SqlCheckouts {
       return receipt(cart, cart.reservedByKey !== null);
     });
   }
-}
-
-async function cartOf(q: Queryable, id: string): Promise<Cart | undefined> {
-  const row = await q.one(sql<Omit<Cart, 'items'> & { items: string }>`
-    SELECT id, customer_email AS "customerEmail", currency, amount, items_json AS items,
-      reserved_by_key AS "reservedByKey", released_by_key AS "releasedByKey"
-    FROM checkouts WHERE id = ${id}`);
-  return row && { ...row, items: JSON.parse(row.items) as Cart['items'] };
-}
-
-async function requireCart(q: Queryable, id: string): Promise<Cart> {
-  const cart = await cartOf(q, id);
-  if (!cart) throw new OrderNotFoundError(`cart ${id} does not exist`);
-  return cart;
 }
 
 /** Moves an item's stock by `by` unless that leaves less than none; whether it moved. */

@@ -6,7 +6,7 @@ import { sql, type Kysely } from 'kysely';
 import { Migrator, type Migration } from 'kysely/migration';
 import type { Database, Dialect } from './database';
 import { copyToSends } from './refund-sends';
-import { CHECKOUT, INITIAL, OUTBOX_KINDS } from './schema';
+import { CHECKOUT, INITIAL, OUTBOX_KINDS, SENDS } from './schema';
 
 const TYPES: Record<Dialect, Record<string, string>> = {
   sqlite: { int: 'INTEGER', id: 'INTEGER PRIMARY KEY AUTOINCREMENT', strict: ' STRICT' },
@@ -93,6 +93,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '005_checkout': {
       async up(db) {
         await execute(db, dialect, CHECKOUT);
+        await execute(db, dialect, SENDS);
         const kinds = OUTBOX_KINDS.map((k) => `'${k}'`).join(', ');
         if (dialect === 'postgres')
           return execute(

@@ -136,7 +136,7 @@ CREATE INDEX IF NOT EXISTS provider_events_operation ON provider_events(operatio
 /** The outbox's kinds from 005 on. */
 export const OUTBOX_KINDS = ['refund_notice', 'refund_correction', 'digest', 'checkout_receipt', 'checkout_correction'];
 
-/** 005: carts and the stock they reserve, and send records keyed by step key. */
+/** 005: carts and the stock they reserve. */
 export const CHECKOUT = `
 CREATE TABLE IF NOT EXISTS stock (
   sku TEXT PRIMARY KEY,
@@ -154,7 +154,10 @@ CREATE TABLE IF NOT EXISTS checkouts (
   released_by_key TEXT,
   released_at TEXT,
   created_at TEXT NOT NULL
-){strict};
+){strict}`;
+
+/** 005: every saga's send records, keyed by step key (the refund's copied in by 006). */
+export const SENDS = `
 CREATE TABLE IF NOT EXISTS sends (
   key TEXT PRIMARY KEY,
   operation_id TEXT NOT NULL,

@@ -1,7 +1,5 @@
-// The checkout saga, top to bottom: reserve the cart's stock → charge the card → email the receipt.
-// A decline, or a charge that fails for good, puts the stock back and ends compensated. A person's
-// compensate (or a cancellation) after the charge refunds it, puts the stock back and corrects a
-// receipt that may have gone out, each under its own key. The harness parks, decides and cancels.
+// The checkout saga, top to bottom: reserve the cart's stock → charge the card → email the receipt. What is undone, and
+// when, is the run's undo plan (run.ts); the harness parks, decides and cancels.
 import {
   type CheckoutResult,
   type CheckoutRunState,
