@@ -5,20 +5,15 @@ import { CHECKOUT_REFUND_SCOPE, type ChargeReceipt, lookupKey, pinSettings, type
 import { lookUpRecorded, sendRecorded, type SendAt } from '../saga/recorded-send';
 import type { OrderStore } from '../store';
 import { Classified, stepCall } from './attempt';
-import { stripeSendParts, type PaymentDeps, type refundCreation } from './create-refund';
-import { refundIntent } from './operations';
+import { stripeSendParts } from './create-refund';
 import { paymentFailure } from './payment-failures';
+import { paymentRefunds } from './refund-payment';
 import { receiptNotRecorded, storeFailure } from './store-failures';
-import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 type CartStepInput = SendAt & { cartId: string };
 
-interface CheckoutDeps extends Pick<PaymentDeps, 'stripe' | 'attempt'> {
-  store: OrderStore;
-  /** The worker's settings (its provider's windows too): a reservation hands them to its run, as a refund's first step does. */
-  settings: RunSettings;
-  createRefund: ReturnType<typeof refundCreation>['createRefund'];
-}
+/** The worker's settings (its provider's windows too): a reservation hands them to its run, as a refund's first step does. */
+type CheckoutDeps = Parameters<typeof paymentRefunds>[0] & { settings: RunSettings };
 
 /** How long after a request its PaymentIntent may still be missing from Search results, at the least. */
 const SEARCH_CONSISTENCY_MS = 5 * 60_000;
@@ -49,6 +44,7 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
   const windows = deps.settings.provider;
   const pinned = pinSettings(deps.settings);
   const stripeSend = stripeSendParts(windows, () => store.operations.clock());
+  const refundPayment = paymentRefunds(deps);
 
   return {
     reserveStock: (input: CartStepInput) =>
@@ -124,34 +120,8 @@ export function createCheckoutActivities(deps: CheckoutDeps) {
         },
       ),
 
-    /** The charge refunded as a refund operation of its own (`refund:checkout:<cart>:v1`), its intent committed first. */
-    async refundCharge(input: CartStepInput & { paymentIntentId: string; amount: number; currency: string }) {
-      const { cartId: orderId, amount, currency, paymentIntentId } = input;
-      const request = { orderId, amount, currency, reason: 'requested_by_customer' as const };
-      const intent = refundIntent(CHECKOUT_REFUND_SCOPE, { ...request, operationVersion: 1 });
-      const { operationId } = intent;
-      await attempt(
-        { ...stepCall('charge_card:compensate', input, 'store'), key: `${input.key}#intent` },
-        storeFailure,
-        (a) => store.operations.commitIntent({ ...intent, actor: a.actor }),
-      );
-      const refund = await deps.createRefund({ ...request, operationId, paymentIntentId, idempotencyKey: input.key });
-      // The receipt is the provider's first answer: how the refund stands now (pending, or failed since) is asked, a
-      // failure recorded on its operation. Once the refund exists its receipt is the truth: a look that fails in any
-      // way (a cancellation too) leaves that first answer standing, to be asked again, rather than fail the undo.
-      const now = await attempt(
-        { ...stepCall('charge_card:compensate', input, 'stripe'), key: lookupKey(input.key, 'gate') },
-        paymentFailure(false),
-        async (a) => {
-          const found = await deps.stripe(a).refunds.retrieve(refund.refundId);
-          const at = { operationId, actor: a.actor, event: 'refund_failed_after_completion' };
-          if (providerFailed(found)) await settleProviderFailure(store.operations, found, toReceipt(found, false), at);
-          return found;
-        },
-      ).catch(() => null);
-      if (!now) return refund;
-      const ledger = [...refund.evidence.ledger, ...now.evidence.ledger];
-      return { ...refund, status: now.status ?? refund.status, evidence: { ...refund.evidence, ledger } };
-    },
+    /** The charge refunded as a refund operation of its own (`refund:checkout:<cart>:v1`). */
+    refundCharge: (input: CartStepInput & { paymentIntentId: string; amount: number; currency: string }) =>
+      refundPayment({ ...input, step: 'charge_card:compensate', scope: CHECKOUT_REFUND_SCOPE, orderId: input.cartId }),
   };
 }
