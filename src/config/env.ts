@@ -8,6 +8,7 @@ import { decisionsSchema } from '../reliability/policy-schema';
 export const PROJECT_ROOT = path.resolve(__dirname, '..', '..');
 
 const port = z.coerce.number().int().min(1).max(65535);
+const matching = (pattern: RegExp, message: string) => z.string().regex(pattern, message);
 
 // Here, not beside the logger and the tracer: reading the configuration must not load pino or the OpenTelemetry SDK.
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
@@ -49,19 +50,10 @@ export const envSchema = z.object({
   OTEL_TRACES_EXPORTER: z.enum(TRACE_EXPORTERS).default('none'),
   OTEL_SERVICE_NAME: z.string().min(1).default('durable-refunds-worker'),
   /** Where the worker serves its metrics for Prometheus to scrape (`/metrics`), host:port; unset: not served. */
-  METRICS_PROMETHEUS_ADDRESS: z
-    .string()
-    .regex(/^\S+:\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464')
-    .optional(),
+  METRICS_PROMETHEUS_ADDRESS: matching(/^\S+:\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464').optional(),
   /** An OpenTelemetry collector the worker pushes its metrics to: OTLP/HTTP when the URL ends in /v1/metrics, else OTLP/gRPC. */
-  METRICS_OTLP_URL: z
-    .string()
-    .regex(/^(grpc|http)s?:\/\/\S+$/, 'must be a grpc(s):// or http(s):// URL')
-    .optional(),
-  TASK_QUEUE: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"')
-    .default(TASK_QUEUE),
+  METRICS_OTLP_URL: matching(/^(grpc|http)s?:\/\/\S+$/, 'must be a grpc(s):// or http(s):// URL').optional(),
+  TASK_QUEUE: matching(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"').default(TASK_QUEUE),
   MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
   /** The mail provider's log of accepted messages, searched by Message-ID; unset: an unknown hand-over goes to a person. */
   MAIL_LOG_URL: z.string().url().optional(),
@@ -78,10 +70,7 @@ export const envSchema = z.object({
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
-  STRIPE_WEBHOOK_SECRET: z
-    .string()
-    .regex(/^whsec_\S+$/, "must be the endpoint's signing secret, whsec_…")
-    .optional(),
+  STRIPE_WEBHOOK_SECRET: matching(/^whsec_\S+$/, "must be the endpoint's signing secret, whsec_…").optional(),
   WEBHOOKS: z.enum(['on', 'off']).default('on'),
   WORKFLOW_BUNDLE: z.string().min(1).optional(),
   WEBHOOK_PORT: port.default(4343),
@@ -135,15 +124,12 @@ export const envSchema = z.object({
   /** on: the worker polls as a Worker Deployment Version, and a new build takes runs once promoted (docs/production.md, "Rolling out a new build"). */
   WORKER_VERSIONING: z.enum(['on', 'off']).default('off'),
   /** The Worker Deployment the worker's builds belong to; the package's name unless given. Temporal refuses "." and ":" in it. */
-  WORKER_DEPLOYMENT_NAME: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]{1,100}$/, 'must be 1-100 letters, digits, "_" or "-"')
-    .optional(),
+  WORKER_DEPLOYMENT_NAME: matching(/^[A-Za-z0-9_-]{1,100}$/, 'must be 1-100 letters, digits, "_" or "-"').optional(),
   /** This build's id; `<package version>-<hash of the workflow bundle>` unless given. */
-  WORKER_BUILD_ID: z
-    .string()
-    .regex(/^[A-Za-z0-9_.+-]{1,100}$/, 'must be 1-100 letters, digits, ".", "_", "+" or "-"')
-    .optional(),
+  WORKER_BUILD_ID: matching(
+    /^[A-Za-z0-9_.+-]{1,100}$/,
+    'must be 1-100 letters, digits, ".", "_", "+" or "-"',
+  ).optional(),
   /** How long a SIGTERM's drain lets tasks in flight finish; unset: the policy's longest attempt (startToCloseMs). */
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(3600_000).optional(),
   /** How long a run's next workflow task waits for the worker that has it cached before any worker takes it (the SDK's 10 s). */
