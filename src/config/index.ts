@@ -131,7 +131,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throw new Error(
       'invalid environment: WORKER_VERSIONING: a versioned worker needs its build fixed: set WORKFLOW_BUNDLE to the bundle `npm run build` made (its hash is the build id) or WORKER_BUILD_ID',
     );
-  const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',
     encryption: {
@@ -145,10 +144,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       port: e.CODEC_PORT,
       host: e.CODEC_HOST,
       endpoint: `http://${urlHost(e.CODEC_HOST)}:${e.CODEC_PORT}`,
-      origins:
-        e.CODEC_CORS_ORIGINS?.split(',')
-          .map((o) => o.trim())
-          .filter(Boolean) ?? uiOrigins,
+      origins: e.CODEC_CORS_ORIGINS?.split(',')
+        .map((o) => o.trim())
+        .filter(Boolean) ?? [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`],
       authToken: e.CODEC_AUTH_TOKEN,
     },
     policyFile: e.RECOVERY_POLICY_FILE,
@@ -206,10 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     admission: { maxBacklog: e.ADMISSION_MAX_BACKLOG },
     logLevel: e.LOG_LEVEL,
     tracing: { exporter: e.OTEL_TRACES_EXPORTER, serviceName: e.OTEL_SERVICE_NAME },
-    metrics: {
-      prometheusAddress: e.METRICS_PROMETHEUS_ADDRESS,
-      otlpUrl: e.METRICS_OTLP_URL,
-    },
+    metrics: { prometheusAddress: e.METRICS_PROMETHEUS_ADDRESS, otlpUrl: e.METRICS_OTLP_URL },
     stripeLiveMode: e.STRIPE_LIVE_MODE === 'allow',
     mail: {
       smtpUrl,

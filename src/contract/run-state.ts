@@ -42,7 +42,6 @@ export type StepStatus =
   | 'unknown'
   | 'held'
   | 'not_compensable';
-/** How a step's call came out. */
 export type CallStatus = Extract<StepStatus, 'completed' | 'failed' | 'unknown'>;
 
 /** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */

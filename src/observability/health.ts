@@ -33,7 +33,6 @@ async function judge(check: ReadinessCheck): Promise<Outcome> {
   }
 }
 
-/** Every check at once; ready when all pass. */
 async function readiness(checks: Record<string, ReadinessCheck>) {
   const judged = await Promise.all(
     Object.entries(checks).map(async ([name, check]) => [name, await judge(check)] as const),

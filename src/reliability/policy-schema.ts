@@ -20,11 +20,7 @@ const WEEK_MS = 7 * 24 * 3600_000;
 const ms = z.number().int().min(0).max(WEEK_MS);
 
 const backoffSchema = z
-  .object({
-    initialMs: ms.min(1),
-    coefficient: z.number().min(1).max(10),
-    maxMs: ms.min(1),
-  })
+  .object({ initialMs: ms.min(1), coefficient: z.number().min(1).max(10), maxMs: ms.min(1) })
   .strict()
   .refine((b) => b.maxMs >= b.initialMs, { message: 'maxMs must be at least initialMs' });
 
