@@ -25,9 +25,7 @@ export interface CodecServerOptions {
  * The one way a codec server is started from the configuration, with the workers' keys: by
  * `npm run codec-server` and by the local stack. Undefined with PAYLOAD_ENCRYPTION=off.
  */
-export async function startConfiguredCodecServer(
-  config: Config,
-): Promise<{ server: CodecServer; summary: string } | undefined> {
+export async function startConfiguredCodecServer(config: Config) {
   const keyring = payloadKeyring(config);
   if (!keyring) return undefined;
   const codec = new EncryptionCodec(keyring);
@@ -39,11 +37,6 @@ export async function startConfiguredCodecServer(
   return { server, summary };
 }
 
-export interface CodecServer {
-  url: string;
-  close(): Promise<void>;
-}
-
 const MAX_BODY = 16 * 1024 * 1024;
 const Payloads = temporal.api.common.v1.Payloads;
 
@@ -53,7 +46,9 @@ function bearerMatches(header: string | undefined, token: string): boolean {
   return given.length === expected.length && timingSafeEqual(given, expected);
 }
 
-export async function startCodecServer(options: CodecServerOptions): Promise<CodecServer> {
+export type CodecServer = Awaited<ReturnType<typeof startCodecServer>>;
+
+export async function startCodecServer(options: CodecServerOptions) {
   const { codec, namespace, origins, authToken } = options;
 
   async function answer(req: http.IncomingMessage): Promise<unknown> {

@@ -8,6 +8,15 @@ import { decisionsSchema } from '../reliability/policy-schema';
 export const PROJECT_ROOT = path.resolve(__dirname, '..', '..');
 
 const port = z.coerce.number().int().min(1).max(65535);
+const matching = (pattern: RegExp, message: string) => z.string().regex(pattern, message);
+/** A setting whose text `read` turns into its value, or refuses with a message. */
+const readText = <T>(read: (text: string, refuse: (message: string) => never) => T) =>
+  z.string().transform((text, ctx) =>
+    read(text, (message) => {
+      ctx.addIssue({ code: 'custom', message });
+      return z.NEVER;
+    }),
+  );
 
 // Here, not beside the logger and the tracer: reading the configuration must not load pino or the OpenTelemetry SDK.
 const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error'] as const;
@@ -49,19 +58,10 @@ export const envSchema = z.object({
   OTEL_TRACES_EXPORTER: z.enum(TRACE_EXPORTERS).default('none'),
   OTEL_SERVICE_NAME: z.string().min(1).default('durable-refunds-worker'),
   /** Where the worker serves its metrics for Prometheus to scrape (`/metrics`), host:port; unset: not served. */
-  METRICS_PROMETHEUS_ADDRESS: z
-    .string()
-    .regex(/^\S+:\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464')
-    .optional(),
+  METRICS_PROMETHEUS_ADDRESS: matching(/^\S+:\d{1,5}$/, 'must be host:port, e.g. 0.0.0.0:9464').optional(),
   /** An OpenTelemetry collector the worker pushes its metrics to: OTLP/HTTP when the URL ends in /v1/metrics, else OTLP/gRPC. */
-  METRICS_OTLP_URL: z
-    .string()
-    .regex(/^(grpc|http)s?:\/\/\S+$/, 'must be a grpc(s):// or http(s):// URL')
-    .optional(),
-  TASK_QUEUE: z
-    .string()
-    .regex(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"')
-    .default(TASK_QUEUE),
+  METRICS_OTLP_URL: matching(/^(grpc|http)s?:\/\/\S+$/, 'must be a grpc(s):// or http(s):// URL').optional(),
+  TASK_QUEUE: matching(/^[A-Za-z0-9_.-]{1,200}$/, 'must be 1-200 letters, digits, ".", "_" or "-"').default(TASK_QUEUE),
   MAIL_FROM: z.string().email().default('refunds@durable-refunds.test'),
   /** The mail provider's log of accepted messages, searched by Message-ID; unset: an unknown hand-over goes to a person. */
   MAIL_LOG_URL: z.string().url().optional(),
@@ -78,10 +78,7 @@ export const envSchema = z.object({
   STRIPE_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   STRIPE_LIST_CONSISTENCY_MS: z.coerce.number().int().min(0).max(3600_000).default(10_000),
   FAULT_INJECTION: z.enum(['on', 'off']).default('off'),
-  STRIPE_WEBHOOK_SECRET: z
-    .string()
-    .regex(/^whsec_\S+$/, "must be the endpoint's signing secret, whsec_…")
-    .optional(),
+  STRIPE_WEBHOOK_SECRET: matching(/^whsec_\S+$/, "must be the endpoint's signing secret, whsec_…").optional(),
   WEBHOOKS: z.enum(['on', 'off']).default('on'),
   WORKFLOW_BUNDLE: z.string().min(1).optional(),
   WEBHOOK_PORT: port.default(4343),
@@ -105,45 +102,30 @@ export const envSchema = z.object({
   /** proxy: an authenticating proxy in front of the codec server checks who calls it (needed to listen off loopback without a token). */
   CODEC_AUTH: z.enum(['token', 'proxy']).optional(),
   /** The pools this worker process serves (comma-separated): workflows, effects, reconcile. */
-  WORKER_POOLS: z
-    .string()
-    .transform((text, ctx) => {
-      const pools = [...new Set(text.split(',').map((p) => p.trim()))].filter(Boolean);
-      const unknown = pools.filter((p) => !(WORKER_POOLS as readonly string[]).includes(p));
-      if (pools.length === 0 || unknown.length > 0) {
-        ctx.addIssue({
-          code: 'custom',
-          message: `must list pools among ${WORKER_POOLS.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}`,
-        });
-        return z.NEVER;
-      }
-      return pools as WorkerPool[];
-    })
-    .optional(),
+  WORKER_POOLS: readText((text, refuse) => {
+    const pools = [...new Set(text.split(',').map((p) => p.trim()))].filter(Boolean);
+    const unknown = pools.filter((p) => !(WORKER_POOLS as readonly string[]).includes(p));
+    if (pools.length === 0 || unknown.length > 0)
+      return refuse(
+        `must list pools among ${WORKER_POOLS.join(', ')}${unknown.length ? `; unknown: ${unknown.join(', ')}` : ''}`,
+      );
+    return pools as WorkerPool[];
+  }).optional(),
   /** host:port of the worker's /healthz and /readyz (port 0: any free one, logged); unset: no health server. */
-  HEALTH_ADDRESS: z
-    .string()
-    .transform((text, ctx) => {
-      const m = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(text.trim());
-      if (!m || Number(m[2]) > 65535) {
-        ctx.addIssue({ code: 'custom', message: 'must be host:port, e.g. 0.0.0.0:9464 or [::]:9464 or 127.0.0.1:0' });
-        return z.NEVER;
-      }
-      return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
-    })
-    .optional(),
+  HEALTH_ADDRESS: readText((text, refuse) => {
+    const m = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]]+):(\d{1,5})$/.exec(text.trim());
+    if (!m || Number(m[2]) > 65535) return refuse('must be host:port, e.g. 0.0.0.0:9464 or [::]:9464 or 127.0.0.1:0');
+    return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+  }).optional(),
   /** on: the worker polls as a Worker Deployment Version, and a new build takes runs once promoted (docs/production.md, "Rolling out a new build"). */
   WORKER_VERSIONING: z.enum(['on', 'off']).default('off'),
   /** The Worker Deployment the worker's builds belong to; the package's name unless given. Temporal refuses "." and ":" in it. */
-  WORKER_DEPLOYMENT_NAME: z
-    .string()
-    .regex(/^[A-Za-z0-9_-]{1,100}$/, 'must be 1-100 letters, digits, "_" or "-"')
-    .optional(),
+  WORKER_DEPLOYMENT_NAME: matching(/^[A-Za-z0-9_-]{1,100}$/, 'must be 1-100 letters, digits, "_" or "-"').optional(),
   /** This build's id; `<package version>-<hash of the workflow bundle>` unless given. */
-  WORKER_BUILD_ID: z
-    .string()
-    .regex(/^[A-Za-z0-9_.+-]{1,100}$/, 'must be 1-100 letters, digits, ".", "_", "+" or "-"')
-    .optional(),
+  WORKER_BUILD_ID: matching(
+    /^[A-Za-z0-9_.+-]{1,100}$/,
+    'must be 1-100 letters, digits, ".", "_", "+" or "-"',
+  ).optional(),
   /** How long a SIGTERM's drain lets tasks in flight finish; unset: the policy's longest attempt (startToCloseMs). */
   SHUTDOWN_GRACE_MS: z.coerce.number().int().min(0).max(3600_000).optional(),
   /** How long a run's next workflow task waits for the worker that has it cached before any worker takes it (the SDK's 10 s). */
@@ -154,29 +136,22 @@ export const envSchema = z.object({
   /** New refunds are refused while a task queue of the refunds has more tasks waiting than this; 0: never. */
   ADMISSION_MAX_BACKLOG: z.coerce.number().int().min(0).max(10_000_000).default(1000),
   /** Who may decide parked runs, overriding the policy's roles: `alice=operator,bob=operator+approver`. */
-  DECIDERS: z
-    .string()
-    .transform((text, ctx) => {
-      // name=role[+role][:public key], the key as `npm run decide -- keygen` prints it.
-      const entries = text.split(',').map((entry) => /^([^=]*)=([^:]*)(?::(.*))?$/.exec(entry.trim()));
-      const given = entries.filter((m) => m !== null);
-      const roles = decisionsSchema.shape.roles.safeParse(
-        Object.fromEntries(given.map(([, name, list]) => [name, list.split('+')])),
+  DECIDERS: readText((text, refuse) => {
+    // name=role[+role][:public key], the key as `npm run decide -- keygen` prints it.
+    const entries = text.split(',').map((entry) => /^([^=]*)=([^:]*)(?::(.*))?$/.exec(entry.trim()));
+    const given = entries.filter((m) => m !== null);
+    const roles = decisionsSchema.shape.roles.safeParse(
+      Object.fromEntries(given.map(([, name, list]) => [name, list.split('+')])),
+    );
+    const keys = decisionsSchema.shape.keys.safeParse(
+      Object.fromEntries(given.filter((m) => m[3] !== undefined).map(([, name, , key]) => [name, key])),
+    );
+    if (!roles.success || !keys.success || given.length !== entries.length)
+      return refuse(
+        'must be name=role[+role][:key],… with roles operator and approver and an Ed25519 public key in hex (npm run decide -- keygen), e.g. alice=operator:3b6a…,bob=operator+approver:9f1c…',
       );
-      const keys = decisionsSchema.shape.keys.safeParse(
-        Object.fromEntries(given.filter((m) => m[3] !== undefined).map(([, name, , key]) => [name, key])),
-      );
-      if (!roles.success || !keys.success || given.length !== entries.length) {
-        ctx.addIssue({
-          code: 'custom',
-          message:
-            'must be name=role[+role][:key],… with roles operator and approver and an Ed25519 public key in hex (npm run decide -- keygen), e.g. alice=operator:3b6a…,bob=operator+approver:9f1c…',
-        });
-        return z.NEVER;
-      }
-      return { roles: roles.data, keys: keys.data };
-    })
-    .optional(),
+    return { roles: roles.data, keys: keys.data };
+  }).optional(),
   /** allow: a decision without a signature is taken on its name alone. Local development only (the dev stack sets it, and says so). */
   DECISIONS_UNSIGNED: z.enum(['refuse', 'allow']).default('refuse'),
 });

@@ -33,27 +33,22 @@ function temporalTarget(env: NodeJS.ProcessEnv) {
     );
   }
   const address = loaded.connectionOptions.address ?? LOCAL_TEMPORAL;
-  const host = address.replace(/:\d+$/, '').replace(/^\[|\]$/g, '');
   return {
     address,
     namespace: loaded.namespace ?? 'default',
     connection: { ...loaded.connectionOptions, address },
     profile: env.TEMPORAL_PROFILE ?? 'default',
     /** A server on this machine: the local stack's, which may use a key file of its own. */
-    local: LOOPBACK.includes(host),
+    local: isLoopback(address.replace(/:\d+$/, '')),
   };
 }
 
 /** The local Stripe server's endpoint secret: both ends are on this machine, so a fixed one is enough. */
 export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
 export const WEBHOOK_PATH = '/webhooks/stripe';
-const LOOPBACK = ['127.0.0.1', 'localhost', '::1'];
 
 /** A host on this machine: 127.0.0.0/8, localhost or ::1 (bracketed or not, as a URL's hostname has it). */
-function isLoopback(host: string): boolean {
-  const bare = host.replace(/^\[|\]$/g, '');
-  return LOOPBACK.includes(bare) || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bare);
-}
+const isLoopback = (host: string) => /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[?::1\]?)$/.test(host);
 
 /** How a URL names a server listening on `host`: one on every address is reached on loopback; an IPv6 address goes in brackets. */
 export function urlHost(host: string): string {
@@ -64,7 +59,7 @@ export function urlHost(host: string): string {
 /** A relay that is not on this machine gets TLS unless told otherwise: credentials and customers' addresses never cross a network in the clear. */
 export function smtpTlsFor(url: string): 'off' | 'starttls' | 'implicit' {
   if (url.startsWith('smtps:')) return 'implicit';
-  return LOOPBACK.includes(smtpHostOf(url)) ? 'off' : 'starttls';
+  return isLoopback(smtpHostOf(url)) ? 'off' : 'starttls';
 }
 
 function smtpHostOf(url: string): string {
@@ -73,7 +68,7 @@ function smtpHostOf(url: string): string {
     throw new Error(
       `invalid environment: SMTP_URL: "${redactUrl(url)}" is not a URL of the form smtp://host:port or smtps://host:465`,
     );
-  return parsed.hostname.replace(/^\[|\]$/g, '');
+  return parsed.hostname;
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
@@ -113,7 +108,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   } catch (err) {
     throw new Error(`invalid environment: ${(err as Error).message}`, { cause: err });
   }
-  if (!LOOPBACK.includes(e.CODEC_HOST) && !e.CODEC_AUTH_TOKEN && e.CODEC_AUTH !== 'proxy')
+  if (!isLoopback(e.CODEC_HOST) && !e.CODEC_AUTH_TOKEN && e.CODEC_AUTH !== 'proxy')
     throw new Error(
       `invalid environment: CODEC_HOST: the codec server decrypts for anyone who reaches it; on ${e.CODEC_HOST} it needs CODEC_AUTH_TOKEN, ` +
         'or CODEC_AUTH=proxy when an authenticating proxy in front of it checks every caller',
@@ -136,7 +131,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throw new Error(
       'invalid environment: WORKER_VERSIONING: a versioned worker needs its build fixed: set WORKFLOW_BUNDLE to the bundle `npm run build` made (its hash is the build id) or WORKER_BUILD_ID',
     );
-  const uiOrigins = [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`];
   return {
     scope: e.OPERATION_SCOPE ?? 'local',
     encryption: {
@@ -150,10 +144,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       port: e.CODEC_PORT,
       host: e.CODEC_HOST,
       endpoint: `http://${urlHost(e.CODEC_HOST)}:${e.CODEC_PORT}`,
-      origins:
-        e.CODEC_CORS_ORIGINS?.split(',')
-          .map((o) => o.trim())
-          .filter(Boolean) ?? uiOrigins,
+      origins: e.CODEC_CORS_ORIGINS?.split(',')
+        .map((o) => o.trim())
+        .filter(Boolean) ?? [`http://localhost:${e.TEMPORAL_UI_PORT}`, `http://127.0.0.1:${e.TEMPORAL_UI_PORT}`],
       authToken: e.CODEC_AUTH_TOKEN,
     },
     policyFile: e.RECOVERY_POLICY_FILE,
@@ -173,7 +166,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         e.WEBHOOKS === 'off'
           ? undefined
           : (e.STRIPE_WEBHOOK_SECRET ??
-            (!e.STRIPE_SECRET_KEY && LOOPBACK.includes(e.WEBHOOK_HOST) ? LOCAL_WEBHOOK_SECRET : undefined)),
+            (!e.STRIPE_SECRET_KEY && isLoopback(e.WEBHOOK_HOST) ? LOCAL_WEBHOOK_SECRET : undefined)),
       port: e.WEBHOOK_PORT,
       host: e.WEBHOOK_HOST,
       /** Where the local Stripe server delivers: the worker's receiver, reached on loopback when it listens on every address. */
@@ -211,10 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     admission: { maxBacklog: e.ADMISSION_MAX_BACKLOG },
     logLevel: e.LOG_LEVEL,
     tracing: { exporter: e.OTEL_TRACES_EXPORTER, serviceName: e.OTEL_SERVICE_NAME },
-    metrics: {
-      prometheusAddress: e.METRICS_PROMETHEUS_ADDRESS,
-      otlpUrl: e.METRICS_OTLP_URL,
-    },
+    metrics: { prometheusAddress: e.METRICS_PROMETHEUS_ADDRESS, otlpUrl: e.METRICS_OTLP_URL },
     stripeLiveMode: e.STRIPE_LIVE_MODE === 'allow',
     mail: {
       smtpUrl,

@@ -1,7 +1,7 @@
 // A person's (or the sweep's) decision for a parked run: what the `decide` Update takes, and the
 // record the run keeps of each decision. The run's DecisionDesk judges them (src/workflows/).
 import { z } from 'zod';
-import { DECISION_KINDS, deciderNameSchema, type DecisionKind } from '../reliability/policy-terms';
+import { DECISION_KINDS, deciderNameSchema } from '../reliability/policy-terms';
 import { signedSchema } from './decision-signature';
 import { SAGA_STEPS, type SagaStep } from './steps';
 
@@ -21,12 +21,9 @@ export const decisionInputSchema = z
 export type DecisionInput = z.input<typeof decisionInputSchema>;
 export type ParsedDecision = z.output<typeof decisionInputSchema>;
 
-export interface DecisionRecord {
+export interface DecisionRecord extends Pick<ParsedDecision, 'decision' | 'by' | 'reason'> {
   /** 1, 2, …: the order decisions were taken in. */
   seq: number;
-  decision: DecisionKind;
-  by: string;
-  reason: string;
   step: SagaStep | null;
   at: string;
   /** applied; waiting for approval; or, for a proposal, what became of it. */

@@ -133,18 +133,6 @@ export interface OperationRecord {
   updatedAt: string;
 }
 
-export interface BeginResult {
-  order: Order;
-  operation: OperationRecord;
-  /** False when the operation was already recorded (a repeat, or the same refund under another workflow id). */
-  created: boolean;
-  /** Why this order cannot take this refund; null when it can (or this operation's refund already exists). */
-  problem: string | null;
-  /** Earlier operations on the same order whose effect the order may not show: settled before this one may send. */
-  blockers: OperationRecord[];
-  settings: PinnedSettings;
-}
-
 const operationSchema = z
   .object({ operationId: z.string(), status: z.string(), requestHash: z.string() })
   .passthrough();
@@ -154,11 +142,21 @@ export const beginResultSchema = z.object({
     .object({ id: z.string(), paymentIntentId: z.string(), currency: z.string(), amount: z.number().int() })
     .passthrough(),
   operation: operationSchema,
+  /** False when the operation was already recorded (a repeat, or the same refund under another workflow id). */
   created: z.boolean(),
+  /** Why this order cannot take this refund; null when it can (or this operation's refund already exists). */
   problem: z.string().nullable(),
+  /** Earlier operations on the same order whose effect the order may not show: settled before this one may send. */
   blockers: z.array(operationSchema),
   settings: pinnedSettingsSchema,
 });
+/** The result whole, as the activity returns it (the schema checks what the workflow reads). */
+export type BeginResult = Omit<z.output<typeof beginResultSchema>, 'order' | 'operation' | 'blockers' | 'settings'> & {
+  order: Order;
+  operation: OperationRecord;
+  blockers: OperationRecord[];
+  settings: PinnedSettings;
+};
 
 export const reconcileResultSchema = z.object({
   result: z.enum(['completed', 'not_started_confirmed', 'not_found_inconclusive', 'partial', 'failed', 'unknown']),

@@ -42,7 +42,6 @@ export type StepStatus =
   | 'unknown'
   | 'held'
   | 'not_compensable';
-/** How a step's call came out. */
 export type CallStatus = Extract<StepStatus, 'completed' | 'failed' | 'unknown'>;
 
 /** Resends with the same key after reconciliation, at most: a provider that keeps losing answers needs a person. */
@@ -134,35 +133,32 @@ export interface StepError {
   provider: Record<string, unknown>;
 }
 
-export interface CompensationRecord {
-  kind: 'compensation' | 'forward_repair';
-  key?: string;
-  status: Exclude<StepStatus, 'pending' | 'skipped' | 'awaiting_provider'>;
-  note?: string;
+/** What a step's call and its undo's alike record: how it came out, when, and what it spent. */
+interface CallRecord {
   output?: unknown;
   error?: StepError;
   startedAt?: string;
   finishedAt?: string;
+  /** Logical attempts (Temporal activity attempts) in this run, and provider requests they sent. */
   attempts: number;
   transportRequests: number;
+  /** Why it was skipped, or where its output came from when no provider was asked. */
+  note?: string;
 }
 
-export interface StepRecord {
+export interface CompensationRecord extends CallRecord {
+  kind: 'compensation' | 'forward_repair';
+  key?: string;
+  status: Exclude<StepStatus, 'pending' | 'skipped' | 'awaiting_provider'>;
+}
+
+export interface StepRecord extends CallRecord {
   name: string;
   status: Exclude<StepStatus, 'unknown' | 'held' | 'not_compensable'>;
   idempotencyKey?: string;
   input?: unknown;
-  output?: unknown;
-  startedAt?: string;
-  finishedAt?: string;
-  error?: StepError;
-  /** Logical attempts (Temporal activity attempts) in this run, and provider requests they sent. */
-  attempts: number;
-  transportRequests: number;
   /** Each attempt, from the attempt ledger: when, how it ended, how long it was told to wait. */
   ledger: AttemptSummary[];
-  /** Why it was skipped, or where its output came from when no provider was asked. */
-  note?: string;
   compensation?: CompensationRecord;
 }
 

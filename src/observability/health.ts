@@ -33,13 +33,12 @@ async function judge(check: ReadinessCheck): Promise<Outcome> {
   }
 }
 
-/** Every check at once; ready when all pass. */
 async function readiness(checks: Record<string, ReadinessCheck>) {
-  const names = Object.keys(checks);
-  const outcomes = await Promise.all(names.map((name) => judge(checks[name]!)));
-  const results = Object.fromEntries(names.map((name, i) => [name, outcomes[i]!]));
-  const failed = names.filter((name) => !results[name]!.ok);
-  return { ready: failed.length === 0, failed, checks: results };
+  const judged = await Promise.all(
+    Object.entries(checks).map(async ([name, check]) => [name, await judge(check)] as const),
+  );
+  const failed = judged.filter(([, outcome]) => !outcome.ok).map(([name]) => name);
+  return { ready: failed.length === 0, failed, checks: Object.fromEntries(judged) };
 }
 
 export async function startHealthServer(checks: Record<string, ReadinessCheck>, at: { host: string; port: number }) {

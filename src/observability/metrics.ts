@@ -8,75 +8,49 @@ import type { BreakerState } from '../reliability/circuit-breaker';
 import type { Verdict } from '../reliability/verdict';
 import type { StoreObserver } from '../store/database';
 
-interface MetricSpec {
-  name: string;
-  kind: 'counter' | 'gauge';
-  help: string;
-}
+const counter = (name: string, help: string) => ({ name, kind: 'counter', help }) as const;
+const gauge = (name: string, help: string) => ({ name, kind: 'gauge', help }) as const;
+type MetricSpec = ReturnType<typeof counter | typeof gauge>;
 
 /** Counters end in _total as Prometheus expects (the exporter does not add it: countersTotalSuffix stays off for the SDK's own names). */
 export const METRICS = {
-  started: {
-    name: 'refunds_started_total',
-    kind: 'counter',
-    help: 'saga runs started (refunds and checkouts: workflowType says which)',
-  },
-  ended: {
-    name: 'refunds_ended_total',
-    kind: 'counter',
-    help: 'saga runs ended, by outcome: completed, rejected, compensated, abandoned, stopped, cancelled',
-  },
-  parked: {
-    name: 'refunds_parked_total',
-    kind: 'counter',
-    help: 'times a saga run parked for a person, by verdict',
-  },
-  reconciliations: {
-    name: 'refunds_reconciliation_results_total',
-    kind: 'counter',
-    help: 'lookups at the provider for a refund whose outcome was unknown, by what they found',
-  },
-  providerRequests: {
-    name: 'refunds_provider_requests_total',
-    kind: 'counter',
-    help: 'requests put on the wire to a provider (stripe, smtp), by the outcome of their attempt (ok or a failure code)',
-  },
-  attempts: {
-    name: 'refunds_step_attempts_total',
-    kind: 'counter',
-    help: 'step attempts, by step and outcome (ok or a failure code)',
-  },
-  breaker: {
-    name: 'refunds_breaker_state',
-    kind: 'gauge',
-    help: 'circuit breaker state in this worker: 0 closed, 1 half-open, 2 open',
-  },
-  handOvers: {
-    name: 'refunds_outbox_hand_overs_total',
-    kind: 'counter',
-    help: 'emails handed to the mail server, by outcome: sent, already_sent, unknown, refused, partial',
-  },
-  admissionRefusals: {
-    name: 'refunds_admission_refusals_total',
-    kind: 'counter',
-    help: 'batch occurrences that took fewer queued refunds than asked, a task queue being over ADMISSION_MAX_BACKLOG (or its backlog unreadable)',
-  },
-  storeStatements: {
-    name: 'refunds_store_statements_total',
-    kind: 'counter',
-    help: 'SQL statements sent to the store, by kind: select, insert, update, delete, begin, commit, rollback, other',
-  },
-  storeCommits: {
-    name: 'refunds_store_commits_total',
-    kind: 'counter',
-    help: 'store commits: transactions committed, and writes run outside one (each its own synced commit)',
-  },
-  storeSerializationRetries: {
-    name: 'refunds_store_serialization_retries_total',
-    kind: 'counter',
-    help: 'store transactions run again after the database aborted them for a concurrent one while the rows they read had not moved',
-  },
-} as const satisfies Record<string, MetricSpec>;
+  started: counter('refunds_started_total', 'saga runs started (refunds and checkouts: workflowType says which)'),
+  ended: counter(
+    'refunds_ended_total',
+    'saga runs ended, by outcome: completed, rejected, compensated, abandoned, stopped, cancelled',
+  ),
+  parked: counter('refunds_parked_total', 'times a saga run parked for a person, by verdict'),
+  reconciliations: counter(
+    'refunds_reconciliation_results_total',
+    'lookups at the provider for a refund whose outcome was unknown, by what they found',
+  ),
+  providerRequests: counter(
+    'refunds_provider_requests_total',
+    'requests put on the wire to a provider (stripe, smtp), by the outcome of their attempt (ok or a failure code)',
+  ),
+  attempts: counter('refunds_step_attempts_total', 'step attempts, by step and outcome (ok or a failure code)'),
+  breaker: gauge('refunds_breaker_state', 'circuit breaker state in this worker: 0 closed, 1 half-open, 2 open'),
+  handOvers: counter(
+    'refunds_outbox_hand_overs_total',
+    'emails handed to the mail server, by outcome: sent, already_sent, unknown, refused, partial',
+  ),
+  admissionRefusals: counter(
+    'refunds_admission_refusals_total',
+    'batch occurrences that took fewer queued refunds than asked, a task queue being over ADMISSION_MAX_BACKLOG (or its backlog unreadable)',
+  ),
+  storeStatements: counter(
+    'refunds_store_statements_total',
+    'SQL statements sent to the store, by kind: select, insert, update, delete, begin, commit, rollback, other',
+  ),
+  storeCommits: counter(
+    'refunds_store_commits_total',
+    'store commits: transactions committed, and writes run outside one (each its own synced commit)',
+  ),
+  storeSerializationRetries: counter(
+    'refunds_store_serialization_retries_total',
+    'store transactions run again after the database aborted them for a concurrent one while the rows they read had not moved',
+  ),
+};
 
 const BREAKER_VALUE: Record<BreakerState, number> = { closed: 0, half_open: 1, open: 2 };
 const HAND_OVER_OUTCOME: Record<Certainty, string> = {

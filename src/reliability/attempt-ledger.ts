@@ -1,6 +1,7 @@
 // A step's evidence: what its activity returns with its result (and its failures carry in their
 // details): every attempt of the step in this run, as the attempt ledger recorded it, with the
 // provider requests each one sent. Workflow code imports this module, so it stays pure.
+import { outcomeUnknown } from './taxonomy';
 
 export interface AttemptSummary {
   attempt: number;
@@ -24,13 +25,13 @@ export interface StepEvidence {
   ledger: AttemptSummary[];
 }
 
-/** Attempt certainties that leave the effect open. */
-const UNCERTAIN: ReadonlySet<string> = new Set(['may_have_executed', 'undeterminable', 'partial']);
-
 /** Whether an attempt may have taken effect: it said so, it took effect but failed after (its record not kept), or it never finished (its worker gone). */
 export function mayHaveTakenEffect(a: Pick<AttemptSummary, 'certainty' | 'outcome' | 'finishedAt'>): boolean {
   return (
-    UNCERTAIN.has(a.certainty ?? '') || (a.certainty === 'completed' && a.outcome !== 'ok') || a.finishedAt === null
+    outcomeUnknown(a.certainty) ||
+    a.certainty === 'partial' ||
+    (a.certainty === 'completed' && a.outcome !== 'ok') ||
+    a.finishedAt === null
   );
 }
 

@@ -20,11 +20,7 @@ const WEEK_MS = 7 * 24 * 3600_000;
 const ms = z.number().int().min(0).max(WEEK_MS);
 
 const backoffSchema = z
-  .object({
-    initialMs: ms.min(1),
-    coefficient: z.number().min(1).max(10),
-    maxMs: ms.min(1),
-  })
+  .object({ initialMs: ms.min(1), coefficient: z.number().min(1).max(10), maxMs: ms.min(1) })
   .strict()
   .refine((b) => b.maxMs >= b.initialMs, { message: 'maxMs must be at least initialMs' });
 
@@ -164,19 +160,16 @@ const policySchema = z
       if (seen.has(id)) ctx.addIssue({ code: 'custom', path: ['rules', i], message: `a second rule for ${id}` });
       seen.add(id);
     });
-    for (const code of FAILURE_CODES) {
-      for (const certainty of CERTAINTIES) {
-        for (const boundary of BOUNDARIES) {
-          if (!findRule(policy.rules, code, certainty, boundary)) {
-            ctx.addIssue({
-              code: 'custom',
-              path: ['rules'],
-              message: `no rule decides ${code} / ${certainty} at ${boundary}`,
-            });
-            return;
-          }
-        }
-      }
+    const undecided = FAILURE_CODES.flatMap((code) =>
+      CERTAINTIES.flatMap((certainty) => BOUNDARIES.map((boundary) => ({ code, certainty, boundary }))),
+    ).find(({ code, certainty, boundary }) => !findRule(policy.rules, code, certainty, boundary));
+    if (undecided) {
+      const { code, certainty, boundary } = undecided;
+      ctx.addIssue({
+        code: 'custom',
+        path: ['rules'],
+        message: `no rule decides ${code} / ${certainty} at ${boundary}`,
+      });
     }
   });
 

@@ -20,6 +20,8 @@ export function ruleFor(
   return rule;
 }
 
+const DEFAULT_BACKOFF = { initialMs: 1000, coefficient: 2, maxMs: 60_000 };
+
 export const retries = (rule: RecoveryRule) => rule.action === 'retry' || rule.action === 'repair';
 
 /** Whether the policy resends an email whose hand-over is unknown (accepting that the customer may get it twice). */
@@ -28,7 +30,7 @@ export const resendsUnknownEmail = (policy: RecoveryPolicy) =>
 
 /** The delay before attempt `attempt + 1` under the rule's backoff, without jitter. */
 export function backoffDelay(rule: Pick<RecoveryRule, 'backoff'>, attempt: number): number {
-  const b = rule.backoff ?? { initialMs: 1000, coefficient: 2, maxMs: 60_000 };
+  const b = rule.backoff ?? DEFAULT_BACKOFF;
   return Math.min(b.maxMs, Math.round(b.initialMs * b.coefficient ** Math.max(0, attempt - 1)));
 }
 
@@ -52,8 +54,7 @@ export function temporalRetryPolicy(
   const nonRetryableErrorTypes = FAILURE_CODES.filter((code) => !atBoundary(code).some(retries));
   const retryRules = FAILURE_CODES.flatMap(atBoundary).filter(retries);
   const attempts = Math.min(maxAttempts, Math.max(1, ...retryRules.map((r) => r.maxAttempts)));
-  const transient = ruleFor(policy, 'TRANSIENT_DEPENDENCY', 'not_executed', boundary);
-  const backoff = transient.backoff ?? { initialMs: 1000, coefficient: 2, maxMs: 60_000 };
+  const backoff = ruleFor(policy, 'TRANSIENT_DEPENDENCY', 'not_executed', boundary).backoff ?? DEFAULT_BACKOFF;
   return {
     initialInterval: backoff.initialMs,
     backoffCoefficient: backoff.coefficient,

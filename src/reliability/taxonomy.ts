@@ -23,7 +23,7 @@ export const CERTAINTIES = ['not_executed', 'may_have_executed', 'partial', 'com
 export type Certainty = (typeof CERTAINTIES)[number];
 
 /** A failed step's effect nobody knows: it may have happened, or what came back cannot tell. */
-export const outcomeUnknown = (certainty: string | undefined): boolean =>
+export const outcomeUnknown = (certainty: string | null | undefined): boolean =>
   certainty === 'may_have_executed' || certainty === 'undeterminable';
 
 /** The failure domain each code belongs to, as the design brief names them. */

@@ -7,7 +7,6 @@ export type Verdict = 'auto-retry is safe' | 'compensate, then resume' | 'stop a
 export interface VerdictFacts {
   effect: { status: string; certainty: string };
   failedStep: string | null;
-  /** The failure that stopped it, when a step failed. */
   failure: { code: string; certainty: string } | null;
   quarantined: boolean;
   /** The refund did not go through and a finished step's compensation has not completed. */
