@@ -25,9 +25,14 @@ module.exports = {
       name: 'contract-imports-only-domain-and-reliability',
       severity: 'error',
       comment:
-        'The contract is loaded by workflow code and clients alike: it imports only contract, domain and reliability code, zod and the Temporal SDK common parts.',
+        "The contract is loaded by workflow code and clients alike: it imports only contract, domain and reliability code, zod, noble's hashes and the Temporal SDK common parts.",
       from: { path: '^src/contract/' },
-      to: { pathNot: ['^src/(contract|domain|reliability)/', '^node_modules/(zod|@temporalio/(workflow|common))/'] },
+      to: {
+        pathNot: [
+          '^src/(contract|domain|reliability)/',
+          '^node_modules/(zod|@noble/hashes|@temporalio/(workflow|common))/',
+        ],
+      },
     },
     {
       name: 'domain-imports-only-domain',
