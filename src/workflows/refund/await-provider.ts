@@ -20,7 +20,7 @@ import { lifecycleRank } from '../../domain/order';
 import { furthestEvent } from '../provider-events';
 import { Stopped } from '../../saga/workflow/run-stopped';
 import { conditionTimeout } from '../../saga/workflow/wait';
-import { compensate, stopUndone } from './compensation';
+import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
 
@@ -74,7 +74,7 @@ async function awaitSettled(run: RefundRun, refund: RefundReceipt): Promise<Stop
     }
     if (gate.verdict === 'refund_failed') {
       if (waited) run.budget.renew(Date.now());
-      return stopUndone(await compensate(run, { refund: gate.refund }));
+      return compensate(run, { refund: gate.refund });
     }
     if (gate.verdict === 'mismatch') return new Stopped('needs_attention', gateMismatch(gate), 'completion_gate');
     const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);

@@ -5,7 +5,7 @@ import { CancellationScope, isCancellation, workflowInfo } from '@temporalio/wor
 import type { RefundActivities } from '../../activities';
 import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { pooledActivities } from '../pools';
-import { compensate, type Undone } from './compensation';
+import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { cancelledWhile } from './stop-reasons';
 import { audit } from '../../saga/workflow/audit';
@@ -43,11 +43,8 @@ export async function cancelled(run: RefundRun): Promise<void> {
     run.end('abandoned', reason, null);
     return audit(run, 'cancelled', reason, null);
   }
-  let compensation: Undone | undefined;
-  if (run.effect.status === 'failed') {
-    const resendApprovedAt = taken?.kind === 'compensate' ? taken.record.at : undefined;
-    compensation = await compensate(run, { resendApprovedAt });
-  }
+  const resendApprovedAt = taken?.kind === 'compensate' ? taken.record.at : undefined;
+  const compensation = run.effect.status === 'failed' ? await compensate(run, { resendApprovedAt }) : undefined;
   // A create that had started may be going on at the provider: then it is unknown, never "not sent".
   const sentOrSending = run.steps.get('create_refund').status !== 'pending';
   const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
