@@ -17,7 +17,7 @@ import { abandoned } from '../../saga/workflow/harness';
  * operation's follow-up run, which asks the provider again and compensates what it confirms.
  */
 export async function handOverToFollowUp(run: RefundRun): Promise<void> {
-  const event = run.unactedFailure();
+  const event = run.news.unactedFailure();
   if (!event) return;
   await CancellationScope.nonCancellable(() =>
     pooledActivities<RefundActivities>(PERSISTENT_BOOKKEEPING)

@@ -79,9 +79,9 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   },
   // The provider's word that the refund failed is not a decision to wait for: the gate asks it, and what it confirms is compensated.
   news(run) {
-    if (run.ctx.refund === undefined || !run.news.uncheckedFailure(run.effect)) return undefined;
+    if (run.ctx.refund === undefined || !run.news.uncheckedFailure()) return undefined;
     return () => {
-      const event = run.unactedFailure()!;
+      const event = run.news.unactedFailure()!;
       run.news.checkedFailures.add(event.id);
       const detail = { decision: 'provider_event', by: 'provider', eventId: event.id };
       return { reason: providerSaysFailed(event), detail, resume: () => completionGate(run) };
