@@ -20,12 +20,9 @@ const undone = (status: Undone['status'], reason: string, quarantined = false): 
   new Stopped(status, reason, 'completion_gate', quarantined);
 
 /**
- * Undoes what stands, each under its own key: compensated, or for a person. A
- * compensation that already completed is not run again; one whose outcome was unknown is resent
- * only on a person's decision (`resendApprovedAt`). A notice whose hand-over is unknown is corrected
- * only when the policy or a person's decision allows it; otherwise it is held and the run goes to a
- * person, never ends compensated while the customer may hold an email saying money is coming.
- * Compensations never stop for a cancellation.
+ * Undoes what stands, each under its own key, never stopped by a cancellation. One whose outcome was unknown is resent
+ * only on a person's decision (`resendApprovedAt`); a notice whose hand-over is unknown is corrected only when the
+ * policy or a person allows it, else held: never compensated while the customer may hold an email saying money is coming.
  */
 export async function compensate(
   run: RefundRun,

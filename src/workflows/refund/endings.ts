@@ -29,11 +29,7 @@ export async function handOverToFollowUp(run: RefundRun): Promise<void> {
   );
 }
 
-/**
- * Cancelled by an operator: what was started is finished honestly. A refund that did not go
- * through has what stands compensated (compensations never stop for a cancellation), and the
- * plan's verdict is the cancellation's; one that stands or may stand is left to a person.
- */
+/** Cancelled by an operator: a refund that did not go through has what stands compensated; one that stands or may stand is left to a person. */
 export async function cancelled(run: RefundRun): Promise<void> {
   const was = run.status;
   // A decision a person took before the cancel, not yet carried out, is honoured as they took it.
