@@ -4,10 +4,10 @@ import type { EffectStatus } from '../../contract';
 import type { Certainty } from '../../reliability/taxonomy';
 import type { Found } from './reconciled-send';
 
-export function sentEffect<R>(
+export function sentEffect<R, S extends EffectStatus>(
   found: Found<R>,
   lastFailure: { certainty: Certainty } | null,
-  status: (receipt: R) => EffectStatus,
+  status: (receipt: R) => S,
 ) {
   if (found === 'unknown') return { status: 'unknown', certainty: lastFailure?.certainty ?? 'undeterminable' } as const;
   if (found === 'absent') return { status: 'none', certainty: 'not_executed' } as const;

@@ -5,12 +5,12 @@ import { CancellationScope, patched, sleep } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { evidenced } from '../../contract';
 import { tally, type StepEvidence } from '../../reliability/attempt-ledger';
-import { backoffDelay, withJitter, type RecoveryPolicy } from '../../reliability/policy';
-import { DEFAULT_AWAIT_PROVIDER } from '../../reliability/policy-terms';
+import type { RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { RunBudget } from './budget';
 import type { Activities, CompensationOutcome, StepRunner } from './calls';
 import { compensationFailure, describeFailure, StepFailedError, unusable } from './step-failure';
+import { awaitProvider, nextLook } from './wait';
 
 /** A compensation's call: the activity, its dependency, and the receipt it must return. */
 export interface UndoCall {
@@ -151,8 +151,8 @@ async function untilFinal(
   run: { steps: StepRunner<string>; policy?: RecoveryPolicy; budget: Partial<Pick<RunBudget, 'holdUntil'>> },
   call: () => Promise<CompensationOutcome>,
 ): Promise<CompensationOutcome> {
-  const { deadlineMs, poll, jitter } = run.policy?.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
-  const until = Date.now() + deadlineMs;
+  const settings = awaitProvider(run.policy);
+  const until = Date.now() + settings.deadlineMs;
   let outcome = await call();
   // Held to the wait's deadline, not the run's: its looks must be schedulable while the provider settles it.
   const lastLook = run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0;
@@ -160,10 +160,7 @@ async function untilFinal(
     run.budget.holdUntil?.(until + lastLook);
   let { attempts, transportRequests } = outcome;
   for (let polls = 1; outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true); polls++) {
-    const wait = Math.min(
-      until - Date.now(),
-      withJitter(backoffDelay({ backoff: poll }, polls), jitter, Math.random()),
-    );
+    const wait = nextLook(settings, polls, until);
     if (wait <= 0) break;
     await sleep(wait);
     const next = await call();

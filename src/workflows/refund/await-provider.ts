@@ -7,49 +7,31 @@
 import { condition } from '@temporalio/workflow';
 import type { CheckCompletionInput } from '../../activities/completion-gate';
 import { REFUND_SAGA } from '../../compensations/registry';
-import {
-  type AwaitingProvider,
-  type CompletedRefund,
-  type GateResult,
-  type RefundReceipt,
-  stepKey,
-} from '../../contract';
-import { backoffDelay, withJitter } from '../../reliability/policy';
-import { DEFAULT_AWAIT_PROVIDER } from '../../reliability/policy-terms';
+import { type AwaitingProvider, type CompletedRefund, type GateResult, stepKey } from '../../contract';
 import { lifecycleRank } from '../../domain/order';
 import { furthestEvent } from '../provider-events';
 import { Stopped } from '../../saga/workflow/run-stopped';
-import { conditionTimeout } from '../../saga/workflow/wait';
-import { compensate, stopUndone } from './compensation';
+import { awaitProvider, conditionTimeout, nextLook } from '../../saga/workflow/wait';
+import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { awaitingWebhook, gateMismatch, providerDeadline } from './stop-reasons';
 
-/** The completion gate, and the run's result once every check passed. */
+/** The completion gate, waiting while the provider has not settled the run's refund; the run's result once every check passed. */
 export async function completionGate(run: RefundRun): Promise<CompletedRefund | Stopped<'completion_gate'>> {
   run.atGate = true;
   const { request, ctx, workflowId, operationId } = run;
   const refund = ctx.refund!;
-  const unsettled = await awaitSettled(run, refund);
-  if (unsettled) return unsettled;
-  const [order, notification] = [ctx.orderReceipt!, ctx.notice!];
-  return { workflowId, orderId: request.orderId, operationId, status: 'completed', refund, order, notification };
-}
-
-/** The gate's checks of the run's refund, waiting while the provider has not settled it. */
-async function awaitSettled(run: RefundRun, refund: RefundReceipt): Promise<Stopped<'completion_gate'> | undefined> {
-  const { operation, order } = run.begin!;
-  const { operationId } = operation;
   const input: CheckCompletionInput = {
     operationId,
-    orderId: run.request.orderId,
-    paymentIntentId: order.paymentIntentId,
+    orderId: request.orderId,
+    paymentIntentId: run.begin!.order.paymentIntentId,
     refundId: refund.refundId,
-    amount: run.request.amount,
-    currency: run.request.currency,
+    amount: request.amount,
+    currency: request.currency,
     noticeKey: stepKey(operationId, 'notify_customer'),
     idempotencyKey: stepKey(operationId, 'create_refund'),
   };
-  const settings = run.policy.awaitProvider ?? DEFAULT_AWAIT_PROVIDER;
+  const settings = awaitProvider(run.policy);
   // A person's retry-step after the deadline waits afresh.
   run.awaitingProvider = null;
   /** Events already acted on: each wakes the run once. */
@@ -70,11 +52,12 @@ async function awaitSettled(run: RefundRun, refund: RefundReceipt): Promise<Stop
         continue;
       }
       if (waited) run.budget.renew(Date.now());
-      return;
+      const [order, notification] = [ctx.orderReceipt!, ctx.notice!];
+      return { workflowId, orderId: request.orderId, operationId, status: 'completed', refund, order, notification };
     }
     if (gate.verdict === 'refund_failed') {
       if (waited) run.budget.renew(Date.now());
-      return stopUndone(await compensate(run, { refund: gate.refund }));
+      return compensate(run, { refund: gate.refund });
     }
     if (gate.verdict === 'mismatch') return new Stopped('needs_attention', gateMismatch(gate), 'completion_gate');
     const awaiting = waited ?? startAwaiting(run, input.refundId, settings.deadlineMs);
@@ -87,8 +70,7 @@ async function awaitSettled(run: RefundRun, refund: RefundReceipt): Promise<Stop
         'completion_gate',
       );
     }
-    const backoff = backoffDelay({ backoff: settings.poll }, awaiting.polls + 1);
-    const wait = conditionTimeout(Math.min(until - Date.now(), withJitter(backoff, settings.jitter, Math.random())));
+    const wait = conditionTimeout(nextLook(settings, awaiting.polls + 1, until));
     run.steps.await(
       'completion_gate',
       awaitingWebhook({ refundId: input.refundId, status: gate.refund.status }, awaiting.until, wait),

@@ -4,7 +4,7 @@
 import { CancellationScope, isCancellation } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import { compensationPlan, correctsUnknownNotice } from '../../compensations/plan';
-import { REFUND_SAGA, type RefundStep } from '../../compensations/registry';
+import { REFUND_SAGA } from '../../compensations/registry';
 import { standingRecordsSchema, type RefundReceipt } from '../../contract';
 import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { undoSteps } from '../../saga/workflow/undo';
@@ -14,13 +14,15 @@ import { approvedCorrection } from '../../saga/workflow/step-failure';
 import * as reasons from './stop-reasons';
 import { Stopped } from '../../saga/workflow/run-stopped';
 
+/** The run stops as its compensation came out, at the completion gate: compensated, or for a person (quarantined when an outcome is unknown). */
+type Undone = Stopped<'completion_gate'>;
+const undone = (status: Undone['status'], reason: string, quarantined = false): Undone =>
+  new Stopped(status, reason, 'completion_gate', quarantined);
+
 /**
- * Undoes what stands, each under its own key: compensated, or for a person. A
- * compensation that already completed is not run again; one whose outcome was unknown is resent
- * only on a person's decision (`resendApprovedAt`). A notice whose hand-over is unknown is corrected
- * only when the policy or a person's decision allows it; otherwise it is held and the run goes to a
- * person, never ends compensated while the customer may hold an email saying money is coming.
- * Compensations never stop for a cancellation.
+ * Undoes what stands, each under its own key, never stopped by a cancellation. One whose outcome was unknown is resent
+ * only on a person's decision (`resendApprovedAt`); a notice whose hand-over is unknown is corrected only when the
+ * policy or a person allows it, else held: never compensated while the customer may hold an email saying money is coming.
  */
 export async function compensate(
   run: RefundRun,
@@ -52,16 +54,24 @@ async function compensateStanding(run: RefundRun, resendApprovedAt: string | und
     records = standingRecordsSchema.parse(raw);
   } catch (err) {
     if (isCancellation(err)) throw err;
-    return open(reasons.storeUnreadable(what, (err as Error).message));
+    return undone('needs_attention', reasons.storeUnreadable(what, (err as Error).message));
   }
   const plan = compensationPlan(
     operationId,
     records,
     correctsUnknownNotice(run.policy, resendApprovedAt !== undefined),
   );
+  const ctx = { ...run.ctx, orderId: run.request.orderId };
   await undoSteps(
     run,
-    plan.undo.flatMap(({ step, key }) => planned(run, step, key, resendApprovedAt)),
+    plan.undo.flatMap(({ step, key }) => {
+      const { undo } = REFUND_SAGA[step];
+      if (undo.kind !== 'compensation') return [];
+      // A correction of unknown outcome is resent only on a person's approval.
+      const correction = undo.activity === 'sendRefundCorrection';
+      const approval = approvedCorrection(correction ? resendApprovedAt : undefined, run.steps.get(step).compensation);
+      return [{ step, key, undo, input: { ...undo.input(ctx, key), ...approval } }];
+    }),
   );
   // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
   const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
@@ -74,31 +84,8 @@ async function compensateStanding(run: RefundRun, resendApprovedAt: string | und
         s.compensation.status !== 'completed' &&
         s.compensation.status !== 'held',
     );
-  if (left.length === 0 && !held)
-    return { status: 'compensated', reason: reasons.compensated(what), quarantined: false };
+  if (left.length === 0 && !held) return undone('compensated', reasons.compensated(what));
   const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
-  return open(reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null), unknown.length > 0);
-}
-
-/** What came of compensating: compensated, or left open for a person (quarantined when an outcome is unknown). */
-export interface Undone {
-  status: 'compensated' | 'needs_attention';
-  reason: string;
-  quarantined: boolean;
-}
-const open = (reason: string, quarantined = false): Undone => ({ status: 'needs_attention', reason, quarantined });
-
-/** The run stops as its compensation came out, at the completion gate. */
-export const stopUndone = ({ status, reason, quarantined }: Undone) =>
-  new Stopped(status, reason, 'completion_gate', quarantined);
-
-/** One step's compensation as planned; a correction of unknown outcome is resent only on a person's approval. */
-function planned(run: RefundRun, step: RefundStep, key: string, resendApprovedAt: string | undefined) {
-  const { undo } = REFUND_SAGA[step];
-  if (undo.kind !== 'compensation') return [];
-  const correction = undo.activity === 'sendRefundCorrection';
-  const approval = approvedCorrection(correction ? resendApprovedAt : undefined, run.steps.get(step).compensation);
-  return [
-    { step, key, undo, input: { ...undo.input({ ...run.ctx, orderId: run.request.orderId }, key), ...approval } },
-  ];
+  const open = reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null);
+  return undone('needs_attention', open, unknown.length > 0);
 }

@@ -5,7 +5,7 @@ import { CancellationScope, isCancellation, workflowInfo } from '@temporalio/wor
 import type { RefundActivities } from '../../activities';
 import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
 import { pooledActivities } from '../pools';
-import { compensate, type Undone } from './compensation';
+import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { cancelledWhile } from './stop-reasons';
 import { audit } from '../../saga/workflow/audit';
@@ -17,7 +17,7 @@ import { abandoned } from '../../saga/workflow/harness';
  * operation's follow-up run, which asks the provider again and compensates what it confirms.
  */
 export async function handOverToFollowUp(run: RefundRun): Promise<void> {
-  const event = run.unactedFailure();
+  const event = run.news.unactedFailure();
   if (!event) return;
   await CancellationScope.nonCancellable(() =>
     pooledActivities<RefundActivities>(PERSISTENT_BOOKKEEPING)
@@ -29,11 +29,7 @@ export async function handOverToFollowUp(run: RefundRun): Promise<void> {
   );
 }
 
-/**
- * Cancelled by an operator: what was started is finished honestly. A refund that did not go
- * through has what stands compensated (compensations never stop for a cancellation), and the
- * plan's verdict is the cancellation's; one that stands or may stand is left to a person.
- */
+/** Cancelled by an operator: a refund that did not go through has what stands compensated; one that stands or may stand is left to a person. */
 export async function cancelled(run: RefundRun): Promise<void> {
   const was = run.status;
   // A decision a person took before the cancel, not yet carried out, is honoured as they took it.
@@ -43,11 +39,8 @@ export async function cancelled(run: RefundRun): Promise<void> {
     run.end('abandoned', reason, null);
     return audit(run, 'cancelled', reason, null);
   }
-  let compensation: Undone | undefined;
-  if (run.effect.status === 'failed') {
-    const resendApprovedAt = taken?.kind === 'compensate' ? taken.record.at : undefined;
-    compensation = await compensate(run, { resendApprovedAt });
-  }
+  const resendApprovedAt = taken?.kind === 'compensate' ? taken.record.at : undefined;
+  const compensation = run.effect.status === 'failed' ? await compensate(run, { resendApprovedAt }) : undefined;
   // A create that had started may be going on at the provider: then it is unknown, never "not sent".
   const sentOrSending = run.steps.get('create_refund').status !== 'pending';
   const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';

@@ -2,12 +2,13 @@
 // not show comes first, since this one could refund on top of it. This run never sends another
 // operation's request, and once this later version exists the store never lets an earlier one send.
 import { REFUND_SAGA } from '../../compensations/registry';
-import { type BeginResult, type RefundReceipt, stepKey } from '../../contract';
+import type { BeginResult, RefundReceipt } from '../../contract';
 import { Stopped } from '../../saga/workflow/run-stopped';
 import { StepFailedError } from '../../saga/workflow/step-failure';
 import { reconcile } from './reconcile';
 import { targetOf } from './refund-effect';
 import type { RefundRun } from './run';
+import { orderUpdate } from './steps';
 import { earlierRefunded, earlierUnknown } from './stop-reasons';
 
 /**
@@ -37,13 +38,7 @@ export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise
 
 /** An earlier operation's refund exists: put it on the order (its own forward repair, idempotent by its id) and stop this run. */
 async function recordEarlier(run: RefundRun, operationId: string, refund: RefundReceipt) {
-  const earlier = {
-    key: stepKey(operationId, 'update_order'),
-    orderId: run.request.orderId,
-    operationId,
-    refundId: refund.refundId,
-    amount: refund.amount,
-  };
+  const earlier = orderUpdate(run, refund, operationId);
   const recorded = await run.calls.call('record earlier refund', REFUND_SAGA.update_order, earlier).then(
     () => 'it is now recorded on the order',
     (err: unknown) => {

@@ -11,6 +11,9 @@ export class ProviderNews {
   /** Failure events the run already took to the provider while parked: each is looked into once. */
   readonly checkedFailures = new Set<string>();
 
+  /** `effect`: what the run holds of its refund now. */
+  constructor(private readonly effect: () => { status: string; refundId: string | null }) {}
+
   /** Keeps an event once; returns why it ignored one about another refund than `mine`, once the run knows its own. */
   record(e: ProviderEventSummary, mine: string | null | undefined): string | undefined {
     if (mine && e.refundId !== mine) return `names refund ${e.refundId}, not this run's refund ${mine}`;
@@ -25,18 +28,18 @@ export class ProviderNews {
 
   /**
    * The provider's signed word that the run's refund failed (or was canceled), while the run still
-   * holds it as standing (`effect`): news the run must act on, or hand to the follow-up when it ends.
+   * holds it as standing: news the run must act on, or hand to the follow-up when it ends.
    */
-  unactedFailure(effect: { status: string; refundId: string | null }): ProviderEventSummary | undefined {
-    const refundId = effect.refundId;
-    if (!refundId || (effect.status !== 'refunded' && effect.status !== 'partial')) return undefined;
+  unactedFailure(): ProviderEventSummary | undefined {
+    const { status, refundId } = this.effect();
+    if (!refundId || (status !== 'refunded' && status !== 'partial')) return undefined;
     const e = furthestEvent(this.events, refundId);
     return e && lifecycleRank(e.refundStatus) === 2 ? e : undefined;
   }
 
   /** A failure not yet taken to the provider while parked. */
-  uncheckedFailure(effect: { status: string; refundId: string | null }): ProviderEventSummary | undefined {
-    const e = this.unactedFailure(effect);
+  uncheckedFailure(): ProviderEventSummary | undefined {
+    const e = this.unactedFailure();
     return e && !this.checkedFailures.has(e.id) ? e : undefined;
   }
 }

@@ -95,11 +95,9 @@ function reconcileOwn(run: RefundRun, refundId: unknown, mayResubmit: boolean) {
 }
 
 /**
- * A parked run whose refund is unknown, asked to look again (by a person or the scheduled sweep):
- * lookups only. Found, the saga goes on from the order update, as it would have had the answer
- * arrived; still unknown or proven absent, it parks again for a person. A person's retry-step
- * (`send`) looks the same way, and goes on to send only what the provider proved absent, or
- * resends with the same key while the provider still deduplicates it.
+ * A parked run whose refund is unknown looks again (a reconcile decision, or the sweep's): found, the saga goes on from
+ * the order update; else it parks again. A person's retry-step (`send`) goes on to send only what the provider proved
+ * absent, or with the same key while the provider still deduplicates it.
  */
 export async function lookAgain(run: RefundRun, send: boolean): Promise<Stopped<'create_refund'> | void> {
   run.setStatus('reconciling', 'create_refund');

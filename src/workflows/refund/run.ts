@@ -18,6 +18,7 @@ import type { RefundRequest } from '../../domain/refund-request';
 import type { Found } from '../../saga/workflow/reconciled-send';
 import type { StepError } from '../../saga/workflow/step-failure';
 import { SagaRunState } from '../../saga/workflow/run';
+import { sentEffect } from '../../saga/workflow/sent-effect';
 import { Stopped } from '../../saga/workflow/run-stopped';
 import { currentDetails } from './current-details';
 import { refundRefusals } from './decisions';
@@ -42,7 +43,7 @@ interface RefundContext {
 export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundActivities> {
   readonly ctx: RefundContext = { operationId: '' };
   readonly operation = new OperationView();
-  readonly news = new ProviderNews();
+  readonly news = new ProviderNews(() => this.effect);
   /** What loading the order returned: the operation, the order (masked), earlier operations, the settings. */
   begin: BeginResult | null = null;
   effect: RefundRunState['effect'] = { status: 'none', certainty: 'none', refundId: null };
@@ -146,12 +147,10 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
 
   /** The create's receipt makes the refund; asked about, it is unknown; a key the provider still deduplicates proves no absence, so that changes nothing. */
   override noteSend(found: Found<RefundReceipt>): void {
-    if (typeof found === 'object')
-      this.effect = { status: 'refunded', certainty: 'completed', refundId: found.refundId };
-    if (found !== 'unknown') return;
-    const madeId = this.lastFailure?.provider.refundId;
-    const certainty = this.lastFailure?.certainty ?? 'undeterminable';
-    this.effect = { status: 'unknown', certainty, refundId: typeof madeId === 'string' ? madeId : null };
+    if (found === 'absent') return;
+    const made = typeof found === 'object' ? found.refundId : this.lastFailure?.provider.refundId;
+    const effect = sentEffect(found, this.lastFailure, () => 'refunded' as const);
+    this.effect = { ...effect, refundId: typeof made === 'string' ? made : null };
   }
 
   /**
@@ -179,10 +178,5 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     const refusal = error.code === 'PERMANENT_BUSINESS' || error.code === 'INVALID_ARGUMENTS';
     if (refusal && rule.action === 'stop') return new Stopped('rejected', reasons.refused(), step);
     return needsAttention(reasons.nothingRefunded());
-  }
-
-  /** The provider's word that the refund failed, not acted on (see ProviderNews). */
-  unactedFailure() {
-    return this.news.unactedFailure(this.effect);
   }
 }

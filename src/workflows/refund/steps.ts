@@ -42,11 +42,11 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult | Stopped<R
   return begin;
 }
 
-/** The order update for `refund`: what was really refunded, under the step's key. */
-export const orderUpdate = (run: RefundRun, { refundId, amount }: RefundReceipt) => ({
-  key: stepKey(run.operationId, 'update_order'),
+/** The order update for `refund` (of this operation, or an earlier one): what was really refunded, under the step's key. */
+export const orderUpdate = (run: RefundRun, { refundId, amount }: RefundReceipt, operationId = run.operationId) => ({
+  key: stepKey(operationId, 'update_order'),
   orderId: run.request.orderId,
-  operationId: run.operationId,
+  operationId,
   refundId,
   amount,
 });

@@ -18,7 +18,7 @@ import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
 import { isStopped } from '../../saga/workflow/run-stopped';
 import { completionGate } from './await-provider';
-import { compensate, stopUndone } from './compensation';
+import { compensate } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
 import { lookAgain, partialRefund, sendRefund } from './refund-effect';
@@ -66,7 +66,7 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   stepFailed: (run, step, error) => run.stopFor(step, error),
   async prepare(run, chosen) {
     // A resend a person approved covers the hand-over they judged, which began before their decision, and no later one.
-    if (chosen.kind === 'compensate') return stopUndone(await compensate(run, { resendApprovedAt: chosen.record.at }));
+    if (chosen.kind === 'compensate') return compensate(run, { resendApprovedAt: chosen.record.at });
     if (chosen.kind === 'reconcile') return lookAgain(run, false);
     if (chosen.kind === 'confirm-delivered') return confirmDelivered(run, chosen.record);
     const { refund, partialNote } = run.ctx;
@@ -79,9 +79,9 @@ const REFUND: Saga<RefundStep, RefundRunState, RefundRun, RefundResult> = {
   },
   // The provider's word that the refund failed is not a decision to wait for: the gate asks it, and what it confirms is compensated.
   news(run) {
-    if (run.ctx.refund === undefined || !run.news.uncheckedFailure(run.effect)) return undefined;
+    if (run.ctx.refund === undefined || !run.news.uncheckedFailure()) return undefined;
     return () => {
-      const event = run.unactedFailure()!;
+      const event = run.news.unactedFailure()!;
       run.news.checkedFailures.add(event.id);
       const detail = { decision: 'provider_event', by: 'provider', eventId: event.id };
       return { reason: providerSaysFailed(event), detail, resume: () => completionGate(run) };
