@@ -18,15 +18,6 @@ import { currentRider, withoutRider, type RiderWrite } from './transaction-rider
 
 export type Dialect = 'sqlite' | 'postgres';
 
-/** A place queries run: the database itself, or one transaction on it. */
-export interface Queryable {
-  readonly dialect: Dialect;
-  one<T>(query: RawBuilder<T>): Promise<T | undefined>;
-  all<T>(query: RawBuilder<T>): Promise<T[]>;
-  /** Runs a write; returns how many rows it changed. */
-  run(query: RawBuilder<unknown>): Promise<number>;
-}
-
 /** What the store sends, counted where it is sent (the worker's metrics, the bench): each statement by kind, each commit. */
 export interface StoreObserver {
   statement(kind: StatementKind): void;
@@ -59,7 +50,10 @@ export interface TransactionOptions {
   optimistic?: { moved: MovedSince };
 }
 
-class Runner implements Queryable {
+/** A place queries run: the database itself, or one transaction on it. */
+export type Queryable = Pick<Runner, 'dialect' | 'one' | 'all' | 'run'>;
+
+class Runner {
   constructor(
     readonly dialect: Dialect,
     private readonly on: Kysely<unknown>,
@@ -73,6 +67,7 @@ class Runner implements Queryable {
     return (await this.execute(query)).rows;
   }
 
+  /** Runs a write; returns how many rows it changed. */
   async run(query: RawBuilder<unknown>): Promise<number> {
     return Number((await this.execute(query)).numAffectedRows ?? 0n);
   }
@@ -117,8 +112,7 @@ export class Database extends Runner {
   }
 
   transaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
-    return runSerializable({
-      once: () => this.turn(() => this.once(fn, options)),
+    return runSerializable(() => this.turn(() => this.once(fn, options)), {
       moved: options.optimistic?.moved,
       retrying: () => this.observer?.serializationRetry?.(),
     });
@@ -172,14 +166,15 @@ export class Database extends Runner {
   }
 }
 
-export interface SqliteOptions {
-  busyTimeoutMs?: number;
-  /** Take no turns with this process's other connections to the file, as another process's would (tests, faults). */
-  asAnotherProcess?: boolean;
-  observer?: StoreObserver;
-}
-
-export function openSqlite(filename: string, options: SqliteOptions = {}): Database {
+export function openSqlite(
+  filename: string,
+  options: {
+    busyTimeoutMs?: number;
+    /** Take no turns with this process's other connections to the file, as another process's would (tests, faults). */
+    asAnotherProcess?: boolean;
+    observer?: StoreObserver;
+  } = {},
+): Database {
   const db = new BetterSqlite3(filename);
   db.pragma('journal_mode = WAL');
   // A commit (an intent, a send's stamp) must survive a power cut, or a retry would send again; better-sqlite3's
@@ -218,15 +213,8 @@ function preparedOnce(db: BetterSqlite3.Database): SqliteDatabase {
   };
 }
 
-export interface PostgresOptions {
-  /** Connections this process keeps open at most. */
-  poolSize?: number;
-  /** How long a write waits for another transaction's row lock before failing (55P03). */
-  lockTimeoutMs?: number;
-  /** How long opening a connection may take before the store gives up on the server. */
-  connectTimeoutMs?: number;
-  observer?: StoreObserver;
-}
+/** How long opening a connection may take before the store gives up on the server. */
+const CONNECT_TIMEOUT_MS = 5000;
 
 // BIGINT (int8) and COUNT(*) come back as strings from pg; every number this store keeps is a safe integer.
 const pgTypes = {
@@ -235,12 +223,15 @@ const pgTypes = {
 };
 
 /** Opens a pool on a PostgreSQL server and proves it answers, so that a wrong URL fails now, with a clear message. */
-export async function openPostgres(url: string, options: PostgresOptions = {}): Promise<Database> {
-  const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+export async function openPostgres(
+  url: string,
+  /** lockTimeoutMs: how long a write waits for another transaction's row lock before failing (55P03). */
+  options: { poolSize?: number; lockTimeoutMs?: number; observer?: StoreObserver } = {},
+): Promise<Database> {
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize ?? 10,
-    connectionTimeoutMillis: connectTimeoutMs,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     types: pgTypes,
     // Nothing waits for ever (a lock, a statement, an abandoned transaction, a vanished peer). enable_seqscan=off:
     // keyed reads use an index, where a small table's scan makes SERIALIZABLE lock it whole (aborting its writers).
@@ -260,7 +251,7 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw new Error(
-      `cannot reach PostgreSQL at ${redactUrl(url)} within ${connectTimeoutMs} ms: ${(err as Error).message}`,
+      `cannot reach PostgreSQL at ${redactUrl(url)} within ${CONNECT_TIMEOUT_MS} ms: ${(err as Error).message}`,
       { cause: err },
     );
   }

@@ -2,7 +2,7 @@
 // pending → sending → sent by conditional updates, so of two attempts only one hands it over.
 import { sql } from 'kysely';
 import type { Database, Queryable } from './database';
-import { differences, IntentConflictError } from './errors';
+import { requireSame } from './errors';
 import { fromRow, type RowOf } from './rows';
 import type { OperationLog } from './operation-log';
 import type { DeliveryConfirmation, NewOutboxEntry, OutboxEntry } from './types';
@@ -48,18 +48,12 @@ export class SqlNotificationOutbox {
   private async claimIn(tx: Queryable, entry: NewOutboxEntry): Promise<OutboxEntry> {
     const existing = await outboxRow(tx, entry.key);
     if (existing) {
-      const problems = differences(toOutboxEntry(existing), { ...toOutboxEntry(existing), ...entry }, [
-        'orderId',
-        'kind',
-        'recipient',
-        'subject',
-        'messageId',
-      ]);
-      if (problems.length > 0) {
-        throw new IntentConflictError(
-          `notification ${entry.key} was already claimed with different content (${problems.join('; ')})`,
-        );
-      }
+      requireSame(
+        toOutboxEntry(existing),
+        entry,
+        ['orderId', 'kind', 'recipient', 'subject', 'messageId'],
+        (differences) => `notification ${entry.key} was already claimed with different content (${differences})`,
+      );
       const row = await tx.one(
         sql<OutboxRow>`UPDATE notification_outbox SET attempts = attempts + 1 WHERE key = ${entry.key} RETURNING *`,
       );

@@ -5,12 +5,12 @@ import type { Order, OrderStatus } from '../domain/order';
 import type { OrderReceipt } from '../contract';
 import type { Database, Queryable, TransactionOptions } from './database';
 import {
-  differences,
   IntentConflictError,
   InvalidOperationError,
   OrderNotFoundError,
   RefundExceedsOrderError,
   requireMinorUnits,
+  requireSame,
   VersionConflictError,
 } from './errors';
 import type { OperationLog } from './operation-log';
@@ -55,17 +55,13 @@ export class SqlOrders {
     return this.db.transaction(async (tx) => {
       const existing = await findOrder(tx, order.id);
       if (existing) {
-        const problems = differences(existing, { ...existing, ...order }, [
-          'paymentIntentId',
-          'customerEmail',
-          'currency',
-          'amount',
-        ]);
-        if (problems.length > 0) {
-          throw new IntentConflictError(
-            `order ${order.id} already exists with different fields (${problems.join('; ')}); it was not overwritten`,
-          );
-        }
+        requireSame(
+          existing,
+          order,
+          ['paymentIntentId', 'customerEmail', 'currency', 'amount'],
+          (differences) =>
+            `order ${order.id} already exists with different fields (${differences}); it was not overwritten`,
+        );
         return existing;
       }
       await tx.run(sql`
@@ -99,16 +95,13 @@ export class SqlOrders {
       if (!claimed) {
         const applied = await refundRow(tx, input.operationId);
         if (!applied) throw new OrderNotFoundError(`order ${input.orderId} does not exist`);
-        const problems = differences(
+        requireSame(
           { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
-          { orderId: input.orderId, refundId: input.refundId, amount: input.amount },
+          input,
           ['orderId', 'refundId', 'amount'],
+          (differences) =>
+            `operation ${input.operationId} was already applied with different parameters (${differences})`,
         );
-        if (problems.length > 0) {
-          throw new IntentConflictError(
-            `operation ${input.operationId} was already applied with different parameters (${problems.join('; ')})`,
-          );
-        }
         return receipt(await requireOrder(tx, input.orderId), false);
       }
       const refunded = order.refundedAmount + input.amount;
