@@ -4,10 +4,9 @@
 // carried it yet, so an attempt that never finishes is seen as one.
 import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
-import type { Database, Queryable } from './database';
+import { withRider, type Database, type Queryable, type RiderWrite } from './database';
 import { AttemptEndedError } from './errors';
 import { fromRow, type RowOf } from './rows';
-import { withRider, type RiderWrite } from './transaction-riders';
 import type { AttemptEnd, AttemptRecord, NewAttempt } from './types';
 
 // Whether the step has other rows in this run, read by the write itself (PostgreSQL: rows committed before it;
@@ -91,12 +90,12 @@ export class OpenAttempt {
   }
 
   run<T>(fn: () => Promise<T>): Promise<T> {
-    return withRider<Queryable, T>({ write: (tx) => this.ride(tx) }, fn);
+    return withRider((tx) => this.ride(tx), fn);
   }
 
   /** Runs the store call that records the attempt's effect; its transaction writes the attempt's end as `end()` says. */
   recording<T>(end: () => AttemptEnd, fn: () => Promise<T>): Promise<T> {
-    return withRider<Queryable, T>({ write: (tx) => this.ride(tx, end) }, fn);
+    return withRider((tx) => this.ride(tx, end), fn);
   }
 
   /** The row is on disk once this resolves: its id, and its start as written. */

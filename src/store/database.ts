@@ -1,5 +1,6 @@
 // One SQL layer over SQLite and PostgreSQL: the store's queries are Kysely `sql` templates, written once, and
 // transactions are serializable on both (one aborted for a concurrent one runs again: serialization.ts).
+import { AsyncLocalStorage } from 'node:async_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import {
   Kysely,
@@ -14,7 +15,6 @@ import {
 import pg from 'pg';
 import { redactUrl } from '../reliability/redaction';
 import { runSerializable, serializationFailure, type MovedSince } from './serialization';
-import { currentRider, withoutRider, type RiderWrite } from './transaction-riders';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -48,6 +48,26 @@ export interface TransactionOptions {
    * what it read moved (thrown) or stands (run again). Without it SQLite locks at BEGIN IMMEDIATE and always reruns.
    */
   optimistic?: { moved: MovedSince };
+}
+
+// Writes that ride in the next transaction a caller commits rather than committing on their own: a step's
+// attempt-ledger row goes in the step's own transactions, each commit synced once, not twice.
+
+/** What a rider wrote in a transaction, told how the transaction ended. */
+export interface RiderWrite {
+  committed(): void;
+  /** inDoubt: the COMMIT got no answer that says it failed, so it may have taken effect. */
+  rolledBack(inDoubt: boolean): void;
+}
+
+/** Called inside the transaction, after the caller's own statements and before COMMIT; undefined when it wrote nothing. */
+type Rider = (tx: Queryable) => Promise<RiderWrite | undefined>;
+
+const riders = new AsyncLocalStorage<Rider>();
+
+/** Runs `fn` with `rider` carried by every transaction it commits, however deep in its async calls. */
+export function withRider<T>(rider: Rider, fn: () => Promise<T>): Promise<T> {
+  return riders.run(rider, fn);
 }
 
 /** A place queries run: the database itself, or one transaction on it. */
@@ -141,14 +161,16 @@ export class Database extends Runner {
         : options.optimistic
           ? 'BEGIN DEFERRED'
           : 'BEGIN IMMEDIATE';
-    const rider = currentRider<Queryable>();
+    const rider = riders.getStore();
     return this.kysely.connection().execute(async (connection) => {
       await sql.raw(begin).execute(connection);
       let rode: RiderWrite | undefined;
       try {
         const runner = new Runner(this.dialect, connection);
-        const result = await withoutRider(() => fn(runner));
-        rode = await rider?.write(runner);
+        // A transaction opened inside this one (another connection's: a store fault's competing writer) carries
+        // nothing, or it would commit the rider's rows apart from the transaction they ride in.
+        const result = await riders.exit(() => fn(runner));
+        rode = await rider?.(runner);
         await sql.raw('COMMIT').execute(connection);
         rode?.committed();
         this.observer?.commit();
