@@ -144,17 +144,17 @@ export class Database extends Runner {
     await this.kysely.destroy();
   }
 
-  /** One connection, taken in turn with this process's other users of the file (SQLite): for the migrator. */
-  withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
-    return this.turn(() => this.kysely.connection().execute(fn));
+  /** SQLite: `fn` in one BEGIN IMMEDIATE transaction, in turn with this process's other users of the file (the migrator). */
+  exclusively<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
+    return this.turn(() => this.atomically('BEGIN IMMEDIATE', fn));
   }
 
   private turn<T>(fn: () => Promise<T>): Promise<T> {
     return this.lock ? this.lock.run(fn) : fn();
   }
 
-  /** One try, on one connection: the SQLite driver lends its only connection to one caller at a time. */
-  private once<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
+  /** One try of a transaction, its rider's write in it. */
+  private async once<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
     const begin =
       this.dialect === 'postgres'
         ? 'BEGIN ISOLATION LEVEL SERIALIZABLE'
@@ -162,26 +162,39 @@ export class Database extends Runner {
           ? 'BEGIN DEFERRED'
           : 'BEGIN IMMEDIATE';
     const rider = riders.getStore();
-    return this.kysely.connection().execute(async (connection) => {
-      await sql.raw(begin).execute(connection);
-      let rode: RiderWrite | undefined;
-      try {
+    let rode: RiderWrite | undefined;
+    try {
+      const result = await this.atomically(begin, async (connection) => {
         const runner = new Runner(this.dialect, connection);
         // A transaction opened inside this one (another connection's: a store fault's competing writer) carries
         // nothing, or it would commit the rider's rows apart from the transaction they ride in.
         const result = await riders.exit(() => fn(runner));
         rode = await rider?.(runner);
+        return result;
+      });
+      rode?.committed();
+      this.observer?.commit();
+      return result;
+    } catch (err) {
+      // Only COMMIT can fail once the rider wrote: refused for serialization, it certainly did not commit.
+      rode?.rolledBack(!serializationFailure(err));
+      throw err;
+    }
+  }
+
+  /** `fn` from `begin` to COMMIT, or ROLLBACK, on one connection: the SQLite driver lends its only one to one caller at a time. */
+  private atomically<T>(begin: string, fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
+    return this.kysely.connection().execute(async (connection) => {
+      await sql.raw(begin).execute(connection);
+      try {
+        const result = await fn(connection);
         await sql.raw('COMMIT').execute(connection);
-        rode?.committed();
-        this.observer?.commit();
         return result;
       } catch (err) {
         await sql
           .raw('ROLLBACK')
           .execute(connection)
           .catch(() => undefined);
-        // Only COMMIT can fail once the rider wrote: refused for serialization, it certainly did not commit.
-        rode?.rolledBack(!serializationFailure(err));
         throw err;
       }
     });
