@@ -6,8 +6,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
 import { withRider, type Database, type Queryable, type RiderWrite } from './database';
 import { AttemptEndedError } from './errors';
-import { fromRow, type RowOf } from './rows';
-import type { AttemptEnd, AttemptRecord, NewAttempt } from './types';
+import type { AttemptEnd, NewAttempt } from './types';
 
 // Whether the step has other rows in this run, read by the write itself (PostgreSQL: rows committed before it;
 // SQLite sees its own row too, hence the id): most steps have none, and their ledger is known without a read.
@@ -49,14 +48,6 @@ async function finishAttempt(
     WHERE id = ${id}
     RETURNING ${count ? OTHERS : UNCOUNTED}`);
   return row && { finishedAt, alone: alone(row.others) };
-}
-
-export async function attemptsOf(on: Queryable, key: string, runId: string): Promise<AttemptRecord[]> {
-  // Oldest first by when each attempt began: a row is written when it is first needed, so ids need not follow.
-  const rows = await on.all(
-    sql<RowOf<AttemptRecord>>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`,
-  );
-  return rows.map(fromRow);
 }
 
 /** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */

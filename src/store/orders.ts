@@ -133,11 +133,8 @@ export class SqlOrders {
           `operation ${input.operationId} was never applied to order ${input.orderId}, so there is nothing to revert`,
         );
       }
-      const other = await tx.one(
-        sql<{
-          operation_id: string;
-        }>`SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`,
-      );
+      const other = await tx.one(sql<{ operation_id: string }>`
+        SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`);
       if (other && other.operation_id !== input.operationId) {
         throw new IntentConflictError(
           `compensation key ${input.compensationKey} already reverted operation ${other.operation_id}, not ${input.operationId}`,
@@ -148,17 +145,14 @@ export class SqlOrders {
 
       const order = found(await read.order(tx, input.orderId), input.orderId);
       // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
-      const refunded =
-        order.version === applied.applied_version
-          ? applied.prior_refunded_amount
-          : order.refundedAmount - applied.amount;
+      const untouched = order.version === applied.applied_version;
+      const refunded = untouched ? applied.prior_refunded_amount : order.refundedAmount - applied.amount;
       if (refunded < 0) {
         throw new InvalidOperationError(
           `reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`,
         );
       }
-      const status =
-        order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
+      const status = untouched ? applied.prior_status : statusFor(refunded, order.amount);
       await this.beforeOrderWrite(order.id, tx);
       const updated = await this.updateOrder(tx, order, refunded, status);
       await tx.run(
