@@ -56,10 +56,7 @@ export interface FinishedAttempt {
   alone: boolean;
 }
 
-/**
- * An attempt's ledger row, without commits of its own where it can be: its beginning rides in the first transaction
- * inside `run` (or commits alone at `begun()`, which every provider request awaits), its end in `recording`'s.
- */
+/** An attempt's ledger row: rides in `run`'s first transaction, or commits alone at `begun()` before any request. */
 export class OpenAttempt {
   readonly startedAt: string;
   private id: number | undefined;
