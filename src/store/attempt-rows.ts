@@ -4,11 +4,9 @@
 // carried it yet, so an attempt that never finishes is seen as one.
 import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
-import type { Database, Queryable } from './database';
+import { withRider, type Database, type Queryable, type RiderWrite } from './database';
 import { AttemptEndedError } from './errors';
-import { fromRow, type RowOf } from './rows';
-import { withRider, type RiderWrite } from './transaction-riders';
-import type { AttemptEnd, AttemptRecord, NewAttempt } from './types';
+import type { AttemptEnd, NewAttempt } from './types';
 
 // Whether the step has other rows in this run, read by the write itself (PostgreSQL: rows committed before it;
 // SQLite sees its own row too, hence the id): most steps have none, and their ledger is known without a read.
@@ -52,24 +50,13 @@ async function finishAttempt(
   return row && { finishedAt, alone: alone(row.others) };
 }
 
-export async function attemptsOf(on: Queryable, key: string, runId: string): Promise<AttemptRecord[]> {
-  // Oldest first by when each attempt began: a row is written when it is first needed, so ids need not follow.
-  const rows = await on.all(
-    sql<RowOf<AttemptRecord>>`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`,
-  );
-  return rows.map(fromRow);
-}
-
 /** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */
 export interface FinishedAttempt {
   finishedAt: string;
   alone: boolean;
 }
 
-/**
- * An attempt's ledger row, without commits of its own where it can be: its beginning rides in the first transaction
- * inside `run` (or commits alone at `begun()`, which every provider request awaits), its end in `recording`'s.
- */
+/** An attempt's ledger row: rides in `run`'s first transaction, or commits alone at `begun()` before any request. */
 export class OpenAttempt {
   readonly startedAt: string;
   private id: number | undefined;
@@ -91,12 +78,12 @@ export class OpenAttempt {
   }
 
   run<T>(fn: () => Promise<T>): Promise<T> {
-    return withRider<Queryable, T>({ write: (tx) => this.ride(tx) }, fn);
+    return withRider((tx) => this.ride(tx), fn);
   }
 
   /** Runs the store call that records the attempt's effect; its transaction writes the attempt's end as `end()` says. */
   recording<T>(end: () => AttemptEnd, fn: () => Promise<T>): Promise<T> {
-    return withRider<Queryable, T>({ write: (tx) => this.ride(tx, end) }, fn);
+    return withRider((tx) => this.ride(tx, end), fn);
   }
 
   /** The row is on disk once this resolves: its id, and its start as written. */

@@ -1,5 +1,6 @@
 // One SQL layer over SQLite and PostgreSQL: the store's queries are Kysely `sql` templates, written once, and
 // transactions are serializable on both (one aborted for a concurrent one runs again: serialization.ts).
+import { AsyncLocalStorage } from 'node:async_hooks';
 import BetterSqlite3 from 'better-sqlite3';
 import {
   Kysely,
@@ -14,18 +15,8 @@ import {
 import pg from 'pg';
 import { redactUrl } from '../reliability/redaction';
 import { runSerializable, serializationFailure, type MovedSince } from './serialization';
-import { currentRider, withoutRider, type RiderWrite } from './transaction-riders';
 
 export type Dialect = 'sqlite' | 'postgres';
-
-/** A place queries run: the database itself, or one transaction on it. */
-export interface Queryable {
-  readonly dialect: Dialect;
-  one<T>(query: RawBuilder<T>): Promise<T | undefined>;
-  all<T>(query: RawBuilder<T>): Promise<T[]>;
-  /** Runs a write; returns how many rows it changed. */
-  run(query: RawBuilder<unknown>): Promise<number>;
-}
 
 /** What the store sends, counted where it is sent (the worker's metrics, the bench): each statement by kind, each commit. */
 export interface StoreObserver {
@@ -59,7 +50,30 @@ export interface TransactionOptions {
   optimistic?: { moved: MovedSince };
 }
 
-class Runner implements Queryable {
+// Writes that ride in the next transaction a caller commits rather than committing on their own: a step's
+// attempt-ledger row goes in the step's own transactions, each commit synced once, not twice.
+
+/** What a rider wrote in a transaction, told how the transaction ended. */
+export interface RiderWrite {
+  committed(): void;
+  /** inDoubt: the COMMIT got no answer that says it failed, so it may have taken effect. */
+  rolledBack(inDoubt: boolean): void;
+}
+
+/** Called inside the transaction, after the caller's own statements and before COMMIT; undefined when it wrote nothing. */
+type Rider = (tx: Queryable) => Promise<RiderWrite | undefined>;
+
+const riders = new AsyncLocalStorage<Rider>();
+
+/** Runs `fn` with `rider` carried by every transaction it commits, however deep in its async calls. */
+export function withRider<T>(rider: Rider, fn: () => Promise<T>): Promise<T> {
+  return riders.run(rider, fn);
+}
+
+/** A place queries run: the database itself, or one transaction on it. */
+export type Queryable = Pick<Runner, 'dialect' | 'one' | 'all' | 'run'>;
+
+class Runner {
   constructor(
     readonly dialect: Dialect,
     private readonly on: Kysely<unknown>,
@@ -73,6 +87,7 @@ class Runner implements Queryable {
     return (await this.execute(query)).rows;
   }
 
+  /** Runs a write; returns how many rows it changed. */
   async run(query: RawBuilder<unknown>): Promise<number> {
     return Number((await this.execute(query)).numAffectedRows ?? 0n);
   }
@@ -117,8 +132,7 @@ export class Database extends Runner {
   }
 
   transaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
-    return runSerializable({
-      once: () => this.turn(() => this.once(fn, options)),
+    return runSerializable(() => this.turn(() => this.once(fn, options)), {
       moved: options.optimistic?.moved,
       retrying: () => this.observer?.serializationRetry?.(),
     });
@@ -130,56 +144,72 @@ export class Database extends Runner {
     await this.kysely.destroy();
   }
 
-  /** One connection, taken in turn with this process's other users of the file (SQLite): for the migrator. */
-  withConnection<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
-    return this.turn(() => this.kysely.connection().execute(fn));
+  /** SQLite: `fn` in one BEGIN IMMEDIATE transaction, in turn with this process's other users of the file (the migrator). */
+  exclusively<T>(fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
+    return this.turn(() => this.atomically('BEGIN IMMEDIATE', fn));
   }
 
   private turn<T>(fn: () => Promise<T>): Promise<T> {
     return this.lock ? this.lock.run(fn) : fn();
   }
 
-  /** One try, on one connection: the SQLite driver lends its only connection to one caller at a time. */
-  private once<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
+  /** One try of a transaction, its rider's write in it. */
+  private async once<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
     const begin =
       this.dialect === 'postgres'
         ? 'BEGIN ISOLATION LEVEL SERIALIZABLE'
         : options.optimistic
           ? 'BEGIN DEFERRED'
           : 'BEGIN IMMEDIATE';
-    const rider = currentRider<Queryable>();
+    const rider = riders.getStore();
+    let rode: RiderWrite | undefined;
+    try {
+      const result = await this.atomically(begin, async (connection) => {
+        const runner = new Runner(this.dialect, connection);
+        // A transaction opened inside this one (another connection's: a store fault's competing writer) carries
+        // nothing, or it would commit the rider's rows apart from the transaction they ride in.
+        const result = await riders.exit(() => fn(runner));
+        rode = await rider?.(runner);
+        return result;
+      });
+      rode?.committed();
+      this.observer?.commit();
+      return result;
+    } catch (err) {
+      // Only COMMIT can fail once the rider wrote: refused for serialization, it certainly did not commit.
+      rode?.rolledBack(!serializationFailure(err));
+      throw err;
+    }
+  }
+
+  /** `fn` from `begin` to COMMIT, or ROLLBACK, on one connection: the SQLite driver lends its only one to one caller at a time. */
+  private atomically<T>(begin: string, fn: (connection: Kysely<unknown>) => Promise<T>): Promise<T> {
     return this.kysely.connection().execute(async (connection) => {
       await sql.raw(begin).execute(connection);
-      let rode: RiderWrite | undefined;
       try {
-        const runner = new Runner(this.dialect, connection);
-        const result = await withoutRider(() => fn(runner));
-        rode = await rider?.write(runner);
+        const result = await fn(connection);
         await sql.raw('COMMIT').execute(connection);
-        rode?.committed();
-        this.observer?.commit();
         return result;
       } catch (err) {
         await sql
           .raw('ROLLBACK')
           .execute(connection)
           .catch(() => undefined);
-        // Only COMMIT can fail once the rider wrote: refused for serialization, it certainly did not commit.
-        rode?.rolledBack(!serializationFailure(err));
         throw err;
       }
     });
   }
 }
 
-export interface SqliteOptions {
-  busyTimeoutMs?: number;
-  /** Take no turns with this process's other connections to the file, as another process's would (tests, faults). */
-  asAnotherProcess?: boolean;
-  observer?: StoreObserver;
-}
-
-export function openSqlite(filename: string, options: SqliteOptions = {}): Database {
+export function openSqlite(
+  filename: string,
+  options: {
+    busyTimeoutMs?: number;
+    /** Take no turns with this process's other connections to the file, as another process's would (tests, faults). */
+    asAnotherProcess?: boolean;
+    observer?: StoreObserver;
+  } = {},
+): Database {
   const db = new BetterSqlite3(filename);
   db.pragma('journal_mode = WAL');
   // A commit (an intent, a send's stamp) must survive a power cut, or a retry would send again; better-sqlite3's
@@ -218,15 +248,8 @@ function preparedOnce(db: BetterSqlite3.Database): SqliteDatabase {
   };
 }
 
-export interface PostgresOptions {
-  /** Connections this process keeps open at most. */
-  poolSize?: number;
-  /** How long a write waits for another transaction's row lock before failing (55P03). */
-  lockTimeoutMs?: number;
-  /** How long opening a connection may take before the store gives up on the server. */
-  connectTimeoutMs?: number;
-  observer?: StoreObserver;
-}
+/** How long opening a connection may take before the store gives up on the server. */
+const CONNECT_TIMEOUT_MS = 5000;
 
 // BIGINT (int8) and COUNT(*) come back as strings from pg; every number this store keeps is a safe integer.
 const pgTypes = {
@@ -235,12 +258,15 @@ const pgTypes = {
 };
 
 /** Opens a pool on a PostgreSQL server and proves it answers, so that a wrong URL fails now, with a clear message. */
-export async function openPostgres(url: string, options: PostgresOptions = {}): Promise<Database> {
-  const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
+export async function openPostgres(
+  url: string,
+  /** lockTimeoutMs: how long a write waits for another transaction's row lock before failing (55P03). */
+  options: { poolSize?: number; lockTimeoutMs?: number; observer?: StoreObserver } = {},
+): Promise<Database> {
   const pool = new pg.Pool({
     connectionString: url,
     max: options.poolSize ?? 10,
-    connectionTimeoutMillis: connectTimeoutMs,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     types: pgTypes,
     // Nothing waits for ever (a lock, a statement, an abandoned transaction, a vanished peer). enable_seqscan=off:
     // keyed reads use an index, where a small table's scan makes SERIALIZABLE lock it whole (aborting its writers).
@@ -260,7 +286,7 @@ export async function openPostgres(url: string, options: PostgresOptions = {}): 
   } catch (err) {
     await pool.end().catch(() => undefined);
     throw new Error(
-      `cannot reach PostgreSQL at ${redactUrl(url)} within ${connectTimeoutMs} ms: ${(err as Error).message}`,
+      `cannot reach PostgreSQL at ${redactUrl(url)} within ${CONNECT_TIMEOUT_MS} ms: ${(err as Error).message}`,
       { cause: err },
     );
   }

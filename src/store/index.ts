@@ -1,9 +1,20 @@
+// The order store as one object: its parts (orders, outbox, operation log, queue, provider events,
+// faults, the checkout's carts and send records) share one database, and the outbox, the send
+// records and the operation log share its clock.
 import fs from 'node:fs';
 import path from 'node:path';
+import { sql } from 'kysely';
 import { redactUrl } from '../reliability/redaction';
 import { openPostgres, openSqlite, type Database, type StoreObserver } from './database';
+import { SqlCheckouts } from './checkouts';
 import { migrate } from './migrations';
-import { sqlOrderStore, type OrderStore, type OrderStoreOptions } from './order-store';
+import { SqlNotificationOutbox } from './notification-outbox';
+import { OperationLog } from './operation-log';
+import { SqlOrders, type BeforeOrderWrite } from './orders';
+import { ProviderEventLog } from './provider-event-log';
+import { RefundQueue } from './refund-queue';
+import { SqlSends } from './sends';
+import { StoreFaults } from './store-faults';
 
 export * from './types';
 export * from './errors';
@@ -11,7 +22,6 @@ export type { QueuedRequest, RefundQueue } from './refund-queue';
 export type { StoreFaultKind } from './store-faults';
 export type { KeyedSendRecord } from './sends';
 export { OutOfStockError, type Cart, type StockReceipt } from './checkouts';
-export type { OrderStore } from './order-store';
 export type { OperationLog } from './operation-log';
 export type { OpenAttempt } from './attempt-rows';
 export type { Dialect, StoreObserver } from './database';
@@ -20,8 +30,12 @@ export { pgCode, sqliteCode } from './serialization';
 const ACCEPTED_FORMS =
   '"sqlite:/absolute/path.db", "sqlite:relative/path.db", "sqlite::memory:" or "postgres://user:password@host:5432/database"';
 
-export interface OpenStoreOptions extends Pick<OrderStoreOptions, 'beforeOrderWrite' | 'busyTimeoutMs'> {
-  /** Reads armed store faults (tests and chaos runs); needs a database a second connection can reach. */
+export interface OpenStoreOptions {
+  /** Test seam: runs inside the transaction, after reading the order and before the transaction's first write. */
+  beforeOrderWrite?: BeforeOrderWrite;
+  /** How long a write waits for another connection's lock (SQLite busy_timeout, PostgreSQL lock_timeout). */
+  busyTimeoutMs?: number;
+  /** Reads armed store faults (tests and chaos runs) through a second connection; needs a database it can reach. */
   faults?: boolean;
   /** PostgreSQL connections this process keeps open at most. */
   poolSize?: number;
@@ -45,7 +59,50 @@ export async function openStore(databaseUrl: string, options: OpenStoreOptions =
     await db.close();
     throw err;
   }
-  return sqlOrderStore(db, { ...options, openFaultConnection: options.faults ? () => open(true) : undefined });
+  return sqlOrderStore(db, options, options.faults ? () => open(true) : undefined);
+}
+
+/** What the workers, the CLI and inspect reach orders and the project's own records through. */
+export type OrderStore = ReturnType<typeof sqlOrderStore>;
+
+/** The order store on a SQLite or PostgreSQL database (see database.ts); each call is one transaction. */
+function sqlOrderStore(db: Database, options: OpenStoreOptions, openFaultConnection?: () => Promise<Database>) {
+  const operations = new OperationLog(db);
+  const faults = new StoreFaults(db, openFaultConnection, options.busyTimeoutMs ?? 5000);
+  const orders = new SqlOrders(db, operations, async (orderId, tx) => {
+    await options.beforeOrderWrite?.(orderId, tx);
+    await faults.beforeOrderWrite(orderId);
+  });
+  const outbox = new SqlNotificationOutbox(db, operations);
+  return {
+    operations,
+    faults,
+    queue: new RefundQueue(db),
+    providerEvents: new ProviderEventLog(db),
+    checkouts: new SqlCheckouts(db),
+    sends: new SqlSends(db, operations),
+    seedOrder: orders.seedOrder.bind(orders),
+    getOrder: orders.getOrder.bind(orders),
+    applyRefund: orders.applyRefund.bind(orders),
+    revertRefund: orders.revertRefund.bind(orders),
+    appliedRefund: orders.appliedRefund.bind(orders),
+    claimNotification: outbox.claimNotification.bind(outbox),
+    claimHandOver: outbox.claimHandOver.bind(outbox),
+    markNotificationSending: outbox.markNotificationSending.bind(outbox),
+    takeOverNotification: outbox.takeOverNotification.bind(outbox),
+    releaseNotification: outbox.releaseNotification.bind(outbox),
+    markNotificationSent: outbox.markNotificationSent.bind(outbox),
+    confirmNotificationDelivered: outbox.confirmNotificationDelivered.bind(outbox),
+    getNotification: outbox.getNotification.bind(outbox),
+    /** The cheapest round trip to the database (a readiness probe's): throws when it does not answer. */
+    async ping(): Promise<void> {
+      await db.one(sql`select 1 as ok`);
+    },
+    async close(): Promise<void> {
+      await faults.close();
+      await db.close();
+    },
+  };
 }
 
 /** How to open a connection to the database the URL names (the store's own, or a second one for faults). */

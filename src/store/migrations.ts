@@ -129,19 +129,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
 export async function migrate(db: Database, upTo?: string): Promise<void> {
   const { dialect } = db;
   if (dialect === 'postgres') return migrateOn(db.kysely, dialect, upTo);
-  await db.withConnection(async (conn) => {
-    await sql.raw('BEGIN IMMEDIATE').execute(conn);
-    try {
-      await migrateOn(conn, dialect, upTo);
-      await sql.raw('COMMIT').execute(conn);
-    } catch (err) {
-      await sql
-        .raw('ROLLBACK')
-        .execute(conn)
-        .catch(() => undefined);
-      throw err;
-    }
-  });
+  await db.exclusively((connection) => migrateOn(connection, dialect, upTo));
 }
 
 /** `upTo`: a migration to stop at (a test's schema of an earlier release). */

@@ -1,8 +1,8 @@
 // The notification outbox: one row per message key, claimed before the message is sent and moved
 // pending → sending → sent by conditional updates, so of two attempts only one hands it over.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { Database, Queryable } from './database';
-import { differences, IntentConflictError } from './errors';
+import { requireSame } from './errors';
 import { fromRow, type RowOf } from './rows';
 import type { OperationLog } from './operation-log';
 import type { DeliveryConfirmation, NewOutboxEntry, OutboxEntry } from './types';
@@ -48,18 +48,12 @@ export class SqlNotificationOutbox {
   private async claimIn(tx: Queryable, entry: NewOutboxEntry): Promise<OutboxEntry> {
     const existing = await outboxRow(tx, entry.key);
     if (existing) {
-      const problems = differences(toOutboxEntry(existing), { ...toOutboxEntry(existing), ...entry }, [
-        'orderId',
-        'kind',
-        'recipient',
-        'subject',
-        'messageId',
-      ]);
-      if (problems.length > 0) {
-        throw new IntentConflictError(
-          `notification ${entry.key} was already claimed with different content (${problems.join('; ')})`,
-        );
-      }
+      requireSame(
+        toOutboxEntry(existing),
+        entry,
+        ['orderId', 'kind', 'recipient', 'subject', 'messageId'],
+        (differences) => `notification ${entry.key} was already claimed with different content (${differences})`,
+      );
       const row = await tx.one(
         sql<OutboxRow>`UPDATE notification_outbox SET attempts = attempts + 1 WHERE key = ${entry.key} RETURNING *`,
       );
@@ -140,22 +134,11 @@ export class SqlNotificationOutbox {
     providerResponse: string,
     audit?: { operationId: string; actor: string },
   ): Promise<OutboxEntry> {
-    return this.db.transaction(async (tx) => {
-      // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
-      // A pending entry is taken too: the acceptance is proof enough, whatever the row said.
-      const sent = await tx.one(
-        sql<OutboxRow>`UPDATE notification_outbox SET status = 'sent', provider_response = ${providerResponse}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND status IN ('pending', 'sending') RETURNING *`,
-      );
-      const entry = sent ? toOutboxEntry(sent) : await requireOutbox(tx, key);
-      if (sent && audit) {
-        await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', {
-          key,
-          kind: entry.kind,
-          messageId: entry.messageId,
-        });
-      }
-      return entry;
-    });
+    // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
+    // A pending entry is taken too: the acceptance is proof enough, whatever the row said.
+    return this.db.transaction((tx) =>
+      this.sent(tx, key, providerResponse, sql`status IN ('pending', 'sending')`, audit),
+    );
   }
 
   /**
@@ -163,26 +146,38 @@ export class SqlNotificationOutbox {
    * with `confirmedBy`. An entry not sending, or no longer on the hand-over judged, is returned unchanged.
    */
   async confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry> {
-    return this.db.transaction(async (tx) => {
-      // Where the server's answer would be, the person's word, so that no one takes it for the server's.
-      const response = `delivery confirmed by ${confirmation.by}: ${confirmation.reason}`;
-      // Only the hand-over the person's word covers: one taken over since (an approved resend in flight) is not.
-      const changes = await tx.run(
-        sql`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND status = 'sending' AND sending_since = ${confirmation.sendingSince}`,
-      );
-      const entry = await requireOutbox(tx, key);
-      if (changes === 1) {
-        const { by: confirmedBy, reason, operationId, actor } = confirmation;
-        await this.operations.insertAudit(tx, operationId, actor, 'notification_sent', {
-          key,
-          kind: entry.kind,
-          messageId: entry.messageId,
-          confirmedBy,
-          reason,
-        });
-      }
-      return entry;
-    });
+    const { by: confirmedBy, reason, operationId, actor, sendingSince } = confirmation;
+    // Where the server's answer would be, the person's word, so that no one takes it for the server's.
+    const response = `delivery confirmed by ${confirmedBy}: ${reason}`;
+    // Only the hand-over the person's word covers: one taken over since (an approved resend in flight) is not.
+    const covered = sql`status = 'sending' AND sending_since = ${sendingSince}`;
+    return this.db.transaction((tx) =>
+      this.sent(tx, key, response, covered, { operationId, actor, detail: { confirmedBy, reason } }),
+    );
+  }
+
+  /** Moves the entry to sent where `only` holds, audited with `audit` when it moved; the entry as it stands. */
+  private async sent(
+    tx: Queryable,
+    key: string,
+    response: string,
+    only: RawBuilder<unknown>,
+    audit?: { operationId: string; actor: string; detail?: Record<string, unknown> },
+  ): Promise<OutboxEntry> {
+    const sent = await tx.one(
+      sql<OutboxRow>`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND ${only} RETURNING *`,
+    );
+    const entry = sent ? toOutboxEntry(sent) : await requireOutbox(tx, key);
+    if (sent && audit) {
+      const { kind, messageId } = entry;
+      await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', {
+        key,
+        kind,
+        messageId,
+        ...audit.detail,
+      });
+    }
+    return entry;
   }
 
   async getNotification(key: string): Promise<OutboxEntry | undefined> {

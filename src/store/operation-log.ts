@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
-import { OpenAttempt, attemptsOf } from './attempt-rows';
+import { OpenAttempt } from './attempt-rows';
 import { copyToSends, JOINED_SEND, withLaterSend, type JoinedSend } from './refund-sends';
 import { fromRow, type RowOf } from './rows';
 import type {
@@ -53,9 +53,9 @@ const IN_FLIGHT = sql`(status IN ('intent', 'unknown', 'rejected') AND requests_
 
 /** The order's operation with the highest version above `version` in the scope: alone, or as a subquery. */
 const laterVersionQuery = (orderId: string, scope: string, version: number) =>
-  sql<{
-    operation_id: string;
-  }>`SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version} ORDER BY operation_version DESC LIMIT 1`;
+  sql<{ operation_id: string }>`
+    SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version}
+    ORDER BY operation_version DESC LIMIT 1`;
 
 export class OperationLog {
   constructor(
@@ -207,9 +207,14 @@ export class OperationLog {
     return new OpenAttempt(this.db, a, this.now);
   }
 
-  /** A step's attempts in one run, oldest first. */
-  attempts(key: string, runId: string): Promise<AttemptRecord[]> {
-    return attemptsOf(this.db, key, runId);
+  /** A step's attempts in one run, oldest first by when each began: a row is written when first needed, so ids need not follow. */
+  async attempts(key: string, runId: string): Promise<AttemptRecord[]> {
+    const rows = await this.db.all(
+      sql<
+        RowOf<AttemptRecord>
+      >`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`,
+    );
+    return rows.map(fromRow);
   }
 
   async audit(operationId: string, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<void> {

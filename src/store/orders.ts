@@ -5,12 +5,12 @@ import type { Order, OrderStatus } from '../domain/order';
 import type { OrderReceipt } from '../contract';
 import type { Database, Queryable, TransactionOptions } from './database';
 import {
-  differences,
   IntentConflictError,
   InvalidOperationError,
   OrderNotFoundError,
   RefundExceedsOrderError,
   requireMinorUnits,
+  requireSame,
   VersionConflictError,
 } from './errors';
 import type { OperationLog } from './operation-log';
@@ -55,17 +55,13 @@ export class SqlOrders {
     return this.db.transaction(async (tx) => {
       const existing = await findOrder(tx, order.id);
       if (existing) {
-        const problems = differences(existing, { ...existing, ...order }, [
-          'paymentIntentId',
-          'customerEmail',
-          'currency',
-          'amount',
-        ]);
-        if (problems.length > 0) {
-          throw new IntentConflictError(
-            `order ${order.id} already exists with different fields (${problems.join('; ')}); it was not overwritten`,
-          );
-        }
+        requireSame(
+          existing,
+          order,
+          ['paymentIntentId', 'customerEmail', 'currency', 'amount'],
+          (differences) =>
+            `order ${order.id} already exists with different fields (${differences}); it was not overwritten`,
+        );
         return existing;
       }
       await tx.run(sql`
@@ -99,16 +95,13 @@ export class SqlOrders {
       if (!claimed) {
         const applied = await refundRow(tx, input.operationId);
         if (!applied) throw new OrderNotFoundError(`order ${input.orderId} does not exist`);
-        const problems = differences(
+        requireSame(
           { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
-          { orderId: input.orderId, refundId: input.refundId, amount: input.amount },
+          input,
           ['orderId', 'refundId', 'amount'],
+          (differences) =>
+            `operation ${input.operationId} was already applied with different parameters (${differences})`,
         );
-        if (problems.length > 0) {
-          throw new IntentConflictError(
-            `operation ${input.operationId} was already applied with different parameters (${problems.join('; ')})`,
-          );
-        }
         return receipt(await requireOrder(tx, input.orderId), false);
       }
       const refunded = order.refundedAmount + input.amount;
@@ -140,11 +133,8 @@ export class SqlOrders {
           `operation ${input.operationId} was never applied to order ${input.orderId}, so there is nothing to revert`,
         );
       }
-      const other = await tx.one(
-        sql<{
-          operation_id: string;
-        }>`SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`,
-      );
+      const other = await tx.one(sql<{ operation_id: string }>`
+        SELECT operation_id FROM order_refunds WHERE reverted_by_key = ${input.compensationKey}`);
       if (other && other.operation_id !== input.operationId) {
         throw new IntentConflictError(
           `compensation key ${input.compensationKey} already reverted operation ${other.operation_id}, not ${input.operationId}`,
@@ -155,17 +145,14 @@ export class SqlOrders {
 
       const order = found(await read.order(tx, input.orderId), input.orderId);
       // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
-      const refunded =
-        order.version === applied.applied_version
-          ? applied.prior_refunded_amount
-          : order.refundedAmount - applied.amount;
+      const untouched = order.version === applied.applied_version;
+      const refunded = untouched ? applied.prior_refunded_amount : order.refundedAmount - applied.amount;
       if (refunded < 0) {
         throw new InvalidOperationError(
           `reverting operation ${input.operationId} would leave order ${order.id} with a negative refunded amount`,
         );
       }
-      const status =
-        order.version === applied.applied_version ? applied.prior_status : statusFor(refunded, order.amount);
+      const status = untouched ? applied.prior_status : statusFor(refunded, order.amount);
       await this.beforeOrderWrite(order.id, tx);
       const updated = await this.updateOrder(tx, order, refunded, status);
       await tx.run(

@@ -1,7 +1,7 @@
 // Provider events (Stripe webhooks) as the receiver took them: one row per event id, so a
 // redelivered event is recognised, with where it was handed on and when.
 import { sql } from 'kysely';
-import type { Database, Queryable } from './database';
+import type { Database } from './database';
 import { fromRow, type RowOf } from './rows';
 
 export interface ProviderEventRecord {
@@ -34,31 +34,27 @@ type Row = RowOf<ProviderEventRecord>;
 export class ProviderEventLog {
   constructor(private readonly db: Database) {}
 
-  /** Records an event by its id; `first` is false for a redelivery. */
+  /** Records an event by its id, or counts a redelivery of it (`first` false): one statement, so one of two wins. */
   async receive(e: NewProviderEvent): Promise<{ record: ProviderEventRecord; first: boolean }> {
-    return this.db.transaction(async (tx) => {
-      const inserted = await tx.run(sql`
-        INSERT INTO provider_events (event_id, type, operation_id, refund_id, refund_status, amount, currency, created, received_at)
-        VALUES (${e.eventId}, ${e.type}, ${e.operationId}, ${e.refundId}, ${e.refundStatus}, ${e.amount}, ${e.currency}, ${e.created}, ${new Date().toISOString()})
-        ON CONFLICT (event_id) DO NOTHING`);
-      if (inserted === 0)
-        await tx.run(sql`UPDATE provider_events SET deliveries = deliveries + 1 WHERE event_id = ${e.eventId}`);
-      return { record: (await this.get(e.eventId, tx))!, first: inserted === 1 };
-    });
+    const row = await this.db.one(sql<Row>`
+      INSERT INTO provider_events (event_id, type, operation_id, refund_id, refund_status, amount, currency, created, received_at)
+      VALUES (${e.eventId}, ${e.type}, ${e.operationId}, ${e.refundId}, ${e.refundStatus}, ${e.amount}, ${e.currency}, ${e.created}, ${new Date().toISOString()})
+      ON CONFLICT (event_id) DO UPDATE SET deliveries = provider_events.deliveries + 1
+      RETURNING *`);
+    return { record: fromRow(row!), first: row!.deliveries === 1 };
   }
 
   /** Records the run it was handed to (null for none) and what became of it. */
   async handed(eventId: string, to: string | null, outcome: string): Promise<ProviderEventRecord> {
-    await this.db.run(
-      sql`UPDATE provider_events SET handed_to = ${to}, handed_at = ${new Date().toISOString()}, outcome = ${outcome} WHERE event_id = ${eventId}`,
+    const row = await this.db.one(
+      sql<Row>`UPDATE provider_events SET handed_to = ${to}, handed_at = ${new Date().toISOString()}, outcome = ${outcome} WHERE event_id = ${eventId} RETURNING *`,
     );
-    const record = await this.get(eventId);
-    if (!record) throw new Error(`no provider event ${eventId}`);
-    return record;
+    if (!row) throw new Error(`no provider event ${eventId}`);
+    return fromRow(row);
   }
 
-  async get(eventId: string, on: Queryable = this.db): Promise<ProviderEventRecord | undefined> {
-    const row = await on.one(sql<Row>`SELECT * FROM provider_events WHERE event_id = ${eventId}`);
+  async get(eventId: string): Promise<ProviderEventRecord | undefined> {
+    const row = await this.db.one(sql<Row>`SELECT * FROM provider_events WHERE event_id = ${eventId}`);
     return row && fromRow(row);
   }
 

@@ -2,7 +2,7 @@
 // is its business key (order, operation version): queueing it again changes nothing, queueing a
 // different intent under the same key is refused. A batch occurrence takes queued requests in
 // order and records, per request, the run it started or why it could not start one.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import { changedIntent, type RefundRequest } from '../domain/refund-request';
 import type { Database, Queryable } from './database';
 import { IntentConflictError } from './errors';
@@ -67,28 +67,21 @@ export class RefundQueue {
   }
 
   /** Records the run an occurrence started for a request; a request already started keeps its first record. */
-  async markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest> {
-    await this.db.run(sql`
-      UPDATE refund_requests SET status = 'started', workflow_id = ${workflowId}, started_by = ${occurrenceId}, started_at = ${new Date().toISOString()},
-        last_error = NULL, attempts = attempts + 1
-      WHERE id = ${id} AND status = 'queued'`);
-    return this.require(id);
+  markStarted(id: number, workflowId: string, occurrenceId: string): Promise<QueuedRequest> {
+    return this.updateQueued(
+      id,
+      sql`status = 'started', workflow_id = ${workflowId}, started_by = ${occurrenceId}, started_at = ${new Date().toISOString()}, last_error = NULL`,
+    );
   }
 
   /** Takes a request out of the queue for good, with why: it can never be started as it is. */
-  async markRefused(id: number, reason: string): Promise<QueuedRequest> {
-    await this.db.run(
-      sql`UPDATE refund_requests SET status = 'refused', last_error = ${reason.slice(0, 1000)}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`,
-    );
-    return this.require(id);
+  markRefused(id: number, reason: string): Promise<QueuedRequest> {
+    return this.updateQueued(id, sql`status = 'refused', last_error = ${reason.slice(0, 1000)}`);
   }
 
   /** Keeps a request queued with the reason an occurrence could not start it. */
-  async markNotStarted(id: number, reason: string): Promise<QueuedRequest> {
-    await this.db.run(
-      sql`UPDATE refund_requests SET last_error = ${reason.slice(0, 1000)}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`,
-    );
-    return this.require(id);
+  markNotStarted(id: number, reason: string): Promise<QueuedRequest> {
+    return this.updateQueued(id, sql`last_error = ${reason.slice(0, 1000)}`);
   }
 
   async list(filter: { status?: QueuedRequest['status']; orderId?: string } = {}): Promise<QueuedRequest[]> {
@@ -101,7 +94,11 @@ export class RefundQueue {
     return rows.map(toQueued);
   }
 
-  private async require(id: number): Promise<QueuedRequest> {
+  /** Counts an occurrence's take of a still queued request, with what it set; the request as it now stands. */
+  private async updateQueued(id: number, set: RawBuilder<unknown>): Promise<QueuedRequest> {
+    await this.db.run(
+      sql`UPDATE refund_requests SET ${set}, attempts = attempts + 1 WHERE id = ${id} AND status = 'queued'`,
+    );
     const row = await this.db.one(sql<Row>`SELECT * FROM refund_requests WHERE id = ${id}`);
     if (!row) throw new Error(`no queued refund request ${id}`);
     return toQueued(row);

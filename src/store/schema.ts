@@ -1,6 +1,5 @@
-// The store's tables as DDL, written once for both databases: {int} and {id} become SQLite's or
-// PostgreSQL's types, {strict} SQLite's STRICT (migrations.ts). Each text belongs to the migration
-// that runs it and is never edited once released.
+// The store's tables as DDL, written once for both databases ({int}, {id}, {strict}: migrations.ts). Each text
+// belongs to the migration that runs it and is never edited once released.
 
 /** 001: orders and their refunds, the outbox, operations and their attempts and audit, faults, the queue, provider events. */
 export const INITIAL = `

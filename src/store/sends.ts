@@ -1,6 +1,4 @@
-// Send records keyed by step key: for each send to a provider, how many requests went out and when,
-// the latest any of them can still be on the wire, through which of them nothing is proven made,
-// and the receipt. The send protocol (src/saga/send.ts) reads and writes them; each write is one
+// Send records keyed by step key, read and written by the send protocol (src/saga/send.ts): each write is one
 // transaction, with the operation's audit entry in it.
 import { sql } from 'kysely';
 import type { Database } from './database';

@@ -31,14 +31,9 @@ export function serializationFailure(err: unknown): boolean {
 }
 
 /** Tries of one transaction at most, the first included; past them the last failure is thrown (the activity's CAPACITY). */
-export const SERIALIZATION_TRIES = 8;
+const SERIALIZATION_TRIES = 8;
 const BACKOFF_BASE_MS = 5;
 const BACKOFF_CAP_MS = 200;
-
-/** Full jitter: the transactions that collided do not meet again at the same instant. */
-export function backoffMs(retry: number, random: () => number = Math.random): number {
-  return random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (retry - 1));
-}
 
 /**
  * For a transaction that read rows before writing them and whose caller must hear of another writer
@@ -48,36 +43,26 @@ export function backoffMs(retry: number, random: () => number = Math.random): nu
  */
 export type MovedSince = (failure: unknown) => Promise<Error | undefined>;
 
-export interface SerializableRun<T> {
-  /** One try of the whole transaction, BEGIN to COMMIT or ROLLBACK. */
-  once: () => Promise<T>;
-  moved?: MovedSince;
-  /** Told before each try after the first. */
-  retrying?: () => void;
-  random?: () => number;
-}
-
-/** Runs a transaction, again after each serialization failure, at most SERIALIZATION_TRIES times. */
-export async function runSerializable<T>(run: SerializableRun<T>): Promise<T> {
+/**
+ * Runs a transaction (`once`: one try, BEGIN to COMMIT or ROLLBACK), again after each serialization failure, at most
+ * SERIALIZATION_TRIES times, each after a full-jitter wait so that the transactions that collided do not meet again.
+ */
+export async function runSerializable<T>(
+  once: () => Promise<T>,
+  { moved, retrying }: { moved?: MovedSince; retrying?: () => void },
+): Promise<T> {
   for (let tries = 1; ; tries++) {
     try {
-      return await run.once();
+      return await once();
     } catch (err) {
       if (!serializationFailure(err)) throw err;
-      const conflict = run.moved && (await movedOr(run.moved, err));
+      // When `moved` cannot look, the transaction's own failure stands, which is certain (nothing committed).
+      const conflict = moved && (await moved(err).catch(() => err));
       if (conflict) throw conflict;
       if (tries >= SERIALIZATION_TRIES) throw err;
-      run.retrying?.();
-      await new Promise((resolve) => setTimeout(resolve, backoffMs(tries, run.random)));
+      retrying?.();
+      const backoffMs = Math.random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (tries - 1));
+      await new Promise((resolve) => setTimeout(resolve, backoffMs));
     }
-  }
-}
-
-/** The conflict `moved` finds; when it cannot look, the transaction's own failure, which is certain (nothing committed). */
-async function movedOr(moved: MovedSince, failure: unknown): Promise<unknown> {
-  try {
-    return await moved(failure);
-  } catch {
-    return failure;
   }
 }

@@ -71,20 +71,18 @@ export class StoreFaults {
       );
       return;
     }
-    // Hold the order's lock until our write has waited it out and failed, then let go.
-    let locked!: () => void;
-    let failed!: (err: unknown) => void;
-    const held = new Promise<void>((resolve, reject) => ((locked = resolve), (failed = reject)));
-    other
-      .transaction(async (tx) => {
-        // SQLite's BEGIN IMMEDIATE already holds the database's write lock; PostgreSQL locks the row.
-        if (tx.dialect === 'postgres') await tx.all(sql`SELECT id FROM orders WHERE id = ${orderId} FOR UPDATE`);
-        locked();
-        await new Promise((resolve) => setTimeout(resolve, this.lockWaitMs + 500));
-      })
-      .catch((err: unknown) => failed(err));
-    // A lock the other connection could not take is no fault: our write goes on.
-    await held.catch(() => undefined);
+    // Hold the order's lock until our write has waited it out and failed, then let go. A lock the other connection
+    // could not take is no fault: our write goes on.
+    await new Promise<void>((locked) => {
+      other
+        .transaction(async (tx) => {
+          // SQLite's BEGIN IMMEDIATE already holds the database's write lock; PostgreSQL locks the row.
+          if (tx.dialect === 'postgres') await tx.all(sql`SELECT id FROM orders WHERE id = ${orderId} FOR UPDATE`);
+          locked();
+          await new Promise((resolve) => setTimeout(resolve, this.lockWaitMs + 500));
+        })
+        .catch(() => locked());
+    });
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,7 @@
 // What the shop does before a checkout, stood in for the tests, chaos runs and `npm run cart`: a cart and its
 // items' stock put in the store. The product only reads a cart and reserves or releases its stock.
 import { sql } from 'kysely';
-import { differences, IntentConflictError, requireMinorUnits, type Cart, type OrderStore } from '../../../src/store';
+import { requireMinorUnits, requireSame, type Cart, type OrderStore } from '../../../src/store';
 
 export type NewCart = Omit<Cart, 'reservedByKey' | 'releasedByKey'>;
 
@@ -25,10 +25,11 @@ export async function seedCart(store: OrderStore, cart: NewCart): Promise<Cart> 
     VALUES (${id}, ${customerEmail}, ${currency}, ${amount}, ${JSON.stringify(items)}, ${new Date().toISOString()})
     ON CONFLICT (id) DO NOTHING`);
   const stored = (await store.checkouts.cart(id))!;
-  const problems = differences<NewCart>(stored, cart, ['customerEmail', 'currency', 'amount', 'items']);
-  if (problems.length)
-    throw new IntentConflictError(
-      `cart ${id} already exists with other contents (${problems.join('; ')}); it was not overwritten`,
-    );
+  requireSame(
+    stored,
+    cart,
+    ['customerEmail', 'currency', 'amount', 'items'],
+    (differences) => `cart ${id} already exists with other contents (${differences}); it was not overwritten`,
+  );
   return stored;
 }
