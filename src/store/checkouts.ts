@@ -8,9 +8,7 @@ import { IntentConflictError, InvalidOperationError, OrderNotFoundError } from '
 export type { StockReceipt };
 
 /** There is not enough of an item left: nothing of the cart was reserved. */
-export class OutOfStockError extends InvalidOperationError {
-  override name = 'OutOfStockError';
-}
+export class OutOfStockError extends InvalidOperationError {}
 
 export interface Cart {
   id: string;
