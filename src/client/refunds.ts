@@ -15,12 +15,10 @@ import {
   runSummary,
   SEARCH_ATTRIBUTES,
   TASK_QUEUE,
-  type CompletedRefund,
   type RefundWorkflow,
 } from '../contract';
 import { changedIntent, parseRefundRequest } from '../domain/refund-request';
 import { ConflictingRefundError, startedWith } from '../temporal/client';
-import { outcomeOf, type RunOutcome } from './outcome';
 
 /**
  * Starts the refund, or returns the run that already holds its workflow id (running or
@@ -113,26 +111,3 @@ export async function orderRuns(client: Client, orderId: string): Promise<OrderR
 /** The version after every one the runs (and `atLeast`) hold: a changed intent's. */
 export const nextOperationVersion = (runs: OrderRun[], atLeast = 0) =>
   runs.reduce((max, r) => Math.max(max, r.operationVersion ?? 0), atLeast) + 1;
-
-/** A refund run that did not complete: it ended with another outcome, or waits for a person. */
-export class RefundNotCompletedError extends Error {
-  override name = 'RefundNotCompletedError';
-  constructor(
-    message: string,
-    readonly outcome: RunOutcome,
-  ) {
-    super(message);
-  }
-}
-
-/** Starts (or attaches to) the refund and returns its completed result; anything else is a RefundNotCompletedError. */
-export async function refund(client: Client, input: unknown, taskQueue = TASK_QUEUE): Promise<CompletedRefund> {
-  const { workflowId, handle } = await startRefund(client, input, taskQueue);
-  const outcome = await outcomeOf(handle);
-  if (outcome.kind === 'parked')
-    throw new RefundNotCompletedError(`${workflowId} needs a person: ${outcome.state.outcome?.reason}`, outcome);
-  const { result } = outcome;
-  if (result.status === 'completed') return result;
-  const why = `ended ${result.status}: ${result.reason}`;
-  throw new RefundNotCompletedError(`${workflowId} ${why}`, outcome);
-}
