@@ -6,7 +6,7 @@ import {
   type Client,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { AdmissionRejectedError, checkAdmission, type Admission } from './admission';
+import { AdmissionRejectedError, checkAdmission } from './admission';
 import {
   parseRefundWorkflowId,
   REFUND_WORKFLOW,
@@ -23,16 +23,16 @@ import { ConflictingRefundError, startedWith } from '../temporal/client';
 /**
  * Starts the refund, or returns the run that already holds its workflow id (running or
  * finished), so a repeated request never refunds twice. A request that differs from that
- * run's is a changed intent and is refused: it needs a new operation version. With `admission`,
+ * run's is a changed intent and is refused: it needs a new operation version. With `maxBacklog` (0: none),
  * a new run is refused (AdmissionRejectedError) while the workers are too far behind.
  */
-export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, admission?: Admission) {
+export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, maxBacklog = 0) {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
   let handle: WorkflowHandle<RefundWorkflow>;
   // Over the backlog limit, only a new run is refused: a repeated request still finds its run.
-  if (admission && !(await runExists(client, workflowId))) {
-    await checkAdmission(client, admission, `refund ${workflowId}`).catch(async (err: unknown) => {
+  if (maxBacklog > 0 && !(await runExists(client, workflowId))) {
+    await checkAdmission(client, taskQueue, maxBacklog, `refund ${workflowId}`).catch(async (err: unknown) => {
       // Started meanwhile by another caller (or the batch): this request attaches to it instead.
       if (!(err instanceof AdmissionRejectedError && (await runExists(client, workflowId)))) throw err;
     });
