@@ -81,24 +81,15 @@ async function runExists(client: Client, workflowId: string): Promise<boolean> {
   }
 }
 
-export interface OrderRun {
-  workflowId: string;
-  /** From the workflow id `refund-<order>-v<n>`; undefined for a run started under another id. */
-  operationVersion: number | undefined;
-  /** Temporal's execution status (RUNNING, COMPLETED, FAILED …) and the run's own RefundStatus. */
-  execution: string;
-  refundStatus: string | undefined;
-  startTime: Date;
-}
-
 /** Every run for an order that visibility knows, oldest first: rejected and invalid runs hold their versions too. */
-export async function orderRuns(client: Client, orderId: string): Promise<OrderRun[]> {
-  const runs: OrderRun[] = [];
+export async function orderRuns(client: Client, orderId: string) {
+  const runs = [];
   // Order ids are letters, digits, "_" and "-" (the request schema says so): safe in the query.
   for await (const w of client.workflow.list({ query: `RefundOrderId = '${orderId}'` })) {
     const parsed = parseRefundWorkflowId(w.workflowId);
     runs.push({
       workflowId: w.workflowId,
+      // Undefined for a run started under an id other than `refund-<order>-v<n>`.
       operationVersion: parsed?.orderId === orderId ? parsed.operationVersion : undefined,
       execution: w.status.name,
       refundStatus: w.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status),
@@ -109,5 +100,5 @@ export async function orderRuns(client: Client, orderId: string): Promise<OrderR
 }
 
 /** The version after every one the runs (and `atLeast`) hold: a changed intent's. */
-export const nextOperationVersion = (runs: OrderRun[], atLeast = 0) =>
+export const nextOperationVersion = (runs: { operationVersion?: number }[], atLeast = 0) =>
   runs.reduce((max, r) => Math.max(max, r.operationVersion ?? 0), atLeast) + 1;
