@@ -24,7 +24,7 @@ const FIELD_TO_COLUMN = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) 
 
 type Problems = { field: string; message: string }[];
 type Queued = { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number };
-export type RowReport = { line: number } & (Queued | { status: 'refused'; problems: Problems });
+type RowReport = { line: number } & (Queued | { status: 'refused'; problems: Problems });
 
 export class CsvFileError extends Error {}
 

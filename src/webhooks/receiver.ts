@@ -11,7 +11,7 @@ import { providerEventSignal, type ProviderEventSummary } from '../contract';
 import { startFollowUp } from '../temporal/client';
 import { lifecycleRank } from '../domain/order';
 
-export interface ReceiverDeps {
+interface ReceiverDeps {
   stripe: Stripe;
   /** The endpoint's signing secret (`whsec_…`). */
   secret: string;
