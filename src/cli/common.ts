@@ -1,4 +1,4 @@
-import { Client, WorkflowFailedError } from '@temporalio/client';
+import { Client, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../config';
 import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
@@ -62,6 +62,15 @@ export function errorMessage(err: unknown): string {
   if (err instanceof WorkflowFailedError) return err.cause?.message ?? err.message;
   return err instanceof Error ? err.message : String(err);
 }
+
+/** How a command that names a run exits when there is none: 1, pointing to the runs that `--attention` lists (`which`). */
+export const noSuchRun = (err: unknown, workflowId: string | undefined, which: string) =>
+  err instanceof WorkflowNotFoundError
+    ? {
+        code: 1,
+        message: `no workflow ${workflowId} (\`npm run inspect -- --attention\` lists the runs that ${which})`,
+      }
+    : undefined;
 
 /** Runs a command's main: an error exits with the code `exit` gives it (1 if none), said as it says or as its own. */
 export function exitOnError(cli: string, main: Promise<unknown>, exit?: (err: unknown) => Exit) {

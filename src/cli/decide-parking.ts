@@ -27,7 +27,7 @@ export function unnamedParking(flags: ParkingFlags, terminal: boolean): string |
 }
 
 /** Where the run stands now, for a person: its status and why, the verdict and the next action (the Web UI's, from its state). */
-export function describeParking(state: RefundRunState): string {
+function describeParking(state: RefundRunState): string {
   const judged = verdict({
     execution: 'RUNNING',
     state,

@@ -3,7 +3,7 @@
 // the `decide` Update (or, with --print, prints it for `temporal workflow update execute`). The Update id
 // is a business key (the decision and the parking it answers), so sending the same decision twice applies
 // it once. `npm run decide -- keygen` makes a key.
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import fs from 'node:fs';
 import { workerPolling } from '../temporal/client';
@@ -20,7 +20,7 @@ import {
   type DecisionInput,
   type RefundWorkflow,
 } from '../contract';
-import { exitOnError, withClient } from './common';
+import { exitOnError, noSuchRun, withClient } from './common';
 import { defaultKeyFile, generateKey, readKey, signDecision, type DeciderKey } from './decider-keys';
 import { answeredAddress, confirm, movedMessage, Refused, unnamedParking, type ParkingFlags } from './decide-parking';
 
@@ -187,10 +187,5 @@ function printForTemporalCli(workflowId: string, updateId: string, input: Decisi
 exitOnError('decide', main(), (err) =>
   err instanceof Refused
     ? { code: 2, message: `refused, nothing was recorded: ${err.message}` }
-    : err instanceof WorkflowNotFoundError
-      ? {
-          code: 1,
-          message: `no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that wait for a decision)`,
-        }
-      : undefined,
+    : noSuchRun(err, program.args[0], 'wait for a decision'),
 );

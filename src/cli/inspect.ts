@@ -1,14 +1,14 @@
 // `npm run inspect -- <workflow id>`: what a refund run has done to the world, what is inferred from
 // it and how sure that is, the verdict, and the single smallest next action. `--attention` lists
 // every run that needs a person, read page by page from Temporal's visibility.
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { Command } from 'commander';
 import { createStripeClient } from '../activities/stripe-client';
 import { loadConfig } from '../config';
 import { runsNeedingAttention, ATTENTION_QUERY } from '../inspect/attention';
 import { inspectRun, type Inspection } from '../inspect/inspection';
 import { decideCommand, type StepRecord } from '../contract';
-import { exitOnError, wholeNumber, withClient, withStore } from './common';
+import { exitOnError, noSuchRun, wholeNumber, withClient, withStore } from './common';
 
 const program = new Command('inspect')
   .description(
@@ -162,11 +162,4 @@ function stepDetail(s: StepRecord): string {
   return parts.filter(Boolean).join('; ') || (s.idempotencyKey ? `key ${s.idempotencyKey}` : '');
 }
 
-exitOnError('inspect', main(), (err) =>
-  err instanceof WorkflowNotFoundError
-    ? {
-        code: 1,
-        message: `no workflow ${program.args[0]} (\`npm run inspect -- --attention\` lists the runs that need a person)`,
-      }
-    : undefined,
-);
+exitOnError('inspect', main(), (err) => noSuchRun(err, program.args[0], 'need a person'));

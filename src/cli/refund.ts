@@ -57,9 +57,9 @@ async function main() {
         `${was}: request #${queued.id}, order ${request.orderId} v${request.operationVersion}; the refund-batch schedule starts queued requests (npm run queue -- list)`,
       );
     });
+  const { taskQueue, admission } = config;
   await startAndFollow('refund', config, opts.wait, async (client) => {
-    const admission = { taskQueue: config.taskQueue, ...config.admission };
-    return (await startRefund(client, request, config.taskQueue, admission)).handle;
+    return (await startRefund(client, request, taskQueue, admission.maxBacklog)).handle;
   });
 }
 

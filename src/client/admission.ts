@@ -5,13 +5,6 @@
 import type { Client } from '@temporalio/client';
 import { backlogs, type Backlog } from '../temporal/client';
 
-export interface Admission {
-  /** The workflow task queue the refund would start on. */
-  taskQueue: string;
-  /** Refuse while either queue has more tasks waiting than this; 0: admit everything. */
-  maxBacklog: number;
-}
-
 export class AdmissionRejectedError extends Error {
   override name = 'AdmissionRejectedError';
   constructor(
@@ -23,12 +16,11 @@ export class AdmissionRejectedError extends Error {
 }
 
 /** Throws AdmissionRejectedError, naming the queue and its backlog, when a new refund must wait. */
-export async function checkAdmission(client: Client, admission: Admission, what: string): Promise<void> {
-  if (admission.maxBacklog <= 0) return;
-  const over = (await backlogs(client, admission.taskQueue)).find((b) => b.tasks > admission.maxBacklog);
+export async function checkAdmission(client: Client, taskQueue: string, maxBacklog: number, what: string) {
+  const over = (await backlogs(client, taskQueue)).find((b) => b.tasks > maxBacklog);
   if (over) {
     throw new AdmissionRejectedError(
-      `${what} not started: task queue ${over.taskQueue} has ${over.tasks} tasks waiting (the oldest for ${over.ageSeconds} s), over the limit of ${admission.maxBacklog} (ADMISSION_MAX_BACKLOG); ` +
+      `${what} not started: task queue ${over.taskQueue} has ${over.tasks} tasks waiting (the oldest for ${over.ageSeconds} s), over the limit of ${maxBacklog} (ADMISSION_MAX_BACKLOG); ` +
         'the workers are behind. Nothing was done: try again later, add workers, or queue it (`npm run refund -- … --queue`) for the refund-batch schedule to start when there is room',
       over,
     );

@@ -6,7 +6,7 @@ import {
   type Client,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { AdmissionRejectedError, checkAdmission, type Admission } from './admission';
+import { AdmissionRejectedError, checkAdmission } from './admission';
 import {
   parseRefundWorkflowId,
   REFUND_WORKFLOW,
@@ -15,26 +15,24 @@ import {
   runSummary,
   SEARCH_ATTRIBUTES,
   TASK_QUEUE,
-  type CompletedRefund,
   type RefundWorkflow,
 } from '../contract';
 import { changedIntent, parseRefundRequest } from '../domain/refund-request';
 import { ConflictingRefundError, startedWith } from '../temporal/client';
-import { outcomeOf, type RunOutcome } from './outcome';
 
 /**
  * Starts the refund, or returns the run that already holds its workflow id (running or
  * finished), so a repeated request never refunds twice. A request that differs from that
- * run's is a changed intent and is refused: it needs a new operation version. With `admission`,
+ * run's is a changed intent and is refused: it needs a new operation version. With `maxBacklog` (0: none),
  * a new run is refused (AdmissionRejectedError) while the workers are too far behind.
  */
-export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, admission?: Admission) {
+export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, maxBacklog = 0) {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
   let handle: WorkflowHandle<RefundWorkflow>;
   // Over the backlog limit, only a new run is refused: a repeated request still finds its run.
-  if (admission && !(await runExists(client, workflowId))) {
-    await checkAdmission(client, admission, `refund ${workflowId}`).catch(async (err: unknown) => {
+  if (maxBacklog > 0 && !(await runExists(client, workflowId))) {
+    await checkAdmission(client, taskQueue, maxBacklog, `refund ${workflowId}`).catch(async (err: unknown) => {
       // Started meanwhile by another caller (or the batch): this request attaches to it instead.
       if (!(err instanceof AdmissionRejectedError && (await runExists(client, workflowId)))) throw err;
     });
@@ -83,24 +81,15 @@ async function runExists(client: Client, workflowId: string): Promise<boolean> {
   }
 }
 
-export interface OrderRun {
-  workflowId: string;
-  /** From the workflow id `refund-<order>-v<n>`; undefined for a run started under another id. */
-  operationVersion: number | undefined;
-  /** Temporal's execution status (RUNNING, COMPLETED, FAILED …) and the run's own RefundStatus. */
-  execution: string;
-  refundStatus: string | undefined;
-  startTime: Date;
-}
-
 /** Every run for an order that visibility knows, oldest first: rejected and invalid runs hold their versions too. */
-export async function orderRuns(client: Client, orderId: string): Promise<OrderRun[]> {
-  const runs: OrderRun[] = [];
+export async function orderRuns(client: Client, orderId: string) {
+  const runs = [];
   // Order ids are letters, digits, "_" and "-" (the request schema says so): safe in the query.
   for await (const w of client.workflow.list({ query: `RefundOrderId = '${orderId}'` })) {
     const parsed = parseRefundWorkflowId(w.workflowId);
     runs.push({
       workflowId: w.workflowId,
+      // Undefined for a run started under an id other than `refund-<order>-v<n>`.
       operationVersion: parsed?.orderId === orderId ? parsed.operationVersion : undefined,
       execution: w.status.name,
       refundStatus: w.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status),
@@ -111,28 +100,5 @@ export async function orderRuns(client: Client, orderId: string): Promise<OrderR
 }
 
 /** The version after every one the runs (and `atLeast`) hold: a changed intent's. */
-export const nextOperationVersion = (runs: OrderRun[], atLeast = 0) =>
+export const nextOperationVersion = (runs: { operationVersion?: number }[], atLeast = 0) =>
   runs.reduce((max, r) => Math.max(max, r.operationVersion ?? 0), atLeast) + 1;
-
-/** A refund run that did not complete: it ended with another outcome, or waits for a person. */
-export class RefundNotCompletedError extends Error {
-  override name = 'RefundNotCompletedError';
-  constructor(
-    message: string,
-    readonly outcome: RunOutcome,
-  ) {
-    super(message);
-  }
-}
-
-/** Starts (or attaches to) the refund and returns its completed result; anything else is a RefundNotCompletedError. */
-export async function refund(client: Client, input: unknown, taskQueue = TASK_QUEUE): Promise<CompletedRefund> {
-  const { workflowId, handle } = await startRefund(client, input, taskQueue);
-  const outcome = await outcomeOf(handle);
-  if (outcome.kind === 'parked')
-    throw new RefundNotCompletedError(`${workflowId} needs a person: ${outcome.state.outcome?.reason}`, outcome);
-  const { result } = outcome;
-  if (result.status === 'completed') return result;
-  const why = `ended ${result.status}: ${result.reason}`;
-  throw new RefundNotCompletedError(`${workflowId} ${why}`, outcome);
-}

@@ -24,12 +24,9 @@ const FIELD_TO_COLUMN = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) 
 
 type Problems = { field: string; message: string }[];
 type Queued = { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number };
-export type RowReport = { line: number } & (Queued | { status: 'refused'; problems: Problems });
+type RowReport = { line: number } & (Queued | { status: 'refused'; problems: Problems });
 
 export class CsvFileError extends Error {}
-
-const wholeNumber = (v: string | undefined) =>
-  v === undefined || v === '' ? undefined : /^\d+$/.test(v) ? Number(v) : Number.NaN;
 
 type Row = { line: number; record: Record<string, string> } | { line: number; fields: number; expected: number };
 
@@ -92,9 +89,8 @@ async function importRow(
   line: number,
   opts: { source: string; requestedBy?: string },
 ): Promise<{ problems: Problems } | Queued> {
-  const numbers = { amount: wholeNumber(record.amount), operation_version: wholeNumber(record.operation_version) };
-  const { amount, operation_version: operationVersion } = numbers;
-  const notWhole = (['amount', 'operation_version'] as const).filter((c) => Number.isNaN(numbers[c]));
+  // An empty cell is a missing value; any other must be digits.
+  const notWhole = (['amount', 'operation_version'] as const).filter((c) => record[c] && !/^\d+$/.test(record[c]));
   if (notWhole.length)
     return {
       problems: notWhole.map((c) => ({
@@ -105,11 +101,11 @@ async function importRow(
   const order = record.order_id ? await store.getOrder(record.order_id) : undefined;
   const parsed = refundRequestSchema.safeParse({
     orderId: record.order_id,
-    amount: amount ?? null,
+    amount: record.amount ? Number(record.amount) : null,
     currency: record.currency || order?.currency || '',
     ...(record.reason && { reason: record.reason }),
     requestedBy: record.requested_by || opts.requestedBy || '',
-    ...(operationVersion !== undefined && { operationVersion }),
+    ...(record.operation_version && { operationVersion: Number(record.operation_version) }),
   });
   if (!parsed.success)
     return {

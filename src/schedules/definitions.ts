@@ -116,26 +116,22 @@ export function parseDefinitions(raw: unknown, source: string): ScheduleDefiniti
   return parsed.data;
 }
 
-export function loadDefinitions(opts: { file?: string; timeZone: string; taskQueue?: string }): ScheduleDefinition[] {
-  if (!opts.file)
-    return parseDefinitions(
-      defaultDefinitions(opts.timeZone).map((d) => ({ ...d, taskQueue: opts.taskQueue })),
-      'the shipped schedules',
-    );
-  let raw: unknown;
-  try {
-    raw = JSON.parse(fs.readFileSync(opts.file, 'utf8'));
-  } catch (err) {
-    throw new Error(`SCHEDULES_FILE ${opts.file}: ${(err as Error).message}`, { cause: err });
+export function loadDefinitions(opts: { file?: string; timeZone: string; taskQueue: string }): ScheduleDefinition[] {
+  let raw: unknown = defaultDefinitions(opts.timeZone);
+  if (opts.file) {
+    try {
+      raw = JSON.parse(fs.readFileSync(opts.file, 'utf8'));
+    } catch (err) {
+      throw new Error(`SCHEDULES_FILE ${opts.file}: ${(err as Error).message}`, { cause: err });
+    }
   }
   // Entries that name no task queue go to the one the workers poll (TASK_QUEUE).
-  const withQueue =
-    Array.isArray(raw) && opts.taskQueue
-      ? raw.map((d: unknown) =>
-          d && typeof d === 'object' && !('taskQueue' in d) ? { ...d, taskQueue: opts.taskQueue } : d,
-        )
-      : raw;
-  return parseDefinitions(withQueue, `SCHEDULES_FILE ${opts.file}`);
+  const withQueue = Array.isArray(raw)
+    ? raw.map((d: unknown) =>
+        d && typeof d === 'object' && !('taskQueue' in d) ? { ...d, taskQueue: opts.taskQueue } : d,
+      )
+    : raw;
+  return parseDefinitions(withQueue, opts.file ? `SCHEDULES_FILE ${opts.file}` : 'the shipped schedules');
 }
 
 /** `v<version> <hash>`: what `apply` records on the schedule, to tell an up-to-date schedule from a stale one. */

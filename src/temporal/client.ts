@@ -103,7 +103,7 @@ export async function connectTemporal(config: Config, hint: string, connectTimeo
 }
 
 /** Our search attributes the namespace does not have. */
-export async function missingSearchAttributes(connection: Connection, namespace: string) {
+async function missingSearchAttributes(connection: Connection, namespace: string) {
   const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
   return Object.values(SEARCH_ATTRIBUTES).filter((key) => !(key.name in (customAttributes ?? {})));
 }

@@ -1,9 +1,6 @@
-// The Stripe webhook receiver: POST /webhooks/stripe. It checks the signature with the official
-// SDK (constructEvent, with its clock-skew tolerance) and answers anything unsigned, badly signed,
-// too old or malformed with a 400 and no effect. It records each event once by its id, finds the
-// refund's operation by `metadata.operation_id`, and hands the event to the run that holds the
-// operation as a Signal; it answers 2xx only once the event is recorded and, for a running run,
-// durably in Temporal's history.
+// The Stripe webhook receiver, POST /webhooks/stripe (docs/webhooks.md): a request not signed as the SDK's
+// constructEvent checks is a 400 with no effect; an event is recorded once by its id and handed as a Signal to
+// the run that holds its operation, and only then answered 2xx.
 import { HttpError, listen, readBody, sendJson } from '../http/server';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import http from 'node:http';
@@ -14,7 +11,7 @@ import { providerEventSignal, type ProviderEventSummary } from '../contract';
 import { startFollowUp } from '../temporal/client';
 import { lifecycleRank } from '../domain/order';
 
-export interface ReceiverDeps {
+interface ReceiverDeps {
   stripe: Stripe;
   /** The endpoint's signing secret (`whsec_…`). */
   secret: string;
@@ -54,15 +51,16 @@ async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string)
   if (typeof object.id !== 'string' || typeof object.status !== 'string')
     throw new HttpError(400, 'malformed: a refund event needs data.object.id and data.object.status');
   const operationId = typeof object.metadata?.operation_id === 'string' ? object.metadata.operation_id : null;
+  const amount = typeof object.amount === 'number' ? object.amount : null;
+  const currency = typeof object.currency === 'string' ? object.currency : null;
+  const news = { type: event.type, refundId: object.id, refundStatus: object.status };
   const { record, first } = await deps.store.providerEvents.receive({
     eventId: event.id,
-    type: event.type,
     operationId,
-    refundId: object.id,
-    refundStatus: object.status,
-    amount: typeof object.amount === 'number' ? object.amount : null,
-    currency: typeof object.currency === 'string' ? object.currency : null,
+    amount,
+    currency,
     created: event.created,
+    ...news,
   });
   // Handed on already (to a run, a follow-up, or kept with nothing to do): a redelivery changes nothing.
   if (!first && record.handedAt !== null) return { received: event.id, duplicate: true, handedTo: record.handedTo };
@@ -79,11 +77,9 @@ async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string)
   }
   const summary: ProviderEventSummary = {
     id: event.id,
-    type: event.type,
-    refundId: object.id,
-    refundStatus: object.status,
-    ...(typeof object.amount === 'number' && { amount: object.amount }),
-    ...(typeof object.currency === 'string' && { currency: object.currency }),
+    ...news,
+    ...(amount !== null && { amount }),
+    ...(currency !== null && { currency }),
     created: event.created,
     receivedAt: record.receivedAt,
   };

@@ -138,7 +138,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export { completed, fewLookups, policyFileText, stopped, TEST_POLICY, UNSIGNED_ENV } from './runs';
+export { completed, fewLookups, policyFileText, refund, stopped, TEST_POLICY, UNSIGNED_ENV } from './runs';
 
 export async function startHarness(options: HarnessOptions = {}): Promise<Harness> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-test-'));

@@ -1,7 +1,8 @@
 // What every tier's tests share about runs: the test policy (fault paths in seconds), and how to
 // wait for a run to end or park and read how.
-import type { WorkflowHandle } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import { outcomeOf } from '../../src/client/outcome';
+import { startRefund } from '../../src/client/refunds';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../src/reliability/policy';
 import { stepsQuery, type CompletedRefund, type RefundResult, type RefundRunState } from '../../src/contract';
@@ -47,6 +48,14 @@ export async function stopped(started: Started | Promise<Started>): Promise<{ st
 export function completed(result: RefundResult): CompletedRefund {
   expect(result).toMatchObject({ status: 'completed' });
   return result as CompletedRefund;
+}
+
+/** Starts (or attaches to) the refund and returns its result, which must be completed. */
+export async function refund(client: Client, input: unknown): Promise<CompletedRefund> {
+  const { workflowId, handle } = await startRefund(client, input);
+  const outcome = await outcomeOf(handle);
+  if (outcome.kind === 'parked') throw new Error(`${workflowId} needs a person: ${outcome.state.outcome?.reason}`);
+  return completed(outcome.result);
 }
 
 /**

@@ -175,7 +175,7 @@ function patchMarkers(events: temporal.api.history.v1.IHistoryEvent[]): string[]
 
 test('over the backlog limit a new refund is refused as documented, a repeated one still attaches, and a parked run is decided', async () => {
   const taskQueue = `bulkhead-${randomUUID().slice(0, 8)}`;
-  const admission = { taskQueue, maxBacklog: 3 };
+  const maxBacklog = 3;
   // A run parks at its completion gate (the provider's refund list fails), with every pool up.
   const parkedOrder = await h.seedOrder(newOrderId());
   await h.failProviderReads(parkedOrder.paymentIntentId);
@@ -183,7 +183,7 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
     await workers(taskQueue)
   ).runUntil(
     (async () => {
-      const { handle } = await startRefund(h.env.client, request(parkedOrder.id), taskQueue, admission);
+      const { handle } = await startRefund(h.env.client, request(parkedOrder.id), taskQueue, maxBacklog);
       expect((await stopped(handle)).status).toBe('needs_attention');
       return handle;
     })(),
@@ -213,7 +213,7 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
           await new Promise((r) => setTimeout(r, 200));
 
         const refused = await h.seedOrder(newOrderId());
-        const error = await startRefund(h.env.client, request(refused.id), taskQueue, admission).catch(
+        const error = await startRefund(h.env.client, request(refused.id), taskQueue, maxBacklog).catch(
           (e: unknown) => e,
         );
         expect(error).toBeInstanceOf(AdmissionRejectedError);
@@ -245,7 +245,7 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
           h.env.client,
           request(waiting[0]!.replace(/^refund-|-v1$/g, '')),
           taskQueue,
-          admission,
+          maxBacklog,
         );
         expect(again.workflowId).toBe(waiting[0]);
 

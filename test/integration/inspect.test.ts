@@ -10,11 +10,11 @@ import { promisify } from 'node:util';
 import { generateKey } from '../../src/cli/decider-keys';
 import { keyIdOf, messageIdForKey, stepsQuery } from '../../src/contract';
 import { findTool } from '../../tools/src/stack/tools';
-import { refund, startRefund } from '../../src/client/refunds';
+import { startRefund } from '../../src/client/refunds';
 import { inspectRun, type Inspection } from '../../src/inspect/inspection';
 import { verdict } from '../../src/reliability/verdict';
 import { refundWorkflow } from '../../src/workflows';
-import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { completed, fewLookups, refund, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 import { nodeArgs } from '../helpers/compiled';
 
 const execFileAsync = promisify(execFile);

@@ -2,12 +2,12 @@
 // SMTP servers and a real SQLite store behind the activities.
 import { ApplicationFailure } from '@temporalio/common';
 import { randomUUID } from 'node:crypto';
-import { refund, startRefund } from '../../src/client/refunds';
+import { startRefund } from '../../src/client/refunds';
 import { ConflictingRefundError } from '../../src/temporal/client';
 import { InvalidRefundRequestError } from '../../src/domain/refund-request';
 import { stepsQuery } from '../../src/contract';
 import { refundWorkflow } from '../../src/workflows';
-import { startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { refund, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;
 beforeAll(async () => {

@@ -3,10 +3,9 @@
 // it: nothing may be sent again until reconciliation proves no refund exists. A blind resend would
 // create a second refund, and the last test shows the server would indeed do so.
 import { randomUUID } from 'node:crypto';
-import { refund } from '../../src/client/refunds';
 import { TASK_QUEUE } from '../../src/contract';
 import { refundWorkflow } from '../../src/workflows';
-import { fewLookups, startHarness, stopped, type Harness } from '../helpers/harness';
+import { fewLookups, refund, startHarness, stopped, type Harness } from '../helpers/harness';
 
 let h: Harness;
 beforeAll(async () => {

@@ -5,11 +5,11 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
-import { refund, startRefund } from '../../src/client/refunds';
+import { startRefund } from '../../src/client/refunds';
 import { messageIdForKey, TASK_QUEUE, type RefundRunState } from '../../src/contract';
 import { findTool } from '../../tools/src/stack/tools';
 import { refundWorkflow } from '../../src/workflows';
-import { completed, fewLookups, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
+import { completed, fewLookups, refund, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
 let h: Harness;
 beforeAll(async () => {
