@@ -42,8 +42,8 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
   const followUpRun = described.type === FOLLOW_UP_WORKFLOW;
   if (followUpRun)
     stateUnavailable = `a follow-up run of ${sa.get(SEARCH_ATTRIBUTES.followUpOf) ?? 'an earlier run'}: no step table; its compensations are in its result`;
-  // A Query needs a worker, even for a closed run: without one it would wait, so ask only when one polls.
-  else if (!(await workerPolling(client)))
+  // A Query needs a worker on the run's queue, even for a closed run: without one it would wait, so ask only when one polls.
+  else if (!(await workerPolling(client, described.taskQueue)))
     stateUnavailable =
       'no worker is polling, so the run cannot be queried for its step table; start one with `npm start`';
   else {

@@ -12,6 +12,7 @@ import { keyIdOf, messageIdForKey, stepsQuery } from '../../src/contract';
 import { findTool } from '../../tools/src/stack/tools';
 import { startRefund } from '../../src/client/refunds';
 import { inspectRun, type Inspection } from '../../src/inspect/inspection';
+import { outcomeOf } from '../../src/client/outcome';
 import { verdict } from '../../src/reliability/verdict';
 import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, refund, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
@@ -399,6 +400,22 @@ test('inspect --attention lists every run that needs a person, page by page', as
   await Promise.all(
     parked.map((id) => cli('decide.ts', [id, 'abandon', '--current', '--by', 'ops', '--reason', 'test done'])),
   );
+});
+
+test("a run on a queue of its own: inspect asks whether a worker polls the run's queue, not the default one", async () => {
+  const polling = jest.spyOn(h.env.client.workflowService, 'describeTaskQueue');
+  try {
+    await h.withWorker({}, async (queue) => {
+      const order = await h.seedOrder(newOrderId());
+      const { handle } = await startRefund(h.env.client, request(order.id), queue);
+      expect(await outcomeOf(handle)).toMatchObject({ kind: 'result', result: { status: 'completed' } });
+      const i = await inspect(handle.workflowId);
+      expect(i.steps?.map((s) => s.status)).toEqual(Array(5).fill('completed'));
+      expect(polling.mock.calls.map(([asked]) => asked.taskQueue?.name)).toEqual([queue]);
+    });
+  } finally {
+    polling.mockRestore();
+  }
 });
 
 test('bad input changes nothing: no such run, no decision, both a workflow id and --attention', async () => {
