@@ -15,21 +15,15 @@ export interface SendRecord<R> {
   lastSentAt: string | null;
 }
 
-export type SendDecision<R> =
-  | { kind: 'replay'; receipt: R }
-  /** An earlier send's outcome is open and a send now would fall outside the key's dedupe window. */
-  | { kind: 'reconcile_first' }
-  | { kind: 'send' };
-
 /** Whether the key's dedupe window decides: an earlier send whose outcome nothing on record settles. */
 const earlierSendOpen = <R>(record: SendRecord<R>) =>
   !record.receipt && record.lastSentAt !== null && record.provenAbsentThrough !== record.requestsSent;
 
-/** Whether a send may go out now, from its record alone. */
-export function sendDecision<R>(record: SendRecord<R>, insideWindow: boolean): SendDecision<R> {
-  if (record.receipt) return { kind: 'replay', receipt: record.receipt };
-  if (earlierSendOpen(record) && !insideWindow) return { kind: 'reconcile_first' };
-  return { kind: 'send' };
+/** Whether a send may go out now, from its record alone: not while an earlier one is open outside the dedupe window. */
+export function sendDecision<R>(record: SendRecord<R>, insideWindow: boolean) {
+  if (record.receipt) return { kind: 'replay' as const, receipt: record.receipt };
+  if (earlierSendOpen(record) && !insideWindow) return { kind: 'reconcile_first' as const };
+  return { kind: 'send' as const };
 }
 
 /** One boundary's part of a send: its record, its request, and how it reads what came back. */
