@@ -1,9 +1,6 @@
-// A follow-up run for a refund the provider reported failed after the refund's own run finished.
-// The webhook receiver starts it (signalWithStart, one workflow id per operation); it asks the
-// provider, and when the refund did fail it runs the saga's registered compensations for what
-// stands (the order's refund taken off, a correction email), each under the same key the saga
-// itself would use, so nothing is undone twice however often the event comes, and leaves its
-// outcome on the operation's audit trail beside the original run's.
+// A follow-up run (one per operation, started by the webhook receiver) for a refund the provider reported failed after
+// the refund's own run finished: when it did fail, it undoes what of the saga stands, each under the key the saga would
+// use (so nothing is undone twice however often the event comes), and leaves its outcome on the operation's audit trail.
 import {
   ApplicationFailure,
   CancellationScope,
@@ -28,7 +25,9 @@ import {
   type FollowUpResult,
   type FollowUpState,
 } from '../contract';
-import { activityOptions, BOOKKEEPING } from '../saga/workflow/activity-options';
+import { z } from 'zod';
+import { activityOptions } from '../saga/workflow/activity-options';
+import { audit } from '../saga/workflow/audit';
 import { StepRunner } from '../saga/workflow/calls';
 import { undoSteps } from '../saga/workflow/undo';
 import type { Boundary } from '../reliability/taxonomy';
@@ -37,6 +36,11 @@ import { pooledActivities } from './pools';
 import { MAX_PROVIDER_EVENTS } from './provider-events';
 import { describeFailure } from '../saga/workflow/step-failure';
 
+const inputSchema = z.object({
+  operationId: z.string().min(1).max(200),
+  refundId: z.string().min(1).max(255),
+  originalWorkflowId: z.string().min(1).max(1000),
+});
 const LOOKUP = {
   startToCloseTimeout: '30s',
   scheduleToCloseTimeout: '10m',
@@ -45,18 +49,11 @@ const LOOKUP = {
 
 export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
   refusePlaintext(input);
-  const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
-  if (
-    !input ||
-    !valid(input.operationId, 200) ||
-    !valid(input.refundId, 255) ||
-    !valid(input.originalWorkflowId, 1000)
-  ) {
+  if (!inputSchema.safeParse(input).success)
     throw ApplicationFailure.nonRetryable(
       'a follow-up needs an operationId, a refundId and the originalWorkflowId',
       'INVALID_ARGUMENTS',
     );
-  }
   const { workflowId, runId } = workflowInfo();
   // Follow-ups begun before it could be cancelled part-way through their compensations, and still replay so.
   const compensatesThroughCancel = patched('follow-up-compensates-through-cancel');
@@ -101,15 +98,10 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     ]);
     const { operationId, originalWorkflowId } = input;
     const { compensations } = state;
-    const detail = {
-      followUp: workflowId,
-      runId,
-      originalWorkflowId,
-      compensations: compensations.map(({ step, key, status: s }) => ({ step, key, status: s })),
-    };
-    await pooledActivities<RefundActivities>(BOOKKEEPING)
-      .recordOutcome({ operationId, status, reason, failedStep: null, event: 'follow_up', detail })
-      .catch(() => undefined);
+    const done = compensations.map(({ step, key, status: s }) => ({ step, key, status: s }));
+    const detail = { followUp: workflowId, runId, originalWorkflowId, compensations: done };
+    // Best effort, a cancellation too: the result carries the outcome.
+    await audit(input, status, reason, null, 'follow_up', detail).catch(() => undefined);
     const refund = facts && { refundId: facts.refund.refundId, status: facts.refund.status };
     return { workflowId, operationId, originalWorkflowId, status, reason, refund, compensations };
   };
@@ -137,22 +129,20 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     );
   const facts = examined.data as unknown as FollowUpFacts;
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderId, value: facts.request.orderId }]);
-  if (!facts.failed) {
+  if (!facts.failed)
     return finish(
       'unchanged',
       `refund ${facts.refund.refundId} is ${facts.refund.status} at the provider: nothing to undo`,
       facts,
     );
-  }
 
   // A checkout's refund of its charge undid that checkout, which has ended: nothing of a refund saga stands to undo.
-  if (facts.scope === CHECKOUT_REFUND_SCOPE) {
+  if (facts.scope === CHECKOUT_REFUND_SCOPE)
     return finish(
       'needs_attention',
       `the provider ${facts.refund.status} refund ${facts.refund.refundId}, which gave back checkout ${facts.request.orderId}'s charge, after ${input.originalWorkflowId} finished: the customer paid and was not refunded; a person refunds them or tells them`,
       facts,
     );
-  }
 
   // Compensations never stop for a cancellation: the order and the customer are put right, and the outcome recorded.
   const compensating = () => compensateAndFinish(facts);
@@ -161,12 +151,11 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   async function compensateAndFinish(facts: FollowUpFacts): Promise<FollowUpResult> {
     state.status = 'compensating';
     upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
-    const policy = facts.policy;
     // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
     const plan = compensationPlan(
       input.operationId,
       facts,
-      correctsUnknownNotice(policy, false),
+      correctsUnknownNotice(facts.policy, false),
       'a person sends the customer a correction',
     );
     const ctx = {
@@ -181,7 +170,8 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     });
     const steps = new StepRunner(REFUND_STEPS);
     // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
-    const activities = (boundary: Boundary) => pooledActivities<RefundActivities>(activityOptions(policy, boundary));
+    const activities = (boundary: Boundary) =>
+      pooledActivities<RefundActivities>(activityOptions(facts.policy, boundary));
     await undoSteps({ steps, budget: { spend: () => undefined }, calls: { activities } }, planned);
     state.compensations = planned.map(({ step, key }) => {
       const { status, output, error } = steps.get(step).compensation!;
@@ -192,13 +182,12 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     const open = state.compensations.filter((c) => c.status !== 'completed');
     // A notice never handed over (pending) told the customer nothing; one whose hand-over is unknown (sending) may have.
     const unsure = plan.held ? ` ${plan.held.reason}.` : '';
-    if (open.length > 0) {
+    if (open.length > 0)
       return finish(
         'needs_attention',
         `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`,
         facts,
       );
-    }
     if (unsure) return finish('needs_attention', `${what}.${unsure}`, facts);
     const done = state.compensations.map((c) => `${c.step} (key ${c.key})`).join(', ');
     return finish(
