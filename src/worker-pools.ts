@@ -58,18 +58,9 @@ export class RefundWorker {
     for (const w of this.workers) if (w.getState() === 'RUNNING') w.shutdown();
   }
 
-  /** Runs the pools until `work` settles, then stops them and returns its result. */
-  async runUntil<T>(work: Promise<T>): Promise<T> {
-    const running = this.run();
-    try {
-      return await Promise.race([
-        work,
-        running.then(() => Promise.reject(new Error('the workers stopped before the work was done'))),
-      ]);
-    } finally {
-      this.shutdown();
-      await running.catch(() => undefined);
-    }
+  /** The task queues the pools poll. */
+  get queues(): string[] {
+    return this.workers.map((w) => w.options.taskQueue);
   }
 }
 
@@ -147,7 +138,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     for (const spec of specs) workers.push(await Worker.create(spec));
   } catch (err) {
     // Workers already created hold the connection until they have run: run them down.
-    await new RefundWorker(workers).runUntil(Promise.resolve()).catch(() => undefined);
+    await Promise.all(workers.map((w) => w.runUntil(Promise.resolve()).catch(() => undefined)));
     throw err;
   }
   return new RefundWorker(workers);

@@ -13,7 +13,6 @@ import { deploymentVersion } from './lifecycle/deployment';
 import { startLineFields } from './observability/start-line';
 import { startTracing } from './observability/tracing';
 import { telemetryOptions } from './observability/telemetry';
-import { poolQueue } from './contract';
 import { payloadKeyring, refundDataConverter, workerDataConverter } from './codec/data-converter';
 import { bundleRefundWorkflows, createRefundWorker } from './worker-pools';
 
@@ -114,13 +113,10 @@ export async function runWorker(): Promise<void> {
       stickyTimeoutMs: config.worker.stickyTimeoutMs,
     });
     workers = worker.workers;
-    const queues = config.worker.pools.map((p) =>
-      p === 'workflows' ? config.taskQueue : poolQueue(config.taskQueue, p),
-    );
     const running = worker.run();
     drain.stopWith(() => worker.shutdown());
     logger.info(
-      `worker polling task queue ${queues.join(', ')} on ${config.temporal.address}`,
+      `worker polling task queue ${worker.queues.join(', ')} on ${config.temporal.address}`,
       startLineFields(config, deps.settings, keyring, deployment, drain.graceMs),
     );
     const { keys } = deps.settings.policy.decisions;
