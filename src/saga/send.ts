@@ -31,7 +31,6 @@ export interface KeyedSend<Rec extends SendRecord<R>, R, Raw> {
   record: Rec;
   /** Whether a request sent now reaches the provider inside its key's dedupe window. */
   insideWindow(record: Rec): Promise<boolean>;
-  /** A receipt on record, as the send returns it replayed. */
   replayed(receipt: R): R;
   /** Why nothing is sent: an earlier send is open outside the dedupe window. */
   reconcileFirst(record: Rec): Classified;
@@ -47,9 +46,7 @@ export interface KeyedSend<Rec extends SendRecord<R>, R, Raw> {
   recordUnknown(failure: Classified): Promise<unknown>;
   /** Records that this send, the `ifRequestsSent`th, made nothing, as every earlier one (best effort). */
   recordAbsent(failure: Classified, ifRequestsSent: number): Promise<unknown>;
-  /** The step's receipt, as the provider answered. */
   receiptOf(raw: Raw): R;
-  /** Records the receipt on the send's record. */
   recordReceipt(raw: Raw, receipt: R): Promise<unknown>;
   /** The failure when the effect exists and only its record could not be written. */
   notRecorded(raw: Raw, err: unknown): Classified;
