@@ -54,6 +54,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       'a follow-up needs an operationId, a refundId and the originalWorkflowId',
       'INVALID_ARGUMENTS',
     );
+  const { operationId, refundId, originalWorkflowId } = input;
   const { workflowId, runId } = workflowInfo();
   // Follow-ups begun before it could be cancelled part-way through their compensations, and still replay so.
   const compensatesThroughCancel = patched('follow-up-compensates-through-cancel');
@@ -72,7 +73,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     providerEventSignal,
     providerEventSchema,
     (e) => {
-      if (e.refundId !== input.refundId) return `names refund ${e.refundId}, not this run's refund ${input.refundId}`;
+      if (e.refundId !== refundId) return `names refund ${e.refundId}, not this run's refund ${refundId}`;
       if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < MAX_PROVIDER_EVENTS)
         state.providerEvents.push(e);
       return undefined;
@@ -82,7 +83,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.status, value: 'reconciling' },
     { key: SEARCH_ATTRIBUTES.step, value: 'follow_up' },
-    { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
+    { key: SEARCH_ATTRIBUTES.followUpOf, value: originalWorkflowId },
   ]);
 
   const finish = async (
@@ -96,7 +97,6 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       { key: SEARCH_ATTRIBUTES.needsAttention, value: status === 'needs_attention' },
       ...(facts ? [{ key: SEARCH_ATTRIBUTES.effect, value: facts.failed ? 'failed' : 'refunded' }] : []),
     ]);
-    const { operationId, originalWorkflowId } = input;
     const { compensations } = state;
     const done = compensations.map(({ step, key, status: s }) => ({ step, key, status: s }));
     const detail = { followUp: workflowId, runId, originalWorkflowId, compensations: done };
@@ -108,15 +108,12 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
 
   let raw: unknown;
   try {
-    raw = await pooledActivities<RefundActivities>(LOOKUP).examineFollowUp({
-      operationId: input.operationId,
-      refundId: input.refundId,
-    });
+    raw = await pooledActivities<RefundActivities>(LOOKUP).examineFollowUp({ operationId, refundId });
   } catch (err) {
     const { error } = describeFailure(err, 'stripe', 'examining the failure the provider reported', false);
     return finish(
       'needs_attention',
-      `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`,
+      `the provider could not be asked about refund ${refundId}: ${error.code}: ${error.message}; a person checks it`,
       null,
     );
   }
@@ -124,7 +121,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   if (!examined.success)
     return finish(
       'needs_attention',
-      `examining refund ${input.refundId} returned a result the follow-up cannot use; a person checks it`,
+      `examining refund ${refundId} returned a result the follow-up cannot use; a person checks it`,
       null,
     );
   const facts = examined.data as unknown as FollowUpFacts;
@@ -140,7 +137,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   if (facts.scope === CHECKOUT_REFUND_SCOPE)
     return finish(
       'needs_attention',
-      `the provider ${facts.refund.status} refund ${facts.refund.refundId}, which gave back checkout ${facts.request.orderId}'s charge, after ${input.originalWorkflowId} finished: the customer paid and was not refunded; a person refunds them or tells them`,
+      `the provider ${facts.refund.status} refund ${facts.refund.refundId}, which gave back checkout ${facts.request.orderId}'s charge, after ${originalWorkflowId} finished: the customer paid and was not refunded; a person refunds them or tells them`,
       facts,
     );
 
@@ -153,14 +150,14 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
     // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
     const plan = compensationPlan(
-      input.operationId,
+      operationId,
       facts,
       correctsUnknownNotice(facts.policy, false),
       'a person sends the customer a correction',
     );
     const ctx = {
       orderId: facts.request.orderId,
-      operationId: input.operationId,
+      operationId,
       refund: facts.refund,
       correctionReason: facts.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed',
     } as const;
@@ -178,7 +175,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       return { step, key, status: status as FollowUpCompensation['status'], output, error };
     });
 
-    const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
+    const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${originalWorkflowId} finished`;
     const open = state.compensations.filter((c) => c.status !== 'completed');
     // A notice never handed over (pending) told the customer nothing; one whose hand-over is unknown (sending) may have.
     const unsure = plan.held ? ` ${plan.held.reason}.` : '';
