@@ -122,15 +122,13 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
       activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 2 },
     });
   }
-  for (const pool of ACTIVITY_POOLS) {
-    if (pools.includes(pool)) {
-      specs.push({
-        ...common,
-        taskQueue: poolQueue(taskQueue, pool),
-        maxConcurrentActivityTaskExecutions: n[pool],
-        activityTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS },
-      });
-    }
+  for (const pool of ACTIVITY_POOLS.filter((p) => pools.includes(p))) {
+    specs.push({
+      ...common,
+      taskQueue: poolQueue(taskQueue, pool),
+      maxConcurrentActivityTaskExecutions: n[pool],
+      activityTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS },
+    });
   }
   if (specs.length === 0) throw new Error('a worker needs at least one pool (WORKER_POOLS)');
   const workers: Worker[] = [];
