@@ -10,14 +10,8 @@ import { refusePlaintext } from '../saga/workflow/messages';
 const SCHEDULED_BY = defineSearchAttributeKey('TemporalScheduledById', SearchAttributeType.KEYWORD);
 const SCHEDULED_AT = defineSearchAttributeKey('TemporalScheduledStartTime', SearchAttributeType.DATETIME);
 
-export interface Occurrence {
-  /** `<schedule id>@<scheduled instant, ISO>`; `manual:<workflow id>` for a run no Schedule started. */
-  id: string;
-  scheduleId: string | null;
-  scheduledAt: string | null;
-}
-
-export function currentOccurrence(): Occurrence {
+/** Its id is `<schedule id>@<scheduled instant, ISO>`, or `manual:<workflow id>` for a run no Schedule started. */
+export function currentOccurrence() {
   const info = workflowInfo();
   const scheduleId = info.typedSearchAttributes.get(SCHEDULED_BY);
   const at = info.typedSearchAttributes.get(SCHEDULED_AT);
