@@ -129,10 +129,7 @@ export async function runWorker(): Promise<void> {
     // Each closes before what it uses: the receiver's requests write to the store and signal through Temporal.
     await drain.phase('webhook receiver closed after its requests in flight', () => receiver?.close());
     await drain.phase('tracing flushed', () => tracing.shutdown());
-    await drain.phase('Temporal connections closed', async () => {
-      await connection.close();
-      await visibility.close();
-    });
+    await drain.phase('Temporal connections closed', () => Promise.all([connection.close(), visibility.close()]));
     await drain.phase('store closed', () => deps.close());
     await health?.close();
     await probe?.close();

@@ -141,11 +141,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       facts,
     );
 
-  // Compensations never stop for a cancellation: the order and the customer are put right, and the outcome recorded.
-  const compensating = () => compensateAndFinish(facts);
-  return compensatesThroughCancel ? CancellationScope.nonCancellable(compensating) : compensating();
-
-  async function compensateAndFinish(facts: FollowUpFacts): Promise<FollowUpResult> {
+  const compensate = async (): Promise<FollowUpResult> => {
     state.status = 'compensating';
     upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
     // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
@@ -192,5 +188,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`,
       facts,
     );
-  }
+  };
+  // Compensations never stop for a cancellation: the order and the customer are put right, and the outcome recorded.
+  return compensatesThroughCancel ? CancellationScope.nonCancellable(compensate) : compensate();
 }
