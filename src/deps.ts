@@ -1,8 +1,7 @@
 // The real clients the activities are built from, opened from config and closed together.
 import type { Client } from '@temporalio/client';
 import type { MetricMeter } from '@temporalio/common';
-import type Stripe from 'stripe';
-import { createActivities, type RefundActivities } from './activities';
+import { createActivities } from './activities';
 import { createMailTransport, SMTP_MIN_ATTEMPT_MS } from './activities/mail-transport';
 import { httpMessageLog } from './activities/message-log';
 import { createStripeClient } from './activities/stripe-client';
@@ -11,15 +10,7 @@ import { storeMetrics } from './observability/metrics';
 import type { RecoveryPolicy } from './reliability/policy';
 import { loadPolicy } from './reliability/policy-file';
 import type { RunSettings } from './contract';
-import { openStore, type OrderStore } from './store';
-
-export interface Deps {
-  activities: RefundActivities;
-  stripe: Stripe;
-  store: OrderStore;
-  settings: RunSettings;
-  close(): Promise<void>;
-}
+import { openStore } from './store';
 
 /** Margin kept between a Stripe request's own timeout and the stripe activity's start-to-close. */
 const STRIPE_TIMEOUT_MARGIN_MS = 2000;
@@ -58,7 +49,7 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
 }
 
 /** `meter`: where the store's statements and commits are counted (the worker's, when it exports metrics). */
-export async function openDeps(config: Config, temporal?: Client, meter?: MetricMeter): Promise<Deps> {
+export async function openDeps(config: Config, temporal?: Client, meter?: MetricMeter) {
   const settings = runSettings(config);
   const observer = meter && storeMetrics(meter);
   const store = await openStore(config.databaseUrl, { faults: config.faultInjection, observer });

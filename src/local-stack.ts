@@ -9,13 +9,8 @@ export const pidFile = (dataDir: string, name: string) => path.join(runDir(dataD
 
 /** The pid of a process the stack started and that is still alive, or undefined. */
 export function runningPid(dataDir: string, name: string): number | undefined {
-  let record: { pid: number; command: string };
   try {
-    record = JSON.parse(fs.readFileSync(pidFile(dataDir, name), 'utf8'));
-  } catch {
-    return undefined;
-  }
-  try {
+    const record = JSON.parse(fs.readFileSync(pidFile(dataDir, name), 'utf8')) as { pid: number; command: string };
     // A recycled pid belongs to someone else: check it still runs our command.
     const cmdline = fs.readFileSync(`/proc/${record.pid}/cmdline`, 'utf8').split('\0').join(' ');
     return cmdline.includes(record.command) ? record.pid : undefined;

@@ -58,18 +58,9 @@ export class RefundWorker {
     for (const w of this.workers) if (w.getState() === 'RUNNING') w.shutdown();
   }
 
-  /** Runs the pools until `work` settles, then stops them and returns its result. */
-  async runUntil<T>(work: Promise<T>): Promise<T> {
-    const running = this.run();
-    try {
-      return await Promise.race([
-        work,
-        running.then(() => Promise.reject(new Error('the workers stopped before the work was done'))),
-      ]);
-    } finally {
-      this.shutdown();
-      await running.catch(() => undefined);
-    }
+  /** The task queues the pools poll. */
+  get queues(): string[] {
+    return this.workers.map((w) => w.options.taskQueue);
   }
 }
 
@@ -131,15 +122,13 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
       activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 2 },
     });
   }
-  for (const pool of ACTIVITY_POOLS) {
-    if (pools.includes(pool)) {
-      specs.push({
-        ...common,
-        taskQueue: poolQueue(taskQueue, pool),
-        maxConcurrentActivityTaskExecutions: n[pool],
-        activityTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS },
-      });
-    }
+  for (const pool of ACTIVITY_POOLS.filter((p) => pools.includes(p))) {
+    specs.push({
+      ...common,
+      taskQueue: poolQueue(taskQueue, pool),
+      maxConcurrentActivityTaskExecutions: n[pool],
+      activityTaskPollerBehavior: { type: 'simple-maximum', maximum: POLLERS },
+    });
   }
   if (specs.length === 0) throw new Error('a worker needs at least one pool (WORKER_POOLS)');
   const workers: Worker[] = [];
@@ -147,7 +136,7 @@ export async function createRefundWorker(options: RefundWorkerOptions): Promise<
     for (const spec of specs) workers.push(await Worker.create(spec));
   } catch (err) {
     // Workers already created hold the connection until they have run: run them down.
-    await new RefundWorker(workers).runUntil(Promise.resolve()).catch(() => undefined);
+    await Promise.all(workers.map((w) => w.runUntil(Promise.resolve()).catch(() => undefined)));
     throw err;
   }
   return new RefundWorker(workers);

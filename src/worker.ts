@@ -13,7 +13,6 @@ import { deploymentVersion } from './lifecycle/deployment';
 import { startLineFields } from './observability/start-line';
 import { startTracing } from './observability/tracing';
 import { telemetryOptions } from './observability/telemetry';
-import { poolQueue } from './contract';
 import { payloadKeyring, refundDataConverter, workerDataConverter } from './codec/data-converter';
 import { bundleRefundWorkflows, createRefundWorker } from './worker-pools';
 
@@ -34,15 +33,13 @@ export async function runWorker(): Promise<void> {
   // The worker refuses plaintext (PAYLOAD_PLAINTEXT); its client, which activities read through, reads any history.
   const dataConverter = refundDataConverter(keyring);
   const tracing = startTracing(config.tracing.exporter, config.tracing.serviceName);
-  let connection: NativeConnection;
-  let visibility: Connection;
-  try {
-    connection = await NativeConnection.connect(config.temporal.connection);
-    // Scheduled work (the digest, the sweep) reads visibility through a client of its own.
-    visibility = await Connection.connect(config.temporal.connection);
-  } catch (err) {
+  // Scheduled work (the digest, the sweep) reads visibility through a client of its own.
+  const [connection, visibility] = await Promise.all([
+    NativeConnection.connect(config.temporal.connection),
+    Connection.connect(config.temporal.connection),
+  ]).catch((err: unknown) => {
     throw new Error(`cannot reach Temporal at ${config.temporal.address} (${(err as Error).message})`, { cause: err });
-  }
+  });
   const temporal = new Client({
     connection: visibility,
     namespace: config.temporal.namespace,
@@ -70,22 +67,16 @@ export async function runWorker(): Promise<void> {
     : undefined;
   if (health) logger.info(`health endpoints on ${health.url}/healthz and ${health.url}/readyz`);
   // Stripe's webhooks for refunds, handed to their runs as Signals, when this worker has the endpoint's secret.
-  const receiver = config.webhooks.secret
+  const { secret, port, host } = config.webhooks;
+  const receiver = secret
     ? await startWebhookReceiver(
-        {
-          stripe: deps.stripe,
-          secret: config.webhooks.secret,
-          store: deps.store,
-          temporal,
-          taskQueue: config.taskQueue,
-        },
-        { port: config.webhooks.port, host: config.webhooks.host },
+        { stripe: deps.stripe, secret, store: deps.store, temporal, taskQueue: config.taskQueue },
+        { port, host },
       ).catch((err: unknown) => {
         // Another worker on this host holds the port: this one works without a receiver, and says so.
-        logger.error(
-          `webhook receiver not started on ${config.webhooks.host}:${config.webhooks.port}; this worker runs without it`,
-          { error: (err as Error).message },
-        );
+        logger.error(`webhook receiver not started on ${host}:${port}; this worker runs without it`, {
+          error: (err as Error).message,
+        });
         return undefined;
       })
     : undefined;
@@ -114,13 +105,10 @@ export async function runWorker(): Promise<void> {
       stickyTimeoutMs: config.worker.stickyTimeoutMs,
     });
     workers = worker.workers;
-    const queues = config.worker.pools.map((p) =>
-      p === 'workflows' ? config.taskQueue : poolQueue(config.taskQueue, p),
-    );
     const running = worker.run();
     drain.stopWith(() => worker.shutdown());
     logger.info(
-      `worker polling task queue ${queues.join(', ')} on ${config.temporal.address}`,
+      `worker polling task queue ${worker.queues.join(', ')} on ${config.temporal.address}`,
       startLineFields(config, deps.settings, keyring, deployment, drain.graceMs),
     );
     const { keys } = deps.settings.policy.decisions;
@@ -141,10 +129,7 @@ export async function runWorker(): Promise<void> {
     // Each closes before what it uses: the receiver's requests write to the store and signal through Temporal.
     await drain.phase('webhook receiver closed after its requests in flight', () => receiver?.close());
     await drain.phase('tracing flushed', () => tracing.shutdown());
-    await drain.phase('Temporal connections closed', async () => {
-      await connection.close();
-      await visibility.close();
-    });
+    await drain.phase('Temporal connections closed', () => Promise.all([connection.close(), visibility.close()]));
     await drain.phase('store closed', () => deps.close());
     await health?.close();
     await probe?.close();

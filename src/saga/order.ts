@@ -10,11 +10,6 @@ export type DependencyGraph<S extends string = string> = Readonly<Record<S, { re
  */
 export function checkRegistry(registry: DependencyGraph): void {
   const declared = Object.keys(registry);
-  for (const step of declared) {
-    for (const dependency of registry[step]!.dependsOn) {
-      if (!declared.includes(dependency)) throw new Error(`step ${step} depends on unknown step ${dependency}`);
-    }
-  }
   // A cycle also names a later step, but "a → b → a" says more than "depends on a later step".
   for (const step of declared) {
     const cycle = cycleFrom(registry, [step]);
@@ -22,6 +17,7 @@ export function checkRegistry(registry: DependencyGraph): void {
   }
   for (const [position, step] of declared.entries()) {
     for (const dependency of registry[step]!.dependsOn) {
+      if (!declared.includes(dependency)) throw new Error(`step ${step} depends on unknown step ${dependency}`);
       if (declared.indexOf(dependency) >= position)
         throw new Error(
           `step ${step} depends on ${dependency}, which is declared after it: a step may depend only on earlier steps`,
@@ -32,7 +28,7 @@ export function checkRegistry(registry: DependencyGraph): void {
 
 /** The dependency path from `path[0]` back to itself, if there is one. */
 function cycleFrom(registry: DependencyGraph, path: string[]): string[] | null {
-  for (const dependency of registry[path[path.length - 1]!]!.dependsOn) {
+  for (const dependency of registry[path[path.length - 1]!]?.dependsOn ?? []) {
     if (dependency === path[0]) return [...path, dependency];
     if (path.includes(dependency)) continue; // a cycle not through path[0]: found from its own start
     const cycle = cycleFrom(registry, [...path, dependency]);

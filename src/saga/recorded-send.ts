@@ -5,8 +5,6 @@ import type { KeyedSendRecord, OrderStore } from '../store';
 import type { Lookup } from './step';
 import { type KeyedSend, outsideDedupeWindow, sendOnce } from './send';
 
-type Sends = OrderStore['sends'];
-
 /** Where a step's send is recorded: its key, and the operation whose audit trail it writes. */
 export interface SendAt {
   key: string;
@@ -22,7 +20,7 @@ type Parts<R, Raw> = Omit<
 /** Sends once under `at.key`, on its record in the store; `what` names the send when it is refused for reconciliation. */
 export async function sendRecorded<R, Raw>(
   attempt: Attempt,
-  sends: Sends,
+  sends: OrderStore['sends'],
   at: SendAt,
   what: string,
   parts: Parts<R, Raw>,

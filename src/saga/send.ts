@@ -15,21 +15,15 @@ export interface SendRecord<R> {
   lastSentAt: string | null;
 }
 
-export type SendDecision<R> =
-  | { kind: 'replay'; receipt: R }
-  /** An earlier send's outcome is open and a send now would fall outside the key's dedupe window. */
-  | { kind: 'reconcile_first' }
-  | { kind: 'send' };
-
 /** Whether the key's dedupe window decides: an earlier send whose outcome nothing on record settles. */
 const earlierSendOpen = <R>(record: SendRecord<R>) =>
   !record.receipt && record.lastSentAt !== null && record.provenAbsentThrough !== record.requestsSent;
 
-/** Whether a send may go out now, from its record alone. */
-export function sendDecision<R>(record: SendRecord<R>, insideWindow: boolean): SendDecision<R> {
-  if (record.receipt) return { kind: 'replay', receipt: record.receipt };
-  if (earlierSendOpen(record) && !insideWindow) return { kind: 'reconcile_first' };
-  return { kind: 'send' };
+/** Whether a send may go out now, from its record alone: not while an earlier one is open outside the dedupe window. */
+export function sendDecision<R>(record: SendRecord<R>, insideWindow: boolean) {
+  if (record.receipt) return { kind: 'replay' as const, receipt: record.receipt };
+  if (earlierSendOpen(record) && !insideWindow) return { kind: 'reconcile_first' as const };
+  return { kind: 'send' as const };
 }
 
 /** One boundary's part of a send: its record, its request, and how it reads what came back. */
@@ -37,7 +31,6 @@ export interface KeyedSend<Rec extends SendRecord<R>, R, Raw> {
   record: Rec;
   /** Whether a request sent now reaches the provider inside its key's dedupe window. */
   insideWindow(record: Rec): Promise<boolean>;
-  /** A receipt on record, as the send returns it replayed. */
   replayed(receipt: R): R;
   /** Why nothing is sent: an earlier send is open outside the dedupe window. */
   reconcileFirst(record: Rec): Classified;
@@ -53,9 +46,7 @@ export interface KeyedSend<Rec extends SendRecord<R>, R, Raw> {
   recordUnknown(failure: Classified): Promise<unknown>;
   /** Records that this send, the `ifRequestsSent`th, made nothing, as every earlier one (best effort). */
   recordAbsent(failure: Classified, ifRequestsSent: number): Promise<unknown>;
-  /** The step's receipt, as the provider answered. */
   receiptOf(raw: Raw): R;
-  /** Records the receipt on the send's record. */
   recordReceipt(raw: Raw, receipt: R): Promise<unknown>;
   /** The failure when the effect exists and only its record could not be written. */
   notRecorded(raw: Raw, err: unknown): Classified;

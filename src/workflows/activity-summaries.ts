@@ -48,10 +48,8 @@ const SUMMARIES: Summaries = {
   sweepUnknown: (i) => `ask up to ${i.maxRuns} parked runs whose refund is unknown to reconcile`,
 };
 
-/**
- * The server caps a summary at 400 bytes once encoded (limit.userMetadataSummarySize); the codec's envelope takes
- * up to about 180 of them (a 64-character key id). Past this many characters a summary is cut, so that long ids never make a command too large.
- */
+// Past this a summary is cut, so that long ids never make a command too large: the server caps one at 400 bytes once
+// encoded (limit.userMetadataSummarySize), and the codec's envelope takes up to about 180 (a 64-character key id).
 export const SUMMARY_MAX_CHARS = 200;
 
 /** The summary of one call of the activity `name` with `args`; undefined for an activity this table does not know. */

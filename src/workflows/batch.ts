@@ -3,12 +3,12 @@
 // Re-run or redelivered, it finds the requests it started marked started, and a run it started
 // but did not record is found by its workflow id; the refund's own identity is the operation, so
 // even a run under another id refunds nothing twice.
-import { ApplicationFailure, WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/common';
+import { WorkflowExecutionAlreadyStartedError, WorkflowIdReusePolicy } from '@temporalio/common';
 import { ParentClosePolicy, startChild, workflowInfo } from '@temporalio/workflow';
 import { pooledActivities } from './pools';
 import type { QueueActivities, StartRecord } from '../activities/queue';
 import { refundWorkflowId, runDetails, runSummary, SEARCH_ATTRIBUTES } from '../contract';
-import { currentOccurrence } from './occurrence';
+import { currentOccurrence, wholeNumber } from './occurrence';
 import { refusePlaintext } from '../saga/workflow/messages';
 import { refundWorkflow } from './refund/workflow';
 
@@ -32,11 +32,7 @@ const { takeQueued, recordStarts } = pooledActivities<QueueActivities>({
 
 export async function batchRefundsWorkflow(input: BatchInput): Promise<BatchResult> {
   refusePlaintext(input);
-  const limit = Math.trunc(Number(input?.limit));
-  if (!(limit >= 1 && limit <= 1000))
-    throw ApplicationFailure.nonRetryable(
-      `limit must be a whole number from 1 to 1000, got ${JSON.stringify(input?.limit)}`,
-    );
+  const limit = wholeNumber('limit', input?.limit, 1, 1000);
   const occurrence = currentOccurrence();
   // The activity takes fewer when the workers are behind (admission control): the rest wait, queued.
   const taken = await takeQueued({ limit, taskQueue: workflowInfo().taskQueue });

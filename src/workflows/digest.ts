@@ -1,14 +1,11 @@
 // The daily digest: one email per occurrence to the operators, listing the refund runs that wait
 // for a person, sent through the idempotent notification path under a key built from the
 // occurrence id, so a redelivered or re-run occurrence sends no second digest.
-import { ApplicationFailure } from '@temporalio/workflow';
 import { DEFAULT_POLICY } from '../reliability/default-policy';
 import { activityOptions } from '../saga/workflow/activity-options';
 import { pooledActivities } from './pools';
 import type { RefundActivities } from '../activities';
-import { currentOccurrence } from './occurrence';
-import { isUndecodable } from '../codec/payload-converter';
-import { refusePlaintext } from '../saga/workflow/messages';
+import { currentOccurrence, refuseUndecodable, wholeNumber } from './occurrence';
 
 export interface DigestOptions {
   /** At most this many runs are listed (0-1000); the digest always says how many wait. */
@@ -32,18 +29,8 @@ const { listAttention } = pooledActivities<RefundActivities>({
 const { sendDigest } = pooledActivities<RefundActivities>(activityOptions(DEFAULT_POLICY, 'smtp'));
 
 export async function digestWorkflow(options: DigestOptions = {}): Promise<DigestResult> {
-  // Defaults are no answer to options nobody could decode (payload-converter.ts); an older history never holds such input.
-  refusePlaintext(options);
-  if (isUndecodable(options))
-    throw ApplicationFailure.nonRetryable(
-      `its options could not be decoded: ${options.$undecodable}`,
-      'INVALID_ARGUMENTS',
-    );
-  const max = Math.trunc(Number(options?.max ?? 100));
-  if (!(max >= 0 && max <= 1000))
-    throw ApplicationFailure.nonRetryable(
-      `max must be a whole number from 0 to 1000, got ${JSON.stringify(options?.max)}`,
-    );
+  refuseUndecodable(options);
+  const max = wholeNumber('max', options?.max ?? 100, 0, 1000);
   const occurrence = currentOccurrence();
   const key = `digest:${occurrence.id}`;
   const { total, runs } = await listAttention({ max });

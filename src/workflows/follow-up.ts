@@ -1,9 +1,6 @@
-// A follow-up run for a refund the provider reported failed after the refund's own run finished.
-// The webhook receiver starts it (signalWithStart, one workflow id per operation); it asks the
-// provider, and when the refund did fail it runs the saga's registered compensations for what
-// stands (the order's refund taken off, a correction email), each under the same key the saga
-// itself would use, so nothing is undone twice however often the event comes, and leaves its
-// outcome on the operation's audit trail beside the original run's.
+// A follow-up run (one per operation, started by the webhook receiver) for a refund the provider reported failed after
+// the refund's own run finished: when it did fail, it undoes what of the saga stands, each under the key the saga would
+// use (so nothing is undone twice however often the event comes), and leaves its outcome on the operation's audit trail.
 import {
   ApplicationFailure,
   CancellationScope,
@@ -28,7 +25,9 @@ import {
   type FollowUpResult,
   type FollowUpState,
 } from '../contract';
-import { activityOptions, BOOKKEEPING } from '../saga/workflow/activity-options';
+import { z } from 'zod';
+import { activityOptions } from '../saga/workflow/activity-options';
+import { audit } from '../saga/workflow/audit';
 import { StepRunner } from '../saga/workflow/calls';
 import { undoSteps } from '../saga/workflow/undo';
 import type { Boundary } from '../reliability/taxonomy';
@@ -37,6 +36,11 @@ import { pooledActivities } from './pools';
 import { MAX_PROVIDER_EVENTS } from './provider-events';
 import { describeFailure } from '../saga/workflow/step-failure';
 
+const inputSchema = z.object({
+  operationId: z.string().min(1).max(200),
+  refundId: z.string().min(1).max(255),
+  originalWorkflowId: z.string().min(1).max(1000),
+});
 const LOOKUP = {
   startToCloseTimeout: '30s',
   scheduleToCloseTimeout: '10m',
@@ -45,18 +49,12 @@ const LOOKUP = {
 
 export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpResult> {
   refusePlaintext(input);
-  const valid = (v: unknown, max: number) => typeof v === 'string' && v.length > 0 && v.length <= max;
-  if (
-    !input ||
-    !valid(input.operationId, 200) ||
-    !valid(input.refundId, 255) ||
-    !valid(input.originalWorkflowId, 1000)
-  ) {
+  if (!inputSchema.safeParse(input).success)
     throw ApplicationFailure.nonRetryable(
       'a follow-up needs an operationId, a refundId and the originalWorkflowId',
       'INVALID_ARGUMENTS',
     );
-  }
+  const { operationId, refundId, originalWorkflowId } = input;
   const { workflowId, runId } = workflowInfo();
   // Follow-ups begun before it could be cancelled part-way through their compensations, and still replay so.
   const compensatesThroughCancel = patched('follow-up-compensates-through-cancel');
@@ -75,7 +73,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     providerEventSignal,
     providerEventSchema,
     (e) => {
-      if (e.refundId !== input.refundId) return `names refund ${e.refundId}, not this run's refund ${input.refundId}`;
+      if (e.refundId !== refundId) return `names refund ${e.refundId}, not this run's refund ${refundId}`;
       if (!state.providerEvents.some((x) => x.id === e.id) && state.providerEvents.length < MAX_PROVIDER_EVENTS)
         state.providerEvents.push(e);
       return undefined;
@@ -85,7 +83,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   upsertSearchAttributes([
     { key: SEARCH_ATTRIBUTES.status, value: 'reconciling' },
     { key: SEARCH_ATTRIBUTES.step, value: 'follow_up' },
-    { key: SEARCH_ATTRIBUTES.followUpOf, value: input.originalWorkflowId },
+    { key: SEARCH_ATTRIBUTES.followUpOf, value: originalWorkflowId },
   ]);
 
   const finish = async (
@@ -99,32 +97,23 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       { key: SEARCH_ATTRIBUTES.needsAttention, value: status === 'needs_attention' },
       ...(facts ? [{ key: SEARCH_ATTRIBUTES.effect, value: facts.failed ? 'failed' : 'refunded' }] : []),
     ]);
-    const { operationId, originalWorkflowId } = input;
     const { compensations } = state;
-    const detail = {
-      followUp: workflowId,
-      runId,
-      originalWorkflowId,
-      compensations: compensations.map(({ step, key, status: s }) => ({ step, key, status: s })),
-    };
-    await pooledActivities<RefundActivities>(BOOKKEEPING)
-      .recordOutcome({ operationId, status, reason, failedStep: null, event: 'follow_up', detail })
-      .catch(() => undefined);
+    const done = compensations.map(({ step, key, status: s }) => ({ step, key, status: s }));
+    const detail = { followUp: workflowId, runId, originalWorkflowId, compensations: done };
+    // Best effort, a cancellation too: the result carries the outcome.
+    await audit(input, status, reason, null, 'follow_up', detail).catch(() => undefined);
     const refund = facts && { refundId: facts.refund.refundId, status: facts.refund.status };
     return { workflowId, operationId, originalWorkflowId, status, reason, refund, compensations };
   };
 
   let raw: unknown;
   try {
-    raw = await pooledActivities<RefundActivities>(LOOKUP).examineFollowUp({
-      operationId: input.operationId,
-      refundId: input.refundId,
-    });
+    raw = await pooledActivities<RefundActivities>(LOOKUP).examineFollowUp({ operationId, refundId });
   } catch (err) {
     const { error } = describeFailure(err, 'stripe', 'examining the failure the provider reported', false);
     return finish(
       'needs_attention',
-      `the provider could not be asked about refund ${input.refundId}: ${error.code}: ${error.message}; a person checks it`,
+      `the provider could not be asked about refund ${refundId}: ${error.code}: ${error.message}; a person checks it`,
       null,
     );
   }
@@ -132,46 +121,39 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   if (!examined.success)
     return finish(
       'needs_attention',
-      `examining refund ${input.refundId} returned a result the follow-up cannot use; a person checks it`,
+      `examining refund ${refundId} returned a result the follow-up cannot use; a person checks it`,
       null,
     );
   const facts = examined.data as unknown as FollowUpFacts;
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderId, value: facts.request.orderId }]);
-  if (!facts.failed) {
+  if (!facts.failed)
     return finish(
       'unchanged',
       `refund ${facts.refund.refundId} is ${facts.refund.status} at the provider: nothing to undo`,
       facts,
     );
-  }
 
   // A checkout's refund of its charge undid that checkout, which has ended: nothing of a refund saga stands to undo.
-  if (facts.scope === CHECKOUT_REFUND_SCOPE) {
+  if (facts.scope === CHECKOUT_REFUND_SCOPE)
     return finish(
       'needs_attention',
-      `the provider ${facts.refund.status} refund ${facts.refund.refundId}, which gave back checkout ${facts.request.orderId}'s charge, after ${input.originalWorkflowId} finished: the customer paid and was not refunded; a person refunds them or tells them`,
+      `the provider ${facts.refund.status} refund ${facts.refund.refundId}, which gave back checkout ${facts.request.orderId}'s charge, after ${originalWorkflowId} finished: the customer paid and was not refunded; a person refunds them or tells them`,
       facts,
     );
-  }
 
-  // Compensations never stop for a cancellation: the order and the customer are put right, and the outcome recorded.
-  const compensating = () => compensateAndFinish(facts);
-  return compensatesThroughCancel ? CancellationScope.nonCancellable(compensating) : compensating();
-
-  async function compensateAndFinish(facts: FollowUpFacts): Promise<FollowUpResult> {
+  const compensate = async (): Promise<FollowUpResult> => {
     state.status = 'compensating';
     upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'compensating' }]);
-    const policy = facts.policy;
     // The run's own plan: what the store shows standing. The follow-up takes no decisions: a person sends a correction.
     const plan = compensationPlan(
-      input.operationId,
+      operationId,
       facts,
-      correctsUnknownNotice(policy, false),
+      correctsUnknownNotice(facts.policy, false),
       'a person sends the customer a correction',
     );
     const ctx = {
       orderId: facts.request.orderId,
-      operationId: input.operationId,
+      operationId,
       refund: facts.refund,
       correctionReason: facts.refund.status === 'canceled' ? 'refund_canceled' : 'refund_failed',
     } as const;
@@ -181,24 +163,24 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     });
     const steps = new StepRunner(REFUND_STEPS);
     // Held to nothing but the policy's own timeouts and retries: the follow-up has no budget.
-    const activities = (boundary: Boundary) => pooledActivities<RefundActivities>(activityOptions(policy, boundary));
+    const activities = (boundary: Boundary) =>
+      pooledActivities<RefundActivities>(activityOptions(facts.policy, boundary));
     await undoSteps({ steps, budget: { spend: () => undefined }, calls: { activities } }, planned);
     state.compensations = planned.map(({ step, key }) => {
       const { status, output, error } = steps.get(step).compensation!;
       return { step, key, status: status as FollowUpCompensation['status'], output, error };
     });
 
-    const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${input.originalWorkflowId} finished`;
+    const what = `the provider ${facts.refund.status === 'canceled' ? 'canceled' : 'failed'} refund ${facts.refund.refundId} after ${originalWorkflowId} finished`;
     const open = state.compensations.filter((c) => c.status !== 'completed');
     // A notice never handed over (pending) told the customer nothing; one whose hand-over is unknown (sending) may have.
     const unsure = plan.held ? ` ${plan.held.reason}.` : '';
-    if (open.length > 0) {
+    if (open.length > 0)
       return finish(
         'needs_attention',
         `${what}. ${open.map((c) => `${c.step}'s compensation ${c.status} (key ${c.key})`).join('; ')}: a person finishes it.${unsure}`,
         facts,
       );
-    }
     if (unsure) return finish('needs_attention', `${what}.${unsure}`, facts);
     const done = state.compensations.map((c) => `${c.step} (key ${c.key})`).join(', ');
     return finish(
@@ -206,5 +188,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       `${what}. ${done ? `Compensated: ${done}` : 'Nothing of the saga stood, so nothing was undone'}`,
       facts,
     );
-  }
+  };
+  // Compensations never stop for a cancellation: the order and the customer are put right, and the outcome recorded.
+  return compensatesThroughCancel ? CancellationScope.nonCancellable(compensate) : compensate();
 }

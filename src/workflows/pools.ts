@@ -1,6 +1,6 @@
-// Which pool each activity runs in (see ACTIVITY_POOLS): side effects on the providers, the order
-// or the queue in one, reconciliation, reads and bookkeeping in the other; a step runs where its
-// definition says, a local activity included.
+// Which pool each activity runs in (see ACTIVITY_POOLS): side effects on the providers, the order or the queue in
+// one, reconciliation, reads and bookkeeping in the other. A step runs where its definition says (`runs`), a local
+// activity included; what is called outside a step, where POOL_OF says.
 import { RetryState } from '@temporalio/common';
 import {
   ActivityFailure,
@@ -18,26 +18,16 @@ import { activitySummary } from './activity-summaries';
 
 type Calls = Record<string, (...args: unknown[]) => Promise<unknown>>;
 
-export const POOL_OF: Record<keyof RefundActivities, ActivityPool> = {
-  beginOperation: 'effects',
-  createRefund: 'effects',
-  applyRefund: 'effects',
+/** The pool of each activity called outside a step definition: compensations, bookkeeping and scheduled work. */
+const POOL_OF: Partial<Record<keyof RefundActivities, ActivityPool>> = {
   revertRefund: 'effects',
-  sendRefundNotice: 'effects',
   sendRefundCorrection: 'effects',
-  confirmNoticeDelivered: 'effects',
   sendDigest: 'effects',
-  reserveStock: 'effects',
   releaseStock: 'effects',
-  chargeCard: 'effects',
   refundCharge: 'effects',
-  sendCheckoutReceipt: 'effects',
   sendCheckoutCorrection: 'effects',
-  reconcileCharge: 'reconcile',
   takeQueued: 'effects',
   recordStarts: 'effects',
-  reconcileRefund: 'reconcile',
-  checkCompletion: 'reconcile',
   examineFollowUp: 'reconcile',
   standingRecords: 'reconcile',
   handToFollowUp: 'reconcile',

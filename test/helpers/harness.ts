@@ -29,6 +29,7 @@ import { openStore, type OrderStore, type StoreFaultKind, type StoreObserver } f
 import { freePort, recordHistory, testEnvironment } from './temporal';
 import type { WorkerTracing } from '../../src/observability/tracing';
 import { bundleRefundWorkflows, createRefundWorker, type RefundWorker } from '../../src/worker-pools';
+import { runUntil } from './workers';
 import { refundDataConverter } from '../../src/codec/data-converter';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { startCodecServer } from '../../src/codec/codec-server';
@@ -287,7 +288,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
         tracing: options.tracing,
         activities: { ...(other ? build({ ...settings, ...other }, other.messageLog) : activities), ...overrides },
       });
-      return w.runUntil(fn(taskQueue));
+      return runUntil(w, fn(taskQueue));
     },
     async seedOrder(orderId, opts = {}) {
       return seedPaidOrder(

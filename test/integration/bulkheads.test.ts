@@ -11,6 +11,7 @@ import { outcomeOf } from '../../src/client/outcome';
 import { startRefund } from '../../src/client/refunds';
 import { decisionUpdate, refundWorkflowId, stepsQuery, type WorkerPool } from '../../src/contract';
 import { createRefundWorker } from '../../src/worker-pools';
+import { runUntil } from '../helpers/workers';
 import { Worker } from '@temporalio/worker';
 import type { temporal } from '@temporalio/proto';
 import { refundWorkflow } from '../../src/workflows';
@@ -179,9 +180,8 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
   // A run parks at its completion gate (the provider's refund list fails), with every pool up.
   const parkedOrder = await h.seedOrder(newOrderId());
   await h.failProviderReads(parkedOrder.paymentIntentId);
-  const parked = await (
-    await workers(taskQueue)
-  ).runUntil(
+  const parked = await runUntil(
+    await workers(taskQueue),
     (async () => {
       const { handle } = await startRefund(h.env.client, request(parkedOrder.id), taskQueue, maxBacklog);
       expect((await stopped(handle)).status).toBe('needs_attention');
@@ -192,9 +192,8 @@ test('over the backlog limit a new refund is refused as documented, a repeated o
   // Now the side-effect pool is gone (or swamped): new refunds pile up in its queue.
   const waiting: string[] = [];
   try {
-    await (
-      await workers(taskQueue, ['workflows', 'reconcile'])
-    ).runUntil(
+    await runUntil(
+      await workers(taskQueue, ['workflows', 'reconcile']),
       (async () => {
         for (let i = 0; i < 5; i++) {
           const order = await h.seedOrder(newOrderId());

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { REFUND_SAGA } from '../../src/compensations/registry';
-import { stepTable } from '../../src/saga/step-table';
+import { stepTable } from '../helpers/step-table';
 
 const DOC = path.join(__dirname, '..', '..', 'docs', 'reliability.md');
 const SECTION = /(<!-- steps:refund -->\n)[\s\S]*?(<!-- \/steps -->)/;

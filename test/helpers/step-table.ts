@@ -1,5 +1,5 @@
 // The docs' table of a saga's steps, rendered from their definitions so that the two never drift apart.
-import type { StepCall } from './step';
+import type { StepCall } from '../../src/saga/step';
 
 /** What the table reads of a step's definition. */
 type TabledStep = Pick<StepCall<string>, 'activity' | 'effect' | 'runs' | 'boundary'> & {
