@@ -1,4 +1,5 @@
 // Every setting the project reads from the environment, validated once (their schema: env.ts).
+import { isIPv4 } from 'node:net';
 import path from 'node:path';
 import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { WORKER_POOLS } from '../contract';
@@ -47,8 +48,9 @@ function temporalTarget(env: NodeJS.ProcessEnv) {
 export const LOCAL_WEBHOOK_SECRET = 'whsec_local_durable_refunds';
 export const WEBHOOK_PATH = '/webhooks/stripe';
 
-/** A host on this machine: 127.0.0.0/8, localhost or ::1 (bracketed or not, as a URL's hostname has it). */
-const isLoopback = (host: string) => /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|\[?::1\]?)$/.test(host);
+/** A host on this machine: an address in 127.0.0.0/8, localhost or ::1 (bracketed, as a URL's hostname has it, or not). */
+const isLoopback = (host: string) =>
+  ['localhost', '::1', '[::1]'].includes(host) || (isIPv4(host) && host.startsWith('127.'));
 
 /** How a URL names a server listening on `host`: one on every address is reached on loopback; an IPv6 address goes in brackets. */
 export function urlHost(host: string): string {

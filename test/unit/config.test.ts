@@ -295,6 +295,9 @@ describe('settings for real money', () => {
       rejectUnauthorized: true,
     });
     expect(loadConfig({ SMTP_URL: 'smtps://relay.example.com' }).mail.smtp.tls).toBe('implicit');
+    // Loopback is 127.0.0.0/8 as an address: a name that only looks like one may resolve anywhere.
+    expect(loadConfig({ SMTP_URL: 'smtp://127.0.0.2:25' }).mail.smtp.tls).toBe('off');
+    expect(loadConfig({ SMTP_URL: 'smtp://127.300.0.1:25' }).mail.smtp.tls).toBe('starttls');
     expect(loadConfig({ SMTP_URL: 'smtp://relay.example.com', SMTP_TLS: 'off' }).mail.smtp.tls).toBe('off');
     expect(() => loadConfig({ SMTP_PASSWORD: 'x' })).toThrow(/SMTP_PASSWORD: set SMTP_USER with it/);
     expect(() => loadConfig({ SMTP_TLS: 'maybe' })).toThrow(/SMTP_TLS/);
