@@ -31,6 +31,34 @@ export interface StepCall<A extends string = string, In = never> {
   rejects?(input: In): string;
   /** Held only to the run's deadline: spent retry time or provider calls never stop it (recording what happened). */
   essential?: boolean;
+  /**
+   * A store write that the named earlier send's receipt transaction may carry when the receipt lets the saga go on
+   * (one task fewer); after any other receipt it runs as its own task. Declared here, carried from issue 36 on.
+   */
+  carriedBy?: string;
+  /** A read whose first try may run inside the named earlier step's activity, once that step's effect is recorded. */
+  firstReadIn?: string;
+}
+
+/** Refuses, naming the step, a `carriedBy` or `firstReadIn` that its steps cannot honour. */
+export function checkCarriage(steps: Readonly<Record<string, StepCall<string, never>>>): void {
+  const names = Object.keys(steps);
+  const earlier = (step: string, host: string, what: string) => {
+    if (names.indexOf(host) < 0 || names.indexOf(host) >= names.indexOf(step))
+      throw new Error(`step ${step} is ${what} ${host}, which is not a step declared before it`);
+    return steps[host]!;
+  };
+  for (const [step, call] of Object.entries(steps)) {
+    if (call.carriedBy !== undefined) {
+      const host = earlier(step, call.carriedBy, 'carried by');
+      if (call.effect !== 'write' || call.boundary !== 'store' || host.effect !== 'send')
+        throw new Error(`step ${step} is carried by ${call.carriedBy}: only a store write rides on a send's receipt`);
+    }
+    if (call.firstReadIn === undefined) continue;
+    earlier(step, call.firstReadIn, 'read first in');
+    if (call.effect !== 'read')
+      throw new Error(`step ${step} has its first read in ${call.firstReadIn}, but it is a ${call.effect}, not a read`);
+  }
 }
 
 /** A StepCall as written, its activity's name and input type kept. */

@@ -1,6 +1,9 @@
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../../src/compensations/registry';
 import { checkRegistry, compensationOrder, type DependencyGraph } from '../../src/saga/order';
 import { compensationKeyOf } from '../../src/compensations/plan';
+import { checkCarriage, type EffectKind, type StepCall } from '../../src/saga/step';
+import type { Boundary } from '../../src/reliability/taxonomy';
+import { z } from 'zod';
 import { compensationKey, operationId, stepKey } from '../../src/contract';
 
 const steps = Object.entries(REFUND_SAGA) as [RefundStep, (typeof REFUND_SAGA)[RefundStep]][];
@@ -126,6 +129,44 @@ describe('checkRegistry', () => {
   it('rejects a dependency on an unknown step', () => {
     expect(() => checkRegistry({ a: { dependsOn: [] }, b: { dependsOn: ['refund'] } })).toThrow(
       'step b depends on unknown step refund',
+    );
+  });
+});
+
+describe('checkCarriage', () => {
+  const call = (effect: EffectKind, boundary: Boundary, more: Partial<StepCall> = {}): StepCall => ({
+    activity: 'a',
+    effect,
+    boundary,
+    runs: 'effects',
+    output: z.object({}),
+    ...more,
+  });
+
+  it("accepts the refund's own: the order update on the refund's receipt, the gate's first read in the notice", () => {
+    expect(REFUND_SAGA.update_order.carriedBy).toBe('create_refund');
+    expect(REFUND_SAGA.completion_gate.firstReadIn).toBe('notify_customer');
+    expect(() => checkCarriage(REFUND_SAGA)).not.toThrow();
+  });
+
+  it('refuses a carrier that is not an earlier send, or a carried step that is not a store write', () => {
+    const send = call('send', 'stripe');
+    expect(() => checkCarriage({ b: call('write', 'store', { carriedBy: 'a' }), a: send })).toThrow(
+      'step b is carried by a, which is not a step declared before it',
+    );
+    expect(() => checkCarriage({ a: call('read', 'stripe'), b: call('write', 'store', { carriedBy: 'a' }) })).toThrow(
+      "step b is carried by a: only a store write rides on a send's receipt",
+    );
+    expect(() => checkCarriage({ a: send, b: call('send', 'smtp', { carriedBy: 'a' }) })).toThrow(/only a store write/);
+  });
+
+  it('refuses a first read in an unknown step, or of a step that is not a read', () => {
+    const send = call('send', 'smtp');
+    expect(() => checkCarriage({ a: send, b: call('read', 'stripe', { firstReadIn: 'c' }) })).toThrow(
+      'step b is read first in c, which is not a step declared before it',
+    );
+    expect(() => checkCarriage({ a: send, b: call('write', 'store', { firstReadIn: 'a' }) })).toThrow(
+      'step b has its first read in a, but it is a write, not a read',
     );
   });
 });
