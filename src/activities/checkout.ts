@@ -7,7 +7,7 @@ import type { OrderStore } from '../store';
 import { Classified, stepCall } from './attempt';
 import { stripeSendParts, type PaymentDeps, type refundCreation } from './create-refund';
 import { refundIntent } from './operations';
-import { paymentFailure } from './payment-failures';
+import { paymentFailure } from './stripe-failures';
 import { receiptNotRecorded, storeFailure } from './store-failures';
 import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
 

@@ -5,7 +5,7 @@ import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store';
 import { recordingEffect, stepCall, type AttemptRunner } from './attempt';
-import { paymentFailure } from './payment-failures';
+import { paymentFailure } from './stripe-failures';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 

@@ -9,12 +9,11 @@ import type { OperationLog, OperationRecord, OperationUpdate } from '../store';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
 import { Classified, stepCall, type AttemptRunner, type Attempt } from './attempt';
-import { paymentFailure } from './payment-failures';
 import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
 import type { StripeFor } from './stripe-client';
-import { stripeFailure } from './stripe-failures';
-import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
+import { paymentFailure, stripeFailure } from './stripe-failures';
+import { refundUpdate, toReceipt } from './stripe-refunds';
 
 /** What the payment activities (the create and its reconciliation) are given. */
 export interface PaymentDeps {
@@ -97,16 +96,10 @@ export function refundCreation(deps: PaymentDeps) {
       },
       receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
       // The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is.
-      recordReceipt: (refund, receipt) => {
-        const detail = { requestId: refund.lastResponse.requestId ?? null };
-        const at = { operationId, actor, event: 'refund_confirmed', detail };
-        if (providerFailed(refund)) return settleProviderFailure(log, refund, receipt, at);
-        const partial = refund.currency !== input.currency || refund.amount < input.amount;
-        const update: OperationUpdate = partial
-          ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
-          : { status: 'refunded', refund: receipt };
-        return log.settle(operationId, update, actor, at.event, detail);
-      },
+      recordReceipt: (refund, receipt) =>
+        log.settle(operationId, refundUpdate(refund, receipt, input), actor, 'refund_confirmed', {
+          requestId: refund.lastResponse.requestId ?? null,
+        }),
       notRecorded: (refund, err) =>
         receiptNotRecorded(err, `refund ${refund.id} was made`, {
           providerRequestId: refund.lastResponse.requestId ?? null,

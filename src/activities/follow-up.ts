@@ -18,7 +18,7 @@ import {
 import type { OrderStore } from '../store';
 import { Classified, stepCall, type AttemptRunner } from './attempt';
 import { noIntent } from './create-refund';
-import { paymentFailure } from './payment-failures';
+import { paymentFailure } from './stripe-failures';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';

@@ -4,6 +4,7 @@ import Stripe from 'stripe';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import { Classified } from './attempt';
 import { classifyBy, rule, type Rule } from './failure-rules';
+import { storeFailure } from './store-failures';
 import { TransportError, type TransportStage } from './stripe-transport';
 
 /** The facts about a Stripe error that decide its class. */
@@ -178,3 +179,7 @@ export function stripeFailure(err: unknown, write: boolean): Classified {
     health: HEALTH_FAILURES.has(c.code) && !refusedLocally(err),
   });
 }
+
+/** A payment activity's failure: Stripe's errors by the Stripe table; anything else they meet comes from the store. */
+export const paymentFailure = (write: boolean) => (err: unknown) =>
+  err instanceof Stripe.errors.StripeError ? stripeFailure(err, write) : storeFailure(err);
