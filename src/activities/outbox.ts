@@ -1,7 +1,6 @@
-// An email's outbox entry: which attempt may hand it to the mail server (the one that moves it from pending to
-// sending, or one that takes over a hand-over whose outcome is unknown, once the policy or a person says it is resent),
-// and a person's word that such a hand-over was delivered. A hand-over is judged by the bound its sender recorded with
-// its stamp, read on the store's clock: never the judge's own deadline.
+// An email's outbox entry: which attempt may hand it to the mail server (the one that claims it, or one that takes over
+// an unknown hand-over the policy or a person resends), and a person's word that one was delivered. A hand-over is
+// judged by the bound its sender recorded with its stamp, on the store's clock: never the judge's own deadline.
 import type { NodemailerError } from 'nodemailer';
 import { maskEmails } from '../reliability/redaction';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
@@ -12,13 +11,13 @@ import { Classified, type Attempt } from './attempt';
 import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
 import { SEND_CLOCK_MARGIN_MS } from './request-deadline';
 
-/** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
+/** The outbox entry an email is handed over as, to the address the store holds (a customer's never travels in history). */
 export interface OutboxMail extends ResendApproval {
   key: string;
   operationId: string;
   orderId: string;
   kind: OutboxEntry['kind'];
-  to?: string;
+  to: string;
 }
 
 export interface MailText {
@@ -37,13 +36,8 @@ export interface ConfirmDeliveredInput {
   judged?: string;
 }
 
-/** What a receipt and every failure say of an email (a type, not an interface: failure details take it as a record). */
-export type MailFacts = {
-  key: string;
-  messageId: string;
-  /** Masked. */
-  recipient: string;
-};
+/** What a receipt and every failure say of an email, its recipient masked (a type: failure details take it as a record). */
+export type MailFacts = { key: string; messageId: string; recipient: string };
 
 /** A person's approval to resend a hand-over whose outcome is unknown. */
 export interface ResendApproval {
@@ -56,7 +50,7 @@ export interface ResendApproval {
 export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; messageLog?: MessageLog }) {
   const { store, messageLog } = deps;
   // A hand-over stamped without a bound (by a worker from before bounds were recorded): the longest an smtp attempt
-  // under this worker's policy lasts, which such a worker's own deadline (its start-to-close less 5 s) was within.
+  // under this worker's policy lasts, which bounded that worker's own deadline.
   const unboundedMs = deps.policy.timeouts.smtp.startToCloseMs + SEND_CLOCK_MARGIN_MS;
   /** The latest the entry's hand-over can still be on the wire, read on the store's clock: the bound its sender recorded. */
   const endsAt = ({ sendingSince, sendingUntil }: OutboxEntry) =>
@@ -65,10 +59,7 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
   const inFlightFor = async (entry: OutboxEntry) =>
     entry.sendingSince === null ? 0 : Math.max(0, endsAt(entry) - (await store.operations.clock()));
 
-  /**
-   * The receipt of an earlier send of the email, or the stamp of the hand-over this attempt now holds, recorded with
-   * its bound (`onWireForMs`: its deadline, fixed before the stamp, and a margin). Throws why it holds none.
-   */
+  /** An earlier send's receipt, or the stamp of the hand-over this attempt now holds (with its bound); else throws why not. */
   const claimHandOver = async (
     attempt: Attempt,
     request: Parameters<OrderStore['claimHandOver']>[0],
@@ -107,9 +98,8 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
       const found = await askLog(attempt, messageLog, current, facts, approval.operationId);
       if (found) return found;
     } else if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
-    // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a
-    // retry of ours sees a hand-over of its own, which no approval covers, so it never resends again. The policy's
-    // row and the same Message-ID let receivers deduplicate it.
+    // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a retry
+    // of ours sees its own hand-over, which no approval covers. The same Message-ID lets receivers deduplicate it.
     const notBefore =
       approved && !approval.approvedHandOver
         ? new Date(Date.parse(approval.resendApprovedAt!) + 1).toISOString()
@@ -123,10 +113,7 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     return { stamp: taken };
   };
 
-  /**
-   * What the message log says of a hand-over that ended unknown: its receipt when the log has the message, null once
-   * its absence is proven (the lookup began after the sender's bound and the log's window), else look again later.
-   */
+  /** The log's word on an unknown hand-over: its receipt if found, null once absence is proven, else look again later. */
   const askLog = async (
     attempt: Attempt,
     log: MessageLog,
@@ -227,9 +214,8 @@ export function awaitingLog(
 const LOG_RETRY_MS = 2000;
 
 /**
- * Whether a person's approval covers this hand-over: the one they judged, named by its stamp. An approval
- * from a run begun before stamps were named covers one stamped before it (the workflow's clock against the
- * store's: kept for those runs only).
+ * Whether a person's approval covers this hand-over: the one they judged, named by its stamp. One from a run begun
+ * before stamps were named covers one stamped before it (the workflow's clock against the store's: those runs only).
  */
 function approvedResend(current: OutboxEntry, approval: ResendApproval): boolean {
   if (approval.resendApprovedAt === undefined || current.sendingSince === null) return false;
