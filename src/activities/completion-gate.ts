@@ -1,6 +1,5 @@
-// The completion gate: before a run may say "completed", the provider's receipt, the order's
-// refund state, the notification's state and the audit trail must agree. What a step returned is
-// never evidence on its own.
+// The completion gate: before a run may say "completed", the provider's receipt, the order's refund, the notice and
+// the audit trail must agree. What a step returned is never evidence on its own.
 import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store';
@@ -21,11 +20,7 @@ export interface CheckCompletionInput {
   noticeKey: string;
   /** The create step's key: the gate's provider reads are kept in the attempt ledger under `<key>#gate`. */
   idempotencyKey: string;
-  /**
-   * A provider event (webhook) that says the refund succeeded: its signed word, as the receiver
-   * recorded it, stands for the provider's receipt, so the gate does not poll. An event the store
-   * does not hold for this operation and refund is ignored, and the provider is read as usual.
-   */
+  /** A signed provider event that says the refund succeeded stands for the receipt (no poll); one not held is ignored. */
   providerEventId?: string;
 }
 
@@ -162,18 +157,10 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
     ]);
     if (!event || !op?.refund || event.operationId !== input.operationId || event.refundId !== input.refundId)
       return undefined;
-    const { eventId, refundId: id, refundStatus: status, amount, currency } = event;
+    const { eventId, refundId: id, refundStatus: status, amount, currency, operationId } = event;
     if (status !== 'succeeded' || amount === null || currency === null) return undefined;
-    const metadata = { operation_id: event.operationId };
-    return {
-      eventId,
-      id,
-      status,
-      amount,
-      currency,
-      metadata,
-      receipt: { ...op.refund, status, amount, currency, replayed: false },
-    };
+    const receipt = { ...op.refund, status, amount, currency, replayed: false };
+    return { eventId, id, status, amount, currency, metadata: { operation_id: operationId }, receipt };
   }
 
   return { checkCompletion };

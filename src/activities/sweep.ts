@@ -72,18 +72,12 @@ export function createSweepActivities(deps: { temporal?: Client }) {
           });
           asked.push({ workflowId: w.workflowId, at: record.at });
         } catch (err) {
+          if (err instanceof WorkflowUpdateFailedError)
+            report.refused.push({ workflowId: w.workflowId, reason: err.cause?.message ?? err.message });
           // Visibility lags: a run listed may have closed since.
-          if (
-            err instanceof WorkflowNotFoundError ||
-            (err instanceof Error &&
-              /already completed|not found/i.test(err.message) &&
-              !(err instanceof WorkflowUpdateFailedError))
-          ) {
+          else if (err instanceof WorkflowNotFoundError || /already completed|not found/i.test((err as Error)?.message))
             report.closed.push(w.workflowId);
-            continue;
-          }
-          if (!(err instanceof WorkflowUpdateFailedError)) throw err;
-          report.refused.push({ workflowId: w.workflowId, reason: err.cause?.message ?? err.message });
+          else throw err;
         }
       }
       const until = Date.now() + input.waitMs;
