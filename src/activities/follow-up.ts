@@ -1,6 +1,5 @@
-// What a follow-up run needs to know about a refund the provider reported failed after its run
-// finished: the provider's word on it now (a webhook is the reason to look, never the evidence for
-// undoing), and which of the saga's effects stand in the store and so need their compensation.
+// What a follow-up run needs of a refund reported failed after its run finished: the provider's word on it now (a
+// webhook is the reason to look, never the evidence for undoing), and which of the saga's effects stand in the store.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
@@ -38,10 +37,7 @@ export function createFollowUpActivities(deps: {
 }) {
   const { store } = deps;
 
-  /**
-   * Reads the refund at the provider and, when it failed (or was canceled), settles the operation
-   * as failed; then reports what of the saga stands: the refund on the order, the customer notice.
-   */
+  /** Reads the refund at the provider, settles the operation failed if it failed (or was canceled), and reports what stands. */
   async function examineFollowUp(input: ExamineFollowUpInput): Promise<Evidenced<FollowUpFacts>> {
     const key = lookupKey(stepKey(input.operationId, 'create_refund'), 'follow-up');
     const call = stepCall('follow_up', { ...input, key }, 'stripe');
@@ -93,10 +89,7 @@ export function createFollowUpActivities(deps: {
     throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'more_than_one_refund', message);
   }
 
-  /**
-   * What of the saga stands in the store (a read: it changes nothing): the refund on the order when it is `refundId` (or,
-   * without one, whichever this operation applied), and the outbox entries of the customer notice and of its correction.
-   */
+  /** What of the saga stands (a read): the order's refund if it is `refundId` (null: any), the notice and its correction. */
   async function standingRecords(input: { operationId: string; refundId: string | null }): Promise<StandingRecords> {
     const { operationId, refundId } = input;
     const applied = await store.appliedRefund(operationId);
@@ -114,10 +107,7 @@ export function createFollowUpActivities(deps: {
     };
   }
 
-  /**
-   * A run that ends holding the provider's word that its refund failed, which it did not act on
-   * (it was parked, abandoned, or the provider's API still said succeeded): the follow-up takes it.
-   */
+  /** A run ending with the provider's word that its refund failed, not acted on (parked, abandoned): a follow-up takes it. */
   async function handToFollowUp(input: {
     operationId: string;
     event: ProviderEventSummary;

@@ -1,5 +1,4 @@
-// The start and end of an operation in the store: the intent is committed (identity, request hash)
-// before anything is sent, and a run that stops leaves its verdict in the audit trail.
+// The start and end of an operation in the store: its intent committed before anything is sent, and its verdict.
 import { createHash } from 'node:crypto';
 import { maskEmails } from '../reliability/redaction';
 import {
@@ -100,10 +99,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
     });
   }
 
-  /**
-   * An earlier operation whose effect the order may not show: a send not proven absent and no
-   * receipt, or a refund that exists and is not on the order yet.
-   */
+  /** An earlier operation whose effect the order may not show: a send unproven, or a refund not on the order yet. */
   async function unsettled(op: OperationRecord): Promise<boolean> {
     if (unproven(op)) return true;
     return (

@@ -1,5 +1,5 @@
-// The reconcileRefund activity: what became of a refund whose outcome is unknown, asked of Stripe
-// and settled in the operation's record; a "not found" proves absence only once no send can still land.
+// The reconcileRefund activity: what became of a refund whose outcome is unknown, asked of Stripe and settled in the
+// operation's record.
 import { Context } from '@temporalio/activity';
 import { lookupKey, type Evidenced, type ReconcileResult, type RefundReceipt } from '../contract';
 import { refundMetrics } from '../observability/metrics';
@@ -25,10 +25,8 @@ export function refundReconciliation(deps: PaymentDeps) {
   const { log } = deps;
 
   /**
-   * Asks the provider what became of an operation whose outcome is unknown: by refund id when one is
-   * known, else by listing the payment intent's refunds for one whose metadata names the operation.
-   * A "not found" is conclusive only once the provider's consistency window has passed since the
-   * last send's request was off the wire, and only if nothing was sent since the lookup began.
+   * By refund id when one is known, else by the payment intent's list. A "not found" is conclusive only once the
+   * consistency window has passed since the last send was off the wire, and if nothing was sent since the lookup began.
    */
   async function reconcileRefund(input: ReconcileRefundInput): Promise<Evidenced<ReconcileResult>> {
     const call = stepCall('reconcile', { ...input, key: lookupKey(input.idempotencyKey, 'reconcile') }, 'stripe');

@@ -1,7 +1,5 @@
-// Every error the order store can raise, on SQLite or PostgreSQL, classified into the failure
-// taxonomy by one table. Each store call is one transaction: when it throws, nothing it meant to
-// write was committed, except when the connection to PostgreSQL broke while the call was out:
-// then the commit may have happened, and the retry (every store write is idempotent) settles it.
+// Every error the order store can raise (SQLite, PostgreSQL), classified by one table. A store call is one transaction
+// that committed nothing when it throws, unless the connection broke while it was out: the (idempotent) retry settles it.
 import { Classified } from './attempt';
 import { classifyBy, rule, type Rule } from './failure-rules';
 import {

@@ -43,9 +43,8 @@ export function createSweepActivities(deps: { temporal?: Client }) {
     },
 
     /**
-     * Asks up to `maxRuns` parked runs whose refund is unknown to reconcile (a lookup; nothing is
-     * sent), one Update each under the occurrence's id so that a re-run asks no run twice, then
-     * waits up to `waitMs` for each to settle or park again.
+     * Asks up to `maxRuns` parked runs whose send is unknown to reconcile (nothing is sent), one Update each under the
+     * occurrence's id so a re-run asks no run twice, then waits up to `waitMs` for each to settle or park again.
      */
     async sweepUnknown(input: { occurrenceId: string; maxRuns: number; waitMs: number }): Promise<SweepReport> {
       const c = client();
