@@ -129,15 +129,9 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
       if (!anomaly && providerFailed(refund)) verdict = 'refund_failed';
       const { operationId } = input;
       const { actor } = attempt;
-      if (verdict === 'pass')
-        await recordingEffect(attempt, () =>
-          store.operations.settle(
-            operationId,
-            { status: 'completed', refund: receipt },
-            actor,
-            'completion_gate_passed',
-          ),
-        );
+      const completed = { status: 'completed' as const, refund: receipt };
+      const settle = () => store.operations.settle(operationId, completed, actor, 'completion_gate_passed');
+      if (verdict === 'pass') await recordingEffect(attempt, settle);
       if (verdict === 'refund_failed') {
         const event = 'refund_failed_after_acceptance';
         await settleProviderFailure(store.operations, refund, receipt, { operationId, actor, event });
@@ -166,14 +160,12 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
   return { checkCompletion };
 }
 
+type Settled<T extends readonly unknown[]> = { -readonly [K in keyof T]: Awaited<T[K]> };
+
 /** Every promise's value once all have settled; if any failed, the first failure in the list's order. */
-async function allOrFirstError<T extends readonly unknown[]>(
-  promises: T,
-): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+async function allOrFirstError<T extends readonly unknown[]>(promises: T): Promise<Settled<T>> {
   const settled = await Promise.allSettled(promises);
   const failed = settled.find((r) => r.status === 'rejected');
   if (failed) throw failed.reason;
-  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
-    -readonly [K in keyof T]: Awaited<T[K]>;
-  };
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as Settled<T>;
 }

@@ -59,12 +59,8 @@ export function createFollowUpActivities(deps: {
       const failed = providerFailed(refund);
       if (failed) {
         await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
-        await settleProviderFailure(store.operations, refund, receipt, {
-          operationId: input.operationId,
-          actor: attempt.actor,
-          event: 'refund_failed_after_completion',
-          detail: { followUp: attempt.actor },
-        });
+        const at = { operationId: input.operationId, actor: attempt.actor, event: 'refund_failed_after_completion' };
+        await settleProviderFailure(store.operations, refund, receipt, { ...at, detail: { followUp: attempt.actor } });
       }
       return {
         request: op.request,
