@@ -22,12 +22,6 @@ import type { StripeFor } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
 
-export interface ExamineFollowUpInput {
-  operationId: string;
-  /** The refund the provider's event named. */
-  refundId: string;
-}
-
 export function createFollowUpActivities(deps: {
   stripe: StripeFor;
   store: OrderStore;
@@ -37,8 +31,8 @@ export function createFollowUpActivities(deps: {
 }) {
   const { store } = deps;
 
-  /** Reads the refund at the provider, settles the operation failed if it failed (or was canceled), and reports what stands. */
-  async function examineFollowUp(input: ExamineFollowUpInput): Promise<Evidenced<FollowUpFacts>> {
+  /** Reads the refund the provider's event named, settles the operation failed if it failed (or was canceled), and reports what stands. */
+  async function examineFollowUp(input: { operationId: string; refundId: string }): Promise<Evidenced<FollowUpFacts>> {
     const key = lookupKey(stepKey(input.operationId, 'create_refund'), 'follow-up');
     const call = stepCall('follow_up', { ...input, key }, 'stripe');
     return deps.attempt(call, paymentFailure(false), async (attempt) => {

@@ -130,10 +130,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
 
-  /**
-   * An email's step: one attempt through the mail server's breaker, its outbox entry and text composed within it, and
-   * its hand-over counted by outcome: sent, already sent, refused, partial or unknown.
-   */
+  /** An email's step: one attempt through the mail server's breaker, composed within it, its hand-over counted by outcome. */
   const mailStep = (
     step: string,
     key: string,
@@ -175,10 +172,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
   return {
     sendRefundNotice: orderMail('notify_customer', 'refund_notice', refundNoticeMail),
 
-    /**
-     * Settles a notice whose hand-over is unknown on a person's word that it was delivered: the outbox
-     * entry becomes sent, naming them, so the completion gate's notification check can pass. Sends nothing.
-     */
+    /** Settles an unknown hand-over as sent on a person's word (naming them), for the completion gate. Sends nothing. */
     async confirmNoticeDelivered(input: ConfirmDeliveredInput): Promise<Evidenced<NotificationReceipt>> {
       return deps.attempt(stepCall('notify_customer', input, 'store'), storeFailure, (a) => confirmDelivered(a, input));
     },

@@ -15,10 +15,6 @@ import type { NewOperation, OperationRecord, OrderStore } from '../store';
 import { Classified, recordingEffect, stepCall, type AttemptRunner } from './attempt';
 import { storeFailure } from './store-failures';
 
-export interface BeginOperationInput {
-  request: RefundRequest;
-}
-
 export interface RecordOutcomeInput {
   operationId: string;
   /** The run's status (terminal, or parked) and why. */
@@ -57,8 +53,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
   // As the run's history pins them: the policy as its changes from the shipped one (none, on the default).
   const pinned = pinSettings(settings);
 
-  async function beginOperation(input: BeginOperationInput): Promise<Evidenced<BeginResult>> {
-    const { request } = input;
+  async function beginOperation({ request }: { request: RefundRequest }): Promise<Evidenced<BeginResult>> {
     const intent = refundIntent(settings.scope, request);
     const { operationId } = intent;
     const call = stepCall('load_order', { key: stepKey(operationId, 'load_order'), operationId }, 'store');
