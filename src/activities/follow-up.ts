@@ -71,9 +71,8 @@ export function createFollowUpActivities(deps: {
   async function refuseAnotherRefund(stripe: Stripe, operationId: string, orderId: string, refundId: string) {
     const order = await store.getOrder(orderId);
     if (!order) return;
-    const others = refundIdsOf(await listRefunds(stripe, order.paymentIntentId), operationId).filter(
-      (id) => id !== refundId,
-    );
+    const listed = await listRefunds(stripe, order.paymentIntentId);
+    const others = refundIdsOf(listed, operationId).filter((id) => id !== refundId);
     if (others.length === 0) return;
     const message = `refund ${refundId} failed, but ${others.join(', ')} also carr${others.length === 1 ? 'ies' : 'y'} operation ${operationId}: nothing is undone; a person looks at why it exists`;
     throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'more_than_one_refund', message);

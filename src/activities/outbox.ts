@@ -95,7 +95,7 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     if (live > 0) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
     if (!approved && messageLog) {
       // The provider's log settles it: found, it was sent; proven absent, it is sent again with the same Message-ID.
-      const found = await askLog(attempt, messageLog, current, facts, approval.operationId);
+      const found = await askLog(attempt, messageLog, current, ctx, approval.operationId);
       if (found) return found;
     } else if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
     // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a retry
@@ -118,9 +118,10 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     attempt: Attempt,
     log: MessageLog,
     current: OutboxEntry,
-    facts: MailFacts & { sendingSince: string },
+    ctx: MailFacts,
     operationId: string,
   ): Promise<{ receipt: NotificationReceipt } | null> => {
+    const facts = { ...ctx, sendingSince: current.sendingSince };
     // A hand-over stamped without its sender's bound may still be talking: no miss proves it absent.
     if (current.sendingUntil === null) throw outcomeUnknown(facts, 'a previous attempt (stamped without its bound)');
     const askedAt = await store.operations.clock();
@@ -132,10 +133,7 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
       const { id, acceptedAt } = logged[0]!;
       const response = `${RECONCILED_FROM_LOG} the message log has it as ${id}, accepted at ${acceptedAt}`;
       const sent = await store.markNotificationSent(current.key, response, { operationId, actor: attempt.actor });
-      const { key, messageId, recipient } = facts;
-      return {
-        receipt: { key, messageId, recipient, providerResponse: sent.providerResponse ?? response, alreadySent: true },
-      };
+      return { receipt: { ...ctx, providerResponse: sent.providerResponse ?? response, alreadySent: true } };
     }
     const wait = endsAt(current) + log.consistencyMs - askedAt;
     if (wait > 0) throw awaitingLog(facts, wait);
