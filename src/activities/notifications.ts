@@ -119,13 +119,9 @@ export function createNotificationActivities(deps: NotificationDeps) {
       // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
       // of resending. The step took effect, whatever the store said: never "not executed".
       const c = storeFailure(err);
-      throw new Classified(
-        c.code,
-        'completed',
-        'delivery_not_recorded',
-        `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`,
-        { provider: { ...ctx, providerResponse: response }, cause: err },
-      );
+      const message = `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`;
+      const provider = { ...ctx, providerResponse: response };
+      throw new Classified(c.code, 'completed', 'delivery_not_recorded', message, { provider, cause: err });
     }
     return { ...ctx, providerResponse: response, alreadySent: false };
   };

@@ -143,14 +143,11 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
   /** Records a person's word that a hand-over whose outcome is unknown was delivered: the entry becomes sent, naming them. */
   const confirmDelivered = async (attempt: Attempt, input: ConfirmDeliveredInput): Promise<NotificationReceipt> => {
     // The retry comes once that hand-over's bound has passed.
-    const stillSending = (entry: OutboxEntry, what: string, retryAfterMs: number) =>
-      new Classified(
-        'STATE_CONFLICT',
-        'not_executed',
-        'send_in_progress',
-        `${entry.messageId} ${what}; confirm its delivery once that attempt is done`,
-        { provider: { key: input.key, messageId: entry.messageId }, retryAfterMs },
-      );
+    const stillSending = (entry: OutboxEntry, what: string, retryAfterMs: number) => {
+      const provider = { key: input.key, messageId: entry.messageId };
+      const message = `${entry.messageId} ${what}; confirm its delivery once that attempt is done`;
+      return new Classified('STATE_CONFLICT', 'not_executed', 'send_in_progress', message, { provider, retryAfterMs });
+    };
     // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
     const current = await store.getNotification(input.key);
     const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
@@ -170,13 +167,9 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
       throw stillSending(entry, 'was taken over by another attempt just now', await inFlightFor(entry));
     if (entry.status !== 'sent') {
       // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
-      throw new Classified(
-        'PERMANENT_BUSINESS',
-        'not_executed',
-        'no_unknown_handover',
-        `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`,
-        { provider: { key: input.key, messageId: entry.messageId } },
-      );
+      const message = `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`;
+      const provider = { key: input.key, messageId: entry.messageId };
+      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'no_unknown_handover', message, { provider });
     }
     return {
       key: input.key,

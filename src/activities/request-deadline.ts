@@ -57,13 +57,10 @@ export function sendDeadline(attempt: Attempt, maxMs: number, marginMs = MARGIN_
 }
 
 /** Why a send did not go out: too little of its deadline was left (the worker stalled, or the store kept it waiting). */
-export const attemptTimeSpent = () =>
-  new Classified(
-    'TRANSIENT_DEPENDENCY',
-    'not_executed',
-    'attempt_time_spent',
-    'not sent: too little of this attempt is left for the request to finish',
-  );
+export function attemptTimeSpent() {
+  const message = 'not sent: too little of this attempt is left for the request to finish';
+  return new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'attempt_time_spent', message);
+}
 
 /**
  * Awaited by every transport before a request goes on the wire: the attempt's ledger row is then on disk, so one that

@@ -151,13 +151,10 @@ export function stripeFailure(err: unknown, write: boolean): Classified {
   if (err instanceof Classified) return err;
   const c = classifyStripeError(err, write);
   if (!c) {
-    return new Classified(
-      'POISON',
-      write ? 'undeterminable' : 'not_executed',
-      'unclassified_error',
-      `unexpected error talking to Stripe: ${(err as Error)?.message ?? String(err)}`,
-      { cause: err },
-    );
+    const message = `unexpected error talking to Stripe: ${(err as Error)?.message ?? String(err)}`;
+    return new Classified('POISON', write ? 'undeterminable' : 'not_executed', 'unclassified_error', message, {
+      cause: err,
+    });
   }
   return new Classified(c.code, c.certainty, c.reason, c.message, {
     retryAfterMs: c.retryAfterMs,
