@@ -70,9 +70,9 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
     const { claimed, stamp } = await store.claimHandOver(request, onWireForMs).catch((err: unknown) => {
       if (!(err instanceof IntentConflictError)) throw err;
-      const masked = maskEmails(err.message);
-      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', masked, {
-        provider: { key: ctx.key },
+      const provider = { key: ctx.key };
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {
+        provider,
       });
     });
     if (stamp !== null) return { stamp };

@@ -152,9 +152,8 @@ export function stripeFailure(err: unknown, write: boolean): Classified {
   const c = classifyStripeError(err, write);
   if (!c) {
     const message = `unexpected error talking to Stripe: ${(err as Error)?.message ?? String(err)}`;
-    return new Classified('POISON', write ? 'undeterminable' : 'not_executed', 'unclassified_error', message, {
-      cause: err,
-    });
+    const certainty = write ? 'undeterminable' : 'not_executed';
+    return new Classified('POISON', certainty, 'unclassified_error', message, { cause: err });
   }
   return new Classified(c.code, c.certainty, c.reason, c.message, {
     retryAfterMs: c.retryAfterMs,
