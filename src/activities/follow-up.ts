@@ -113,13 +113,9 @@ export function createFollowUpActivities(deps: {
       event: input.event,
       taskQueue: input.workflowTaskQueue ?? taskQueue,
     });
-    await store.operations.audit(input.operationId, workflowId, 'late_provider_event', {
-      eventId: input.event.id,
-      type: input.event.type,
-      refundId: input.event.refundId,
-      refundStatus: input.event.refundStatus,
-      followUp: started,
-    });
+    const { id: eventId, type, refundId, refundStatus } = input.event;
+    const detail = { eventId, type, refundId, refundStatus, followUp: started };
+    await store.operations.audit(input.operationId, workflowId, 'late_provider_event', detail);
     return started;
   }
 

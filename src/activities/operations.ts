@@ -28,12 +28,8 @@ export interface RecordOutcomeInput {
 
 /** sha256 of the canonical request: what the operation asks for, keys sorted, nothing about who or when. */
 export function requestHash(request: Pick<RefundRequest, 'orderId' | 'amount' | 'currency' | 'reason'>): string {
-  const canonical = JSON.stringify({
-    amount: request.amount,
-    currency: request.currency,
-    orderId: request.orderId,
-    reason: request.reason,
-  });
+  const { amount, currency, orderId, reason } = request;
+  const canonical = JSON.stringify({ amount, currency, orderId, reason });
   return createHash('sha256').update(canonical).digest('hex');
 }
 
