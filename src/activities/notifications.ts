@@ -174,13 +174,10 @@ export function createNotificationActivities(deps: NotificationDeps) {
     },
 
     /** The occurrence's digest for the operators: one per occurrence, its key built from the occurrence id. */
-    sendDigest: (input: DigestInput): Promise<Evidenced<NotificationReceipt>> =>
+    sendDigest: (input: DigestInput) =>
       mailStep('digest', input.key, input.occurrenceId, () => {
-        const to = deps.digestTo ?? DEFAULT_DIGEST_TO;
-        return [
-          { key: input.key, operationId: input.occurrenceId, orderId: '', kind: 'digest', to },
-          digestMail(input),
-        ];
+        const entry = { key: input.key, operationId: input.occurrenceId, orderId: '', kind: 'digest' as const };
+        return [{ ...entry, to: deps.digestTo ?? DEFAULT_DIGEST_TO }, digestMail(input)];
       }),
 
     sendCheckoutReceipt: cartMail('checkout_receipt', 'send_receipt'),
