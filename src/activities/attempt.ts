@@ -1,8 +1,6 @@
-// One attempt of a step's activity: recorded in the attempt ledger with the provider requests it sent, and every
-// error it ends with turned into an ApplicationFailure whose type is a failure code and whose retry behaviour the
-// recovery policy decides (non-retryable, or a next-retry delay with jitter that honours Retry-After within the
-// remaining budget). This is the only place an activity's failure is shaped, so the workflow sees every failure
-// alike. The body is handed its Attempt and passes it to whatever sends: nothing is found from the call stack.
+// One attempt of a step's activity, recorded in the attempt ledger with the requests it sent. The only place an
+// activity's failure is shaped (an ApplicationFailure typed by its failure code, retried as the recovery policy says),
+// so the workflow sees every failure alike. The body is handed its Attempt: nothing is found from the call stack.
 import { Context, log, type Info } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import { mayHaveTakenEffect, type AttemptSummary, type StepEvidence } from '../reliability/attempt-ledger';
@@ -49,7 +47,7 @@ export class Classified extends Error {
       providerRequestId?: string | null;
       provider?: FailureDetails['provider'];
       cause?: unknown;
-      /** The provider itself failed (unreachable, erroring, slow, rate limiting): what a circuit breaker counts. Set only by the provider classifiers. */
+      /** The provider itself failed (unreachable, erroring, slow, rate limiting): what a circuit breaker counts. */
       health?: boolean;
     } = {},
   ) {
@@ -212,10 +210,7 @@ export function createAttemptRunner(deps: {
     return { code: c.code, reason: c.reason, nextDelayMs: delay, message: undefined };
   }
 
-  /**
-   * Records how the attempt ended (unless its effect's transaction did), and returns the step's ledger in this run:
-   * this attempt alone when the store found no other row of the step as it wrote the end, else every row read back.
-   */
+  /** Records how the attempt ended (unless its effect's transaction did); returns the step's ledger in this run. */
   async function finish(
     call: StepCall,
     ledger: OpenAttempt,
@@ -283,10 +278,7 @@ function succeeded(attempt: Attempt): AttemptEnd {
   };
 }
 
-/**
- * Runs the store call that records the attempt's effect: its transaction writes the attempt's end too, so the step
- * commits once rather than twice. Should the attempt fail after all, its end is written again.
- */
+/** Runs the store call that records the attempt's effect, its transaction writing the attempt's end too (one commit). */
 export function recordingEffect<T>(attempt: Attempt, fn: () => Promise<T>): Promise<T> {
   return attempt.ledger ? attempt.ledger.recording(() => succeeded(attempt), fn) : fn();
 }

@@ -16,11 +16,8 @@ export interface DigestInput {
 }
 
 export function digestMail(input: DigestInput): MailText {
-  return { subject: `Refunds waiting for a person: ${input.label}`, text: digestText(input) };
-}
-
-function digestText(input: DigestInput): string {
-  if (input.total === 0) return `No refund run waits for a person (${input.occurrenceId}).`;
+  const subject = `Refunds waiting for a person: ${input.label}`;
+  if (input.total === 0) return { subject, text: `No refund run waits for a person (${input.occurrenceId}).` };
   const lines = input.runs.map(
     (r) =>
       `- ${r.workflowId} (order ${r.orderId ?? '?'}): ${r.execution}, ${r.status ?? '?'} at ${r.step ?? '?'}, refund ${r.effect ?? '?'}; ${r.verdict ?? ''}`,
@@ -29,7 +26,7 @@ function digestText(input: DigestInput): string {
     input.total > input.runs.length
       ? [`…and ${input.total - input.runs.length} more: npm run inspect -- --attention`]
       : [];
-  return [
+  const text = [
     `${input.total} refund run(s) wait for a person (${input.occurrenceId}):`,
     '',
     ...lines,
@@ -37,4 +34,5 @@ function digestText(input: DigestInput): string {
     '',
     'Inspect one with npm run inspect -- <workflow id>.',
   ].join('\n');
+  return { subject, text };
 }

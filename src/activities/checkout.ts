@@ -6,9 +6,9 @@ import { lookUpRecorded, sendRecorded, type SendAt } from '../saga/recorded-send
 import type { OrderStore } from '../store';
 import { Classified, stepCall } from './attempt';
 import { stripeSendParts } from './create-refund';
-import { paymentFailure } from './payment-failures';
 import { paymentRefunds } from './refund-payment';
 import { receiptNotRecorded, storeFailure } from './store-failures';
+import { paymentFailure } from './stripe-failures';
 
 type CartStepInput = SendAt & { cartId: string };
 

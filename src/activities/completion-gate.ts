@@ -1,11 +1,10 @@
-// The completion gate: before a run may say "completed", the provider's receipt, the order's
-// refund state, the notification's state and the audit trail must agree. What a step returned is
-// never evidence on its own.
+// The completion gate: before a run may say "completed", the provider's receipt, the order's refund, the notice and
+// the audit trail must agree. What a step returned is never evidence on its own.
 import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
 import type { OrderStore } from '../store';
 import { recordingEffect, stepCall, type AttemptRunner } from './attempt';
-import { paymentFailure } from './payment-failures';
+import { paymentFailure } from './stripe-failures';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 
@@ -21,11 +20,7 @@ export interface CheckCompletionInput {
   noticeKey: string;
   /** The create step's key: the gate's provider reads are kept in the attempt ledger under `<key>#gate`. */
   idempotencyKey: string;
-  /**
-   * A provider event (webhook) that says the refund succeeded: its signed word, as the receiver
-   * recorded it, stands for the provider's receipt, so the gate does not poll. An event the store
-   * does not hold for this operation and refund is ignored, and the provider is read as usual.
-   */
+  /** A signed provider event that says the refund succeeded stands for the receipt (no poll); one not held is ignored. */
   providerEventId?: string;
 }
 
@@ -134,15 +129,9 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
       if (!anomaly && providerFailed(refund)) verdict = 'refund_failed';
       const { operationId } = input;
       const { actor } = attempt;
-      if (verdict === 'pass')
-        await recordingEffect(attempt, () =>
-          store.operations.settle(
-            operationId,
-            { status: 'completed', refund: receipt },
-            actor,
-            'completion_gate_passed',
-          ),
-        );
+      const completed = { status: 'completed' as const, refund: receipt };
+      const settle = () => store.operations.settle(operationId, completed, actor, 'completion_gate_passed');
+      if (verdict === 'pass') await recordingEffect(attempt, settle);
       if (verdict === 'refund_failed') {
         const event = 'refund_failed_after_acceptance';
         await settleProviderFailure(store.operations, refund, receipt, { operationId, actor, event });
@@ -162,31 +151,21 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
     ]);
     if (!event || !op?.refund || event.operationId !== input.operationId || event.refundId !== input.refundId)
       return undefined;
-    const { eventId, refundId: id, refundStatus: status, amount, currency } = event;
+    const { eventId, refundId: id, refundStatus: status, amount, currency, operationId } = event;
     if (status !== 'succeeded' || amount === null || currency === null) return undefined;
-    const metadata = { operation_id: event.operationId };
-    return {
-      eventId,
-      id,
-      status,
-      amount,
-      currency,
-      metadata,
-      receipt: { ...op.refund, status, amount, currency, replayed: false },
-    };
+    const receipt = { ...op.refund, status, amount, currency, replayed: false };
+    return { eventId, id, status, amount, currency, metadata: { operation_id: operationId }, receipt };
   }
 
   return { checkCompletion };
 }
 
+type Settled<T extends readonly unknown[]> = { -readonly [K in keyof T]: Awaited<T[K]> };
+
 /** Every promise's value once all have settled; if any failed, the first failure in the list's order. */
-async function allOrFirstError<T extends readonly unknown[]>(
-  promises: T,
-): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+async function allOrFirstError<T extends readonly unknown[]>(promises: T): Promise<Settled<T>> {
   const settled = await Promise.allSettled(promises);
   const failed = settled.find((r) => r.status === 'rejected');
   if (failed) throw failed.reason;
-  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
-    -readonly [K in keyof T]: Awaited<T[K]>;
-  };
+  return settled.map((r) => (r as PromiseFulfilledResult<unknown>).value) as Settled<T>;
 }

@@ -1,7 +1,5 @@
-// The createRefund activity: the refund sent through Stripe, once its operation's record allows it.
-// Its intent must be recorded; a known receipt is replayed; a send outside the key's dedupe window
-// waits for reconciliation; the send's deadline is fixed before its stamp, and what the send proves
-// (a receipt, an unknown outcome, or that nothing was made) goes to the record.
+// The createRefund activity: the refund sent through Stripe by the send protocol (src/saga/send.ts), once the
+// operation's recorded intent allows it, with what the send proves going to the operation's record.
 import type Stripe from 'stripe';
 import type { Evidenced, ProviderWindows, RefundReceipt } from '../contract';
 import type { REFUND_REASONS } from '../domain/refund-request';
@@ -9,12 +7,11 @@ import type { OperationLog, OperationRecord, OperationUpdate } from '../store';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
 import { Classified, stepCall, type AttemptRunner, type Attempt } from './attempt';
-import { paymentFailure } from './payment-failures';
 import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
 import type { StripeFor } from './stripe-client';
-import { stripeFailure } from './stripe-failures';
-import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
+import { paymentFailure, stripeFailure } from './stripe-failures';
+import { refundUpdate, toReceipt } from './stripe-refunds';
 
 /** What the payment activities (the create and its reconciliation) are given. */
 export interface PaymentDeps {
@@ -39,11 +36,7 @@ export function refundCreation(deps: PaymentDeps) {
   const { log } = deps;
   const stripeSend = stripeSendParts(deps.windows, () => log.clock());
 
-  /**
-   * Sends the refund, unless the operation's record says not to. The result is the provider's
-   * receipt as it is, a refund for less than asked or one already failed included: the workflow
-   * compares it with what was asked. Only the create may be sent, and only with the operation's key.
-   */
+  /** Sends the refund unless its record says not to; the receipt is Stripe's as it is (less than asked, or failed). */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
     const { operationId, idempotencyKey } = input;
     const call = stepCall('create_refund', { key: idempotencyKey, operationId }, 'stripe', 'stripe:create_refund');
@@ -97,16 +90,10 @@ export function refundCreation(deps: PaymentDeps) {
       },
       receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
       // The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is.
-      recordReceipt: (refund, receipt) => {
-        const detail = { requestId: refund.lastResponse.requestId ?? null };
-        const at = { operationId, actor, event: 'refund_confirmed', detail };
-        if (providerFailed(refund)) return settleProviderFailure(log, refund, receipt, at);
-        const partial = refund.currency !== input.currency || refund.amount < input.amount;
-        const update: OperationUpdate = partial
-          ? { status: 'partial', refund: receipt, reason: 'refund_differs' }
-          : { status: 'refunded', refund: receipt };
-        return log.settle(operationId, update, actor, at.event, detail);
-      },
+      recordReceipt: (refund, receipt) =>
+        log.settle(operationId, refundUpdate(refund, receipt, input), actor, 'refund_confirmed', {
+          requestId: refund.lastResponse.requestId ?? null,
+        }),
       notRecorded: (refund, err) =>
         receiptNotRecorded(err, `refund ${refund.id} was made`, {
           providerRequestId: refund.lastResponse.requestId ?? null,
@@ -149,9 +136,8 @@ export function stripeSendParts(windows: ProviderWindows, clock: () => Promise<n
 }
 
 /**
- * A failed send that proves it made nothing: it never left this process, or Stripe itself (its
- * request id on the answer) refused it below 500. A 5xx, or an answer without Stripe's request id
- * (a proxy's), proves only that the last hop said no: the request may have gone on to Stripe.
+ * A failed send that proves it made nothing: it never left, or Stripe itself (its request id on the answer) refused it
+ * below 500. A 5xx, or an answer without Stripe's request id (a proxy's), may have gone on to Stripe.
  */
 function provesNothingSent(failure: Classified): boolean {
   if (failure.certainty !== 'not_executed') return false;

@@ -1,6 +1,5 @@
-// What a follow-up run needs to know about a refund the provider reported failed after its run
-// finished: the provider's word on it now (a webhook is the reason to look, never the evidence for
-// undoing), and which of the saga's effects stand in the store and so need their compensation.
+// What a follow-up run needs of a refund reported failed after its run finished: the provider's word on it now (a
+// webhook is the reason to look, never the evidence for undoing), and which of the saga's effects stand in the store.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
@@ -18,16 +17,10 @@ import {
 import type { OrderStore } from '../store';
 import { Classified, stepCall, type AttemptRunner } from './attempt';
 import { noIntent } from './create-refund';
-import { paymentFailure } from './payment-failures';
+import { paymentFailure } from './stripe-failures';
 import type { StripeFor } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
-
-export interface ExamineFollowUpInput {
-  operationId: string;
-  /** The refund the provider's event named. */
-  refundId: string;
-}
 
 export function createFollowUpActivities(deps: {
   stripe: StripeFor;
@@ -38,11 +31,8 @@ export function createFollowUpActivities(deps: {
 }) {
   const { store } = deps;
 
-  /**
-   * Reads the refund at the provider and, when it failed (or was canceled), settles the operation
-   * as failed; then reports what of the saga stands: the refund on the order, the customer notice.
-   */
-  async function examineFollowUp(input: ExamineFollowUpInput): Promise<Evidenced<FollowUpFacts>> {
+  /** Reads the refund the provider's event named, settles the operation failed if it failed (or was canceled), and reports what stands. */
+  async function examineFollowUp(input: { operationId: string; refundId: string }): Promise<Evidenced<FollowUpFacts>> {
     const key = lookupKey(stepKey(input.operationId, 'create_refund'), 'follow-up');
     const call = stepCall('follow_up', { ...input, key }, 'stripe');
     return deps.attempt(call, paymentFailure(false), async (attempt) => {
@@ -63,12 +53,8 @@ export function createFollowUpActivities(deps: {
       const failed = providerFailed(refund);
       if (failed) {
         await refuseAnotherRefund(stripe, input.operationId, op.request.orderId, refund.id);
-        await settleProviderFailure(store.operations, refund, receipt, {
-          operationId: input.operationId,
-          actor: attempt.actor,
-          event: 'refund_failed_after_completion',
-          detail: { followUp: attempt.actor },
-        });
+        const at = { operationId: input.operationId, actor: attempt.actor, event: 'refund_failed_after_completion' };
+        await settleProviderFailure(store.operations, refund, receipt, { ...at, detail: { followUp: attempt.actor } });
       }
       return {
         request: op.request,
@@ -85,18 +71,14 @@ export function createFollowUpActivities(deps: {
   async function refuseAnotherRefund(stripe: Stripe, operationId: string, orderId: string, refundId: string) {
     const order = await store.getOrder(orderId);
     if (!order) return;
-    const others = refundIdsOf(await listRefunds(stripe, order.paymentIntentId), operationId).filter(
-      (id) => id !== refundId,
-    );
+    const listed = await listRefunds(stripe, order.paymentIntentId);
+    const others = refundIdsOf(listed, operationId).filter((id) => id !== refundId);
     if (others.length === 0) return;
     const message = `refund ${refundId} failed, but ${others.join(', ')} also carr${others.length === 1 ? 'ies' : 'y'} operation ${operationId}: nothing is undone; a person looks at why it exists`;
     throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'more_than_one_refund', message);
   }
 
-  /**
-   * What of the saga stands in the store (a read: it changes nothing): the refund on the order when it is `refundId` (or,
-   * without one, whichever this operation applied), and the outbox entries of the customer notice and of its correction.
-   */
+  /** What of the saga stands (a read): the order's refund if it is `refundId` (null: any), the notice and its correction. */
   async function standingRecords(input: { operationId: string; refundId: string | null }): Promise<StandingRecords> {
     const { operationId, refundId } = input;
     const applied = await store.appliedRefund(operationId);
@@ -114,10 +96,7 @@ export function createFollowUpActivities(deps: {
     };
   }
 
-  /**
-   * A run that ends holding the provider's word that its refund failed, which it did not act on
-   * (it was parked, abandoned, or the provider's API still said succeeded): the follow-up takes it.
-   */
+  /** A run ending with the provider's word that its refund failed, not acted on (parked, abandoned): a follow-up takes it. */
   async function handToFollowUp(input: {
     operationId: string;
     event: ProviderEventSummary;
@@ -134,13 +113,9 @@ export function createFollowUpActivities(deps: {
       event: input.event,
       taskQueue: input.workflowTaskQueue ?? taskQueue,
     });
-    await store.operations.audit(input.operationId, workflowId, 'late_provider_event', {
-      eventId: input.event.id,
-      type: input.event.type,
-      refundId: input.event.refundId,
-      refundStatus: input.event.refundStatus,
-      followUp: started,
-    });
+    const { id: eventId, type, refundId, refundStatus } = input.event;
+    const detail = { eventId, type, refundId, refundStatus, followUp: started };
+    await store.operations.audit(input.operationId, workflowId, 'late_provider_event', detail);
     return started;
   }
 

@@ -2,10 +2,7 @@
 import nodemailer, { type Transporter } from 'nodemailer';
 import { smtpTlsFor } from '../config';
 
-/**
- * The shortest smtp attempt a worker accepts: twice the 5 s that connecting and the greeting may take, so
- * that a send which connects has time left to be written before its deadline (what is left of the attempt).
- */
+/** The shortest smtp attempt a worker accepts: twice the 5 s connecting and the greeting may take, so a send has time left. */
 export const SMTP_MIN_ATTEMPT_MS = 10_000;
 
 export interface SmtpSettings {
@@ -18,10 +15,8 @@ export interface SmtpSettings {
 }
 
 /**
- * One SMTP connection per send and no pooling, so an activity attempt is exactly one delivery attempt.
- * Connecting and the greeting share the 5 s connection deadline, then each reply may take up to 15 s:
- * a server that stalls once fails the attempt within about 20 s, and the send's own deadline
- * (request-deadline.ts) cuts it inside whatever start-to-close the attempt has.
+ * One SMTP connection per send, no pooling: an activity attempt is exactly one delivery attempt. Connecting takes 5 s at
+ * most, each reply 15 s, and the send's own deadline (request-deadline.ts) cuts it inside the attempt.
  */
 export function createMailTransport(smtpUrl: string, settings?: SmtpSettings): Transporter {
   const url = new URL(smtpUrl);

@@ -5,20 +5,13 @@
 export const RECONCILED_FROM_LOG = 'reconciled:';
 
 /**
- * What a real provider's client implements; `httpMessageLog` speaks the local SMTP server's mailbox API. It must find
- * a message by the Message-ID header our sender set: a provider that replaces it with its own cannot serve, since
- * every lookup would miss and every unknown hand-over would be sent again.
+ * What a real provider's client implements (`httpMessageLog`: the local server's API). It must find a message by our
+ * Message-ID header: a provider that replaces it cannot serve, as every unknown hand-over would be sent again.
  */
 export interface MessageLog {
-  /**
-   * How long after a send is off the wire the log may still not show it: the log's own lag, and how long the relay
-   * may still take a message whose client has hung up. A miss proves nothing before then.
-   */
+  /** How long after a send is off the wire the log may still not show it (its lag, a relay's late accept). */
   readonly consistencyMs: number;
-  /**
-   * The log's entries for the Message-ID, each with the provider's own id for it (none: it has no such message);
-   * throws when the log cannot be read.
-   */
+  /** The log's entries for the Message-ID, with the provider's own ids (none: no such message); throws if unreadable. */
   find(messageId: string): Promise<{ id: string; acceptedAt: string }[]>;
 }
 

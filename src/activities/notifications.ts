@@ -1,7 +1,5 @@
 // The notification activities: each hands one email to the mail server, at most once per claim on its outbox entry
-// (outbox.ts), and records the outcome: the server's answer, or a person's word that a hand-over whose outcome is
-// unknown was delivered. A send ends by its deadline (request-deadline.ts: what is left of the attempt), fixed before
-// its stamp and recorded with it.
+// (outbox.ts), by a deadline fixed before its stamp, and records the server's answer (or a person's word on it).
 import { Context } from '@temporalio/activity';
 import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
 import { refundMetrics } from '../observability/metrics';
@@ -22,8 +20,8 @@ import {
   type MailText,
   type OutboxMail,
 } from './outbox';
-import { refundCorrectionMail, type RefundCorrectionInput } from './refund-correction';
-import { refundNoticeMail, type RefundNoticeInput } from './refund-notice';
+import { refundCorrectionMail } from './refund-correction';
+import { refundNoticeMail } from './refund-notice';
 import { attemptTimeSpent, beforeRequest, sendDeadline, SMTP_SEND_MARGIN_MS } from './request-deadline';
 import { reachedServer, smtpFailure } from './smtp-failures';
 import { storeFailure } from './store-failures';
@@ -55,17 +53,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
     entry: OutboxMail,
     { subject, text }: MailText,
   ): Promise<NotificationReceipt> => {
-    const { key, orderId, kind } = entry;
-    let to = entry.to;
-    if (to === undefined) {
-      // A customer is mailed at the address the order holds, never one passed along.
-      const order = await store.getOrder(orderId);
-      if (!order) {
-        const message = `order ${orderId} does not exist; nothing was sent`;
-        throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', message);
-      }
-      to = order.customerEmail;
-    }
+    const { key, orderId, kind, to } = entry;
     const ctx = { key, messageId: messageIdForKey(key), recipient: maskEmails(to) };
     // Sent already: its receipt. Otherwise this attempt now holds the hand-over, or the claim said why not.
     const claim = { key, orderId, kind, recipient: to, subject, messageId: ctx.messageId };
@@ -131,21 +119,14 @@ export function createNotificationActivities(deps: NotificationDeps) {
       // Delivered, its record lost: the entry stays sending, and the next attempt reports the unknown outcome instead
       // of resending. The step took effect, whatever the store said: never "not executed".
       const c = storeFailure(err);
-      throw new Classified(
-        c.code,
-        'completed',
-        'delivery_not_recorded',
-        `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`,
-        { provider: { ...ctx, providerResponse: response }, cause: err },
-      );
+      const message = `the mail server accepted ${ctx.messageId} (${response}), but its record could not be written: ${c.message}`;
+      const provider = { ...ctx, providerResponse: response };
+      throw new Classified(c.code, 'completed', 'delivery_not_recorded', message, { provider, cause: err });
     }
     return { ...ctx, providerResponse: response, alreadySent: false };
   };
 
-  /**
-   * An email's step: one attempt through the mail server's breaker, its outbox entry and text composed within it, and
-   * its hand-over counted by outcome: sent, already sent, refused, partial or unknown.
-   */
+  /** An email's step: one attempt through the mail server's breaker, composed within it, its hand-over counted by outcome. */
   const mailStep = (
     step: string,
     key: string,
@@ -165,6 +146,18 @@ export function createNotificationActivities(deps: NotificationDeps) {
       }
     });
 
+  /** A customer's mail about a refund: to the address the order holds, never one passed along. */
+  const orderMail =
+    <I extends Omit<OutboxMail, 'kind' | 'to'>>(step: string, kind: OutboxMail['kind'], text: (input: I) => MailText) =>
+    (input: I) =>
+      mailStep(step, input.key, input.operationId, async () => {
+        const mail = text(input);
+        const order = await store.getOrder(input.orderId);
+        if (order) return [{ ...input, kind, to: order.customerEmail }, mail];
+        const message = `order ${input.orderId} does not exist; nothing was sent`;
+        throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'order_not_found', message);
+      });
+
   /** The checkout's receipt, or its correction: mailed to the cart's customer, as the store holds them. */
   const cartMail = (kind: CheckoutMailKind, step: string) => (input: CheckoutMailInput) =>
     mailStep(step, input.key, input.operationId, async () => {
@@ -173,37 +166,23 @@ export function createNotificationActivities(deps: NotificationDeps) {
     });
 
   return {
-    sendRefundNotice: (input: RefundNoticeInput): Promise<Evidenced<NotificationReceipt>> =>
-      mailStep('notify_customer', input.key, input.operationId, () => [
-        { ...input, kind: 'refund_notice' },
-        refundNoticeMail(input),
-      ]),
+    sendRefundNotice: orderMail('notify_customer', 'refund_notice', refundNoticeMail),
 
-    /**
-     * Settles a notice whose hand-over is unknown on a person's word that it was delivered: the outbox
-     * entry becomes sent, naming them, so the completion gate's notification check can pass. Sends nothing.
-     */
+    /** Settles an unknown hand-over as sent on a person's word (naming them), for the completion gate. Sends nothing. */
     async confirmNoticeDelivered(input: ConfirmDeliveredInput): Promise<Evidenced<NotificationReceipt>> {
       return deps.attempt(stepCall('notify_customer', input, 'store'), storeFailure, (a) => confirmDelivered(a, input));
     },
 
     /** The occurrence's digest for the operators: one per occurrence, its key built from the occurrence id. */
-    sendDigest: (input: DigestInput): Promise<Evidenced<NotificationReceipt>> =>
+    sendDigest: (input: DigestInput) =>
       mailStep('digest', input.key, input.occurrenceId, () => {
-        const to = deps.digestTo ?? DEFAULT_DIGEST_TO;
-        return [
-          { key: input.key, operationId: input.occurrenceId, orderId: '', kind: 'digest', to },
-          digestMail(input),
-        ];
+        const entry = { key: input.key, operationId: input.occurrenceId, orderId: '', kind: 'digest' as const };
+        return [{ ...entry, to: deps.digestTo ?? DEFAULT_DIGEST_TO }, digestMail(input)];
       }),
 
     sendCheckoutReceipt: cartMail('checkout_receipt', 'send_receipt'),
     sendCheckoutCorrection: cartMail('checkout_correction', 'send_receipt:compensate'),
 
-    sendRefundCorrection: (input: RefundCorrectionInput): Promise<Evidenced<NotificationReceipt>> =>
-      mailStep('notify_customer:compensate', input.key, input.operationId, () => [
-        { ...input, kind: 'refund_correction' },
-        refundCorrectionMail(input),
-      ]),
+    sendRefundCorrection: orderMail('notify_customer:compensate', 'refund_correction', refundCorrectionMail),
   };
 }

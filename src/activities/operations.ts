@@ -1,5 +1,4 @@
-// The start and end of an operation in the store: the intent is committed (identity, request hash)
-// before anything is sent, and a run that stops leaves its verdict in the audit trail.
+// The start and end of an operation in the store: its intent committed before anything is sent, and its verdict.
 import { createHash } from 'node:crypto';
 import { maskEmails } from '../reliability/redaction';
 import {
@@ -16,10 +15,6 @@ import type { NewOperation, OperationRecord, OrderStore } from '../store';
 import { Classified, recordingEffect, stepCall, type AttemptRunner } from './attempt';
 import { storeFailure } from './store-failures';
 
-export interface BeginOperationInput {
-  request: RefundRequest;
-}
-
 export interface RecordOutcomeInput {
   operationId: string;
   /** The run's status (terminal, or parked) and why. */
@@ -33,12 +28,8 @@ export interface RecordOutcomeInput {
 
 /** sha256 of the canonical request: what the operation asks for, keys sorted, nothing about who or when. */
 export function requestHash(request: Pick<RefundRequest, 'orderId' | 'amount' | 'currency' | 'reason'>): string {
-  const canonical = JSON.stringify({
-    amount: request.amount,
-    currency: request.currency,
-    orderId: request.orderId,
-    reason: request.reason,
-  });
+  const { amount, currency, orderId, reason } = request;
+  const canonical = JSON.stringify({ amount, currency, orderId, reason });
   return createHash('sha256').update(canonical).digest('hex');
 }
 
@@ -58,8 +49,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
   // As the run's history pins them: the policy as its changes from the shipped one (none, on the default).
   const pinned = pinSettings(settings);
 
-  async function beginOperation(input: BeginOperationInput): Promise<Evidenced<BeginResult>> {
-    const { request } = input;
+  async function beginOperation({ request }: { request: RefundRequest }): Promise<Evidenced<BeginResult>> {
     const intent = refundIntent(settings.scope, request);
     const { operationId } = intent;
     const call = stepCall('load_order', { key: stepKey(operationId, 'load_order'), operationId }, 'store');
@@ -100,10 +90,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
     });
   }
 
-  /**
-   * An earlier operation whose effect the order may not show: a send not proven absent and no
-   * receipt, or a refund that exists and is not on the order yet.
-   */
+  /** An earlier operation whose effect the order may not show: a send unproven, or a refund not on the order yet. */
   async function unsettled(op: OperationRecord): Promise<boolean> {
     if (unproven(op)) return true;
     return (

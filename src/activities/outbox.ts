@@ -1,7 +1,6 @@
-// An email's outbox entry: which attempt may hand it to the mail server (the one that moves it from pending to
-// sending, or one that takes over a hand-over whose outcome is unknown, once the policy or a person says it is resent),
-// and a person's word that such a hand-over was delivered. A hand-over is judged by the bound its sender recorded with
-// its stamp, read on the store's clock: never the judge's own deadline.
+// An email's outbox entry: which attempt may hand it to the mail server (the one that claims it, or one that takes over
+// an unknown hand-over the policy or a person resends), and a person's word that one was delivered. A hand-over is
+// judged by the bound its sender recorded with its stamp, on the store's clock: never the judge's own deadline.
 import type { NodemailerError } from 'nodemailer';
 import { maskEmails } from '../reliability/redaction';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
@@ -12,13 +11,13 @@ import { Classified, type Attempt } from './attempt';
 import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
 import { SEND_CLOCK_MARGIN_MS } from './request-deadline';
 
-/** The outbox entry an email is handed over as; `to` only for operators' mail (a customer's comes from the order). */
+/** The outbox entry an email is handed over as, to the address the store holds (a customer's never travels in history). */
 export interface OutboxMail extends ResendApproval {
   key: string;
   operationId: string;
   orderId: string;
   kind: OutboxEntry['kind'];
-  to?: string;
+  to: string;
 }
 
 export interface MailText {
@@ -37,13 +36,8 @@ export interface ConfirmDeliveredInput {
   judged?: string;
 }
 
-/** What a receipt and every failure say of an email (a type, not an interface: failure details take it as a record). */
-export type MailFacts = {
-  key: string;
-  messageId: string;
-  /** Masked. */
-  recipient: string;
-};
+/** What a receipt and every failure say of an email, its recipient masked (a type: failure details take it as a record). */
+export type MailFacts = { key: string; messageId: string; recipient: string };
 
 /** A person's approval to resend a hand-over whose outcome is unknown. */
 export interface ResendApproval {
@@ -56,7 +50,7 @@ export interface ResendApproval {
 export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; messageLog?: MessageLog }) {
   const { store, messageLog } = deps;
   // A hand-over stamped without a bound (by a worker from before bounds were recorded): the longest an smtp attempt
-  // under this worker's policy lasts, which such a worker's own deadline (its start-to-close less 5 s) was within.
+  // under this worker's policy lasts, which bounded that worker's own deadline.
   const unboundedMs = deps.policy.timeouts.smtp.startToCloseMs + SEND_CLOCK_MARGIN_MS;
   /** The latest the entry's hand-over can still be on the wire, read on the store's clock: the bound its sender recorded. */
   const endsAt = ({ sendingSince, sendingUntil }: OutboxEntry) =>
@@ -65,10 +59,7 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
   const inFlightFor = async (entry: OutboxEntry) =>
     entry.sendingSince === null ? 0 : Math.max(0, endsAt(entry) - (await store.operations.clock()));
 
-  /**
-   * The receipt of an earlier send of the email, or the stamp of the hand-over this attempt now holds, recorded with
-   * its bound (`onWireForMs`: its deadline, fixed before the stamp, and a margin). Throws why it holds none.
-   */
+  /** An earlier send's receipt, or the stamp of the hand-over this attempt now holds (with its bound); else throws why not. */
   const claimHandOver = async (
     attempt: Attempt,
     request: Parameters<OrderStore['claimHandOver']>[0],
@@ -79,9 +70,9 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     // pending → sending is the hand-over's lock: of two attempts, only the one that moves the entry may send.
     const { claimed, stamp } = await store.claimHandOver(request, onWireForMs).catch((err: unknown) => {
       if (!(err instanceof IntentConflictError)) throw err;
-      const masked = maskEmails(err.message);
-      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', masked, {
-        provider: { key: ctx.key },
+      const provider = { key: ctx.key };
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {
+        provider,
       });
     });
     if (stamp !== null) return { stamp };
@@ -104,12 +95,11 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     if (live > 0) throw sendInProgress(facts, `another attempt is sending ${ctx.messageId} right now`);
     if (!approved && messageLog) {
       // The provider's log settles it: found, it was sent; proven absent, it is sent again with the same Message-ID.
-      const found = await askLog(attempt, messageLog, current, facts, approval.operationId);
+      const found = await askLog(attempt, messageLog, current, ctx, approval.operationId);
       if (found) return found;
     } else if (!approved && !resendsUnknownEmail(deps.policy)) throw outcomeUnknown(facts, 'a previous attempt');
-    // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a
-    // retry of ours sees a hand-over of its own, which no approval covers, so it never resends again. The policy's
-    // row and the same Message-ID let receivers deduplicate it.
+    // Resending takes the hand-over over, re-stamped with its own bound: of two attempts only one resends, and a retry
+    // of ours sees its own hand-over, which no approval covers. The same Message-ID lets receivers deduplicate it.
     const notBefore =
       approved && !approval.approvedHandOver
         ? new Date(Date.parse(approval.resendApprovedAt!) + 1).toISOString()
@@ -123,17 +113,15 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     return { stamp: taken };
   };
 
-  /**
-   * What the message log says of a hand-over that ended unknown: its receipt when the log has the message, null once
-   * its absence is proven (the lookup began after the sender's bound and the log's window), else look again later.
-   */
+  /** The log's word on an unknown hand-over: its receipt if found, null once absence is proven, else look again later. */
   const askLog = async (
     attempt: Attempt,
     log: MessageLog,
     current: OutboxEntry,
-    facts: MailFacts & { sendingSince: string },
+    ctx: MailFacts,
     operationId: string,
   ): Promise<{ receipt: NotificationReceipt } | null> => {
+    const facts = { ...ctx, sendingSince: current.sendingSince };
     // A hand-over stamped without its sender's bound may still be talking: no miss proves it absent.
     if (current.sendingUntil === null) throw outcomeUnknown(facts, 'a previous attempt (stamped without its bound)');
     const askedAt = await store.operations.clock();
@@ -145,10 +133,7 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
       const { id, acceptedAt } = logged[0]!;
       const response = `${RECONCILED_FROM_LOG} the message log has it as ${id}, accepted at ${acceptedAt}`;
       const sent = await store.markNotificationSent(current.key, response, { operationId, actor: attempt.actor });
-      const { key, messageId, recipient } = facts;
-      return {
-        receipt: { key, messageId, recipient, providerResponse: sent.providerResponse ?? response, alreadySent: true },
-      };
+      return { receipt: { ...ctx, providerResponse: sent.providerResponse ?? response, alreadySent: true } };
     }
     const wait = endsAt(current) + log.consistencyMs - askedAt;
     if (wait > 0) throw awaitingLog(facts, wait);
@@ -158,14 +143,11 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
   /** Records a person's word that a hand-over whose outcome is unknown was delivered: the entry becomes sent, naming them. */
   const confirmDelivered = async (attempt: Attempt, input: ConfirmDeliveredInput): Promise<NotificationReceipt> => {
     // The retry comes once that hand-over's bound has passed.
-    const stillSending = (entry: OutboxEntry, what: string, retryAfterMs: number) =>
-      new Classified(
-        'STATE_CONFLICT',
-        'not_executed',
-        'send_in_progress',
-        `${entry.messageId} ${what}; confirm its delivery once that attempt is done`,
-        { provider: { key: input.key, messageId: entry.messageId }, retryAfterMs },
-      );
+    const stillSending = (entry: OutboxEntry, what: string, retryAfterMs: number) => {
+      const provider = { key: input.key, messageId: entry.messageId };
+      const message = `${entry.messageId} ${what}; confirm its delivery once that attempt is done`;
+      return new Classified('STATE_CONFLICT', 'not_executed', 'send_in_progress', message, { provider, retryAfterMs });
+    };
     // A hand-over still in flight may yet be refused and released: only one that ended without telling is unknown.
     const current = await store.getNotification(input.key);
     const live = current?.status === 'sending' ? await inFlightFor(current) : 0;
@@ -185,13 +167,9 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
       throw stillSending(entry, 'was taken over by another attempt just now', await inFlightFor(entry));
     if (entry.status !== 'sent') {
       // Nothing to retry: only a person's next decision (retry-step, which sends it) moves it on.
-      throw new Classified(
-        'PERMANENT_BUSINESS',
-        'not_executed',
-        'no_unknown_handover',
-        `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`,
-        { provider: { key: input.key, messageId: entry.messageId } },
-      );
+      const message = `${entry.messageId} is ${entry.status}: no hand-over of it is unknown, so there is no delivery to confirm`;
+      const provider = { key: input.key, messageId: entry.messageId };
+      throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'no_unknown_handover', message, { provider });
     }
     return {
       key: input.key,
@@ -227,9 +205,8 @@ export function awaitingLog(
 const LOG_RETRY_MS = 2000;
 
 /**
- * Whether a person's approval covers this hand-over: the one they judged, named by its stamp. An approval
- * from a run begun before stamps were named covers one stamped before it (the workflow's clock against the
- * store's: kept for those runs only).
+ * Whether a person's approval covers this hand-over: the one they judged, named by its stamp. One from a run begun
+ * before stamps were named covers one stamped before it (the workflow's clock against the store's: those runs only).
  */
 function approvedResend(current: OutboxEntry, approval: ResendApproval): boolean {
   if (approval.resendApprovedAt === undefined || current.sendingSince === null) return false;

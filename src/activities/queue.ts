@@ -1,5 +1,4 @@
-// What a batch occurrence does to the refund queue: take the oldest queued requests, then record
-// per request the run it started or why it could not start one (the request then stays queued).
+// A batch occurrence's work on the refund queue: take the oldest requests, then record each one's run or why none.
 import type { Client } from '@temporalio/client';
 import { Context, log } from '@temporalio/activity';
 import { backlogs, startedWith } from '../temporal/client';

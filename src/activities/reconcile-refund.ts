@@ -1,14 +1,14 @@
-// The reconcileRefund activity: what became of a refund whose outcome is unknown, asked of Stripe
-// and settled in the operation's record; a "not found" proves absence only once no send can still land.
+// The reconcileRefund activity: what became of a refund whose outcome is unknown, asked of Stripe and settled in the
+// operation's record.
 import { Context } from '@temporalio/activity';
 import { lookupKey, type Evidenced, type ReconcileResult, type RefundReceipt } from '../contract';
 import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
 import { stepCall } from './attempt';
 import { noIntent, type PaymentDeps } from './create-refund';
-import { paymentFailure } from './payment-failures';
+import { paymentFailure } from './stripe-failures';
 import { insideDedupeWindow, sendsOffTheWireBy } from './request-deadline';
-import { listRefunds, providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
+import { listRefunds, refundUpdate, toReceipt } from './stripe-refunds';
 
 export interface ReconcileRefundInput {
   operationId: string;
@@ -25,10 +25,8 @@ export function refundReconciliation(deps: PaymentDeps) {
   const { log } = deps;
 
   /**
-   * Asks the provider what became of an operation whose outcome is unknown: by refund id when one is
-   * known, else by listing the payment intent's refunds for one whose metadata names the operation.
-   * A "not found" is conclusive only once the provider's consistency window has passed since the
-   * last send's request was off the wire, and only if nothing was sent since the lookup began.
+   * By refund id when one is known, else by the payment intent's list. A "not found" is conclusive only once the
+   * consistency window has passed since the last send was off the wire, and if nothing was sent since the lookup began.
    */
   async function reconcileRefund(input: ReconcileRefundInput): Promise<Evidenced<ReconcileResult>> {
     const call = stepCall('reconcile', { ...input, key: lookupKey(input.idempotencyKey, 'reconcile') }, 'stripe');
@@ -55,9 +53,8 @@ export function refundReconciliation(deps: PaymentDeps) {
         refund: RefundReceipt | null = null,
         conclusiveAt: string | null = null,
       ): ReconcileResult => ({ ...base, result, refund, conclusiveAt, note });
-      const at = { operationId: input.operationId, actor: attempt.actor, event: 'reconciled' };
       const settle = (update: OperationUpdate, detail: Record<string, unknown>) =>
-        log.settle(at.operationId, update, at.actor, at.event, detail);
+        log.settle(input.operationId, update, attempt.actor, 'reconciled', detail);
       // A refund looked up by id that does not carry this operation proves nothing either way.
       if (found.length === 0 && known)
         return reply('unknown', `refund ${known} does not carry operation ${input.operationId}`);
@@ -67,11 +64,8 @@ export function refundReconciliation(deps: PaymentDeps) {
         const conclusiveAt = offWire === null ? null : new Date(conclusive).toISOString();
         const notFound = (result: ReconcileResult['result'], note: string) => reply(result, note, null, conclusiveAt);
         if (askedAt >= conclusive) {
-          const proof = {
-            status: 'intent' as const,
-            absenceConfirmedAt: new Date(askedAt).toISOString(),
-            ifRequestsSent: op.requestsSent,
-          };
+          const absenceConfirmedAt = new Date(askedAt).toISOString();
+          const proof = { status: 'intent' as const, absenceConfirmedAt, ifRequestsSent: op.requestsSent };
           const { applied, record } = await settle(proof, { result: 'not_started_confirmed', scanned });
           if (applied) {
             const why =
@@ -86,11 +80,8 @@ export function refundReconciliation(deps: PaymentDeps) {
               : `it became ${record.status} meanwhile`;
           return notFound('not_found_inconclusive', `operation ${input.operationId}: ${why}; look again`);
         }
-        await log.audit(input.operationId, attempt.actor, 'reconciled', {
-          result: 'not_found_inconclusive',
-          scanned,
-          conclusiveAt,
-        });
+        const detail = { result: 'not_found_inconclusive', scanned, conclusiveAt };
+        await log.audit(input.operationId, attempt.actor, 'reconciled', detail);
         return notFound(
           'not_found_inconclusive',
           `no refund carries operation ${input.operationId} yet; the provider's list may lag until ${conclusiveAt}`,
@@ -102,21 +93,19 @@ export function refundReconciliation(deps: PaymentDeps) {
         found.length > 1
           ? `; ${found.length} refunds carry this operation id (${found.map((r) => r.id).join(', ')})`
           : '';
-      if (providerFailed(refund)) {
-        await settleProviderFailure(log, refund, receipt, { ...at, detail: { result: 'failed' } });
+      const update = refundUpdate(refund, receipt, input);
+      if (update.status === 'failed') {
+        await settle(update, { result: 'failed' });
         const why = refund.failure_reason ?? 'no reason given';
         return reply('failed', `refund ${refund.id} ${refund.status} (${why})${extra}`, receipt);
       }
-      if (refund.amount < input.amount || refund.currency !== input.currency) {
-        await settle({ status: 'partial', refund: receipt, reason: 'refund_differs' }, { result: 'partial' });
+      if (update.status === 'partial') {
+        await settle(update, { result: 'partial' });
         const asked = `${input.amount} ${input.currency}`;
-        return reply(
-          'partial',
-          `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${asked} asked${extra}`,
-          receipt,
-        );
+        const note = `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${asked} asked${extra}`;
+        return reply('partial', note, receipt);
       }
-      await settle({ status: 'refunded', refund: receipt }, { result: 'completed', refundId: refund.id });
+      await settle(update, { result: 'completed', refundId: refund.id });
       return reply('completed', `refund ${refund.id} exists (${refund.status})${extra}`, receipt);
     });
     refundMetrics(Context.current().metricMeter).reconciled(answer.result);

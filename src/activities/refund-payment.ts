@@ -6,9 +6,9 @@ import type { OrderStore } from '../store';
 import { stepCall, type AttemptRunner } from './attempt';
 import type { refundCreation } from './create-refund';
 import { refundIntent } from './operations';
-import { paymentFailure } from './payment-failures';
 import { storeFailure } from './store-failures';
 import type { StripeFor } from './stripe-client';
+import { paymentFailure } from './stripe-failures';
 import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 export interface PaymentRefund extends SendAt {

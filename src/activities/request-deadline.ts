@@ -1,8 +1,6 @@
-// Every provider request, at every boundary (Stripe, SMTP): its deadline cut to what is left of the activity attempt,
-// so an attempt that makes several requests still ends inside its start-to-close and Temporal never starts the next
-// attempt while this one is still talking. The start-to-close is the attempt's own, as the run's pinned policy
-// scheduled it: never this worker's policy. And how long a refund's send can still be on the wire, read on the
-// store's clock: whether a request sent now falls inside its key's dedupe window, and when a "not found" is believed.
+// Every provider request's deadline, cut to what is left of its attempt's own start-to-close (as the run's pinned
+// policy scheduled it), so Temporal never starts the next attempt while this one still talks; and how long a refund's
+// send can still be on the wire on the store's clock (its key's dedupe window, when a "not found" is believed).
 import { log } from '@temporalio/activity';
 import type { ProviderWindows } from '../contract';
 import { AttemptEndedError } from '../store/errors';
@@ -10,11 +8,8 @@ import type { OperationRecord } from '../store/types';
 import { Classified, type Attempt } from './attempt';
 
 /**
- * How far past `stamp + STRIPE_TIMEOUT_MS` a send may still end, read on the store's clock. Its
- * deadline is fixed and enforced on the worker's clock (Date.now() and a timer), while its stamp and
- * every later lookup are read on the store's (the database server's, on PostgreSQL). A constant
- * offset between the two cancels out (the deadline is fixed before the stamp); this covers a step
- * or drift of either clock during the send, and a timer that fires late on a busy worker.
+ * How far past its stamp and timeout a send may still end on the store's clock: its deadline is kept on the worker's
+ * (fixed before the stamp, so a constant offset cancels out); this covers a clock's step or drift, and a late timer.
  */
 export const SEND_CLOCK_MARGIN_MS = 1000;
 
@@ -39,11 +34,7 @@ export function requestTimeout(attempt: Attempt, maxMs: number, marginMs = MARGI
   return Math.max(1, Math.min(maxMs, left));
 }
 
-/**
- * The deadline of a send that is about to be stamped (a refund's create, an email's hand-over), fixed
- * before its stamp is taken: a constant offset between this worker's clock and the store's, which
- * stamps it, then cancels out. Put in the attempt, where every transport cuts its requests.
- */
+/** The deadline of a send about to be stamped, fixed before the stamp; put in the attempt, where transports cut requests. */
 export function sendDeadline(attempt: Attempt, maxMs: number, marginMs = MARGIN_MS) {
   const now = Date.now();
   const timeout = requestTimeout(attempt, maxMs, marginMs);
@@ -66,18 +57,14 @@ export function sendDeadline(attempt: Attempt, maxMs: number, marginMs = MARGIN_
 }
 
 /** Why a send did not go out: too little of its deadline was left (the worker stalled, or the store kept it waiting). */
-export const attemptTimeSpent = () =>
-  new Classified(
-    'TRANSIENT_DEPENDENCY',
-    'not_executed',
-    'attempt_time_spent',
-    'not sent: too little of this attempt is left for the request to finish',
-  );
+export function attemptTimeSpent() {
+  const message = 'not sent: too little of this attempt is left for the request to finish';
+  return new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'attempt_time_spent', message);
+}
 
 /**
- * Awaited by every transport before a request goes on the wire: the attempt's ledger row is then on disk, so an
- * attempt that never finishes is seen as one. The ledger is evidence, not the effect: a failed write is logged.
- * An attempt that has ended sends nothing more (AttemptEndedError).
+ * Awaited by every transport before a request goes on the wire: the attempt's ledger row is then on disk, so one that
+ * never finishes is seen; a failed write is only logged. An attempt that has ended sends nothing (AttemptEndedError).
  */
 export async function beforeRequest(attempt: Attempt | undefined): Promise<void> {
   try {

@@ -8,17 +8,8 @@ import { Classified } from './attempt';
 import { classifyBy, rule, type Rule } from './failure-rules';
 import type { MailFacts } from './outbox';
 
-export interface SmtpErrorFacts {
-  responseCode: number | null;
-  response: string | null;
-  /** nodemailer's error code: ECONNECTION, ETIMEDOUT, EENVELOPE, EMESSAGE, ESOCKET, EDNS … */
-  code: string | null;
-  /** The system error beneath it, e.g. ECONNREFUSED. */
-  originalCode: string | null;
-  timeoutType: string | null;
-  /** The SMTP command the error belongs to; "API" when nodemailer refused before writing anything. */
-  command: string | null;
-}
+/** The facts about a nodemailer error that decide its class. */
+export type SmtpErrorFacts = ReturnType<typeof smtpFacts>;
 
 const replied = (f: SmtpErrorFacts, test: (code: number) => boolean) => f.responseCode !== null && test(f.responseCode);
 const RATE_TEXT = /rate|too many|throttl|try again later|retry after/i;
@@ -60,13 +51,16 @@ export const SMTP_RULES: Rule<SmtpErrorFacts>[] = [
   rule(() => true, 'UNKNOWN_OUTCOME', 'may_have_executed', 'connection_lost'),
 ];
 
-export function smtpFacts(err: NodemailerError): SmtpErrorFacts {
+export function smtpFacts(err: NodemailerError) {
   return {
     responseCode: typeof err.responseCode === 'number' ? err.responseCode : null,
     response: err.response ?? null,
+    /** nodemailer's error code: ECONNECTION, ETIMEDOUT, EENVELOPE, EMESSAGE, ESOCKET, EDNS … */
     code: err.code ?? null,
+    /** The system error beneath it, e.g. ECONNREFUSED. */
     originalCode: err.originalCode ?? null,
     timeoutType: err.timeoutType ?? null,
+    /** The SMTP command the error belongs to; "API" when nodemailer refused before writing anything. */
     command: err.command ?? null,
   };
 }

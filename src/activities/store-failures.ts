@@ -1,7 +1,5 @@
-// Every error the order store can raise, on SQLite or PostgreSQL, classified into the failure
-// taxonomy by one table. Each store call is one transaction: when it throws, nothing it meant to
-// write was committed, except when the connection to PostgreSQL broke while the call was out:
-// then the commit may have happened, and the retry (every store write is idempotent) settles it.
+// Every error the order store can raise (SQLite, PostgreSQL), classified by one table. A store call is one transaction
+// that committed nothing when it throws, unless the connection broke while it was out: the (idempotent) retry settles it.
 import { Classified } from './attempt';
 import { classifyBy, rule, type Rule } from './failure-rules';
 import {
@@ -33,6 +31,9 @@ const connectionLost = (e: unknown) =>
   ['ECONNRESET', 'EPIPE', 'ETIMEDOUT'].includes(socketCode(e) ?? '') ||
   /Connection terminated/.test(message(e));
 
+/** Any other error the database itself raised. */
+const fromDatabase = (e: unknown) => sqliteCode(e) !== undefined || pgCode(e) !== undefined;
+
 export const STORE_RULES: Rule<unknown>[] = [
   rule((e) => e instanceof OrderNotFoundError, 'PERMANENT_BUSINESS', 'not_executed', 'order_not_found'),
   rule((e) => e instanceof RefundExceedsOrderError, 'PERMANENT_BUSINESS', 'not_executed', 'refund_exceeds_order'),
@@ -56,12 +57,7 @@ export const STORE_RULES: Rule<unknown>[] = [
   rule(connectionLost, 'TRANSIENT_DEPENDENCY', 'may_have_executed', 'database_connection_lost'),
   // A statement the server refused as written (bad data, a broken constraint, SQL it cannot run) is a bug, not a passing fault.
   rule((e) => ['22', '23', '42'].includes(pgClass(e) ?? ''), 'POISON', 'not_executed', 'database_refused_statement'),
-  rule(
-    (e) => sqliteCode(e) !== undefined || pgCode(e) !== undefined,
-    'TRANSIENT_DEPENDENCY',
-    'not_executed',
-    'database_error',
-  ),
+  rule(fromDatabase, 'TRANSIENT_DEPENDENCY', 'not_executed', 'database_error'),
   rule(() => true, 'POISON', 'undeterminable', 'unclassified_error'),
 ];
 

@@ -1,5 +1,4 @@
-// The Stripe client the payment activities send with: the official SDK over our transport, with
-// no retries of its own and a per-request timeout.
+// The Stripe client the payment activities send with: the official SDK over our transport, retrying nothing itself.
 import Stripe from 'stripe';
 import type { Attempt } from './attempt';
 import { StripeTransport } from './stripe-transport';
@@ -30,9 +29,8 @@ export function createStripeClient(cfg: StripeClientConfig, attempt?: Attempt): 
 export type StripeFor = (attempt: Attempt) => Stripe;
 
 /**
- * The worker's client as `attempt` sends with it: its requests counted in the attempt, begun after its ledger row, and
- * cut to what is left of the attempt and of its send's deadline. The SDK hands its transport nothing of the call, so
- * each attempt has a client of its own. A client not made here (a test's) is used as it is.
+ * The worker's client as `attempt` sends with it (its requests counted and cut to the attempt): the SDK tells its
+ * transport nothing of the call, so each attempt has a client of its own. One not made here (a test's) is used as is.
  */
 export function stripeIn(stripe: Stripe, attempt: Attempt): Stripe {
   const cfg = configs.get(stripe);

@@ -4,6 +4,7 @@ import Stripe from 'stripe';
 import { HEALTH_FAILURES } from '../reliability/circuit-breaker';
 import { Classified } from './attempt';
 import { classifyBy, rule, type Rule } from './failure-rules';
+import { storeFailure } from './store-failures';
 import { TransportError, type TransportStage } from './stripe-transport';
 
 /** The facts about a Stripe error that decide its class. */
@@ -39,49 +40,42 @@ const STRIPE_BUSINESS_CODES = new Set([
 ]);
 
 const connection = (f: StripeErrorFacts) => f.errorType === 'StripeConnectionError';
-const serverError = (f: StripeErrorFacts) => f.statusCode !== null && f.statusCode >= 500;
+/** A connection error after the request got this far (as our transport tells it). */
+const lost = (f: StripeErrorFacts, stage: TransportStage) => connection(f) && f.stage === stage;
+const status = (f: StripeErrorFacts) => f.statusCode ?? 0;
+const serverError = (f: StripeErrorFacts) => status(f) >= 500;
 /** The reason is Stripe's own error code when it gave one. */
 const codeOr = (fallback: string) => (f: StripeErrorFacts) => f.code ?? fallback;
 const unclassified = (f: StripeErrorFacts) => `unclassified_${f.errorType}`;
 
 export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
   // The request never fully left: nothing can have happened.
-  rule(
-    (f) => connection(f) && f.stage === 'not_sent',
-    'TRANSIENT_DEPENDENCY',
-    'not_executed',
-    'connection_failed_before_send',
-  ),
+  rule((f) => lost(f, 'not_sent'), 'TRANSIENT_DEPENDENCY', 'not_executed', 'connection_failed_before_send'),
   // A read that got no answer changed nothing.
   rule((f) => connection(f) && !f.write, 'TRANSIENT_DEPENDENCY', 'not_executed', 'read_failed'),
   // Sent, and the answer never came: the refund may exist. Reconcile; never a blind resend.
-  rule(
-    (f) => connection(f) && f.stage === 'sent' && f.timedOut,
-    'UNKNOWN_OUTCOME',
-    'may_have_executed',
-    'client_timeout',
-  ),
-  rule((f) => connection(f) && f.stage === 'sent', 'UNKNOWN_OUTCOME', 'may_have_executed', 'response_lost'),
+  rule((f) => lost(f, 'sent') && f.timedOut, 'UNKNOWN_OUTCOME', 'may_have_executed', 'client_timeout'),
+  rule((f) => lost(f, 'sent'), 'UNKNOWN_OUTCOME', 'may_have_executed', 'response_lost'),
   // A connection error from a transport that could not say how far it got.
   rule(connection, 'UNKNOWN_OUTCOME', 'undeterminable', 'connection_error'),
   rule(
-    (f) => f.statusCode === 429 || f.errorType === 'StripeRateLimitError',
+    (f) => status(f) === 429 || f.errorType === 'StripeRateLimitError',
     'RATE_LIMIT',
     'not_executed',
     codeOr('rate_limited'),
   ),
   // Another request with this key is still executing: it may yet succeed. Resend the same key later.
   rule(
-    (f) => f.statusCode === 409 && f.rawType === 'idempotency_error',
+    (f) => status(f) === 409 && f.rawType === 'idempotency_error',
     'STATE_CONFLICT',
     'may_have_executed',
     'idempotency_key_in_use',
   ),
-  rule((f) => f.statusCode === 409, 'STATE_CONFLICT', 'not_executed', codeOr('conflict')),
+  rule((f) => status(f) === 409, 'STATE_CONFLICT', 'not_executed', codeOr('conflict')),
   // The key was used with other parameters: Stripe refused this request outright.
   rule((f) => f.rawType === 'idempotency_error', 'INVALID_ARGUMENTS', 'not_executed', 'idempotency_key_reused'),
-  rule((f) => f.statusCode === 401, 'PERMISSION_DENIED', 'not_executed', 'authentication_failed'),
-  rule((f) => f.statusCode === 403, 'PERMISSION_DENIED', 'not_executed', 'permission_denied'),
+  rule((f) => status(f) === 401, 'PERMISSION_DENIED', 'not_executed', 'authentication_failed'),
+  rule((f) => status(f) === 403, 'PERMISSION_DENIED', 'not_executed', 'permission_denied'),
   // Stripe stored this 5xx against the key and says a resend would only replay it.
   rule(
     (f) => serverError(f) && f.write && f.shouldRetry === 'false',
@@ -89,23 +83,18 @@ export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
     'undeterminable',
     'provider_error_stored',
   ),
-  rule((f) => f.statusCode === 503, 'CAPACITY', 'not_executed', 'provider_unavailable'),
+  rule((f) => status(f) === 503, 'CAPACITY', 'not_executed', 'provider_unavailable'),
   rule((f) => serverError(f) && f.write, 'TRANSIENT_DEPENDENCY', 'may_have_executed', 'provider_error'),
   rule(serverError, 'TRANSIENT_DEPENDENCY', 'not_executed', 'provider_error'),
   rule((f) => f.errorType === 'StripeCardError', 'PERMANENT_BUSINESS', 'not_executed', codeOr('card_error')),
-  rule((f) => f.statusCode === 404, 'PERMANENT_BUSINESS', 'not_executed', codeOr('resource_missing')),
+  rule((f) => status(f) === 404, 'PERMANENT_BUSINESS', 'not_executed', codeOr('resource_missing')),
   rule(
-    (f) => f.code !== null && STRIPE_BUSINESS_CODES.has(f.code),
+    (f) => STRIPE_BUSINESS_CODES.has(f.code ?? ''),
     'PERMANENT_BUSINESS',
     'not_executed',
     (f) => f.code!,
   ),
-  rule(
-    (f) => f.statusCode !== null && f.statusCode >= 400,
-    'INVALID_ARGUMENTS',
-    'not_executed',
-    codeOr('invalid_request'),
-  ),
+  rule((f) => status(f) >= 400, 'INVALID_ARGUMENTS', 'not_executed', codeOr('invalid_request')),
   // An SDK error with no status and no connection problem (e.g. an unparseable answer): nobody knows.
   rule((f) => f.write, 'POISON', 'undeterminable', unclassified),
   rule(() => true, 'POISON', 'not_executed', unclassified),
@@ -162,13 +151,9 @@ export function stripeFailure(err: unknown, write: boolean): Classified {
   if (err instanceof Classified) return err;
   const c = classifyStripeError(err, write);
   if (!c) {
-    return new Classified(
-      'POISON',
-      write ? 'undeterminable' : 'not_executed',
-      'unclassified_error',
-      `unexpected error talking to Stripe: ${(err as Error)?.message ?? String(err)}`,
-      { cause: err },
-    );
+    const message = `unexpected error talking to Stripe: ${(err as Error)?.message ?? String(err)}`;
+    const certainty = write ? 'undeterminable' : 'not_executed';
+    return new Classified('POISON', certainty, 'unclassified_error', message, { cause: err });
   }
   return new Classified(c.code, c.certainty, c.reason, c.message, {
     retryAfterMs: c.retryAfterMs,
@@ -178,3 +163,7 @@ export function stripeFailure(err: unknown, write: boolean): Classified {
     health: HEALTH_FAILURES.has(c.code) && !refusedLocally(err),
   });
 }
+
+/** A payment activity's failure: Stripe's errors by the Stripe table; anything else they meet comes from the store. */
+export const paymentFailure = (write: boolean) => (err: unknown) =>
+  err instanceof Stripe.errors.StripeError ? stripeFailure(err, write) : storeFailure(err);

@@ -2,10 +2,11 @@
 // over pages, which of them carry an operation, and a refund Stripe failed recorded on its operation.
 import type Stripe from 'stripe';
 import type { RefundReceipt } from '../contract';
-import type { OperationLog } from '../store';
+import type { OperationLog, OperationUpdate } from '../store';
 
 /** What Stripe says of a refund's end: its status, and why it failed when it did. */
 type RefundEnd = { status: string | null; failure_reason?: string | null };
+type Asked = Pick<RefundReceipt, 'amount' | 'currency'>;
 
 export function toReceipt(refund: Stripe.Refund, replayed: boolean): RefundReceipt {
   const pi = refund.payment_intent;
@@ -44,16 +45,27 @@ export function refundIdsOf(listed: Stripe.Refund[], operationId: string): strin
 /** Stripe's word that the refund returned nothing: it failed, or was canceled. */
 export const providerFailed = (refund: RefundEnd) => refund.status === 'failed' || refund.status === 'canceled';
 
-/**
- * Records a refund Stripe failed (or canceled) on its operation, with Stripe's failure_reason (else its status) as the
- * reason: the same record whoever read it (the create's answer, the gate, a reconciliation, a follow-up, a checkout).
- */
+/** What Stripe's refund makes of its operation: failed (or canceled), partial (less than asked, or another currency), or refunded. */
+export function refundUpdate(refund: Stripe.Refund, receipt: RefundReceipt, asked: Asked): OperationUpdate {
+  if (providerFailed(refund)) return failedUpdate(refund, receipt);
+  if (refund.currency !== asked.currency || refund.amount < asked.amount)
+    return { status: 'partial', refund: receipt, reason: 'refund_differs' };
+  return { status: 'refunded', refund: receipt };
+}
+
+/** Stripe's failure_reason (else its status) is the reason: the same record whoever read the refund. */
+const failedUpdate = (refund: RefundEnd, receipt: RefundReceipt): OperationUpdate => ({
+  status: 'failed',
+  refund: receipt,
+  reason: refund.failure_reason ?? refund.status ?? 'failed',
+});
+
+/** Records a refund Stripe failed (or canceled) on its operation (the gate, a follow-up, a checkout's undo). */
 export function settleProviderFailure(
   log: OperationLog,
   refund: RefundEnd,
   receipt: RefundReceipt,
   at: { operationId: string; actor: string; event: string; detail?: Record<string, unknown> },
 ) {
-  const reason = refund.failure_reason ?? refund.status ?? 'failed';
-  return log.settle(at.operationId, { status: 'failed', refund: receipt, reason }, at.actor, at.event, at.detail);
+  return log.settle(at.operationId, failedUpdate(refund, receipt), at.actor, at.event, at.detail);
 }

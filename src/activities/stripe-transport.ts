@@ -1,10 +1,7 @@
-// The Stripe SDK's HTTP client, replaced so that the SDK never resends on its own and every
-// failure says whether the request could have reached Stripe. stripe-node resends once after
-// ECONNRESET/EPIPE even with maxNetworkRetries 0; our errors never carry those codes, so the
-// activity's Temporal retry policy stays the only retry loop. A request that can make an effect
-// (anything but a GET) has a connection of its own: a stale pooled socket would turn a request that
-// never left into a lost response, and a lost create is reconciled, never resent blind. Reads reuse
-// kept-alive connections: a read that fails that way changed nothing, and is just asked again.
+// The Stripe SDK's HTTP client, replaced so that every failure says whether the request could have reached Stripe,
+// and the SDK never resends on its own (it resends after ECONNRESET/EPIPE even with maxNetworkRetries 0; our errors
+// never carry those codes). A write has a connection of its own: a stale pooled socket would turn a request that never
+// left into a lost response, which is reconciled, never resent. Reads reuse kept-alive connections.
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
@@ -13,10 +10,7 @@ import Stripe from 'stripe';
 import type { Attempt } from './attempt';
 import { beforeRequest, requestTimeout } from './request-deadline';
 
-/**
- * not_sent: the request was never completely handed to the network, so the server cannot have acted on it.
- * sent: it was, and no complete answer came back; the server may have acted on it.
- */
+/** not_sent: never completely handed to the network, so not acted on. sent: no complete answer; it may have been. */
 export type TransportStage = 'not_sent' | 'sent';
 
 /** A failed request, with the stage at which it failed. Its code is never one the SDK resends on. */
@@ -59,8 +53,7 @@ export class StripeTransport extends Stripe.HttpClient {
     const [, , path, method] = request;
     return beforeRequest(this.attempt).then(
       () => this.send(...request),
-      (err: Error) =>
-        Promise.reject(new TransportError('not_sent', false, null, `${method} ${path}: not sent: ${err.message}`)),
+      (err: Error) => Promise.reject(notSent(`${method} ${path}: not sent: ${err.message}`)),
     );
   }
 
@@ -74,17 +67,12 @@ export class StripeTransport extends Stripe.HttpClient {
     const sendBy = attempt?.sendBy;
     const timeout = attempt ? requestTimeout(attempt, timeoutMs) : timeoutMs;
     const left = sendBy === undefined ? timeout : Math.min(timeout, sendBy - Date.now());
-    /** Once the send's deadline has passed (the worker stalled before the request went out), the error that keeps it from going out under that stamp. */
+    /** Once the send's deadline has passed (the worker stalled), what keeps the request from going out under its stamp. */
     const tooLate = () => {
       const past = sendBy === undefined ? -1 : Date.now() - sendBy;
       return past < 0
         ? undefined
-        : new TransportError(
-            'not_sent',
-            false,
-            null,
-            `${method} ${path}: not sent, ${past} ms past the deadline its send was stamped for`,
-          );
+        : notSent(`${method} ${path}: not sent, ${past} ms past the deadline its send was stamped for`);
     };
     if (left <= 0) return Promise.reject(tooLate());
     const limit = left < timeout ? `by its send's deadline (${left} ms)` : `within ${timeout} ms`;
@@ -93,16 +81,9 @@ export class StripeTransport extends Stripe.HttpClient {
       let timedOut = false;
       const fail = (err: Error & { code?: string }) => {
         if (err instanceof TransportError) return reject(err);
-        const stage: TransportStage = written ? 'sent' : 'not_sent';
         const what = timedOut ? `no answer ${limit}` : `${err.code ?? err.name}: ${err.message}`;
-        reject(
-          new TransportError(
-            stage,
-            timedOut,
-            err.code ?? null,
-            `${method} ${path}: ${what} (${stage === 'sent' ? 'after the request was sent' : 'before it was sent'})`,
-          ),
-        );
+        const message = `${method} ${path}: ${what} (${written ? 'after the request was sent' : 'before it was sent'})`;
+        reject(new TransportError(written ? 'sent' : 'not_sent', timedOut, err.code ?? null, message));
       };
       const agent = method === 'GET' ? READ_AGENTS[protocol === 'http' ? 'http' : 'https'] : false;
       const req = (protocol === 'http' ? http : https).request({ host, port, path, method, headers, agent });
@@ -136,6 +117,9 @@ export class StripeTransport extends Stripe.HttpClient {
     });
   }
 }
+
+/** Our transport declined to send: nothing reached the network. */
+const notSent = (message: string) => new TransportError('not_sent', false, null, message);
 
 /** Runs `then` once the socket can carry the request: at once for a kept-alive one, after the TLS handshake for a new TLS one. */
 function whenConnected(socket: Socket, then: () => void): void {

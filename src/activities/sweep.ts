@@ -43,9 +43,8 @@ export function createSweepActivities(deps: { temporal?: Client }) {
     },
 
     /**
-     * Asks up to `maxRuns` parked runs whose refund is unknown to reconcile (a lookup; nothing is
-     * sent), one Update each under the occurrence's id so that a re-run asks no run twice, then
-     * waits up to `waitMs` for each to settle or park again.
+     * Asks up to `maxRuns` parked runs whose send is unknown to reconcile (nothing is sent), one Update each under the
+     * occurrence's id so a re-run asks no run twice, then waits up to `waitMs` for each to settle or park again.
      */
     async sweepUnknown(input: { occurrenceId: string; maxRuns: number; waitMs: number }): Promise<SweepReport> {
       const c = client();
@@ -72,18 +71,12 @@ export function createSweepActivities(deps: { temporal?: Client }) {
           });
           asked.push({ workflowId: w.workflowId, at: record.at });
         } catch (err) {
+          if (err instanceof WorkflowUpdateFailedError)
+            report.refused.push({ workflowId: w.workflowId, reason: err.cause?.message ?? err.message });
           // Visibility lags: a run listed may have closed since.
-          if (
-            err instanceof WorkflowNotFoundError ||
-            (err instanceof Error &&
-              /already completed|not found/i.test(err.message) &&
-              !(err instanceof WorkflowUpdateFailedError))
-          ) {
+          else if (err instanceof WorkflowNotFoundError || /already completed|not found/i.test((err as Error)?.message))
             report.closed.push(w.workflowId);
-            continue;
-          }
-          if (!(err instanceof WorkflowUpdateFailedError)) throw err;
-          report.refused.push({ workflowId: w.workflowId, reason: err.cause?.message ?? err.message });
+          else throw err;
         }
       }
       const until = Date.now() + input.waitMs;
