@@ -2,7 +2,7 @@
 // and outcome, and the moves between them (parked, decided, ended), each showing once what the run
 // shows. A saga adds what it knows of its own effect: the facts its verdict is drawn from, whether
 // compensating fits, and the state its Query returns.
-import { patched, workflowInfo } from '@temporalio/workflow';
+import { workflowInfo } from '@temporalio/workflow';
 import {
   type ParsedDecision,
   type PinnedSettings,
@@ -30,7 +30,7 @@ import { type Shows, Visibility } from './visibility';
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
-type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
+export type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
 /** The run's fields as its Query shows them. */
 type Shown<Step extends string> = RunState<unknown, Step>;
 
@@ -41,6 +41,10 @@ export interface RunParts<Step extends string, State> {
   refuses?: DeskView<Step>['refuses'];
   shows: Shows<State>;
 }
+
+/** Any saga's run, as the harness reads and moves it. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type SagaRun<Step extends string, State = unknown> = SagaRunState<Step, State, any>;
 
 export abstract class SagaRunState<Step extends string, State, Acts extends Activities> {
   readonly workflowId = workflowInfo().workflowId;
@@ -260,15 +264,6 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
     this.lastFailure = { step, ...error };
     const rule = ruleFor(this.policy, error.code, error.certainty, boundary);
     this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
-  }
-
-  /**
-   * Whether a cancellation that lands in the park's bookkeeping takes the cancellation path: 1.0 histories, which let
-   * it close the run, replay as they ran. Asked only there, so a run that is not cancelled carries no patch marker:
-   * the workflow task that asks is the cancel's own, which runs no local activity before it (see wait.ts).
-   */
-  cancelsAnywhere(): boolean {
-    return patched('cancel-anywhere');
   }
 
   /** A decision taken while parked that the run has not yet carried out (it has not moved on since). */
