@@ -1,6 +1,5 @@
-// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each
-// attempt once), its result checked against its schema before the saga may use it, and recorded in the run's step
-// table, which its Query returns.
+// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each attempt
+// once), its result checked against its schema, and recorded in the run's step table.
 import { patched } from '@temporalio/workflow';
 import { evidenced, type CallStatus, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
 import type { PinnedSettings } from '../../contract';
@@ -54,11 +53,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     }
   }
 
-  /**
-   * Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), records it in
-   * the step table, pays for it from the budget and remembers how it failed. `boundary` classifies a failure that
-   * carries none of our details (a Temporal timeout).
-   */
+  /** Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), and records it. */
   async step<A extends keyof Acts & string>(
     def: NamedCall<Acts, A, Step>,
     input: InputOf<Acts, A>,

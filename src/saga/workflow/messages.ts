@@ -1,9 +1,5 @@
-// Messages from outside a run are input like any other: anyone allowed to signal the namespace can
-// send one (refused when it is plaintext, PAYLOAD_PLAINTEXT=reject). A Signal's handler parses its input first and
-// ignores what does not fit, noting it in the run's state; no error of a handler reaches the SDK,
-// which would fail the workflow task again on every retry and freeze the run (a Signal handler's
-// ApplicationFailure would even fail the run). Why catching, not workflowFailureErrorTypes:
-// docs/reliability.md, "Messages".
+// Messages from outside a run are input like any other: a Signal's handler notes what does not fit in the run's
+// state, and no handler's error reaches the SDK, which would freeze the run (docs/reliability.md, "Messages").
 import {
   ApplicationFailure,
   log,

@@ -1,7 +1,5 @@
-// A saga run's state, with one owner: its steps, budget, activity calls and decisions, its status
-// and outcome, and the moves between them (parked, decided, ended), each showing once what the run
-// shows. A saga adds what it knows of its own effect: the facts its verdict is drawn from, whether
-// compensating fits, and the state its Query returns.
+// A saga run's state, with one owner: its steps, budget, calls, decisions, status and outcome, and the moves between
+// them. A saga adds what it knows of its own effect, whether compensating fits, and the state its Query returns.
 import { workflowInfo } from '@temporalio/workflow';
 import {
   type ParsedDecision,
