@@ -12,7 +12,7 @@ import type { Runs, StepCall } from '../step';
 import { activitiesAt } from '../../workflows/pools';
 import { describeFailure, stepError, StepFailedError, unusable, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
-import { stop } from './run-stopped';
+import { Stopped, StoppedError } from './run-stopped';
 
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
@@ -98,7 +98,8 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       }
       const { code, certainty, message } = err.error;
       const refused = code === 'PERMANENT_BUSINESS' || code === 'INVALID_ARGUMENTS';
-      if (rejects && refused && certainty === 'not_executed') stop('rejected', `${rejects(input)}: ${message}`, name);
+      if (rejects && refused && certainty === 'not_executed')
+        throw new StoppedError(new Stopped('rejected', `${rejects(input)}: ${message}`, name));
       throw err;
     } finally {
       this.pay(record, boundary);
