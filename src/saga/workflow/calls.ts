@@ -14,7 +14,7 @@ import { describeFailure, stepError, StepFailedError, unusable, type StepError }
 import { BudgetExhausted, type RunBudget } from './budget';
 import { Stopped, StoppedError } from './run-stopped';
 
-const now = () => new Date().toISOString(); // deterministic inside a workflow
+export const now = () => new Date().toISOString(); // deterministic inside a workflow
 
 /** A saga's activities, each taking one input. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any

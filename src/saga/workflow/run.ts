@@ -17,7 +17,7 @@ import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliabi
 import { type Boundary, type Certainty, outcomeUnknown } from '../../reliability/taxonomy';
 import { decidersOf, verdict, type ParkedEvidence, type Verdict, type VerdictFacts } from '../../reliability/verdict';
 import { RunBudget } from './budget';
-import { type Activities, ActivityCalls, StepRunner } from './calls';
+import { type Activities, ActivityCalls, now, StepRunner } from './calls';
 import { type Chosen, DecisionDesk, type DeskView } from './desk';
 import { IgnoredMessages } from './messages';
 import type { Stopped } from './run-stopped';
@@ -25,8 +25,6 @@ import type { StepError } from './step-failure';
 import type { Found } from './reconciled-send';
 import { isUndone, type PlannedUndo } from './undo';
 import { type Shows, Visibility } from './visibility';
-
-const now = () => new Date().toISOString(); // deterministic inside a workflow
 
 export type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
 /** The run's fields as its Query shows them. */
