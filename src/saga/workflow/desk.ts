@@ -12,7 +12,6 @@ import {
 } from '../../contract';
 import type { DecisionPolicy } from '../../reliability/policy';
 import type { DecisionKind, Role } from '../../reliability/policy-terms';
-import { now } from './calls';
 import { conditionTimeout } from './wait';
 import { checkSignature, refuseMoved, refuseReplayed } from './signature-check';
 import { zodProblems } from '../../domain/zod-problems';
@@ -50,6 +49,9 @@ const ROLE_FOR: Record<DecisionKind, Role | null> = {
   approve: 'approver',
   reject: 'approver',
 };
+
+// Its own, not calls.ts's: step-failure.ts reads this module's types, and calls.ts reads step-failure.ts.
+const now = () => new Date().toISOString(); // deterministic inside a workflow
 
 /** How often the sweep may ask one run to reconcile. */
 const SWEEP_INTERVAL_MS = 6 * 3600_000;
