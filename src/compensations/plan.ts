@@ -1,24 +1,9 @@
-// What a refund that did not go through leaves to undo, decided from the store's records (the
-// refund on the order, the customer notice's outbox entry), never from which steps a run saw
-// finish: the run, a person's compensate decision, a cancellation and the follow-up all ask here.
-// Imported by workflow code, so it stays pure.
+// What a refund that did not go through leaves to undo, decided from the store's records, never from which steps a
+// run saw finish: the run, a compensate decision, a cancellation and the follow-up all ask here. Pure: workflow code.
 import { compensationKey, stepKey, type StandingRecords } from '../contract';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import { compensationOrder } from '../saga/order';
 import { REFUND_SAGA, type RefundStep } from './registry';
-
-interface PlannedCompensation {
-  step: RefundStep;
-  /** The compensation's own key (compensationKeyOf). */
-  key: string;
-}
-
-interface CompensationPlan {
-  /** What stands, in the order it is undone; each compensation is idempotent by its key, so one already done replays its receipt. */
-  undo: PlannedCompensation[];
-  /** An effect that may stand and is not undone (a notice whose hand-over is unknown): the run goes to a person with this reason. */
-  held: (PlannedCompensation & { reason: string }) | null;
-}
 
 /** A compensation's own key: derived from the key its forward step recorded, which is the step's key (stepKey). */
 export function compensationKeyOf(step: RefundStep, operationId: string): string {
@@ -37,10 +22,10 @@ export function correctsUnknownNotice(policy: RecoveryPolicy, decidedByPerson: b
 }
 
 /**
- * The plan: the refund on the order is taken off; a notice sent is corrected; a notice never handed
- * over (pending) told the customer nothing; one whose hand-over is unknown (sending) is corrected
- * when `correctUnknown`, or else held for a person, never skipped in silence. A correction already
- * begun (its outbox entry exists) is never held: its key replays it as sent, unknown or in progress.
+ * The plan: `undo`, what stands, in the order it is undone, each under its own key (one already done replays its
+ * receipt): the refund on the order is taken off; a notice sent is corrected; a notice never handed over (pending)
+ * told the customer nothing; one whose hand-over is unknown (sending) is corrected when `correctUnknown`, or else
+ * `held` for a person, never skipped in silence. A correction already begun is never held: its key replays it.
  * `ifFound` says what a person does when the held notice is in the mailbox, as the caller can offer it (the run
  * takes a compensate decision; the follow-up takes none).
  */
@@ -49,24 +34,22 @@ export function compensationPlan(
   records: Pick<StandingRecords, 'order' | 'notice' | 'correction'>,
   correctUnknown: boolean,
   ifFound = 'compensate sends the correction',
-): CompensationPlan {
+) {
+  const { notice } = records;
+  const unknown = notice?.status === 'sending';
+  const corrected = notice?.status === 'sent' || (unknown && (correctUnknown || !!records.correction));
   const stands: RefundStep[] = [];
-  let held: CompensationPlan['held'] = null;
   if (records.order) stands.push('update_order');
-  const notice = records.notice;
-  if (notice?.status === 'sent' || (notice?.status === 'sending' && (correctUnknown || records.correction)))
-    stands.push('notify_customer');
-  else if (notice?.status === 'sending') {
-    held = {
-      step: 'notify_customer',
-      key: compensationKeyOf('notify_customer', operationId),
-      reason:
-        `the customer notice ${notice.messageId} may have reached them (its hand-over is unknown), so no correction was sent: ` +
-        `look for it in the mailbox; if it is there, ${ifFound}; if not, the customer was told nothing`,
-    };
-  }
-  return {
-    undo: compensationOrder(stands, REFUND_SAGA).map((step) => ({ step, key: compensationKeyOf(step, operationId) })),
-    held,
-  };
+  if (corrected) stands.push('notify_customer');
+  const planned = (step: RefundStep) => ({ step, key: compensationKeyOf(step, operationId) });
+  const held =
+    unknown && !corrected
+      ? {
+          ...planned('notify_customer'),
+          reason:
+            `the customer notice ${notice.messageId} may have reached them (its hand-over is unknown), so no correction was sent: ` +
+            `look for it in the mailbox; if it is there, ${ifFound}; if not, the customer was told nothing`,
+        }
+      : null;
+  return { undo: compensationOrder(stands, REFUND_SAGA).map(planned), held };
 }

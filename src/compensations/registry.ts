@@ -1,7 +1,5 @@
-// The refund saga's steps as definitions that execute: the call, where it runs, its key and
-// output, how its effect is undone (or repaired forward), what it depends on, and who is asked when
-// it fails for good. The saga, the docs' table, inspect and the follow-up read it from here.
-// Imported by workflow code, so it stays pure.
+// The refund saga's steps as definitions that execute: the call, its undo (or forward repair), what it depends on,
+// who is asked when it fails for good. The saga, the docs' table, inspect and the follow-up read it. Pure: workflow code.
 import type { CorrectionReason, RefundCorrectionInput } from '../activities/refund-correction';
 import {
   beginResultSchema,

@@ -1,6 +1,5 @@
-// A run's budgets, kept in workflow state: its deadline, attempts per step, time spent retrying
-// and polling, and requests sent to providers. Every activity is scheduled to close within what is
-// left, and nothing starts that the budget cannot pay for.
+// A run's budgets, kept in workflow state: its deadline, attempts per step, time spent retrying and polling, and
+// requests sent to providers. Nothing starts that the budget cannot pay for.
 import type { ActivityOptions } from '@temporalio/workflow';
 import type { BudgetView } from '../../contract';
 import type { BudgetLimits, RecoveryPolicy } from '../../reliability/policy';
@@ -28,11 +27,7 @@ export class RunBudget {
     this.deadlineMs = this.startedAtMs + limits.deadlineMs;
   }
 
-  /**
-   * A person's decision gives the run a fresh allowance from now: a run parked overnight would
-   * otherwise meet its deadline the moment it resumed. Its deadline, retry time and provider
-   * calls start over.
-   */
+  /** A person's decision gives the run a fresh allowance from now: one parked overnight would meet its deadline at once. */
   renew(nowMs: number): void {
     this.deadlineMs = nowMs + this.limits.deadlineMs;
     this.providerCalls = 0;
@@ -69,10 +64,8 @@ export class RunBudget {
   }
 
   /**
-   * Options for one activity at `boundary`: the policy's timeouts and derived retry policy, its
-   * schedule-to-close cut to what is left of the run, its attempts to the provider calls left.
-   * An `essential` call (a compensation, recording a refund that happened) is held only to the
-   * deadline: spent retry time or provider calls never stop the run from repairing what it did.
+   * Options for one activity at `boundary`, cut to what is left of the run. An `essential` call (a compensation,
+   * recording a refund that happened) is held only to the deadline: the run may always repair what it did.
    */
   options(policy: RecoveryPolicy, boundary: Boundary, essential = false, requestsPerAttempt = 1): ActivityOptions {
     const provider = boundary !== 'store';

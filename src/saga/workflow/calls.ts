@@ -1,6 +1,5 @@
-// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each
-// attempt once), its result checked against its schema before the saga may use it, and recorded in the run's step
-// table, which its Query returns.
+// A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each attempt
+// once), its result checked against its schema, and recorded in the run's step table.
 import { patched } from '@temporalio/workflow';
 import { evidenced, type CallStatus, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
 import type { PinnedSettings } from '../../contract';
@@ -13,9 +12,9 @@ import type { Runs, StepCall } from '../step';
 import { activitiesAt } from '../../workflows/pools';
 import { describeFailure, stepError, StepFailedError, unusable, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
-import { stop } from './run-stopped';
+import { Stopped, StoppedError } from './run-stopped';
 
-const now = () => new Date().toISOString(); // deterministic inside a workflow
+export const now = () => new Date().toISOString(); // deterministic inside a workflow
 
 /** A saga's activities, each taking one input. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -54,11 +53,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     }
   }
 
-  /**
-   * Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), records it in
-   * the step table, pays for it from the budget and remembers how it failed. `boundary` classifies a failure that
-   * carries none of our details (a Temporal timeout).
-   */
+  /** Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), and records it. */
   async step<A extends keyof Acts & string>(
     def: NamedCall<Acts, A, Step>,
     input: InputOf<Acts, A>,
@@ -103,7 +98,8 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       }
       const { code, certainty, message } = err.error;
       const refused = code === 'PERMANENT_BUSINESS' || code === 'INVALID_ARGUMENTS';
-      if (rejects && refused && certainty === 'not_executed') stop('rejected', `${rejects(input)}: ${message}`, name);
+      if (rejects && refused && certainty === 'not_executed')
+        throw new StoppedError(new Stopped('rejected', `${rejects(input)}: ${message}`, name));
       throw err;
     } finally {
       this.pay(record, boundary);

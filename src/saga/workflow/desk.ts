@@ -1,7 +1,5 @@
-// A parked run's decisions, for every saga: a `decide` Update whose validator refuses a decider who
-// may not make it and a decision that does not fit the run's state before anything is written to
-// history; a decision that needs a second person waits for its approval, and expires into a stop.
-// What fits a saga's own state (what can be reconciled, compensated, confirmed) is the saga's word.
+// A parked run's decisions, for every saga: the `decide` Update's validator refuses a decider who may not and a
+// decision that does not fit before anything reaches history; one that needs a second person expires into a stop.
 import { condition } from '@temporalio/workflow';
 import {
   decisionAddress,
@@ -52,6 +50,7 @@ const ROLE_FOR: Record<DecisionKind, Role | null> = {
   reject: 'approver',
 };
 
+// Its own, not calls.ts's: step-failure.ts reads this module's types, and calls.ts reads step-failure.ts.
 const now = () => new Date().toISOString(); // deterministic inside a workflow
 
 /** How often the sweep may ask one run to reconcile. */
@@ -195,10 +194,7 @@ export class DecisionDesk<Step extends string = string> {
     return record;
   }
 
-  /**
-   * What the run carries out when `other` (the provider's failure) woke it: a decision already taken
-   * comes first, since its caller was told it was applied; `other` is then handled after it.
-   */
+  /** What the run carries out when `other` woke it: a decision already taken first, since its caller was told it applied. */
   firstOf<T>(other: T): Chosen<Step> | T {
     return this.chosen ?? other;
   }

@@ -1,18 +1,17 @@
-// The loop every saga's run is: its messages (the state Query, the decide Update), its body until it
-// completes or stops, parking for a person between a stop and a decision, and the one place its
-// cancellation is handled. A saga writes its body and what each decision does, and returns a stop
-// (Stopped) as a value: only here is it acted on.
+// The loop every saga's run is: its messages, its body until it completes or stops, parking for a person between
+// a stop and a decision, and its cancellation. A saga returns a stop (Stopped) as a value: only here is it acted on.
 import {
   CancellationScope,
   condition,
   isCancellation,
   metricMeter,
+  patched,
   setHandler,
   workflowInfo,
   type QueryDefinition,
 } from '@temporalio/workflow';
 import type { z } from 'zod';
-import { decisionUpdate, type TerminalStatus } from '../../contract';
+import { decisionUpdate } from '../../contract';
 import { refundMetrics } from '../../observability/metrics';
 import type { DecisionPolicy } from '../../reliability/policy';
 import { pooledActivities } from '../../workflows/pools';
@@ -22,16 +21,10 @@ import type { Chosen, Resumed } from './desk';
 import { failingTheUpdateOnly, refusePlaintext, setQueryHandler } from './messages';
 import type { ReconciledSend } from './reconciled-send';
 import { isStopped, Stopped, StoppedError } from './run-stopped';
-import type { SagaRunState } from './run';
+import type { Ending, SagaRun } from './run';
 import { StepFailedError, type StepError } from './step-failure';
 import { cancelFromState, prepareFromState } from './undo-from-state';
 import { showRejected } from './visibility';
-
-type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
-
-/** What the harness reads and moves of a saga's run: its state. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type SagaRun<Step extends string, State> = SagaRunState<Step, State, any>;
 
 /** The provider's word that moves a parked run without a person: what it audits, and how the run goes on. */
 export interface News<Result, Step extends string> {
@@ -44,10 +37,7 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   stateQuery: QueryDefinition<State>;
   /** The run for a valid input; throws, saying why, for one that is not (nothing has run then). */
   start(input: unknown): Run;
-  /**
-   * The business key a result names the run by (`orderId`, `cartId`), how a refused input's is read (null when it
-   * names none valid), and the search attributes a refused run is still found by.
-   */
+  /** The business key a result and a refused run's search attributes name the run by, read from an input (null: none valid). */
   key: { field: string; of(input: unknown): string | null };
   /** Messages of the saga's own beyond the state Query and the decide Update. */
   handlers?(run: Run): void;
@@ -114,7 +104,7 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
   try {
     return await drive(saga, run);
   } catch (err) {
-    if (isCancellation(err) && (!run.inBookkeeping || run.cancelsAnywhere())) {
+    if (isCancellation(err) && (!run.inBookkeeping || cancelsAnywhere())) {
       run.desk.close('it is being cancelled');
       await CancellationScope.nonCancellable(async () => {
         await (saga.cancelled ? saga.cancelled(run) : cancelFromState(run, saga.send?.(run)));
@@ -176,10 +166,7 @@ async function drive<Step extends string, State, Run extends SagaRun<Step, State
   }
 }
 
-/**
- * Parks the run and waits for a decision, or for the provider's word that settles what it holds,
- * which is not a decision to wait for.
- */
+/** Parks the run and waits for a decision, or for the provider's word that settles what it holds. */
 async function parkUntilDecided<Step extends string, State, Run extends SagaRun<Step, State>, Result>(
   saga: Saga<Step, State, Run, Result>,
   run: Run,
@@ -192,7 +179,7 @@ async function parkUntilDecided<Step extends string, State, Run extends SagaRun<
     .then(
       (decisions) => run.useDecisionPolicy(decisions),
       (err: unknown) => {
-        if (isCancellation(err) && run.cancelsAnywhere()) throw err;
+        if (isCancellation(err) && cancelsAnywhere()) throw err;
       },
     );
   const verdict = run.park(stopped);
@@ -235,13 +222,16 @@ function unfinished<Result>(
   return { workflowId, [saga.key.field]: key, operationId, status, reason, failedStep } as Result;
 }
 
+/**
+ * Whether a cancellation that lands in the park's bookkeeping takes the cancellation path (1.0 histories, which let
+ * it close the run, replay as they ran). Asked only there, in the cancel's own task, so other runs carry no marker.
+ */
+const cancelsAnywhere = () => patched('cancel-anywhere');
+
 /** Every saga's run counters (recording nothing on replay: a run is counted once); the workflowType label tells sagas apart. */
 const metrics = () => refundMetrics(metricMeter);
 
-/**
- * What a throw out of the body comes to: a step call's stop, or a step failure no branch decided on, which still stops
- * the run with its reason (the saga's, or the run stops at that step for a person), never fails its workflow task forever.
- */
+/** What a throw out of the body comes to: a step call's stop, or a step failure no branch decided on, which still stops the run. */
 function stoppedBy<Step extends string, Run extends SagaRun<Step, unknown>>(
   run: Run,
   err: unknown,

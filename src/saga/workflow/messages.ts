@@ -1,9 +1,5 @@
-// Messages from outside a run are input like any other: anyone allowed to signal the namespace can
-// send one (refused when it is plaintext, PAYLOAD_PLAINTEXT=reject). A Signal's handler parses its input first and
-// ignores what does not fit, noting it in the run's state; no error of a handler reaches the SDK,
-// which would fail the workflow task again on every retry and freeze the run (a Signal handler's
-// ApplicationFailure would even fail the run). Why catching, not workflowFailureErrorTypes:
-// docs/reliability.md, "Messages".
+// Messages from outside a run are input like any other: a Signal's handler notes what does not fit in the run's
+// state, and no handler's error reaches the SDK, which would freeze the run (docs/reliability.md, "Messages").
 import {
   ApplicationFailure,
   log,
@@ -34,10 +30,7 @@ export class IgnoredMessages {
   }
 }
 
-/**
- * Sets a Signal's handler that takes only what `schema` accepts. `handle` returns why it ignored a value
- * that fits, if it did. Whatever is ignored, or makes the handler throw, is noted, never thrown.
- */
+/** Sets a Signal's handler that takes only what `schema` accepts: what is ignored (`handle` says why) or throws is noted. */
 export function setSignalHandler<T>(
   signal: SignalDefinition<[T]>,
   schema: z.ZodType<T>,
@@ -62,9 +55,8 @@ export function setSignalHandler<T>(
 }
 
 /**
- * Throws, for a workflow's input, an Update's validator or a Query, when a value was sent in plaintext
- * to a worker that refuses it: the caller reads why in the clear (failure-converter.ts). As a run's
- * input it fails the run before anything ran, never its workflow task.
+ * Throws, for a run's input, an Update's validator or a Query, when a value was sent in plaintext to a worker that
+ * refuses it: the caller reads why in the clear (failure-converter.ts), and a run's input fails it before anything ran.
  */
 export function refusePlaintext(...values: unknown[]): void {
   const refused = values.find(isRefusedPlaintext);
@@ -79,10 +71,7 @@ export function setQueryHandler<R>(query: QueryDefinition<R, []>, answer: () => 
   });
 }
 
-/**
- * Runs an Update's handler after its validator accepted the input: an error the validator did not
- * foresee fails that Update (its caller learns why), never the workflow task.
- */
+/** Runs an Update's handler: an error its validator did not foresee fails that Update, never the workflow task. */
 export function failingTheUpdateOnly<T>(name: string, fn: () => T): T {
   try {
     return fn();

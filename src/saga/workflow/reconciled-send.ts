@@ -1,6 +1,5 @@
-// A send whose answer may be lost, settled with the provider before it is ever sent again: its
-// receipt; found by its key; proven absent (sent again, or, when the provider took nothing, its
-// failure returned as a value); or unknown, which stops the run for a person (a Stopped, returned).
+// A send whose answer may be lost, settled with the provider before it is ever sent again: its receipt found by its
+// key; proven absent (sent again, or its failure returned); or unknown, which stops the run for a person.
 import { MAX_RESUBMISSIONS, type RunStatus } from '../../contract';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { isStopped, Stopped } from './run-stopped';

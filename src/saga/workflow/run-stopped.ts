@@ -1,5 +1,5 @@
-// How a run stops: a value (Stopped) a saga returns up to the harness, the one place that parks the
-// run or ends it. Only a step call the harness makes throws one (stop), caught by the harness too.
+// How a run stops: a value (Stopped) a saga returns up to the harness, the one place that parks the run or ends it.
+// Only a step call the harness makes throws one (a StoppedError), caught by the harness too.
 import type { TerminalStatus } from '../../contract';
 
 /** The run ends with this status, or parks for a person when it needs one: a saga returns it, the harness acts on it. */
@@ -21,9 +21,4 @@ export class StoppedError extends Error {
   constructor(readonly stopped: Stopped) {
     super(stopped.reason);
   }
-}
-
-/** Stops the run from inside a step call, which returns its output. */
-export function stop(status: Stopped['status'], reason: string, failedStep: string | null): never {
-  throw new StoppedError(new Stopped(status, reason, failedStep));
 }

@@ -1,8 +1,6 @@
-// A saga run's state, with one owner: its steps, budget, activity calls and decisions, its status
-// and outcome, and the moves between them (parked, decided, ended), each showing once what the run
-// shows. A saga adds what it knows of its own effect: the facts its verdict is drawn from, whether
-// compensating fits, and the state its Query returns.
-import { patched, workflowInfo } from '@temporalio/workflow';
+// A saga run's state, with one owner: its steps, budget, calls, decisions, status and outcome, and the moves between
+// them. A saga adds what it knows of its own effect, whether compensating fits, and the state its Query returns.
+import { workflowInfo } from '@temporalio/workflow';
 import {
   type ParsedDecision,
   type PinnedSettings,
@@ -19,7 +17,7 @@ import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliabi
 import { type Boundary, type Certainty, outcomeUnknown } from '../../reliability/taxonomy';
 import { decidersOf, verdict, type ParkedEvidence, type Verdict, type VerdictFacts } from '../../reliability/verdict';
 import { RunBudget } from './budget';
-import { type Activities, ActivityCalls, StepRunner } from './calls';
+import { type Activities, ActivityCalls, now, StepRunner } from './calls';
 import { type Chosen, DecisionDesk, type DeskView } from './desk';
 import { IgnoredMessages } from './messages';
 import type { Stopped } from './run-stopped';
@@ -28,9 +26,7 @@ import type { Found } from './reconciled-send';
 import { isUndone, type PlannedUndo } from './undo';
 import { type Shows, Visibility } from './visibility';
 
-const now = () => new Date().toISOString(); // deterministic inside a workflow
-
-type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
+export type Ending = Exclude<TerminalStatus, 'needs_attention' | 'completed'>;
 /** The run's fields as its Query shows them. */
 type Shown<Step extends string> = RunState<unknown, Step>;
 
@@ -41,6 +37,10 @@ export interface RunParts<Step extends string, State> {
   refuses?: DeskView<Step>['refuses'];
   shows: Shows<State>;
 }
+
+/** Any saga's run, as the harness reads and moves it. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type SagaRun<Step extends string, State = unknown> = SagaRunState<Step, State, any>;
 
 export abstract class SagaRunState<Step extends string, State, Acts extends Activities> {
   readonly workflowId = workflowInfo().workflowId;
@@ -260,15 +260,6 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
     this.lastFailure = { step, ...error };
     const rule = ruleFor(this.policy, error.code, error.certainty, boundary);
     this.recovery = { action: rule.action, owner: rule.owner, note: rule.note ?? null };
-  }
-
-  /**
-   * Whether a cancellation that lands in the park's bookkeeping takes the cancellation path: 1.0 histories, which let
-   * it close the run, replay as they ran. Asked only there, so a run that is not cancelled carries no patch marker:
-   * the workflow task that asks is the cancel's own, which runs no local activity before it (see wait.ts).
-   */
-  cancelsAnywhere(): boolean {
-    return patched('cancel-anywhere');
   }
 
   /** A decision taken while parked that the run has not yet carried out (it has not moved on since). */

@@ -1,7 +1,5 @@
-// A decision's signature, checked in the `decide` Update's validator: Ed25519 in pure JS
-// (@noble/curves, preloaded once per worker thread: src/workflows/preload.ts), against the key the
-// decision policy holds for the decider, and addressed to this run and this parking, unexpired and
-// not taken before. Deterministic: the clock is the workflow's.
+// A decision's signature, checked in the `decide` Update's validator: Ed25519 in pure JS (@noble/curves, preloaded:
+// src/workflows/preload.ts) against the decider's key, addressed to this run and parking, unexpired, not taken before.
 import { ed25519 } from '@noble/curves/ed25519';
 import {
   decisionStatement,
@@ -13,12 +11,6 @@ import {
 } from '../../contract';
 import type { DecisionPolicy } from '../../reliability/policy';
 
-export interface Addressee {
-  workflowId: string;
-  /** decisionAddress of the run now. */
-  address: string;
-}
-
 const SIGN_HOW = 'sign it with `npm run decide -- … --key <file>` (docs/production.md, "Signed decisions")';
 
 /**
@@ -26,7 +18,11 @@ const SIGN_HOW = 'sign it with `npm run decide -- … --key <file>` (docs/produc
  * (it only looks) or DECISIONS_UNSIGNED=allow. A policy without keys (a worker of earlier code
  * answering) knows no decider's key: only `reconcile` passes. Throws, naming the problem, for anything else.
  */
-export function checkSignature(d: ParsedDecision, policy: DecisionPolicy, to: Addressee): string | null {
+export function checkSignature(
+  d: ParsedDecision,
+  policy: DecisionPolicy,
+  to: { workflowId: string; /** decisionAddress of the run now. */ address: string },
+): string | null {
   const keys = (policy as Partial<DecisionPolicy>).keys ?? {};
   const s = d.signed;
   if (!s) {

@@ -1,6 +1,5 @@
-// A step's failure as the workflows see it: its classification (code, certainty, reason) from the
-// activity's failure details, or from the Temporal failure when it carries none. Shared by the
-// refund run and the follow-up.
+// A step's failure as the workflows see it: its classification from the activity's failure details, or from the
+// Temporal failure when it carries none.
 import { ActivityFailure, ApplicationFailure, isCancellation, TimeoutFailure } from '@temporalio/workflow';
 import type { CompensationRecord, StepError } from '../../contract';
 import type { AttemptSummary } from '../../reliability/attempt-ledger';
@@ -23,15 +22,6 @@ export class StepFailedError extends Error {
   ) {
     super(`step ${step} failed: ${error.code}: ${error.message}`);
   }
-}
-
-/**
- * How a compensation that did not complete is recorded: `unknown` (quarantined) when its outcome is
- * unknown or it may have taken effect (another attempt is sending the correction right now);
- * otherwise `failed`.
- */
-export function compensationFailure(error: StepError): 'unknown' | 'failed' {
-  return error.code === 'UNKNOWN_OUTCOME' || error.certainty === 'may_have_executed' ? 'unknown' : 'failed';
 }
 
 /** The activity finished, so whatever it did happened; what it returned cannot be used. */
@@ -60,10 +50,8 @@ export function stepError(
 }
 
 /**
- * A failed activity as a step error. Our activities put the classification in the failure's details;
- * a Temporal timeout carries none, so it is classified here: an effect may have happened when the
- * step `sends` one (a refund, an email), while a read or a store write (one transaction, replayed
- * by a retry) changed nothing it could not repeat.
+ * A failed activity as a step error. A Temporal timeout carries no classification of ours: an effect may have
+ * happened when the step `sends` one, while a read or a store write (one transaction) changed nothing.
  */
 export function describeFailure(
   err: unknown,

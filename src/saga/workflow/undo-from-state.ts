@@ -4,12 +4,10 @@
 import { audit } from './audit';
 import type { Resumed } from './desk';
 import { lookUp, type ReconciledSend, unknownSend } from './reconciled-send';
-import type { SagaRunState } from './run';
+import type { SagaRun as Run } from './run';
 import { isStopped, Stopped } from './run-stopped';
 import { undoInOrder } from './undo';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-type Run<Step extends string> = SagaRunState<Step, unknown, any>;
 type Send<Step extends string> = Omit<ReconciledSend<Step, unknown>, 'send'>;
 
 /** Undoes what stands, and the run stops: compensated, or for a person at the first step left open. */

@@ -1,6 +1,5 @@
-// One compensation, run under its own key: the one way every saga's run (its end, a person's
-// compensate decision, a cancellation) and the refund's follow-up undo a step. What came of it is
-// a value: completed with its receipt, failed, or unknown.
+// One compensation, run under its own key: how every saga's run and the refund's follow-up undo a step. What came of
+// it is a value: completed with its receipt, failed, or unknown.
 import { CancellationScope, patched, sleep } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { evidenced } from '../../contract';
@@ -9,7 +8,7 @@ import type { RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { RunBudget } from './budget';
 import type { Activities, CompensationOutcome, StepRunner } from './calls';
-import { compensationFailure, describeFailure, StepFailedError, unusable } from './step-failure';
+import { describeFailure, StepFailedError, unusable } from './step-failure';
 import { awaitProvider, nextLook } from './wait';
 
 /** A compensation's call: the activity, its dependency, and the receipt it must return. */
@@ -23,10 +22,7 @@ export interface UndoCall {
   pending?(receipt: never): boolean;
 }
 
-/**
- * Runs `step`'s compensation `undo` with `input` (its own key in it) on `activities` (built on call: a run whose
- * budget cannot schedule it records a failure).
- */
+/** Runs `step`'s compensation `undo` with `input` on `activities` (built on call: a budget that cannot schedule it is a failure). */
 export async function runUndo(
   step: string,
   undo: UndoCall,
@@ -41,7 +37,9 @@ export async function runUndo(
     if (err instanceof StepFailedError)
       return { status: 'failed', error: err.error, attempts: 0, transportRequests: 0 };
     const { error, ledger } = describeFailure(err, undo.boundary, `${step} compensation`, undo.boundary !== 'store');
-    return { status: compensationFailure(error), error, ...tally({ attempt: ledger.length, ledger }) };
+    // Unknown (quarantined) when it may have taken effect: another attempt may be sending the correction right now.
+    const unknown = error.code === 'UNKNOWN_OUTCOME' || error.certainty === 'may_have_executed';
+    return { status: unknown ? 'unknown' : 'failed', error, ...tally({ attempt: ledger.length, ledger }) };
   }
   const parsed = evidenced(undo.output).safeParse(raw);
   // It finished, so whatever it did happened; what it returned cannot be used as its receipt.
@@ -85,10 +83,7 @@ export function isUndone<Step extends string>(run: UndoingRun<Step>, { step, und
   return undo.undone?.(done.output as never) ?? true;
 }
 
-/**
- * Undoes what the plan says stands (compensations never stop for a cancellation), an undo planned `after` another
- * only once that one is undone; the outcome as a value: compensated, or what is left open for a person.
- */
+/** Undoes what the plan says stands, never stopped by a cancellation, an undo planned `after` another only once that one is. */
 export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, plan: PlannedUndo<Step>[], why: string) {
   run.setStatus('compensating');
   const [first, then] = [plan.filter((p) => !p.after), plan.filter((p) => p.after)];
@@ -114,11 +109,7 @@ export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, pl
       };
 }
 
-/**
- * Runs each planned compensation, in order, unless it completed before with a final receipt: recorded in the step
- * table, paid for from the run's budget, held only to the run's deadline (undoing is never refused for spent retries
- * or calls).
- */
+/** Runs each planned compensation, in order, unless it completed before with a final receipt; held only to the deadline. */
 export async function undoSteps<Step extends string>(
   run: {
     steps: StepRunner<Step>;
@@ -142,10 +133,7 @@ export async function undoSteps<Step extends string>(
   }
 }
 
-/**
- * An undo whose receipt is not final (a refund still pending) is asked again with the policy's awaitProvider backoff,
- * until it is or the wait's deadline passes: a correction never goes out for money not yet given back.
- */
+/** An undo whose receipt is not final is asked again until it is: a correction never goes out for money not yet given back. */
 async function untilFinal(
   undo: UndoCall,
   run: { steps: StepRunner<string>; policy?: RecoveryPolicy; budget: Partial<Pick<RunBudget, 'holdUntil'>> },

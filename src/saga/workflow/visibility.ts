@@ -1,15 +1,11 @@
-// What a saga's run tells the visibility store (search attributes), so that operators find it by
-// status, step, effect, verdict and whether it needs a person without querying it; and, at the same
-// moves, what its page in the Web UI says of it now (its current details, rendered by the saga).
+// What a saga's run tells the visibility store (search attributes), so operators find it without querying it,
+// and, at the same moves, what its page in the Web UI says of it now (its current details).
 import type { SearchAttributePair } from '@temporalio/common';
 import { setCurrentDetails, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import { SEARCH_ATTRIBUTES } from '../../contract';
+import { SEARCH_ATTRIBUTES, type RunState } from '../../contract';
 import { maskEmails } from '../../reliability/redaction';
 
-/**
- * Every saga's search attributes, as registered with the server: its business key (an order's, a cart's) in the key
- * attribute, its status, step, effect, verdict and whether it needs a person. Operators find every saga's runs alike.
- */
+/** Every saga's search attributes, its business key (an order's, a cart's) in the key attribute: found alike. */
 const ATTRIBUTES = { ...SEARCH_ATTRIBUTES, key: SEARCH_ATTRIBUTES.orderId };
 type Attribute = keyof typeof ATTRIBUTES;
 
@@ -106,10 +102,4 @@ export function runDetails(effect: string) {
   };
 }
 
-interface DetailedState {
-  workflowId: string;
-  status: string;
-  outcome: { failedStep: string | null; reason: string } | null;
-  parked: { verdict: string } | null;
-  effect: { status: string };
-}
+type DetailedState = Pick<RunState, 'workflowId' | 'status' | 'outcome' | 'parked' | 'effect'>;

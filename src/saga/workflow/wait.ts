@@ -3,9 +3,8 @@ import { backoffDelay, withJitter, type RecoveryPolicy } from '../../reliability
 import { DEFAULT_AWAIT_PROVIDER } from '../../reliability/policy-terms';
 
 /**
- * The wait to pass to condition(fn, ms). The SDK asks patched() itself inside condition(fn, 0), and a patched() call
- * after a local activity can land in another workflow task on replay than it did live: so a run never waits 0 ms,
- * at least 1 ms (0 or less: no wait left).
+ * The wait to pass to condition(fn, ms): at least 1 ms, since condition(fn, 0) asks patched() itself, which after a
+ * local activity can land in another workflow task on replay than it did live.
  */
 export function conditionTimeout(ms: number): number {
   return Math.max(1, ms);
