@@ -14,7 +14,7 @@ import {
 } from '../contract';
 import type { z } from 'zod';
 import { checkRegistry } from '../saga/order';
-import { defineCall, type StepCall } from '../saga/step';
+import { checkCarriage, defineCall, type StepCall } from '../saga/step';
 import type { Boundary } from '../reliability/taxonomy';
 import type { RefundRequest } from '../domain/refund-request';
 import type { RevertRefundInput } from '../store/types';
@@ -127,6 +127,8 @@ export const REFUND_SAGA = {
     key: (input: { key: string }) => input.key,
     // Recording a refund that happened is never refused for spent retry time or provider calls.
     essential: true,
+    // One task fewer once issue 36 carries it: written in the refund's receipt transaction when the saga goes on.
+    carriedBy: 'create_refund',
     action: 'record the refund on the order (refunded amount, status) with an order_updated audit entry',
     boundary: 'store',
     onFailure: 'forward_repair',
@@ -171,6 +173,7 @@ export const REFUND_SAGA = {
     activity: 'checkCompletion',
     // A retrieve and a list.
     requestsPerAttempt: 2,
+    firstReadIn: 'notify_customer',
     action:
       "check that the provider's receipt, the order, the outbox and the audit trail agree before the run says completed; poll while the refund is pending",
     boundary: 'stripe',
@@ -207,3 +210,4 @@ export const RECONCILE_LOOKUP = defineCall({
 
 // A registry that breaks its own rules fails when the module loads: the worker does not start.
 checkRegistry(REFUND_SAGA);
+checkCarriage(REFUND_SAGA);
