@@ -30,10 +30,7 @@ export class SqlNotificationOutbox {
     return this.db.transaction((tx) => this.claimIn(tx, entry));
   }
 
-  /**
-   * claimNotification, then markNotificationSending if pending, in one transaction: `ours` says whether this caller
-   * holds the hand-over, `stamp` is its `sendingSince`, `claimed` the entry before the move.
-   */
+  /** claimNotification, then markNotificationSending if pending, in one transaction; `stamp` is `ours`'s sendingSince. */
   async claimHandOver(
     entry: NewOutboxEntry,
     onWireForMs?: number,
@@ -46,10 +43,10 @@ export class SqlNotificationOutbox {
   }
 
   private async claimIn(tx: Queryable, entry: NewOutboxEntry): Promise<OutboxEntry> {
-    const existing = await outboxRow(tx, entry.key);
+    const existing = await findOutbox(tx, entry.key);
     if (existing) {
       requireSame(
-        toOutboxEntry(existing),
+        existing,
         entry,
         ['orderId', 'kind', 'recipient', 'subject', 'messageId'],
         (differences) => `notification ${entry.key} was already claimed with different content (${differences})`,
@@ -75,10 +72,7 @@ export class SqlNotificationOutbox {
     });
   }
 
-  /**
-   * pending → sending, stamped, with the sender's bound: the conditional update is the lock, of two attempts racing
-   * here exactly one changes the row. Its stamp, or null.
-   */
+  /** pending → sending, its stamp or null: the conditional update is the lock, of two racing attempts one wins. */
   private async takeSending(tx: Queryable, key: string, onWireForMs?: number): Promise<string | null> {
     const at = await this.operations.clock(tx);
     const stamp = new Date(at).toISOString();
@@ -120,11 +114,10 @@ export class SqlNotificationOutbox {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
       const ours = since === undefined ? sql`` : sql` AND sending_since = ${since}`;
-      return (
-        (await tx.run(
-          sql`UPDATE notification_outbox SET status = 'pending', ${stamped(null)} WHERE key = ${key} AND status = 'sending'${ours}`,
-        )) === 1
+      const changed = await tx.run(
+        sql`UPDATE notification_outbox SET status = 'pending', ${stamped(null)} WHERE key = ${key} AND status = 'sending'${ours}`,
       );
+      return changed === 1;
     });
   }
 
@@ -169,20 +162,14 @@ export class SqlNotificationOutbox {
     );
     const entry = sent ? toOutboxEntry(sent) : await requireOutbox(tx, key);
     if (sent && audit) {
-      const { kind, messageId } = entry;
-      await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', {
-        key,
-        kind,
-        messageId,
-        ...audit.detail,
-      });
+      const detail = { key, kind: entry.kind, messageId: entry.messageId, ...audit.detail };
+      await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', detail);
     }
     return entry;
   }
 
-  async getNotification(key: string): Promise<OutboxEntry | undefined> {
-    const row = await outboxRow(this.db, key);
-    return row && toOutboxEntry(row);
+  getNotification(key: string): Promise<OutboxEntry | undefined> {
+    return findOutbox(this.db, key);
   }
 
   /** The outbox's stamps, by the clock send stamps use (the database server's on PostgreSQL): hand-overs by different hosts compare. */
@@ -197,12 +184,13 @@ function stamped(stamp: string | null, at = 0, onWireForMs?: number) {
   return sql`sending_since = ${stamp}, sending_until = ${until}, sending_until_of = ${until === null ? null : stamp}`;
 }
 
-function outboxRow(on: Queryable, key: string): Promise<OutboxRow | undefined> {
-  return on.one(sql<OutboxRow>`SELECT * FROM notification_outbox WHERE key = ${key}`);
+async function findOutbox(on: Queryable, key: string): Promise<OutboxEntry | undefined> {
+  const row = await on.one(sql<OutboxRow>`SELECT * FROM notification_outbox WHERE key = ${key}`);
+  return row && toOutboxEntry(row);
 }
 
 async function requireOutbox(on: Queryable, key: string): Promise<OutboxEntry> {
-  const row = await outboxRow(on, key);
-  if (!row) throw new Error(`no notification with key ${key} in the outbox`);
-  return toOutboxEntry(row);
+  const entry = await findOutbox(on, key);
+  if (!entry) throw new Error(`no notification with key ${key} in the outbox`);
+  return entry;
 }
