@@ -82,10 +82,7 @@ export class SqlNotificationOutbox {
     return changed === 1 ? stamp : null;
   }
 
-  /**
-   * Takes over a hand-over that ended unanswered, to resend it: re-stamps `sendingSince` (store clock, not before
-   * `notBefore`) only if it is still `since` and at least `endedAfterMs` old; the new stamp, or null. One of two wins.
-   */
+  /** Re-stamps a hand-over that ended unanswered, to resend it, if still `since` and `endedAfterMs` old; the stamp, or null. */
   async takeOverNotification(
     key: string,
     since: string,
@@ -106,10 +103,7 @@ export class SqlNotificationOutbox {
     });
   }
 
-  /**
-   * Moves sending → pending after a failure that proves the server did not accept the message; false when not
-   * sending, or (with `since`) when that hand-over is no longer the current one: another attempt's is never freed.
-   */
+  /** sending → pending once the server provably refused the message; with `since`, only while that hand-over is current. */
   async releaseNotification(key: string, since?: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
@@ -134,10 +128,7 @@ export class SqlNotificationOutbox {
     );
   }
 
-  /**
-   * A person's word that a message whose hand-over is unknown was delivered: sent, naming who confirmed it, audited
-   * with `confirmedBy`. An entry not sending, or no longer on the hand-over judged, is returned unchanged.
-   */
+  /** A person's word that a message whose hand-over is unknown was delivered: sent, if still on the hand-over judged. */
   async confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry> {
     const { by: confirmedBy, reason, operationId, actor, sendingSince } = confirmation;
     // Where the server's answer would be, the person's word, so that no one takes it for the server's.

@@ -173,9 +173,8 @@ export class SqlOrders {
   }
 
   /**
-   * `fn` as an optimistic transaction on one order, read by `read`: after a serialization failure, if the order's
-   * version moved since, another writer got in (VersionConflictError); if not, the abort was an overlap of predicate
-   * locks and the store runs `fn` again. A try that failed before reading the order decided nothing.
+   * `fn` as an optimistic transaction on the order it reads by `read`: after a serialization failure, a version moved
+   * since is another writer's (VersionConflictError), an unmoved one an overlap of predicate locks (`fn` runs again).
    */
   private optimistic<T>(fn: (tx: Queryable, read: (id: string) => Promise<Order | undefined>) => Promise<T>) {
     let read: Order | undefined;
