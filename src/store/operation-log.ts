@@ -110,9 +110,8 @@ export class OperationLog {
 
   /** Every operation on the order, oldest first. */
   async forOrder(orderId: string): Promise<OperationRecord[]> {
-    const rows = await this.db.all(
-      sql<OperationRow>`${OPERATIONS} WHERE o.order_id = ${orderId} ORDER BY o.created_at, o.operation_version`,
-    );
+    const rows = await this.db.all(sql<OperationRow>`
+      ${OPERATIONS} WHERE o.order_id = ${orderId} ORDER BY o.created_at, o.operation_version`);
     return rows.map(toOperation);
   }
 
