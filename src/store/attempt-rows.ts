@@ -1,7 +1,4 @@
-// The attempt ledger's rows, one per attempt of a step, written where they cost no commit of their own: the
-// row rides in the first transaction the attempt commits, and its end in the one that records the step's
-// effect. Before the attempt sends a provider request its row is on disk, committed alone if no transaction
-// carried it yet, so an attempt that never finishes is seen as one.
+// The attempt ledger's rows, one per attempt of a step, written where they cost no commit of their own (OpenAttempt).
 import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
 import { withRider, type Database, type Queryable, type RiderWrite } from './database';
@@ -51,12 +48,12 @@ async function finishAttempt(
 }
 
 /** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */
-export interface FinishedAttempt {
-  finishedAt: string;
-  alone: boolean;
-}
+type FinishedAttempt = { finishedAt: string; alone: boolean };
 
-/** An attempt's ledger row: rides in `run`'s first transaction, or commits alone at `begun()` before any request. */
+/**
+ * An attempt's ledger row: rides in the first transaction `run` commits, and its end in the one that records the
+ * step's effect; before any provider request it is on disk (`begun()`), so an attempt that never finishes is seen.
+ */
 export class OpenAttempt {
   readonly startedAt: string;
   private id: number | undefined;

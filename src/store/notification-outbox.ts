@@ -30,10 +30,7 @@ export class SqlNotificationOutbox {
     return this.db.transaction((tx) => this.claimIn(tx, entry));
   }
 
-  /**
-   * claimNotification, then markNotificationSending if pending, in one transaction: `ours` says whether this caller
-   * holds the hand-over, `stamp` is its `sendingSince`, `claimed` the entry before the move.
-   */
+  /** claimNotification, then markNotificationSending if pending, in one transaction; `stamp` is `ours`'s sendingSince. */
   async claimHandOver(
     entry: NewOutboxEntry,
     onWireForMs?: number,
@@ -46,10 +43,10 @@ export class SqlNotificationOutbox {
   }
 
   private async claimIn(tx: Queryable, entry: NewOutboxEntry): Promise<OutboxEntry> {
-    const existing = await outboxRow(tx, entry.key);
+    const existing = await findOutbox(tx, entry.key);
     if (existing) {
       requireSame(
-        toOutboxEntry(existing),
+        existing,
         entry,
         ['orderId', 'kind', 'recipient', 'subject', 'messageId'],
         (differences) => `notification ${entry.key} was already claimed with different content (${differences})`,
@@ -75,10 +72,7 @@ export class SqlNotificationOutbox {
     });
   }
 
-  /**
-   * pending → sending, stamped, with the sender's bound: the conditional update is the lock, of two attempts racing
-   * here exactly one changes the row. Its stamp, or null.
-   */
+  /** pending → sending, its stamp or null: the conditional update is the lock, of two racing attempts one wins. */
   private async takeSending(tx: Queryable, key: string, onWireForMs?: number): Promise<string | null> {
     const at = await this.operations.clock(tx);
     const stamp = new Date(at).toISOString();
@@ -88,10 +82,7 @@ export class SqlNotificationOutbox {
     return changed === 1 ? stamp : null;
   }
 
-  /**
-   * Takes over a hand-over that ended unanswered, to resend it: re-stamps `sendingSince` (store clock, not before
-   * `notBefore`) only if it is still `since` and at least `endedAfterMs` old; the new stamp, or null. One of two wins.
-   */
+  /** Re-stamps a hand-over that ended unanswered, to resend it, if still `since` and `endedAfterMs` old; the stamp, or null. */
   async takeOverNotification(
     key: string,
     since: string,
@@ -112,19 +103,15 @@ export class SqlNotificationOutbox {
     });
   }
 
-  /**
-   * Moves sending → pending after a failure that proves the server did not accept the message; false when not
-   * sending, or (with `since`) when that hand-over is no longer the current one: another attempt's is never freed.
-   */
+  /** sending → pending once the server provably refused the message; with `since`, only while that hand-over is current. */
   async releaseNotification(key: string, since?: string): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       await requireOutbox(tx, key);
       const ours = since === undefined ? sql`` : sql` AND sending_since = ${since}`;
-      return (
-        (await tx.run(
-          sql`UPDATE notification_outbox SET status = 'pending', ${stamped(null)} WHERE key = ${key} AND status = 'sending'${ours}`,
-        )) === 1
+      const changed = await tx.run(
+        sql`UPDATE notification_outbox SET status = 'pending', ${stamped(null)} WHERE key = ${key} AND status = 'sending'${ours}`,
       );
+      return changed === 1;
     });
   }
 
@@ -141,10 +128,7 @@ export class SqlNotificationOutbox {
     );
   }
 
-  /**
-   * A person's word that a message whose hand-over is unknown was delivered: sent, naming who confirmed it, audited
-   * with `confirmedBy`. An entry not sending, or no longer on the hand-over judged, is returned unchanged.
-   */
+  /** A person's word that a message whose hand-over is unknown was delivered: sent, if still on the hand-over judged. */
   async confirmNotificationDelivered(key: string, confirmation: DeliveryConfirmation): Promise<OutboxEntry> {
     const { by: confirmedBy, reason, operationId, actor, sendingSince } = confirmation;
     // Where the server's answer would be, the person's word, so that no one takes it for the server's.
@@ -169,20 +153,14 @@ export class SqlNotificationOutbox {
     );
     const entry = sent ? toOutboxEntry(sent) : await requireOutbox(tx, key);
     if (sent && audit) {
-      const { kind, messageId } = entry;
-      await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', {
-        key,
-        kind,
-        messageId,
-        ...audit.detail,
-      });
+      const detail = { key, kind: entry.kind, messageId: entry.messageId, ...audit.detail };
+      await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', detail);
     }
     return entry;
   }
 
-  async getNotification(key: string): Promise<OutboxEntry | undefined> {
-    const row = await outboxRow(this.db, key);
-    return row && toOutboxEntry(row);
+  getNotification(key: string): Promise<OutboxEntry | undefined> {
+    return findOutbox(this.db, key);
   }
 
   /** The outbox's stamps, by the clock send stamps use (the database server's on PostgreSQL): hand-overs by different hosts compare. */
@@ -197,12 +175,13 @@ function stamped(stamp: string | null, at = 0, onWireForMs?: number) {
   return sql`sending_since = ${stamp}, sending_until = ${until}, sending_until_of = ${until === null ? null : stamp}`;
 }
 
-function outboxRow(on: Queryable, key: string): Promise<OutboxRow | undefined> {
-  return on.one(sql<OutboxRow>`SELECT * FROM notification_outbox WHERE key = ${key}`);
+async function findOutbox(on: Queryable, key: string): Promise<OutboxEntry | undefined> {
+  const row = await on.one(sql<OutboxRow>`SELECT * FROM notification_outbox WHERE key = ${key}`);
+  return row && toOutboxEntry(row);
 }
 
 async function requireOutbox(on: Queryable, key: string): Promise<OutboxEntry> {
-  const row = await outboxRow(on, key);
-  if (!row) throw new Error(`no notification with key ${key} in the outbox`);
-  return toOutboxEntry(row);
+  const entry = await findOutbox(on, key);
+  if (!entry) throw new Error(`no notification with key ${key} in the outbox`);
+  return entry;
 }

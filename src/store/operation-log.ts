@@ -63,10 +63,7 @@ export class OperationLog {
     private readonly now: () => string = () => new Date().toISOString(),
   ) {}
 
-  /**
-   * Records the intent, or returns the record already there; IntentConflictError when the request hash differs,
-   * LaterVersionError for a new operation below the order's highest version.
-   */
+  /** Records the intent, or returns the one there; a changed request hash, or a version below the order's, is refused. */
   async commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }> {
     return this.db.transaction(async (tx) => {
       const existing = await this.row(tx, op.operationId);
@@ -113,17 +110,14 @@ export class OperationLog {
 
   /** Every operation on the order, oldest first. */
   async forOrder(orderId: string): Promise<OperationRecord[]> {
-    const rows = await this.db.all(
-      sql<OperationRow>`${OPERATIONS} WHERE o.order_id = ${orderId} ORDER BY o.created_at, o.operation_version`,
-    );
+    const rows = await this.db.all(sql<OperationRow>`
+      ${OPERATIONS} WHERE o.order_id = ${orderId} ORDER BY o.created_at, o.operation_version`);
     return rows.map(toOperation);
   }
 
   /**
-   * Stamps and counts a create request just before it is sent: only the order's highest version sends
-   * (LaterVersionError), and only while no other operation of the order has a send not proven absent
-   * (OperationInFlightError). `onWireForMs`: how long after its stamp this send can still be on the wire.
-   * The checks and the stamp are one serializable transaction, so no other send slips in between.
+   * Stamps and counts a create request just before it is sent, in the transaction that checks no other send of the
+   * order forbids it: `onWireForMs` is how long after its stamp this send can still be on the wire.
    */
   async markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord> {
     return this.db.transaction(async (tx) => {
@@ -188,14 +182,12 @@ export class OperationLog {
           RETURNING *`))!;
         await tx.run(copyToSends(operationId));
       }
-      const outcome = applied
-        ? {}
-        : { ignored: sentSince ? 'sent again since it was looked up' : `status stays ${current.status}` };
+      const ignored = sentSince ? 'sent again since it was looked up' : `status stays ${current.status}`;
       await this.insertAudit(tx, operationId, actor, event, {
         status: update.status,
         ...(update.reason && { reason: update.reason }),
         ...detail,
-        ...outcome,
+        ...(!applied && { ignored }),
       });
       // The audit entry leaves the operation's row as it was written (or found) above.
       return { record: toOperation(row), applied };
@@ -209,11 +201,8 @@ export class OperationLog {
 
   /** A step's attempts in one run, oldest first by when each began: a row is written when first needed, so ids need not follow. */
   async attempts(key: string, runId: string): Promise<AttemptRecord[]> {
-    const rows = await this.db.all(
-      sql<
-        RowOf<AttemptRecord>
-      >`SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`,
-    );
+    const rows = await this.db.all(sql<RowOf<AttemptRecord>>`
+      SELECT * FROM attempts WHERE key = ${key} AND run_id = ${runId} ORDER BY started_at, id`);
     return rows.map(fromRow);
   }
 

@@ -3,7 +3,7 @@
 import { sql } from 'kysely';
 import type { Order, OrderStatus } from '../domain/order';
 import type { OrderReceipt } from '../contract';
-import type { Database, Queryable, TransactionOptions } from './database';
+import type { Database, Queryable } from './database';
 import {
   IntentConflictError,
   InvalidOperationError,
@@ -28,8 +28,8 @@ type RefundRow = RowOf<
 
 const toOrder = ({ updated_at: _, ...row }: OrderRow): Order => fromRow(row);
 
-const receipt = ({ id, status, refundedAmount, version }: Order, changed: boolean): OrderReceipt => ({
-  orderId: id,
+const receipt = ({ id: orderId, status, refundedAmount, version }: Order, changed: boolean): OrderReceipt => ({
+  orderId,
   status,
   refundedAmount,
   version,
@@ -78,9 +78,8 @@ export class SqlOrders {
   /** Idempotent by operation id; optimistic on the order's version. */
   async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
     requireMinorUnits('refund amount', input.amount);
-    const read = new OrderRead(this.db);
-    return this.db.transaction(async (tx) => {
-      const order = await read.order(tx, input.orderId);
+    return this.optimistic(async (tx, read) => {
+      const order = await read(input.orderId);
       // Before the claim: on SQLite the seam's other connection (store faults) could not write after it.
       if (order) await this.beforeOrderWrite(order.id, tx);
       // Claimed by inserting, not by looking first: a lookup that finds nothing locks the index page where the
@@ -120,13 +119,12 @@ export class SqlOrders {
         version: updated.version,
       });
       return receipt(updated, true);
-    }, read.options());
+    });
   }
 
   /** Restores the state the order had before `operationId`, idempotent by compensation key. */
   async revertRefund(input: RevertRefundInput): Promise<OrderReceipt> {
-    const read = new OrderRead(this.db);
-    return this.db.transaction(async (tx) => {
+    return this.optimistic(async (tx, read) => {
       const applied = await refundRow(tx, input.operationId);
       if (!applied || applied.order_id !== input.orderId) {
         throw new InvalidOperationError(
@@ -143,7 +141,7 @@ export class SqlOrders {
       // Already reverted (by this key or another): reverting twice would take the money off twice.
       if (applied.reverted_by_key !== null) return receipt(await requireOrder(tx, input.orderId), false);
 
-      const order = found(await read.order(tx, input.orderId), input.orderId);
+      const order = found(await read(input.orderId), input.orderId);
       // A later write moved the order on: take only this operation's amount off instead of clobbering it with the old snapshot.
       const untouched = order.version === applied.applied_version;
       const refunded = untouched ? applied.prior_refunded_amount : order.refundedAmount - applied.amount;
@@ -164,7 +162,7 @@ export class SqlOrders {
         version: updated.version,
       });
       return receipt(updated, true);
-    }, read.options());
+    });
   }
 
   /** The order's record of an operation's refund, if it was applied. */
@@ -172,6 +170,26 @@ export class SqlOrders {
     const row = await this.db.one(sql<RowOf<AppliedRefund>>`
       SELECT operation_id, order_id, refund_id, amount, reverted_by_key FROM order_refunds WHERE operation_id = ${operationId}`);
     return row && fromRow(row);
+  }
+
+  /**
+   * `fn` as an optimistic transaction on the order it reads by `read`: after a serialization failure, a version moved
+   * since is another writer's (VersionConflictError), an unmoved one an overlap of predicate locks (`fn` runs again).
+   */
+  private optimistic<T>(fn: (tx: Queryable, read: (id: string) => Promise<Order | undefined>) => Promise<T>) {
+    let read: Order | undefined;
+    const moved = async (failure: unknown) => {
+      const was = read;
+      read = undefined;
+      if (!was || (await findOrder(this.db, was.id))?.version === was.version) return undefined;
+      return new VersionConflictError(
+        `another writer changed the order ${was.id} after it was read at version ${was.version}; reload and try again`,
+        { cause: failure },
+      );
+    };
+    return this.db.transaction((tx) => fn(tx, async (id) => (read = await findOrder(tx, id))), {
+      optimistic: { moved },
+    });
   }
 
   private async updateOrder(
@@ -189,39 +207,6 @@ export class SqlOrders {
       );
     }
     return { ...order, refundedAmount, status, version: order.version + 1 };
-  }
-}
-
-/**
- * The order a try of an optimistic write read, to judge its serialization failure by: if the order's version
- * moved since, another writer got in (VersionConflictError); if not, the abort was an overlap of predicate
- * locks and the store runs the transaction again. A try that failed before reading the order decided nothing.
- */
-class OrderRead {
-  private read: { id: string; version: number } | undefined;
-
-  constructor(private readonly db: Database) {}
-
-  async order(tx: Queryable, id: string): Promise<Order | undefined> {
-    const order = await findOrder(tx, id);
-    if (order) this.read = { id, version: order.version };
-    return order;
-  }
-
-  options(): TransactionOptions {
-    return { optimistic: { moved: (failure) => this.moved(failure) } };
-  }
-
-  private async moved(failure: unknown): Promise<Error | undefined> {
-    const read = this.read;
-    this.read = undefined;
-    if (!read) return undefined;
-    const now = await findOrder(this.db, read.id);
-    if (now?.version === read.version) return undefined;
-    return new VersionConflictError(
-      `another writer changed the order ${read.id} after it was read at version ${read.version}; reload and try again`,
-      { cause: failure },
-    );
   }
 }
 
