@@ -50,7 +50,7 @@ export async function gatherEvidence(sources: EvidenceSources, operationId: stri
     /** Provider events (webhooks) the receiver took for this operation. */
     events,
     /** The provider's refunds carrying this operation id; null when the provider could not be asked. */
-    refunds: null as { id: string; amount: number; currency: string; status: string | null; created: string }[] | null,
+    refunds: null as Stripe.Refund[] | null,
     /** Refunds the local Stripe server's ledger made under this operation's key; null without a local ledger. */
     ledgerRefunds: null as number | null,
     /** Messages in the mailbox by Message-ID; null when the mailbox could not be read. */
@@ -87,12 +87,12 @@ function storeFacts(ev: Evidence, orderId: string): void {
       : '';
     ev.facts.push({ id, says: `status ${op.status}; ${op.requestsSent} create request(s) sent; ${absence}${refund}` });
   }
-  if (!order) ev.facts.push({ id: `store:order:${orderId}`, says: 'no such order' });
-  else
-    ev.facts.push({
-      id: `store:order:${orderId}`,
-      says: `${order.status}; ${order.refundedAmount} of ${order.amount} ${order.currency} refunded (version ${order.version})`,
-    });
+  ev.facts.push({
+    id: `store:order:${orderId}`,
+    says: order
+      ? `${order.status}; ${order.refundedAmount} of ${order.amount} ${order.currency} refunded (version ${order.version})`
+      : 'no such order',
+  });
   if (applied) {
     const reverted = applied.revertedByKey ? `, taken off again by ${applied.revertedByKey}` : '';
     ev.facts.push({
@@ -133,19 +133,14 @@ async function providerFacts(ev: Evidence, sources: EvidenceSources, pi: string,
   try {
     const all: Stripe.Refund[] = [];
     for await (const r of sources.stripe.refunds.list({ payment_intent: pi, limit: 100 })) all.push(r);
-    const mine = all.filter((r) => r.metadata?.operation_id === ev.operationId);
-    ev.refunds = mine.map((r) => ({
-      id: r.id,
-      amount: r.amount,
-      currency: r.currency,
-      status: r.status,
-      created: new Date(r.created * 1000).toISOString(),
-    }));
-    for (const r of ev.refunds)
+    const mine = (ev.refunds = all.filter((r) => r.metadata?.operation_id === ev.operationId));
+    for (const r of mine) {
+      const created = new Date(r.created * 1000).toISOString();
       ev.facts.push({
         id: `stripe:${r.id}`,
-        says: `refund of ${r.amount} ${r.currency}, ${r.status}, created ${r.created}, metadata.operation_id ${ev.operationId}`,
+        says: `refund of ${r.amount} ${r.currency}, ${r.status}, created ${created}, metadata.operation_id ${ev.operationId}`,
       });
+    }
     if (mine.length === 0)
       ev.facts.push({
         id: `stripe:${pi}`,
