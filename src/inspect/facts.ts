@@ -1,7 +1,5 @@
-// What the world says about one refund operation, read where its effects land: the store (the
-// operation record, the order, the outbox, the audit trail), the provider (Stripe's refunds for
-// the payment intent, and the local server's ledger) and the mailbox. Every fact names the id it
-// comes from; a source that cannot be read is said so, never filled in.
+// What the world says about one refund operation, read where its effects land: the store, Stripe (and the local
+// server's ledger) and the mailbox. Every fact names the id it comes from; a source that cannot be read is said so.
 import type Stripe from 'stripe';
 import { compensationKey, messageIdForKey, stepKey } from '../contract';
 import { maskEmails } from '../reliability/redaction';
@@ -49,6 +47,8 @@ export async function gatherEvidence(sources: EvidenceSources, operationId: stri
     audit,
     /** Provider events (webhooks) the receiver took for this operation. */
     events,
+    /** The last follow-up run of this operation, as the audit trail records it. */
+    followUp: null as { workflowId: string; status: string; reason: string } | null,
     /** The provider's refunds carrying this operation id; null when the provider could not be asked. */
     refunds: null as Stripe.Refund[] | null,
     /** Refunds the local Stripe server's ledger made under this operation's key; null without a local ledger. */
@@ -113,6 +113,7 @@ function storeFacts(ev: Evidence, orderId: string): void {
   // A refund that failed after its run finished is followed up by another run, tied to the same operation.
   for (const a of ev.audit.filter((e) => e.event === 'follow_up')) {
     const d = a.detail as { followUp?: string; runId?: string; status?: string; reason?: string };
+    ev.followUp = { workflowId: d.followUp ?? a.actor, status: String(d.status), reason: d.reason ?? '' };
     ev.facts.push({
       id: `temporal:${d.followUp ?? a.actor}`,
       says: `follow-up run ${d.runId ?? ''} of this operation: ${d.status ?? '?'} at ${a.at}: ${d.reason ?? ''}`,

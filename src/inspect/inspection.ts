@@ -120,14 +120,6 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
     ...(ev?.unavailable ?? (orderId ? [] : ['evidence: the run names no order, so there is nothing to look up'])),
     ...(stateUnavailable ? [stateUnavailable] : []),
   ];
-  const lastFollowUp = ev?.audit.filter((a) => a.event === 'follow_up').at(-1);
-  const followUp = lastFollowUp
-    ? {
-        workflowId: String(lastFollowUp.detail.followUp ?? lastFollowUp.actor),
-        status: String(lastFollowUp.detail.status),
-        reason: String(lastFollowUp.detail.reason ?? ''),
-      }
-    : null;
   const failedLater = !followUpRun && ev?.operation?.status === 'failed' && result?.status === 'completed';
   return {
     ...run,
@@ -138,7 +130,7 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
     facts: [...ran, ...(ev?.facts ?? [])],
     inferences,
     unavailable,
-    ...judge(orderId, version, inferences, failedLater ? { failedLater: { followUp } } : {}),
+    ...judge(orderId, version, inferences, failedLater ? { failedLater: { followUp: ev.followUp } } : {}),
   };
 }
 
