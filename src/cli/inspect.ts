@@ -77,23 +77,11 @@ function render(i: Inspection, codecFlag: string): string {
   if (i.outcome)
     out.push(`  ${i.outcome.status}${i.outcome.failedStep ? ` at ${i.outcome.failedStep}` : ''}: ${i.outcome.reason}`);
 
-  out.push('', 'Steps');
-  if (i.steps)
-    out.push(
-      columns(
-        ['step', 'status', 'attempts', 'requests', 'detail'],
-        i.steps.map((s) => [s.name, s.status, String(s.attempts), String(s.transportRequests), stepDetail(s)]),
-      ),
-    );
-  else out.push(`  (${i.stateUnavailable})`);
-
-  out.push('', 'Observed facts');
-  out.push(
-    columns(
-      ['from', 'says'],
-      i.facts.map((f) => [f.id, f.says]),
-    ),
-  );
+  const steps = i.steps?.map((s) => [s.name, s.status, `${s.attempts}`, `${s.transportRequests}`, stepDetail(s)]);
+  const stepTable = steps ? columns(['step', 'status', 'attempts', 'requests', 'detail'], steps) : null;
+  const facts = i.facts.map((f) => [f.id, f.says]);
+  out.push('', 'Steps', stepTable ?? `  (${i.stateUnavailable})`);
+  out.push('', 'Observed facts', columns(['from', 'says'], facts));
 
   out.push('', 'Inferences');
   if (i.inferences.length === 0) out.push('  (none: there is no evidence to infer from)');

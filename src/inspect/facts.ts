@@ -1,7 +1,5 @@
-// What the world says about one refund operation, read where its effects land: the store (the
-// operation record, the order, the outbox, the audit trail), the provider (Stripe's refunds for
-// the payment intent, and the local server's ledger) and the mailbox. Every fact names the id it
-// comes from; a source that cannot be read is said so, never filled in.
+// What the world says about one refund operation, read where its effects land: the store, Stripe (and the local
+// server's ledger) and the mailbox. Every fact names the id it comes from; a source that cannot be read is said so.
 import type Stripe from 'stripe';
 import { compensationKey, messageIdForKey, stepKey } from '../contract';
 import { maskEmails } from '../reliability/redaction';
@@ -49,8 +47,10 @@ export async function gatherEvidence(sources: EvidenceSources, operationId: stri
     audit,
     /** Provider events (webhooks) the receiver took for this operation. */
     events,
+    /** The last follow-up run of this operation, as the audit trail records it. */
+    followUp: null as { workflowId: string; status: string; reason: string } | null,
     /** The provider's refunds carrying this operation id; null when the provider could not be asked. */
-    refunds: null as { id: string; amount: number; currency: string; status: string | null; created: string }[] | null,
+    refunds: null as Stripe.Refund[] | null,
     /** Refunds the local Stripe server's ledger made under this operation's key; null without a local ledger. */
     ledgerRefunds: null as number | null,
     /** Messages in the mailbox by Message-ID; null when the mailbox could not be read. */
@@ -87,12 +87,12 @@ function storeFacts(ev: Evidence, orderId: string): void {
       : '';
     ev.facts.push({ id, says: `status ${op.status}; ${op.requestsSent} create request(s) sent; ${absence}${refund}` });
   }
-  if (!order) ev.facts.push({ id: `store:order:${orderId}`, says: 'no such order' });
-  else
-    ev.facts.push({
-      id: `store:order:${orderId}`,
-      says: `${order.status}; ${order.refundedAmount} of ${order.amount} ${order.currency} refunded (version ${order.version})`,
-    });
+  ev.facts.push({
+    id: `store:order:${orderId}`,
+    says: order
+      ? `${order.status}; ${order.refundedAmount} of ${order.amount} ${order.currency} refunded (version ${order.version})`
+      : 'no such order',
+  });
   if (applied) {
     const reverted = applied.revertedByKey ? `, taken off again by ${applied.revertedByKey}` : '';
     ev.facts.push({
@@ -113,6 +113,7 @@ function storeFacts(ev: Evidence, orderId: string): void {
   // A refund that failed after its run finished is followed up by another run, tied to the same operation.
   for (const a of ev.audit.filter((e) => e.event === 'follow_up')) {
     const d = a.detail as { followUp?: string; runId?: string; status?: string; reason?: string };
+    ev.followUp = { workflowId: d.followUp ?? a.actor, status: String(d.status), reason: d.reason ?? '' };
     ev.facts.push({
       id: `temporal:${d.followUp ?? a.actor}`,
       says: `follow-up run ${d.runId ?? ''} of this operation: ${d.status ?? '?'} at ${a.at}: ${d.reason ?? ''}`,
@@ -133,19 +134,14 @@ async function providerFacts(ev: Evidence, sources: EvidenceSources, pi: string,
   try {
     const all: Stripe.Refund[] = [];
     for await (const r of sources.stripe.refunds.list({ payment_intent: pi, limit: 100 })) all.push(r);
-    const mine = all.filter((r) => r.metadata?.operation_id === ev.operationId);
-    ev.refunds = mine.map((r) => ({
-      id: r.id,
-      amount: r.amount,
-      currency: r.currency,
-      status: r.status,
-      created: new Date(r.created * 1000).toISOString(),
-    }));
-    for (const r of ev.refunds)
+    const mine = (ev.refunds = all.filter((r) => r.metadata?.operation_id === ev.operationId));
+    for (const r of mine) {
+      const created = new Date(r.created * 1000).toISOString();
       ev.facts.push({
         id: `stripe:${r.id}`,
-        says: `refund of ${r.amount} ${r.currency}, ${r.status}, created ${r.created}, metadata.operation_id ${ev.operationId}`,
+        says: `refund of ${r.amount} ${r.currency}, ${r.status}, created ${created}, metadata.operation_id ${ev.operationId}`,
       });
+    }
     if (mine.length === 0)
       ev.facts.push({
         id: `stripe:${pi}`,

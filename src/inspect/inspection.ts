@@ -120,14 +120,6 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
     ...(ev?.unavailable ?? (orderId ? [] : ['evidence: the run names no order, so there is nothing to look up'])),
     ...(stateUnavailable ? [stateUnavailable] : []),
   ];
-  const lastFollowUp = ev?.audit.filter((a) => a.event === 'follow_up').at(-1);
-  const followUp = lastFollowUp
-    ? {
-        workflowId: String(lastFollowUp.detail.followUp ?? lastFollowUp.actor),
-        status: String(lastFollowUp.detail.status),
-        reason: String(lastFollowUp.detail.reason ?? ''),
-      }
-    : null;
   const failedLater = !followUpRun && ev?.operation?.status === 'failed' && result?.status === 'completed';
   return {
     ...run,
@@ -138,7 +130,7 @@ export async function inspectRun(client: Client, sources: EvidenceSources, scope
     facts: [...ran, ...(ev?.facts ?? [])],
     inferences,
     unavailable,
-    ...judge(orderId, version, inferences, failedLater ? { failedLater: { followUp } } : {}),
+    ...judge(orderId, version, inferences, failedLater ? { failedLater: { followUp: ev.followUp } } : {}),
   };
 }
 
@@ -148,7 +140,7 @@ async function readHistory(client: Client, handle: WorkflowHandle) {
   const converter = client.options.loadedDataConverter;
   const out = { facts: [] as Fact[], result: null as RefundResult | null, failure: null as string | null };
   for (const e of events) {
-    const id = `history:${String(e.eventId)}`;
+    const say = (says: string) => out.facts.push({ id: `history:${String(e.eventId)}`, says });
     const accepted = e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest;
     if (accepted) {
       const input = await decodeFromPayloadsAtIndex<{ decision?: string; by?: string; reason?: string }>(
@@ -156,20 +148,17 @@ async function readHistory(client: Client, handle: WorkflowHandle) {
         0,
         accepted.input?.args?.payloads,
       ).catch(() => null);
-      out.facts.push({
-        id,
-        says: `update ${accepted.input?.name} ${accepted.meta?.updateId} accepted: ${input?.decision} by ${input?.by} ("${input?.reason}")`,
-      });
+      say(
+        `update ${accepted.input?.name} ${accepted.meta?.updateId} accepted: ${input?.decision} by ${input?.by} ("${input?.reason}")`,
+      );
     }
     const completed = e.workflowExecutionCompletedEventAttributes;
     if (completed) {
       out.result = await decodeFromPayloadsAtIndex<RefundResult>(converter, 0, completed.result?.payloads).catch(
         () => null,
       );
-      out.facts.push({
-        id,
-        says: `the workflow completed: ${out.result?.status}${out.result && 'reason' in out.result ? ` (${out.result.reason})` : ''}`,
-      });
+      const reason = out.result && 'reason' in out.result ? ` (${out.result.reason})` : '';
+      say(`the workflow completed: ${out.result?.status}${reason}`);
     }
     const failed = e.workflowExecutionFailedEventAttributes?.failure;
     if (failed) {
@@ -178,20 +167,13 @@ async function readHistory(client: Client, handle: WorkflowHandle) {
         (await decodeOptionalFailureToOptionalError(converter, failed).catch(() => undefined))?.message ??
         failed.message ??
         'failed';
-      out.facts.push({ id, says: `the workflow failed: ${out.failure}` });
+      say(`the workflow failed: ${out.failure}`);
     }
     const cancel = e.workflowExecutionCancelRequestedEventAttributes;
     if (cancel)
-      out.facts.push({
-        id,
-        says: `cancellation requested by ${cancel.identity || 'someone'}${cancel.cause ? `: ${cancel.cause}` : ''}`,
-      });
+      say(`cancellation requested by ${cancel.identity || 'someone'}${cancel.cause ? `: ${cancel.cause}` : ''}`);
     const terminated = e.workflowExecutionTerminatedEventAttributes;
-    if (terminated)
-      out.facts.push({
-        id,
-        says: `terminated by ${terminated.identity || 'someone'}: ${terminated.reason || 'no reason given'}`,
-      });
+    if (terminated) say(`terminated by ${terminated.identity || 'someone'}: ${terminated.reason || 'no reason given'}`);
   }
   return out;
 }

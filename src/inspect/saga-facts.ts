@@ -1,14 +1,10 @@
 // Facts `inspect` reads alike for any saga's run: a send's record in the store, the emails sent under the run's keys
 // (the outbox, the mailbox), and its operation's audit trail. A source that cannot be read is said so, never filled in.
-import type { EvidenceSources, Fact } from './facts';
+import type { Evidence, EvidenceSources, Fact } from './facts';
 import { countMessages, outboxFact, short } from './facts';
 import type { KeyedSendRecord } from '../store';
 
-export interface Gathered {
-  facts: Fact[];
-  /** Sources that could not be read, and why. */
-  unavailable: string[];
-}
+export type Gathered = Pick<Evidence, 'facts' | 'unavailable'>;
 
 /** Reads one source into `into`; one that fails is named among the unavailable. */
 export const readSource = (into: Gathered, source: string, read: () => Promise<unknown>) =>
