@@ -125,13 +125,14 @@ async function main() {
   const key = deciderKey(opts.by, opts.key);
   const config = loadConfig();
   await withClient(config, async (client) => {
-    // An Update waits for a worker to take it: without one the command would hang.
-    if (!(await workerPolling(client, config.taskQueue))) {
+    const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
+    // An Update waits for a worker on the run's own queue to take it: without one the command would hang.
+    const { taskQueue } = await handle.describe();
+    if (!(await workerPolling(client, taskQueue))) {
       throw new Error(
-        `no worker is polling task queue "${config.taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`,
+        `no worker is polling task queue "${taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`,
       );
     }
-    const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
     const state = await handle.query(stepsQuery);
     const fields = { decision, by: opts.by, reason: opts.reason, ...(opts.step && { step: opts.step }) };
     const what = `${decision}${opts.step ? ` ${opts.step}` : ''} by ${opts.by}`;

@@ -85,6 +85,11 @@ test('TASK_QUEUE routes the refund to that queue, and the command looks for a wo
     expect(stderr).toMatch(/no worker is polling task queue "refunds-eu"/);
     const described = await env.client.workflow.getHandle('refund-cli-eu-v1').describe();
     expect(described.taskQueue).toBe('refunds-eu');
+    // decide looks for a worker where the run is, whatever this shell's TASK_QUEUE says.
+    const args = ['refund-cli-eu-v1', 'abandon', '--current', '--by', 'ops', '--reason', 'as read'];
+    await expect(cli('decide.ts', args)).rejects.toMatchObject({
+      stderr: expect.stringMatching(/no worker is polling task queue "refunds-eu"/),
+    });
   } finally {
     child.kill();
   }
