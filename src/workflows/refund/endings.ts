@@ -48,13 +48,7 @@ export async function cancelled(run: RefundRun): Promise<void> {
   const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed');
   // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
   const settled = compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind();
-  const reason = cancelledWhile(
-    was,
-    effect,
-    compensated,
-    settled,
-    compensation && !settled ? compensation.reason : undefined,
-  );
+  const reason = cancelledWhile(was, effect, compensated, settled, compensation?.reason);
   if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
   else {
     run.finish('needs_attention', reason, null);
