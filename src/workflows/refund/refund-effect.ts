@@ -34,10 +34,8 @@ export async function sendRefund(
   run: RefundRun,
   { operation, order }: BeginResult,
 ): Promise<RefundReceipt | Stopped<RefundStep>> {
-  const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
-  const { operationId, paymentIntentId, amount, currency, idempotencyKey } = target;
   const { orderId, reason } = run.request;
-  const input = { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey };
+  const input = { orderId, reason, ...targetOf(operation.operationId, run.request, order.paymentIntentId) };
   // The create's first request stamps the key's dedupe window, whether it succeeded, failed or was cancelled.
   const noteFirstSend = () => run.operation.noteFirstSend(run.steps.get('create_refund'));
   const sent = await sendReconciled(run, {
