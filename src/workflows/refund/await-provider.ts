@@ -1,9 +1,7 @@
-// The completion gate, and awaiting the provider. A refund the provider has not settled yet
-// (pending) is awaited: the run waits for the provider's webhook, polls with the policy's backoff
-// in case none comes, and parks for a person once the policy's deadline passes. A signed webhook
-// that says the refund succeeded stands for the provider's receipt (no poll); one that says it
-// failed is confirmed with the provider before anything is undone. Events count by how far along
-// they put the refund, so duplicates and events out of order change nothing twice.
+// The completion gate, and awaiting a refund the provider has not settled: woken by its webhook, polled with the
+// policy's backoff, parked for a person past the policy's deadline. A webhook that says succeeded stands for the
+// receipt; one that says failed is confirmed first. Events count by how far along they put the refund, so
+// duplicates and events out of order change nothing twice.
 import { condition } from '@temporalio/workflow';
 import type { CheckCompletionInput } from '../../activities/completion-gate';
 import { REFUND_SAGA } from '../../compensations/registry';

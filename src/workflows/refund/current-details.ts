@@ -1,7 +1,5 @@
-// What the run's page in the Web UI says of it now: its current details (Temporal markdown, served by
-// the SDK's built-in metadata Query), set at each move. The verdict, next action and who may take it
-// are `inspect`'s, drawn by the same function from the state the steps Query returns (without the
-// evidence inspect reads outside), and the decide command is inspect's. Not a command: no patch needed.
+// The run's current details in the Web UI (markdown, served by the SDK's metadata Query), set at each move: the
+// verdict, next action and decide command as `inspect` draws them from the same state. Not a command: no patch needed.
 import type { Standing } from '../../saga/workflow/visibility';
 import { decideCommand, decisionAddress, type RefundRunState } from '../../contract';
 import { maskEmails } from '../../reliability/redaction';

@@ -11,11 +11,7 @@ import { cancelledWhile } from './stop-reasons';
 import { audit } from '../../saga/workflow/audit';
 import { abandoned } from '../../saga/workflow/harness';
 
-/**
- * A run ending while it holds the provider's word that its refund failed, not acted on (it was
- * parked or abandoned meanwhile, or the provider's API still said succeeded), hands it to the
- * operation's follow-up run, which asks the provider again and compensates what it confirms.
- */
+/** The provider's word that the refund failed, unacted when the run ends, goes to the operation's follow-up run: it asks again and compensates. */
 export async function handOverToFollowUp(run: RefundRun): Promise<void> {
   const event = run.news.unactedFailure();
   if (!event) return;
@@ -48,13 +44,7 @@ export async function cancelled(run: RefundRun): Promise<void> {
   const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed');
   // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
   const settled = compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind();
-  const reason = cancelledWhile(
-    was,
-    effect,
-    compensated,
-    settled,
-    compensation && !settled ? compensation.reason : undefined,
-  );
+  const reason = cancelledWhile(was, effect, compensated, settled, compensation?.reason);
   if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
   else {
     run.finish('needs_attention', reason, null);

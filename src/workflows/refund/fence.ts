@@ -21,11 +21,8 @@ export async function settleEarlier(run: RefundRun, begin: BeginResult): Promise
   if (begin.operation.refund) return;
   for (const other of begin.blockers) {
     run.setStatus('reconciling', 'load_order');
-    const settled = await reconcile(
-      run,
-      targetOf(other.operationId, other.request, begin.order.paymentIntentId),
-      false,
-    );
+    const target = targetOf(other.operationId, other.request, begin.order.paymentIntentId);
+    const settled = await reconcile(run, target, false);
     if (settled.kind === 'completed' || settled.kind === 'partial')
       return recordEarlier(run, other.operationId, settled.refund);
     if (settled.kind === 'unknown') {

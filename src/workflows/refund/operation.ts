@@ -43,10 +43,7 @@ export class OperationView {
     return this.record && effectOfRecord(this.record);
   }
 
-  /**
-   * Stamps the key's dedupe window once the first request went out: from the start of the first
-   * attempt that sent one, which is no later than the send, so the window is never overstated.
-   */
+  /** Stamps the key's dedupe window from the start of the first attempt that sent a request: never overstated. */
   noteFirstSend(create: StepRecord): void {
     if (!this.identity || this.identity.dedupeWindowExpiresAt !== null || this.dedupeWindowMs === null) return;
     const first = create.ledger.find((a) => a.transportRequests > 0);

@@ -4,7 +4,7 @@
 // window, where the provider answers a resend with the first result.
 import { sleep } from '@temporalio/workflow';
 import type { ReconcileRefundInput } from '../../activities/reconcile-refund';
-import { type ReconcileOutcome, type ReconcileResult, type RefundReceipt, type RefundRunState } from '../../contract';
+import type { ReconcileOutcome, ReconcileResult, RefundReceipt } from '../../contract';
 import { RECONCILE_LOOKUP } from '../../compensations/registry';
 import { backoffDelay, ruleFor, withJitter } from '../../reliability/policy';
 import { StepFailedError } from '../../saga/workflow/step-failure';
@@ -31,6 +31,15 @@ export async function reconcile(
 ): Promise<Settlement> {
   const rule = ruleFor(run.policy, 'UNKNOWN_OUTCOME', 'may_have_executed', 'stripe');
   const started = Date.now();
+  const log = run.reconciliation;
+  // A lookup's result in the run's reconciliation log (the steps Query shows it).
+  const noteLookup = (result: ReconcileOutcome, note: string, cursor: typeof log.cursor) => {
+    log.lookups += 1;
+    log.lastResult = result;
+    log.lastAt = new Date().toISOString();
+    if (cursor) log.cursor = cursor;
+    log.history.push({ at: log.lastAt, operationId: target.operationId, result, note });
+  };
   try {
     for (let lookup = 1; ; lookup++) {
       let r: ReconcileResult | undefined;
@@ -38,16 +47,12 @@ export async function reconcile(
       try {
         r = await run.calls.call('reconcile', RECONCILE_LOOKUP, target);
         note = r.note;
-        noteLookup(run.reconciliation, target.operationId, r.result, note, {
-          method: r.method,
-          scanned: r.scanned,
-          matches: r.matches,
-        });
+        noteLookup(r.result, note, { method: r.method, scanned: r.scanned, matches: r.matches });
       } catch (err) {
         if (!(err instanceof StepFailedError)) throw err;
         // The lookup itself failed (provider down, budget gone): this round says nothing.
         note = err.error.message;
-        noteLookup(run.reconciliation, target.operationId, 'unknown', note, null);
+        noteLookup('unknown', note, null);
         if (err.error.code === 'BUDGET_EXCEEDED') return { kind: 'unknown', note };
       }
       if (r?.refund && (r.result === 'completed' || r.result === 'partial' || r.result === 'failed'))
@@ -71,19 +76,4 @@ export async function reconcile(
   } finally {
     run.budget.spend({ provider: false, retryTimeMs: Date.now() - started });
   }
-}
-
-/** A lookup's result in the run's reconciliation log (the steps Query shows it). */
-function noteLookup(
-  log: RefundRunState['reconciliation'],
-  operationId: string,
-  result: ReconcileOutcome,
-  note: string,
-  cursor: RefundRunState['reconciliation']['cursor'],
-): void {
-  log.lookups += 1;
-  log.lastResult = result;
-  log.lastAt = new Date().toISOString();
-  if (cursor) log.cursor = cursor;
-  log.history.push({ at: log.lastAt, operationId, result, note });
 }

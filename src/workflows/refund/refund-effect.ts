@@ -34,10 +34,8 @@ export async function sendRefund(
   run: RefundRun,
   { operation, order }: BeginResult,
 ): Promise<RefundReceipt | Stopped<RefundStep>> {
-  const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
-  const { operationId, paymentIntentId, amount, currency, idempotencyKey } = target;
   const { orderId, reason } = run.request;
-  const input = { orderId, operationId, paymentIntentId, amount, currency, reason, idempotencyKey };
+  const input = { orderId, reason, ...targetOf(operation.operationId, run.request, order.paymentIntentId) };
   // The create's first request stamps the key's dedupe window, whether it succeeded, failed or was cancelled.
   const noteFirstSend = () => run.operation.noteFirstSend(run.steps.get('create_refund'));
   const sent = await sendReconciled(run, {
@@ -138,10 +136,7 @@ function providerFailed(run: RefundRun, refund: RefundReceipt, note: string, nex
 /** The run stops at the refund's creation for a person. */
 const atCreate = (reason: string) => new Stopped('needs_attention', reason, 'create_refund');
 
-/**
- * What the provider's receipt says against what was asked: a refund for less is partial, one
- * already failed (a receipt on record from an earlier run) ends the run; only a full one goes on.
- */
+/** A receipt checked against what was asked: less is partial, failed (on record from an earlier run) or more stops; only a full one goes on. */
 async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<RefundReceipt | Stopped<'create_refund'>> {
   const { request } = run;
   if (refund.status === 'failed' || refund.status === 'canceled') {
@@ -157,10 +152,7 @@ async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<Refu
   return refund;
 }
 
-/**
- * The provider refunded less than asked. The order is repaired forward to what was really refunded;
- * the customer email is frozen, since it would tell them something untrue; a person decides the rest.
- */
+/** The provider refunded less than asked: the order is repaired forward to it, the email frozen, a person decides the rest. */
 export async function partialRefund(run: RefundRun, refund: RefundReceipt, note: string) {
   run.effect = { status: 'partial', certainty: 'partial', refundId: refund.refundId };
   run.ctx.refund = refund;

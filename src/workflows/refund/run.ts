@@ -112,10 +112,7 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     return this.cannotCompensate() === null;
   }
 
-  /**
-   * Why compensating now would be wrong, or null when it is what the run needs: only when the refund
-   * did not go through (or never left) and a finished step's registered compensation has not completed.
-   */
+  /** Why compensating now would be wrong, or null when the refund did not go through and a compensation is open. */
   cannotCompensate(): string | null {
     if (this.effect.status !== 'failed' && this.effect.status !== 'none') {
       return `the refund is ${this.effect.status}: it stands or may stand, so the order and the email tell the truth`;
@@ -153,11 +150,7 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     this.effect = { ...effect, refundId: typeof made === 'string' ? made : null };
   }
 
-  /**
-   * How a step that failed for good stops the run, as the recovery policy decides: before the point of no return a
-   * refusal the business expects is `rejected` (nothing happened); anything else needs a person, and says what is
-   * known of the effect.
-   */
+  /** How a step that failed for good stops the run: a business refusal is `rejected`, anything else needs a person. */
   stopFor(step: RefundStep, error: StepError): Stopped<RefundStep> {
     const rule = ruleFor(this.policy, error.code, error.certainty, REFUND_SAGA[step].boundary);
     const reasons = stepFailed(step, error, retries(rule) ? this.steps.get(step).attempts : null);
