@@ -108,12 +108,11 @@ async function lateEvent(
 ): Promise<Record<string, unknown>> {
   const { id: eventId, type, refundId, refundStatus } = summary;
   const late = { eventId, type, refundId, refundStatus };
+  const audit = (followUp: { workflowId: string; runId: string } | null) =>
+    deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { ...late, followUp });
   if (lifecycleRank(refundStatus) < 2) {
     await deps.store.providerEvents.handed(eventId, workflowId, 'run closed: kept, nothing to do');
-    await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
-      ...late,
-      followUp: null,
-    });
+    await audit(null);
     return {
       received: eventId,
       handedTo: null,
@@ -139,10 +138,7 @@ async function lateEvent(
     taskQueue: deps.taskQueue,
   });
   await deps.store.providerEvents.handed(eventId, started.workflowId, 'signalled follow-up');
-  await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
-    ...late,
-    followUp: started,
-  });
+  await audit(started);
   return { received: eventId, handedTo: started.workflowId };
 }
 
