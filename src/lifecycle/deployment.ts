@@ -10,9 +10,7 @@ import { PROJECT_ROOT } from '../config';
 
 /** The package's name and version, as package.json gives them (`npm start` runs beside it). */
 export function packageInfo(root = PROJECT_ROOT): { name: string; version: string } {
-  const pkg = fs.readFileSync(path.join(root, 'package.json'), 'utf8');
-  const { name, version } = JSON.parse(pkg) as { name: string; version: string };
-  return { name, version };
+  return JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { name: string; version: string };
 }
 
 /**

@@ -15,10 +15,8 @@ export const FORCE_AFTER_GRACE_MS = 1000;
 export const REPEAT_WINDOW_MS = 2000;
 
 /**
- * The grace time: as configured, else the policy's longest attempt (startToClose), which holds a
- * whole Stripe request (STRIPE_TIMEOUT_MS ends at least 2 s inside its attempt) with its
- * bookkeeping, and a whole SMTP hand-over. Past an attempt's startToClose Temporal has given the
- * attempt up anyway.
+ * The grace time: as configured, else the policy's longest attempt (startToClose), which holds a whole
+ * Stripe request with its bookkeeping, or an SMTP hand-over; past it Temporal has given the attempt up.
  */
 export function shutdownGraceMs(configured: number | undefined, policy: RecoveryPolicy): number {
   return configured ?? Math.max(...Object.values(policy.timeouts).map((t) => t.startToCloseMs));

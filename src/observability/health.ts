@@ -11,7 +11,7 @@ import { urlHost } from '../config';
 import { listen, sendJson } from '../http/server';
 
 /** Resolves with what it saw, or throws saying what is wrong. */
-export type ReadinessCheck = () => unknown;
+type ReadinessCheck = () => unknown;
 
 /** A check that has not answered in this long has failed: a probe must not hang on a stuck database. */
 const CHECK_TIMEOUT_MS = 2000;
