@@ -42,10 +42,8 @@ export class Drain {
   };
 
   /**
-   * Starts the drain on the first of `signals`. A second one while draining ends the process at
-   * once, as an impatient operator means it to; but not one within REPEAT_WINDOW_MS of the first:
-   * a supervisor that signals the process group (systemd's default, npm forwarding Ctrl-C or its
-   * own SIGTERM) delivers the same stop twice.
+   * Starts the drain on the first of `signals`; a second one ends the process at once, unless within
+   * REPEAT_WINDOW_MS of the first (a supervisor signalling the process group, as systemd or npm do, sends it twice).
    */
   listen(signals: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']): void {
     const on = (signal: NodeJS.Signals) => {
