@@ -13,8 +13,7 @@ const COLUMNS = {
   requested_by: 'requestedBy',
   operation_version: 'operationVersion',
 } as const;
-type Column = keyof typeof COLUMNS;
-const FIELD_TO_COLUMN = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) => [f, c])) as Record<string, Column>;
+const FIELD_TO_COLUMN: Record<string, string> = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) => [f, c]));
 
 type Problems = { field: string; message: string }[];
 type Queued = { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number };
