@@ -10,15 +10,10 @@ import { PROJECT_ROOT } from '../config';
 
 /** The package's name and version, as package.json gives them (`npm start` runs beside it). */
 export function packageInfo(root = PROJECT_ROOT): { name: string; version: string } {
-  const pkg = fs.readFileSync(path.join(root, 'package.json'), 'utf8');
-  const { name, version } = JSON.parse(pkg) as { name: string; version: string };
-  return { name, version };
+  return JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { name: string; version: string };
 }
 
-/**
- * `<version>-<12 hex digits of the bundle's SHA-256>`: the same workflow code, the same build. The
- * inline source map at the end is left out: it names the files by where the checkout was.
- */
+/** `<version>-<12 hex of the bundle's SHA-256>`, without the inline source map (it names where the checkout was). */
 export function buildIdFor(version: string, bundleCode: string): string {
   const map = bundleCode.lastIndexOf(SOURCE_MAP);
   const code = map < 0 ? bundleCode : bundleCode.slice(0, map);
@@ -39,11 +34,9 @@ export function deploymentVersion(
 }
 
 /**
- * Every pool of the process polls as the same version (a version's task queues are promoted
- * together). Every run is pinned to the build that started it, a refund parked for days included:
- * a new build neither replays it nor needs a patch for it, and the old build's workers stay until
- * its runs end. A run started before versioning was on is pinned to the first versioned build that
- * runs it (its history names no behavior, so the worker's default applies).
+ * Every pool polls as the same version (its task queues are promoted together), and every run stays pinned to the
+ * build that started it, a refund parked for days included: a new build neither replays it nor needs a patch for it.
+ * A run started before versioning was on is pinned to the first versioned build that runs it (the worker's default).
  */
 export function deploymentOptions(version: WorkerDeploymentVersion | undefined): WorkerDeploymentOptions | undefined {
   return version && { version, useWorkerVersioning: true, defaultVersioningBehavior: 'PINNED' };

@@ -15,10 +15,8 @@ export const FORCE_AFTER_GRACE_MS = 1000;
 export const REPEAT_WINDOW_MS = 2000;
 
 /**
- * The grace time: as configured, else the policy's longest attempt (startToClose), which holds a
- * whole Stripe request (STRIPE_TIMEOUT_MS ends at least 2 s inside its attempt) with its
- * bookkeeping, and a whole SMTP hand-over. Past an attempt's startToClose Temporal has given the
- * attempt up anyway.
+ * The grace time: as configured, else the policy's longest attempt (startToClose), which holds a whole
+ * Stripe request with its bookkeeping, or an SMTP hand-over; past it Temporal has given the attempt up.
  */
 export function shutdownGraceMs(configured: number | undefined, policy: RecoveryPolicy): number {
   return configured ?? Math.max(...Object.values(policy.timeouts).map((t) => t.startToCloseMs));
@@ -44,10 +42,8 @@ export class Drain {
   };
 
   /**
-   * Starts the drain on the first of `signals`. A second one while draining ends the process at
-   * once, as an impatient operator means it to; but not one within REPEAT_WINDOW_MS of the first:
-   * a supervisor that signals the process group (systemd's default, npm forwarding Ctrl-C or its
-   * own SIGTERM) delivers the same stop twice.
+   * Starts the drain on the first of `signals`; a second one ends the process at once, unless within
+   * REPEAT_WINDOW_MS of the first (a supervisor signalling the process group, as systemd or npm do, sends it twice).
    */
   listen(signals: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']): void {
     const on = (signal: NodeJS.Signals) => {

@@ -1,11 +1,5 @@
-// Bulk import of refund requests from CSV into the queue, row by row: a good row is queued (or
-// found already queued), a bad one is refused with its line and field, and changes nothing.
-//
-//   order_id,amount,currency,reason,requested_by,operation_version
-//   ord_1,1250,usd,requested_by_customer,alice,1
-//
-// order_id and amount are required; currency defaults to the order's, reason to
-// requested_by_customer, operation_version to 1, requested_by to the importer's --requested-by.
+// Bulk import of refund requests from CSV into the queue, row by row (docs/schedules.md gives the columns
+// and their defaults): a good row is queued (or found queued), a bad one is refused with its line and field.
 import { parse } from 'csv-parse/sync';
 import { refundRequestSchema, type RefundRequest } from '../domain/refund-request';
 import type { Order } from '../domain/order';
@@ -19,8 +13,7 @@ const COLUMNS = {
   requested_by: 'requestedBy',
   operation_version: 'operationVersion',
 } as const;
-type Column = keyof typeof COLUMNS;
-const FIELD_TO_COLUMN = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) => [f, c])) as Record<string, Column>;
+const FIELD_TO_COLUMN: Record<string, string> = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) => [f, c]));
 
 type Problems = { field: string; message: string }[];
 type Queued = { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number };

@@ -64,7 +64,7 @@ const scheduleDefinitionSchema = z
 export type ScheduleDefinition = z.output<typeof scheduleDefinitionSchema>;
 export type ScheduleDefinitionInput = z.input<typeof scheduleDefinitionSchema>;
 
-/** The shipped schedules, in `timeZone`. */
+/** The shipped schedules, in `timeZone` (overlap SKIP and pausing on failure are the schema's defaults). */
 function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
   return [
     {
@@ -75,9 +75,7 @@ function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
       args: { limit: 100 },
       calendar: { minute: [0, 15, 30, 45], hour: '*' },
       timeZone,
-      overlap: 'SKIP',
       catchupWindowMs: 3600_000,
-      pauseOnFailure: true,
     },
     {
       id: 'refund-sweep',
@@ -87,9 +85,7 @@ function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
       args: { maxRuns: 200 },
       calendar: { minute: [5, 35], hour: '*' },
       timeZone,
-      overlap: 'SKIP',
       catchupWindowMs: 1800_000,
-      pauseOnFailure: true,
     },
     {
       id: 'refund-digest',
@@ -99,7 +95,6 @@ function defaultDefinitions(timeZone: string): ScheduleDefinitionInput[] {
       args: { max: 100 },
       calendar: { minute: 0, hour: 8 },
       timeZone,
-      overlap: 'SKIP',
       catchupWindowMs: 12 * 3600_000,
       pauseOnFailure: false,
     },

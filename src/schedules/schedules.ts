@@ -1,7 +1,5 @@
-// Temporal Schedules made from our definitions: `apply` creates each or brings it to the
-// definition in code (idempotent: an up-to-date schedule is left alone), and the other verbs
-// read and steer them. They are ordinary Temporal Schedules: `temporal schedule …` and the Web
-// UI's Schedules page see and control the same ones.
+// Temporal Schedules made from our definitions: `apply` creates each or brings it to its definition
+// (an up-to-date one is left alone); `temporal schedule …` and the Web UI see and steer the same ones.
 import {
   ScheduleAlreadyRunning,
   ScheduleNotFoundError,
@@ -12,7 +10,7 @@ import {
 } from '@temporalio/client';
 import { fingerprint, type ScheduleDefinition } from './definitions';
 
-export type ApplyOutcome = 'created' | 'updated' | 'unchanged';
+type ApplyOutcome = 'created' | 'updated' | 'unchanged';
 
 function optionsFor(d: ScheduleDefinition): ScheduleOptions {
   const { minute, hour, dayOfMonth, dayOfWeek } = d.calendar;

@@ -15,8 +15,6 @@ interface ReceiverDeps {
   stripe: Stripe;
   /** The endpoint's signing secret (`whsec_…`). */
   secret: string;
-  /** How old a signature's timestamp may be, in seconds (Stripe's default: 300). */
-  toleranceSec?: number;
   store: OrderStore;
   temporal: Client;
   /** Where follow-up runs are started: the workers' task queue. */
@@ -32,7 +30,8 @@ const REFUND_EVENTS = new Set(['refund.created', 'refund.updated', 'refund.faile
 async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string): Promise<Record<string, unknown>> {
   let event: Stripe.Event;
   try {
-    event = deps.stripe.webhooks.constructEvent(raw, signature, deps.secret, deps.toleranceSec ?? 300);
+    // A signature's timestamp may be 300 s old (Stripe's default).
+    event = deps.stripe.webhooks.constructEvent(raw, signature, deps.secret, 300);
   } catch (err) {
     // The SDK says which: no matching signature, a timestamp outside the tolerance, or a body that is not JSON.
     throw new HttpError(400, `refused: ${(err as Error).message}`);
@@ -96,9 +95,8 @@ async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string)
 }
 
 /**
- * An event for an operation whose run has finished. A refund that failed (or was canceled) after
- * it is handed to the operation's follow-up run, started if need be (signalWithStart); any other
- * news changes nothing and is kept on the operation's audit trail.
+ * An event for an operation whose run has finished: a refund that failed (or was canceled) after it goes to the
+ * operation's follow-up run (signalWithStart); other news changes nothing and is kept on the audit trail.
  */
 async function lateEvent(
   deps: ReceiverDeps,
@@ -108,12 +106,11 @@ async function lateEvent(
 ): Promise<Record<string, unknown>> {
   const { id: eventId, type, refundId, refundStatus } = summary;
   const late = { eventId, type, refundId, refundStatus };
+  const audit = (followUp: { workflowId: string; runId: string } | null) =>
+    deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', { ...late, followUp });
   if (lifecycleRank(refundStatus) < 2) {
     await deps.store.providerEvents.handed(eventId, workflowId, 'run closed: kept, nothing to do');
-    await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
-      ...late,
-      followUp: null,
-    });
+    await audit(null);
     return {
       received: eventId,
       handedTo: null,
@@ -139,10 +136,7 @@ async function lateEvent(
     taskQueue: deps.taskQueue,
   });
   await deps.store.providerEvents.handed(eventId, started.workflowId, 'signalled follow-up');
-  await deps.store.operations.audit(operationId, 'webhook-receiver', 'late_provider_event', {
-    ...late,
-    followUp: started,
-  });
+  await audit(started);
   return { received: eventId, handedTo: started.workflowId };
 }
 
