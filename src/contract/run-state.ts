@@ -6,7 +6,7 @@ import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import type { ParkedEvidence, VerdictView } from '../reliability/verdict';
 import type { DecisionRecord } from './decision';
 import type { ProviderEventSummary } from './provider-event';
-import type { ReconcileOutcome } from './receipts';
+import type { ReconcileOutcome, ReconcileResult } from './receipts';
 import type { RefundStep } from './steps';
 
 /**
@@ -98,7 +98,7 @@ export interface RefundRunState extends RunState<RefundRequest, RefundStep> {
     lastResult: ReconcileOutcome | null;
     lastAt: string | null;
     /** Where the last lookup got to: by refund id, or how many of the payment intent's refunds it read. */
-    cursor: { method: 'retrieve' | 'list'; scanned: number; matches: number } | null;
+    cursor: Pick<ReconcileResult, 'method' | 'scanned' | 'matches'> | null;
     resubmissions: number;
     history: { at: string; operationId: string; result: ReconcileOutcome; note: string }[];
   };
