@@ -20,17 +20,12 @@ export type RunStatus =
 /** Where a run ends, or parks for a person: the status of its outcome. */
 export type TerminalStatus = 'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention';
 
-/**
- * What is known of a saga's effect at its provider: `unknown` stays unknown until the provider says otherwise. A
- * refund's is none, unknown, refunded, partial or failed; a charge's none, unknown, charged, declined or refunded.
- */
+/** What is known of a saga's effect at its provider (docs/harness.md, "Statuses"): unknown until the provider says. */
 export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'charged' | 'declined';
 
 /**
- * A step's status, its undo's, and a step call's: one vocabulary (docs/harness.md, "Statuses"). awaiting_provider: it
- * ran, and waits for the provider to settle (a webhook, or the next poll). Of an undo, unknown: its outcome is unknown
- * (an email that may have gone out): quarantined for a person, never retried blind; held: not run, since what it
- * would correct may not have happened (a notice whose hand-over is unknown): a person decides.
+ * A step's status, its undo's, and a step call's: one vocabulary (docs/harness.md, "Statuses"). An undo's unknown is
+ * quarantined for a person, never retried blind; held is a person's to decide.
  */
 export type StepStatus =
   | 'pending'
