@@ -64,7 +64,6 @@ export interface RunState<Request = unknown, Step extends string = string> {
    */
   parked: ({ since: string; failedStep: Step | null; reason: string } & VerdictView & ParkedEvidence) | null;
   decisions: DecisionRecord[];
-  /** Signals the run ignored (malformed, or about another refund): how many, the latest, and why. */
   ignoredMessages: IgnoredMessagesView;
   steps: StepRecord[];
 }
@@ -168,7 +167,7 @@ export interface BudgetView {
   providerCallLimit: number;
 }
 
-/** The Signals a run ignored: how many, and the latest few (when, the Signal's name, why, and what came as JSON, cut short). */
+/** The Signals a run ignored (malformed, or about another refund): how many, and the latest few (when, the Signal's name, why, and what came as JSON, cut short). */
 export interface IgnoredMessagesView {
   total: number;
   latest: { at: string; message: string; reason: string; input: string }[];
