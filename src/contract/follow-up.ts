@@ -36,7 +36,6 @@ export interface FollowUpState {
   /** reconciling: it asks the provider how the refund stands. */
   status: Extract<RunStatus, 'reconciling' | 'compensating'> | FollowUpResult['status'];
   providerEvents: ProviderEventSummary[];
-  /** Signals it ignored (malformed, or about another refund). */
   ignoredMessages: IgnoredMessagesView;
   compensations: FollowUpCompensation[];
   reason: string | null;

@@ -6,7 +6,7 @@ import type { Certainty, FailureCode } from '../reliability/taxonomy';
 import type { ParkedEvidence, VerdictView } from '../reliability/verdict';
 import type { DecisionRecord } from './decision';
 import type { ProviderEventSummary } from './provider-event';
-import type { ReconcileOutcome } from './receipts';
+import type { ReconcileOutcome, ReconcileResult } from './receipts';
 import type { RefundStep } from './steps';
 
 /**
@@ -20,17 +20,12 @@ export type RunStatus =
 /** Where a run ends, or parks for a person: the status of its outcome. */
 export type TerminalStatus = 'completed' | 'rejected' | 'compensated' | 'abandoned' | 'stopped' | 'needs_attention';
 
-/**
- * What is known of a saga's effect at its provider: `unknown` stays unknown until the provider says otherwise. A
- * refund's is none, unknown, refunded, partial or failed; a charge's none, unknown, charged, declined or refunded.
- */
+/** What is known of a saga's effect at its provider (docs/harness.md, "Statuses"): unknown until the provider says. */
 export type EffectStatus = 'none' | 'unknown' | 'refunded' | 'partial' | 'failed' | 'charged' | 'declined';
 
 /**
- * A step's status, its undo's, and a step call's: one vocabulary (docs/harness.md, "Statuses"). awaiting_provider: it
- * ran, and waits for the provider to settle (a webhook, or the next poll). Of an undo, unknown: its outcome is unknown
- * (an email that may have gone out): quarantined for a person, never retried blind; held: not run, since what it
- * would correct may not have happened (a notice whose hand-over is unknown): a person decides.
+ * A step's status, its undo's, and a step call's: one vocabulary (docs/harness.md, "Statuses"). An undo's unknown is
+ * quarantined for a person, never retried blind; held is a person's to decide.
  */
 export type StepStatus =
   | 'pending'
@@ -69,7 +64,6 @@ export interface RunState<Request = unknown, Step extends string = string> {
    */
   parked: ({ since: string; failedStep: Step | null; reason: string } & VerdictView & ParkedEvidence) | null;
   decisions: DecisionRecord[];
-  /** Signals the run ignored (malformed, or about another refund): how many, the latest, and why. */
   ignoredMessages: IgnoredMessagesView;
   steps: StepRecord[];
 }
@@ -98,7 +92,7 @@ export interface RefundRunState extends RunState<RefundRequest, RefundStep> {
     lastResult: ReconcileOutcome | null;
     lastAt: string | null;
     /** Where the last lookup got to: by refund id, or how many of the payment intent's refunds it read. */
-    cursor: { method: 'retrieve' | 'list'; scanned: number; matches: number } | null;
+    cursor: Pick<ReconcileResult, 'method' | 'scanned' | 'matches'> | null;
     resubmissions: number;
     history: { at: string; operationId: string; result: ReconcileOutcome; note: string }[];
   };
@@ -173,7 +167,7 @@ export interface BudgetView {
   providerCallLimit: number;
 }
 
-/** The Signals a run ignored: how many, and the latest few (when, the Signal's name, why, and what came as JSON, cut short). */
+/** The Signals a run ignored (malformed, or about another refund): how many, and the latest few (when, the Signal's name, why, and what came as JSON, cut short). */
 export interface IgnoredMessagesView {
   total: number;
   latest: { at: string; message: string; reason: string; input: string }[];

@@ -1,10 +1,7 @@
-// A circuit breaker per provider and operation class (stripe:create_refund, smtp:send), so that a
-// provider that is down is not hammered by every run's retries, and runs learn it in a
-// millisecond instead of a timeout. Its state is per worker process, in memory: each worker
-// judges the provider from its own calls, and a new worker starts closed. It counts only health
-// failures (the provider unreachable, erroring, slow, rate limiting), never a business refusal or
-// a bad request, and it guards only new effects: reads that reconcile effects that may already
-// have happened never wait on it.
+// A circuit breaker per provider and operation class (stripe:create_refund, smtp:send): a provider that is down is
+// not hammered by every run's retries, and runs learn it in a millisecond instead of a timeout. Per worker process, in
+// memory (a new worker starts closed). It counts only health failures (unreachable, erroring, slow, rate limiting),
+// never a business refusal or a bad request, and guards only new effects: reconciling reads never wait on it.
 import type { FailureCode } from './taxonomy';
 import type { BreakerSettings } from './policy';
 
@@ -58,15 +55,9 @@ export class CircuitBreaker {
 
   succeeded(): void {
     this.settle();
-    if (this.state === 'closed') {
-      const now = this.now();
-      this.recent(this.successes, now).push(now);
-      return;
-    }
-    this.state = 'closed';
-    this.openedAt = null;
-    this.failures = [];
-    this.successes = [];
+    if (this.state !== 'closed') return this.enter('closed');
+    const now = this.now();
+    this.recent(this.successes, now).push(now);
   }
 
   /** A call let through that never reached the provider (its answer was already known, or it was refused before sending): no verdict. */
@@ -81,8 +72,7 @@ export class CircuitBreaker {
     this.settle();
     if (this.state === 'half_open') {
       this.probes.shift();
-      this.open();
-      return;
+      return this.enter('open');
     }
     if (this.state !== 'closed') return;
     const now = this.now();
@@ -93,7 +83,8 @@ export class CircuitBreaker {
     // failures in a row, it refused the forty-five of fifty that were about to succeed; a success that reset the
     // count, on the other hand, kept it closed through a partial outage that failed nine calls in ten.
     const failed = this.failures.length;
-    if (failed >= this.settings.failureThreshold && failed >= this.successes.length + this.out.length) this.open();
+    if (failed >= this.settings.failureThreshold && failed >= this.successes.length + this.out.length)
+      this.enter('open');
   }
 
   /** Its state, and the window's health failures, successes and calls still out. */
@@ -122,12 +113,13 @@ export class CircuitBreaker {
     return times;
   }
 
-  private open(): void {
-    this.state = 'open';
-    this.openedAt = this.now();
+  /** Opens or closes it: the window's counts start afresh. */
+  private enter(state: 'open' | 'closed'): void {
+    this.state = state;
+    this.openedAt = state === 'open' ? this.now() : null;
     this.failures = [];
     this.successes = [];
-    this.timesOpened++;
+    if (state === 'open') this.timesOpened++;
   }
 
   /** `retryAfterMs`: how long until it lets a probe through; the caller's retry should wait at least this. */

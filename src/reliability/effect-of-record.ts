@@ -25,12 +25,11 @@ export function effectOfRecord(op: SendRecord): RecordedEffect {
     return { status, why: `refund ${op.refund.refundId} is on the operation's record (${op.status})` };
   }
   const open = op.requestsSent - (op.provenAbsentThrough ?? 0);
-  if (op.status === 'unknown' || open > 0) {
+  if (op.status === 'unknown' || open > 0)
     return {
       status: 'unknown',
       why: `its record holds ${op.requestsSent} send(s), ${Math.max(open, 1)} not proven to have had no effect (status ${op.status}): a refund may exist`,
     };
-  }
   return {
     status: 'none',
     why: op.requestsSent

@@ -1,5 +1,6 @@
 // The recovery verdict: one of three, with the smallest next action and who may take it, from one pure function
 // for the run as it parks and for `inspect`. Workflow code imports it too, so it imports only types.
+import type { DecisionRecord } from '../contract/decision';
 import type { DecisionPolicy } from './policy';
 
 export type Verdict = 'auto-retry is safe' | 'compensate, then resume' | 'stop and hand to a person';
@@ -145,14 +146,7 @@ export interface InspectedRun {
     status: string;
     /** The run's own verdict, and the evidence it drew it from (a worker of earlier code shows only the verdict). */
     parked: (VerdictView & Partial<ParkedEvidence>) | null;
-    decisions: {
-      outcome: string;
-      decision: string;
-      step: string | null;
-      by: string;
-      reason: string;
-      expiresAt: string | null;
-    }[];
+    decisions: Pick<DecisionRecord, 'outcome' | 'decision' | 'step' | 'by' | 'reason' | 'expiresAt'>[];
     steps: { name: string; status: string }[];
     outcome: { reason: string } | null;
   } | null;

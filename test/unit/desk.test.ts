@@ -338,7 +338,7 @@ describe('the verdict', () => {
         failure: null,
         compensationPending: true,
       });
-      const pending = {
+      const pending: Proposal = {
         outcome: 'awaiting_approval',
         decision: 'compensate',
         step: null,
