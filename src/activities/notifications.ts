@@ -29,9 +29,9 @@ import { storeFailure } from './store-failures';
 export interface NotificationDeps {
   /** Who reads the operators' digest (DIGEST_TO). */
   digestTo?: string;
-  transport: Transporter;
+  mail: Transporter;
   store: OrderStore;
-  from: string;
+  mailFrom: string;
   attempt: AttemptRunner;
   policy: RecoveryPolicy;
   /** The longest one send may take (tests shorten it); what is left of the attempt cuts it shorter. */
@@ -75,8 +75,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
       throw attemptTimeSpent();
     }
     try {
-      info = await deps.transport.sendMail({
-        from: deps.from,
+      info = await deps.mail.sendMail({
+        from: deps.mailFrom,
         to,
         subject,
         text,
