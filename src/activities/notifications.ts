@@ -65,8 +65,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
     const release = () => store.releaseNotification(key, held.stamp);
 
     let info: SentMessageInfo;
-    const handedOver = () =>
-      attempt.requests.push({ at: new Date().toISOString(), method: 'SMTP', target: 'DATA', idempotencyKey: key });
+    const handedOver = () => (attempt.requests += 1);
     await beforeRequest(attempt);
     // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
     const timeout = deadline.left();

@@ -60,7 +60,6 @@ export class StripeTransport extends Stripe.HttpClient {
   private send(
     ...[host, port, path, method, headers, body, protocol, timeoutMs]: RequestArgs
   ): Promise<Stripe.HttpClientResponse> {
-    const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
     // Every request ends inside its attempt (what is left of its start-to-close), and a stamped send's by its deadline,
     // whenever they begin: the request's own timeout is cut to what is left.
     const { attempt } = this;
@@ -93,7 +92,7 @@ export class StripeTransport extends Stripe.HttpClient {
         req.destroy(new Error('timeout'));
       }, left);
       req.once('finish', () => {
-        attempt?.requests.push({ at: new Date().toISOString(), method, target: path, idempotencyKey });
+        if (attempt) attempt.requests += 1;
       });
       req.once('error', (err) => {
         clearTimeout(timer);
