@@ -211,13 +211,7 @@ export function createAttemptRunner(deps: {
   }
 
   /** Records how the attempt ended (unless its effect's transaction did); returns the step's ledger in this run. */
-  async function finish(
-    call: StepCall,
-    ledger: OpenAttempt,
-    runId: string,
-    attempt: number,
-    end: AttemptEnd,
-  ): Promise<AttemptSummary[]> {
+  async function finish(call: StepCall, ledger: OpenAttempt, runId: string, attempt: number, end: AttemptEnd) {
     const finished = await bestEffort(() => ledger.finish(end));
     if (finished?.alone) return [{ attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
     const rows = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];

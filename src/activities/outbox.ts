@@ -20,10 +20,7 @@ export interface OutboxMail extends ResendApproval {
   to: string;
 }
 
-export interface MailText {
-  subject: string;
-  text: string;
-}
+export type MailText = { subject: string; text: string };
 
 /** A person's word that a notice whose hand-over is unknown was delivered (the confirm-delivered decision). */
 export interface ConfirmDeliveredInput {
@@ -71,9 +68,8 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     const { claimed, stamp } = await store.claimHandOver(request, onWireForMs).catch((err: unknown) => {
       if (!(err instanceof IntentConflictError)) throw err;
       const provider = { key: ctx.key };
-      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {
-        provider,
-      });
+      const message = maskEmails(err.message);
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', message, { provider });
     });
     if (stamp !== null) return { stamp };
     const current = (await store.getNotification(request.key)) ?? claimed;
