@@ -99,8 +99,9 @@ export class StripeTransport extends Stripe.HttpClient {
         fail(err);
       });
       req.once('response', (res) => {
-        const requestId = headerText(res.headers['request-id']);
-        if (attempt && requestId) attempt.providerRequestId = requestId;
+        // Node joins a repeated header into one string (set-cookie aside), so an answered request's id is a string.
+        const requestId = res.headers['request-id'];
+        if (attempt && typeof requestId === 'string' && requestId) attempt.providerRequestId = requestId;
         resolve(new TransportResponse(res, timer, () => timedOut, limit));
       });
       // Nothing is written before the connection is up (a stall there may outlast the deadline), and then only if it has not passed.
@@ -181,9 +182,4 @@ class TransportResponse extends Stripe.HttpClientResponse {
       });
     });
   }
-}
-
-function headerText(value: string | number | string[] | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  return Array.isArray(value) ? value[0] : String(value);
 }
