@@ -24,8 +24,8 @@ export interface Attempt {
   readonly startedAtMs: number;
   /** The attempt's own start-to-close, as the run's pinned policy scheduled it (undefined: none). */
   readonly startToCloseMs?: number;
-  /** The requests it put on the wire, each written whole (and so could be acted on). */
-  readonly requests: { at: string; method: string; target: string; idempotencyKey: string | null }[];
+  /** How many requests it put on the wire, each written whole (and so could be acted on). */
+  requests: number;
   /** The provider's id for the last request that was answered (Stripe's Request-Id). */
   providerRequestId: string | null;
   /** A stamped send's deadline (this worker's Date.now()), fixed before its stamp: no request begins after it. */
@@ -98,7 +98,7 @@ export function createAttemptRunner(deps: {
       actor: info.workflowExecution?.workflowId ?? 'activity',
       startedAtMs: Date.now(),
       startToCloseMs: info.startToCloseTimeoutMs,
-      requests: [],
+      requests: 0,
       providerRequestId: null,
       ledger,
     };
@@ -124,13 +124,13 @@ export function createAttemptRunner(deps: {
       admitted = true;
       const value = await ledger.run(() => fn(attempt));
       admitted = false;
-      if (attempt.requests.length > 0) breaker?.succeeded();
+      if (attempt.requests > 0) breaker?.succeeded();
       else breaker?.abstained();
       if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
-      metrics.attempted(call.step, call.boundary, null, attempt.requests.length);
+      metrics.attempted(call.step, call.boundary, null, attempt.requests);
       log.info('step attempt succeeded', {
         ...logged,
-        transportRequests: attempt.requests.length,
+        transportRequests: attempt.requests,
         providerRequestId: attempt.providerRequestId,
       });
       const rows = await finish(call, ledger, runId, info.attempt, succeeded(attempt));
@@ -144,7 +144,7 @@ export function createAttemptRunner(deps: {
       }
       if (breaker) metrics.breaker(breaker.name, breaker.snapshot().state);
       const decision = c && retryDecision(c, call.boundary, info);
-      metrics.attempted(call.step, call.boundary, decision?.code ?? 'cancelled', attempt.requests.length);
+      metrics.attempted(call.step, call.boundary, decision?.code ?? 'cancelled', attempt.requests);
       if (!c || !decision) throw err;
       // What the ledger, the log and the failure's details all say of how the attempt ended.
       const end = {
@@ -154,7 +154,7 @@ export function createAttemptRunner(deps: {
         nextDelayMs: decision.nextDelayMs,
         providerRequestId: c.extra.providerRequestId ?? attempt.providerRequestId,
       };
-      const transportRequests = attempt.requests.length;
+      const transportRequests = attempt.requests;
       log.warn('step attempt failed', { ...logged, code: decision.code, transportRequests, ...end });
       const rows = await finish(call, ledger, runId, info.attempt, {
         ...end,
@@ -211,13 +211,7 @@ export function createAttemptRunner(deps: {
   }
 
   /** Records how the attempt ended (unless its effect's transaction did); returns the step's ledger in this run. */
-  async function finish(
-    call: StepCall,
-    ledger: OpenAttempt,
-    runId: string,
-    attempt: number,
-    end: AttemptEnd,
-  ): Promise<AttemptSummary[]> {
+  async function finish(call: StepCall, ledger: OpenAttempt, runId: string, attempt: number, end: AttemptEnd) {
     const finished = await bestEffort(() => ledger.finish(end));
     if (finished?.alone) return [{ attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
     const rows = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
@@ -268,7 +262,7 @@ const UNSETTLED: ReadonlySet<string> = new Set(['circuit_open_after_uncertain_at
 /** How an attempt that succeeded ends in its ledger: what it sent, and the provider's id for the last answer. */
 function succeeded(attempt: Attempt): AttemptEnd {
   return {
-    transportRequests: attempt.requests.length,
+    transportRequests: attempt.requests,
     outcome: 'ok',
     certainty: 'completed',
     reason: null,

@@ -54,15 +54,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createFollowUpActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),
     ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog }),
-    ...createNotificationActivities({
-      transport: deps.mail,
-      store,
-      from: deps.mailFrom,
-      attempt,
-      policy: settings.policy,
-      digestTo: deps.digestTo,
-      messageLog: deps.messageLog,
-    }),
+    ...createNotificationActivities({ ...deps, attempt, policy: settings.policy }),
     ...createSweepActivities({ temporal: deps.temporal }),
     /** Who may decide parked runs, as this worker is configured now (the policy's roles, or DECIDERS). */
     async decisionPolicy(): Promise<DecisionPolicy> {

@@ -29,9 +29,9 @@ import { storeFailure } from './store-failures';
 export interface NotificationDeps {
   /** Who reads the operators' digest (DIGEST_TO). */
   digestTo?: string;
-  transport: Transporter;
+  mail: Transporter;
   store: OrderStore;
-  from: string;
+  mailFrom: string;
   attempt: AttemptRunner;
   policy: RecoveryPolicy;
   /** The longest one send may take (tests shorten it); what is left of the attempt cuts it shorter. */
@@ -65,8 +65,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
     const release = () => store.releaseNotification(key, held.stamp);
 
     let info: SentMessageInfo;
-    const handedOver = () =>
-      attempt.requests.push({ at: new Date().toISOString(), method: 'SMTP', target: 'DATA', idempotencyKey: key });
+    const handedOver = () => (attempt.requests += 1);
     await beforeRequest(attempt);
     // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
     const timeout = deadline.left();
@@ -75,8 +74,8 @@ export function createNotificationActivities(deps: NotificationDeps) {
       throw attemptTimeSpent();
     }
     try {
-      info = await deps.transport.sendMail({
-        from: deps.from,
+      info = await deps.mail.sendMail({
+        from: deps.mailFrom,
         to,
         subject,
         text,

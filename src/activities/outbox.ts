@@ -20,10 +20,7 @@ export interface OutboxMail extends ResendApproval {
   to: string;
 }
 
-export interface MailText {
-  subject: string;
-  text: string;
-}
+export type MailText = { subject: string; text: string };
 
 /** A person's word that a notice whose hand-over is unknown was delivered (the confirm-delivered decision). */
 export interface ConfirmDeliveredInput {
@@ -38,6 +35,8 @@ export interface ConfirmDeliveredInput {
 
 /** What a receipt and every failure say of an email, its recipient masked (a type: failure details take it as a record). */
 export type MailFacts = { key: string; messageId: string; recipient: string };
+/** An email's facts with the stamp of the hand-over in question (null: none began). */
+type HandOverFacts = MailFacts & { sendingSince: string | null };
 
 /** A person's approval to resend a hand-over whose outcome is unknown. */
 export interface ResendApproval {
@@ -71,9 +70,8 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     const { claimed, stamp } = await store.claimHandOver(request, onWireForMs).catch((err: unknown) => {
       if (!(err instanceof IntentConflictError)) throw err;
       const provider = { key: ctx.key };
-      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', maskEmails(err.message), {
-        provider,
-      });
+      const message = maskEmails(err.message);
+      throw new Classified('INVALID_ARGUMENTS', 'not_executed', 'intent_conflict', message, { provider });
     });
     if (stamp !== null) return { stamp };
     const current = (await store.getNotification(request.key)) ?? claimed;
@@ -184,12 +182,7 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
 }
 
 /** A hand-over whose outcome the message log will settle once it may show the message: the retry asks it then. */
-export function awaitingLog(
-  facts: MailFacts & { sendingSince: string | null },
-  retryAfterMs: number,
-  cause?: Error,
-  note?: string,
-) {
+export function awaitingLog(facts: HandOverFacts, retryAfterMs: number, cause?: Error, note?: string) {
   return new Classified(
     'STATE_CONFLICT',
     'may_have_executed',
@@ -220,11 +213,7 @@ function sendInProgress(facts: FailureDetails['provider'], what: string): Classi
 }
 
 /** A hand-over whose outcome is unknown, by this attempt (its connection lost) or a previous one. */
-export function outcomeUnknown(
-  ctx: MailFacts & { sendingSince: string | null },
-  who: string,
-  cause?: NodemailerError,
-): Classified {
+export function outcomeUnknown(ctx: HandOverFacts, who: string, cause?: NodemailerError): Classified {
   const why = cause ? ` (${cause.code ?? cause.name}: ${cause.message})` : '';
   return new Classified(
     'UNKNOWN_OUTCOME',

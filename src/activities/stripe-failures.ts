@@ -7,23 +7,8 @@ import { classifyBy, rule, type Rule } from './failure-rules';
 import { storeFailure } from './store-failures';
 import { TransportError, type TransportStage } from './stripe-transport';
 
-/** The facts about a Stripe error that decide its class. */
-export interface StripeErrorFacts {
-  /** A POST that changes something; a read has no effect to be unsure about. */
-  write: boolean;
-  /** The SDK's error class name, e.g. StripeConnectionError. */
-  errorType: string;
-  /** For connection errors: how far the request got, when our transport could tell. */
-  stage: TransportStage | null;
-  timedOut: boolean;
-  statusCode: number | null;
-  /** Stripe's error.type in the body, e.g. idempotency_error. */
-  rawType: string | null;
-  /** Stripe's error.code, e.g. amount_too_large. */
-  code: string | null;
-  /** Stripe's Stripe-Should-Retry header. */
-  shouldRetry: string | null;
-}
+/** The facts that decide a Stripe error's class. `write`: a POST, which changes something; a read has no effect to doubt. */
+export type StripeErrorFacts = ReturnType<typeof stripeFacts> & { write: boolean };
 
 /** Stripe error codes that are the business saying no (the request was understood and refused). */
 const STRIPE_BUSINESS_CODES = new Set([
@@ -103,26 +88,34 @@ export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
 /** Classifies an error the SDK threw; undefined when it is not a Stripe error (a bug, rethrown as such). */
 export function classifyStripeError(err: unknown, write: boolean, nowMs: number = Date.now()) {
   if (!(err instanceof Stripe.errors.StripeError)) return undefined;
-  const headers = (err.headers ?? {}) as Record<string, string | undefined>;
   const transport = transportErrorOf(err.detail);
   // What a failure's details show of the error: every fact but whether the request was a write.
-  const provider = {
-    errorType: err.type,
-    statusCode: err.statusCode ?? null,
-    rawType: (err as { rawType?: string }).rawType ?? null,
-    code: err.code ?? null,
-    stage: transport?.stage ?? null,
-    timedOut: transport?.timedOut ?? false,
-    shouldRetry: headers['stripe-should-retry'] ?? null,
-  };
+  const provider = stripeFacts(err, transport);
   const facts: StripeErrorFacts = { write, ...provider };
   return {
     ...classifyBy(STRIPE_RULES, facts),
     facts,
     provider,
     requestId: err.requestId ?? null,
-    retryAfterMs: retryAfterMs(headers['retry-after'], nowMs),
+    retryAfterMs: retryAfterMs(err.headers?.['retry-after'], nowMs),
     message: transport ? `Stripe: ${err.message} ${transport.message}` : `Stripe: ${err.message}`,
+  };
+}
+
+function stripeFacts(err: Stripe.errors.StripeError, transport: TransportError | undefined) {
+  return {
+    /** The SDK's error class name, e.g. StripeConnectionError. */
+    errorType: err.type,
+    statusCode: err.statusCode ?? null,
+    /** Stripe's error.type in the body, e.g. idempotency_error. */
+    rawType: (err as { rawType?: string }).rawType ?? null,
+    /** Stripe's error.code, e.g. amount_too_large. */
+    code: err.code ?? null,
+    /** For connection errors: how far the request got, when our transport could tell. */
+    stage: transport?.stage ?? null,
+    timedOut: transport?.timedOut ?? false,
+    /** Stripe's Stripe-Should-Retry header. */
+    shouldRetry: err.headers?.['stripe-should-retry'] ?? null,
   };
 }
 

@@ -60,7 +60,6 @@ export class StripeTransport extends Stripe.HttpClient {
   private send(
     ...[host, port, path, method, headers, body, protocol, timeoutMs]: RequestArgs
   ): Promise<Stripe.HttpClientResponse> {
-    const idempotencyKey = headerText(headers['Idempotency-Key']) ?? null;
     // Every request ends inside its attempt (what is left of its start-to-close), and a stamped send's by its deadline,
     // whenever they begin: the request's own timeout is cut to what is left.
     const { attempt } = this;
@@ -93,15 +92,16 @@ export class StripeTransport extends Stripe.HttpClient {
         req.destroy(new Error('timeout'));
       }, left);
       req.once('finish', () => {
-        attempt?.requests.push({ at: new Date().toISOString(), method, target: path, idempotencyKey });
+        if (attempt) attempt.requests += 1;
       });
       req.once('error', (err) => {
         clearTimeout(timer);
         fail(err);
       });
       req.once('response', (res) => {
-        const requestId = headerText(res.headers['request-id']);
-        if (attempt && requestId) attempt.providerRequestId = requestId;
+        // Node joins a repeated header into one string (set-cookie aside), so an answered request's id is a string.
+        const requestId = res.headers['request-id'];
+        if (attempt && typeof requestId === 'string' && requestId) attempt.providerRequestId = requestId;
         resolve(new TransportResponse(res, timer, () => timedOut, limit));
       });
       // Nothing is written before the connection is up (a stall there may outlast the deadline), and then only if it has not passed.
@@ -182,9 +182,4 @@ class TransportResponse extends Stripe.HttpClientResponse {
       });
     });
   }
-}
-
-function headerText(value: string | number | string[] | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  return Array.isArray(value) ? value[0] : String(value);
 }

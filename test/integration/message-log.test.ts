@@ -49,9 +49,9 @@ function notifications(
 ) {
   const policy = over.policy ?? DEFAULT_POLICY;
   return createNotificationActivities({
-    transport,
+    mail: transport,
     store,
-    from: 'refunds@durable-refunds.test',
+    mailFrom: 'refunds@durable-refunds.test',
     attempt: createAttemptRunner({ policy, log: store.operations, breakers: over.breakers }),
     policy,
     maxSendMs: SEND_MS,

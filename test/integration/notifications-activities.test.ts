@@ -60,9 +60,9 @@ function notifications(
   const s = over.store ?? store;
   const policy = over.policy ?? DEFAULT_POLICY;
   return createNotificationActivities({
-    transport: over.transport ?? transport,
+    mail: over.transport ?? transport,
     store: s,
-    from: 'refunds@durable-refunds.test',
+    mailFrom: 'refunds@durable-refunds.test',
     attempt: createAttemptRunner({ policy, log: s.operations }),
     policy,
     maxSendMs: over.maxSendMs ?? SEND_DEADLINE_MS,
@@ -333,9 +333,9 @@ it('classifies a store failure right after the server’s 250 as delivered, not 
       return undefined;
     });
     const patient = createNotificationActivities({
-      transport,
+      mail: transport,
       store: locking,
-      from: 'refunds@durable-refunds.test',
+      mailFrom: 'refunds@durable-refunds.test',
       attempt: createAttemptRunner({ policy: DEFAULT_POLICY, log: locking.operations }),
       policy: DEFAULT_POLICY,
       maxSendMs: 10_000,
@@ -628,9 +628,9 @@ describe.each(DIALECTS)('one clock for the outbox, on %s', (dialect) => {
   const deadlineMs = 25_000;
   const worker = (policy: RecoveryPolicy = DEFAULT_POLICY) =>
     createNotificationActivities({
-      transport,
+      mail: transport,
       store: shared,
-      from: 'refunds@durable-refunds.test',
+      mailFrom: 'refunds@durable-refunds.test',
       attempt: createAttemptRunner({ policy, log: shared.operations }),
       policy,
       maxSendMs: deadlineMs,

@@ -29,7 +29,7 @@ test('every earlier send proven to have made nothing: send, even outside the win
 });
 
 describe('sendOnce acts on the decision, with the attempt it is handed (no provider, no activity context)', () => {
-  const attempt = (): Attempt => ({ actor: 'wf', startedAtMs: Date.now(), requests: [], providerRequestId: null });
+  const attempt = (): Attempt => ({ actor: 'wf', startedAtMs: Date.now(), requests: 0, providerRequestId: null });
   const calls: string[] = [];
   const send = (
     record: SendRecord<string>,

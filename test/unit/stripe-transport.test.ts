@@ -95,7 +95,7 @@ describe("a send's deadline", () => {
 
   test('a request begun just before the deadline is aborted at the deadline, not a full timeout later', async () => {
     const t0 = Date.now();
-    const scope: Attempt = { actor: 'test', startedAtMs: t0, requests: [], providerRequestId: null, sendBy: t0 + T };
+    const scope: Attempt = { actor: 'test', startedAtMs: t0, requests: 0, providerRequestId: null, sendBy: t0 + T };
     const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase: slowBase, requestTimeoutMs: T }, scope);
     await new Promise((r) => setTimeout(r, 0.9 * T));
     const outcome = await stripe.refunds
@@ -113,7 +113,7 @@ describe("a send's deadline", () => {
       timedOut: true,
       message: expect.stringMatching(/no answer by its send's deadline \(\d+ ms\)/),
     });
-    expect(scope.requests).toHaveLength(1);
+    expect(scope.requests).toBe(1);
   });
 
   test("any request of an attempt, a read too, ends inside the attempt's start-to-close (less its margin)", async () => {
@@ -122,7 +122,7 @@ describe("a send's deadline", () => {
       actor: 'test',
       startedAtMs: Date.now() - 1200,
       startToCloseMs: 2500,
-      requests: [],
+      requests: 0,
       providerRequestId: null,
     };
     const stripe = createStripeClient({ secretKey: 'sk_test_1', apiBase: slowBase, requestTimeoutMs: 10 * T }, attempt);
@@ -132,14 +132,14 @@ describe("a send's deadline", () => {
     expect(err).toMatchObject({
       detail: { stage: 'sent', timedOut: true, message: expect.stringMatching(/no answer within \d+ ms/) },
     });
-    expect(attempt.requests).toHaveLength(1);
+    expect(attempt.requests).toBe(1);
   });
 
   test('a worker that stalls between connecting and writing sends nothing once the deadline has passed', async () => {
     const scope: Attempt = {
       actor: 'test',
       startedAtMs: Date.now(),
-      requests: [],
+      requests: 0,
       providerRequestId: null,
       sendBy: Date.now() + T / 4,
     };
@@ -165,6 +165,6 @@ describe("a send's deadline", () => {
     }
     await new Promise((r) => setTimeout(r, 200));
     expect(received).not.toContain('k_stalled');
-    expect(scope.requests).toHaveLength(0);
+    expect(scope.requests).toBe(0);
   });
 });
