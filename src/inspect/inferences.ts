@@ -2,16 +2,8 @@
 // correction): inferences, each confirmed, to be confirmed, or contradicted by the facts it names.
 import type { RefundResult, RefundRunState } from '../contract';
 import { effectOfRecord } from '../reliability/effect-of-record';
+import type { Inference } from '../reliability/verdict';
 import type { Evidence } from './facts';
-
-export interface Inference {
-  claim: string;
-  /** confirmed by the facts it names; to be confirmed where there is no evidence; contradicted by them. */
-  status: 'confirmed' | 'to be confirmed' | 'contradicted';
-  basis: string[];
-  /** For one to be confirmed: how to confirm it. */
-  check?: string;
-}
 
 const ACTIVE = (r: { status: string | null }) => r.status !== 'failed' && r.status !== 'canceled';
 

@@ -23,10 +23,10 @@ import {
   type RefundRunState,
   type RefundWorkflow,
 } from '../contract';
-import { verdict } from '../reliability/verdict';
+import { type Inference, verdict } from '../reliability/verdict';
 import { checkoutFacts } from './checkout-facts';
 import { gatherEvidence, type EvidenceSources, type Fact } from './facts';
-import { infer, type Inference } from './inferences';
+import { infer } from './inferences';
 
 export type Inspection = Awaited<ReturnType<typeof inspectRun>>;
 

@@ -136,6 +136,15 @@ function ofFacts({ facts, deciders }: ParkedEvidence): VerdictView {
   );
 }
 
+/** What the facts say of one effect: confirmed by the facts it names, to be confirmed where there are none, or contradicted. */
+export interface Inference {
+  claim: string;
+  status: 'confirmed' | 'to be confirmed' | 'contradicted';
+  basis: string[];
+  /** For one to be confirmed: how to confirm it. */
+  check?: string;
+}
+
 /**
  * What `inspect` knows of a run, for its verdict: Temporal's view, the run's own state and result
  * (shaped as RefundRunState and RefundResult), and the inferences drawn from the evidence.
@@ -152,7 +161,7 @@ export interface InspectedRun {
   } | null;
   result: { status: string; reason?: string; orderId?: string | null; operationId?: string | null } | null;
   failure: string | null;
-  inferences: { claim: string; status: 'confirmed' | 'to be confirmed' | 'contradicted'; basis: string[] }[];
+  inferences: Inference[];
   parkedVerdict: string | null;
   orderId: string | null;
   version: number | undefined;
