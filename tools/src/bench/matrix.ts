@@ -12,6 +12,7 @@ import { outcomeOf } from '../../../src/client/outcome';
 import { startRefund } from '../../../src/client/refunds';
 import { seedPaidOrder } from '../shop/orders';
 import { PROJECT_ROOT } from '../../../src/config';
+import { openStore, type OrderStore } from '../../../src/store';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
 import { freePort } from '../stack/processes';
 import { METRICS } from '../../../src/observability/metrics';
@@ -21,10 +22,11 @@ import type { BareRefundInput } from './activities';
 import { historySize, mean, percentiles, sampleProcess, type Percentiles } from './measure';
 
 export const VARIANTS = ['bare', 'project', 'naive'] as const;
-export type Variant = (typeof VARIANTS)[number];
+/** `baseline`: the refund workflow of an earlier build (`--baseline <checkout>`), beside this one's. */
+export type Variant = (typeof VARIANTS)[number] | 'baseline';
 export type FaultMode = 'none' | 'faults';
 
-export const BENCH_QUEUES: Record<Exclude<Variant, 'project'>, string> = { bare: 'bench-bare', naive: 'bench-naive' };
+export const BENCH_QUEUES = { bare: 'bench-bare', naive: 'bench-naive', baseline: 'bench-baseline' } as const;
 
 export interface MatrixOptions {
   concurrency: number[];
@@ -180,7 +182,11 @@ class VariantWorker {
 }
 
 export interface BenchStackWorkers {
-  workers: Record<Variant, VariantWorker>;
+  /** The variants measured, in turn order. */
+  variants: Variant[];
+  workers: Partial<Record<Variant, VariantWorker>>;
+  /** Where each variant's orders are kept: the stack's store, the baseline's its own. */
+  stores: Partial<Record<Variant, OrderStore>>;
   /** RCPT TO commands the SMTP server saw, by recipient. */
   smtpTries: Map<string, number>;
   stop(): Promise<void>;
@@ -195,10 +201,15 @@ export async function bundleBenchWorkflows(): Promise<string> {
   return code;
 }
 
-/** Starts one worker process per variant on the stack, each on its own task queue. */
+/**
+ * Starts one worker process per variant on the stack, each on its own task queue. A baseline checkout's worker
+ * gets a store of its own, created by that build and only then migrated by this one (as a rollout does it): an
+ * earlier build refuses to start on a store that holds migrations it does not know.
+ */
 export async function startVariantWorkers(
   stack: ChaosStack,
   smtpTries: Map<string, number>,
+  baseline?: string,
 ): Promise<BenchStackWorkers> {
   const bundle = path.join(stack.dir, 'bench-workflows.js');
   fs.writeFileSync(bundle, await bundleBenchWorkflows());
@@ -206,14 +217,31 @@ export async function startVariantWorkers(
   const project = () => startMetered(stack.env);
   const plain = (queue: string) => () =>
     startMetered({ ...stack.env, BENCH_TASK_QUEUE: queue, BENCH_WORKFLOW_BUNDLE: bundle }, script);
-  const starts = { bare: plain(BENCH_QUEUES.bare), project, naive: plain(BENCH_QUEUES.naive) };
-  const workers = {} as Record<Variant, VariantWorker>;
-  for (const v of VARIANTS) workers[v] = new VariantWorker(await starts[v](), starts[v]);
+  const starts: Partial<Record<Variant, () => Promise<MeteredWorker>>> = {
+    bare: plain(BENCH_QUEUES.bare),
+    project,
+    naive: plain(BENCH_QUEUES.naive),
+  };
+  const stores: BenchStackWorkers['stores'] = { bare: stack.store, project: stack.store, naive: stack.store };
+  const baselineDb = `sqlite:${path.join(stack.dir, 'baseline.db')}`;
+  if (baseline) {
+    const env: NodeJS.ProcessEnv = { ...stack.env, DATABASE_URL: baselineDb, TASK_QUEUE: BENCH_QUEUES.baseline };
+    // Its own workflow code, bundled by its worker at start.
+    delete env.WORKFLOW_BUNDLE;
+    starts.baseline = () => startMetered(env, path.join(baseline, 'src', 'worker.ts'));
+  }
+  const variants = Object.keys(starts) as Variant[];
+  const workers: BenchStackWorkers['workers'] = {};
+  for (const v of variants) workers[v] = new VariantWorker(await starts[v]!(), starts[v]!);
+  if (baseline) stores.baseline = await openStore(baselineDb);
   return {
+    variants,
     workers,
+    stores,
     smtpTries,
     async stop() {
-      await Promise.all(VARIANTS.map((v) => workers[v].stop()));
+      await Promise.all(variants.map((v) => workers[v]!.stop()));
+      await stores.baseline?.close();
     },
   };
 }
@@ -318,11 +346,11 @@ async function driveRun(
     outcome,
     latencyMs: Date.now() - started,
   });
-  if (variant === 'project') {
+  if (variant === 'project' || variant === 'baseline') {
     const { handle, workflowId } = await startRefund(
       stack.client,
       { orderId: order.orderId, amount: order.amount, currency: 'usd', requestedBy: 'bench' },
-      TASK_QUEUE,
+      variant === 'project' ? TASK_QUEUE : BENCH_QUEUES.baseline,
     );
     const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) =>
       give.aborted ? null : (err as Error),
@@ -347,7 +375,7 @@ async function driveRun(
   const workflowId = `bench-${variant}-${order.orderId}`;
   // Plain Temporal: payloads as the default converter writes them, no codec.
   const handle = await plainClient(stack).workflow.start(`${variant}RefundWorkflow`, {
-    taskQueue: BENCH_QUEUES[variant],
+    taskQueue: BENCH_QUEUES[variant as 'bare' | 'naive'],
     workflowId,
     args: [input],
   });
@@ -388,7 +416,7 @@ async function runSegment(
     while (next < orders.length) {
       const order = orders[next++]!;
       if (faults && !kill && next > orders.length / 2)
-        kill = workers.workers[variant].kill().then(() => void (killed += 1));
+        kill = workers.workers[variant]!.kill().then(() => void (killed += 1));
       records.push(
         await driveRun(stack, variant, order, until).catch((err: unknown) => ({
           ...order,
@@ -408,7 +436,7 @@ async function runSegment(
 }
 
 /** Counts each run's effects where they landed, and its history. */
-async function evidence(stack: ChaosStack, smtpTries: Map<string, number>, records: RunRecord[]) {
+async function evidence(stack: ChaosStack, store: OrderStore, smtpTries: Map<string, number>, records: RunRecord[]) {
   const requests = (
     await getJson<{ requests: { method: string; path: string; paymentIntent: string | null; at: string }[] }>(
       `${stack.stripeUrl}/_requests`,
@@ -432,7 +460,7 @@ async function evidence(stack: ChaosStack, smtpTries: Map<string, number>, recor
     );
     duplicateEmails += Math.max(0, messages.length - 1);
     smtp += smtpTries.get(r.email) ?? 0;
-    const order = await stack.store.getOrder(r.orderId);
+    const order = await store.getOrder(r.orderId);
     if (r.outcome === 'completed' && order?.refundedAmount !== r.amount) wrongOrders += 1;
     else if (r.outcome !== 'completed' && (order?.refundedAmount ?? 0) > r.amount) wrongOrders += 1;
   }
@@ -474,13 +502,13 @@ export async function runMatrix(
       const runs = runsAt(opts, concurrency);
       // Orders are seeded before the clock starts: seeding is not what is measured.
       const orders = {} as Record<Variant, Omit<RunRecord, 'workflowId' | 'outcome' | 'latencyMs'>[]>;
-      for (const v of VARIANTS) {
+      for (const v of workers.variants) {
         orders[v] = [];
         for (let i = 0; i < runs; i++) {
           const orderId = `bench-${mode}-c${concurrency}-${v}-${i}`;
           const email = `${orderId}@example.test`;
           const amount = 1000 + (i % 20) * 100;
-          const order = await seedPaidOrder(stack.stripe, stack.store, {
+          const order = await seedPaidOrder(stack.stripe, workers.stores[v]!, {
             orderId,
             amount: 5000,
             currency: 'usd',
@@ -490,7 +518,7 @@ export async function runMatrix(
         }
       }
       const acc = Object.fromEntries(
-        VARIANTS.map((v) => [
+        workers.variants.map((v) => [
           v,
           {
             records: [] as RunRecord[],
@@ -517,11 +545,12 @@ export async function runMatrix(
       for (let round = 0; round < rounds; round++) {
         // Each round starts with the next variant (ABC, BCA, CAB…): the dev server's per-run cost grows as runs
         // pile up in it, so the variant that always went first ran on the emptiest server.
-        for (const v of rotated(VARIANTS, round)) {
+        for (const v of rotated(workers.variants, round)) {
           const slice = orders[v].slice(round * perRound, (round + 1) * perRound);
           if (!slice.length) continue;
-          const cpuBefore = workers.workers[v].cpuMs();
-          const storeBefore = await workers.workers[v].storeCounts();
+          const worker = workers.workers[v]!;
+          const cpuBefore = worker.cpuMs();
+          const storeBefore = await worker.storeCounts();
           const stackBefore = stackCpu(stack);
           const seg = await runSegment(
             stack,
@@ -536,8 +565,8 @@ export async function runMatrix(
           // Let the worker finish what the results do not wait for (a last activity's completion) before its CPU is read.
           await sleep(200);
           const a = acc[v];
-          a.cpuMs += workers.workers[v].cpuMs() - cpuBefore;
-          const storeAfter = await workers.workers[v].storeCounts();
+          a.cpuMs += worker.cpuMs() - cpuBefore;
+          const storeAfter = await worker.storeCounts();
           a.store.statements += storeAfter.statements - storeBefore.statements;
           a.store.commits += storeAfter.commits - storeBefore.commits;
           const stackAfter = stackCpu(stack);
@@ -548,9 +577,9 @@ export async function runMatrix(
           for (const k of Object.keys(a.injected) as (keyof CellResult['injected'])[]) a.injected[k] += seg.injected[k];
         }
       }
-      for (const v of VARIANTS) {
+      for (const v of workers.variants) {
         const a = acc[v];
-        const ev = await evidence(stack, workers.smtpTries, a.records);
+        const ev = await evidence(stack, workers.stores[v]!, workers.smtpTries, a.records);
         const completed = a.records.filter((r) => r.outcome === 'completed');
         const other: Record<string, number> = {};
         for (const r of a.records) if (r.outcome !== 'completed') other[r.outcome] = (other[r.outcome] ?? 0) + 1;
@@ -583,7 +612,7 @@ export async function runMatrix(
           worker: {
             cpuMs: a.cpuMs,
             cpuMsPerRun: a.cpuMs / a.records.length,
-            peakRssBytes: workers.workers[v].peakRssBytes,
+            peakRssBytes: workers.workers[v]!.peakRssBytes,
           },
           store: {
             statementsPerRun: a.store.statements / a.records.length,

@@ -215,6 +215,26 @@ export function renderReport(r: BenchReport): string {
     'Each ✗, its measured reason and what it would take: [README.md](README.md), "Each ✗ of the report"; what the rounds of issue 26 cut: "Fifth round", "Sixth round". The fault rows carry no target but the last two columns.',
   );
   out.push('');
+  if (r.baseline) {
+    out.push(`## Project against ${r.baseline}`);
+    out.push('');
+    out.push(
+      `The same cells, this build's refund workflow over ${r.baseline}'s (\`--baseline\`: its own worker and store, in the same turns). Issue 35 asks throughput within 5 % of it (× at least 0.95).`,
+    );
+    out.push('');
+    out.push(
+      table(
+        ['faults', 'conc.', 'throughput ×', 'p50 ×', 'worker CPU ×', 'all CPU ×'],
+        r.ratios
+          .filter((x) => x.againstBaseline)
+          .map((x) => {
+            const b = x.againstBaseline!;
+            return [x.faults, x.concurrency, f(b.throughput, 2), f(b.p50, 2), f(b.workerCpu, 2), f(b.machineCpu, 2)];
+          }),
+      ),
+    );
+    out.push('');
+  }
   const s = r.scale;
   out.push('## As the work grows');
   out.push('');

@@ -15,7 +15,6 @@ import {
   startVariantWorkers,
   type MatrixOptions,
   type CellResult,
-  VARIANTS,
   runsAt,
 } from './matrix';
 import { measureScale, type ScaleOptions, type ScaleResult } from './scale';
@@ -38,6 +37,8 @@ export interface BenchOptions {
   scale: ScaleOptions;
   dir: string;
   workflowBundle?: string;
+  /** An earlier build's checkout whose refund workflow runs beside this one's, and how the report names it. */
+  baseline?: { dir: string; label: string };
   /** The command line, for the report. */
   command: string;
 }
@@ -58,7 +59,11 @@ export interface BenchReport {
     events: number;
     workerCpu: number;
     machineCpu: number;
+    /** This build's refund workflow over the baseline build's, when one ran. */
+    againstBaseline?: { throughput: number; p50: number; workerCpu: number; machineCpu: number };
   }[];
+  /** The baseline build's name in the report, when one ran. */
+  baseline?: string;
   scale: ScaleResult;
 }
 
@@ -108,10 +113,12 @@ export async function runBench(
     },
   });
   try {
-    const workers = await startVariantWorkers(stack, smtpTries);
+    const workers = await startVariantWorkers(stack, smtpTries, opts.baseline?.dir);
     try {
       const m = opts.matrix;
-      progress.total(m.faultModes.length * m.concurrency.reduce((a, c) => a + runsAt(m, c) * VARIANTS.length, 0));
+      progress.total(
+        m.faultModes.length * m.concurrency.reduce((a, c) => a + runsAt(m, c) * workers.variants.length, 0),
+      );
       progress.phase('variants side by side');
       const matrix = await runMatrix(stack, workers, m, () => progress.tick());
       const scale = await measureScale(stack, matrix.projectHistories, opts.scale, progress.phase);
@@ -119,15 +126,19 @@ export async function runBench(
         m.concurrency.map((concurrency) => {
           const cell = (v: string) =>
             matrix.cells.find((c) => c.variant === v && c.faults === faults && c.concurrency === concurrency)!;
+          const over = (b: CellResult, a: CellResult) => ({
+            throughput: b.throughput / a.throughput,
+            p50: b.latencyMs.p50 / a.latencyMs.p50,
+            workerCpu: b.worker.cpuMsPerRun / a.worker.cpuMsPerRun,
+            machineCpu: machineCpuMsPerRun(b) / machineCpuMsPerRun(a),
+          });
           const [a, b] = [cell('bare'), cell('project')];
           return {
             faults,
             concurrency,
-            throughput: b.throughput / a.throughput,
-            p50: b.latencyMs.p50 / a.latencyMs.p50,
+            ...over(b, a),
             events: b.history.eventsPerRun / a.history.eventsPerRun,
-            workerCpu: b.worker.cpuMsPerRun / a.worker.cpuMsPerRun,
-            machineCpu: machineCpuMsPerRun(b) / machineCpuMsPerRun(a),
+            ...(opts.baseline && { againstBaseline: over(b, cell('baseline')) }),
           };
         }),
       );
@@ -145,6 +156,7 @@ export async function runBench(
         options: { matrix: m, scale: opts.scale },
         cells: matrix.cells,
         ratios,
+        ...(opts.baseline && { baseline: opts.baseline.label }),
         scale,
       };
     } finally {

@@ -3,6 +3,7 @@
 import { Command, Option } from 'commander';
 import { DefaultLogger, Runtime } from '@temporalio/worker';
 import { SingleBar, Presets } from 'cli-progress';
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -54,6 +55,10 @@ const program = new Command('bench')
     wholeNumber(10, 3600),
     180,
   )
+  .option(
+    '--baseline <checkout>',
+    "an earlier build's checkout (a git worktree with its node_modules) whose refund workflow runs beside this one's, without faults",
+  )
   .option('--smoke', 'a few runs of everything, to check that the command works (figures mean little)')
   .option('--out <dir>', 'where report.json and report.md go', path.join(PROJECT_ROOT, 'docs', 'bench'))
   .showHelpAfterError();
@@ -69,7 +74,18 @@ interface Opts {
   longWait: number;
   segmentTimeout: number;
   smoke?: boolean;
+  baseline?: string;
   out: string;
+}
+
+/** The baseline checkout and its name in the report: its version and commit. */
+function baselineOf(dir: string): { dir: string; label: string } {
+  const at = path.resolve(dir);
+  if (!fs.existsSync(path.join(at, 'src', 'worker.ts')) || !fs.existsSync(path.join(at, 'node_modules')))
+    program.error(`bench: --baseline ${dir}: not a checkout with src/worker.ts and node_modules`, { exitCode: 2 });
+  const { version } = JSON.parse(fs.readFileSync(path.join(at, 'package.json'), 'utf8')) as { version: string };
+  const commit = execFileSync('git', ['-C', at, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim();
+  return { dir: at, label: `${version} (${commit})` };
 }
 
 async function main() {
@@ -80,6 +96,10 @@ async function main() {
     Object.assign(o, { concurrency: [2], runs: 2, rounds: 1, replay: [5], parked: [3], longWait: 3, sweepMaxRuns: 3 });
   if (o.parked.some((n, i) => i > 0 && n < o.parked[i - 1]!))
     program.error('bench: --parked sizes must ascend', { exitCode: 2 });
+  // A killed baseline worker could not start again: this build has migrated its store past what it knows.
+  if (o.baseline && o.faults !== 'none')
+    program.error('bench: --baseline runs without faults: add --faults none', { exitCode: 2 });
+  const baseline = o.baseline ? baselineOf(o.baseline) : undefined;
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'refunds-bench-'));
   const bar = new SingleBar(
     {
@@ -110,6 +130,7 @@ async function main() {
           longWaitMs: o.longWait * 1000,
         },
         dir,
+        baseline,
         command: ['npm run bench', ...(process.argv.length > 2 ? ['--', ...process.argv.slice(2)] : [])].join(' '),
         workflowBundle: process.env.TEST_WORKFLOW_BUNDLE
           ? fs.readFileSync(process.env.TEST_WORKFLOW_BUNDLE, 'utf8')
