@@ -17,16 +17,24 @@ import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process'
 import { freePort } from '../stack/processes';
 import { METRICS } from '../../../src/observability/metrics';
 import type { ChaosStack } from '../chaos/chaos-stack';
-import { TASK_QUEUE, type RefundWorkflow } from '../../../src/contract';
+import { SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundWorkflow } from '../../../src/contract';
 import type { BareRefundInput } from './activities';
 import { historySize, mean, percentiles, sampleProcess, type Percentiles } from './measure';
 
-export const VARIANTS = ['bare', 'project', 'naive'] as const;
+export const VARIANTS = ['bare', 'platform', 'project', 'naive'] as const;
 /** `baseline`: the refund workflow of an earlier build (`--baseline <checkout>`), beside this one's. */
 export type Variant = (typeof VARIANTS)[number] | 'baseline';
 export type FaultMode = 'none' | 'faults';
 
-export const BENCH_QUEUES = { bare: 'bench-bare', naive: 'bench-naive', baseline: 'bench-baseline' } as const;
+export const BENCH_QUEUES = {
+  bare: 'bench-bare',
+  platform: 'bench-platform',
+  naive: 'bench-naive',
+  baseline: 'bench-baseline',
+} as const;
+
+/** How the report names a variant. */
+export const variantName = (v: Variant) => (v === 'platform' ? 'bare+platform' : v);
 
 export interface MatrixOptions {
   concurrency: number[];
@@ -215,14 +223,25 @@ export async function startVariantWorkers(
   fs.writeFileSync(bundle, await bundleBenchWorkflows());
   const script = path.join(PROJECT_ROOT, 'tools', 'src', 'bench', 'worker.ts');
   const project = () => startMetered(stack.env);
-  const plain = (queue: string) => () =>
-    startMetered({ ...stack.env, BENCH_TASK_QUEUE: queue, BENCH_WORKFLOW_BUNDLE: bundle }, script);
+  const plain =
+    (queue: string, platform = false) =>
+    () =>
+      startMetered(
+        {
+          ...stack.env,
+          BENCH_TASK_QUEUE: queue,
+          BENCH_WORKFLOW_BUNDLE: bundle,
+          BENCH_PLATFORM: platform ? 'on' : 'off',
+        },
+        script,
+      );
   const starts: Partial<Record<Variant, () => Promise<MeteredWorker>>> = {
     bare: plain(BENCH_QUEUES.bare),
+    platform: plain(BENCH_QUEUES.platform, true),
     project,
     naive: plain(BENCH_QUEUES.naive),
   };
-  const stores: BenchStackWorkers['stores'] = { bare: stack.store, project: stack.store, naive: stack.store };
+  const stores: BenchStackWorkers['stores'] = Object.fromEntries(VARIANTS.map((v) => [v, stack.store]));
   const baselineDb = `sqlite:${path.join(stack.dir, 'baseline.db')}`;
   if (baseline) {
     const env: NodeJS.ProcessEnv = { ...stack.env, DATABASE_URL: baselineDb, TASK_QUEUE: BENCH_QUEUES.baseline };
@@ -329,6 +348,23 @@ function plainClient(stack: ChaosStack): Client {
   return client;
 }
 
+/** A bare+platform run, started as the refund CLI starts a refund: encrypted, findable and summarised from the start. */
+async function startPlatformRun(stack: ChaosStack, input: BareRefundInput) {
+  const workflowId = `bench-platform-${input.orderId}`;
+  const handle = await stack.client.workflow.start('platformRefundWorkflow', {
+    taskQueue: BENCH_QUEUES.platform,
+    workflowId,
+    args: [input],
+    typedSearchAttributes: [
+      { key: SEARCH_ATTRIBUTES.orderId, value: input.orderId },
+      { key: SEARCH_ATTRIBUTES.status, value: 'running' },
+    ],
+    staticSummary: `Refund ${input.amount} ${input.currency} on order ${input.orderId}, operation v1`,
+    staticDetails: `Order ${input.orderId}: refund ${input.amount} ${input.currency} (minor units)\n\nWhat it did: \`npm run inspect -- ${workflowId}\``,
+  });
+  return { handle, workflowId };
+}
+
 /** Starts the run the variant's way and waits for its end: a result, a parked run, a failure. */
 async function driveRun(
   stack: ChaosStack,
@@ -346,25 +382,6 @@ async function driveRun(
     outcome,
     latencyMs: Date.now() - started,
   });
-  if (variant === 'project' || variant === 'baseline') {
-    const { handle, workflowId } = await startRefund(
-      stack.client,
-      { orderId: order.orderId, amount: order.amount, currency: 'usd', requestedBy: 'bench' },
-      variant === 'project' ? TASK_QUEUE : BENCH_QUEUES.baseline,
-    );
-    const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) =>
-      give.aborted ? null : (err as Error),
-    );
-    if (!outcome) return done(workflowId, 'not settled');
-    if (outcome instanceof Error) return done(workflowId, 'failed');
-    if (outcome.kind === 'result') return done(workflowId, outcome.result.status);
-    // Why it parked, in the report: what is known of the refund, and the step and failure it stopped at.
-    const { effect, lastFailure } = outcome.state;
-    return done(
-      workflowId,
-      `parked (${effect.status}${lastFailure ? `; ${lastFailure.step}: ${lastFailure.reason}` : ''})`,
-    );
-  }
   const input: BareRefundInput = {
     orderId: order.orderId,
     paymentIntentId: order.paymentIntentId,
@@ -372,10 +389,32 @@ async function driveRun(
     currency: 'usd',
     email: order.email,
   };
+  const watched = variant === 'project' || variant === 'baseline' || variant === 'platform';
+  if (watched) {
+    const request = { orderId: order.orderId, amount: order.amount, currency: 'usd', requestedBy: 'bench' };
+    const { handle, workflowId } =
+      variant === 'platform'
+        ? await startPlatformRun(stack, input)
+        : await startRefund(stack.client, request, variant === 'project' ? TASK_QUEUE : BENCH_QUEUES.baseline);
+    // The refund CLI's wait: the run's status attribute every 2 s, its result once it closes.
+    const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) =>
+      give.aborted ? null : (err as Error),
+    );
+    if (!outcome) return done(workflowId, 'not settled');
+    if (outcome instanceof Error) return done(workflowId, 'failed');
+    if (outcome.kind === 'result')
+      return done(workflowId, variant === 'platform' ? 'completed' : outcome.result.status);
+    // Why it parked, in the report: what is known of the refund, and the step and failure it stopped at.
+    const { effect, lastFailure } = outcome.state;
+    return done(
+      workflowId,
+      `parked (${effect.status}${lastFailure ? `; ${lastFailure.step}: ${lastFailure.reason}` : ''})`,
+    );
+  }
   const workflowId = `bench-${variant}-${order.orderId}`;
   // Plain Temporal: payloads as the default converter writes them, no codec.
   const handle = await plainClient(stack).workflow.start(`${variant}RefundWorkflow`, {
-    taskQueue: BENCH_QUEUES[variant as 'bare' | 'naive'],
+    taskQueue: BENCH_QUEUES[variant],
     workflowId,
     args: [input],
   });

@@ -1,7 +1,7 @@
 // The benchmark's report as Markdown: the figures per variant, the ratios against the targets,
 // and how costs grow with the work.
-import type { BenchReport } from './run';
-import { machineCpuMsPerRun, type CellResult } from './matrix';
+import type { BenchReport, Over } from './run';
+import { machineCpuMsPerRun, variantName, type CellResult } from './matrix';
 
 /** The fewest events a run of n sequential activities can leave (derived in docs/bench/README.md). */
 export const minimumEvents = (activities: number) => 5 + 6 * activities;
@@ -36,7 +36,7 @@ const table = (head: string[], rows: (string | number)[][]) =>
 
 function cellRows(cells: CellResult[]): (string | number)[][] {
   return cells.map((c) => [
-    c.variant,
+    variantName(c.variant),
     c.concurrency,
     `${c.completed}/${c.runs}`,
     f(c.throughput, 2),
@@ -92,7 +92,7 @@ export function renderReport(r: BenchReport): string {
       .join(', ')}`,
   );
   out.push(
-    '- Variants: **bare** (Temporal alone: three plain activities), **project** (the refund workflow as shipped), **naive** (retry the whole run, no keys). What each is, how it is counted and the minimum history: [README.md](README.md).',
+    `- Variants: **bare** (Temporal alone: three plain activities), **bare+platform** (bare with the platform features the project uses), **project** (the refund workflow as shipped), **naive** (retry the whole run, no keys)${r.baseline ? `, **baseline** (${r.baseline}'s refund workflow)` : ''}. What each is, how it is counted and the minimum history: [README.md](README.md).`,
   );
   out.push('');
   for (const mode of ['none', 'faults'] as const) {
@@ -121,7 +121,7 @@ export function renderReport(r: BenchReport): string {
             const transient =
               c.injected.lostAnswers + c.injected.rateLimits + c.injected.resets + c.injected.smtpTransient;
             return [
-              c.variant,
+              variantName(c.variant),
               c.concurrency,
               c.injected.lostAnswers,
               c.injected.rateLimits,
@@ -144,7 +144,7 @@ export function renderReport(r: BenchReport): string {
           others
             .map(
               (c) =>
-                `${c.variant} at ${c.concurrency}: ${Object.entries(c.other)
+                `${variantName(c.variant)} at ${c.concurrency}: ${Object.entries(c.other)
                   .map(([k, n]) => `${n} ${k}`)
                   .join(', ')}`,
             )
@@ -215,6 +215,24 @@ export function renderReport(r: BenchReport): string {
     'Each ✗, its measured reason and what it would take: [README.md](README.md), "Each ✗ of the report"; what the rounds of issue 26 cut: "Fifth round", "Sixth round". The fault rows carry no target but the last two columns.',
   );
   out.push('');
+  const overTable = (of: (x: BenchReport['ratios'][number]) => Over | undefined) =>
+    table(
+      ['faults', 'conc.', 'throughput ×', 'p50 ×', 'worker CPU ×', 'all CPU ×'],
+      r.ratios.flatMap((x) => {
+        const o = of(x);
+        return o
+          ? [[x.faults, x.concurrency, f(o.throughput, 2), f(o.p50, 2), f(o.workerCpu, 2), f(o.machineCpu, 2)]]
+          : [];
+      }),
+    );
+  out.push('## Project against bare+platform');
+  out.push('');
+  out.push(
+    "bare+platform is bare's shape with the platform features the project uses: payload encryption, start attributes and summary, the run's details at each step and its status upserted at the end, the worker's log line a step, the client's polling. Against it, what the money protocol alone costs; the targets stay against bare.",
+  );
+  out.push('');
+  out.push(overTable((x) => x.againstPlatform));
+  out.push('');
   if (r.baseline) {
     out.push(`## Project against ${r.baseline}`);
     out.push('');
@@ -222,17 +240,7 @@ export function renderReport(r: BenchReport): string {
       `The same cells, this build's refund workflow over ${r.baseline}'s (\`--baseline\`: its own worker and store, in the same turns). Issue 35 asks throughput within 5 % of it (× at least 0.95).`,
     );
     out.push('');
-    out.push(
-      table(
-        ['faults', 'conc.', 'throughput ×', 'p50 ×', 'worker CPU ×', 'all CPU ×'],
-        r.ratios
-          .filter((x) => x.againstBaseline)
-          .map((x) => {
-            const b = x.againstBaseline!;
-            return [x.faults, x.concurrency, f(b.throughput, 2), f(b.p50, 2), f(b.workerCpu, 2), f(b.machineCpu, 2)];
-          }),
-      ),
-    );
+    out.push(overTable((x) => x.againstBaseline));
     out.push('');
   }
   const s = r.scale;

@@ -8,6 +8,7 @@ import { PROJECT_ROOT } from '../../../src/config';
 import { CHAOS_POLICY, startChaosStack } from '../chaos/chaos-stack';
 import { DEFAULT_POLICY } from '../../../src/reliability/default-policy';
 import type { RecoveryPolicy } from '../../../src/reliability/policy';
+import { devServerArgs } from '../stack/assembly';
 import { findTool } from '../stack/tools';
 import {
   machineCpuMsPerRun,
@@ -43,6 +44,14 @@ export interface BenchOptions {
   command: string;
 }
 
+/** One variant's figures over another's. */
+export interface Over {
+  throughput: number;
+  p50: number;
+  workerCpu: number;
+  machineCpu: number;
+}
+
 export interface BenchReport {
   command: string;
   date: string;
@@ -59,8 +68,10 @@ export interface BenchReport {
     events: number;
     workerCpu: number;
     machineCpu: number;
+    /** The project over bare with the platform features it uses: what the money protocol alone costs. */
+    againstPlatform: Over;
     /** This build's refund workflow over the baseline build's, when one ran. */
-    againstBaseline?: { throughput: number; p50: number; workerCpu: number; machineCpu: number };
+    againstBaseline?: Over;
   }[];
   /** The baseline build's name in the report, when one ran. */
   baseline?: string;
@@ -74,6 +85,8 @@ function versions(): Record<string, string> {
         version: string;
       }
     ).version;
+  const args = devServerArgs({ port: 0, uiPort: 0, headless: true, logLevel: 'warn' });
+  const dynamicConfig = args.filter((_, i) => args[i - 1] === '--dynamic-config-value');
   let temporalCli = 'unknown';
   try {
     temporalCli = execFileSync(findTool('temporal'), ['--version'], { encoding: 'utf8' }).trim();
@@ -86,6 +99,8 @@ function versions(): Record<string, string> {
     stripe: pkg('stripe'),
     nodemailer: pkg('nodemailer'),
     temporal: temporalCli,
+    // The dev server's dynamic config as the stack sets it (none set: start-dev's defaults).
+    'temporal dynamic config': dynamicConfig.length ? dynamicConfig.join(' ') : "start-dev's defaults",
   };
 }
 
@@ -126,7 +141,7 @@ export async function runBench(
         m.concurrency.map((concurrency) => {
           const cell = (v: string) =>
             matrix.cells.find((c) => c.variant === v && c.faults === faults && c.concurrency === concurrency)!;
-          const over = (b: CellResult, a: CellResult) => ({
+          const over = (b: CellResult, a: CellResult): Over => ({
             throughput: b.throughput / a.throughput,
             p50: b.latencyMs.p50 / a.latencyMs.p50,
             workerCpu: b.worker.cpuMsPerRun / a.worker.cpuMsPerRun,
@@ -138,6 +153,7 @@ export async function runBench(
             concurrency,
             ...over(b, a),
             events: b.history.eventsPerRun / a.history.eventsPerRun,
+            againstPlatform: over(b, cell('platform')),
             ...(opts.baseline && { againstBaseline: over(b, cell('baseline')) }),
           };
         }),

@@ -1,7 +1,8 @@
-// The two workflows the benchmark measures ours against, with the same shape (refund, order
-// update, notification) and none of the safety: no operation identity, no idempotency keys, no
-// ledger, no policy, no reconciliation. Bundled apart from the refund workflows.
-import { proxyActivities, sleep } from '@temporalio/workflow';
+// The workflows the benchmark measures ours against, with the same shape (refund, order update,
+// notification) and none of the safety: no operation identity, no idempotency keys, no ledger, no
+// policy, no reconciliation. Bundled apart from the refund workflows.
+import { log, proxyActivities, setCurrentDetails, sleep, upsertSearchAttributes } from '@temporalio/workflow';
+import { SEARCH_ATTRIBUTES } from '../../../src/contract/search-attributes';
 import type { BareActivities, BareRefundInput } from './activities';
 
 /** The same timeouts the bench gives the refund workers (BENCH_POLICY): a fair race. */
@@ -22,6 +23,30 @@ export async function bareRefundWorkflow(input: BareRefundInput): Promise<BareRe
   const refundId = await refund(input);
   await updateOrder(input, refundId);
   await notify(input, refundId);
+  return { refundId, attempts: 1 };
+}
+
+/**
+ * (b) Bare with the platform features the project uses: the run's page says where it is at each step (current
+ * details) and its status is upserted when it ends, as the refund workflow shows its moves; each step logged. Its
+ * worker and client add the rest (payload encryption, the worker's log, start attributes and summary, polling).
+ */
+export async function platformRefundWorkflow(input: BareRefundInput): Promise<BareRefundResult> {
+  const { refund } = proxyActivities<BareActivities>(STRIPE);
+  const { updateOrder } = proxyActivities<BareActivities>(STORE);
+  const { notify } = proxyActivities<BareActivities>(SMTP);
+  const at = (step: string) => {
+    setCurrentDetails(`**running** at ${step}\n\n**Refund:** ${step === 'refund' ? 'none' : 'refunded'}`);
+    log.info('step', { step, orderId: input.orderId });
+  };
+  at('refund');
+  const refundId = await refund(input);
+  at('update_order');
+  await updateOrder(input, refundId);
+  at('notify');
+  await notify(input, refundId);
+  setCurrentDetails(`**completed**\n\n**Refund:** refunded (${refundId})`);
+  upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.status, value: 'completed' }]);
   return { refundId, attempts: 1 };
 }
 
