@@ -4,7 +4,8 @@ import { temporal } from '@temporalio/proto';
 import { historySize, percentiles } from '../../tools/src/bench/measure';
 import { machineCpuMsPerRun, storeCountsIn } from '../../tools/src/bench/matrix';
 import { statementKind } from '../../src/store/database';
-import { BARE_SHAPE_MIN_EVENTS, minimumEvents } from '../../tools/src/bench/report';
+import { BARE_SHAPE_MIN_EVENTS, minimumEvents, renderReport } from '../../tools/src/bench/report';
+import { ratiosOf, type BenchReport } from '../../tools/src/bench/run';
 import type { CellResult } from '../../tools/src/bench/matrix';
 import { shippedPolls } from '../../tools/src/bench/scale';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
@@ -72,4 +73,73 @@ test('a statement is counted by its first keyword, anything else as other', () =
   expect(statementKind('BEGIN IMMEDIATE')).toBe('begin');
   expect(statementKind('with x as (select 1) select * from x')).toBe('other');
   expect(statementKind('')).toBe('other');
+});
+
+describe('the project over bare, bare+platform and a baseline build', () => {
+  const cell = (variant: CellResult['variant'], throughput: number, cpuMsPerRun: number) =>
+    ({
+      variant,
+      faults: 'none',
+      concurrency: 10,
+      runs: 40,
+      completed: 40,
+      other: {},
+      throughput,
+      latencyMs: { p50: 1000 / throughput, p95: 0, p99: 0 },
+      history: { eventsPerRun: 23, bytesPerRun: 4000, maxEvents: 23 },
+      requests: { effectRequestsPerEffect: 1, allRequestsPerEffect: 1 },
+      duplicates: { refunds: 0, emails: 0 },
+      injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 },
+      worker: { cpuMs: 0, cpuMsPerRun, peakRssBytes: 0 },
+      store: { statementsPerRun: 7, commitsPerRun: 1 },
+      stackCpuMsPerRun: { temporal: 0, toxiproxy: 0, benchProcess: 0 },
+    }) as unknown as CellResult;
+  const cells = [cell('bare', 20, 40), cell('platform', 16, 50), cell('project', 12, 80), cell('baseline', 12.5, 75)];
+  const matrix = { faultModes: ['none' as const], concurrency: [10] };
+
+  test('each ratio is the project cell over the other variant of the same cell', () => {
+    const [r] = ratiosOf(cells, matrix, true);
+    expect(r).toMatchObject({ faults: 'none', concurrency: 10, throughput: 0.6, workerCpu: 2 });
+    expect(r!.againstPlatform).toMatchObject({ throughput: 0.75, workerCpu: 1.6 });
+    expect(r!.againstBaseline!.throughput).toBeCloseTo(0.96);
+    expect(ratiosOf(cells, matrix, false)[0]).not.toHaveProperty('againstBaseline');
+  });
+
+  test('the report names bare+platform and gives a table against the baseline only when one ran', () => {
+    const report = (baseline?: string) =>
+      renderReport({
+        command: 'npm run bench',
+        date: '2026-12-06T00:00:00.000Z',
+        durationMs: 1000,
+        machine: { cpus: 2, cpuModel: 'x', memoryGiB: 24, platform: 'linux' },
+        versions: {},
+        options: {
+          matrix: { ...matrix, runs: 40, rounds: 1, segmentTimeoutMs: 1000 },
+          scale: { replay: [], parked: [], sweepMaxRuns: 1, longWaitMs: 1000 },
+        },
+        cells,
+        ratios: ratiosOf(cells, matrix, baseline !== undefined),
+        ...(baseline && { baseline }),
+        scale: {
+          replay: [],
+          parked: [],
+          errors: [],
+          longWait: {
+            waitedMs: 1000,
+            polls: 1,
+            events: 30,
+            bytes: 1,
+            baselineEvents: 26,
+            eventsPerPoll: 4,
+            shippedPolicy: { deadlineHours: 72, polls: 76, events: 900 },
+            parkedDecision: { workflowId: 'w', eventsAtPark: 32, eventsLater: 32, waitedMs: 1000, added: [] },
+          },
+        },
+      } as unknown as BenchReport);
+    const withBaseline = report('1.0 (2880f67)');
+    expect(withBaseline).toContain('| bare+platform | 10 | 40/40 | 16.00 |');
+    expect(withBaseline).toContain('## Project against bare+platform');
+    expect(withBaseline).toMatch(/## Project against 1\.0 \(2880f67\)[\s\S]*\| none \| 10 \| 0\.96 \|/);
+    expect(report()).not.toContain('## Project against 1.0');
+  });
 });

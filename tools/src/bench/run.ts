@@ -104,6 +104,36 @@ function versions(): Record<string, string> {
   };
 }
 
+const over = (b: CellResult, a: CellResult): Over => ({
+  throughput: b.throughput / a.throughput,
+  p50: b.latencyMs.p50 / a.latencyMs.p50,
+  workerCpu: b.worker.cpuMsPerRun / a.worker.cpuMsPerRun,
+  machineCpu: machineCpuMsPerRun(b) / machineCpuMsPerRun(a),
+});
+
+/** The project's figures over bare's, bare+platform's and the baseline's, cell by cell. */
+export function ratiosOf(
+  cells: CellResult[],
+  m: Pick<MatrixOptions, 'faultModes' | 'concurrency'>,
+  withBaseline: boolean,
+): BenchReport['ratios'] {
+  return m.faultModes.flatMap((faults) =>
+    m.concurrency.map((concurrency) => {
+      const cell = (v: string) =>
+        cells.find((c) => c.variant === v && c.faults === faults && c.concurrency === concurrency)!;
+      const [a, b] = [cell('bare'), cell('project')];
+      return {
+        faults,
+        concurrency,
+        ...over(b, a),
+        events: b.history.eventsPerRun / a.history.eventsPerRun,
+        againstPlatform: over(b, cell('platform')),
+        ...(withBaseline && { againstBaseline: over(b, cell('baseline')) }),
+      };
+    }),
+  );
+}
+
 export async function runBench(
   opts: BenchOptions,
   progress: { total(n: number): void; tick(): void; phase(name: string): void },
@@ -137,27 +167,7 @@ export async function runBench(
       progress.phase('variants side by side');
       const matrix = await runMatrix(stack, workers, m, () => progress.tick());
       const scale = await measureScale(stack, matrix.projectHistories, opts.scale, progress.phase);
-      const ratios = m.faultModes.flatMap((faults) =>
-        m.concurrency.map((concurrency) => {
-          const cell = (v: string) =>
-            matrix.cells.find((c) => c.variant === v && c.faults === faults && c.concurrency === concurrency)!;
-          const over = (b: CellResult, a: CellResult): Over => ({
-            throughput: b.throughput / a.throughput,
-            p50: b.latencyMs.p50 / a.latencyMs.p50,
-            workerCpu: b.worker.cpuMsPerRun / a.worker.cpuMsPerRun,
-            machineCpu: machineCpuMsPerRun(b) / machineCpuMsPerRun(a),
-          });
-          const [a, b] = [cell('bare'), cell('project')];
-          return {
-            faults,
-            concurrency,
-            ...over(b, a),
-            events: b.history.eventsPerRun / a.history.eventsPerRun,
-            againstPlatform: over(b, cell('platform')),
-            ...(opts.baseline && { againstBaseline: over(b, cell('baseline')) }),
-          };
-        }),
-      );
+      const ratios = ratiosOf(matrix.cells, m, opts.baseline !== undefined);
       return {
         command: opts.command,
         date: new Date(started).toISOString(),
