@@ -1,7 +1,8 @@
 // A send whose answer may be lost, settled with the provider before it is ever sent again: its receipt found by its
 // key; proven absent (sent again, or its failure returned); or unknown, which stops the run for a person.
-import { MAX_RESUBMISSIONS, type RunStatus } from '../../contract';
+import { type EffectStatus, MAX_RESUBMISSIONS, type RunStatus } from '../../contract';
 import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
+import type { Certainty } from '../../reliability/taxonomy';
 import { isStopped, Stopped } from './run-stopped';
 import { StepFailedError, type StepError } from './step-failure';
 import type { StepRunner } from './calls';
@@ -9,6 +10,17 @@ import type { Lookup } from '../step';
 
 /** What a lookup by the send's key came to: the receipt, proof the provider took nothing, or nothing certain. */
 export type Found<R> = R | 'absent' | 'unknown';
+
+/** A send's effect once settled: unknown, as certain as its last failure; none, proven absent; or its receipt's, certain. */
+export function sentEffect<R, S extends EffectStatus>(
+  found: Found<R>,
+  lastFailure: { certainty: Certainty } | null,
+  status: (receipt: R) => S,
+) {
+  if (found === 'unknown') return { status: 'unknown', certainty: lastFailure?.certainty ?? 'undeterminable' } as const;
+  if (found === 'absent') return { status: 'none', certainty: 'not_executed' } as const;
+  return { status: status(found), certainty: 'completed' } as const;
+}
 
 /** A run that sends: its steps, its status, and what it knows of the send now. */
 export interface SendingRun<Step extends string, R> {

@@ -14,8 +14,7 @@ import {
 } from '../../contract';
 import { redact } from '../../reliability/redaction';
 import { SagaRunState } from '../../saga/workflow/run';
-import type { Found } from '../../saga/workflow/reconciled-send';
-import { sentEffect } from '../../saga/workflow/sent-effect';
+import { type Found, sentEffect } from '../../saga/workflow/reconciled-send';
 import { approvedCorrection } from '../../saga/workflow/step-failure';
 import type { PlannedUndo } from '../../saga/workflow/undo';
 import { runDetails } from '../../saga/workflow/visibility';

@@ -38,7 +38,7 @@ export async function completionGate(run: RefundRun): Promise<CompletedRefund | 
     const e = furthestEvent(run.news.events, input.refundId);
     return e && lifecycleRank(e.refundStatus) > 0 && !seen.has(e.id) ? e : undefined;
   };
-  let gate = await checkGate(run, input, undefined);
+  let gate = await checkGate(run, input);
   for (;;) {
     const waited = run.awaitingProvider;
     if (gate.verdict === 'pass') {
@@ -46,7 +46,7 @@ export async function completionGate(run: RefundRun): Promise<CompletedRefund | 
       const failure = news();
       if (failure && lifecycleRank(failure.refundStatus) === 2) {
         seen.add(failure.id);
-        gate = await checkGate(run, input, undefined);
+        gate = await checkGate(run, input);
         continue;
       }
       if (waited) run.budget.renew(Date.now());
@@ -103,11 +103,7 @@ function startAwaiting(run: RefundRun, refundId: string, deadlineMs: number): Aw
  * One look by the gate. The first is held to the run's budget like any provider call (a run that
  * spent it asks a person); while the run awaits the provider, its reads are held only to the wait's deadline.
  */
-async function checkGate(
-  run: RefundRun,
-  input: CheckCompletionInput,
-  providerEventId: string | undefined,
-): Promise<GateResult> {
+async function checkGate(run: RefundRun, input: CheckCompletionInput, providerEventId?: string): Promise<GateResult> {
   const checked = { ...input, ...(providerEventId && { providerEventId }) };
   const gate = await run.calls.step(REFUND_SAGA.completion_gate, checked, { essential: run.awaitingProvider !== null });
   if (run.status === 'awaiting_provider' && gate.verdict !== 'pending') run.setStatus('running', 'completion_gate');

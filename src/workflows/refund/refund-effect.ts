@@ -67,29 +67,30 @@ export async function sendRefund(
  * or still deduplicated, sent again while resubmissions are left. Partial, failed or still unknown stops the run here.
  */
 async function settle(run: RefundRun): Promise<Lookup<RefundReceipt> | Stopped<'create_refund'>> {
-  const settled = await reconcileOwn(run, run.lastFailure?.provider.refundId, true);
+  const refundId = run.lastFailure?.provider.refundId;
+  const settled = await reconcileOwn(run, refundId, true, '; a person decides what happens next');
+  if (isStopped(settled)) return settled;
   const { note } = settled;
-  switch (settled.kind) {
-    case 'completed':
-      return { kind: 'found', receipt: settled.refund, note };
-    case 'partial':
-      return partialRefund(run, settled.refund, note);
-    case 'failed':
-      return providerFailed(run, settled.refund, note, '; a person decides what happens next');
-    case 'unknown':
-      return atCreate(reasons.refundUnknown(note, run.operationId));
-  }
+  if (settled.kind === 'completed') return { kind: 'found', receipt: settled.refund, note };
+  if (settled.kind === 'unknown') return atCreate(reasons.refundUnknown(note, run.operationId));
   if (run.reconciliation.resubmissions >= MAX_RESUBMISSIONS)
     return atCreate(reasons.resubmissionsSpent(MAX_RESUBMISSIONS, note));
   run.reconciliation.resubmissions += 1;
   return { kind: 'absent', receipt: null, note };
 }
 
-/** Looks up this operation's refund at the provider, by its id when one is known (`mayResubmit`: see reconcile). */
-function reconcileOwn(run: RefundRun, refundId: unknown, mayResubmit: boolean) {
+/**
+ * Looks up this operation's refund at the provider, by its id when one is known (`mayResubmit`: see reconcile). Partial,
+ * the order is repaired to it; failed, nothing was refunded (`failedNext`: what comes of it); either stops the run here.
+ */
+async function reconcileOwn(run: RefundRun, refundId: unknown, mayResubmit: boolean, failedNext = '') {
   const { operation, order } = run.begin!;
   const target = targetOf(operation.operationId, run.request, order.paymentIntentId);
-  return reconcile(run, typeof refundId === 'string' ? { ...target, refundId } : target, mayResubmit);
+  const settled = await reconcile(run, typeof refundId === 'string' ? { ...target, refundId } : target, mayResubmit);
+  if (settled.kind === 'partial') return partialRefund(run, settled.refund, settled.note);
+  if (settled.kind !== 'failed') return settled;
+  run.effect = { status: 'failed', certainty: 'completed', refundId: settled.refund.refundId };
+  return atCreate(reasons.providerFailed(settled.refund.refundId, settled.note, failedNext));
 }
 
 /**
@@ -100,6 +101,7 @@ function reconcileOwn(run: RefundRun, refundId: unknown, mayResubmit: boolean) {
 export async function lookAgain(run: RefundRun, send: boolean): Promise<Stopped<'create_refund'> | void> {
   run.setStatus('reconciling', 'create_refund');
   const settled = await reconcileOwn(run, run.effect.refundId, send);
+  if (isStopped(settled)) return settled;
   switch (settled.kind) {
     case 'completed': {
       // Found: its receipt is the step's result, checked like a receipt the create returned.
@@ -111,10 +113,6 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<Stopped<
       run.ctx.refund = refund;
       return;
     }
-    case 'partial':
-      return partialRefund(run, settled.refund, settled.note);
-    case 'failed':
-      return providerFailed(run, settled.refund, settled.note);
     case 'absent':
     case 'resubmit':
       // Proven absent: nothing was refunded. Sending it now is a person's decision, not the sweep's.
@@ -125,12 +123,6 @@ export async function lookAgain(run: RefundRun, send: boolean): Promise<Stopped<
     default:
       return atCreate(reasons.stillUnsettled(settled.note));
   }
-}
-
-/** Reconciliation found the refund failed at the provider: nothing was refunded, and a person decides. */
-function providerFailed(run: RefundRun, refund: RefundReceipt, note: string, next = '') {
-  run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
-  return atCreate(reasons.providerFailed(refund.refundId, note, next));
 }
 
 /** The run stops at the refund's creation for a person. */
