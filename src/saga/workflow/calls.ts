@@ -59,35 +59,13 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     input: InputOf<Acts, A>,
     options: { essential?: boolean } = {},
   ): Promise<ResultOf<Acts, A>> {
-    const { name, boundary, key, shows, rejects } = def;
+    const { name, boundary, rejects } = def;
     const record = this.steps.get(name);
     try {
-      const acts = this.activities(boundary, options.essential ?? def.essential, def.requestsPerAttempt, def.runs);
-      const start = { status: 'running', input: shows ? shows(input) : input, idempotencyKey: key?.(input) };
-      Object.assign(record, { ...start, startedAt: now(), error: undefined, finishedAt: undefined });
-      let raw: unknown;
-      try {
-        raw = await acts[def.activity]!(input);
-      } catch (err) {
-        const { error, ledger } = describeFailure(err, boundary, name, def.effect === 'send');
-        absorb(record, ledger);
-        this.steps.fail(name, error);
-        throw new StepFailedError(name, error);
-      }
-      const parsed = evidenced(def.output).safeParse(raw);
-      if (!parsed.success) {
-        const error = unusable(
-          `${name} returned a result the workflow cannot use (${zodProblems(parsed.error, '(result)')})`,
-        );
-        Object.assign(record, { status: 'failed', error, output: raw === undefined ? null : raw, finishedAt: now() });
-        throw new StepFailedError(name, error);
-      }
-      const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
-      absorb(record, evidence?.ledger ?? [], evidence);
-      Object.assign(record, { status: 'completed', output, finishedAt: now() });
+      const output = await this.call(name, def, input, { essential: options.essential ?? def.essential, record });
       const { settings } = output as { settings?: PinnedSettings };
       if (settings) this.pin(settings);
-      return output as ResultOf<Acts, A>;
+      return output;
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;
       this.remember(name, boundary, err.error);
@@ -106,28 +84,47 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     }
   }
 
-  /** A call outside the step table (a reconciliation lookup), paid for and validated the same way. */
+  /**
+   * Calls the activity `def` names and checks its result against its schema. A step's `record` keeps what came of it
+   * (its ledger paid for when the step ends); a call outside the table (a reconciliation lookup) is charged here.
+   */
   async call<A extends keyof Acts & string>(
     what: string,
-    def: StepCall<A, never>,
+    def: StepCall<A, InputOf<Acts, A>>,
     input: InputOf<Acts, A>,
+    { essential = def.essential, record }: { essential?: boolean; record?: StepRecord } = {},
   ): Promise<ResultOf<Acts, A>> {
     const { boundary } = def;
-    const acts = this.activities(boundary, def.essential, def.requestsPerAttempt, def.runs);
+    const acts = this.activities(boundary, essential, def.requestsPerAttempt, def.runs);
+    if (record) {
+      const start = { status: 'running', input: def.shows ? def.shows(input) : input, idempotencyKey: def.key?.(input) };
+      Object.assign(record, { ...start, startedAt: now(), error: undefined, finishedAt: undefined });
+    }
+    const failed = (error: StepError, output?: { output: unknown }) => {
+      if (record) Object.assign(record, { status: 'failed', error, ...output, finishedAt: now() });
+      return new StepFailedError(what, error);
+    };
+    const keep = (ledger: AttemptSummary[], evidence?: StepEvidence) =>
+      record ? absorb(record, ledger, evidence) : this.charge(boundary, evidence ?? { attempt: ledger.length, ledger });
     let raw: unknown;
     try {
       raw = await acts[def.activity]!(input);
     } catch (err) {
-      const { error, ledger } = describeFailure(err, boundary, what, false);
-      this.charge(boundary, { attempt: ledger.length, ledger });
-      throw new StepFailedError(what, error);
+      const { error, ledger } = describeFailure(err, boundary, what, def.effect === 'send');
+      keep(ledger);
+      throw failed(error);
     }
     const parsed = evidenced(def.output).safeParse(raw);
-    if (!parsed.success) throw new StepFailedError(what, unusable(`${what} returned a result the workflow cannot use`));
+    if (!parsed.success) {
+      // A step's record names what did not fit; a call's message stays as its callers' reasons quote it.
+      const problems = record ? ` (${zodProblems(parsed.error, '(result)')})` : '';
+      throw failed(unusable(`${what} returned a result the workflow cannot use${problems}`), { output: raw ?? null });
+    }
     // The parsed result: a field an older worker did not send gets its schema's default.
-    const { evidence, ...result } = parsed.data as Evidenced<ResultOf<Acts, A>>;
-    this.charge(boundary, evidence);
-    return result as ResultOf<Acts, A>;
+    const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
+    keep(evidence?.ledger ?? [], evidence);
+    if (record) Object.assign(record, { status: 'completed', output, finishedAt: now() });
+    return output as ResultOf<Acts, A>;
   }
 
   /**
