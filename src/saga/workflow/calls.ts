@@ -97,8 +97,8 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     const { boundary } = def;
     const acts = this.activities(boundary, essential, def.requestsPerAttempt, def.runs);
     if (record) {
-      const start = { status: 'running', input: def.shows ? def.shows(input) : input, idempotencyKey: def.key?.(input) };
-      Object.assign(record, { ...start, startedAt: now(), error: undefined, finishedAt: undefined });
+      const shown = { input: def.shows ? def.shows(input) : input, idempotencyKey: def.key?.(input) };
+      Object.assign(record, { status: 'running', ...shown, startedAt: now(), error: undefined, finishedAt: undefined });
     }
     const failed = (error: StepError, output?: { output: unknown }) => {
       if (record) Object.assign(record, { status: 'failed', error, ...output, finishedAt: now() });
