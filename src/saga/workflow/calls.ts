@@ -9,7 +9,7 @@ import type { RecoveryPolicy } from '../../reliability/policy';
 import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { Runs, StepCall } from '../step';
-import { activitiesAt } from '../../workflows/pools';
+import { pooledActivities } from '../../workflows/pools';
 import { describeFailure, stepError, StepFailedError, unusable, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
 import { Stopped, StoppedError } from './run-stopped';
@@ -45,7 +45,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** The activities at one boundary, where `runs` says (each on its pool's queue by default), with options derived from the policy and what is left of the budget. */
   activities(boundary: Boundary, essential = false, requestsPerAttempt = 1, runs?: Runs): Acts {
     try {
-      return activitiesAt<Acts>(runs, this.budget.options(this.policy(), boundary, essential, requestsPerAttempt));
+      return pooledActivities<Acts>(this.budget.options(this.policy(), boundary, essential, requestsPerAttempt), runs);
     } catch (err) {
       if (err instanceof BudgetExhausted)
         throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
