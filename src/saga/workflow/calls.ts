@@ -19,8 +19,6 @@ export const now = () => new Date().toISOString(); // deterministic inside a wor
 /** A saga's activities, each taking one input. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Activities = { [name: string]: (input: any) => Promise<unknown> };
-/** A call of a step, as its definition says, under the step's name in the table. */
-type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, InputOf<Acts, A>> & { name: Step };
 /** What the activity takes, and what it returns without its evidence. */
 type Fn<Acts, A extends keyof Acts> = Acts[A] extends (input: infer I) => Promise<infer R> ? [I, R] : never;
 type InputOf<Acts, A extends keyof Acts> = Fn<Acts, A>[0];
@@ -55,7 +53,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
 
   /** Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), and records it. */
   async step<A extends keyof Acts & string>(
-    def: NamedCall<Acts, A, Step>,
+    def: StepCall<A, InputOf<Acts, A>> & { name: Step },
     input: InputOf<Acts, A>,
     options: { essential?: boolean } = {},
   ): Promise<ResultOf<Acts, A>> {
@@ -164,11 +162,7 @@ function rowId(a: AttemptSummary): string {
 function absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvidence): void {
   const known = new Set(record.ledger.map(rowId));
   record.ledger = [...record.ledger, ...ledger.filter((a) => !known.has(rowId(a)))];
-  const { attempts, transportRequests } = tally({
-    attempt: evidence?.attempt ?? record.ledger.length,
-    ledger: record.ledger,
-  });
-  Object.assign(record, { attempts, transportRequests });
+  Object.assign(record, tally({ attempt: evidence?.attempt ?? record.ledger.length, ledger: record.ledger }));
 }
 
 /** What came of a compensation (completed with its receipt, failed, or unknown), as its record keeps it. */
