@@ -89,7 +89,7 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
   const finish = async (
     status: FollowUpResult['status'],
     reason: string,
-    facts: FollowUpFacts | null,
+    facts: FollowUpFacts | null = null,
   ): Promise<FollowUpResult> => {
     Object.assign(state, { status, reason });
     upsertSearchAttributes([
@@ -114,7 +114,6 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     return finish(
       'needs_attention',
       `the provider could not be asked about refund ${refundId}: ${error.code}: ${error.message}; a person checks it`,
-      null,
     );
   }
   const examined = evidenced(followUpFactsSchema).safeParse(raw);
@@ -122,7 +121,6 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
     return finish(
       'needs_attention',
       `examining refund ${refundId} returned a result the follow-up cannot use; a person checks it`,
-      null,
     );
   const facts = examined.data as unknown as FollowUpFacts;
   upsertSearchAttributes([{ key: SEARCH_ATTRIBUTES.orderId, value: facts.request.orderId }]);

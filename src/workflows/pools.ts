@@ -60,16 +60,11 @@ function runLocally(name: string, options: ActivityOptions, args: unknown[]): Pr
   });
 }
 
-/** proxyActivities, each activity scheduled on its pool's task queue, each call with its summary for the Web UI. */
-export function pooledActivities<T extends object = RefundActivities>(defaults: ActivityOptions): T {
-  return activitiesAt<T>(undefined, defaults);
-}
-
-/** The activities a step calls, where its definition says they run (undefined: each on its own pool's queue). */
-export function activitiesAt<T extends object = RefundActivities>(
-  runs: Runs | undefined,
-  defaults: ActivityOptions,
-): T {
+/**
+ * proxyActivities, each call with its summary for the Web UI: where a step's definition says they run (`runs`), or
+ * each activity scheduled on its own pool's task queue.
+ */
+export function pooledActivities<T extends object = RefundActivities>(defaults: ActivityOptions, runs?: Runs): T {
   return new Proxy({} as T, {
     get(_, name) {
       if (typeof name !== 'string') return undefined;

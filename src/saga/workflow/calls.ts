@@ -9,7 +9,7 @@ import type { RecoveryPolicy } from '../../reliability/policy';
 import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { Runs, StepCall } from '../step';
-import { activitiesAt } from '../../workflows/pools';
+import { pooledActivities } from '../../workflows/pools';
 import { describeFailure, stepError, StepFailedError, unusable, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
 import { Stopped, StoppedError } from './run-stopped';
@@ -19,8 +19,6 @@ export const now = () => new Date().toISOString(); // deterministic inside a wor
 /** A saga's activities, each taking one input. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Activities = { [name: string]: (input: any) => Promise<unknown> };
-/** A call of a step, as its definition says, under the step's name in the table. */
-type NamedCall<Acts, A extends keyof Acts & string, Step> = StepCall<A, InputOf<Acts, A>> & { name: Step };
 /** What the activity takes, and what it returns without its evidence. */
 type Fn<Acts, A extends keyof Acts> = Acts[A] extends (input: infer I) => Promise<infer R> ? [I, R] : never;
 type InputOf<Acts, A extends keyof Acts> = Fn<Acts, A>[0];
@@ -45,7 +43,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** The activities at one boundary, where `runs` says (each on its pool's queue by default), with options derived from the policy and what is left of the budget. */
   activities(boundary: Boundary, essential = false, requestsPerAttempt = 1, runs?: Runs): Acts {
     try {
-      return activitiesAt<Acts>(runs, this.budget.options(this.policy(), boundary, essential, requestsPerAttempt));
+      return pooledActivities<Acts>(this.budget.options(this.policy(), boundary, essential, requestsPerAttempt), runs);
     } catch (err) {
       if (err instanceof BudgetExhausted)
         throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
@@ -55,39 +53,17 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
 
   /** Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), and records it. */
   async step<A extends keyof Acts & string>(
-    def: NamedCall<Acts, A, Step>,
+    def: StepCall<A, InputOf<Acts, A>> & { name: Step },
     input: InputOf<Acts, A>,
     options: { essential?: boolean } = {},
   ): Promise<ResultOf<Acts, A>> {
-    const { name, boundary, key, shows, rejects } = def;
+    const { name, boundary, rejects } = def;
     const record = this.steps.get(name);
     try {
-      const acts = this.activities(boundary, options.essential ?? def.essential, def.requestsPerAttempt, def.runs);
-      const start = { status: 'running', input: shows ? shows(input) : input, idempotencyKey: key?.(input) };
-      Object.assign(record, { ...start, startedAt: now(), error: undefined, finishedAt: undefined });
-      let raw: unknown;
-      try {
-        raw = await acts[def.activity]!(input);
-      } catch (err) {
-        const { error, ledger } = describeFailure(err, boundary, name, def.effect === 'send');
-        absorb(record, ledger);
-        this.steps.fail(name, error);
-        throw new StepFailedError(name, error);
-      }
-      const parsed = evidenced(def.output).safeParse(raw);
-      if (!parsed.success) {
-        const error = unusable(
-          `${name} returned a result the workflow cannot use (${zodProblems(parsed.error, '(result)')})`,
-        );
-        Object.assign(record, { status: 'failed', error, output: raw === undefined ? null : raw, finishedAt: now() });
-        throw new StepFailedError(name, error);
-      }
-      const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
-      absorb(record, evidence?.ledger ?? [], evidence);
-      Object.assign(record, { status: 'completed', output, finishedAt: now() });
+      const output = await this.call(name, def, input, { essential: options.essential ?? def.essential, record });
       const { settings } = output as { settings?: PinnedSettings };
       if (settings) this.pin(settings);
-      return output as ResultOf<Acts, A>;
+      return output;
     } catch (err) {
       if (!(err instanceof StepFailedError)) throw err;
       this.remember(name, boundary, err.error);
@@ -106,28 +82,47 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     }
   }
 
-  /** A call outside the step table (a reconciliation lookup), paid for and validated the same way. */
+  /**
+   * Calls the activity `def` names and checks its result against its schema. A step's `record` keeps what came of it
+   * (its ledger paid for when the step ends); a call outside the table (a reconciliation lookup) is charged here.
+   */
   async call<A extends keyof Acts & string>(
     what: string,
-    def: StepCall<A, never>,
+    def: StepCall<A, InputOf<Acts, A>>,
     input: InputOf<Acts, A>,
+    { essential = def.essential, record }: { essential?: boolean; record?: StepRecord } = {},
   ): Promise<ResultOf<Acts, A>> {
     const { boundary } = def;
-    const acts = this.activities(boundary, def.essential, def.requestsPerAttempt, def.runs);
+    const acts = this.activities(boundary, essential, def.requestsPerAttempt, def.runs);
+    if (record) {
+      const shown = { input: def.shows ? def.shows(input) : input, idempotencyKey: def.key?.(input) };
+      Object.assign(record, { status: 'running', ...shown, startedAt: now(), error: undefined, finishedAt: undefined });
+    }
+    const failed = (error: StepError, output?: { output: unknown }) => {
+      if (record) Object.assign(record, { status: 'failed', error, ...output, finishedAt: now() });
+      return new StepFailedError(what, error);
+    };
+    const keep = (ledger: AttemptSummary[], evidence?: StepEvidence) =>
+      record ? absorb(record, ledger, evidence) : this.charge(boundary, evidence ?? { attempt: ledger.length, ledger });
     let raw: unknown;
     try {
       raw = await acts[def.activity]!(input);
     } catch (err) {
-      const { error, ledger } = describeFailure(err, boundary, what, false);
-      this.charge(boundary, { attempt: ledger.length, ledger });
-      throw new StepFailedError(what, error);
+      const { error, ledger } = describeFailure(err, boundary, what, def.effect === 'send');
+      keep(ledger);
+      throw failed(error);
     }
     const parsed = evidenced(def.output).safeParse(raw);
-    if (!parsed.success) throw new StepFailedError(what, unusable(`${what} returned a result the workflow cannot use`));
+    if (!parsed.success) {
+      // A step's record names what did not fit; a call's message stays as its callers' reasons quote it.
+      const problems = record ? ` (${zodProblems(parsed.error, '(result)')})` : '';
+      throw failed(unusable(`${what} returned a result the workflow cannot use${problems}`), { output: raw ?? null });
+    }
     // The parsed result: a field an older worker did not send gets its schema's default.
-    const { evidence, ...result } = parsed.data as Evidenced<ResultOf<Acts, A>>;
-    this.charge(boundary, evidence);
-    return result as ResultOf<Acts, A>;
+    const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
+    keep(evidence?.ledger ?? [], evidence);
+    if (record) Object.assign(record, { status: 'completed', output, finishedAt: now() });
+    return output as ResultOf<Acts, A>;
   }
 
   /**
@@ -167,11 +162,7 @@ function rowId(a: AttemptSummary): string {
 function absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvidence): void {
   const known = new Set(record.ledger.map(rowId));
   record.ledger = [...record.ledger, ...ledger.filter((a) => !known.has(rowId(a)))];
-  const { attempts, transportRequests } = tally({
-    attempt: evidence?.attempt ?? record.ledger.length,
-    ledger: record.ledger,
-  });
-  Object.assign(record, { attempts, transportRequests });
+  Object.assign(record, tally({ attempt: evidence?.attempt ?? record.ledger.length, ledger: record.ledger }));
 }
 
 /** What came of a compensation (completed with its receipt, failed, or unknown), as its record keeps it. */
