@@ -32,6 +32,8 @@ export interface Attempt {
   sendBy?: number;
   /** The attempt's ledger row (none for attempts run without a store, e.g. in unit tests). */
   readonly ledger?: OpenAttempt;
+  /** Run once the attempt's body has settled: what it borrowed for its requests (a pooled Stripe client) goes back. */
+  readonly settled?: (() => void)[];
 }
 
 /** An error an activity has already classified. Converted to an ApplicationFailure by runAttempt, never thrown past it. */
@@ -101,6 +103,7 @@ export function createAttemptRunner(deps: {
       requests: 0,
       providerRequestId: null,
       ledger,
+      settled: [],
     };
     // The SDK's activity logger adds the workflow id, the activity and its attempt.
     const logged = { step: call.step, operationId: call.operationId, key: call.key };
@@ -122,7 +125,9 @@ export function createAttemptRunner(deps: {
         throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, wait);
       }
       admitted = true;
-      const value = await ledger.run(() => fn(attempt));
+      const value = await ledger
+        .run(() => fn(attempt))
+        .finally(() => attempt.settled?.forEach((giveBack) => giveBack()));
       admitted = false;
       if (attempt.requests > 0) breaker?.succeeded();
       else breaker?.abstained();
