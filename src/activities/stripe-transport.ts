@@ -133,6 +133,7 @@ function whenConnected(socket: Socket, then: () => void): void {
   socket.once(socket instanceof tls.TLSSocket ? 'secureConnect' : 'connect', then);
 }
 
+/** An answer read whole (no streamed ones are asked for, nor any resent: the SDK's dispose and toStream go unused). */
 class TransportResponse extends Stripe.HttpClientResponse {
   constructor(
     private readonly res: http.IncomingMessage,
@@ -146,19 +147,6 @@ class TransportResponse extends Stripe.HttpClientResponse {
 
   override getRawResponse(): http.IncomingMessage {
     return this.res;
-  }
-
-  override toStream(done: () => void): http.IncomingMessage {
-    this.res.once('end', () => {
-      clearTimeout(this.timer);
-      done();
-    });
-    return this.res;
-  }
-
-  dispose(): void {
-    clearTimeout(this.timer);
-    this.res.destroy();
   }
 
   override toJSON(): Promise<unknown> {
