@@ -1,14 +1,13 @@
 // The notification activities: each hands one email to the mail server, at most once per claim on its outbox entry
 // (outbox.ts), by a deadline fixed before its stamp, and records the server's answer (or a person's word on it).
 import { Context } from '@temporalio/activity';
-import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
+import type { NodemailerError, SentMessageInfo } from 'nodemailer';
 import { refundMetrics } from '../observability/metrics';
 import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type Evidenced, type NotificationReceipt } from '../contract';
-import type { OrderStore } from '../store';
 import { Classified, recordingEffect, stepCall, type Attempt, type AttemptRunner } from './attempt';
-import type { MessageLog } from './message-log';
+import type { ActivityDeps } from '.';
 import { cartOf } from './checkout';
 import { checkoutMail, type CheckoutMailInput, type CheckoutMailKind } from './checkout-mail';
 import { DEFAULT_DIGEST_TO, digestMail, type DigestInput } from './attention-digest';
@@ -26,19 +25,12 @@ import { attemptTimeSpent, beforeRequest, sendDeadline, SMTP_SEND_MARGIN_MS } fr
 import { reachedServer, smtpFailure } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
-export interface NotificationDeps {
-  /** Who reads the operators' digest (DIGEST_TO). */
-  digestTo?: string;
-  mail: Transporter;
-  store: OrderStore;
-  mailFrom: string;
+export type NotificationDeps = Pick<ActivityDeps, 'digestTo' | 'mail' | 'store' | 'mailFrom' | 'messageLog'> & {
   attempt: AttemptRunner;
   policy: RecoveryPolicy;
   /** The longest one send may take (tests shorten it); what is left of the attempt cuts it shorter. */
   maxSendMs?: number;
-  /** The mail provider's log of accepted messages (MAIL_LOG_URL): hand-overs whose outcome is unknown are settled there. */
-  messageLog?: MessageLog;
-}
+};
 
 /** Outside an attempt nothing else bounds a send; inside one, what is left of its start-to-close does. */
 const MAX_SEND_MS = 5 * 60_000;
@@ -64,8 +56,6 @@ export function createNotificationActivities(deps: NotificationDeps) {
     // Only this attempt's own hand-over is freed: another's, begun once this one's bound had passed, is left alone.
     const release = () => store.releaseNotification(key, held.stamp);
 
-    let info: SentMessageInfo;
-    const handedOver = () => (attempt.requests += 1);
     await beforeRequest(attempt);
     // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
     const timeout = deadline.left();
@@ -73,32 +63,25 @@ export function createNotificationActivities(deps: NotificationDeps) {
       await release();
       throw attemptTimeSpent();
     }
-    try {
-      info = await deps.mail.sendMail({
-        from: deps.mailFrom,
-        to,
-        subject,
-        text,
-        messageId: ctx.messageId,
-        headers: { 'X-Operation-Key': key },
-        signal: AbortSignal.timeout(timeout),
-      });
-      handedOver();
-    } catch (err) {
-      const failure = smtpFailure(err as NodemailerError, ctx);
-      if (reachedServer(failure)) handedOver();
-      if (failure.certainty !== 'not_executed') {
-        const facts = { ...ctx, sendingSince: held.stamp };
-        // With a message log, the next attempt asks it once the message could show there: past this send's bound.
-        if (deps.messageLog) {
-          const logShowsIn = deadline.offWireBy + deps.messageLog.consistencyMs - Date.now();
-          throw awaitingLog(facts, Math.max(0, logShowsIn), err as Error);
+    const email = { from: deps.mailFrom, to, subject, text, messageId: ctx.messageId };
+    const info: SentMessageInfo = await deps.mail
+      .sendMail({ ...email, headers: { 'X-Operation-Key': key }, signal: AbortSignal.timeout(timeout) })
+      .catch(async (err: NodemailerError) => {
+        const failure = smtpFailure(err, ctx);
+        if (reachedServer(failure)) attempt.requests += 1;
+        if (failure.certainty !== 'not_executed') {
+          const facts = { ...ctx, sendingSince: held.stamp };
+          // With a message log, the next attempt asks it once the message could show there: past this send's bound.
+          if (deps.messageLog) {
+            const logShowsIn = deadline.offWireBy + deps.messageLog.consistencyMs - Date.now();
+            throw awaitingLog(facts, Math.max(0, logShowsIn), err);
+          }
+          throw outcomeUnknown(facts, 'this attempt', err);
         }
-        throw outcomeUnknown(facts, 'this attempt', err as NodemailerError);
-      }
-      await release();
-      throw failure;
-    }
+        await release();
+        throw failure;
+      });
+    attempt.requests += 1;
     if (info.rejected?.length) {
       if (info.accepted?.length) {
         // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.
