@@ -108,6 +108,14 @@ export function createAttemptRunner(deps: {
     // The SDK's activity logger adds the workflow id, the activity and its attempt.
     const logged = { step: call.step, operationId: call.operationId, key: call.key };
     const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
+    const stepRows = async () => (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
+    /** Records how the attempt ended (unless its effect's transaction did); returns the step's ledger in this run. */
+    const finish = async (end: AttemptEnd) => {
+      const finished = await bestEffort(() => ledger.finish(end));
+      if (finished?.alone)
+        return [{ attempt: info.attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
+      return (await stepRows()).map(summary);
+    };
     let admitted = false;
     try {
       const refused = breaker?.admit();
@@ -115,8 +123,7 @@ export function createAttemptRunner(deps: {
         // An open breaker fails the attempt at once, sending nothing (its own row not even begun); Temporal retries it
         // after the breaker's wait. If an earlier attempt of the step may have taken effect, the failure says so, and
         // should the retries run out while refused, the step ends UNKNOWN_OUTCOME (retryDecision), never "not executed".
-        const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
-        const open = earlier.find((a) => mayHaveTakenEffect(a));
+        const open = (await stepRows()).find((a) => mayHaveTakenEffect(a));
         const wait = { retryAfterMs: refused.retryAfterMs };
         if (open) {
           const message = `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`;
@@ -138,8 +145,7 @@ export function createAttemptRunner(deps: {
         transportRequests: attempt.requests,
         providerRequestId: attempt.providerRequestId,
       });
-      const rows = await finish(call, ledger, runId, info.attempt, succeeded(attempt));
-      return { ...value, evidence: { attempt: info.attempt, ledger: rows } };
+      return { ...value, evidence: { attempt: info.attempt, ledger: await finish(succeeded(attempt)) } };
     } catch (err) {
       const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
       if (admitted) {
@@ -161,11 +167,7 @@ export function createAttemptRunner(deps: {
       };
       const transportRequests = attempt.requests;
       log.warn('step attempt failed', { ...logged, code: decision.code, transportRequests, ...end });
-      const rows = await finish(call, ledger, runId, info.attempt, {
-        ...end,
-        transportRequests,
-        outcome: decision.code,
-      });
+      const rows = await finish({ ...end, transportRequests, outcome: decision.code });
       const details: FailureDetails & { ledger: AttemptSummary[] } = {
         ...end,
         code: decision.code,
@@ -213,14 +215,6 @@ export function createAttemptRunner(deps: {
       };
     }
     return { code: c.code, reason: c.reason, nextDelayMs: delay, message: undefined };
-  }
-
-  /** Records how the attempt ended (unless its effect's transaction did); returns the step's ledger in this run. */
-  async function finish(call: StepCall, ledger: OpenAttempt, runId: string, attempt: number, end: AttemptEnd) {
-    const finished = await bestEffort(() => ledger.finish(end));
-    if (finished?.alone) return [{ attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
-    const rows = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
-    return rows.map(summary);
   }
 }
 
