@@ -143,10 +143,5 @@ function provesNothingSent(failure: Classified): boolean {
   if (failure.certainty !== 'not_executed') return false;
   if (failure.reason === 'attempt_time_spent' || failure.reason === 'connection_failed_before_send') return true;
   const status = failure.extra.provider?.statusCode;
-  return (
-    typeof status === 'number' &&
-    status < 500 &&
-    typeof failure.extra.providerRequestId === 'string' &&
-    failure.extra.providerRequestId !== ''
-  );
+  return typeof status === 'number' && status < 500 && !!failure.extra.providerRequestId;
 }
