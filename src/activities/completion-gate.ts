@@ -1,7 +1,7 @@
 // The completion gate: before a run may say "completed", the provider's receipt, the order's refund, the notice and
 // the audit trail must agree. What a step returned is never evidence on its own.
 import type Stripe from 'stripe';
-import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
+import { lookupKey, type Evidenced, type GateFinding, type GateResult } from '../contract';
 import type { OrderStore } from '../store';
 import { recordingEffect, stepCall, type AttemptRunner } from './attempt';
 import { paymentFailure } from './stripe-failures';
@@ -141,9 +141,7 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
   }
 
   /** The provider's signed word that the refund succeeded, as the receiver recorded it, when the run was handed one. */
-  async function signedSuccess(
-    input: CheckCompletionInput,
-  ): Promise<(ProviderView & { eventId: string; receipt: RefundReceipt }) | undefined> {
+  async function signedSuccess(input: CheckCompletionInput) {
     if (!input.providerEventId) return undefined;
     const [event, op] = await Promise.all([
       store.providerEvents.get(input.providerEventId),

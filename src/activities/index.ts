@@ -38,7 +38,7 @@ export interface ActivityDeps {
 
 export function createActivities(deps: ActivityDeps) {
   const { store, settings } = deps;
-  // Each attempt sends with a client of its own, which tells it of every request.
+  // Each attempt sends with a client lent to it alone, which tells it of every request.
   const stripe = (attempt: Attempt) => stripeIn(deps.stripe, attempt);
   // Per worker: each worker process judges the providers' health from its own calls.
   const breakers = new Breakers(settings.policy.breaker);

@@ -39,11 +39,9 @@ const READ_AGENTS = {
 /** What the SDK hands its HTTP client for one request: host, port, path, method, headers, body, protocol, timeout. */
 type RequestArgs = Parameters<Stripe.HttpClient['makeRequest']>;
 
+/** `attempt`: the activity attempt this client sends for, told of every request (none outside one, e.g. in the CLIs). */
 export class StripeTransport extends Stripe.HttpClient {
-  /**
-   * `attempt`: the activity attempt this client sends for, told of every request (none outside one, e.g. in the CLIs);
-   * null while a pooled client is given back: it sends nothing until it is lent again.
-   */
+  /** Null while its pooled client is given back: it sends nothing until it is lent again. */
   constructor(public attempt?: Attempt | null) {
     super();
   }
