@@ -24,12 +24,6 @@ export interface CheckCompletionInput {
   providerEventId?: string;
 }
 
-/** What the gate reads of the provider's refund, from the API or from a signed event. */
-type ProviderView = Pick<Stripe.Refund, 'id' | 'status' | 'amount' | 'currency'> & {
-  metadata: Record<string, string> | null;
-  failure_reason?: string | null;
-};
-
 /** Audit events a completed operation must have, in this order. */
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
 
@@ -50,7 +44,7 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
         // The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it.
         (async () => {
           const event = await signedSuccess(input);
-          const refund: ProviderView = event ?? (await stripe.refunds.retrieve(input.refundId));
+          const refund = event ?? (await stripe.refunds.retrieve(input.refundId));
           return { event, refund };
         })(),
         listRefunds(stripe, input.paymentIntentId),

@@ -1,13 +1,14 @@
 // The notification activities: each hands one email to the mail server, at most once per claim on its outbox entry
 // (outbox.ts), by a deadline fixed before its stamp, and records the server's answer (or a person's word on it).
 import { Context } from '@temporalio/activity';
-import type { NodemailerError, SentMessageInfo } from 'nodemailer';
+import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
+import type { OrderStore } from '../store';
 import { refundMetrics } from '../observability/metrics';
 import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type Evidenced, type NotificationReceipt } from '../contract';
 import { Classified, recordingEffect, stepCall, type Attempt, type AttemptRunner } from './attempt';
-import type { ActivityDeps } from '.';
+import type { MessageLog } from './message-log';
 import { cartOf } from './checkout';
 import { checkoutMail, type CheckoutMailInput, type CheckoutMailKind } from './checkout-mail';
 import { DEFAULT_DIGEST_TO, digestMail, type DigestInput } from './attention-digest';
@@ -25,12 +26,19 @@ import { attemptTimeSpent, beforeRequest, sendDeadline, SMTP_SEND_MARGIN_MS } fr
 import { reachedServer, smtpFailure } from './smtp-failures';
 import { storeFailure } from './store-failures';
 
-export type NotificationDeps = Pick<ActivityDeps, 'digestTo' | 'mail' | 'store' | 'mailFrom' | 'messageLog'> & {
+export interface NotificationDeps {
+  /** Who reads the operators' digest (DIGEST_TO). */
+  digestTo?: string;
+  mail: Transporter;
+  store: OrderStore;
+  mailFrom: string;
   attempt: AttemptRunner;
   policy: RecoveryPolicy;
   /** The longest one send may take (tests shorten it); what is left of the attempt cuts it shorter. */
   maxSendMs?: number;
-};
+  /** The mail provider's log of accepted messages (MAIL_LOG_URL): hand-overs whose outcome is unknown are settled there. */
+  messageLog?: MessageLog;
+}
 
 /** Outside an attempt nothing else bounds a send; inside one, what is left of its start-to-close does. */
 const MAX_SEND_MS = 5 * 60_000;
