@@ -96,6 +96,7 @@ export function createAttemptRunner(deps: {
     const metrics = refundMetrics(metricMeter);
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
     const ledger = deps.log.openAttempt({ ...call, workflowId, runId, attempt: info.attempt });
+    const settled: (() => void)[] = [];
     const attempt: Attempt = {
       actor: info.workflowExecution?.workflowId ?? 'activity',
       startedAtMs: Date.now(),
@@ -103,7 +104,7 @@ export function createAttemptRunner(deps: {
       requests: 0,
       providerRequestId: null,
       ledger,
-      settled: [],
+      settled,
     };
     // The SDK's activity logger adds the workflow id, the activity and its attempt.
     const logged = { step: call.step, operationId: call.operationId, key: call.key };
@@ -132,9 +133,7 @@ export function createAttemptRunner(deps: {
         throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, wait);
       }
       admitted = true;
-      const value = await ledger
-        .run(() => fn(attempt))
-        .finally(() => attempt.settled?.forEach((giveBack) => giveBack()));
+      const value = await ledger.run(() => fn(attempt)).finally(() => settled.forEach((giveBack) => giveBack()));
       admitted = false;
       if (attempt.requests > 0) breaker?.succeeded();
       else breaker?.abstained();

@@ -77,10 +77,7 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
 
       check(
         'order_refund_state',
-        applied !== undefined &&
-          applied.refundId === refund.id &&
-          applied.amount === input.amount &&
-          applied.revertedByKey === null,
+        applied?.refundId === refund.id && applied.amount === input.amount && applied.revertedByKey === null,
         applied
           ? `order ${applied.orderId} records ${applied.refundId} for ${applied.amount}${applied.revertedByKey ? `, reverted by ${applied.revertedByKey}` : ''}`
           : 'the order records no refund for this operation',

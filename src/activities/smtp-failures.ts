@@ -13,6 +13,7 @@ export type SmtpErrorFacts = ReturnType<typeof smtpFacts>;
 
 const replied = (f: SmtpErrorFacts, test: (code: number) => boolean) => f.responseCode !== null && test(f.responseCode);
 const RATE_TEXT = /rate|too many|throttl|try again later|retry after/i;
+const RETRY_IN = /(?:retry after|try again in)\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds?|m|min|minutes?)?\b/i;
 const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
 const rateLimited = (f: SmtpErrorFacts) => replied(f, (c) => c >= 400) && RATE_TEXT.test(f.response ?? '');
 const connectTimeout = (f: SmtpErrorFacts) =>
@@ -61,9 +62,7 @@ export function classifySmtpError(err: NodemailerError) {
 
 /** SMTP has no Retry-After header; servers that rate-limit say it in words ("retry after 30s", "try again in 2 seconds"). */
 export function smtpRetryAfterMs(response: string | null): number | null {
-  const match = /(?:retry after|try again in)\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds?|m|min|minutes?)?\b/i.exec(
-    response ?? '',
-  );
+  const match = RETRY_IN.exec(response ?? '');
   if (!match) return null;
   const value = Number(match[1]);
   const unit = (match[2] ?? 's').toLowerCase();
