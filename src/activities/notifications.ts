@@ -2,11 +2,11 @@
 // (outbox.ts), by a deadline fixed before its stamp, and records the server's answer (or a person's word on it).
 import { Context } from '@temporalio/activity';
 import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
-import type { OrderStore } from '../store';
 import { refundMetrics } from '../observability/metrics';
 import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type Evidenced, type NotificationReceipt } from '../contract';
+import type { OrderStore } from '../store';
 import { Classified, recordingEffect, stepCall, type Attempt, type AttemptRunner } from './attempt';
 import type { MessageLog } from './message-log';
 import { cartOf } from './checkout';
