@@ -32,6 +32,8 @@ export interface Attempt {
   sendBy?: number;
   /** The attempt's ledger row (none for attempts run without a store, e.g. in unit tests). */
   readonly ledger?: OpenAttempt;
+  /** Run once the attempt's body has settled: what it borrowed for its requests (a pooled Stripe client) goes back. */
+  readonly settled?: (() => void)[];
 }
 
 /** An error an activity has already classified. Converted to an ApplicationFailure by runAttempt, never thrown past it. */
@@ -94,6 +96,7 @@ export function createAttemptRunner(deps: {
     const metrics = refundMetrics(metricMeter);
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
     const ledger = deps.log.openAttempt({ ...call, workflowId, runId, attempt: info.attempt });
+    const settled: (() => void)[] = [];
     const attempt: Attempt = {
       actor: info.workflowExecution?.workflowId ?? 'activity',
       startedAtMs: Date.now(),
@@ -101,10 +104,19 @@ export function createAttemptRunner(deps: {
       requests: 0,
       providerRequestId: null,
       ledger,
+      settled,
     };
     // The SDK's activity logger adds the workflow id, the activity and its attempt.
     const logged = { step: call.step, operationId: call.operationId, key: call.key };
     const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
+    const stepRows = async () => (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
+    /** Records how the attempt ended (unless its effect's transaction did); returns the step's ledger in this run. */
+    const finish = async (end: AttemptEnd) => {
+      const finished = await bestEffort(() => ledger.finish(end));
+      if (finished?.alone)
+        return [{ attempt: info.attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
+      return (await stepRows()).map(summary);
+    };
     let admitted = false;
     try {
       const refused = breaker?.admit();
@@ -112,8 +124,7 @@ export function createAttemptRunner(deps: {
         // An open breaker fails the attempt at once, sending nothing (its own row not even begun); Temporal retries it
         // after the breaker's wait. If an earlier attempt of the step may have taken effect, the failure says so, and
         // should the retries run out while refused, the step ends UNKNOWN_OUTCOME (retryDecision), never "not executed".
-        const earlier = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
-        const open = earlier.find((a) => mayHaveTakenEffect(a));
+        const open = (await stepRows()).find((a) => mayHaveTakenEffect(a));
         const wait = { retryAfterMs: refused.retryAfterMs };
         if (open) {
           const message = `${refused.message}; attempt ${open.attempt} of this step may have taken effect (${open.reason ?? 'it never finished'})`;
@@ -122,7 +133,7 @@ export function createAttemptRunner(deps: {
         throw new Classified('CAPACITY', 'not_executed', 'circuit_open', refused.message, wait);
       }
       admitted = true;
-      const value = await ledger.run(() => fn(attempt));
+      const value = await ledger.run(() => fn(attempt)).finally(() => settled.forEach((giveBack) => giveBack()));
       admitted = false;
       if (attempt.requests > 0) breaker?.succeeded();
       else breaker?.abstained();
@@ -133,8 +144,7 @@ export function createAttemptRunner(deps: {
         transportRequests: attempt.requests,
         providerRequestId: attempt.providerRequestId,
       });
-      const rows = await finish(call, ledger, runId, info.attempt, succeeded(attempt));
-      return { ...value, evidence: { attempt: info.attempt, ledger: rows } };
+      return { ...value, evidence: { attempt: info.attempt, ledger: await finish(succeeded(attempt)) } };
     } catch (err) {
       const c = err instanceof CancelledFailure ? undefined : err instanceof Classified ? err : classify(err);
       if (admitted) {
@@ -156,11 +166,7 @@ export function createAttemptRunner(deps: {
       };
       const transportRequests = attempt.requests;
       log.warn('step attempt failed', { ...logged, code: decision.code, transportRequests, ...end });
-      const rows = await finish(call, ledger, runId, info.attempt, {
-        ...end,
-        transportRequests,
-        outcome: decision.code,
-      });
+      const rows = await finish({ ...end, transportRequests, outcome: decision.code });
       const details: FailureDetails & { ledger: AttemptSummary[] } = {
         ...end,
         code: decision.code,
@@ -208,14 +214,6 @@ export function createAttemptRunner(deps: {
       };
     }
     return { code: c.code, reason: c.reason, nextDelayMs: delay, message: undefined };
-  }
-
-  /** Records how the attempt ended (unless its effect's transaction did); returns the step's ledger in this run. */
-  async function finish(call: StepCall, ledger: OpenAttempt, runId: string, attempt: number, end: AttemptEnd) {
-    const finished = await bestEffort(() => ledger.finish(end));
-    if (finished?.alone) return [{ attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
-    const rows = (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
-    return rows.map(summary);
   }
 }
 

@@ -1,7 +1,7 @@
 // The completion gate: before a run may say "completed", the provider's receipt, the order's refund, the notice and
 // the audit trail must agree. What a step returned is never evidence on its own.
 import type Stripe from 'stripe';
-import { lookupKey, type Evidenced, type GateFinding, type GateResult, type RefundReceipt } from '../contract';
+import { lookupKey, type Evidenced, type GateFinding, type GateResult } from '../contract';
 import type { OrderStore } from '../store';
 import { recordingEffect, stepCall, type AttemptRunner } from './attempt';
 import { paymentFailure } from './stripe-failures';
@@ -24,12 +24,6 @@ export interface CheckCompletionInput {
   providerEventId?: string;
 }
 
-/** What the gate reads of the provider's refund, from the API or from a signed event. */
-type ProviderView = Pick<Stripe.Refund, 'id' | 'status' | 'amount' | 'currency'> & {
-  metadata: Record<string, string> | null;
-  failure_reason?: string | null;
-};
-
 /** Audit events a completed operation must have, in this order. */
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
 
@@ -50,7 +44,7 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
         // The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it.
         (async () => {
           const event = await signedSuccess(input);
-          const refund: ProviderView = event ?? (await stripe.refunds.retrieve(input.refundId));
+          const refund = event ?? (await stripe.refunds.retrieve(input.refundId));
           return { event, refund };
         })(),
         listRefunds(stripe, input.paymentIntentId),
@@ -83,10 +77,7 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
 
       check(
         'order_refund_state',
-        applied !== undefined &&
-          applied.refundId === refund.id &&
-          applied.amount === input.amount &&
-          applied.revertedByKey === null,
+        applied?.refundId === refund.id && applied.amount === input.amount && applied.revertedByKey === null,
         applied
           ? `order ${applied.orderId} records ${applied.refundId} for ${applied.amount}${applied.revertedByKey ? `, reverted by ${applied.revertedByKey}` : ''}`
           : 'the order records no refund for this operation',
@@ -141,9 +132,7 @@ export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStor
   }
 
   /** The provider's signed word that the refund succeeded, as the receiver recorded it, when the run was handed one. */
-  async function signedSuccess(
-    input: CheckCompletionInput,
-  ): Promise<(ProviderView & { eventId: string; receipt: RefundReceipt }) | undefined> {
+  async function signedSuccess(input: CheckCompletionInput) {
     if (!input.providerEventId) return undefined;
     const [event, op] = await Promise.all([
       store.providerEvents.get(input.providerEventId),

@@ -56,6 +56,8 @@ export function refundCreation(deps: PaymentDeps) {
     const settle = (update: OperationUpdate, event: string, failure: Classified) =>
       log.settle(operationId, update, actor, event, { message: failure.message });
     const record = { ...op, receipt: op.refund };
+    const asked = { payment_intent: input.paymentIntentId, amount: input.amount, reason: input.reason };
+    const metadata = { order_id: input.orderId, operation_id: operationId };
     return sendOnce<typeof record, RefundReceipt, Stripe.Response<Stripe.Refund>>(attempt, {
       ...stripeSend,
       record,
@@ -71,16 +73,7 @@ export function refundCreation(deps: PaymentDeps) {
           throw new Classified('UNKNOWN_OUTCOME', 'may_have_executed', 'later_version_exists', message, { cause: err });
         }
       },
-      request: (timeout) =>
-        stripe.refunds.create(
-          {
-            payment_intent: input.paymentIntentId,
-            amount: input.amount,
-            reason: input.reason,
-            metadata: { order_id: input.orderId, operation_id: operationId },
-          },
-          { idempotencyKey, timeout },
-        ),
+      request: (timeout) => stripe.refunds.create({ ...asked, metadata }, { idempotencyKey, timeout }),
       recordUnknown: (failure) =>
         settle({ status: 'unknown', reason: failure.reason }, 'refund_outcome_unknown', failure),
       recordAbsent: async (failure, ifRequestsSent) => {
@@ -143,10 +136,5 @@ function provesNothingSent(failure: Classified): boolean {
   if (failure.certainty !== 'not_executed') return false;
   if (failure.reason === 'attempt_time_spent' || failure.reason === 'connection_failed_before_send') return true;
   const status = failure.extra.provider?.statusCode;
-  return (
-    typeof status === 'number' &&
-    status < 500 &&
-    typeof failure.extra.providerRequestId === 'string' &&
-    failure.extra.providerRequestId !== ''
-  );
+  return typeof status === 'number' && status < 500 && !!failure.extra.providerRequestId;
 }

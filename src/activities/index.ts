@@ -1,17 +1,14 @@
 import type { Client } from '@temporalio/client';
 import type Stripe from 'stripe';
-import type { Transporter } from 'nodemailer';
 import type { RunSettings } from '../contract';
 import type { DecisionPolicy } from '../reliability/policy';
-import type { OrderStore } from '../store';
 import { Breakers } from '../reliability/circuit-breaker';
 import { createAttemptRunner, type Attempt } from './attempt';
 import { createCheckoutActivities } from './checkout';
 import { createSweepActivities } from './sweep';
 import { createCompletionGate } from './completion-gate';
 import { createFollowUpActivities } from './follow-up';
-import type { MessageLog } from './message-log';
-import { createNotificationActivities } from './notifications';
+import { createNotificationActivities, type NotificationDeps } from './notifications';
 import { createOperationActivities } from './operations';
 import { createOrderActivities } from './orders';
 import { createQueueActivities } from './queue';
@@ -19,26 +16,20 @@ import { refundCreation } from './create-refund';
 import { refundReconciliation } from './reconcile-refund';
 import { stripeIn } from './stripe-client';
 
-export interface ActivityDeps {
+/** The worker's clients and settings: its store and mail as the notifications take them, and the rest. */
+export interface ActivityDeps extends Omit<NotificationDeps, 'attempt' | 'policy' | 'maxSendMs'> {
   stripe: Stripe;
-  store: OrderStore;
-  mail: Transporter;
-  mailFrom: string;
-  /** The mail provider's log of accepted messages (MAIL_LOG_URL), where unknown hand-overs are settled. */
-  messageLog?: MessageLog;
   /** The scope, recovery policy and provider windows every run gets from this worker. */
   settings: RunSettings;
   /** For scheduled work that reads visibility (the digest, the sweep). */
   temporal?: Client;
-  /** Who reads the operators' digest. */
-  digestTo?: string;
   /** The admission limit a batch respects when it takes queued refunds (ADMISSION_MAX_BACKLOG); none: no limit. */
   maxBacklog?: number;
 }
 
 export function createActivities(deps: ActivityDeps) {
   const { store, settings } = deps;
-  // Each attempt sends with a client of its own, which tells it of every request.
+  // Each attempt sends with a client lent to it alone, which tells it of every request.
   const stripe = (attempt: Attempt) => stripeIn(deps.stripe, attempt);
   // Per worker: each worker process judges the providers' health from its own calls.
   const breakers = new Breakers(settings.policy.breaker);

@@ -64,8 +64,6 @@ export function createNotificationActivities(deps: NotificationDeps) {
     // Only this attempt's own hand-over is freed: another's, begun once this one's bound had passed, is left alone.
     const release = () => store.releaseNotification(key, held.stamp);
 
-    let info: SentMessageInfo;
-    const handedOver = () => (attempt.requests += 1);
     await beforeRequest(attempt);
     // A worker stalled since its stamp (the store, the ledger, a pause) sends nothing that could outlive its bound.
     const timeout = deadline.left();
@@ -73,32 +71,25 @@ export function createNotificationActivities(deps: NotificationDeps) {
       await release();
       throw attemptTimeSpent();
     }
-    try {
-      info = await deps.mail.sendMail({
-        from: deps.mailFrom,
-        to,
-        subject,
-        text,
-        messageId: ctx.messageId,
-        headers: { 'X-Operation-Key': key },
-        signal: AbortSignal.timeout(timeout),
-      });
-      handedOver();
-    } catch (err) {
-      const failure = smtpFailure(err as NodemailerError, ctx);
-      if (reachedServer(failure)) handedOver();
-      if (failure.certainty !== 'not_executed') {
-        const facts = { ...ctx, sendingSince: held.stamp };
-        // With a message log, the next attempt asks it once the message could show there: past this send's bound.
-        if (deps.messageLog) {
-          const logShowsIn = deadline.offWireBy + deps.messageLog.consistencyMs - Date.now();
-          throw awaitingLog(facts, Math.max(0, logShowsIn), err as Error);
+    const email = { from: deps.mailFrom, to, subject, text, messageId: ctx.messageId };
+    const info: SentMessageInfo = await deps.mail
+      .sendMail({ ...email, headers: { 'X-Operation-Key': key }, signal: AbortSignal.timeout(timeout) })
+      .catch(async (err: NodemailerError) => {
+        const failure = smtpFailure(err, ctx);
+        if (reachedServer(failure)) attempt.requests += 1;
+        if (failure.certainty !== 'not_executed') {
+          const facts = { ...ctx, sendingSince: held.stamp };
+          // With a message log, the next attempt asks it once the message could show there: past this send's bound.
+          if (deps.messageLog) {
+            const logShowsIn = deadline.offWireBy + deps.messageLog.consistencyMs - Date.now();
+            throw awaitingLog(facts, Math.max(0, logShowsIn), err);
+          }
+          throw outcomeUnknown(facts, 'this attempt', err);
         }
-        throw outcomeUnknown(facts, 'this attempt', err as NodemailerError);
-      }
-      await release();
-      throw failure;
-    }
+        await release();
+        throw failure;
+      });
+    attempt.requests += 1;
     if (info.rejected?.length) {
       if (info.accepted?.length) {
         // The server took the message for the other recipients, so the entry stays sending: a resend would repeat it.

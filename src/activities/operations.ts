@@ -79,23 +79,16 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       for (const op of others) {
         if (op.operationVersion < request.operationVersion && (await unsettled(op))) blockers.push(op);
       }
-      return {
-        order: { ...order, customerEmail: maskEmails(order.customerEmail) },
-        operation,
-        created,
-        problem,
-        blockers,
-        settings: pinned,
-      };
+      // The order as history may carry it: its customer's address masked.
+      const masked = { ...order, customerEmail: maskEmails(order.customerEmail) };
+      return { order: masked, operation, created, problem, blockers, settings: pinned };
     });
   }
 
   /** An earlier operation whose effect the order may not show: a send unproven, or a refund not on the order yet. */
   async function unsettled(op: OperationRecord): Promise<boolean> {
-    if (unproven(op)) return true;
-    return (
-      (op.status === 'refunded' || op.status === 'partial') && (await store.appliedRefund(op.operationId)) === undefined
-    );
+    const refunded = op.status === 'refunded' || op.status === 'partial';
+    return unproven(op) || (refunded && (await store.appliedRefund(op.operationId)) === undefined);
   }
 
   /** The run's own state is the record; this leaves its verdict beside the operation's evidence. */

@@ -169,13 +169,8 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
       const provider = { key: input.key, messageId: entry.messageId };
       throw new Classified('PERMANENT_BUSINESS', 'not_executed', 'no_unknown_handover', message, { provider });
     }
-    return {
-      key: input.key,
-      messageId: entry.messageId,
-      recipient: maskEmails(entry.recipient),
-      providerResponse: entry.providerResponse ?? '',
-      alreadySent: true,
-    };
+    const mail = { key: input.key, messageId: entry.messageId, recipient: maskEmails(entry.recipient) };
+    return { ...mail, providerResponse: entry.providerResponse ?? '', alreadySent: true };
   };
 
   return { claimHandOver, confirmDelivered };

@@ -94,19 +94,14 @@ export function refundReconciliation(deps: PaymentDeps) {
           ? `; ${found.length} refunds carry this operation id (${found.map((r) => r.id).join(', ')})`
           : '';
       const update = refundUpdate(refund, receipt, input);
-      if (update.status === 'failed') {
-        await settle(update, { result: 'failed' });
-        const why = refund.failure_reason ?? 'no reason given';
-        return reply('failed', `refund ${refund.id} ${refund.status} (${why})${extra}`, receipt);
-      }
-      if (update.status === 'partial') {
-        await settle(update, { result: 'partial' });
-        const asked = `${input.amount} ${input.currency}`;
-        const note = `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${asked} asked${extra}`;
-        return reply('partial', note, receipt);
-      }
-      await settle(update, { result: 'completed', refundId: refund.id });
-      return reply('completed', `refund ${refund.id} exists (${refund.status})${extra}`, receipt);
+      const result = update.status === 'failed' || update.status === 'partial' ? update.status : 'completed';
+      await settle(update, result === 'completed' ? { result, refundId: refund.id } : { result });
+      const notes = {
+        failed: `refund ${refund.id} ${refund.status} (${refund.failure_reason ?? 'no reason given'})`,
+        partial: `refund ${refund.id} is ${refund.amount} ${refund.currency} of the ${input.amount} ${input.currency} asked`,
+        completed: `refund ${refund.id} exists (${refund.status})`,
+      };
+      return reply(result, notes[result] + extra, receipt);
     });
     refundMetrics(Context.current().metricMeter).reconciled(answer.result);
     return answer;

@@ -87,10 +87,8 @@ export const insideDedupeWindow = (windows: ProviderWindows, op: Pick<OperationR
  * The latest any recorded send can still be on the wire: each sender's own bound, which may be a longer timeout than
  * this worker's (a rollout); this worker's arithmetic for sends stamped before bounds were recorded. Null if none was.
  */
-export const sendsOffTheWireBy = (windows: ProviderWindows, op: OperationRecord) =>
-  op.lastSentAt === null
-    ? null
-    : Math.max(
-        offTheWireBy(windows, Date.parse(op.lastSentAt)),
-        op.offTheWireBy === null ? 0 : Date.parse(op.offTheWireBy),
-      );
+export function sendsOffTheWireBy(windows: ProviderWindows, op: OperationRecord): number | null {
+  if (op.lastSentAt === null) return null;
+  const recorded = op.offTheWireBy === null ? 0 : Date.parse(op.offTheWireBy);
+  return Math.max(offTheWireBy(windows, Date.parse(op.lastSentAt)), recorded);
+}

@@ -13,7 +13,12 @@ export type SmtpErrorFacts = ReturnType<typeof smtpFacts>;
 
 const replied = (f: SmtpErrorFacts, test: (code: number) => boolean) => f.responseCode !== null && test(f.responseCode);
 const RATE_TEXT = /rate|too many|throttl|try again later|retry after/i;
+const RETRY_IN = /(?:retry after|try again in)\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds?|m|min|minutes?)?\b/i;
 const CONNECT_FAILURES = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH']);
+const rateLimited = (f: SmtpErrorFacts) => replied(f, (c) => c >= 400) && RATE_TEXT.test(f.response ?? '');
+const connectTimeout = (f: SmtpErrorFacts) =>
+  f.code === 'ETIMEDOUT' && (f.timeoutType === 'CONNECT_TIMEOUT' || f.timeoutType === 'GREETING_TIMEOUT');
+const refused = (f: SmtpErrorFacts) => f.originalCode !== null && CONNECT_FAILURES.has(f.originalCode);
 
 export const SMTP_RULES: Rule<SmtpErrorFacts>[] = [
   // 5xx: refused for good. Bad address syntax is our input; anything else is the recipient's side.
@@ -22,30 +27,15 @@ export const SMTP_RULES: Rule<SmtpErrorFacts>[] = [
   rule((f) => replied(f, (c) => c === 503), 'TRANSIENT_DEPENDENCY', 'not_executed', 'bad_sequence'),
   rule((f) => replied(f, (c) => c >= 500), 'PERMANENT_BUSINESS', 'not_executed', 'recipient_rejected'),
   rule((f) => replied(f, (c) => c === 452), 'CAPACITY', 'not_executed', 'server_storage_full'),
-  rule(
-    (f) => replied(f, (c) => c >= 400) && RATE_TEXT.test(f.response ?? ''),
-    'RATE_LIMIT',
-    'not_executed',
-    'rate_limited',
-  ),
+  rule(rateLimited, 'RATE_LIMIT', 'not_executed', 'rate_limited'),
   rule((f) => replied(f, (c) => c === 421 || c === 450), 'RATE_LIMIT', 'not_executed', 'service_busy'),
   rule((f) => replied(f, (c) => c >= 400), 'TRANSIENT_DEPENDENCY', 'not_executed', 'temporary_failure'),
   // Refused before anything reached the server.
   rule((f) => f.code === 'EENVELOPE' || f.code === 'ECONFIG', 'INVALID_ARGUMENTS', 'not_executed', 'envelope_invalid'),
   rule((f) => f.command === 'API' && f.code !== 'ESTREAM', 'TRANSIENT_DEPENDENCY', 'not_executed', 'client_refused'),
   rule((f) => f.code === 'EDNS', 'TRANSIENT_DEPENDENCY', 'not_executed', 'dns_failed'),
-  rule(
-    (f) => f.code === 'ETIMEDOUT' && (f.timeoutType === 'CONNECT_TIMEOUT' || f.timeoutType === 'GREETING_TIMEOUT'),
-    'TRANSIENT_DEPENDENCY',
-    'not_executed',
-    'connect_timeout',
-  ),
-  rule(
-    (f) => f.originalCode !== null && CONNECT_FAILURES.has(f.originalCode),
-    'TRANSIENT_DEPENDENCY',
-    'not_executed',
-    'connection_refused',
-  ),
+  rule(connectTimeout, 'TRANSIENT_DEPENDENCY', 'not_executed', 'connect_timeout'),
+  rule(refused, 'TRANSIENT_DEPENDENCY', 'not_executed', 'connection_refused'),
   // Anything else came after the session began: the message may have been accepted.
   rule((f) => f.code === 'ETIMEDOUT', 'UNKNOWN_OUTCOME', 'may_have_executed', 'reply_timeout'),
   rule(() => true, 'UNKNOWN_OUTCOME', 'may_have_executed', 'connection_lost'),
@@ -72,9 +62,7 @@ export function classifySmtpError(err: NodemailerError) {
 
 /** SMTP has no Retry-After header; servers that rate-limit say it in words ("retry after 30s", "try again in 2 seconds"). */
 export function smtpRetryAfterMs(response: string | null): number | null {
-  const match = /(?:retry after|try again in)\s+(\d+(?:\.\d+)?)\s*(ms|s|sec|secs|seconds?|m|min|minutes?)?\b/i.exec(
-    response ?? '',
-  );
+  const match = RETRY_IN.exec(response ?? '');
   if (!match) return null;
   const value = Number(match[1]);
   const unit = (match[2] ?? 's').toLowerCase();

@@ -10,18 +10,19 @@ export interface StripeClientConfig {
   requestTimeoutMs?: number;
 }
 
-/** How each client made here was configured, so that an attempt can have one of its own. */
-const configs = new WeakMap<Stripe, StripeClientConfig>();
+/** Each client made here: its config, its transport, and the clients lent out for it that no attempt holds now. */
+const made = new WeakMap<Stripe, { cfg: StripeClientConfig; transport: StripeTransport; idle: Stripe[] }>();
 
 export function createStripeClient(cfg: StripeClientConfig, attempt?: Attempt): Stripe {
+  const transport = new StripeTransport(attempt);
   const client = new Stripe(cfg.secretKey, {
     // Temporal's activity retry policy owns retries; our transport gives the SDK no error it would resend on.
     maxNetworkRetries: 0,
-    httpClient: new StripeTransport(attempt),
+    httpClient: transport,
     timeout: cfg.requestTimeoutMs ?? 10_000,
     ...(cfg.apiBase !== undefined && apiBaseConfig(cfg.apiBase)),
   });
-  configs.set(client, cfg);
+  made.set(client, { cfg, transport, idle: [] });
   return client;
 }
 
@@ -30,11 +31,20 @@ export type StripeFor = (attempt: Attempt) => Stripe;
 
 /**
  * The worker's client as `attempt` sends with it (its requests counted and cut to the attempt): the SDK tells its
- * transport nothing of the call, so each attempt has a client of its own. One not made here (a test's) is used as is.
+ * transport nothing of the call, so the attempt holds a client of its own, lent from a pool (building one costs) and
+ * given back once the attempt's body has settled. One not made here (a test's) is used as is.
  */
 export function stripeIn(stripe: Stripe, attempt: Attempt): Stripe {
-  const cfg = configs.get(stripe);
-  return cfg ? createStripeClient(cfg, attempt) : stripe;
+  const pool = made.get(stripe);
+  if (!pool) return stripe;
+  const lent = pool.idle.pop() ?? createStripeClient(pool.cfg);
+  const { transport } = made.get(lent)!;
+  transport.attempt = attempt;
+  attempt.settled?.push(() => {
+    transport.attempt = null;
+    pool.idle.push(lent);
+  });
+  return lent;
 }
 
 function apiBaseConfig(apiBase: string): Pick<Stripe.StripeConfig, 'host' | 'port' | 'protocol'> {

@@ -32,6 +32,11 @@ const serverError = (f: StripeErrorFacts) => status(f) >= 500;
 /** The reason is Stripe's own error code when it gave one. */
 const codeOr = (fallback: string) => (f: StripeErrorFacts) => f.code ?? fallback;
 const unclassified = (f: StripeErrorFacts) => `unclassified_${f.errorType}`;
+const rateLimited = (f: StripeErrorFacts) => status(f) === 429 || f.errorType === 'StripeRateLimitError';
+const keyInUse = (f: StripeErrorFacts) => status(f) === 409 && f.rawType === 'idempotency_error';
+/** A write's 5xx that Stripe stored against the key: a resend would only replay it. */
+const errorStored = (f: StripeErrorFacts) => serverError(f) && f.write && f.shouldRetry === 'false';
+const businessRefusal = (f: StripeErrorFacts) => STRIPE_BUSINESS_CODES.has(f.code ?? '');
 
 export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
   // The request never fully left: nothing can have happened.
@@ -43,42 +48,21 @@ export const STRIPE_RULES: Rule<StripeErrorFacts>[] = [
   rule((f) => lost(f, 'sent'), 'UNKNOWN_OUTCOME', 'may_have_executed', 'response_lost'),
   // A connection error from a transport that could not say how far it got.
   rule(connection, 'UNKNOWN_OUTCOME', 'undeterminable', 'connection_error'),
-  rule(
-    (f) => status(f) === 429 || f.errorType === 'StripeRateLimitError',
-    'RATE_LIMIT',
-    'not_executed',
-    codeOr('rate_limited'),
-  ),
+  rule(rateLimited, 'RATE_LIMIT', 'not_executed', codeOr('rate_limited')),
   // Another request with this key is still executing: it may yet succeed. Resend the same key later.
-  rule(
-    (f) => status(f) === 409 && f.rawType === 'idempotency_error',
-    'STATE_CONFLICT',
-    'may_have_executed',
-    'idempotency_key_in_use',
-  ),
+  rule(keyInUse, 'STATE_CONFLICT', 'may_have_executed', 'idempotency_key_in_use'),
   rule((f) => status(f) === 409, 'STATE_CONFLICT', 'not_executed', codeOr('conflict')),
   // The key was used with other parameters: Stripe refused this request outright.
   rule((f) => f.rawType === 'idempotency_error', 'INVALID_ARGUMENTS', 'not_executed', 'idempotency_key_reused'),
   rule((f) => status(f) === 401, 'PERMISSION_DENIED', 'not_executed', 'authentication_failed'),
   rule((f) => status(f) === 403, 'PERMISSION_DENIED', 'not_executed', 'permission_denied'),
-  // Stripe stored this 5xx against the key and says a resend would only replay it.
-  rule(
-    (f) => serverError(f) && f.write && f.shouldRetry === 'false',
-    'UNKNOWN_OUTCOME',
-    'undeterminable',
-    'provider_error_stored',
-  ),
+  rule(errorStored, 'UNKNOWN_OUTCOME', 'undeterminable', 'provider_error_stored'),
   rule((f) => status(f) === 503, 'CAPACITY', 'not_executed', 'provider_unavailable'),
   rule((f) => serverError(f) && f.write, 'TRANSIENT_DEPENDENCY', 'may_have_executed', 'provider_error'),
   rule(serverError, 'TRANSIENT_DEPENDENCY', 'not_executed', 'provider_error'),
   rule((f) => f.errorType === 'StripeCardError', 'PERMANENT_BUSINESS', 'not_executed', codeOr('card_error')),
   rule((f) => status(f) === 404, 'PERMANENT_BUSINESS', 'not_executed', codeOr('resource_missing')),
-  rule(
-    (f) => STRIPE_BUSINESS_CODES.has(f.code ?? ''),
-    'PERMANENT_BUSINESS',
-    'not_executed',
-    (f) => f.code!,
-  ),
+  rule(businessRefusal, 'PERMANENT_BUSINESS', 'not_executed', (f) => f.code!),
   rule((f) => status(f) >= 400, 'INVALID_ARGUMENTS', 'not_executed', codeOr('invalid_request')),
   // An SDK error with no status and no connection problem (e.g. an unparseable answer): nobody knows.
   rule((f) => f.write, 'POISON', 'undeterminable', unclassified),

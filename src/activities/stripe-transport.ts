@@ -41,7 +41,8 @@ type RequestArgs = Parameters<Stripe.HttpClient['makeRequest']>;
 
 /** `attempt`: the activity attempt this client sends for, told of every request (none outside one, e.g. in the CLIs). */
 export class StripeTransport extends Stripe.HttpClient {
-  constructor(private readonly attempt?: Attempt) {
+  /** Null while its pooled client is given back: it sends nothing until it is lent again. */
+  constructor(public attempt?: Attempt | null) {
     super();
   }
 
@@ -51,18 +52,21 @@ export class StripeTransport extends Stripe.HttpClient {
 
   override makeRequest(...request: RequestArgs): Promise<Stripe.HttpClientResponse> {
     const [, , path, method] = request;
-    return beforeRequest(this.attempt).then(
-      () => this.send(...request),
+    // Read once: the request stays its attempt's should the client be given back and lent again meanwhile.
+    const { attempt } = this;
+    if (attempt === null) return Promise.reject(notSent(`${method} ${path}: not sent: its attempt has ended`));
+    return beforeRequest(attempt).then(
+      () => this.send(attempt, ...request),
       (err: Error) => Promise.reject(notSent(`${method} ${path}: not sent: ${err.message}`)),
     );
   }
 
   private send(
+    attempt: Attempt | undefined,
     ...[host, port, path, method, headers, body, protocol, timeoutMs]: RequestArgs
   ): Promise<Stripe.HttpClientResponse> {
     // Every request ends inside its attempt (what is left of its start-to-close), and a stamped send's by its deadline,
     // whenever they begin: the request's own timeout is cut to what is left.
-    const { attempt } = this;
     const sendBy = attempt?.sendBy;
     const timeout = attempt ? requestTimeout(attempt, timeoutMs) : timeoutMs;
     const left = sendBy === undefined ? timeout : Math.min(timeout, sendBy - Date.now());
@@ -127,6 +131,7 @@ function whenConnected(socket: Socket, then: () => void): void {
   socket.once(socket instanceof tls.TLSSocket ? 'secureConnect' : 'connect', then);
 }
 
+/** An answer read whole (no streamed ones are asked for, nor any resent: the SDK's dispose and toStream go unused). */
 class TransportResponse extends Stripe.HttpClientResponse {
   constructor(
     private readonly res: http.IncomingMessage,
@@ -140,19 +145,6 @@ class TransportResponse extends Stripe.HttpClientResponse {
 
   override getRawResponse(): http.IncomingMessage {
     return this.res;
-  }
-
-  override toStream(done: () => void): http.IncomingMessage {
-    this.res.once('end', () => {
-      clearTimeout(this.timer);
-      done();
-    });
-    return this.res;
-  }
-
-  dispose(): void {
-    clearTimeout(this.timer);
-    this.res.destroy();
   }
 
   override toJSON(): Promise<unknown> {

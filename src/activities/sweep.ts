@@ -80,28 +80,25 @@ export function createSweepActivities(deps: { temporal?: Client }) {
         }
       }
       const until = Date.now() + input.waitMs;
+      /** The report's list a run asked at `at` belongs in now; none while it may still settle within the wait. */
+      const listFor = async (workflowId: string, at: string) => {
+        const handle = c.workflow.getHandle(workflowId);
+        const { status } = await handle.describe();
+        // Completed is the run finishing after its effect was found; anything else ended without saying.
+        if (status.name !== 'RUNNING') return status.name === 'COMPLETED' ? report.reconciled : report.closed;
+        const state = await handle.query(stepsQuery);
+        if (state.effect.status !== 'unknown') return report.reconciled;
+        // Parked again after the request: the lookups ended without an answer.
+        if (state.parked && Date.parse(state.parked.since) >= Date.parse(at)) return report.stillUnknown;
+        return Date.now() >= until ? report.pending : undefined;
+      };
       for (const { workflowId, at } of asked) {
-        for (;;) {
-          const handle = c.workflow.getHandle(workflowId);
-          const described = await handle.describe();
-          if (described.status.name !== 'RUNNING') {
-            // Completed is the run finishing after its effect was found; anything else ended without saying.
-            (described.status.name === 'COMPLETED' ? report.reconciled : report.closed).push(workflowId);
-            break;
-          }
-          const state = await handle.query(stepsQuery);
-          if (state.effect.status !== 'unknown') report.reconciled.push(workflowId);
-          // Parked again after the request: the lookups ended without an answer.
-          else if (state.parked && Date.parse(state.parked.since) >= Date.parse(at))
-            report.stillUnknown.push(workflowId);
-          else if (Date.now() >= until) report.pending.push(workflowId);
-          else {
-            Context.current().heartbeat(workflowId);
-            await new Promise((r) => setTimeout(r, 250));
-            continue;
-          }
-          break;
+        let list: string[] | undefined;
+        while (!(list = await listFor(workflowId, at))) {
+          Context.current().heartbeat(workflowId);
+          await new Promise((r) => setTimeout(r, 250));
         }
+        list.push(workflowId);
       }
       return report;
     },

@@ -7,6 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { Classified, createAttemptRunner, recordingEffect, type Attempt } from '../../src/activities/attempt';
+import type Stripe from 'stripe';
+import { createStripeClient, stripeIn } from '../../src/activities/stripe-client';
 import { StripeTransport } from '../../src/activities/stripe-transport';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
 import { openStore } from '../../src/store';
@@ -106,6 +108,34 @@ it('returns the result with the step’s ledger for this run', async () => {
       ],
     },
   });
+});
+
+it("lends each attempt one of the worker's Stripe clients, given back once its body has settled, failed or not", async () => {
+  const worker = createStripeClient({ secretKey: 'sk_test_1', apiBase: 'http://127.0.0.1:1' });
+  const runner = createAttemptRunner({ policy: DEFAULT_POLICY, log: store.operations });
+  const lent: Stripe[] = [];
+  const borrowing = (then: () => Promise<object>) => async (a: Attempt) => {
+    lent.push(stripeIn(worker, a));
+    return then();
+  };
+  const transient = new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'provider_error', '502');
+  await activityEnv().run(() =>
+    runner(
+      call,
+      never,
+      borrowing(async () => ({})),
+    ),
+  );
+  await failureOf(activityEnv().run(() => runner(call, never, borrowing(failing(transient)))));
+  await activityEnv().run(() =>
+    runner(
+      call,
+      never,
+      borrowing(async () => ({})),
+    ),
+  );
+  expect(lent[0]).not.toBe(worker);
+  expect(new Set(lent).size).toBe(1);
 });
 
 it('knows a first attempt’s ledger without reading it back, and it is what a read returns', async () => {

@@ -3,7 +3,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Attempt } from '../../src/activities/attempt';
-import { createStripeClient } from '../../src/activities/stripe-client';
+import { createStripeClient, stripeIn } from '../../src/activities/stripe-client';
 
 const refund = {
   id: 're_1',
@@ -70,6 +70,40 @@ test('each create opens a connection of its own; reads, from any client, reuse a
   // A create after the reads still opens its own.
   await stripe.refunds.create({ payment_intent: 'pi_1', amount: 100 }, { idempotencyKey: 'k3' });
   expect(connections - reads).toBe(2);
+});
+
+test("attempts borrow the worker's clients in turn: concurrent ones hold different clients, each counting its own requests", async () => {
+  const worker = createStripeClient({ secretKey: 'sk_test_1', apiBase });
+  const attempt = (): Attempt & { settled: (() => void)[] } => ({
+    actor: 'test',
+    startedAtMs: Date.now(),
+    requests: 0,
+    providerRequestId: null,
+    settled: [],
+  });
+  /** One attempt's body: `reads` retrieves, one at a time, on the client it borrowed; then its body settles. */
+  const run = async (a: ReturnType<typeof attempt>, reads: number) => {
+    const stripe = stripeIn(worker, a);
+    for (let i = 0; i < reads; i++) await stripe.refunds.retrieve('re_1');
+    a.settled.forEach((giveBack) => giveBack());
+    return stripe;
+  };
+  const [a, b] = [attempt(), attempt()];
+  const [first, second] = await Promise.all([run(a, 1), run(b, 3)]);
+  expect(first).not.toBe(second);
+  expect(first).not.toBe(worker);
+  expect([a.requests, b.requests]).toEqual([1, 3]);
+
+  // Given back, the same two clients serve the next two attempts: none is built, and counts start from nothing.
+  const [c, d] = [attempt(), attempt()];
+  const [third, fourth] = await Promise.all([run(c, 2), run(d, 1)]);
+  expect(new Set([third, fourth])).toEqual(new Set([first, second]));
+  expect([c.requests, d.requests, a.requests, b.requests]).toEqual([2, 1, 1, 3]);
+
+  // A request on a client after its attempt gave it back (a body that leaked one) is not sent, nor counted.
+  const err = await third.refunds.retrieve('re_1').catch((e: unknown) => e);
+  expect(err).toMatchObject({ detail: { stage: 'not_sent', message: expect.stringMatching(/its attempt has ended/) } });
+  expect([c.requests, d.requests]).toEqual([2, 1]);
 });
 
 describe("a send's deadline", () => {
