@@ -112,12 +112,13 @@ export class SqlOrders {
         );
       }
       const updated = await this.updateOrder(tx, order, refunded);
-      await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_updated', {
+      const detail = {
         refundId: input.refundId,
         amount: input.amount,
         refundedAmount: updated.refundedAmount,
         version: updated.version,
-      });
+      };
+      await this.operations.audit(input.operationId, input.actor ?? 'unknown', 'order_updated', detail, tx);
       return receipt(updated, true);
     });
   }
@@ -156,11 +157,12 @@ export class SqlOrders {
       await tx.run(
         sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`,
       );
-      await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_reverted', {
+      const detail = {
         compensationKey: input.compensationKey,
         refundedAmount: updated.refundedAmount,
         version: updated.version,
-      });
+      };
+      await this.operations.audit(input.operationId, input.actor ?? 'unknown', 'order_reverted', detail, tx);
       return receipt(updated, true);
     });
   }

@@ -16,23 +16,16 @@ export interface ApplyRefundInput {
   actor?: string;
 }
 
-export interface RevertRefundInput {
-  orderId: string;
-  operationId: string;
+export type RevertRefundInput = Pick<ApplyRefundInput, 'orderId' | 'operationId' | 'actor'> & {
   /** The compensation's own key: reverting twice changes nothing. */
   compensationKey: string;
-  actor?: string;
-}
+};
 
 /** An operation's refund as the order records it. */
-export interface AppliedRefund {
-  operationId: string;
-  orderId: string;
-  refundId: string;
-  amount: number;
+export type AppliedRefund = Omit<ApplyRefundInput, 'actor'> & {
   /** Set once a compensation took it off the order again. */
   revertedByKey: string | null;
-}
+};
 
 export interface OutboxEntry {
   key: string;
@@ -102,10 +95,8 @@ export interface AttemptRecord {
 }
 
 export type NewAttempt = Pick<AttemptRecord, 'key' | 'step' | 'operationId' | 'workflowId' | 'runId' | 'attempt'>;
-export type AttemptEnd = Pick<
-  AttemptRecord,
-  'transportRequests' | 'outcome' | 'certainty' | 'reason' | 'retryAfterMs' | 'nextDelayMs' | 'providerRequestId'
->;
+/** How an attempt ended: all its record holds but who it is and when. */
+export type AttemptEnd = Omit<AttemptRecord, keyof NewAttempt | 'id' | 'startedAt' | 'finishedAt'>;
 
 export interface AuditEntry {
   seq: number;
