@@ -15,19 +15,15 @@ type RowReport = { line: number } & (Queued | { status: 'refused'; problems: Pro
 
 export class CsvFileError extends Error {}
 
+const CSV_OPTIONS = { skip_empty_lines: true, trim: true, bom: true, info: true, relax_column_count: true };
+
 type Row = { line: number; record: Record<string, string> } | { line: number; fields: number; expected: number };
 
 /** Reads the file's rows; a file that is not CSV, or lacks the required columns, is refused whole. A row with the wrong number of fields is refused alone. */
 function rows(text: string): Row[] {
   let parsed: { record: string[]; info: { lines: number } }[];
   try {
-    parsed = parse(text, {
-      skip_empty_lines: true,
-      trim: true,
-      bom: true,
-      info: true,
-      relax_column_count: true,
-    }) as unknown as typeof parsed;
+    parsed = parse(text, CSV_OPTIONS) as unknown as typeof parsed;
   } catch (err) {
     throw new CsvFileError(`not readable as CSV: ${(err as Error).message}`);
   }

@@ -28,13 +28,10 @@ type RefundRow = RowOf<
 
 const toOrder = ({ updated_at: _, ...row }: OrderRow): Order => fromRow(row);
 
-const receipt = ({ id: orderId, status, refundedAmount, version }: Order, changed: boolean): OrderReceipt => ({
-  orderId,
-  status,
-  refundedAmount,
-  version,
-  changed,
-});
+const receipt = (order: Order, changed: boolean): OrderReceipt => {
+  const { id: orderId, status, refundedAmount, version } = order;
+  return { orderId, status, refundedAmount, version, changed };
+};
 
 function statusFor(refundedAmount: number, amount: number): OrderStatus {
   if (refundedAmount === 0) return 'paid';

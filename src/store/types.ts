@@ -1,5 +1,6 @@
 import type { OperationRecord, OperationStatus, RefundReceipt } from '../contract/receipts';
 import type { Order } from '../domain/order';
+import type { AttemptSummary } from '../reliability/attempt-ledger';
 
 // The operation's record is what beginOperation returns: the contract holds it.
 export type { OperationRecord, OperationStatus } from '../contract/receipts';
@@ -73,30 +74,18 @@ export interface OperationUpdate {
   ifRequestsSent?: number;
 }
 
-/** One Temporal attempt of one step's activity, with the provider requests it sent. */
-export interface AttemptRecord {
+/** One Temporal attempt of one step's activity, as a step's evidence lists it, and whose attempt it is. */
+export type AttemptRecord = AttemptSummary & {
   id: number;
   key: string;
   step: string;
   operationId: string;
   workflowId: string;
   runId: string;
-  attempt: number;
-  startedAt: string;
-  finishedAt: string | null;
-  transportRequests: number;
-  /** "ok", or the failure code it ended with; null while running (or if its worker died). */
-  outcome: string | null;
-  certainty: string | null;
-  reason: string | null;
-  retryAfterMs: number | null;
-  nextDelayMs: number | null;
-  providerRequestId: string | null;
-}
+};
 
 export type NewAttempt = Pick<AttemptRecord, 'key' | 'step' | 'operationId' | 'workflowId' | 'runId' | 'attempt'>;
-/** How an attempt ended: all its record holds but who it is and when. */
-export type AttemptEnd = Omit<AttemptRecord, keyof NewAttempt | 'id' | 'startedAt' | 'finishedAt'>;
+export type AttemptEnd = Omit<AttemptSummary, 'attempt' | 'startedAt' | 'finishedAt'>;
 
 export interface AuditEntry {
   seq: number;
