@@ -186,9 +186,7 @@ export class SqlOrders {
         { cause: failure },
       );
     };
-    return this.db.transaction((tx) => fn(tx, async (id) => (read = await findOrder(tx, id))), {
-      optimistic: { moved },
-    });
+    return this.db.transaction((tx) => fn(tx, async (id) => (read = await findOrder(tx, id))), { moved });
   }
 
   private async updateOrder(
