@@ -5,15 +5,9 @@ import { refundRequestSchema, type RefundRequest } from '../domain/refund-reques
 import type { Order } from '../domain/order';
 import { IntentConflictError, type OrderStore } from '../store';
 
-const COLUMNS = {
-  order_id: 'orderId',
-  amount: 'amount',
-  currency: 'currency',
-  reason: 'reason',
-  requested_by: 'requestedBy',
-  operation_version: 'operationVersion',
-} as const;
-const FIELD_TO_COLUMN: Record<string, string> = Object.fromEntries(Object.entries(COLUMNS).map(([c, f]) => [f, c]));
+// Each column is the request's field of the same name in snake_case.
+const COLUMNS = ['order_id', 'amount', 'currency', 'reason', 'requested_by', 'operation_version'];
+const columnOf = (field: string) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
 type Problems = { field: string; message: string }[];
 type Queued = { status: 'queued' | 'already queued'; orderId: string; operationVersion: number; requestId: number };
@@ -21,29 +15,23 @@ type RowReport = { line: number } & (Queued | { status: 'refused'; problems: Pro
 
 export class CsvFileError extends Error {}
 
+const CSV_OPTIONS = { skip_empty_lines: true, trim: true, bom: true, info: true, relax_column_count: true };
+
 type Row = { line: number; record: Record<string, string> } | { line: number; fields: number; expected: number };
 
 /** Reads the file's rows; a file that is not CSV, or lacks the required columns, is refused whole. A row with the wrong number of fields is refused alone. */
 function rows(text: string): Row[] {
   let parsed: { record: string[]; info: { lines: number } }[];
   try {
-    parsed = parse(text, {
-      skip_empty_lines: true,
-      trim: true,
-      bom: true,
-      info: true,
-      relax_column_count: true,
-    }) as unknown as typeof parsed;
+    parsed = parse(text, CSV_OPTIONS) as unknown as typeof parsed;
   } catch (err) {
     throw new CsvFileError(`not readable as CSV: ${(err as Error).message}`);
   }
   const [head, ...body] = parsed;
   const header = (head?.record ?? []).map((h) => h.toLowerCase());
-  const unknown = header.filter((h) => !(h in COLUMNS));
+  const unknown = header.filter((h) => !COLUMNS.includes(h));
   if (unknown.length)
-    throw new CsvFileError(
-      `unknown column(s) ${unknown.join(', ')}; the columns are ${Object.keys(COLUMNS).join(', ')}`,
-    );
+    throw new CsvFileError(`unknown column(s) ${unknown.join(', ')}; the columns are ${COLUMNS.join(', ')}`);
   if (!header.includes('order_id') || !header.includes('amount'))
     throw new CsvFileError('the header must name order_id and amount');
   return body.map(({ record, info }) =>
@@ -102,10 +90,7 @@ async function importRow(
   });
   if (!parsed.success)
     return {
-      problems: parsed.error.issues.map((i) => ({
-        field: FIELD_TO_COLUMN[String(i.path[0])] ?? String(i.path[0]),
-        message: i.message,
-      })),
+      problems: parsed.error.issues.map((i) => ({ field: columnOf(String(i.path[0])), message: i.message })),
     };
   const request: RefundRequest = parsed.data;
   const problems = await refusalsAgainstOrder(store, request, order);

@@ -42,14 +42,6 @@ const WRITES: ReadonlySet<StatementKind> = new Set(['insert', 'update', 'delete'
 const counting = (observer: StoreObserver | undefined) =>
   observer && ((event: LogEvent) => observer.statement(statementKind(event.query.sql)));
 
-export interface TransactionOptions {
-  /**
-   * The caller reads before writing (SQLite: BEGIN DEFERRED); after a serialization failure, `moved` says whether
-   * what it read moved (thrown) or stands (run again). Without it SQLite locks at BEGIN IMMEDIATE and always reruns.
-   */
-  optimistic?: { moved: MovedSince };
-}
-
 // Writes that ride in the next transaction a caller commits rather than committing on their own: a step's
 // attempt-ledger row goes in the step's own transactions, each commit synced once, not twice.
 
@@ -131,9 +123,14 @@ export class Database extends Runner {
     return result;
   }
 
-  transaction<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
-    return runSerializable(() => this.turn(() => this.once(fn, options)), {
-      moved: options.optimistic?.moved,
+  /**
+   * `fn` in a transaction, run again after a serialization failure. `optimistic`: the caller reads before writing
+   * (SQLite: BEGIN DEFERRED), and `moved` says whether what it read moved (thrown) or stands (run again); without it
+   * SQLite locks at BEGIN IMMEDIATE and always reruns.
+   */
+  transaction<T>(fn: (tx: Queryable) => Promise<T>, optimistic?: { moved: MovedSince }): Promise<T> {
+    return runSerializable(() => this.turn(() => this.once(fn, optimistic !== undefined)), {
+      moved: optimistic?.moved,
       retrying: () => this.observer?.serializationRetry?.(),
     });
   }
@@ -154,11 +151,11 @@ export class Database extends Runner {
   }
 
   /** One try of a transaction, its rider's write in it. */
-  private async once<T>(fn: (tx: Queryable) => Promise<T>, options: TransactionOptions): Promise<T> {
+  private async once<T>(fn: (tx: Queryable) => Promise<T>, optimistic: boolean): Promise<T> {
     const begin =
       this.dialect === 'postgres'
         ? 'BEGIN ISOLATION LEVEL SERIALIZABLE'
-        : options.optimistic
+        : optimistic
           ? 'BEGIN DEFERRED'
           : 'BEGIN IMMEDIATE';
     const rider = riders.getStore();

@@ -81,19 +81,9 @@ function sqlOrderStore(db: Database, options: OpenStoreOptions, openFaultConnect
     providerEvents: new ProviderEventLog(db),
     checkouts: new SqlCheckouts(db),
     sends: new SqlSends(db, operations),
-    seedOrder: orders.seedOrder.bind(orders),
-    getOrder: orders.getOrder.bind(orders),
-    applyRefund: orders.applyRefund.bind(orders),
-    revertRefund: orders.revertRefund.bind(orders),
-    appliedRefund: orders.appliedRefund.bind(orders),
-    claimNotification: outbox.claimNotification.bind(outbox),
-    claimHandOver: outbox.claimHandOver.bind(outbox),
-    markNotificationSending: outbox.markNotificationSending.bind(outbox),
-    takeOverNotification: outbox.takeOverNotification.bind(outbox),
-    releaseNotification: outbox.releaseNotification.bind(outbox),
-    markNotificationSent: outbox.markNotificationSent.bind(outbox),
-    confirmNotificationDelivered: outbox.confirmNotificationDelivered.bind(outbox),
-    getNotification: outbox.getNotification.bind(outbox),
+    ...bound(orders, 'seedOrder', 'getOrder', 'applyRefund', 'revertRefund', 'appliedRefund'),
+    ...bound(outbox, 'claimNotification', 'claimHandOver', 'markNotificationSending', 'takeOverNotification'),
+    ...bound(outbox, 'releaseNotification', 'markNotificationSent', 'confirmNotificationDelivered', 'getNotification'),
     /** The cheapest round trip to the database (a readiness probe's): throws when it does not answer. */
     async ping(): Promise<void> {
       await db.one(sql`select 1 as ok`);
@@ -103,6 +93,11 @@ function sqlOrderStore(db: Database, options: OpenStoreOptions, openFaultConnect
       await db.close();
     },
   };
+}
+
+/** The named methods of one of the store's parts, bound to it: the store's own calls. */
+function bound<T, K extends keyof T>(part: T, ...names: K[]): Pick<T, K> {
+  return Object.fromEntries(names.map((name) => [name, (part[name] as () => unknown).bind(part)])) as Pick<T, K>;
 }
 
 /** How to open a connection to the database the URL names (the store's own, or a second one for faults). */

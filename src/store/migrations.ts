@@ -56,6 +56,8 @@ const outboxDdl = async (db: Kysely<unknown>) =>
     .sql;
 
 function migrations(dialect: Dialect): Record<string, Migration> {
+  /** A migration that runs `text` (none of its statements when it is empty). */
+  const ddl = (text: string): Migration => ({ up: (db) => execute(db, dialect, text) });
   return {
     '001_initial': {
       async up(db) {
@@ -64,30 +66,16 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     // Each send's own bound, by the sender's timeout: a checker with another timeout must not guess it.
-    '002_off_the_wire_by': {
-      async up(db) {
-        await execute(db, dialect, 'ALTER TABLE operations ADD COLUMN off_the_wire_by TEXT');
-      },
-    },
+    '002_off_the_wire_by': ddl('ALTER TABLE operations ADD COLUMN off_the_wire_by TEXT'),
     // PostgreSQL: half of each new orders page left free, so that a refund's update stays on its page (HOT) and adds
     // no key to orders_pkey, whose pages other refunds' reads hold predicate locks on. Pages written before keep theirs.
     // SQLite has no such setting and takes no such locks.
-    '003_orders_fillfactor': {
-      async up(db) {
-        if (dialect === 'postgres') await execute(db, dialect, 'ALTER TABLE orders SET (fillfactor = 50)');
-      },
-    },
+    '003_orders_fillfactor': ddl(dialect === 'postgres' ? 'ALTER TABLE orders SET (fillfactor = 50)' : ''),
     // A hand-over's own bound, by its sender's deadline, and the stamp it was recorded with: a stamp re-taken by a
     // worker from before this migration leaves the old bound behind, and it must not be read as the new one's.
-    '004_sending_until': {
-      async up(db) {
-        await execute(
-          db,
-          dialect,
-          'ALTER TABLE notification_outbox ADD COLUMN sending_until TEXT; ALTER TABLE notification_outbox ADD COLUMN sending_until_of TEXT',
-        );
-      },
-    },
+    '004_sending_until': ddl(
+      'ALTER TABLE notification_outbox ADD COLUMN sending_until TEXT; ALTER TABLE notification_outbox ADD COLUMN sending_until_of TEXT',
+    ),
     // The checkout saga: carts and the stock they reserve, send records keyed by step key, and the outbox's receipts
     // and corrections for a checkout.
     '005_checkout': {

@@ -154,7 +154,7 @@ export class SqlNotificationOutbox {
     const entry = sent ? toOutboxEntry(sent) : await requireOutbox(tx, key);
     if (sent && audit) {
       const detail = { key, kind: entry.kind, messageId: entry.messageId, ...audit.detail };
-      await this.operations.insertAudit(tx, audit.operationId, audit.actor, 'notification_sent', detail);
+      await this.operations.audit(audit.operationId, audit.actor, 'notification_sent', detail, tx);
     }
     return entry;
   }

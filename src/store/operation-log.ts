@@ -88,10 +88,8 @@ export class OperationLog {
         INSERT INTO operations (operation_id, order_id, operation_version, scope, request_hash, request_json, status, created_at, created_by, updated_at)
         VALUES (${op.operationId}, ${op.orderId}, ${op.operationVersion}, ${op.scope}, ${op.requestHash}, ${JSON.stringify(op.request)}, 'intent', ${at}, ${op.actor}, ${at})
         RETURNING *`);
-      await this.insertAudit(tx, op.operationId, op.actor, 'intent_committed', {
-        requestHash: op.requestHash,
-        request: op.request,
-      });
+      const { requestHash, request } = op;
+      await this.audit(op.operationId, op.actor, 'intent_committed', { requestHash, request }, tx);
       return { record: toOperation(row!), created: true };
     });
   }
@@ -152,7 +150,7 @@ export class OperationLog {
         RETURNING *`);
       // Dual write: the send's record follows the operation's row (refund-sends.ts).
       await tx.run(copyToSends(operationId));
-      await this.insertAudit(tx, operationId, actor, 'refund_request_sent', {});
+      await this.audit(operationId, actor, 'refund_request_sent', {}, tx);
       return toOperation(row!);
     });
   }
@@ -183,12 +181,13 @@ export class OperationLog {
         await tx.run(copyToSends(operationId));
       }
       const ignored = sentSince ? 'sent again since it was looked up' : `status stays ${current.status}`;
-      await this.insertAudit(tx, operationId, actor, event, {
+      const entry = {
         status: update.status,
         ...(update.reason && { reason: update.reason }),
         ...detail,
         ...(!applied && { ignored }),
-      });
+      };
+      await this.audit(operationId, actor, event, entry, tx);
       // The audit entry leaves the operation's row as it was written (or found) above.
       return { record: toOperation(row), applied };
     });
@@ -206,26 +205,22 @@ export class OperationLog {
     return rows.map(fromRow);
   }
 
-  async audit(operationId: string, actor: string, event: string, detail: Record<string, unknown> = {}): Promise<void> {
-    await this.insertAudit(this.db, operationId, actor, event, detail);
+  /** Writes an audit entry; in a caller's transaction (`on`) it commits or rolls back with it. */
+  async audit(
+    operationId: string,
+    actor: string,
+    event: string,
+    detail: Record<string, unknown> = {},
+    on: Queryable = this.db,
+  ): Promise<void> {
+    await on.run(
+      sql`INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (${operationId}, ${this.now()}, ${actor}, ${event}, ${JSON.stringify(detail)})`,
+    );
   }
 
   async auditTrail(operationId: string): Promise<AuditEntry[]> {
     const rows = await this.db.all(sql<AuditRow>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`);
     return rows.map(({ detail, ...row }) => ({ ...fromRow(row), detail: JSON.parse(detail) }));
-  }
-
-  /** Writes an audit entry; inside a caller's transaction it commits or rolls back with it. */
-  async insertAudit(
-    on: Queryable,
-    operationId: string,
-    actor: string,
-    event: string,
-    detail: Record<string, unknown>,
-  ): Promise<void> {
-    await on.run(
-      sql`INSERT INTO audit (operation_id, at, actor, event, detail) VALUES (${operationId}, ${this.now()}, ${actor}, ${event}, ${JSON.stringify(detail)})`,
-    );
   }
 
   /** Within a write: the row alone, which counts the sends of both builds (and leaves `sends` unlocked on PostgreSQL). */

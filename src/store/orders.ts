@@ -28,13 +28,10 @@ type RefundRow = RowOf<
 
 const toOrder = ({ updated_at: _, ...row }: OrderRow): Order => fromRow(row);
 
-const receipt = ({ id: orderId, status, refundedAmount, version }: Order, changed: boolean): OrderReceipt => ({
-  orderId,
-  status,
-  refundedAmount,
-  version,
-  changed,
-});
+const receipt = (order: Order, changed: boolean): OrderReceipt => {
+  const { id: orderId, status, refundedAmount, version } = order;
+  return { orderId, status, refundedAmount, version, changed };
+};
 
 function statusFor(refundedAmount: number, amount: number): OrderStatus {
   if (refundedAmount === 0) return 'paid';
@@ -112,12 +109,13 @@ export class SqlOrders {
         );
       }
       const updated = await this.updateOrder(tx, order, refunded);
-      await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_updated', {
+      const detail = {
         refundId: input.refundId,
         amount: input.amount,
         refundedAmount: updated.refundedAmount,
         version: updated.version,
-      });
+      };
+      await this.operations.audit(input.operationId, input.actor ?? 'unknown', 'order_updated', detail, tx);
       return receipt(updated, true);
     });
   }
@@ -156,11 +154,12 @@ export class SqlOrders {
       await tx.run(
         sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`,
       );
-      await this.operations.insertAudit(tx, input.operationId, input.actor ?? 'unknown', 'order_reverted', {
+      const detail = {
         compensationKey: input.compensationKey,
         refundedAmount: updated.refundedAmount,
         version: updated.version,
-      });
+      };
+      await this.operations.audit(input.operationId, input.actor ?? 'unknown', 'order_reverted', detail, tx);
       return receipt(updated, true);
     });
   }
@@ -187,9 +186,7 @@ export class SqlOrders {
         { cause: failure },
       );
     };
-    return this.db.transaction((tx) => fn(tx, async (id) => (read = await findOrder(tx, id))), {
-      optimistic: { moved },
-    });
+    return this.db.transaction((tx) => fn(tx, async (id) => (read = await findOrder(tx, id))), { moved });
   }
 
   private async updateOrder(

@@ -4,7 +4,7 @@
 // order and records, per request, the run it started or why it could not start one.
 import { sql, type RawBuilder } from 'kysely';
 import { changedIntent, type RefundRequest } from '../domain/refund-request';
-import type { Database, Queryable } from './database';
+import type { Database } from './database';
 import { IntentConflictError } from './errors';
 import { fromRow, type RowOf } from './rows';
 
@@ -28,11 +28,8 @@ type Row = RowOf<Omit<QueuedRequest, 'request'> & RefundRequest> & { started_at:
 
 const toQueued = ({ started_at: _, ...row }: Row): QueuedRequest => {
   const { id, order_id, amount, currency, reason, requested_by, operation_version, ...rest } = row;
-  return {
-    id,
-    request: fromRow({ order_id, amount, currency, reason, requested_by, operation_version }),
-    ...fromRow(rest),
-  };
+  const request = fromRow({ order_id, amount, currency, reason, requested_by, operation_version });
+  return { id, request, ...fromRow(rest) };
 };
 
 export class RefundQueue {
@@ -41,7 +38,10 @@ export class RefundQueue {
   /** Queues a validated request; the same request again returns the first (`created: false`). */
   async enqueue(request: RefundRequest, source: string): Promise<{ queued: QueuedRequest; created: boolean }> {
     return this.db.transaction(async (tx) => {
-      const existing = await this.byKey(tx, request.orderId, request.operationVersion);
+      const found = await tx.one(
+        sql<Row>`SELECT * FROM refund_requests WHERE order_id = ${request.orderId} AND operation_version = ${request.operationVersion}`,
+      );
+      const existing = found && toQueued(found);
       if (existing) {
         const was = changedIntent(existing.request, request);
         if (was)
@@ -102,12 +102,5 @@ export class RefundQueue {
     const row = await this.db.one(sql<Row>`SELECT * FROM refund_requests WHERE id = ${id}`);
     if (!row) throw new Error(`no queued refund request ${id}`);
     return toQueued(row);
-  }
-
-  private async byKey(on: Queryable, orderId: string, version: number): Promise<QueuedRequest | undefined> {
-    const row = await on.one(
-      sql<Row>`SELECT * FROM refund_requests WHERE order_id = ${orderId} AND operation_version = ${version}`,
-    );
-    return row && toQueued(row);
   }
 }

@@ -29,7 +29,7 @@ export class SqlSends {
   constructor(
     private readonly db: Database,
     /** The operation log's clock and audit trail, which every send's write uses. */
-    private readonly log: Pick<OperationLog, 'clock' | 'insertAudit'>,
+    private readonly log: Pick<OperationLog, 'clock' | 'audit'>,
   ) {}
 
   /** The key's record; one nothing was sent under yet reads as empty. */
@@ -62,7 +62,7 @@ export class SqlSends {
         ON CONFLICT (key) DO UPDATE SET requests_sent = sends.requests_sent + 1, last_sent_at = ${at},
           off_the_wire_by = CASE WHEN sends.off_the_wire_by > ${until} THEN sends.off_the_wire_by ELSE ${until} END, updated_at = ${at}
         RETURNING *`);
-      await this.log.insertAudit(tx, operationId, actor, 'request_sent', { key });
+      await this.log.audit(operationId, actor, 'request_sent', { key }, tx);
       return toRecord(row!);
     });
   }
@@ -74,7 +74,7 @@ export class SqlSends {
         UPDATE sends SET receipt_json = COALESCE(receipt_json, ${JSON.stringify(receipt)}), updated_at = ${new Date().toISOString()}
         WHERE key = ${key} RETURNING *`);
       if (!row) throw new Error(`no send under ${key}: stamp it first`);
-      await this.log.insertAudit(tx, row.operation_id, actor, 'receipt_recorded', { key, ...detail });
+      await this.log.audit(row.operation_id, actor, 'receipt_recorded', { key, ...detail }, tx);
     });
   }
 
@@ -84,7 +84,7 @@ export class SqlSends {
       const row = await tx.one(sql<SendRow>`
         UPDATE sends SET proven_absent_through = ${through}, updated_at = ${new Date().toISOString()}
         WHERE key = ${key} AND requests_sent = ${through} AND receipt_json IS NULL RETURNING *`);
-      if (row) await this.log.insertAudit(tx, row.operation_id, actor, 'proven_absent', { key, through, reason });
+      if (row) await this.log.audit(row.operation_id, actor, 'proven_absent', { key, through, reason }, tx);
       return row !== undefined;
     });
   }

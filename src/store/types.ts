@@ -1,5 +1,6 @@
 import type { OperationRecord, OperationStatus, RefundReceipt } from '../contract/receipts';
 import type { Order } from '../domain/order';
+import type { AttemptSummary } from '../reliability/attempt-ledger';
 
 // The operation's record is what beginOperation returns: the contract holds it.
 export type { OperationRecord, OperationStatus } from '../contract/receipts';
@@ -16,23 +17,16 @@ export interface ApplyRefundInput {
   actor?: string;
 }
 
-export interface RevertRefundInput {
-  orderId: string;
-  operationId: string;
+export type RevertRefundInput = Pick<ApplyRefundInput, 'orderId' | 'operationId' | 'actor'> & {
   /** The compensation's own key: reverting twice changes nothing. */
   compensationKey: string;
-  actor?: string;
-}
+};
 
 /** An operation's refund as the order records it. */
-export interface AppliedRefund {
-  operationId: string;
-  orderId: string;
-  refundId: string;
-  amount: number;
+export type AppliedRefund = Omit<ApplyRefundInput, 'actor'> & {
   /** Set once a compensation took it off the order again. */
   revertedByKey: string | null;
-}
+};
 
 export interface OutboxEntry {
   key: string;
@@ -80,32 +74,18 @@ export interface OperationUpdate {
   ifRequestsSent?: number;
 }
 
-/** One Temporal attempt of one step's activity, with the provider requests it sent. */
-export interface AttemptRecord {
+/** One Temporal attempt of one step's activity, as a step's evidence lists it, and whose attempt it is. */
+export type AttemptRecord = AttemptSummary & {
   id: number;
   key: string;
   step: string;
   operationId: string;
   workflowId: string;
   runId: string;
-  attempt: number;
-  startedAt: string;
-  finishedAt: string | null;
-  transportRequests: number;
-  /** "ok", or the failure code it ended with; null while running (or if its worker died). */
-  outcome: string | null;
-  certainty: string | null;
-  reason: string | null;
-  retryAfterMs: number | null;
-  nextDelayMs: number | null;
-  providerRequestId: string | null;
-}
+};
 
 export type NewAttempt = Pick<AttemptRecord, 'key' | 'step' | 'operationId' | 'workflowId' | 'runId' | 'attempt'>;
-export type AttemptEnd = Pick<
-  AttemptRecord,
-  'transportRequests' | 'outcome' | 'certainty' | 'reason' | 'retryAfterMs' | 'nextDelayMs' | 'providerRequestId'
->;
+export type AttemptEnd = Omit<AttemptSummary, 'attempt' | 'startedAt' | 'finishedAt'>;
 
 export interface AuditEntry {
   seq: number;
