@@ -13,19 +13,11 @@ import { fingerprint, type ScheduleDefinition } from './definitions';
 type ApplyOutcome = 'created' | 'updated' | 'unchanged';
 
 function optionsFor(d: ScheduleDefinition): ScheduleOptions {
-  const { minute, hour, dayOfMonth, dayOfWeek } = d.calendar;
   return {
     scheduleId: d.id,
     spec: {
-      calendars: [
-        {
-          minute,
-          hour,
-          ...(dayOfMonth !== undefined && { dayOfMonth }),
-          ...(dayOfWeek && { dayOfWeek }),
-          comment: d.description,
-        },
-      ],
+      // A field the definition leaves out is the SDK's default, as an undefined one is.
+      calendars: [{ ...d.calendar, comment: d.description }],
       timezone: d.timeZone,
       ...(d.startAt && { startAt: new Date(d.startAt) }),
       ...(d.endAt && { endAt: new Date(d.endAt) }),
