@@ -128,11 +128,10 @@ async function main() {
     const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
     // An Update waits for a worker on the run's own queue to take it: without one the command would hang.
     const { taskQueue } = await handle.describe();
-    if (!(await workerPolling(client, taskQueue))) {
+    if (!(await workerPolling(client, taskQueue)))
       throw new Error(
         `no worker is polling task queue "${taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`,
       );
-    }
     const state = await handle.query(stepsQuery);
     const fields = { decision, by: opts.by, reason: opts.reason, ...(opts.step && { step: opts.step }) };
     const what = `${decision}${opts.step ? ` ${opts.step}` : ''} by ${opts.by}`;

@@ -81,17 +81,13 @@ function ofFacts({ facts, deciders }: ParkedEvidence): VerdictView {
       "a compensation's outcome is unknown: check it (the step table has its key; for an email, look for its Message-ID in the mailbox), then compensate, which resends it with the same key, or abandon",
       'compensate',
     );
-  if (facts.compensationPending && facts.noticeHeld)
-    return say(
-      'compensate, then resume',
-      `look for ${facts.noticeMessageId ?? 'the customer notice'} in the mailbox first: if it is there, compensate sends the correction (and undoes what else stands); ` +
-        'if not, the customer was told nothing: compensate would correct an email they never got, so abandon',
-      'compensate',
-    );
   if (facts.compensationPending)
     return say(
       'compensate, then resume',
-      'compensate: undo the finished steps, each under its own key, since the refund did not go through',
+      facts.noticeHeld
+        ? `look for ${facts.noticeMessageId ?? 'the customer notice'} in the mailbox first: if it is there, compensate sends the correction (and undoes what else stands); ` +
+            'if not, the customer was told nothing: compensate would correct an email they never got, so abandon'
+        : 'compensate: undo the finished steps, each under its own key, since the refund did not go through',
       'compensate',
     );
   const step = facts.failedStep;

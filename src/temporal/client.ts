@@ -143,13 +143,11 @@ export async function requireSearchAttributes(config: Config): Promise<void> {
   );
   try {
     const missing = await missingSearchAttributes(connection, config.temporal.namespace);
-    if (missing.length > 0) {
-      const names = missing.map((k) => k.name).join(', ');
+    if (missing.length > 0)
       throw new Error(
-        `namespace ${config.temporal.namespace} on ${config.temporal.address} lacks the search attributes ${names}; ` +
+        `namespace ${config.temporal.namespace} on ${config.temporal.address} lacks the search attributes ${missing.map((k) => k.name).join(', ')}; ` +
           `\`npm run setup-cluster\` registers them (\`npm run dev\` does on a local server), or: ${missing.map((k) => `temporal operator search-attribute create --name ${k.name} --type ${cliType(k.type)}`).join('; ')}`,
       );
-    }
   } finally {
     await connection.close();
   }
