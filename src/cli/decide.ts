@@ -114,9 +114,7 @@ async function main() {
   if (process.argv[2] === 'keygen') return makeKey(process.argv.slice(3));
   program.parse();
   const [workflowId, decision] = program.args as [string, DecisionInput['decision']];
-  type Flags = ParkingFlags &
-    Pick<DecisionInput, 'by' | 'reason' | 'step'> &
-    Partial<Record<'updateId' | 'key', string>>;
+  type Flags = ParkingFlags & Pick<DecisionInput, 'by' | 'reason' | 'step'> & { updateId?: string; key?: string };
   const opts = program.opts<Flags & { expiresIn: string; print?: boolean; json?: boolean }>();
   const terminal = Boolean(process.stdin.isTTY);
   const unnamed = unnamedParking(opts, terminal);
