@@ -222,15 +222,13 @@ function ofRun(v: InspectedRun): InspectedVerdict {
       `the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`,
     );
   }
-  const r = v.result;
-  const reason = r && 'reason' in r ? r.reason : undefined;
-  const nextVersion = v.version ? v.version + 1 : null;
+  const reason = v.result?.reason;
   const newVersion =
-    v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
+    v.orderId && v.version ? ` (npm run refund -- --order ${v.orderId} --operation-version ${v.version + 1} …)` : '';
   // A run cancelled once its compensations all completed ended compensated, though Temporal says Cancelled;
   // a follow-up's result (compensated, unchanged, needs_attention) reads the same way.
   const ended: string | undefined =
-    v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
+    v.execution === 'COMPLETED' ? v.result?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
   if (ended) {
     switch (ended) {
       case 'completed':
