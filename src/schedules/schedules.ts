@@ -91,11 +91,7 @@ export async function applySchedule(client: Client, d: ScheduleDefinition): Prom
  * Takes one action now under the schedule's own overlap policy, unless told otherwise (the SDK's
  * trigger would otherwise default to ALLOW_ALL, and start beside a running occurrence).
  */
-export async function triggerSchedule(
-  client: Client,
-  id: string,
-  overlap?: ScheduleOverlapPolicy,
-): Promise<ScheduleOverlapPolicy> {
+export async function triggerSchedule(client: Client, id: string, overlap?: ScheduleOverlapPolicy) {
   const handle = client.schedule.getHandle(id);
   const policy = overlap ?? (await handle.describe()).policies.overlap;
   await handle.trigger(policy);
