@@ -29,16 +29,14 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
   const policy = { ...loaded, decisions };
   const { requestTimeoutMs, idempotencyTtlMs, listConsistencyMs } = config.stripe;
   const stripeAttempt = policy.timeouts.stripe.startToCloseMs;
-  if (requestTimeoutMs + STRIPE_TIMEOUT_MARGIN_MS > stripeAttempt) {
+  if (requestTimeoutMs + STRIPE_TIMEOUT_MARGIN_MS > stripeAttempt)
     throw new Error(
       `STRIPE_TIMEOUT_MS (${requestTimeoutMs}) must end at least ${STRIPE_TIMEOUT_MARGIN_MS} ms inside the policy's stripe startToCloseMs (${stripeAttempt})`,
     );
-  }
-  if (policy.timeouts.smtp.startToCloseMs < SMTP_MIN_ATTEMPT_MS) {
+  if (policy.timeouts.smtp.startToCloseMs < SMTP_MIN_ATTEMPT_MS)
     throw new Error(
       `the policy's smtp startToCloseMs must be at least ${SMTP_MIN_ATTEMPT_MS} ms, to leave a send its own deadline inside it`,
     );
-  }
   // Treat the provider's key window as ending early: a resend must be provably inside it.
   const margin = Math.min(idempotencyTtlMs / 10, 3600_000);
   return {

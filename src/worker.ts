@@ -18,11 +18,10 @@ import { bundleRefundWorkflows, createRefundWorker } from './worker-pools';
 
 export async function runWorker(): Promise<void> {
   const config = loadConfig();
-  if (config.workflowBundle && !fs.existsSync(config.workflowBundle)) {
+  if (config.workflowBundle && !fs.existsSync(config.workflowBundle))
     throw new Error(
       `WORKFLOW_BUNDLE ${config.workflowBundle} does not exist: build it with \`npm run bundle\` (or unset WORKFLOW_BUNDLE to bundle at start)`,
     );
-  }
   // Every log line of this process is JSON from here on: the SDK's, the Core's, the activities', ours.
   const logger = createLogger(config.logLevel);
   // The drain owns SIGTERM and SIGINT (the SDK's own handler would only stop the pools).

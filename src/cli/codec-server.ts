@@ -14,10 +14,7 @@ const options = new Command('codec-server')
   .opts<{ newKey?: boolean }>();
 
 async function main() {
-  if (options.newKey) {
-    console.log(newKeyEntry());
-    return;
-  }
+  if (options.newKey) return console.log(newKeyEntry());
   const started = await startConfiguredCodecServer(loadConfig());
   if (!started) throw new Error('PAYLOAD_ENCRYPTION=off: there is nothing to decode');
   const { server, summary } = started;

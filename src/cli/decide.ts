@@ -114,9 +114,7 @@ async function main() {
   if (process.argv[2] === 'keygen') return makeKey(process.argv.slice(3));
   program.parse();
   const [workflowId, decision] = program.args as [string, DecisionInput['decision']];
-  type Flags = ParkingFlags &
-    Pick<DecisionInput, 'by' | 'reason' | 'step'> &
-    Partial<Record<'updateId' | 'key', string>>;
+  type Flags = ParkingFlags & Pick<DecisionInput, 'by' | 'reason' | 'step'> & { updateId?: string; key?: string };
   const opts = program.opts<Flags & { expiresIn: string; print?: boolean; json?: boolean }>();
   const terminal = Boolean(process.stdin.isTTY);
   const unnamed = unnamedParking(opts, terminal);
@@ -128,11 +126,10 @@ async function main() {
     const handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
     // An Update waits for a worker on the run's own queue to take it: without one the command would hang.
     const { taskQueue } = await handle.describe();
-    if (!(await workerPolling(client, taskQueue))) {
+    if (!(await workerPolling(client, taskQueue)))
       throw new Error(
         `no worker is polling task queue "${taskQueue}" on ${config.temporal.address}; start one with \`npm start\`, then decide again`,
       );
-    }
     const state = await handle.query(stepsQuery);
     const fields = { decision, by: opts.by, reason: opts.reason, ...(opts.step && { step: opts.step }) };
     const what = `${decision}${opts.step ? ` ${opts.step}` : ''} by ${opts.by}`;

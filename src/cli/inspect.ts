@@ -52,12 +52,9 @@ async function listAttention(client: Client, pageSize: number, json: boolean): P
   const line = (cells: string[]) => cells.map((c, i) => (i < widths.length ? c.padEnd(widths[i]!) : c)).join('  ');
   let count = 0;
   for await (const run of runsNeedingAttention(client, pageSize)) {
-    if (json) console.log(JSON.stringify(run));
-    else {
-      if (count === 0) console.log(line(['workflow id', 'execution', 'status', 'step', 'effect', 'verdict']));
-      const rest = [run.status, run.step, run.effect, run.verdict].map((cell) => cell ?? '-');
-      console.log(line([run.workflowId, run.execution, ...rest]));
-    }
+    if (!json && count === 0) console.log(line(['workflow id', 'execution', 'status', 'step', 'effect', 'verdict']));
+    const rest = [run.status, run.step, run.effect, run.verdict].map((cell) => cell ?? '-');
+    console.log(json ? JSON.stringify(run) : line([run.workflowId, run.execution, ...rest]));
     count += 1;
   }
   if (!json)

@@ -31,22 +31,20 @@ program
         requestedBy: opts.requestedBy ?? process.env.USER,
       });
       const refused = report.filter((r) => r.status === 'refused').length;
-      if (opts.json)
-        console.log(JSON.stringify({ file, accepted: report.length - refused, refused, rows: report }, null, 2));
-      else {
-        for (const r of report) {
-          if (r.status === 'refused')
-            console.log(`line ${r.line}: refused: ${r.problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`);
-          else
-            console.log(
-              `line ${r.line}: ${r.status}: order ${r.orderId} v${r.operationVersion} (request #${r.requestId})`,
-            );
-        }
-        console.log(
-          `${report.length - refused} row(s) accepted, ${refused} refused; the refund-batch schedule starts queued requests`,
-        );
-      }
       if (refused) process.exitCode = 3;
+      if (opts.json)
+        return console.log(JSON.stringify({ file, accepted: report.length - refused, refused, rows: report }, null, 2));
+      for (const r of report) {
+        if (r.status === 'refused')
+          console.log(`line ${r.line}: refused: ${r.problems.map((p) => `${p.field}: ${p.message}`).join('; ')}`);
+        else
+          console.log(
+            `line ${r.line}: ${r.status}: order ${r.orderId} v${r.operationVersion} (request #${r.requestId})`,
+          );
+      }
+      console.log(
+        `${report.length - refused} row(s) accepted, ${refused} refused; the refund-batch schedule starts queued requests`,
+      );
     }),
   );
 

@@ -67,9 +67,7 @@ exitOnError('refund', main(), (err) =>
   // EX_TEMPFAIL: nothing was done, and the same command may succeed later.
   err instanceof AdmissionRejectedError
     ? 75
-    : err instanceof InvalidRefundRequestError ||
-        err instanceof ConflictingRefundError ||
-        err instanceof IntentConflictError
+    : [InvalidRefundRequestError, ConflictingRefundError, IntentConflictError].some((E) => err instanceof E)
       ? 2
       : undefined,
 );

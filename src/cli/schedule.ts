@@ -32,7 +32,7 @@ const overlapOption = (what: string, fallback?: string) =>
   ).choices(['SKIP', 'BUFFER_ONE', 'BUFFER_ALL', 'ALLOW_ALL']);
 
 function render(v: ScheduleView): string {
-  const lines = [
+  return [
     `${v.id}  ${v.paused ? 'PAUSED' : 'active'}  ${v.workflow ?? '?'} ${JSON.stringify(v.args)}`,
     `  definition      ${v.definition ?? '(not applied from code)'}`,
     `  calendar        ${v.calendar} in ${v.timeZone}`,
@@ -41,8 +41,7 @@ function render(v: ScheduleView): string {
     `  next actions    ${v.next.length ? v.next.join('\n                  ') : 'none'}`,
     `  recent          ${v.recent.length ? v.recent.map((r) => `${r.scheduledAt} → ${r.workflowId ?? '?'}`).join('\n                  ') : 'none'}`,
     ...(v.running.length ? [`  running         ${v.running.join(', ')}`] : []),
-  ];
-  return lines.join('\n');
+  ].join('\n');
 }
 
 const program = new Command('schedule')

@@ -25,11 +25,8 @@ export async function startAndFollow(
           'start one with `npm start` (or the whole stack with `npm run dev`). Waiting for it…',
       );
     const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>);
-    if (outcome.kind === 'result') {
-      console.log(JSON.stringify(outcome.result, null, 2));
-      if (outcome.result.status !== 'completed') process.exitCode = 3;
-      return;
-    }
+    if (outcome.kind !== 'result' || outcome.result.status !== 'completed') process.exitCode = 3;
+    if (outcome.kind === 'result') return console.log(JSON.stringify(outcome.result, null, 2));
     const { parked, outcome: stopped } = outcome.state;
     const decide = decideCommand(
       workflowId,
@@ -40,7 +37,6 @@ export async function startAndFollow(
       `${cli}: ${workflowId} needs a person. ${parked?.verdict}: ${stopped?.reason}\n` +
         `next: ${parked?.nextAction}; see \`npm run inspect -- ${workflowId}\`, decide with \`${decide}\``,
     );
-    process.exitCode = 3;
   });
 }
 

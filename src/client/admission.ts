@@ -18,11 +18,10 @@ export class AdmissionRejectedError extends Error {
 /** Throws AdmissionRejectedError, naming the queue and its backlog, when a new refund must wait. */
 export async function checkAdmission(client: Client, taskQueue: string, maxBacklog: number, what: string) {
   const over = (await backlogs(client, taskQueue)).find((b) => b.tasks > maxBacklog);
-  if (over) {
+  if (over)
     throw new AdmissionRejectedError(
       `${what} not started: task queue ${over.taskQueue} has ${over.tasks} tasks waiting (the oldest for ${over.ageSeconds} s), over the limit of ${maxBacklog} (ADMISSION_MAX_BACKLOG); ` +
         'the workers are behind. Nothing was done: try again later, add workers, or queue it (`npm run refund -- … --queue`) for the refund-batch schedule to start when there is room',
       over,
     );
-  }
 }

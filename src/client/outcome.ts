@@ -22,11 +22,7 @@ const PARKED = new Set(['needs_attention', 'awaiting_approval']);
  * for its step table (a Query, which needs a worker: until one answers, it just waits). With
  * `signal`, stops waiting when it is aborted (and rejects).
  */
-export async function outcomeOf(
-  handle: WorkflowHandle<RefundWorkflow>,
-  pollMs = 1000,
-  signal?: AbortSignal,
-): Promise<RunOutcome> {
+export async function outcomeOf(handle: WorkflowHandle<RefundWorkflow>, pollMs = 1000, signal?: AbortSignal) {
   // Aborted once the wait is over: every call is cancelled, and none begins; nothing is left waiting on the connection.
   const waiting = new AbortController();
   let stop = () => undefined as void;

@@ -1,11 +1,6 @@
 // Starting a refund from outside Temporal: validate first, then start the workflow under its
 // business key, or attach to the run that already holds that key.
-import {
-  WorkflowExecutionAlreadyStartedError,
-  WorkflowNotFoundError,
-  type Client,
-  type WorkflowHandle,
-} from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { AdmissionRejectedError, checkAdmission } from './admission';
 import {
   parseRefundWorkflowId,
@@ -29,7 +24,6 @@ import { ConflictingRefundError, startedWith } from '../temporal/client';
 export async function startRefund(client: Client, input: unknown, taskQueue = TASK_QUEUE, maxBacklog = 0) {
   const request = parseRefundRequest(input);
   const workflowId = refundWorkflowId(request.orderId, request.operationVersion);
-  let handle: WorkflowHandle<RefundWorkflow>;
   // Over the backlog limit, only a new run is refused: a repeated request still finds its run.
   if (maxBacklog > 0 && !(await runExists(client, workflowId))) {
     await checkAdmission(client, taskQueue, maxBacklog, `refund ${workflowId}`).catch(async (err: unknown) => {
@@ -40,7 +34,7 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
   try {
     // FAIL, not USE_EXISTING: a start that returns created this run from this request, so only a
     // run that was already there (running or closed) is read back to compare its request.
-    handle = await client.workflow.start<RefundWorkflow>(REFUND_WORKFLOW, {
+    const handle = await client.workflow.start<RefundWorkflow>(REFUND_WORKFLOW, {
       taskQueue,
       workflowId,
       args: [request],
@@ -58,7 +52,6 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
     return { workflowId, handle, request };
   } catch (err) {
     if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
-    handle = client.workflow.getHandle<RefundWorkflow>(workflowId);
   }
   const existing = await startedWith(client, workflowId);
   const was = changedIntent(existing, request);
@@ -68,7 +61,7 @@ export async function startRefund(client: Client, input: unknown, taskQueue = TA
       `${workflowId} already exists with ${was}; a changed refund for order ${request.orderId} needs a new operation version: the next free one is ${next} (--operation-version ${next}); \`npm run operations -- ${request.orderId}\` lists them`,
     );
   }
-  return { workflowId, handle, request };
+  return { workflowId, handle: client.workflow.getHandle<RefundWorkflow>(workflowId), request };
 }
 
 async function runExists(client: Client, workflowId: string): Promise<boolean> {

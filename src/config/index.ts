@@ -5,7 +5,7 @@ import { loadClientConnectConfig } from '@temporalio/envconfig';
 import { WORKER_POOLS } from '../contract';
 import { parseKeyring } from '../codec/keyring';
 import { envSchema } from './env';
-import { zodProblems } from '../domain/zod-problems';
+import { reading, zodProblems } from '../domain/zod-problems';
 import { redactUrl } from '../reliability/redaction';
 
 export { LOCAL_PORTS, PROJECT_ROOT, type LogLevelName, type TraceExporter } from './env';
@@ -15,8 +15,6 @@ export type Config = ReturnType<typeof loadConfig>;
 /** How long real Stripe keeps an idempotency key's response. */
 const STRIPE_KEY_TTL_HOURS = 24;
 
-const LOCAL_TEMPORAL = '127.0.0.1:7233';
-
 /**
  * Where Temporal is, read the way the `temporal` CLI reads it (@temporalio/envconfig): the
  * profile TEMPORAL_PROFILE names (default "default") in TEMPORAL_CONFIG_FILE or the default
@@ -24,16 +22,11 @@ const LOCAL_TEMPORAL = '127.0.0.1:7233';
  * TEMPORAL_TLS* variables. Nothing set: the local dev server.
  */
 function temporalTarget(env: NodeJS.ProcessEnv) {
-  let loaded: ReturnType<typeof loadClientConnectConfig>;
-  try {
-    loaded = loadClientConnectConfig({ profile: env.TEMPORAL_PROFILE, overrideEnvVars: env as Record<string, string> });
-  } catch (err) {
-    throw new Error(
-      `invalid environment: Temporal client configuration (TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE): ${(err as Error).message}`,
-      { cause: err },
-    );
-  }
-  const address = loaded.connectionOptions.address ?? LOCAL_TEMPORAL;
+  const loaded = reading(
+    'invalid environment: Temporal client configuration (TEMPORAL_CONFIG_FILE / TEMPORAL_PROFILE): ',
+    () => loadClientConnectConfig({ profile: env.TEMPORAL_PROFILE, overrideEnvVars: env as Record<string, string> }),
+  );
+  const address = loaded.connectionOptions.address ?? '127.0.0.1:7233';
   return {
     address,
     namespace: loaded.namespace ?? 'default',
@@ -104,12 +97,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       `invalid environment: STRIPE_IDEMPOTENCY_TTL_HOURS: Stripe keeps an idempotency key's response for ${STRIPE_KEY_TTL_HOURS} hours; ` +
         `with real Stripe this must be at most ${STRIPE_KEY_TTL_HOURS} (${e.STRIPE_IDEMPOTENCY_TTL_HOURS} given), and the worker trusts it a margin less`,
     );
-  let keys;
-  try {
-    keys = e.PAYLOAD_KEYS === undefined ? undefined : parseKeyring(e.PAYLOAD_KEYS, 'PAYLOAD_KEYS');
-  } catch (err) {
-    throw new Error(`invalid environment: ${(err as Error).message}`, { cause: err });
-  }
+  const keys = reading('invalid environment: ', () =>
+    e.PAYLOAD_KEYS === undefined ? undefined : parseKeyring(e.PAYLOAD_KEYS, 'PAYLOAD_KEYS'),
+  );
   if (!isLoopback(e.CODEC_HOST) && !e.CODEC_AUTH_TOKEN && e.CODEC_AUTH !== 'proxy')
     throw new Error(
       `invalid environment: CODEC_HOST: the codec server decrypts for anyone who reaches it; on ${e.CODEC_HOST} it needs CODEC_AUTH_TOKEN, ` +

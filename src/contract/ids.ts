@@ -82,9 +82,7 @@ const READABLE_KEY = /^[A-Za-z0-9_-]+(:[A-Za-z0-9_-]+)*$/;
  * Readable keys map readably; anything else gets a hash so two keys never share an id.
  */
 export function messageIdForKey(key: string): string {
-  if (READABLE_KEY.test(key) && key.length <= 200) {
-    return `<${key.replace(/:/g, '.')}@${MESSAGE_ID_DOMAIN}>`;
-  }
+  if (READABLE_KEY.test(key) && key.length <= 200) return `<${key.replace(/:/g, '.')}@${MESSAGE_ID_DOMAIN}>`;
   const hash = sha256Hex(key).slice(0, 16);
   const readable = key.replace(/[^A-Za-z0-9_-]+/g, '-').slice(0, 120);
   return `<${readable}=${hash}@${MESSAGE_ID_DOMAIN}>`;

@@ -1,4 +1,4 @@
-// A schema's complaints as one line a person reads, the same from every entry point.
+// A schema's complaints, or a reader's, as one line a person reads, the same from every entry point.
 import type { z } from 'zod';
 
 /** `path: message; …`, the value itself named `whole` when the complaint is about all of it. */
@@ -21,4 +21,13 @@ export function parseInput<S extends z.ZodType>(
   const parsed = schema.safeParse(input);
   if (!parsed.success) throw new Invalid(`invalid ${what}: ${zodProblems(parsed.error, whole)}`);
   return parsed.data;
+}
+
+/** `read()`'s value, or its error with `what` (the file or setting it read) before the message. */
+export function reading<T>(what: string, read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    throw new Error(`${what}${(err as Error).message}`, { cause: err });
+  }
 }

@@ -1,9 +1,9 @@
 // What the small HTTP servers (webhook receiver, health probes, codec server) share.
-import type http from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 /** Listens on `host:port` (port 0: any free one); the port it got. */
-export async function listen(server: http.Server, port: number, host: string): Promise<number> {
+export async function listen(server: Server, port: number, host: string): Promise<number> {
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());
@@ -11,12 +11,7 @@ export async function listen(server: http.Server, port: number, host: string): P
   return (server.address() as AddressInfo).port;
 }
 
-export function sendJson(
-  res: http.ServerResponse,
-  status: number,
-  body: unknown,
-  headers: http.OutgoingHttpHeaders = {},
-) {
+export function sendJson(res: ServerResponse, status: number, body: unknown, headers: OutgoingHttpHeaders = {}) {
   res.writeHead(status, { 'Content-Type': 'application/json', ...headers });
   res.end(JSON.stringify(body));
 }
@@ -32,7 +27,7 @@ export class HttpError extends Error {
 }
 
 /** The body as text; a body over `maxBytes` is refused with 413, and the connection dropped. */
-export function readBody(req: http.IncomingMessage, maxBytes: number): Promise<string> {
+export function readBody(req: IncomingMessage, maxBytes: number): Promise<string> {
   return new Promise((resolve, reject) => {
     const tooLarge = () => new HttpError(413, `the body is larger than ${maxBytes} bytes`);
     if (Number(req.headers['content-length'] ?? 0) > maxBytes) return reject(tooLarge());

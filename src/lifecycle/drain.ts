@@ -47,12 +47,10 @@ export class Drain {
    */
   listen(signals: readonly NodeJS.Signals[] = ['SIGTERM', 'SIGINT']): void {
     const on = (signal: NodeJS.Signals) => {
-      if (this.started && Date.now() - this.started.at < REPEAT_WINDOW_MS) {
-        this.logger.info(
+      if (this.started && Date.now() - this.started.at < REPEAT_WINDOW_MS)
+        return this.logger.info(
           `drain: ${signal} again within ${REPEAT_WINDOW_MS} ms of the first: the same stop, still draining`,
         );
-        return;
-      }
       if (this.started) {
         this.logger.warn(`drain: second ${signal}; exiting now, tasks still in flight are left to their timeouts`);
         process.exit(1);

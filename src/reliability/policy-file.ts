@@ -7,6 +7,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { DEFAULT_POLICY } from './default-policy';
 import { SHIPPED_POLICIES } from './pinned-policy';
 import { parsePolicy } from './policy-schema';
+import { reading } from '../domain/zod-problems';
 import type { RecoveryPolicy } from './policy';
 
 export function loadPolicy(file: string | undefined): RecoveryPolicy {
@@ -14,18 +15,8 @@ export function loadPolicy(file: string | undefined): RecoveryPolicy {
   checkWrittenOut(DEFAULT_POLICY, 'default recovery policy src/reliability/default-policy.json');
   checkShipped();
   if (file === undefined) return DEFAULT_POLICY;
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (err) {
-    throw new Error(`cannot read the recovery policy ${file}: ${(err as Error).message}`, { cause: err });
-  }
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    throw new Error(`the recovery policy ${file} is not valid JSON: ${(err as Error).message}`, { cause: err });
-  }
+  const text = reading(`cannot read the recovery policy ${file}: `, () => fs.readFileSync(file, 'utf8'));
+  const json: unknown = reading(`the recovery policy ${file} is not valid JSON: `, () => JSON.parse(text));
   return parsePolicy(json, `recovery policy ${file}`);
 }
 

@@ -9,12 +9,7 @@ import { CERTAINTIES, FAILURE_CODES, type Boundary, type Certainty, type Failure
 export type { BreakerSettings, BudgetLimits, DecisionPolicy, RecoveryPolicy } from './policy-schema';
 
 /** The rule that decides a failure. A validated policy always has one. */
-export function ruleFor(
-  policy: RecoveryPolicy,
-  code: FailureCode,
-  certainty: Certainty,
-  boundary: Boundary,
-): RecoveryRule {
+export function ruleFor(policy: RecoveryPolicy, code: FailureCode, certainty: Certainty, boundary: Boundary) {
   const rule = findRule(policy.rules, code, certainty, boundary);
   if (!rule) throw new Error(`recovery policy ${policy.version} has no rule for ${code} / ${certainty} at ${boundary}`);
   return rule;

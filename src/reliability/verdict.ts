@@ -81,17 +81,13 @@ function ofFacts({ facts, deciders }: ParkedEvidence): VerdictView {
       "a compensation's outcome is unknown: check it (the step table has its key; for an email, look for its Message-ID in the mailbox), then compensate, which resends it with the same key, or abandon",
       'compensate',
     );
-  if (facts.compensationPending && facts.noticeHeld)
-    return say(
-      'compensate, then resume',
-      `look for ${facts.noticeMessageId ?? 'the customer notice'} in the mailbox first: if it is there, compensate sends the correction (and undoes what else stands); ` +
-        'if not, the customer was told nothing: compensate would correct an email they never got, so abandon',
-      'compensate',
-    );
   if (facts.compensationPending)
     return say(
       'compensate, then resume',
-      'compensate: undo the finished steps, each under its own key, since the refund did not go through',
+      facts.noticeHeld
+        ? `look for ${facts.noticeMessageId ?? 'the customer notice'} in the mailbox first: if it is there, compensate sends the correction (and undoes what else stands); ` +
+            'if not, the customer was told nothing: compensate would correct an email they never got, so abandon'
+        : 'compensate: undo the finished steps, each under its own key, since the refund did not go through',
       'compensate',
     );
   const step = facts.failedStep;
@@ -226,15 +222,13 @@ function ofRun(v: InspectedRun): InspectedVerdict {
       `the provider failed the refund after this run completed; ${f.workflowId} ended ${f.status}: ${f.reason}`,
     );
   }
-  const r = v.result;
-  const reason = r && 'reason' in r ? r.reason : undefined;
-  const nextVersion = v.version ? v.version + 1 : null;
+  const reason = v.result?.reason;
   const newVersion =
-    v.orderId && nextVersion ? ` (npm run refund -- --order ${v.orderId} --operation-version ${nextVersion} …)` : '';
+    v.orderId && v.version ? ` (npm run refund -- --order ${v.orderId} --operation-version ${v.version + 1} …)` : '';
   // A run cancelled once its compensations all completed ended compensated, though Temporal says Cancelled;
   // a follow-up's result (compensated, unchanged, needs_attention) reads the same way.
   const ended: string | undefined =
-    v.execution === 'COMPLETED' ? r?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
+    v.execution === 'COMPLETED' ? v.result?.status : v.state?.status === 'compensated' ? 'compensated' : undefined;
   if (ended) {
     switch (ended) {
       case 'completed':

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import { z } from 'zod';
-import { zodProblems } from '../domain/zod-problems';
+import { reading, zodProblems } from '../domain/zod-problems';
 
 const SCHEDULED_WORKFLOWS = ['batchRefundsWorkflow', 'digestWorkflow', 'sweepWorkflow'] as const;
 
@@ -112,14 +112,10 @@ export function parseDefinitions(raw: unknown, source: string): ScheduleDefiniti
 }
 
 export function loadDefinitions(opts: { file?: string; timeZone: string; taskQueue: string }): ScheduleDefinition[] {
-  let raw: unknown = defaultDefinitions(opts.timeZone);
-  if (opts.file) {
-    try {
-      raw = JSON.parse(fs.readFileSync(opts.file, 'utf8'));
-    } catch (err) {
-      throw new Error(`SCHEDULES_FILE ${opts.file}: ${(err as Error).message}`, { cause: err });
-    }
-  }
+  const { file } = opts;
+  const raw: unknown = file
+    ? reading(`SCHEDULES_FILE ${file}: `, () => JSON.parse(fs.readFileSync(file, 'utf8')))
+    : defaultDefinitions(opts.timeZone);
   // Entries that name no task queue go to the one the workers poll (TASK_QUEUE).
   const withQueue = Array.isArray(raw)
     ? raw.map((d: unknown) =>

@@ -13,19 +13,11 @@ import { fingerprint, type ScheduleDefinition } from './definitions';
 type ApplyOutcome = 'created' | 'updated' | 'unchanged';
 
 function optionsFor(d: ScheduleDefinition): ScheduleOptions {
-  const { minute, hour, dayOfMonth, dayOfWeek } = d.calendar;
   return {
     scheduleId: d.id,
     spec: {
-      calendars: [
-        {
-          minute,
-          hour,
-          ...(dayOfMonth !== undefined && { dayOfMonth }),
-          ...(dayOfWeek && { dayOfWeek }),
-          comment: d.description,
-        },
-      ],
+      // A field the definition leaves out is the SDK's default, as an undefined one is.
+      calendars: [{ ...d.calendar, comment: d.description }],
       timezone: d.timeZone,
       ...(d.startAt && { startAt: new Date(d.startAt) }),
       ...(d.endAt && { endAt: new Date(d.endAt) }),
@@ -99,11 +91,7 @@ export async function applySchedule(client: Client, d: ScheduleDefinition): Prom
  * Takes one action now under the schedule's own overlap policy, unless told otherwise (the SDK's
  * trigger would otherwise default to ALLOW_ALL, and start beside a running occurrence).
  */
-export async function triggerSchedule(
-  client: Client,
-  id: string,
-  overlap?: ScheduleOverlapPolicy,
-): Promise<ScheduleOverlapPolicy> {
+export async function triggerSchedule(client: Client, id: string, overlap?: ScheduleOverlapPolicy) {
   const handle = client.schedule.getHandle(id);
   const policy = overlap ?? (await handle.describe()).policies.overlap;
   await handle.trigger(policy);

@@ -108,10 +108,7 @@ async function missingSearchAttributes(connection: Connection, namespace: string
   return Object.values(SEARCH_ATTRIBUTES).filter((key) => !(key.name in (customAttributes ?? {})));
 }
 
-/**
- * Registers our search attributes the namespace lacks (a no-op when it has them all) and waits
- * until the server lists them; returns the names it added.
- */
+/** Registers the search attributes the namespace lacks, and waits until the server lists them; the names it added. */
 export async function registerSearchAttributes(
   connection: Connection,
   namespace: string,
@@ -143,22 +140,17 @@ export async function requireSearchAttributes(config: Config): Promise<void> {
   );
   try {
     const missing = await missingSearchAttributes(connection, config.temporal.namespace);
-    if (missing.length > 0) {
-      const names = missing.map((k) => k.name).join(', ');
+    if (missing.length > 0)
       throw new Error(
-        `namespace ${config.temporal.namespace} on ${config.temporal.address} lacks the search attributes ${names}; ` +
+        `namespace ${config.temporal.namespace} on ${config.temporal.address} lacks the search attributes ${missing.map((k) => k.name).join(', ')}; ` +
           `\`npm run setup-cluster\` registers them (\`npm run dev\` does on a local server), or: ${missing.map((k) => `temporal operator search-attribute create --name ${k.name} --type ${cliType(k.type)}`).join('; ')}`,
       );
-    }
   } finally {
     await connection.close();
   }
 }
 
-/**
- * Starts (or signals) an operation's follow-up run: a refund that failed after the run that made
- * it finished. Used by the webhook receiver, and by a run that ends while it holds such news.
- */
+/** Starts (or signals) an operation's follow-up run: a refund that failed after the run that made it finished. */
 export async function startFollowUp(
   client: Client,
   handover: { operationId: string; originalWorkflowId: string; event: ProviderEventSummary; taskQueue?: string },

@@ -98,12 +98,7 @@ async function handleWebhook(deps: ReceiverDeps, raw: string, signature: string)
  * An event for an operation whose run has finished: a refund that failed (or was canceled) after it goes to the
  * operation's follow-up run (signalWithStart); other news changes nothing and is kept on the audit trail.
  */
-async function lateEvent(
-  deps: ReceiverDeps,
-  summary: ProviderEventSummary,
-  operationId: string,
-  workflowId: string,
-): Promise<Record<string, unknown>> {
+async function lateEvent(deps: ReceiverDeps, summary: ProviderEventSummary, operationId: string, workflowId: string) {
   const { id: eventId, type, refundId, refundStatus } = summary;
   const late = { eventId, type, refundId, refundStatus };
   const audit = (followUp: { workflowId: string; runId: string } | null) =>
@@ -140,10 +135,7 @@ async function lateEvent(
   return { received: eventId, handedTo: started.workflowId };
 }
 
-export async function startWebhookReceiver(
-  deps: ReceiverDeps,
-  opts: { port: number; host?: string },
-): Promise<{ url: string; close(): Promise<void> }> {
+export async function startWebhookReceiver(deps: ReceiverDeps, opts: { port: number; host?: string }) {
   let closing = false;
   const server = http.createServer((req, res) => {
     // While closing, a kept-alive connection ends with its answer, so close() does not wait on it.
