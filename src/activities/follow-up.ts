@@ -14,21 +14,17 @@ import {
   type RunSettings,
   type StandingRecords,
 } from '../contract';
-import type { OrderStore } from '../store';
-import { Classified, stepCall, type AttemptRunner } from './attempt';
+import { Classified, stepCall } from './attempt';
+import type { createCompletionGate } from './completion-gate';
 import { noIntent } from './create-refund';
 import { paymentFailure } from './stripe-failures';
-import type { StripeFor } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
 
-export function createFollowUpActivities(deps: {
-  stripe: StripeFor;
-  store: OrderStore;
-  attempt: AttemptRunner;
-  settings: RunSettings;
-  temporal?: Client;
-}) {
+/** The completion gate's clients (the follow-up reads what the gate reads), the run's settings, and Temporal's client. */
+type FollowUpDeps = Parameters<typeof createCompletionGate>[0] & { settings: RunSettings; temporal?: Client };
+
+export function createFollowUpActivities(deps: FollowUpDeps) {
   const { store } = deps;
 
   /** Reads the refund the provider's event named, settles the operation failed if it failed (or was canceled), and reports what stands. */
