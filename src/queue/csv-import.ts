@@ -97,12 +97,8 @@ async function importRow(
   if (problems.length) return { problems };
   try {
     const { queued, created } = await store.queue.enqueue(request, `${opts.source}:${line}`);
-    return {
-      status: created ? 'queued' : 'already queued',
-      orderId: request.orderId,
-      operationVersion: request.operationVersion,
-      requestId: queued.id,
-    };
+    const { orderId, operationVersion } = request;
+    return { status: created ? 'queued' : 'already queued', orderId, operationVersion, requestId: queued.id };
   } catch (err) {
     if (!(err instanceof IntentConflictError)) throw err;
     return { problems: [{ field: 'operation_version', message: err.message }] };
