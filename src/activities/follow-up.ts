@@ -15,16 +15,13 @@ import {
   type StandingRecords,
 } from '../contract';
 import { Classified, stepCall } from './attempt';
-import type { createCompletionGate } from './completion-gate';
 import { noIntent } from './create-refund';
+import type { StripeDeps } from './stripe-client';
 import { paymentFailure } from './stripe-failures';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
 
-/** The completion gate's clients (the follow-up reads what the gate reads), the run's settings, and Temporal's client. */
-type FollowUpDeps = Parameters<typeof createCompletionGate>[0] & { settings: RunSettings; temporal?: Client };
-
-export function createFollowUpActivities(deps: FollowUpDeps) {
+export function createFollowUpActivities(deps: StripeDeps & { settings: RunSettings; temporal?: Client }) {
   const { store } = deps;
 
   /** Reads the refund the provider's event named, settles the operation failed if it failed (or was canceled), and reports what stands. */
