@@ -15,7 +15,7 @@ import {
   type FailureDetails,
 } from '../reliability/taxonomy';
 import { refundMetrics } from '../observability/metrics';
-import type { AttemptEnd, AttemptRecord, OpenAttempt, OperationLog } from '../store';
+import type { AttemptEnd, OpenAttempt, OperationLog } from '../store';
 
 export interface Attempt {
   /** Who acts in the audit trail: the run, by its workflow id. */
@@ -115,7 +115,10 @@ export function createAttemptRunner(deps: {
       const finished = await bestEffort(() => ledger.finish(end));
       if (finished?.alone)
         return [{ attempt: info.attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
-      return (await stepRows()).map(summary);
+      // A stored row is the step's evidence and whose attempt it was: the evidence carries only the former.
+      return (await stepRows()).map(
+        ({ id: _id, key: _key, step: _step, operationId: _op, workflowId: _wf, runId: _run, ...summary }) => summary,
+      );
     };
     let admitted = false;
     try {
@@ -218,21 +221,6 @@ export function createAttemptRunner(deps: {
 }
 
 export type AttemptRunner = ReturnType<typeof createAttemptRunner>;
-
-function summary(r: AttemptRecord): AttemptSummary {
-  return {
-    attempt: r.attempt,
-    startedAt: r.startedAt,
-    finishedAt: r.finishedAt,
-    outcome: r.outcome,
-    certainty: r.certainty,
-    reason: r.reason,
-    transportRequests: r.transportRequests,
-    retryAfterMs: r.retryAfterMs,
-    nextDelayMs: r.nextDelayMs,
-    providerRequestId: r.providerRequestId,
-  };
-}
 
 /** The ledger is evidence, not the effect: if it cannot be written, the attempt's outcome still stands. */
 async function bestEffort<T>(fn: () => Promise<T>): Promise<T | undefined> {

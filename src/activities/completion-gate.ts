@@ -2,10 +2,9 @@
 // the audit trail must agree. What a step returned is never evidence on its own.
 import type Stripe from 'stripe';
 import { lookupKey, type Evidenced, type GateFinding, type GateResult } from '../contract';
-import type { OrderStore } from '../store';
-import { recordingEffect, stepCall, type AttemptRunner } from './attempt';
+import { recordingEffect, stepCall } from './attempt';
 import { paymentFailure } from './stripe-failures';
-import type { StripeFor } from './stripe-client';
+import type { StripeDeps } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 
 export interface CheckCompletionInput {
@@ -27,7 +26,7 @@ export interface CheckCompletionInput {
 /** Audit events a completed operation must have, in this order. */
 const REQUIRED_TRAIL = ['intent_committed', 'order_updated', 'notification_sent'] as const;
 
-export function createCompletionGate(deps: { stripe: StripeFor; store: OrderStore; attempt: AttemptRunner }) {
+export function createCompletionGate(deps: StripeDeps) {
   const { store } = deps;
 
   async function checkCompletion(input: CheckCompletionInput): Promise<Evidenced<GateResult>> {

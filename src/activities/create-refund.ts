@@ -6,20 +6,15 @@ import type { REFUND_REASONS } from '../domain/refund-request';
 import type { OperationLog, OperationRecord, OperationUpdate } from '../store';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
-import { Classified, stepCall, type AttemptRunner, type Attempt } from './attempt';
+import { Classified, stepCall, type Attempt } from './attempt';
 import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
-import type { StripeFor } from './stripe-client';
+import type { StripeDeps } from './stripe-client';
 import { paymentFailure, stripeFailure } from './stripe-failures';
 import { refundUpdate, toReceipt } from './stripe-refunds';
 
 /** What the payment activities (the create and its reconciliation) are given. */
-export interface PaymentDeps {
-  stripe: StripeFor;
-  log: OperationLog;
-  attempt: AttemptRunner;
-  windows: ProviderWindows;
-}
+export type PaymentDeps = Pick<StripeDeps, 'stripe' | 'attempt'> & { log: OperationLog; windows: ProviderWindows };
 
 export interface CreateRefundInput {
   orderId: string;

@@ -14,21 +14,14 @@ import {
   type RunSettings,
   type StandingRecords,
 } from '../contract';
-import type { OrderStore } from '../store';
-import { Classified, stepCall, type AttemptRunner } from './attempt';
+import { Classified, stepCall } from './attempt';
 import { noIntent } from './create-refund';
+import type { StripeDeps } from './stripe-client';
 import { paymentFailure } from './stripe-failures';
-import type { StripeFor } from './stripe-client';
 import { listRefunds, providerFailed, refundIdsOf, settleProviderFailure, toReceipt } from './stripe-refunds';
 import { startFollowUp } from '../temporal/client';
 
-export function createFollowUpActivities(deps: {
-  stripe: StripeFor;
-  store: OrderStore;
-  attempt: AttemptRunner;
-  settings: RunSettings;
-  temporal?: Client;
-}) {
+export function createFollowUpActivities(deps: StripeDeps & { settings: RunSettings; temporal?: Client }) {
   const { store } = deps;
 
   /** Reads the refund the provider's event named, settles the operation failed if it failed (or was canceled), and reports what stands. */

@@ -6,7 +6,7 @@ import { maskEmails } from '../reliability/redaction';
 import { resendsUnknownEmail, type RecoveryPolicy } from '../reliability/policy';
 import type { FailureDetails } from '../reliability/taxonomy';
 import type { NotificationReceipt } from '../contract';
-import { IntentConflictError, type OrderStore, type OutboxEntry } from '../store';
+import { IntentConflictError, type DeliveryConfirmation, type OrderStore, type OutboxEntry } from '../store';
 import { Classified, type Attempt } from './attempt';
 import { RECONCILED_FROM_LOG, type MessageLog } from './message-log';
 import { SEND_CLOCK_MARGIN_MS } from './request-deadline';
@@ -23,15 +23,11 @@ export interface OutboxMail extends ResendApproval {
 export type MailText = { subject: string; text: string };
 
 /** A person's word that a notice whose hand-over is unknown was delivered (the confirm-delivered decision). */
-export interface ConfirmDeliveredInput {
+export type ConfirmDeliveredInput = Pick<DeliveryConfirmation, 'operationId' | 'by' | 'reason'> & {
   key: string;
-  operationId: string;
-  /** Who confirmed it, and their evidence. */
-  by: string;
-  reason: string;
   /** The stamp of the hand-over the person judged (absent from runs begun before it was sent: the current one). */
   judged?: string;
-}
+};
 
 /** What a receipt and every failure say of an email, its recipient masked (a type: failure details take it as a record). */
 export type MailFacts = { key: string; messageId: string; recipient: string };
@@ -153,13 +149,9 @@ export function createOutbox(deps: { store: OrderStore; policy: RecoveryPolicy; 
     // A hand-over judged ended stays ended (its bound never moves): the store records the person's word only while
     // its stamp is still the current one, in the transaction that records it.
     const judged = input.judged ?? (current?.status === 'sending' ? current.sendingSince : null);
-    const entry = await store.confirmNotificationDelivered(input.key, {
-      by: input.by,
-      reason: input.reason,
-      operationId: input.operationId,
-      actor: attempt.actor,
-      sendingSince: judged,
-    });
+    const { by, reason, operationId } = input;
+    const confirmation = { by, reason, operationId, actor: attempt.actor, sendingSince: judged };
+    const entry = await store.confirmNotificationDelivered(input.key, confirmation);
     // Taken over since (another run of the operation resends it, approved): the server's answer to that settles it.
     if (entry.status === 'sending' && judged !== null && entry.sendingSince !== judged)
       throw stillSending(entry, 'was taken over by another attempt just now', await inFlightFor(entry));

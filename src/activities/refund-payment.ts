@@ -2,12 +2,11 @@
 // key (its intent committed first), and how the refund stands now asked after, a failure recorded on its operation.
 import { type Evidenced, lookupKey, type RefundReceipt } from '../contract';
 import type { SendAt } from '../saga/recorded-send';
-import type { OrderStore } from '../store';
-import { stepCall, type AttemptRunner } from './attempt';
+import { stepCall } from './attempt';
 import type { refundCreation } from './create-refund';
 import { refundIntent } from './operations';
 import { storeFailure } from './store-failures';
-import type { StripeFor } from './stripe-client';
+import type { StripeDeps } from './stripe-client';
 import { paymentFailure } from './stripe-failures';
 import { providerFailed, settleProviderFailure, toReceipt } from './stripe-refunds';
 
@@ -22,12 +21,7 @@ export interface PaymentRefund extends SendAt {
   currency: string;
 }
 
-export function paymentRefunds(deps: {
-  store: OrderStore;
-  stripe: StripeFor;
-  attempt: AttemptRunner;
-  createRefund: ReturnType<typeof refundCreation>['createRefund'];
-}) {
+export function paymentRefunds(deps: StripeDeps & { createRefund: ReturnType<typeof refundCreation>['createRefund'] }) {
   const { store, attempt } = deps;
   return async function refundPayment(input: PaymentRefund): Promise<Evidenced<RefundReceipt>> {
     const { orderId, amount, currency, paymentIntentId, step } = input;

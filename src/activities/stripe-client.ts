@@ -1,6 +1,7 @@
 // The Stripe client the payment activities send with: the official SDK over our transport, retrying nothing itself.
 import Stripe from 'stripe';
-import type { Attempt } from './attempt';
+import type { OrderStore } from '../store';
+import type { Attempt, AttemptRunner } from './attempt';
 import { StripeTransport } from './stripe-transport';
 
 export interface StripeClientConfig {
@@ -28,6 +29,9 @@ export function createStripeClient(cfg: StripeClientConfig, attempt?: Attempt): 
 
 /** The Stripe client an activity attempt sends with (what the activities are given). */
 export type StripeFor = (attempt: Attempt) => Stripe;
+
+/** What an activity that asks Stripe and the store is given. */
+export type StripeDeps = { stripe: StripeFor; store: OrderStore; attempt: AttemptRunner };
 
 /**
  * The worker's client as `attempt` sends with it (its requests counted and cut to the attempt): the SDK tells its

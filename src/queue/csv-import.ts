@@ -69,16 +69,14 @@ async function importRow(
   record: Record<string, string>,
   line: number,
   opts: { source: string; requestedBy?: string },
-): Promise<{ problems: Problems } | Queued> {
+): Promise<Problems | Queued> {
   // An empty cell is a missing value; any other must be digits.
   const notWhole = (['amount', 'operation_version'] as const).filter((c) => record[c] && !/^\d+$/.test(record[c]));
   if (notWhole.length)
-    return {
-      problems: notWhole.map((c) => ({
-        field: c,
-        message: `must be a whole number${c === 'amount' ? ' of minor units (1250 for 12.50)' : ''}, got "${record[c]}"`,
-      })),
-    };
+    return notWhole.map((c) => ({
+      field: c,
+      message: `must be a whole number${c === 'amount' ? ' of minor units (1250 for 12.50)' : ''}, got "${record[c]}"`,
+    }));
   const order = record.order_id ? await store.getOrder(record.order_id) : undefined;
   const parsed = refundRequestSchema.safeParse({
     orderId: record.order_id,
@@ -89,23 +87,17 @@ async function importRow(
     ...(record.operation_version && { operationVersion: Number(record.operation_version) }),
   });
   if (!parsed.success)
-    return {
-      problems: parsed.error.issues.map((i) => ({ field: columnOf(String(i.path[0])), message: i.message })),
-    };
+    return parsed.error.issues.map((i) => ({ field: columnOf(String(i.path[0])), message: i.message }));
   const request: RefundRequest = parsed.data;
   const problems = await refusalsAgainstOrder(store, request, order);
-  if (problems.length) return { problems };
+  if (problems.length) return problems;
   try {
     const { queued, created } = await store.queue.enqueue(request, `${opts.source}:${line}`);
-    return {
-      status: created ? 'queued' : 'already queued',
-      orderId: request.orderId,
-      operationVersion: request.operationVersion,
-      requestId: queued.id,
-    };
+    const { orderId, operationVersion } = request;
+    return { status: created ? 'queued' : 'already queued', orderId, operationVersion, requestId: queued.id };
   } catch (err) {
     if (!(err instanceof IntentConflictError)) throw err;
-    return { problems: [{ field: 'operation_version', message: err.message }] };
+    return [{ field: 'operation_version', message: err.message }];
   }
 }
 
@@ -124,7 +116,7 @@ export async function importCsv(
     }
     try {
       const outcome = await importRow(store, row.record, line, opts);
-      if ('problems' in outcome) refuse(outcome.problems);
+      if (Array.isArray(outcome)) refuse(outcome);
       else report.push({ line, ...outcome });
     } catch (err) {
       // The store failed on this row: it is not queued, and the rows after it are still tried.

@@ -123,9 +123,7 @@ export class SqlNotificationOutbox {
   ): Promise<OutboxEntry> {
     // Only the first acceptance is recorded: a later one would hide when the customer was really mailed.
     // A pending entry is taken too: the acceptance is proof enough, whatever the row said.
-    return this.db.transaction((tx) =>
-      this.sent(tx, key, providerResponse, sql`status IN ('pending', 'sending')`, audit),
-    );
+    return this.sent(key, providerResponse, sql`status IN ('pending', 'sending')`, audit);
   }
 
   /** A person's word that a message whose hand-over is unknown was delivered: sent, if still on the hand-over judged. */
@@ -135,28 +133,27 @@ export class SqlNotificationOutbox {
     const response = `delivery confirmed by ${confirmedBy}: ${reason}`;
     // Only the hand-over the person's word covers: one taken over since (an approved resend in flight) is not.
     const covered = sql`status = 'sending' AND sending_since = ${sendingSince}`;
-    return this.db.transaction((tx) =>
-      this.sent(tx, key, response, covered, { operationId, actor, detail: { confirmedBy, reason } }),
-    );
+    return this.sent(key, response, covered, { operationId, actor, detail: { confirmedBy, reason } });
   }
 
-  /** Moves the entry to sent where `only` holds, audited with `audit` when it moved; the entry as it stands. */
-  private async sent(
-    tx: Queryable,
+  /** In one transaction, moves the entry to sent where `only` holds, audited with `audit` when it moved; the entry as it stands. */
+  private sent(
     key: string,
     response: string,
     only: RawBuilder<unknown>,
     audit?: { operationId: string; actor: string; detail?: Record<string, unknown> },
   ): Promise<OutboxEntry> {
-    const sent = await tx.one(
-      sql<OutboxRow>`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND ${only} RETURNING *`,
-    );
-    const entry = sent ? toOutboxEntry(sent) : await requireOutbox(tx, key);
-    if (sent && audit) {
-      const detail = { key, kind: entry.kind, messageId: entry.messageId, ...audit.detail };
-      await this.operations.audit(audit.operationId, audit.actor, 'notification_sent', detail, tx);
-    }
-    return entry;
+    return this.db.transaction(async (tx) => {
+      const sent = await tx.one(
+        sql<OutboxRow>`UPDATE notification_outbox SET status = 'sent', provider_response = ${response}, sent_at = ${await this.stamp(tx)} WHERE key = ${key} AND ${only} RETURNING *`,
+      );
+      const entry = sent ? toOutboxEntry(sent) : await requireOutbox(tx, key);
+      if (sent && audit) {
+        const detail = { key, kind: entry.kind, messageId: entry.messageId, ...audit.detail };
+        await this.operations.audit(audit.operationId, audit.actor, 'notification_sent', detail, tx);
+      }
+      return entry;
+    });
   }
 
   getNotification(key: string): Promise<OutboxEntry | undefined> {

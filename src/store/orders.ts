@@ -33,6 +33,9 @@ const receipt = (order: Order, changed: boolean): OrderReceipt => {
   return { orderId, status, refundedAmount, version, changed };
 };
 
+/** What an order write's audit entry says of the order after it. */
+const totals = ({ refundedAmount, version }: Order) => ({ refundedAmount, version });
+
 function statusFor(refundedAmount: number, amount: number): OrderStatus {
   if (refundedAmount === 0) return 'paid';
   return refundedAmount < amount ? 'partially_refunded' : 'refunded';
@@ -109,12 +112,7 @@ export class SqlOrders {
         );
       }
       const updated = await this.updateOrder(tx, order, refunded);
-      const detail = {
-        refundId: input.refundId,
-        amount: input.amount,
-        refundedAmount: updated.refundedAmount,
-        version: updated.version,
-      };
+      const detail = { refundId: input.refundId, amount: input.amount, ...totals(updated) };
       await this.operations.audit(input.operationId, input.actor ?? 'unknown', 'order_updated', detail, tx);
       return receipt(updated, true);
     });
@@ -154,11 +152,7 @@ export class SqlOrders {
       await tx.run(
         sql`UPDATE order_refunds SET reverted_by_key = ${input.compensationKey}, reverted_at = ${now()} WHERE operation_id = ${input.operationId}`,
       );
-      const detail = {
-        compensationKey: input.compensationKey,
-        refundedAmount: updated.refundedAmount,
-        version: updated.version,
-      };
+      const detail = { compensationKey: input.compensationKey, ...totals(updated) };
       await this.operations.audit(input.operationId, input.actor ?? 'unknown', 'order_reverted', detail, tx);
       return receipt(updated, true);
     });
