@@ -55,12 +55,12 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   async step<A extends keyof Acts & string>(
     def: StepCall<A, InputOf<Acts, A>> & { name: Step },
     input: InputOf<Acts, A>,
-    options: { essential?: boolean } = {},
+    { essential }: { essential?: boolean } = {},
   ): Promise<ResultOf<Acts, A>> {
     const { name, boundary, rejects } = def;
     const record = this.steps.get(name);
     try {
-      const output = await this.call(name, def, input, { essential: options.essential ?? def.essential, record });
+      const output = await this.call(name, def, input, { essential, record });
       const { settings } = output as { settings?: PinnedSettings };
       if (settings) this.pin(settings);
       return output;

@@ -142,12 +142,11 @@ async function untilFinal(
   const settings = awaitProvider(run.policy);
   const until = Date.now() + settings.deadlineMs;
   let outcome = await call();
-  // Held to the wait's deadline, not the run's: its looks must be schedulable while the provider settles it.
-  const lastLook = run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0;
-  if (outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true))
-    run.budget.holdUntil?.(until + lastLook);
   let { attempts, transportRequests } = outcome;
-  for (let polls = 1; outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true); polls++) {
+  const waiting = () => outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true);
+  // Held to the wait's deadline, not the run's: its looks must be schedulable while the provider settles it.
+  if (waiting()) run.budget.holdUntil?.(until + (run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0));
+  for (let polls = 1; waiting(); polls++) {
     const wait = nextLook(settings, polls, until);
     if (wait <= 0) break;
     await sleep(wait);
