@@ -87,12 +87,10 @@ export function isUndone<Step extends string>(run: UndoingRun<Step>, { step, und
 export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, plan: PlannedUndo<Step>[], why: string) {
   run.setStatus('compensating');
   const [first, then] = [plan.filter((p) => !p.after), plan.filter((p) => p.after)];
+  const ready = (p: PlannedUndo<Step>) => plan.every((q) => q.step !== p.after || isUndone(run, q));
   await CancellationScope.nonCancellable(async () => {
     await undoSteps(run, first);
-    await undoSteps(
-      run,
-      then.filter((p) => plan.every((q) => q.step !== p.after || isUndone(run, q))),
-    );
+    await undoSteps(run, then.filter(ready));
   });
   // What stops the run first is an undo of its own, before one that waits for it (the refund before its correction).
   const open = [...first, ...then].filter((p) => !isUndone(run, p)).map((p) => p.step);
