@@ -33,7 +33,7 @@ import { undoSteps } from '../saga/workflow/undo';
 import type { Boundary } from '../reliability/taxonomy';
 import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';
 import { pooledActivities } from './pools';
-import { MAX_PROVIDER_EVENTS } from './provider-events';
+import { MAX_PROVIDER_EVENTS } from './refund/provider-news';
 import { describeFailure } from '../saga/workflow/step-failure';
 
 const inputSchema = z.object({
@@ -97,13 +97,12 @@ export async function followUpWorkflow(input: FollowUpInput): Promise<FollowUpRe
       { key: SEARCH_ATTRIBUTES.needsAttention, value: status === 'needs_attention' },
       ...(facts ? [{ key: SEARCH_ATTRIBUTES.effect, value: facts.failed ? 'failed' : 'refunded' }] : []),
     ]);
-    const { compensations } = state;
-    const done = compensations.map(({ step, key, status: s }) => ({ step, key, status: s }));
+    const done = state.compensations.map(({ step, key, status: s }) => ({ step, key, status: s }));
     const detail = { followUp: workflowId, runId, originalWorkflowId, compensations: done };
     // Best effort, a cancellation too: the result carries the outcome.
     await audit(input, status, reason, null, 'follow_up', detail).catch(() => undefined);
     const refund = facts && { refundId: facts.refund.refundId, status: facts.refund.status };
-    return { workflowId, operationId, originalWorkflowId, status, reason, refund, compensations };
+    return { workflowId, operationId, originalWorkflowId, status, reason, refund, compensations: state.compensations };
   };
 
   let raw: unknown;

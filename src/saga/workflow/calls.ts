@@ -20,9 +20,8 @@ export const now = () => new Date().toISOString(); // deterministic inside a wor
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Activities = { [name: string]: (input: any) => Promise<unknown> };
 /** What the activity takes, and what it returns without its evidence. */
-type Fn<Acts, A extends keyof Acts> = Acts[A] extends (input: infer I) => Promise<infer R> ? [I, R] : never;
-type InputOf<Acts, A extends keyof Acts> = Fn<Acts, A>[0];
-type ResultOf<Acts, A extends keyof Acts> = Omit<Fn<Acts, A>[1], 'evidence'>;
+type InputOf<Acts extends Activities, A extends keyof Acts> = Parameters<Acts[A]>[0];
+type ResultOf<Acts extends Activities, A extends keyof Acts> = Omit<Awaited<ReturnType<Acts[A]>>, 'evidence'>;
 
 export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** How much of each step's ledger the budget has already been charged for. */
@@ -55,12 +54,12 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   async step<A extends keyof Acts & string>(
     def: StepCall<A, InputOf<Acts, A>> & { name: Step },
     input: InputOf<Acts, A>,
-    options: { essential?: boolean } = {},
+    { essential }: { essential?: boolean } = {},
   ): Promise<ResultOf<Acts, A>> {
     const { name, boundary, rejects } = def;
     const record = this.steps.get(name);
     try {
-      const output = await this.call(name, def, input, { essential: options.essential ?? def.essential, record });
+      const output = await this.call(name, def, input, { essential, record });
       const { settings } = output as { settings?: PinnedSettings };
       if (settings) this.pin(settings);
       return output;

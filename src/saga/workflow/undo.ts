@@ -87,12 +87,10 @@ export function isUndone<Step extends string>(run: UndoingRun<Step>, { step, und
 export async function undoInOrder<Step extends string>(run: UndoingRun<Step>, plan: PlannedUndo<Step>[], why: string) {
   run.setStatus('compensating');
   const [first, then] = [plan.filter((p) => !p.after), plan.filter((p) => p.after)];
+  const ready = (p: PlannedUndo<Step>) => plan.every((q) => q.step !== p.after || isUndone(run, q));
   await CancellationScope.nonCancellable(async () => {
     await undoSteps(run, first);
-    await undoSteps(
-      run,
-      then.filter((p) => plan.every((q) => q.step !== p.after || isUndone(run, q))),
-    );
+    await undoSteps(run, then.filter(ready));
   });
   // What stops the run first is an undo of its own, before one that waits for it (the refund before its correction).
   const open = [...first, ...then].filter((p) => !isUndone(run, p)).map((p) => p.step);
@@ -142,12 +140,11 @@ async function untilFinal(
   const settings = awaitProvider(run.policy);
   const until = Date.now() + settings.deadlineMs;
   let outcome = await call();
-  // Held to the wait's deadline, not the run's: its looks must be schedulable while the provider settles it.
-  const lastLook = run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0;
-  if (outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true))
-    run.budget.holdUntil?.(until + lastLook);
   let { attempts, transportRequests } = outcome;
-  for (let polls = 1; outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true); polls++) {
+  const waiting = () => outcome.status === 'completed' && notFinal(run.steps, undo, outcome.output, true);
+  // Held to the wait's deadline, not the run's: its looks must be schedulable while the provider settles it.
+  if (waiting()) run.budget.holdUntil?.(until + (run.policy?.timeouts[undo.boundary]?.scheduleToCloseMs ?? 0));
+  for (let polls = 1; waiting(); polls++) {
     const wait = nextLook(settings, polls, until);
     if (wait <= 0) break;
     await sleep(wait);

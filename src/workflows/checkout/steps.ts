@@ -9,7 +9,7 @@ import {
   type RefundReceipt,
   stockReceiptSchema,
 } from '../../contract';
-import { defineStep, keyed } from '../../saga/step';
+import { defineCall, defineStep, keyed } from '../../saga/step';
 import type { UndoCall } from '../../saga/workflow/undo';
 
 export const CHECKOUT = {
@@ -40,7 +40,7 @@ export const CHECKOUT = {
     key: keyed,
   }),
   /** A charge whose answer was lost, looked up by its key: found, proven absent, or still unknown. */
-  reconcile_charge: defineStep('reconcile_charge', {
+  reconcile_charge: defineCall({
     activity: 'reconcileCharge',
     boundary: 'stripe',
     effect: 'read',

@@ -7,7 +7,7 @@ import type { CheckCompletionInput } from '../../activities/completion-gate';
 import { REFUND_SAGA } from '../../compensations/registry';
 import { type AwaitingProvider, type CompletedRefund, type GateResult, stepKey } from '../../contract';
 import { lifecycleRank } from '../../domain/order';
-import { furthestEvent } from '../provider-events';
+import { furthestEvent } from './provider-news';
 import { Stopped } from '../../saga/workflow/run-stopped';
 import { awaitProvider, conditionTimeout, nextLook } from '../../saga/workflow/wait';
 import { compensate } from './compensation';

@@ -1,9 +1,24 @@
-// The provider's events (webhooks) a refund run received, each once: what a run awaiting the
-// provider wakes on, and the provider's word that its refund failed, which the run acts on or
-// hands to the follow-up.
+// The provider's events (Stripe webhooks) a run received as a Signal, each once, after the receiver checked their
+// signature and recorded them: what a run awaiting the provider wakes on, and the provider's word that its refund
+// failed, which the run acts on or hands to the follow-up. Every run keeps them in its state for operators.
 import type { ProviderEventSummary } from '../../contract';
 import { lifecycleRank } from '../../domain/order';
-import { furthestEvent, MAX_PROVIDER_EVENTS } from '../provider-events';
+
+/** At most this many are kept in a run's state. */
+export const MAX_PROVIDER_EVENTS = 100;
+
+/** The furthest event for a refund, or undefined when none was received. */
+export function furthestEvent(
+  events: readonly ProviderEventSummary[],
+  refundId: string,
+): ProviderEventSummary | undefined {
+  let furthest: ProviderEventSummary | undefined;
+  for (const e of events) {
+    if (e.refundId !== refundId) continue;
+    if (!furthest || lifecycleRank(e.refundStatus) > lifecycleRank(furthest.refundStatus)) furthest = e;
+  }
+  return furthest;
+}
 
 export class ProviderNews {
   /** In arrival order, each once. */
