@@ -8,8 +8,10 @@ import { pooledActivities } from '../pools';
 import { compensate } from './compensation';
 import type { RefundRun } from './run';
 import { cancelledWhile } from './stop-reasons';
-import { audit } from '../../saga/workflow/audit';
 import { abandoned } from '../../saga/workflow/harness';
+import { Stopped } from '../../saga/workflow/run-stopped';
+import type { Cancelling } from '../../saga/workflow/undo-from-state';
+import type { RefundStep } from '../../contract';
 
 /** The provider's word that the refund failed, unacted when the run ends, goes to the operation's follow-up run: it asks again and compensates. */
 export async function handOverToFollowUp(run: RefundRun): Promise<void> {
@@ -26,29 +28,18 @@ export async function handOverToFollowUp(run: RefundRun): Promise<void> {
 }
 
 /** Cancelled by an operator: a refund that did not go through has what stands compensated; one that stands or may stand is left to a person. */
-export async function cancelled(run: RefundRun): Promise<void> {
-  const was = run.status;
-  // A decision a person took before the cancel, not yet carried out, is honoured as they took it.
-  const taken = run.takenDecision();
-  if (taken?.kind === 'abandon') {
-    const reason = `${abandoned(taken.record.by, taken.record.reason)}; cancelled before the run ended`;
-    run.end('abandoned', reason, null);
-    return audit(run, 'cancelled', reason, null);
-  }
-  const resendApprovedAt = taken?.kind === 'compensate' ? taken.record.at : undefined;
-  const compensation = run.effect.status === 'failed' ? await compensate(run, { resendApprovedAt }) : undefined;
-  // A create that had started may be going on at the provider: then it is unknown, never "not sent".
-  const sentOrSending = run.steps.get('create_refund').status !== 'pending';
-  const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
-  if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
-  const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed');
-  // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
-  const settled = compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind();
-  const reason = cancelledWhile(was, effect, compensated, settled, compensation?.reason);
-  if (settled) run.end(effect === 'failed' ? 'compensated' : 'stopped', reason, null);
-  else {
-    run.finish('needs_attention', reason, null);
-    run.flagForAttention();
-  }
-  await audit(run, 'cancelled', reason, null);
-}
+export const cancelled: Cancelling<RefundStep, RefundRun> = {
+  abandoned: (record) => `${abandoned(record.by, record.reason)}; cancelled before the run ended`,
+  async undo(run, was, resendApprovedAt) {
+    const compensation = run.effect.status === 'failed' ? await compensate(run, { resendApprovedAt }) : undefined;
+    // A create that had started may be going on at the provider: then it is unknown, never "not sent".
+    const sentOrSending = run.steps.get('create_refund').status !== 'pending';
+    const effect = run.effect.status !== 'none' ? run.effect.status : sentOrSending ? 'unknown' : 'not sent';
+    if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
+    const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed');
+    // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
+    const settled = compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind();
+    const reason = cancelledWhile(was, effect, compensated, settled, compensation?.reason);
+    return new Stopped<RefundStep>(settled ? (effect === 'failed' ? 'compensated' : 'stopped') : 'needs_attention', reason, null);
+  },
+};
