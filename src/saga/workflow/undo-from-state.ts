@@ -1,6 +1,6 @@
 // What a saga that keeps what it did in its own state gets without writing it: a compensate decision
-// undoes what stands; a reconcile asks the provider about its send; a cancellation honours a
-// decision taken before it, asks about a send that was in flight, and undoes what stands.
+// undoes what stands; a reconcile asks the provider about its send. And every saga's cancellation: it
+// honours a decision taken before it, asks about a send that was in flight, and undoes what stands.
 import { audit } from './audit';
 import type { DecisionRecord, RunStatus } from '../../contract';
 import type { Resumed } from './desk';
@@ -11,15 +11,17 @@ import { undoInOrder } from './undo';
 
 type Send<Step extends string> = Omit<ReconciledSend<Step, unknown>, 'send'>;
 
-/** Undoes what stands, and the run stops: compensated, or for a person at the first step left open. */
+/** Undoes what stands, and the run stops: compensated (stopped, when nothing stood), or for a person at the first step left open. */
 export async function undoAndStop<Step extends string>(
   run: Run<Step>,
   why: string,
   at: Step | null,
   resendApprovedAt?: string,
 ): Promise<Stopped<Step>> {
-  const { status, reason, open } = await undoInOrder(run, run.undoPlan(resendApprovedAt), why);
-  return new Stopped(status, reason, open[0] ?? at, open.length > 0);
+  const plan = run.undoPlan(resendApprovedAt);
+  const { status, reason, open } = await undoInOrder(run, plan, why);
+  const ended = status === 'compensated' && plan.length === 0 ? 'stopped' : status;
+  return new Stopped(ended, reason, open[0] ?? at, open.length > 0);
 }
 
 /** What a compensate or a reconcile decision does before the body runs again, or the stop it comes to. */
@@ -53,12 +55,7 @@ export interface Cancelling<Step extends string, R> {
 /** A saga that keeps what it did in its own state undoes its undo plan. */
 const fromState = <Step extends string>(): Cancelling<Step, Run<Step>> => ({
   abandoned: (record, was) => `cancelled while ${was}, after ${record.by} abandoned it: ${record.reason}`,
-  async undo(run, was, resendApprovedAt) {
-    const plan = run.undoPlan(resendApprovedAt);
-    const { status, reason, open } = await undoInOrder(run, plan, `cancelled while ${was}`);
-    const ended = plan.length > 0 ? 'compensated' : 'stopped';
-    return new Stopped(status === 'compensated' ? ended : status, reason, open[0] ?? null);
-  },
+  undo: (run, was, resendApprovedAt) => undoAndStop(run, `cancelled while ${was}`, null, resendApprovedAt),
 });
 
 /**

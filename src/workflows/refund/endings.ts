@@ -1,6 +1,6 @@
-// How a refund run ends beyond what the harness does for every saga: cancelled by an operator, with
-// its word on the operation's audit trail, and (after any end) the provider's unacted news handed to
-// the follow-up.
+// How a refund run ends beyond what the harness does for every saga: cancelled by an operator, its
+// word on a decision to abandon and its undo (the harness's cancellation does the rest), and (after
+// any end) the provider's unacted news handed to the follow-up.
 import { CancellationScope, isCancellation, workflowInfo } from '@temporalio/workflow';
 import type { RefundActivities } from '../../activities';
 import { PERSISTENT_BOOKKEEPING } from '../../saga/workflow/activity-options';
