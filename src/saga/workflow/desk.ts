@@ -16,20 +16,16 @@ import { conditionTimeout } from './wait';
 import { checkSignature, refuseMoved, refuseReplayed } from './signature-check';
 import { zodProblems } from '../../domain/zod-problems';
 
-/** The decision taken: what the saga does next. */
+/** A decision that chooses what the run does (approve and reject answer a proposal, which is chosen), but a retry. */
+type Choice = Exclude<DecisionKind, 'retry-step' | 'approve' | 'reject'>;
+
+/** The decision taken, or a proposal that expired: what the saga does next. */
 export type Chosen<Step extends string = string> =
   | { kind: 'retry-step'; step: Step; record: DecisionRecord }
-  | { kind: 'compensate'; record: DecisionRecord }
-  | { kind: 'abandon'; record: DecisionRecord }
-  | { kind: 'reconcile'; record: DecisionRecord }
-  | { kind: 'confirm-delivered'; record: DecisionRecord }
-  | { kind: 'expired'; record: DecisionRecord };
+  | { [K in Choice | 'expired']: { kind: K; record: DecisionRecord } }[Choice | 'expired'];
 
 /** Where the run waits: since when, and at which step it stopped (null: not known). */
-export interface Parking<Step extends string = string> {
-  failedStep: Step | null;
-  since: string;
-}
+export type Parking<Step extends string = string> = { failedStep: Step | null; since: string };
 
 /** What the desk needs to know of the run to judge a decision. */
 export interface DeskView<Step extends string = string> {
@@ -229,10 +225,10 @@ export class DecisionDesk<Step extends string = string> {
   }
 }
 
-/** What a decision record chooses (never an approve or a reject: those answer a proposal, which is chosen). */
+/** What a decision record chooses. */
 function chosenOf<Step extends string>(record: DecisionRecord): Chosen<Step> {
   if (record.decision === 'retry-step') return { kind: 'retry-step', step: record.step! as Step, record };
-  return { kind: record.decision as Exclude<Chosen['kind'], 'retry-step' | 'expired'>, record };
+  return { kind: record.decision as Choice, record };
 }
 
 /** A decision that moves the run on (abandon and expiry end it, as the harness does). */

@@ -17,14 +17,8 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult | Stopped<R
   const { policy } = run;
   run.operation.begin(begin, request, policy.version);
   // The step table names the policy; how it is pinned is in the activity's result in history.
-  steps.get('load_order').output = {
-    ...begin,
-    settings: {
-      scope: begin.settings.scope,
-      policyVersion: policy.version,
-      provider: begin.settings.provider,
-    },
-  };
+  const { scope, provider } = begin.settings;
+  steps.get('load_order').output = { ...begin, settings: { scope, policyVersion: policy.version, provider } };
   const op = begin.operation;
   ctx.operationId = op.operationId;
   if (op.refund)
