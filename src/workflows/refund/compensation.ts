@@ -39,7 +39,8 @@ export async function compensate(
 }
 
 async function compensateStanding(run: RefundRun, resendApprovedAt: string | undefined): Promise<Undone> {
-  const { operationId, failedRefund: refund } = run.ctx;
+  const { operationId } = run;
+  const refund = run.ctx.failedRefund;
   for (const step of run.steps.completed()) {
     const { undo } = REFUND_SAGA[step];
     if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
@@ -61,7 +62,7 @@ async function compensateStanding(run: RefundRun, resendApprovedAt: string | und
     records,
     correctsUnknownNotice(run.policy, resendApprovedAt !== undefined),
   );
-  const ctx = { ...run.ctx, orderId: run.request.orderId };
+  const ctx = { ...run.ctx, operationId, orderId: run.request.orderId };
   await undoSteps(
     run,
     plan.undo.flatMap(({ step, key }) => {

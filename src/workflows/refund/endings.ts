@@ -19,7 +19,7 @@ export async function handOverToFollowUp(run: RefundRun): Promise<void> {
   if (!event) return;
   await CancellationScope.nonCancellable(() =>
     pooledActivities<RefundActivities>(PERSISTENT_BOOKKEEPING)
-      .handToFollowUp({ operationId: run.ctx.operationId, event, workflowTaskQueue: workflowInfo().taskQueue })
+      .handToFollowUp({ operationId: run.operationId, event, workflowTaskQueue: workflowInfo().taskQueue })
       .catch((err: unknown) => {
         // The event stays in the store, the run's state and inspect, for a person.
         if (isCancellation(err)) throw err;

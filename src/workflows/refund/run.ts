@@ -26,9 +26,8 @@ import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
 import { stepFailed } from './stop-reasons';
 
-/** What the run has gathered: the operation, the receipts of finished steps, and what a failed refund left. */
+/** What the run has gathered: the receipts of finished steps, and what a failed refund left. */
 interface RefundContext {
-  operationId: string;
   refund?: RefundReceipt;
   /** The receipt of the refund the provider failed or canceled after accepting it, once the run learns of it. */
   failedRefund?: RefundReceipt;
@@ -41,7 +40,9 @@ interface RefundContext {
 }
 
 export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundActivities> {
-  readonly ctx: RefundContext = { operationId: '' };
+  readonly ctx: RefundContext = {};
+  /** Empty until loading the order commits the operation's intent. */
+  operationId = '';
   readonly operation = new OperationView();
   readonly news = new ProviderNews(() => this.effect);
   /** What loading the order returned: the operation, the order (masked), earlier operations, the settings. */
@@ -71,10 +72,6 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
       shows: { details: currentDetails },
     });
     this.show.started(request.orderId);
-  }
-
-  get operationId(): string {
-    return this.ctx.operationId;
   }
 
   view(): RefundRunState {

@@ -10,7 +10,7 @@ import type { RefundRun } from './run';
 
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */
 export async function loadOrder(run: RefundRun): Promise<BeginResult | Stopped<RefundStep>> {
-  const { request, ctx, steps } = run;
+  const { request, steps } = run;
   const begin = await run.calls.step(REFUND_SAGA.load_order, { request });
   run.begin = begin;
   // Its receipt's settings are pinned by the harness: the run's policy and budgets from here.
@@ -20,7 +20,7 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult | Stopped<R
   const { scope, provider } = begin.settings;
   steps.get('load_order').output = { ...begin, settings: { scope, policyVersion: policy.version, provider } };
   const op = begin.operation;
-  ctx.operationId = op.operationId;
+  run.operationId = op.operationId;
   if (op.refund)
     run.effect = {
       status: op.status === 'partial' ? 'partial' : 'refunded',
