@@ -123,16 +123,6 @@ export class DecisionDesk<Step extends string = string> {
       throw new Error(
         `${this.pending.decision} by ${this.pending.by} is waiting for approval; approve or reject it first`,
       );
-    if (d.decision === 'retry-step') {
-      if (!parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
-      // The saga's word first: a retry it refuses (one that would lead back to compensations) is refused as such.
-      this.refuse(d, parked);
-      const step = d.step ?? parked.failedStep;
-      if (step !== parked.failedStep)
-        throw new Error(
-          `only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`,
-        );
-    }
     if (d.decision === 'reconcile' && d.by === SWEEPER) {
       // The sweep moves on to other runs: one it asked lately is left until the interval has passed.
       const last = this.records.filter((r) => r.by === SWEEPER).at(-1);
@@ -141,12 +131,15 @@ export class DecisionDesk<Step extends string = string> {
           `the sweep asked at ${last.at}; it asks again after ${new Date(Date.parse(last.at) + SWEEP_INTERVAL_MS).toISOString()}`,
         );
     }
-    if (d.decision !== 'retry-step') this.refuse(d, parked);
-  }
-
-  private refuse(d: ParsedDecision, parked: Parking<Step>): void {
+    const retry = d.decision === 'retry-step';
+    if (retry && !parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
+    // The saga's word before the step's: a retry it refuses (one that would lead back to compensations) is refused as such.
     const why = this.run.refuses(d, parked);
     if (why) throw new Error(why);
+    if (retry && (d.step ?? parked.failedStep) !== parked.failedStep)
+      throw new Error(
+        `only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`,
+      );
   }
 
   /** Takes a validated decision. */

@@ -38,7 +38,7 @@ export const cancelled: Cancelling<RefundStep, RefundRun> = {
     if (effect === 'unknown') run.effect = { ...run.effect, status: 'unknown', certainty: 'may_have_executed' };
     const compensated = run.steps.table().some((s) => s.compensation?.status === 'completed');
     // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
-    const settled = compensation ? compensation.status === 'compensated' : !run.leavesWorkBehind();
+    const settled = compensation ? compensation.status === 'compensated' : effect === 'not sent';
     const reason = cancelledWhile(was, effect, compensated, settled, compensation?.reason);
     return new Stopped<RefundStep>(settled ? (effect === 'failed' ? 'compensated' : 'stopped') : 'needs_attention', reason, null);
   },
