@@ -47,7 +47,7 @@ export const orderUpdate = (run: RefundRun, { refundId, amount }: RefundReceipt,
 
 /** The customer notice; a resend a person approved by retrying it carries the hand-over they judged. */
 export const notice = (run: RefundRun, refund: RefundReceipt, resumed: Resumed<RefundStep> | null) => ({
-  key: stepKey(run.operationId, 'notify_customer'),
+  key: run.key('notify_customer'),
   operationId: run.operationId,
   orderId: run.request.orderId,
   amount: refund.amount,
@@ -61,7 +61,7 @@ export const notice = (run: RefundRun, refund: RefundReceipt, resumed: Resumed<R
  * records it as sent on their word, naming them (nothing is sent), and the step completes.
  */
 export async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<Stopped<RefundStep> | void> {
-  const key = stepKey(run.operationId, 'notify_customer');
+  const key = run.key('notify_customer');
   const unknown = run.steps.get('notify_customer').error;
   // The person's word is about the hand-over they judged: recorded only while it is still the entry's.
   const { approvedHandOver: judged } = judgedHandOver(unknown);
