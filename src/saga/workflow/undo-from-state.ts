@@ -38,12 +38,8 @@ export async function prepareFromState<Step extends string>(
   const found = await lookUp(run, send);
   if (isStopped<Step, unknown>(found)) return found;
   if (found === 'unknown') return new Stopped('needs_attention', unknownSend(step), step, true);
-  if (found === 'absent')
-    return new Stopped(
-      'needs_attention',
-      `${step} was proven absent: it took no effect. retry-step ${step} sends it, compensate undoes what stands`,
-      step,
-    );
+  const absent = `${step} was proven absent: it took no effect. retry-step ${step} sends it, compensate undoes what stands`;
+  if (found === 'absent') return new Stopped('needs_attention', absent, step);
 }
 
 /** What a cancellation says of a decision to abandon taken before it, and how it undoes what stands: the stop it comes to. */

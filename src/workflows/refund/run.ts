@@ -130,13 +130,12 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     super.remember(step, boundary, error);
     // Facts from a failure a test or an older worker shaped may be missing: the record then stays as last read.
     const { operationStatus, requestsSent, provenAbsentThrough } = error.provider ?? {};
-    if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
+    if (typeof operationStatus === 'string' && typeof requestsSent === 'number')
       this.operation.note({
         status: operationStatus,
         requestsSent,
         provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null,
       });
-    }
   }
 
   /** The create's receipt makes the refund; asked about, it is unknown; a key the provider still deduplicates proves no absence, so that changes nothing. */
