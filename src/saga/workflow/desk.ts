@@ -16,20 +16,16 @@ import { conditionTimeout } from './wait';
 import { checkSignature, refuseMoved, refuseReplayed } from './signature-check';
 import { zodProblems } from '../../domain/zod-problems';
 
-/** The decision taken: what the saga does next. */
+/** A decision that chooses what the run does (approve and reject answer a proposal, which is chosen), but a retry. */
+type Choice = Exclude<DecisionKind, 'retry-step' | 'approve' | 'reject'>;
+
+/** The decision taken, or a proposal that expired: what the saga does next. */
 export type Chosen<Step extends string = string> =
   | { kind: 'retry-step'; step: Step; record: DecisionRecord }
-  | { kind: 'compensate'; record: DecisionRecord }
-  | { kind: 'abandon'; record: DecisionRecord }
-  | { kind: 'reconcile'; record: DecisionRecord }
-  | { kind: 'confirm-delivered'; record: DecisionRecord }
-  | { kind: 'expired'; record: DecisionRecord };
+  | { [K in Choice | 'expired']: { kind: K; record: DecisionRecord } }[Choice | 'expired'];
 
 /** Where the run waits: since when, and at which step it stopped (null: not known). */
-export interface Parking<Step extends string = string> {
-  failedStep: Step | null;
-  since: string;
-}
+export type Parking<Step extends string = string> = { failedStep: Step | null; since: string };
 
 /** What the desk needs to know of the run to judge a decision. */
 export interface DeskView<Step extends string = string> {
@@ -127,16 +123,6 @@ export class DecisionDesk<Step extends string = string> {
       throw new Error(
         `${this.pending.decision} by ${this.pending.by} is waiting for approval; approve or reject it first`,
       );
-    if (d.decision === 'retry-step') {
-      if (!parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
-      // The saga's word first: a retry it refuses (one that would lead back to compensations) is refused as such.
-      this.refuse(d, parked);
-      const step = d.step ?? parked.failedStep;
-      if (step !== parked.failedStep)
-        throw new Error(
-          `only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`,
-        );
-    }
     if (d.decision === 'reconcile' && d.by === SWEEPER) {
       // The sweep moves on to other runs: one it asked lately is left until the interval has passed.
       const last = this.records.filter((r) => r.by === SWEEPER).at(-1);
@@ -145,12 +131,15 @@ export class DecisionDesk<Step extends string = string> {
           `the sweep asked at ${last.at}; it asks again after ${new Date(Date.parse(last.at) + SWEEP_INTERVAL_MS).toISOString()}`,
         );
     }
-    if (d.decision !== 'retry-step') this.refuse(d, parked);
-  }
-
-  private refuse(d: ParsedDecision, parked: Parking<Step>): void {
+    const retry = d.decision === 'retry-step';
+    if (retry && !parked.failedStep) throw new Error('the run did not stop at a step that can be retried');
+    // The saga's word before the step's: a retry it refuses (one that would lead back to compensations) is refused as such.
     const why = this.run.refuses(d, parked);
     if (why) throw new Error(why);
+    if (retry && (d.step ?? parked.failedStep) !== parked.failedStep)
+      throw new Error(
+        `only the step that failed, ${parked.failedStep}, can be retried; the steps before it keep their outputs`,
+      );
   }
 
   /** Takes a validated decision. */
@@ -229,10 +218,10 @@ export class DecisionDesk<Step extends string = string> {
   }
 }
 
-/** What a decision record chooses (never an approve or a reject: those answer a proposal, which is chosen). */
+/** What a decision record chooses. */
 function chosenOf<Step extends string>(record: DecisionRecord): Chosen<Step> {
   if (record.decision === 'retry-step') return { kind: 'retry-step', step: record.step! as Step, record };
-  return { kind: record.decision as Exclude<Chosen['kind'], 'retry-step' | 'expired'>, record };
+  return { kind: record.decision as Choice, record };
 }
 
 /** A decision that moves the run on (abandon and expiry end it, as the harness does). */

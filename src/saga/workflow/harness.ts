@@ -23,7 +23,7 @@ import type { ReconciledSend } from './reconciled-send';
 import { isStopped, Stopped, StoppedError } from './run-stopped';
 import type { Ending, SagaRun } from './run';
 import { StepFailedError, type StepError } from './step-failure';
-import { cancelFromState, prepareFromState } from './undo-from-state';
+import { cancelRun, type Cancelling, prepareFromState } from './undo-from-state';
 import { showRejected } from './visibility';
 
 /** The provider's word that moves a parked run without a person: what it audits, and how the run goes on. */
@@ -45,7 +45,7 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   body(run: Run, resumed: Resumed<Step> | null): Promise<Result | Stopped<Step>>;
   /** What a decision does before the body runs again (a lookup, a person's word recorded), or the stop it comes to. */
   prepare?(run: Run, chosen: Resumed<Step>): Promise<void | Stopped<Step>>;
-  /** The send a reconcile decision or a cancellation asks the provider about, for a saga without its own `prepare` and `cancelled`. */
+  /** The send a cancellation, and a reconcile decision of a saga without its own `prepare`, asks the provider about. */
   send?(run: Run): Omit<ReconciledSend<Step, unknown>, 'send'>;
   /** How a step's failure its body did not decide on stops the run; the harness's word at the step if not said. */
   stepFailed?(run: Run, step: Step, error: StepError): Stopped<Step>;
@@ -53,8 +53,8 @@ export interface Saga<Step extends string, State, Run extends SagaRun<Step, Stat
   news?(run: Run): (() => News<Result, Step>) | undefined;
   /** After the run's last word, cancelled too: what it leaves for others (the provider's unacted news). */
   afterEnd?(run: Run): Promise<void>;
-  /** Cancelled by an operator: what was started is finished honestly, compensations included, and audited. */
-  cancelled?(run: Run): Promise<void>;
+  /** Cancelled by an operator: the saga's word on an abandon taken before, and its undo; from its state if not said. */
+  cancelled?: Cancelling<Step, Run>;
 }
 
 /** A saga's business key: the field of its input, read as `schema` reads it (null when not valid). */
@@ -107,7 +107,7 @@ export async function runSaga<Step extends string, State, Run extends SagaRun<St
     if (isCancellation(err) && (!run.inBookkeeping || cancelsAnywhere())) {
       run.desk.close('it is being cancelled');
       await CancellationScope.nonCancellable(async () => {
-        await (saga.cancelled ? saga.cancelled(run) : cancelFromState(run, saga.send?.(run)));
+        await cancelRun(run, saga.send?.(run), saga.cancelled);
         metrics().runEnded('cancelled');
         await saga.afterEnd?.(run);
       });

@@ -238,8 +238,8 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
     this.show.ended(status, failedStep, this.effect.status);
   }
 
-  finish(status: TerminalStatus, reason: string, failedStep: Step | null, quarantined = false): void {
-    this.outcome = { status, failedStep, reason, quarantined };
+  finish(status: TerminalStatus, reason: string, failedStep: Step | null): void {
+    this.outcome = { status, failedStep, reason, quarantined: false };
     this.setStatus(status, failedStep ?? this.steps.last);
   }
 

@@ -39,7 +39,8 @@ export async function compensate(
 }
 
 async function compensateStanding(run: RefundRun, resendApprovedAt: string | undefined): Promise<Undone> {
-  const { operationId, failedRefund: refund } = run.ctx;
+  const { operationId } = run;
+  const refund = run.ctx.failedRefund;
   for (const step of run.steps.completed()) {
     const { undo } = REFUND_SAGA[step];
     if (undo.kind === 'forward_repair') run.steps.markNotCompensable(step, undo.note);
@@ -61,7 +62,7 @@ async function compensateStanding(run: RefundRun, resendApprovedAt: string | und
     records,
     correctsUnknownNotice(run.policy, resendApprovedAt !== undefined),
   );
-  const ctx = { ...run.ctx, orderId: run.request.orderId };
+  const ctx = { ...run.ctx, operationId, orderId: run.request.orderId };
   await undoSteps(
     run,
     plan.undo.flatMap(({ step, key }) => {
@@ -76,14 +77,11 @@ async function compensateStanding(run: RefundRun, resendApprovedAt: string | und
   // A compensation that already ran keeps its record (a correction whose outcome is unknown stays quarantined).
   const held = plan.held && run.steps.hold(plan.held.step, plan.held.key, plan.held.reason) ? plan.held : null;
 
+  // Left open: a compensation neither completed nor held for a person's decision.
+  const settled = ['completed', 'held'];
   const left = run.steps
     .table()
-    .filter(
-      (s) =>
-        s.compensation?.kind === 'compensation' &&
-        s.compensation.status !== 'completed' &&
-        s.compensation.status !== 'held',
-    );
+    .filter(({ compensation: c }) => c?.kind === 'compensation' && !settled.includes(c.status));
   if (left.length === 0 && !held) return undone('compensated', reasons.compensated(what));
   const unknown = left.filter((s) => s.compensation?.status === 'unknown').map((s) => s.name);
   const open = reasons.compensationsOpen(what, unknown, left.length > 0, held?.reason ?? null);

@@ -29,13 +29,8 @@ export class OperationView {
     };
   }
 
-  note(op: SendRecord): void {
-    this.record = {
-      status: op.status,
-      requestsSent: op.requestsSent,
-      provenAbsentThrough: op.provenAbsentThrough,
-      refund: op.refund ?? null,
-    };
+  note({ status, requestsSent, provenAbsentThrough, refund = null }: SendRecord): void {
+    this.record = { status, requestsSent, provenAbsentThrough, refund };
   }
 
   /** What the operation's record says of the refund, over every send of every run; null before it was read. */

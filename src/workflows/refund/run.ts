@@ -25,9 +25,8 @@ import { OperationView } from './operation';
 import { ProviderNews } from './provider-news';
 import { stepFailed } from './stop-reasons';
 
-/** What the run has gathered: the operation, the receipts of finished steps, and what a failed refund left. */
+/** What the run has gathered: the receipts of finished steps, and what a failed refund left. */
 interface RefundContext {
-  operationId: string;
   refund?: RefundReceipt;
   /** The receipt of the refund the provider failed or canceled after accepting it, once the run learns of it. */
   failedRefund?: RefundReceipt;
@@ -40,7 +39,9 @@ interface RefundContext {
 }
 
 export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundActivities> {
-  readonly ctx: RefundContext = { operationId: '' };
+  readonly ctx: RefundContext = {};
+  /** Empty until loading the order commits the operation's intent. */
+  operationId = '';
   readonly operation = new OperationView();
   readonly news = new ProviderNews(() => this.effect);
   /** What loading the order returned: the operation, the order (masked), earlier operations, the settings. */
@@ -70,10 +71,6 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
       shows: { details: currentDetails },
     });
     this.show.started(request.orderId);
-  }
-
-  get operationId(): string {
-    return this.ctx.operationId;
   }
 
   view(): RefundRunState {
@@ -132,13 +129,12 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     super.remember(step, boundary, error);
     // Facts from a failure a test or an older worker shaped may be missing: the record then stays as last read.
     const { operationStatus, requestsSent, provenAbsentThrough } = error.provider ?? {};
-    if (typeof operationStatus === 'string' && typeof requestsSent === 'number') {
+    if (typeof operationStatus === 'string' && typeof requestsSent === 'number')
       this.operation.note({
         status: operationStatus,
         requestsSent,
         provenAbsentThrough: typeof provenAbsentThrough === 'number' ? provenAbsentThrough : null,
       });
-    }
   }
 
   /** The create's receipt makes the refund; asked about, it is unknown; a key the provider still deduplicates proves no absence, so that changes nothing. */

@@ -10,23 +10,17 @@ import type { RefundRun } from './run';
 
 /** Loads the order and commits the operation's intent: the run's identity, settings and budgets come from here. */
 export async function loadOrder(run: RefundRun): Promise<BeginResult | Stopped<RefundStep>> {
-  const { request, ctx, steps } = run;
+  const { request, steps } = run;
   const begin = await run.calls.step(REFUND_SAGA.load_order, { request });
   run.begin = begin;
   // Its receipt's settings are pinned by the harness: the run's policy and budgets from here.
   const { policy } = run;
   run.operation.begin(begin, request, policy.version);
   // The step table names the policy; how it is pinned is in the activity's result in history.
-  steps.get('load_order').output = {
-    ...begin,
-    settings: {
-      scope: begin.settings.scope,
-      policyVersion: policy.version,
-      provider: begin.settings.provider,
-    },
-  };
+  const { scope, provider } = begin.settings;
+  steps.get('load_order').output = { ...begin, settings: { scope, policyVersion: policy.version, provider } };
   const op = begin.operation;
-  ctx.operationId = op.operationId;
+  run.operationId = op.operationId;
   if (op.refund)
     run.effect = {
       status: op.status === 'partial' ? 'partial' : 'refunded',
@@ -53,7 +47,7 @@ export const orderUpdate = (run: RefundRun, { refundId, amount }: RefundReceipt,
 
 /** The customer notice; a resend a person approved by retrying it carries the hand-over they judged. */
 export const notice = (run: RefundRun, refund: RefundReceipt, resumed: Resumed<RefundStep> | null) => ({
-  key: stepKey(run.operationId, 'notify_customer'),
+  key: run.key('notify_customer'),
   operationId: run.operationId,
   orderId: run.request.orderId,
   amount: refund.amount,
@@ -67,7 +61,7 @@ export const notice = (run: RefundRun, refund: RefundReceipt, resumed: Resumed<R
  * records it as sent on their word, naming them (nothing is sent), and the step completes.
  */
 export async function confirmDelivered(run: RefundRun, record: DecisionRecord): Promise<Stopped<RefundStep> | void> {
-  const key = stepKey(run.operationId, 'notify_customer');
+  const key = run.key('notify_customer');
   const unknown = run.steps.get('notify_customer').error;
   // The person's word is about the hand-over they judged: recorded only while it is still the entry's.
   const { approvedHandOver: judged } = judgedHandOver(unknown);

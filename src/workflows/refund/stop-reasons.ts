@@ -4,7 +4,9 @@ import type { RefundStep } from '../../compensations/registry';
 import type { GateResult, RefundReceipt, StepError } from '../../contract';
 import { retryCreateText } from '../../reliability/verdict';
 
-type Money = { amount: number; currency: string };
+type Money = Pick<RefundReceipt, 'amount' | 'currency'>;
+/** A refund as the provider last showed it. */
+type Seen = Pick<RefundReceipt, 'refundId' | 'status'>;
 const retryCreate = retryCreateText();
 
 /** A step that failed for good, as the policy decided it; `attempts` when its retries ran out. */
@@ -88,15 +90,10 @@ export function gateMismatch(gate: GateResult): string {
   return `the completion gate found disagreements: ${failed.join('; ')}. ${stands}; a person must reconcile them`;
 }
 
-export const awaitingWebhook = (refund: { refundId: string; status: string }, until: string, waitMs: number) =>
+export const awaitingWebhook = (refund: Seen, until: string, waitMs: number) =>
   `refund ${refund.refundId} is ${refund.status} at the provider: awaiting its webhook until ${until}; next poll in ${Math.round(waitMs / 1000)} s`;
 
-export const providerDeadline = (
-  refund: { refundId: string; status: string },
-  since: string,
-  until: string,
-  polls: number,
-) =>
+export const providerDeadline = (refund: Seen, since: string, until: string, polls: number) =>
   `refund ${refund.refundId} is still ${refund.status} at the provider ${since} → ${until} (the policy's awaitProvider deadline), ` +
   `after ${polls} polls and no webhook that settled it; it stands, and a person follows it up`;
 
