@@ -40,6 +40,10 @@ export const cancelled: Cancelling<RefundStep, RefundRun> = {
     // Nothing left for anyone: the refund never went out, or it failed and every compensation completed.
     const settled = compensation ? compensation.status === 'compensated' : effect === 'not sent';
     const reason = cancelledWhile(was, effect, compensated, settled, compensation?.reason);
-    return new Stopped<RefundStep>(settled ? (effect === 'failed' ? 'compensated' : 'stopped') : 'needs_attention', reason, null);
+    return new Stopped<RefundStep>(
+      settled ? (effect === 'failed' ? 'compensated' : 'stopped') : 'needs_attention',
+      reason,
+      null,
+    );
   },
 };
