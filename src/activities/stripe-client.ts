@@ -21,6 +21,8 @@ export function createStripeClient(cfg: StripeClientConfig, attempt?: Attempt): 
     maxNetworkRetries: 0,
     httpClient: transport,
     timeout: cfg.requestTimeoutMs ?? 10_000,
+    // A lent client's next request would tell Stripe an earlier attempt's (another run's) request id and timing.
+    telemetry: false,
     ...(cfg.apiBase !== undefined && apiBaseConfig(cfg.apiBase)),
   });
   made.set(client, { cfg, transport, idle: [] });
@@ -46,7 +48,9 @@ export function stripeIn(stripe: Stripe, attempt: Attempt): Stripe {
   transport.attempt = attempt;
   attempt.settled?.push(() => {
     transport.attempt = null;
-    pool.idle.push(lent);
+    // The SDK reaches the transport some microtasks after a call: a request the body never awaited reaches it, refused
+    // as its attempt ended, before the client is lent again.
+    setImmediate(() => pool.idle.push(lent));
   });
   return lent;
 }

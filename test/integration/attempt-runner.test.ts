@@ -119,6 +119,8 @@ it("lends each attempt one of the worker's Stripe clients, given back once its b
     return then();
   };
   const transient = new Classified('TRANSIENT_DEPENDENCY', 'not_executed', 'provider_error', '502');
+  // A client given back is lent again from the next turn of the event loop.
+  const nextTurn = () => new Promise((r) => setImmediate(r));
   await activityEnv().run(() =>
     runner(
       call,
@@ -126,7 +128,9 @@ it("lends each attempt one of the worker's Stripe clients, given back once its b
       borrowing(async () => ({})),
     ),
   );
+  await nextTurn();
   await failureOf(activityEnv().run(() => runner(call, never, borrowing(failing(transient)))));
+  await nextTurn();
   await activityEnv().run(() =>
     runner(
       call,

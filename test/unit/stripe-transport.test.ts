@@ -94,7 +94,9 @@ test("attempts borrow the worker's clients in turn: concurrent ones hold differe
   expect(first).not.toBe(worker);
   expect([a.requests, b.requests]).toEqual([1, 3]);
 
-  // Given back, the same two clients serve the next two attempts: none is built, and counts start from nothing.
+  // Given back (lent again from the next turn of the event loop), the same two clients serve the next two attempts:
+  // none is built, and counts start from nothing.
+  await new Promise((r) => setImmediate(r));
   const [c, d] = [attempt(), attempt()];
   const [third, fourth] = await Promise.all([run(c, 2), run(d, 1)]);
   expect(new Set([third, fourth])).toEqual(new Set([first, second]));
@@ -104,6 +106,37 @@ test("attempts borrow the worker's clients in turn: concurrent ones hold differe
   const err = await third.refunds.retrieve('re_1').catch((e: unknown) => e);
   expect(err).toMatchObject({ detail: { stage: 'not_sent', message: expect.stringMatching(/its attempt has ended/) } });
   expect([c.requests, d.requests]).toEqual([2, 1]);
+});
+
+test('a request its body never awaited is refused as its attempt ended, never counted under the next attempt', async () => {
+  const worker = createStripeClient({ secretKey: 'sk_test_1', apiBase });
+  const attempt = (): Attempt & { settled: (() => void)[] } => ({
+    actor: 'test',
+    startedAtMs: Date.now(),
+    requests: 0,
+    providerRequestId: null,
+    settled: [],
+  });
+  const warm = attempt();
+  await stripeIn(worker, warm).refunds.retrieve('re_1'); // the SDK's user agent is read once, on a first request
+  warm.settled.forEach((giveBack) => giveBack());
+  await new Promise((r) => setImmediate(r));
+
+  const a = attempt();
+  const lentToA = stripeIn(worker, a);
+  const leaked = lentToA.refunds.retrieve('re_1').catch((e: unknown) => e);
+  a.settled.forEach((giveBack) => giveBack());
+  // Borrowed in the same turn, the client A gave back is not lent yet: B gets another.
+  const b = attempt();
+  const lentToB = stripeIn(worker, b);
+  expect(lentToB).not.toBe(lentToA);
+  expect(await leaked).toMatchObject({
+    detail: { stage: 'not_sent', message: expect.stringMatching(/attempt has ended/) },
+  });
+  expect([a.requests, b.requests]).toEqual([0, 0]);
+  b.settled.forEach((giveBack) => giveBack());
+  await new Promise((r) => setImmediate(r));
+  expect(new Set([stripeIn(worker, attempt()), stripeIn(worker, attempt())])).toEqual(new Set([lentToA, lentToB]));
 });
 
 describe("a send's deadline", () => {
