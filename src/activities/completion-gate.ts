@@ -37,16 +37,13 @@ export function createCompletionGate(deps: StripeDeps) {
       const check = (name: GateFinding['check'], ok: boolean, observed: string) =>
         findings.push({ check: name, ok, observed });
 
-      // The provider's two reads are one round trip, not two, with the store's (one connection, in turn) beside them.
-      // Each is waited for, even once one has failed, so that no request outlives the attempt that counts it.
-      const [{ event, refund }, listed, [applied, notice, trail]] = await allOrFirstError([
-        // The refund as the provider's signed event shows it, when the run was handed one that fits, or else as the API returns it.
-        (async () => {
-          const event = await signedSuccess(input);
-          const refund = event ?? (await stripe.refunds.retrieve(input.refundId));
-          return { event, refund };
-        })(),
+      // The provider's list first, beside the store's reads (one connection, in turn): it shows the run's refund as a
+      // retrieve would, and any other carrying the operation id. Each read is waited for, even once one has failed, so
+      // that no request outlives the attempt that counts it.
+      const [listed, event, [applied, notice, trail]] = await allOrFirstError([
         listRefunds(stripe, input.paymentIntentId),
+        // The provider's signed event stands for the refund, when the run was handed one that fits.
+        signedSuccess(input),
         (async () =>
           [
             await store.appliedRefund(input.operationId),
@@ -54,6 +51,9 @@ export function createCompletionGate(deps: StripeDeps) {
             await store.operations.auditTrail(input.operationId),
           ] as const)(),
       ] as const);
+      // Retrieved only when the list does not show it yet (a list may lag): one request a look, not two.
+      const refund =
+        event ?? listed.find((r) => r.id === input.refundId) ?? (await stripe.refunds.retrieve(input.refundId));
       const receipt = event ? event.receipt : toReceipt(refund as Stripe.Refund, false);
       const fits =
         refund.amount === input.amount &&

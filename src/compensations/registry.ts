@@ -171,7 +171,7 @@ export const REFUND_SAGA = {
     runs: 'reconcile',
     output: gateResultSchema,
     activity: 'checkCompletion',
-    // A retrieve and a list.
+    // A list, and a retrieve when the list does not show the refund yet: at most two.
     requestsPerAttempt: 2,
     firstReadIn: 'notify_customer',
     action:

@@ -57,8 +57,16 @@ const until = async (what: string, check: () => Promise<boolean>, ms = 30_000) =
     if (await check()) return;
   throw new Error(`timed out waiting for ${what}`);
 };
-const refundReads = async (refundId: string) =>
-  (await h.requests({ path: `/v1/refunds/${refundId}` })).filter((r) => r.method === 'GET').length;
+/** The provider's reads of a run's refund: retrieves of it, and lists of its payment's refunds. */
+const refundReads = async (refundId: string, orderId: string) => {
+  const gets = async (filter: Parameters<Harness['requests']>[0]) =>
+    (await h.requests(filter)).filter((r) => r.method === 'GET').length;
+  const { paymentIntentId } = (await h.store.getOrder(orderId))!;
+  return {
+    retrieves: await gets({ path: `/v1/refunds/${refundId}` }),
+    lists: await gets({ path: '/v1/refunds', paymentIntent: paymentIntentId }),
+  };
+};
 const post = (body: string) =>
   fetch(receiver.url, {
     method: 'POST',
@@ -114,8 +122,9 @@ test('a pending refund waits visibly for the provider and completes on its webho
     expect.arrayContaining([['refund.updated', 'succeeded']]),
   );
   expect(state.steps.find((s) => s.name === 'completion_gate')).toMatchObject({ status: 'completed' });
-  // The provider was read once, by the gate's first look; the webhook settled it.
-  expect(await refundReads(result.refund.refundId)).toBe(1);
+  // No retrieve: the gate's first look listed the refund pending, and the webhook's signed event stood for it at the
+  // second (whose list only checks that no other refund carries the operation id).
+  expect(await refundReads(result.refund.refundId, order.id)).toEqual({ retrieves: 0, lists: 2 });
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
   expect(await h.store.operations.get(result.operationId)).toMatchObject({ status: 'completed' });
@@ -646,7 +655,11 @@ test("with webhooks off, polling completes a pending refund within the policy's 
   expect(polled.state.providerEvents).toEqual([]);
   expect(polled.state.awaitingProvider).toMatchObject({ settledBy: { kind: 'poll' } });
   expect(polled.state.awaitingProvider!.polls).toBeGreaterThanOrEqual(1);
-  expect(await refundReads(polled.result.refund.refundId)).toBe(1 + polled.state.awaitingProvider!.polls);
+  // A look a poll: each a list that showed the refund, none a retrieve.
+  expect(await refundReads(polled.result.refund.refundId, polled.result.orderId)).toEqual({
+    retrieves: 0,
+    lists: 1 + polled.state.awaitingProvider!.polls,
+  });
 
   const parked = await h.withWorker(
     {},

@@ -44,8 +44,8 @@ test('a refund runs every step once and reports them in the step table', async (
     expect(step.ledger).toEqual([expect.objectContaining({ attempt: 1, outcome: 'ok' })]);
     expect(Date.parse(step.finishedAt!)).toBeGreaterThanOrEqual(Date.parse(step.startedAt!));
   }
-  // Provider requests: one create, one notice, and the gate's retrieve and list.
-  expect(state.steps.map((s) => s.transportRequests)).toEqual([0, 1, 0, 1, 2]);
+  // Provider requests: one create, one notice, and the gate's list (which shows the refund: no retrieve).
+  expect(state.steps.map((s) => s.transportRequests)).toEqual([0, 1, 0, 1, 1]);
   expect(state.operation).toMatchObject({
     operationId: `refund:test:${order.id}:v1`,
     operationVersion: 1,
@@ -57,7 +57,7 @@ test('a refund runs every step once and reports them in the step table', async (
   const sentAt = Date.parse(state.steps[1].ledger[0].startedAt);
   expect(Date.parse(state.operation!.dedupeWindowExpiresAt!)).toBe(sentAt + h.settings.provider.dedupeWindowMs);
   expect(state.effect).toEqual({ status: 'refunded', certainty: 'completed', refundId: result.refund.refundId });
-  expect(state.budget).toMatchObject({ providerCallsUsed: 4, retryTimeUsedMs: 0 });
+  expect(state.budget).toMatchObject({ providerCallsUsed: 3, retryTimeUsedMs: 0 });
   const create = state.steps[1];
   expect(create.idempotencyKey).toBe(`refund:test:${order.id}:v1:create_refund`);
   expect(create.input).toMatchObject({ amount: 1250, idempotencyKey: create.idempotencyKey });

@@ -233,7 +233,8 @@ test('a refund the provider failed stays failed when the operation is asked agai
 
 test('compensations still run when the provider-call budget is spent', async () => {
   const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundFail' });
-  // create 1 + notice 1 + the gate's retrieve and list 2: nothing left for the correction email.
+  // create 1 + notice 1 + the gate's list and, the list lagging, its retrieve 2: nothing left for the correction email.
+  await h.stripeFault({ kind: 'lagging_list', match: { idempotencyKey: createKey(order.id) }, lagMs: 60_000 });
   const spent = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, providerCalls: 4 } };
   const { status, state } = await h.withWorker(
     {},

@@ -78,7 +78,7 @@ export class RunBudget {
         `${remaining} ms left before the run's deadline, less than one ${boundary} attempt may take (${t.startToCloseMs} ms)`,
       );
     }
-    // An attempt that sends several requests (the completion gate: a retrieve and a list) gets fewer attempts.
+    // An attempt that may send several requests (the completion gate: a list, and a retrieve) gets fewer attempts.
     const left = this.limits.providerCalls - this.providerCalls;
     const callsLeft = provider && !essential ? Math.floor(left / requestsPerAttempt) : Infinity;
     if (callsLeft < 1)
