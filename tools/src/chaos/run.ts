@@ -147,9 +147,16 @@ export async function runChaos(
     const checkouts: CheckoutRecord[] = [];
     const pendingCheckouts: { record: CheckoutRecord; handle: WorkflowHandle<RefundWorkflow> }[] = [];
 
+    // Halfway through the runs, a worker is killed if none has been yet: a run shorter than the interval meets one too.
+    let halfwayKill: Promise<void> | undefined;
     const drive = async () => {
       while (next < opts.runs && Date.now() < deadline) {
         const index = next++;
+        if (opts.killEveryMs > 0 && index === Math.floor(opts.runs / 2) && kills + stack.killedAfterRefund === 0)
+          halfwayKill = stack.replaceWorker(0).then(
+            () => void (kills += 1),
+            (err: unknown) => void (killFailure = err as Error),
+          );
         try {
           await driveOne(index);
         } catch (err) {
@@ -241,7 +248,7 @@ export async function runChaos(
 
     // The faults stop; every run still going gets the grace period to settle on a healthy stack.
     killing = false;
-    await killer;
+    await Promise.all([killer, halfwayKill]);
     await faults.stop();
     if (killFailure) throw new Error(`a killed worker could not be replaced: ${killFailure.message}`);
     const graceEnd = Date.now() + opts.graceMs;
