@@ -38,6 +38,12 @@ export function statementKind(text: string): StatementKind {
 
 const WRITES: ReadonlySet<StatementKind> = new Set(['insert', 'update', 'delete']);
 
+/** A query's kind from its text as written, without compiling it again unless it begins with an interpolation. */
+export function kindOf(query: RawBuilder<unknown>, kysely: Kysely<unknown>): StatementKind {
+  const written = query.toOperationNode().sqlFragments[0] ?? '';
+  return statementKind(written.trim() ? written : query.compile(kysely).sql);
+}
+
 /** Kysely's log hook, counting each statement a connection executes (BEGIN and COMMIT too); none without an observer. */
 const counting = (observer: StoreObserver | undefined) =>
   observer && ((event: LogEvent) => observer.statement(statementKind(event.query.sql)));
@@ -119,7 +125,7 @@ export class Database extends Runner {
   /** A write outside a transaction (an INSERT … RETURNING read with `one` among them) is a commit of its own. */
   protected override async execute<T>(query: RawBuilder<T>): Promise<QueryResult<T>> {
     const result = await this.turn(() => super.execute(query));
-    if (this.observer && WRITES.has(statementKind(query.compile(this.kysely).sql))) this.observer.commit();
+    if (this.observer && WRITES.has(kindOf(query, this.kysely))) this.observer.commit();
     return result;
   }
 

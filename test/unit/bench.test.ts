@@ -3,7 +3,8 @@
 import { temporal } from '@temporalio/proto';
 import { historySize, percentiles } from '../../tools/src/bench/measure';
 import { machineCpuMsPerRun, storeCountsIn } from '../../tools/src/bench/matrix';
-import { statementKind } from '../../src/store/database';
+import { kindOf, statementKind } from '../../src/store/database';
+import { Kysely, sql } from 'kysely';
 import { BARE_SHAPE_MIN_EVENTS, minimumEvents, renderReport } from '../../tools/src/bench/report';
 import { ratiosOf, type BenchReport } from '../../tools/src/bench/run';
 import type { CellResult } from '../../tools/src/bench/matrix';
@@ -65,6 +66,29 @@ test("a worker's store counts are read from its /metrics, every series of each c
   ].join('\n');
   expect(storeCountsIn(exposition)).toEqual({ statements: 16, commits: 6 });
   expect(storeCountsIn('')).toEqual({ statements: 0, commits: 0 });
+});
+
+test("a write's commit is counted from its text as written: compiled again only when it begins with an interpolation", () => {
+  const compiled: string[] = [];
+  const kysely = new Kysely<unknown>({
+    dialect: {
+      createAdapter: () => ({}) as never,
+      createDriver: () => ({}) as never,
+      createIntrospector: () => ({}) as never,
+      createQueryCompiler: () =>
+        ({
+          compileQuery: (node: { sqlFragments: string[] }) => {
+            compiled.push(node.sqlFragments.join('?'));
+            return { sql: 'DELETE FROM t', parameters: [], query: node };
+          },
+        }) as never,
+    },
+  });
+  expect(kindOf(sql`UPDATE orders SET version = ${2} WHERE id = ${'o1'}`, kysely)).toBe('update');
+  expect(kindOf(sql`  insert INTO t VALUES (${1})`, kysely)).toBe('insert');
+  expect(compiled).toEqual([]);
+  expect(kindOf(sql`${sql.raw('DELETE')} FROM t`, kysely)).toBe('delete');
+  expect(compiled).toHaveLength(1);
 });
 
 test('a statement is counted by its first keyword, anything else as other', () => {
