@@ -72,15 +72,17 @@ test('each create opens a connection of its own; reads, from any client, reuse a
   expect(connections - reads).toBe(2);
 });
 
+/** An attempt as the runner makes one, with the list of what it gives back once its body has settled. */
+const attempt = (): Attempt & { settled: (() => void)[] } => ({
+  actor: 'test',
+  startedAtMs: Date.now(),
+  requests: 0,
+  providerRequestId: null,
+  settled: [],
+});
+
 test("attempts borrow the worker's clients in turn: concurrent ones hold different clients, each counting its own requests", async () => {
   const worker = createStripeClient({ secretKey: 'sk_test_1', apiBase });
-  const attempt = (): Attempt & { settled: (() => void)[] } => ({
-    actor: 'test',
-    startedAtMs: Date.now(),
-    requests: 0,
-    providerRequestId: null,
-    settled: [],
-  });
   /** One attempt's body: `reads` retrieves, one at a time, on the client it borrowed; then its body settles. */
   const run = async (a: ReturnType<typeof attempt>, reads: number) => {
     const stripe = stripeIn(worker, a);
@@ -110,13 +112,6 @@ test("attempts borrow the worker's clients in turn: concurrent ones hold differe
 
 test('a request its body never awaited is refused as its attempt ended, never counted under the next attempt', async () => {
   const worker = createStripeClient({ secretKey: 'sk_test_1', apiBase });
-  const attempt = (): Attempt & { settled: (() => void)[] } => ({
-    actor: 'test',
-    startedAtMs: Date.now(),
-    requests: 0,
-    providerRequestId: null,
-    settled: [],
-  });
   const warm = attempt();
   await stripeIn(worker, warm).refunds.retrieve('re_1'); // the SDK's user agent is read once, on a first request
   warm.settled.forEach((giveBack) => giveBack());
