@@ -414,11 +414,11 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       // Re-stamped as a worker from before bounds were recorded takes a hand-over over: the previous stamp's bound is
       // left in the row, and never read as the new stamp's.
       await expect(store.markNotificationSending(key, 7000)).resolves.toBe(true);
+      // Another stamp than the one marked: the current time could be the same millisecond.
+      const restamped = new Date(Date.parse((await store.getNotification(key))!.sendingSince!) + 1).toISOString();
       const raw = dialect === 'sqlite' ? openSqlite(url.slice('sqlite:'.length)) : await openPostgres(url);
       try {
-        await raw.run(
-          sql`UPDATE notification_outbox SET sending_since = ${new Date().toISOString()} WHERE key = ${key}`,
-        );
+        await raw.run(sql`UPDATE notification_outbox SET sending_since = ${restamped} WHERE key = ${key}`);
       } finally {
         await raw.close();
       }
