@@ -160,14 +160,18 @@ const policySchema = z
       if (seen.has(id)) ctx.addIssue({ code: 'custom', path: ['rules', i], message: `a second rule for ${id}` });
       seen.add(id);
     });
+    // The first combination no rule decides: the search stops there.
     const undecided = FAILURE_CODES.flatMap((code) =>
-      CERTAINTIES.flatMap((certainty) =>
-        BOUNDARIES.filter((boundary) => !findRule(policy.rules, code, certainty, boundary)).map(
-          (boundary) => `${code} / ${certainty} at ${boundary}`,
-        ),
-      ),
-    );
-    if (undecided[0]) ctx.addIssue({ code: 'custom', path: ['rules'], message: `no rule decides ${undecided[0]}` });
+      CERTAINTIES.flatMap((certainty) => BOUNDARIES.map((boundary) => ({ code, certainty, boundary }))),
+    ).find(({ code, certainty, boundary }) => !findRule(policy.rules, code, certainty, boundary));
+    if (undecided) {
+      const { code, certainty, boundary } = undecided;
+      ctx.addIssue({
+        code: 'custom',
+        path: ['rules'],
+        message: `no rule decides ${code} / ${certainty} at ${boundary}`,
+      });
+    }
   });
 
 export type RecoveryRule = z.output<typeof ruleSchema>;

@@ -12,12 +12,14 @@ import { outcomeOf } from '../../../src/client/outcome';
 import { startRefund } from '../../../src/client/refunds';
 import { seedPaidOrder } from '../shop/orders';
 import { PROJECT_ROOT } from '../../../src/config';
+import { FAILURE_CONVERTER_PATH, PAYLOAD_CONVERTER_PATH } from '../../../src/codec/data-converter';
 import { openStore, type OrderStore } from '../../../src/store';
 import { startWorkerProcess, type WorkerProcess } from '../chaos/worker-process';
 import { freePort } from '../stack/processes';
 import { METRICS } from '../../../src/observability/metrics';
 import type { ChaosStack } from '../chaos/chaos-stack';
-import { SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundWorkflow } from '../../../src/contract';
+import { runDetails, runSummary, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundWorkflow } from '../../../src/contract';
+import { parseRefundRequest } from '../../../src/domain/refund-request';
 import type { BareRefundInput } from './activities';
 import { historySize, mean, percentiles, sampleProcess, type Percentiles } from './measure';
 
@@ -200,13 +202,19 @@ export interface BenchStackWorkers {
   stop(): Promise<void>;
 }
 
-/** The bare and naive workflows, bundled apart from the refund workflows. */
-export async function bundleBenchWorkflows(): Promise<string> {
+/**
+ * The bare, bare+platform and naive workflows, bundled apart from the refund workflows. For bare+platform, with the
+ * project's payload and failure converters in the sandbox as its workers have them (a prebuilt bundle carries them).
+ */
+async function bundleBenchWorkflows(dir: string, platform: boolean): Promise<string> {
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('./workflows'),
     logger: new DefaultLogger('WARN'),
+    ...(platform && { payloadConverterPath: PAYLOAD_CONVERTER_PATH, failureConverterPath: FAILURE_CONVERTER_PATH }),
   });
-  return code;
+  const file = path.join(dir, platform ? 'bench-platform-workflows.js' : 'bench-workflows.js');
+  fs.writeFileSync(file, code);
+  return file;
 }
 
 /**
@@ -219,8 +227,10 @@ export async function startVariantWorkers(
   smtpTries: Map<string, number>,
   baseline?: string,
 ): Promise<BenchStackWorkers> {
-  const bundle = path.join(stack.dir, 'bench-workflows.js');
-  fs.writeFileSync(bundle, await bundleBenchWorkflows());
+  const bundles = {
+    plain: await bundleBenchWorkflows(stack.dir, false),
+    platform: await bundleBenchWorkflows(stack.dir, true),
+  };
   const script = path.join(PROJECT_ROOT, 'tools', 'src', 'bench', 'worker.ts');
   const project = () => startMetered(stack.env);
   const plain =
@@ -230,7 +240,7 @@ export async function startVariantWorkers(
         {
           ...stack.env,
           BENCH_TASK_QUEUE: queue,
-          BENCH_WORKFLOW_BUNDLE: bundle,
+          BENCH_WORKFLOW_BUNDLE: platform ? bundles.platform : bundles.plain,
           BENCH_PLATFORM: platform ? 'on' : 'off',
         },
         script,
@@ -351,6 +361,8 @@ function plainClient(stack: ChaosStack): Client {
 /** A bare+platform run, started as the refund CLI starts a refund: encrypted, findable and summarised from the start. */
 async function startPlatformRun(stack: ChaosStack, input: BareRefundInput) {
   const workflowId = `bench-platform-${input.orderId}`;
+  const { orderId, amount, currency } = input;
+  const request = parseRefundRequest({ orderId, amount, currency, requestedBy: 'bench' });
   const handle = await stack.client.workflow.start('platformRefundWorkflow', {
     taskQueue: BENCH_QUEUES.platform,
     workflowId,
@@ -359,8 +371,9 @@ async function startPlatformRun(stack: ChaosStack, input: BareRefundInput) {
       { key: SEARCH_ATTRIBUTES.orderId, value: input.orderId },
       { key: SEARCH_ATTRIBUTES.status, value: 'running' },
     ],
-    staticSummary: `Refund ${input.amount} ${input.currency} on order ${input.orderId}, operation v1`,
-    staticDetails: `Order ${input.orderId}: refund ${input.amount} ${input.currency} (minor units)\n\nWhat it did: \`npm run inspect -- ${workflowId}\``,
+    // The summary and details `startRefund` gives a refund run.
+    staticSummary: runSummary(request),
+    staticDetails: runDetails(request, workflowId),
   });
   return { handle, workflowId };
 }

@@ -115,8 +115,8 @@ const over = (b: CellResult, a: CellResult): Over => ({
 export function ratiosOf(
   cells: CellResult[],
   m: Pick<MatrixOptions, 'faultModes' | 'concurrency'>,
-  withBaseline: boolean,
 ): BenchReport['ratios'] {
+  const withBaseline = cells.some((c) => c.variant === 'baseline');
   return m.faultModes.flatMap((faults) =>
     m.concurrency.map((concurrency) => {
       const cell = (v: string) =>
@@ -167,7 +167,7 @@ export async function runBench(
       progress.phase('variants side by side');
       const matrix = await runMatrix(stack, workers, m, () => progress.tick());
       const scale = await measureScale(stack, matrix.projectHistories, opts.scale, progress.phase);
-      const ratios = ratiosOf(matrix.cells, m, opts.baseline !== undefined);
+      const ratios = ratiosOf(matrix.cells, m);
       return {
         command: opts.command,
         date: new Date(started).toISOString(),
