@@ -1,7 +1,5 @@
 // Modules every run of a worker thread shares: the SDK evaluates them once and deep-freezes what they export
-// (bundleWorkflowCode's preloadModules); every other module is evaluated again for each run, which for zod cost a
-// fifth of a run's CPU. Only a library whose state no run can see belongs here, never our own modules (a frozen zod
-// schema cannot parse: zod binds its methods lazily), nor state runs would share. zod keeps at module level only
+// (bundleWorkflowCode's preloadModules); a module not loaded here is evaluated again for each run. zod keeps at module level only
 // scratch space of one synchronous parse and caches keyed by schema (each run builds its own); workflow code must not
 // use its metadata registry (.meta(), .describe()). Its settings are fixed here, before the freeze: English messages,
 // its memoizer, and jitless (required: compiling a parser reads a frozen lazy flag, and throws). Its own regular
@@ -23,3 +21,29 @@ export { z };
 // tell it is shared.
 ed25519.ExtendedPoint.BASE.precompute(4, false);
 export { ed25519 };
+
+// Webpack's names for the bundle's module table and loader (only this bundle's code sees them).
+declare const __webpack_modules__: Record<string, unknown>;
+declare const __webpack_require__: (id: string) => unknown;
+
+/** Freezes what a module exports, as the SDK would, except zod schemas: zod binds methods and caches parsers on them
+ * lazily, and a frozen one cannot parse. A frozen object is one the SDK's freeze then leaves as it is. */
+function freezeAllButSchemas(value: unknown, seen: WeakSet<object>): void {
+  if (value === null || (typeof value !== 'object' && typeof value !== 'function')) return;
+  if (seen.has(value) || value instanceof z.ZodType) return;
+  seen.add(value);
+  if (typeof value === 'object')
+    for (const key of Reflect.ownKeys(value)) freezeAllButSchemas(Reflect.get(value, key), seen);
+  try {
+    Object.freeze(value);
+  } catch {
+    // a typed array's elements cannot be frozen; the SDK's freeze skips it the same way
+  }
+}
+
+// Every module of our own, evaluated once per worker thread rather than once per run: they keep no state at module
+// level (test/integration/shared-modules.test.ts runs two interleaved runs in one thread and replays each alone), and
+// their schemas, shared and unfrozen, hold nothing of a run.
+const seen = new WeakSet<object>();
+for (const id of Object.keys(__webpack_modules__))
+  if (!id.includes('node_modules')) freezeAllButSchemas(__webpack_require__(id), seen);
