@@ -100,11 +100,11 @@ test('a statement is counted by its first keyword, anything else as other', () =
 });
 
 describe('the project over bare, bare+platform and a baseline build', () => {
-  const cell = (variant: CellResult['variant'], throughput: number, cpuMsPerRun: number) =>
+  const cell = (variant: CellResult['variant'], throughput: number, cpuMsPerRun: number, concurrency = 10) =>
     ({
       variant,
       faults: 'none',
-      concurrency: 10,
+      concurrency,
       runs: 40,
       completed: 40,
       other: {},
@@ -114,7 +114,7 @@ describe('the project over bare, bare+platform and a baseline build', () => {
       requests: { effectRequestsPerEffect: 1, allRequestsPerEffect: 1 },
       duplicates: { refunds: 0, emails: 0 },
       injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 },
-      worker: { cpuMs: 0, cpuMsPerRun, peakRssBytes: 0 },
+      worker: { cpuMs: 0, cpuMsPerRun, peakRssBytes: cpuMsPerRun << 20 },
       store: { statementsPerRun: 7, commitsPerRun: 1 },
       stackCpuMsPerRun: { temporal: 0, toxiproxy: 0, benchProcess: 0 },
     }) as unknown as CellResult;
@@ -130,41 +130,48 @@ describe('the project over bare, bare+platform and a baseline build', () => {
     expect(ratiosOf(withoutBaseline, matrix)[0]).not.toHaveProperty('againstBaseline');
   });
 
+  const report = (baseline?: string, of = cells, concurrency = [10]) =>
+    renderReport({
+      command: 'npm run bench',
+      date: '2026-12-06T00:00:00.000Z',
+      durationMs: 1000,
+      machine: { cpus: 2, cpuModel: 'x', memoryGiB: 24, platform: 'linux' },
+      versions: {},
+      options: {
+        matrix: { ...matrix, concurrency, runs: 40, rounds: 1, segmentTimeoutMs: 1000 },
+        scale: { replay: [], parked: [], sweepMaxRuns: 1, longWaitMs: 1000 },
+      },
+      cells: of,
+      ratios: ratiosOf(baseline ? of : of.filter((c) => c.variant !== 'baseline'), { ...matrix, concurrency }),
+      ...(baseline && { baseline }),
+      scale: {
+        replay: [],
+        parked: [],
+        errors: [],
+        longWait: {
+          waitedMs: 1000,
+          polls: 1,
+          events: 30,
+          bytes: 1,
+          baselineEvents: 26,
+          eventsPerPoll: 4,
+          shippedPolicy: { deadlineHours: 72, polls: 76, events: 900 },
+          parkedDecision: { workflowId: 'w', eventsAtPark: 32, eventsLater: 32, waitedMs: 1000, added: [] },
+        },
+      },
+    } as unknown as BenchReport);
+
   test('the report names bare+platform and gives a table against the baseline only when one ran', () => {
-    const report = (baseline?: string) =>
-      renderReport({
-        command: 'npm run bench',
-        date: '2026-12-06T00:00:00.000Z',
-        durationMs: 1000,
-        machine: { cpus: 2, cpuModel: 'x', memoryGiB: 24, platform: 'linux' },
-        versions: {},
-        options: {
-          matrix: { ...matrix, runs: 40, rounds: 1, segmentTimeoutMs: 1000 },
-          scale: { replay: [], parked: [], sweepMaxRuns: 1, longWaitMs: 1000 },
-        },
-        cells,
-        ratios: ratiosOf(baseline ? cells : withoutBaseline, matrix),
-        ...(baseline && { baseline }),
-        scale: {
-          replay: [],
-          parked: [],
-          errors: [],
-          longWait: {
-            waitedMs: 1000,
-            polls: 1,
-            events: 30,
-            bytes: 1,
-            baselineEvents: 26,
-            eventsPerPoll: 4,
-            shippedPolicy: { deadlineHours: 72, polls: 76, events: 900 },
-            parkedDecision: { workflowId: 'w', eventsAtPark: 32, eventsLater: 32, waitedMs: 1000, added: [] },
-          },
-        },
-      } as unknown as BenchReport);
     const withBaseline = report('1.0 (2880f67)');
     expect(withBaseline).toContain('| bare+platform | 10 | 40/40 | 16.00 |');
     expect(withBaseline).toContain('## Project against bare+platform');
     expect(withBaseline).toMatch(/## Project against 1\.0 \(2880f67\)[\s\S]*\| none \| 10 \| 0\.96 \|/);
     expect(report()).not.toContain('## Project against 1.0');
+  });
+
+  test("the worker's peak RSS over bare's is held to its target at concurrency 50 only", () => {
+    const at50 = [cell('bare', 20, 100, 50), cell('platform', 16, 110, 50), cell('project', 18, 140, 50)];
+    expect(report(undefined, at50, [50])).toMatch(/\| none \| 50 \| 0\.90 ✓ \|.*\| 1\.40 ✗ \|/);
+    expect(report()).toMatch(/\| none \| 10 \| 0\.60 ✗ \|.*\| 2\.00 \|/);
   });
 });
