@@ -33,7 +33,12 @@ const toOperation = (joined: OperationRow & JoinedSend): OperationRecord => {
 /** Each operation with its refund's send record (refund-sends.ts). */
 const OPERATIONS = sql`SELECT o.*, ${JOINED_SEND} FROM operations o LEFT JOIN sends s ON s.operation_id = o.operation_id`;
 
-type AuditRow = RowOf<Omit<AuditEntry, 'detail'>> & { detail: string };
+export type AuditRow = RowOf<Omit<AuditEntry, 'detail'>> & { detail: string };
+
+export const toAuditEntry = ({ detail, ...row }: AuditRow): AuditEntry => ({
+  ...fromRow(row),
+  detail: JSON.parse(detail),
+});
 
 /** The statuses each status may be reached from: a late or repeated writer never moves an operation backwards. */
 const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
@@ -220,7 +225,7 @@ export class OperationLog {
 
   async auditTrail(operationId: string): Promise<AuditEntry[]> {
     const rows = await this.db.all(sql<AuditRow>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`);
-    return rows.map(({ detail, ...row }) => ({ ...fromRow(row), detail: JSON.parse(detail) }));
+    return rows.map(toAuditEntry);
   }
 
   /** Within a write: the row alone, which counts the sends of both builds (and leaves `sends` unlocked on PostgreSQL). */
