@@ -1,5 +1,5 @@
 // Each operation's durable record, the attempt ledger and the audit trail, on the order store's database.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
@@ -56,8 +56,15 @@ const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
 /** Sent, and not proven absent since, with no receipt: its request may still be out, or may have taken effect. */
 const IN_FLIGHT = sql`(status IN ('intent', 'unknown', 'rejected') AND requests_sent > COALESCE(proven_absent_through, 0))`;
 
-/** The order's operation with the highest version above `version` in the scope: alone, or as a subquery. */
-const laterVersionQuery = (orderId: string, scope: string, version: number) =>
+/**
+ * The order's operation with the highest version above `version` in the scope, as a subquery: of given values, or of
+ * an outer row's columns.
+ */
+const laterVersionQuery = (
+  orderId: string | RawBuilder<unknown>,
+  scope: string | RawBuilder<unknown>,
+  version: number | RawBuilder<unknown>,
+) =>
   sql<{ operation_id: string }>`
     SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version}
     ORDER BY operation_version DESC LIMIT 1`;
@@ -71,7 +78,13 @@ export class OperationLog {
   /** Records the intent, or returns the one there; a changed request hash, or a version below the order's, is refused. */
   async commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }> {
     return this.db.transaction(async (tx) => {
-      const existing = await this.row(tx, op.operationId);
+      // The operation's row and, for an intent not recorded yet, the order's later version in the scope: one read.
+      const { later_operation_id: later, ...found } = (await tx.one(sql<
+        Partial<OperationRow> & { later_operation_id: string | null }
+      >`
+        SELECT o.*, (${laterVersionQuery(op.orderId, op.scope, op.operationVersion)}) AS later_operation_id
+        FROM (SELECT 1 AS here) one LEFT JOIN operations o ON o.operation_id = ${op.operationId}`))!;
+      const existing = found.operation_id == null ? undefined : (found as OperationRow);
       if (existing) {
         if (existing.request_hash !== op.requestHash) {
           const was = JSON.parse(existing.request_json) as OperationRecord['request'];
@@ -82,7 +95,6 @@ export class OperationLog {
         }
         return { record: toOperation(existing), created: false };
       }
-      const later = (await tx.one(laterVersionQuery(op.orderId, op.scope, op.operationVersion)))?.operation_id;
       if (later) {
         throw new LaterVersionError(
           `order ${op.orderId} already has operation ${later}; a new operation needs a version above it`,
@@ -118,19 +130,33 @@ export class OperationLog {
     return rows.map(toOperation);
   }
 
+  /** Every operation on the order, oldest first, each with whether the order records its refund (`order_refunds`). */
+  async forOrderWithRefunds(orderId: string): Promise<{ operation: OperationRecord; refundOnOrder: boolean }[]> {
+    const rows = await this.db.all(sql<OperationRow & JoinedSend & { refund_on_order: string | null }>`
+      SELECT o.*, ${JOINED_SEND}, r.operation_id AS refund_on_order FROM operations o
+      LEFT JOIN sends s ON s.operation_id = o.operation_id LEFT JOIN order_refunds r ON r.operation_id = o.operation_id
+      WHERE o.order_id = ${orderId} ORDER BY o.created_at, o.operation_version`);
+    return rows.map(({ refund_on_order, ...row }) => ({
+      operation: toOperation(row),
+      refundOnOrder: refund_on_order !== null,
+    }));
+  }
+
   /**
    * Stamps and counts a create request just before it is sent, in the transaction that checks no other send of the
    * order forbids it: `onWireForMs` is how long after its stamp this send can still be on the wire.
    */
   async markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord> {
     return this.db.transaction(async (tx) => {
-      const current = await this.row(tx, operationId);
-      if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
-      // The order's other operations that forbid this send, in one read: a later version, or one with a request out.
-      const { later, other } = (await tx.one(sql<{ later: string | null; other: string | null }>`
-        SELECT
-          (${laterVersionQuery(current.order_id, current.scope, current.operation_version)}) AS later,
-          (SELECT operation_id FROM operations WHERE order_id = ${current.order_id} AND operation_id != ${operationId} AND ${IN_FLIGHT} LIMIT 1) AS other`))!;
+      // The row, and the order's other operations that forbid this send (a later version, or one with a request out),
+      // in one read: each subquery asks of the row's own order, scope and version.
+      const found = await tx.one(sql<OperationRow & { later: string | null; other: string | null }>`
+        SELECT o.*,
+          (${laterVersionQuery(sql`o.order_id`, sql`o.scope`, sql`o.operation_version`)}) AS later,
+          (SELECT operation_id FROM operations WHERE order_id = o.order_id AND operation_id != o.operation_id AND ${IN_FLIGHT} LIMIT 1) AS other
+        FROM operations o WHERE o.operation_id = ${operationId}`);
+      if (!found) throw new Error(`no operation ${operationId}: commit its intent first`);
+      const { later, other, ...current } = found;
       if (later)
         throw new LaterVersionError(
           `order ${current.order_id} has a later operation, ${later}: ${operationId} is never sent after it`,
