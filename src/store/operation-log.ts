@@ -69,6 +69,11 @@ const laterVersionQuery = (
     SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version}
     ORDER BY operation_version DESC LIMIT 1`;
 
+/** The order's other operations that forbid a send of the row `o`: a later version in its scope, or one with a request out. */
+const LATER_THAN_O = laterVersionQuery(sql`o.order_id`, sql`o.scope`, sql`o.operation_version`);
+const IN_FLIGHT_BESIDE_O = sql`
+  SELECT operation_id FROM operations WHERE order_id = o.order_id AND operation_id != o.operation_id AND ${IN_FLIGHT} LIMIT 1`;
+
 export class OperationLog {
   constructor(
     private readonly db: Database,
@@ -148,42 +153,43 @@ export class OperationLog {
    */
   async markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord> {
     return this.db.transaction(async (tx) => {
-      // The row, and the order's other operations that forbid this send (a later version, or one with a request out),
-      // in one read: each subquery asks of the row's own order, scope and version.
-      const found = await tx.one(sql<OperationRow & { later: string | null; other: string | null }>`
-        SELECT o.*,
-          (${laterVersionQuery(sql`o.order_id`, sql`o.scope`, sql`o.operation_version`)}) AS later,
-          (SELECT operation_id FROM operations WHERE order_id = o.order_id AND operation_id != o.operation_id AND ${IN_FLIGHT} LIMIT 1) AS other
-        FROM operations o WHERE o.operation_id = ${operationId}`);
-      if (!found) throw new Error(`no operation ${operationId}: commit its intent first`);
-      const { later, other, ...current } = found;
-      if (later)
-        throw new LaterVersionError(
-          `order ${current.order_id} has a later operation, ${later}: ${operationId} is never sent after it`,
-        );
-      if (other) {
-        throw new OperationInFlightError(
-          `operation ${other} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`,
-        );
-      }
       const stamp = await this.clock(tx);
       const at = new Date(stamp).toISOString();
-      // The latest over all sends: a later send with a shorter timeout does not shorten an earlier one still out.
-      const bound = Math.max(
-        stamp + onWireForMs,
-        current.off_the_wire_by === null ? 0 : Date.parse(current.off_the_wire_by),
-      );
-      // A refused operation asked again becomes an intent again: from here on its send counts like any other.
+      const until = new Date(stamp + onWireForMs).toISOString();
+      // Stamped only where no other operation of the order forbids it (why not is read only then). The bound is the
+      // latest over all sends, stamps compared as written (as withLaterSend does): a later send with a shorter timeout
+      // does not shorten an earlier one still out. A refused operation asked again becomes an intent again: from here
+      // on its send counts like any other.
       const row = await tx.one(sql<OperationRow>`
-        UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ${at}), last_sent_at = ${at}, requests_sent = requests_sent + 1,
-          off_the_wire_by = ${new Date(bound).toISOString()}, status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
-        WHERE operation_id = ${operationId}
+        UPDATE operations AS o SET first_sent_at = COALESCE(first_sent_at, ${at}), last_sent_at = ${at}, requests_sent = requests_sent + 1,
+          off_the_wire_by = CASE WHEN off_the_wire_by > ${until} THEN off_the_wire_by ELSE ${until} END,
+          status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
+        WHERE o.operation_id = ${operationId} AND NOT EXISTS (${LATER_THAN_O}) AND NOT EXISTS (${IN_FLIGHT_BESIDE_O})
         RETURNING *`);
+      if (!row) throw await this.sendRefused(tx, operationId);
       // Dual write: the send's record follows the operation's row (refund-sends.ts).
       await tx.run(copyToSends(operationId));
       await this.audit(operationId, actor, 'refund_request_sent', {}, tx);
-      return toOperation(row!);
+      return toOperation(row);
     });
+  }
+
+  /** Why markSent stamped nothing, read in its transaction: no such operation, a later version, or a request out. */
+  private async sendRefused(tx: Queryable, operationId: string): Promise<Error> {
+    const found = await tx.one(sql<{ order_id: string; later: string | null; other: string | null }>`
+      SELECT o.order_id, (${LATER_THAN_O}) AS later, (${IN_FLIGHT_BESIDE_O}) AS other
+      FROM operations o WHERE o.operation_id = ${operationId}`);
+    if (!found) return new Error(`no operation ${operationId}: commit its intent first`);
+    const { order_id: orderId, later, other } = found;
+    if (later)
+      return new LaterVersionError(
+        `order ${orderId} has a later operation, ${later}: ${operationId} is never sent after it`,
+      );
+    if (other)
+      return new OperationInFlightError(
+        `operation ${other} on order ${orderId} has a request out whose outcome is not settled; ${operationId} waits for it`,
+      );
+    return new Error(`operation ${operationId} was not stamped, and nothing in its transaction says why`);
   }
 
   /** A new status and its audit entry in one transaction; a move the current status does not allow changes nothing. */
