@@ -37,19 +37,15 @@ export function createCompletionGate(deps: StripeDeps) {
       const check = (name: GateFinding['check'], ok: boolean, observed: string) =>
         findings.push({ check: name, ok, observed });
 
-      // The provider's list first, beside the store's reads (one connection, in turn): it shows the run's refund as a
-      // retrieve would, and any other carrying the operation id. Each read is waited for, even once one has failed, so
-      // that no request outlives the attempt that counts it.
-      const [listed, event, [applied, notice, trail]] = await allOrFirstError([
+      // The provider's list first, beside the store's read: it shows the run's refund as a retrieve would, and any
+      // other carrying the operation id. Each read is waited for, even once one has failed, so that no request outlives
+      // the attempt that counts it.
+      const [listed, event, { applied, notice, trail }] = await allOrFirstError([
         listRefunds(stripe, input.paymentIntentId),
         // The provider's signed event stands for the refund, when the run was handed one that fits.
         signedSuccess(input),
-        (async () =>
-          [
-            await store.appliedRefund(input.operationId),
-            await store.getNotification(input.noticeKey),
-            await store.operations.auditTrail(input.operationId),
-          ] as const)(),
+        // The whole trail: the checks below look for several events, and report how many entries it holds.
+        store.completionRecords(input.operationId, input.noticeKey),
       ] as const);
       // Retrieved only when the list does not show it yet (a list may lag): one request a look, not two.
       const refund =

@@ -62,10 +62,14 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
       const { record, created } = await recordingEffect(a, () =>
         store.operations.commitIntent({ ...intent, actor: a.actor }),
       );
-      const applied = await store.appliedRefund(operationId);
-      const others = (await store.operations.forOrder(request.orderId)).filter((op) => op.operationId !== operationId);
-      const later = others.find((op) => op.scope === settings.scope && op.operationVersion > request.operationVersion);
-      const hasRefund = applied !== undefined || HAS_REFUND.includes(record.status);
+      // Read after the intent's commit: an operation whose send was stamped before it is seen (a later stamp is refused).
+      const onOrder = await store.operations.forOrderWithRefunds(request.orderId);
+      const applied = onOrder.some((o) => o.operation.operationId === operationId && o.refundOnOrder);
+      const others = onOrder.filter((o) => o.operation.operationId !== operationId);
+      const later = others
+        .map((o) => o.operation)
+        .find((op) => op.scope === settings.scope && op.operationVersion > request.operationVersion);
+      const hasRefund = applied || HAS_REFUND.includes(record.status);
       // This operation's own refund is already on the order (or at the provider): checking it against what is left would refuse a repeat of itself.
       let problem = hasRefund ? null : refundProblem(order, request);
       if (!hasRefund && later && !unproven(record))
@@ -75,20 +79,13 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
         const refused = { status: 'rejected' as const, reason: problem, ifRequestsSent: record.requestsSent };
         ({ record: operation } = await store.operations.settle(operationId, refused, a.actor, 'rejected'));
       }
-      const blockers: OperationRecord[] = [];
-      for (const op of others) {
-        if (op.operationVersion < request.operationVersion && (await unsettled(op))) blockers.push(op);
-      }
+      const blockers = others
+        .filter((o) => o.operation.operationVersion < request.operationVersion && unsettled(o))
+        .map((o) => o.operation);
       // The order as history may carry it: its customer's address masked.
       const masked = { ...order, customerEmail: maskEmails(order.customerEmail) };
       return { order: masked, operation, created, problem, blockers, settings: pinned };
     });
-  }
-
-  /** An earlier operation whose effect the order may not show: a send unproven, or a refund not on the order yet. */
-  async function unsettled(op: OperationRecord): Promise<boolean> {
-    const refunded = op.status === 'refunded' || op.status === 'partial';
-    return unproven(op) || (refunded && (await store.appliedRefund(op.operationId)) === undefined);
   }
 
   /** The run's own state is the record; this leaves its verdict beside the operation's evidence. */
@@ -102,6 +99,12 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
   }
 
   return { beginOperation, recordOutcome };
+}
+
+/** An earlier operation whose effect the order may not show: a send unproven, or a refund not on the order yet. */
+function unsettled({ operation: op, refundOnOrder }: { operation: OperationRecord; refundOnOrder: boolean }): boolean {
+  const refunded = op.status === 'refunded' || op.status === 'partial';
+  return unproven(op) || (refunded && !refundOnOrder);
 }
 
 /** Sent, with no receipt and no proof of absence since its last send: it may have taken effect. */

@@ -7,6 +7,7 @@ import { sql } from 'kysely';
 import { redactUrl } from '../reliability/redaction';
 import { openPostgres, openSqlite, type Database, type StoreObserver } from './database';
 import { SqlCheckouts } from './checkouts';
+import { completionRecords } from './completion-records';
 import { migrate } from './migrations';
 import { SqlNotificationOutbox } from './notification-outbox';
 import { OperationLog } from './operation-log';
@@ -21,6 +22,7 @@ export * from './errors';
 export type { QueuedRequest, RefundQueue } from './refund-queue';
 export type { StoreFaultKind } from './store-faults';
 export type { KeyedSendRecord } from './sends';
+export type { CompletionRecords } from './completion-records';
 export { OutOfStockError, type Cart, type StockReceipt } from './checkouts';
 export type { OperationLog } from './operation-log';
 export type { OpenAttempt } from './attempt-rows';
@@ -84,6 +86,8 @@ function sqlOrderStore(db: Database, options: OpenStoreOptions, openFaultConnect
     ...bound(orders, 'seedOrder', 'getOrder', 'applyRefund', 'revertRefund', 'appliedRefund'),
     ...bound(outbox, 'claimNotification', 'claimHandOver', 'markNotificationSending', 'takeOverNotification'),
     ...bound(outbox, 'releaseNotification', 'markNotificationSent', 'confirmNotificationDelivered', 'getNotification'),
+    /** The operation's refund on the order, its notice's outbox entry and its audit trail, in one read (the completion gate's). */
+    completionRecords: (operationId: string, noticeKey: string) => completionRecords(db, operationId, noticeKey),
     /** The cheapest round trip to the database (a readiness probe's): throws when it does not answer. */
     async ping(): Promise<void> {
       await db.one(sql`select 1 as ok`);

@@ -7,12 +7,12 @@ import { fromRow, type RowOf } from './rows';
 import type { OperationLog } from './operation-log';
 import type { DeliveryConfirmation, NewOutboxEntry, OutboxEntry } from './types';
 
-type OutboxRow = RowOf<Omit<OutboxEntry, 'sendingUntil'>> & {
+export type OutboxRow = RowOf<Omit<OutboxEntry, 'sendingUntil'>> & {
   sending_until: string | null;
   sending_until_of: string | null;
 };
 
-const toOutboxEntry = ({ sending_until, sending_until_of, ...row }: OutboxRow): OutboxEntry => ({
+export const toOutboxEntry = ({ sending_until, sending_until_of, ...row }: OutboxRow): OutboxEntry => ({
   ...fromRow(row),
   // A bound recorded with another stamp belongs to a hand-over that is no longer the current one.
   sendingUntil: sending_until_of !== null && sending_until_of === row.sending_since ? sending_until : null,
@@ -36,30 +36,54 @@ export class SqlNotificationOutbox {
     onWireForMs?: number,
   ): Promise<{ claimed: OutboxEntry; ours: boolean; stamp: string | null }> {
     return this.db.transaction(async (tx) => {
-      const claimed = await this.claimIn(tx, entry);
-      const stamp = claimed.status === 'pending' ? await this.takeSending(tx, entry.key, onWireForMs) : null;
-      return { claimed, ours: stamp !== null, stamp };
+      const at = await this.operations.clock(tx);
+      const stamp = new Date(at).toISOString();
+      // A new entry is claimed and handed over in one write, inserted already sending: no one sees it pending between.
+      const inserted = await this.insert(tx, entry, stamp, sql`'sending'`, stampValues(stamp, at, onWireForMs));
+      if (inserted) {
+        const claimed = {
+          ...toOutboxEntry(inserted),
+          status: 'pending' as const,
+          sendingSince: null,
+          sendingUntil: null,
+        };
+        return { claimed, ours: true, stamp };
+      }
+      const claimed = await this.claimExisting(tx, entry);
+      const ours = claimed.status === 'pending' && (await this.takeSending(tx, entry.key, onWireForMs, at)) !== null;
+      return { claimed, ours, stamp: ours ? stamp : null };
     });
   }
 
   private async claimIn(tx: Queryable, entry: NewOutboxEntry): Promise<OutboxEntry> {
-    const existing = await findOutbox(tx, entry.key);
-    if (existing) {
-      requireSame(
-        existing,
-        entry,
-        ['orderId', 'kind', 'recipient', 'subject', 'messageId'],
-        (differences) => `notification ${entry.key} was already claimed with different content (${differences})`,
-      );
-      const row = await tx.one(
-        sql<OutboxRow>`UPDATE notification_outbox SET attempts = attempts + 1 WHERE key = ${entry.key} RETURNING *`,
-      );
-      return toOutboxEntry(row!);
-    }
-    const row = await tx.one(sql<OutboxRow>`
-      INSERT INTO notification_outbox (key, order_id, kind, recipient, subject, message_id, status, attempts, created_at)
-      VALUES (${entry.key}, ${entry.orderId}, ${entry.kind}, ${entry.recipient}, ${entry.subject}, ${entry.messageId}, 'pending', 1, ${await this.stamp(tx)})
+    const inserted = await this.insert(tx, entry, await this.stamp(tx), sql`'pending'`, stampValues(null));
+    return inserted ? toOutboxEntry(inserted) : this.claimExisting(tx, entry);
+  }
+
+  /**
+   * The entry, inserted unless one is under its key (then undefined): the insert's probe is the existence check, and on
+   * PostgreSQL it takes no predicate lock where a lookup that finds nothing would lock the index page concurrent claims
+   * insert into.
+   */
+  private insert(tx: Queryable, entry: NewOutboxEntry, createdAt: string, status: RawBuilder<unknown>, s: StampValues) {
+    return tx.one(sql<OutboxRow>`
+      INSERT INTO notification_outbox (key, order_id, kind, recipient, subject, message_id, status, attempts, created_at, sending_since, sending_until, sending_until_of)
+      VALUES (${entry.key}, ${entry.orderId}, ${entry.kind}, ${entry.recipient}, ${entry.subject}, ${entry.messageId}, ${status}, 1, ${createdAt}, ${s.since}, ${s.until}, ${s.of})
+      ON CONFLICT (key) DO NOTHING
       RETURNING *`);
+  }
+
+  /** Another claim of an entry already there: the same content, or refused; the attempt counted. */
+  private async claimExisting(tx: Queryable, entry: NewOutboxEntry): Promise<OutboxEntry> {
+    requireSame(
+      await requireOutbox(tx, entry.key),
+      entry,
+      ['orderId', 'kind', 'recipient', 'subject', 'messageId'],
+      (differences) => `notification ${entry.key} was already claimed with different content (${differences})`,
+    );
+    const row = await tx.one(
+      sql<OutboxRow>`UPDATE notification_outbox SET attempts = attempts + 1 WHERE key = ${entry.key} RETURNING *`,
+    );
     return toOutboxEntry(row!);
   }
 
@@ -73,8 +97,8 @@ export class SqlNotificationOutbox {
   }
 
   /** pending → sending, its stamp or null: the conditional update is the lock, of two racing attempts one wins. */
-  private async takeSending(tx: Queryable, key: string, onWireForMs?: number): Promise<string | null> {
-    const at = await this.operations.clock(tx);
+  private async takeSending(tx: Queryable, key: string, onWireForMs?: number, at?: number): Promise<string | null> {
+    at ??= await this.operations.clock(tx);
     const stamp = new Date(at).toISOString();
     const changed = await tx.run(
       sql`UPDATE notification_outbox SET status = 'sending', ${stamped(stamp, at, onWireForMs)} WHERE key = ${key} AND status = 'pending'`,
@@ -166,10 +190,18 @@ export class SqlNotificationOutbox {
   }
 }
 
-/** The columns a hand-over's stamp sets: when it began and, if its sender gave one, its bound (null clears them). */
-function stamped(stamp: string | null, at = 0, onWireForMs?: number) {
+type StampValues = { since: string | null; until: string | null; of: string | null };
+
+/** A hand-over's stamp: when it began and, if its sender gave one, its bound (null clears them). */
+function stampValues(stamp: string | null, at = 0, onWireForMs?: number): StampValues {
   const until = stamp === null || onWireForMs === undefined ? null : new Date(at + onWireForMs).toISOString();
-  return sql`sending_since = ${stamp}, sending_until = ${until}, sending_until_of = ${until === null ? null : stamp}`;
+  return { since: stamp, until, of: until === null ? null : stamp };
+}
+
+/** The columns a hand-over's stamp sets. */
+function stamped(stamp: string | null, at = 0, onWireForMs?: number) {
+  const s = stampValues(stamp, at, onWireForMs);
+  return sql`sending_since = ${s.since}, sending_until = ${s.until}, sending_until_of = ${s.of}`;
 }
 
 async function findOutbox(on: Queryable, key: string): Promise<OutboxEntry | undefined> {

@@ -1,5 +1,5 @@
 // Each operation's durable record, the attempt ledger and the audit trail, on the order store's database.
-import { sql } from 'kysely';
+import { sql, type RawBuilder } from 'kysely';
 import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
@@ -33,7 +33,12 @@ const toOperation = (joined: OperationRow & JoinedSend): OperationRecord => {
 /** Each operation with its refund's send record (refund-sends.ts). */
 const OPERATIONS = sql`SELECT o.*, ${JOINED_SEND} FROM operations o LEFT JOIN sends s ON s.operation_id = o.operation_id`;
 
-type AuditRow = RowOf<Omit<AuditEntry, 'detail'>> & { detail: string };
+export type AuditRow = RowOf<Omit<AuditEntry, 'detail'>> & { detail: string };
+
+export const toAuditEntry = ({ detail, ...row }: AuditRow): AuditEntry => ({
+  ...fromRow(row),
+  detail: JSON.parse(detail),
+});
 
 /** The statuses each status may be reached from: a late or repeated writer never moves an operation backwards. */
 const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
@@ -51,11 +56,23 @@ const REACHABLE_FROM: Record<OperationStatus, OperationStatus[]> = {
 /** Sent, and not proven absent since, with no receipt: its request may still be out, or may have taken effect. */
 const IN_FLIGHT = sql`(status IN ('intent', 'unknown', 'rejected') AND requests_sent > COALESCE(proven_absent_through, 0))`;
 
-/** The order's operation with the highest version above `version` in the scope: alone, or as a subquery. */
-const laterVersionQuery = (orderId: string, scope: string, version: number) =>
+/**
+ * The order's operation with the highest version above `version` in the scope, as a subquery: of given values, or of
+ * an outer row's columns.
+ */
+const laterVersionQuery = (
+  orderId: string | RawBuilder<unknown>,
+  scope: string | RawBuilder<unknown>,
+  version: number | RawBuilder<unknown>,
+) =>
   sql<{ operation_id: string }>`
     SELECT operation_id FROM operations WHERE order_id = ${orderId} AND scope = ${scope} AND operation_version > ${version}
     ORDER BY operation_version DESC LIMIT 1`;
+
+/** The order's other operations that forbid a send of the row `o`: a later version in its scope, or one with a request out. */
+const LATER_THAN_O = laterVersionQuery(sql`o.order_id`, sql`o.scope`, sql`o.operation_version`);
+const IN_FLIGHT_BESIDE_O = sql`
+  SELECT operation_id FROM operations WHERE order_id = o.order_id AND operation_id != o.operation_id AND ${IN_FLIGHT} LIMIT 1`;
 
 export class OperationLog {
   constructor(
@@ -66,7 +83,13 @@ export class OperationLog {
   /** Records the intent, or returns the one there; a changed request hash, or a version below the order's, is refused. */
   async commitIntent(op: NewOperation): Promise<{ record: OperationRecord; created: boolean }> {
     return this.db.transaction(async (tx) => {
-      const existing = await this.row(tx, op.operationId);
+      // The operation's row and, for an intent not recorded yet, the order's later version in the scope: one read.
+      const { later_operation_id: later, ...found } = (await tx.one(sql<
+        Partial<OperationRow> & { later_operation_id: string | null }
+      >`
+        SELECT o.*, (${laterVersionQuery(op.orderId, op.scope, op.operationVersion)}) AS later_operation_id
+        FROM (SELECT 1 AS here) one LEFT JOIN operations o ON o.operation_id = ${op.operationId}`))!;
+      const existing = found.operation_id == null ? undefined : (found as OperationRow);
       if (existing) {
         if (existing.request_hash !== op.requestHash) {
           const was = JSON.parse(existing.request_json) as OperationRecord['request'];
@@ -77,7 +100,6 @@ export class OperationLog {
         }
         return { record: toOperation(existing), created: false };
       }
-      const later = (await tx.one(laterVersionQuery(op.orderId, op.scope, op.operationVersion)))?.operation_id;
       if (later) {
         throw new LaterVersionError(
           `order ${op.orderId} already has operation ${later}; a new operation needs a version above it`,
@@ -113,46 +135,61 @@ export class OperationLog {
     return rows.map(toOperation);
   }
 
+  /** Every operation on the order, oldest first, each with whether the order records its refund (`order_refunds`). */
+  async forOrderWithRefunds(orderId: string): Promise<{ operation: OperationRecord; refundOnOrder: boolean }[]> {
+    const rows = await this.db.all(sql<OperationRow & JoinedSend & { refund_on_order: string | null }>`
+      SELECT o.*, ${JOINED_SEND}, r.operation_id AS refund_on_order FROM operations o
+      LEFT JOIN sends s ON s.operation_id = o.operation_id LEFT JOIN order_refunds r ON r.operation_id = o.operation_id
+      WHERE o.order_id = ${orderId} ORDER BY o.created_at, o.operation_version`);
+    return rows.map(({ refund_on_order, ...row }) => ({
+      operation: toOperation(row),
+      refundOnOrder: refund_on_order !== null,
+    }));
+  }
+
   /**
    * Stamps and counts a create request just before it is sent, in the transaction that checks no other send of the
    * order forbids it: `onWireForMs` is how long after its stamp this send can still be on the wire.
    */
   async markSent(operationId: string, actor: string, onWireForMs: number): Promise<OperationRecord> {
     return this.db.transaction(async (tx) => {
-      const current = await this.row(tx, operationId);
-      if (!current) throw new Error(`no operation ${operationId}: commit its intent first`);
-      // The order's other operations that forbid this send, in one read: a later version, or one with a request out.
-      const { later, other } = (await tx.one(sql<{ later: string | null; other: string | null }>`
-        SELECT
-          (${laterVersionQuery(current.order_id, current.scope, current.operation_version)}) AS later,
-          (SELECT operation_id FROM operations WHERE order_id = ${current.order_id} AND operation_id != ${operationId} AND ${IN_FLIGHT} LIMIT 1) AS other`))!;
-      if (later)
-        throw new LaterVersionError(
-          `order ${current.order_id} has a later operation, ${later}: ${operationId} is never sent after it`,
-        );
-      if (other) {
-        throw new OperationInFlightError(
-          `operation ${other} on order ${current.order_id} has a request out whose outcome is not settled; ${operationId} waits for it`,
-        );
-      }
       const stamp = await this.clock(tx);
       const at = new Date(stamp).toISOString();
-      // The latest over all sends: a later send with a shorter timeout does not shorten an earlier one still out.
-      const bound = Math.max(
-        stamp + onWireForMs,
-        current.off_the_wire_by === null ? 0 : Date.parse(current.off_the_wire_by),
-      );
-      // A refused operation asked again becomes an intent again: from here on its send counts like any other.
+      const until = new Date(stamp + onWireForMs).toISOString();
+      // Stamped only where no other operation of the order forbids it (why not is read only then). The bound is the
+      // latest over all sends, stamps compared as written (as withLaterSend does): a later send with a shorter timeout
+      // does not shorten an earlier one still out. A refused operation asked again becomes an intent again: from here
+      // on its send counts like any other.
       const row = await tx.one(sql<OperationRow>`
-        UPDATE operations SET first_sent_at = COALESCE(first_sent_at, ${at}), last_sent_at = ${at}, requests_sent = requests_sent + 1,
-          off_the_wire_by = ${new Date(bound).toISOString()}, status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
-        WHERE operation_id = ${operationId}
+        UPDATE operations AS o SET first_sent_at = COALESCE(first_sent_at, ${at}), last_sent_at = ${at}, requests_sent = requests_sent + 1,
+          off_the_wire_by = CASE WHEN off_the_wire_by > ${until} THEN off_the_wire_by ELSE ${until} END,
+          status = CASE WHEN status = 'rejected' THEN 'intent' ELSE status END, updated_at = ${at}
+        WHERE o.operation_id = ${operationId} AND NOT EXISTS (${LATER_THAN_O}) AND NOT EXISTS (${IN_FLIGHT_BESIDE_O})
         RETURNING *`);
+      if (!row) throw await this.sendRefused(tx, operationId);
       // Dual write: the send's record follows the operation's row (refund-sends.ts).
       await tx.run(copyToSends(operationId));
       await this.audit(operationId, actor, 'refund_request_sent', {}, tx);
-      return toOperation(row!);
+      return toOperation(row);
     });
+  }
+
+  /** Why markSent stamped nothing, read in its transaction: no such operation, a later version, or a request out. */
+  private async sendRefused(tx: Queryable, operationId: string): Promise<Error> {
+    const found = await tx.one(sql<{ order_id: string; later: string | null; other: string | null }>`
+      SELECT o.order_id, (${LATER_THAN_O}) AS later, (${IN_FLIGHT_BESIDE_O}) AS other
+      FROM operations o WHERE o.operation_id = ${operationId}`);
+    if (!found) return new Error(`no operation ${operationId}: commit its intent first`);
+    const { order_id: orderId, later, other } = found;
+    if (later)
+      return new LaterVersionError(
+        `order ${orderId} has a later operation, ${later}: ${operationId} is never sent after it`,
+      );
+    if (other)
+      return new OperationInFlightError(
+        `operation ${other} on order ${orderId} has a request out whose outcome is not settled; ${operationId} waits for it`,
+      );
+    return new Error(`operation ${operationId} was not stamped, and nothing in its transaction says why`);
   }
 
   /** A new status and its audit entry in one transaction; a move the current status does not allow changes nothing. */
@@ -220,7 +257,7 @@ export class OperationLog {
 
   async auditTrail(operationId: string): Promise<AuditEntry[]> {
     const rows = await this.db.all(sql<AuditRow>`SELECT * FROM audit WHERE operation_id = ${operationId} ORDER BY seq`);
-    return rows.map(({ detail, ...row }) => ({ ...fromRow(row), detail: JSON.parse(detail) }));
+    return rows.map(toAuditEntry);
   }
 
   /** Within a write: the row alone, which counts the sends of both builds (and leaves `sends` unlocked on PostgreSQL). */
