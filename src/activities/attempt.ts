@@ -246,7 +246,7 @@ function causeOf(c: Classified): Error | undefined {
 const UNSETTLED: ReadonlySet<string> = new Set(['circuit_open_after_uncertain_attempt', 'awaiting_message_log']);
 
 /** How an attempt that succeeded ends in its ledger: what it sent, and the provider's id for the last answer. */
-function succeeded(attempt: Attempt): AttemptEnd {
+export function succeeded(attempt: Pick<Attempt, 'requests' | 'providerRequestId'>): AttemptEnd {
   return {
     transportRequests: attempt.requests,
     outcome: 'ok',

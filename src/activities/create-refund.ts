@@ -1,12 +1,21 @@
 // The createRefund activity: the refund sent through Stripe by the send protocol (src/saga/send.ts), once the
 // operation's recorded intent allows it, with what the send proves going to the operation's record.
+import { Context } from '@temporalio/activity';
 import type Stripe from 'stripe';
-import type { Evidenced, ProviderWindows, RefundReceipt } from '../contract';
+import {
+  type Carried,
+  type Carry,
+  type Evidenced,
+  orderUpdateOf,
+  type ProviderWindows,
+  receiptAgainstAsk,
+  type RefundReceipt,
+} from '../contract';
 import type { REFUND_REASONS } from '../domain/refund-request';
-import type { OperationLog, OperationRecord, OperationUpdate } from '../store';
+import type { OperationLog, OperationRecord, OperationUpdate, OrderStore, Queryable } from '../store';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
-import { Classified, stepCall, type Attempt } from './attempt';
+import { Classified, stepCall, succeeded, type Attempt } from './attempt';
 import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
 import type { StripeDeps } from './stripe-client';
@@ -14,9 +23,14 @@ import { paymentFailure, stripeFailure } from './stripe-failures';
 import { refundUpdate, toReceipt } from './stripe-refunds';
 
 /** What the payment activities (the create and its reconciliation) are given. */
-export type PaymentDeps = Pick<StripeDeps, 'stripe' | 'attempt'> & { log: OperationLog; windows: ProviderWindows };
+export type PaymentDeps = Pick<StripeDeps, 'stripe' | 'attempt'> & {
+  log: OperationLog;
+  windows: ProviderWindows;
+  /** The order update the refund's receipt may carry (`carry: ['update_order']`); without it, nothing is carried. */
+  carryRefund?: OrderStore['carryRefund'];
+};
 
-export interface CreateRefundInput {
+export interface CreateRefundInput extends Carry {
   orderId: string;
   operationId: string;
   paymentIntentId: string;
@@ -41,8 +55,12 @@ export function refundCreation(deps: PaymentDeps) {
     );
   }
 
-  async function sendRefund(attempt: Attempt, input: CreateRefundInput): Promise<RefundReceipt> {
+  async function sendRefund(
+    attempt: Attempt,
+    input: CreateRefundInput,
+  ): Promise<RefundReceipt & { carried?: Carried }> {
     const { operationId, idempotencyKey } = input;
+    let carried: Carried | undefined;
     const op = await log.get(operationId);
     if (!op) throw noIntent(operationId);
     const { actor } = attempt;
@@ -53,7 +71,7 @@ export function refundCreation(deps: PaymentDeps) {
     const record = { ...op, receipt: op.refund };
     const asked = { payment_intent: input.paymentIntentId, amount: input.amount, reason: input.reason };
     const metadata = { order_id: input.orderId, operation_id: operationId };
-    return sendOnce<typeof record, RefundReceipt, Stripe.Response<Stripe.Refund>>(attempt, {
+    const receipt = await sendOnce<typeof record, RefundReceipt, Stripe.Response<Stripe.Refund>>(attempt, {
       ...stripeSend,
       record,
       reconcileFirst: () =>
@@ -78,16 +96,45 @@ export function refundCreation(deps: PaymentDeps) {
       },
       receiptOf: (refund) => toReceipt(refund, refund.lastResponse.headers['idempotent-replayed'] === 'true'),
       // The provider's answer on the operation's record: a refund for less than asked, or one already failed, as it is.
-      recordReceipt: (refund, receipt) =>
-        log.settle(operationId, refundUpdate(refund, receipt, input), actor, 'refund_confirmed', {
-          requestId: refund.lastResponse.requestId ?? null,
-        }),
+      recordReceipt: async (refund, receipt) => {
+        const order = carriedUpdate(input, receipt);
+        const settled = await log.settle(
+          operationId,
+          refundUpdate(refund, receipt, input),
+          actor,
+          'refund_confirmed',
+          { requestId: refund.lastResponse.requestId ?? null },
+          order && ((tx) => order.write(tx, actor)),
+        );
+        if (settled.carried) carried = { update_order: { input: order!.input, output: settled.carried } };
+      },
       notRecorded: (refund, err) =>
         receiptNotRecorded(err, `refund ${refund.id} was made`, {
           providerRequestId: refund.lastResponse.requestId ?? null,
           provider: { refundId: refund.id },
         }),
     });
+    return carried ? { ...receipt, carried } : receipt;
+  }
+
+  /** The order update the receipt carries, when the run asked for it and the receipt lets the saga go on to the order. */
+  function carriedUpdate(input: CreateRefundInput, receipt: RefundReceipt) {
+    const { carryRefund } = deps;
+    if (!carryRefund || !input.carry?.includes('update_order') || receiptAgainstAsk(receipt, input) !== 'fits') return;
+    const update = orderUpdateOf(input.orderId, input.operationId, receipt);
+    const { key, orderId, operationId, refundId, amount } = update;
+    const { workflowId, runId } = Context.current().info.workflowExecution!;
+    const row = { key, step: 'update_order', operationId, workflowId, runId, attempt: 1 };
+    return {
+      input: update,
+      write: (tx: Queryable, actor: string) =>
+        carryRefund(
+          tx,
+          { orderId, operationId, refundId, amount, actor },
+          row,
+          succeeded({ requests: 0, providerRequestId: null }),
+        ),
+    };
   }
 
   /** Throws `err` classified, with the operation's record after it among its facts (best effort: the failure stands without them). */

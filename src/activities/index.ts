@@ -34,7 +34,13 @@ export function createActivities(deps: ActivityDeps) {
   // Per worker: each worker process judges the providers' health from its own calls.
   const breakers = new Breakers(settings.policy.breaker);
   const attempt = createAttemptRunner({ policy: settings.policy, log: store.operations, breakers });
-  const payments = { stripe, log: store.operations, attempt, windows: settings.provider };
+  const payments = {
+    stripe,
+    log: store.operations,
+    attempt,
+    windows: settings.provider,
+    carryRefund: store.carryRefund,
+  };
   const { createRefund } = refundCreation(payments);
   return {
     ...createOperationActivities({ store, attempt, settings }),

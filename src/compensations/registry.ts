@@ -14,7 +14,7 @@ import {
 } from '../contract';
 import type { z } from 'zod';
 import { checkRegistry } from '../saga/order';
-import { checkCarriage, defineCall, type StepCall } from '../saga/step';
+import { defineCall, withCarriage, type StepCall } from '../saga/step';
 import type { Boundary } from '../reliability/taxonomy';
 import type { RefundRequest } from '../domain/refund-request';
 import type { RevertRefundInput } from '../store/types';
@@ -79,7 +79,7 @@ const APPROVED = "needs a lead's approval (a second person with the approver rol
 /** A step's definition: its call, and what the docs and a person read of it. */
 const step = <const A extends string, In = never>(registration: StepRegistration<A, In>) => registration;
 
-export const REFUND_SAGA = {
+export const REFUND_SAGA = withCarriage({
   load_order: step({
     name: 'load_order',
     effect: 'write',
@@ -127,7 +127,7 @@ export const REFUND_SAGA = {
     key: (input: { key: string }) => input.key,
     // Recording a refund that happened is never refused for spent retry time or provider calls.
     essential: true,
-    // One task fewer once issue 36 carries it: written in the refund's receipt transaction when the saga goes on.
+    // Written in the refund's receipt transaction when the saga goes on with it: one task and one commit fewer.
     carriedBy: 'create_refund',
     action: 'record the refund on the order (refunded amount, status) with an order_updated audit entry',
     boundary: 'store',
@@ -183,7 +183,7 @@ export const REFUND_SAGA = {
     dependsOn: ['load_order', 'create_refund', 'update_order', 'notify_customer'],
     escalation: `a refund the provider failed after accepting it is compensated without asking; a disagreement, or a refund still pending after the polls: the refund stands, ${PARKED}: retry-step or abandon; a compensation that failed or is unknown parks too, and compensate again ${APPROVED}`,
   }),
-} satisfies Record<RefundStep, StepRegistration>;
+} satisfies Record<RefundStep, StepRegistration>);
 
 /** A person's word that a notice whose hand-over is unknown was delivered: the confirm-delivered decision's call. */
 export const CONFIRM_DELIVERED = {
@@ -210,4 +210,3 @@ export const RECONCILE_LOOKUP = defineCall({
 
 // A registry that breaks its own rules fails when the module loads: the worker does not start.
 checkRegistry(REFUND_SAGA);
-checkCarriage(REFUND_SAGA);

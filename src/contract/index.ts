@@ -1,6 +1,7 @@
 // What both sides of Temporal share: the workers' workflows and activities, and the clients
 // (CLI, webhooks, inspect). Imports only domain and reliability code, and nothing of Node: the
 // workflow bundle loads it.
+export * from './carriage';
 export * from './checkout';
 export * from './decision';
 export * from './decision-signature';

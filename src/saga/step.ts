@@ -33,9 +33,11 @@ export interface StepCall<A extends string = string, In = never> {
   essential?: boolean;
   /**
    * A store write that the named earlier send's receipt transaction may carry when the receipt lets the saga go on
-   * (one task fewer); after any other receipt it runs as its own task. Declared here, carried from issue 36 on.
+   * (one task and one commit fewer); after any other receipt, or one it could not carry, it runs as its own task.
    */
   carriedBy?: string;
+  /** The steps this send's receipt may carry: derived from their `carriedBy` (withCarriage), never written. */
+  carries?: readonly string[];
   /** A read whose first try may run inside the named earlier step's activity, once that step's effect is recorded. */
   firstReadIn?: string;
 }
@@ -59,6 +61,19 @@ export function checkCarriage(steps: Readonly<Record<string, StepCall<string, ne
     if (call.effect !== 'read')
       throw new Error(`step ${step} has its first read in ${call.firstReadIn}, but it is a ${call.effect}, not a read`);
   }
+}
+
+/** The steps, checked (checkCarriage), each send given the names of the steps its receipt may carry. */
+export function withCarriage<S extends Readonly<Record<string, StepCall<string, never>>>>(steps: S): S {
+  checkCarriage(steps);
+  const carried = Object.entries(steps).filter(([, call]) => call.carriedBy !== undefined);
+  const carries = (host: string) => carried.filter(([, call]) => call.carriedBy === host).map(([name]) => name);
+  return Object.fromEntries(
+    Object.entries(steps).map(([name, call]) => [
+      name,
+      carries(name).length ? { ...call, carries: carries(name) } : call,
+    ]),
+  ) as S;
 }
 
 /** A StepCall as written, its activity's name and input type kept. */

@@ -3,6 +3,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
 import { withRider, type Database, type Queryable, type RiderWrite } from './database';
 import { AttemptEndedError } from './errors';
+import type { AttemptSummary } from '../reliability/attempt-ledger';
 import type { AttemptEnd, NewAttempt } from './types';
 
 // Whether the step has other rows in this run, read by the write itself (PostgreSQL: rows committed before it;
@@ -45,6 +46,13 @@ async function finishAttempt(
     WHERE id = ${id}
     RETURNING ${count ? OTHERS : UNCOUNTED}`);
   return row && { finishedAt, alone: alone(row.others) };
+}
+
+/** The row of an attempt whose write rode in another step's transaction `tx`: begun and ended in it, as it says. */
+export async function carriedAttempt(tx: Queryable, a: NewAttempt, end: AttemptEnd): Promise<AttemptSummary> {
+  const at = new Date().toISOString();
+  await insertAttempt(tx, a, at, { ...end, finishedAt: at }, false);
+  return { attempt: a.attempt, startedAt: at, finishedAt: at, ...end };
 }
 
 /** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */

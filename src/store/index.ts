@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { sql } from 'kysely';
 import { redactUrl } from '../reliability/redaction';
-import { openPostgres, openSqlite, type Database, type StoreObserver } from './database';
+import { openPostgres, openSqlite, type Database, type Queryable, type StoreObserver } from './database';
+import { carriedAttempt } from './attempt-rows';
 import { SqlCheckouts } from './checkouts';
 import { completionRecords } from './completion-records';
 import { migrate } from './migrations';
@@ -16,6 +17,7 @@ import { ProviderEventLog } from './provider-event-log';
 import { RefundQueue } from './refund-queue';
 import { SqlSends } from './sends';
 import { StoreFaults } from './store-faults';
+import type { ApplyRefundInput, AttemptEnd, NewAttempt } from './types';
 
 export * from './types';
 export * from './errors';
@@ -26,7 +28,7 @@ export type { CompletionRecords } from './completion-records';
 export { OutOfStockError, type Cart, type StockReceipt } from './checkouts';
 export type { OperationLog } from './operation-log';
 export type { OpenAttempt } from './attempt-rows';
-export type { Dialect, StoreObserver } from './database';
+export type { Dialect, Queryable, StoreObserver } from './database';
 export { pgCode, sqliteCode } from './serialization';
 
 const ACCEPTED_FORMS =
@@ -88,6 +90,16 @@ function sqlOrderStore(db: Database, options: OpenStoreOptions, openFaultConnect
     ...bound(outbox, 'releaseNotification', 'markNotificationSent', 'confirmNotificationDelivered', 'getNotification'),
     /** The operation's refund on the order, its notice's outbox entry and its audit trail, in one read (the completion gate's). */
     completionRecords: (operationId: string, noticeKey: string) => completionRecords(db, operationId, noticeKey),
+    /**
+     * The refund applied to the order inside a caller's transaction (the refund's receipt carries it), with the order
+     * step's attempt row as `end` says; undefined, nothing written, when a store fault or a test's hook waits for the
+     * order's own write, which only the order step's own task makes.
+     */
+    async carryRefund(tx: Queryable, input: ApplyRefundInput, row: NewAttempt, end: AttemptEnd) {
+      if (options.beforeOrderWrite || (await faults.armedFor(input.orderId, tx))) return undefined;
+      const order = await orders.applyRefundIn(tx, input);
+      return { ...order, evidence: { attempt: row.attempt, ledger: [await carriedAttempt(tx, row, end)] } };
+    },
     /** The cheapest round trip to the database (a readiness probe's): throws when it does not answer. */
     async ping(): Promise<void> {
       await db.one(sql`select 1 as ok`);

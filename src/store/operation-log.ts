@@ -6,6 +6,7 @@ import { IntentConflictError, LaterVersionError, OperationInFlightError } from '
 import { OpenAttempt } from './attempt-rows';
 import { copyToSends, JOINED_SEND, withLaterSend, type JoinedSend } from './refund-sends';
 import { fromRow, type RowOf } from './rows';
+import { savepoint } from './savepoint';
 import type {
   AttemptRecord,
   AuditEntry,
@@ -192,14 +193,18 @@ export class OperationLog {
     return new Error(`operation ${operationId} was not stamped, and nothing in its transaction says why`);
   }
 
-  /** A new status and its audit entry in one transaction; a move the current status does not allow changes nothing. */
-  async settle(
+  /**
+   * A new status and its audit entry in one transaction; a move the current status does not allow changes nothing.
+   * `carry`: a write that rides in the same commit once the move is made, behind a savepoint (its refusal undoes it alone).
+   */
+  async settle<C = never>(
     operationId: string,
     update: OperationUpdate,
     actor: string,
     event: string,
     detail: Record<string, unknown> = {},
-  ): Promise<{ record: OperationRecord; applied: boolean }> {
+    carry?: (tx: Queryable) => Promise<C | undefined>,
+  ): Promise<{ record: OperationRecord; applied: boolean; carried?: C }> {
     return this.db.transaction(async (tx) => {
       const current = await this.row(tx, operationId);
       if (!current) throw new Error(`no operation ${operationId}`);
@@ -225,8 +230,9 @@ export class OperationLog {
         ...(!applied && { ignored }),
       };
       await this.audit(operationId, actor, event, entry, tx);
+      const carried = applied && carry ? await savepoint(tx, () => carry(tx)) : undefined;
       // The audit entry leaves the operation's row as it was written (or found) above.
-      return { record: toOperation(row), applied };
+      return { record: toOperation(row), applied, ...(carried !== undefined && { carried }) };
     });
   }
 

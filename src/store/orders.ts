@@ -78,44 +78,60 @@ export class SqlOrders {
   /** Idempotent by operation id; optimistic on the order's version. */
   async applyRefund(input: ApplyRefundInput): Promise<OrderReceipt> {
     requireMinorUnits('refund amount', input.amount);
-    return this.optimistic(async (tx, read) => {
-      const order = await read(input.orderId);
-      // Before the claim: on SQLite the seam's other connection (store faults) could not write after it.
-      if (order) await this.beforeOrderWrite(order.id, tx);
-      // Claimed by inserting, not by looking first: a lookup that finds nothing locks the index page where the
-      // row would go (PostgreSQL), where every concurrent refund inserts its own, and SERIALIZABLE aborts them.
-      const claimed =
-        order &&
-        (await tx.one(sql`
-            INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
-            VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refundedAmount}, ${order.status}, ${order.version + 1}, ${now()})
-            ON CONFLICT (operation_id) DO NOTHING
-            RETURNING operation_id`));
-      if (!claimed) {
-        const applied = await refundRow(tx, input.operationId);
-        if (!applied) throw new OrderNotFoundError(`order ${input.orderId} does not exist`);
-        requireSame(
-          { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
-          input,
-          ['orderId', 'refundId', 'amount'],
-          (differences) =>
-            `operation ${input.operationId} was already applied with different parameters (${differences})`,
-        );
-        return receipt(await requireOrder(tx, input.orderId), false);
-      }
-      const refunded = order.refundedAmount + input.amount;
-      // Thrown, the claim above is rolled back with the rest.
-      if (refunded > order.amount) {
-        throw new RefundExceedsOrderError(
-          `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
-            `(${order.amount - order.refundedAmount} of ${order.amount}); nothing was changed`,
-        );
-      }
-      const updated = await this.updateOrder(tx, order, refunded);
-      const detail = { refundId: input.refundId, amount: input.amount, ...totals(updated) };
-      await this.operations.audit(input.operationId, input.actor ?? 'unknown', 'order_updated', detail, tx);
-      return receipt(updated, true);
-    });
+    return this.optimistic((tx, read) => this.apply(tx, read, input, this.beforeOrderWrite));
+  }
+
+  /**
+   * The same, inside a caller's transaction (the refund's receipt carries it): what the order refuses is thrown for the
+   * caller to undo. Only the order step's own transaction meets the store's fault seam.
+   */
+  applyRefundIn(tx: Queryable, input: ApplyRefundInput): Promise<OrderReceipt> {
+    requireMinorUnits('refund amount', input.amount);
+    return this.apply(tx, (id) => findOrder(tx, id), input);
+  }
+
+  private async apply(
+    tx: Queryable,
+    read: (id: string) => Promise<Order | undefined>,
+    input: ApplyRefundInput,
+    beforeWrite?: BeforeOrderWrite,
+  ): Promise<OrderReceipt> {
+    const order = await read(input.orderId);
+    // Before the claim: on SQLite the seam's other connection (store faults) could not write after it.
+    if (order) await beforeWrite?.(order.id, tx);
+    // Claimed by inserting, not by looking first: a lookup that finds nothing locks the index page where the
+    // row would go (PostgreSQL), where every concurrent refund inserts its own, and SERIALIZABLE aborts them.
+    const claimed =
+      order &&
+      (await tx.one(sql`
+          INSERT INTO order_refunds (operation_id, order_id, refund_id, amount, prior_refunded_amount, prior_status, applied_version, applied_at)
+          VALUES (${input.operationId}, ${order.id}, ${input.refundId}, ${input.amount}, ${order.refundedAmount}, ${order.status}, ${order.version + 1}, ${now()})
+          ON CONFLICT (operation_id) DO NOTHING
+          RETURNING operation_id`));
+    if (!claimed) {
+      const applied = await refundRow(tx, input.operationId);
+      if (!applied) throw new OrderNotFoundError(`order ${input.orderId} does not exist`);
+      requireSame(
+        { orderId: applied.order_id, refundId: applied.refund_id, amount: applied.amount },
+        input,
+        ['orderId', 'refundId', 'amount'],
+        (differences) =>
+          `operation ${input.operationId} was already applied with different parameters (${differences})`,
+      );
+      return receipt(await requireOrder(tx, input.orderId), false);
+    }
+    const refunded = order.refundedAmount + input.amount;
+    // Thrown, the claim above is rolled back with the rest.
+    if (refunded > order.amount) {
+      throw new RefundExceedsOrderError(
+        `refund of ${input.amount} ${order.currency} for order ${order.id} exceeds what is left to refund ` +
+          `(${order.amount - order.refundedAmount} of ${order.amount}); nothing was changed`,
+      );
+    }
+    const updated = await this.updateOrder(tx, order, refunded);
+    const detail = { refundId: input.refundId, amount: input.amount, ...totals(updated) };
+    await this.operations.audit(input.operationId, input.actor ?? 'unknown', 'order_updated', detail, tx);
+    return receipt(updated, true);
   }
 
   /** Restores the state the order had before `operationId`, idempotent by compensation key. */

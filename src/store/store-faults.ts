@@ -2,7 +2,7 @@
 // the competing writer, or holds the lock our write needs. Faults live in a table, so a test or a
 // chaos run in another process can arm them; only a store opened with faults enabled reads it.
 import { sql } from 'kysely';
-import type { Database } from './database';
+import type { Database, Queryable } from './database';
 import { fromRow, type RowOf } from './rows';
 
 /** conflict: a competing writer changes the order between our read and our write; busy: it holds the write lock. */
@@ -46,6 +46,15 @@ export class StoreFaults {
 
   async clear(): Promise<void> {
     await this.db.run(sql`DELETE FROM store_faults`);
+  }
+
+  /** Whether a fault waits for the order's next write (read in the caller's transaction `on`); never, without the seam. */
+  async armedFor(orderId: string, on: Queryable): Promise<boolean> {
+    if (!this.openOther) return false;
+    const row = await on.one(
+      sql`SELECT id FROM store_faults WHERE remaining > 0 AND (order_id IS NULL OR order_id = ${orderId}) LIMIT 1`,
+    );
+    return row !== undefined;
   }
 
   /**

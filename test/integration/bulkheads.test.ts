@@ -52,12 +52,13 @@ test('the provider effects are scheduled in the effects pool, the completion gat
     sendRefundNotice: 'refunds-effects',
     checkCompletion: 'refunds-reconcile',
   });
-  expect(localActivities(events)).toEqual(['beginOperation', 'applyRefund']);
+  // The order update rides in the refund's receipt transaction: no local activity of its own.
+  expect(localActivities(events)).toEqual(['beginOperation']);
   // The 1.0 baseline asks no patch: a run leaves no patch marker.
   expect(patchMarkers(events)).toEqual([]);
-  // The whole run: 5 for any workflow, 6 for each of the 3 activities, 2 local activity markers, and 1 upsert of the run's
+  // The whole run: 5 for any workflow, 6 for each of the 3 activities, 1 local activity marker, and 1 upsert of the run's
   // status (completed): startRefund started it running, so its first workflow task does not say so again (a run started
-  // another way does: the next test, 27 events).
+  // another way does: the next test, 26 events).
   expect(
     events[0]!.workflowExecutionStartedEventAttributes?.searchAttributes?.indexedFields?.RefundStatus,
   ).toBeDefined();
@@ -66,7 +67,7 @@ test('the provider effects are scheduled in the effects pool, the completion gat
       (e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.RefundStatus,
     ),
   ).toHaveLength(1);
-  expect(events).toHaveLength(5 + 6 * 3 + 2 + 1);
+  expect(events).toHaveLength(5 + 6 * 3 + 1 + 1);
 });
 
 test('a caller waiting for a run (outcomeOf) leaves its history as short as no caller would, even before a worker picks it up', async () => {
@@ -98,8 +99,8 @@ test('a caller waiting for a run (outcomeOf) leaves its history as short as no c
   );
   // A Query waiting for the first workflow task made the worker complete it early and take another (more events):
   // the caller watches the run's RefundStatus (describe, answered by the server) and asks no Query until it parks.
-  // Started without RefundStatus (not by startRefund), each run upserts it in its first workflow task: 27, not 26.
-  expect(events).toEqual([27, 27]);
+  // Started without RefundStatus (not by startRefund), each run upserts it in its first workflow task: 26, not 25.
+  expect(events).toEqual([26, 26]);
 });
 
 test('runs whose local steps are queried while they run, or outlive their workflow task (the worker heartbeats it), replay', async () => {
@@ -111,7 +112,6 @@ test('runs whose local steps are queried while they run, or outlive their workfl
     };
   const slowSteps = (ms: number) => ({
     beginOperation: slow(ms, h.activities.beginOperation),
-    applyRefund: slow(ms, h.activities.applyRefund),
   });
   // Several at once, each queried all along (as `npm run refund` and the bench wait for a run: each query is an
   // activation of its own), the way a worker under load sees them.
@@ -142,7 +142,7 @@ test('runs whose local steps are queried while they run, or outlive their workfl
   // A 1 s workflow task: each 1.5 s local activity outlives it, and the worker completes the task to keep it alive.
   const heartbeat = await runMany(6, 1500, '1s', 'refund-local-steps-heartbeat');
   for (const { history } of [...queried, ...heartbeat])
-    expect(localActivities(history.events ?? [])).toEqual(['beginOperation', 'applyRefund']);
+    expect(localActivities(history.events ?? [])).toEqual(['beginOperation']);
   // More workflow tasks than the run needs: the heartbeats.
   for (const { history } of heartbeat)
     expect((history.events ?? []).filter((e) => e.workflowTaskCompletedEventAttributes).length).toBeGreaterThan(4);

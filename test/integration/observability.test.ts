@@ -131,11 +131,11 @@ describe('traces', () => {
     });
     completed(await handle.result());
     const spans = exporter.getFinishedSpans().filter((s) => s.attributes.temporalWorkflowId === workflowId);
+    // The order update rides in createRefund's receipt transaction: it has no activity, so no span, of its own.
     expect(spans.map((s) => s.name)).toEqual(
       expect.arrayContaining([
         'RunActivity:beginOperation',
         'RunActivity:createRefund',
-        'RunActivity:applyRefund',
         'RunActivity:sendRefundNotice',
         'RunActivity:checkCompletion',
       ]),

@@ -798,6 +798,94 @@ describe.each(DIALECTS)('on %s', (dialect) => {
     });
   });
 
+  describe("the order update carried in the refund receipt's transaction", () => {
+    /** A refund sent for a fresh order of 1000, its receipt for `amount` settled with the order update carried. */
+    async function settleCarrying(on: OrderStore, orderId: string, amount: number) {
+      const operationId = `refund:test:${orderId}:v1`;
+      await on.seedOrder(order(orderId));
+      const request = { orderId, amount, currency: 'usd', reason: 'requested_by_customer' };
+      await on.operations.commitIntent({
+        operationId,
+        orderId,
+        operationVersion: 1,
+        scope: 'test',
+        requestHash: 'h',
+        request,
+        actor: 'wf',
+      });
+      await on.operations.markSent(operationId, 'wf', 11_000);
+      const refund = {
+        refundId: `re_${orderId}`,
+        paymentIntentId: `pi_${orderId}`,
+        amount,
+        currency: 'usd',
+        status: 'succeeded',
+        created: 1,
+        operationId,
+        replayed: false,
+      };
+      const row = {
+        key: `${operationId}:update_order`,
+        step: 'update_order',
+        operationId,
+        workflowId: 'wf',
+        runId: 'run',
+        attempt: 1,
+      };
+      const apply = { orderId, operationId, refundId: refund.refundId, amount, actor: 'wf' };
+      const settled = await on.operations.settle(
+        operationId,
+        { status: 'refunded', refund },
+        'wf',
+        'refund_confirmed',
+        {},
+        (tx) => on.carryRefund(tx, apply, row, OK_END),
+      );
+      return { operationId, settled, row };
+    }
+
+    it('commits the receipt and the order update together, with the order step’s attempt row', async () => {
+      let commits = 0;
+      const counted = await open({ observer: { statement: () => undefined, commit: () => commits++ } });
+      commits = 0;
+      const seeded = await counted.seedOrder(order('carried-1'));
+      expect(seeded.version).toBe(1);
+      commits = 0;
+      const { operationId, settled, row } = await settleCarrying(counted, 'carried-2', 400);
+      expect(settled.carried).toMatchObject({
+        orderId: 'carried-2',
+        refundedAmount: 400,
+        status: 'partially_refunded',
+        changed: true,
+        evidence: {
+          attempt: 1,
+          ledger: [expect.objectContaining({ attempt: 1, outcome: 'ok', transportRequests: 0 })],
+        },
+      });
+      expect(settled.record.status).toBe('refunded');
+      expect((await store.getOrder('carried-2'))!.refundedAmount).toBe(400);
+      expect((await store.operations.attempts(row.key, 'run')).map((a) => a.outcome)).toEqual(['ok']);
+      const trail = (await store.operations.auditTrail(operationId)).map((e) => e.event);
+      expect(trail.slice(-2)).toEqual(['refund_confirmed', 'order_updated']);
+      // The seed, the intent, the stamp, then the receipt with the order in one.
+      expect(commits).toBe(4);
+    });
+
+    it('an update the order refuses is undone alone: the receipt commits, the order step is left to its own task', async () => {
+      const { operationId, settled, row } = await settleCarrying(store, 'carried-3', 1500);
+      expect(settled.carried).toBeUndefined();
+      expect(settled.record.status).toBe('refunded');
+      expect(await store.getOrder('carried-3')).toMatchObject({ refundedAmount: 0, version: 1 });
+      expect(await store.appliedRefund(operationId)).toBeUndefined();
+      expect(await store.operations.attempts(row.key, 'run')).toEqual([]);
+      expect((await store.operations.auditTrail(operationId)).map((e) => e.event).at(-1)).toBe('refund_confirmed');
+      // Its own task then meets the refusal, as it would have without the carriage.
+      await expect(
+        store.applyRefund({ orderId: 'carried-3', operationId, refundId: 're_carried-3', amount: 1500 }),
+      ).rejects.toThrow(RefundExceedsOrderError);
+    });
+  });
+
   describe('under concurrent connections', () => {
     const workers = 6;
     let connections: OrderStore[];

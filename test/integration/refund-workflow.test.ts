@@ -46,6 +46,13 @@ test('a refund runs every step once and reports them in the step table', async (
   }
   // Provider requests: one create, one notice, and the gate's list (which shows the refund: no retrieve).
   expect(state.steps.map((s) => s.transportRequests)).toEqual([0, 1, 0, 1, 1]);
+  // The order update rode in the refund's receipt transaction: no task of its own, load_order the one local activity.
+  const { events } = await h.env.client.workflow.getHandle(result.workflowId).fetchHistory();
+  expect(events!.filter((e) => e.markerRecordedEventAttributes)).toHaveLength(1);
+  expect(
+    (await h.store.operations.attempts(`refund:test:${order.id}:v1:update_order`, state.runId)).map((a) => a.outcome),
+  ).toEqual(['ok']);
+  await h.recordHistory(result.workflowId, 'refund-completed-carried');
   expect(state.operation).toMatchObject({
     operationId: `refund:test:${order.id}:v1`,
     operationVersion: 1,
@@ -262,21 +269,22 @@ describe('failures decided by the recovery policy', () => {
     const order = await h.seedOrder(newOrderId());
     const parkedEntry = async () =>
       (await h.store.operations.auditTrail(`refund:test:${order.id}:v1`)).find((e) => e.event === 'run_parked');
-    const { status, state } = await h.withWorker({ applyRefund: (async () => undefined) as never }, async (q) => {
+    // The notice: a step that always runs as its own task (the order update rides in the refund's receipt).
+    const { status, state } = await h.withWorker({ sendRefundNotice: (async () => undefined) as never }, async (q) => {
       const parked = await start(q, order.id);
       // The parking's audit is an activity on this worker's queue: wait for it before the worker stops.
       for (let i = 0; i < 100 && !(await parkedEntry()); i++) await new Promise((r) => setTimeout(r, 100));
       return parked;
     });
     expect(status).toBe('needs_attention');
-    expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({
+    expect(state.steps.find((s) => s.name === 'notify_customer')).toMatchObject({
       status: 'failed',
       error: { code: 'POISON', reason: 'result_unusable' },
     });
     expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
     // The parked run's verdict reaches the audit trail.
     expect(await parkedEntry()).toMatchObject({
-      detail: { status: 'needs_attention', failedStep: 'update_order', verdict: 'stop and hand to a person' },
+      detail: { status: 'needs_attention', failedStep: 'notify_customer', verdict: 'stop and hand to a person' },
     });
   });
 });

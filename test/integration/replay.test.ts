@@ -61,6 +61,7 @@ test('the recordings cover every way a refund or checkout run ends or waits, a c
     'refund-awaited-webhook.json',
     'refund-cancelled-while-parking.json',
     'refund-compensated.json',
+    'refund-completed-carried.json',
     'refund-completed-pinned-policy.json',
     'refund-completed.json',
     'refund-parked-then-decided.json',

@@ -429,15 +429,16 @@ describe('the same operation under another workflow id', () => {
 
   test('a run whose step only claims success is stopped by the completion gate', async () => {
     const order = await h.seedOrder(newOrderId());
-    const claimed = async () => ({
-      orderId: order.id,
-      status: 'partially_refunded' as const,
-      refundedAmount: 1250,
-      version: 2,
-      changed: true,
+    // The notice claims it was sent, and sends and records nothing.
+    const claimed = async (input: { key: string }) => ({
+      key: input.key,
+      messageId: `<${input.key}@durable-refunds.local>`,
+      recipient: 'o***@example.test',
+      providerResponse: '250 OK',
+      alreadySent: false,
       evidence: { attempt: 1, ledger: [] },
     });
-    const { status, state } = await h.withWorker({ applyRefund: claimed }, (taskQueue) =>
+    const { status, state } = await h.withWorker({ sendRefundNotice: claimed }, (taskQueue) =>
       stopped(
         h.env.client.workflow.start(refundWorkflow, {
           taskQueue,
@@ -448,9 +449,10 @@ describe('the same operation under another workflow id', () => {
     );
     expect(status).toBe('needs_attention');
     expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
-    expect(state.outcome?.reason).toMatch(/order_refund_state: the order records no refund for this operation/);
-    expect(state.outcome?.reason).toMatch(/audit_trail: missing order_updated/);
+    expect(state.outcome?.reason).toMatch(/notification_state: no notice in the outbox/);
+    expect(state.outcome?.reason).toMatch(/audit_trail: missing notification_sent/);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+    expect(await h.messages({ to: order.customerEmail })).toHaveLength(0);
   });
 });
 

@@ -1,7 +1,7 @@
 import { REFUND_SAGA, REFUND_STEPS, type RefundStep } from '../../src/compensations/registry';
 import { checkRegistry, compensationOrder, type DependencyGraph } from '../../src/saga/order';
 import { compensationKeyOf } from '../../src/compensations/plan';
-import { checkCarriage, type EffectKind, type StepCall } from '../../src/saga/step';
+import { checkCarriage, withCarriage, type EffectKind, type StepCall } from '../../src/saga/step';
 import type { Boundary } from '../../src/reliability/taxonomy';
 import { z } from 'zod';
 import { compensationKey, operationId, stepKey } from '../../src/contract';
@@ -147,6 +147,21 @@ describe('checkCarriage', () => {
     expect(REFUND_SAGA.update_order.carriedBy).toBe('create_refund');
     expect(REFUND_SAGA.completion_gate.firstReadIn).toBe('notify_customer');
     expect(() => checkCarriage(REFUND_SAGA)).not.toThrow();
+    // The send learns what it carries from the carried step's own declaration.
+    expect(REFUND_SAGA.create_refund.carries).toEqual(['update_order']);
+    expect(Object.values(REFUND_SAGA).filter((s) => 'carries' in s)).toHaveLength(1);
+  });
+
+  it('withCarriage checks the steps and gives each send the names of the steps it carries', () => {
+    const steps = {
+      a: call('send', 'stripe'),
+      b: call('write', 'store', { carriedBy: 'a' }),
+      c: call('read', 'stripe'),
+    };
+    expect(withCarriage(steps)).toEqual({ ...steps, a: { ...steps.a, carries: ['b'] } });
+    expect(() => withCarriage({ b: steps.b, a: steps.a })).toThrow(
+      'step b is carried by a, which is not a step declared before it',
+    );
   });
 
   it('refuses a carrier that is not an earlier send, or a carried step that is not a store write', () => {

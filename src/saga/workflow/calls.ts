@@ -1,7 +1,14 @@
 // A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each attempt
 // once), its result checked against its schema, and recorded in the run's step table.
 import { patched } from '@temporalio/workflow';
-import { evidenced, type CallStatus, type CompensationRecord, type Evidenced, type StepRecord } from '../../contract';
+import {
+  type Carried,
+  evidenced,
+  type CallStatus,
+  type CompensationRecord,
+  type Evidenced,
+  type StepRecord,
+} from '../../contract';
 import type { PinnedSettings } from '../../contract';
 import { zodProblems } from '../../domain/zod-problems';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
@@ -28,6 +35,8 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   private readonly paid = new Map<string, number>();
   /** The requests charged for each attempt of a call outside the step table, by attempt. */
   private readonly charged = new Map<string, number>();
+  /** What a send's receipt carried for later steps (their writes rode in its transaction), until the saga runs them. */
+  private readonly carried = new Map<string, Carried[string]>();
 
   constructor(
     private readonly budget: RunBudget,
@@ -58,6 +67,8 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   ): Promise<ResultOf<Acts, A>> {
     const { name, boundary, rejects } = def;
     const record = this.steps.get(name);
+    const carried = this.takeCarried(def, input, record);
+    if (carried) return carried;
     try {
       const output = await this.call(name, def, input, { essential, record });
       const { settings } = output as { settings?: PinnedSettings };
@@ -93,10 +104,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   ): Promise<ResultOf<Acts, A>> {
     const { boundary } = def;
     const acts = this.activities(boundary, essential, def.requestsPerAttempt, def.runs);
-    if (record) {
-      const shown = { input: def.shows ? def.shows(input) : input, idempotencyKey: def.key?.(input) };
-      Object.assign(record, { status: 'running', ...shown, startedAt: now(), error: undefined, finishedAt: undefined });
-    }
+    if (record) begin(record, def, input);
     const failed = (error: StepError, output?: { output: unknown }) => {
       if (record) Object.assign(record, { status: 'failed', error, ...output, finishedAt: now() });
       return new StepFailedError(what, error);
@@ -105,7 +113,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       record ? absorb(record, ledger, evidence) : this.charge(boundary, evidence ?? { attempt: ledger.length, ledger });
     let raw: unknown;
     try {
-      raw = await acts[def.activity]!(input);
+      raw = await acts[def.activity]!(def.carries ? { ...input, carry: def.carries } : input);
     } catch (err) {
       const { error, ledger } = describeFailure(err, boundary, what, def.effect === 'send');
       keep(ledger);
@@ -121,6 +129,30 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
     keep(evidence?.ledger ?? [], evidence);
     if (record) Object.assign(record, { status: 'completed', output, finishedAt: now() });
+    const { carried } = raw as { carried?: Carried };
+    for (const step of def.carries ?? []) if (carried?.[step]) this.carried.set(step, carried[step]);
+    return output as ResultOf<Acts, A>;
+  }
+
+  /**
+   * The step's result as a send's receipt carried it, recorded and paid for as a call's; undefined (the step runs as its
+   * own task) when nothing was carried, or what was carried was written with another input or does not fit its schema.
+   */
+  private takeCarried<A extends keyof Acts & string>(
+    def: StepCall<A, InputOf<Acts, A>>,
+    input: InputOf<Acts, A>,
+    record: StepRecord,
+  ): ResultOf<Acts, A> | undefined {
+    const carried = this.carried.get(record.name);
+    this.carried.delete(record.name);
+    if (!carried || JSON.stringify(carried.input) !== JSON.stringify(input)) return undefined;
+    const parsed = evidenced(def.output).safeParse(carried.output);
+    if (!parsed.success) return undefined;
+    const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
+    begin(record, def, input);
+    absorb(record, evidence.ledger, evidence);
+    Object.assign(record, { status: 'completed', output, finishedAt: now() });
+    this.pay(record, def.boundary);
     return output as ResultOf<Acts, A>;
   }
 
@@ -150,6 +182,12 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       retryTimeMs,
     });
   }
+}
+
+/** A step's record as its call begins: running, with what the table shows of its input and its key. */
+function begin<In>(record: StepRecord, def: StepCall<string, In>, input: In): void {
+  const shown = { input: def.shows ? def.shows(input) : input, idempotencyKey: def.key?.(input) };
+  Object.assign(record, { status: 'running', ...shown, startedAt: now(), error: undefined, finishedAt: undefined });
 }
 
 /** An attempt of a call, as every later ledger of its key shows it again. */

@@ -2,7 +2,14 @@
 // each answer means for the run. Resent with the same key only when reconciliation proved no
 // refund exists, or inside the key's dedupe window; never blind.
 import { REFUND_SAGA } from '../../compensations/registry';
-import { type BeginResult, MAX_RESUBMISSIONS, type RefundReceipt, type RefundStep, stepKey } from '../../contract';
+import {
+  type BeginResult,
+  MAX_RESUBMISSIONS,
+  receiptAgainstAsk,
+  type RefundReceipt,
+  type RefundStep,
+  stepKey,
+} from '../../contract';
 import type { Lookup } from '../../saga/step';
 import { sendReconciled } from '../../saga/workflow/reconciled-send';
 import { isStopped, Stopped } from '../../saga/workflow/run-stopped';
@@ -131,17 +138,18 @@ const atCreate = (reason: string) => new Stopped('needs_attention', reason, 'cre
 /** A receipt checked against what was asked: less is partial, failed (on record from an earlier run) or more stops; only a full one goes on. */
 async function checkReceipt(run: RefundRun, refund: RefundReceipt): Promise<RefundReceipt | Stopped<'create_refund'>> {
   const { request } = run;
-  if (refund.status === 'failed' || refund.status === 'canceled') {
-    run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
-    return atCreate(reasons.receiptFailed(refund));
+  switch (receiptAgainstAsk(refund, request)) {
+    case 'failed':
+      run.effect = { status: 'failed', certainty: 'completed', refundId: refund.refundId };
+      return atCreate(reasons.receiptFailed(refund));
+    case 'partial':
+      return partialRefund(run, refund, reasons.partialOf(refund, request));
+    case 'more':
+      run.effect = { status: 'refunded', certainty: 'completed', refundId: refund.refundId };
+      return atCreate(reasons.moreThanAsked(refund, request));
+    case 'fits':
+      return refund;
   }
-  if (refund.currency !== request.currency || refund.amount < request.amount)
-    return partialRefund(run, refund, reasons.partialOf(refund, request));
-  if (refund.amount > request.amount) {
-    run.effect = { status: 'refunded', certainty: 'completed', refundId: refund.refundId };
-    return atCreate(reasons.moreThanAsked(refund, request));
-  }
-  return refund;
 }
 
 /** The provider refunded less than asked: the order is repaired forward to it, the email frozen, a person decides the rest. */

@@ -1,7 +1,13 @@
 // The saga's steps on our side of the refund: loading the order (which commits the operation's
 // intent), what recording the refund on the order and the customer notice are given, and a person's
 // confirmation that a notice whose hand-over ended unknown was delivered.
-import { type BeginResult, type DecisionRecord, type RefundReceipt, type RefundStep, stepKey } from '../../contract';
+import {
+  type BeginResult,
+  type DecisionRecord,
+  orderUpdateOf,
+  type RefundReceipt,
+  type RefundStep,
+} from '../../contract';
 import { CONFIRM_DELIVERED, REFUND_SAGA } from '../../compensations/registry';
 import type { Stopped } from '../../saga/workflow/run-stopped';
 import type { Resumed } from '../../saga/workflow/desk';
@@ -37,13 +43,8 @@ export async function loadOrder(run: RefundRun): Promise<BeginResult | Stopped<R
 }
 
 /** The order update for `refund` (of this operation, or an earlier one): what was really refunded, under the step's key. */
-export const orderUpdate = (run: RefundRun, { refundId, amount }: RefundReceipt, operationId = run.operationId) => ({
-  key: stepKey(operationId, 'update_order'),
-  orderId: run.request.orderId,
-  operationId,
-  refundId,
-  amount,
-});
+export const orderUpdate = (run: RefundRun, refund: RefundReceipt, operationId = run.operationId) =>
+  orderUpdateOf(run.request.orderId, operationId, refund);
 
 /** The customer notice; a resend a person approved by retrying it carries the hand-over they judged. */
 export const notice = (run: RefundRun, refund: RefundReceipt, resumed: Resumed<RefundStep> | null) => ({

@@ -1,0 +1,30 @@
+// A store write carried in an earlier send's receipt transaction: one commit and one task fewer. The step that may
+// be carried declares it (`carriedBy`); the harness asks the send's activity to carry it, and takes what comes back
+// as that step's result when its input is the one the saga would have given. Workflow code imports this: pure.
+import { stepKey } from './ids';
+import type { RefundReceipt } from './receipts';
+
+/** What a send's activity carried, by the carried step's name: the input it wrote with, and its evidenced result. */
+export type Carried = Record<string, { input: unknown; output: unknown }>;
+
+/** What a send's activity is asked to carry, when its receipt lets the saga go on: the carried steps' names. */
+export interface Carry {
+  carry?: readonly string[];
+}
+
+/** A receipt against what was asked: failed, less (or another currency), more, or just what was asked. */
+export function receiptAgainstAsk(
+  receipt: Pick<RefundReceipt, 'status' | 'amount' | 'currency'>,
+  asked: { amount: number; currency: string },
+): 'failed' | 'partial' | 'more' | 'fits' {
+  if (receipt.status === 'failed' || receipt.status === 'canceled') return 'failed';
+  if (receipt.currency !== asked.currency || receipt.amount < asked.amount) return 'partial';
+  return receipt.amount > asked.amount ? 'more' : 'fits';
+}
+
+/** The order update for a refund of an operation: what was really refunded, under the update step's key. */
+export const orderUpdateOf = (
+  orderId: string,
+  operationId: string,
+  { refundId, amount }: Pick<RefundReceipt, 'refundId' | 'amount'>,
+) => ({ key: stepKey(operationId, 'update_order'), orderId, operationId, refundId, amount });
