@@ -6,6 +6,7 @@ import type { REFUND_REASONS } from '../domain/refund-request';
 import type { OperationLog, OperationRecord, OperationUpdate } from '../store';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
+import type { ActivityMetrics } from './activity-metrics';
 import { Classified, stepCall, type Attempt } from './attempt';
 import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
@@ -14,7 +15,12 @@ import { paymentFailure, stripeFailure } from './stripe-failures';
 import { refundUpdate, toReceipt } from './stripe-refunds';
 
 /** What the payment activities (the create and its reconciliation) are given. */
-export type PaymentDeps = Pick<StripeDeps, 'stripe' | 'attempt'> & { log: OperationLog; windows: ProviderWindows };
+export type PaymentDeps = Pick<StripeDeps, 'stripe' | 'attempt'> & {
+  log: OperationLog;
+  windows: ProviderWindows;
+  /** Where reconciliations are counted (default: each activity's own meter). */
+  metrics?: ActivityMetrics;
+};
 
 export interface CreateRefundInput {
   orderId: string;
