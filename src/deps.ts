@@ -46,7 +46,7 @@ export function runSettings(config: Config, loaded: RecoveryPolicy = loadPolicy(
   };
 }
 
-/** `meter`: where the store's statements and commits are counted (the worker's, when it exports metrics). */
+/** `meter`: where the store's statements and commits and the activities' metrics are counted (the worker's, when it exports metrics). */
 export async function openDeps(config: Config, temporal?: Client, meter?: MetricMeter) {
   const settings = runSettings(config);
   const observer = meter && storeMetrics(meter);
@@ -64,6 +64,7 @@ export async function openDeps(config: Config, temporal?: Client, meter?: Metric
       temporal,
       digestTo: config.digestTo,
       maxBacklog: config.admission.maxBacklog,
+      meter,
     }),
     store,
     stripe,

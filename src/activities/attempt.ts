@@ -14,8 +14,8 @@ import {
   type FailureCode,
   type FailureDetails,
 } from '../reliability/taxonomy';
-import { refundMetrics } from '../observability/metrics';
 import type { AttemptEnd, OpenAttempt, OperationLog } from '../store';
+import { activityMetrics, type ActivityMetrics } from './activity-metrics';
 
 export interface Attempt {
   /** Who acts in the audit trail: the run, by its workflow id. */
@@ -83,8 +83,11 @@ export function createAttemptRunner(deps: {
   random?: () => number;
   /** The worker's circuit breakers; calls that name one go through it. */
   breakers?: Breakers;
+  /** Where attempts and breaker states are counted (default: each activity's own meter). */
+  metrics?: ActivityMetrics;
 }) {
   const random = deps.random ?? Math.random;
+  const metricsNow = deps.metrics ?? activityMetrics();
 
   /** Runs `fn` as one attempt of `call`, handing it the attempt; the result gains the step's evidence. */
   return async function runAttempt<T extends object>(
@@ -92,8 +95,8 @@ export function createAttemptRunner(deps: {
     classify: (err: unknown) => Classified,
     fn: (attempt: Attempt) => Promise<T>,
   ): Promise<T & { evidence: StepEvidence }> {
-    const { info, metricMeter } = Context.current();
-    const metrics = refundMetrics(metricMeter);
+    const { info } = Context.current();
+    const metrics = metricsNow();
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
     const ledger = deps.log.openAttempt({ ...call, workflowId, runId, attempt: info.attempt });
     const settled: (() => void)[] = [];

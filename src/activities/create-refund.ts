@@ -15,6 +15,7 @@ import type { REFUND_REASONS } from '../domain/refund-request';
 import type { OperationLog, OperationRecord, OperationUpdate, OrderStore, Queryable } from '../store';
 import { outsideDedupeWindow, sendOnce } from '../saga/send';
 import { LaterVersionError } from '../store/errors';
+import { activityMetrics, type ActivityMetrics } from './activity-metrics';
 import { Classified, stepCall, succeeded, type Attempt } from './attempt';
 import { insideDedupeWindow } from './request-deadline';
 import { receiptNotRecorded } from './store-failures';
@@ -28,6 +29,8 @@ export type PaymentDeps = Pick<StripeDeps, 'stripe' | 'attempt'> & {
   windows: ProviderWindows;
   /** The order update the refund's receipt may carry (`carry: ['update_order']`); without it, nothing is carried. */
   carryRefund?: OrderStore['carryRefund'];
+  /** Where reconciliations are counted (default: each activity's own meter). */
+  metrics?: ActivityMetrics;
 };
 
 export interface CreateRefundInput extends Carry {
@@ -44,6 +47,7 @@ export interface CreateRefundInput extends Carry {
 export function refundCreation(deps: PaymentDeps) {
   const { log } = deps;
   const stripeSend = stripeSendParts(deps.windows, () => log.clock());
+  const metrics = deps.metrics ?? activityMetrics();
 
   /** Sends the refund unless its record says not to; the receipt is Stripe's as it is (less than asked, or failed). */
   async function createRefund(input: CreateRefundInput): Promise<Evidenced<RefundReceipt>> {
@@ -106,7 +110,10 @@ export function refundCreation(deps: PaymentDeps) {
           { requestId: refund.lastResponse.requestId ?? null },
           order && ((tx) => order.write(tx, actor)),
         );
-        if (settled.carried) carried = { update_order: { input: order!.input, output: settled.carried } };
+        if (!settled.carried) return;
+        carried = { update_order: { input: order!.input, output: settled.carried } };
+        // The carried step's attempt is counted as its own task's would be.
+        metrics().attempted('update_order', 'store', null, 0);
       },
       notRecorded: (refund, err) =>
         receiptNotRecorded(err, `refund ${refund.id} was made`, {

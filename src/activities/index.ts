@@ -1,8 +1,10 @@
 import type { Client } from '@temporalio/client';
+import type { MetricMeter } from '@temporalio/common';
 import type Stripe from 'stripe';
 import type { RunSettings } from '../contract';
 import type { DecisionPolicy } from '../reliability/policy';
 import { Breakers } from '../reliability/circuit-breaker';
+import { activityMetrics } from './activity-metrics';
 import { createAttemptRunner, type Attempt } from './attempt';
 import { createCheckoutActivities } from './checkout';
 import { createSweepActivities } from './sweep';
@@ -17,7 +19,7 @@ import { refundReconciliation } from './reconcile-refund';
 import { stripeIn } from './stripe-client';
 
 /** The worker's clients and settings: its store and mail as the notifications take them, and the rest. */
-export interface ActivityDeps extends Omit<NotificationDeps, 'attempt' | 'policy' | 'maxSendMs'> {
+export interface ActivityDeps extends Omit<NotificationDeps, 'attempt' | 'policy' | 'maxSendMs' | 'metrics'> {
   stripe: Stripe;
   /** The scope, recovery policy and provider windows every run gets from this worker. */
   settings: RunSettings;
@@ -25,6 +27,8 @@ export interface ActivityDeps extends Omit<NotificationDeps, 'attempt' | 'policy
   temporal?: Client;
   /** The admission limit a batch respects when it takes queued refunds (ADMISSION_MAX_BACKLOG); none: no limit. */
   maxBacklog?: number;
+  /** The worker's meter, when it exports metrics: the activities' instruments are made on it once. */
+  meter?: MetricMeter;
 }
 
 export function createActivities(deps: ActivityDeps) {
@@ -33,12 +37,14 @@ export function createActivities(deps: ActivityDeps) {
   const stripe = (attempt: Attempt) => stripeIn(deps.stripe, attempt);
   // Per worker: each worker process judges the providers' health from its own calls.
   const breakers = new Breakers(settings.policy.breaker);
-  const attempt = createAttemptRunner({ policy: settings.policy, log: store.operations, breakers });
+  const metrics = activityMetrics(deps.meter);
+  const attempt = createAttemptRunner({ policy: settings.policy, log: store.operations, breakers, metrics });
   const payments = {
     stripe,
     log: store.operations,
     attempt,
     windows: settings.provider,
+    metrics,
     carryRefund: store.carryRefund,
   };
   const { createRefund } = refundCreation(payments);
@@ -50,8 +56,8 @@ export function createActivities(deps: ActivityDeps) {
     ...createCompletionGate({ stripe, store, attempt }),
     ...createFollowUpActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),
-    ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog }),
-    ...createNotificationActivities({ ...deps, attempt, policy: settings.policy }),
+    ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog, metrics }),
+    ...createNotificationActivities({ ...deps, attempt, policy: settings.policy, metrics }),
     ...createSweepActivities({ temporal: deps.temporal }),
     /** Who may decide parked runs, as this worker is configured now (the policy's roles, or DECIDERS). */
     async decisionPolicy(): Promise<DecisionPolicy> {

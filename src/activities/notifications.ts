@@ -1,14 +1,13 @@
 // The notification activities: each hands one email to the mail server, at most once per claim on its outbox entry
 // (outbox.ts), by a deadline fixed before its stamp, and records the server's answer (or a person's word on it).
-import { Context } from '@temporalio/activity';
 import type { NodemailerError, SentMessageInfo, Transporter } from 'nodemailer';
-import { refundMetrics } from '../observability/metrics';
 import { maskEmails } from '../reliability/redaction';
 import type { RecoveryPolicy } from '../reliability/policy';
 import { messageIdForKey, type Evidenced, type NotificationReceipt } from '../contract';
 import type { OrderStore } from '../store';
 import { Classified, recordingEffect, stepCall, type Attempt, type AttemptRunner } from './attempt';
 import type { MessageLog } from './message-log';
+import { activityMetrics, type ActivityMetrics } from './activity-metrics';
 import { cartOf } from './checkout';
 import { checkoutMail, type CheckoutMailInput, type CheckoutMailKind } from './checkout-mail';
 import { DEFAULT_DIGEST_TO, digestMail, type DigestInput } from './attention-digest';
@@ -38,6 +37,8 @@ export interface NotificationDeps {
   maxSendMs?: number;
   /** The mail provider's log of accepted messages (MAIL_LOG_URL): hand-overs whose outcome is unknown are settled there. */
   messageLog?: MessageLog;
+  /** Where hand-overs are counted (default: each activity's own meter). */
+  metrics?: ActivityMetrics;
 }
 
 /** Outside an attempt nothing else bounds a send; inside one, what is left of its start-to-close does. */
@@ -46,6 +47,7 @@ const MAX_SEND_MS = 5 * 60_000;
 export function createNotificationActivities(deps: NotificationDeps) {
   const { store } = deps;
   const maxSendMs = deps.maxSendMs ?? MAX_SEND_MS;
+  const metricsNow = deps.metrics ?? activityMetrics();
   const { claimHandOver, confirmDelivered } = createOutbox(deps);
 
   const handOver = async (
@@ -125,7 +127,7 @@ export function createNotificationActivities(deps: NotificationDeps) {
   ) =>
     deps.attempt(stepCall(step, { key, operationId }, 'smtp', 'smtp:send'), storeFailure, async (a) => {
       const [entry, mail] = await compose();
-      const metrics = refundMetrics(Context.current().metricMeter);
+      const metrics = metricsNow();
       try {
         const receipt = await handOver(a, entry, mail);
         metrics.handedOver(receipt.alreadySent ? 'already_sent' : 'completed');

@@ -1,10 +1,10 @@
 // A batch occurrence's work on the refund queue: take the oldest requests, then record each one's run or why none.
 import type { Client } from '@temporalio/client';
-import { Context, log } from '@temporalio/activity';
+import { log } from '@temporalio/activity';
 import { backlogs, startedWith } from '../temporal/client';
 import { changedIntent } from '../domain/refund-request';
-import { refundMetrics } from '../observability/metrics';
 import type { QueuedRequest, RefundQueue } from '../store';
+import { activityMetrics, type ActivityMetrics } from './activity-metrics';
 
 export interface StartRecord {
   id: number;
@@ -18,7 +18,13 @@ export interface StartRecord {
 
 export type QueueActivities = ReturnType<typeof createQueueActivities>;
 
-export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Client; maxBacklog?: number }) {
+export function createQueueActivities(deps: {
+  queue: RefundQueue;
+  temporal?: Client;
+  maxBacklog?: number;
+  metrics?: ActivityMetrics;
+}) {
+  const metrics = deps.metrics ?? activityMetrics();
   /** How many new refunds the queues have room for under the admission limit (Infinity: no limit here). */
   const room = async (taskQueue: string | undefined): Promise<number> => {
     if (!deps.temporal || !taskQueue || !deps.maxBacklog) return Infinity;
@@ -55,7 +61,7 @@ export function createQueueActivities(deps: { queue: RefundQueue; temporal?: Cli
         log.warn(
           `admission: taking ${limit} of up to ${input.limit} queued requests; task queue ${input.taskQueue} is over ADMISSION_MAX_BACKLOG ${deps.maxBacklog}, the rest stay queued`,
         );
-        refundMetrics(Context.current().metricMeter).admissionRefused();
+        metrics().admissionRefused();
       }
       return limit > 0 ? deps.queue.next(limit) : [];
     },

@@ -1,9 +1,8 @@
 // The reconcileRefund activity: what became of a refund whose outcome is unknown, asked of Stripe and settled in the
 // operation's record.
-import { Context } from '@temporalio/activity';
 import { lookupKey, type Evidenced, type ReconcileResult, type RefundReceipt } from '../contract';
-import { refundMetrics } from '../observability/metrics';
 import type { OperationUpdate } from '../store/types';
+import { activityMetrics } from './activity-metrics';
 import { stepCall } from './attempt';
 import { noIntent, type PaymentDeps } from './create-refund';
 import { paymentFailure } from './stripe-failures';
@@ -23,6 +22,7 @@ export interface ReconcileRefundInput {
 
 export function refundReconciliation(deps: PaymentDeps) {
   const { log } = deps;
+  const metrics = deps.metrics ?? activityMetrics();
 
   /**
    * By refund id when one is known, else by the payment intent's list. A "not found" is conclusive only once the
@@ -103,7 +103,7 @@ export function refundReconciliation(deps: PaymentDeps) {
       };
       return reply(result, notes[result] + extra, receipt);
     });
-    refundMetrics(Context.current().metricMeter).reconciled(answer.result);
+    metrics().reconciled(answer.result);
     return answer;
   }
 

@@ -15,12 +15,18 @@ export type RunOutcome = { kind: 'result'; result: RefundResult } | { kind: 'par
 
 const PARKED = new Set(['needs_attention', 'awaiting_approval']);
 
+/** The longest wait between two looks at a run's status once the first is made: a caller hears of a park within it. */
+const LATER_LOOKS_MS = 2000;
+
 /**
- * The run's result, or its state once it parks. Every `pollMs` it reads the run's RefundStatus
- * search attribute, which the server answers from the run's own record (describe): watching costs
- * the worker nothing and never touches a workflow task in flight. Only a run shown parked is asked
- * for its step table (a Query, which needs a worker: until one answers, it just waits). With
- * `signal`, stops waiting when it is aborted (and rejects).
+ * The run's result, or its state once it parks. The result comes from a long poll on the run's close;
+ * for parking it reads the run's RefundStatus search attribute, which the server answers from the
+ * run's own record (describe): watching costs the worker nothing and never touches a workflow task in
+ * flight. It looks first after `pollMs`, then backs off to every 2 × `pollMs`, at most LATER_LOOKS_MS
+ * (or `pollMs` if longer): a run parks only once a step has failed for good, and a slow run's later
+ * looks were most of its calls. Only a run shown parked is asked for its step table (a Query, which
+ * needs a worker: until one answers, it just waits). With `signal`, stops waiting when it is aborted
+ * (and rejects).
  */
 export async function outcomeOf(handle: WorkflowHandle<RefundWorkflow>, pollMs = 1000, signal?: AbortSignal) {
   // Aborted once the wait is over: every call is cancelled, and none begins; nothing is left waiting on the connection.
@@ -78,8 +84,9 @@ export async function outcomeOf(handle: WorkflowHandle<RefundWorkflow>, pollMs =
     return { kind: 'result', result: await call(() => handle.result()) };
   })();
   const parked = (async (): Promise<RunOutcome> => {
-    // A run just started is not parked yet: the first look waits a poll, like every other.
+    // A run just started is not parked yet: the first look waits a poll.
     await new Promise((r) => setTimeout(r, pollMs));
+    const laterMs = Math.max(pollMs, Math.min(2 * pollMs, LATER_LOOKS_MS));
     while (!waiting.signal.aborted) {
       const described = await call(() => handle.describe()).catch(() => undefined);
       const status = described?.typedSearchAttributes.get(SEARCH_ATTRIBUTES.status);
@@ -88,7 +95,7 @@ export async function outcomeOf(handle: WorkflowHandle<RefundWorkflow>, pollMs =
         const state = await call(() => handle.query(stepsQuery)).catch(() => undefined);
         if (state && PARKED.has(state.status)) return { kind: 'parked', state };
       }
-      await new Promise((r) => setTimeout(r, pollMs));
+      await new Promise((r) => setTimeout(r, laterMs));
     }
     return new Promise<RunOutcome>(() => undefined);
   })();

@@ -20,7 +20,9 @@ export function createLogger(level: LogLevelName, destination?: pino.Destination
         err instanceof Error ? JSON.parse(maskEmails(JSON.stringify(pino.stdSerializers.err(err)))) : err,
     },
   };
-  const out = destination ? pino(options, destination) : pino(options);
+  // Stdout written asynchronously: a line (one an attempt) is a copy into pino's buffer, not a write(2) on the thread
+  // that logged it. pino writes what is left synchronously when the process exits, process.exit included (the drain's).
+  const out = pino(options, destination ?? pino.destination({ dest: 1, sync: false }));
   // Every level goes through: pino filters at LOG_LEVEL.
   return new DefaultLogger('TRACE', (entry) =>
     out[entry.level.toLowerCase() as LogLevelName](entry.meta ? jsonSafe(entry.meta) : {}, entry.message),

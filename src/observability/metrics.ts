@@ -2,7 +2,7 @@
 // recorder over any SDK MetricMeter (the workflow's, replay-aware; an activity's; the Runtime's).
 // The SDK's exporter (Prometheus or OTLP, set up in worker.ts) adds the labels its meter carries
 // (namespace, task_queue, workflow_type or activity_type). Workflow code imports this module: types only.
-import type { MetricCounter, MetricMeter, MetricTags } from '@temporalio/common';
+import type { MetricCounter, MetricGauge, MetricMeter, MetricTags } from '@temporalio/common';
 import type { Boundary, Certainty, FailureCode } from '../reliability/taxonomy';
 import type { BreakerState } from '../reliability/circuit-breaker';
 import type { Verdict } from '../reliability/verdict';
@@ -66,10 +66,22 @@ const snake = (text: string) => text.toLowerCase().replace(/[^a-z0-9]+/g, '_');
 /** An attempt's outcome label: ok, cancelled (the activity was cancelled mid-attempt), or its failure code in lower case. */
 const outcomeOf = (code: FailureCode | 'cancelled' | null) => (code === null ? 'ok' : code.toLowerCase());
 
-/** What the project records, by meaning; the meter decides where it goes (a no-op without an exporter). */
-export function refundMetrics(meter: MetricMeter) {
-  const add = (spec: MetricSpec, tags: MetricTags = {}, n = 1) =>
-    meter.createCounter(spec.name, '', spec.help).add(n, tags);
+export type RefundMetrics = ReturnType<typeof refundMetrics>;
+
+/**
+ * What the project records, by meaning; the meter decides where it goes (a no-op without an exporter). Each instrument
+ * is made on its first use and kept (on the worker's meter, making one is a call into the Core): hold the recorder,
+ * not the meter. `labels`, when given, go before each call's own.
+ */
+export function refundMetrics(meter: MetricMeter, labels?: () => MetricTags) {
+  const counters = new Map<string, MetricCounter>();
+  let breakerGauge: MetricGauge | undefined;
+  const tagged = (tags: MetricTags) => (labels ? { ...labels(), ...tags } : tags);
+  const add = (spec: MetricSpec, tags: MetricTags = {}, n = 1) => {
+    let made = counters.get(spec.name);
+    if (!made) counters.set(spec.name, (made = meter.createCounter(spec.name, '', spec.help)));
+    made.add(n, tagged(tags));
+  };
   return {
     runStarted: () => add(METRICS.started),
     runEnded: (outcome: string) => add(METRICS.ended, { outcome }),
@@ -81,7 +93,10 @@ export function refundMetrics(meter: MetricMeter) {
       if (requests > 0) add(METRICS.providerRequests, { boundary, outcome: outcomeOf(code) }, requests);
     },
     breaker: (breaker: string, state: BreakerState) =>
-      meter.createGauge(METRICS.breaker.name, 'int', '', METRICS.breaker.help).set(BREAKER_VALUE[state], { breaker }),
+      (breakerGauge ??= meter.createGauge(METRICS.breaker.name, 'int', '', METRICS.breaker.help)).set(
+        BREAKER_VALUE[state],
+        tagged({ breaker }),
+      ),
     handedOver: (outcome: 'already_sent' | Certainty) =>
       add(METRICS.handOvers, { outcome: outcome === 'already_sent' ? outcome : HAND_OVER_OUTCOME[outcome] }),
     admissionRefused: () => add(METRICS.admissionRefusals),

@@ -4,6 +4,7 @@
 import type { MetricMeter, MetricTags } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
+import { activityMetrics } from '../../src/activities/activity-metrics';
 import { Classified, createAttemptRunner } from '../../src/activities/attempt';
 import { METRICS, refundMetrics, storeMetrics } from '../../src/observability/metrics';
 import { Breakers } from '../../src/reliability/circuit-breaker';
@@ -131,6 +132,33 @@ test("the attempt runner counts each attempt by step and outcome, and sets its b
   ]);
   // No transport reported a request here (the functions sent nothing): no provider request is counted.
   expect(of(METRICS.providerRequests.name)).toEqual([]);
+});
+
+test("activities over the worker's meter make each instrument once, and label it as the activity's own meter does", async () => {
+  const worker = recordingMeter();
+  const made: string[] = [];
+  const counting = {
+    ...worker,
+    createCounter: (name: string) => (made.push(name), worker.createCounter(name)),
+    createGauge: (name: string) => (made.push(name), worker.createGauge(name)),
+  } as MetricMeter;
+  const own = recordingMeter();
+  const shared = activityMetrics(counting);
+  const perActivity = activityMetrics();
+  for (const activityType of ['createRefund', 'sendRefundNotice', 'createRefund']) {
+    const env = new MockActivityEnvironment({ activityType }, { logger: new DefaultLogger('ERROR'), metricMeter: own });
+    await env.run(async () => {
+      for (const m of [shared(), perActivity()]) {
+        m.attempted('create_refund', 'stripe', null, 1);
+        m.breaker('stripe:create_refund', 'closed');
+      }
+    });
+  }
+  expect(made).toEqual([METRICS.attempts.name, METRICS.providerRequests.name, METRICS.breaker.name]);
+  expect(worker.recorded).toEqual(own.recorded);
+  expect(worker.recorded[3]!.tags).toEqual(
+    expect.objectContaining({ activityType: 'sendRefundNotice', taskQueue: 'test', namespace: 'test' }),
+  );
 });
 
 test("the store's statements and commits reach the meter added up once per turn of the event loop, every one counted", async () => {

@@ -142,3 +142,27 @@ test("a completed run's result is read from its close event: no second call for 
   });
   expect(run.calls).toEqual(['long poll', 'long poll']);
 });
+
+test('looks first after pollMs, then backs off to every 2 × pollMs, never more than 2 s apart unless pollMs is longer', async () => {
+  jest.useFakeTimers();
+  try {
+    for (const [pollMs, laterMs] of [
+      [100, 200],
+      [1000, 2000],
+      [1500, 2000],
+      [3000, 3000],
+    ] as const) {
+      const run = fakeRun({ statuses: ['running', 'running', 'needs_attention'] });
+      const looks: number[] = [];
+      const describe = run.handle.describe.bind(run.handle);
+      Object.assign(run.handle, { describe: () => (looks.push(Date.now()), describe()) });
+      const start = Date.now();
+      const outcome = outcomeOf(run.handle, pollMs);
+      await jest.advanceTimersByTimeAsync(pollMs + 2 * laterMs);
+      expect(await outcome).toEqual({ kind: 'parked', state: run.state });
+      expect(looks.map((t) => t - start)).toEqual([pollMs, pollMs + laterMs, pollMs + 2 * laterMs]);
+    }
+  } finally {
+    jest.useRealTimers();
+  }
+});

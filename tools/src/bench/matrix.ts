@@ -409,7 +409,7 @@ async function driveRun(
       variant === 'platform'
         ? await startPlatformRun(stack, input)
         : await startRefund(stack.client, request, variant === 'project' ? TASK_QUEUE : BENCH_QUEUES.baseline);
-    // The refund CLI's wait: the run's status attribute every 2 s, its result once it closes.
+    // The client's wait (outcomeOf): the run's status attribute every 2 s, its result once it closes.
     const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) =>
       give.aborted ? null : (err as Error),
     );
