@@ -205,7 +205,10 @@ export class OperationLog {
     detail: Record<string, unknown> = {},
     carry?: (tx: Queryable) => Promise<C | undefined>,
   ): Promise<{ record: OperationRecord; applied: boolean; carried?: C }> {
+    let tries = 0;
     return this.db.transaction(async (tx) => {
+      // The carried write rides the first try only: run again after a serialization failure, the move commits alone.
+      const carrying = tries++ === 0 ? carry : undefined;
       const current = await this.row(tx, operationId);
       if (!current) throw new Error(`no operation ${operationId}`);
       const sentSince = update.ifRequestsSent !== undefined && current.requests_sent !== update.ifRequestsSent;
@@ -230,7 +233,7 @@ export class OperationLog {
         ...(!applied && { ignored }),
       };
       await this.audit(operationId, actor, event, entry, tx);
-      const carried = applied && carry ? await savepoint(tx, () => carry(tx)) : undefined;
+      const carried = applied && carrying ? await savepoint(tx, () => carrying(tx)) : undefined;
       // The audit entry leaves the operation's row as it was written (or found) above.
       return { record: toOperation(row), applied, ...(carried !== undefined && { carried }) };
     });

@@ -28,7 +28,7 @@ import {
 import { z } from 'zod';
 import { activityOptions } from '../saga/workflow/activity-options';
 import { audit } from '../saga/workflow/audit';
-import { StepRunner } from '../saga/workflow/calls';
+import { StepRunner } from '../saga/workflow/step-runner';
 import { undoSteps } from '../saga/workflow/undo';
 import type { Boundary } from '../reliability/taxonomy';
 import { IgnoredMessages, refusePlaintext, setQueryHandler, setSignalHandler } from '../saga/workflow/messages';

@@ -269,22 +269,23 @@ describe('failures decided by the recovery policy', () => {
     const order = await h.seedOrder(newOrderId());
     const parkedEntry = async () =>
       (await h.store.operations.auditTrail(`refund:test:${order.id}:v1`)).find((e) => e.event === 'run_parked');
-    // The notice: a step that always runs as its own task (the order update rides in the refund's receipt).
-    const { status, state } = await h.withWorker({ sendRefundNotice: (async () => undefined) as never }, async (q) => {
+    // A store fault armed for the order keeps its update off the refund's receipt: the step runs as its own task.
+    await h.storeFault('conflict', order.id, 1);
+    const { status, state } = await h.withWorker({ applyRefund: (async () => undefined) as never }, async (q) => {
       const parked = await start(q, order.id);
       // The parking's audit is an activity on this worker's queue: wait for it before the worker stops.
       for (let i = 0; i < 100 && !(await parkedEntry()); i++) await new Promise((r) => setTimeout(r, 100));
       return parked;
     });
     expect(status).toBe('needs_attention');
-    expect(state.steps.find((s) => s.name === 'notify_customer')).toMatchObject({
+    expect(state.steps.find((s) => s.name === 'update_order')).toMatchObject({
       status: 'failed',
       error: { code: 'POISON', reason: 'result_unusable' },
     });
     expect(state.outcome?.reason).toMatch(/stands and is never sent again/);
     // The parked run's verdict reaches the audit trail.
     expect(await parkedEntry()).toMatchObject({
-      detail: { status: 'needs_attention', failedStep: 'notify_customer', verdict: 'stop and hand to a person' },
+      detail: { status: 'needs_attention', failedStep: 'update_order', verdict: 'stop and hand to a person' },
     });
   });
 });

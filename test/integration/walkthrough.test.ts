@@ -427,7 +427,35 @@ describe('the same operation under another workflow id', () => {
     });
   });
 
-  test('a run whose step only claims success is stopped by the completion gate', async () => {
+  test('a run whose order update only claims success is stopped by the completion gate', async () => {
+    const order = await h.seedOrder(newOrderId());
+    const claimed = async () => ({
+      orderId: order.id,
+      status: 'partially_refunded' as const,
+      refundedAmount: 1250,
+      version: 2,
+      changed: true,
+      evidence: { attempt: 1, ledger: [] },
+    });
+    // A store fault armed for the order keeps its update off the refund's receipt: the step runs as its own task.
+    await h.storeFault('conflict', order.id, 1);
+    const { status, state } = await h.withWorker({ applyRefund: claimed }, (taskQueue) =>
+      stopped(
+        h.env.client.workflow.start(refundWorkflow, {
+          taskQueue,
+          workflowId: `refund-${order.id}-v1`,
+          args: [request(order.id)],
+        }),
+      ),
+    );
+    expect(status).toBe('needs_attention');
+    expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
+    expect(state.outcome?.reason).toMatch(/order_refund_state: the order records no refund for this operation/);
+    expect(state.outcome?.reason).toMatch(/audit_trail: missing order_updated/);
+    expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  });
+
+  test('a run whose notice only claims it was sent is stopped by the completion gate', async () => {
     const order = await h.seedOrder(newOrderId());
     // The notice claims it was sent, and sends and records nothing.
     const claimed = async (input: { key: string }) => ({

@@ -1,27 +1,18 @@
 // A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each attempt
 // once), its result checked against its schema, and recorded in the run's step table.
 import { patched } from '@temporalio/workflow';
-import {
-  type Carried,
-  evidenced,
-  type CallStatus,
-  type CompensationRecord,
-  type Evidenced,
-  type StepRecord,
-} from '../../contract';
+import { type Carried, evidenced, type Evidenced, type StepRecord } from '../../contract';
 import type { PinnedSettings } from '../../contract';
 import { zodProblems } from '../../domain/zod-problems';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
-import { redact } from '../../reliability/redaction';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { Runs, StepCall } from '../step';
 import { pooledActivities } from '../../workflows/pools';
 import { describeFailure, stepError, StepFailedError, unusable, type StepError } from './step-failure';
 import { BudgetExhausted, type RunBudget } from './budget';
 import { Stopped, StoppedError } from './run-stopped';
-
-export const now = () => new Date().toISOString(); // deterministic inside a workflow
+import { now, type StepRunner } from './step-runner';
 
 /** A saga's activities, each taking one input. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -67,10 +58,8 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   ): Promise<ResultOf<Acts, A>> {
     const { name, boundary, rejects } = def;
     const record = this.steps.get(name);
-    const carried = this.takeCarried(def, input, record);
-    if (carried) return carried;
     try {
-      const output = await this.call(name, def, input, { essential, record });
+      const output = this.takeCarried(def, input, record) ?? (await this.call(name, def, input, { essential, record }));
       const { settings } = output as { settings?: PinnedSettings };
       if (settings) this.pin(settings);
       return output;
@@ -135,8 +124,9 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   }
 
   /**
-   * The step's result as a send's receipt carried it, recorded and paid for as a call's; undefined (the step runs as its
-   * own task) when nothing was carried, or what was carried was written with another input or does not fit its schema.
+   * The step's result as a send's receipt carried it, recorded and paid for as a call's; undefined when nothing was
+   * carried (the step runs as its own task). Carried for another input, or not fitting its schema, the step fails as
+   * unusable: what was written is the store's, and a person looks (running it again could not undo it).
    */
   private takeCarried<A extends keyof Acts & string>(
     def: StepCall<A, InputOf<Acts, A>>,
@@ -144,15 +134,20 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     record: StepRecord,
   ): ResultOf<Acts, A> | undefined {
     const carried = this.carried.get(record.name);
+    if (!carried) return undefined;
     this.carried.delete(record.name);
-    if (!carried || JSON.stringify(carried.input) !== JSON.stringify(input)) return undefined;
-    const parsed = evidenced(def.output).safeParse(carried.output);
-    if (!parsed.success) return undefined;
-    const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
     begin(record, def, input);
+    const parsed = evidenced(def.output).safeParse(carried.output);
+    if (!parsed.success || canonical(carried.input) !== canonical(input)) {
+      const error = unusable(
+        `${record.name} was carried by an earlier send with another input, or a result the workflow cannot use`,
+      );
+      Object.assign(record, { status: 'failed', error, output: carried.output ?? null, finishedAt: now() });
+      throw new StepFailedError(record.name, error);
+    }
+    const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
     absorb(record, evidence.ledger, evidence);
     Object.assign(record, { status: 'completed', output, finishedAt: now() });
-    this.pay(record, def.boundary);
     return output as ResultOf<Acts, A>;
   }
 
@@ -184,6 +179,14 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   }
 }
 
+/** JSON with every object's keys in order: two inputs built apart compare by content. */
+const canonical = (value: unknown) =>
+  JSON.stringify(value, (_, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : 1)))
+      : v,
+  );
+
 /** A step's record as its call begins: running, with what the table shows of its input and its key. */
 function begin<In>(record: StepRecord, def: StepCall<string, In>, input: In): void {
   const shown = { input: def.shows ? def.shows(input) : input, idempotencyKey: def.key?.(input) };
@@ -200,95 +203,4 @@ function absorb(record: StepRecord, ledger: AttemptSummary[], evidence?: StepEvi
   const known = new Set(record.ledger.map(rowId));
   record.ledger = [...record.ledger, ...ledger.filter((a) => !known.has(rowId(a)))];
   Object.assign(record, tally({ attempt: evidence?.attempt ?? record.ledger.length, ledger: record.ledger }));
-}
-
-/** What came of a compensation (completed with its receipt, failed, or unknown), as its record keeps it. */
-export type CompensationOutcome = { status: CallStatus } & Pick<
-  CompensationRecord,
-  'output' | 'error' | 'attempts' | 'transportRequests'
->;
-
-const UNTRIED = { attempts: 0, transportRequests: 0 } as const;
-
-/** The per-step state table of a run, held in workflow state: each step's record, and the moves of a record. */
-export class StepRunner<Name extends string> {
-  private readonly records: Map<Name, StepRecord>;
-  /** Whether an undo waits for a receipt that is not final (undo.ts): asked once per run, when one first is not. */
-  undoWaitsForFinal?: boolean;
-
-  constructor(names: readonly Name[]) {
-    this.records = new Map(names.map((name) => [name, { name, status: 'pending', ...UNTRIED, ledger: [] }]));
-  }
-
-  has(name: string): name is Name {
-    return this.records.has(name as Name);
-  }
-
-  get(name: Name): StepRecord {
-    const record = this.records.get(name);
-    if (!record) throw new Error(`unknown step ${name}`);
-    return record;
-  }
-
-  /** The table as operators see it: customer addresses masked. */
-  table(): StepRecord[] {
-    return redact([...this.records.values()]);
-  }
-
-  /** The saga's last step: where a run that completed, or ended past its steps, is shown. */
-  get last(): Name {
-    return [...this.records.keys()].at(-1)!;
-  }
-
-  completed(): Name[] {
-    return [...this.records.values()].filter((r) => r.status === 'completed').map((r) => r.name as Name);
-  }
-
-  /** Runs a completed step's registered compensation under its own key and records what came of it. */
-  async compensate(name: Name, key: string, run: () => Promise<CompensationOutcome>): Promise<void> {
-    const compensation: CompensationRecord = {
-      kind: 'compensation',
-      key,
-      status: 'running',
-      startedAt: now(),
-      ...UNTRIED,
-    };
-    this.get(name).compensation = compensation;
-    Object.assign(compensation, await run(), { finishedAt: now() });
-  }
-
-  /** Marks a step failed (also after a check in workflow code, e.g. the order cannot take this refund). */
-  fail(name: Name, error: StepError): void {
-    Object.assign(this.get(name), { status: 'failed', error, finishedAt: now() });
-  }
-
-  /** Completes a failed step with an output established another way (reconciliation with the provider). */
-  resolve(name: Name, output: unknown, note: string): void {
-    Object.assign(this.get(name), { status: 'completed', output, note, error: undefined, finishedAt: now() });
-  }
-
-  skip(name: Name, note: string): void {
-    Object.assign(this.get(name), { status: 'skipped', note, finishedAt: now() });
-  }
-
-  /** The step ran and waits for the provider; the next check completes it or fails it. */
-  await(name: Name, note: string): void {
-    Object.assign(this.get(name), { status: 'awaiting_provider', note });
-  }
-
-  note(name: Name, note: string): void {
-    this.get(name).note = note;
-  }
-
-  /** A compensation the plan did not run, with why: it waits for a person's decision. One that already ran keeps its record; false then. */
-  hold(name: Name, key: string, note: string): boolean {
-    const previous = this.get(name).compensation;
-    if (previous?.kind === 'compensation' && previous.status !== 'held') return false;
-    this.get(name).compensation = { kind: 'compensation', key, status: 'held', note, ...UNTRIED };
-    return true;
-  }
-
-  markNotCompensable(name: Name, note: string): void {
-    this.get(name).compensation = { kind: 'forward_repair', status: 'not_compensable', note, ...UNTRIED };
-  }
 }

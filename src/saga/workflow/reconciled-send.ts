@@ -5,7 +5,7 @@ import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import type { Certainty } from '../../reliability/taxonomy';
 import { isStopped, Stopped } from './run-stopped';
 import { StepFailedError, type StepError } from './step-failure';
-import type { StepRunner } from './calls';
+import type { StepRunner } from './step-runner';
 import type { Lookup } from '../step';
 
 /** What a lookup by the send's key came to: the receipt, proof the provider took nothing, or nothing certain. */

@@ -17,7 +17,8 @@ import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliabi
 import { type Boundary, type Certainty, outcomeUnknown } from '../../reliability/taxonomy';
 import { decidersOf, verdict, type ParkedEvidence, type Verdict, type VerdictFacts } from '../../reliability/verdict';
 import { RunBudget } from './budget';
-import { type Activities, ActivityCalls, now, StepRunner } from './calls';
+import { type Activities, ActivityCalls } from './calls';
+import { now, StepRunner } from './step-runner';
 import { type Chosen, DecisionDesk, type DeskView } from './desk';
 import { IgnoredMessages } from './messages';
 import type { Stopped } from './run-stopped';

@@ -7,7 +7,8 @@ import { tally, type StepEvidence } from '../../reliability/attempt-ledger';
 import type { RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import type { RunBudget } from './budget';
-import type { Activities, CompensationOutcome, StepRunner } from './calls';
+import type { Activities } from './calls';
+import type { CompensationOutcome, StepRunner } from './step-runner';
 import { describeFailure, StepFailedError, unusable } from './step-failure';
 import { awaitProvider, nextLook } from './wait';
 
