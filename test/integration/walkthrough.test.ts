@@ -8,6 +8,7 @@ import { promisify } from 'node:util';
 import { startRefund } from '../../src/client/refunds';
 import { messageIdForKey, TASK_QUEUE, type RefundRunState } from '../../src/contract';
 import { findTool } from '../../tools/src/stack/tools';
+import type { RefundActivities } from '../../src/activities';
 import { refundWorkflow } from '../../src/workflows';
 import { completed, fewLookups, refund, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
@@ -427,6 +428,22 @@ describe('the same operation under another workflow id', () => {
     });
   });
 
+  /** A run on a worker whose activities `overrides` replace, stopped by its completion gate for a person. */
+  async function stoppedAtGate(orderId: string, overrides: Partial<RefundActivities>) {
+    const { status, state } = await h.withWorker(overrides, (taskQueue) =>
+      stopped(
+        h.env.client.workflow.start(refundWorkflow, {
+          taskQueue,
+          workflowId: `refund-${orderId}-v1`,
+          args: [request(orderId)],
+        }),
+      ),
+    );
+    expect(status).toBe('needs_attention');
+    expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
+    return state;
+  }
+
   test('a run whose order update only claims success is stopped by the completion gate', async () => {
     const order = await h.seedOrder(newOrderId());
     const claimed = async () => ({
@@ -439,17 +456,7 @@ describe('the same operation under another workflow id', () => {
     });
     // A store fault armed for the order keeps its update off the refund's receipt: the step runs as its own task.
     await h.storeFault('conflict', order.id, 1);
-    const { status, state } = await h.withWorker({ applyRefund: claimed }, (taskQueue) =>
-      stopped(
-        h.env.client.workflow.start(refundWorkflow, {
-          taskQueue,
-          workflowId: `refund-${order.id}-v1`,
-          args: [request(order.id)],
-        }),
-      ),
-    );
-    expect(status).toBe('needs_attention');
-    expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
+    const state = await stoppedAtGate(order.id, { applyRefund: claimed });
     expect(state.outcome?.reason).toMatch(/order_refund_state: the order records no refund for this operation/);
     expect(state.outcome?.reason).toMatch(/audit_trail: missing order_updated/);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
@@ -466,17 +473,7 @@ describe('the same operation under another workflow id', () => {
       alreadySent: false,
       evidence: { attempt: 1, ledger: [] },
     });
-    const { status, state } = await h.withWorker({ sendRefundNotice: claimed }, (taskQueue) =>
-      stopped(
-        h.env.client.workflow.start(refundWorkflow, {
-          taskQueue,
-          workflowId: `refund-${order.id}-v1`,
-          args: [request(order.id)],
-        }),
-      ),
-    );
-    expect(status).toBe('needs_attention');
-    expect(state.outcome).toMatchObject({ failedStep: 'completion_gate' });
+    const state = await stoppedAtGate(order.id, { sendRefundNotice: claimed });
     expect(state.outcome?.reason).toMatch(/notification_state: no notice in the outbox/);
     expect(state.outcome?.reason).toMatch(/audit_trail: missing notification_sent/);
     expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
