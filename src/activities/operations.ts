@@ -63,7 +63,7 @@ export function createOperationActivities(deps: { store: OrderStore; attempt: At
         store.operations.commitIntent({ ...intent, actor: a.actor }),
       );
       // Read after the intent's commit: an operation whose send was stamped before it is seen (a later stamp is refused).
-      const onOrder = await store.operations.forOrderWithRefunds(request.orderId);
+      const onOrder = await store.operations.forOrder(request.orderId);
       const applied = onOrder.some((o) => o.operation.operationId === operationId && o.refundOnOrder);
       const others = onOrder.filter((o) => o.operation.operationId !== operationId);
       const later = others

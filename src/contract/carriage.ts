@@ -1,6 +1,7 @@
 // A store write carried in an earlier send's receipt transaction: one commit and one task fewer. The step that may
 // be carried declares it (`carriedBy`); the harness asks the send's activity to carry it, and takes what comes back
-// as that step's result when its input is the one the saga would have given. Workflow code imports this: pure.
+// as that step's result, which must have been written with the input the saga gives the step. Workflow code imports
+// this: pure.
 import { stepKey } from './ids';
 import type { RefundReceipt } from './receipts';
 

@@ -66,13 +66,12 @@ export function checkCarriage(steps: Readonly<Record<string, StepCall<string, ne
 /** The steps, checked (checkCarriage), each send given the names of the steps its receipt may carry. */
 export function withCarriage<S extends Readonly<Record<string, StepCall<string, never>>>>(steps: S): S {
   checkCarriage(steps);
-  const carried = Object.entries(steps).filter(([, call]) => call.carriedBy !== undefined);
-  const carries = (host: string) => carried.filter(([, call]) => call.carriedBy === host).map(([name]) => name);
+  const entries = Object.entries(steps);
   return Object.fromEntries(
-    Object.entries(steps).map(([name, call]) => [
-      name,
-      carries(name).length ? { ...call, carries: carries(name) } : call,
-    ]),
+    entries.map(([name, call]) => {
+      const carries = entries.filter(([, carried]) => carried.carriedBy === name).map(([carried]) => carried);
+      return [name, carries.length ? { ...call, carries } : call];
+    }),
   ) as S;
 }
 

@@ -49,8 +49,12 @@ async function finishAttempt(
 }
 
 /** The row of an attempt whose write rode in another step's transaction `tx`: begun and ended in it, as it says. */
-export async function carriedAttempt(tx: Queryable, a: NewAttempt, end: AttemptEnd): Promise<AttemptSummary> {
-  const at = new Date().toISOString();
+export async function carriedAttempt(
+  tx: Queryable,
+  a: NewAttempt,
+  end: AttemptEnd,
+  at: string,
+): Promise<AttemptSummary> {
   await insertAttempt(tx, a, at, { ...end, finishedAt: at }, false);
   return { attempt: a.attempt, startedAt: at, finishedAt: at, ...end };
 }

@@ -6,7 +6,6 @@ import path from 'node:path';
 import { sql } from 'kysely';
 import { redactUrl } from '../reliability/redaction';
 import { openPostgres, openSqlite, type Database, type Queryable, type StoreObserver } from './database';
-import { carriedAttempt } from './attempt-rows';
 import { SqlCheckouts } from './checkouts';
 import { completionRecords } from './completion-records';
 import { migrate } from './migrations';
@@ -98,7 +97,7 @@ function sqlOrderStore(db: Database, options: OpenStoreOptions, openFaultConnect
     async carryRefund(tx: Queryable, input: ApplyRefundInput, row: NewAttempt, end: AttemptEnd) {
       if (options.beforeOrderWrite || (await faults.armedFor(input.orderId, tx))) return undefined;
       const order = await orders.applyRefundIn(tx, input);
-      return { ...order, evidence: { attempt: row.attempt, ledger: [await carriedAttempt(tx, row, end)] } };
+      return { ...order, evidence: { attempt: row.attempt, ledger: [await operations.carriedAttempt(tx, row, end)] } };
     },
     /** The cheapest round trip to the database (a readiness probe's): throws when it does not answer. */
     async ping(): Promise<void> {

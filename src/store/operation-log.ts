@@ -3,11 +3,13 @@ import { sql, type RawBuilder } from 'kysely';
 import type { RefundReceipt } from '../contract';
 import type { Database, Queryable } from './database';
 import { IntentConflictError, LaterVersionError, OperationInFlightError } from './errors';
-import { OpenAttempt } from './attempt-rows';
+import { carriedAttempt, OpenAttempt } from './attempt-rows';
 import { copyToSends, JOINED_SEND, withLaterSend, type JoinedSend } from './refund-sends';
 import { fromRow, type RowOf } from './rows';
 import { savepoint } from './savepoint';
+import type { AttemptSummary } from '../reliability/attempt-ledger';
 import type {
+  AttemptEnd,
   AttemptRecord,
   AuditEntry,
   NewAttempt,
@@ -129,15 +131,8 @@ export class OperationLog {
     return Number(row!.ms);
   }
 
-  /** Every operation on the order, oldest first. */
-  async forOrder(orderId: string): Promise<OperationRecord[]> {
-    const rows = await this.db.all(sql<OperationRow>`
-      ${OPERATIONS} WHERE o.order_id = ${orderId} ORDER BY o.created_at, o.operation_version`);
-    return rows.map(toOperation);
-  }
-
   /** Every operation on the order, oldest first, each with whether the order records its refund (`order_refunds`). */
-  async forOrderWithRefunds(orderId: string): Promise<{ operation: OperationRecord; refundOnOrder: boolean }[]> {
+  async forOrder(orderId: string): Promise<{ operation: OperationRecord; refundOnOrder: boolean }[]> {
     const rows = await this.db.all(sql<OperationRow & JoinedSend & { refund_on_order: string | null }>`
       SELECT o.*, ${JOINED_SEND}, r.operation_id AS refund_on_order FROM operations o
       LEFT JOIN sends s ON s.operation_id = o.operation_id LEFT JOIN order_refunds r ON r.operation_id = o.operation_id
@@ -242,6 +237,11 @@ export class OperationLog {
   /** One attempt of a step, its ledger row written in the attempt's own transactions where it can be (OpenAttempt). */
   openAttempt(a: NewAttempt): OpenAttempt {
     return new OpenAttempt(this.db, a, this.now);
+  }
+
+  /** An attempt whose write rode in another step's transaction `tx`: its row begun and ended there, as `end` says. */
+  carriedAttempt(tx: Queryable, a: NewAttempt, end: AttemptEnd): Promise<AttemptSummary> {
+    return carriedAttempt(tx, a, end, this.now());
   }
 
   /** A step's attempts in one run, oldest first by when each began: a row is written when first needed, so ids need not follow. */

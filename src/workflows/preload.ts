@@ -1,7 +1,7 @@
 // Modules every run of a worker thread shares: the SDK evaluates them once and deep-freezes what they export
-// (bundleWorkflowCode's preloadModules); a module not loaded here is evaluated again for each run. zod keeps at module level only
-// scratch space of one synchronous parse and caches keyed by schema (each run builds its own); workflow code must not
-// use its metadata registry (.meta(), .describe()). Its settings are fixed here, before the freeze: English messages,
+// (bundleWorkflowCode's preloadModules); a module not loaded here is evaluated again for each run. zod keeps at module
+// level only scratch space of one synchronous parse and caches keyed by schema (ours are shared too, below: what zod
+// caches on one is derived from it alone); workflow code must not use its metadata registry (.meta(), .describe()). Its settings are fixed here, before the freeze: English messages,
 // its memoizer, and jitless (required: compiling a parser reads a frozen lazy flag, and throws). Its own regular
 // expressions are frozen too, so a built-in format (z.email(), z.guid(), z.iso.date(), .lowercase() …) throws in
 // workflow code, whose schemas use .regex() with a pattern of their own; the integration tests run this bundle, so a

@@ -582,7 +582,10 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       expect(trail[4].detail).toEqual({ status: 'refunded', result: 'completed' });
       expect(trail[6].detail).toEqual({ status: 'unknown', ignored: 'status stays completed' });
       await expect(store.operations.markSent('op:nobody', 'x', 11_000)).rejects.toThrow(/commit its intent first/);
-      expect((await store.operations.forOrder('ops-1')).map((o) => o.operationId)).toEqual(['op:v1', 'op:v2']);
+      expect((await store.operations.forOrder('ops-1')).map((o) => o.operation.operationId)).toEqual([
+        'op:v1',
+        'op:v2',
+      ]);
     });
 
     it("keeps the latest bound over its sends of when they are off the wire, each by its sender's timeout", async () => {

@@ -295,7 +295,7 @@ export class System {
   }
 
   async check(): Promise<void> {
-    const ops = (await this.store.operations.forOrder(this.orderId)) as OperationRecord[];
+    const ops = (await this.store.operations.forOrder(this.orderId)).map((o) => o.operation);
     const refunds = this.provider.refunds;
     for (const op of ops) {
       const mine = this.provider.refundsOf(op.operationId);
