@@ -89,13 +89,17 @@ export function createAttemptRunner(deps: {
   const random = deps.random ?? Math.random;
   const metricsNow = deps.metrics ?? activityMetrics();
 
-  /** Runs `fn` as one attempt of `call`, handing it the attempt; the result gains the step's evidence. */
+  /**
+   * Runs `fn` as one attempt of `call`, handing it the attempt; the result gains the step's evidence. `within`: an
+   * attempt of another step made inside this activity (a first read), numbered and timed as it says, never retried here.
+   */
   return async function runAttempt<T extends object>(
     call: StepCall,
     classify: (err: unknown) => Classified,
     fn: (attempt: Attempt) => Promise<T>,
+    within?: Within,
   ): Promise<T & { evidence: StepEvidence }> {
-    const { info } = Context.current();
+    const info = within ? inside(Context.current().info, within) : Context.current().info;
     const metrics = metricsNow();
     const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
     const ledger = deps.log.openAttempt({ ...call, workflowId, runId, attempt: info.attempt });
@@ -224,6 +228,18 @@ export function createAttemptRunner(deps: {
 }
 
 export type AttemptRunner = ReturnType<typeof createAttemptRunner>;
+
+/** An attempt of a step made inside another step's activity: its number in its step's ledger, and its time. */
+export interface Within {
+  attempt: number;
+  startToCloseMs: number;
+}
+
+/** The activity's info as an attempt made inside it sees it: its own number and time, and no retry of its own. */
+function inside(info: Info, { attempt, startToCloseMs }: Within): Info {
+  const retryPolicy = { ...info.retryPolicy, maximumAttempts: 1 };
+  return { ...info, attempt, startToCloseTimeoutMs: startToCloseMs, retryPolicy };
+}
 
 /** The ledger is evidence, not the effect: if it cannot be written, the attempt's outcome still stands. */
 async function bestEffort<T>(fn: () => Promise<T>): Promise<T | undefined> {

@@ -9,6 +9,7 @@ import { createAttemptRunner, type Attempt } from './attempt';
 import { createCheckoutActivities } from './checkout';
 import { createSweepActivities } from './sweep';
 import { createCompletionGate } from './completion-gate';
+import { withFirstRead } from './first-read';
 import { createFollowUpActivities } from './follow-up';
 import { createNotificationActivities, type NotificationDeps } from './notifications';
 import { createOperationActivities } from './operations';
@@ -48,16 +49,20 @@ export function createActivities(deps: ActivityDeps) {
     carryRefund: store.carryRefund,
   };
   const { createRefund } = refundCreation(payments);
+  const gate = createCompletionGate({ stripe, store, attempt });
+  const notifications = createNotificationActivities({ ...deps, attempt, policy: settings.policy, metrics });
   return {
     ...createOperationActivities({ store, attempt, settings }),
     createRefund,
     ...refundReconciliation(payments),
     ...createCheckoutActivities({ stripe, store, attempt, settings, createRefund }),
-    ...createCompletionGate({ stripe, store, attempt }),
+    checkCompletion: gate.checkCompletion,
     ...createFollowUpActivities({ stripe, store, attempt, settings, temporal: deps.temporal }),
     ...createOrderActivities({ store, attempt }),
     ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog, metrics }),
-    ...createNotificationActivities({ ...deps, attempt, policy: settings.policy, metrics }),
+    ...notifications,
+    // The completion gate's first look rides in the notice's activity, once the notice is recorded sent.
+    sendRefundNotice: withFirstRead(notifications.sendRefundNotice, { completion_gate: gate.firstLook }),
     ...createSweepActivities({ temporal: deps.temporal }),
     /** Who may decide parked runs, as this worker is configured now (the policy's roles, or DECIDERS). */
     async decisionPolicy(): Promise<DecisionPolicy> {

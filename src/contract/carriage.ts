@@ -1,7 +1,7 @@
 // A store write carried in an earlier send's receipt transaction: one commit and one task fewer. The step that may
 // be carried declares it (`carriedBy`); the harness asks the send's activity to carry it, and takes what comes back
-// as that step's result, which must have been written with the input the saga gives the step. Workflow code imports
-// this: pure.
+// as that step's result, which must have been written with the input the saga gives the step. A read may likewise
+// ride in an earlier send's activity (FirstRead). Workflow code imports this: pure.
 import { stepKey } from './ids';
 import type { RefundReceipt } from './receipts';
 
@@ -12,6 +12,18 @@ export type Carried = Record<string, { input: unknown; output: unknown }>;
 export interface Carry {
   carry?: readonly string[];
 }
+
+/**
+ * A read a send's activity is asked to make once its effect is recorded (the read step's `firstReadIn`): one task
+ * fewer. What it read comes back by the step's name; a read that failed or was not made runs as its own task.
+ */
+export interface FirstRead {
+  /** The read step, its input as the saga gives it, and how long its attempt may take (the run's pinned policy). */
+  read?: { step: string; input: unknown; startToCloseMs: number };
+}
+
+/** What the send's activity read: the input and evidenced result, or the ledger of a look that failed. */
+export type Read = Record<string, { input: unknown; output?: unknown; failed?: unknown[] }>;
 
 /** A receipt against what was asked: failed, less (or another currency), more, or just what was asked. */
 export function receiptAgainstAsk(

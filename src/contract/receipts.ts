@@ -14,9 +14,11 @@ const attemptSummarySchema = z.object({
   outcome: z.string().nullable(),
   transportRequests: z.number().int(),
 });
+/** A step's attempts as the ledger recorded them. */
+export const ledgerSchema = z.array(attemptSummarySchema.passthrough());
 const evidenceSchema = z.object({
   attempt: z.number().int().min(1),
-  ledger: z.array(attemptSummarySchema.passthrough()),
+  ledger: ledgerSchema,
 });
 
 export const refundReceiptSchema = z.object({

@@ -38,27 +38,28 @@ const workers = (taskQueue: string, pools?: WorkerPool[]) =>
     pools,
   });
 
-test('the provider effects are scheduled in the effects pool, the completion gate in the reconcile pool; the store steps run as local activities', async () => {
+/** Each activity the run scheduled, with the task queue it was scheduled on. */
+const scheduledOf = (events: temporal.api.history.v1.IHistoryEvent[]) =>
+  Object.fromEntries(
+    events.flatMap((e) => {
+      const a = e.activityTaskScheduledEventAttributes;
+      return a ? [[a.activityType!.name!, a.taskQueue!.name!]] : [];
+    }),
+  );
+
+test("the provider effects are scheduled in the effects pool, the gate's first look rides in the notice's; the store steps run as local activities", async () => {
   const order = await h.seedOrder(newOrderId());
   const { handle } = await startRefund(h.env.client, request(order.id));
   expect((await handle.result()).status).toBe('completed');
   const events = (await handle.fetchHistory()).events ?? [];
-  const scheduled = events.flatMap((e) => {
-    const a = e.activityTaskScheduledEventAttributes;
-    return a ? [[a.activityType!.name!, a.taskQueue!.name!]] : [];
-  });
-  expect(Object.fromEntries(scheduled)).toEqual({
-    createRefund: 'refunds-effects',
-    sendRefundNotice: 'refunds-effects',
-    checkCompletion: 'refunds-reconcile',
-  });
+  expect(scheduledOf(events)).toEqual({ createRefund: 'refunds-effects', sendRefundNotice: 'refunds-effects' });
   // The order update rides in the refund's receipt transaction: no local activity of its own.
   expect(localActivities(events)).toEqual(['beginOperation']);
   // The 1.0 baseline asks no patch: a run leaves no patch marker.
   expect(patchMarkers(events)).toEqual([]);
-  // The whole run: 5 for any workflow, 6 for each of the 3 activities, 1 local activity marker, and 1 upsert of the run's
+  // The whole run: 5 for any workflow, 6 for each of the 2 activities, 1 local activity marker, and 1 upsert of the run's
   // status (completed): startRefund started it running, so its first workflow task does not say so again (a run started
-  // another way does: the next test, 26 events).
+  // another way does: the next test but one, 20 events).
   expect(
     events[0]!.workflowExecutionStartedEventAttributes?.searchAttributes?.indexedFields?.RefundStatus,
   ).toBeDefined();
@@ -67,7 +68,21 @@ test('the provider effects are scheduled in the effects pool, the completion gat
       (e) => e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.RefundStatus,
     ),
   ).toHaveLength(1);
-  expect(events).toHaveLength(5 + 6 * 3 + 1 + 1);
+  expect(events).toHaveLength(5 + 6 * 2 + 1 + 1);
+});
+
+test("the completion gate's own looks (a pending refund's) are scheduled in the reconcile pool", async () => {
+  const order = await h.seedOrder(newOrderId(), { paymentMethod: 'pm_card_refundPending' });
+  const { handle } = await startRefund(h.env.client, request(order.id));
+  for (let i = 0; i < 100 && (await handle.query(stepsQuery)).status !== 'awaiting_provider'; i++)
+    await new Promise((r) => setTimeout(r, 100));
+  await h.settleRefund((await handle.query(stepsQuery)).effect.refundId!);
+  expect((await handle.result()).status).toBe('completed');
+  expect(scheduledOf((await handle.fetchHistory()).events ?? [])).toEqual({
+    createRefund: 'refunds-effects',
+    sendRefundNotice: 'refunds-effects',
+    checkCompletion: 'refunds-reconcile',
+  });
 });
 
 test('a caller waiting for a run (outcomeOf) leaves its history as short as no caller would, even before a worker picks it up', async () => {
@@ -99,8 +114,8 @@ test('a caller waiting for a run (outcomeOf) leaves its history as short as no c
   );
   // A Query waiting for the first workflow task made the worker complete it early and take another (more events):
   // the caller watches the run's RefundStatus (describe, answered by the server) and asks no Query until it parks.
-  // Started without RefundStatus (not by startRefund), each run upserts it in its first workflow task: 26, not 25.
-  expect(events).toEqual([26, 26]);
+  // Started without RefundStatus (not by startRefund), each run upserts it in its first workflow task: 20, not 19.
+  expect(events).toEqual([20, 20]);
 });
 
 test('runs whose local steps are queried while they run, or outlive their workflow task (the worker heartbeats it), replay', async () => {

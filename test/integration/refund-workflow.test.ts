@@ -6,6 +6,7 @@ import { startRefund } from '../../src/client/refunds';
 import { ConflictingRefundError } from '../../src/temporal/client';
 import { InvalidRefundRequestError } from '../../src/domain/refund-request';
 import { stepsQuery } from '../../src/contract';
+import { temporalRetryPolicy } from '../../src/reliability/policy';
 import { refundWorkflow } from '../../src/workflows';
 import { refund, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
@@ -52,7 +53,10 @@ test('a refund runs every step once and reports them in the step table', async (
   expect(
     (await h.store.operations.attempts(`refund:test:${order.id}:v1:update_order`, state.runId)).map((a) => a.outcome),
   ).toEqual(['ok']);
-  await h.recordHistory(result.workflowId, 'refund-completed-carried');
+  // The gate's first look rode in the notice's activity, once the notice was recorded sent: no task of its own.
+  const scheduled = events!.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+  expect(scheduled).toEqual(['createRefund', 'sendRefundNotice']);
+  await h.recordHistory(result.workflowId, 'refund-completed-read-first');
   expect(state.operation).toMatchObject({
     operationId: `refund:test:${order.id}:v1`,
     operationVersion: 1,
@@ -96,6 +100,45 @@ test('a refund runs every step once and reports them in the step table', async (
 
   // refund-completed.json is the 1.0 recording (its policy pinned whole); this one pins it as changes.
   await h.recordHistory(result.workflowId, 'refund-completed-pinned-policy');
+});
+
+test("a first look by the gate that fails in the notice's activity is the gate task's to repeat, its request charged", async () => {
+  const order = await h.seedOrder(newOrderId());
+  await h.stripeFault({ kind: 'server_error', match: { method: 'GET', paymentIntent: order.paymentIntentId } });
+  // Three attempts a step: the gate task gets the two the first look left.
+  const policy = { ...TEST_POLICY, budget: { ...TEST_POLICY.budget, maxStepAttempts: 3 } };
+  const { result, state, events } = await h.withWorker(
+    {},
+    async (taskQueue) => {
+      const handle = await h.env.client.workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: `refund-${order.id}-v1`,
+        args: [request(order.id)],
+      });
+      const done = await handle.result();
+      return { result: done, state: await handle.query(stepsQuery), events: (await handle.fetchHistory()).events! };
+    },
+    { policy },
+  );
+
+  expect(result.status).toBe('completed');
+  const scheduled = events.flatMap((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? []);
+  expect(scheduled).toEqual(['createRefund', 'sendRefundNotice', 'checkCompletion']);
+  const gateTask = events!.find(
+    (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'checkCompletion',
+  );
+  const { maximumAttempts } = temporalRetryPolicy(policy, 'stripe', policy.budget.maxStepAttempts - 1);
+  expect(maximumAttempts).toBeLessThan(temporalRetryPolicy(policy, 'stripe').maximumAttempts);
+  expect(gateTask!.activityTaskScheduledEventAttributes!.retryPolicy!.maximumAttempts).toBe(maximumAttempts);
+  const gate = state.steps.find((s) => s.name === 'completion_gate')!;
+  expect(gate.ledger.map((a) => [a.outcome, a.transportRequests])).toEqual([
+    ['TRANSIENT_DEPENDENCY', 1],
+    ['ok', 1],
+  ]);
+  expect(gate).toMatchObject({ status: 'completed', attempts: 2, transportRequests: 2 });
+  expect(state.budget).toMatchObject({ providerCallsUsed: 4 });
+  expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
+  expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
 });
 
 test('asking again for the same refund returns the first run and refunds once', async () => {

@@ -63,6 +63,7 @@ test('the recordings cover every way a refund or checkout run ends or waits, a c
     'refund-compensated.json',
     'refund-completed-carried.json',
     'refund-completed-pinned-policy.json',
+    'refund-completed-read-first.json',
     'refund-completed.json',
     'refund-parked-then-decided.json',
     'refund-reconciled.json',

@@ -11,7 +11,7 @@ import type { Certainty, FailureCode } from '../../src/reliability/taxonomy';
 import { TEST_POLICY } from '../helpers/runs';
 
 type Acts = RefundActivities;
-type In<K extends keyof Acts> = Parameters<Acts[K]>[0];
+export type In<K extends keyof Acts> = Parameters<Acts[K]>[0];
 type Out<K extends keyof Acts> = Awaited<ReturnType<Acts[K]>>;
 type Refund = Out<'createRefund'>;
 
@@ -38,6 +38,11 @@ export interface World {
   correction: { key: string; status: string; messageId: string } | null;
   audit: { status: string; reason: string; event?: string; detail?: Record<string, unknown> }[];
   settings: RunSettings;
+  /**
+   * Whether the notice's activity makes the gate's first look when asked (a worker of this build; unset: an older
+   * one), and what it hands back: the look as made, or one for another input, or one the workflow cannot use.
+   */
+  readsFirst?: 'fits' | 'other_input' | 'unusable';
 }
 
 /** What one attempt left in the ledger: as the real attempt runner reports it. */
@@ -237,7 +242,7 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
     async sendRefundNotice(input: In<'sendRefundNotice'>) {
       const alreadySent = world.notice?.status === 'sent';
       world.notice = { key: input.key, status: 'sent', messageId: `<${input.key}@test.local>` };
-      return {
+      const receipt = {
         key: input.key,
         messageId: world.notice.messageId,
         recipient: 'c***@example.test',
@@ -245,6 +250,13 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
         alreadySent,
         evidence: evidence(alreadySent ? 0 : 1),
       };
+      const asked = world.readsFirst && input.read;
+      if (!asked) return receipt;
+      const read = asked.input as In<'checkCompletion'>;
+      const look = (await real.checkCompletion(read)) as Out<'checkCompletion'>;
+      const output = world.readsFirst === 'unusable' ? { ...look, verdict: 'maybe' } : look;
+      const made = world.readsFirst === 'other_input' ? { ...read, amount: read.amount + 1 } : read;
+      return { ...receipt, read: { completion_gate: { input: made, output } } };
     },
     async sendRefundCorrection(input: In<'sendRefundCorrection'>) {
       world.correction = { key: input.key, status: 'sent', messageId: `<${input.key}@test.local>` };

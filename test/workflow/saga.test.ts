@@ -3,7 +3,7 @@
 // What the providers and the store really do is the stack tier's (test/integration).
 import { TEST_POLICY, completed, stopped } from '../helpers/runs';
 import { stepsQuery } from '../../src/contract';
-import { callNames, failure } from './fake-activities';
+import { callNames, failure, type In, type World } from './fake-activities';
 import { startWorkflowTier, type WorkflowTier } from './tier';
 
 let t: WorkflowTier;
@@ -65,6 +65,35 @@ test('a refund runs every step once, in order, with keys derived from the operat
     RefundOrderId: [world.order.id],
     RefundStatus: ['completed'],
     RefundStep: ['completion_gate'],
+  });
+});
+
+describe("the gate's first look, made by the notice's activity", () => {
+  const run = async (readsFirst: World['readsFirst']) => {
+    const { world, handle } = await t.start({ world: (w) => (w.readsFirst = readsFirst) });
+    completed(await handle.result());
+    return { world, state: await handle.query(stepsQuery) };
+  };
+
+  test('is the gate step, recorded and charged as its own task would be, and no task of its own', async () => {
+    const { world, state } = await run('fits');
+    expect(callNames(world, ['sendRefundNotice', 'checkCompletion'])).toEqual(['sendRefundNotice']);
+    const asked = world.calls.find((c) => c.name === 'sendRefundNotice')!.input as In<'sendRefundNotice'>;
+    expect(asked.read).toEqual({
+      step: 'completion_gate',
+      input: expect.objectContaining({ refundId: world.refunds[0]!.refundId, amount: 1250 }),
+      startToCloseMs: TEST_POLICY.timeouts.stripe.startToCloseMs,
+    });
+    const gate = state.steps.find((s) => s.name === 'completion_gate')!;
+    expect(gate).toMatchObject({ status: 'completed', attempts: 1, transportRequests: 2 });
+    expect(gate.output).toMatchObject({ verdict: 'pass' });
+    expect(state.budget).toMatchObject({ providerCallsUsed: 4 });
+  });
+
+  test.each(['other_input', 'unusable'] as const)('made with %s is looked at again as the gate task', async (how) => {
+    const { world, state } = await run(how);
+    expect(callNames(world, ['sendRefundNotice', 'checkCompletion'])).toEqual(['sendRefundNotice', 'checkCompletion']);
+    expect(state.steps.find((s) => s.name === 'completion_gate')).toMatchObject({ status: 'completed', attempts: 1 });
   });
 });
 

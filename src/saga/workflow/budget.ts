@@ -49,12 +49,12 @@ export class RunBudget {
   }
 
   /** Why the run may not spend more (on a call to a provider, when `provider`), or undefined while it may. */
-  exhausted(provider = true): string | undefined {
+  exhausted(provider = true, spent = this.providerCalls): string | undefined {
     if (this.remainingMs() <= 0) return `the run's deadline ${new Date(this.deadlineMs).toISOString()} has passed`;
     if (this.retryTimeMs >= this.limits.retryTimeMs)
       return `${this.retryTimeMs} ms spent retrying and reconciling, of ${this.limits.retryTimeMs} allowed`;
-    if (provider && this.providerCalls >= this.limits.providerCalls)
-      return `${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed`;
+    if (provider && spent >= this.limits.providerCalls)
+      return `${spent} provider requests sent, of ${this.limits.providerCalls} allowed`;
     return undefined;
   }
 
@@ -65,11 +65,25 @@ export class RunBudget {
 
   /**
    * Options for one activity at `boundary`, cut to what is left of the run. An `essential` call (a compensation,
-   * recording a refund that happened) is held only to the deadline: the run may always repair what it did.
+   * recording a refund that happened) is held only to the deadline: the run may always repair what it did. `after`:
+   * provider requests the run will have sent before this call starts (a send whose activity makes this call's first
+   * read); `attemptsMade`: attempts of the step already made elsewhere (that first read), off its allowance but one.
    */
-  options(policy: RecoveryPolicy, boundary: Boundary, essential = false, requestsPerAttempt = 1): ActivityOptions {
+  options(
+    policy: RecoveryPolicy,
+    boundary: Boundary,
+    essential = false,
+    requestsPerAttempt = 1,
+    after = 0,
+    attemptsMade = 0,
+  ): ActivityOptions {
     const provider = boundary !== 'store';
-    const why = essential ? (this.remainingMs() <= 0 ? this.exhausted(false) : undefined) : this.exhausted(provider);
+    const spent = this.providerCalls + after;
+    const why = essential
+      ? this.remainingMs() <= 0
+        ? this.exhausted(false)
+        : undefined
+      : this.exhausted(provider, spent);
     if (why) throw new BudgetExhausted(why);
     const t = policy.timeouts[boundary];
     const remaining = this.remainingMs();
@@ -79,15 +93,15 @@ export class RunBudget {
       );
     }
     // An attempt that may send several requests (the completion gate: a list, and a retrieve) gets fewer attempts.
-    const left = this.limits.providerCalls - this.providerCalls;
+    const left = this.limits.providerCalls - spent;
     const callsLeft = provider && !essential ? Math.floor(left / requestsPerAttempt) : Infinity;
     if (callsLeft < 1)
       throw new BudgetExhausted(
-        `${this.providerCalls} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`,
+        `${spent} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`,
       );
     return activityOptions(policy, boundary, {
       remainingMs: remaining,
-      maxAttempts: Math.min(this.limits.maxStepAttempts, callsLeft),
+      maxAttempts: Math.min(Math.max(1, this.limits.maxStepAttempts - attemptsMade), callsLeft),
     });
   }
 

@@ -1,7 +1,15 @@
 // A saga run's steps: each step's activity call as its definition says, paid for from the run's budget (each attempt
 // once), its result checked against its schema, and recorded in the run's step table.
 import { patched } from '@temporalio/workflow';
-import { type Carried, evidenced, type Evidenced, type StepRecord } from '../../contract';
+import {
+  type Carried,
+  evidenced,
+  type FirstRead,
+  ledgerSchema,
+  type Read,
+  type Evidenced,
+  type StepRecord,
+} from '../../contract';
 import type { PinnedSettings } from '../../contract';
 import { zodProblems } from '../../domain/zod-problems';
 import { tally, type AttemptSummary, type StepEvidence } from '../../reliability/attempt-ledger';
@@ -28,6 +36,10 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   private readonly charged = new Map<string, number>();
   /** What a send's receipt carried for later steps (their writes rode in its transaction), until the saga runs them. */
   private readonly carried = new Map<string, Carried[string]>();
+  /** What a send's activity read for a later read step after its effect was recorded, until the saga runs it. */
+  private readonly read = new Map<string, Read[string]>();
+  /** Attempts a failed first read made of a step: its own task gets as many fewer (at least one). */
+  private readonly readAttempts = new Map<string, number>();
 
   constructor(
     private readonly budget: RunBudget,
@@ -40,9 +52,10 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   ) {}
 
   /** The activities at one boundary, where `runs` says (each on its pool's queue by default), with options derived from the policy and what is left of the budget. */
-  activities(boundary: Boundary, essential = false, requestsPerAttempt = 1, runs?: Runs): Acts {
+  activities(boundary: Boundary, essential = false, requestsPerAttempt = 1, runs?: Runs, attemptsMade = 0): Acts {
     try {
-      return pooledActivities<Acts>(this.budget.options(this.policy(), boundary, essential, requestsPerAttempt), runs);
+      const options = this.budget.options(this.policy(), boundary, essential, requestsPerAttempt, 0, attemptsMade);
+      return pooledActivities<Acts>(options, runs);
     } catch (err) {
       if (err instanceof BudgetExhausted)
         throw new StepFailedError('budget', stepError('BUDGET_EXCEEDED', 'not_executed', 'run_budget', err.message));
@@ -50,16 +63,22 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     }
   }
 
-  /** Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), and records it. */
+  /**
+   * Runs a saga step as its definition says (the activity's own retry policy is the only retry loop), and records it.
+   * `readFirst`: a later read step (declared `firstReadIn` this one) its activity may make once its effect is recorded.
+   */
   async step<A extends keyof Acts & string>(
     def: StepCall<A, InputOf<Acts, A>> & { name: Step },
     input: InputOf<Acts, A>,
-    { essential }: { essential?: boolean } = {},
+    { essential, readFirst }: { essential?: boolean; readFirst?: ReadFirst<Step> } = {},
   ): Promise<ResultOf<Acts, A>> {
     const { name, boundary, rejects } = def;
     const record = this.steps.get(name);
     try {
-      const output = this.takeCarried(def, input, record) ?? (await this.call(name, def, input, { essential, record }));
+      const output =
+        this.takeCarried(def, input, record) ??
+        this.takeRead(def, input, record) ??
+        (await this.call(name, def, input, { essential, record, readFirst }));
       const { settings } = output as { settings?: PinnedSettings };
       if (settings) this.pin(settings);
       return output;
@@ -89,10 +108,17 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     what: string,
     def: StepCall<A, InputOf<Acts, A>>,
     input: InputOf<Acts, A>,
-    { essential = def.essential, record }: { essential?: boolean; record?: StepRecord } = {},
+    {
+      essential = def.essential,
+      record,
+      readFirst,
+    }: { essential?: boolean; record?: StepRecord; readFirst?: ReadFirst<Step> } = {},
   ): Promise<ResultOf<Acts, A>> {
     const { boundary } = def;
-    const acts = this.activities(boundary, essential, def.requestsPerAttempt, def.runs);
+    const attemptsMade = this.readAttempts.get(what) ?? 0;
+    this.readAttempts.delete(what);
+    const acts = this.activities(boundary, essential, def.requestsPerAttempt, def.runs, attemptsMade);
+    const { read } = this.firstRead(def, what, readFirst);
     if (record) begin(record, def, input);
     const failed = (error: StepError, output?: { output: unknown }) => {
       if (record) Object.assign(record, { status: 'failed', error, ...output, finishedAt: now() });
@@ -102,7 +128,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       record ? absorb(record, ledger, evidence) : this.charge(boundary, evidence ?? { attempt: ledger.length, ledger });
     let raw: unknown;
     try {
-      raw = await acts[def.activity]!(def.carries ? { ...input, carry: def.carries } : input);
+      raw = await acts[def.activity]!({ ...input, ...(def.carries && { carry: def.carries }), ...(read && { read }) });
     } catch (err) {
       const { error, ledger } = describeFailure(err, boundary, what, def.effect === 'send');
       keep(ledger);
@@ -118,9 +144,71 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
     keep(evidence?.ledger ?? [], evidence);
     if (record) Object.assign(record, { status: 'completed', output, finishedAt: now() });
-    const { carried } = raw as { carried?: Carried };
+    const { carried, read: made } = raw as { carried?: Carried; read?: Read };
     for (const step of def.carries ?? []) if (carried?.[step]) this.carried.set(step, carried[step]);
+    if (read && made?.[read.step]) this.read.set(read.step, made[read.step]);
     return output as ResultOf<Acts, A>;
+  }
+
+  /**
+   * The read a send's activity is asked to make after its effect: only the read step's first look, and only when the
+   * run's budget would schedule it as its own task now (what is charged for it is charged as that task's would be).
+   */
+  private firstRead(host: StepCall<string, never>, what: string, readFirst: ReadFirst<Step> | undefined): FirstRead {
+    if (!readFirst) return {};
+    const { step, input } = readFirst;
+    if (step.firstReadIn !== what) throw new Error(`step ${step.name} is not declared to be read first in ${what}`);
+    const record = this.steps.get(step.name);
+    if (record.status !== 'pending' || record.ledger.length > 0) return {};
+    // Asked of the send's first attempt only (a retried send reads nothing), whose requests are paid for first.
+    const hostSends = host.boundary === 'store' ? 0 : (host.requestsPerAttempt ?? 1);
+    try {
+      const { policy } = this;
+      const options = this.budget.options(policy(), step.boundary, step.essential, step.requestsPerAttempt, hostSends);
+      const startToCloseMs = Math.min(Number(options.startToCloseTimeout), Number(options.scheduleToCloseTimeout));
+      return { read: { step: step.name, input, startToCloseMs } };
+    } catch (err) {
+      if (err instanceof BudgetExhausted) return {};
+      throw err;
+    }
+  }
+
+  /**
+   * The step's result as an earlier send's activity read it, recorded and paid for as a call's; undefined when none
+   * was read, or it was read with another input or does not fit its schema (a read runs again as its own task). A
+   * read that failed is paid for now, before its own task is scheduled, and that task gets as many attempts fewer.
+   */
+  private takeRead<A extends keyof Acts & string>(
+    def: StepCall<A, InputOf<Acts, A>>,
+    input: InputOf<Acts, A>,
+    record: StepRecord,
+  ): ResultOf<Acts, A> | undefined {
+    const made = this.read.get(record.name);
+    if (!made) return undefined;
+    this.read.delete(record.name);
+    const failed = ledgerSchema.safeParse(made.failed);
+    if (failed.success) {
+      absorb(record, failed.data as unknown as AttemptSummary[]);
+      this.pay(record, def.boundary);
+      this.readAttempts.set(record.name, failed.data.length);
+      return undefined;
+    }
+    const parsed = evidenced(def.output).safeParse(made.output);
+    if (!parsed.success || canonical(made.input) !== canonical(input)) return undefined;
+    return this.taken(def, input, record, parsed.data as Evidenced<ResultOf<Acts, A>>);
+  }
+
+  /** A result another step's activity brought, recorded as the step's own call would have been. */
+  private taken<A extends keyof Acts & string>(
+    def: StepCall<A, InputOf<Acts, A>>,
+    input: InputOf<Acts, A>,
+    record: StepRecord,
+    { evidence, ...output }: Evidenced<ResultOf<Acts, A>>,
+  ): ResultOf<Acts, A> {
+    begin(record, def, input);
+    absorb(record, evidence.ledger, evidence);
+    Object.assign(record, { status: 'completed', output, finishedAt: now() });
+    return output as unknown as ResultOf<Acts, A>;
   }
 
   /**
@@ -136,19 +224,16 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     const carried = this.carried.get(record.name);
     if (!carried) return undefined;
     this.carried.delete(record.name);
-    begin(record, def, input);
     const parsed = evidenced(def.output).safeParse(carried.output);
     if (!parsed.success || canonical(carried.input) !== canonical(input)) {
+      begin(record, def, input);
       const error = unusable(
         `${record.name} was carried by an earlier send with another input, or a result the workflow cannot use`,
       );
       Object.assign(record, { status: 'failed', error, output: carried.output ?? null, finishedAt: now() });
       throw new StepFailedError(record.name, error);
     }
-    const { evidence, ...output } = parsed.data as Evidenced<ResultOf<Acts, A>>;
-    absorb(record, evidence.ledger, evidence);
-    Object.assign(record, { status: 'completed', output, finishedAt: now() });
-    return output as ResultOf<Acts, A>;
+    return this.taken(def, input, record, parsed.data as Evidenced<ResultOf<Acts, A>>);
   }
 
   /**
@@ -177,6 +262,12 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
       retryTimeMs,
     });
   }
+}
+
+/** A later read step and its input, for a send's activity to read once its effect is recorded. */
+export interface ReadFirst<Step extends string> {
+  step: StepCall<string, never> & { name: Step };
+  input: unknown;
 }
 
 /** JSON with every object's keys in order: two inputs built apart compare by content. */

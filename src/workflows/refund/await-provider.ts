@@ -5,7 +5,13 @@
 import { condition } from '@temporalio/workflow';
 import type { CheckCompletionInput } from '../../activities/completion-gate';
 import { REFUND_SAGA } from '../../compensations/registry';
-import { type AwaitingProvider, type CompletedRefund, type GateResult, stepKey } from '../../contract';
+import {
+  type AwaitingProvider,
+  type CompletedRefund,
+  type GateResult,
+  type RefundReceipt,
+  stepKey,
+} from '../../contract';
 import { lifecycleRank } from '../../domain/order';
 import { furthestEvent } from './provider-news';
 import { Stopped } from '../../saga/workflow/run-stopped';
@@ -19,16 +25,7 @@ export async function completionGate(run: RefundRun): Promise<CompletedRefund | 
   run.atGate = true;
   const { request, ctx, workflowId, operationId } = run;
   const refund = ctx.refund!;
-  const input: CheckCompletionInput = {
-    operationId,
-    orderId: request.orderId,
-    paymentIntentId: run.begin!.order.paymentIntentId,
-    refundId: refund.refundId,
-    amount: request.amount,
-    currency: request.currency,
-    noticeKey: stepKey(operationId, 'notify_customer'),
-    idempotencyKey: stepKey(operationId, 'create_refund'),
-  };
+  const input = gateInput(run, refund);
   const settings = awaitProvider(run.policy);
   // A person's retry-step after the deadline waits afresh.
   run.awaitingProvider = null;
@@ -81,6 +78,21 @@ export async function completionGate(run: RefundRun): Promise<CompletedRefund | 
     if (gate.verdict !== 'pending')
       awaiting.settledBy = event ? { kind: 'webhook', eventId: event.id } : { kind: 'poll' };
   }
+}
+
+/** What the gate checks of the run's refund: the same whether its first look rides in the notice's activity or not. */
+export function gateInput(run: RefundRun, refund: RefundReceipt): CheckCompletionInput {
+  const { request, operationId } = run;
+  return {
+    operationId,
+    orderId: request.orderId,
+    paymentIntentId: run.begin!.order.paymentIntentId,
+    refundId: refund.refundId,
+    amount: request.amount,
+    currency: request.currency,
+    noticeKey: stepKey(operationId, 'notify_customer'),
+    idempotencyKey: stepKey(operationId, 'create_refund'),
+  };
 }
 
 /** From the first pending answer: visible as awaiting_provider, held to the policy's deadline rather than the run's. */

@@ -17,7 +17,7 @@ import type { Resumed } from '../../saga/workflow/desk';
 import { keyField, runSaga, type Saga } from '../../saga/workflow/harness';
 import { setSignalHandler } from '../../saga/workflow/messages';
 import { isStopped } from '../../saga/workflow/run-stopped';
-import { completionGate } from './await-provider';
+import { completionGate, gateInput } from './await-provider';
 import { compensate } from './compensation';
 import { cancelled, handOverToFollowUp } from './endings';
 import { settleEarlier } from './fence';
@@ -44,8 +44,10 @@ async function refund(run: RefundRun, resumed: Resumed<RefundStep> | null) {
   // Gone to the gate (on the provider's word that the refund failed), the run never comes back to the steps before it.
   if (!run.atGate) {
     ctx.orderReceipt ??= await run.calls.step(REFUND_SAGA.update_order, orderUpdate(run, ctx.refund));
-    // A notice whose hand-over ended unknown is sent again only on a person's retry, with the same Message-ID.
-    ctx.notice ??= await run.calls.step(REFUND_SAGA.notify_customer, notice(run, ctx.refund, resumed));
+    // A notice whose hand-over ended unknown is sent again only on a person's retry, with the same Message-ID. The
+    // gate's first look may ride in its activity, once the notice is recorded sent.
+    const readFirst = { step: REFUND_SAGA.completion_gate, input: gateInput(run, ctx.refund) };
+    ctx.notice ??= await run.calls.step(REFUND_SAGA.notify_customer, notice(run, ctx.refund, resumed), { readFirst });
   }
   return completionGate(run);
 }
