@@ -101,8 +101,8 @@ export function createAttemptRunner(deps: {
   ): Promise<T & { evidence: StepEvidence }> {
     const info = within ? inside(Context.current().info, within) : Context.current().info;
     const metrics = metricsNow();
-    const { workflowId, runId } = info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
-    const ledger = deps.log.openAttempt({ ...call, workflowId, runId, attempt: info.attempt });
+    const { runId } = runOf(info);
+    const ledger = within?.ledger ?? openAttempt(deps.log, call, info.attempt);
     const settled: (() => void)[] = [];
     const attempt: Attempt = {
       actor: info.workflowExecution?.workflowId ?? 'activity',
@@ -233,6 +233,17 @@ export type AttemptRunner = ReturnType<typeof createAttemptRunner>;
 export interface Within {
   attempt: number;
   startToCloseMs: number;
+  /** Its ledger row, opened before it (to begin in the host's transaction); opened by the attempt when absent. */
+  ledger?: OpenAttempt;
+}
+
+/** The workflow run an activity's attempts belong to. */
+const runOf = (info: Info) => info.workflowExecution ?? { workflowId: '(none)', runId: '(none)' };
+
+/** The ledger row of attempt `attempt` of `call`, in the run of the activity it is made in. */
+export function openAttempt(log: OperationLog, call: StepCall, attempt: number): OpenAttempt {
+  const { workflowId, runId } = runOf(Context.current().info);
+  return log.openAttempt({ ...call, workflowId, runId, attempt });
 }
 
 /** The activity's info as an attempt made inside it sees it: its own number and time, and no retry of its own. */

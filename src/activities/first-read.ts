@@ -1,38 +1,71 @@
 // A send's activity making a later read step's first look once its own effect is recorded (the read step's
-// `firstReadIn`): one task fewer. The read is an attempt of its own step, in its own ledger; one that fails (its
+// `firstReadIn`): one task fewer. The look is attempt 1 of its own step, in its own ledger, its row begun in the
+// send's recording transaction (on disk before the look's first request, no commit of its own). One that fails (its
 // ledger returned) or has too little of the send's time left is the step's own task to make again.
 import { Context, log } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { FirstRead, Read } from '../contract';
+import type { AttemptEnd, OperationLog } from '../store';
+import { openAttempt, type StepCall, type Within } from './attempt';
 
-/** A read step's first look, within the time it is given. */
-export type FirstLook = (input: never, startToCloseMs: number) => Promise<object>;
+/** A read step's first look: the call its attempts are kept under, and one look within the time and row it is given. */
+export interface FirstLook<In> {
+  call(input: In): StepCall;
+  look(input: In, within: Within): Promise<object>;
+}
 
 /** Less than this left of the send's attempt, and the read is left to its own task. */
 const MIN_READ_MS = 2000;
 /** Kept free at the end of the send's attempt: its result must reach Temporal before its start-to-close. */
 const MARGIN_MS = 1000;
 
+/** The end of a look whose row was begun and which was not made: nothing was sent. */
+const NOT_MADE: AttemptEnd = {
+  transportRequests: 0,
+  outcome: 'CAPACITY',
+  certainty: 'not_executed',
+  reason: 'first_look_not_made',
+  retryAfterMs: null,
+  nextDelayMs: null,
+  providerRequestId: null,
+};
+
 /** The send, making the read its input asks for (one of `reads`) after it; what it read rides in its result. */
 export function withFirstRead<I extends object, R extends object>(
   send: (input: I) => Promise<R>,
-  reads: Readonly<Record<string, FirstLook>>,
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  reads: Readonly<Record<string, FirstLook<any>>>,
+  ledgers: OperationLog,
 ): (input: I & FirstRead) => Promise<R & { read?: Read }> {
   return async ({ read: asked, ...input }) => {
     const { startToCloseTimeoutMs, attempt } = Context.current().info;
     const endsAt = startToCloseTimeoutMs ? Date.now() + startToCloseTimeoutMs - MARGIN_MS : Infinity;
-    const receipt = await send(input as I);
     // The run's budget paid for the send's first attempt and the read; a retried send's requests are not known here.
-    const look = asked && attempt === 1 && Object.hasOwn(reads, asked.step) ? reads[asked.step]! : undefined;
-    const left = Math.min(asked?.startToCloseMs ?? 0, endsAt - Date.now());
-    if (!asked || !look || left < MIN_READ_MS) return receipt;
+    const read = asked && attempt === 1 && Object.hasOwn(reads, asked.step) ? reads[asked.step]! : undefined;
+    if (!asked || !read) return send(input as I);
+    const ledger = openAttempt(ledgers, read.call(asked.input), 1);
+    const notMade = async () => {
+      // Begun in the send's transaction, or not at all: a row left open would say the look may have been made.
+      await ledger.finish(NOT_MADE).catch(() => undefined);
+    };
+    const receipt = await ledger
+      .alongside(() => send(input as I))
+      .catch(async (err: unknown) => {
+        await notMade();
+        throw err;
+      });
+    const left = Math.min(asked.startToCloseMs, endsAt - Date.now());
+    if (left < MIN_READ_MS) {
+      await notMade();
+      return receipt;
+    }
     try {
-      const output = await look(asked.input as never, left);
-      return { ...receipt, read: { [asked.step]: { input: asked.input, output } } };
+      const output = await read.look(asked.input, { attempt: 1, startToCloseMs: left, ledger });
+      return { ...receipt, read: { [asked.step]: { output } } };
     } catch (err) {
       // Its ledger goes back with the send: the run charges what it sent before the step's own task is scheduled.
       log.info('first read failed; its step runs as its own task', { step: asked.step, error: (err as Error).message });
-      return { ...receipt, read: { [asked.step]: { input: asked.input, failed: ledgerOf(err) } } };
+      return { ...receipt, read: { [asked.step]: { failed: ledgerOf(err) } } };
     }
   };
 }

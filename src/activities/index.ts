@@ -62,7 +62,11 @@ export function createActivities(deps: ActivityDeps) {
     ...createQueueActivities({ queue: store.queue, temporal: deps.temporal, maxBacklog: deps.maxBacklog, metrics }),
     ...notifications,
     // The completion gate's first look rides in the notice's activity, once the notice is recorded sent.
-    sendRefundNotice: withFirstRead(notifications.sendRefundNotice, { completion_gate: gate.firstLook }),
+    sendRefundNotice: withFirstRead(
+      notifications.sendRefundNotice,
+      { completion_gate: gate.firstLook },
+      store.operations,
+    ),
     ...createSweepActivities({ temporal: deps.temporal }),
     /** Who may decide parked runs, as this worker is configured now (the policy's roles, or DECIDERS). */
     async decisionPolicy(): Promise<DecisionPolicy> {

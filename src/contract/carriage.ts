@@ -22,8 +22,8 @@ export interface FirstRead {
   read?: { step: string; input: unknown; startToCloseMs: number };
 }
 
-/** What the send's activity read: the input and evidenced result, or the ledger of a look that failed. */
-export type Read = Record<string, { input: unknown; output?: unknown; failed?: unknown[] }>;
+/** What the send's activity read with the input it was asked for: the evidenced result, or a failed look's ledger. */
+export type Read = Record<string, { output?: unknown; failed?: unknown[] }>;
 
 /** A receipt against what was asked: failed, less (or another currency), more, or just what was asked. */
 export function receiptAgainstAsk(

@@ -1,4 +1,5 @@
 // The attempt ledger's rows, one per attempt of a step, written where they cost no commit of their own (OpenAttempt).
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { isDeepStrictEqual } from 'node:util';
 import { sql } from 'kysely';
 import { withRider, type Database, type Queryable, type RiderWrite } from './database';
@@ -13,6 +14,15 @@ const OTHERS = sql`(SELECT COUNT(*) FROM attempts others WHERE others.key = atte
 // runs insert their own rows, and aborts them for it. `alone` is then false: the ledger is read back after the commit.
 const UNCOUNTED = sql`NULL AS others`;
 const alone = (others: number | null) => others !== null && Number(others) === 0;
+
+/** Two rows' writes in one transaction, committed or rolled back together. */
+function both(a: RiderWrite | undefined, b: RiderWrite | undefined): RiderWrite | undefined {
+  if (!a || !b) return a ?? b;
+  return {
+    committed: () => (a.committed(), b.committed()),
+    rolledBack: (inDoubt) => (a.rolledBack(inDoubt), b.rolledBack(inDoubt)),
+  };
+}
 
 /** Writes a row that has begun; with `end`, one that has ended as well. */
 async function insertAttempt(
@@ -59,6 +69,9 @@ export async function carriedAttempt(
   return { attempt: a.attempt, startedAt: at, finishedAt: at, ...end };
 }
 
+/** A row that begins in whichever transaction records the effect of the attempt it runs beside (`alongside`). */
+const companions = new AsyncLocalStorage<(tx: Queryable) => Promise<RiderWrite | undefined>>();
+
 /** A ledger row's end as written; `alone`: no other row under its key and run, so the step's ledger is this attempt. */
 type FinishedAttempt = { finishedAt: string; alone: boolean };
 
@@ -67,7 +80,7 @@ type FinishedAttempt = { finishedAt: string; alone: boolean };
  * step's effect; before any provider request it is on disk (`begun()`), so an attempt that never finishes is seen.
  */
 export class OpenAttempt {
-  readonly startedAt: string;
+  startedAt: string;
   private id: number | undefined;
   /** A write of the row is on its way (in a transaction, or alone): others wait for it. */
   private writing: Promise<void> | undefined;
@@ -90,9 +103,25 @@ export class OpenAttempt {
     return withRider((tx) => this.ride(tx), fn);
   }
 
-  /** Runs the store call that records the attempt's effect; its transaction writes the attempt's end as `end()` says. */
+  /**
+   * Runs the store call that records the attempt's effect; its transaction writes the attempt's end as `end()` says,
+   * and begins the row of an attempt this one runs beside (`alongside`).
+   */
   recording<T>(end: () => AttemptEnd, fn: () => Promise<T>): Promise<T> {
-    return withRider((tx) => this.ride(tx, end), fn);
+    const companion = companions.getStore();
+    if (!companion) return withRider((tx) => this.ride(tx, end), fn);
+    return withRider(async (tx) => both(await this.ride(tx, end), await companion(tx)), fn);
+  }
+
+  /**
+   * Runs `fn` (another step's attempt) with this row beginning in the transaction that records that attempt's effect:
+   * on disk before this attempt's first request, and no commit of its own. Begun there, it starts then.
+   */
+  alongside<T>(fn: () => Promise<T>): Promise<T> {
+    return companions.run(async (tx) => {
+      if (this.id === undefined && !this.writing) this.startedAt = this.now();
+      return this.ride(tx);
+    }, fn);
   }
 
   /** The row is on disk once this resolves: its id, and its start as written. */

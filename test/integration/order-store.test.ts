@@ -768,6 +768,50 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       expect((await rows('ride:f')).map((r) => r.attempt)).toEqual([1, 2]);
     });
 
+    it('begins a row beside another attempt in the transaction that records that attempt’s effect, in no other', async () => {
+      let commits = 0;
+      const counted = await open({ observer: { statement: () => undefined, commit: () => commits++ } });
+      await counted.seedOrder(order('ride-3'));
+      const attempt = { workflowId: 'wf', runId: 'r', attempt: 1, operationId: 'ride-3:v1' };
+      const rows = (key: string) => counted.operations.attempts(key, 'r');
+      const host = counted.operations.openAttempt({ ...attempt, step: 'notify_customer', key: 'ride:h' });
+      const look = counted.operations.openAttempt({ ...attempt, step: 'completion_gate', key: 'ride:g' });
+      commits = 0;
+      await look.alongside(() =>
+        host.run(async () => {
+          // The host's first transaction carries its own row, not the look's.
+          await counted.operations.commitIntent({ ...intent('ride-3:v1'), orderId: 'ride-3' });
+          expect(await rows('ride:g')).toEqual([]);
+          // A recording that fails carries nothing of either.
+          await expect(
+            host.recording(
+              () => OK_END,
+              () => counted.operations.commitIntent({ ...intent('ride-3:v1', 500, 'changed'), orderId: 'ride-3' }),
+            ),
+          ).rejects.toThrow(IntentConflictError);
+          expect(await rows('ride:g')).toEqual([]);
+          await host.recording(
+            () => OK_END,
+            () => counted.operations.settle('ride-3:v1', { status: 'unknown', reason: 'x' }, 'wf', 'probe'),
+          );
+        }),
+      );
+      expect(commits).toBe(2);
+      expect(await rows('ride:h')).toMatchObject([{ outcome: 'ok' }]);
+      expect(await rows('ride:g')).toMatchObject([{ attempt: 1, startedAt: look.startedAt, finishedAt: null }]);
+      // On disk before the look's first request: begun() writes nothing; its end rides in its own recording.
+      commits = 0;
+      await look.begun();
+      await look.run(() =>
+        look.recording(
+          () => OK_END,
+          () => counted.operations.settle('ride-3:v1', { status: 'completed' }, 'wf', 'gate'),
+        ),
+      );
+      expect(commits).toBe(1);
+      expect(await rows('ride:g')).toMatchObject([{ outcome: 'ok', finishedAt: expect.any(String) }]);
+    });
+
     it('keeps an attempt’s row in its own transaction when a store fault’s writer opens one inside it', async () => {
       const faulty = await open({ faults: true });
       await faulty.seedOrder(order('ride-2'));

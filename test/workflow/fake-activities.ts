@@ -40,9 +40,9 @@ export interface World {
   settings: RunSettings;
   /**
    * Whether the notice's activity makes the gate's first look when asked (a worker of this build; unset: an older
-   * one), and what it hands back: the look as made, or one for another input, or one the workflow cannot use.
+   * one), and what it hands back: the look as made, or one the workflow cannot use.
    */
-  readsFirst?: 'fits' | 'other_input' | 'unusable';
+  readsFirst?: 'fits' | 'unusable';
 }
 
 /** What one attempt left in the ledger: as the real attempt runner reports it. */
@@ -255,8 +255,7 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
       const read = asked.input as In<'checkCompletion'>;
       const look = (await real.checkCompletion(read)) as Out<'checkCompletion'>;
       const output = world.readsFirst === 'unusable' ? { ...look, verdict: 'maybe' } : look;
-      const made = world.readsFirst === 'other_input' ? { ...read, amount: read.amount + 1 } : read;
-      return { ...receipt, read: { completion_gate: { input: made, output } } };
+      return { ...receipt, read: { completion_gate: { output } } };
     },
     async sendRefundCorrection(input: In<'sendRefundCorrection'>) {
       world.correction = { key: input.key, status: 'sent', messageId: `<${input.key}@test.local>` };

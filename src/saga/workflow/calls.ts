@@ -37,7 +37,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** What a send's receipt carried for later steps (their writes rode in its transaction), until the saga runs them. */
   private readonly carried = new Map<string, Carried[string]>();
   /** What a send's activity read for a later read step after its effect was recorded, until the saga runs it. */
-  private readonly read = new Map<string, Read[string]>();
+  private readonly read = new Map<string, Read[string] & { input: unknown }>();
   /** Attempts a failed first read made of a step: its own task gets as many fewer (at least one). */
   private readonly readAttempts = new Map<string, number>();
 
@@ -146,7 +146,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     if (record) Object.assign(record, { status: 'completed', output, finishedAt: now() });
     const { carried, read: made } = raw as { carried?: Carried; read?: Read };
     for (const step of def.carries ?? []) if (carried?.[step]) this.carried.set(step, carried[step]);
-    if (read && made?.[read.step]) this.read.set(read.step, made[read.step]);
+    if (read && made?.[read.step]) this.read.set(read.step, { ...made[read.step], input: read.input });
     return output as ResultOf<Acts, A>;
   }
 
