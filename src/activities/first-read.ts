@@ -45,8 +45,8 @@ export function withFirstRead<I extends object, R extends object>(
     if (!asked || !read) return send(input as I);
     const ledger = openAttempt(ledgers, read.call(asked.input), 1);
     const notMade = async () => {
-      // Begun in the send's transaction, or not at all: a row left open would say the look may have been made.
-      await ledger.finish(NOT_MADE).catch(() => undefined);
+      // Begun in the send's transaction: a row left open would say the look may have been made. None: nothing to say.
+      if (ledger.mayBeWritten) await ledger.finish(NOT_MADE).catch(() => undefined);
     };
     const receipt = await ledger
       .alongside(() => send(input as I))

@@ -119,9 +119,14 @@ export class OpenAttempt {
    */
   alongside<T>(fn: () => Promise<T>): Promise<T> {
     return companions.run(async (tx) => {
-      if (this.id === undefined && !this.writing) this.startedAt = this.now();
+      if (this.id === undefined && !this.writing && !this.doubtful && !this.closed) this.startedAt = this.now();
       return this.ride(tx);
     }, fn);
+  }
+
+  /** Whether the row may be on disk: written, or in a transaction whose commit went unanswered. */
+  get mayBeWritten(): boolean {
+    return this.id !== undefined || this.doubtful;
   }
 
   /** The row is on disk once this resolves: its id, and its start as written. */

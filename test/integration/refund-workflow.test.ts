@@ -233,6 +233,9 @@ test('a permanently rejected notification leaves the refund standing and asks fo
   expect(await h.ledger(order.paymentIntentId)).toHaveLength(1);
   expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
   expect(state.steps.find((s) => s.name === 'update_order')?.compensation).toBeUndefined();
+  // The gate's first look was asked of the notice's activity, which made none and left no row of it.
+  const gateKey = `${state.operation!.operationId}:create_refund#gate`;
+  expect(await h.store.operations.attempts(gateKey, state.runId)).toEqual([]);
 });
 
 test('a refund the provider later fails is compensated in reverse order, each under its own key', async () => {
