@@ -14,6 +14,7 @@ import { mayHaveTakenEffect } from '../../reliability/attempt-ledger';
 import { DEFAULT_POLICY } from '../../reliability/default-policy';
 import { pinnedPolicy } from '../../reliability/pinned-policy';
 import { ruleFor, type DecisionPolicy, type RecoveryPolicy } from '../../reliability/policy';
+import { redact } from '../../reliability/redaction';
 import { type Boundary, type Certainty, outcomeUnknown } from '../../reliability/taxonomy';
 import { decidersOf, verdict, type ParkedEvidence, type Verdict, type VerdictFacts } from '../../reliability/verdict';
 import { RunBudget } from './budget';
@@ -76,14 +77,20 @@ export abstract class SagaRunState<Step extends string, State, Acts extends Acti
     const refuses = parts.refuses ?? ((d) => this.refusal(d));
     this.deskView = { parked: null, policy: () => this.decisionPolicy, refuses };
     this.desk = new DecisionDesk<Step>(this.deskView, { workflowId: this.workflowId, runId: workflowInfo().runId });
-    this.show = new Visibility(parts.shows, () => this.view());
+    this.show = new Visibility(parts.shows, () => this.state());
   }
 
   /** What the run was asked to do. */
   abstract readonly request: unknown;
   /** The operation whose audit trail the run writes (empty until the saga commits its intent). */
   abstract get operationId(): string;
-  abstract view(): State;
+  /** The run's state, unmasked: what leaves the run (its Query) is `view()`, and its page's details mask their own text. */
+  abstract state(): State;
+
+  /** The run's state as operators see it: customer addresses masked. */
+  view(): State {
+    return redact(this.state());
+  }
   /** What is known of the saga's effect at its provider (the refund, the charge). */
   abstract effect: { status: string; certainty: Certainty | 'none' };
   /** The customer email a person may look for in the mailbox, for the verdict's facts. */

@@ -1,7 +1,6 @@
 // The per-step state table of a run, held in workflow state: each step's record and the moves of a record
 // (running, completed, failed, skipped, awaiting the provider, a compensation run or held).
 import type { CallStatus, CompensationRecord, StepRecord } from '../../contract';
-import { redact } from '../../reliability/redaction';
 import type { StepError } from './step-failure';
 
 export const now = () => new Date().toISOString(); // deterministic inside a workflow
@@ -34,9 +33,9 @@ export class StepRunner<Name extends string> {
     return record;
   }
 
-  /** The table as operators see it: customer addresses masked. */
+  /** The table, unmasked: what leaves the run is masked where it leaves (the run's `view()`). */
   table(): StepRecord[] {
-    return redact([...this.records.values()]);
+    return [...this.records.values()];
   }
 
   /** The saga's last step: where a run that completed, or ended past its steps, is shown. */

@@ -12,7 +12,6 @@ import {
   type NotificationReceipt,
   type StockReceipt,
 } from '../../contract';
-import { redact } from '../../reliability/redaction';
 import { SagaRunState } from '../../saga/workflow/run';
 import { type Found, sentEffect } from '../../saga/workflow/reconciled-send';
 import { approvedCorrection } from '../../saga/workflow/step-failure';
@@ -41,8 +40,8 @@ export class CheckoutRun extends SagaRunState<CheckoutStep, CheckoutRunState, Re
     return { key, operationId: this.operationId, cartId: this.request.cartId };
   }
 
-  view(): CheckoutRunState {
-    return redact({ ...this.runView(), saga: 'checkout', request: this.request, effect: this.effect });
+  state(): CheckoutRunState {
+    return { ...this.runView(), saga: 'checkout', request: this.request, effect: this.effect };
   }
 
   protected noticeFacts() {

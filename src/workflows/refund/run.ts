@@ -12,7 +12,6 @@ import {
   type RefundRunState,
 } from '../../contract';
 import { retries, ruleFor } from '../../reliability/policy';
-import { redact } from '../../reliability/redaction';
 import { type Boundary, outcomeUnknown } from '../../reliability/taxonomy';
 import type { RefundRequest } from '../../domain/refund-request';
 import { type Found, sentEffect } from '../../saga/workflow/reconciled-send';
@@ -73,8 +72,8 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
     this.show.started(request.orderId);
   }
 
-  view(): RefundRunState {
-    return redact({
+  state(): RefundRunState {
+    return {
       ...this.runView(),
       request: this.request,
       operation: this.operation.identity,
@@ -83,7 +82,7 @@ export class RefundRun extends SagaRunState<RefundStep, RefundRunState, RefundAc
       reconciliation: this.reconciliation,
       providerEvents: this.news.events,
       awaitingProvider: this.awaitingProvider,
-    });
+    };
   }
 
   protected noticeFacts() {
