@@ -2,15 +2,20 @@
 // requests sent to providers. Nothing starts that the budget cannot pay for.
 import type { ActivityOptions } from '@temporalio/workflow';
 import type { BudgetView } from '../../contract';
-import type { BudgetLimits, RecoveryPolicy } from '../../reliability/policy';
+import { temporalRetryPolicy, type BudgetLimits, type RecoveryPolicy } from '../../reliability/policy';
 import type { Boundary } from '../../reliability/taxonomy';
 import { activityOptions } from './activity-options';
+
+/** A retry policy as the recovery policy derives it. */
+type RetryRules = ReturnType<typeof temporalRetryPolicy>;
 
 /** Thrown when the run cannot afford its next move. */
 export class BudgetExhausted extends Error {}
 
 export class RunBudget {
   private providerCalls = 0;
+  /** Retry policies derived from the run's policy, by boundary and attempts. */
+  private retries: { policy?: RecoveryPolicy; derived: Map<string, RetryRules> } = { derived: new Map() };
   private retryTimeMs = 0;
   deadlineMs: number;
 
@@ -99,10 +104,22 @@ export class RunBudget {
       throw new BudgetExhausted(
         `${spent} provider requests sent, of ${this.limits.providerCalls} allowed: too few left for one attempt of ${requestsPerAttempt}`,
       );
-    return activityOptions(policy, boundary, {
-      remainingMs: remaining,
-      maxAttempts: Math.min(Math.max(1, this.limits.maxStepAttempts - attemptsMade), callsLeft),
-    });
+    const maxAttempts = Math.min(Math.max(1, this.limits.maxStepAttempts - attemptsMade), callsLeft);
+    return activityOptions(
+      policy,
+      boundary,
+      { remainingMs: remaining, maxAttempts },
+      this.retry(policy, boundary, maxAttempts),
+    );
+  }
+
+  /** The policy's retry policy at a boundary for so many attempts, derived once a run for each (pure: from the policy alone). */
+  private retry(policy: RecoveryPolicy, boundary: Boundary, maxAttempts: number) {
+    if (this.retries.policy !== policy) this.retries = { policy, derived: new Map() };
+    const key = `${boundary}:${maxAttempts}`;
+    const known = this.retries.derived.get(key) ?? temporalRetryPolicy(policy, boundary, maxAttempts);
+    this.retries.derived.set(key, known);
+    return known;
   }
 
   view(): BudgetView {
