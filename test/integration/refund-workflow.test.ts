@@ -7,6 +7,7 @@ import { ConflictingRefundError } from '../../src/temporal/client';
 import { InvalidRefundRequestError } from '../../src/domain/refund-request';
 import { stepsQuery } from '../../src/contract';
 import { temporalRetryPolicy } from '../../src/reliability/policy';
+import { stackTraceQuery } from '@temporalio/workflow';
 import { refundWorkflow } from '../../src/workflows';
 import { refund, startHarness, stopped, TEST_POLICY, type Harness } from '../helpers/harness';
 
@@ -297,6 +298,21 @@ describe('failures decided by the recovery policy', () => {
     expect(state.steps.every((s) => s.compensation === undefined)).toBe(true);
     expect(await h.store.getOrder(order.id)).toMatchObject({ refundedAmount: 1250 });
     expect(await h.messages({ to: order.customerEmail })).toHaveLength(1);
+  });
+
+  test("a parked run's stack trace names the saga's source files and lines, through the bundle's source map", async () => {
+    const order = await h.seedOrder(newOrderId());
+    const over = { checkCompletion: failing('PERMISSION_DENIED', 'not_executed', 'key revoked') };
+    const trace = await h.withWorker(over, async (taskQueue) => {
+      const handle = await h.env.client.workflow.start(refundWorkflow, {
+        taskQueue,
+        workflowId: `refund-${order.id}-v1`,
+        args: [request(order.id)],
+      });
+      await stopped(handle);
+      return handle.query(stackTraceQuery);
+    });
+    expect(trace).toMatch(/src\/saga\/workflow\/[a-z-]+\.ts:\d+/);
   });
 
   test('with one provider call left, the completion gate (two requests an attempt) is refused for its budget, not sent', async () => {
