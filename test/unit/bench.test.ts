@@ -7,6 +7,7 @@ import { kindOf, statementKind } from '../../src/store/database';
 import { Kysely, sql } from 'kysely';
 import { BARE_SHAPE_MIN_EVENTS, minimumEvents, renderReport } from '../../tools/src/bench/report';
 import { ratiosOf, type BenchReport } from '../../tools/src/bench/run';
+import type { CheckoutCell } from '../../tools/src/bench/checkouts';
 import type { CellResult } from '../../tools/src/bench/matrix';
 import { shippedPolls } from '../../tools/src/bench/scale';
 import { DEFAULT_POLICY } from '../../src/reliability/default-policy';
@@ -130,7 +131,7 @@ describe('the project over bare, bare+platform and a baseline build', () => {
     expect(ratiosOf(withoutBaseline, matrix)[0]).not.toHaveProperty('againstBaseline');
   });
 
-  const report = (baseline?: string, of = cells, concurrency = [10]) =>
+  const report = (baseline?: string, of = cells, concurrency = [10], checkouts: CheckoutCell[] = []) =>
     renderReport({
       command: 'npm run bench',
       date: '2026-12-06T00:00:00.000Z',
@@ -144,6 +145,7 @@ describe('the project over bare, bare+platform and a baseline build', () => {
       cells: of,
       ratios: ratiosOf(baseline ? of : of.filter((c) => c.variant !== 'baseline'), { ...matrix, concurrency }),
       ...(baseline && { baseline }),
+      checkouts,
       scale: {
         replay: [],
         parked: [],
@@ -173,5 +175,31 @@ describe('the project over bare, bare+platform and a baseline build', () => {
     const at50 = [cell('bare', 20, 100, 50), cell('platform', 16, 110, 50), cell('project', 18, 140, 50)];
     expect(report(undefined, at50, [50])).toMatch(/\| none \| 50 \| 0\.90 ✓ \|.*\| 1\.40 ✗ \|/);
     expect(report()).toMatch(/\| none \| 10 \| 0\.60 ✗ \|.*\| 2\.00 \|/);
+  });
+
+  test('the checkout saga under faults gets its own table, each invariant held or its first violations', () => {
+    const invariant = (name: string, violations: string[] = []) => ({
+      name: `checkout: ${name}`,
+      holds: violations.length === 0,
+      checked: 40,
+      violations,
+    });
+    const checkouts: CheckoutCell[] = [
+      {
+        concurrency: 10,
+        checkouts: 40,
+        outcomes: { completed: 33, rejected: 6, 'parked (needs_attention)': 1 },
+        invariants: [invariant('zero duplicate charges'), invariant('stock taken once', ['c-7: 1 left of 5'])],
+        injected: { lostAnswers: 4, rateLimits: 2, resets: 2, smtpTransient: 2, workerKills: 1 },
+        durationMs: 9000,
+      },
+    ];
+    expect(report()).not.toContain('## The checkout saga under the same faults');
+    const shown = report(undefined, cells, [10], checkouts);
+    expect(shown).toContain('## The checkout saga under the same faults');
+    expect(shown).toContain('| zero duplicate charges | stock taken once |');
+    expect(shown).toContain(
+      '| 10 | 40 | 33 completed, 6 rejected, 1 parked (needs_attention) | 40 ✓ | ✗ c-7: 1 left of 5 | 4 / 2 / 2 / 2 / 1 |',
+    );
   });
 });

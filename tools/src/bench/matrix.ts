@@ -301,14 +301,15 @@ const post = (url: string, body: unknown) =>
  * every k-th request it matches, as a provider's error rate would, not on the first ones in a row. Armed
  * as the first requests, they were a burst of some twenty failures in a row at concurrency 50: an outage,
  * which the circuit breaker answers by opening, and then each probe met the next fault still armed, since
- * these faults wait for requests where a real outage ends in time.
+ * these faults wait for requests where a real outage ends in time. `createPath`: the requests that make the effect
+ * (a refund's; a checkout's charge is a payment intent's).
  */
-async function armFaults(stack: ChaosStack, runs: number): Promise<void> {
+export async function armFaults(stack: ChaosStack, runs: number, createPath = '/v1/refunds'): Promise<void> {
   const spread = (share: number) => {
     const count = Math.max(1, Math.round(runs * share));
     return { count, every: Math.max(1, Math.floor(runs / count)) };
   };
-  const creates = { method: 'POST', path: '/v1/refunds' };
+  const creates = { method: 'POST', path: createPath };
   await post(`${stack.stripeUrl}/_faults`, {
     kind: 'drop_after_commit',
     match: creates,
@@ -335,7 +336,7 @@ async function armFaults(stack: ChaosStack, runs: number): Promise<void> {
 }
 
 /** What fired of the armed faults; then clears them. */
-async function disarmFaults(stack: ChaosStack): Promise<Omit<CellResult['injected'], 'workerKills'>> {
+export async function disarmFaults(stack: ChaosStack): Promise<Omit<CellResult['injected'], 'workerKills'>> {
   const stripe = (await getJson<{ faults: { kind: string; hits: number }[] }>(`${stack.stripeUrl}/_faults`)).faults;
   const mail = (await getJson<{ faults: { hits: number }[] }>(`${stack.mail.apiUrl}/_faults`)).faults;
   const hits = (kind: string) => stripe.filter((f) => f.kind === kind).reduce((a, f) => a + f.hits, 0);

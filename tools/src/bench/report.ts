@@ -2,6 +2,7 @@
 // and how costs grow with the work.
 import type { BenchReport, Over } from './run';
 import { machineCpuMsPerRun, variantName, type CellResult } from './matrix';
+import type { CheckoutCell } from './checkouts';
 
 /** The fewest events a run of n sequential activities can leave (derived in docs/bench/README.md). */
 export const minimumEvents = (activities: number) => 5 + 6 * activities;
@@ -155,7 +156,7 @@ export function renderReport(r: BenchReport): string {
   out.push('## Project against bare');
   out.push('');
   out.push(
-    `Targets without faults: throughput at least ${TARGETS.throughput}× and p50 at most ${TARGETS.p50}× at concurrency 10 and 50 (at 1: throughput at least ${TARGETS.atOne.throughput}×); the worker's peak RSS at most ${TARGETS.peakRssOverBare}× bare's at 50; worker CPU at most ${TARGETS.workerCpu}×, every process together at most ${TARGETS.machineCpu}×; history bytes at most ${TARGETS.bytesOverBare}× bare's, events at most ${TARGETS.eventsOverBareMinimum}× the bare shape's minimum (${BARE_SHAPE_MIN_EVENTS}); at most ${TARGETS.statementsPerRun} store statements and ${TARGETS.commitsPerRun} commits per run. With faults: no duplicate refund or email, every run completed or parked with a verdict.`,
+    `Targets without faults: throughput at least ${TARGETS.throughput}× and p50 at most ${TARGETS.p50}× at concurrency 10 and 50 (at 1: throughput at least ${TARGETS.atOne.throughput}×); the worker's peak RSS at most ${TARGETS.peakRssOverBare}× bare's at 50; worker CPU at most ${TARGETS.workerCpu}×, every process together at most ${TARGETS.machineCpu}×; history bytes at most ${TARGETS.bytesOverBare}× bare's, events at most ${TARGETS.eventsOverBareMinimum}× the bare shape's minimum (${BARE_SHAPE_MIN_EVENTS}); at most ${TARGETS.statementsPerRun} store statements and ${TARGETS.commitsPerRun} commits per run. With faults: no duplicate refund or email, every run completed or parked with a verdict, for the refund and the checkout saga alike (the checkout's own table below).`,
   );
   out.push('');
   out.push(
@@ -226,6 +227,7 @@ export function renderReport(r: BenchReport): string {
           : [];
       }),
     );
+  out.push(...checkoutSection(r.checkouts));
   out.push('## Project against bare+platform');
   out.push('');
   out.push(
@@ -315,4 +317,35 @@ export function renderReport(r: BenchReport): string {
   );
   out.push('');
   return out.join('\n');
+}
+
+/** The checkout saga under the refund cells' faults: how its runs ended, and its invariants where its effects land. */
+function checkoutSection(cells: CheckoutCell[]): string[] {
+  if (!cells.length) return [];
+  const names = cells[0]!.invariants.map((i) => i.name.replace(/^checkout: /, ''));
+  return [
+    '## The checkout saga under the same faults',
+    '',
+    "Carts checked out on the project's worker (one in seven with a card that declines, one in ten started twice at once) while the same schedule of faults fires at the charges' creates and the mail server, and the worker is killed halfway; its invariants are the chaos run's, checked where the effects land.",
+    '',
+    table(
+      ['conc.', 'checkouts', 'how they ended', ...names, 'faults fired (lost answers, 429s, resets, SMTP 451s, kills)'],
+      cells.map((c) => [
+        c.concurrency,
+        c.checkouts,
+        Object.entries(c.outcomes)
+          .map(([how, n]) => `${n} ${how}`)
+          .join(', '),
+        ...c.invariants.map((i) => (i.holds ? `${i.checked} ✓` : `✗ ${i.violations.slice(0, 3).join('; ')}`)),
+        [
+          c.injected.lostAnswers,
+          c.injected.rateLimits,
+          c.injected.resets,
+          c.injected.smtpTransient,
+          c.injected.workerKills,
+        ].join(' / '),
+      ]),
+    ),
+    '',
+  ];
 }

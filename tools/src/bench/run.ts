@@ -18,6 +18,7 @@ import {
   type CellResult,
   runsAt,
 } from './matrix';
+import { runCheckoutCell, type CheckoutCell } from './checkouts';
 import { measureScale, type ScaleOptions, type ScaleResult } from './scale';
 
 /**
@@ -75,6 +76,8 @@ export interface BenchReport {
   }[];
   /** The baseline build's name in the report, when one ran. */
   baseline?: string;
+  /** The checkout saga under the same faults, at each concurrency (none without faults). */
+  checkouts: CheckoutCell[];
   scale: ScaleResult;
 }
 
@@ -161,11 +164,18 @@ export async function runBench(
     const workers = await startVariantWorkers(stack, smtpTries, opts.baseline?.dir);
     try {
       const m = opts.matrix;
+      const withCheckouts = m.faultModes.includes('faults') && workers.variants.includes('project');
       progress.total(
         m.faultModes.length * m.concurrency.reduce((a, c) => a + runsAt(m, c) * workers.variants.length, 0),
       );
       progress.phase('variants side by side');
       const matrix = await runMatrix(stack, workers, m, () => progress.tick());
+      // The checkout saga under the same faults, at each concurrency, on the project's worker.
+      const checkouts: CheckoutCell[] = [];
+      for (const c of withCheckouts ? m.concurrency : []) {
+        progress.phase(`checkouts under faults at ${c}`);
+        checkouts.push(await runCheckoutCell(stack, workers, c, runsAt(m, c), m.segmentTimeoutMs));
+      }
       const scale = await measureScale(stack, matrix.projectHistories, opts.scale, progress.phase);
       const ratios = ratiosOf(matrix.cells, m);
       return {
@@ -182,6 +192,7 @@ export async function runBench(
         options: { matrix: m, scale: opts.scale },
         cells: matrix.cells,
         ratios,
+        checkouts,
         ...(opts.baseline && { baseline: opts.baseline.label }),
         scale,
       };

@@ -25,7 +25,7 @@ import {
 import { compensationKeyOf } from '../../../src/compensations/plan';
 import { CHAOS_POLICY, getJson, startChaosStack, type ChaosStack } from './chaos-stack';
 import { checkCheckouts, startCheckout, type CheckoutRecord } from './checkouts';
-import { fail, invariant, type Invariant, type RunOutcomeSummary } from './invariant';
+import { fail, invariant, summarizeOutcome, type Invariant, type RunOutcomeSummary } from './invariant';
 
 export type { Invariant, RunOutcomeSummary } from './invariant';
 import { seededRandom, startFaultInjector } from './faults';
@@ -190,7 +190,7 @@ export async function runChaos(
         const { record, handle } = await retried(() => startCheckout(stack, cartId, declines, twice));
         checkouts.push(record);
         const outcome = await settle(handle, deadline);
-        record.outcome = summarize(outcome);
+        record.outcome = summarizeOutcome(outcome);
         if (!outcome) pendingCheckouts.push({ record, handle });
         return;
       }
@@ -239,7 +239,7 @@ export async function runChaos(
         duplicates.otherId += 1;
       }
       const outcomes = await Promise.all(handles.map((h) => settle(h, deadline)));
-      record.outcomes = outcomes.map(summarize);
+      record.outcomes = outcomes.map(summarizeOutcome);
       outcomes.forEach((o, slot) => {
         if (!o) pending.push({ record, slot, handle: handles[slot]! });
       });
@@ -253,8 +253,8 @@ export async function runChaos(
     if (killFailure) throw new Error(`a killed worker could not be replaced: ${killFailure.message}`);
     const graceEnd = Date.now() + opts.graceMs;
     await Promise.all([
-      ...pending.map(async (p) => (p.record.outcomes[p.slot] = summarize(await settle(p.handle, graceEnd)))),
-      ...pendingCheckouts.map(async (p) => (p.record.outcome = summarize(await settle(p.handle, graceEnd)))),
+      ...pending.map(async (p) => (p.record.outcomes[p.slot] = summarizeOutcome(await settle(p.handle, graceEnd)))),
+      ...pendingCheckouts.map(async (p) => (p.record.outcome = summarizeOutcome(await settle(p.handle, graceEnd)))),
     ]);
 
     const invariants = [...(await checkInvariants(stack, records)), ...(await checkCheckouts(stack, checkouts))];
@@ -310,24 +310,6 @@ export async function runChaos(
   }
 }
 
-function summarize(outcome: RunOutcome | Error | null): RunOutcomeSummary | null {
-  if (!outcome) return null;
-  if (outcome instanceof Error) return { kind: 'error', status: 'error', reason: outcome.message };
-  if (outcome.kind === 'result')
-    return {
-      kind: 'result',
-      status: outcome.result.status,
-      ...('reason' in outcome.result && { reason: outcome.result.reason }),
-    };
-  const { state } = outcome;
-  return {
-    kind: 'parked',
-    status: state.status,
-    verdict: state.parked?.verdict ?? null,
-    effect: state.effect.status,
-    reason: state.parked?.reason ?? state.outcome?.reason ?? '',
-  };
-}
 
 /** The runs' emails (notice and correction) the outbox records as settled from the message log. */
 async function reconciledHandOvers(stack: ChaosStack, records: RunRecord[]): Promise<number> {
