@@ -310,7 +310,6 @@ export async function runChaos(
   }
 }
 
-
 /** The runs' emails (notice and correction) the outbox records as settled from the message log. */
 async function reconciledHandOvers(stack: ChaosStack, records: RunRecord[]): Promise<number> {
   const keys = records.flatMap((r) => {
