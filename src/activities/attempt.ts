@@ -116,16 +116,13 @@ export function createAttemptRunner(deps: {
     // The SDK's activity logger adds the workflow id, the activity and its attempt.
     const logged = { step: call.step, operationId: call.operationId, key: call.key };
     const breaker = call.breaker === undefined ? undefined : deps.breakers?.get(call.breaker);
-    const stepRows = async () => (await bestEffort(() => deps.log.attempts(call.key, runId))) ?? [];
+    const stepRows = async () => (await bestEffort(() => ledgerOf(deps.log, call.key, runId))) ?? [];
     /** Records how the attempt ended (unless its effect's transaction did); returns the step's ledger in this run. */
     const finish = async (end: AttemptEnd) => {
       const finished = await bestEffort(() => ledger.finish(end));
       if (finished?.alone)
         return [{ attempt: info.attempt, startedAt: ledger.startedAt, finishedAt: finished.finishedAt, ...end }];
-      // A stored row is the step's evidence and whose attempt it was: the evidence carries only the former.
-      return (await stepRows()).map(
-        ({ id: _id, key: _key, step: _step, operationId: _op, workflowId: _wf, runId: _run, ...summary }) => summary,
-      );
+      return stepRows();
     };
     let admitted = false;
     try {
@@ -235,6 +232,13 @@ export interface Within {
   startToCloseMs: number;
   /** Its ledger row, opened before it (to begin in the host's transaction); opened by the attempt when absent. */
   ledger?: OpenAttempt;
+}
+
+/** A step's ledger in one run, as its evidence carries it: what each attempt did, not whose it was. */
+export async function ledgerOf(log: OperationLog, key: string, runId: string): Promise<AttemptSummary[]> {
+  return (await log.attempts(key, runId)).map(
+    ({ id: _id, key: _key, step: _step, operationId: _op, workflowId: _wf, runId: _run, ...summary }) => summary,
+  );
 }
 
 /** The workflow run an activity's attempts belong to. */

@@ -1,12 +1,12 @@
 // A send's activity making a later read step's first look once its own effect is recorded (the read step's
 // `firstReadIn`): one task fewer. The look is attempt 1 of its own step, in its own ledger, its row begun in the
-// send's recording transaction (on disk before the look's first request, no commit of its own). One that fails (its
-// ledger returned) or has too little of the send's time left is the step's own task to make again.
+// send's recording transaction (on disk before the look's first request, no commit of its own). One that fails, or has
+// too little of the send's time left, is the step's own task to make again; its ledger goes back to be charged.
 import { Context, log } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import type { FirstRead, Read } from '../contract';
 import type { AttemptEnd, OperationLog } from '../store';
-import { openAttempt, type StepCall, type Within } from './attempt';
+import { ledgerOf, openAttempt, type StepCall, type Within } from './attempt';
 
 /** A read step's first look: the call its attempts are kept under, and one look within the time and row it is given. */
 export interface FirstLook<In> {
@@ -38,12 +38,24 @@ export function withFirstRead<I extends object, R extends object>(
   ledgers: OperationLog,
 ): (input: I & FirstRead) => Promise<R & { read?: Read }> {
   return async ({ read: asked, ...input }) => {
-    const { startToCloseTimeoutMs, attempt } = Context.current().info;
+    const { startToCloseTimeoutMs, attempt, workflowExecution } = Context.current().info;
     const endsAt = startToCloseTimeoutMs ? Date.now() + startToCloseTimeoutMs - MARGIN_MS : Infinity;
-    // The run's budget paid for the send's first attempt and the read; a retried send's requests are not known here.
-    const read = asked && attempt === 1 && Object.hasOwn(reads, asked.step) ? reads[asked.step]! : undefined;
+    const read = asked && Object.hasOwn(reads, asked.step) ? reads[asked.step]! : undefined;
     if (!asked || !read) return send(input as I);
-    const ledger = openAttempt(ledgers, read.call(asked.input), 1);
+    const call = read.call(asked.input);
+    /**
+     * A look asked for and not returned: the step's ledger in this run goes back instead (what a look sent, an earlier
+     * attempt's among it, is charged before the step's own task is scheduled); nothing when it has no row.
+     */
+    const notReturned = async (receipt: R, rows?: unknown[]) => {
+      const ledger = rows?.length
+        ? rows
+        : await ledgerOf(ledgers, call.key, workflowExecution?.runId ?? '').catch(() => []);
+      return ledger.length ? { ...receipt, read: { [asked.step]: { failed: ledger } } } : receipt;
+    };
+    // A retried send makes no look: the run paid for the send's first attempt and the look, not for more.
+    if (attempt > 1) return notReturned(await send(input as I));
+    const ledger = openAttempt(ledgers, call, 1);
     const notMade = async () => {
       // Begun in the send's transaction: a row left open would say the look may have been made. None: nothing to say.
       if (ledger.mayBeWritten) await ledger.finish(NOT_MADE).catch(() => undefined);
@@ -57,21 +69,20 @@ export function withFirstRead<I extends object, R extends object>(
     const left = Math.min(asked.startToCloseMs, endsAt - Date.now());
     if (left < MIN_READ_MS) {
       await notMade();
-      return receipt;
+      return notReturned(receipt);
     }
     try {
       const output = await read.look(asked.input, { attempt: 1, startToCloseMs: left, ledger });
       return { ...receipt, read: { [asked.step]: { output } } };
     } catch (err) {
-      // Its ledger goes back with the send: the run charges what it sent before the step's own task is scheduled.
       log.info('first read failed; its step runs as its own task', { step: asked.step, error: (err as Error).message });
-      return { ...receipt, read: { [asked.step]: { failed: ledgerOf(err) } } };
+      return notReturned(receipt, reported(err));
     }
   };
 }
 
-/** The ledger a failed attempt reported in its failure's details (none when it failed before it could). */
-function ledgerOf(err: unknown): unknown[] {
+/** The ledger a failed attempt reported in its failure's details (none when it could not be read back). */
+function reported(err: unknown): unknown[] {
   const details =
     err instanceof ApplicationFailure ? (err.details?.[0] as { ledger?: unknown[] } | undefined) : undefined;
   return Array.isArray(details?.ledger) ? details.ledger : [];

@@ -110,7 +110,16 @@ export class OpenAttempt {
   recording<T>(end: () => AttemptEnd, fn: () => Promise<T>): Promise<T> {
     const companion = companions.getStore();
     if (!companion) return withRider((tx) => this.ride(tx, end), fn);
-    return withRider(async (tx) => both(await this.ride(tx, end), await companion(tx)), fn);
+    return withRider(async (tx) => {
+      const mine = await this.ride(tx, end);
+      try {
+        return both(mine, await companion(tx));
+      } catch (err) {
+        // The transaction fails without committing: this row's write is undone with it (its claim released).
+        mine?.rolledBack(false);
+        throw err;
+      }
+    }, fn);
   }
 
   /**

@@ -810,6 +810,21 @@ describe.each(DIALECTS)('on %s', (dialect) => {
       );
       expect(commits).toBe(1);
       expect(await rows('ride:g')).toMatchObject([{ outcome: 'ok', finishedAt: expect.any(String) }]);
+
+      // A row beside that cannot be written fails the transaction, and releases the host's own row: its end is
+      // written alone afterwards, not waited for forever.
+      const host2 = counted.operations.openAttempt({ ...attempt, step: 'notify_customer', key: 'ride:h2' });
+      const broken = counted.operations.openAttempt({ ...attempt, step: 'completion_gate', key: null as never });
+      await expect(
+        broken.alongside(() =>
+          host2.recording(
+            () => OK_END,
+            () => counted.operations.settle('ride-3:v1', { status: 'unknown', reason: 'y' }, 'wf', 'probe'),
+          ),
+        ),
+      ).rejects.toThrow();
+      await expect(host2.finish(OK_END)).resolves.toMatchObject({ finishedAt: expect.any(String) });
+      expect(await rows('ride:h2')).toMatchObject([{ outcome: 'ok' }]);
     });
 
     it('keeps an attempt’s row in its own transaction when a store fault’s writer opens one inside it', async () => {

@@ -40,9 +40,9 @@ export interface World {
   settings: RunSettings;
   /**
    * Whether the notice's activity makes the gate's first look when asked (a worker of this build; unset: an older
-   * one), and what it hands back: the look as made, or one the workflow cannot use.
+   * one), and what it hands back: the look as made, one the workflow cannot use, or the ledger of one that failed.
    */
-  readsFirst?: 'fits' | 'unusable';
+  readsFirst?: 'fits' | 'unusable' | 'failed';
 }
 
 /** What one attempt left in the ledger: as the real attempt runner reports it. */
@@ -254,6 +254,10 @@ export function fakeActivities(world: World, over: Partial<Record<keyof Acts, Ov
       if (!asked) return receipt;
       const read = asked.input as In<'checkCompletion'>;
       const look = (await real.checkCompletion(read)) as Out<'checkCompletion'>;
+      if (world.readsFirst === 'failed') {
+        const failed = look.evidence.ledger.map((row) => ({ ...row, outcome: 'TRANSIENT_DEPENDENCY', startedAt: 'x' }));
+        return { ...receipt, read: { completion_gate: { failed } } };
+      }
       const output = world.readsFirst === 'unusable' ? { ...look, verdict: 'maybe' } : look;
       return { ...receipt, read: { completion_gate: { output } } };
     },

@@ -90,11 +90,22 @@ describe("the gate's first look, made by the notice's activity", () => {
     expect(state.budget).toMatchObject({ providerCallsUsed: 4 });
   });
 
-  test('that the workflow cannot use is looked at again as the gate task', async () => {
-    const { world, state } = await run('unusable');
-    expect(callNames(world, ['sendRefundNotice', 'checkCompletion'])).toEqual(['sendRefundNotice', 'checkCompletion']);
-    expect(state.steps.find((s) => s.name === 'completion_gate')).toMatchObject({ status: 'completed', attempts: 1 });
-  });
+  test.each(['unusable', 'failed'] as const)(
+    'that comes back %s is paid for, and the gate task looks again',
+    async (how) => {
+      const { world, state } = await run(how);
+      expect(callNames(world, ['sendRefundNotice', 'checkCompletion'])).toEqual([
+        'sendRefundNotice',
+        'checkCompletion',
+      ]);
+      const gate = state.steps.find((s) => s.name === 'completion_gate')!;
+      expect(gate).toMatchObject({ status: 'completed', attempts: 2, transportRequests: 4 });
+      // The create, the notice, the look's two and the task's two.
+      expect(state.budget).toMatchObject({ providerCallsUsed: 6 });
+      const task = world.calls.filter((c) => c.name === 'checkCompletion');
+      expect(task).toHaveLength(1);
+    },
+  );
 });
 
 test('input the schema refuses is rejected as a result, before any activity, and findable as rejected', async () => {

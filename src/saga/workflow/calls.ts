@@ -176,7 +176,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   /**
    * The step's result as an earlier send's activity read it, recorded and paid for as a call's; undefined when none
    * was read, or it was read with another input or does not fit its schema (a read runs again as its own task). A
-   * read that failed is paid for now, before its own task is scheduled, and that task gets as many attempts fewer.
+   * look not taken (failed, not made, or made by an earlier attempt of the send) is paid for by its ledger at once.
    */
   private takeRead<A extends keyof Acts & string>(
     def: StepCall<A, InputOf<Acts, A>>,
@@ -186,16 +186,18 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     const made = this.read.get(record.name);
     if (!made) return undefined;
     this.read.delete(record.name);
-    const failed = ledgerSchema.safeParse(made.failed);
-    if (failed.success) {
-      absorb(record, failed.data as unknown as AttemptSummary[]);
-      this.pay(record, def.boundary);
-      this.readAttempts.set(record.name, failed.data.length);
-      return undefined;
-    }
     const parsed = evidenced(def.output).safeParse(made.output);
-    if (!parsed.success || canonical(made.input) !== canonical(input)) return undefined;
-    return this.taken(def, input, record, parsed.data as Evidenced<ResultOf<Acts, A>>);
+    if (parsed.success && canonical(made.input) === canonical(input))
+      return this.taken(def, input, record, parsed.data as Evidenced<ResultOf<Acts, A>>);
+    // Not taken: what the look sent is paid for now, before its own task is scheduled, which gets as many attempts fewer.
+    const evidence = (made.output as { evidence?: { ledger?: unknown } } | undefined)?.evidence;
+    const ledger = ledgerSchema.safeParse(made.failed ?? evidence?.ledger);
+    if (ledger.success) {
+      absorb(record, ledger.data as unknown as AttemptSummary[]);
+      this.pay(record, def.boundary);
+      this.readAttempts.set(record.name, ledger.data.length);
+    }
+    return undefined;
   }
 
   /** A result another step's activity brought, recorded as the step's own call would have been. */
