@@ -40,10 +40,10 @@ export const variantName = (v: Variant) => (v === 'platform' ? 'bare+platform' :
 
 export interface MatrixOptions {
   concurrency: number[];
-  /** Runs per variant and cell at concurrency 1; a cell at concurrency c runs max(runs, 4c): its first and last waves ramp up and down, and with 2c a cell measured little else. */
+  /** Runs per variant and turn at concurrency 1; a turn at concurrency c runs max(runs, 4c): its first and last waves ramp up and down, and with 2c (or a cell's 4c split into turns) a turn measured little else. */
   runs: number;
   /**
-   * Turns each cell without faults is split into (ABC, BCA, CAB…). A cell with faults runs in one
+   * Turns of each cell without faults (ABC, BCA, CAB…), each of a turn's runs. A cell with faults runs in one
    * turn: each turn of a segment gets a worker kill of its own, and a kill costs its runs seconds.
    */
   rounds: number;
@@ -552,7 +552,9 @@ export async function runMatrix(
   const projectHistories: MatrixResult['projectHistories'] = [];
   for (const mode of opts.faultModes) {
     for (const concurrency of opts.concurrency) {
-      const runs = runsAt(opts, concurrency);
+      const rounds = mode === 'none' ? opts.rounds : 1;
+      const perRound = runsAt(opts, concurrency);
+      const runs = perRound * rounds;
       // Orders are seeded before the clock starts: seeding is not what is measured.
       const orders = {} as Record<Variant, Omit<RunRecord, 'workflowId' | 'outcome' | 'latencyMs'>[]>;
       for (const v of workers.variants) {
@@ -593,8 +595,6 @@ export async function runMatrix(
           injected: CellResult['injected'];
         }
       >;
-      const rounds = mode === 'none' ? opts.rounds : 1;
-      const perRound = Math.ceil(runs / rounds);
       for (let round = 0; round < rounds; round++) {
         // Each round starts with the next variant (ABC, BCA, CAB…): the dev server's per-run cost grows as runs
         // pile up in it, so the variant that always went first ran on the emptiest server.

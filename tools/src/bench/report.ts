@@ -82,7 +82,7 @@ export function renderReport(r: BenchReport): string {
   out.push(`- Date: ${r.date}; took ${Math.round(r.durationMs / 1000)} s`);
   const { matrix: m, scale: sc } = r.options;
   out.push(
-    `- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant at concurrency 1 (at c: at least 4c), without faults in ${m.rounds} round(s), each starting with the next variant, with faults in one; faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`,
+    `- Sizes: concurrency ${m.concurrency.join(', ')}; ${m.runs} runs per variant and turn at concurrency 1 (at c: at least 4c), without faults in ${m.rounds} turn(s) each starting with the next variant, with faults in one; faults: ${m.faultModes.join(' and ')}; replay ${sc.replay.join(', ') || 'none'}; parked ${sc.parked.join(', ') || 'none'} (sweep asks up to ${sc.sweepMaxRuns}); long wait ${sc.longWaitMs / 1000} s`,
   );
   out.push(`- Machine: ${machine.cpus} cores (${machine.cpuModel}), ${machine.memoryGiB} GiB, ${machine.platform}`);
   out.push(

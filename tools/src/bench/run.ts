@@ -166,7 +166,10 @@ export async function runBench(
       const m = opts.matrix;
       const withCheckouts = m.faultModes.includes('faults') && workers.variants.includes('project');
       progress.total(
-        m.faultModes.length * m.concurrency.reduce((a, c) => a + runsAt(m, c) * workers.variants.length, 0),
+        m.faultModes.reduce(
+          (n, mode) => n + m.concurrency.reduce((a, c) => a + runsAt(m, c) * (mode === 'none' ? m.rounds : 1), 0),
+          0,
+        ) * workers.variants.length,
       );
       progress.phase('variants side by side');
       const matrix = await runMatrix(stack, workers, m, () => progress.tick());

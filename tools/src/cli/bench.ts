@@ -20,13 +20,13 @@ const program = new Command('bench')
   .option('--concurrency <list>', 'runs in flight at once, for each cell', wholeNumbers(1, 200), [1, 10, 50])
   .option(
     '--runs <n>',
-    'runs per variant and cell at concurrency 1 (at concurrency c: at least 4c, so that most of a cell runs with every slot busy)',
+    'runs per variant and turn at concurrency 1 (at concurrency c: at least 4c, so that most of a turn runs with every slot busy)',
     wholeNumber(1, 10_000),
     20,
   )
   .option(
     '--rounds <n>',
-    'turns each cell without faults is split into, each starting with the next variant (ABC, BCA, CAB…); cells with faults run in one',
+    'turns of each cell without faults, each starting with the next variant (ABC, BCA, CAB…); cells with faults run in one',
     wholeNumber(1, 100),
     3,
   )
