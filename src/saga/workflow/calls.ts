@@ -183,12 +183,10 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     input: InputOf<Acts, A>,
     record: StepRecord,
   ): ResultOf<Acts, A> | undefined {
-    const made = this.read.get(record.name);
-    if (!made) return undefined;
-    this.read.delete(record.name);
-    const parsed = evidenced(def.output).safeParse(made.output);
-    if (parsed.success && canonical(made.input) === canonical(input))
-      return this.taken(def, input, record, parsed.data as Evidenced<ResultOf<Acts, A>>);
+    const brought = this.brought(this.read, def, input, record);
+    if (!brought) return undefined;
+    const { made, result } = brought;
+    if (result) return this.taken(def, input, record, result);
     // Not taken: what the look sent is paid for now, before its own task is scheduled, which gets as many attempts fewer.
     const evidence = (made.output as { evidence?: { ledger?: unknown } } | undefined)?.evidence;
     const ledger = ledgerSchema.safeParse(made.failed ?? evidence?.ledger);
@@ -223,19 +221,33 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     input: InputOf<Acts, A>,
     record: StepRecord,
   ): ResultOf<Acts, A> | undefined {
-    const carried = this.carried.get(record.name);
-    if (!carried) return undefined;
-    this.carried.delete(record.name);
-    const parsed = evidenced(def.output).safeParse(carried.output);
-    if (!parsed.success || canonical(carried.input) !== canonical(input)) {
-      begin(record, def, input);
-      const error = unusable(
-        `${record.name} was carried by an earlier send with another input, or a result the workflow cannot use`,
-      );
-      Object.assign(record, { status: 'failed', error, output: carried.output ?? null, finishedAt: now() });
-      throw new StepFailedError(record.name, error);
-    }
-    return this.taken(def, input, record, parsed.data as Evidenced<ResultOf<Acts, A>>);
+    const brought = this.brought(this.carried, def, input, record);
+    if (!brought) return undefined;
+    if (brought.result) return this.taken(def, input, record, brought.result);
+    begin(record, def, input);
+    const error = unusable(
+      `${record.name} was carried by an earlier send with another input, or a result the workflow cannot use`,
+    );
+    Object.assign(record, { status: 'failed', error, output: brought.made.output ?? null, finishedAt: now() });
+    throw new StepFailedError(record.name, error);
+  }
+
+  /**
+   * What an earlier send's activity brought for this step, taken once: with its result when it fits the step's
+   * schema and was made with the input the saga gives the step.
+   */
+  private brought<A extends keyof Acts & string, M extends { input: unknown; output?: unknown }>(
+    from: Map<string, M>,
+    def: StepCall<A, InputOf<Acts, A>>,
+    input: InputOf<Acts, A>,
+    record: StepRecord,
+  ): { made: M; result?: Evidenced<ResultOf<Acts, A>> } | undefined {
+    const made = from.get(record.name);
+    if (!made) return undefined;
+    from.delete(record.name);
+    const parsed = evidenced(def.output).safeParse(made.output);
+    const fits = parsed.success && canonical(made.input) === canonical(input);
+    return { made, ...(fits && { result: parsed.data as Evidenced<ResultOf<Acts, A>> }) };
   }
 
   /**

@@ -9,7 +9,7 @@ import type { RefundWorkflow } from '../../../src/contract';
 import type { ChaosStack } from '../chaos/chaos-stack';
 import { checkCheckouts, startCheckout, type CheckoutRecord } from '../chaos/checkouts';
 import { summarizeOutcome, type Invariant } from '../chaos/invariant';
-import { armFaults, disarmFaults, type BenchStackWorkers, type CellResult } from './matrix';
+import { armFaults, disarmFaults, driveKilledHalfway, type BenchStackWorkers, type CellResult } from './matrix';
 
 export interface CheckoutCell {
   concurrency: number;
@@ -39,30 +39,23 @@ export async function runCheckoutCell(
   const give = AbortSignal.timeout(timeoutMs);
   setMaxListeners(count + 10, give);
   const records: CheckoutRecord[] = [];
-  let next = 0;
-  let kill: Promise<void> | undefined;
-  let killed = 0;
-  const drive = async () => {
-    while (next < count) {
-      const i = next++;
-      if (!kill && next > count / 2) kill = worker.kill().then(() => void (killed += 1));
-      const cartId = `bench-checkout-c${concurrency}-${i}`;
-      try {
-        const { record, handle } = await startCheckout(stack, cartId, declines(i), twice(i));
-        records.push(record);
-        const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) =>
-          give.aborted ? null : (err as Error),
-        );
-        record.outcome = summarizeOutcome(outcome);
-      } catch (err) {
-        const reason = `not started: ${(err as Error).message}`;
-        records.push({ cartId, email: '', paymentMethod: '', outcome: { kind: 'error', status: 'error', reason } });
-      }
+  const each = async (i: number) => {
+    const cartId = `bench-checkout-c${concurrency}-${i}`;
+    try {
+      const { record, handle } = await startCheckout(stack, cartId, declines(i), twice(i));
+      records.push(record);
+      const outcome = await outcomeOf(handle as WorkflowHandle<RefundWorkflow>, 2000, give).catch((err: unknown) =>
+        give.aborted ? null : (err as Error),
+      );
+      record.outcome = summarizeOutcome(outcome);
+    } catch (err) {
+      const reason = `not started: ${(err as Error).message}`;
+      records.push({ cartId, email: '', paymentMethod: '', outcome: { kind: 'error', status: 'error', reason } });
     }
   };
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, drive));
+  const { killed } = await driveKilledHalfway(count, concurrency, each, worker);
   const durationMs = Date.now() - started;
-  await kill;
+  const workerKills = await killed;
   const fired = await disarmFaults(stack);
   const outcomes: Record<string, number> = {};
   for (const { outcome: o } of records) {
@@ -75,7 +68,7 @@ export async function runCheckoutCell(
     checkouts: records.length,
     outcomes,
     invariants,
-    injected: { ...fired, workerKills: killed },
+    injected: { ...fired, workerKills },
     durationMs,
   };
 }

@@ -462,14 +462,11 @@ async function runSegment(
   const started = Date.now();
   const until = started + timeoutMs;
   const records: RunRecord[] = [];
-  let next = 0;
-  let killed = 0;
-  let kill: Promise<void> | undefined;
-  const drive = async () => {
-    while (next < orders.length) {
-      const order = orders[next++]!;
-      if (faults && !kill && next > orders.length / 2)
-        kill = workers.workers[variant]!.kill().then(() => void (killed += 1));
+  const { killed } = await driveKilledHalfway(
+    orders.length,
+    concurrency,
+    async (i) => {
+      const order = orders[i]!;
       records.push(
         await driveRun(stack, variant, order, until).catch((err: unknown) => ({
           ...order,
@@ -479,13 +476,37 @@ async function runSegment(
         })),
       );
       onRun();
+    },
+    faults ? workers.workers[variant] : undefined,
+  );
+  const durationMs = Date.now() - started;
+  const workerKills = await killed;
+  const fired = faults ? await disarmFaults(stack) : { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0 };
+  return { records, durationMs, injected: { ...fired, workerKills } };
+}
+
+/**
+ * Runs `each(i)` for every i below `count`, `concurrency` at a time; with a `worker`, kills it (a new one starts) once
+ * half have started. Resolves once every run has ended; `killed`, the kills made, once the kill is done too (a
+ * segment's clock stops before it).
+ */
+export async function driveKilledHalfway(
+  count: number,
+  concurrency: number,
+  each: (i: number) => Promise<void>,
+  worker?: VariantWorker,
+): Promise<{ killed: Promise<number> }> {
+  let next = 0;
+  let kill: Promise<number> | undefined;
+  const drive = async () => {
+    while (next < count) {
+      const i = next++;
+      if (worker && !kill && next > count / 2) kill = worker.kill().then(() => 1);
+      await each(i);
     }
   };
-  await Promise.all(Array.from({ length: Math.min(concurrency, orders.length) }, drive));
-  const durationMs = Date.now() - started;
-  await kill;
-  const fired = faults ? await disarmFaults(stack) : { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0 };
-  return { records, durationMs, injected: { ...fired, workerKills: killed } };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, drive));
+  return { killed: kill ?? Promise.resolve(0) };
 }
 
 /** Counts each run's effects where they landed, and its history. */
