@@ -30,7 +30,7 @@ export async function runWorker(): Promise<void> {
   await requireSearchAttributes(config);
   const keyring = payloadKeyring(config);
   // The worker refuses plaintext (PAYLOAD_PLAINTEXT); its client, which activities read through, reads any history.
-  const dataConverter = refundDataConverter(keyring);
+  const dataConverter = refundDataConverter(keyring, { compress: config.encryption.compress });
   const tracing = startTracing(config.tracing.exporter, config.tracing.serviceName);
   // Scheduled work (the digest, the sweep) reads visibility through a client of its own.
   const [connection, visibility] = await Promise.all([

@@ -29,7 +29,7 @@ export async function connectClient(config: Config): Promise<Client> {
     return new Client({
       connection,
       namespace: config.temporal.namespace,
-      dataConverter: refundDataConverter(payloadKeyring(config)),
+      dataConverter: refundDataConverter(payloadKeyring(config), { compress: config.encryption.compress }),
     });
   } catch (err) {
     await connection.close();

@@ -28,7 +28,7 @@ export interface CodecServerOptions {
 export async function startConfiguredCodecServer(config: Config) {
   const keyring = payloadKeyring(config);
   if (!keyring) return undefined;
-  const codec = new EncryptionCodec(keyring);
+  const codec = new EncryptionCodec(keyring, { compress: config.encryption.compress });
   const server = await startCodecServer({ ...config.codec, codec, namespace: config.temporal.namespace });
   const c = config.codec;
   const summary =

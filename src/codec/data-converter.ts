@@ -2,7 +2,7 @@
 // the configured keyring, failures' messages included.
 import { METADATA_ENCODING_KEY, type DataConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import type { Config } from '../config';
-import { ENCRYPTED_ENCODING, EncryptionCodec } from './encryption-codec';
+import { ENCRYPTED_ENCODING, EncryptionCodec, type SealOptions } from './encryption-codec';
 import { localKeyring, parseKeyring, type Keyring } from './keyring';
 import { UNDECODABLE_ENCODING } from './payload-converter';
 import { PLAINTEXT_REFUSED_ENCODING, plaintextRefusal } from './plaintext';
@@ -43,20 +43,24 @@ export const PAYLOAD_CONVERTER_PATH = require.resolve('./payload-converter');
  */
 export function refundDataConverter(
   keyring: Keyring | undefined,
-  options: { refusePlaintext?: { codecEndpoint: string } } = {},
+  options: { refusePlaintext?: { codecEndpoint: string } } & SealOptions = {},
 ): DataConverter {
   const refusal = keyring && options.refusePlaintext && plaintextRefusal(options.refusePlaintext.codecEndpoint);
+  const codec = keyring && new EncryptionCodec(keyring, options);
   return {
     failureConverterPath: FAILURE_CONVERTER_PATH,
     payloadConverterPath: PAYLOAD_CONVERTER_PATH,
-    payloadCodecs: keyring ? [undecodableMarked(new EncryptionCodec(keyring), refusal || undefined)] : [],
+    payloadCodecs: codec ? [undecodableMarked(codec, refusal || undefined)] : [],
   };
 }
 
 /** The data converter of this configuration's workers: it refuses plaintext unless PAYLOAD_PLAINTEXT=allow. */
 export function workerDataConverter(config: Config, keyring: Keyring | undefined): DataConverter {
   const refuse = config.encryption.plaintext === 'reject';
-  return refundDataConverter(keyring, refuse ? { refusePlaintext: { codecEndpoint: config.codec.endpoint } } : {});
+  return refundDataConverter(keyring, {
+    compress: config.encryption.compress,
+    ...(refuse && { refusePlaintext: { codecEndpoint: config.codec.endpoint } }),
+  });
 }
 
 /**

@@ -90,6 +90,8 @@ export const envSchema = z.object({
   PAYLOAD_ENCRYPTION: z.enum(['on', 'off']).default('on'),
   /** `id:base64key,…`, newest first: the newest encrypts, every one decrypts. */
   PAYLOAD_KEYS: z.string().min(1).optional(),
+  /** on (the default): each encrypted payload is deflated first; off while workers of an earlier build, which cannot inflate them, still run. */
+  PAYLOAD_COMPRESSION: z.enum(['on', 'off']).default('on'),
   PAYLOAD_KEYS_FILE: z.string().min(1).optional(),
   /** reject (the default with encryption on): workers refuse a workflow's input, Signal, Update or Query sent in plaintext; allow: for a migration. */
   PAYLOAD_PLAINTEXT: z.enum(['reject', 'allow']).optional(),

@@ -131,6 +131,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       keysFile: e.PAYLOAD_KEYS_FILE,
       localKeysFile: path.join(e.DATA_DIR, 'payload-keys'),
       plaintext: e.PAYLOAD_PLAINTEXT ?? (e.PAYLOAD_ENCRYPTION === 'on' ? 'reject' : 'allow'),
+      compress: e.PAYLOAD_COMPRESSION === 'on',
     },
     codec: {
       port: e.CODEC_PORT,

@@ -1,12 +1,14 @@
 // The payload codec, its keyring and its HTTP server, without Temporal: what an old key still
 // decodes after a rotation, what a tampered or unknown payload does, and who the server answers.
 import { ApplicationFailure, defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config';
 import { startCodecServer, type CodecServer } from '../../src/codec/codec-server';
 import { payloadKeyring, workerDataConverter } from '../../src/codec/data-converter';
+import { DEFLATE_DICTIONARY_1 } from '../../src/codec/deflate-dictionary';
 import { EncryptionCodec, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { failureConverter } from '../../src/codec/failure-converter';
 import { PLAINTEXT_REFUSED, PLAINTEXT_REFUSED_ENCODING } from '../../src/codec/plaintext';
@@ -52,6 +54,35 @@ test('a tampered payload or a relabelled key id fails authentication; a plaintex
   };
   await expect(codec.decode([relabelled])).rejects.toThrow(/failed authentication/);
   expect(await codec.decode([plain()])).toEqual([plain()]);
+});
+
+test('a payload worth it is deflated inside its encryption; sealed either way, it opens under both settings, and a deflated one that does not inflate says so', async () => {
+  const keyring = parseKeyring(newKey, 'test');
+  const [deflating, plainSealing] = [new EncryptionCodec(keyring), new EncryptionCodec(keyring, { compress: false })];
+  const ledger = { ledger: Array.from({ length: 8 }, (_, attempt) => ({ attempt, outcome: 'ok', reason: null })) };
+  const big = defaultPayloadConverter.toPayload(ledger);
+  const small = defaultPayloadConverter.toPayload(7);
+  const [[deflated], [undeflated]] = await Promise.all([deflating.encode([big]), plainSealing.encode([big])]);
+  expect(deflated!.data!.length).toBeLessThan(undeflated!.data!.length / 2);
+  // Too small to gain: sealed alike.
+  const [[a], [b]] = await Promise.all([deflating.encode([small]), plainSealing.encode([small])]);
+  expect(a!.data!.length).toBe(b!.data!.length);
+  for (const codec of [deflating, plainSealing])
+    for (const sealed of [deflated!, undeflated!])
+      expect(defaultPayloadConverter.fromPayload((await codec.decode([sealed]))[0]!)).toEqual(ledger);
+  // Authentic ciphertext of a marker and bytes that are no deflate stream.
+  const iv = crypto.randomBytes(12);
+  const cipher = crypto.createCipheriv('aes-256-gcm', keyring.keys.get(keyring.current)!, iv);
+  cipher.setAAD(Buffer.from(keyring.current));
+  const body = Buffer.concat([cipher.update(Buffer.of(1, 0xff, 0xff, 0xff)), cipher.final()]);
+  const forged = { ...deflated!, data: Buffer.concat([iv, body, cipher.getAuthTag()]) };
+  await expect(deflating.decode([forged])).rejects.toThrow(/decrypts, but its deflated contents do not inflate/);
+  // Histories hold payloads deflated against it: the dictionary is fixed for good (a new one takes a new marker).
+  expect(crypto.createHash('sha256').update(DEFLATE_DICTIONARY_1).digest('hex')).toBe(
+    'acd59869e1409576d2b8f636d3ca9df4f125823192dfd17b2fbdedb75a016535',
+  );
+  expect(loadConfig({ PAYLOAD_KEYS: newKey }).encryption.compress).toBe(true);
+  expect(loadConfig({ PAYLOAD_KEYS: newKey, PAYLOAD_COMPRESSION: 'off' }).encryption.compress).toBe(false);
 });
 
 test("PAYLOAD_PLAINTEXT: a worker refuses a workflow's own plaintext payload, naming the codec endpoint; activities' payloads, clients and allow are untouched", async () => {
