@@ -16,7 +16,9 @@ const TAG_BYTES = 16;
 // plaintext deflated against dictionary 1; payloads sealed before compression, or too small to gain, have none.
 const DEFLATED = 1;
 const WORTH_DEFLATING = 32;
-const DICTIONARY = { dictionary: DEFLATE_DICTIONARY_1 };
+// A 4 KB window and little memory: zlib sets its state up on every call, and our payloads are small.
+const DEFLATING = { dictionary: DEFLATE_DICTIONARY_1, windowBits: 12, memLevel: 4 };
+const INFLATING = { dictionary: DEFLATE_DICTIONARY_1 };
 
 const utf8 = (text: string) => new TextEncoder().encode(text);
 const text = (bytes: Uint8Array | undefined | null) => (bytes ? Buffer.from(bytes).toString('utf8') : undefined);
@@ -84,14 +86,14 @@ export class EncryptionCodec implements PayloadCodec {
   private plaintext(payload: Payload): Uint8Array {
     const plain = temporal.api.common.v1.Payload.encode(payload).finish();
     if (!this.compress || plain.length < WORTH_DEFLATING) return plain;
-    const deflated = deflateRawSync(plain, DICTIONARY);
+    const deflated = deflateRawSync(plain, DEFLATING);
     return deflated.length + 1 < plain.length ? Buffer.concat([Buffer.of(DEFLATED), deflated]) : plain;
   }
 }
 
 function inflated(plain: Buffer, id: string): Buffer {
   try {
-    return inflateRawSync(plain.subarray(1), DICTIONARY);
+    return inflateRawSync(plain.subarray(1), INFLATING);
   } catch {
     throw new Error(`payload encrypted with key ${id} decrypts, but its deflated contents do not inflate`);
   }
