@@ -1,7 +1,7 @@
 // A worker for the benchmark's bare, bare+platform and naive workflows, as its own process (so that its CPU and
 // memory are its own, and it can be SIGKILLed): `BENCH_TASK_QUEUE`, the refund workers' Temporal, Stripe, SMTP
 // and database settings, `BENCH_WORKFLOW_BUNDLE` and `METRICS_PROMETHEUS_ADDRESS`. `BENCH_PLATFORM=on`: the
-// refund worker's log and payload encryption (`PAYLOAD_KEYS`) too.
+// refund worker's log and payload encryption (`PAYLOAD_KEYS`, `PAYLOAD_COMPRESSION`) too.
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { refundDataConverter } from '../../../src/codec/data-converter';
 import { parseKeyring } from '../../../src/codec/keyring';
@@ -39,7 +39,11 @@ async function main(): Promise<void> {
     connection,
     taskQueue,
     workflowBundle: { codePath: env('BENCH_WORKFLOW_BUNDLE') },
-    ...(platform && { dataConverter: refundDataConverter(parseKeyring(env('PAYLOAD_KEYS'), 'PAYLOAD_KEYS')) }),
+    ...(platform && {
+      dataConverter: refundDataConverter(parseKeyring(env('PAYLOAD_KEYS'), 'PAYLOAD_KEYS'), {
+        compress: process.env.PAYLOAD_COMPRESSION !== 'off',
+      }),
+    }),
     activities: createBareActivities({ stripe, store, mail, from: 'refunds@example.test', logged: platform }),
     // As many slots as the refund worker has: the same room to run in.
     maxConcurrentWorkflowTaskExecutions: 40,
