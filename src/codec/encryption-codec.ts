@@ -18,7 +18,8 @@ const DEFLATED = 1;
 const WORTH_DEFLATING = 32;
 // A 4 KB window and little memory: zlib sets its state up on every call, and our payloads are small.
 const DEFLATING = { dictionary: DEFLATE_DICTIONARY_1, windowBits: 12, memLevel: 4 };
-const INFLATING = { dictionary: DEFLATE_DICTIONARY_1 };
+// Any window up to 15 inflates (one of 15 too); bounded, so a forged payload cannot fill the memory.
+const INFLATING = { dictionary: DEFLATE_DICTIONARY_1, windowBits: 15, maxOutputLength: 64 << 20 };
 
 const utf8 = (text: string) => new TextEncoder().encode(text);
 const text = (bytes: Uint8Array | undefined | null) => (bytes ? Buffer.from(bytes).toString('utf8') : undefined);

@@ -119,13 +119,18 @@ function poolsPolling(workers: readonly Worker[]): string[] {
   return workers.map((w) => w.options.taskQueue);
 }
 
-const PROBE: Payload = { metadata: { encoding: new TextEncoder().encode('binary/plain') }, data: new Uint8Array([42]) };
+// Long enough to be deflated too.
+const PROBE: Payload = {
+  metadata: { encoding: new TextEncoder().encode('binary/plain') },
+  data: new Uint8Array(64).fill(42),
+};
 
-/** The codec has its keys: a payload encrypted with the current key decrypts again. No keyring: plaintext, as configured. */
+/** The codec has its keys: a payload sealed with the current key opens again. No keyring: plaintext, as configured. */
 async function codecWorks(keyring: Keyring | undefined): Promise<string> {
   if (!keyring) return 'plaintext (PAYLOAD_ENCRYPTION=off)';
   const codec = new EncryptionCodec(keyring);
   const [back] = await codec.decode(await codec.encode([PROBE]));
-  if (back?.data?.[0] !== 42) throw new Error(`a payload encrypted with key ${keyring.current} does not decrypt`);
+  if (!back?.data || Buffer.compare(Buffer.from(back.data), Buffer.from(PROBE.data!)) !== 0)
+    throw new Error(`a payload encrypted with key ${keyring.current} does not decrypt`);
   return `encrypts with key ${keyring.current}`;
 }

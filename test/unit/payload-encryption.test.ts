@@ -3,6 +3,8 @@
 import { ApplicationFailure, defaultPayloadConverter, type Payload, type PayloadCodec } from '@temporalio/common';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import zlib from 'node:zlib';
+import { temporal } from '@temporalio/proto';
 import os from 'node:os';
 import path from 'node:path';
 import { loadConfig } from '../../src/config';
@@ -12,6 +14,7 @@ import { DEFLATE_DICTIONARY_1 } from '../../src/codec/deflate-dictionary';
 import { EncryptionCodec, KEY_ID_METADATA } from '../../src/codec/encryption-codec';
 import { failureConverter } from '../../src/codec/failure-converter';
 import { PLAINTEXT_REFUSED, PLAINTEXT_REFUSED_ENCODING } from '../../src/codec/plaintext';
+import { UNDECODABLE_ENCODING } from '../../src/codec/payload-converter';
 import { newKeyEntry, parseKeyring } from '../../src/codec/keyring';
 import { registerSelf } from '../../tools/src/stack/processes';
 
@@ -70,13 +73,21 @@ test('a payload worth it is deflated inside its encryption; sealed either way, i
   for (const codec of [deflating, plainSealing])
     for (const sealed of [deflated!, undeflated!])
       expect(defaultPayloadConverter.fromPayload((await codec.decode([sealed]))[0]!)).toEqual(ledger);
-  // Authentic ciphertext of a marker and bytes that are no deflate stream.
-  const iv = crypto.randomBytes(12);
-  const cipher = crypto.createCipheriv('aes-256-gcm', keyring.keys.get(keyring.current)!, iv);
-  cipher.setAAD(Buffer.from(keyring.current));
-  const body = Buffer.concat([cipher.update(Buffer.of(1, 0xff, 0xff, 0xff)), cipher.final()]);
-  const forged = { ...deflated!, data: Buffer.concat([iv, body, cipher.getAuthTag()]) };
-  await expect(deflating.decode([forged])).rejects.toThrow(/decrypts, but its deflated contents do not inflate/);
+  // Authentic ciphertexts: a deflate stream of the widest window, bytes that are none, one that inflates past the bound.
+  const forged = (plaintext: Buffer) => ({ ...deflated!, data: sealedRaw(keyring, plaintext) });
+  const marked = (deflatedBytes: Buffer) => forged(Buffer.concat([Buffer.of(1), deflatedBytes]));
+  const serialized = Buffer.from(temporal.api.common.v1.Payload.encode(big).finish());
+  const wide = marked(zlib.deflateRawSync(serialized, { dictionary: DEFLATE_DICTIONARY_1, windowBits: 15 }));
+  expect(defaultPayloadConverter.fromPayload((await deflating.decode([wide]))[0]!)).toEqual(ledger);
+  const bomb = marked(zlib.deflateRawSync(Buffer.alloc(65 << 20), { dictionary: DEFLATE_DICTIONARY_1 }));
+  await expect(deflating.decode([bomb])).rejects.toThrow(/do not inflate/);
+  const garbage = marked(Buffer.of(0xff, 0xff, 0xff));
+  // A worker marks it, as any payload it cannot decode, rather than failing the task that carries it.
+  const config = loadConfig({ PAYLOAD_KEYS: newKey, PAYLOAD_PLAINTEXT: 'allow' });
+  const [asMarked] = await workerDataConverter(config, keyring).payloadCodecs![0]!.decode([garbage]);
+  expect(Buffer.from(asMarked!.metadata!.encoding!).toString()).toBe(UNDECODABLE_ENCODING);
+  expect(Buffer.from(asMarked!.data!).toString()).toMatch(/decrypts, but its deflated contents do not inflate/);
+  await expect(deflating.decode([garbage])).rejects.toThrow(/decrypts, but its deflated contents do not inflate/);
   // Histories hold payloads deflated against it: the dictionary is fixed for good (a new one takes a new marker).
   expect(crypto.createHash('sha256').update(DEFLATE_DICTIONARY_1).digest('hex')).toBe(
     'acd59869e1409576d2b8f636d3ca9df4f125823192dfd17b2fbdedb75a016535',
@@ -84,6 +95,15 @@ test('a payload worth it is deflated inside its encryption; sealed either way, i
   expect(loadConfig({ PAYLOAD_KEYS: newKey }).encryption.compress).toBe(true);
   expect(loadConfig({ PAYLOAD_KEYS: newKey, PAYLOAD_COMPRESSION: 'off' }).encryption.compress).toBe(false);
 });
+
+/** `plaintext` encrypted under the keyring's current key, as the codec seals (nonce, ciphertext, tag). */
+function sealedRaw(keyring: ReturnType<typeof parseKeyring>, plaintext: Buffer): Buffer {
+  const iv = crypto.randomBytes(12);
+  const cipher = crypto.createCipheriv('aes-256-gcm', keyring.keys.get(keyring.current)!, iv);
+  cipher.setAAD(Buffer.from(keyring.current));
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
+  return Buffer.concat([iv, body, cipher.getAuthTag()]);
+}
 
 test("PAYLOAD_PLAINTEXT: a worker refuses a workflow's own plaintext payload, naming the codec endpoint; activities' payloads, clients and allow are untouched", async () => {
   const codecOf = (env: NodeJS.ProcessEnv) => {
