@@ -1,7 +1,7 @@
 // The benchmark's own arithmetic: percentiles, history sizes, the minimum history, the polls the
 // shipped policy makes while it waits for a provider.
 import { temporal } from '@temporalio/proto';
-import { historySize, percentiles } from '../../tools/src/bench/measure';
+import { historySize, percentiles, threadCpu } from '../../tools/src/bench/measure';
 import { machineCpuMsPerRun, storeCountsIn } from '../../tools/src/bench/matrix';
 import { kindOf, statementKind } from '../../src/store/database';
 import { Kysely, sql } from 'kysely';
@@ -53,6 +53,13 @@ test("a run's CPU on the machine is its worker's plus Temporal's, the proxy's an
     stackCpuMsPerRun: { temporal: 30, toxiproxy: 4, benchProcess: 8 },
   } as CellResult;
   expect(machineCpuMsPerRun(cell)).toBe(92);
+});
+
+test("a process's CPU by thread: this one's main thread has used some, and a process that is gone has none", () => {
+  const mine = threadCpu(process.pid)!;
+  expect(mine.main).toBeGreaterThan(0);
+  expect(Object.keys(mine).sort()).toEqual(['core', 'main', 'other', 'v8', 'workflows']);
+  expect(threadCpu(2 ** 30)).toBeUndefined();
 });
 
 test("a worker's store counts are read from its /metrics, every series of each counter summed", () => {
@@ -115,7 +122,12 @@ describe('the project over bare, bare+platform and a baseline build', () => {
       requests: { effectRequestsPerEffect: 1, allRequestsPerEffect: 1 },
       duplicates: { refunds: 0, emails: 0 },
       injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 },
-      worker: { cpuMs: 0, cpuMsPerRun, peakRssBytes: cpuMsPerRun << 20 },
+      worker: {
+        cpuMs: 0,
+        cpuMsPerRun,
+        peakRssBytes: cpuMsPerRun << 20,
+        threadsMsPerRun: { main: cpuMsPerRun / 2, workflows: cpuMsPerRun / 4, v8: 0, core: cpuMsPerRun / 4, other: 0 },
+      },
       store: { statementsPerRun: 7, commitsPerRun: 1 },
       stackCpuMsPerRun: { temporal: 0, toxiproxy: 0, benchProcess: 0 },
     }) as unknown as CellResult;
@@ -169,6 +181,13 @@ describe('the project over bare, bare+platform and a baseline build', () => {
     expect(withBaseline).toContain('## Project against bare+platform');
     expect(withBaseline).toMatch(/## Project against 1\.0 \(2880f67\)[\s\S]*\| none \| 10 \| 0\.96 \|/);
     expect(report()).not.toContain('## Project against 1.0');
+  });
+
+  test("each worker's CPU is given by thread, the project's with its excess over bare's", () => {
+    expect(report()).toContain(
+      '| project | 10 | 40.0 (+20.0) | 20.0 (+10.0) | 0.0 (+0.0) | 20.0 (+10.0) | 0.0 (+0.0) | 80.0 |',
+    );
+    expect(report()).toContain('| bare | 10 | 20.0 | 10.0 | 0.0 | 10.0 | 0.0 | 40.0 |');
   });
 
   test("the worker's peak RSS over bare's is held to its target at concurrency 50 only", () => {

@@ -21,7 +21,17 @@ import type { ChaosStack } from '../chaos/chaos-stack';
 import { runDetails, runSummary, SEARCH_ATTRIBUTES, TASK_QUEUE, type RefundWorkflow } from '../../../src/contract';
 import { parseRefundRequest } from '../../../src/domain/refund-request';
 import type { BareRefundInput } from './activities';
-import { historySize, mean, percentiles, sampleProcess, type Percentiles } from './measure';
+import {
+  historySize,
+  mean,
+  noThreadCpu,
+  percentiles,
+  sampleProcess,
+  THREAD_GROUPS,
+  threadCpu,
+  type Percentiles,
+  type ThreadCpu,
+} from './measure';
 
 export const VARIANTS = ['bare', 'platform', 'project', 'naive'] as const;
 /** `baseline`: the refund workflow of an earlier build (`--baseline <checkout>`), beside this one's. */
@@ -95,7 +105,8 @@ export interface CellResult {
   wrongOrders: number;
   /** Faults that fired, counted by the servers (and the kills we made). */
   injected: { lostAnswers: number; rateLimits: number; resets: number; smtpTransient: number; workerKills: number };
-  worker: { cpuMs: number; cpuMsPerRun: number; peakRssBytes: number };
+  /** threadsMsPerRun: its CPU per run by thread group; `other` is the rest of cpuMsPerRun (exited threads too). */
+  worker: { cpuMs: number; cpuMsPerRun: number; peakRssBytes: number; threadsMsPerRun: ThreadCpu };
   /** What the variant's worker sent its store per run, as its own metrics counted it (refunds_store_*_total). */
   store: { statementsPerRun: number; commitsPerRun: number };
   /**
@@ -105,6 +116,16 @@ export interface CellResult {
    * worker's is what decides throughput once the machine is busy.
    */
   stackCpuMsPerRun: { temporal: number; toxiproxy: number; benchProcess: number };
+}
+
+/** CPU per run by thread group, `other` what the named groups leave of the process's whole (threads that exited too). */
+function perRunByThread(threads: ThreadCpu, cpuMs: number, runs: number): ThreadCpu {
+  const named = THREAD_GROUPS.filter((g) => g !== 'other');
+  const rest = cpuMs - named.reduce((sum, g) => sum + threads[g], 0);
+  return Object.fromEntries([
+    ...named.map((g) => [g, threads[g] / runs]),
+    ['other', Math.max(0, rest) / runs],
+  ]) as ThreadCpu;
 }
 
 /** CPU time per run of every process the variant kept busy: its worker and the rest of the stack. */
@@ -153,6 +174,7 @@ async function startMetered(env: NodeJS.ProcessEnv, script?: string): Promise<Me
 /** One variant's worker process, replaced when killed, with the CPU time and store counts of every process it had. */
 class VariantWorker {
   private deadCpuMs = 0;
+  private deadThreads = noThreadCpu();
   private deadStore: StoreCounts = { statements: 0, commits: 0 };
   peakRssBytes = 0;
   constructor(
@@ -175,8 +197,14 @@ class VariantWorker {
     if (s) this.peakRssBytes = Math.max(this.peakRssBytes, s.peakRssBytes);
     return this.deadCpuMs + (s?.cpuMs ?? 0);
   }
+  /** CPU time so far by thread group, of this variant's workers (a killed one's as read just before). */
+  threadCpu(): ThreadCpu {
+    const now = threadCpu(this.proc.pid) ?? noThreadCpu();
+    return Object.fromEntries(THREAD_GROUPS.map((g) => [g, this.deadThreads[g] + now[g]])) as ThreadCpu;
+  }
   async kill(): Promise<void> {
     this.deadStore = await this.storeCounts();
+    this.deadThreads = this.threadCpu();
     const s = sampleProcess(this.proc.pid);
     await this.proc.kill();
     if (s) {
@@ -600,6 +628,7 @@ export async function runMatrix(
             records: [] as RunRecord[],
             durationMs: 0,
             cpuMs: 0,
+            threads: noThreadCpu(),
             store: { statements: 0, commits: 0 },
             stackCpuMs: { temporal: 0, toxiproxy: 0, benchProcess: 0 },
             injected: { lostAnswers: 0, rateLimits: 0, resets: 0, smtpTransient: 0, workerKills: 0 },
@@ -611,6 +640,7 @@ export async function runMatrix(
           records: RunRecord[];
           durationMs: number;
           cpuMs: number;
+          threads: ThreadCpu;
           store: StoreCounts;
           stackCpuMs: CellResult['stackCpuMsPerRun'];
           injected: CellResult['injected'];
@@ -624,6 +654,7 @@ export async function runMatrix(
           if (!slice.length) continue;
           const worker = workers.workers[v]!;
           const cpuBefore = worker.cpuMs();
+          const threadsBefore = worker.threadCpu();
           const storeBefore = await worker.storeCounts();
           const stackBefore = stackCpu(stack);
           const seg = await runSegment(
@@ -640,6 +671,8 @@ export async function runMatrix(
           await sleep(200);
           const a = acc[v];
           a.cpuMs += worker.cpuMs() - cpuBefore;
+          const threadsAfter = worker.threadCpu();
+          for (const g of THREAD_GROUPS) a.threads[g] += threadsAfter[g] - threadsBefore[g];
           const storeAfter = await worker.storeCounts();
           a.store.statements += storeAfter.statements - storeBefore.statements;
           a.store.commits += storeAfter.commits - storeBefore.commits;
@@ -687,6 +720,7 @@ export async function runMatrix(
             cpuMs: a.cpuMs,
             cpuMsPerRun: a.cpuMs / a.records.length,
             peakRssBytes: workers.workers[v]!.peakRssBytes,
+            threadsMsPerRun: perRunByThread(a.threads, a.cpuMs, a.records.length),
           },
           store: {
             statementsPerRun: a.store.statements / a.records.length,

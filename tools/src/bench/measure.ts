@@ -30,6 +30,43 @@ export function sampleProcess(pid: number): ProcessSample | undefined {
   }
 }
 
+/** Where a worker process spends CPU, by the name Linux gives each thread. */
+export const THREAD_GROUPS = ['main', 'workflows', 'v8', 'core', 'other'] as const;
+export type ThreadGroup = (typeof THREAD_GROUPS)[number];
+export type ThreadCpu = Record<ThreadGroup, number>;
+
+// Node's main thread; the SDK's workflow threads (worker_threads); V8's helpers (concurrent GC, the compiler); the
+// Core SDK's Rust threads (gRPC, history and task state machines); the rest (libuv's pool: crypto, zlib, fs).
+const GROUP_OF: [RegExp, ThreadGroup][] = [
+  [/^(MainThread|node)$/, 'main'],
+  [/^WorkerThread$/, 'workflows'],
+  [/^V8Worker$/, 'v8'],
+  [/^(tokio-runtime-w|workflow-proces)/, 'core'],
+];
+
+export const noThreadCpu = (): ThreadCpu => ({ main: 0, workflows: 0, v8: 0, core: 0, other: 0 });
+
+/** The CPU time so far of each thread group of a process (threads that exited are in no group), or undefined once it is gone. */
+export function threadCpu(pid: number): ThreadCpu | undefined {
+  try {
+    const by = noThreadCpu();
+    for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+      try {
+        const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+        const group = GROUP_OF.find(([re]) => re.test(name))?.[1] ?? 'other';
+        by[group] += ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+      } catch {
+        // the thread exited between the listing and the read
+      }
+    }
+    return by;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Watches a process until `stop`: the CPU time it used meanwhile and the most memory it held
  * (RSS polled every `everyMs`, so a process that exits still leaves what it reached just before).

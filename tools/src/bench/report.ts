@@ -3,6 +3,7 @@
 import type { BenchReport, Over } from './run';
 import { machineCpuMsPerRun, variantName, type CellResult } from './matrix';
 import type { CheckoutCell } from './checkouts';
+import { THREAD_GROUPS, type ThreadGroup } from './measure';
 
 /** The fewest events a run of n sequential activities can leave (derived in docs/bench/README.md). */
 export const minimumEvents = (activities: number) => 5 + 6 * activities;
@@ -73,6 +74,23 @@ const CELL_HEAD = [
   'all CPU ms/run',
 ];
 
+/** Each worker's CPU per run by thread, and the project's excess over bare in each: where the worker's cost lies. */
+function threadSection(cells: CellResult[]): string[] {
+  const bare = (c: CellResult) => cells.find((b) => b.variant === 'bare' && b.concurrency === c.concurrency);
+  const rows = cells.map((c) => {
+    const t = c.worker.threadsMsPerRun;
+    const b = c.variant === 'project' ? bare(c)?.worker.threadsMsPerRun : undefined;
+    const cell = (g: ThreadGroup) => (b ? `${f(t[g])} (${t[g] >= b[g] ? '+' : ''}${f(t[g] - b[g])})` : f(t[g]));
+    return [variantName(c.variant), c.concurrency, ...THREAD_GROUPS.map(cell), f(c.worker.cpuMsPerRun)];
+  });
+  return [
+    "Where each worker's CPU goes, ms a run by thread (Linux's per-thread counters): Node's main thread (activities, the codec, the store, the SDK's bridge), the SDK's workflow threads (the sandbox), V8's helpers (concurrent GC, the compiler), the Core SDK's Rust threads (gRPC, the task state machines), and the rest (libuv's pool, exited threads); the project's excess over bare in brackets.",
+    '',
+    table(['variant', 'conc.', 'main', 'workflow threads', 'V8 helpers', 'Core', 'other', 'worker CPU'], rows),
+    '',
+  ];
+}
+
 export function renderReport(r: BenchReport): string {
   const out: string[] = [];
   const { machine, versions } = r;
@@ -136,6 +154,7 @@ export function renderReport(r: BenchReport): string {
     }
     out.push(table(CELL_HEAD, cellRows(cells)));
     out.push('');
+    if (mode === 'none') out.push(...threadSection(cells));
     const others = cells.filter((c) => Object.keys(c.other).length);
     if (others.length) {
       out.push(
