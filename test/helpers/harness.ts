@@ -53,6 +53,8 @@ export interface HarnessOptions {
   network?: boolean;
   /** Hooks into the Stripe server around each effect (e.g. to kill a worker process right after one). */
   stripeHooks?: StripeServerHooks;
+  /** false: payloads not deflated by this code's processes (PAYLOAD_COMPRESSION=off), for a rollout beside a build that cannot inflate. */
+  payloadCompression?: boolean;
   /** false: no worker in the test process (the test runs worker processes of its own). */
   inProcessWorker?: boolean;
   /** The order store's database; a SQLite file in the harness's directory unless given. */
@@ -146,14 +148,15 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   // Every payload of the file is encrypted, as in production: workers, clients and CLIs share the key.
   const payloadKeys = newKeyEntry();
   const keyring = parseKeyring(payloadKeys, 'harness');
-  const dataConverter = refundDataConverter(keyring);
+  const compress = options.payloadCompression ?? true;
+  const dataConverter = refundDataConverter(keyring, { compress });
   // The suite's shared dev server, in a namespace of this file's own (a file run alone starts its own server);
   // with the Web UI, a server of the file's own, started after the codec server its UI decodes through.
   const uiPort = options.webUi ? await freePort() : undefined;
   const webUiUrl = uiPort ? `http://127.0.0.1:${uiPort}` : undefined;
   const origins = uiPort ? [webUiUrl!, `http://localhost:${uiPort}`] : [];
   const codecFor = (namespace: string) =>
-    startCodecServer({ codec: new EncryptionCodec(keyring), namespace, origins, port: 0 });
+    startCodecServer({ codec: new EncryptionCodec(keyring, { compress }), namespace, origins, port: 0 });
   const uiCodecServer = uiPort ? await codecFor('default') : undefined;
   const env = await testEnvironment(
     { dataConverter },
@@ -162,7 +165,10 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
   const namespace = env.namespace ?? 'default';
   const codecServer = uiCodecServer ?? (await codecFor(namespace));
   // Its workers refuse a workflow's own payloads sent in plaintext, as production's do (PAYLOAD_PLAINTEXT=reject).
-  const workerConverter = refundDataConverter(keyring, { refusePlaintext: { codecEndpoint: codecServer.url } });
+  const workerConverter = refundDataConverter(keyring, {
+    compress,
+    refusePlaintext: { codecEndpoint: codecServer.url },
+  });
   const keyTtlMs = options.keyTtlMs ?? 24 * 3600_000;
   const requestTimeoutMs = options.requestTimeoutMs ?? 2000;
   const standIns = await startStandIns(dir, {
@@ -184,6 +190,7 @@ export async function startHarness(options: HarnessOptions = {}): Promise<Harnes
     DATABASE_URL: databaseUrl,
     OPERATION_SCOPE: 'test',
     PAYLOAD_KEYS: payloadKeys,
+    PAYLOAD_COMPRESSION: compress ? 'on' : 'off',
     STRIPE_API_BASE: stripeServer.url,
     SMTP_PORT: String(mail.smtpPort),
     MAILBOX_PORT: String(new URL(mail.apiUrl).port),

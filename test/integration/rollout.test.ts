@@ -44,8 +44,10 @@ beforeAll(async () => {
   // Two attempts at a transient failure: the run parks in a second or so.
   fs.writeFileSync(path.join(dir, 'policy.json'), policyFileText(fewLookups(3)));
   // 1.0 first, as in a deployment: it made the store, and this code's build expands it while 1.0 still runs.
+  // This code's processes (its workers, the test's client) deflate no payload while 1.0, which cannot inflate, runs.
   h = await startHarness({
     inProcessWorker: false,
+    payloadCompression: false,
     beforeStore: async (env) => void ([u1, v1] = await startRelease1_0(env)),
   });
   fs.writeFileSync(bundles.a, h.workflowBundle.code);
