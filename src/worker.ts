@@ -13,7 +13,7 @@ import { deploymentVersion } from './lifecycle/deployment';
 import { startLineFields } from './observability/start-line';
 import { startTracing } from './observability/tracing';
 import { telemetryOptions } from './observability/telemetry';
-import { payloadKeyring, refundDataConverter, workerDataConverter } from './codec/data-converter';
+import { clientDataConverter, payloadKeyring, workerDataConverter } from './codec/data-converter';
 import { bundleRefundWorkflows, createRefundWorker } from './worker-pools';
 
 export async function runWorker(): Promise<void> {
@@ -30,7 +30,7 @@ export async function runWorker(): Promise<void> {
   await requireSearchAttributes(config);
   const keyring = payloadKeyring(config);
   // The worker refuses plaintext (PAYLOAD_PLAINTEXT); its client, which activities read through, reads any history.
-  const dataConverter = refundDataConverter(keyring, { compress: config.encryption.compress });
+  const dataConverter = clientDataConverter(config, keyring);
   const tracing = startTracing(config.tracing.exporter, config.tracing.serviceName);
   // Scheduled work (the digest, the sweep) reads visibility through a client of its own.
   const [connection, visibility] = await Promise.all([

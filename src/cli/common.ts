@@ -1,7 +1,7 @@
 import { Client, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { InvalidArgumentError, type Command } from 'commander';
 import type { Config } from '../config';
-import { payloadKeyring, refundDataConverter } from '../codec/data-converter';
+import { clientDataConverter } from '../codec/data-converter';
 import { connectTemporal } from '../temporal/client';
 import { openStore, type OrderStore } from '../store';
 
@@ -29,7 +29,7 @@ export async function connectClient(config: Config): Promise<Client> {
     return new Client({
       connection,
       namespace: config.temporal.namespace,
-      dataConverter: refundDataConverter(payloadKeyring(config), { compress: config.encryption.compress }),
+      dataConverter: clientDataConverter(config),
     });
   } catch (err) {
     await connection.close();

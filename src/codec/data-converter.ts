@@ -54,6 +54,11 @@ export function refundDataConverter(
   };
 }
 
+/** The data converter of this configuration's clients (a worker's own among them): they read any history. */
+export function clientDataConverter(config: Config, keyring = payloadKeyring(config)): DataConverter {
+  return refundDataConverter(keyring, { compress: config.encryption.compress });
+}
+
 /** The data converter of this configuration's workers: it refuses plaintext unless PAYLOAD_PLAINTEXT=allow. */
 export function workerDataConverter(config: Config, keyring: Keyring | undefined): DataConverter {
   const refuse = config.encryption.plaintext === 'reject';

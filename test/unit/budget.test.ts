@@ -19,11 +19,15 @@ it('fits every activity inside what is left of the run, and its attempts inside 
 it('gives a call that sends several requests per attempt only the attempts the provider calls left can pay for', () => {
   const budget = new RunBudget(limits, Date.now());
   // 3 calls left: one gate attempt (a retrieve and a list) fits, a second would send the 4th request.
-  expect(budget.options(DEFAULT_POLICY, 'stripe', false, 2).retry?.maximumAttempts).toBe(1);
+  expect(budget.options(DEFAULT_POLICY, 'stripe', { requestsPerAttempt: 2 }).retry?.maximumAttempts).toBe(1);
   budget.spend({ provider: true, transportRequests: 2 });
-  expect(() => budget.options(DEFAULT_POLICY, 'stripe', false, 2)).toThrow(/too few left for one attempt of 2/);
+  expect(() => budget.options(DEFAULT_POLICY, 'stripe', { requestsPerAttempt: 2 })).toThrow(
+    /too few left for one attempt of 2/,
+  );
   // A compensation or a reconciliation that must happen is never stopped by the call budget.
-  expect(budget.options(DEFAULT_POLICY, 'stripe', true, 2).retry?.maximumAttempts).toBe(4);
+  expect(
+    budget.options(DEFAULT_POLICY, 'stripe', { essential: true, requestsPerAttempt: 2 }).retry?.maximumAttempts,
+  ).toBe(4);
 });
 
 it('refuses a provider call once the provider calls are spent, but not a store write', () => {

@@ -9,6 +9,18 @@ import { activityOptions } from './activity-options';
 /** A retry policy as the recovery policy derives it. */
 type RetryRules = ReturnType<typeof temporalRetryPolicy>;
 
+/** What one activity call asks of the budget. */
+export interface CallCost {
+  /** A compensation, or recording a refund that happened: held only to the deadline. */
+  essential?: boolean;
+  /** Provider requests one attempt may send (the completion gate: a list, and a retrieve). */
+  requestsPerAttempt?: number;
+  /** Provider requests the run will have sent before the call starts (a send whose activity makes its first read). */
+  after?: number;
+  /** Attempts of the step already made elsewhere (that first read): off its allowance, but one. */
+  attemptsMade?: number;
+}
+
 /** Thrown when the run cannot afford its next move. */
 export class BudgetExhausted extends Error {}
 
@@ -70,25 +82,14 @@ export class RunBudget {
 
   /**
    * Options for one activity at `boundary`, cut to what is left of the run. An `essential` call (a compensation,
-   * recording a refund that happened) is held only to the deadline: the run may always repair what it did. `after`:
-   * provider requests the run will have sent before this call starts (a send whose activity makes this call's first
-   * read); `attemptsMade`: attempts of the step already made elsewhere (that first read), off its allowance but one.
+   * recording a refund that happened) is held only to the deadline: the run may always repair what it did.
    */
-  options(
-    policy: RecoveryPolicy,
-    boundary: Boundary,
-    essential = false,
-    requestsPerAttempt = 1,
-    after = 0,
-    attemptsMade = 0,
-  ): ActivityOptions {
+  options(policy: RecoveryPolicy, boundary: Boundary, cost: CallCost = {}): ActivityOptions {
+    const { essential = false, requestsPerAttempt = 1, after = 0, attemptsMade = 0 } = cost;
     const provider = boundary !== 'store';
     const spent = this.providerCalls + after;
-    const why = essential
-      ? this.remainingMs() <= 0
-        ? this.exhausted(false)
-        : undefined
-      : this.exhausted(provider, spent);
+    const deadlinePassed = () => (this.remainingMs() <= 0 ? this.exhausted(false) : undefined);
+    const why = essential ? deadlinePassed() : this.exhausted(provider, spent);
     if (why) throw new BudgetExhausted(why);
     const t = policy.timeouts[boundary];
     const remaining = this.remainingMs();

@@ -54,7 +54,7 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
   /** The activities at one boundary, where `runs` says (each on its pool's queue by default), with options derived from the policy and what is left of the budget. */
   activities(boundary: Boundary, essential = false, requestsPerAttempt = 1, runs?: Runs, attemptsMade = 0): Acts {
     try {
-      const options = this.budget.options(this.policy(), boundary, essential, requestsPerAttempt, 0, attemptsMade);
+      const options = this.budget.options(this.policy(), boundary, { essential, requestsPerAttempt, attemptsMade });
       return pooledActivities<Acts>(options, runs);
     } catch (err) {
       if (err instanceof BudgetExhausted)
@@ -163,8 +163,12 @@ export class ActivityCalls<Acts extends Activities, Step extends string> {
     // Asked of the send's first attempt only (a retried send reads nothing), whose requests are paid for first.
     const hostSends = host.boundary === 'store' ? 0 : (host.requestsPerAttempt ?? 1);
     try {
-      const { policy } = this;
-      const options = this.budget.options(policy(), step.boundary, step.essential, step.requestsPerAttempt, hostSends);
+      const { essential, requestsPerAttempt } = step;
+      const options = this.budget.options(this.policy(), step.boundary, {
+        essential,
+        requestsPerAttempt,
+        after: hostSends,
+      });
       const startToCloseMs = Math.min(Number(options.startToCloseTimeout), Number(options.scheduleToCloseTimeout));
       return { read: { step: step.name, input, startToCloseMs } };
     } catch (err) {

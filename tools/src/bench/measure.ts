@@ -6,6 +6,16 @@ import fs from 'node:fs';
 /** Linux's USER_HZ: /proc reports CPU time in these ticks (100 on every Linux Node supports). */
 const TICKS_PER_SECOND = 100;
 
+/** A process's or thread's name and its user + system CPU time so far, from its /proc stat line. */
+function statOf(stat: string): { name: string; cpuMs: number } {
+  // Fields after the parenthesised command name: utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return {
+    name: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+    cpuMs: ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND,
+  };
+}
+
 export interface ProcessSample {
   /** User + system CPU time so far. */
   cpuMs: number;
@@ -18,10 +28,7 @@ export interface ProcessSample {
 /** The process's CPU time and peak RSS, or undefined once it is gone. */
 export function sampleProcess(pid: number): ProcessSample | undefined {
   try {
-    // Fields after the parenthesised command name: utime and stime are the 12th and 13th.
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const cpuMs = ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+    const { cpuMs } = statOf(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
     const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
     const kB = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? 0) * 1024;
     return { cpuMs, peakRssBytes: kB('VmHWM'), rssBytes: kB('VmRSS') };
@@ -52,11 +59,8 @@ export function threadCpu(pid: number): ThreadCpu | undefined {
     const by = noThreadCpu();
     for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
       try {
-        const stat = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-        const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-        const group = GROUP_OF.find(([re]) => re.test(name))?.[1] ?? 'other';
-        by[group] += ((Number(fields[11]) + Number(fields[12])) * 1000) / TICKS_PER_SECOND;
+        const { name, cpuMs } = statOf(fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+        by[GROUP_OF.find(([re]) => re.test(name))?.[1] ?? 'other'] += cpuMs;
       } catch {
         // the thread exited between the listing and the read
       }
